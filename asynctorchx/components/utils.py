@@ -1,0 +1,304 @@
+"""Utility components, ready to use: they run well-known programs (``echo``, ``sh``,
+``python``) and serve as tutorial material or glue between the stages of a workflow.
+
+Names, arguments, defaults and images are TorchX 0.7.0's (``torchx.components.utils``).
+``copy`` and ``booth`` run a short program of their own with ``python -c`` (TorchX runs
+modules of the ``torchx`` package), so they work wherever a Python is.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from asynctorchx.components import IMAGE
+from asynctorchx.specs.api import NONE, AppDef, Resource, Role, parse_mounts
+from asynctorchx.specs.named_resources import resource
+
+
+def echo(msg: str = "hello world", image: str = IMAGE, num_replicas: int = 1) -> AppDef:
+    """Echos a message to stdout (calls echo).
+
+    Args:
+        msg: message to echo
+        image: image to use
+        num_replicas: number of replicas to run
+    """
+    return AppDef(
+        name="echo",
+        roles=[
+            Role(
+                name="echo",
+                image=image,
+                entrypoint="echo",
+                args=[msg],
+                num_replicas=num_replicas,
+                resource=Resource(cpu=1, gpu=0, memMB=1024),
+            )
+        ],
+    )
+
+
+def touch(file: str, image: str = IMAGE) -> AppDef:
+    """Touches a file (calls touch).
+
+    Args:
+        file: file to create
+        image: the image to use
+    """
+    return AppDef(
+        name="touch",
+        roles=[
+            Role(
+                name="touch",
+                image=image,
+                entrypoint="touch",
+                args=[file],
+                num_replicas=1,
+                resource=Resource(cpu=1, gpu=0, memMB=1024),
+            )
+        ],
+    )
+
+
+def sh(
+    *args: str,
+    image: str = IMAGE,
+    num_replicas: int = 1,
+    cpu: int = 1,
+    gpu: int = 0,
+    memMB: int = 1024,  # noqa: N803 (TorchX name)
+    h: str | None = None,
+    env: dict[str, str] | None = None,
+    max_retries: int = 0,
+    mounts: list[str] | None = None,
+) -> AppDef:
+    """Runs the provided command via sh (``sh -c '<args, each shell-quoted, joined>'``).
+
+    Environment variables in the arguments are not expanded (each argument is quoted);
+    to expand them pass one argument to a nested shell, e.g. ``sh -c 'echo $HOME'``.
+
+    Args:
+        args: the command and its arguments
+        image: image to use
+        num_replicas: number of replicas to run
+        cpu: number of cpus per replica
+        gpu: number of gpus per replica
+        memMB: cpu memory in MB per replica
+        h: a registered named resource (if specified takes precedence over cpu, gpu, memMB)
+        env: environment variables to be passed to the run (e.g. ENV1=v1,ENV2=v2,ENV3=v3)
+        max_retries: the number of scheduler retries allowed
+        mounts: mounts to mount into the worker environment/container
+            (ex. type=<bind/volume>,src=/host,dst=/job[,readonly]).
+    """
+    env = dict(env or {})
+    env.setdefault("LOGLEVEL", os.getenv("LOGLEVEL", "WARNING"))
+    return AppDef(
+        name="sh",
+        roles=[
+            Role(
+                name="sh",
+                image=image,
+                entrypoint="sh",
+                args=["-c", " ".join(shlex.quote(arg) for arg in args)],
+                num_replicas=num_replicas,
+                resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
+                env=env,
+                max_retries=max_retries,
+                mounts=parse_mounts(mounts) if mounts else [],
+            )
+        ],
+    )
+
+
+def python(
+    *args: str,
+    m: str | None = None,
+    c: str | None = None,
+    script: str | None = None,
+    image: str = IMAGE,
+    name: str = "torchx_utils_python",
+    cpu: int = 1,
+    gpu: int = 0,
+    memMB: int = 1024,  # noqa: N803 (TorchX name)
+    h: str | None = None,
+    num_replicas: int = 1,
+) -> AppDef:
+    """Runs ``python`` with the given module, command or script.
+
+    Use ``--`` to separate the component's arguments from the program's
+    (``asynctorchx run utils.python -m foo.main -- --lr 0.1``). ``h`` (a named
+    resource) wins over ``cpu``, ``gpu`` and ``memMB``.
+
+    Args:
+        args: arguments passed to the program in sys.argv[1:] (ignored with `--c`)
+        m: run library module as a script
+        c: program passed as string (may error if scheduler has a length limit on args)
+        script: .py script to run
+        image: image to run on
+        name: name of the job
+        cpu: number of cpus per replica
+        gpu: number of gpus per replica
+        memMB: cpu memory in MB per replica
+        h: a registered named resource (if specified takes precedence over cpu, gpu, memMB)
+        num_replicas: number of copies to run (each on its own container)
+
+    Raises:
+        ValueError: not exactly one of ``m``, ``c`` and ``script`` is given.
+    """
+    given = [flag for flag, value in (("-m", m), ("-c", c), ("--script", script)) if value]
+    if len(given) != 1:
+        raise ValueError(
+            "exactly one of `-m`, `-c` and `--script` needs to be specified"
+            f" (got {', '.join(given) or 'none'})"
+        )
+    if script:
+        cmd = [script]
+    elif m:
+        cmd = ["-m", m]
+    else:
+        cmd = ["-c", str(c)]
+    return AppDef(
+        name=name,
+        roles=[
+            Role(
+                name="python",
+                image=image,
+                entrypoint="python",
+                num_replicas=num_replicas,
+                resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
+                args=[*cmd, *args],
+                env={"HYDRA_MAIN_MODULE": m} if m else {},
+            )
+        ],
+    )
+
+
+def binary(
+    *args: str,
+    entrypoint: str,
+    name: str = "torchx_utils_binary",
+    num_replicas: int = 1,
+    cpu: int = 1,
+    gpu: int = 0,
+    memMB: int = 1024,  # noqa: N803 (TorchX name)
+    h: str | None = None,
+) -> AppDef:
+    """Runs a binary (``entrypoint``) with the given arguments; the image is ``<NONE>``.
+
+    Args:
+        args: arguments passed to the program in sys.argv[1:]
+        entrypoint: the binary to run
+        name: name of the job
+        num_replicas: number of copies to run (each on its own container)
+        cpu: number of cpus per replica
+        gpu: number of gpus per replica
+        memMB: cpu memory in MB per replica
+        h: a registered named resource (if specified takes precedence over cpu, gpu, memMB)
+    """
+    return AppDef(
+        name=name,
+        roles=[
+            Role(
+                name="binary",
+                image=NONE,
+                entrypoint=entrypoint,
+                num_replicas=num_replicas,
+                args=[*args],
+                resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
+            )
+        ],
+    )
+
+
+# Copies sys.argv[1] to sys.argv[2]: through fsspec when it is installed (so URLs such as
+# s3://... work, as in TorchX), else as local files. No `$` in it: args are macro-substituted.
+_COPY_PROGRAM = """\
+import shutil, sys
+src, dst = sys.argv[1], sys.argv[2]
+try:
+    import fsspec
+except ImportError:
+    shutil.copyfile(src, dst)
+else:
+    with fsspec.open(src, "rb") as fin, fsspec.open(dst, "wb") as fout:
+        shutil.copyfileobj(fin, fout)
+print(f"copied {src} -> {dst}")
+"""
+
+# Evaluates the booth function and writes {"booth_eval": value} to
+# <tracker_base>/<trial_idx>/result.json (through fsspec when installed).
+_BOOTH_PROGRAM = """\
+import json, os, sys
+x1, x2, trial, base = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
+value = (x1 + 2 * x2 - 7) ** 2 + (2 * x1 + x2 - 5) ** 2
+path = base.rstrip("/") + "/" + trial + "/result.json"
+try:
+    import fsspec
+except ImportError:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    opener = open
+else:
+    opener = fsspec.open
+with opener(path, "w") as out:
+    json.dump({"booth_eval": value}, out)
+print(f"booth({x1}, {x2}) = {value} -> {path}")
+"""
+
+
+def copy(src: str, dst: str, image: str = IMAGE) -> AppDef:
+    """Copies the file ``src`` to ``dst`` (no directories, not recursive).
+
+    ``src`` and ``dst`` are local paths, or any fsspec URL when fsspec is installed
+    where the job runs.
+
+    Args:
+        src: the source file location
+        dst: the destination file location
+        image: the image that contains the copy app
+    """
+    return AppDef(
+        name="torchx-utils-copy",
+        roles=[
+            Role(
+                name="torchx-utils-copy",
+                image=image,
+                entrypoint="python",
+                args=["-c", _COPY_PROGRAM, src, dst],
+                resource=Resource(cpu=1, gpu=0, memMB=1024),
+            )
+        ],
+    )
+
+
+def booth(
+    x1: float,
+    x2: float,
+    trial_idx: int = 0,
+    tracker_base: str = "/tmp/torchx-util-booth",
+    image: str = IMAGE,
+) -> AppDef:
+    """Evaluates the booth function, ``f(x1, x2) = (x1 + 2*x2 - 7)^2 + (2*x1 + x2 - 5)^2``.
+
+    The result is written as ``{"booth_eval": f}`` to
+    ``{tracker_base}/{trial_idx}/result.json``.
+
+    Args:
+        x1: x1
+        x2: x2
+        trial_idx: ignore if not running hpo
+        tracker_base: URI of the tracker's base output directory (e.g. s3://foo/bar)
+        image: the image that contains the booth app
+    """
+    return AppDef(
+        name="torchx-utils-booth",
+        roles=[
+            Role(
+                name="torchx-utils-booth",
+                image=image,
+                entrypoint="python",
+                args=["-c", _BOOTH_PROGRAM, str(x1), str(x2), str(trial_idx), tracker_base],
+                resource=Resource(cpu=1, gpu=0, memMB=1024),
+            )
+        ],
+    )

@@ -1,0 +1,137 @@
+"""Every exception that asynctorchx raises, in one place.
+
+The names are TorchX's where TorchX has one (``InvalidRunConfigException``,
+``MalformedAppHandleException``, ``UnknownAppException``,
+``UnknownSchedulerException``, ``ComponentNotFoundException``,
+``ComponentValidationException``); :mod:`asynctorchx.specs` re-exports them under
+the same names so code written against ``torchx.specs`` ports by changing the import.
+
+Every message names the bad value and says how to fix it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class AsyncTorchXError(Exception):
+    """Base class of every error raised on purpose by asynctorchx."""
+
+
+class InvalidRunConfigException(AsyncTorchXError, ValueError):
+    """A scheduler run config (``cfg``) does not match the scheduler's ``runopts``.
+
+    Raised by :meth:`asynctorchx.specs.runopts.resolve` for a missing required key,
+    a value of the wrong type or an unknown key. The message names the key, its
+    expected type and the keys the scheduler accepts.
+    """
+
+    def __init__(self, message: str, cfg_key: str | None = None) -> None:
+        super().__init__(message)
+        self.cfg_key = cfg_key
+
+
+class MalformedAppHandleException(AsyncTorchXError, ValueError):
+    """An app handle is not of the form ``{scheduler}://{session_name}/{app_id}``."""
+
+    def __init__(self, app_handle: str) -> None:
+        super().__init__(
+            f"{app_handle!r} is not a valid app handle: expected"
+            " `{scheduler}://{session_name}/{app_id}`, e.g. `local_cwd://torchx/echo-x1y2z3`"
+        )
+        self.app_handle = app_handle
+
+
+class UnknownAppException(AsyncTorchXError):
+    """The app handle names an app that the scheduler does not know (or no longer keeps)."""
+
+    def __init__(self, app_handle: str) -> None:
+        super().__init__(
+            f"unknown app {app_handle!r}: it was never submitted, or its scheduler no"
+            " longer keeps it; `asynctorchx list -s <scheduler>` shows the apps it knows"
+        )
+        self.app_handle = app_handle
+
+
+class UnknownSchedulerException(AsyncTorchXError, ValueError):
+    """No scheduler is registered under the given name."""
+
+    def __init__(self, scheduler: str, valid: Iterable[str]) -> None:
+        choices = ", ".join(sorted(valid))
+        super().__init__(f"unknown scheduler {scheduler!r}: choose one of {choices}")
+        self.scheduler = scheduler
+
+
+class SessionMismatchException(AsyncTorchXError, ValueError):
+    """An app handle belongs to another runner session than the one asked to act on it."""
+
+    def __init__(self, app_handle: str, handle_session: str, runner_session: str) -> None:
+        super().__init__(
+            f"app handle {app_handle!r} belongs to session {handle_session!r}, but this"
+            f" runner's session is {runner_session!r}: use `get_runner({handle_session!r})`"
+        )
+        self.app_handle = app_handle
+
+
+class InvalidAppIdException(AsyncTorchXError, ValueError):
+    """An app id that is not a valid id (empty, a path separator, ``..``).
+
+    Such an id is refused before it is used to build a path or a container name.
+    """
+
+    def __init__(self, app_id: str) -> None:
+        super().__init__(
+            f"{app_id!r} is not a valid app id: an app id is a non-empty name of letters,"
+            " digits, '-', '_' and '.', with no path separator and not '.' or '..'"
+        )
+        self.app_id = app_id
+
+
+class ComponentNotFoundException(AsyncTorchXError, LookupError):
+    """A component name resolves neither to a builtin, an entry point nor a file function."""
+
+
+class ComponentValidationException(AsyncTorchXError, ValueError):
+    """A component function breaks the component rules (see ``specs.file_linter``)."""
+
+
+class ConfigError(AsyncTorchXError, ValueError):
+    """A ``.torchxconfig`` file is missing, unreadable or has a bad value."""
+
+
+class SchedulerUnavailableError(AsyncTorchXError, RuntimeError):
+    """A scheduler cannot be used here (no Docker engine, unsupported event loop)."""
+
+
+class SchedulerClosedError(AsyncTorchXError, RuntimeError):
+    """A method was called on a scheduler (or runner) after ``close()``."""
+
+
+class WorkspaceBuildError(AsyncTorchXError, RuntimeError):
+    """Building a workspace image failed; the message holds the build log."""
+
+
+class UnknownNamedResourceException(AsyncTorchXError, KeyError):
+    """No named resource is registered under the given name (``named_resources[name]``).
+
+    A ``KeyError`` so that ``named_resources`` behaves as a mapping; unlike a plain
+    ``KeyError`` its ``str`` is the readable message, which names the closest
+    registered names (found with :mod:`difflib`).
+    """
+
+    def __init__(self, name: str, close_matches: Iterable[str], known: Iterable[str]) -> None:
+        close = list(close_matches)
+        if close:
+            hint = "did you mean " + " or ".join(f"`{match}`" for match in close) + "?"
+        else:
+            hint = "registered: " + ", ".join(sorted(known))
+        message = (
+            f"no named resource {name!r}: {hint} (register your own under the entry point"
+            " group `asynctorchx.named_resources`)"
+        )
+        super().__init__(message)
+        self.name = name
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,0 +1,49 @@
+"""The one cattrs converter for every encoding of the specs.
+
+JSON for the CLI's ``--json``, the ``AppDef`` stored in a Docker label, state written
+to disk: all go through :data:`converter`, so a field added to a spec class is
+encoded everywhere at once. Enums are encoded by name (``"SUCCEEDED"``, ``"REPLICA"``),
+mounts as a tagged union (``{"type": "BindMount", ...}``).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any, TypeVar
+
+import cattrs
+from cattrs.strategies import configure_tagged_union
+
+from asynctorchx.specs.api import AppState, Mount, RetryPolicy
+
+T = TypeVar("T")
+
+#: The converter. ``converter.unstructure(obj)`` gives JSON-able dicts and lists;
+#: ``converter.structure(data, Class)`` builds the object back.
+converter = cattrs.Converter(omit_if_default=False)
+
+
+def _enum_by_name(cls: type[enum.Enum]) -> None:
+    converter.register_unstructure_hook(cls, lambda member: member.name)
+    converter.register_structure_hook(cls, lambda value, _: cls[value])
+
+
+_enum_by_name(AppState)
+_enum_by_name(RetryPolicy)
+configure_tagged_union(Mount, converter, tag_name="type")
+
+
+def to_json(obj: Any, **dumps_kwargs: Any) -> str:
+    """Encode an attrs spec object (or a list of them) as JSON text."""
+    return json.dumps(converter.unstructure(obj), **dumps_kwargs)
+
+
+def from_json(text: str | bytes, cls: type[T]) -> T:
+    """Decode JSON text produced by :func:`to_json` into ``cls``.
+
+    Raises:
+        json.JSONDecodeError: the text is not JSON.
+        cattrs.errors.ClassValidationError: the JSON does not describe a ``cls``.
+    """
+    return converter.structure(json.loads(text), cls)

@@ -1,0 +1,287 @@
+"""The component linter: check a component function in a source file without running it.
+
+:func:`validate` applies the three rules of ``torchx.specs.file_linter.validate``
+(seed 002) to the function's syntax tree:
+
+#. the function has a Google-style docstring (a missing docstring is an error; a
+   parameter its ``Args:`` section does not describe is a warning);
+#. every parameter (positional, ``*args`` and keyword-only) is annotated, with a type
+   that :func:`asynctorchx.specs.builders.materialize_appdef` can parse from the
+   command line: ``str``, ``int``, ``float``, ``bool``, ``list[P]`` / ``List[P]``,
+   ``dict[P, P]`` / ``Dict[P, P]`` (``P`` one of the four primitives), or any of them
+   made optional (``Optional[T]``, ``T | None``); ``**kwargs`` is refused;
+#. the function is annotated to return ``AppDef`` (``AppDef``, ``specs.AppDef`` or the
+   same as a string).
+
+A file that does not parse gives one message for the syntax error; a function that is
+not in the file gives one message saying so.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import attrs
+import docstring_parser
+
+#: The annotation names a component parameter may use for a single value.
+PRIMITIVES: frozenset[str] = frozenset({"str", "int", "float", "bool"})
+_LISTS = frozenset({"list", "List"})
+_DICTS = frozenset({"dict", "Dict"})
+_OPTIONALS = frozenset({"Optional"})
+_UNIONS = frozenset({"Union"})
+
+
+@attrs.define
+class LinterMessage:
+    """One finding of :func:`validate`.
+
+    Args:
+        name: the rule's name (``docstring``, ``annotation``, ``return``, ``syntax``,
+            ``not-found``).
+        description: what is wrong and how to fix it.
+        line: 1-based line in the file (0: not tied to a line).
+        char: 0-based column (0: not known).
+        severity: ``"error"`` (the component is refused) or ``"warning"``.
+    """
+
+    name: str
+    description: str
+    line: int
+    char: int
+    severity: str = "error"
+
+
+def _name_of(node: ast.expr) -> str | None:
+    """``str`` for ``str``, ``List`` for ``typing.List``, else ``None``."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _check_type(node: ast.expr, *, allow_optional: bool = True) -> str | None:
+    """Return why the annotation ``node`` is not supported, or ``None`` if it is."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            parsed = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return f"the string annotation {node.value!r} is not a type expression"
+        return _check_type(parsed, allow_optional=allow_optional)
+    name = _name_of(node)
+    if name is not None:
+        if name in PRIMITIVES:
+            return None
+        return f"{name} is not a supported type"
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        members = [node.left, node.right]
+        rest = [member for member in members if not _is_none(member)]
+        if allow_optional and len(rest) == 1 and len(members) == 2:
+            return _check_type(rest[0], allow_optional=False)
+        return "a union other than `T | None` is not supported"
+    if isinstance(node, ast.Subscript):
+        base = _name_of(node.value)
+        args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if base in _OPTIONALS and allow_optional and len(args) == 1:
+            return _check_type(args[0], allow_optional=False)
+        if base in _UNIONS and allow_optional:
+            rest = [arg for arg in args if not _is_none(arg)]
+            if len(rest) == 1 and len(args) == 2:
+                return _check_type(rest[0], allow_optional=False)
+            return "a Union other than Union[T, None] is not supported"
+        if base in _LISTS or base in _DICTS:
+            expected = 1 if base in _LISTS else 2
+            if len(args) != expected or any(_name_of(arg) not in PRIMITIVES for arg in args):
+                kind = "List" if base in _LISTS else "Dict"
+                return f"{kind} can only hold the primitive types str, int, float and bool"
+            return None
+        return f"{ast.unparse(node)} is not a supported type"
+    return f"{ast.unparse(node)} is not a supported type"
+
+
+def _check_args(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[LinterMessage]:
+    messages: list[LinterMessage] = []
+    params = [*func.args.posonlyargs, *func.args.args]
+    if func.args.vararg is not None:
+        params.append(func.args.vararg)
+    params += func.args.kwonlyargs
+    for arg in params:
+        if arg.annotation is None:
+            messages.append(
+                LinterMessage(
+                    "annotation",
+                    f"argument {arg.arg!r} of {func.name!r} has no type annotation: annotate"
+                    f" it, e.g. `{arg.arg}: str`",
+                    arg.lineno,
+                    arg.col_offset,
+                )
+            )
+            continue
+        problem = _check_type(arg.annotation)
+        if problem is not None:
+            messages.append(
+                LinterMessage(
+                    "annotation",
+                    f"argument {arg.arg!r} of {func.name!r}: {problem}; use str, int,"
+                    " float, bool, list[str], dict[str, str] or Optional of one of them",
+                    arg.lineno,
+                    arg.col_offset,
+                )
+            )
+    if func.args.kwarg is not None:
+        messages.append(
+            LinterMessage(
+                "annotation",
+                f"{func.name!r} takes **{func.args.kwarg.arg}: components cannot take"
+                " **kwargs; declare each argument",
+                func.args.kwarg.lineno,
+                func.args.kwarg.col_offset,
+            )
+        )
+    return messages
+
+
+def _return_name(node: ast.expr | None) -> str | None:
+    if node is None:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    return _name_of(node)
+
+
+def _check_return(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[LinterMessage]:
+    returned = _return_name(func.returns)
+    if returned == "AppDef":
+        return []
+    what = "has no return annotation" if func.returns is None else "is not annotated"
+    return [
+        LinterMessage(
+            "return",
+            f"{func.name!r} {what} to return AppDef: declare `-> AppDef`"
+            + ("" if func.returns is None else f" (found `{ast.unparse(func.returns)}`)"),
+            func.lineno,
+            func.col_offset,
+        )
+    ]
+
+
+def _check_docstring(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[LinterMessage]:
+    text = ast.get_docstring(func)
+    if not text:
+        return [
+            LinterMessage(
+                "docstring",
+                f"{func.name!r} has no docstring: describe the component and each argument"
+                " in a Google-style docstring (a summary line, then `Args:`)",
+                func.lineno,
+                func.col_offset,
+            )
+        ]
+    try:
+        documented = {
+            param.arg_name.lstrip("*")
+            for param in docstring_parser.parse(text, docstring_parser.DocstringStyle.GOOGLE).params
+        }
+    except docstring_parser.ParseError as exc:
+        return [
+            LinterMessage(
+                "docstring",
+                f"the docstring of {func.name!r} is not Google style ({exc})",
+                func.lineno,
+                func.col_offset,
+            )
+        ]
+    names = [arg.arg for arg in [*func.args.posonlyargs, *func.args.args]]
+    if func.args.vararg is not None:
+        names.append(func.args.vararg.arg)
+    names += [arg.arg for arg in func.args.kwonlyargs]
+    return [
+        LinterMessage(
+            "docstring",
+            f"argument {name!r} of {func.name!r} is not described in the docstring's"
+            " `Args:` section: its --help will be empty",
+            func.lineno,
+            func.col_offset,
+            severity="warning",
+        )
+        for name in names
+        if name not in documented
+    ]
+
+
+def validate_function(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[LinterMessage]:
+    """Apply the three rules to one parsed function; see the module docstring."""
+    return [*_check_docstring(func), *_check_args(func), *_check_return(func)]
+
+
+def validate_source(
+    source: str, function_name: str, filename: str = "<string>"
+) -> list[LinterMessage]:
+    """Validate the top-level function ``function_name`` in Python ``source``.
+
+    Args:
+        source: the module's source text.
+        function_name: the component function's name.
+        filename: used in the syntax error message.
+
+    Returns:
+        The findings, errors and warnings; empty when the function follows every rule.
+    """
+    try:
+        module = ast.parse(source, filename=filename)
+    except SyntaxError as exc:
+        return [
+            LinterMessage(
+                "syntax",
+                f"{filename} does not parse: {exc.msg}",
+                exc.lineno or 0,
+                exc.offset or 0,
+            )
+        ]
+    for node in module.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function_name:
+            return validate_function(node)
+    return [
+        LinterMessage(
+            "not-found",
+            f"function {function_name!r} not found at the top level of {filename}:"
+            " check the name after the ':'",
+            0,
+            0,
+        )
+    ]
+
+
+def validate(path: str, component_function: str) -> list[LinterMessage]:
+    """Check that ``component_function`` in the file ``path`` is a valid component.
+
+    Reads and parses the file (never imports or runs it) and applies the rules of
+    seed 002 (see the module docstring).
+
+    Args:
+        path: path to the Python source file.
+        component_function: name of the top-level function to check.
+
+    Returns:
+        The linter messages; those with ``severity == "error"`` make the component
+        invalid, ``"warning"`` ones are advice. Empty when everything holds.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    source = Path(path).read_text(encoding="utf-8")
+    return validate_source(source, component_function, filename=path)
+
+
+def errors(messages: list[LinterMessage]) -> list[LinterMessage]:
+    """Return the messages of severity ``error`` only."""
+    return [message for message in messages if message.severity == "error"]

@@ -1,0 +1,96 @@
+"""Named resources for AWS EC2 instance types (``aws_<type>``), TorchX 0.7.0's table.
+
+Figures from https://aws.amazon.com/ec2/instance-types/ as TorchX 0.7.0 records them:
+``cpu`` in vCPUs, ``gpu`` in devices, ``memMB`` in MiB *after* a 4% memory tax
+(``GiB = int(1024 * 0.96)``), because ECS/EC2 reserve some memory and AWS Batch jobs
+asking for the full amount never leave the queue. Each resource carries the instance
+type as the capability ``node.kubernetes.io/instance-type`` and, where the type has
+them, EFA / Neuron devices. They do not describe other instance capabilities.
+
+Usage::
+
+    from asynctorchx.specs.named_resources import named_resources
+    named_resources["aws_p3.2xlarge"]  # Resource(cpu=8, gpu=1, memMB=59963, ...)
+
+These definitions may change; users are expected to register their own resources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from asynctorchx.specs.api import Resource
+
+#: Device name of an AWS Elastic Fabric Adapter.
+EFA_DEVICE: str = "vpc.amazonaws.com/efa"
+#: Device name of an AWS Neuron (Trainium/Inferentia) device.
+NEURON_DEVICE: str = "aws.amazon.com/neurondevice"
+#: Fraction of an instance's memory a job may ask for (ECS/EC2 memory tax).
+MEM_TAX: float = 0.96
+#: Capability key holding the EC2 instance type.
+K8S_ITYPE: str = "node.kubernetes.io/instance-type"
+#: MiB in one (taxed) GiB.
+GiB: int = int(1024 * MEM_TAX)
+
+# instance type -> (vCPUs, GPUs, memory in GiB, EFA devices, Neuron devices)
+_TABLE: dict[str, tuple[int, int, int, int, int]] = {
+    "t3.medium": (2, 0, 4, 0, 0),
+    "m5.2xlarge": (8, 0, 32, 0, 0),
+    "p3.2xlarge": (8, 1, 61, 0, 0),
+    "p3.8xlarge": (32, 4, 244, 0, 0),
+    "p3.16xlarge": (64, 8, 488, 0, 0),
+    "p3dn.24xlarge": (96, 8, 768, 1, 0),
+    "p4d.24xlarge": (96, 8, 1152, 4, 0),
+    # same cpu/gpu/memory as p4d; twice the memory per GPU
+    "p4de.24xlarge": (96, 8, 1152, 4, 0),
+    "p5.48xlarge": (192, 8, 2048, 32, 0),
+    "g4dn.xlarge": (4, 1, 16, 0, 0),
+    "g4dn.2xlarge": (8, 1, 32, 0, 0),
+    "g4dn.4xlarge": (16, 1, 64, 0, 0),
+    "g4dn.8xlarge": (32, 1, 128, 1, 0),
+    "g4dn.16xlarge": (64, 1, 256, 1, 0),
+    "g4dn.12xlarge": (48, 4, 192, 1, 0),
+    "g4dn.metal": (96, 8, 384, 1, 0),
+    "g5.xlarge": (4, 1, 16, 0, 0),
+    "g5.2xlarge": (8, 1, 32, 0, 0),
+    "g5.4xlarge": (16, 1, 64, 0, 0),
+    "g5.8xlarge": (32, 1, 128, 1, 0),
+    "g5.16xlarge": (64, 1, 256, 1, 0),
+    "g5.12xlarge": (48, 4, 192, 1, 0),
+    "g5.24xlarge": (96, 4, 384, 1, 0),
+    "g5.48xlarge": (192, 8, 768, 1, 0),
+    "trn1.2xlarge": (8, 0, 32, 0, 1),
+    "trn1.32xlarge": (128, 0, 512, 8, 16),
+}
+
+
+def _factory(
+    instance_type: str, cpu: int, gpu: int, mem_gib: int, efa: int, neuron: int
+) -> Callable[[], Resource]:
+    def make() -> Resource:
+        devices: dict[str, int] = {}
+        if efa:
+            devices[EFA_DEVICE] = efa
+        if neuron:
+            devices[NEURON_DEVICE] = neuron
+        return Resource(
+            cpu=cpu,
+            gpu=gpu,
+            memMB=mem_gib * GiB,
+            capabilities={K8S_ITYPE: instance_type},
+            devices=devices,
+        )
+
+    return make
+
+
+#: ``aws_<instance type>`` to a factory returning a fresh :class:`Resource` per call.
+NAMED_RESOURCES: Mapping[str, Callable[[], Resource]] = {
+    f"aws_{itype}": _factory(itype, *figures) for itype, figures in _TABLE.items()
+}
+
+
+def instance_type_from_resource(resource: Resource) -> str | None:
+    """Return the EC2 instance type recorded in ``resource.capabilities``, or ``None``."""
+    value = resource.capabilities.get(K8S_ITYPE)
+    return value if isinstance(value, str) else None

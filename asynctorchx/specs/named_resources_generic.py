@@ -1,0 +1,47 @@
+"""Generic named resources: ``cpu.*`` and ``gpu.*`` (TorchX 0.7.0's set and figures).
+
+These are defaults for components and examples, not a description of any real host:
+the cpu/gpu/memory ratios follow current hardware trends and may change. Register
+the resources of your own hosts under the entry point group
+``asynctorchx.named_resources`` (see :mod:`asynctorchx.specs.named_resources`).
+
+Figures: ``cpu`` in logical cores, ``gpu`` in devices, ``memMB`` in MiB (1 GiB = 1024).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from asynctorchx.specs.api import Resource
+
+#: MiB in one GiB.
+GiB: int = 1024
+
+# name -> (cpu, gpu, memMB); the same figures as TorchX 0.7.0.
+_TABLE: dict[str, tuple[int, int, int]] = {
+    # GPU hosts: host memory >= GPU memory; clouds offer 1, 2, 4 or 8 GPUs per host.
+    "gpu.small": (8, 1, 32 * GiB),
+    "gpu.medium": (16, 2, 64 * GiB),
+    "gpu.large": (32, 4, 128 * GiB),
+    "gpu.xlarge": (64, 8, 256 * GiB),
+    # CPU hosts, after AWS's general purpose T2 family.
+    "cpu.nano": (1, 0, 512),
+    "cpu.micro": (1, 0, 1 * GiB),
+    "cpu.small": (1, 0, 2 * GiB),
+    "cpu.medium": (2, 0, 4 * GiB),
+    "cpu.large": (2, 0, 8 * GiB),
+    "cpu.xlarge": (8, 0, 32 * GiB),
+}
+
+
+def _factory(cpu: int, gpu: int, mem_mb: int) -> Callable[[], Resource]:
+    def make() -> Resource:
+        return Resource(cpu=cpu, gpu=gpu, memMB=mem_mb)
+
+    return make
+
+
+#: Name to a factory returning a fresh :class:`Resource` on each call.
+NAMED_RESOURCES: Mapping[str, Callable[[], Resource]] = {
+    name: _factory(*figures) for name, figures in _TABLE.items()
+}

@@ -1,0 +1,98 @@
+"""Shared test configuration: the ``docker`` marker and the local test image.
+
+Tests marked ``@pytest.mark.docker`` need a Docker engine. Whether one answers is
+checked once per session (``GET /_ping`` on the engine's socket, no aiodocker, no
+event loop). Without an engine those tests are skipped with the reason, except when
+the environment sets ``ASYNCTORCHX_REQUIRE_DOCKER=1`` (``.ci/run`` does): then they
+fail, so CI cannot pass by skipping them. ``bash scripts/docker-engine.sh start``
+starts an engine and imports the test image.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import urllib.parse
+
+import pytest
+
+#: The test image, made from busybox-static by ``scripts/docker-engine.sh`` (no registry).
+DOCKER_TEST_IMAGE = "asynctorchx-test/busybox:latest"
+_FIX = "run `bash scripts/docker-engine.sh start` as root"
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """An HTTP connection over a unix socket (the Docker engine's default transport)."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+def _engine_request(path: str) -> tuple[int, bytes]:
+    """GET ``path`` from the engine named by ``DOCKER_HOST`` (default: the unix socket)."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    url = urllib.parse.urlparse(host)
+    conn: http.client.HTTPConnection
+    if url.scheme == "unix":
+        conn = _UnixHTTPConnection(url.path, timeout=5.0)
+    elif url.scheme in ("tcp", "http"):
+        conn = http.client.HTTPConnection(url.hostname or "localhost", url.port, timeout=5.0)
+    else:
+        raise OSError(f"DOCKER_HOST={host!r} uses a transport these tests do not check")
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def _docker_unavailable_reason() -> str | None:
+    """Return why Docker tests cannot run here, or ``None`` when the engine and image are there."""
+    try:
+        status, body = _engine_request("/_ping")
+    except OSError as err:
+        return f"no Docker engine answers ({err}); {_FIX}"
+    if status != 200:
+        return f"the Docker engine answered /_ping with HTTP {status}: {body[:200]!r}; {_FIX}"
+    quoted = urllib.parse.quote(DOCKER_TEST_IMAGE, safe="")
+    try:
+        status, body = _engine_request(f"/images/{quoted}/json")
+    except OSError as err:
+        return f"the Docker engine stopped answering ({err}); {_FIX}"
+    if status != 200:
+        return f"test image {DOCKER_TEST_IMAGE} is missing; {_FIX}"
+    json.loads(body)
+    return None
+
+
+@pytest.fixture(scope="session")
+def _docker_reason() -> str | None:
+    """Session-wide: why Docker tests cannot run (``None``: they can)."""
+    return _docker_unavailable_reason()
+
+
+@pytest.fixture(autouse=True)
+def _docker_marker(request: pytest.FixtureRequest) -> None:
+    """Skip (or, under ``ASYNCTORCHX_REQUIRE_DOCKER=1``, fail) ``docker`` tests with no engine."""
+    if request.node.get_closest_marker("docker") is not None:
+        reason: str | None = request.getfixturevalue("_docker_reason")
+        if reason is not None:
+            if os.environ.get("ASYNCTORCHX_REQUIRE_DOCKER") == "1":
+                pytest.fail(f"ASYNCTORCHX_REQUIRE_DOCKER=1 but {reason}", pytrace=False)
+            pytest.skip(reason)
+
+
+@pytest.fixture
+def docker_image() -> str:
+    """The local busybox test image ``asynctorchx-test/busybox:latest`` (never pulled)."""
+    return DOCKER_TEST_IMAGE

@@ -1,0 +1,160 @@
+"""Component resolution: builtins, files, entry points."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from asynctorchx.errors import ComponentNotFoundException, ComponentValidationException
+from asynctorchx.specs import finder
+from asynctorchx.specs.builders import materialize_appdef
+
+BUILTINS = [
+    "dist.ddp",
+    "dist.spmd",
+    "utils.binary",
+    "utils.booth",
+    "utils.copy",
+    "utils.echo",
+    "utils.python",
+    "utils.sh",
+    "utils.touch",
+]
+
+COMPONENT_FILE = '''
+from asynctorchx.specs import AppDef, Role
+
+def greet(who: str = "world") -> AppDef:
+    """Greets someone.
+
+    Args:
+        who: whom to greet
+    """
+    return AppDef(
+        name="greet", roles=[Role("greet", "img", entrypoint="echo", args=[f"hello {who}"])]
+    )
+
+def broken(who) -> AppDef:
+    """Broken.
+
+    Args:
+        who: whom
+    """
+    return AppDef(name="broken")
+
+def _helper() -> int:
+    return 1
+'''
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Iterator[None]:
+    finder.reload()
+    yield
+    finder.reload()
+
+
+def test_builtins_are_listed() -> None:
+    components = finder.get_components()
+    assert sorted(components) == BUILTINS
+    echo = components["utils.echo"]
+    assert echo.name == "utils.echo"
+    assert echo.module == "asynctorchx.components.utils"
+    assert echo.path is not None
+    assert echo.path.endswith("components/utils.py")
+    assert echo.description.startswith("Echos a message")
+    assert echo.validation_errors == []
+
+
+def test_helpers_and_invalid_functions_are_not_listed() -> None:
+    components = finder.get_components()
+    assert "dist.parse_nnodes" not in components
+    assert "dist.get_role_name" not in components
+    with pytest.raises(ComponentValidationException, match="parse_nnodes"):
+        finder.get_component("dist.parse_nnodes")
+
+
+def test_get_builtin_and_its_source() -> None:
+    echo = finder.get_component("utils.echo")
+    assert "def echo" in inspect.getsource(echo.fn)
+    assert materialize_appdef(echo.fn, ["--msg", "hi"]).roles[0].args == ["hi"]
+
+
+def test_unknown_name_suggests_close_ones() -> None:
+    with pytest.raises(ComponentNotFoundException) as caught:
+        finder.get_component("utils.ech")
+    assert "'utils.ech'" in str(caught.value)
+    assert "utils.echo" in str(caught.value)
+
+
+def test_file_component(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "comps.py").write_text(COMPONENT_FILE)
+    monkeypatch.chdir(tmp_path)
+    component = finder.get_component("comps.py:greet")
+    assert component.name == "comps.py:greet"
+    assert component.path == str((tmp_path / "comps.py").resolve())
+    assert component.description == "Greets someone."
+    app = materialize_appdef(component.fn, ["--who", "you"])
+    assert app.roles[0].args == ["hello you"]
+    assert "def greet" in inspect.getsource(component.fn)
+    absolute = finder.get_component(f"{tmp_path / 'comps.py'}:greet")
+    assert absolute.path == component.path
+
+
+def test_invalid_file_component_names_the_rule(tmp_path: Path) -> None:
+    path = tmp_path / "comps.py"
+    path.write_text(COMPONENT_FILE)
+    with pytest.raises(ComponentValidationException) as caught:
+        finder.get_component(f"{path}:broken")
+    assert "'who'" in str(caught.value)
+    assert "no type annotation" in str(caught.value)
+
+
+def test_file_component_not_found(tmp_path: Path) -> None:
+    path = tmp_path / "comps.py"
+    path.write_text(COMPONENT_FILE)
+    with pytest.raises(ComponentNotFoundException, match="does not exist"):
+        finder.get_component(f"{tmp_path / 'nope.py'}:greet")
+    with pytest.raises(ComponentNotFoundException, match="'missing'"):
+        finder.get_component(f"{path}:missing")
+    with pytest.raises(ComponentNotFoundException):
+        finder.get_component(f"{path}:")
+
+
+def test_file_component_is_linted_before_it_runs(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    path = tmp_path / "side_effect.py"
+    path.write_text(f"open({str(marker)!r}, 'w').close()\ndef comp(x):\n    pass\n")
+    with pytest.raises(ComponentValidationException):
+        finder.get_component(f"{path}:comp")
+    assert not marker.exists()
+
+
+def test_entry_point_components_merge_over_builtins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "my_comps"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "train.py").write_text(COMPONENT_FILE)
+    (tmp_path / "my_utils.py").write_text(COMPONENT_FILE.replace("def greet", "def echo"))
+    dist = tmp_path / "my_comps-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-comps\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[asynctorchx.components]\nfoo = my_comps\n_hidden = my_comps.sub.train\nutils = my_utils\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    finder.reload()
+    components = finder.get_components()
+    assert "foo.sub.train.greet" in components
+    assert "greet" in components  # `_` prefix: no group name
+    assert "foo.sub.train.broken" not in components
+    assert components["utils.echo"].module == "my_utils"  # registered wins
+    assert "utils.sh" in components  # the other builtins stay
+    app = materialize_appdef(finder.get_component("greet").fn, [])
+    assert app.roles[0].args == ["hello world"]
