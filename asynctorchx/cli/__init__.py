@@ -1,0 +1,1 @@
+"""The ``asynctorchx`` command line: see :mod:`asynctorchx.cli.main`."""

@@ -1,0 +1,321 @@
+"""The code of each CLI command (imported only when a command runs; see :mod:`.main`)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+
+from asynctorchx.runner import config
+from asynctorchx.runner.api import LogLine, Runner, get_runner
+from asynctorchx.schedulers import get_default_scheduler_name
+from asynctorchx.specs.api import AppState, CfgVal
+
+
+class UsageError(Exception):
+    """A command line that parses but makes no sense; exits 2 like argparse errors."""
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the command named by ``args.command`` and return its exit code.
+
+    Raises:
+        Exception: whatever the command raised; :func:`asynctorchx.cli.main.run_cli`
+            prints it as one line and exits 1.
+    """
+    sync_commands: dict[str, Callable[[argparse.Namespace], int]] = {
+        "runopts": _runopts,
+        "builtins": _builtins,
+        "configure": _configure,
+    }
+    async_commands: dict[str, Callable[[argparse.Namespace], Awaitable[int]]] = {
+        "run": _run,
+        "status": _status,
+        "describe": _describe,
+        "log": _log,
+        "cancel": _cancel,
+        "list": _list,
+    }
+    try:
+        if args.command in sync_commands:
+            return sync_commands[args.command](args)
+        command = async_commands[args.command]
+
+        async def entry() -> int:
+            return await command(args)
+
+        return anyio.run(entry)
+    except UsageError as exc:
+        print(f"asynctorchx {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def to_json(obj: object, **dumps_kwargs: object) -> str:
+    """Encode ``obj`` with the project's cattrs converter (imported only when needed)."""
+    from asynctorchx.specs.converter import to_json as encode
+
+    return encode(obj, **dumps_kwargs)
+
+
+def _is_local(scheduler: str) -> bool:
+    return scheduler.startswith("local")
+
+
+def _print_line(line: LogLine) -> None:
+    text = line.line if line.line.endswith("\n") else line.line + "\n"
+    sys.stdout.write(f"{line.role}/{line.replica_id} {text}")
+    sys.stdout.flush()
+
+
+# --------------------------------------------------------------------------- run
+
+
+async def _run(args: argparse.Namespace) -> int:
+    defaults = config.get_configs("cli", "run")
+    scheduler = args.scheduler or defaults.get("scheduler") or get_default_scheduler_name()
+    component = args.component or defaults.get("component")
+    if not component:
+        raise UsageError(
+            "no component given: name one, e.g. `asynctorchx run utils.echo --msg hi`"
+            " (`asynctorchx builtins` lists them)"
+        )
+    workspace = args.workspace if args.workspace is not None else defaults.get("workspace")
+    component_args = list(args.component_args)
+    if component_args[:1] == ["--"]:
+        component_args = component_args[1:]
+
+    # Build the app once before any scheduler starts: `--help` and bad component
+    # arguments end here (argparse's exit) rather than inside the runner's task group.
+    from asynctorchx.specs.builders import materialize_appdef
+    from asynctorchx.specs.finder import get_component
+
+    materialize_appdef(
+        get_component(component).fn,
+        component_args,
+        config.get_component_defaults().get(component),
+    )
+
+    interrupted = anyio.Event()
+    exit_code = 0
+
+    async with get_runner() as runner:
+        opts = runner.scheduler_run_opts(scheduler)
+        cfg: dict[str, CfgVal] = opts.cfg_from_str(args.scheduler_args or "")
+        config.apply(scheduler, cfg, opts)
+
+        if args.dryrun:
+            info = await runner.dryrun_component(
+                component, component_args, scheduler, cfg, workspace, args.parent_run_id
+            )
+            print("=== APPLICATION ===")
+            print(to_json(info._app, indent=2))
+            print("=== SCHEDULER REQUEST ===")
+            print(info)
+            return 0
+
+        handle: str | None = None
+
+        async def main_flow(cancel_signals: anyio.CancelScope) -> None:
+            nonlocal handle, exit_code
+            handle = await runner.run_component(
+                component, component_args, scheduler, cfg, workspace, args.parent_run_id
+            )
+            print(handle, flush=True)
+            if not (_is_local(scheduler) or args.wait or args.log):
+                cancel_signals.cancel()
+                return
+            print(f"asynctorchx: waiting for {handle} (Ctrl-C cancels it)", file=sys.stderr)
+            if _is_local(scheduler) or args.log:
+                async with runner.log_stream(handle, should_tail=True) as lines:
+                    async for line in lines:
+                        _print_line(line)
+            status = await runner.wait(handle)
+            state = status.state if status is not None else AppState.UNKNOWN
+            print(f"asynctorchx: {handle} finished: {state.name}", file=sys.stderr)
+            if status is not None and status.state != AppState.SUCCEEDED:
+                print(status.format(), file=sys.stderr)
+            exit_code = 0 if state == AppState.SUCCEEDED else 1
+            cancel_signals.cancel()
+
+        async with anyio.create_task_group() as task_group:
+            signal_scope = anyio.CancelScope()
+
+            async def on_signal() -> None:
+                with (
+                    signal_scope,
+                    anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
+                ):
+                    async for _ in signals:
+                        interrupted.set()
+                        task_group.cancel_scope.cancel()
+                        return
+
+            task_group.start_soon(on_signal)
+            await main_flow(signal_scope)
+
+        if interrupted.is_set():
+            print("asynctorchx: interrupted, cancelling the app", file=sys.stderr)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(60):
+                if handle is not None:
+                    await runner.cancel(handle)
+                    status = await runner.wait(handle)
+                    if status is not None:
+                        print(f"asynctorchx: {handle} {status.state.name}", file=sys.stderr)
+            return 1
+    return exit_code
+
+
+# --------------------------------------------------------------------------- inspect
+
+
+async def _status(args: argparse.Namespace) -> int:
+    async with get_runner() as runner:
+        status = await runner.status(args.app_handle)
+    if status is None:
+        print(
+            f"asynctorchx status: error: app {args.app_handle!r} not found (local apps live"
+            " only in the `asynctorchx run` that started them)",
+            file=sys.stderr,
+        )
+        return 1
+    if args.json:
+        print(to_json(status, indent=2))
+    else:
+        roles = [r for r in args.roles.split(",") if r] or None
+        print(status.format(roles))
+    return 0
+
+
+async def _describe(args: argparse.Namespace) -> int:
+    async with get_runner() as runner:
+        app = await runner.describe(args.app_handle)
+    if app is None:
+        print(f"asynctorchx describe: error: app {args.app_handle!r} not found", file=sys.stderr)
+        return 1
+    print(to_json(app, indent=2))
+    return 0
+
+
+_LOG_ID = re.compile(r"^(?P<sched>[^:/\s]+)://(?P<session>[^/]*)/(?P<app>[^/]+)(?P<rest>/.*)?$")
+
+
+async def _log(args: argparse.Namespace) -> int:
+    match = _LOG_ID.match(args.identifier)
+    if match is None:
+        raise UsageError(
+            f"{args.identifier!r} is not a log identifier: use"
+            " SCHED://[SESSION]/APP[/ROLE[/REPLICA_IDS]], e.g. local_docker://torchx/echo-x1/echo/0"
+        )
+    parts = [p for p in (match["rest"] or "").split("/") if p]
+    from asynctorchx.schedulers.api import Stream
+
+    streams = Stream(args.streams) if args.streams else None
+    async with get_runner() as runner:
+        handle = f"{match['sched']}://{match['session'] or runner.name()}/{match['app']}"
+        replicas: dict[str, list[int]] | None = None
+        if parts:
+            role = parts[0]
+            if len(parts) > 1:
+                try:
+                    ids = [int(i) for i in parts[1].split(",") if i]
+                except ValueError:
+                    raise UsageError(
+                        f"bad replica ids {parts[1]!r}: give comma-separated integers, e.g. 0,1"
+                    ) from None
+            else:
+                app = await runner.describe(handle)
+                known = {r.name: r.num_replicas for r in app.roles} if app else {}
+                if role not in known:
+                    raise UsageError(
+                        f"no role {role!r} in {handle}: choose one of"
+                        f" {', '.join(sorted(known)) or '(none known)'}"
+                    )
+                ids = list(range(known[role]))
+            replicas = {role: ids}
+        async with runner.log_stream(
+            handle, replicas, regex=args.regex, should_tail=args.tail, streams=streams
+        ) as lines:
+            async for line in lines:
+                _print_line(line)
+    return 0
+
+
+async def _cancel(args: argparse.Namespace) -> int:
+    async with get_runner() as runner:
+        await runner.cancel(args.app_handle)
+    print(f"asynctorchx: cancel requested for {args.app_handle}", file=sys.stderr)
+    return 0
+
+
+async def _list(args: argparse.Namespace) -> int:
+    scheduler = args.scheduler or get_default_scheduler_name()
+    async with get_runner() as runner:
+        apps = await runner.list(scheduler)
+    if args.json:
+        print(to_json(apps, indent=2))
+        return 0
+    from tabulate import tabulate
+
+    rows = [[app.app_handle, app.state.name] for app in apps]
+    print(tabulate(rows, headers=["APP HANDLE", "APP STATUS"]))
+    return 0
+
+
+# --------------------------------------------------------------------------- sync commands
+
+
+def _runopts(args: argparse.Namespace) -> int:
+    runner = Runner("torchx", _factories())
+    names = [args.scheduler] if args.scheduler else runner.scheduler_backends()
+    for name in names:
+        print(f"{name}:")
+        print(runner.scheduler_run_opts(name))
+    return 0
+
+
+def _factories() -> dict[str, object]:
+    from asynctorchx.schedulers import get_scheduler_factories
+
+    return dict(get_scheduler_factories())
+
+
+def _builtins(args: argparse.Namespace) -> int:
+    from asynctorchx.specs.finder import get_component, get_components
+
+    if args.print_name:
+        import inspect
+
+        component = get_component(args.print_name)
+        print(inspect.getsource(component.fn))
+        return 0
+    components = get_components()
+    print(f"Found {len(components)} builtin components:")
+    for i, name in enumerate(sorted(components), start=1):
+        print(f" {i:2d}. {name}")
+    return 0
+
+
+def _configure(args: argparse.Namespace) -> int:
+    runner = Runner("torchx", _factories())
+    names = args.schedulers.split(",") if args.schedulers else runner.scheduler_backends()
+    target = Path(config.CONFIG_FILE)
+    if target.exists():
+        print(
+            f"asynctorchx configure: error: {target.resolve()} exists; edit it, or move it"
+            " away to write a new one",
+            file=sys.stderr,
+        )
+        return 1
+    opts = {name: runner.scheduler_run_opts(name) for name in names}
+    with open(target, "w", encoding="utf-8") as f:
+        config.dump(f, opts, required_only=not args.all)
+    print(f"wrote {target.resolve()}")
+    return 0
+
+
+__all__ = ["UsageError", "dispatch"]

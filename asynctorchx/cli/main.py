@@ -1,0 +1,152 @@
+"""``asynctorchx``: the command line (TorchX's ``torchx`` commands and flags).
+
+Commands: ``run``, ``status``, ``describe``, ``log``, ``cancel``, ``list``, ``runopts``,
+``builtins``, ``configure``; global ``--version`` and ``--log_level``. This module only
+builds the parser; each command's code (and anyio, the runner, the schedulers) is
+imported when the command runs, so ``asynctorchx --help`` starts fast.
+
+Exit codes: 0 success; 1 an error (one line on stderr saying what is wrong and how to fix
+it; ``--log_level DEBUG`` adds the traceback) or an app that did not succeed; 2 a usage
+error (argparse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from asynctorchx import __version__
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a component on a scheduler",
+        description="Run a component: `asynctorchx run -s local_cwd utils.echo --msg hi`."
+        " Everything after the component name is passed to the component untouched.",
+    )
+    p.add_argument(
+        "-s", "--scheduler", default=None, help="scheduler to run on (default: local_cwd)"
+    )
+    p.add_argument(
+        "-cfg",
+        "--scheduler_args",
+        default=None,
+        help="scheduler run options, `key1=v1,key2=v2` (see `asynctorchx runopts`)",
+    )
+    p.add_argument("--dryrun", action="store_true", help="print the request, start nothing")
+    p.add_argument("--wait", action="store_true", help="wait for the app to finish")
+    p.add_argument("--log", action="store_true", help="stream the app's logs (implies --wait)")
+    p.add_argument(
+        "--workspace",
+        default=None,
+        help="a directory to build into the image of role 0 (local_docker)",
+    )
+    p.add_argument("--parent_run_id", default=None, help="tracker parent run id")
+    p.add_argument("component", nargs="?", default=None, help="e.g. utils.echo, file.py:fn")
+    p.add_argument("component_args", nargs=argparse.REMAINDER, help="the component's args")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the ``asynctorchx`` argument parser (one subparser per command)."""
+    parser = argparse.ArgumentParser(
+        prog="asynctorchx", description="Launch, watch, tail and cancel jobs (TorchX, async)."
+    )
+    parser.add_argument("--version", action="version", version=f"asynctorchx {__version__}")
+    parser.add_argument(
+        "--log_level",
+        default="WARNING",
+        type=str.upper,
+        choices=_LOG_LEVELS,
+        help="Python log level (DEBUG also prints tracebacks of errors)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run(sub)
+
+    for name, helptext in (("status", "print an app's status"), ("describe", "print an app")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("app_handle", help="e.g. local_docker://torchx/echo-x1y2")
+        if name == "status":
+            p.add_argument("--roles", default="", help="comma-separated roles to show")
+        p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("log", help="print an app's logs")
+    p.add_argument(
+        "identifier",
+        help="SCHED://[SESSION]/APP[/ROLE[/REPLICA_IDS]] (replica ids comma-separated)",
+    )
+    p.add_argument("--regex", default=None, help="only lines matching this regex")
+    p.add_argument("-t", "--tail", action="store_true", help="follow until the app ends")
+    p.add_argument(
+        "--streams",
+        default=None,
+        choices=["stdout", "stderr", "combined"],
+        help="which output (default: combined)",
+    )
+
+    p = sub.add_parser("cancel", help="cancel an app")
+    p.add_argument("app_handle")
+
+    p = sub.add_parser("list", help="list the apps a scheduler knows")
+    p.add_argument("-s", "--scheduler", default=None, help="default: local_cwd")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("runopts", help="print schedulers' run options")
+    p.add_argument("scheduler", nargs="?", default=None)
+
+    p = sub.add_parser("builtins", help="list the builtin components")
+    p.add_argument("--print", dest="print_name", default=None, help="print a component's source")
+
+    p = sub.add_parser("configure", help="write a .torchxconfig with schedulers' run options")
+    p.add_argument(
+        "-s", "--schedulers", default=None, help="comma-separated (default: every scheduler)"
+    )
+    p.add_argument("--all", action="store_true", help="include optional options too")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the CLI with ``argv`` (default ``sys.argv[1:]``) and exit with its code."""
+    sys.exit(run_cli(argv))
+
+
+def run_cli(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return its exit code (argparse usage errors exit 2 directly)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if args.command is None:
+        parser.print_help()
+        return 1
+    from asynctorchx.cli import _commands
+
+    try:
+        return _commands.dispatch(args)
+    except KeyboardInterrupt:
+        print("asynctorchx: interrupted", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if args.log_level == "DEBUG":
+            logging.getLogger("asynctorchx.cli").exception("command failed")
+        print(f"asynctorchx {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, KeyError) and exc.args:
+        text = str(exc.args[0])
+    inner = getattr(exc, "exceptions", None)  # an exception group from a task group
+    if isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], BaseException):
+        return _one_line(inner[0])
+    return " ".join(text.split())
+
+
+if __name__ == "__main__":
+    main()

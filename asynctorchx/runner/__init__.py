@@ -1,0 +1,21 @@
+"""The async Runner: ``async with get_runner() as runner:`` then run, watch, tail, cancel.
+
+See :class:`Runner` (TorchX's ``torchx.runner`` API as coroutines, seed 001) and
+:mod:`asynctorchx.runner.config` for the ``.torchxconfig`` file.
+"""
+
+from __future__ import annotations
+
+from asynctorchx.runner.api import LogLine, Runner, get_runner
+from asynctorchx.runner.config import apply as apply_config
+from asynctorchx.runner.config import get_component_defaults, get_config, get_configs
+
+__all__ = [
+    "LogLine",
+    "Runner",
+    "apply_config",
+    "get_component_defaults",
+    "get_config",
+    "get_configs",
+    "get_runner",
+]

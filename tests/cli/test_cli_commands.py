@@ -1,0 +1,258 @@
+"""The ``asynctorchx`` CLI run as a subprocess, as a user runs it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asynctorchx import __version__
+
+LIMIT = 60  # seconds: a safety bound, never a timing guess
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A clean environment: HOME and cwd in tmp_path, no TORCHX_* variables."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.chdir(tmp_path)
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("TORCHX")}
+    clean["HOME"] = str(home)
+    clean["PYTHONUNBUFFERED"] = "1"
+    return clean
+
+
+def cli(
+    env: dict[str, str], *args: str, timeout: float = LIMIT
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "asynctorchx", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_version_and_help(env: dict[str, str]) -> None:
+    out = cli(env, "--version")
+    assert out.returncode == 0
+    assert __version__ in out.stdout
+    helped = cli(env, "--help")
+    assert helped.returncode == 0
+    for command in ("run", "status", "describe", "log", "cancel", "list", "runopts", "builtins"):
+        assert command in helped.stdout
+
+
+def test_run_echo_prints_the_message_and_exits_0(env: dict[str, str]) -> None:
+    out = cli(env, "run", "-s", "local_cwd", "utils.echo", "--msg", "hello from cli")
+    assert out.returncode == 0, out.stderr
+    handle = out.stdout.splitlines()[0]
+    assert handle.startswith("local_cwd://torchx/")
+    assert any(
+        line.endswith(" hello from cli") and "/0 " in line for line in out.stdout.splitlines()
+    )
+    assert "SUCCEEDED" in out.stderr
+
+
+def test_failing_sh_exits_1(env: dict[str, str]) -> None:
+    out = cli(env, "run", "utils.sh", "sh", "-c", "echo failing; exit 7")
+    assert out.returncode == 1
+    assert "failing" in out.stdout
+    assert "FAILED" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_dryrun_prints_the_request_and_starts_nothing(env: dict[str, str], tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    out = cli(env, "run", "--dryrun", "utils.sh", "touch", str(marker))
+    assert out.returncode == 0, out.stderr
+    assert "=== SCHEDULER REQUEST ===" in out.stdout
+    assert str(marker) in out.stdout
+    assert not marker.exists()
+
+
+def test_scheduler_args_and_config_reach_the_run(env: dict[str, str], tmp_path: Path) -> None:
+    logs = tmp_path / "logs-from-config"
+    (tmp_path / ".torchxconfig").write_text(
+        f"[local_cwd]\nlog_dir = {logs}\n[component:utils.echo]\nmsg = configured\n"
+    )
+    out = cli(env, "run", "utils.echo")
+    assert out.returncode == 0, out.stderr
+    assert any(line.endswith(" configured") for line in out.stdout.splitlines())
+    assert logs.is_dir()
+    flagged = tmp_path / "logs-from-flag"
+    out = cli(env, "run", "-cfg", f"log_dir={flagged}", "utils.echo")
+    assert out.returncode == 0, out.stderr
+    assert flagged.is_dir()
+
+
+def test_bad_component_name_is_one_clear_line(env: dict[str, str]) -> None:
+    out = cli(env, "run", "utils.no_such_component")
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "utils.no_such_component" in lines[0]
+    assert "Traceback" not in out.stderr
+
+
+def test_component_help_and_bad_component_argument(env: dict[str, str]) -> None:
+    helped = cli(env, "run", "utils.echo", "--help")
+    assert helped.returncode == 0
+    assert "--msg" in helped.stdout
+    assert "Traceback" not in helped.stderr
+    bad = cli(env, "run", "utils.echo", "--no-such-arg", "x")
+    assert bad.returncode != 0
+    assert "--no-such-arg" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_bad_flag_is_a_usage_error(env: dict[str, str]) -> None:
+    out = cli(env, "status", "--no-such-flag", "x")
+    assert out.returncode == 2
+    assert "--no-such-flag" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_unknown_scheduler_and_malformed_handle_are_one_line(env: dict[str, str]) -> None:
+    out = cli(env, "run", "-s", "nope", "utils.echo")
+    assert out.returncode == 1
+    assert out.stderr.count("\n") == 1
+    assert "'nope'" in out.stderr
+    assert "local_cwd" in out.stderr
+    out = cli(env, "status", "garbage")
+    assert out.returncode == 1
+    assert "garbage" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_debug_log_level_shows_the_traceback(env: dict[str, str]) -> None:
+    out = cli(env, "--log_level", "DEBUG", "status", "garbage")
+    assert out.returncode == 1
+    assert "Traceback" in out.stderr
+
+
+def test_status_of_unknown_local_app(env: dict[str, str]) -> None:
+    out = cli(env, "status", "--json", "local_cwd://torchx/not-here")
+    assert out.returncode == 1
+    assert "not-here" in out.stderr
+
+
+def test_list_json_and_table(env: dict[str, str]) -> None:
+    out = cli(env, "list", "-s", "local_cwd", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == []
+    table = cli(env, "list", "-s", "local_cwd")
+    assert table.returncode == 0
+    assert "APP HANDLE" in table.stdout
+
+
+def test_builtins_and_print(env: dict[str, str]) -> None:
+    out = cli(env, "builtins")
+    assert out.returncode == 0, out.stderr
+    for name in ("utils.echo", "utils.sh", "dist.ddp"):
+        assert name in out.stdout
+    printed = cli(env, "builtins", "--print", "utils.echo")
+    assert printed.returncode == 0
+    assert "def echo" in printed.stdout
+
+
+def test_runopts(env: dict[str, str]) -> None:
+    out = cli(env, "runopts", "local_cwd")
+    assert out.returncode == 0, out.stderr
+    assert "log_dir" in out.stdout
+    assert "prepend_cwd" in out.stdout
+    every = cli(env, "runopts")
+    assert "local_cwd:" in every.stdout
+    assert "local_docker:" in every.stdout
+
+
+def test_configure_writes_a_loadable_config(env: dict[str, str], tmp_path: Path) -> None:
+    out = cli(env, "configure", "-s", "local_cwd", "--all")
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / ".torchxconfig").read_text()
+    assert "[local_cwd]" in text
+    assert cli(env, "run", "utils.echo", "--msg", "ok").returncode == 0
+    again = cli(env, "configure")
+    assert again.returncode == 1
+    assert "exists" in again.stderr
+
+
+async def test_sigint_cancels_the_app_and_leaves_no_replica(env: dict[str, str]) -> None:
+    script = "echo ready $$$$; exec sleep 600"  # `$$$$`: macros turn `$$` into `$`
+    proc = await anyio.open_process(
+        [sys.executable, "-m", "asynctorchx", "run", "utils.sh", "sh", "-c", script],
+        env=env,
+    )
+    pid = None
+    async with proc:
+        assert proc.stdout is not None
+        buffered = b""
+        with anyio.fail_after(LIMIT):
+            async for chunk in proc.stdout:
+                buffered += chunk
+                ready = [ln for ln in buffered.decode().splitlines() if " ready " in ln]
+                if ready:
+                    pid = int(ready[0].split()[-1])
+                    break
+            assert pid is not None
+            assert _alive(pid)
+            proc.send_signal(signal.SIGINT)
+            code = await proc.wait()
+    assert code == 1
+    assert not _alive(pid)
+
+
+@pytest.mark.torch
+def test_ddp_example_trains_with_two_processes(env: dict[str, str], tmp_path: Path) -> None:
+    if importlib.util.find_spec("torch") is None:
+        if os.environ.get("CI"):
+            pytest.fail("torch is required under CI: .ci/run installs torch==2.13.0")
+        pytest.skip("torch is not installed: `pip install torch==2.13.0` runs this example")
+    # dist.ddp runs `python -m torch.distributed.run`: as in an activated venv, `python`
+    # must be this interpreter
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    checkpoint = tmp_path / "ckpt.pt"
+    out = cli(
+        env,
+        "run",
+        "-s",
+        "local_cwd",
+        "dist.ddp",
+        "-j",
+        "1x2",
+        "--script",
+        str(EXAMPLES / "ddp_train.py"),
+        "--",
+        "--steps",
+        "200",
+        "--checkpoint",
+        str(checkpoint),
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "step 200/200 loss" in out.stdout
+    assert checkpoint.is_file()
+    import torch
+
+    saved = torch.load(checkpoint)
+    assert saved["world_size"] == 2
+    assert saved["loss"] < 0.1
