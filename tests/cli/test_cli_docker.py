@@ -1,0 +1,72 @@
+"""Cross-process ``status``/``log``/``describe``/``list`` on ``local_docker`` apps.
+
+Local apps live only in the ``asynctorchx run`` that started them (as in TorchX), but
+``local_docker`` keeps its state in the Docker engine, so a second ``asynctorchx``
+process can inspect an app the first one ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DOCKER_TEST_IMAGE as IMAGE
+
+LIMIT = 120  # seconds: a safety bound, never a timing guess
+
+# needs the engine and the local busybox image (tests/conftest.py skips, or fails under CI)
+pytestmark = [pytest.mark.docker]
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "asynctorchx", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        check=False,
+    )
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.chdir(tmp_path)
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("TORCHX")}
+    clean["HOME"] = str(home)
+    return clean
+
+
+def test_status_log_describe_list_from_another_process(env: dict[str, str]) -> None:
+    ran = cli(
+        env, "run", "-s", "local_docker", "utils.sh", "--image", IMAGE, "sh", "-c", "echo hi-docker"
+    )
+    assert ran.returncode == 0, ran.stderr
+    handle = ran.stdout.splitlines()[0]
+    assert handle.startswith("local_docker://torchx/")
+
+    status = cli(env, "status", "--json", handle)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["state"] == "SUCCEEDED"
+
+    log = cli(env, "log", handle)
+    assert log.returncode == 0, log.stderr
+    assert any(line.endswith(" hi-docker") for line in log.stdout.splitlines())
+
+    described = cli(env, "describe", "--json", handle)
+    assert described.returncode == 0, described.stderr
+    assert json.loads(described.stdout)["roles"]
+
+    listed = cli(env, "list", "-s", "local_docker", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert handle in {app["app_handle"] for app in json.loads(listed.stdout)}
+
+    cancelled = cli(env, "cancel", handle)  # a finished app: a no-op
+    assert cancelled.returncode == 0, cancelled.stderr
