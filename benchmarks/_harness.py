@@ -1,0 +1,367 @@
+"""Shared machinery for the asynctorchx benchmarks (issue 6).
+
+Each ``bench_*.py`` script is both an orchestrator and a driver:
+
+* run as ``python bench_x.py [--smoke] [--trials N]`` (our venv) it interleaves
+  trials of every *side* (``ours``, ``torchx``, ``floor``), each trial a fresh
+  subprocess, then prints a table and returns the rows for ``run_all.py``;
+* run as ``python bench_x.py --side S --params JSON`` it executes one trial of
+  side ``S`` and prints one JSON object (the measurements) as its last line.
+
+The ``torchx`` side runs under ``benchmarks/.venv-torchx/bin/python`` so TorchX
+0.7.0 never shares an interpreter with asynctorchx. Driver mode uses only the
+standard library at import time, so this module imports in either venv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+OUR_PY = REPO / ".venv" / "bin" / "python"
+TORCHX_VENV = BENCH_DIR / ".venv-torchx"
+TORCHX_PY = TORCHX_VENV / "bin" / "python"
+RESULTS = BENCH_DIR / "results"
+
+SIDES = ("ours", "torchx", "floor")
+#: Seconds one driver subprocess may take before it is killed and recorded as an error.
+DRIVER_TIMEOUT = 600.0
+
+
+class Unavailable(Exception):
+    """A side cannot run on this machine (module missing, no Docker); the message says why."""
+
+
+def interpreter(side: str) -> Path:
+    """The Python that runs ``side``: TorchX's own venv for ``torchx``, ours otherwise."""
+    return TORCHX_PY if side == "torchx" else OUR_PY
+
+
+def torchx_available() -> str | None:
+    """``None`` when TorchX 0.7.0 imports in its venv, else the reason it does not."""
+    if not TORCHX_PY.exists():
+        return f"{TORCHX_PY} missing (the TorchX venv was not built)"
+    proc = subprocess.run(
+        [str(TORCHX_PY), "-c", "import torchx, torchx.runner; print(torchx.__version__)"],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        return f"torchx does not import in {TORCHX_PY}: {tail}"
+    return None
+
+
+def docker_available() -> str | None:
+    """``None`` when a Docker engine answers ``docker info``, else why not."""
+    try:
+        proc = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=20)
+    except (FileNotFoundError, subprocess.TimeoutExpired) as exc:
+        return f"docker CLI unusable: {exc}"
+    if proc.returncode != 0:
+        return "no Docker engine: " + (proc.stderr.strip().splitlines() or ["?"])[-1]
+    return None
+
+
+def stats(values: Sequence[float]) -> dict[str, float]:
+    """Median, p90 (nearest rank) and max of ``values`` (any unit, kept as given)."""
+    ordered = sorted(values)
+    p90 = ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
+    return {"median": statistics.median(ordered), "p90": p90, "max": ordered[-1], "n": len(ordered)}
+
+
+def children_rusage_maxrss_mb() -> float:
+    """Peak RSS (MB) of the largest reaped child so far (``ru_maxrss`` is KB on Linux)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+
+
+def self_maxrss_mb() -> float:
+    """Peak RSS (MB) of this process."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def threads_now() -> int:
+    """OS threads of this process right now (``/proc/self/task``)."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def fds_now() -> int:
+    """Open file descriptors of this process right now (``/proc/self/fd``)."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+def timed_process(argv: Sequence[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``argv`` as a whole process: wall seconds (``wall``), exit code (``rc``), output.
+
+    ``stdout`` and ``stderr`` are captured as text; see :func:`timed_process_rss` for RSS.
+    """
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+    )
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    return {"wall": wall, "rc": proc.returncode, "stdout": out, "stderr": err}
+
+
+def timed_process_rss(argv: Sequence[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Like :func:`timed_process`, reaped with ``os.wait4``: adds the child's own max RSS (MB)."""
+    import tempfile
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        pid = os.posix_spawnp(
+            argv[0],
+            list(argv),
+            env if env is not None else dict(os.environ),
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
+                (os.POSIX_SPAWN_DUP2, err.fileno(), 2),
+            ],
+        )
+        _, status, ru = os.wait4(pid, 0)
+        wall = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        return {
+            "wall": wall,
+            "max_rss_mb": ru.ru_maxrss / 1024.0,
+            "rc": os.waitstatus_to_exitcode(status),
+            "stdout": out.read().decode(errors="replace"),
+            "stderr": err.read().decode(errors="replace"),
+        }
+
+
+def machine() -> dict[str, Any]:
+    """The machine's description for the JSON: cores, memory, Python, Docker, package versions."""
+    mem_kb = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    except OSError:
+        pass
+    docker = "absent"
+    try:
+        proc = subprocess.run(
+            ["docker", "version", "--format", "{{.Server.Version}}"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        docker = proc.stdout.strip() or ("no engine: " + proc.stderr.strip()[-200:])
+    except (FileNotFoundError, subprocess.TimeoutExpired) as exc:
+        docker = f"absent ({exc})"
+    versions: dict[str, str] = {}
+    for py, names in ((OUR_PY, "asynctorchx anyio aiodocker attrs cattrs"), (TORCHX_PY, "torchx")):
+        if not py.exists():
+            continue
+        code = (
+            "import importlib.metadata as m, json, sys\n"
+            "d={}\n"
+            "for n in sys.argv[1:]:\n"
+            "    try: d[n]=m.version(n)\n"
+            "    except Exception: d[n]='absent'\n"
+            "print(json.dumps(d))"
+        )
+        proc = subprocess.run([str(py), "-c", code, *names.split()], capture_output=True, text=True)
+        if proc.returncode == 0:
+            versions.update(json.loads(proc.stdout))
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = (0.0, 0.0, 0.0)
+    return {
+        "cores": os.cpu_count(),
+        "memory_mb": mem_kb // 1024,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "docker": docker,
+        "packages": versions,
+        "loadavg_at_start": load,
+        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def run_driver(script: Path, side: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Run one trial of ``side`` in its own interpreter; its last stdout line is JSON."""
+    argv = [str(interpreter(side)), str(script), "--side", side, "--params", json.dumps(params)]
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=DRIVER_TIMEOUT, cwd=REPO
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {DRIVER_TIMEOUT} s"}
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+        return {"error": f"rc={proc.returncode}: {tail}"}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def driver_main(sides: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
+    """Entry for driver mode: ``--side S --params JSON``; prints the side's JSON result.
+
+    A side raising :class:`Unavailable` prints ``{"unavailable": reason}`` and exits 0.
+    """
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--side", required=True)
+    ap.add_argument("--params", required=True)
+    ns = ap.parse_args()
+    try:
+        out = sides[ns.side](json.loads(ns.params))
+    except Unavailable as exc:
+        out = {"unavailable": str(exc)}
+    print(json.dumps(out))
+
+
+def is_driver() -> bool:
+    """True when the script was started as a driver (``--side`` present)."""
+    return "--side" in sys.argv
+
+
+def orchestrate(
+    name: str,
+    script: Path,
+    cases: list[dict[str, Any]],
+    metrics: list[str],
+    trials: int,
+    sides: Sequence[str] = SIDES,
+    skip: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Interleave ``trials`` trials of every side for every case; summarise ``metrics``.
+
+    Sides rotate order per trial so no side always runs first. A case may carry
+    ``max_trials`` (an int) to cap its trials when one trial takes minutes (TorchX at
+    N = 1000); the key is not passed on as a parameter's name in the table. ``skip`` maps a side to
+    the reason it is not run (e.g. TorchX venv missing). Returns one row per
+    (case, side, metric) with median/p90/max and ratios to TorchX and to the floor; a side
+    whose driver crashed or timed out has ``error: True`` (one that said it cannot run here,
+    :class:`Unavailable`, has only ``skipped``).
+    """
+    skip = dict(skip or {})
+    rows: list[dict[str, Any]] = []
+    for case in cases:
+        samples: dict[str, dict[str, list[float]]] = {s: {m: [] for m in metrics} for s in sides}
+        notes: dict[str, str] = {}
+        order = [s for s in sides if s not in skip]
+        for t in range(min(trials, int(case.get("max_trials", trials)))):
+            rot = order[t % len(order) :] + order[: t % len(order)] if order else []
+            for side in rot:
+                if side in notes:
+                    continue
+                res = run_driver(script, side, case)
+                if "unavailable" in res or "error" in res:
+                    notes[side] = res.get("unavailable") or res["error"]
+                    if "error" in res:
+                        notes[side + ":error"] = "1"
+                    continue
+                for m in metrics:
+                    if m in res and res[m] is not None:
+                        samples[side][m].append(float(res[m]))
+                if res.get("note"):
+                    notes.setdefault(side + ":note", str(res["note"]))
+        for m in metrics:
+            per_side = {s: stats(v[m]) for s, v in samples.items() if v[m]}
+            for s in sides:
+                row: dict[str, Any] = {
+                    "bench": name,
+                    "case": _case_str(case),
+                    "metric": m,
+                    "side": s,
+                }
+                if s in per_side:
+                    row.update(per_side[s])
+                    for ref in ("torchx", "floor"):
+                        if ref != s and ref in per_side and per_side[ref]["median"]:
+                            row[f"vs_{ref}"] = per_side[s]["median"] / per_side[ref]["median"]
+                else:
+                    row["skipped"] = skip.get(s) or notes.get(s) or "no value"
+                    if s not in skip and notes.get(s + ":error"):
+                        row["error"] = True
+                if notes.get(s + ":note"):
+                    row["note"] = notes[s + ":note"]
+                rows.append(row)
+    return rows
+
+
+def _case_str(case: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in case.items() if k not in ("smoke", "max_trials"))
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as a ``tabulate`` table (times as given by each benchmark's metric name)."""
+    from tabulate import tabulate
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return "" if v is None else str(v)
+
+    head = [
+        "bench",
+        "case",
+        "metric",
+        "side",
+        "median",
+        "p90",
+        "max",
+        "n",
+        "vs_torchx",
+        "vs_floor",
+        "skipped/note",
+    ]
+    body = [
+        [fmt(r.get(h)) for h in head[:-1]] + [(r.get("skipped") or r.get("note") or "")[:70]]
+        for r in rows
+    ]
+    return str(tabulate(body, headers=head))
+
+
+def bench_args(default_trials: int = 5) -> argparse.Namespace:
+    """Orchestrator options: ``--smoke`` (1 trial, small N) and ``--trials``."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--trials", type=int, default=None)
+    ns = ap.parse_args()
+    if ns.trials is None:
+        ns.trials = 1 if ns.smoke else default_trials
+    return ns
+
+
+def default_skips() -> dict[str, str]:
+    """Sides to skip on this machine, with the reason (currently: TorchX unusable)."""
+    reason = torchx_available()
+    return {"torchx": reason} if reason else {}
+
+
+def write_json(
+    name: str,
+    rows: list[dict[str, Any]],
+    extra: dict[str, Any] | None = None,
+    desc: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``benchmarks/results/<name>.json``: ``machine`` (``desc``, else :func:`machine`
+    now), ``rows`` (as from :func:`orchestrate`) and ``extra``'s keys. Returns the path."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    body = {"machine": desc or machine(), "rows": rows, **(extra or {})}
+    path.write_text(json.dumps(body, indent=2))
+    return path

@@ -1,0 +1,173 @@
+"""The issue's targets (issue 6), judged against the rows of one run.
+
+:func:`verdicts` turns :func:`_harness.orchestrate` rows into one line per target:
+what the issue asks, what this run measured, and ``met``/``MISSED``/``n/a`` (a side or
+case was not run, e.g. smoke mode's small N, or no Docker engine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Rows = list[dict[str, Any]]
+
+
+def _get(rows: Rows, bench: str, metric: str, side: str, case: str | None = None) -> Any:
+    """The row of ``bench`` (its number prefix), ``metric``, ``side`` (and ``case``), or None."""
+    for r in rows:
+        if (
+            r["bench"].split()[0] == bench
+            and r["metric"] == metric
+            and r["side"] == side
+            and (case is None or r["case"] == case)
+            and "median" in r
+        ):
+            return r
+    return None
+
+
+def _cases(rows: Rows, bench: str) -> list[str]:
+    seen: list[str] = []
+    for r in rows:
+        if r["bench"].split()[0] == bench and r["case"] not in seen:
+            seen.append(r["case"])
+    return seen
+
+
+def _t1(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    ours, floor = _get(rows, "1", "latency_ms", "ours"), _get(rows, "1", "latency_ms", "floor")
+    if ours is None or floor is None:
+        return [("< 5 ms median, within 2 ms of the floor", "not run", None)]
+    gap = ours["median"] - floor["median"]
+    met = ours["median"] < 5.0 and gap <= 2.0
+    return [
+        (
+            "< 5 ms median, within 2 ms of the floor",
+            f"{ours['median']:.2f} ms (floor {floor['median']:.2f} ms, {gap:+.2f} ms)",
+            met,
+        )
+    ]
+
+
+def _t2(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    ours = _get(rows, "2", "latency_ms", "ours")
+    if ours is None:
+        return [("< 5 ms median", "not run", None)]
+    return [("< 5 ms median", f"{ours['median']:.2f} ms", ours["median"] < 5.0)]
+
+
+def _t3(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    out: list[tuple[str, str, bool | None]] = []
+    for case in _cases(rows, "3"):
+        o = _get(rows, "3", "seconds", "ours", case)
+        f = _get(rows, "3", "seconds", "floor", case)
+        th = _get(rows, "3", "threads", "ours", case)
+        if o is None or f is None or th is None:
+            out.append((f"{case}: within 1.3x of floor, one thread", "not run", None))
+            continue
+        ratio = o["median"] / f["median"]
+        out.append(
+            (
+                f"{case}: within 1.3x of floor, one thread",
+                f"{o['median'] * 1000:.1f} ms = {ratio:.2f}x floor, {th['max']:.0f} thread(s)",
+                ratio <= 1.3 and th["max"] <= 1,
+            )
+        )
+    return out
+
+
+def _t4(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    o = _get(rows, "4", "seconds", "ours", "m=500")
+    th = _get(rows, "4", "threads", "ours", "m=500")
+    if o is None or th is None:
+        return [("M=500 < 2 s, no worker threads", "not run (smoke: M=10)", None)]
+    return [
+        (
+            "M=500 < 2 s, no worker threads",
+            f"{o['median']:.2f} s, {th['max']:.0f} thread(s)",
+            o["median"] < 2.0 and th["max"] <= 1,
+        )
+    ]
+
+
+def _t5(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    out: list[tuple[str, str, bool | None]] = []
+    for case in _cases(rows, "5"):
+        o = _get(rows, "5", "mb_per_s", "ours", case)
+        f = _get(rows, "5", "mb_per_s", "floor", case)
+        if o is None or f is None:
+            out.append((f"{case}: >= 50% of floor", "not run", None))
+            continue
+        share = o["median"] / f["median"]
+        lines = int(dict(kv.split("=", 1) for kv in case.split()).get("lines", "0"))
+        out.append(
+            (
+                f"{case}: >= 50% of floor",
+                f"{o['median']:.0f} MB/s = {share:.0%} of {f['median']:.0f} MB/s"
+                + ("" if lines >= 100_000 else " (smoke size: not the issue's)"),
+                share >= 0.5 if lines >= 100_000 else None,
+            )
+        )
+    return out
+
+
+def _t6(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    o, t = _get(rows, "6", "seconds", "ours"), _get(rows, "6", "seconds", "torchx")
+    if o is None or t is None:
+        return [("faster than TorchX", "not run", None)]
+    return [
+        (
+            "faster than TorchX",
+            f"{o['median']:.3f} s vs {t['median']:.3f} s",
+            o["median"] < t["median"],
+        )
+    ]
+
+
+def _t7(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    s, sf = _get(rows, "7", "start_s", "ours"), _get(rows, "7", "start_s", "floor")
+    e, c = _get(rows, "7", "exit_ms", "ours"), _get(rows, "7", "cancel_s", "ours")
+    if s is None or sf is None or e is None or c is None:
+        return [("start <= 1.5x floor, exit->wait < 50 ms, cancel < 2 s", "not run", None)]
+    ratio = s["median"] / sf["median"]
+    return [
+        ("start within 1.5x of floor", f"{s['median']:.2f} s = {ratio:.2f}x floor", ratio <= 1.5),
+        ("exit to wait < 50 ms", f"{e['median']:.0f} ms", e["median"] < 50.0),
+        ("cancel of 8 < 2 s", f"{c['median']:.2f} s", c["median"] < 2.0),
+    ]
+
+
+def _t8(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    o = _get(rows, "8", "lost", "ours")
+    if o is None:
+        return [("0 of 200 lost", "not run", None)]
+    runs = dict(kv.split("=", 1) for kv in o["case"].split()).get("r_ours", "?")
+    enough = runs.isdigit() and int(runs) >= 200
+    verdict = (o["max"] == 0) if enough else (False if o["max"] else None)
+    return [("0 of 200 lost", f"{o['max']:.0f} of {runs} lost", verdict)]
+
+
+TARGETS: dict[str, Callable[[Rows], list[tuple[str, str, bool | None]]]] = {
+    "1": _t1,
+    "2": _t2,
+    "3": _t3,
+    "4": _t4,
+    "5": _t5,
+    "6": _t6,
+    "7": _t7,
+    "8": _t8,
+}
+
+
+def verdicts(rows: Rows) -> list[dict[str, str]]:
+    """One dict per target of issue 6 that this run touched: bench, target, measured, verdict."""
+    ran = {r["bench"].split()[0] for r in rows}
+    out: list[dict[str, str]] = []
+    for num, judge in TARGETS.items():
+        if num not in ran:
+            continue
+        for target, measured, met in judge(rows):
+            verdict = "n/a" if met is None else ("met" if met else "MISSED")
+            out.append({"bench": num, "target": target, "measured": measured, "verdict": verdict})
+    return out

@@ -1,0 +1,138 @@
+"""Benchmark 5: reading back a finished replica's log with ``log_iter`` (throughput).
+
+The replica writes ``lines`` lines of ``width`` bytes to stdout (100,000 x 80 B; and
+1 GB as 10 M x 100 B in the full run only); once it has exited the log is read back.
+Metric ``mb_per_s`` (MB/s of log text read, higher is better) and ``seconds``.
+Floor: ``cat`` of the same log file into a pipe drained by the driver. TorchX:
+``LocalScheduler.log_iter`` (non-tailing).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import bench_args, default_skips, driver_main, is_driver, orchestrate, table
+
+WRITE = (
+    "import sys\n"
+    "n, w = int(sys.argv[1]), int(sys.argv[2])\n"
+    "line = ('x' * (w - 1) + '\\n').encode()\n"
+    "out = sys.stdout.buffer\n"
+    "for _ in range(n // 1000):\n"
+    "    out.write(line * 1000)\n"
+    "out.write(line * (n % 1000))\n"
+)
+
+
+def _mb(p: dict[str, Any]) -> float:
+    return int(p["lines"]) * int(p["width"]) / 1e6
+
+
+def ours(p: dict[str, Any]) -> dict[str, Any]:
+    """Read back ``p["lines"]`` lines of ``p["width"]`` bytes with our ``log_iter``: ``seconds``,
+    ``mb_per_s`` (MB = 10^6 B).
+    """
+    import anyio
+    from _sides import ours_app, ours_cwd_scheduler, tmpdir
+
+    async def main() -> dict[str, Any]:
+        app = ours_app("tp", sys.executable, ["-c", WRITE, str(p["lines"]), str(p["width"])])
+        logs = tmpdir()
+        async with ours_cwd_scheduler() as sched:
+            app_id = await sched.submit(app, {"log_dir": logs})
+            await sched.wait(app_id)
+            t0 = time.perf_counter()
+            n = 0
+            async for _line in sched.log_iter(app_id, "r", 0):
+                n += 1
+            secs = time.perf_counter() - t0
+        shutil.rmtree(logs, ignore_errors=True)
+        return {
+            "seconds": secs,
+            "mb_per_s": _mb(p) / secs,
+            "note": None if n == p["lines"] else f"read {n} lines",
+        }
+
+    return anyio.run(main)
+
+
+def floor(p: dict[str, Any]) -> dict[str, Any]:
+    """``cat`` the same amount of log into a pipe drained in 1 MiB reads: ``seconds``,
+    ``mb_per_s``.
+    """
+    from _sides import tmpdir
+
+    path = os.path.join(tmpdir(), "stdout")
+    with open(path, "wb") as f:
+        subprocess.run(
+            [sys.executable, "-c", WRITE, str(p["lines"]), str(p["width"])], stdout=f, check=True
+        )
+    t0 = time.perf_counter()
+    with subprocess.Popen(["cat", path], stdout=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        while proc.stdout.read(1 << 20):
+            pass
+    secs = time.perf_counter() - t0
+    os.unlink(path)
+    return {"seconds": secs, "mb_per_s": _mb(p) / secs}
+
+
+def torchx(p: dict[str, Any]) -> dict[str, Any]:
+    """Read back the log with TorchX's ``log_iter``: ``seconds``, ``mb_per_s``."""
+    from _sides import tmpdir, tx_app, tx_cwd_scheduler
+    from torchx.specs import AppState
+
+    sched = tx_cwd_scheduler()
+    app = tx_app("tp", sys.executable, ["-c", WRITE, str(p["lines"]), str(p["width"])])
+    logs = tmpdir()
+    app_id = sched.submit(app, {"log_dir": logs})
+    while True:
+        desc = sched.describe(app_id)
+        if desc is not None and desc.state in (
+            AppState.SUCCEEDED,
+            AppState.FAILED,
+            AppState.CANCELLED,
+        ):
+            break
+        time.sleep(0.1)
+    t0 = time.perf_counter()
+    n = sum(1 for _ in sched.log_iter(app_id, "r", 0))
+    secs = time.perf_counter() - t0
+    sched.close()
+    shutil.rmtree(logs, ignore_errors=True)
+    return {
+        "seconds": secs,
+        "mb_per_s": _mb(p) / secs,
+        "note": None if n == p["lines"] else f"read {n} lines",
+    }
+
+
+def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
+    """Orchestrate benchmark 5; returns summary rows."""
+    cases = [{"lines": 10_000 if smoke else 100_000, "width": 80}]
+    if not smoke:
+        cases.append({"lines": 10_000_000, "width": 100, "max_trials": 2})  # 1 GB
+    return orchestrate(
+        "5 log throughput",
+        Path(__file__),
+        cases,
+        ["mb_per_s", "seconds"],
+        trials,
+        skip=default_skips(),
+    )
+
+
+if __name__ == "__main__":
+    if is_driver():
+        driver_main({"ours": ours, "floor": floor, "torchx": torchx})
+    else:
+        ns = bench_args(default_trials=3)
+        print(table(run(ns.smoke, ns.trials)))
