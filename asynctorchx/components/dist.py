@@ -33,8 +33,8 @@ from pathlib import Path
 
 from asynctorchx.components import IMAGE
 from asynctorchx.components.structured_arg import StructuredJArgument, StructuredNameArgument
+from asynctorchx.specs._named_resources import resource
 from asynctorchx.specs.api import AppDef, Role, macros, parse_mounts
-from asynctorchx.specs.named_resources import resource
 
 #: Environment variables set by ``--debug true`` to debug PyTorch runs.
 TORCH_DEBUG_FLAGS: dict[str, str] = {

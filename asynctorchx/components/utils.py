@@ -12,8 +12,8 @@ import os
 import shlex
 
 from asynctorchx.components import IMAGE
+from asynctorchx.specs._named_resources import resource
 from asynctorchx.specs.api import NONE, AppDef, Resource, Role, parse_mounts
-from asynctorchx.specs.named_resources import resource
 
 
 def echo(msg: str = "hello world", image: str = IMAGE, num_replicas: int = 1) -> AppDef:

@@ -11,6 +11,7 @@ from asynctorchx.errors import (
     UnknownAppException,
     UnknownSchedulerException,
 )
+from asynctorchx.specs._named_resources import get_named_resources, named_resources, resource
 from asynctorchx.specs.api import (
     MISSING,
     NONE,
@@ -42,7 +43,6 @@ from asynctorchx.specs.api import (
     runopt,
     runopts,
 )
-from asynctorchx.specs.named_resources import get_named_resources, named_resources, resource
 
 __all__ = [
     "MISSING",

@@ -13,9 +13,8 @@ import pytest
 from asynctorchx.components import dist
 from asynctorchx.components.structured_arg import StructuredJArgument, StructuredNameArgument
 from asynctorchx.errors import UnknownNamedResourceException
-from asynctorchx.specs import Resource, Role, VolumeMount, macros
+from asynctorchx.specs import Resource, Role, VolumeMount, macros, named_resources
 from asynctorchx.specs.builders import materialize_appdef
-from asynctorchx.specs.named_resources import named_resources
 
 LIMIT = 120  # seconds: a safety bound on torch start-up, never a timing guess
 RANK0 = "TORCHX_RANK0_HOST"

@@ -12,9 +12,8 @@ import pytest
 
 from asynctorchx.components import IMAGE, utils
 from asynctorchx.errors import UnknownNamedResourceException
-from asynctorchx.specs import NONE, AppDef, BindMount, Resource, Role, macros
+from asynctorchx.specs import NONE, AppDef, BindMount, Resource, Role, macros, named_resources
 from asynctorchx.specs.builders import materialize_appdef
-from asynctorchx.specs.named_resources import named_resources
 
 LIMIT = 60  # seconds: a safety bound on a process, never a timing guess
 

@@ -10,7 +10,7 @@ import pytest
 
 from asynctorchx.errors import UnknownNamedResourceException
 from asynctorchx.specs import NULL_RESOURCE, Resource
-from asynctorchx.specs import named_resources as nr
+from asynctorchx.specs import _named_resources as nr
 from asynctorchx.specs.named_resources_aws import EFA_DEVICE, K8S_ITYPE, NEURON_DEVICE
 
 
