@@ -1,16 +1,19 @@
-"""Shared test configuration: the ``docker`` marker and the local test image.
+"""Shared test configuration: the ``docker`` and ``torch`` markers, the local test image.
 
 Tests marked ``@pytest.mark.docker`` need a Docker engine. Whether one answers is
 checked once per session (``GET /_ping`` on the engine's socket, no aiodocker, no
-event loop). Without an engine those tests are skipped with the reason, except when
-the environment sets ``ASYNCTORCHX_REQUIRE_DOCKER=1`` (``.ci/run`` does): then they
-fail, so CI cannot pass by skipping them. ``bash scripts/docker-engine.sh start``
-starts an engine and imports the test image.
+event loop). Tests marked ``@pytest.mark.torch`` need PyTorch importable. Without the
+part those tests are skipped with the reason, except when the environment sets
+``ASYNCTORCHX_REQUIRE_DOCKER=1`` / ``ASYNCTORCHX_REQUIRE_TORCH=1`` (``.ci/run`` sets
+both): then they fail, so CI cannot pass by skipping them.
+``bash scripts/docker-engine.sh start`` starts an engine and imports the test image;
+``pip install torch==2.13.0`` installs the CPU build of PyTorch.
 """
 
 from __future__ import annotations
 
 import http.client
+import importlib.util
 import json
 import os
 import socket
@@ -81,14 +84,34 @@ def _docker_reason() -> str | None:
     return _docker_unavailable_reason()
 
 
+def _torch_unavailable_reason() -> str | None:
+    """Return why PyTorch tests cannot run here, or ``None`` when torch is importable."""
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed; `pip install torch==2.13.0` installs the CPU build"
+    return None
+
+
+#: marker -> (environment variable that makes the part required, why it is missing)
+_REQUIRED_PARTS = {
+    "docker": ("ASYNCTORCHX_REQUIRE_DOCKER", "_docker_reason"),
+    "torch": ("ASYNCTORCHX_REQUIRE_TORCH", None),
+}
+
+
 @pytest.fixture(autouse=True)
-def _docker_marker(request: pytest.FixtureRequest) -> None:
-    """Skip (or, under ``ASYNCTORCHX_REQUIRE_DOCKER=1``, fail) ``docker`` tests with no engine."""
-    if request.node.get_closest_marker("docker") is not None:
-        reason: str | None = request.getfixturevalue("_docker_reason")
+def _required_parts(request: pytest.FixtureRequest) -> None:
+    """Skip ``docker``/``torch`` tests without the part; fail them when it is required."""
+    for marker, (variable, reason_fixture) in _REQUIRED_PARTS.items():
+        if request.node.get_closest_marker(marker) is None:
+            continue
+        reason: str | None = (
+            request.getfixturevalue(reason_fixture)
+            if reason_fixture is not None
+            else _torch_unavailable_reason()
+        )
         if reason is not None:
-            if os.environ.get("ASYNCTORCHX_REQUIRE_DOCKER") == "1":
-                pytest.fail(f"ASYNCTORCHX_REQUIRE_DOCKER=1 but {reason}", pytrace=False)
+            if os.environ.get(variable) == "1":
+                pytest.fail(f"{variable}=1 but {reason}", pytrace=False)
             pytest.skip(reason)
 
 

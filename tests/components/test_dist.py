@@ -198,7 +198,6 @@ def _start(role: Role, replica_id: int, cwd: Path, extra: dict[str, str]) -> sub
 
 @pytest.mark.torch
 def test_one_node_two_workers_all_reduce(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
     (tmp_path / "train.py").write_text(TRAIN)
     role = dist.ddp(str(tmp_path), script="train.py", j="1x2").roles[0]
     proc = _start(role, 0, tmp_path, {RANK0: "localhost"})
@@ -216,7 +215,6 @@ def _free_port() -> int:
 
 @pytest.mark.torch
 def test_two_nodes_meet_at_the_rank0_host(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
     (tmp_path / "train.py").write_text(TRAIN)
     role = dist.ddp(str(tmp_path), script="train.py", j="2x1", rdzv_port=_free_port()).roles[0]
     assert role.entrypoint == "bash"
