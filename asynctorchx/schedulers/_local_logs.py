@@ -25,7 +25,7 @@ import anyio
 import anyio.lowlevel
 
 _INDEX_ENTRY = struct.Struct("<Qd")
-_READ_SIZE = 1 << 16
+_READ_SIZE = 1 << 20
 
 STREAM_FILES = ("stdout", "stderr", "combined")
 
@@ -181,6 +181,30 @@ class _TimeIndex:
         self._read_bytes += usable
 
 
+def _split_lines(data: bytes, end: int) -> list[str]:
+    """Decode ``data[:end]`` (whole lines) once and split it on ``\\n`` only.
+
+    Decoding the block at once gives the same text as decoding each line: ``\\n`` is
+    never part of a multi-byte UTF-8 sequence, so an invalid sequence cannot span two
+    lines. ``str.splitlines`` would also split on ``\\r``, ``\\x0b``, ``\\x1c``...
+    """
+    pieces = str(memoryview(data)[:end], "utf-8", "replace").split("\n")
+    pieces.pop()  # the empty text after the last "\n"
+    return [piece + "\n" for piece in pieces]
+
+
+def _split_lines_at(data: bytes, end: int, offset: int) -> list[tuple[int, str]]:
+    """Like :func:`_split_lines`, with each line's byte offset in the file (``offset``:
+    the file offset of ``data[0]``)."""
+    lines: list[tuple[int, str]] = []
+    start = 0
+    while start < end:
+        stop = data.index(b"\n", start) + 1
+        lines.append((offset + start, data[start:stop].decode("utf-8", "replace")))
+        start = stop
+    return lines
+
+
 async def read_log_lines(
     path: str,
     *,
@@ -220,37 +244,44 @@ async def read_log_lines(
                 return
             await event.wait()
     try:
-        buffer = bytearray()
-        offset = 0  # offset in the file of buffer[0]
+        pending: list[bytes] = []  # an unterminated last line, waiting for its end
+        offset = 0  # offset in the file of pending[0][0]
         while True:
             event = wake()
             finished = is_finished()
             chunk = os.read(fd, _READ_SIZE)
             if chunk:
-                buffer += chunk
-                start = 0
-                while (end := buffer.find(b"\n", start)) >= 0:
-                    line_offset = offset + start
-                    line = buffer[start : end + 1].decode("utf-8", "replace")
-                    start = end + 1
-                    if index is not None:
+                if b"\n" not in chunk:  # a long line goes on: keep it, join it once
+                    pending.append(chunk)
+                    await anyio.lowlevel.checkpoint()
+                    continue
+                data = b"".join([*pending, chunk]) if pending else chunk
+                end = data.rfind(b"\n") + 1  # whole lines end here
+                if index is not None:
+                    for line_offset, line in _split_lines_at(data, end, offset):
                         when = index.time_of(line_offset)
                         if when is not None:
                             if since_ts is not None and when < since_ts:
                                 continue
                             if until_ts is not None and when > until_ts:
                                 return
-                    if pattern is None or pattern.search(line):
+                        if pattern is None or pattern.search(line):
+                            yield line
+                elif pattern is not None:
+                    for line in _split_lines(data, end):
+                        if pattern.search(line):
+                            yield line
+                else:
+                    for line in _split_lines(data, end):
                         yield line
-                if start:
-                    del buffer[:start]
-                    offset += start
+                offset += end
+                pending = [data[end:]] if end < len(data) else []
                 await anyio.lowlevel.checkpoint()  # a long file must not hog the loop
                 continue
             # end of file for now
             if finished or not should_tail:
-                if buffer:
-                    line = buffer.decode("utf-8", "replace")
+                if pending:
+                    line = b"".join(pending).decode("utf-8", "replace")
                     if pattern is None or pattern.search(line):
                         yield line
                 return
