@@ -13,6 +13,7 @@ import enum
 import json
 import re
 import string
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, Union
 
@@ -28,8 +29,8 @@ MISSING: str = "<MISSING>"
 #: Placeholder for "no value" in status messages (TorchX's ``NONE``).
 NONE: str = "<NONE>"
 
-#: A value a scheduler run option may take.
-CfgVal = Union[str, int, float, bool, list[str], None]
+#: A value a scheduler run option may take (TorchX 0.7.0's set, ``dict[str, str]`` included).
+CfgVal = Union[str, int, float, bool, list[str], dict[str, str], None]
 
 #: An app handle: ``{scheduler}://{session_name}/{app_id}``.
 AppHandle = str
@@ -551,14 +552,32 @@ class runopt:
     """One scheduler run option: its default, type, whether it is required, and its help."""
 
     default: CfgVal
-    opt_type: type[Any]
+    opt_type: Any
     is_required: bool
     help: str
 
 
+def _container_kind(tp: Any) -> str | None:
+    """``"list"`` for ``list[str]``/``List[str]``/``list``, ``"dict"`` for
+    ``dict[str, str]``/``Dict[str, str]``/``dict``, else ``None``.
+
+    ``typing.List[str]`` and ``list[str]`` compare unequal and neither works with
+    ``isinstance``, so run option types are compared by their origin.
+    """
+    origin = typing.get_origin(tp) or tp
+    if origin is list:
+        return "list"
+    if origin is dict:
+        return "dict"
+    return None
+
+
 def _type_name(tp: Any) -> str:
-    if tp in (list[str],):
+    kind = _container_kind(tp)
+    if kind == "list":
         return "List[str]"
+    if kind == "dict":
+        return "Dict[str, str]"
     return getattr(tp, "__name__", str(tp))
 
 
@@ -582,24 +601,38 @@ class runopts:
         return key in self._opts
 
     @staticmethod
-    def is_type(obj: CfgVal, tp: type[Any]) -> bool:
-        """Return True if ``obj`` is of type ``tp``; unlike ``isinstance`` accepts ``list[str]``.
+    def is_type(obj: CfgVal, tp: Any) -> bool:
+        """Return True if ``obj`` is of type ``tp``.
 
-        ``bool`` is not taken for ``int``, nor ``int`` for ``bool``; an ``int`` is
-        accepted for ``float``.
+        Unlike ``isinstance`` it accepts the container types of run options:
+        ``list[str]`` / ``typing.List[str]`` (a list of strings) and ``dict[str, str]`` /
+        ``typing.Dict[str, str]`` (a mapping of strings to strings). ``bool`` is not
+        taken for ``int``, nor ``int`` for ``bool``; an ``int`` is accepted for ``float``.
+
+        Args:
+            obj: the value to check.
+            tp: ``str``, ``int``, ``float``, ``bool`` or one of the container types above.
+
+        Returns:
+            Whether ``obj`` is a valid value of an option of type ``tp``. Never raises.
         """
-        if tp in (list[str],) or tp is list:
+        kind = _container_kind(tp)
+        if kind == "list":
             return isinstance(obj, list) and all(isinstance(item, str) for item in obj)
+        if kind == "dict":
+            return isinstance(obj, dict) and all(
+                isinstance(key, str) and isinstance(value, str) for key, value in obj.items()
+            )
         if tp is float:
             return isinstance(obj, (int, float)) and not isinstance(obj, bool)
         if tp is int:
             return isinstance(obj, int) and not isinstance(obj, bool)
-        return isinstance(obj, tp)
+        return isinstance(obj, tp) if isinstance(tp, type) else False
 
     def add(
         self,
         cfg_key: str,
-        type_: type[Any],
+        type_: Any,
         help: str,
         default: CfgVal = None,
         required: bool = False,
@@ -608,7 +641,8 @@ class runopts:
 
         Args:
             cfg_key: its name, as users write it (``log_dir``).
-            type_: one of ``str``, ``int``, ``float``, ``bool``, ``list[str]``.
+            type_: one of ``str``, ``int``, ``float``, ``bool``, ``list[str]`` (or
+                ``typing.List[str]``), ``dict[str, str]`` (or ``typing.Dict[str, str]``).
             help: one line of help.
             default: its value when the user gives none; must be ``None`` when required.
             required: the user must give it.
@@ -649,9 +683,7 @@ class runopts:
         for key in cfg:
             if key not in self._opts:
                 raise InvalidRunConfigException(
-                    f"unknown run option {key!r}: the scheduler accepts"
-                    f" {', '.join(sorted(self._opts)) or 'no options'}",
-                    key,
+                    f"unknown run option {key!r}: {self._accepted()}", key
                 )
         for key, opt in self._opts.items():
             value = cfg.get(key)
@@ -659,27 +691,37 @@ class runopts:
                 if opt.is_required:
                     raise InvalidRunConfigException(
                         f"required run option {key!r} ({_type_name(opt.opt_type)}) is missing:"
-                        f" pass it with `-cfg {key}=<value>` ({opt.help})",
+                        f" pass it with `-cfg {key}=<value>` ({opt.help}); {self._accepted()}",
                         key,
                     )
                 resolved[key] = opt.default
             elif not runopts.is_type(value, opt.opt_type):
                 raise InvalidRunConfigException(
                     f"run option {key!r} must be of type {_type_name(opt.opt_type)},"
-                    f" got {value!r} ({type(value).__name__})",
+                    f" got {value!r} ({type(value).__name__}); {self._accepted()}",
                     key,
                 )
             else:
                 resolved[key] = value
         return resolved
 
+    def _accepted(self) -> str:
+        """``"the scheduler accepts a (int), b (str)"``: for error messages."""
+        if not self._opts:
+            return "the scheduler accepts no options"
+        listed = ", ".join(
+            f"{key} ({_type_name(opt.opt_type)})" for key, opt in sorted(self._opts.items())
+        )
+        return f"the scheduler accepts {listed}"
+
     def cfg_from_str(self, cfg_str: str) -> dict[str, CfgVal]:
         """Parse ``"key1=v1,key2=v2;key3=a,b"`` into a typed cfg.
 
         Pairs are separated by ``,`` or ``;``; a list option's items by ``,`` or ``;``
         too (a token without ``=`` belongs to the value before it). ``bool`` options
-        take ``true``/``false`` (any case). Keys that are not options are kept as strings
-        so :meth:`resolve` can name them.
+        take ``true``/``false`` (any case); ``Dict[str, str]`` options take
+        ``name:value`` items (``labels=team:ml,tier:1``), as TorchX. Keys that are not
+        options are kept as strings so :meth:`resolve` can name them.
 
         Raises:
             InvalidRunConfigException: a value does not parse as its option's type.
@@ -694,9 +736,24 @@ class runopts:
         return cfg
 
     def cfg_from_json_repr(self, json_repr: str) -> dict[str, CfgVal]:
-        """Parse a JSON object into a cfg, keeping only known keys' values as given."""
-        loaded = json.loads(json_repr)
-        return {key: value for key, value in loaded.items()}
+        """Parse a JSON object into a cfg; values are kept as JSON gives them.
+
+        Unknown keys are kept too, so :meth:`resolve` names them.
+
+        Raises:
+            InvalidRunConfigException: ``json_repr`` is not JSON or not a JSON object.
+        """
+        try:
+            loaded = json.loads(json_repr)
+        except json.JSONDecodeError as exc:
+            raise InvalidRunConfigException(
+                f"run config {json_repr!r} is not valid JSON ({exc})"
+            ) from None
+        if not isinstance(loaded, dict):
+            raise InvalidRunConfigException(
+                f'run config {json_repr!r} is not a JSON object: write {{"key": value, ...}}'
+            )
+        return dict(loaded)
 
     def __str__(self) -> str:
         required = [(k, o) for k, o in sorted(self._opts.items()) if o.is_required]
@@ -743,7 +800,7 @@ def cfg_pairs(cfg_str: str) -> dict[str, str]:
     return pairs
 
 
-def _cast(key: str, raw: str, tp: type[Any]) -> CfgVal:
+def _cast(key: str, raw: str, tp: Any) -> CfgVal:
     if tp is bool:
         lowered = raw.lower()
         if lowered not in ("true", "false", "1", "0", "yes", "no"):
@@ -751,8 +808,23 @@ def _cast(key: str, raw: str, tp: type[Any]) -> CfgVal:
                 f"run option {key!r} is a bool: write true or false, not {raw!r}", key
             )
         return lowered in ("true", "1", "yes")
-    if tp in (list[str],) or tp is list:
+    kind = _container_kind(tp)
+    if kind == "list":
         return [item.strip() for item in re.split(r"[,;]", raw) if item.strip()]
+    if kind == "dict":
+        pairs: dict[str, str] = {}
+        for item in re.split(r"[,;]", raw):
+            if not item.strip():
+                continue
+            name, sep, item_value = item.partition(":")
+            if not sep or not name.strip():
+                raise InvalidRunConfigException(
+                    f"run option {key!r} is a Dict[str, str]: write name:value pairs"
+                    f" separated by ',' or ';' (e.g. `{key}=a:1,b:2`), not {raw!r}",
+                    key,
+                )
+            pairs[name.strip()] = item_value.strip()
+        return pairs
     try:
         value: CfgVal = tp(raw)
     except ValueError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+import typing
 from typing import Any
 
 import pytest
@@ -229,6 +230,51 @@ def test_is_type() -> None:
     assert not runopts.is_type(True, int)
     assert runopts.is_type(1, float)
     assert not runopts.is_type(1, bool)
+
+
+@pytest.mark.parametrize("list_type", [list[str], typing.List[str]])  # noqa: UP006
+@pytest.mark.parametrize("dict_type", [dict[str, str], typing.Dict[str, str]])  # noqa: UP006
+def test_typing_generics_work_as_option_types(list_type: Any, dict_type: Any) -> None:
+    # TorchX schedulers declare `type_=List[str]`; porting them must not need a rewrite.
+    opts = runopts()
+    opts.add("tags", type_=list_type, default=["a"], help="tags")
+    opts.add("labels", type_=dict_type, default={"k": "v"}, help="labels")
+    assert runopts.is_type(["x"], list_type)
+    assert not runopts.is_type(["x", 1], list_type)
+    assert not runopts.is_type("x", list_type)
+    assert runopts.is_type({"a": "b"}, dict_type)
+    assert not runopts.is_type({"a": 1}, dict_type)
+    assert opts.cfg_from_str("tags=x;y,labels=team:ml,tier:1") == {
+        "tags": ["x", "y"],
+        "labels": {"team": "ml", "tier": "1"},
+    }
+    assert opts.resolve({}) == {"tags": ["a"], "labels": {"k": "v"}}
+    with pytest.raises(
+        InvalidRunConfigException, match=r"'labels' must be of type Dict\[str, str\]"
+    ):
+        opts.resolve({"labels": ["x"]})
+    with pytest.raises(InvalidRunConfigException, match=r"'labels'.*name:value"):
+        opts.cfg_from_str("labels=novalue")
+    text = str(opts)
+    assert "tags (List[str]), ['a']" in text
+    assert "labels (Dict[str, str])" in text
+
+
+def test_every_resolve_error_lists_the_accepted_options() -> None:
+    for cfg in ({}, {"cluster_id": "x"}, {"cluster_id": 1, "clustr": 2}):
+        with pytest.raises(InvalidRunConfigException) as caught:
+            make_opts().resolve(cfg)
+        assert "accepts cluster_id (int), preemptible (bool), priority (float)" in str(caught.value)
+
+
+def test_cfg_from_json_repr() -> None:
+    assert make_opts().cfg_from_json_repr('{"cluster_id": 1, "tags": ["x"]}') == {
+        "cluster_id": 1,
+        "tags": ["x"],
+    }
+    for bad in ("[1]", "{nope"):
+        with pytest.raises(InvalidRunConfigException, match="JSON"):
+            make_opts().cfg_from_json_repr(bad)
 
 
 @pytest.mark.parametrize(
