@@ -15,7 +15,7 @@ import re
 import string
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar, Union
+from typing import Any, Generic, NamedTuple, TypeVar, Union
 
 import attrs
 
@@ -512,17 +512,26 @@ class AppDryRunInfo(Generic[T]):
 # --------------------------------------------------------------------------- handles
 
 
-@attrs.frozen
-class ParsedAppHandle:
-    """The parts of an app handle ``{scheduler_backend}://{session_name}/{app_id}``."""
+class ParsedAppHandle(NamedTuple):
+    """The parts of an app handle ``{scheduler_backend}://{session_name}/{app_id}``.
+
+    A named tuple, as in TorchX, so ``scheduler, session, app_id = parse_app_handle(h)``
+    and ``parse_app_handle(h)[2]`` work as well as the attribute names.
+
+    Args:
+        scheduler_backend: the scheduler's name, e.g. ``local_cwd``.
+        session_name: the runner session that started the app (may be empty).
+        app_id: the id the scheduler gave the app.
+    """
 
     scheduler_backend: str
     session_name: str
     app_id: str
 
 
+# fullmatch, not match with `$`: `$` also matches before a trailing newline.
 _APP_HANDLE = re.compile(
-    r"^(?P<scheduler_backend>[^:/\s]+)://(?P<session_name>[^/]*)/(?P<app_id>.+)$"
+    r"(?P<scheduler_backend>[^:/\s]+)://(?P<session_name>[^/]*)/(?P<app_id>.+)"
 )
 
 
@@ -538,7 +547,7 @@ def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
         MalformedAppHandleException: ``app_handle`` is not of the form
             ``{scheduler_backend}://{session_name}/{app_id}``.
     """
-    match = _APP_HANDLE.match(app_handle)
+    match = _APP_HANDLE.fullmatch(app_handle)
     if match is None:
         raise MalformedAppHandleException(app_handle)
     return ParsedAppHandle(**match.groupdict())

@@ -50,6 +50,10 @@ def test_handle_round_trip(scheduler: str, session: str, app_id: str) -> None:
         session,
         app_id,
     )
+    # TorchX code unpacks and indexes the parsed handle (a NamedTuple there too).
+    backend, session_name, parsed_id = parsed
+    assert (backend, session_name, parsed_id) == (scheduler, session, app_id)
+    assert parsed[2] == app_id
 
 
 @given(st.text(max_size=40).filter(lambda text: "://" not in text))
@@ -61,7 +65,15 @@ def test_handle_without_scheme_separator_is_malformed(text: str) -> None:
 
 @pytest.mark.parametrize(
     "handle",
-    ["local_cwd://session", "://s/app", "local_cwd://s/", "a b://s/app", "local_cwd:/s/app"],
+    [
+        "local_cwd://session",
+        "://s/app",
+        "local_cwd://s/",
+        "a b://s/app",
+        "local_cwd:/s/app",
+        "local_cwd://s/app\n",
+        "local_cwd://s/app\nmore",
+    ],
 )
 def test_malformed_handles(handle: str) -> None:
     with pytest.raises(MalformedAppHandleException):
