@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import enum
 import json
+import os
 import re
 import string
 import typing
@@ -203,6 +204,7 @@ _MOUNT_KEYS = {
     "destination": "dst",
     "target": "dst",
     "readonly": "readonly",
+    "read_only": "readonly",
     "perm": "perm",
     "permissions": "perm",
 }
@@ -216,7 +218,9 @@ def parse_mounts(opts: list[str]) -> list[Mount]:
     ``["type=bind", "src=/data", "dst=/data", "readonly", "type=volume", "src=v", "dst=/v"]``.
     Items may also be comma-joined: ``["type=bind,src=/data,dst=/data"]``.
     Keys: ``type``; ``src`` (``source``); ``dst`` (``destination``, ``target``);
-    ``readonly``; ``perm`` (``permissions``, devices only).
+    ``readonly`` (``read_only``); ``perm`` (``permissions``, devices only). A bind
+    mount's ``src`` starting with ``~`` is expanded to the user's home directory (as
+    TorchX does; the container engine would take it literally).
 
     Raises:
         ValueError: an item before the first ``type=``, an unknown type or key, or a
@@ -250,7 +254,10 @@ def parse_mounts(opts: list[str]) -> list[Mount]:
         if kind == MountType.BIND.value:
             if "dst" not in group:
                 raise ValueError(f"bind mount {group} has no `dst=`: say where to mount it")
-            mounts.append(BindMount(group["src"], group["dst"], read_only))
+            src_path = group["src"]
+            if src_path.startswith("~"):
+                src_path = os.path.expanduser(src_path)
+            mounts.append(BindMount(src_path, group["dst"], read_only))
         elif kind == MountType.VOLUME.value:
             if "dst" not in group:
                 raise ValueError(f"volume mount {group} has no `dst=`: say where to mount it")

@@ -382,6 +382,16 @@ def test_parse_mounts(opts: list[str], expected: list[object]) -> None:
     assert parse_mounts(opts) == expected
 
 
+def test_parse_mounts_takes_torchx_spellings_and_expands_home(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HOME", "/home/someone")
+    assert parse_mounts(["type=bind", "src=~/data", "dst=/data", "read_only"]) == [
+        BindMount("/home/someone/data", "/data", True)
+    ]
+    assert parse_mounts(["type=volume,src=v,dst=/v,read_only"]) == [VolumeMount("v", "/v", True)]
+
+
 @pytest.mark.parametrize(
     ("opts", "message"),
     [
