@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import string
 import typing
 from typing import Any
@@ -11,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from asynctorchx.errors import InvalidRunConfigException, MalformedAppHandleException
+from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse
 from asynctorchx.specs import (
     NULL_RESOURCE,
     AppDef,
@@ -165,6 +167,37 @@ statuses = st.builds(
 @given(statuses)
 def test_appstatus_json_round_trip(status: AppStatus) -> None:
     assert from_json(to_json(status), AppStatus) == status
+
+
+describe_responses = st.builds(
+    DescribeAppResponse,
+    app_id=words,
+    state=st.sampled_from(AppState),
+    num_restarts=st.integers(-1, 10),
+    msg=words,
+    structured_error_msg=words,
+    ui_url=st.none() | words,
+    roles_statuses=st.lists(
+        st.builds(RoleStatus, words, st.lists(replica_statuses, max_size=2)), max_size=2
+    ),
+    roles=st.lists(roles, max_size=2),
+)
+list_responses = st.lists(
+    st.builds(ListAppResponse, app_id=words, state=st.sampled_from(AppState), app_handle=words),
+    max_size=3,
+)
+
+
+@given(describe_responses)
+def test_describe_response_json_round_trip(response: DescribeAppResponse) -> None:
+    encoded = to_json(response)
+    assert from_json(encoded, DescribeAppResponse) == response
+    assert json.loads(encoded)["state"] == response.state.name
+
+
+@given(list_responses)
+def test_list_responses_json_round_trip(responses: list[ListAppResponse]) -> None:
+    assert from_json(to_json(responses), list[ListAppResponse]) == responses
 
 
 # --------------------------------------------------------------------------- runopts
