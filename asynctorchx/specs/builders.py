@@ -372,12 +372,17 @@ def materialize_appdef(
         The :class:`AppDef` the component returns.
 
     Raises:
-        ComponentValidationException: the function is not a valid component, an argument
-            is missing, unknown or malformed (the message names it), or the function
-            did not return an ``AppDef``.
+        ComponentValidationException: the function is not a valid component (e.g. an
+            ``async def``), an argument is missing, unknown or malformed (the message
+            names it), or the function did not return an ``AppDef``.
         SystemExit: ``--help`` was given (argparse prints the help and exits 0).
         Exception: whatever the component raises for values it rejects.
     """
+    if inspect.iscoroutinefunction(fn):
+        raise ComponentValidationException(
+            f"component {fn.__name__!r} is an `async def`: it would return a coroutine,"
+            " not an AppDef; make it a plain `def`"
+        )
     values = parse_args(fn, argv, defaults)
     positional: list[Any] = []
     var_args: list[Any] = []

@@ -11,7 +11,8 @@
    ``dict[P, P]`` / ``Dict[P, P]`` (``P`` one of the four primitives), or any of them
    made optional (``Optional[T]``, ``T | None``); ``**kwargs`` is refused;
 #. the function is annotated to return ``AppDef`` (``AppDef``, ``specs.AppDef`` or the
-   same as a string).
+   same as a string), and is a plain ``def``: an ``async def`` returns a coroutine,
+   never an ``AppDef``, so it is refused under this rule.
 
 A file that does not parse gives one message for the syntax error; a function that is
 not in the file gives one message saying so.
@@ -159,6 +160,16 @@ def _return_name(node: ast.expr | None) -> str | None:
 
 
 def _check_return(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[LinterMessage]:
+    if isinstance(func, ast.AsyncFunctionDef):
+        return [
+            LinterMessage(
+                "return",
+                f"{func.name!r} is an `async def`: calling it returns a coroutine, not an"
+                " AppDef; make it a plain `def` (components only describe the app)",
+                func.lineno,
+                func.col_offset,
+            )
+        ]
     returned = _return_name(func.returns)
     if returned == "AppDef":
         return []

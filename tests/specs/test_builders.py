@@ -231,6 +231,20 @@ def test_a_component_must_return_an_appdef() -> None:
         materialize_appdef(not_app, [])
 
 
+def test_an_async_component_is_refused_before_it_is_called() -> None:
+    async def later(x: str = "a") -> AppDef:
+        """X.
+
+        Args:
+            x: x
+        """
+        return AppDef(x)
+
+    # refused up front: no coroutine is created, so no "never awaited" warning either
+    with pytest.raises(ComponentValidationException, match="async def"):
+        materialize_appdef(later, [])
+
+
 def test_component_errors_propagate() -> None:
     def picky(x: int = 0) -> AppDef:
         """X.

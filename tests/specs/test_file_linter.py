@@ -120,6 +120,14 @@ def test_return_must_be_appdef(signature: str, found: str) -> None:
     assert "-> AppDef" in messages[0].description
 
 
+def test_async_def_is_refused() -> None:
+    source = 'async def f(x: str) -> AppDef:\n    """F.\n\n    Args:\n        x: x\n    """\n'
+    messages = lint(source, "f")
+    assert [m.name for m in messages] == ["return"]
+    assert "async def" in messages[0].description
+    assert messages[0].severity == "error"
+
+
 def test_syntax_error_is_one_message() -> None:
     messages = lint("def f(:\n", "f")
     assert len(messages) == 1
