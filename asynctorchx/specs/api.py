@@ -383,6 +383,9 @@ class AppState(int, enum.Enum):
     def __str__(self) -> str:
         return self.name
 
+    def __repr__(self) -> str:
+        return f"{self.name} ({self.value})"
+
 
 #: A replica's state uses the app's states (TorchX's alias).
 ReplicaState = AppState

@@ -452,6 +452,22 @@ def test_terminal_states() -> None:
     assert AppStatus(AppState.CANCELLED).is_terminal() is True
 
 
+def test_state_values_and_text_are_torchx() -> None:
+    assert [(state.name, state.value) for state in AppState] == [
+        ("UNSUBMITTED", 0),
+        ("SUBMITTED", 1),
+        ("PENDING", 2),
+        ("RUNNING", 3),
+        ("SUCCEEDED", 4),
+        ("FAILED", 5),
+        ("CANCELLED", 6),
+        ("UNKNOWN", 7),
+    ]
+    assert str(AppState.FAILED) == "FAILED"
+    assert repr(AppState.FAILED) == "FAILED (5)"
+    assert [policy.value for policy in RetryPolicy] == ["REPLICA", "APPLICATION"]
+
+
 def make_status(state: AppState) -> AppStatus:
     return AppStatus(
         state,
