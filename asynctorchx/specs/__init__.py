@@ -5,6 +5,8 @@ Mirrors ``torchx.specs`` (seed 002): TorchX code ports by changing the import.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from asynctorchx.errors import (
     InvalidRunConfigException,
     MalformedAppHandleException,
@@ -13,6 +15,7 @@ from asynctorchx.errors import (
 )
 from asynctorchx.specs._named_resources import get_named_resources, named_resources, resource
 from asynctorchx.specs.api import (
+    ALL,
     MISSING,
     NONE,
     NULL_RESOURCE,
@@ -35,6 +38,7 @@ from asynctorchx.specs.api import (
     Role,
     RoleStatus,
     VolumeMount,
+    get_type_name,
     is_terminal,
     macros,
     make_app_handle,
@@ -44,7 +48,11 @@ from asynctorchx.specs.api import (
     runopts,
 )
 
+if TYPE_CHECKING:
+    from asynctorchx.specs.builders import materialize_appdef
+
 __all__ = [
+    "ALL",
     "MISSING",
     "NONE",
     "NULL_RESOURCE",
@@ -72,9 +80,11 @@ __all__ = [
     "UnknownSchedulerException",
     "VolumeMount",
     "get_named_resources",
+    "get_type_name",
     "is_terminal",
     "macros",
     "make_app_handle",
+    "materialize_appdef",
     "named_resources",
     "parse_app_handle",
     "parse_mounts",
@@ -82,3 +92,20 @@ __all__ = [
     "runopt",
     "runopts",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import :func:`~asynctorchx.specs.builders.materialize_appdef` on first use.
+
+    TorchX exports ``materialize_appdef`` from ``torchx.specs``; importing the argparse
+    builder lazily keeps ``import asynctorchx.specs`` light for code that never
+    builds a component.
+
+    Raises:
+        AttributeError: ``name`` is not an attribute of this module.
+    """
+    if name == "materialize_appdef":
+        from asynctorchx.specs.builders import materialize_appdef
+
+        return materialize_appdef
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

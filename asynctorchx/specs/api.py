@@ -29,6 +29,8 @@ from asynctorchx.errors import (
 MISSING: str = "<MISSING>"
 #: Placeholder for "no value" in status messages (TorchX's ``NONE``).
 NONE: str = "<NONE>"
+#: The scheduler name that stands for every scheduler (TorchX's ``ALL``).
+ALL: str = "all"
 
 #: A value a scheduler run option may take (TorchX 0.7.0's set, ``dict[str, str]`` included).
 CfgVal = Union[str, int, float, bool, list[str], dict[str, str], None]
@@ -591,7 +593,17 @@ def _container_kind(tp: Any) -> str | None:
     return None
 
 
-def _type_name(tp: Any) -> str:
+def get_type_name(tp: Any) -> str:
+    """Return the name of a run option type as help and errors print it.
+
+    Args:
+        tp: ``str``, ``int``, ``float``, ``bool``, a ``list[str]``/``typing.List[str]``
+            or ``dict[str, str]``/``typing.Dict[str, str]`` type, or any other object.
+
+    Returns:
+        ``"str"``, ``"int"``, ... for classes, ``"List[str]"`` / ``"Dict[str, str]"``
+        for the container types, ``str(tp)`` for anything else. Never raises.
+    """
     kind = _container_kind(tp)
     if kind == "list":
         return "List[str]"
@@ -675,7 +687,7 @@ class runopts:
             )
         if default is not None and not runopts.is_type(default, type_):
             raise TypeError(
-                f"option {cfg_key!r}: default {default!r} is not of type {_type_name(type_)}"
+                f"option {cfg_key!r}: default {default!r} is not of type {get_type_name(type_)}"
             )
         self._opts[cfg_key] = runopt(default, type_, required, help)
 
@@ -709,14 +721,14 @@ class runopts:
             if value is None:
                 if opt.is_required:
                     raise InvalidRunConfigException(
-                        f"required run option {key!r} ({_type_name(opt.opt_type)}) is missing:"
+                        f"required run option {key!r} ({get_type_name(opt.opt_type)}) is missing:"
                         f" pass it with `-cfg {key}=<value>` ({opt.help}); {self._accepted()}",
                         key,
                     )
                 resolved[key] = opt.default
             elif not runopts.is_type(value, opt.opt_type):
                 raise InvalidRunConfigException(
-                    f"run option {key!r} must be of type {_type_name(opt.opt_type)},"
+                    f"run option {key!r} must be of type {get_type_name(opt.opt_type)},"
                     f" got {value!r} ({type(value).__name__}); {self._accepted()}",
                     key,
                 )
@@ -729,7 +741,7 @@ class runopts:
         if not self._opts:
             return "the scheduler accepts no options"
         listed = ", ".join(
-            f"{key} ({_type_name(opt.opt_type)})" for key, opt in sorted(self._opts.items())
+            f"{key} ({get_type_name(opt.opt_type)})" for key, opt in sorted(self._opts.items())
         )
         return f"the scheduler accepts {listed}"
 
@@ -785,7 +797,7 @@ class runopts:
             lines.append("    " + "=" * len(title))
             for key, opt in group:
                 default = "" if opt.is_required else f", {opt.default}"
-                lines.append(f"    {key} ({_type_name(opt.opt_type)}){default}")
+                lines.append(f"    {key} ({get_type_name(opt.opt_type)}){default}")
                 lines.append(f"        {opt.help}")
             lines.append("")
         return "\n".join(lines)
@@ -848,6 +860,6 @@ def _cast(key: str, raw: str, tp: Any) -> CfgVal:
         value: CfgVal = tp(raw)
     except ValueError:
         raise InvalidRunConfigException(
-            f"run option {key!r} must be of type {_type_name(tp)}, got {raw!r}", key
+            f"run option {key!r} must be of type {get_type_name(tp)}, got {raw!r}", key
         ) from None
     return value

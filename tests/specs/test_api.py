@@ -531,3 +531,32 @@ def test_role_validators_name_the_value() -> None:
         Role("r", "i", num_replicas="2")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"max_retries.*-1"):
         Role("r", "i", max_retries=-1)
+
+
+# --------------------------------------------------------------------------- exports
+
+
+def test_torchx_specs_names_are_exported() -> None:
+    # `from torchx.specs import X` ports by changing the import: every name TorchX
+    # 0.7.0's torchx.specs exports is here too.
+    import asynctorchx.specs as specs
+    from asynctorchx.specs.builders import materialize_appdef
+
+    torchx_names = {
+        "ALL", "AppDef", "AppDryRunInfo", "AppHandle", "AppState", "AppStatus", "BindMount",
+        "CfgVal", "DeviceMount", "InvalidRunConfigException", "MISSING",
+        "MalformedAppHandleException", "MountType", "NONE", "NULL_RESOURCE", "ReplicaState",
+        "ReplicaStatus", "Resource", "RetryPolicy", "Role", "RoleStatus",
+        "UnknownAppException", "UnknownSchedulerException", "VolumeMount",
+        "get_named_resources", "get_type_name", "is_terminal", "macros", "make_app_handle",
+        "materialize_appdef", "named_resources", "parse_app_handle", "parse_mounts",
+        "resource", "runopt", "runopts",
+    }  # fmt: skip
+    assert torchx_names <= set(specs.__all__)
+    for name in specs.__all__:
+        assert getattr(specs, name) is not None
+    assert specs.materialize_appdef is materialize_appdef
+    assert specs.ALL == "all"
+    assert specs.get_type_name(int) == "int"
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = specs.no_such_name
