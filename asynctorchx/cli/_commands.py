@@ -6,7 +6,8 @@ import argparse
 import re
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -15,6 +16,9 @@ from asynctorchx.runner import config
 from asynctorchx.runner.api import LogLine, Runner, get_runner
 from asynctorchx.schedulers import get_default_scheduler_name
 from asynctorchx.specs.api import AppState, CfgVal
+
+#: seconds `run` waits for an interrupted app to end before closing the runner
+_CANCEL_BOUND_S = 60.0
 
 
 class UsageError(Exception):
@@ -75,6 +79,56 @@ def _print_line(line: LogLine) -> None:
 # --------------------------------------------------------------------------- run
 
 
+class _Interrupt:
+    """What the signal listener of ``run`` shares with the command.
+
+    The first SIGINT or SIGTERM cancels :attr:`scope` (the submit, stream and wait of
+    the app); later ones only say that the app is still being cancelled.
+    """
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.received = False
+
+
+async def _listen(signals: AsyncIterator[signal.Signals], interrupt: _Interrupt) -> None:
+    async for _ in signals:
+        if not interrupt.received:
+            interrupt.received = True
+            interrupt.scope.cancel()
+        else:
+            print(
+                "asynctorchx: still cancelling the app; replicas that ignore SIGTERM get"
+                " SIGKILL after `stop_timeout` seconds",
+                file=sys.stderr,
+            )
+
+
+@asynccontextmanager
+async def _interruptible() -> AsyncIterator[_Interrupt]:
+    """Handle SIGINT and SIGTERM for the whole block, cleanup included.
+
+    One signal receiver stays installed until the block (and so the runner inside it)
+    is left: a second Ctrl-C while the app is being cancelled is absorbed instead of
+    raising ``KeyboardInterrupt`` into the event loop, which would abandon the cleanup
+    and leave replicas running.
+    """
+    interrupt = _Interrupt()
+    body_error: BaseException | None = None
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(_listen, signals, interrupt)
+            try:
+                yield interrupt
+            except BaseException as exc:
+                # re-raised outside the task group: the caller sees it as itself
+                body_error = exc
+            finally:
+                task_group.cancel_scope.cancel()
+    if body_error is not None:
+        raise body_error
+
+
 async def _run(args: argparse.Namespace) -> int:
     defaults = config.get_configs("cli", "run")
     scheduler = args.scheduler or defaults.get("scheduler") or get_default_scheduler_name()
@@ -85,6 +139,14 @@ async def _run(args: argparse.Namespace) -> int:
             " (`asynctorchx builtins` lists them)"
         )
     workspace = args.workspace if args.workspace is not None else defaults.get("workspace")
+    scheduler_args = (
+        args.scheduler_args
+        if args.scheduler_args is not None
+        else defaults.get("scheduler_args", "")
+    )
+    parent_run_id = (
+        args.parent_run_id if args.parent_run_id is not None else defaults.get("parent_run_id")
+    )
     component_args = list(args.component_args)
     if component_args[:1] == ["--"]:
         component_args = component_args[1:]
@@ -100,35 +162,31 @@ async def _run(args: argparse.Namespace) -> int:
         config.get_component_defaults().get(component),
     )
 
-    interrupted = anyio.Event()
-    exit_code = 0
-
-    async with get_runner() as runner:
-        opts = runner.scheduler_run_opts(scheduler)
-        cfg: dict[str, CfgVal] = opts.cfg_from_str(args.scheduler_args or "")
-        config.apply(scheduler, cfg, opts)
-
-        if args.dryrun:
-            info = await runner.dryrun_component(
-                component, component_args, scheduler, cfg, workspace, args.parent_run_id
-            )
-            print("=== APPLICATION ===")
-            print(to_json(info._app, indent=2))
-            print("=== SCHEDULER REQUEST ===")
-            print(info)
-            return 0
-
+    # The signal receiver is installed before anything is submitted and removed only
+    # after the runner has closed its schedulers (which terminates local replicas).
+    async with _interruptible() as interrupt, get_runner() as runner:
         handle: str | None = None
+        with interrupt.scope:
+            opts = runner.scheduler_run_opts(scheduler)
+            cfg: dict[str, CfgVal] = opts.cfg_from_str(scheduler_args)
+            config.apply(scheduler, cfg, opts)
 
-        async def main_flow(cancel_signals: anyio.CancelScope) -> None:
-            nonlocal handle, exit_code
+            if args.dryrun:
+                info = await runner.dryrun_component(
+                    component, component_args, scheduler, cfg, workspace, parent_run_id
+                )
+                print("=== APPLICATION ===")
+                print(to_json(info._app, indent=2))
+                print("=== SCHEDULER REQUEST ===")
+                print(info)
+                return 0
+
             handle = await runner.run_component(
-                component, component_args, scheduler, cfg, workspace, args.parent_run_id
+                component, component_args, scheduler, cfg, workspace, parent_run_id
             )
             print(handle, flush=True)
             if not (_is_local(scheduler) or args.wait or args.log):
-                cancel_signals.cancel()
-                return
+                return 0
             print(f"asynctorchx: waiting for {handle} (Ctrl-C cancels it)", file=sys.stderr)
             if _is_local(scheduler) or args.log:
                 async with runner.log_stream(handle, should_tail=True) as lines:
@@ -139,35 +197,18 @@ async def _run(args: argparse.Namespace) -> int:
             print(f"asynctorchx: {handle} finished: {state.name}", file=sys.stderr)
             if status is not None and status.state != AppState.SUCCEEDED:
                 print(status.format(), file=sys.stderr)
-            exit_code = 0 if state == AppState.SUCCEEDED else 1
-            cancel_signals.cancel()
+            return 0 if state == AppState.SUCCEEDED else 1
 
-        async with anyio.create_task_group() as task_group:
-            signal_scope = anyio.CancelScope()
-
-            async def on_signal() -> None:
-                with (
-                    signal_scope,
-                    anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
-                ):
-                    async for _ in signals:
-                        interrupted.set()
-                        task_group.cancel_scope.cancel()
-                        return
-
-            task_group.start_soon(on_signal)
-            await main_flow(signal_scope)
-
-        if interrupted.is_set():
-            print("asynctorchx: interrupted, cancelling the app", file=sys.stderr)
-            with anyio.CancelScope(shield=True), anyio.move_on_after(60):
-                if handle is not None:
-                    await runner.cancel(handle)
-                    status = await runner.wait(handle)
-                    if status is not None:
-                        print(f"asynctorchx: {handle} {status.state.name}", file=sys.stderr)
-            return 1
-    return exit_code
+        # Only reached when a signal cancelled the scope above.
+        print("asynctorchx: interrupted, cancelling the app", file=sys.stderr)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_BOUND_S):
+            if handle is not None:
+                await runner.cancel(handle)
+                status = await runner.wait(handle)
+                if status is not None:
+                    print(f"asynctorchx: {handle} {status.state.name}", file=sys.stderr)
+        # leaving the runner closes its schedulers: what still runs is terminated
+        return 1
 
 
 # --------------------------------------------------------------------------- inspect

@@ -124,9 +124,9 @@ def run_cli(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 1
-    from asynctorchx.cli import _commands
-
     try:
+        from asynctorchx.cli import _commands  # a Ctrl-C while importing is handled too
+
         return _commands.dispatch(args)
     except KeyboardInterrupt:
         print("asynctorchx: interrupted", file=sys.stderr)

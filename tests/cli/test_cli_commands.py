@@ -104,6 +104,23 @@ def test_scheduler_args_and_config_reach_the_run(env: dict[str, str], tmp_path: 
     assert flagged.is_dir()
 
 
+def test_cli_run_section_gives_run_flag_defaults(env: dict[str, str], tmp_path: Path) -> None:
+    logs = tmp_path / "logs-from-cli-section"
+    (tmp_path / ".torchxconfig").write_text(
+        "[cli:run]\n"
+        "component = utils.sh\n"
+        f"scheduler_args = log_dir={logs}\n"
+        "parent_run_id = parent-from-config\n"
+    )
+    out = cli(env, "run", "--dryrun")
+    assert out.returncode == 0, out.stderr
+    assert str(logs) in out.stdout  # -cfg from [cli:run]
+    assert "TORCHX_PARENT_RUN_ID=parent-from-config" in out.stdout
+    flagged = cli(env, "run", "--dryrun", "--parent_run_id", "from-flag", "utils.echo")
+    assert flagged.returncode == 0, flagged.stderr
+    assert "TORCHX_PARENT_RUN_ID=from-flag" in flagged.stdout
+
+
 def test_bad_component_name_is_one_clear_line(env: dict[str, str]) -> None:
     out = cli(env, "run", "utils.no_such_component")
     assert out.returncode == 1
@@ -214,6 +231,46 @@ async def test_sigint_cancels_the_app_and_leaves_no_replica(env: dict[str, str])
                     break
             assert pid is not None
             assert _alive(pid)
+            proc.send_signal(signal.SIGINT)
+            code = await proc.wait()
+    assert code == 1
+    assert not _alive(pid)
+
+
+async def _read_until(stream: anyio.abc.ByteReceiveStream, needle: str) -> str:
+    """Read ``stream`` until a line containing ``needle`` arrives; return that line."""
+    buffered = b""
+    async for chunk in stream:
+        buffered += chunk
+        for line in buffered.decode().splitlines():
+            if needle in line:
+                return line
+    raise AssertionError(f"the stream ended without {needle!r}: {buffered.decode()}")
+
+
+async def test_second_sigint_during_cancel_still_leaves_no_replica(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # The replica outlives SIGTERM, so only the SIGKILL sent `stop_timeout` seconds later
+    # ends it. A second Ctrl-C in that time used to raise KeyboardInterrupt into the idle
+    # event loop, which abandoned the cleanup: the CLI hung and the replica was orphaned.
+    fifo = tmp_path / "got-term"
+    os.mkfifo(fifo)
+    script = tmp_path / "stubborn.sh"
+    script.write_text(
+        f"trap 'echo term > {fifo}' TERM\necho ready $$\nwhile true; do sleep 0.1; done\n"
+    )
+    command = ["run", "-cfg", "stop_timeout=2", "utils.sh", "bash", str(script)]
+    proc = await anyio.open_process([sys.executable, "-m", "asynctorchx", *command], env=env)
+    # the bound encloses `async with proc`: when it expires, leaving the block kills the CLI
+    with anyio.fail_after(LIMIT):
+        async with proc:
+            assert proc.stdout is not None
+            pid = int((await _read_until(proc.stdout, " ready ")).split()[-1])
+            assert _alive(pid)
+            proc.send_signal(signal.SIGINT)
+            # the replica got SIGTERM: the CLI now awaits its end (idle until SIGKILL)
+            await anyio.to_thread.run_sync(fifo.read_text, abandon_on_cancel=True)
             proc.send_signal(signal.SIGINT)
             code = await proc.wait()
     assert code == 1
