@@ -82,6 +82,46 @@ def _scheduler_params_from_env() -> dict[str, str]:
     return params
 
 
+@attrs.frozen
+class _Reader:
+    """One replica's log, read by :meth:`Runner.log_stream` into the merged stream."""
+
+    sched: Scheduler[Any]
+    app_id: str
+    role_name: str
+    k: int
+    regex: str | None
+    should_tail: bool
+    streams: Stream | None
+
+    async def pump(
+        self,
+        send: MemoryObjectSendStream[LogLine],
+        failures: list[Exception],
+        scope: anyio.CancelScope,
+    ) -> None:
+        """Send each line as a :class:`LogLine`; on an error, record it and cancel ``scope``."""
+        async with send:
+            try:
+                iterator = self.sched.log_iter(
+                    self.app_id,
+                    self.role_name,
+                    self.k,
+                    self.regex,
+                    should_tail=self.should_tail,
+                    streams=self.streams,
+                )
+                async with aclosing(iterator):  # type: ignore[type-var]
+                    async for line in iterator:
+                        try:
+                            await send.send(LogLine(self.role_name, self.k, line))
+                        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                            return
+            except Exception as exc:
+                failures.append(exc)
+                scope.cancel()
+
+
 class Runner:
     """Runs apps on the registered schedulers and acts on them by app handle.
 
@@ -522,6 +562,9 @@ class Runner:
 
         Raises:
             UnknownAppException: the scheduler does not know the app.
+            ValueError: (when read) the app has no such role or replica id, or the
+                scheduler does not support ``streams``; the first such error ends the
+                stream and is raised as itself.
         """
         sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
         app_status = await self.status(app_handle)
@@ -535,20 +578,14 @@ class Runner:
                 replicas = {r.role: [rep.id for rep in r.replicas] for r in app_status.roles}
         send, receive = anyio.create_memory_object_stream[LogLine](max_buffer_size=1024)
         body_error: BaseException | None = None
+        failures: builtins.list[Exception] = []
         async with anyio.create_task_group() as task_group:
             async with send:
                 for role_name, ids in replicas.items():
                     for k in ids:
+                        reader = _Reader(sched, app_id, role_name, k, regex, should_tail, streams)
                         task_group.start_soon(
-                            self._pump,
-                            sched,
-                            app_id,
-                            role_name,
-                            k,
-                            regex,
-                            should_tail,
-                            streams,
-                            send.clone(),
+                            reader.pump, send.clone(), failures, task_group.cancel_scope
                         )
             try:
                 async with receive:
@@ -559,30 +596,12 @@ class Runner:
                 body_error = exc
             finally:
                 task_group.cancel_scope.cancel()
+        if failures:
+            # a reader failed (an unknown role or replica id, an unsupported stream):
+            # its error, as itself, wins over the cancellation it caused in the block
+            raise failures[0]
         if body_error is not None:
             raise body_error
-
-    @staticmethod
-    async def _pump(
-        sched: Scheduler[Any],
-        app_id: str,
-        role_name: str,
-        k: int,
-        regex: str | None,
-        should_tail: bool,
-        streams: Stream | None,
-        send: MemoryObjectSendStream[LogLine],
-    ) -> None:
-        async with send:
-            iterator = sched.log_iter(
-                app_id, role_name, k, regex, should_tail=should_tail, streams=streams
-            )
-            async with aclosing(iterator):  # type: ignore[type-var]
-                async for line in iterator:
-                    try:
-                        await send.send(LogLine(role_name, k, line))
-                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                        return
 
     def __repr__(self) -> str:
         return f"Runner(name={self._name!r}, schedulers={list(self._scheduler_factories)})"

@@ -316,3 +316,20 @@ async def test_an_error_in_the_log_stream_block_reaches_the_caller_as_itself() -
             final = await runner.wait(handle)
         assert final is not None
         assert final.state == AppState.CANCELLED
+
+
+async def _drain(runner: Runner, handle: str, replicas: dict[str, list[int]]) -> None:
+    async with runner.log_stream(handle, replicas) as lines:
+        async for _ in lines:
+            pass
+
+
+async def test_log_stream_of_an_unknown_role_or_replica_raises_value_error() -> None:
+    async with get_runner() as runner:
+        handle = await runner.run(_sh("echo hi"), SCHED)
+        with anyio.fail_after(LIMIT):
+            await runner.wait(handle)
+            with pytest.raises(ValueError, match="'nope'"):
+                await _drain(runner, handle, {"nope": [0]})
+            with pytest.raises(ValueError, match="not 5"):
+                await _drain(runner, handle, {"sh": [0, 5]})
