@@ -2,8 +2,8 @@
 
 Where the files are (TorchX's rule, see seed 001 and TorchX's ``runner.config`` docs):
 
-* ``$TORCHXCONFIG`` alone when that variable is set; a missing file is an error
-  (:class:`~asynctorchx.errors.ConfigError`).
+* ``$TORCHXCONFIG`` alone when that variable is set; a missing file (or an empty value)
+  is an error (:class:`~asynctorchx.errors.ConfigError`), as in TorchX.
 * otherwise ``$HOME/.torchxconfig`` then ``./.torchxconfig`` (the current directory);
   files that do not exist are skipped. The first file that sets a value wins.
 
@@ -47,8 +47,8 @@ def find_configs(dirs: Iterable[str] | None = None) -> list[str]:
         ConfigError: ``$TORCHXCONFIG`` names a file that does not exist.
     """
     explicit = os.environ.get(ENV_TORCHXCONFIG)
-    if explicit:
-        if not Path(explicit).is_file():
+    if explicit is not None:  # set, even to "" (TorchX's rule): the only file to read
+        if not explicit or not Path(explicit).is_file():
             raise ConfigError(
                 f"{ENV_TORCHXCONFIG}={explicit!r} names no file: create it or unset"
                 f" {ENV_TORCHXCONFIG} to use $HOME/{CONFIG_FILE} and ./{CONFIG_FILE}"

@@ -69,6 +69,12 @@ def test_missing_torchxconfig_file_is_an_error(
     monkeypatch.setenv("TORCHXCONFIG", str(tmp_path / "nope.ini"))
     with pytest.raises(ConfigError, match=r"nope\.ini"):
         config.find_configs()
+    # set but empty is still set (TorchX): not a silent fallback to $HOME and ./
+    home, _ = dirs
+    (home / ".torchxconfig").write_text("[local_cwd]\nlog_dir = /from_home\n")
+    monkeypatch.setenv("TORCHXCONFIG", "")
+    with pytest.raises(ConfigError, match="TORCHXCONFIG=''"):
+        config.find_configs()
 
 
 def test_bad_value_names_key_and_section(dirs: tuple[Path, Path]) -> None:
