@@ -12,6 +12,7 @@ from pathlib import Path
 
 import anyio
 
+from asynctorchx.errors import UnknownAppException
 from asynctorchx.runner import config
 from asynctorchx.runner.api import LogLine, Runner, get_runner
 from asynctorchx.schedulers import get_default_scheduler_name
@@ -270,7 +271,9 @@ async def _log(args: argparse.Namespace) -> int:
                     ) from None
             else:
                 app = await runner.describe(handle)
-                known = {r.name: r.num_replicas for r in app.roles} if app else {}
+                if app is None:
+                    raise UnknownAppException(handle)
+                known = {r.name: r.num_replicas for r in app.roles}
                 if role not in known:
                     raise UsageError(
                         f"no role {role!r} in {handle}: choose one of"
@@ -314,8 +317,9 @@ def _runopts(args: argparse.Namespace) -> int:
     runner = Runner("torchx", _factories())
     names = [args.scheduler] if args.scheduler else runner.scheduler_backends()
     for name in names:
+        opts = runner.scheduler_run_opts(name)  # an unknown name fails before any output
         print(f"{name}:")
-        print(runner.scheduler_run_opts(name))
+        print(opts)
     return 0
 
 

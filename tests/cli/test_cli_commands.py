@@ -172,6 +172,23 @@ def test_status_of_unknown_local_app(env: dict[str, str]) -> None:
     assert "not-here" in out.stderr
 
 
+def test_log_of_unknown_app_says_so(env: dict[str, str]) -> None:
+    for identifier in ("local_cwd://torchx/not-here", "local_cwd://torchx/not-here/echo"):
+        out = cli(env, "log", identifier)
+        assert out.returncode == 1, out.stderr
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1, out.stderr
+        assert "unknown app 'local_cwd://torchx/not-here'" in lines[0]
+
+
+def test_runopts_of_unknown_scheduler_is_one_line(env: dict[str, str]) -> None:
+    out = cli(env, "runopts", "nope")
+    assert out.returncode == 1
+    assert out.stdout == ""
+    assert "'nope'" in out.stderr
+    assert "local_cwd" in out.stderr
+
+
 def test_list_json_and_table(env: dict[str, str]) -> None:
     out = cli(env, "list", "-s", "local_cwd", "--json")
     assert out.returncode == 0, out.stderr
