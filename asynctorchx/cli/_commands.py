@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 
-from asynctorchx.errors import UnknownAppException
+from asynctorchx.errors import ComponentValidationException, UnknownAppException
 from asynctorchx.runner import config
 from asynctorchx.runner.api import LogLine, Runner, get_runner
 from asynctorchx.schedulers import get_default_scheduler_name
@@ -154,14 +154,17 @@ async def _run(args: argparse.Namespace) -> int:
 
     # Build the app once before any scheduler starts: `--help` and bad component
     # arguments end here (argparse's exit) rather than inside the runner's task group.
-    from asynctorchx.specs.builders import materialize_appdef
+    from asynctorchx.specs.builders import create_args_parser, materialize_appdef, parse_args
     from asynctorchx.specs.finder import get_component
 
-    materialize_appdef(
-        get_component(component).fn,
-        component_args,
-        config.get_component_defaults().get(component),
-    )
+    fn = get_component(component).fn
+    component_defaults = config.get_component_defaults().get(component)
+    create_args_parser(fn, component_defaults)  # a bad component or config: exit 1
+    try:
+        parse_args(fn, component_args, component_defaults)
+    except ComponentValidationException as exc:  # a missing, unknown or bad argument
+        raise UsageError(str(exc)) from exc
+    materialize_appdef(fn, component_args, component_defaults)
 
     # The signal receiver is installed before anything is submitted and removed only
     # after the runner has closed its schedulers (which terminates local replicas).

@@ -136,9 +136,12 @@ def test_component_help_and_bad_component_argument(env: dict[str, str]) -> None:
     assert "--msg" in helped.stdout
     assert "Traceback" not in helped.stderr
     bad = cli(env, "run", "utils.echo", "--no-such-arg", "x")
-    assert bad.returncode != 0
+    assert bad.returncode == 2  # a usage error, as argparse's own
+    assert bad.stderr.count("\n") == 1, bad.stderr
     assert "--no-such-arg" in bad.stderr
-    assert "Traceback" not in bad.stderr
+    bad_type = cli(env, "run", "utils.echo", "--num_replicas", "two")
+    assert bad_type.returncode == 2
+    assert "num_replicas" in bad_type.stderr
 
 
 def test_bad_flag_is_a_usage_error(env: dict[str, str]) -> None:
