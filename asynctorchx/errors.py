@@ -11,7 +11,8 @@ Every message names the bad value and says how to fix it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 
 class AsyncTorchXError(Exception):
@@ -24,11 +25,20 @@ class InvalidRunConfigException(AsyncTorchXError, ValueError):
     Raised by :meth:`asynctorchx.specs.runopts.resolve` for a missing required key,
     a value of the wrong type or an unknown key. The message names the key, its
     expected type and the keys the scheduler accepts.
+
+    Args:
+        message: what is wrong and how to fix it.
+        cfg_key: the offending key, when there is one.
+        cfg: the run config that was being resolved (TorchX passes it as the third
+            argument, so code raising TorchX's exception ports unchanged).
     """
 
-    def __init__(self, message: str, cfg_key: str | None = None) -> None:
+    def __init__(
+        self, message: str, cfg_key: str | None = None, cfg: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.cfg_key = cfg_key
+        self.cfg = cfg
 
 
 class MalformedAppHandleException(AsyncTorchXError, ValueError):
@@ -54,11 +64,20 @@ class UnknownAppException(AsyncTorchXError):
 
 
 class UnknownSchedulerException(AsyncTorchXError, ValueError):
-    """No scheduler is registered under the given name."""
+    """No scheduler is registered under the given name.
 
-    def __init__(self, scheduler: str, valid: Iterable[str]) -> None:
+    Args:
+        scheduler: the name that was asked for.
+        valid: the registered names, listed in the message as the choices; may be left
+            out, as TorchX code builds this exception from the name alone.
+    """
+
+    def __init__(self, scheduler: str, valid: Iterable[str] = ()) -> None:
         choices = ", ".join(sorted(valid))
-        super().__init__(f"unknown scheduler {scheduler!r}: choose one of {choices}")
+        message = f"unknown scheduler {scheduler!r}"
+        if choices:
+            message += f": choose one of {choices}"
+        super().__init__(message)
         self.scheduler = scheduler
 
 
