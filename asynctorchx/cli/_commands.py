@@ -218,16 +218,26 @@ async def _run(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- inspect
 
 
+#: schedulers whose apps exist only inside the process that runs them
+_IN_PROCESS = ("local_cwd", "local_dir")
+
+
+def _not_found(command: str, app_handle: str) -> int:
+    """Print that ``app_handle`` is unknown (and where to look) on one line; return 1."""
+    scheduler = app_handle.split("://", 1)[0]
+    if scheduler in _IN_PROCESS:
+        hint = f"{scheduler} apps live only in the `asynctorchx run` that started them"
+    else:
+        hint = f"`asynctorchx list -s {scheduler}` lists the apps it knows"
+    print(f"asynctorchx {command}: error: app {app_handle!r} not found ({hint})", file=sys.stderr)
+    return 1
+
+
 async def _status(args: argparse.Namespace) -> int:
     async with get_runner() as runner:
         status = await runner.status(args.app_handle)
     if status is None:
-        print(
-            f"asynctorchx status: error: app {args.app_handle!r} not found (local apps live"
-            " only in the `asynctorchx run` that started them)",
-            file=sys.stderr,
-        )
-        return 1
+        return _not_found("status", args.app_handle)
     if args.json:
         print(to_json(status, indent=2))
     else:
@@ -240,8 +250,7 @@ async def _describe(args: argparse.Namespace) -> int:
     async with get_runner() as runner:
         app = await runner.describe(args.app_handle)
     if app is None:
-        print(f"asynctorchx describe: error: app {args.app_handle!r} not found", file=sys.stderr)
-        return 1
+        return _not_found("describe", args.app_handle)
     print(to_json(app, indent=2))
     return 0
 
@@ -294,6 +303,9 @@ async def _log(args: argparse.Namespace) -> int:
 
 async def _cancel(args: argparse.Namespace) -> int:
     async with get_runner() as runner:
+        # Runner.cancel is a no-op for an unknown app (TorchX); the command says so
+        if await runner.status(args.app_handle) is None:
+            return _not_found("cancel", args.app_handle)
         await runner.cancel(args.app_handle)
     print(f"asynctorchx: cancel requested for {args.app_handle}", file=sys.stderr)
     return 0

@@ -169,9 +169,17 @@ def test_debug_log_level_shows_the_traceback(env: dict[str, str]) -> None:
     assert "Traceback" in out.stderr
 
 
-def test_status_of_unknown_local_app(env: dict[str, str]) -> None:
+def test_status_describe_cancel_of_unknown_local_app(env: dict[str, str]) -> None:
+    for command in ("status", "describe", "cancel"):
+        out = cli(env, command, "local_cwd://torchx/not-here")
+        assert out.returncode == 1, out.stderr
+        assert out.stderr.count("\n") == 1, out.stderr
+        assert f"asynctorchx {command}: error: app 'local_cwd://torchx/not-here' not found" in (
+            out.stderr
+        )
     out = cli(env, "status", "--json", "local_cwd://torchx/not-here")
     assert out.returncode == 1
+    assert out.stdout == ""
     assert "not-here" in out.stderr
 
 
