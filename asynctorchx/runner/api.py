@@ -208,12 +208,17 @@ class Runner:
         *,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        try:
-            async with scheduler:
-                task_status.started()
-                await self._closing.wait()
-        finally:
-            done.set()
+        # Shielded: a cancellation of the block that entered the runner must not reach
+        # the scheduler's own tasks (a local scheduler's replica watchers), or its close()
+        # would wait forever for replicas whose exit nobody observes any more. The host
+        # ends when close() sets `_closing`, which __aexit__ always does.
+        with anyio.CancelScope(shield=True):
+            try:
+                async with scheduler:
+                    task_status.started()
+                    await self._closing.wait()
+            finally:
+                done.set()
 
     async def _scheduler(self, scheduler: str) -> Scheduler[Any]:
         factory = self._scheduler_factories.get(scheduler)

@@ -220,6 +220,25 @@ async def test_leaving_by_exception_kills_running_replicas() -> None:
     assert not any(_alive(pid) for pid in pids)
 
 
+async def test_leaving_by_cancellation_kills_running_replicas() -> None:
+    # The cancelled scope encloses the runner: its schedulers' own tasks must still see
+    # the replicas exit, or closing waits forever (it used to hang here).
+    pids: list[int] = []
+    with anyio.fail_after(LIMIT):
+        with anyio.CancelScope() as scope:
+            async with get_runner() as runner:
+                handle = await runner.run(_sh(WAIT_FOR_GO, replicas=2), SCHED)
+                async with runner.log_stream(handle, should_tail=True) as lines:
+                    async for line in lines:
+                        pids.append(int(line.line.split()[1]))
+                        if len(pids) == 2:
+                            scope.cancel()
+                            await anyio.sleep_forever()  # ended by the cancellation
+    assert scope.cancelled_caught
+    assert len(pids) == 2
+    assert not any(_alive(pid) for pid in pids)
+
+
 async def test_merged_log_stream_tags_role_and_replica() -> None:
     async with get_runner() as runner:
         app = _sh(f"echo hello {macros.replica_id}", name="greet", replicas=3)
