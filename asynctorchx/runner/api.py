@@ -265,7 +265,19 @@ class Runner:
     ) -> AppHandle:
         """Materialize component ``component`` with ``component_args`` and run it.
 
-        ``component`` is a builtin (``utils.echo``), an entry point or ``path.py:fn``.
+        Args:
+            component (str): a builtin (``utils.echo``), an entry point or ``path.py:fn``.
+            component_args (list[str]): the component's command line (``["--msg", "hi"]``).
+            scheduler (str): the scheduler's registered name (``local_cwd``).
+            cfg (Mapping[str, CfgVal] | None): the scheduler's run options (see
+                :meth:`scheduler_run_opts`); ``None``: its defaults.
+            workspace (str | None): a directory built into role 0's image by schedulers
+                that support it (``local_docker``); ignored by the others.
+            parent_run_id (str | None): the tracker parent run id (``TORCHX_PARENT_RUN_ID``
+                in the launching environment wins).
+
+        Returns:
+            The app handle (str).
 
         Raises:
             ComponentNotFoundException: the name resolves to no component.
@@ -289,7 +301,12 @@ class Runner:
         """Dry-run version of :meth:`run_component`: return what would be submitted.
 
         The ``[component:<name>]`` defaults given to the runner fill in arguments that
-        ``component_args`` leaves out.
+        ``component_args`` leaves out. Arguments: as :meth:`run_component`.
+
+        Raises:
+            ComponentNotFoundException: the name resolves to no component.
+            ComponentValidationException: the component or an argument is invalid.
+            ValueError: see :meth:`dryrun`.
         """
         from asynctorchx.specs.builders import materialize_appdef
         from asynctorchx.specs.finder import get_component
@@ -308,7 +325,22 @@ class Runner:
         workspace: str | None = None,
         parent_run_id: str | None = None,
     ) -> AppHandle:
-        """Run ``app`` on ``scheduler`` with run config ``cfg``; return its app handle."""
+        """Run ``app`` on ``scheduler`` with run config ``cfg``; return its app handle.
+
+        Args:
+            app (AppDef): the app; :meth:`dryrun` adds the tracker variables to its roles' env.
+            scheduler (str): the scheduler's registered name (``local_cwd``).
+            cfg (Mapping[str, CfgVal] | None): the scheduler's run options (see
+                :meth:`scheduler_run_opts`); ``None``: its defaults.
+            workspace (str | None): a directory built into role 0's image by schedulers
+                that support it (``local_docker``); ignored by the others.
+            parent_run_id (str | None): the tracker parent run id (``TORCHX_PARENT_RUN_ID``
+                in the launching environment wins).
+
+        Raises:
+            ValueError, UnknownSchedulerException, InvalidRunConfigException: see
+                :meth:`dryrun`.
+        """
         dryrun_info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
         return await self.schedule(dryrun_info)
 
@@ -316,6 +348,10 @@ class Runner:
         """Submit a (possibly edited) dry-run result; return the app handle.
 
         The submitted ``AppDef`` is recorded so :meth:`describe` returns it.
+
+        Args:
+            dryrun_info (AppDryRunInfo): the result of :meth:`dryrun` (its ``request`` may
+                have been edited).
 
         Raises:
             ValueError: ``dryrun_info`` did not come from :meth:`dryrun`.
@@ -345,7 +381,7 @@ class Runner:
         the tracker config (:mod:`asynctorchx.runner.tracker`), ``TORCHX_PARENT_RUN_ID``
         (``$TORCHX_PARENT_RUN_ID`` wins over ``parent_run_id``), ``TORCHX_TRACKERS`` and
         ``TORCHX_TRACKER_<NAME>_CONFIG``. With ``workspace``, the scheduler may build it
-        into an image for role 0 (``local_docker``).
+        into an image for role 0 (``local_docker``). Arguments: as :meth:`run`.
 
         Raises:
             ValueError: no roles, a role without entrypoint, or ``num_replicas <= 0``.
@@ -415,6 +451,9 @@ class Runner:
     async def status(self, app_handle: AppHandle) -> AppStatus | None:
         """Return the app's status, or ``None`` if the scheduler does not know the app.
 
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+
         Raises:
             MalformedAppHandleException: the handle is malformed.
             UnknownSchedulerException: the handle's scheduler is not registered.
@@ -439,6 +478,13 @@ class Runner:
         Awaits the scheduler's event-driven ``wait``. ``wait_interval`` (seconds) is used
         only for a scheduler that keeps the base class's polling ``wait``: then this polls
         :meth:`status` every ``wait_interval`` seconds, as TorchX does.
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+            wait_interval (float): seconds between two polls (fallback only).
+
+        Raises:
+            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
         sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
         if type(sched).wait is not Scheduler.wait:
@@ -458,6 +504,12 @@ class Runner:
         The first status is yielded at once; each next one when the scheduler's
         ``wait_for_state_change`` returns (an event on the local schedulers, a documented
         polling fallback elsewhere). Yields nothing for an unknown app.
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+
+        Raises:
+            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
         sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
         last = None
@@ -478,6 +530,9 @@ class Runner:
         Returns once the request is made; ``await wait(handle)`` to see it end
         (``CANCELLED``, or ``FAILED`` when the scheduler could not stop it cleanly).
 
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+
         Raises:
             SessionMismatchException: the handle belongs to another session.
         """
@@ -496,7 +551,14 @@ class Runner:
         await self.cancel(app_handle)
 
     async def describe(self, app_handle: AppHandle) -> AppDef | None:
-        """Return the submitted ``AppDef`` (else the scheduler's view of it); ``None``: unknown."""
+        """Return the submitted ``AppDef`` (else the scheduler's view of it); ``None``: unknown.
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+
+        Raises:
+            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
+        """
         sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
         app = self._apps.get(app_handle)
         if app is None:
@@ -506,7 +568,14 @@ class Runner:
         return app
 
     async def list(self, scheduler: str) -> list[ListAppResponse]:
-        """List the apps ``scheduler`` knows, each with its ``app_handle`` filled in."""
+        """List the apps ``scheduler`` knows, each with its ``app_handle`` filled in.
+
+        Args:
+            scheduler (str): the scheduler's registered name.
+
+        Raises:
+            UnknownSchedulerException: ``scheduler`` is not registered.
+        """
         sched = await self._scheduler(scheduler)
         apps = await sched.list()
         for app in apps:
@@ -530,6 +599,16 @@ class Runner:
 
         ``should_tail=True`` follows the log until the app is terminal. Scheduler-dependent
         (see ``Scheduler.log_iter``): lines may be missing once a scheduler purged them.
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+            role_name (str): the role's name.
+            k (int): the replica id (0-based), not the rank.
+            regex (str | None): keep only the lines this regular expression matches.
+            since (datetime | None): first line time (not every scheduler honors it).
+            until (datetime | None): last line time (not every scheduler honors it).
+            should_tail (bool): follow the log until the app is terminal.
+            streams (Stream | None): stdout, stderr or combined (default).
 
         Raises (when iterated):
             UnknownAppException: the scheduler does not know the app.
@@ -564,6 +643,13 @@ class Runner:
         group), lines arrive in the order they are read. ``replicas``: ``{role: [k, ...]}``
         (default: every replica of every role of the submitted app). Leaving the block
         (or cancelling its task) stops every reader and closes its log.
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+            replicas (Mapping[str, list[int]] | None): ``{role: [k, ...]}`` to read.
+            regex (str | None): keep only the lines this regular expression matches.
+            should_tail (bool): follow the logs until the app is terminal.
+            streams (Stream | None): stdout, stderr or combined (default).
 
         Raises:
             UnknownAppException: the scheduler does not know the app.
