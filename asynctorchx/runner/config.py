@@ -172,7 +172,8 @@ def dump(f: TextIO, schedulers: Mapping[str, runopts], required_only: bool = Fal
         for key, opt in opts:
             if required_only and not opt.is_required:
                 continue
-            f.write(f"; {opt.help}\n")
+            for line in opt.help.splitlines() or [""]:  # a multi-line help stays a comment
+                f.write(f"; {line}\n")
             if opt.default is None:
                 f.write(f"; {key} =\n")
             elif isinstance(opt.default, list):

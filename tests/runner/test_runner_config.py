@@ -110,3 +110,15 @@ def test_dump_then_load_round_trips_defaults() -> None:
     cfg: dict[str, CfgVal] = {}
     config.load("local_cwd", io.StringIO(out.getvalue()), cfg, _opts())
     assert cfg == {"log_dir": "/default", "retries": 0, "verbose": False}
+
+
+def test_dump_comments_every_line_of_a_multi_line_help() -> None:
+    opts = _opts()
+    opts.add("mode", str, "first line\nsecond = line", default="fast")
+    out = io.StringIO()
+    config.dump(out, {"local_cwd": opts})
+    assert "; second = line\n" in out.getvalue()
+    cfg: dict[str, CfgVal] = {}
+    config.load("local_cwd", io.StringIO(out.getvalue()), cfg, opts)
+    assert cfg["mode"] == "fast"
+    assert "second" not in cfg
