@@ -687,7 +687,8 @@ class Runner:
                 body_error = exc
             finally:
                 task_group.cancel_scope.cancel()
-        if failures:
+        cancelled = isinstance(body_error, anyio.get_cancelled_exc_class())
+        if failures and (body_error is None or cancelled):
             # a reader failed (an unknown role or replica id, an unsupported stream):
             # its error, as itself, wins over the cancellation it caused in the block
             raise failures[0]
