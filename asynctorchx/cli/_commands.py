@@ -7,7 +7,7 @@ import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
 import anyio
@@ -80,10 +80,21 @@ def _print_line(line: LogLine) -> None:
 # --------------------------------------------------------------------------- run
 
 
+#: Signals that make `run` cancel its app: Ctrl-C, `kill`, and the terminal closing
+#: (replicas run in their own sessions, so a hangup never reaches them by itself).
+_CANCEL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _note(text: str) -> None:
+    """Print a status line on stderr; a closed terminal (after SIGHUP) must not stop us."""
+    with suppress(OSError):
+        print(text, file=sys.stderr, flush=True)
+
+
 class _Interrupt:
     """What the signal listener of ``run`` shares with the command.
 
-    The first SIGINT or SIGTERM cancels :attr:`scope` (the submit, stream and wait of
+    The first SIGINT, SIGTERM or SIGHUP cancels :attr:`scope` (the submit, stream and wait of
     the app); later ones only say that the app is still being cancelled.
     """
 
@@ -98,16 +109,15 @@ async def _listen(signals: AsyncIterator[signal.Signals], interrupt: _Interrupt)
             interrupt.received = True
             interrupt.scope.cancel()
         else:
-            print(
+            _note(
                 "asynctorchx: still cancelling the app; replicas that ignore SIGTERM get"
-                " SIGKILL after `stop_timeout` seconds",
-                file=sys.stderr,
+                " SIGKILL after `stop_timeout` seconds"
             )
 
 
 @asynccontextmanager
 async def _interruptible() -> AsyncIterator[_Interrupt]:
-    """Handle SIGINT and SIGTERM for the whole block, cleanup included.
+    """Handle SIGINT, SIGTERM and SIGHUP for the whole block, cleanup included.
 
     One signal receiver stays installed until the block (and so the runner inside it)
     is left: a second Ctrl-C while the app is being cancelled is absorbed instead of
@@ -116,7 +126,7 @@ async def _interruptible() -> AsyncIterator[_Interrupt]:
     """
     interrupt = _Interrupt()
     body_error: BaseException | None = None
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with anyio.open_signal_receiver(*_CANCEL_SIGNALS) as signals:
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(_listen, signals, interrupt)
             try:
@@ -204,13 +214,13 @@ async def _run(args: argparse.Namespace) -> int:
             return 0 if state == AppState.SUCCEEDED else 1
 
         # Only reached when a signal cancelled the scope above.
-        print("asynctorchx: interrupted, cancelling the app", file=sys.stderr)
+        _note("asynctorchx: interrupted, cancelling the app")
         with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_BOUND_S):
             if handle is not None:
                 await runner.cancel(handle)
                 status = await runner.wait(handle)
                 if status is not None:
-                    print(f"asynctorchx: {handle} {status.state.name}", file=sys.stderr)
+                    _note(f"asynctorchx: {handle} {status.state.name}")
         # leaving the runner closes its schedulers: what still runs is terminated
         return 1
 

@@ -240,7 +240,11 @@ def test_configure_writes_a_loadable_config(env: dict[str, str], tmp_path: Path)
     assert "exists" in again.stderr
 
 
-async def test_sigint_cancels_the_app_and_leaves_no_replica(env: dict[str, str]) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+async def test_a_stop_signal_cancels_the_app_and_leaves_no_replica(
+    env: dict[str, str], signum: signal.Signals
+) -> None:
+    # SIGHUP: the terminal closed; the replica, in its own session, would never see it
     script = "echo ready $$$$; exec sleep 600"  # `$$$$`: macros turn `$$` into `$`
     proc = await anyio.open_process(
         [sys.executable, "-m", "asynctorchx", "run", "utils.sh", "sh", "-c", script],
@@ -259,7 +263,7 @@ async def test_sigint_cancels_the_app_and_leaves_no_replica(env: dict[str, str])
                     break
             assert pid is not None
             assert _alive(pid)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signum)
             code = await proc.wait()
     assert code == 1
     assert not _alive(pid)
