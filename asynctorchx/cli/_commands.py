@@ -85,6 +85,15 @@ def _print_line(line: LogLine) -> None:
 _CANCEL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def _cancel_signals() -> list[signal.Signals]:
+    """Return the :data:`_CANCEL_SIGNALS` this process does not ignore.
+
+    A signal ignored at startup stays ignored, as Python does for SIGINT: ``nohup``
+    (SIGHUP) and a shell's background job (SIGINT) ask for the app to survive them.
+    """
+    return [signum for signum in _CANCEL_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN]
+
+
 def _note(text: str) -> None:
     """Print a status line on stderr; a closed terminal (after SIGHUP) must not stop us."""
     with suppress(OSError):
@@ -126,7 +135,7 @@ async def _interruptible() -> AsyncIterator[_Interrupt]:
     """
     interrupt = _Interrupt()
     body_error: BaseException | None = None
-    with anyio.open_signal_receiver(*_CANCEL_SIGNALS) as signals:
+    with anyio.open_signal_receiver(*_cancel_signals()) as signals:
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(_listen, signals, interrupt)
             try:

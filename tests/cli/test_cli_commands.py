@@ -51,6 +51,23 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def as_in_a_terminal(*args: str, ignored: tuple[signal.Signals, ...] = ()) -> list[str]:
+    """The command line of ``python -m asynctorchx ARGS`` with the signal dispositions of a
+    terminal (SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP kill), whatever the test
+    runner inherited (a background job ignores SIGINT), except ``ignored`` (``nohup``)."""
+    code = (
+        "import runpy, signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_DFL)\n"
+        f"for signum in {[int(s) for s in ignored]}:\n"
+        "    signal.signal(signum, signal.SIG_IGN)\n"
+        "sys.argv = ['asynctorchx', *sys.argv[1:]]\n"
+        "runpy.run_module('asynctorchx', run_name='__main__')\n"
+    )
+    return [sys.executable, "-c", code, *args]
+
+
 def test_version_and_help(env: dict[str, str]) -> None:
     out = cli(env, "--version")
     assert out.returncode == 0
@@ -247,8 +264,7 @@ async def test_a_stop_signal_cancels_the_app_and_leaves_no_replica(
     # SIGHUP: the terminal closed; the replica, in its own session, would never see it
     script = "echo ready $$$$; exec sleep 600"  # `$$$$`: macros turn `$$` into `$`
     proc = await anyio.open_process(
-        [sys.executable, "-m", "asynctorchx", "run", "utils.sh", "sh", "-c", script],
-        env=env,
+        as_in_a_terminal("run", "utils.sh", "sh", "-c", script), env=env
     )
     pid = None
     async with proc:
@@ -267,6 +283,23 @@ async def test_a_stop_signal_cancels_the_app_and_leaves_no_replica(
             code = await proc.wait()
     assert code == 1
     assert not _alive(pid)
+
+
+async def test_an_ignored_sighup_stays_ignored_as_under_nohup(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # a replica that runs until the file `go` exists, then succeeds
+    script = "echo ready; while [ ! -e go ]; do sleep 0.05; done"
+    command = as_in_a_terminal("run", "utils.sh", "sh", "-c", script, ignored=(signal.SIGHUP,))
+    proc = await anyio.open_process(command, env=env)
+    with anyio.fail_after(LIMIT):
+        async with proc:
+            assert proc.stdout is not None
+            await _read_until(proc.stdout, " ready")
+            proc.send_signal(signal.SIGHUP)
+            (tmp_path / "go").touch()
+            code = await proc.wait()
+    assert code == 0  # SUCCEEDED: the hangup did not cancel the app
 
 
 async def _read_until(stream: anyio.abc.ByteReceiveStream, needle: str) -> str:
@@ -293,7 +326,7 @@ async def test_second_sigint_during_cancel_still_leaves_no_replica(
         f"trap 'echo term > {fifo}' TERM\necho ready $$\nwhile true; do sleep 0.1; done\n"
     )
     command = ["run", "-cfg", "stop_timeout=2", "utils.sh", "bash", str(script)]
-    proc = await anyio.open_process([sys.executable, "-m", "asynctorchx", *command], env=env)
+    proc = await anyio.open_process(as_in_a_terminal(*command), env=env)
     # the bound encloses `async with proc`: when it expires, leaving the block kills the CLI
     with anyio.fail_after(LIMIT):
         async with proc:
