@@ -629,35 +629,43 @@ class LocalScheduler(Scheduler[PopenRequest]):
         ``task_status.started()`` is called once every replica of the first attempt has
         started; a replica that cannot start makes the whole start fail (the others are
         killed) and its error is raised to ``schedule``.
+
+        The work runs shielded from the cancellation of the block that entered the
+        scheduler: that block's exit calls :meth:`close`, which ends the replicas the
+        graceful way (SIGTERM, ``stop_timeout``, SIGKILL) and waits for this task. Were
+        it cancelled instead, its replicas would be SIGKILLed at once and the app would
+        never reach a terminal state for ``close`` to see.
         """
         started = False
         try:
-            while True:
-                app.restart_requested = False
-                async with anyio.create_task_group() as task_group:
-                    counter = _StartCounter(len(app.all_replicas()))
-                    on_started = None if started else counter.replica_started
+            with anyio.CancelScope(shield=True):
+                while True:
+                    app.restart_requested = False
+                    async with anyio.create_task_group() as task_group:
+                        counter = _StartCounter(len(app.all_replicas()))
+                        on_started = None if started else counter.replica_started
+                        for replica in app.all_replicas():
+                            task_group.start_soon(
+                                self._run_replica, app, replica, on_started, task_group.cancel_scope
+                            )
+                        if not started:
+                            await counter.all_started.wait()
+                            self._apps[app.request.app_id] = app
+                            app.set_state(AppState.RUNNING)
+                            task_status.started()
+                            started = True
+                    if app.start_error is not None:
+                        raise app.start_error
+                    if not app.restart_requested or app.cancelled:
+                        break
+                    app.num_restarts += 1
+                    logger.info(
+                        "%s: restarting every replica (APPLICATION retry policy)",
+                        app.request.app_id,
+                    )
                     for replica in app.all_replicas():
-                        task_group.start_soon(
-                            self._run_replica, app, replica, on_started, task_group.cancel_scope
-                        )
-                    if not started:
-                        await counter.all_started.wait()
-                        self._apps[app.request.app_id] = app
-                        app.set_state(AppState.RUNNING)
-                        task_status.started()
-                        started = True
-                if app.start_error is not None:
-                    raise app.start_error
-                if not app.restart_requested or app.cancelled:
-                    break
-                app.num_restarts += 1
-                logger.info(
-                    "%s: restarting every replica (APPLICATION retry policy)", app.request.app_id
-                )
-                for replica in app.all_replicas():
-                    replica.state = AppState.PENDING
-                app.changed.notify()
+                        replica.state = AppState.PENDING
+                    app.changed.notify()
         except Exception:
             if not started:
                 raise
@@ -665,6 +673,13 @@ class LocalScheduler(Scheduler[PopenRequest]):
             self._mark_unfinished_failed(app)
             app.set_state(AppState.FAILED)
             return
+        except BaseException:
+            # KeyboardInterrupt, or a native task.cancel() that no shield stops: the
+            # replicas were killed on the way out, and no waiter may hang on the app
+            if started and not is_terminal(app.state):
+                self._mark_unfinished_failed(app)
+                app.set_state(AppState.CANCELLED if app.cancelled else AppState.FAILED)
+            raise
         app.set_state(self._final_state(app))
 
     @staticmethod

@@ -290,6 +290,25 @@ async def test_closing_the_scheduler_terminates_running_replicas() -> None:
     assert (await scheduler.describe(app_id)).state == AppState.CANCELLED  # type: ignore[union-attr]
 
 
+async def test_cancelling_the_block_around_the_scheduler_terminates_gracefully(
+    tmp_path: Path,
+) -> None:
+    # The replica records the SIGTERM it gets: a cancelled block must still end the
+    # replicas as close() does (SIGTERM first), and must not hang waiting for them.
+    termed = tmp_path / "termed"
+    script = f"trap 'echo term > {termed}; exit 0' TERM; echo up $$$$; while :; do sleep 0.01; done"
+    with anyio.CancelScope() as outer:
+        async with create_cwd_scheduler("test") as scheduler:
+            app_id = await scheduler.submit(sh_app(script), {"stop_timeout": LIMIT})
+            pid = int((await first_line(scheduler, app_id, "worker")).split()[1])
+            outer.cancel()
+            await anyio.sleep_forever()
+    assert outer.cancelled_caught
+    assert not alive(pid)
+    assert termed.read_text() == "term\n"
+    assert (await scheduler.describe(app_id)).state == AppState.CANCELLED  # type: ignore[union-attr]
+
+
 async def test_temporary_log_dir_is_removed_on_close() -> None:
     async with create_cwd_scheduler("test") as scheduler:
         app_id = await scheduler.submit(sh_app("echo hi"), {})
