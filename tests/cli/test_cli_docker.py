@@ -44,6 +44,19 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return clean
 
 
+def _remove_app(app_id: str) -> None:
+    """Remove the app's containers (the test leaves nothing behind on the engine)."""
+    ids = subprocess.run(
+        ["docker", "ps", "-a", "-q", "--filter", f"label=torchx.pytorch.org/app-id={app_id}"],
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        check=True,
+    ).stdout.split()
+    if ids:
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=LIMIT, check=True)
+
+
 def test_status_log_describe_list_from_another_process(env: dict[str, str]) -> None:
     ran = cli(
         env, "run", "-s", "local_docker", "utils.sh", "--image", IMAGE, "sh", "-c", "echo hi-docker"
@@ -51,22 +64,24 @@ def test_status_log_describe_list_from_another_process(env: dict[str, str]) -> N
     assert ran.returncode == 0, ran.stderr
     handle = ran.stdout.splitlines()[0]
     assert handle.startswith("local_docker://torchx/")
+    try:
+        status = cli(env, "status", "--json", handle)
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["state"] == "SUCCEEDED"
 
-    status = cli(env, "status", "--json", handle)
-    assert status.returncode == 0, status.stderr
-    assert json.loads(status.stdout)["state"] == "SUCCEEDED"
+        log = cli(env, "log", handle)
+        assert log.returncode == 0, log.stderr
+        assert any(line.endswith(" hi-docker") for line in log.stdout.splitlines())
 
-    log = cli(env, "log", handle)
-    assert log.returncode == 0, log.stderr
-    assert any(line.endswith(" hi-docker") for line in log.stdout.splitlines())
+        described = cli(env, "describe", "--json", handle)
+        assert described.returncode == 0, described.stderr
+        assert json.loads(described.stdout)["roles"]
 
-    described = cli(env, "describe", "--json", handle)
-    assert described.returncode == 0, described.stderr
-    assert json.loads(described.stdout)["roles"]
+        listed = cli(env, "list", "-s", "local_docker", "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert handle in {app["app_handle"] for app in json.loads(listed.stdout)}
 
-    listed = cli(env, "list", "-s", "local_docker", "--json")
-    assert listed.returncode == 0, listed.stderr
-    assert handle in {app["app_handle"] for app in json.loads(listed.stdout)}
-
-    cancelled = cli(env, "cancel", handle)  # a finished app: a no-op
-    assert cancelled.returncode == 0, cancelled.stderr
+        cancelled = cli(env, "cancel", handle)  # a finished app: a no-op
+        assert cancelled.returncode == 0, cancelled.stderr
+    finally:
+        _remove_app(handle.rsplit("/", 1)[-1])
