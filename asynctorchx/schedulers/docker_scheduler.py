@@ -14,8 +14,14 @@ Where it differs from TorchX 0.7.0, on purpose:
   app ends ``CANCELLED`` (TorchX: FAILED). The cancellation is recorded in the engine as
   a marker volume ``asynctorchx-cancelled-<app_id>``, so every process sees it.
 - Images are pulled only when missing locally (TorchX pulls each time).
-- ``wait`` awaits the engine's container wait endpoint and is correct with restart
-  policies: it returns at the app's terminal state, not at a container's first exit.
+- ``wait`` (and ``wait_for_state_change``) await the engine's events stream, subscribed
+  before the first inspect, and are correct with restart policies: after a ``die`` the
+  container is inspected, so they return at the app's terminal state, not at a first exit
+  the engine will restart.
+- ``log_iter(should_tail=True)`` follows a replica across its restarts and ends once it
+  stopped for good and every line was yielded.
+- The ``torchx`` network is created once even when several schedulers, in one process or
+  several, create it at once (Docker 20.10's duplicate-name check is not atomic).
 - Replicas run under ``docker-init`` by default (``init`` run option), so a plain
   program receives the stop signal and cancel is fast.
 - Finished containers are removed only by :meth:`DockerScheduler.delete`.
@@ -27,8 +33,10 @@ trio every engine call raises :class:`~asynctorchx.errors.SchedulerUnavailableEr
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import fnmatch
+import functools
 import io
 import json
 import math
@@ -37,8 +45,9 @@ import re
 import secrets
 import string
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
-from datetime import datetime
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 import anyio
@@ -94,6 +103,19 @@ NETWORK = "torchx"
 RANK0_ENV = "TORCHX_RANK0_HOST"
 #: Default seconds between the stop signal and SIGKILL on cancel.
 DEFAULT_GRACE_S = 10.0
+
+#: Container events that may change a replica's state (``wait``, ``wait_for_state_change``).
+_STATE_EVENTS = ("create", "start", "die", "stop", "destroy", "pause", "unpause")
+#: Container events after which a followed log has ended (the process is gone).
+_STOP_EVENTS = frozenset({"die", "stop", "destroy"})
+#: Events are asked from this long before the subscription (ns): the engine sends its
+#: response head before it subscribes, and a remote engine's clock may be a little off.
+#: An event replayed twice is harmless: each one only prompts a fresh inspect.
+_EVENTS_SKEW_NS = 1_000_000_000
+#: A log follower re-reads from this long before the newest frame it consumed (ns).
+_REREAD_NS = 1_000_000_000
+#: A network older than this (s) is settled: no concurrent create of its name is running.
+_NETWORK_SETTLE_S = 10.0
 
 _CANCEL_MARKER_PREFIX = "asynctorchx-cancelled-"
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
@@ -263,6 +285,316 @@ def _app_state(states: list[AppState], cancelled: bool) -> AppState:
     return AppState.FAILED
 
 
+#: Container id -> its new events, oldest first.
+_EventsById = dict[str, list[dict[str, Any]]]
+
+#: A ``die`` this close after a cancel (ns) may be of an exit that came before it.
+_CANCEL_RACE_NS = 1_000_000_000
+
+
+def _rfc3339(ns: int) -> str:
+    """Format ns since the epoch as the engine's RFC 3339 UTC time with 9 fraction digits."""
+    base = datetime.fromtimestamp(ns // 1_000_000_000, timezone.utc)
+    return f"{base:%Y-%m-%dT%H:%M:%S}.{ns % 1_000_000_000:09d}Z"
+
+
+def _exit_for_good(
+    info: Mapping[str, Any],
+    events: list[dict[str, Any]],
+    killed_ns: int | None,
+    cancelled_at_ns: int | None,
+) -> dict[str, Any] | None:
+    """The container's inspect after a ``die`` the engine will not restart, or ``None``.
+
+    Built from the last inspect (taken while it ran) and the ``die`` event, with the
+    engine's own restart rule (moby's restart manager): an API signal (a ``kill`` event
+    since it started, as ``docker stop`` and :meth:`DockerScheduler.cancel` send) cancels
+    any restart; otherwise ``on-failure`` restarts a non-zero exit while ``RestartCount``
+    is under ``MaximumRetryCount`` (0: no limit), ``always``/``unless-stopped`` always
+    do, ``no`` never. ``None`` whenever unsure (a restart, more than one ``die``, another
+    event, an unknown policy, an exit racing a cancel): the caller inspects then.
+
+    Args:
+        info: the container's last inspect, taken while it was running.
+        events: the container's new events, oldest first.
+        killed_ns: when a ``kill`` event for it arrived since its last start (ns), or None.
+        cancelled_at_ns: when the app was cancelled (ns), or None.
+    """
+    actions = [_event_action(event) for event in events]
+    if actions.count("die") != 1 or not set(actions) <= {"die", "stop"}:
+        return None
+    state = info.get("State") or {}
+    if state.get("Status") != "running":
+        return None  # the last inspect is not of this run
+    die = events[actions.index("die")]
+    try:
+        exit_code = int(((die.get("Actor") or {}).get("Attributes") or {})["exitCode"])
+        died_ns = int(die["timeNano"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    policy = (info.get("HostConfig") or {}).get("RestartPolicy") or {}
+    name = policy.get("Name") or "no"
+    if killed_ns is None:
+        maximum = int(policy.get("MaximumRetryCount") or 0)
+        restarts = int(info.get("RestartCount") or 0)
+        if name not in ("no", "on-failure"):
+            return None
+        if name == "on-failure" and exit_code != 0 and (maximum == 0 or restarts < maximum):
+            return None
+        if cancelled_at_ns is not None and died_ns - _CANCEL_RACE_NS <= cancelled_at_ns:
+            return None  # exited on its own about when the cancel came: FinishedAt decides
+    elif cancelled_at_ns is not None and killed_ns < cancelled_at_ns:
+        return None  # signalled by someone before the cancel: FinishedAt decides
+    exited = dict(info)
+    exited["State"] = {
+        **state,
+        "Status": "exited",
+        "Running": False,
+        "Restarting": False,
+        "ExitCode": exit_code,
+        "FinishedAt": _rfc3339(died_ns),  # the engine's is a little earlier
+    }
+    return exited
+
+
+# --------------------------------------------------------------------------- concurrency
+
+
+async def _gather(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
+    """Run ``calls`` concurrently in a task group; on the first error cancel the rest.
+
+    Raises:
+        Exception: the first error of a call, as itself (never in an ExceptionGroup).
+    """
+    errors: list[Exception] = []
+    async with anyio.create_task_group() as tg:
+
+        async def run(call: Callable[[], Awaitable[Any]]) -> None:
+            try:
+                await call()
+            except Exception as err:
+                errors.append(err)
+                tg.cancel_scope.cancel()
+
+        for call in calls:
+            tg.start_soon(run, call)
+    if errors:
+        raise errors[0]
+
+
+async def _race(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
+    """Run ``calls`` concurrently until the first one returns, then cancel the others.
+
+    Only cancel-safe awaits belong here (``_Body.fill``, a wait endpoint, a sleep): the
+    losers are cancelled and must lose nothing.
+
+    Raises:
+        Exception: the first error of a call, as itself.
+    """
+    errors: list[Exception] = []
+    async with anyio.create_task_group() as tg:
+
+        async def run(call: Callable[[], Awaitable[Any]]) -> None:
+            try:
+                await call()
+            except Exception as err:
+                errors.append(err)
+            tg.cancel_scope.cancel()
+
+        for call in calls:
+            tg.start_soon(run, call)
+    if errors:
+        raise errors[0]
+
+
+class _Body:
+    """The body of a streamed engine response (events, followed logs), read cancel-safely.
+
+    :meth:`fill` appends what arrived to :attr:`buffer`; the callers parse whole records
+    out of it. Cancelling ``fill`` loses no byte (aiohttp's ``readany`` takes the data
+    only after its wait), so it can race another wait in :func:`_race`.
+
+    Args:
+        response: the aiohttp response, owned by the caller (it closes it).
+    """
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        self.buffer = bytearray()
+        self.eof = False
+
+    async def fill(self) -> None:
+        """Wait for more of the body and append it; sets :attr:`eof` at its end."""
+        if self.eof:
+            return
+        chunk: bytes = await self._response.content.readany()
+        if chunk:
+            self.buffer.extend(chunk)
+        else:
+            self.eof = True
+
+
+class _Events(_Body):
+    """The engine's events stream (``GET /events``, JSON lines) for one filter."""
+
+    async def fill(self) -> None:
+        """Wait for more events (see :meth:`_Body.fill`).
+
+        Raises:
+            SchedulerUnavailableError: the engine closed the stream (it stopped).
+        """
+        await super().fill()
+        if self.eof:
+            raise SchedulerUnavailableError(
+                "the Docker engine closed its events stream (was it stopped?):"
+                " check `docker info`, then retry"
+            )
+
+    def pop(self) -> list[dict[str, Any]]:
+        """Return the events received whole so far, oldest first, and forget them."""
+        end = self.buffer.rfind(b"\n")
+        if end < 0:
+            return []
+        raw = bytes(self.buffer[: end + 1])
+        del self.buffer[: end + 1]
+        return [json.loads(line) for line in raw.splitlines() if line.strip()]
+
+    async def next_batch(self) -> list[dict[str, Any]]:
+        """Await at least one event; return every event received so far, oldest first.
+
+        Raises:
+            SchedulerUnavailableError: the engine closed the stream (it stopped).
+        """
+        while not (events := self.pop()):
+            await self.fill()
+        return events
+
+
+def _event_id(event: Mapping[str, Any]) -> str:
+    """The id of the object an engine event is about."""
+    actor = event.get("Actor") or {}
+    return str(actor.get("ID") or event.get("id") or "")
+
+
+def _event_action(event: Mapping[str, Any]) -> str:
+    """The action of an engine event (``die``, ``start``...), without a ``: detail`` suffix."""
+    action = str(event.get("Action") or event.get("status") or "")
+    return action.split(":", 1)[0]
+
+
+class _LogLines:
+    """Whole log lines from the engine's log frames, over several log requests of one container.
+
+    The engine's log frames carry its timestamp (``timestamps=1``). A follower re-reads
+    from a little before the newest frame it consumed (``_REREAD_NS``; the engine's
+    ``since`` is inclusive and stdout and stderr frames may be stamped slightly out of
+    order), and the frames it consumed then are dropped here, so no line is lost or
+    repeated. Frames are reassembled into lines per stream; a line's end in a later frame
+    (or a later request) is awaited.
+
+    Args:
+        since_ns: drop frames stamped before this (ns since the epoch), or ``None``.
+        tty: the container has a TTY: the body is raw text, not multiplexed frames.
+    """
+
+    def __init__(self, since_ns: int | None, tty: bool) -> None:
+        self.since_ns = since_ns
+        self.tty = tty
+        self.newest_ns: int | None = None
+        self._seen: set[tuple[int, int, int, int]] = set()
+        self._order: collections.deque[tuple[int, tuple[int, int, int, int]]] = collections.deque()
+        self._partial: dict[int, bytearray] = {1: bytearray(), 2: bytearray()}
+
+    def resume_ns(self) -> int | None:
+        """The ``since`` of the next request (ns since the epoch), or ``None`` (the start)."""
+        if self.newest_ns is None:
+            return self.since_ns
+        resume = self.newest_ns - _REREAD_NS
+        return resume if self.since_ns is None else max(resume, self.since_ns)
+
+    def take(self, body: bytearray, at_eof: bool) -> list[str]:
+        """Consume the whole frames at the start of ``body``; return the lines they finish."""
+        lines: list[str] = []
+        for kind, payload in self._frames(body, at_eof):
+            lines.extend(self._frame(kind, payload))
+        return lines
+
+    def flush(self) -> list[str]:
+        """Return the unfinished line of each stream as it is (a run's end), and forget it."""
+        lines = []
+        for buffer in self._partial.values():
+            if buffer:
+                lines.append(bytes(buffer).decode("utf-8", errors="replace"))
+                buffer.clear()
+        return lines
+
+    def _frames(self, body: bytearray, at_eof: bool) -> list[tuple[int, bytes]]:
+        frames: list[tuple[int, bytes]] = []
+        if self.tty:  # raw text: one frame a line
+            start = 0
+            while (end := body.find(b"\n", start)) >= 0:
+                frames.append((1, bytes(body[start : end + 1])))
+                start = end + 1
+            if at_eof and start < len(body):
+                frames.append((1, bytes(body[start:])))
+                start = len(body)
+            del body[:start]
+            return frames
+        pos = 0
+        while len(body) - pos >= 8:  # header: stream, 0, 0, 0, big-endian payload size
+            size = int.from_bytes(body[pos + 4 : pos + 8], "big")
+            if len(body) - pos - 8 < size:
+                break
+            kind = body[pos] if body[pos] in (1, 2) else 1
+            frames.append((kind, bytes(body[pos + 8 : pos + 8 + size])))
+            pos += 8 + size
+        del body[:pos]
+        return frames
+
+    def _frame(self, kind: int, payload: bytes) -> list[str]:
+        match = _LOG_TS.match(payload)
+        if match is not None:
+            stamp = _parse_ts_ns(match.group(1).decode())
+            payload = payload[match.end() :]
+            if stamp is not None:
+                if self.since_ns is not None and stamp < self.since_ns:
+                    return []
+                key = (stamp, kind, len(payload), hash(payload))
+                if key in self._seen:
+                    return []  # consumed in an earlier request
+                self._remember(stamp, key)
+        buffer = self._partial[kind]
+        buffer.extend(payload)
+        lines = []
+        start = 0
+        while (end := buffer.find(b"\n", start)) >= 0:
+            lines.append(bytes(buffer[start : end + 1]).decode("utf-8", errors="replace"))
+            start = end + 1
+        del buffer[:start]
+        return lines
+
+    def _remember(self, stamp: int, key: tuple[int, int, int, int]) -> None:
+        self._seen.add(key)
+        self._order.append((stamp, key))
+        if self.newest_ns is None or stamp > self.newest_ns:
+            self.newest_ns = stamp
+        horizon = self.newest_ns - _REREAD_NS
+        while self._order and self._order[0][0] < horizon:
+            self._seen.discard(self._order.popleft()[1])
+
+
+#: Per event loop and (engine, network name): the lock one process creates a network under.
+_NETWORK_LOCKS: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str, str], anyio.Lock]
+] = weakref.WeakKeyDictionary()
+
+
+def _network_lock(engine: str, name: str) -> anyio.Lock:
+    """The lock under which this process looks for (and creates) network ``name``."""
+    locks = _NETWORK_LOCKS.setdefault(asyncio.get_running_loop(), {})
+    return locks.setdefault((engine, name), anyio.Lock())
+
+
 # --------------------------------------------------------------------------- scheduler
 
 
@@ -350,6 +682,64 @@ class DockerScheduler(Scheduler[DockerJob]):
     async def _json(self, path: str, method: str = "GET", **kwargs: Any) -> Any:
         docker = await self._client()
         return await docker._query_json(path, method, **kwargs)
+
+    async def _call(self, path: str, method: str = "POST", **kwargs: Any) -> None:
+        """Make an engine request whose body does not matter; read it and free the connection.
+
+        Cancelling it closes the connection (a long request such as ``wait`` or ``stop``
+        is not left running on a pooled connection).
+
+        Raises:
+            aiodocker.DockerError: the engine answered 4xx/5xx.
+        """
+        docker = await self._client()
+        async with docker._query(path, method, timeout=None, **kwargs) as response:
+            try:
+                await response.read()
+            except BaseException:
+                response.close()
+                raise
+
+    @contextlib.asynccontextmanager
+    async def _stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[Any]:
+        """Open a streamed ``GET`` (events, followed logs); closed on exit, even by cancel."""
+        docker = await self._client()
+        async with docker._query(path, "GET", params=dict(params), timeout=None) as response:
+            try:
+                yield response
+            finally:
+                response.close()
+
+    @contextlib.asynccontextmanager
+    async def _events(
+        self, filters: Mapping[str, list[str]], since_ns: int | None = None
+    ) -> AsyncIterator[_Events]:
+        """Subscribe to the engine's events matching ``filters`` (the events API's).
+
+        Events are replayed from ``since_ns`` (default: ``_EVENTS_SKEW_NS`` ago), so once
+        this is entered no later event can be missed: inspect after entering, then treat
+        each event as a prompt to inspect again. The stream (one HTTP connection, no
+        background task) is closed on exit, also when the awaiting task is cancelled.
+        """
+        since = time.time_ns() - _EVENTS_SKEW_NS if since_ns is None else since_ns
+        params = {"filters": json.dumps(dict(filters)), "since": _ns_to_engine(since)}
+        async with self._stream("events", params) as response:
+            yield _Events(response)
+
+    async def _wait_stopped(self, cid: str) -> None:
+        """Return when the container is next not running (the engine's wait endpoint).
+
+        Only a backstop for a container that is restarting: if the engine fails to start
+        it again, the engine marks it exited without any event.
+        """
+        try:
+            await self._call(f"containers/{cid}/wait", params={"condition": "not-running"})
+        except Exception as err:
+            if not self._is_status(err, 404, 409):
+                raise
+
+    def _engine_key(self) -> str:
+        return self.docker_host or os.environ.get("DOCKER_HOST") or ""
 
     @staticmethod
     def _is_status(err: BaseException, *statuses: int) -> bool:
@@ -546,7 +936,14 @@ class DockerScheduler(Scheduler[DockerJob]):
 
         Pulls an image only when the engine does not have it, makes sure the network
         exists, then creates and starts one container per replica in a task group. If any
-        container fails, every container of the app is removed and the first error raised.
+        container fails, or this call is cancelled, every container of the app is removed
+        and the first error raised.
+
+        Args:
+            dryrun_info: the request of :meth:`submit_dryrun` (a :class:`DockerJob`).
+
+        Returns:
+            the app id.
 
         Raises:
             SchedulerUnavailableError: no engine (see the class).
@@ -556,30 +953,26 @@ class DockerScheduler(Scheduler[DockerJob]):
         job = dryrun_info.request
         await self._ensure_images({container.image for container in job.containers})
         network_id = await self._ensure_network(job.network)
-        errors: list[Exception] = []
 
         async def create_and_start(container: DockerContainer) -> None:
-            try:
-                config = json.loads(json.dumps(container.config))
-                config["HostConfig"]["NetworkMode"] = network_id
-                endpoint = config["NetworkingConfig"]["EndpointsConfig"].pop(job.network)
-                config["NetworkingConfig"]["EndpointsConfig"][network_id] = endpoint
-                created = await self._json(
-                    "containers/create", "POST", params={"name": container.name}, data=config
-                )
-                docker = await self._client()
-                async with docker._query(f"containers/{created['Id']}/start", "POST"):
-                    pass
-            except Exception as err:
-                errors.append(err)
+            config = json.loads(json.dumps(container.config))
+            config["HostConfig"]["NetworkMode"] = network_id
+            endpoint = config["NetworkingConfig"]["EndpointsConfig"].pop(job.network)
+            config["NetworkingConfig"]["EndpointsConfig"][network_id] = endpoint
+            created = await self._json(
+                "containers/create", "POST", params={"name": container.name}, data=config
+            )
+            await self._call(f"containers/{created['Id']}/start")
 
-        async with anyio.create_task_group() as tg:
-            for container in job.containers:
-                tg.start_soon(create_and_start, container)
-        if errors:
+        try:
+            await _gather(
+                functools.partial(create_and_start, container) for container in job.containers
+            )
+        except BaseException:
             with anyio.CancelScope(shield=True):
-                await self.delete(job.app_id)
-            raise errors[0]
+                with contextlib.suppress(Exception):
+                    await self.delete(job.app_id)
+            raise
         return job.app_id
 
     async def _ensure_images(self, images: set[str]) -> None:
@@ -604,56 +997,122 @@ class DockerScheduler(Scheduler[DockerJob]):
                     " or fix Role.image",
                 ) from err
 
-        async with anyio.create_task_group() as tg:
-            for image in sorted(images):
-                tg.start_soon(ensure, image)
+        await _gather(functools.partial(ensure, image) for image in sorted(images))
+
+    async def _networks_named(self, name: str) -> list[dict[str, Any]]:
+        filters = json.dumps({"name": [name]})
+        listed = await self._json("networks", params={"filters": filters})
+        return [net for net in listed if net.get("Name") == name]  # the filter is a prefix
+
+    @staticmethod
+    def _settled_network(found: list[dict[str, Any]]) -> str | None:
+        """The oldest network of ``found`` created over ``_NETWORK_SETTLE_S`` ago, if any."""
+        horizon = time.time_ns() - int(_NETWORK_SETTLE_S * 1e9)
+        settled = []
+        for net in found:
+            created = _parse_ts_ns(net.get("Created"))
+            if created is None or created < horizon:
+                settled.append((created or 0, str(net["Id"])))
+        return min(settled)[1] if settled else None
 
     async def _ensure_network(self, name: str) -> str:
-        """Create the bridge network ``name`` when missing; return its id.
+        """Return the id of the bridge network ``name``, creating it when missing.
 
-        Safe when several processes create it at once: the engine's duplicate check is
-        racy, so after creating, every process lists the networks of that name and keeps
-        the oldest (then lowest id); the others are removed. Containers join it by id.
+        Safe when several schedulers create it at once. In one process they take turns (a
+        lock per event loop, engine and name). Across processes the engine cannot help:
+        Docker 20.10 checks ``CheckDuplicate`` without a lock, so concurrent creates all
+        succeed. So every process that finds only young networks of that name (created
+        under ``_NETWORK_SETTLE_S`` ago) subscribes to the engine's network events, and
+        the network whose ``create`` event the engine logged first wins: every process
+        sees the same order. A process whose own network lost removes it. A network
+        older than that is used as it is (the oldest, if there are several).
+
+        Args:
+            name: the network's name.
+
+        Returns:
+            the winning network's id (containers join it by id, never by the name).
+
+        Raises:
+            RuntimeError: the network kept vanishing (someone removes it meanwhile).
         """
-        filters = json.dumps({"name": [name]})
-        found = [
-            net
-            for net in await self._json("networks", params={"filters": filters})
-            if net["Name"] == name
-        ]
+        async with _network_lock(self._engine_key(), name):
+            for _ in range(3):
+                found = await self._networks_named(name)
+                settled = self._settled_network(found)
+                if settled is not None:
+                    return settled
+                filters = {"type": ["network"], "event": ["create", "destroy"], "network": [name]}
+                since = time.time_ns() - int(_NETWORK_SETTLE_S * 1e9)
+                mine: str | None = None
+                async with self._events(filters, since_ns=since) as events:
+                    if not found:
+                        mine = await self._create_network(name)
+                    winner = await self._network_winner(name, events, mine)
+                if mine is not None and winner != mine:
+                    with contextlib.suppress(Exception):  # 404: gone already
+                        await self._call(f"networks/{mine}", "DELETE")
+                if winner is not None:
+                    return winner
+        raise RuntimeError(
+            f"network {name!r} vanished right after it was created, three times:"
+            " is something removing it? Retry"
+        )
+
+    async def _create_network(self, name: str) -> str | None:
+        """Create the bridge network ``name``; ``None`` if the engine says it exists."""
+        try:
+            created = await self._json(
+                "networks/create",
+                "POST",
+                data={
+                    "Name": name,
+                    "Driver": "bridge",
+                    "CheckDuplicate": True,
+                    "Labels": {LABEL_VERSION: __version__},
+                },
+            )
+        except Exception as err:
+            if self._is_status(err, 409) or "already exists" in str(err):
+                return None
+            raise
+        return str(created["Id"])
+
+    async def _network_winner(self, name: str, events: _Events, mine: str | None) -> str | None:
+        """The network of ``name`` whose ``create`` the engine logged first, still there.
+
+        Reads ``events`` until it has seen the ``create`` of every young network of that
+        name now there (and of ``mine``): any earlier create was logged before those, so
+        it has been seen too. A network whose event never comes (the engine's event
+        buffer dropped it) is settled by age once it is ``_NETWORK_SETTLE_S`` old.
+        """
+        found = await self._networks_named(name)
+        settled = self._settled_network(found)
+        if settled is not None:
+            return settled
+        need = {str(net["Id"]) for net in found} | ({mine} if mine else set())
+        created: list[str] = []
+        gone: set[str] = set()
+        stamps = [_parse_ts_ns(net.get("Created")) or 0 for net in found]
+        oldest_young_ns = min(stamps) if stamps else time.time_ns()
+        patience = oldest_young_ns / 1e9 + _NETWORK_SETTLE_S - time.time()
+        with anyio.move_on_after(max(patience, 0.0)):
+            while not need <= set(created) | gone:
+                for event in await events.next_batch():
+                    if (event.get("Actor") or {}).get("Attributes", {}).get("name") != name:
+                        continue
+                    action, nid = _event_action(event), _event_id(event)
+                    if action == "create" and nid not in created:
+                        created.append(nid)
+                    elif action == "destroy":
+                        gone.add(nid)
+        alive = [nid for nid in created if nid not in gone]
+        if alive:
+            return alive[0]
+        found = await self._networks_named(name)
         if not found:
-            try:
-                await self._json(
-                    "networks/create",
-                    "POST",
-                    data={
-                        "Name": name,
-                        "Driver": "bridge",
-                        "CheckDuplicate": True,
-                        "Labels": {LABEL_VERSION: __version__},
-                    },
-                )
-            except Exception as err:
-                if not self._is_status(err, 409) and "already exists" not in str(err):
-                    raise
-            found = [
-                net
-                for net in await self._json("networks", params={"filters": filters})
-                if net["Name"] == name
-            ]
-        if not found:
-            raise RuntimeError(f"network {name!r} vanished right after it was created: retry")
-        found.sort(key=lambda net: (net.get("Created", ""), net["Id"]))
-        for extra in found[1:]:
-            try:
-                docker = await self._client()
-                async with docker._query(f"networks/{extra['Id']}", "DELETE"):
-                    pass
-            except Exception as err:
-                if not self._is_status(err, 404, 403, 409, 500):
-                    raise
-        winner: str = found[0]["Id"]
-        return winner
+            return None
+        return min((_parse_ts_ns(net.get("Created")) or 0, str(net["Id"])) for net in found)[1]
 
     # ------------------------------------------------------------------ workspace
 
@@ -683,18 +1142,21 @@ class DockerScheduler(Scheduler[DockerJob]):
                 path_dockerfile=DEFAULT_DOCKERFILE,
                 labels={LABEL_VERSION: __version__},
                 pull=False,
+                forcerm=True,  # a failed step's container is removed too
                 stream=True,
             )
-            async for item in stream:
-                if "stream" in item:
-                    log.append(str(item["stream"]))
-                if "aux" in item and isinstance(item["aux"], dict) and "ID" in item["aux"]:
-                    image_id = str(item["aux"]["ID"])
-                if "error" in item or "errorDetail" in item:
-                    log.append(str(item.get("error") or item.get("errorDetail")) + "\n")
-                    raise WorkspaceBuildError(
-                        f"building workspace {workspace!r} failed:\n{''.join(log)}"
-                    )
+            async with contextlib.aclosing(stream) as items:
+                async for item in items:
+                    if "stream" in item:
+                        log.append(str(item["stream"]))
+                    aux = item.get("aux")
+                    if isinstance(aux, dict) and "ID" in aux:
+                        image_id = str(aux["ID"])
+                    if "error" in item or "errorDetail" in item:
+                        log.append(str(item.get("error") or item.get("errorDetail")) + "\n")
+                        raise WorkspaceBuildError(
+                            f"building workspace {workspace!r} failed:\n{''.join(log)}"
+                        )
         except WorkspaceBuildError:
             raise
         except Exception as err:
@@ -709,10 +1171,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         image_repo = cfg.get("image_repo")
         if isinstance(image_repo, str) and image_repo:
             tag = image_id.split(":")[-1][:12]
-            async with docker._query(
-                f"images/{image_id}/tag", "POST", params={"repo": image_repo, "tag": tag}
-            ):
-                pass
+            await self._call(f"images/{image_id}/tag", params={"repo": image_repo, "tag": tag})
             role.image = f"{image_repo}:{tag}"
         else:
             role.image = image_id
@@ -727,6 +1186,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         return listed
 
     async def _inspect_all(self, ids: list[str]) -> list[dict[str, Any]]:
+        """Inspect the containers concurrently; those removed meanwhile are left out."""
         results: dict[str, dict[str, Any]] = {}
 
         async def inspect(cid: str) -> None:
@@ -736,9 +1196,7 @@ class DockerScheduler(Scheduler[DockerJob]):
                 if not self._is_status(err, 404):  # removed meanwhile
                     raise
 
-        async with anyio.create_task_group() as tg:
-            for cid in ids:
-                tg.start_soon(inspect, cid)
+        await _gather(functools.partial(inspect, cid) for cid in ids)
         return [results[cid] for cid in ids if cid in results]
 
     async def _cancelled_at(self, app_id: str) -> int | None:
@@ -767,28 +1225,26 @@ class DockerScheduler(Scheduler[DockerJob]):
         listed = await self._containers(app_id)
         if not listed:
             return None
-        inspected, cancelled_at = await self._inspect_and_marker(app_id, listed)
+        ids = [container["Id"] for container in listed]
+        inspected, cancelled_at = await self._inspect_and_marker(app_id, ids)
         if not inspected:
             return None
         return self._describe_from(app_id, inspected, cancelled_at)
 
     async def _inspect_and_marker(
-        self, app_id: str, listed: list[dict[str, Any]]
+        self, app_id: str, ids: list[str], marker: bool = True
     ) -> tuple[list[dict[str, Any]], int | None]:
-        marker: list[int | None] = [None]
+        """Inspect the containers ``ids`` and, if ``marker``, read the cancel marker, at once."""
+        result: dict[str, Any] = {"inspected": [], "marker": None}
 
         async def get_marker() -> None:
-            marker[0] = await self._cancelled_at(app_id)
-
-        inspected: list[list[dict[str, Any]]] = [[]]
+            result["marker"] = await self._cancelled_at(app_id)
 
         async def get_inspected() -> None:
-            inspected[0] = await self._inspect_all([c["Id"] for c in listed])
+            result["inspected"] = await self._inspect_all(ids)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(get_marker)
-            tg.start_soon(get_inspected)
-        return inspected[0], marker[0]
+        await _gather([get_inspected, get_marker] if marker else [get_inspected])
+        return result["inspected"], result["marker"]
 
     def _describe_from(
         self, app_id: str, inspected: list[dict[str, Any]], cancelled_at: int | None
@@ -888,54 +1344,137 @@ class DockerScheduler(Scheduler[DockerJob]):
     async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
         """Await the app's terminal state on the engine and return its description.
 
-        Awaits the engine's container wait endpoint for every live container at once
-        (``condition=not-running``; ``next-exit`` for one its restart policy is
-        restarting), then describes the app again: a container restarted by its restart
-        policy is live again, so this returns at the app's terminal state, not at a first
-        exit. No polling. ``None`` for an unknown app.
+        An await on the engine's events stream for the app's containers (subscribed before
+        the first inspect, so no event is missed); each ``die``, ``stop``, ``start`` or
+        ``destroy`` prompts an inspect of that container. A container its restart policy
+        restarts is ``restarting`` when its ``die`` arrives (the engine decides before it
+        logs the event), so this returns at the app's terminal state, not at a first exit.
+        No polling; cancelling the awaiting task closes the stream.
 
         Args:
             app_id: the app.
             timeout: seconds to wait at most (``None``: no limit).
 
+        Returns:
+            the app's description once it is terminal; ``None`` if the engine has no
+            container of the app (or all were removed meanwhile).
+
         Raises:
+            InvalidAppIdException: ``app_id`` is not a valid id.
             TimeoutError: ``timeout`` seconds passed first.
+            SchedulerUnavailableError: no engine, or it closed the events stream.
         """
         validate_app_id(app_id)
         with anyio.fail_after(timeout):
-            # An app's containers are fixed at submit: list them once, then re-inspect.
-            listed = await self._containers(app_id)
-            while True:
-                if not listed:
-                    return None
-                inspected, cancelled_at = await self._inspect_and_marker(app_id, listed)
-                if not inspected:
-                    return None
-                response = self._describe_from(app_id, inspected, cancelled_at)
-                if is_terminal(response.state):
-                    return response
-                async with anyio.create_task_group() as task_group:
-                    for info in inspected:
-                        if not is_terminal(_replica_state(info["State"], cancelled_at)[0]):
-                            restarting = info["State"].get("Status") == "restarting"
-                            condition = "next-exit" if restarting else "not-running"
-                            task_group.start_soon(self._wait_not_running, info["Id"], condition)
-                listed = [{"Id": info["Id"]} for info in inspected]
+            return await self._watch(app_id, lambda response: is_terminal(response.state))
 
-    async def _wait_not_running(self, container_id: str, condition: str = "not-running") -> None:
-        """Return when the container stops (or restarts) or is gone (engine wait endpoint)."""
-        docker = await self._client()
-        try:
-            async with docker._query(
-                f"containers/{container_id}/wait",
-                "POST",
-                params={"condition": condition},
-                timeout=None,
-            ) as response:
-                await response.read()
-        except Exception as err:
-            if not self._is_status(err, 404, 409):
-                raise
+    async def wait_for_state_change(
+        self, app_id: str, state: AppState, timeout: float | None = None
+    ) -> DescribeAppResponse | None:
+        """Await the app's state differing from ``state`` (an await on engine events).
+
+        Returns at once if it already differs or is terminal. Awaited as :meth:`wait` is.
+
+        Args:
+            app_id: the app.
+            state: the state to wait out.
+            timeout: seconds to wait at most (``None``: no limit).
+
+        Returns:
+            the app's description, or ``None`` for an unknown (or removed) app.
+
+        Raises:
+            InvalidAppIdException: ``app_id`` is not a valid id.
+            TimeoutError: ``timeout`` seconds passed first.
+            SchedulerUnavailableError: no engine, or it closed the events stream.
+        """
+        validate_app_id(app_id)
+        with anyio.fail_after(timeout):
+            return await self._watch(
+                app_id, lambda response: response.state != state or is_terminal(response.state)
+            )
+
+    async def _watch(
+        self, app_id: str, done: Callable[[DescribeAppResponse], bool]
+    ) -> DescribeAppResponse | None:
+        """Describe the app after every event of its containers until ``done`` says so.
+
+        Subscribes to the app's container events, then lists and inspects its containers.
+        Each event prompts a fresh inspect of its container, except that a ``die`` the
+        engine will not restart is answered at once from the event (see
+        :func:`_exit_for_good`): an inspect right after a ``die`` waits ~50 ms for the
+        engine to finish its exit handling, and ``wait`` should return sooner. A container
+        that is ``restarting`` is also awaited on the engine's wait endpoint: when the
+        engine fails to start it again (its bind source is gone, say) it marks it exited
+        without logging any event.
+        """
+        filters = {
+            "type": ["container"],
+            "label": [f"{LABEL_APP_ID}={app_id}"],
+            "event": [*_STATE_EVENTS, "kill"],
+        }
+        async with self._events(filters) as events:
+            listed = await self._containers(app_id)
+            ids = [container["Id"] for container in listed]
+            inspected, cancelled_at = await self._inspect_and_marker(app_id, ids)
+            containers = {info["Id"]: info for info in inspected}
+            killed: dict[str, int] = {}  # container -> when it was last sent a signal (ns)
+            while containers:
+                response = self._describe_from(app_id, list(containers.values()), cancelled_at)
+                if done(response):
+                    return response
+                prompted: _EventsById = {}
+                restarting = [
+                    cid
+                    for cid, info in containers.items()
+                    if info["State"].get("Status") == "restarting"
+                ]
+                await _race(
+                    [
+                        events.fill,
+                        *(functools.partial(self._backstop, cid, prompted) for cid in restarting),
+                    ]
+                )
+                for event in events.pop():
+                    cid, action = _event_id(event), _event_action(event)
+                    if action == "kill":  # an API signal: the engine will not restart it
+                        killed.setdefault(cid, int(event.get("timeNano") or 0))
+                        continue
+                    if action == "start":
+                        killed.pop(cid, None)
+                    prompted.setdefault(cid, []).append(event)
+                if not prompted:
+                    continue
+                if all(
+                    cid in containers and any(_event_action(e) == "die" for e in evs)
+                    for cid, evs in prompted.items()
+                ):
+                    if cancelled_at is None:
+                        cancelled_at = await self._cancelled_at(app_id)
+                    exits = {
+                        cid: _exit_for_good(containers[cid], evs, killed.get(cid), cancelled_at)
+                        for cid, evs in prompted.items()
+                    }
+                    found = {cid: info for cid, info in exits.items() if info is not None}
+                    if len(found) == len(exits):
+                        trial = {**containers, **found}
+                        response = self._describe_from(app_id, list(trial.values()), cancelled_at)
+                        if done(response):
+                            return response
+                fresh, marker = await self._inspect_and_marker(
+                    app_id, sorted(prompted), marker=cancelled_at is None
+                )
+                if cancelled_at is None:
+                    cancelled_at = marker
+                for cid in prompted:
+                    containers.pop(cid, None)
+                containers.update((info["Id"], info) for info in fresh)
+            return None
+
+    async def _backstop(self, cid: str, prompted: _EventsById) -> None:
+        """Add ``cid`` to ``prompted`` once the restarting container is next not running."""
+        await self._wait_stopped(cid)
+        prompted.setdefault(cid, [])
 
     # ------------------------------------------------------------------ cancel, delete
 
@@ -944,8 +1483,12 @@ class DockerScheduler(Scheduler[DockerJob]):
 
         A no-op for an unknown or already finished app. Records the cancellation in the
         engine first (the marker volume), then stops all containers at once: the stop
-        signal, then SIGKILL after ``grace`` seconds (default: the scheduler's ``grace``,
-        rounded up to whole seconds as the engine takes). Returns when all have stopped.
+        signal, then SIGKILL after ``grace`` seconds. Returns when all have stopped.
+
+        Args:
+            app_id: the app.
+            grace: seconds between the stop signal and SIGKILL (default: the scheduler's
+                ``grace``), rounded up to whole seconds as the engine takes them.
 
         Raises:
             InvalidAppIdException: ``app_id`` is not a valid id.
@@ -968,27 +1511,26 @@ class DockerScheduler(Scheduler[DockerJob]):
                 "Labels": {LABEL_APP_ID: app_id, LABEL_CANCELLED_AT: str(time.time_ns())},
             },
         )
-        docker = await self._client()
         seconds = max(0, math.ceil(grace))
 
         async def stop(cid: str) -> None:
             try:
-                async with docker._query(
-                    f"containers/{cid}/stop", "POST", params={"t": str(seconds)}, timeout=None
-                ):
-                    pass
+                await self._call(f"containers/{cid}/stop", params={"t": str(seconds)})
             except Exception as err:
                 if not self._is_status(err, 304, 404):
                     raise
 
-        async with anyio.create_task_group() as tg:
-            for container in await self._containers(app_id):
-                tg.start_soon(stop, container["Id"])
+        await _gather(
+            functools.partial(stop, container["Id"]) for container in await self._containers(app_id)
+        )
 
     async def delete(self, app_id: str) -> int:
         """Remove every container of the app (running ones are killed) and its cancel marker.
 
         Removal is never a side effect of ``describe`` or ``wait``: call this to free them.
+
+        Args:
+            app_id: the app.
 
         Returns:
             how many containers were removed.
@@ -997,20 +1539,19 @@ class DockerScheduler(Scheduler[DockerJob]):
             InvalidAppIdException: ``app_id`` is not a valid id.
         """
         validate_app_id(app_id)
-        docker = await self._client()
         containers = await self._containers(app_id)
 
         async def remove(path: str, params: dict[str, str]) -> None:
             try:
-                async with docker._query(path, "DELETE", params=params):
-                    pass
+                await self._call(path, "DELETE", params=params)
             except Exception as err:
                 if not self._is_status(err, 404, 409):
                     raise
 
-        async with anyio.create_task_group() as tg:
-            for container in containers:
-                tg.start_soon(remove, f"containers/{container['Id']}", {"force": "1", "v": "1"})
+        await _gather(
+            functools.partial(remove, f"containers/{container['Id']}", {"force": "1", "v": "1"})
+            for container in containers
+        )
         await remove(f"volumes/{_CANCEL_MARKER_PREFIX}{app_id}", {})
         return len(containers)
 
@@ -1047,128 +1588,150 @@ class DockerScheduler(Scheduler[DockerJob]):
         """Stream replica ``k`` of ``role_name``'s log from the engine (an async generator).
 
         Lines are whole and keep their ``\\n`` (frames are reassembled per stream; a last
-        line without one is yielded as it is). ``streams``: stdout, stderr or combined
-        (default); ``since``/``until`` bound the lines' engine timestamps (a naive
-        ``datetime`` is local time); ``regex`` keeps lines where it matches
-        (``re.search``). ``should_tail=True`` follows the container, across restarts by
-        its restart policy, until it has stopped for good and every line was yielded.
+        line without one is yielded as it is when its run ends).
+
+        Args:
+            app_id: the app.
+            role_name: the role.
+            k: the replica id.
+            regex: keep only lines where it matches (``re.search``).
+            since: only lines the engine stamped at or after this (a naive ``datetime``
+                is local time).
+            until: only lines stamped at or before this; when following, stop then.
+            should_tail: follow the container, across restarts by its restart policy,
+                until it has stopped for good (or is removed) and every line was yielded.
+                Awaits the engine's events: no polling.
+            streams: stdout, stderr or combined (default).
 
         Raises:
+            InvalidAppIdException: ``app_id`` is not a valid id.
             UnknownAppException: the engine has no container of ``app_id``.
             ValueError: the app has no replica ``role_name``/``k``.
         """
         info = await self._find_container(app_id, role_name, k)
         pattern = re.compile(regex) if regex else None
         stream = streams or Stream.COMBINED
-        cid = info["Id"]
-        until_ns = int(until.timestamp() * 1_000_000) * 1000 if until else None
-        last_ns = int(since.timestamp() * 1_000_000) * 1000 - 1 if since else None
-        tty = bool(info["Config"].get("Tty"))
-        while True:
-            async for ts_ns, line in self._log_lines(cid, stream, last_ns, until, should_tail, tty):
-                if ts_ns is not None:
-                    if last_ns is not None and ts_ns <= last_ns:
-                        continue  # seen before a reopen (the engine's since is inclusive)
-                    last_ns = ts_ns
-                if pattern is None or pattern.search(line):
-                    yield line
-            if not should_tail or (until_ns is not None and time.time_ns() >= until_ns):
-                return
-            if not await self._await_restart(cid):
-                return
-
-    async def _await_restart(self, cid: str) -> bool:
-        """After a follow ended: True once the container runs again, False if it is done."""
-        try:
-            info = await self._json(f"containers/{cid}/json")
-        except Exception as err:
-            if self._is_status(err, 404):
-                return False
-            raise
-        state = info["State"]
-        if state.get("Status") == "running":
-            return True
-        if state.get("Status") != "restarting":
-            return False
-        # Restarting by its policy: await the engine's next start (or end) of it. Replay
-        # events since it finished, so a start that already happened is not missed.
-        since_ns = _parse_ts_ns(state.get("FinishedAt")) or time.time_ns()
-        filters = json.dumps({"container": [cid], "event": ["start", "destroy", "die"]})
-        docker = await self._client()
-        async with docker._query(
-            "events",
-            params={"filters": filters, "since": _ns_to_engine(since_ns - 1)},
-            timeout=None,
-        ) as response:
-            async for raw in response.content:
-                if not raw.strip():
-                    continue
-                event = json.loads(raw)
-                action = event.get("Action") or event.get("status")
-                if action == "start":
-                    return True
-                if action == "destroy":
-                    return False
-                # "die": it stopped again before we saw it start; look afresh
-                return await self._await_restart(cid)
-        return False
-
-    async def _log_lines(
-        self,
-        cid: str,
-        stream: Stream,
-        since_ns: int | None,
-        until: datetime | None,
-        follow: bool,
-        tty: bool,
-    ) -> AsyncIterator[tuple[int | None, str]]:
-        """Yield ``(timestamp ns, line)`` from one ``GET /containers/{id}/logs`` call."""
-        params: dict[str, str] = {
+        params = {
             "stdout": "1" if stream != Stream.STDERR else "0",
             "stderr": "1" if stream != Stream.STDOUT else "0",
             "timestamps": "1",
-            "follow": "1" if follow else "0",
         }
-        if since_ns is not None:
-            params["since"] = _ns_to_engine(max(since_ns, 0))
         if until is not None:
             params["until"] = _engine_time(until)
-        docker = await self._client()
-        buffers: dict[int, bytearray] = {1: bytearray(), 2: bytearray()}
-        stamps: dict[int, int | None] = {1: None, 2: None}
-        async with docker._query(f"containers/{cid}/logs", params=params, timeout=None) as resp:
-            content = resp.content
+        since_ns = int(since.timestamp() * 1_000_000) * 1000 if since is not None else None
+        lines = _LogLines(since_ns, bool(info["Config"].get("Tty")))
+        cid = info["Id"]
+        if should_tail:
+            source = self._tail(cid, lines, params, until)
+        else:
+            source = self._read_logs(cid, lines, params, final=True)
+        async with contextlib.aclosing(source) as produced:
+            async for line in produced:
+                if pattern is None or pattern.search(line):
+                    yield line
+
+    async def _read_logs(
+        self, cid: str, lines: _LogLines, params: Mapping[str, str], final: bool
+    ) -> AsyncGenerator[str, None]:
+        """Yield the lines the engine has now (one ``GET /containers/{id}/logs``).
+
+        ``final``: the container's run is over, so an unfinished last line is yielded.
+        """
+        query = dict(params, follow="0")
+        resume = lines.resume_ns()
+        if resume is not None:
+            query["since"] = _ns_to_engine(max(resume, 0))
+        async with self._stream(f"containers/{cid}/logs", query) as response:
+            body = _Body(response)
+            while not body.eof:
+                await body.fill()
+                for line in lines.take(body.buffer, body.eof):
+                    yield line
+        if final:
+            for line in lines.flush():
+                yield line
+
+    async def _tail(
+        self, cid: str, lines: _LogLines, params: Mapping[str, str], until: datetime | None
+    ) -> AsyncGenerator[str, None]:
+        """Follow the container's log across restarts until it stopped for good.
+
+        Subscribes to the container's events first, then loops: inspect; a running
+        container's log is followed until a ``die``/``stop``/``destroy`` event (the engine
+        may keep a follow open after the exit, or end it before the last lines: the next
+        read picks up from the last frame seen); a stopped one's log is read to its end;
+        a restarting (or not yet started) one is awaited on its next event. Ends when the
+        container is stopped for good, removed, or ``until`` passed.
+        """
+        deadline = math.inf
+        if until is not None:
+            deadline = anyio.current_time() + (until.timestamp() - time.time())
+        filters = {"type": ["container"], "container": [cid], "event": list(_STATE_EVENTS)}
+        async with self._events(filters) as events:
+            while anyio.current_time() < deadline:
+                try:
+                    info = await self._json(f"containers/{cid}/json")
+                except Exception as err:
+                    if self._is_status(err, 404):
+                        return  # removed: its log went with it
+                    raise
+                status = info["State"].get("Status")
+                if status in ("running", "paused"):
+                    async for line in self._follow(cid, lines, params, events, deadline):
+                        yield line
+                    continue
+                async for line in self._read_logs(cid, lines, params, final=True):
+                    yield line
+                if status not in ("restarting", "created"):
+                    return  # exited or dead: stopped for good, every line yielded
+                waits: list[Callable[[], Awaitable[Any]]] = [events.fill]
+                if status == "restarting":  # a failed restart logs no event
+                    waits.append(functools.partial(self._wait_stopped, cid))
+                if deadline < math.inf:
+                    waits.append(functools.partial(anyio.sleep_until, deadline))
+                await _race(waits)
+                events.pop()  # each event only prompts the next inspect
+        # until passed while following: the lines stamped up to it
+        async for line in self._read_logs(cid, lines, params, final=True):
+            yield line
+
+    async def _follow(
+        self,
+        cid: str,
+        lines: _LogLines,
+        params: Mapping[str, str],
+        events: _Events,
+        deadline: float,
+    ) -> AsyncIterator[str]:
+        """Follow a running container's log until it stops (an event) or ``deadline``."""
+        query = dict(params, follow="1")
+        resume = lines.resume_ns()
+        if resume is not None:
+            query["since"] = _ns_to_engine(max(resume, 0))
+        stopped = False
+        async with self._stream(f"containers/{cid}/logs", query) as response:
+            body = _Body(response)
             while True:
-                if tty:
-                    chunk = await content.readline()
-                    if not chunk:
-                        break
-                    kind = 1
-                else:
-                    try:
-                        header = await content.readexactly(8)
-                    except asyncio.IncompleteReadError:
-                        break
-                    kind = header[0] if header[0] in (1, 2) else 1
-                    chunk = await content.readexactly(int.from_bytes(header[4:8], "big"))
-                match = _LOG_TS.match(chunk)
-                if match is not None:
-                    if stamps[kind] is None or not buffers[kind]:
-                        stamps[kind] = _parse_ts_ns(match.group(1).decode())
-                    chunk = chunk[match.end() :]
-                buffer = buffers[kind]
-                buffer.extend(chunk)
-                while True:
-                    end = buffer.find(b"\n")
-                    if end < 0:
-                        break
-                    line = bytes(buffer[: end + 1]).decode("utf-8", errors="replace")
-                    del buffer[: end + 1]
-                    yield stamps[kind], line
-                    stamps[kind] = None
-        for kind, buffer in buffers.items():
-            if buffer:
-                yield stamps[kind], bytes(buffer).decode("utf-8", errors="replace")
+                for line in lines.take(body.buffer, body.eof):
+                    yield line
+                if any(_event_action(event) in _STOP_EVENTS for event in events.pop()):
+                    stopped = True
+                    break
+                if body.eof or anyio.current_time() >= deadline:
+                    break
+                waits: list[Callable[[], Awaitable[Any]]] = [body.fill, events.fill]
+                if deadline < math.inf:
+                    waits.append(functools.partial(anyio.sleep_until, deadline))
+                await _race(waits)
+        if body.eof and not stopped:
+            # The engine ended the follow: the process is exiting and its die event is on
+            # its way (the engine logs it once the exit is recorded). Await it so the next
+            # inspect sees the run's end instead of reopening the follow in a busy loop.
+            with anyio.move_on_after(max(deadline - anyio.current_time(), 0.0)):
+                while not any(
+                    _event_action(event) in _STOP_EVENTS for event in await events.next_batch()
+                ):
+                    pass
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:

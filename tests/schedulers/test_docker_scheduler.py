@@ -7,9 +7,13 @@ test starts is deleted after it; replicas that talk use the test's own network.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import json
+import os
 import subprocess
+import sys
 import tarfile
 import time
 import uuid
@@ -18,6 +22,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import pytest
 
 from asynctorchx.errors import (
@@ -27,7 +32,7 @@ from asynctorchx.errors import (
 )
 from asynctorchx.schedulers import get_scheduler_factories
 from asynctorchx.schedulers._docker_workspace import build_context, is_ignored, parse_dockerignore
-from asynctorchx.schedulers.api import Stream
+from asynctorchx.schedulers.api import DescribeAppResponse, Stream
 from asynctorchx.schedulers.docker_scheduler import (
     DockerJob,
     DockerScheduler,
@@ -473,6 +478,199 @@ async def test_network_created_once_when_two_schedulers_race(network: str) -> No
         async with anyio.create_task_group() as tg:
             for sched in (one, two, one, two):
                 tg.start_soon(ensure, sched)
-    assert len(set(ids)) == 1
-    listed = _docker("network", "ls", "-q", "--filter", f"name=^{network}$").split()
-    assert len(listed) == 1
+        assert len(set(ids)) == 1
+        listed = _docker("network", "ls", "-q", "--no-trunc", "--filter", f"name=^{network}$")
+        assert listed.split() == ids[:1]
+        # an existing network is used as it is
+        assert await one._ensure_network(network) == ids[0]
+
+
+_ENSURE_IN_CHILD = """
+import sys, anyio
+from asynctorchx.schedulers.docker_scheduler import create_scheduler
+
+async def main() -> None:
+    async with create_scheduler("child") as sched:
+        await sched._client()
+        print("ready", flush=True)
+        sys.stdin.readline()  # the parent releases every child at once
+        print(await sched._ensure_network(sys.argv[1]), flush=True)
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.docker
+async def test_network_created_once_when_processes_race(network: str) -> None:
+    # Docker 20.10's CheckDuplicate is not atomic: processes that create at once all
+    # succeed unless the scheduler settles on one network.
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _ENSURE_IN_CHILD, network],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    try:
+        for child in children:
+            assert child.stdout is not None
+            assert child.stdout.readline() == "ready\n"
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        results = [child.communicate(timeout=LIMIT) for child in children]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert [child.returncode for child in children] == [0] * 4, [err for _, err in results]
+    ids = {out.strip() for out, _ in results}
+    assert len(ids) == 1
+    listed = _docker("network", "ls", "-q", "--no-trunc", "--filter", f"name=^{network}$")
+    assert set(listed.split()) == ids
+
+
+class _EngineProxy:
+    """A unix-socket proxy to the Docker engine that sees which connections carry events."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.events_opened = anyio.Event()
+        self.events_closed = anyio.Event()
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        engine = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        assert engine.startswith("unix://"), "this test proxies a unix socket engine"
+        listener = await anyio.create_unix_listener(self.path)
+
+        async def handle(client: anyio.abc.SocketStream) -> None:
+            carried_events = False
+            async with client, await anyio.connect_unix(engine[len("unix://") :]) as upstream:
+
+                async def pump(src: anyio.abc.SocketStream, dst: anyio.abc.SocketStream) -> None:
+                    nonlocal carried_events
+                    with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                        while True:
+                            data = await src.receive()
+                            if src is client and b" /v1." in data and b"/events?" in data:
+                                carried_events = True
+                                self.events_opened.set()
+                            await dst.send(data)
+                    tg.cancel_scope.cancel()
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(pump, client, upstream)
+                    tg.start_soon(pump, upstream, client)
+            if carried_events:
+                self.events_closed.set()
+
+        async with listener:
+            task_status.started()
+            await listener.serve(handle)
+
+
+def _tasks_but_the_proxys() -> set[asyncio.Task[object]]:
+    return {task for task in asyncio.all_tasks() if "_EngineProxy" not in task.get_name()}
+
+
+@pytest.mark.docker
+async def test_cancelling_wait_closes_the_events_stream(
+    docker_image: str, apps: list[str], tmp_path: Path
+) -> None:
+    proxy = _EngineProxy(tmp_path / "engine.sock")
+    async with anyio.create_task_group() as tg:
+        await tg.start(proxy.serve)
+        async with DockerScheduler("t", docker_host=f"unix://{proxy.path}") as sched:
+            app_id = await sched.submit(
+                AppDef("waited", [Role("r", docker_image, entrypoint="sleep", args=["600"])]), {}
+            )
+            apps.append(app_id)
+            tasks_before = _tasks_but_the_proxys()
+            async with anyio.create_task_group() as waiting:
+                waiting.start_soon(sched.wait, app_id)
+                with anyio.fail_after(LIMIT):
+                    await proxy.events_opened.wait()
+                waiting.cancel_scope.cancel()
+            with anyio.fail_after(LIMIT):
+                await proxy.events_closed.wait()  # the engine connection is gone, not pooled
+            assert _tasks_but_the_proxys() == tasks_before  # no task left behind
+            running = await sched.describe(app_id)
+            assert running is not None
+            assert running.state == AppState.RUNNING
+            await sched.cancel(app_id, grace=0)
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.docker
+async def test_wait_returns_when_a_restart_fails_without_an_event(
+    docker_image: str, apps: list[str], tmp_path: Path
+) -> None:
+    # The replica exits 1 once its bind source is removed; the engine then fails to start
+    # it again and marks it exited without logging any event.
+    source = tmp_path / "src"
+    source.mkdir()
+    role = sh(
+        "r",
+        docker_image,
+        'echo up; while [ "$(stat -c %h /s)" != 0 ]; do sleep 0.05; done; exit 1',
+        max_retries=3,
+        mounts=parse_mounts([f"type=bind,src={source},dst=/s"]),
+    )
+    async with create_scheduler("t") as sched:
+        app_id = await sched.submit(AppDef("lost-source", [role]), {})
+        apps.append(app_id)
+        async with anyio.create_task_group() as tg:
+            results: list[object] = []
+
+            async def wait() -> None:
+                results.append(await sched.wait(app_id, timeout=LIMIT))
+
+            tg.start_soon(wait)
+            async for line in sched.log_iter(app_id, "r", 0, should_tail=True):
+                assert line == "up\n"
+                source.rmdir()
+        (done,) = results
+        assert isinstance(done, DescribeAppResponse)
+        assert done.state == AppState.FAILED
+        assert "no such file or directory" in done.msg
+
+
+@pytest.mark.docker
+async def test_wait_for_state_change_and_cancel_while_restarting(
+    docker_image: str, apps: list[str]
+) -> None:
+    async with create_scheduler("t") as sched:
+        app_id = await sched.submit(
+            AppDef("watched", [Role("r", docker_image, entrypoint="sleep", args=["600"])]), {}
+        )
+        apps.append(app_id)
+        running = await sched.describe(app_id)
+        assert running is not None
+        assert running.state == AppState.RUNNING
+        async with anyio.create_task_group() as tg:
+            changes: list[object] = []
+
+            async def watch() -> None:
+                changes.append(await sched.wait_for_state_change(app_id, AppState.RUNNING))
+
+            tg.start_soon(watch)
+            await sched.cancel(app_id)
+        (changed,) = changes
+        assert isinstance(changed, DescribeAppResponse)
+        assert changed.state == AppState.CANCELLED
+        unknown = f"unknown-{uuid.uuid4().hex[:8]}"
+        assert await sched.wait_for_state_change(unknown, AppState.RUNNING) is None
+
+        # always failing: the engine keeps restarting it (with its back-off) until cancelled
+        flapping = await sched.submit(AppDef("flapping", [sh("r", docker_image, "exit 3",
+                                                              max_retries=1000)]), {})  # fmt: skip
+        apps.append(flapping)
+        await sched.cancel(flapping)
+        done = await sched.wait(flapping, timeout=LIMIT)
+        assert done is not None
+        assert done.state == AppState.CANCELLED
