@@ -255,9 +255,15 @@ def _parse_env_items(items: Iterable[str]) -> dict[str, str]:
 def _replica_state(
     state: Mapping[str, Any], cancelled_at_ns: int | None
 ) -> tuple[AppState, int | None]:
-    """Map a container's ``State`` (inspect) to a replica state and exit code."""
+    """Map a container's ``State`` (inspect) to a replica state and exit code.
+
+    A container never started (``created``) of a cancelled app is CANCELLED: nothing
+    will start it any more, and the app must still end.
+    """
     status = state.get("Status", "")
     exit_code = state.get("ExitCode")
+    if status == "created" and cancelled_at_ns is not None and not state.get("Error"):
+        return AppState.CANCELLED, None
     finished = status in ("exited", "dead") or (status == "created" and bool(state.get("Error")))
     if not finished:
         return _LIVE_STATES.get(status, AppState.UNKNOWN), None
@@ -1036,6 +1042,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         Raises:
             RuntimeError: the network kept vanishing (someone removes it meanwhile).
         """
+        await self._client()  # the clear error under trio or without an engine, first
         async with _network_lock(self._engine_key(), name):
             for _ in range(3):
                 found = await self._networks_named(name)
@@ -1311,8 +1318,10 @@ class DockerScheduler(Scheduler[DockerJob]):
     async def list(self) -> list[ListAppResponse]:
         """List every app the engine has containers of (asynctorchx's and TorchX's).
 
-        One entry per app, from one container listing and one volume listing (no
-        per-container inspect): the state comes from each container's status text.
+        One entry per app, from one container listing and one volume listing: the state
+        comes from each container's status text. A cancelled app is described instead
+        (inspects), since only a replica's finish time tells whether the cancel ended it:
+        its entry then agrees with :meth:`describe`.
         """
         filters = json.dumps({"label": [LABEL_APP_ID]})
         listed = await self._json("containers/json", params={"all": "1", "filters": filters})
@@ -1329,14 +1338,23 @@ class DockerScheduler(Scheduler[DockerJob]):
                 match = _EXITED.search(container.get("Status", ""))
                 code = int(match.group(1)) if match else None
                 state = AppState.SUCCEEDED if code == 0 else AppState.FAILED
-                if app_id in cancelled and code != 0:
-                    state = AppState.CANCELLED
             else:
                 state = _LIVE_STATES.get(status, AppState.UNKNOWN)
             per_app.setdefault(app_id, []).append(state)
+        states = {app_id: _app_state(found, False) for app_id, found in per_app.items()}
+
+        async def describe(app_id: str) -> None:
+            response = await self.describe(app_id)
+            if response is None:
+                states.pop(app_id, None)
+            else:
+                states[app_id] = response.state
+
+        await _gather(
+            functools.partial(describe, app_id) for app_id in sorted(per_app) if app_id in cancelled
+        )
         return [
-            ListAppResponse(app_id=app_id, state=_app_state(states, app_id in cancelled))
-            for app_id, states in sorted(per_app.items())
+            ListAppResponse(app_id=app_id, state=state) for app_id, state in sorted(states.items())
         ]
 
     # ------------------------------------------------------------------ wait

@@ -311,6 +311,18 @@ async def test_cancel_is_fast_cancelled_and_stops_every_container(
         after = await sched.describe(stubborn_id)
         assert after is not None
         assert after.state == AppState.CANCELLED
+        # a replica that exits 0 on the stop signal was still ended by the cancel
+        polite = AppDef("polite", [sh("r", docker_image, "trap 'exit 0' TERM; sleep 600 & wait",
+                                      num_replicas=2)])  # fmt: skip
+        polite_id = await sched.submit(polite, {"init": False})
+        apps.append(polite_id)
+        await sched.cancel(polite_id)
+        ended = await sched.wait(polite_id, timeout=LIMIT)
+        assert ended is not None
+        assert ended.state == AppState.CANCELLED
+        assert [r.exit_code for r in ended.roles_statuses[0].replicas] == [0, 0]
+        listed = {a.app_id: a.state for a in await sched.list()}
+        assert listed[polite_id] == AppState.CANCELLED
 
 
 @pytest.mark.docker
