@@ -1134,6 +1134,12 @@ class DockerScheduler(Scheduler[DockerJob]):
         built image's id, or ``<image_repo>:<id>`` when the ``image_repo`` option is set
         (the image is tagged so, not pushed: push it yourself for remote engines).
 
+        Args:
+            role: the role to patch (role 0 of the app); its ``image`` is the default
+                Dockerfile's base.
+            workspace: the directory to build.
+            cfg: the resolved run options (``image_repo`` is read).
+
         Raises:
             WorkspaceBuildError: the build failed; the message holds the build log.
             NotADirectoryError: ``workspace`` is not a directory.
@@ -1225,8 +1231,15 @@ class DockerScheduler(Scheduler[DockerJob]):
         containers' restart counts; ``roles`` is the submitted ``AppDef``'s (from the
         label), or rebuilt from the containers for apps that TorchX started.
 
+        Args:
+            app_id: the app.
+
+        Returns:
+            the description, or ``None`` if the engine has no container of the app.
+
         Raises:
             InvalidAppIdException: ``app_id`` is not a valid id.
+            SchedulerUnavailableError: no engine (see the class).
         """
         validate_app_id(app_id)
         listed = await self._containers(app_id)
