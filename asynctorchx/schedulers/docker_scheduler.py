@@ -366,8 +366,14 @@ def _exit_for_good(
 # --------------------------------------------------------------------------- concurrency
 
 
-async def _gather(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
+async def _concurrently(
+    calls: Iterable[Callable[[], Awaitable[Any]]], *, until_first_returns: bool
+) -> None:
     """Run ``calls`` concurrently in a task group; on the first error cancel the rest.
+
+    With ``until_first_returns`` the first call to return also cancels the others (a
+    race): only cancel-safe awaits belong there (``_Body.fill``, a wait endpoint), since
+    the losers are cancelled and must lose nothing.
 
     Raises:
         Exception: the first error of a call, as itself (never in an ExceptionGroup).
@@ -381,36 +387,24 @@ async def _gather(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
             except Exception as err:
                 errors.append(err)
                 tg.cancel_scope.cancel()
+            else:
+                if until_first_returns:
+                    tg.cancel_scope.cancel()
 
         for call in calls:
             tg.start_soon(run, call)
     if errors:
         raise errors[0]
+
+
+async def _gather(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
+    """Run ``calls`` concurrently to the end; the first error cancels the rest and is raised."""
+    await _concurrently(calls, until_first_returns=False)
 
 
 async def _race(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
-    """Run ``calls`` concurrently until the first one returns, then cancel the others.
-
-    Only cancel-safe awaits belong here (``_Body.fill``, a wait endpoint, a sleep): the
-    losers are cancelled and must lose nothing.
-
-    Raises:
-        Exception: the first error of a call, as itself.
-    """
-    errors: list[Exception] = []
-    async with anyio.create_task_group() as tg:
-
-        async def run(call: Callable[[], Awaitable[Any]]) -> None:
-            try:
-                await call()
-            except Exception as err:
-                errors.append(err)
-            tg.cancel_scope.cancel()
-
-        for call in calls:
-            tg.start_soon(run, call)
-    if errors:
-        raise errors[0]
+    """Run cancel-safe ``calls`` concurrently until the first returns; cancel the others."""
+    await _concurrently(calls, until_first_returns=True)
 
 
 class _Body:
