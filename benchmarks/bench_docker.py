@@ -124,10 +124,15 @@ def _containers(app_id: str) -> list[str]:
 
 
 def _remove(app_ids: list[str]) -> None:
-    """Remove the benchmark's containers (the engine is shared with other users' tests)."""
+    """Remove the benchmark's containers and our cancel-marker volumes
+    (``asynctorchx-cancelled-<app_id>``; TorchX's apps have none, and the error is ignored):
+    the engine is shared with other users' tests."""
     ids = [c for a in app_ids for c in _containers(a)]
     if ids:
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
+    markers = [f"asynctorchx-cancelled-{a}" for a in app_ids]
+    if markers:
+        subprocess.run(["docker", "volume", "rm", *markers], capture_output=True)
 
 
 def ours(p: dict[str, Any]) -> dict[str, Any]:
