@@ -76,10 +76,20 @@ def docker_available() -> str | None:
 
 
 def stats(values: Sequence[float]) -> dict[str, float]:
-    """Median, p90 (nearest rank) and max of ``values`` (any unit, kept as given)."""
+    """Median, p90, p99 (nearest rank) and max of ``values`` (any unit, kept as given);
+    ``n`` is how many samples there were."""
     ordered = sorted(values)
-    p90 = ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
-    return {"median": statistics.median(ordered), "p90": p90, "max": ordered[-1], "n": len(ordered)}
+
+    def rank(q: float) -> float:
+        return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+    return {
+        "median": statistics.median(ordered),
+        "p90": rank(0.9),
+        "p99": rank(0.99),
+        "max": ordered[-1],
+        "n": len(ordered),
+    }
 
 
 def children_rusage_maxrss_mb() -> float:
@@ -248,7 +258,9 @@ def orchestrate(
 ) -> list[dict[str, Any]]:
     """Interleave ``trials`` trials of every side for every case; summarise ``metrics``.
 
-    Sides rotate order per trial so no side always runs first. A case may carry
+    Sides rotate order per trial so no side always runs first. A driver returns one value
+    per metric, or a list of values when one trial measures several samples (every one
+    counts in the statistics; ``n`` is the number of samples). A case may carry
     ``max_trials`` (an int) to cap its trials when one trial takes minutes (TorchX at
     N = 1000); the key is not passed on as a parameter's name in the table. ``skip`` maps a side to
     the reason it is not run (e.g. TorchX venv missing). Returns one row per
@@ -274,8 +286,11 @@ def orchestrate(
                         notes[side + ":error"] = "1"
                     continue
                 for m in metrics:
-                    if m in res and res[m] is not None:
-                        samples[side][m].append(float(res[m]))
+                    value = res.get(m)
+                    if isinstance(value, list):  # a trial that measured several samples
+                        samples[side][m].extend(float(v) for v in value)
+                    elif value is not None:
+                        samples[side][m].append(float(value))
                 if res.get("note"):
                     notes.setdefault(side + ":note", str(res["note"]))
         for m in metrics:
@@ -322,6 +337,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         "side",
         "median",
         "p90",
+        "p99",
         "max",
         "n",
         "vs_torchx",

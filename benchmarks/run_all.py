@@ -32,7 +32,7 @@ from tabulate import tabulate
 
 #: benchmark number -> (module, full-run trials)
 BENCHES: dict[int, tuple[Any, int]] = {
-    1: (bench_wait_latency, 15),
+    1: (bench_wait_latency, 10),
     2: (bench_log_tail, 7),
     3: (bench_scale_replicas, 5),
     4: (bench_many_apps, 3),
