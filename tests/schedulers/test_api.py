@@ -1,0 +1,86 @@
+"""The Scheduler base class's polling fallback, for backends that have no events.
+
+No such backend (Slurm, Kubernetes) can run here, so a fake stands in: its
+``describe`` answers the next of a scripted list of states on each call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
+
+import pytest
+
+from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal
+
+
+class FakeEventlessScheduler(Scheduler[str]):
+    """Knows one app, ``app``, whose state is the next scripted one at each ``describe``."""
+
+    def __init__(self, states: list[AppState]) -> None:
+        super().__init__("fake_eventless", "test")
+        self.states = states
+        self.describes = 0
+
+    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+        if app_id != "app":
+            return None
+        state = self.states[min(self.describes, len(self.states) - 1)]
+        self.describes += 1
+        return DescribeAppResponse(app_id=app_id, state=state)
+
+    async def schedule(self, dryrun_info: AppDryRunInfo[str]) -> str:
+        return "app"
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[str]:
+        return AppDryRunInfo("request", str)
+
+    async def list(self) -> list[ListAppResponse]:
+        return []
+
+    async def _cancel_existing(self, app_id: str) -> None:
+        pass
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> AsyncIterator[str]:
+        raise ValueError("no logs")
+
+
+RUN = AppState.RUNNING
+
+
+async def test_wait_polls_until_the_first_terminal_state() -> None:
+    scheduler = FakeEventlessScheduler([AppState.PENDING, RUN, RUN, AppState.SUCCEEDED, RUN])
+    response = await scheduler.wait("app")
+    assert response is not None
+    assert response.state == AppState.SUCCEEDED
+    assert scheduler.describes == 4
+
+
+async def test_wait_for_state_change_returns_at_the_first_other_state() -> None:
+    scheduler = FakeEventlessScheduler([RUN, RUN, AppState.FAILED])
+    response = await scheduler.wait_for_state_change("app", RUN)
+    assert response is not None
+    assert response.state == AppState.FAILED
+    pending = FakeEventlessScheduler([RUN])
+    response = await pending.wait_for_state_change("app", AppState.PENDING)
+    assert response is not None
+    assert (response.state, pending.describes) == (RUN, 1)
+
+
+async def test_unknown_app_is_none_and_a_timeout_raises() -> None:
+    scheduler = FakeEventlessScheduler([RUN])
+    assert await scheduler.wait("other") is None
+    assert await scheduler.wait_for_state_change("other", RUN) is None
+    with pytest.raises(TimeoutError):
+        await scheduler.wait("app", timeout=0.01)  # never terminal: only the timeout ends it
