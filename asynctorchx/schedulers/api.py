@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import enum
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -235,14 +235,9 @@ class Scheduler(abc.ABC, Generic[T]):
         Raises:
             TimeoutError: ``timeout`` seconds passed before the app ended.
         """
-        interval = 0.05
-        with anyio.fail_after(timeout):
-            while True:
-                response = await self.describe(app_id)
-                if response is None or is_terminal(response.state):
-                    return response
-                await anyio.sleep(interval)  # fallback poll: no events on this backend
-                interval = min(interval * 2, 2.0)
+        return await self._poll_describe(
+            app_id, lambda response: is_terminal(response.state), timeout
+        )
 
     async def wait_for_state_change(
         self, app_id: str, state: AppState, timeout: float | None = None
@@ -257,11 +252,31 @@ class Scheduler(abc.ABC, Generic[T]):
         Raises:
             TimeoutError: ``timeout`` seconds (``None``: no limit) passed first.
         """
+        return await self._poll_describe(
+            app_id,
+            lambda response: response.state != state or is_terminal(response.state),
+            timeout,
+        )
+
+    async def _poll_describe(
+        self,
+        app_id: str,
+        done: Callable[[DescribeAppResponse], bool],
+        timeout: float | None,
+    ) -> DescribeAppResponse | None:
+        """Poll :meth:`describe` with a backoff from 0.05 s up to 2 s until ``done`` holds.
+
+        The one fallback loop behind :meth:`wait` and :meth:`wait_for_state_change` for
+        backends without events. Returns ``None`` for an unknown app.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds (``None``: no limit) passed first.
+        """
         interval = 0.05
         with anyio.fail_after(timeout):
             while True:
                 response = await self.describe(app_id)
-                if response is None or response.state != state or is_terminal(response.state):
+                if response is None or done(response):
                     return response
                 await anyio.sleep(interval)  # fallback poll: no events on this backend
                 interval = min(interval * 2, 2.0)

@@ -925,20 +925,22 @@ class LocalScheduler(Scheduler[PopenRequest]):
         if app is None:
             return None
         with anyio.fail_after(timeout):
-            while True:
-                event = app.changed.event
-                if app.state != state or is_terminal(app.state):
-                    break
-                await event.wait()
+            await self._wait_until(app, lambda: app.state != state or is_terminal(app.state))
         return await self.describe(app_id)
 
     @staticmethod
-    async def _wait_terminal(app: _App) -> None:
+    async def _wait_until(app: _App, done: Callable[[], bool]) -> None:
+        """Await ``app.changed`` until ``done()`` holds (the event is taken before the
+        check, so a change between the check and the await is never missed)."""
         while True:
             event = app.changed.event
-            if is_terminal(app.state):
+            if done():
                 return
             await event.wait()
+
+    @classmethod
+    async def _wait_terminal(cls, app: _App) -> None:
+        await cls._wait_until(app, lambda: is_terminal(app.state))
 
     async def _cancel_existing(self, app_id: str) -> None:
         app = self._apps[app_id]
