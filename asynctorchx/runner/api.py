@@ -40,7 +40,13 @@ from asynctorchx.runner.tracker import (
     get_configured_trackers,
     tracker_config_env_var_name,
 )
-from asynctorchx.schedulers.api import ListAppResponse, Scheduler, SchedulerFactory, Stream
+from asynctorchx.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    SchedulerFactory,
+    Stream,
+)
 from asynctorchx.specs.api import (
     MISSING,
     AppDef,
@@ -459,7 +465,13 @@ class Runner:
             UnknownSchedulerException: the handle's scheduler is not registered.
         """
         sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
-        desc = await sched.describe(app_id)
+        return self._app_status(app_handle, await sched.describe(app_id))
+
+    def _app_status(
+        self, app_handle: AppHandle, desc: DescribeAppResponse | None
+    ) -> AppStatus | None:
+        """The :class:`AppStatus` of a scheduler's description; ``None`` (and the app
+        forgotten) when the scheduler does not know the app."""
         if desc is None:
             self._apps.pop(app_handle, None)
             return None
@@ -488,10 +500,7 @@ class Runner:
         """
         sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
         if type(sched).wait is not Scheduler.wait:
-            desc = await sched.wait(app_id)
-            if desc is None:
-                return None
-            return await self.status(app_handle)
+            return self._app_status(app_handle, await sched.wait(app_id))
         while True:
             app_status = await self.status(app_handle)
             if app_status is None or app_status.is_terminal():
@@ -513,16 +522,15 @@ class Runner:
         """
         sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
         last = None
-        while True:
-            app_status = await self.status(app_handle)
-            if app_status is None:
-                return
+        app_status = self._app_status(app_handle, await sched.describe(app_id))
+        while app_status is not None:
             if app_status.state != last:
                 last = app_status.state
                 yield app_status
             if app_status.is_terminal():
                 return
-            await sched.wait_for_state_change(app_id, app_status.state)
+            desc = await sched.wait_for_state_change(app_id, app_status.state)
+            app_status = self._app_status(app_handle, desc)
 
     async def cancel(self, app_handle: AppHandle) -> None:
         """Ask the scheduler to cancel the app; a no-op for an unknown or finished app.
