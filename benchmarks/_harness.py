@@ -116,6 +116,19 @@ def fds_now() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+async def sample_usage(peaks: list[tuple[int, int]]) -> None:
+    """Append this process's (threads, fds) to ``peaks`` every millisecond until cancelled.
+
+    Benchmark instrumentation for the async sides (anyio is imported here, not at module
+    import, so the harness still imports in TorchX's venv).
+    """
+    import anyio
+
+    while True:
+        peaks.append((threads_now(), fds_now()))
+        await anyio.sleep(0.001)
+
+
 def timed_process(argv: Sequence[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``argv`` as a whole process: wall seconds (``wall``), exit code (``rc``), output.
 

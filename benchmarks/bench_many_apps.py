@@ -30,6 +30,7 @@ from _harness import (
     driver_main,
     is_driver,
     orchestrate,
+    sample_usage,
     table,
     threads_now,
 )
@@ -43,12 +44,7 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
     from _sides import ours_app, ours_cwd_scheduler, tmpdir
 
     async def main() -> dict[str, Any]:
-        peak = [threads_now()]
-
-        async def sample() -> None:
-            while True:
-                peak[0] = max(peak[0], threads_now())
-                await anyio.sleep(0.001)
+        peaks = [(threads_now(), 0)]
 
         cfg = {"log_dir": tmpdir()}
         async with ours_cwd_scheduler(cache_size=max(100, int(p["m"]))) as sched:
@@ -59,13 +55,13 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
 
             t0 = time.perf_counter()
             async with anyio.create_task_group() as outer:
-                outer.start_soon(sample)
+                outer.start_soon(sample_usage, peaks)
                 async with anyio.create_task_group() as tg:
                     for i in range(int(p["m"])):
                         tg.start_soon(one, i)
                 outer.cancel_scope.cancel()
             secs = time.perf_counter() - t0
-        return {"seconds": secs, "threads": peak[0]}
+        return {"seconds": secs, "threads": max(t for t, _ in peaks)}
 
     return anyio.run(main)
 
@@ -75,16 +71,11 @@ def floor(p: dict[str, Any]) -> dict[str, Any]:
     import anyio
 
     async def main() -> dict[str, Any]:
-        peak = [threads_now()]
-
-        async def sample() -> None:
-            while True:
-                peak[0] = max(peak[0], threads_now())
-                await anyio.sleep(0.001)
+        peaks = [(threads_now(), 0)]
 
         t0 = time.perf_counter()
         async with anyio.create_task_group() as outer:
-            outer.start_soon(sample)
+            outer.start_soon(sample_usage, peaks)
             procs = [
                 await anyio.open_process(["sleep", "1"], stdin=None, stdout=None, stderr=None)
                 for _ in range(int(p["m"]))
@@ -96,7 +87,7 @@ def floor(p: dict[str, Any]) -> dict[str, Any]:
         secs = time.perf_counter() - t0
         for proc in procs:
             await proc.aclose()
-        return {"seconds": secs, "threads": peak[0]}
+        return {"seconds": secs, "threads": max(t for t, _ in peaks)}
 
     return anyio.run(main)
 

@@ -25,6 +25,7 @@ from _harness import (
     fds_now,
     is_driver,
     orchestrate,
+    sample_usage,
     self_maxrss_mb,
     table,
     threads_now,
@@ -42,15 +43,6 @@ def _res(t0: float, peaks: list[tuple[int, int]]) -> dict[str, Any]:
     }
 
 
-async def _sample(peaks: list[tuple[int, int]]) -> None:
-    """Record (threads, fds) every millisecond until cancelled (benchmark instrumentation only)."""
-    import anyio
-
-    while True:
-        peaks.append((threads_now(), fds_now()))
-        await anyio.sleep(0.001)
-
-
 def ours(p: dict[str, Any]) -> dict[str, Any]:
     """One app of ``p["n"]`` replicas of ``true``, submit to ``wait``, with our scheduler:
     ``seconds``, ``rss_mb``, ``threads``, ``fds``.
@@ -64,7 +56,7 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
             t0 = time.perf_counter()
             peaks: list[tuple[int, int]] = []
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_sample, peaks)
+                tg.start_soon(sample_usage, peaks)
                 app_id = await sched.submit(app, {"log_dir": tmpdir()})
                 peaks.append((threads_now(), fds_now()))
                 await sched.wait(app_id)
@@ -86,7 +78,7 @@ def floor(p: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         procs = []
         async with anyio.create_task_group() as outer:
-            outer.start_soon(_sample, peaks)
+            outer.start_soon(sample_usage, peaks)
             for _ in range(int(p["n"])):
                 procs.append(
                     await anyio.open_process(["true"], stdin=None, stdout=None, stderr=None)
