@@ -15,7 +15,7 @@ import anyio
 from asynctorchx.errors import ComponentValidationException, UnknownAppException
 from asynctorchx.runner import config
 from asynctorchx.runner.api import LogLine, Runner, get_runner
-from asynctorchx.schedulers import get_default_scheduler_name
+from asynctorchx.schedulers import SchedulerFactory, get_default_scheduler_name
 from asynctorchx.specs.api import AppState, CfgVal
 
 #: seconds `run` waits for an interrupted app to end before closing the runner
@@ -357,7 +357,7 @@ def _runopts(args: argparse.Namespace) -> int:
     return 0
 
 
-def _factories() -> dict[str, object]:
+def _factories() -> dict[str, SchedulerFactory]:
     from asynctorchx.schedulers import get_scheduler_factories
 
     return dict(get_scheduler_factories())

@@ -1,111 +1,40 @@
-"""The async Scheduler interface (seed ``000``, TorchX's ``torchx.schedulers.api``).
+"""The async Scheduler interface, TorchX's ``torchx.schedulers.api`` made awaitable.
 
 Every method that does I/O is a coroutine; ``log_iter`` is an async generator;
 ``wait`` is new: an await that returns at the app's first terminal state. Pure
 methods (``submit_dryrun``, ``run_opts``, ``_validate``) stay plain functions.
+
+What every backend shares (app ids, device mounts, state rules, log lines, the polling
+fallback) is in :mod:`asynctorchx.schedulers.toolkit`.
 """
 
 from __future__ import annotations
 
 import abc
-import enum
-import re
-from collections.abc import AsyncIterator, Callable, Mapping
+import functools
+from collections.abc import AsyncIterator, Collection, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-import anyio
-import attrs
-
-from asynctorchx.errors import InvalidAppIdException
+from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse, Stream
+from asynctorchx.schedulers.toolkit import (
+    BatchedPoller,
+    LogQuery,
+    gather_results,
+    validate_app_id,
+)
 from asynctorchx.specs.api import (
-    NONE,
     AppDef,
     AppDryRunInfo,
     AppState,
     CfgVal,
     Role,
-    RoleStatus,
     is_terminal,
     runopts,
 )
 
 T = TypeVar("T")
-
-
-class Stream(str, enum.Enum):
-    """Which output stream ``log_iter`` reads (seed 000)."""
-
-    STDOUT = "stdout"
-    STDERR = "stderr"
-    COMBINED = "combined"
-
-
-@attrs.define
-class DescribeAppResponse:
-    """What ``Scheduler.describe`` knows of an app (seed 000).
-
-    Args:
-        app_id: the app's id on its scheduler.
-        state: its state.
-        num_restarts: restarts so far (``-1``: unknown).
-        msg: a free-form message.
-        structured_error_msg: a JSON error (the earliest replica error file), or ``<NONE>``.
-        ui_url: where to look at it (``file://`` log dir for local schedulers).
-        roles_statuses: per role, the replicas' statuses.
-        roles: the app's roles as submitted (TorchX leaves them empty; we do not).
-    """
-
-    app_id: str = "<NOT_SET>"
-    state: AppState = AppState.UNSUBMITTED
-    num_restarts: int = -1
-    msg: str = NONE
-    structured_error_msg: str = NONE
-    ui_url: str | None = None
-    roles_statuses: list[RoleStatus] = attrs.field(factory=list)
-    roles: list[Role] = attrs.field(factory=list)
-
-
-@attrs.define
-class ListAppResponse:
-    """One app in ``Scheduler.list`` / ``Runner.list`` (seed 000).
-
-    ``app_handle`` is filled in by the runner.
-    """
-
-    app_id: str
-    state: AppState
-    app_handle: str = "<NOT_SET>"
-
-
-_VALID_APP_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
-
-
-def validate_app_id(app_id: str) -> str:
-    """Return ``app_id`` if it is safe to use in a path or a container name.
-
-    Raises:
-        InvalidAppIdException: it is empty, holds a path separator or other character
-            outside ``[A-Za-z0-9_.-]``, starts with ``.`` or ``-``, or is ``..``.
-    """
-    if not isinstance(app_id, str) or not _VALID_APP_ID.match(app_id) or ".." in app_id:
-        raise InvalidAppIdException(str(app_id))
-    return app_id
-
-
-def filter_regex(regex: str | None, lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """Yield only the lines of ``lines`` in which ``regex`` matches (``re.search``)."""
-    if regex is None:
-        return lines
-    pattern = re.compile(regex)
-
-    async def filtered() -> AsyncIterator[str]:
-        async for line in lines:
-            if pattern.search(line):
-                yield line
-
-    return filtered()
 
 
 class Scheduler(abc.ABC, Generic[T]):
@@ -124,6 +53,7 @@ class Scheduler(abc.ABC, Generic[T]):
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend
         self.session_name = session_name
+        self._batched_poller: BatchedPoller[str, DescribeAppResponse] | None = None
 
     async def __aenter__(self) -> Scheduler[T]:
         return self
@@ -223,20 +153,55 @@ class Scheduler(abc.ABC, Generic[T]):
     async def _cancel_existing(self, app_id: str) -> None:
         """Cancel an app known to exist."""
 
+    #: Seconds between two polls of the fallback :meth:`wait` (backends without events).
+    poll_interval: float = 1.0
+
+    def _poller(self) -> BatchedPoller[str, DescribeAppResponse]:
+        """The one poller of this scheduler instance, shared by every fallback waiter."""
+        if self._batched_poller is None:
+            self._batched_poller = BatchedPoller(self._describe_many, interval=self.poll_interval)
+        return self._batched_poller
+
+    async def _describe_many(self, app_ids: Collection[str]) -> dict[str, DescribeAppResponse]:
+        """Describe several apps at once; leave out the ones this scheduler does not know.
+
+        The polling fallback calls it once per tick with every watched app. This default
+        runs :meth:`describe` for each app concurrently; a backend that can ask for many
+        apps in one request (one ``squeue`` for many Slurm jobs) overrides it.
+
+        Args:
+            app_ids: the apps to describe.
+        """
+        listed = list(app_ids)
+        responses = await gather_results(
+            functools.partial(self.describe, app_id) for app_id in listed
+        )
+        return {
+            app_id: response
+            for app_id, response in zip(listed, responses, strict=True)
+            if response is not None
+        }
+
     async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
         """Wait until the app reaches a terminal state and return its description.
 
-        Returns ``None`` for an unknown app. ``timeout`` is in seconds (``None``: no limit).
+        Returns ``None`` for an unknown app.
 
         This base implementation is the documented fallback for backends that have no
-        events: it polls :meth:`describe` with a backoff from 0.05 s up to 2 s. Every
-        scheduler in this package overrides it with an event-driven await.
+        events (:class:`~asynctorchx.schedulers.toolkit.BatchedPoller`): every waiter of
+        this scheduler shares one poll of :meth:`_describe_many` each
+        :attr:`poll_interval` seconds, backing off while nothing changes. Backends with
+        events (processes, Docker, Kubernetes) override it with an event-driven await.
+
+        Args:
+            app_id: the app's id on this scheduler.
+            timeout: seconds to wait at most; ``None``: no limit.
 
         Raises:
             TimeoutError: ``timeout`` seconds passed before the app ended.
         """
-        return await self._poll_describe(
-            app_id, lambda response: is_terminal(response.state), timeout
+        return await self._poller().wait_until(
+            app_id, lambda response: response is None or is_terminal(response.state), timeout
         )
 
     async def wait_for_state_change(
@@ -246,42 +211,24 @@ class Scheduler(abc.ABC, Generic[T]):
 
         Returns at once if it already differs (or is terminal), ``None`` for an unknown
         app. What ``Runner.watch`` awaits between two states. This base implementation is
-        the fallback for backends without events: it polls :meth:`describe` with a backoff
-        from 0.05 s up to 2 s; the local schedulers override it with an event.
+        the batched polling fallback described in :meth:`wait`.
+
+        Args:
+            app_id: the app's id on this scheduler.
+            state: the state the caller last saw.
+            timeout: seconds to wait at most; ``None``: no limit.
 
         Raises:
-            TimeoutError: ``timeout`` seconds (``None``: no limit) passed first.
+            TimeoutError: ``timeout`` seconds passed first.
         """
-        return await self._poll_describe(
+        return await self._poller().wait_until(
             app_id,
-            lambda response: response.state != state or is_terminal(response.state),
+            lambda response: (
+                response is None or response.state != state or is_terminal(response.state)
+            ),
             timeout,
         )
 
-    async def _poll_describe(
-        self,
-        app_id: str,
-        done: Callable[[DescribeAppResponse], bool],
-        timeout: float | None,
-    ) -> DescribeAppResponse | None:
-        """Poll :meth:`describe` with a backoff from 0.05 s up to 2 s until ``done`` holds.
-
-        The one fallback loop behind :meth:`wait` and :meth:`wait_for_state_change` for
-        backends without events. Returns ``None`` for an unknown app.
-
-        Raises:
-            TimeoutError: ``timeout`` seconds (``None``: no limit) passed first.
-        """
-        interval = 0.05
-        with anyio.fail_after(timeout):
-            while True:
-                response = await self.describe(app_id)
-                if response is None or done(response):
-                    return response
-                await anyio.sleep(interval)  # fallback poll: no events on this backend
-                interval = min(interval * 2, 2.0)
-
-    @abc.abstractmethod
     def log_iter(
         self,
         app_id: str,
@@ -293,20 +240,61 @@ class Scheduler(abc.ABC, Generic[T]):
         should_tail: bool = False,
         streams: Stream | None = None,
     ) -> AsyncIterator[str]:
-        """Iterate over the log lines of replica ``k`` of ``role_name`` (an async generator).
+        """Iterate over the log lines of replica ``k`` of ``role_name`` (an async iterator).
 
-        Lines keep their ``\\n``. ``should_tail=False``: the lines there now, then stop;
-        ``True``: follow until the app is terminal and every line has been yielded.
-        ``regex`` keeps matching lines; ``since``/``until`` bound the lines' times;
-        ``streams`` picks stdout, stderr or combined (default).
+        TorchX's signature (``torchx.schedulers.api.Scheduler.log_iter``); the arguments
+        become one :class:`~asynctorchx.schedulers.toolkit.LogQuery` handed to the
+        backend's :meth:`_log_iter`. Lines keep their ``\\n``.
+
+        Args:
+            app_id: the app's id on this scheduler.
+            role_name: the role whose replica is read.
+            k: the replica id (0-based).
+            regex: keep only lines in which it matches (``re.search``).
+            since: skip lines written before this time (where the backend knows times).
+            until: stop at the first line written after this time (likewise).
+            should_tail: ``False``: the lines there now, then stop; ``True``: follow
+                until the app is terminal and every line has been yielded.
+            streams: stdout, stderr or combined; ``None``: the backend's default.
 
         Raises:
-            ValueError: the stream is not supported by the scheduler.
+            ValueError: ``k``, ``regex`` or ``streams`` is not valid, the app has no such
+                role or replica, or the backend cannot read that stream.
+            UnknownAppException: the scheduler does not know the app.
         """
+        query = LogQuery(role_name, k, regex, since, until, should_tail, streams)
+        return self._log_iter(app_id, query)
+
+    def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
+        """Iterate over the log lines ``query`` asks for (a backend's implementation).
+
+        Args:
+            app_id: the app's id on this scheduler.
+            query: the replica, filters and follow mode, already validated.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement _log_iter")
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Check the app can run on this scheduler; the default accepts every app."""
 
 
-#: The type of a scheduler factory: ``factory(session_name, **kwargs) -> Scheduler``.
-SchedulerFactory = Any
+class SchedulerFactory(Protocol):
+    """What the registry maps a scheduler name to (TorchX's ``SchedulerFactory``).
+
+    ``factory(session_name, **kwargs)`` returns a new scheduler; ``kwargs`` are the
+    scheduler's constructor arguments (``cache_size``, ``log_dir``...) it accepts.
+    """
+
+    def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]:
+        """Create a scheduler for the runner session ``session_name``."""
+        ...
+
+
+__all__ = [
+    "DescribeAppResponse",
+    "ListAppResponse",
+    "Scheduler",
+    "SchedulerFactory",
+    "Stream",
+    "validate_app_id",
+]

@@ -1,0 +1,59 @@
+"""The value types a scheduler returns: ``DescribeAppResponse``, ``ListAppResponse``, ``Stream``.
+
+TorchX defines them in ``torchx.schedulers.api``; that import path re-exports them. They
+live apart from the ``Scheduler`` class so that the scheduler toolkit can build them
+without importing the interface it serves.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from asynctorchx.specs.api import NONE, AppState, Role, RoleStatus
+
+
+class Stream(str, enum.Enum):
+    """Which output stream ``log_iter`` reads (TorchX's ``torchx.schedulers.api``)."""
+
+    STDOUT = "stdout"
+    STDERR = "stderr"
+    COMBINED = "combined"
+
+
+@attrs.define
+class DescribeAppResponse:
+    """What ``Scheduler.describe`` knows of an app (TorchX's ``torchx.schedulers.api``).
+
+    Args:
+        app_id: the app's id on its scheduler.
+        state: its state.
+        num_restarts: restarts so far (``-1``: unknown).
+        msg: a free-form message.
+        structured_error_msg: a JSON error (the earliest replica error file), or ``<NONE>``.
+        ui_url: where to look at it (``file://`` log dir for local schedulers).
+        roles_statuses: per role, the replicas' statuses.
+        roles: the app's roles as submitted (TorchX leaves them empty; we do not).
+    """
+
+    app_id: str = "<NOT_SET>"
+    state: AppState = AppState.UNSUBMITTED
+    num_restarts: int = -1
+    msg: str = NONE
+    structured_error_msg: str = NONE
+    ui_url: str | None = None
+    roles_statuses: list[RoleStatus] = attrs.field(factory=list)
+    roles: list[Role] = attrs.field(factory=list)
+
+
+@attrs.define
+class ListAppResponse:
+    """One app in ``Scheduler.list`` / ``Runner.list`` (TorchX's ``torchx.schedulers.api``).
+
+    ``app_handle`` is filled in by the runner.
+    """
+
+    app_id: str
+    state: AppState
+    app_handle: str = "<NOT_SET>"

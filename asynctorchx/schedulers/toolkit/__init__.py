@@ -1,0 +1,65 @@
+"""The scheduler toolkit: what every backend shares, so a backend is only its own part.
+
+A backend (``local``, ``docker``, ``slurm``...) subclasses
+:class:`asynctorchx.schedulers.api.Scheduler` and takes the rest from here:
+
+- app ids: :func:`make_app_id`, :func:`sanitize_app_name`, :func:`validate_app_id`;
+- devices: :func:`get_device_mounts` (EFA and Neuron, TorchX's table);
+- states: :func:`app_state` (replicas -> app), :func:`describe_app`,
+  :func:`role_statuses`, :func:`earliest_error`;
+- logs: :class:`LogQuery` (what ``log_iter`` was asked), :class:`LineAssembler` and
+  :func:`split_lines` (bytes -> lines), :func:`tail_file` and :class:`Notifier`
+  (follow a file, woken by its writer);
+- concurrency: :func:`gather`, :func:`gather_results`, :func:`race` (the first error
+  raised as itself);
+- watching without events: :class:`BatchedPoller` (one poll per tick for every waiter).
+
+``docs/architecture.md`` walks through adding a backend with these pieces.
+"""
+
+from asynctorchx.schedulers.toolkit._concurrency import gather, gather_results, race
+from asynctorchx.schedulers.toolkit._devices import DEVICES, UnknownDeviceError, get_device_mounts
+from asynctorchx.schedulers.toolkit._ids import (
+    APP_ID_PATTERN,
+    MAX_NAME_LENGTH,
+    make_app_id,
+    sanitize_app_name,
+    validate_app_id,
+)
+from asynctorchx.schedulers.toolkit._lines import LineAssembler, split_lines
+from asynctorchx.schedulers.toolkit._log_query import LogQuery
+from asynctorchx.schedulers.toolkit._polling import BatchedPoller
+from asynctorchx.schedulers.toolkit._state import (
+    LIVE_PRECEDENCE,
+    app_state,
+    describe_app,
+    earliest_error,
+    role_statuses,
+)
+from asynctorchx.schedulers.toolkit._tail import READ_SIZE, Notifier, tail_file
+
+__all__ = [
+    "APP_ID_PATTERN",
+    "DEVICES",
+    "LIVE_PRECEDENCE",
+    "MAX_NAME_LENGTH",
+    "READ_SIZE",
+    "BatchedPoller",
+    "LineAssembler",
+    "LogQuery",
+    "Notifier",
+    "UnknownDeviceError",
+    "app_state",
+    "describe_app",
+    "earliest_error",
+    "gather",
+    "gather_results",
+    "get_device_mounts",
+    "make_app_id",
+    "race",
+    "role_statuses",
+    "sanitize_app_name",
+    "split_lines",
+    "tail_file",
+    "validate_app_id",
+]

@@ -1,0 +1,86 @@
+"""Concurrency helpers over anyio task groups that raise the first error as itself.
+
+A task group raises an ``ExceptionGroup`` when a child fails; callers of a scheduler
+expect the error itself (an ``UnknownAppException``, a ``DockerEngineError``), as a
+sequential loop would raise it. These helpers run calls concurrently, cancel the others
+at the first error and re-raise that error unwrapped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import anyio
+
+
+async def _concurrently(
+    calls: Iterable[Callable[[], Awaitable[Any]]], *, until_first_returns: bool
+) -> None:
+    errors: list[Exception] = []
+    async with anyio.create_task_group() as task_group:
+
+        async def run(call: Callable[[], Awaitable[Any]]) -> None:
+            try:
+                await call()
+            except Exception as error:
+                errors.append(error)
+                task_group.cancel_scope.cancel()
+            else:
+                if until_first_returns:
+                    task_group.cancel_scope.cancel()
+
+        for call in calls:
+            task_group.start_soon(run, call)
+    if errors:
+        raise errors[0]
+
+
+async def gather(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
+    """Run ``calls`` concurrently to the end (a task group).
+
+    Args:
+        calls: zero-argument async callables (``functools.partial`` or a lambda).
+
+    Raises:
+        Exception: the first error of a call, as itself (never in an ExceptionGroup);
+            the other calls are cancelled then.
+    """
+    await _concurrently(calls, until_first_returns=False)
+
+
+async def race(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
+    """Run ``calls`` concurrently until the first one returns, then cancel the others.
+
+    Only cancel-safe awaits belong here (an event's wait, a read that loses no byte when
+    cancelled): the losers are cancelled and must lose nothing.
+
+    Args:
+        calls: zero-argument async callables.
+
+    Raises:
+        Exception: the first error of a call, as itself; the others are cancelled.
+    """
+    await _concurrently(calls, until_first_returns=True)
+
+
+async def gather_results(calls: Iterable[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    """Run ``calls`` concurrently and return their results in the order of ``calls``.
+
+    Args:
+        calls: zero-argument async callables.
+
+    Raises:
+        Exception: the first error of a call, as itself; the others are cancelled.
+    """
+    listed = list(calls)
+    results: list[Any] = [None] * len(listed)
+
+    def store(index: int, call: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            results[index] = await call()
+
+        return run
+
+    await gather(store(index, call) for index, call in enumerate(listed))
+    return results

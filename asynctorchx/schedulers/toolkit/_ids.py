@@ -1,0 +1,73 @@
+"""The one app-id policy of every backend: generate, sanitise, validate.
+
+TorchX's ``torchx.schedulers.ids.make_unique`` appends a random suffix to the app's name
+and leaves each backend to clean the name its own way; here one rule serves every
+backend, so ``AppDef("my app/x")`` gets the same kind of id on ``local_cwd`` as on
+``local_docker``: ``my-app-x-<suffix>``.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import string
+
+from asynctorchx.errors import InvalidAppIdException
+
+#: What a valid app id looks like: it is used as a path part and a container name.
+APP_ID_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+#: The longest app name kept in an id (characters); the rest is cut so that an id stays a
+#: usable file name (255 bytes) and container name with room for role and replica parts.
+MAX_NAME_LENGTH = 100
+#: Length of the random suffix of :func:`make_app_id`.
+SUFFIX_LENGTH = 10
+
+_OUTSIDE_ID = re.compile(r"[^A-Za-z0-9_.\-]+")
+_DOTS = re.compile(r"\.{2,}")
+
+
+def sanitize_app_name(name: str) -> str:
+    """Return ``name`` made usable as the first part of an app id.
+
+    Every run of characters outside ``[A-Za-z0-9_.-]`` and every ``..`` becomes ``-``;
+    leading ``-`` and ``.`` are dropped; the result is cut to :data:`MAX_NAME_LENGTH`
+    characters. An empty result is ``app``.
+
+    Args:
+        name: the app's name (``AppDef.name``), any string.
+    """
+    cleaned = _DOTS.sub("-", _OUTSIDE_ID.sub("-", name)).lstrip("-.")
+    return cleaned[:MAX_NAME_LENGTH].rstrip("-.") or "app"
+
+
+def make_app_id(app_name: str) -> str:
+    """Return a new unique app id: ``{sanitised name}-{10 random characters}``.
+
+    The suffix is a lowercase letter then 9 lowercase letters or digits (about 2^51
+    values), drawn with :mod:`secrets`; like TorchX's ``make_unique`` it makes two
+    submissions of one ``AppDef`` distinct. The id passes :func:`validate_app_id`.
+
+    Args:
+        app_name: the app's name; see :func:`sanitize_app_name`.
+    """
+    alphabet = string.ascii_lowercase + string.digits
+    suffix = secrets.choice(string.ascii_lowercase) + "".join(
+        secrets.choice(alphabet) for _ in range(SUFFIX_LENGTH - 1)
+    )
+    return f"{sanitize_app_name(app_name)}-{suffix}"
+
+
+def validate_app_id(app_id: str) -> str:
+    """Return ``app_id`` if it is safe to use as a path part or a container name.
+
+    Args:
+        app_id: the id to check (from an app handle, a user, or :func:`make_app_id`).
+
+    Raises:
+        InvalidAppIdException: it is not a string, is empty, holds a character outside
+            ``[A-Za-z0-9_.-]`` (a path separator, a space), starts with ``.`` or ``-``, or
+            holds ``..``.
+    """
+    if not isinstance(app_id, str) or not APP_ID_PATTERN.fullmatch(app_id) or ".." in app_id:
+        raise InvalidAppIdException(str(app_id))
+    return app_id

@@ -1,0 +1,139 @@
+"""``LogQuery``: what ``log_iter`` is asked for, validated once, used by every backend.
+
+``Scheduler.log_iter`` keeps TorchX's eight parameters (``torchx.schedulers.api``);
+the base class turns them into one :class:`LogQuery` that backends and the Runner pass
+around, so the checks and filters are written once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from asynctorchx.schedulers._responses import Stream
+
+
+def _check_replica_index(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"replica id k={value!r} is not a replica id: use 0, 1, ...")
+
+
+def _to_stream(value: Stream | str | None) -> Stream | None:
+    if value is None or isinstance(value, Stream):
+        return value
+    try:
+        return Stream(value)
+    except ValueError:
+        choices = ", ".join(stream.value for stream in Stream)
+        raise ValueError(f"streams={value!r} is not a log stream: use one of {choices}") from None
+
+
+def _compile(regex: str | None) -> re.Pattern[str] | None:
+    if regex is None:
+        return None
+    try:
+        return re.compile(regex)
+    except re.error as error:
+        raise ValueError(f"regex {regex!r} is not a regular expression: {error}") from None
+
+
+@attrs.frozen
+class LogQuery:
+    """Which log lines to read, of which replica, and whether to follow.
+
+    Args:
+        role_name: the role whose replica is read.
+        k: the replica id, 0-based.
+        regex: keep only lines in which it matches (``re.search``); ``None``: every line.
+        since: skip lines written before it; ``None``: from the start. A naive datetime
+            is local time (``datetime.timestamp``'s rule).
+        until: stop at the first line written after it; ``None``: no end.
+        should_tail: ``False``: the lines there now, then stop; ``True``: follow until
+            the app is terminal and every line was yielded.
+        streams: ``Stream.STDOUT``, ``STDERR`` or ``COMBINED`` (or their values);
+            ``None``: the backend's default (combined where it has one).
+
+    Raises:
+        ValueError: ``k`` is not a non-negative int, ``regex`` does not compile, or
+            ``streams`` is not a :class:`Stream`.
+    """
+
+    role_name: str
+    k: int = attrs.field(default=0, validator=_check_replica_index)
+    regex: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    should_tail: bool = False
+    streams: Stream | None = attrs.field(default=None, converter=_to_stream)
+    pattern: re.Pattern[str] | None = attrs.field(init=False, eq=False, repr=False)
+
+    @pattern.default
+    def _pattern(self) -> re.Pattern[str] | None:
+        return _compile(self.regex)
+
+    @property
+    def since_timestamp(self) -> float | None:
+        """``since`` in seconds since the epoch, or ``None``."""
+        return self.since.timestamp() if self.since is not None else None
+
+    @property
+    def until_timestamp(self) -> float | None:
+        """``until`` in seconds since the epoch, or ``None``."""
+        return self.until.timestamp() if self.until is not None else None
+
+    @property
+    def has_time_bounds(self) -> bool:
+        """Whether ``since`` or ``until`` is set."""
+        return self.since is not None or self.until is not None
+
+    def stream_or(self, default: Stream) -> Stream:
+        """The stream to read: ``streams``, or ``default`` when it is ``None``.
+
+        Args:
+            default: the backend's default stream.
+        """
+        return self.streams if self.streams is not None else default
+
+    def matches(self, line: str) -> bool:
+        """Whether ``line`` passes ``regex`` (always, without one).
+
+        Args:
+            line: one log line.
+        """
+        return self.pattern is None or self.pattern.search(line) is not None
+
+    async def filter(self, lines: AsyncIterator[str]) -> AsyncIterator[str]:
+        """Yield the lines of ``lines`` that pass ``regex``.
+
+        Args:
+            lines: an async iterator of log lines.
+        """
+        pattern = self.pattern
+        async for line in lines:
+            if pattern is None or pattern.search(line):
+                yield line
+
+    def check_replica(self, app_id: str, replica_counts: Mapping[str, int]) -> None:
+        """Check that the app has this role and replica.
+
+        Args:
+            app_id: the app's id, for the message.
+            replica_counts: role name -> number of replicas of the app.
+
+        Raises:
+            ValueError: the app has no role ``role_name`` (the message lists its roles),
+                or the role has no replica ``k`` (the message gives the range).
+        """
+        count = replica_counts.get(self.role_name)
+        if count is None:
+            roles = ", ".join(replica_counts) or "none"
+            raise ValueError(f"app {app_id!r} has no role {self.role_name!r}; its roles: {roles}")
+        if self.k >= count:
+            raise ValueError(
+                f"role {self.role_name!r} of app {app_id!r} has replicas 0..{count - 1},"
+                f" not {self.k}"
+            )

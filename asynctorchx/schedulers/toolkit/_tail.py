@@ -1,0 +1,194 @@
+"""Follow a growing log file, woken by a :class:`Notifier` (never a polling timer).
+
+TorchX's ``torchx.schedulers.streams``/``LogIterator`` tail a file by sleeping between
+reads. Here the writer (a local output pump, or a backend's state watcher for files a
+cluster writes) notifies, and the reader awaits that: a new line reaches the caller
+as soon as it is written, and an idle follower costs nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+
+from asynctorchx.schedulers.toolkit._lines import split_lines
+from asynctorchx.schedulers.toolkit._log_query import LogQuery
+
+#: Bytes read at a time (1 MiB): large blocks keep the per-line cost low.
+READ_SIZE = 1 << 20
+
+
+class Notifier:
+    """A reusable wake-up: ``event`` is awaited, ``notify()`` wakes every waiter.
+
+    anyio events fire once, so each ``notify`` sets the current event and puts a
+    fresh one in its place. A waiter captures ``event`` *before* checking its
+    condition, so a notification between the check and the await is never missed.
+    Create it inside the event loop that awaits it.
+    """
+
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+
+    def notify(self) -> None:
+        """Wake everything awaiting the current event."""
+        event, self.event = self.event, anyio.Event()
+        event.set()
+
+
+def _lines_at(data: bytes, end: int, offset: int) -> list[tuple[int, str]]:
+    """The whole lines of ``data[:end]``, each with its byte offset in the file."""
+    lines: list[tuple[int, str]] = []
+    start = 0
+    while start < end:
+        stop = data.index(b"\n", start) + 1
+        lines.append((offset + start, data[start:stop].decode("utf-8", "replace")))
+        start = stop
+    return lines
+
+
+class _Reader:
+    """Reads blocks of an open file, on the loop's thread or (``offload``) a worker thread."""
+
+    def __init__(self, fd: int, offload: bool) -> None:
+        self.fd = fd
+        self.read: Callable[[], Awaitable[bytes]]
+        if offload:
+            self.read = self._read_offloaded
+        else:
+            self.read = self._read_here
+
+    async def _read_here(self) -> bytes:
+        return os.read(self.fd, READ_SIZE)
+
+    async def _read_offloaded(self) -> bytes:
+        return await anyio.to_thread.run_sync(os.read, self.fd, READ_SIZE)
+
+
+async def _open(
+    path: str, query: LogQuery, wake: Callable[[], anyio.Event], is_finished: Callable[[], bool]
+) -> int:
+    """Open ``path`` once it exists; -1 if it never will (finished, or not following)."""
+    while True:  # the file appears with the first output
+        event = wake()
+        finished = is_finished()
+        try:
+            return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            if finished or not query.should_tail:
+                return -1
+            await event.wait()
+
+
+async def tail_file(
+    path: str,
+    query: LogQuery,
+    *,
+    wake: Callable[[], anyio.Event],
+    is_finished: Callable[[], bool],
+    time_of: Callable[[int], float | None] | None = None,
+    offload_reads: bool = False,
+) -> AsyncIterator[str]:
+    """Yield the lines of the log file at ``path`` that ``query`` asks for, with their ``\\n``.
+
+    Lines follow :mod:`asynctorchx.schedulers.toolkit._lines`'s rule. Without
+    ``should_tail`` the lines there now (an unterminated last one too) are yielded, then
+    the iterator ends; with it, it follows until ``is_finished()`` and every line was
+    yielded. The file may not exist yet: it is awaited like new output.
+
+    Args:
+        path: the log file (opened read-only; never created).
+        query: regex, since/until and should_tail (its role and replica are the caller's).
+        wake: returns the event that is set at the next write (``Notifier.event``).
+        is_finished: returns True once nothing more will be written to the file.
+        time_of: maps a byte offset of the file to when it was written (seconds since
+            the epoch), or None when unknown; needed to honour ``since``/``until``
+            (without it they are ignored, as TorchX ignores them).
+        offload_reads: read in a worker thread (``anyio.to_thread``), for files on a
+            shared filesystem where a read can block; local files are read on the loop.
+    """
+    fd = await _open(path, query, wake, is_finished)
+    if fd < 0:
+        return
+    try:
+        async for line in _read_lines(
+            _Reader(fd, offload_reads), query, wake, is_finished, time_of
+        ):
+            yield line
+    finally:
+        os.close(fd)
+
+
+async def _read_lines(
+    reader: _Reader,
+    query: LogQuery,
+    wake: Callable[[], anyio.Event],
+    is_finished: Callable[[], bool],
+    time_of: Callable[[int], float | None] | None,
+) -> AsyncIterator[str]:
+    timed = time_of is not None and query.has_time_bounds
+    pending: list[bytes] = []  # an unterminated last line, waiting for its end
+    offset = 0  # offset in the file of pending[0][0]
+    while True:
+        event = wake()
+        finished = is_finished()
+        chunk = await reader.read()
+        if chunk:
+            if b"\n" not in chunk:  # a long line goes on: keep it, join it once
+                pending.append(chunk)
+                await anyio.lowlevel.checkpoint()
+                continue
+            data = b"".join([*pending, chunk]) if pending else chunk
+            end = data.rfind(b"\n") + 1  # whole lines end here
+            if timed:
+                assert time_of is not None
+                for line, past_until in _timed_lines(data, end, offset, query, time_of):
+                    if past_until:
+                        return
+                    yield line
+            elif query.pattern is not None:
+                for line in split_lines(data, end):
+                    if query.pattern.search(line):
+                        yield line
+            else:
+                for line in split_lines(data, end):
+                    yield line
+            offset += end
+            pending = [data[end:]] if end < len(data) else []
+            await anyio.lowlevel.checkpoint()  # a long file must not hog the loop
+            continue
+        if finished or not query.should_tail:  # end of file, and no more will come
+            if pending:
+                line = b"".join(pending).decode("utf-8", "replace")
+                if query.matches(line):
+                    yield line
+            return
+        await event.wait()
+
+
+def _timed_lines(
+    data: bytes, end: int, offset: int, query: LogQuery, time_of: Callable[[int], float | None]
+) -> list[tuple[str, bool]]:
+    """The lines of ``data[:end]`` within ``since``/``until`` and matching ``regex``.
+
+    Each is ``(line, False)``; a last ``("", True)`` marks the first line past ``until``.
+    """
+    since, until = query.since_timestamp, query.until_timestamp
+    kept: list[tuple[str, bool]] = []
+    for line_offset, line in _lines_at(data, end, offset):
+        when = time_of(line_offset)
+        if when is not None:
+            if since is not None and when < since:
+                continue
+            if until is not None and when > until:
+                kept.append(("", True))
+                return kept
+        if query.matches(line):
+            kept.append((line, False))
+    return kept

@@ -1,0 +1,70 @@
+"""One app-id policy and one device table for every backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from asynctorchx.errors import InvalidAppIdException
+from asynctorchx.schedulers.devices import get_device_mounts as torchx_path_get_device_mounts
+from asynctorchx.schedulers.ids import make_unique
+from asynctorchx.schedulers.toolkit import (
+    MAX_NAME_LENGTH,
+    UnknownDeviceError,
+    get_device_mounts,
+    make_app_id,
+    sanitize_app_name,
+    validate_app_id,
+)
+from asynctorchx.specs import DeviceMount
+from asynctorchx.specs.named_resources_aws import EFA_DEVICE, NEURON_DEVICE
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("trainer", "trainer"),
+        ("my app/x", "my-app-x"),
+        ("../../etc", "etc"),
+        ("a..b", "a-b"),
+        ("-lead", "lead"),
+        ("", "app"),
+        ("///", "app"),
+        ("ünïcode", "n-code"),
+    ],
+)
+def test_app_names_are_sanitised_into_a_usable_id_part(name: str, expected: str) -> None:
+    assert sanitize_app_name(name) == expected
+
+
+def test_every_generated_id_is_valid_and_unique() -> None:
+    names = ["my app/x", "..", "a" * 400, "ok", "tab\there"]
+    ids = [make_app_id(name) for name in names for _ in range(20)]
+    assert all(validate_app_id(app_id) == app_id for app_id in ids)
+    assert len(set(ids)) == len(ids)
+    assert len(make_app_id("a" * 400)) == MAX_NAME_LENGTH + 11
+    assert make_unique("my app/x").startswith("my-app-x-")
+
+
+@pytest.mark.parametrize("bad", ["", "a/b", "../x", "..", ".hidden", "-flag", "a b", "a\n"])
+def test_invalid_app_ids_raise_a_typed_error_naming_the_id(bad: str) -> None:
+    with pytest.raises(InvalidAppIdException) as raised:
+        validate_app_id(bad)
+    assert repr(bad)[1:-1] in str(raised.value) or bad == ""
+
+
+def test_efa_and_neuron_devices_become_numbered_device_files() -> None:
+    mounts = get_device_mounts({EFA_DEVICE: 2, NEURON_DEVICE: 1, "/dev/fuse": 1})
+    assert mounts == [
+        DeviceMount("/dev/infiniband/uverbs0", "/dev/infiniband/uverbs0"),
+        DeviceMount("/dev/infiniband/uverbs1", "/dev/infiniband/uverbs1"),
+        DeviceMount("/dev/neuron0", "/dev/neuron0"),
+        DeviceMount("/dev/fuse", "/dev/fuse"),
+    ]
+    assert torchx_path_get_device_mounts is get_device_mounts
+
+
+def test_an_unknown_device_is_refused_with_the_known_ones_listed() -> None:
+    with pytest.raises(UnknownDeviceError, match=r"'example.com/tpu'.*aws.amazon.com/neurondevice"):
+        get_device_mounts({"example.com/tpu": 1})
+    with pytest.raises(ValueError, match="count -1"):
+        get_device_mounts({EFA_DEVICE: -1})

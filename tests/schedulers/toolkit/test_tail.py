@@ -1,0 +1,91 @@
+"""tail_file: a log file followed by notification, never by a timer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asynctorchx.schedulers.toolkit import LogQuery, Notifier, tail_file
+
+
+class Writer:
+    """Appends to a log file and notifies, as an output pump does."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.notifier = Notifier()
+        self.finished = False
+
+    def write(self, data: bytes) -> None:
+        with self.path.open("ab") as file:
+            file.write(data)
+        self.notifier.notify()
+
+    def finish(self) -> None:
+        self.finished = True
+        self.notifier.notify()
+
+    def tail(self, query: LogQuery, **kwargs: object):  # type: ignore[no-untyped-def]
+        return tail_file(
+            str(self.path),
+            query,
+            wake=lambda: self.notifier.event,
+            is_finished=lambda: self.finished,
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+
+@pytest.mark.parametrize("offload_reads", [False, True])
+async def test_a_follower_gets_each_line_as_written_and_ends_with_the_writer(
+    tmp_path: Path, offload_reads: bool
+) -> None:
+    writer = Writer(tmp_path / "out.log")  # the file does not exist yet
+    got: list[str] = []
+    arrived = Notifier()
+
+    async def follow() -> None:
+        query = LogQuery("r", should_tail=True)
+        async for line in writer.tail(query, offload_reads=offload_reads):
+            got.append(line)
+            arrived.notify()
+
+    async def wait_for(count: int) -> None:
+        while len(got) < count:
+            await arrived.event.wait()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(follow)
+            writer.write(b"one\ntw")
+            await wait_for(1)
+            writer.write(b"o\nthree")
+            await wait_for(2)
+            writer.finish()
+    assert got == ["one\n", "two\n", "three"]
+
+
+async def test_without_tail_the_lines_there_now_then_stop(tmp_path: Path) -> None:
+    writer = Writer(tmp_path / "out.log")
+    writer.write(b"a1\nb2\na3")
+    query = LogQuery("r", regex="^a")
+    assert [line async for line in writer.tail(query)] == ["a1\n", "a3"]
+    missing = Writer(tmp_path / "never.log")
+    assert [line async for line in missing.tail(LogQuery("r"))] == []
+
+
+async def test_since_and_until_use_the_writers_time_index(tmp_path: Path) -> None:
+    writer = Writer(tmp_path / "out.log")
+    writer.write(b"early\nmiddle\nlate\nlater\n")
+    times = {0: 10.0, 6: 20.0, 13: 30.0, 18: 40.0}  # byte offset of each line -> when
+    from datetime import datetime, timezone
+
+    def at(seconds: float) -> datetime:
+        return datetime.fromtimestamp(seconds, timezone.utc)
+
+    query = LogQuery("r", since=at(15), until=at(30))
+    got = [line async for line in writer.tail(query, time_of=times.get)]
+    assert got == ["middle\n", "late\n"]
+    assert os.path.getsize(writer.path) == 24
