@@ -1,6 +1,6 @@
 """The application spec: ``AppDef``, ``Role``, ``Resource``, ``macros``, ``runopts``, status.
 
-Mirrors ``torchx.specs`` (seed 002): TorchX code ports by changing the import.
+Mirrors ``torchx.specs``: TorchX code ports by changing the import.
 """
 
 from __future__ import annotations

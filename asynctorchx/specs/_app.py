@@ -1,0 +1,105 @@
+"""The app model: :class:`RetryPolicy`, :class:`Role` and :class:`AppDef`.
+
+Names, fields, defaults and positional order follow ``torchx.specs.api`` (TorchX 0.7.0).
+The classes are attrs classes with validators at the boundary: a bad replica count
+fails where the role is built, with a message that names the value. Re-exported by
+:mod:`asynctorchx.specs.api` and :mod:`asynctorchx.specs`.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from asynctorchx.specs._mounts import Mount
+from asynctorchx.specs._resource import MISSING, Resource
+
+if TYPE_CHECKING:
+    from asynctorchx.specs._dryrun import AppDryRunInfo
+
+
+class RetryPolicy(str, enum.Enum):
+    """What is restarted when a replica fails (``torchx.specs.api.RetryPolicy``).
+
+    ``REPLICA`` replaces the failed replica only; ``APPLICATION`` restarts every
+    replica of the app. Every scheduler supports ``APPLICATION``.
+    """
+
+    REPLICA = "REPLICA"
+    APPLICATION = "APPLICATION"
+
+
+def _int_replicas(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{attribute.name} must be an int, got {value!r}")
+
+
+def _non_negative(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{attribute.name} must be an int >= 0, got {value!r}")
+
+
+def _null_resource() -> Resource:
+    return Resource(cpu=-1, gpu=-1, memMB=-1)
+
+
+@attrs.define
+class Role:
+    """A set of identical replicas that perform one duty in an :class:`AppDef`.
+
+    Args:
+        name: the role's name, unique in its app.
+        image: the software bundle the replicas run in: a directory for ``local_dir``,
+            a Docker image for ``local_docker``, ignored by ``local_cwd``.
+        min_replicas: the fewest replicas an elastic job may run with (``None``: all).
+        base_image: deprecated, kept for TorchX compatibility.
+        entrypoint: the command to run (never macro-substituted).
+        args: its arguments; macros are substituted per replica.
+        env: environment variables added to each replica's; macros substituted.
+        num_replicas: how many replicas to run. ``dryrun`` rejects values below 1.
+        max_retries: how many times a failed replica (or app) is restarted.
+        retry_policy: what is restarted, see :class:`RetryPolicy`.
+        resource: what one replica needs, see :class:`Resource`.
+        port_map: port name to port number, e.g. ``{"tensorboard": 6006}``.
+        metadata: free-form, keyed ``$scheduler.$key``.
+        mounts: bind, volume and device mounts (see :func:`parse_mounts`).
+    """
+
+    name: str
+    image: str
+    min_replicas: int | None = None
+    base_image: str | None = None
+    entrypoint: str = MISSING
+    args: list[str] = attrs.field(factory=list)
+    env: dict[str, str] = attrs.field(factory=dict)
+    num_replicas: int = attrs.field(default=1, validator=_int_replicas)
+    max_retries: int = attrs.field(default=0, validator=_non_negative)
+    retry_policy: RetryPolicy = RetryPolicy.APPLICATION
+    resource: Resource = attrs.field(factory=_null_resource)
+    port_map: dict[str, int] = attrs.field(factory=dict)
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+    mounts: list[Mount] = attrs.field(factory=list)
+
+    def pre_proc(self, scheduler: str, dryrun_info: AppDryRunInfo[Any]) -> AppDryRunInfo[Any]:
+        """Modify the scheduler request for this role; the default changes nothing.
+
+        Called by ``submit_dryrun`` once per role, in the order of ``AppDef.roles``.
+        """
+        return dryrun_info
+
+
+@attrs.define
+class AppDef:
+    """A distributed application: a name, its roles and free-form metadata.
+
+    Args:
+        name: the app's name; schedulers derive the app id from it.
+        roles: the roles, each run as ``num_replicas`` replicas.
+        metadata: free-form, treated by each scheduler as it sees fit.
+    """
+
+    name: str
+    roles: list[Role] = attrs.field(factory=list)
+    metadata: dict[str, str] = attrs.field(factory=dict)

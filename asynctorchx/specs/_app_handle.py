@@ -1,0 +1,57 @@
+"""App handles: ``{scheduler}://{session_name}/{app_id}``, made and parsed.
+
+As ``torchx.specs.api`` (``AppHandle``, ``ParsedAppHandle``, ``parse_app_handle``) and
+``torchx.specs.make_app_handle`` (TorchX 0.7.0). Re-exported by
+:mod:`asynctorchx.specs.api` and :mod:`asynctorchx.specs`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from asynctorchx.errors import MalformedAppHandleException
+
+#: An app handle: ``{scheduler}://{session_name}/{app_id}``.
+AppHandle = str
+
+
+class ParsedAppHandle(NamedTuple):
+    """The parts of an app handle ``{scheduler_backend}://{session_name}/{app_id}``.
+
+    A named tuple, as in TorchX, so ``scheduler, session, app_id = parse_app_handle(h)``
+    and ``parse_app_handle(h)[2]`` work as well as the attribute names.
+
+    Args:
+        scheduler_backend: the scheduler's name, e.g. ``local_cwd``.
+        session_name: the runner session that started the app (may be empty).
+        app_id: the id the scheduler gave the app.
+    """
+
+    scheduler_backend: str
+    session_name: str
+    app_id: str
+
+
+# fullmatch, not match with `$`: `$` also matches before a trailing newline.
+_APP_HANDLE = re.compile(
+    r"(?P<scheduler_backend>[^:/\s]+)://(?P<session_name>[^/]*)/(?P<app_id>.+)"
+)
+
+
+def make_app_handle(scheduler_backend: str, session_name: str, app_id: str) -> AppHandle:
+    """Return the handle ``{scheduler_backend}://{session_name}/{app_id}``."""
+    return f"{scheduler_backend}://{session_name}/{app_id}"
+
+
+def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
+    """Split an app handle into its parts.
+
+    Raises:
+        MalformedAppHandleException: ``app_handle`` is not of the form
+            ``{scheduler_backend}://{session_name}/{app_id}``.
+    """
+    match = _APP_HANDLE.fullmatch(app_handle)
+    if match is None:
+        raise MalformedAppHandleException(app_handle)
+    return ParsedAppHandle(**match.groupdict())

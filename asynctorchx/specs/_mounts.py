@@ -1,0 +1,161 @@
+"""Mounts: :class:`BindMount`, :class:`VolumeMount`, :class:`DeviceMount` and :func:`parse_mounts`.
+
+Names and fields follow ``torchx.specs.api`` (TorchX 0.7.0); the option syntax of
+:func:`parse_mounts` is Docker's ``--mount``. Re-exported by :mod:`asynctorchx.specs.api`
+and :mod:`asynctorchx.specs`.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from typing import Union
+
+import attrs
+
+
+class MountType(str, enum.Enum):
+    """The kinds of mount a role may ask for."""
+
+    BIND = "bind"
+    VOLUME = "volume"
+    DEVICE = "device"
+
+
+@attrs.define
+class BindMount:
+    """Mount a host path into the replica.
+
+    Args:
+        src_path: the path on the host.
+        dst_path: the path inside the replica.
+        read_only: mount it read only.
+    """
+
+    src_path: str
+    dst_path: str
+    read_only: bool = False
+
+
+@attrs.define
+class VolumeMount:
+    """Mount a named volume into the replica.
+
+    Args:
+        src: the volume's name.
+        dst_path: the path inside the replica.
+        read_only: mount it read only.
+    """
+
+    src: str
+    dst_path: str
+    read_only: bool = False
+
+
+@attrs.define
+class DeviceMount:
+    """Expose a host device in the replica.
+
+    Args:
+        src_path: the device on the host, e.g. ``/dev/fuse``.
+        dst_path: the device path inside the replica.
+        permissions: cgroup permissions, a combination of ``r``, ``w`` and ``m``.
+    """
+
+    src_path: str
+    dst_path: str
+    permissions: str = "rwm"
+
+
+Mount = Union[BindMount, VolumeMount, DeviceMount]
+
+_MOUNT_KEYS = {
+    "type": "type",
+    "src": "src",
+    "source": "src",
+    "dst": "dst",
+    "destination": "dst",
+    "target": "dst",
+    "readonly": "readonly",
+    "read_only": "readonly",
+    "perm": "perm",
+    "permissions": "perm",
+}
+
+
+def parse_mounts(opts: list[str]) -> list[Mount]:
+    """Parse Docker-style mount options into mount objects.
+
+    ``opts`` is a list of ``key=value`` (or bare ``readonly``) items; each mount starts
+    with ``type=bind|volume|device``, e.g.
+    ``["type=bind", "src=/data", "dst=/data", "readonly", "type=volume", "src=v", "dst=/v"]``.
+    Items may also be comma-joined: ``["type=bind,src=/data,dst=/data"]``.
+    Keys: ``type``; ``src`` (``source``); ``dst`` (``destination``, ``target``);
+    ``readonly`` (``read_only``); ``perm`` (``permissions``, devices only). A bind
+    mount's ``src`` starting with ``~`` is expanded to the user's home directory (as
+    TorchX does; the container engine would take it literally).
+
+    Raises:
+        ValueError: an item before the first ``type=``, an unknown type or key, or a
+            mount without ``src`` (``dst`` defaults to ``src`` for devices only).
+    """
+    groups = _group_mount_options(opts)
+    return [_mount_of(group) for group in groups]
+
+
+def _group_mount_options(opts: list[str]) -> list[dict[str, str]]:
+    """Split the items of ``opts`` into one ``{canonical key: value}`` dict per mount.
+
+    Raises:
+        ValueError: an unknown key, or an item before the first ``type=``.
+    """
+    items = [item.strip() for opt in opts for item in opt.split(",") if item.strip()]
+    groups: list[dict[str, str]] = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().lower()
+        if key not in _MOUNT_KEYS:
+            raise ValueError(
+                f"unknown mount option {key!r} in {item!r}: use type, src, dst, readonly or perm"
+            )
+        canonical = _MOUNT_KEYS[key]
+        if canonical == "type":
+            groups.append({"type": value.strip()})
+            continue
+        if not groups:
+            raise ValueError(
+                f"mount option {item!r} comes before any `type=`: start each mount with"
+                " type=bind, type=volume or type=device"
+            )
+        groups[-1][canonical] = value.strip() if sep else "true"
+    return groups
+
+
+def _mount_of(group: dict[str, str]) -> Mount:
+    """Build the mount one group of :func:`_group_mount_options` describes.
+
+    Raises:
+        ValueError: no ``src``, no ``dst`` for a bind or volume mount, device
+            permissions other than ``r``, ``w``, ``m``, or an unknown type.
+    """
+    kind = group["type"]
+    if "src" not in group:
+        raise ValueError(f"mount {group} has no `src=`: say what to mount")
+    read_only = group.get("readonly", "false").lower() in ("true", "1", "yes", "")
+    if kind == MountType.BIND.value:
+        if "dst" not in group:
+            raise ValueError(f"bind mount {group} has no `dst=`: say where to mount it")
+        src_path = group["src"]
+        if src_path.startswith("~"):
+            src_path = os.path.expanduser(src_path)
+        return BindMount(src_path, group["dst"], read_only)
+    if kind == MountType.VOLUME.value:
+        if "dst" not in group:
+            raise ValueError(f"volume mount {group} has no `dst=`: say where to mount it")
+        return VolumeMount(group["src"], group["dst"], read_only)
+    if kind == MountType.DEVICE.value:
+        perm = group.get("perm", "rwm")
+        if not perm or set(perm) - set("rwm"):
+            raise ValueError(f"device permissions {perm!r} must combine r, w and m")
+        return DeviceMount(group["src"], group.get("dst", group["src"]), perm)
+    raise ValueError(f"unknown mount type {kind!r}: use bind, volume or device")

@@ -1,0 +1,124 @@
+"""Resources and macros: :class:`Resource`, :data:`NULL_RESOURCE`, :class:`macros`.
+
+Also the placeholders :data:`MISSING`, :data:`NONE` and :data:`ALL`. Names, fields and
+defaults follow ``torchx.specs.api`` (TorchX 0.7.0). Re-exported by
+:mod:`asynctorchx.specs.api` and :mod:`asynctorchx.specs`.
+"""
+
+from __future__ import annotations
+
+import copy
+import string
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from asynctorchx.specs._app import Role
+
+
+#: Placeholder for a value a component must fill in (TorchX's ``MISSING``).
+MISSING: str = "<MISSING>"
+#: Placeholder for "no value" in status messages (TorchX's ``NONE``).
+NONE: str = "<NONE>"
+#: The scheduler name that stands for every scheduler (TorchX's ``ALL``).
+ALL: str = "all"
+
+
+# --------------------------------------------------------------------------- resources
+
+
+@attrs.define
+class Resource:
+    """Resource requirements of one replica of a :class:`Role`.
+
+    Args:
+        cpu: number of logical CPU cores (``-1``: unset). How a logical core maps to a
+            physical one is the scheduler's; ``local_docker`` turns it into nano CPUs.
+        gpu: number of GPUs (``-1``: unset).
+        memMB: memory in MB (``-1``: unset).
+        capabilities: extra hardware specs, interpreted by the scheduler.
+        devices: device name to count, e.g. ``{"vpc.amazonaws.com/efa": 1}``.
+
+    Prefer :data:`named_resources` over raw figures, as ``torchx.specs.api`` advises.
+    """
+
+    cpu: int
+    gpu: int
+    memMB: int
+    capabilities: dict[str, Any] = attrs.field(factory=dict)
+    devices: dict[str, int] = attrs.field(factory=dict)
+
+    @staticmethod
+    def copy(original: Resource, **capabilities: Any) -> Resource:
+        """Return a copy of ``original`` with ``capabilities`` merged over its own.
+
+        A capability given here wins over the same key in ``original``.
+        """
+        merged = {**original.capabilities, **capabilities}
+        return Resource(
+            cpu=original.cpu,
+            gpu=original.gpu,
+            memMB=original.memMB,
+            capabilities=merged,
+            devices=dict(original.devices),
+        )
+
+
+#: The "no requirement" resource: every figure ``-1``.
+NULL_RESOURCE: Resource = Resource(cpu=-1, gpu=-1, memMB=-1)
+
+
+# --------------------------------------------------------------------------- macros
+
+
+class macros:
+    """Placeholders substituted in :attr:`Role.args`, env values and metadata per replica.
+
+    Available macros, as ``torchx.specs.api.macros``: ``img_root`` (root directory of
+    the role's image), ``app_id`` (the id the scheduler gave the app), ``replica_id``
+    (0..n-1, kept when a replica is replaced), ``rank0_env`` (name of the env var that
+    holds the rank 0 host) and ``base_img_root`` (deprecated). The entrypoint and the
+    image are never substituted.
+    """
+
+    img_root = "${img_root}"
+    base_img_root = "${base_img_root}"
+    app_id = "${app_id}"
+    replica_id = "${replica_id}"
+    rank0_env = "${rank0_env}"
+
+    @attrs.define
+    class Values:
+        """The values a scheduler substitutes for the macros of one replica."""
+
+        img_root: str
+        app_id: str
+        replica_id: str
+        rank0_env: str
+        base_img_root: str = "DEPRECATED"
+
+        def apply(self, role: Role) -> Role:
+            """Return a copy of ``role`` with the macros substituted.
+
+            Substitutes in ``args``, in ``env`` values and (recursively) in string
+            values of ``metadata``; never in ``entrypoint`` or ``image``.
+            """
+            role = copy.deepcopy(role)
+            role.args = [self.substitute(arg) for arg in role.args]
+            role.env = {key: self.substitute(value) for key, value in role.env.items()}
+            role.metadata = self._apply_nested(role.metadata)
+            return role
+
+        def _apply_nested(self, value: Any) -> Any:
+            if isinstance(value, str):
+                return self.substitute(value)
+            if isinstance(value, dict):
+                return {key: self._apply_nested(item) for key, item in value.items()}
+            if isinstance(value, list):
+                return [self._apply_nested(item) for item in value]
+            return value
+
+        def substitute(self, arg: str) -> str:
+            """Substitute the macros in ``arg``; unknown ``${...}`` are left as they are."""
+            return string.Template(arg).safe_substitute(attrs.asdict(self))

@@ -1,0 +1,318 @@
+"""Scheduler run options: :class:`runopt`, :class:`runopts`, :data:`CfgVal` and their parsing.
+
+Names and semantics follow ``torchx.specs.api`` (TorchX 0.7.0), except where
+:meth:`runopts.resolve` says otherwise. Re-exported by :mod:`asynctorchx.specs.api`
+and :mod:`asynctorchx.specs`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import typing
+from collections.abc import Mapping
+from typing import Any, Union
+
+import attrs
+
+from asynctorchx.errors import InvalidRunConfigException
+
+#: A value a scheduler run option may take (TorchX 0.7.0's set, ``dict[str, str]`` included).
+CfgVal = Union[str, int, float, bool, list[str], dict[str, str], None]
+
+
+@attrs.define
+class runopt:
+    """One scheduler run option: its default, type, whether it is required, and its help."""
+
+    default: CfgVal
+    opt_type: Any
+    is_required: bool
+    help: str
+
+
+def _container_kind(tp: Any) -> str | None:
+    """``"list"`` for ``list[str]``/``List[str]``/``list``, ``"dict"`` for
+    ``dict[str, str]``/``Dict[str, str]``/``dict``, else ``None``.
+
+    ``typing.List[str]`` and ``list[str]`` compare unequal and neither works with
+    ``isinstance``, so run option types are compared by their origin.
+    """
+    origin = typing.get_origin(tp) or tp
+    if origin is list:
+        return "list"
+    if origin is dict:
+        return "dict"
+    return None
+
+
+def get_type_name(tp: Any) -> str:
+    """Return the name of a run option type as help and errors print it.
+
+    Args:
+        tp: ``str``, ``int``, ``float``, ``bool``, a ``list[str]``/``typing.List[str]``
+            or ``dict[str, str]``/``typing.Dict[str, str]`` type, or any other object.
+
+    Returns:
+        ``"str"``, ``"int"``, ... for classes, ``"List[str]"`` / ``"Dict[str, str]"``
+        for the container types, ``str(tp)`` for anything else. Never raises.
+    """
+    kind = _container_kind(tp)
+    if kind == "list":
+        return "List[str]"
+    if kind == "dict":
+        return "Dict[str, str]"
+    return getattr(tp, "__name__", str(tp))
+
+
+class runopts:
+    """The run options a scheduler accepts: name, type, default, required, help.
+
+    Returned by ``Scheduler.run_opts()``; ``resolve`` checks a user's cfg against it and
+    fills in the defaults; ``str(opts)`` reads like ``--help``, as in ``torchx.specs.api``.
+    """
+
+    def __init__(self) -> None:
+        self._opts: dict[str, runopt] = {}
+
+    def __iter__(self) -> Any:
+        return iter(self._opts.items())
+
+    def __len__(self) -> int:
+        return len(self._opts)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._opts
+
+    @staticmethod
+    def is_type(obj: CfgVal, tp: Any) -> bool:
+        """Return True if ``obj`` is of type ``tp``.
+
+        Unlike ``isinstance`` it accepts the container types of run options:
+        ``list[str]`` / ``typing.List[str]`` (a list of strings) and ``dict[str, str]`` /
+        ``typing.Dict[str, str]`` (a mapping of strings to strings). ``bool`` is not
+        taken for ``int``, nor ``int`` for ``bool``; an ``int`` is accepted for ``float``.
+
+        Args:
+            obj: the value to check.
+            tp: ``str``, ``int``, ``float``, ``bool`` or one of the container types above.
+
+        Returns:
+            Whether ``obj`` is a valid value of an option of type ``tp``. Never raises.
+        """
+        kind = _container_kind(tp)
+        if kind == "list":
+            return isinstance(obj, list) and all(isinstance(item, str) for item in obj)
+        if kind == "dict":
+            return isinstance(obj, dict) and all(
+                isinstance(key, str) and isinstance(value, str) for key, value in obj.items()
+            )
+        if tp is float:
+            return isinstance(obj, (int, float)) and not isinstance(obj, bool)
+        if tp is int:
+            return isinstance(obj, int) and not isinstance(obj, bool)
+        return isinstance(obj, tp) if isinstance(tp, type) else False
+
+    def add(
+        self,
+        cfg_key: str,
+        type_: Any,
+        help: str,
+        default: CfgVal = None,
+        required: bool = False,
+    ) -> None:
+        """Add an option.
+
+        Args:
+            cfg_key: its name, as users write it (``log_dir``).
+            type_: one of ``str``, ``int``, ``float``, ``bool``, ``list[str]`` (or
+                ``typing.List[str]``), ``dict[str, str]`` (or ``typing.Dict[str, str]``).
+            help: one line of help.
+            default: its value when the user gives none; must be ``None`` when required.
+            required: the user must give it.
+
+        Raises:
+            ValueError: a required option with a default, or a default of the wrong type.
+        """
+        if required and default is not None:
+            raise ValueError(
+                f"required option {cfg_key!r} must not have a default (got {default!r})"
+            )
+        if default is not None and not runopts.is_type(default, type_):
+            raise TypeError(
+                f"option {cfg_key!r}: default {default!r} is not of type {get_type_name(type_)}"
+            )
+        self._opts[cfg_key] = runopt(default, type_, required, help)
+
+    def get(self, name: str) -> runopt | None:
+        """Return the option called ``name``, or ``None``."""
+        return self._opts.get(name)
+
+    def update(self, other: runopts) -> None:
+        """Add every option of ``other`` (its options win)."""
+        self._opts.update(other._opts)
+
+    def resolve(self, cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
+        """Check ``cfg`` and return a copy with the defaults filled in.
+
+        Unlike TorchX, ``cfg`` is not mutated and an unknown key is an error (a typo in
+        a run option would otherwise be silently ignored).
+
+        Raises:
+            InvalidRunConfigException: a required key is missing, a value has the wrong
+                type, or a key is not an option of this scheduler. The message names the
+                key, the expected type and the accepted keys.
+        """
+        resolved: dict[str, CfgVal] = {}
+        for key in cfg:
+            if key not in self._opts:
+                raise InvalidRunConfigException(
+                    f"unknown run option {key!r}: {self._accepted()}", key
+                )
+        for key, opt in self._opts.items():
+            value = cfg.get(key)
+            if value is None:
+                if opt.is_required:
+                    raise InvalidRunConfigException(
+                        f"required run option {key!r} ({get_type_name(opt.opt_type)}) is missing:"
+                        f" pass it with `-cfg {key}=<value>` ({opt.help}); {self._accepted()}",
+                        key,
+                    )
+                resolved[key] = opt.default
+            elif not runopts.is_type(value, opt.opt_type):
+                raise InvalidRunConfigException(
+                    f"run option {key!r} must be of type {get_type_name(opt.opt_type)},"
+                    f" got {value!r} ({type(value).__name__}); {self._accepted()}",
+                    key,
+                )
+            else:
+                resolved[key] = value
+        return resolved
+
+    def _accepted(self) -> str:
+        """``"the scheduler accepts a (int), b (str)"``: for error messages."""
+        if not self._opts:
+            return "the scheduler accepts no options"
+        listed = ", ".join(
+            f"{key} ({get_type_name(opt.opt_type)})" for key, opt in sorted(self._opts.items())
+        )
+        return f"the scheduler accepts {listed}"
+
+    def cfg_from_str(self, cfg_str: str) -> dict[str, CfgVal]:
+        """Parse ``"key1=v1,key2=v2;key3=a,b"`` into a typed cfg.
+
+        Pairs are separated by ``,`` or ``;``; a list option's items by ``,`` or ``;``
+        too (a token without ``=`` belongs to the value before it). ``bool`` options
+        take ``true``/``false`` (any case); ``Dict[str, str]`` options take
+        ``name:value`` items (``labels=team:ml,tier:1``), as TorchX. Keys that are not
+        options are kept as strings so :meth:`resolve` can name them.
+
+        Raises:
+            InvalidRunConfigException: a value does not parse as its option's type.
+        """
+        cfg: dict[str, CfgVal] = {}
+        for key, raw in cfg_pairs(cfg_str).items():
+            opt = self.get(key)
+            if opt is None:
+                cfg[key] = raw
+                continue
+            cfg[key] = _cast(key, raw, opt.opt_type)
+        return cfg
+
+    def cfg_from_json_repr(self, json_repr: str) -> dict[str, CfgVal]:
+        """Parse a JSON object into a cfg; values are kept as JSON gives them.
+
+        Unknown keys are kept too, so :meth:`resolve` names them.
+
+        Raises:
+            InvalidRunConfigException: ``json_repr`` is not JSON or not a JSON object.
+        """
+        try:
+            loaded = json.loads(json_repr)
+        except json.JSONDecodeError as exc:
+            raise InvalidRunConfigException(
+                f"run config {json_repr!r} is not valid JSON ({exc})"
+            ) from None
+        if not isinstance(loaded, dict):
+            raise InvalidRunConfigException(
+                f'run config {json_repr!r} is not a JSON object: write {{"key": value, ...}}'
+            )
+        return dict(loaded)
+
+    def __str__(self) -> str:
+        required = [(k, o) for k, o in sorted(self._opts.items()) if o.is_required]
+        optional = [(k, o) for k, o in sorted(self._opts.items()) if not o.is_required]
+        lines: list[str] = []
+        for title, group in (("required", required), ("optional", optional)):
+            if not group:
+                continue
+            lines.append(f"    {title}:")
+            lines.append("    " + "=" * len(title))
+            for key, opt in group:
+                default = "" if opt.is_required else f", {opt.default}"
+                lines.append(f"    {key} ({get_type_name(opt.opt_type)}){default}")
+                lines.append(f"        {opt.help}")
+            lines.append("")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def cfg_pairs(cfg_str: str) -> dict[str, str]:
+    """Split ``"a=1,b=x;y,c=2"`` into ``{"a": "1", "b": "x;y", "c": "2"}``.
+
+    A separator (``,`` or ``;``) followed by ``name=`` starts a new pair; any other
+    separator is part of the value (a list's items).
+
+    Raises:
+        InvalidRunConfigException: the string does not start with ``name=``.
+    """
+    cfg_str = cfg_str.strip()
+    if not cfg_str:
+        return {}
+    pieces = re.split(r"[,;](?=\s*[A-Za-z_][\w.\-]*\s*=)", cfg_str)
+    pairs: dict[str, str] = {}
+    for piece in pieces:
+        key, sep, value = piece.partition("=")
+        if not sep or not key.strip():
+            raise InvalidRunConfigException(
+                f"cannot parse run config {cfg_str!r} at {piece!r}: write key=value pairs"
+                " separated by ',' or ';', e.g. `log_dir=/tmp/logs,prepend_cwd=true`"
+            )
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def _cast(key: str, raw: str, tp: Any) -> CfgVal:
+    if tp is bool:
+        lowered = raw.lower()
+        if lowered not in ("true", "false", "1", "0", "yes", "no"):
+            raise InvalidRunConfigException(
+                f"run option {key!r} is a bool: write true or false, not {raw!r}", key
+            )
+        return lowered in ("true", "1", "yes")
+    kind = _container_kind(tp)
+    if kind == "list":
+        return [item.strip() for item in re.split(r"[,;]", raw) if item.strip()]
+    if kind == "dict":
+        pairs: dict[str, str] = {}
+        for item in re.split(r"[,;]", raw):
+            if not item.strip():
+                continue
+            name, sep, item_value = item.partition(":")
+            if not sep or not name.strip():
+                raise InvalidRunConfigException(
+                    f"run option {key!r} is a Dict[str, str]: write name:value pairs"
+                    f" separated by ',' or ';' (e.g. `{key}=a:1,b:2`), not {raw!r}",
+                    key,
+                )
+            pairs[name.strip()] = item_value.strip()
+        return pairs
+    try:
+        value: CfgVal = tp(raw)
+    except ValueError:
+        raise InvalidRunConfigException(
+            f"run option {key!r} must be of type {get_type_name(tp)}, got {raw!r}", key
+        ) from None
+    return value
