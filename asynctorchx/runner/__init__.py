@@ -1,6 +1,6 @@
 """The async Runner: ``async with get_runner() as runner:`` then run, watch, tail, cancel.
 
-See :class:`Runner` (TorchX's ``torchx.runner`` API as coroutines, seed 001) and
+See :class:`Runner` (TorchX's ``torchx.runner`` API as coroutines) and
 :mod:`asynctorchx.runner.config` for the ``.torchxconfig`` file.
 """
 

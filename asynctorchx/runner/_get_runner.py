@@ -1,0 +1,50 @@
+"""The :func:`get_runner` factory: a :class:`Runner` over every registered scheduler.
+
+As ``torchx.runner.api.get_runner``. Re-exported by :mod:`asynctorchx.runner.api` and
+:mod:`asynctorchx.runner`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+from asynctorchx.runner._runner import Runner
+
+
+def get_runner(
+    name: str | None = None,
+    component_defaults: Mapping[str, Mapping[str, str]] | None = None,
+    **scheduler_params: Any,
+) -> Runner:
+    """Return a :class:`Runner` over every registered scheduler; use it with ``async with``.
+
+    Args:
+        name: the session name (default ``torchx``, as TorchX; a custom name warns with
+            ``FutureWarning``, as TorchX does).
+        component_defaults: ``{component: {argument: default}}``; default: the
+            ``[component:<name>]`` sections of the ``.torchxconfig`` files.
+        scheduler_params: keyword arguments for every scheduler factory.
+
+    Raises:
+        ConfigError: a ``.torchxconfig`` file is unreadable.
+    """
+    from asynctorchx.runner.config import get_component_defaults
+    from asynctorchx.schedulers import get_scheduler_factories
+
+    if name:
+        warnings.warn(
+            f"custom session names are deprecated (got {name!r}); call get_runner() without"
+            " `name` and prefix the app name instead",
+            FutureWarning,
+            stacklevel=2,
+        )
+    if component_defaults is None:
+        component_defaults = get_component_defaults()
+    return Runner(
+        name or "torchx",
+        get_scheduler_factories(),
+        component_defaults,
+        scheduler_params=scheduler_params,
+    )

@@ -1,0 +1,132 @@
+"""Merged log streams: :class:`LogLine` and the readers behind :meth:`Runner.log_stream`.
+
+TorchX's ``torchx.runner.api.Runner.log_lines`` reads one replica at a time; an async
+caller can read several at once, each replica by its own task of a task group, into
+one memory object stream. Re-exported by :mod:`asynctorchx.runner.api` and
+:mod:`asynctorchx.runner`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing, asynccontextmanager
+from typing import Any
+
+import anyio
+import attrs
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from asynctorchx.schedulers.api import Scheduler, Stream
+
+
+@attrs.frozen
+class LogLine:
+    """One log line of a merged stream (:meth:`Runner.log_stream`).
+
+    Args:
+        role: the role's name.
+        replica_id: the replica's id ``k`` (0-based).
+        line: the text, with its trailing ``\\n`` when the replica wrote one.
+    """
+
+    role: str
+    replica_id: int
+    line: str
+
+
+@attrs.frozen
+class _Reader:
+    """One replica's log, read by :meth:`Runner.log_stream` into the merged stream."""
+
+    sched: Scheduler[Any]
+    app_id: str
+    role_name: str
+    k: int
+    regex: str | None
+    should_tail: bool
+    streams: Stream | None
+
+    async def pump(
+        self,
+        send: MemoryObjectSendStream[LogLine],
+        failures: list[Exception],
+        scope: anyio.CancelScope,
+    ) -> None:
+        """Send each line as a :class:`LogLine`; on an error, record it and cancel ``scope``."""
+        async with send:
+            try:
+                iterator = self.sched.log_iter(
+                    self.app_id,
+                    self.role_name,
+                    self.k,
+                    self.regex,
+                    should_tail=self.should_tail,
+                    streams=self.streams,
+                )
+                async with aclosing(iterator):  # type: ignore[type-var]
+                    async for line in iterator:
+                        try:
+                            await send.send(LogLine(self.role_name, self.k, line))
+                        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                            return
+            except Exception as exc:
+                failures.append(exc)
+                scope.cancel()
+
+
+@asynccontextmanager
+async def merged_log_stream(
+    sched: Scheduler[Any],
+    app_id: str,
+    replicas: Mapping[str, builtins.list[int]],
+    regex: str | None,
+    should_tail: bool,
+    streams: Stream | None,
+) -> AsyncIterator[MemoryObjectReceiveStream[LogLine]]:
+    """Read the logs of ``replicas`` of app ``app_id`` into one stream of :class:`LogLine`.
+
+    Each replica is read by its own task; leaving the block (or cancelling its task)
+    stops every reader and closes its log.
+
+    Args:
+        sched: the scheduler that runs the app.
+        app_id: the app's id on ``sched``.
+        replicas: ``{role: [k, ...]}`` to read.
+        regex: keep only the lines this regular expression matches.
+        should_tail: follow the logs until the app is terminal.
+        streams: stdout, stderr or combined (``None``, the default).
+
+    Raises:
+        Exception: the first error of a reader (an unknown role or replica id, an
+            unsupported ``streams``), as itself; it wins over the cancellation it
+            caused in the block. An error of the block is raised as itself too, not
+            inside an ``ExceptionGroup``.
+    """
+    send, receive = anyio.create_memory_object_stream[LogLine](max_buffer_size=1024)
+    body_error: BaseException | None = None
+    failures: builtins.list[Exception] = []
+    async with anyio.create_task_group() as task_group:
+        async with send:
+            for role_name, ids in replicas.items():
+                for k in ids:
+                    reader = _Reader(sched, app_id, role_name, k, regex, should_tail, streams)
+                    task_group.start_soon(
+                        reader.pump, send.clone(), failures, task_group.cancel_scope
+                    )
+        try:
+            async with receive:
+                yield receive
+        except BaseException as exc:
+            # Re-raised below, outside the task group, so that an error of the
+            # caller's block reaches it as itself, not inside an ExceptionGroup.
+            body_error = exc
+        finally:
+            task_group.cancel_scope.cancel()
+    cancelled = isinstance(body_error, anyio.get_cancelled_exc_class())
+    if failures and (body_error is None or cancelled):
+        # a reader failed (an unknown role or replica id, an unsupported stream):
+        # its error, as itself, wins over the cancellation it caused in the block
+        raise failures[0]
+    if body_error is not None:
+        raise body_error

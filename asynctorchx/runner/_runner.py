@@ -1,0 +1,544 @@
+"""The async :class:`Runner`: submit, watch, tail and cancel apps on any scheduler.
+
+Same methods, arguments and semantics as TorchX's ``torchx.runner.api.Runner``, as
+coroutines, plus :meth:`Runner.watch` and :meth:`Runner.log_stream` for async callers.
+
+Lifecycle: ``async with get_runner() as runner:`` opens a task group. A scheduler is
+created on first use (from any task; a lock makes two tasks share one) and hosted by a
+task of that group, inside ``async with scheduler:`` (see
+:mod:`asynctorchx.runner._hosting`). Leaving the block (normally, by an exception or by
+cancellation) or ``await runner.close()`` closes every scheduler, which terminates the
+replicas that local schedulers still run. Re-exported by :mod:`asynctorchx.runner.api`
+and :mod:`asynctorchx.runner`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import os
+import warnings
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing, asynccontextmanager
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from asynctorchx.errors import SessionMismatchException, UnknownAppException
+from asynctorchx.runner._hosting import SchedulerHost, scheduler_params_from_env
+from asynctorchx.runner._logs import LogLine, merged_log_stream
+from asynctorchx.runner.tracker import (
+    ENV_TORCHX_JOB_ID,
+    ENV_TORCHX_PARENT_RUN_ID,
+    ENV_TORCHX_TRACKERS,
+    get_configured_trackers,
+    tracker_config_env_var_name,
+)
+from asynctorchx.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    SchedulerFactory,
+    Stream,
+)
+from asynctorchx.specs.api import (
+    MISSING,
+    AppDef,
+    AppDryRunInfo,
+    AppHandle,
+    AppStatus,
+    CfgVal,
+    macros,
+    make_app_handle,
+    parse_app_handle,
+    runopts,
+)
+
+# The name the logger had before this module was split out of runner/api.py; logging
+# configurations that name it keep working.
+logger = logging.getLogger("asynctorchx.runner.api")
+
+
+class Runner:
+    """Runs apps on the registered schedulers and acts on them by app handle.
+
+    Args:
+        name: the session name; it appears in every app handle
+            (``{scheduler}://{name}/{app_id}``).
+        scheduler_factories: scheduler name -> ``factory(session_name, **params)``.
+        component_defaults: ``{component name: {argument: default}}`` used by
+            :meth:`dryrun_component` (from ``[component:<name>]`` config sections).
+        scheduler_params: keyword arguments given to every scheduler factory; they win over
+            the ``TORCHX_*`` environment variables, which become parameters by removing the
+            prefix (``TORCHX_FOO=1`` -> ``foo="1"``).
+
+    Use it as ``async with runner:``; every coroutine raises
+    :class:`~asynctorchx.errors.SchedulerClosedError` when the runner is not entered or
+    already closed.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        scheduler_factories: Mapping[str, SchedulerFactory],
+        component_defaults: Mapping[str, Mapping[str, str]] | None = None,
+        scheduler_params: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._name = name
+        self._component_defaults = {k: dict(v) for k, v in (component_defaults or {}).items()}
+        self._host = SchedulerHost(
+            name,
+            scheduler_factories,
+            {**scheduler_params_from_env(), **(scheduler_params or {})},
+        )
+        self._apps: dict[AppHandle, AppDef] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Runner:
+        await self._host.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._host.__aexit__(exc_type, exc, tb)
+
+    async def close(self) -> None:
+        """Close every scheduler this runner opened (terminating local replicas).
+
+        Idempotent; the runner cannot be used afterwards. Inside ``async with`` it returns
+        once every scheduler is closed; the block's end then only exits the task group.
+        """
+        await self._host.close()
+
+    async def _scheduler_app_id(
+        self, app_handle: AppHandle, check_session: bool = True
+    ) -> tuple[Scheduler[Any], str, str]:
+        parsed = parse_app_handle(app_handle)
+        if check_session and parsed.session_name != self._name:
+            raise SessionMismatchException(app_handle, parsed.session_name, self._name)
+        sched = await self._host.get(parsed.scheduler_backend)
+        return sched, parsed.scheduler_backend, parsed.app_id
+
+    # ------------------------------------------------------------------ submit
+
+    async def run_component(
+        self,
+        component: str,
+        component_args: list[str],
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | None = None,
+        parent_run_id: str | None = None,
+    ) -> AppHandle:
+        """Materialize component ``component`` with ``component_args`` and run it.
+
+        Args:
+            component (str): a builtin (``utils.echo``), an entry point or ``path.py:fn``.
+            component_args (list[str]): the component's command line (``["--msg", "hi"]``).
+            scheduler (str): the scheduler's registered name (``local_cwd``).
+            cfg (Mapping[str, CfgVal] | None): the scheduler's run options (see
+                :meth:`scheduler_run_opts`); ``None``: its defaults.
+            workspace (str | None): a directory built into role 0's image by schedulers
+                that support it (``local_docker``); ignored by the others.
+            parent_run_id (str | None): the tracker parent run id (``TORCHX_PARENT_RUN_ID``
+                in the launching environment wins).
+
+        Returns:
+            The app handle (str).
+
+        Raises:
+            ComponentNotFoundException: the name resolves to no component.
+            ComponentValidationException: the component function is invalid.
+            ValueError: see :meth:`dryrun`.
+        """
+        dryrun_info = await self.dryrun_component(
+            component, component_args, scheduler, cfg, workspace, parent_run_id
+        )
+        return await self.schedule(dryrun_info)
+
+    async def dryrun_component(
+        self,
+        component: str,
+        component_args: list[str],
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | None = None,
+        parent_run_id: str | None = None,
+    ) -> AppDryRunInfo[Any]:
+        """Dry-run version of :meth:`run_component`: return what would be submitted.
+
+        The ``[component:<name>]`` defaults given to the runner fill in arguments that
+        ``component_args`` leaves out. Arguments: as :meth:`run_component`.
+
+        Raises:
+            ComponentNotFoundException: the name resolves to no component.
+            ComponentValidationException: the component or an argument is invalid.
+            ValueError: see :meth:`dryrun`.
+        """
+        from asynctorchx.specs.builders import materialize_appdef
+        from asynctorchx.specs.finder import get_component
+
+        component_def = get_component(component)
+        app = materialize_appdef(
+            component_def.fn, component_args, self._component_defaults.get(component)
+        )
+        return await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+
+    async def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | None = None,
+        parent_run_id: str | None = None,
+    ) -> AppHandle:
+        """Run ``app`` on ``scheduler`` with run config ``cfg``; return its app handle.
+
+        Args:
+            app (AppDef): the app; :meth:`dryrun` adds the tracker variables to its roles' env.
+            scheduler (str): the scheduler's registered name (``local_cwd``).
+            cfg (Mapping[str, CfgVal] | None): the scheduler's run options (see
+                :meth:`scheduler_run_opts`); ``None``: its defaults.
+            workspace (str | None): a directory built into role 0's image by schedulers
+                that support it (``local_docker``); ignored by the others.
+            parent_run_id (str | None): the tracker parent run id (``TORCHX_PARENT_RUN_ID``
+                in the launching environment wins).
+
+        Raises:
+            ValueError, UnknownSchedulerException, InvalidRunConfigException: see
+                :meth:`dryrun`.
+        """
+        dryrun_info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+        return await self.schedule(dryrun_info)
+
+    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
+        """Submit a (possibly edited) dry-run result; return the app handle.
+
+        The submitted ``AppDef`` is recorded so :meth:`describe` returns it.
+
+        Args:
+            dryrun_info (AppDryRunInfo): the result of :meth:`dryrun` (its ``request`` may
+                have been edited).
+
+        Raises:
+            ValueError: ``dryrun_info`` did not come from :meth:`dryrun`.
+        """
+        if dryrun_info._scheduler is None or dryrun_info._app is None:
+            raise ValueError(
+                "this AppDryRunInfo did not come from Runner.dryrun(): call"
+                " `await runner.dryrun(app, scheduler)` and pass its result"
+            )
+        sched = await self._host.get(dryrun_info._scheduler)
+        app_id = await sched.schedule(dryrun_info)
+        app_handle = make_app_handle(dryrun_info._scheduler, self._name, app_id)
+        self._apps[app_handle] = dryrun_info._app
+        return app_handle
+
+    async def dryrun(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | None = None,
+        parent_run_id: str | None = None,
+    ) -> AppDryRunInfo[Any]:
+        """Return what :meth:`run` would submit, without submitting it (``print()`` it).
+
+        Validates the app and injects into every role's env ``TORCHX_JOB_ID`` and, from
+        the tracker config (:mod:`asynctorchx.runner.tracker`), ``TORCHX_PARENT_RUN_ID``
+        (``$TORCHX_PARENT_RUN_ID`` wins over ``parent_run_id``), ``TORCHX_TRACKERS`` and
+        ``TORCHX_TRACKER_<NAME>_CONFIG``. With ``workspace``, the scheduler may build it
+        into an image for role 0 (``local_docker``). Arguments: as :meth:`run`.
+
+        Raises:
+            ValueError: no roles, a role without entrypoint, or ``num_replicas <= 0``.
+            UnknownSchedulerException: ``scheduler`` is not registered.
+            InvalidRunConfigException: ``cfg`` does not match the scheduler's run options.
+        """
+        if not app.roles:
+            raise ValueError(
+                f"No roles for app: {app.name}. Did you forget to add roles to AppDef?"
+            )
+        if ENV_TORCHX_PARENT_RUN_ID in os.environ:
+            parent_run_id = os.environ[ENV_TORCHX_PARENT_RUN_ID]
+            logger.info("using %s=%s as the parent run id", ENV_TORCHX_PARENT_RUN_ID, parent_run_id)
+        trackers = get_configured_trackers()
+        for role in app.roles:
+            if not role.entrypoint or role.entrypoint == MISSING:
+                raise ValueError(
+                    f"No entrypoint for role: {role.name}."
+                    " Did you forget to call role.runs(entrypoint, args, env)?"
+                )
+            if role.num_replicas <= 0:
+                raise ValueError(
+                    f"Non-positive replicas for role: {role.name}."
+                    " Did you forget to set role.num_replicas?"
+                )
+            role.env[ENV_TORCHX_JOB_ID] = make_app_handle(scheduler, self._name, macros.app_id)
+            if parent_run_id:
+                role.env[ENV_TORCHX_PARENT_RUN_ID] = parent_run_id
+            if trackers:
+                role.env[ENV_TORCHX_TRACKERS] = ",".join(trackers)
+                for tracker, config in trackers.items():
+                    if config:
+                        role.env[tracker_config_env_var_name(tracker)] = config
+        sched = await self._host.get(scheduler)
+        resolved = sched.run_opts().resolve(cfg or {})
+        if workspace:
+            await sched.build_workspace_and_update_role(app.roles[0], workspace, resolved)
+        dryrun_info = sched.submit_dryrun(app, resolved)
+        dryrun_info._scheduler = scheduler
+        return dryrun_info
+
+    # ------------------------------------------------------------------ inspect and act
+
+    def name(self) -> str:
+        """Return the session name (the middle part of app handles)."""
+        return self._name
+
+    def scheduler_backends(self) -> list[str]:
+        """Return the registered scheduler names, the default first."""
+        return list(self._host.factories)
+
+    def scheduler_run_opts(self, scheduler: str) -> runopts:
+        """Return the run options of ``scheduler`` (works without entering the runner).
+
+        Raises:
+            UnknownSchedulerException: ``scheduler`` is not registered.
+        """
+        return self._host.get_unopened(scheduler).run_opts()
+
+    async def status(self, app_handle: AppHandle) -> AppStatus | None:
+        """Return the app's status, or ``None`` if the scheduler does not know the app.
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+
+        Raises:
+            MalformedAppHandleException: the handle is malformed.
+            UnknownSchedulerException: the handle's scheduler is not registered.
+        """
+        sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
+        return self._app_status(app_handle, await sched.describe(app_id))
+
+    def _app_status(
+        self, app_handle: AppHandle, desc: DescribeAppResponse | None
+    ) -> AppStatus | None:
+        """The :class:`AppStatus` of a scheduler's description; ``None`` (and the app
+        forgotten) when the scheduler does not know the app."""
+        if desc is None:
+            self._apps.pop(app_handle, None)
+            return None
+        return AppStatus(
+            desc.state,
+            desc.num_restarts,
+            msg=desc.msg,
+            structured_error_msg=desc.structured_error_msg,
+            ui_url=desc.ui_url,
+            roles=desc.roles_statuses,
+        )
+
+    async def wait(self, app_handle: AppHandle, wait_interval: float = 10) -> AppStatus | None:
+        """Wait until the app is terminal; return its final status (``None``: unknown app).
+
+        Awaits the scheduler's event-driven ``wait``. ``wait_interval`` (seconds) is used
+        only for a scheduler that keeps the base class's polling ``wait``: then this polls
+        :meth:`status` every ``wait_interval`` seconds, as TorchX does.
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+            wait_interval (float): seconds between two polls (fallback only).
+
+        Raises:
+            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
+        """
+        sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
+        if type(sched).wait is not Scheduler.wait:
+            return self._app_status(app_handle, await sched.wait(app_id))
+        while True:
+            app_status = await self.status(app_handle)
+            if app_status is None or app_status.is_terminal():
+                return app_status
+            await anyio.sleep(wait_interval)  # fallback: this scheduler has no events
+
+    async def watch(self, app_handle: AppHandle) -> AsyncIterator[AppStatus]:
+        """Yield the app's :class:`AppStatus` at each change of state, ending at a terminal one.
+
+        The first status is yielded at once; each next one when the scheduler's
+        ``wait_for_state_change`` returns (an event on the local schedulers, a documented
+        polling fallback elsewhere). Yields nothing for an unknown app.
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+
+        Raises:
+            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
+        """
+        sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
+        last = None
+        app_status = self._app_status(app_handle, await sched.describe(app_id))
+        while app_status is not None:
+            if app_status.state != last:
+                last = app_status.state
+                yield app_status
+            if app_status.is_terminal():
+                return
+            desc = await sched.wait_for_state_change(app_id, app_status.state)
+            app_status = self._app_status(app_handle, desc)
+
+    async def cancel(self, app_handle: AppHandle) -> None:
+        """Ask the scheduler to cancel the app; a no-op for an unknown or finished app.
+
+        Returns once the request is made; ``await wait(handle)`` to see it end
+        (``CANCELLED``, or ``FAILED`` when the scheduler could not stop it cleanly).
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+
+        Raises:
+            SessionMismatchException: the handle belongs to another session.
+        """
+        sched, _, app_id = await self._scheduler_app_id(app_handle)
+        app_status = await self.status(app_handle)
+        if app_status is not None and not app_status.is_terminal():
+            await sched.cancel(app_id)
+
+    async def stop(self, app_handle: AppHandle) -> None:
+        """Deprecated alias of :meth:`cancel` (``PendingDeprecationWarning``, as TorchX)."""
+        warnings.warn(
+            "Runner.stop() will be removed: use Runner.cancel() instead",
+            PendingDeprecationWarning,
+            stacklevel=2,
+        )
+        await self.cancel(app_handle)
+
+    async def describe(self, app_handle: AppHandle) -> AppDef | None:
+        """Return the submitted ``AppDef`` (else the scheduler's view of it); ``None``: unknown.
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+
+        Raises:
+            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
+        """
+        sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
+        app = self._apps.get(app_handle)
+        if app is None:
+            desc = await sched.describe(app_id)
+            if desc is not None:
+                app = AppDef(name=app_id, roles=desc.roles)
+        return app
+
+    async def list(self, scheduler: str) -> list[ListAppResponse]:
+        """List the apps ``scheduler`` knows, each with its ``app_handle`` filled in.
+
+        Args:
+            scheduler (str): the scheduler's registered name.
+
+        Raises:
+            UnknownSchedulerException: ``scheduler`` is not registered.
+        """
+        sched = await self._host.get(scheduler)
+        apps = await sched.list()
+        for app in apps:
+            app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
+        return apps
+
+    # ------------------------------------------------------------------ logs
+
+    def log_lines(
+        self,
+        app_handle: AppHandle,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> AsyncIterator[str]:
+        """Iterate over the log lines of replica ``k`` of ``role_name`` (lines keep ``\\n``).
+
+        ``should_tail=True`` follows the log until the app is terminal. Scheduler-dependent
+        (see ``Scheduler.log_iter``): lines may be missing once a scheduler purged them.
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+            role_name (str): the role's name.
+            k (int): the replica id (0-based), not the rank.
+            regex (str | None): keep only the lines this regular expression matches.
+            since (datetime | None): first line time (not every scheduler honors it).
+            until (datetime | None): last line time (not every scheduler honors it).
+            should_tail (bool): follow the log until the app is terminal.
+            streams (Stream | None): stdout, stderr or combined (default).
+
+        Raises (when iterated):
+            UnknownAppException: the scheduler does not know the app.
+        """
+
+        async def lines() -> AsyncIterator[str]:
+            sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
+            if await self.status(app_handle) is None:
+                raise UnknownAppException(app_handle)
+            iterator = sched.log_iter(
+                app_id, role_name, k, regex, since, until, should_tail, streams=streams
+            )
+            async with aclosing(iterator):  # type: ignore[type-var]
+                async for line in iterator:
+                    yield line
+
+        return lines()
+
+    @asynccontextmanager
+    async def log_stream(
+        self,
+        app_handle: AppHandle,
+        replicas: Mapping[str, builtins.list[int]] | None = None,
+        regex: str | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> AsyncIterator[MemoryObjectReceiveStream[LogLine]]:
+        """Merge the logs of several replicas into one stream of :class:`LogLine`.
+
+        Usage: ``async with runner.log_stream(handle, should_tail=True) as lines:
+        async for line in lines: ...``. Each replica is read by its own task (a task
+        group), lines arrive in the order they are read. ``replicas``: ``{role: [k, ...]}``
+        (default: every replica of every role of the submitted app). Leaving the block
+        (or cancelling its task) stops every reader and closes its log.
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+            replicas (Mapping[str, list[int]] | None): ``{role: [k, ...]}`` to read.
+            regex (str | None): keep only the lines this regular expression matches.
+            should_tail (bool): follow the logs until the app is terminal.
+            streams (Stream | None): stdout, stderr or combined (default).
+
+        Raises:
+            UnknownAppException: the scheduler does not know the app.
+            ValueError: (when read) the app has no such role or replica id, or the
+                scheduler does not support ``streams``; the first such error ends the
+                stream and is raised as itself.
+        """
+        sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
+        app_status = await self.status(app_handle)
+        if app_status is None:
+            raise UnknownAppException(app_handle)
+        if replicas is None:
+            app = await self.describe(app_handle)
+            if app is not None and app.roles:
+                replicas = {role.name: list(range(role.num_replicas)) for role in app.roles}
+            else:
+                replicas = {r.role: [rep.id for rep in r.replicas] for r in app_status.roles}
+        async with merged_log_stream(sched, app_id, replicas, regex, should_tail, streams) as lines:
+            yield lines
+
+    def __repr__(self) -> str:
+        return f"Runner(name={self._name!r}, schedulers={list(self._host.factories)})"
