@@ -46,8 +46,6 @@ import anyio.abc
 import attrs
 
 from asynctorchx.errors import SchedulerClosedError, UnknownAppException
-from asynctorchx.schedulers._child_watcher import use_pidfd_child_watcher
-from asynctorchx.schedulers._local_logs import Notifier, ReplicaLogWriter, read_log_lines
 from asynctorchx.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -55,6 +53,8 @@ from asynctorchx.schedulers.api import (
     Stream,
     validate_app_id,
 )
+from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
+from asynctorchx.schedulers.local._log_files import Notifier, ReplicaLogWriter, read_log_lines
 from asynctorchx.specs.api import (
     NONE,
     AppDef,

@@ -18,7 +18,7 @@ import os
 import re
 import struct
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import datetime
 
 import anyio
@@ -205,6 +205,77 @@ def _split_lines_at(data: bytes, end: int, offset: int) -> list[tuple[int, str]]
     return lines
 
 
+class _LineSelector:
+    """Which whole lines of a log file ``log_iter`` yields: ``regex``, ``since``, ``until``.
+
+    Args:
+        path: the log file (its time index is ``path + ".idx"``).
+        regex: keep only lines in which it matches (``re.search``).
+        since: skip lines written before it (naive datetimes are local time).
+        until: stop at the first line written after it.
+    """
+
+    def __init__(
+        self, path: str, regex: str | None, since: datetime | None, until: datetime | None
+    ) -> None:
+        self._pattern = re.compile(regex) if regex is not None else None
+        self._since = since.timestamp() if since is not None else None
+        self._until = until.timestamp() if until is not None else None
+        timed = self._since is not None or self._until is not None
+        self._index = _TimeIndex(path + ".idx") if timed else None
+        #: True once a line written after ``until`` was met: nothing more is yielded.
+        self.past_until = False
+
+    def matches(self, line: str) -> bool:
+        """True if ``line`` is kept by ``regex`` (every line is without one)."""
+        return self._pattern is None or self._pattern.search(line) is not None
+
+    def lines(self, data: bytes, end: int, offset: int) -> Iterable[str]:
+        """The kept lines of ``data[:end]`` (whole lines).
+
+        Args:
+            data: bytes read from the file.
+            end: where the last whole line of ``data`` ends.
+            offset: the file offset of ``data[0]``.
+        """
+        if self._index is not None:
+            return self._timed_lines(self._index, data, end, offset)
+        if self._pattern is not None:
+            return [line for line in _split_lines(data, end) if self._pattern.search(line)]
+        return _split_lines(data, end)
+
+    def _timed_lines(self, index: _TimeIndex, data: bytes, end: int, offset: int) -> Iterator[str]:
+        for line_offset, line in _split_lines_at(data, end, offset):
+            when = index.time_of(line_offset)
+            if when is not None:
+                if self._since is not None and when < self._since:
+                    continue
+                if self._until is not None and when > self._until:
+                    self.past_until = True
+                    return
+            if self.matches(line):
+                yield line
+
+
+async def _open_when_written(
+    path: str, wake: Callable[[], anyio.Event], is_finished: Callable[[], bool], should_tail: bool
+) -> int:
+    """Open the log file for reading once it exists (it appears with the first output).
+
+    Returns its file descriptor, or -1 when it does not exist and never will (the
+    replica finished) or the caller does not follow (``should_tail`` False).
+    """
+    while True:
+        event = wake()
+        finished = is_finished()
+        try:
+            return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            if finished or not should_tail:
+                return -1
+            await event.wait()
+
+
 async def read_log_lines(
     path: str,
     *,
@@ -229,20 +300,10 @@ async def read_log_lines(
 
     Bytes that are not UTF-8 become U+FFFD; ``\\r`` is kept; lines are never cut.
     """
-    pattern = re.compile(regex) if regex is not None else None
-    since_ts = since.timestamp() if since is not None else None
-    until_ts = until.timestamp() if until is not None else None
-    index = _TimeIndex(path + ".idx") if since_ts is not None or until_ts is not None else None
-    fd = -1
-    while fd < 0:  # the file appears with the replica's first output
-        event = wake()
-        finished = is_finished()
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
-            if finished or not should_tail:
-                return
-            await event.wait()
+    selector = _LineSelector(path, regex, since, until)
+    fd = await _open_when_written(path, wake, is_finished, should_tail)
+    if fd < 0:
+        return
     try:
         pending: list[bytes] = []  # an unterminated last line, waiting for its end
         offset = 0  # offset in the file of pending[0][0]
@@ -257,33 +318,19 @@ async def read_log_lines(
                     continue
                 data = b"".join([*pending, chunk]) if pending else chunk
                 end = data.rfind(b"\n") + 1  # whole lines end here
-                if index is not None:
-                    for line_offset, line in _split_lines_at(data, end, offset):
-                        when = index.time_of(line_offset)
-                        if when is not None:
-                            if since_ts is not None and when < since_ts:
-                                continue
-                            if until_ts is not None and when > until_ts:
-                                return
-                        if pattern is None or pattern.search(line):
-                            yield line
-                elif pattern is not None:
-                    for line in _split_lines(data, end):
-                        if pattern.search(line):
-                            yield line
-                else:
-                    for line in _split_lines(data, end):
-                        yield line
+                for line in selector.lines(data, end, offset):
+                    yield line
+                if selector.past_until:
+                    return
                 offset += end
                 pending = [data[end:]] if end < len(data) else []
                 await anyio.lowlevel.checkpoint()  # a long file must not hog the loop
                 continue
             # end of file for now
             if finished or not should_tail:
-                if pending:
-                    line = b"".join(pending).decode("utf-8", "replace")
-                    if pattern is None or pattern.search(line):
-                        yield line
+                last = b"".join(pending).decode("utf-8", "replace")
+                if last and selector.matches(last):
+                    yield last
                 return
             await event.wait()
     finally:

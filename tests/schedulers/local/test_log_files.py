@@ -6,8 +6,8 @@ from pathlib import Path
 
 import anyio
 
-from asynctorchx.schedulers import _local_logs
-from asynctorchx.schedulers._local_logs import read_log_lines
+from asynctorchx.schedulers.local import _log_files
+from asynctorchx.schedulers.local._log_files import read_log_lines
 
 
 async def read_all(path: Path, regex: str | None = None) -> list[str]:
@@ -22,7 +22,7 @@ async def read_all(path: Path, regex: str | None = None) -> list[str]:
 
 
 async def test_lines_and_characters_that_straddle_a_read_are_whole(tmp_path: Path) -> None:
-    size = _local_logs._READ_SIZE
+    size = _log_files._READ_SIZE
     euro = "\u20ac".encode()  # 3 bytes: the read boundary falls inside it
     first = b"a" * (size - 1) + euro + b"\n"
     second = b"b" * (size - 1) + b"\n"  # its newline is the first byte of a later read
