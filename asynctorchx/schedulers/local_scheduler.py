@@ -23,19 +23,16 @@ process terminates every replica before the process exits.
 
 from __future__ import annotations
 
-import abc
 import contextlib
 import json
 import logging
 import os
-import shlex
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
 from types import TracebackType
@@ -43,7 +40,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import attrs
 
 from asynctorchx.errors import SchedulerClosedError, UnknownAppException
 from asynctorchx.schedulers.api import (
@@ -55,6 +51,18 @@ from asynctorchx.schedulers.api import (
 )
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._log_files import Notifier, ReplicaLogWriter, read_log_lines
+from asynctorchx.schedulers.local._request import (
+    DEFAULT_STOP_TIMEOUT,
+    CWDImageProvider,
+    ImageProvider,
+    LocalDirectoryImageProvider,
+    PopenRequest,
+    ReplicaParam,
+    RequestContext,
+    build_popen_request,
+    local_run_opts,
+    new_app_id,
+)
 from asynctorchx.specs.api import (
     NONE,
     AppDef,
@@ -63,174 +71,17 @@ from asynctorchx.specs.api import (
     CfgVal,
     ReplicaStatus,
     RetryPolicy,
-    Role,
     RoleStatus,
     is_terminal,
-    macros,
     make_app_handle,
     runopts,
 )
 
 logger = logging.getLogger(__name__)
 
-#: Seconds between SIGTERM and SIGKILL when an app is cancelled or the scheduler closes.
-DEFAULT_STOP_TIMEOUT = 10.0
 #: Seconds to wait for the output pipes to close once a replica's group was killed
 #: (only a process that left the group with ``setsid`` can hold them open longer).
 _DRAIN_TIMEOUT = 5.0
-
-
-# --------------------------------------------------------------------------- requests
-
-
-@attrs.define
-class ReplicaParam:
-    """How one replica is started (seed 004): the argument list and where its output goes.
-
-    Args:
-        args: ``[entrypoint, *args]`` as passed to the process (an argv list, never a shell).
-        env: the variables set on top of this process's environment.
-        stdout: path of ``stdout.log``.
-        stderr: path of ``stderr.log``.
-        combined: path of ``combined.log`` (both streams, whole lines, in arrival order).
-        cwd: the working directory (the image root), or None for this process's.
-    """
-
-    args: list[str]
-    env: dict[str, str]
-    stdout: str | None = None
-    stderr: str | None = None
-    combined: str | None = None
-    cwd: str | None = None
-
-
-@attrs.define
-class PopenRequest:
-    """The dry-run request of the local schedulers (seed 004): a process per replica.
-
-    Args:
-        app_id: the app's id.
-        log_dir: the app's log directory, ``<log_dir>/<session>/<app_id>``.
-        role_params: per role name, one :class:`ReplicaParam` per replica.
-        role_log_dirs: per role name, each replica's log directory.
-        max_retries: per role name, how many restarts it may have (an addition).
-        retry_policies: per role name, what a failure restarts (an addition).
-        stop_timeout: seconds between SIGTERM and SIGKILL on cancel (an addition).
-    """
-
-    app_id: str
-    log_dir: str
-    role_params: dict[str, list[ReplicaParam]]
-    role_log_dirs: dict[str, list[str]]
-    max_retries: dict[str, int] = attrs.field(factory=dict)
-    retry_policies: dict[str, RetryPolicy] = attrs.field(factory=dict)
-    stop_timeout: float = DEFAULT_STOP_TIMEOUT
-
-    def __str__(self) -> str:
-        lines = [f"app_id: {self.app_id}", f"log_dir: {self.log_dir}"]
-        for role_name, params in self.role_params.items():
-            retries = self.max_retries.get(role_name, 0)
-            policy = self.retry_policies.get(role_name, RetryPolicy.APPLICATION)
-            lines.append(f"role {role_name}: {len(params)} replica(s), max_retries={retries}")
-            if retries:
-                lines[-1] += f" ({policy.value})"
-            for replica_id, param in enumerate(params):
-                lines.append(f"  [{replica_id}] {shlex.join(param.args)}")
-                lines.append(f"      cwd: {param.cwd or os.getcwd()}")
-                for key, value in sorted(param.env.items()):
-                    lines.append(f"      env: {key}={value}")
-                lines.append(f"      logs: {os.path.dirname(param.combined or '')}")
-        return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------- images
-
-
-class ImageProvider(abc.ABC):
-    """Turns a role's image into a directory on this host (seed 004).
-
-    Args:
-        cfg: the resolved run config.
-    """
-
-    def __init__(self, cfg: Mapping[str, CfgVal]) -> None:
-        self.cfg = cfg
-
-    @abc.abstractmethod
-    def fetch(self, image: str) -> str:
-        """Return the directory that ``image`` is on this host (its image root)."""
-
-    def fetch_role(self, role: Role) -> str:
-        """Return the image root for ``role``; may update the role.
-
-        The default is ``fetch(role.image)``.
-        """
-        return self.fetch(role.image)
-
-    def get_cwd(self, img_root: str) -> str | None:
-        """Return the replicas' working directory (default: the image root)."""
-        return img_root
-
-    def get_entrypoint(self, img_root: str, role: Role) -> str:
-        """Return the program to run for ``role`` (default: ``role.entrypoint`` as is)."""
-        return role.entrypoint
-
-    def get_replica_param(
-        self,
-        img_root: str,
-        role: Role,
-        stdout: str | None = None,
-        stderr: str | None = None,
-        combined: str | None = None,
-    ) -> ReplicaParam:
-        """Return the :class:`ReplicaParam` of one replica of ``role`` (macros already applied)."""
-        return ReplicaParam(
-            args=[self.get_entrypoint(img_root, role), *role.args],
-            env=dict(role.env),
-            stdout=stdout,
-            stderr=stderr,
-            combined=combined,
-            cwd=self.get_cwd(img_root),
-        )
-
-
-class CWDImageProvider(ImageProvider):
-    """``local_cwd``: ignores the image name; the image root is the current directory."""
-
-    def fetch(self, image: str) -> str:
-        """Return ``os.getcwd()`` whatever ``image`` is."""
-        return os.getcwd()
-
-
-class LocalDirectoryImageProvider(ImageProvider):
-    """``local_dir``: the image name is an absolute path to an existing directory."""
-
-    def fetch(self, image: str) -> str:
-        """Return ``image`` itself.
-
-        Raises:
-            ValueError: ``image`` is not an absolute path to an existing directory.
-        """
-        if not os.path.isabs(image):
-            raise ValueError(
-                f"image {image!r} is not an absolute path: the local_dir scheduler runs a role"
-                " in the directory its image names; give an absolute path, or use local_cwd"
-            )
-        if not os.path.isdir(image):
-            raise ValueError(
-                f"image {image!r} is not an existing directory: create it, or fix the path"
-            )
-        return image
-
-    def get_entrypoint(self, img_root: str, role: Role) -> str:
-        """A relative entrypoint is ``img_root/entrypoint`` when that file exists (seed 004).
-
-        Otherwise (e.g. ``python``) it is looked up on ``PATH`` as given.
-        """
-        if os.path.isabs(role.entrypoint):
-            return role.entrypoint
-        candidate = os.path.join(img_root, role.entrypoint)
-        return candidate if os.path.exists(candidate) else role.entrypoint
 
 
 # --------------------------------------------------------------------------- live state
@@ -447,30 +298,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
     # ----------------------------------------------------------------- options
 
     def _run_opts(self) -> runopts:
-        opts = runopts()
-        opts.add("log_dir", str, "dir to write stdout/stderr log files of replicas")
-        opts.add(
-            "prepend_cwd",
-            bool,
-            "if set, prepends CWD to replica's PATH env var making any binaries in CWD"
-            " take precedence over those in PATH",
-            default=False,
-        )
-        opts.add(
-            "auto_set_cuda_visible_devices",
-            bool,
-            "sets the `CUDA_AVAILABLE_DEVICES` for roles that request GPU resources. Each"
-            " role replica will be assigned one GPU. Does nothing if the device count is"
-            " less than replicas.",
-            default=False,
-        )
-        opts.add(
-            "stop_timeout",
-            float,
-            "seconds between SIGTERM and SIGKILL to each replica's process group on cancel",
-            default=DEFAULT_STOP_TIMEOUT,
-        )
-        return opts
+        return local_run_opts()
 
     # ----------------------------------------------------------------- dry run
 
@@ -483,101 +311,15 @@ class LocalScheduler(Scheduler[PopenRequest]):
         return self._temp_log_dir
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[PopenRequest]:
-        app_id = f"{app.name}-{uuid.uuid4().hex[:10]}"
-        validate_app_id(app_id)
-        app_log_dir = os.path.join(self._base_log_dir(cfg), self.session_name, app_id)
-        image_provider = self._image_provider_class(cfg)
-        stop_timeout = cfg.get("stop_timeout")
-        request = PopenRequest(
+        app_id = new_app_id(app.name)
+        context = RequestContext(
             app_id=app_id,
-            log_dir=app_log_dir,
-            role_params={},
-            role_log_dirs={},
-            stop_timeout=float(stop_timeout)
-            if isinstance(stop_timeout, (int, float))
-            else DEFAULT_STOP_TIMEOUT,
+            app_log_dir=os.path.join(self._base_log_dir(cfg), self.session_name, app_id),
+            job_id=make_app_handle(self.backend, self.session_name, app_id),
+            image_provider=self._image_provider_class(cfg),
+            extra_paths=tuple(self._extra_paths),
         )
-        gpu_assignments = self._cuda_visible_devices(app, cfg)
-        for role in app.roles:
-            img_root = image_provider.fetch_role(role)
-            params: list[ReplicaParam] = []
-            log_dirs: list[str] = []
-            for replica_id in range(role.num_replicas):
-                values = macros.Values(
-                    img_root=img_root,
-                    app_id=app_id,
-                    replica_id=str(replica_id),
-                    rank0_env="TORCHX_RANK0_HOST",
-                )
-                replica_role = values.apply(role)
-                replica_log_dir = os.path.join(app_log_dir, role.name, str(replica_id))
-                param = image_provider.get_replica_param(
-                    img_root,
-                    replica_role,
-                    stdout=os.path.join(replica_log_dir, "stdout.log"),
-                    stderr=os.path.join(replica_log_dir, "stderr.log"),
-                    combined=os.path.join(replica_log_dir, "combined.log"),
-                )
-                self._add_environment(param, cfg, img_root, app_id, replica_log_dir)
-                devices = gpu_assignments.get((role.name, replica_id))
-                if devices is not None:
-                    param.env["CUDA_VISIBLE_DEVICES"] = devices
-                params.append(param)
-                log_dirs.append(replica_log_dir)
-            request.role_params[role.name] = params
-            request.role_log_dirs[role.name] = log_dirs
-            request.max_retries[role.name] = role.max_retries
-            request.retry_policies[role.name] = role.retry_policy
-        return AppDryRunInfo(request, str)
-
-    def _add_environment(
-        self,
-        param: ReplicaParam,
-        cfg: Mapping[str, CfgVal],
-        img_root: str,
-        app_id: str,
-        replica_log_dir: str,
-    ) -> None:
-        env = param.env
-        if "PYTHONUNBUFFERED" not in env and "PYTHONUNBUFFERED" not in os.environ:
-            env["PYTHONUNBUFFERED"] = "x"  # replicas' output arrives as it is printed
-        env["TORCHX_RANK0_HOST"] = "localhost"
-        env.setdefault("TORCHX_JOB_ID", make_app_handle(self.backend, self.session_name, app_id))
-        env.setdefault("TORCHELASTIC_ERROR_FILE", os.path.join(replica_log_dir, "error.json"))
-        env.setdefault("PET_LOG_DIR", os.path.join(replica_log_dir, "torchelastic"))
-        front = list(self._extra_paths)
-        if cfg.get("prepend_cwd"):
-            front.insert(0, img_root)
-        if front:
-            path = env.get("PATH", os.environ.get("PATH", ""))
-            env["PATH"] = os.pathsep.join([*front, path]) if path else os.pathsep.join(front)
-
-    def _cuda_visible_devices(
-        self, app: AppDef, cfg: Mapping[str, CfgVal]
-    ) -> dict[tuple[str, int], str]:
-        """TorchX's ``auto_set_cuda_visible_devices``: one disjoint GPU range per replica."""
-        if not cfg.get("auto_set_cuda_visible_devices"):
-            return {}
-        wanted = sum(role.resource.gpu * role.num_replicas for role in app.roles)
-        if wanted == 0:
-            return {}
-        available = _gpu_count()
-        if available < wanted:
-            logger.warning(
-                "auto_set_cuda_visible_devices: the app asks for %d GPUs but this host has %d;"
-                " CUDA_VISIBLE_DEVICES is left unset",
-                wanted,
-                available,
-            )
-            return {}
-        assignments: dict[tuple[str, int], str] = {}
-        next_device = 0
-        for role in app.roles:
-            for replica_id in range(role.num_replicas if role.resource.gpu else 0):
-                devices = range(next_device, next_device + role.resource.gpu)
-                assignments[(role.name, replica_id)] = ",".join(str(d) for d in devices)
-                next_device += role.resource.gpu
-        return assignments
+        return AppDryRunInfo(build_popen_request(app, cfg, context), str)
 
     # ----------------------------------------------------------------- schedule
 
@@ -1047,20 +789,6 @@ def _earliest_error(app: _App) -> str:
     ]
     errors = [text for text in errors if text != NONE]
     return min(errors, key=_error_timestamp) if errors else NONE
-
-
-def _gpu_count() -> int:
-    """How many GPUs ``nvidia-smi -L`` lists (0 without it)."""
-    nvidia_smi = shutil.which("nvidia-smi")
-    if nvidia_smi is None:
-        return 0
-    try:
-        listing = subprocess.run(
-            [nvidia_smi, "-L"], capture_output=True, text=True, timeout=30, check=True
-        )
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
 
 
 def create_cwd_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:

@@ -1,0 +1,410 @@
+"""What the local schedulers run: the dry-run request, image providers and run options.
+
+TorchX's ``torchx.schedulers.local_scheduler`` turns an ``AppDef`` into a ``PopenRequest``
+holding one ``ReplicaParam`` (argv, environment, log paths, working directory) per
+replica, the image of each role made a directory on this host by an ``ImageProvider``.
+The same names and layout are kept here; the request also carries the retry settings
+and ``stop_timeout`` the supervisor needs.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import os
+import shlex
+import shutil
+import subprocess
+import uuid
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from asynctorchx.schedulers.api import validate_app_id
+from asynctorchx.specs.api import AppDef, CfgVal, RetryPolicy, Role, macros, runopts
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between SIGTERM and SIGKILL when an app is cancelled or the scheduler closes.
+DEFAULT_STOP_TIMEOUT = 10.0
+
+
+# --------------------------------------------------------------------------- requests
+
+
+@attrs.define
+class ReplicaParam:
+    """How one replica is started: the argument list and where its output goes.
+
+    The fields of TorchX's ``torchx.schedulers.local_scheduler.ReplicaParam``, plus
+    ``combined``.
+
+    Args:
+        args: ``[entrypoint, *args]`` as passed to the process (an argv list, never a shell).
+        env: the variables set on top of this process's environment.
+        stdout: path of ``stdout.log``.
+        stderr: path of ``stderr.log``.
+        combined: path of ``combined.log`` (both streams, whole lines, in arrival order).
+        cwd: the working directory (the image root), or None for this process's.
+    """
+
+    args: list[str]
+    env: dict[str, str]
+    stdout: str | None = None
+    stderr: str | None = None
+    combined: str | None = None
+    cwd: str | None = None
+
+
+@attrs.define
+class PopenRequest:
+    """The dry-run request of the local schedulers: a process per replica.
+
+    TorchX's ``torchx.schedulers.local_scheduler.PopenRequest``, with the retry
+    settings and ``stop_timeout`` added.
+
+    Args:
+        app_id: the app's id.
+        log_dir: the app's log directory, ``<log_dir>/<session>/<app_id>``.
+        role_params: per role name, one :class:`ReplicaParam` per replica.
+        role_log_dirs: per role name, each replica's log directory.
+        max_retries: per role name, how many restarts it may have (an addition).
+        retry_policies: per role name, what a failure restarts (an addition).
+        stop_timeout: seconds between SIGTERM and SIGKILL on cancel (an addition).
+    """
+
+    app_id: str
+    log_dir: str
+    role_params: dict[str, list[ReplicaParam]]
+    role_log_dirs: dict[str, list[str]]
+    max_retries: dict[str, int] = attrs.field(factory=dict)
+    retry_policies: dict[str, RetryPolicy] = attrs.field(factory=dict)
+    stop_timeout: float = DEFAULT_STOP_TIMEOUT
+
+    def __str__(self) -> str:
+        lines = [f"app_id: {self.app_id}", f"log_dir: {self.log_dir}"]
+        for role_name, params in self.role_params.items():
+            retries = self.max_retries.get(role_name, 0)
+            policy = self.retry_policies.get(role_name, RetryPolicy.APPLICATION)
+            lines.append(f"role {role_name}: {len(params)} replica(s), max_retries={retries}")
+            if retries:
+                lines[-1] += f" ({policy.value})"
+            for replica_id, param in enumerate(params):
+                lines.append(f"  [{replica_id}] {shlex.join(param.args)}")
+                lines.append(f"      cwd: {param.cwd or os.getcwd()}")
+                for key, value in sorted(param.env.items()):
+                    lines.append(f"      env: {key}={value}")
+                lines.append(f"      logs: {os.path.dirname(param.combined or '')}")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- images
+
+
+class ImageProvider(abc.ABC):
+    """Turns a role's image into a directory on this host.
+
+    TorchX's ``torchx.schedulers.local_scheduler.ImageProvider``.
+
+    Args:
+        cfg: the resolved run config.
+    """
+
+    def __init__(self, cfg: Mapping[str, CfgVal]) -> None:
+        self.cfg = cfg
+
+    @abc.abstractmethod
+    def fetch(self, image: str) -> str:
+        """Return the directory that ``image`` is on this host (its image root)."""
+
+    def fetch_role(self, role: Role) -> str:
+        """Return the image root for ``role``; may update the role.
+
+        The default is ``fetch(role.image)``.
+        """
+        return self.fetch(role.image)
+
+    def get_cwd(self, img_root: str) -> str | None:
+        """Return the replicas' working directory (default: the image root)."""
+        return img_root
+
+    def get_entrypoint(self, img_root: str, role: Role) -> str:
+        """Return the program to run for ``role`` (default: ``role.entrypoint`` as is)."""
+        return role.entrypoint
+
+    def get_replica_param(
+        self,
+        img_root: str,
+        role: Role,
+        stdout: str | None = None,
+        stderr: str | None = None,
+        combined: str | None = None,
+    ) -> ReplicaParam:
+        """Return the :class:`ReplicaParam` of one replica of ``role`` (macros already applied)."""
+        return ReplicaParam(
+            args=[self.get_entrypoint(img_root, role), *role.args],
+            env=dict(role.env),
+            stdout=stdout,
+            stderr=stderr,
+            combined=combined,
+            cwd=self.get_cwd(img_root),
+        )
+
+
+class CWDImageProvider(ImageProvider):
+    """``local_cwd``: ignores the image name; the image root is the current directory."""
+
+    def fetch(self, image: str) -> str:
+        """Return ``os.getcwd()`` whatever ``image`` is."""
+        return os.getcwd()
+
+
+class LocalDirectoryImageProvider(ImageProvider):
+    """``local_dir``: the image name is an absolute path to an existing directory."""
+
+    def fetch(self, image: str) -> str:
+        """Return ``image`` itself.
+
+        Raises:
+            ValueError: ``image`` is not an absolute path to an existing directory.
+        """
+        if not os.path.isabs(image):
+            raise ValueError(
+                f"image {image!r} is not an absolute path: the local_dir scheduler runs a role"
+                " in the directory its image names; give an absolute path, or use local_cwd"
+            )
+        if not os.path.isdir(image):
+            raise ValueError(
+                f"image {image!r} is not an existing directory: create it, or fix the path"
+            )
+        return image
+
+    def get_entrypoint(self, img_root: str, role: Role) -> str:
+        """A relative entrypoint is ``img_root/entrypoint`` when that file exists.
+
+        Otherwise (e.g. ``python``) it is looked up on ``PATH`` as given. TorchX's
+        ``torchx.schedulers.local_scheduler.LocalDirectoryImageProvider`` rule.
+        """
+        if os.path.isabs(role.entrypoint):
+            return role.entrypoint
+        candidate = os.path.join(img_root, role.entrypoint)
+        return candidate if os.path.exists(candidate) else role.entrypoint
+
+
+# --------------------------------------------------------------------------- run options
+
+
+def local_run_opts() -> runopts:
+    """The run options of the local schedulers (TorchX's, plus ``stop_timeout`` in seconds)."""
+    opts = runopts()
+    opts.add("log_dir", str, "dir to write stdout/stderr log files of replicas")
+    opts.add(
+        "prepend_cwd",
+        bool,
+        "if set, prepends CWD to replica's PATH env var making any binaries in CWD"
+        " take precedence over those in PATH",
+        default=False,
+    )
+    opts.add(
+        "auto_set_cuda_visible_devices",
+        bool,
+        "sets the `CUDA_AVAILABLE_DEVICES` for roles that request GPU resources. Each"
+        " role replica will be assigned one GPU. Does nothing if the device count is"
+        " less than replicas.",
+        default=False,
+    )
+    opts.add(
+        "stop_timeout",
+        float,
+        "seconds between SIGTERM and SIGKILL to each replica's process group on cancel",
+        default=DEFAULT_STOP_TIMEOUT,
+    )
+    return opts
+
+
+# --------------------------------------------------------------------------- dry run
+
+
+def new_app_id(app_name: str) -> str:
+    """A fresh app id for an app named ``app_name``: ``<name>-<10 hex digits>``.
+
+    Args:
+        app_name: the app's name.
+
+    Raises:
+        InvalidAppIdException: the name makes an invalid app id.
+    """
+    return validate_app_id(f"{app_name}-{uuid.uuid4().hex[:10]}")
+
+
+@attrs.frozen
+class RequestContext:
+    """What a :class:`PopenRequest` is built from besides the app and the run config.
+
+    Args:
+        app_id: the app's id (see :func:`new_app_id`).
+        app_log_dir: the app's log directory.
+        job_id: the app handle, the replicas' ``TORCHX_JOB_ID``.
+        image_provider: makes each role's image a directory on this host.
+        extra_paths: directories put in front of every replica's ``PATH``.
+    """
+
+    app_id: str
+    app_log_dir: str
+    job_id: str
+    image_provider: ImageProvider
+    extra_paths: Sequence[str] = ()
+
+
+def build_popen_request(
+    app: AppDef, cfg: Mapping[str, CfgVal], context: RequestContext
+) -> PopenRequest:
+    """Build the request that runs every replica of ``app`` (the local schedulers' dry run).
+
+    Args:
+        app: the app.
+        cfg: the resolved run config (see :func:`local_run_opts`).
+        context: the app id, log directory, job id, image provider and extra paths.
+
+    Raises:
+        ValueError: the image provider rejects a role's image.
+    """
+    stop_timeout = cfg.get("stop_timeout")
+    request = PopenRequest(
+        app_id=context.app_id,
+        log_dir=context.app_log_dir,
+        role_params={},
+        role_log_dirs={},
+        stop_timeout=float(stop_timeout)
+        if isinstance(stop_timeout, (int, float))
+        else DEFAULT_STOP_TIMEOUT,
+    )
+    gpu_assignments = cuda_visible_devices(app, cfg)
+    for role in app.roles:
+        img_root = context.image_provider.fetch_role(role)
+        params: list[ReplicaParam] = []
+        log_dirs: list[str] = []
+        for replica_id in range(role.num_replicas):
+            replica_log_dir = os.path.join(context.app_log_dir, role.name, str(replica_id))
+            param = _replica_param(role, replica_id, img_root, replica_log_dir, cfg, context)
+            devices = gpu_assignments.get((role.name, replica_id))
+            if devices is not None:
+                param.env["CUDA_VISIBLE_DEVICES"] = devices
+            params.append(param)
+            log_dirs.append(replica_log_dir)
+        request.role_params[role.name] = params
+        request.role_log_dirs[role.name] = log_dirs
+        request.max_retries[role.name] = role.max_retries
+        request.retry_policies[role.name] = role.retry_policy
+    return request
+
+
+def _replica_param(
+    role: Role,
+    replica_id: int,
+    img_root: str,
+    replica_log_dir: str,
+    cfg: Mapping[str, CfgVal],
+    context: RequestContext,
+) -> ReplicaParam:
+    """The :class:`ReplicaParam` of replica ``replica_id`` of ``role``, macros applied."""
+    values = macros.Values(
+        img_root=img_root,
+        app_id=context.app_id,
+        replica_id=str(replica_id),
+        rank0_env="TORCHX_RANK0_HOST",
+    )
+    param = context.image_provider.get_replica_param(
+        img_root,
+        values.apply(role),
+        stdout=os.path.join(replica_log_dir, "stdout.log"),
+        stderr=os.path.join(replica_log_dir, "stderr.log"),
+        combined=os.path.join(replica_log_dir, "combined.log"),
+    )
+    add_environment(param, cfg, img_root, replica_log_dir, context)
+    return param
+
+
+def add_environment(
+    param: ReplicaParam,
+    cfg: Mapping[str, CfgVal],
+    img_root: str,
+    replica_log_dir: str,
+    context: RequestContext,
+) -> None:
+    """Add the variables every local replica gets to ``param.env`` (TorchX's set).
+
+    ``PYTHONUNBUFFERED`` (unless set), ``TORCHX_RANK0_HOST``, ``TORCHX_JOB_ID``,
+    ``TORCHELASTIC_ERROR_FILE``, ``PET_LOG_DIR``, and ``PATH`` with the extra paths
+    (and the image root with ``prepend_cwd``) in front.
+
+    Args:
+        param: the replica's parameters, updated in place.
+        cfg: the resolved run config.
+        img_root: the role's image root.
+        replica_log_dir: the replica's log directory.
+        context: the job id and extra paths.
+    """
+    env = param.env
+    if "PYTHONUNBUFFERED" not in env and "PYTHONUNBUFFERED" not in os.environ:
+        env["PYTHONUNBUFFERED"] = "x"  # replicas' output arrives as it is printed
+    env["TORCHX_RANK0_HOST"] = "localhost"
+    env.setdefault("TORCHX_JOB_ID", context.job_id)
+    env.setdefault("TORCHELASTIC_ERROR_FILE", os.path.join(replica_log_dir, "error.json"))
+    env.setdefault("PET_LOG_DIR", os.path.join(replica_log_dir, "torchelastic"))
+    front = list(context.extra_paths)
+    if cfg.get("prepend_cwd"):
+        front.insert(0, img_root)
+    if front:
+        path = env.get("PATH", os.environ.get("PATH", ""))
+        env["PATH"] = os.pathsep.join([*front, path]) if path else os.pathsep.join(front)
+
+
+def cuda_visible_devices(app: AppDef, cfg: Mapping[str, CfgVal]) -> dict[tuple[str, int], str]:
+    """TorchX's ``auto_set_cuda_visible_devices``: one disjoint GPU range per replica.
+
+    Args:
+        app: the app.
+        cfg: the resolved run config.
+
+    Returns:
+        ``CUDA_VISIBLE_DEVICES`` per ``(role name, replica id)`` of the replicas that ask
+        for GPUs; empty when the option is off, nothing asks for a GPU, or this host has
+        fewer GPUs than asked for (then a warning is logged).
+    """
+    if not cfg.get("auto_set_cuda_visible_devices"):
+        return {}
+    wanted = sum(role.resource.gpu * role.num_replicas for role in app.roles)
+    if wanted == 0:
+        return {}
+    available = gpu_count()
+    if available < wanted:
+        logger.warning(
+            "auto_set_cuda_visible_devices: the app asks for %d GPUs but this host has %d;"
+            " CUDA_VISIBLE_DEVICES is left unset",
+            wanted,
+            available,
+        )
+        return {}
+    assignments: dict[tuple[str, int], str] = {}
+    next_device = 0
+    for role in app.roles:
+        for replica_id in range(role.num_replicas if role.resource.gpu else 0):
+            devices = range(next_device, next_device + role.resource.gpu)
+            assignments[(role.name, replica_id)] = ",".join(str(d) for d in devices)
+            next_device += role.resource.gpu
+    return assignments
+
+
+def gpu_count() -> int:
+    """How many GPUs ``nvidia-smi -L`` lists (0 without it)."""
+    nvidia_smi = shutil.which("nvidia-smi")
+    if nvidia_smi is None:
+        return 0
+    try:
+        listing = subprocess.run(
+            [nvidia_smi, "-L"], capture_output=True, text=True, timeout=30, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
