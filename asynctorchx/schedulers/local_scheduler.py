@@ -23,7 +23,6 @@ process terminates every replica before the process exits.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -31,7 +30,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
@@ -51,6 +49,7 @@ from asynctorchx.schedulers.api import (
 )
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._log_files import Notifier, ReplicaLogWriter, read_log_lines
+from asynctorchx.schedulers.local._process_groups import process_wide_groups, signal_group
 from asynctorchx.schedulers.local._request import (
     DEFAULT_STOP_TIMEOUT,
     CWDImageProvider,
@@ -63,6 +62,7 @@ from asynctorchx.schedulers.local._request import (
     local_run_opts,
     new_app_id,
 )
+from asynctorchx.schedulers.local._signals import sigterm_is_default, terminate_replicas_on_sigterm
 from asynctorchx.specs.api import (
     NONE,
     AppDef,
@@ -156,19 +156,6 @@ class _StartCounter:
             self.all_started.set()
 
 
-def _signal_group(pid: int | None, signum: int) -> None:
-    """Send ``signum`` to the process group led by ``pid``; a gone group is fine."""
-    if pid is None:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signum)
-
-
-# Process groups of every live replica of every LocalScheduler in this process, for
-# the SIGTERM handler: a replica must not outlive the Python process that owns it.
-_live_groups: set[int] = set()
-
-
 # --------------------------------------------------------------------------- scheduler
 
 
@@ -208,6 +195,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._closed = False
         self._temp_log_dir: str | None = None
         self._signal_scope: anyio.CancelScope | None = None
+        self._process_groups = process_wide_groups()
 
     # ----------------------------------------------------------------- lifetime
 
@@ -221,10 +209,13 @@ class LocalScheduler(Scheduler[PopenRequest]):
         task_group = anyio.create_task_group()
         await task_group.__aenter__()
         self._task_group = task_group
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(
-            signal.SIGTERM
-        ) in (signal.SIG_DFL, None):
-            self._signal_scope = await task_group.start(self._handle_sigterm)
+        if sigterm_is_default():
+            self._signal_scope = await task_group.start(
+                terminate_replicas_on_sigterm,
+                self._process_groups,
+                self._longest_stop_timeout,
+                self._terminate_all,
+            )
         return self
 
     async def __aexit__(
@@ -273,27 +264,18 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._request_cancel(app)
         await self._wait_terminal(app)
 
-    async def _handle_sigterm(
-        self, *, task_status: anyio.abc.TaskStatus[anyio.CancelScope] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        with anyio.CancelScope() as scope, anyio.open_signal_receiver(signal.SIGTERM) as signals:
-            task_status.started(scope)
-            async for _ in signals:
-                # Terminate every replica in this process, then die of SIGTERM as we would have.
-                stop_timeout = max(
-                    (app.request.stop_timeout for app in self._apps.values()),
-                    default=DEFAULT_STOP_TIMEOUT,
-                )
-                for pgid in list(_live_groups):
-                    _signal_group(pgid, signal.SIGTERM)
-                with anyio.move_on_after(stop_timeout):
-                    for app in list(self._apps.values()):
-                        self._request_cancel(app)
-                        await self._wait_terminal(app)
-                for pgid in list(_live_groups):
-                    _signal_group(pgid, signal.SIGKILL)
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                os.kill(os.getpid(), signal.SIGTERM)
+    def _longest_stop_timeout(self) -> float:
+        """The longest ``stop_timeout`` of the kept apps (seconds), for the SIGTERM handler."""
+        return max(
+            (app.request.stop_timeout for app in self._apps.values()),
+            default=DEFAULT_STOP_TIMEOUT,
+        )
+
+    async def _terminate_all(self) -> None:
+        """Cancel every kept app and await its end, one after the other."""
+        for app in list(self._apps.values()):
+            self._request_cancel(app)
+            await self._wait_terminal(app)
 
     # ----------------------------------------------------------------- options
 
@@ -530,7 +512,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
                 replica.exit_code = 127
                 return
             replica.pid = process.pid
-            _live_groups.add(process.pid)
+            self._process_groups.add(process.pid)
             replica.state = AppState.RUNNING
             if on_started is not None:
                 on_started()
@@ -547,20 +529,20 @@ class LocalScheduler(Scheduler[PopenRequest]):
                     # the main process is gone: so is the rest of its group, unless a
                     # cancel gives it the rest of its grace period (see _terminator)
                     if not replica.terminate_requested.is_set():
-                        _signal_group(process.pid, signal.SIGKILL)
+                        signal_group(process.pid, signal.SIGKILL)
                     grace = app.request.stop_timeout if replica.terminate_requested.is_set() else 0
                     with anyio.move_on_after(_DRAIN_TIMEOUT + grace):
                         for event in drained:
                             await event.wait()
-                    _signal_group(process.pid, signal.SIGKILL)
+                    signal_group(process.pid, signal.SIGKILL)
                     pumps.cancel_scope.cancel()
             finally:
                 with anyio.CancelScope(shield=True):
                     if process.returncode is None:  # cancelled from outside: kill, then reap
-                        _signal_group(process.pid, signal.SIGKILL)
+                        signal_group(process.pid, signal.SIGKILL)
                         await process.wait()
                     await process.aclose()
-                _live_groups.discard(process.pid)
+                self._process_groups.discard(process.pid)
             replica.exit_code = returncode
             if app.cancelled or (app.restart_requested and replica.terminate_requested.is_set()):
                 replica.state = AppState.CANCELLED
@@ -576,14 +558,14 @@ class LocalScheduler(Scheduler[PopenRequest]):
     async def _terminator(self, app: _App, replica: _Replica, drained: list[anyio.Event]) -> None:
         """On a terminate request: SIGTERM the group, wait ``stop_timeout``, SIGKILL it."""
         await replica.terminate_requested.wait()
-        _signal_group(replica.pid, signal.SIGTERM)
+        signal_group(replica.pid, signal.SIGTERM)
         with anyio.move_on_after(app.request.stop_timeout):
             assert replica.exited is not None
             await replica.exited.wait()
             # the leader exited; its group had the same SIGTERM: wait for the pipes to close
             for event in drained:
                 await event.wait()
-        _signal_group(replica.pid, signal.SIGKILL)
+        signal_group(replica.pid, signal.SIGKILL)
 
     # ----------------------------------------------------------------- queries
 

@@ -1,0 +1,74 @@
+"""The process groups of live replicas, and signalling a whole group.
+
+Every local replica is started in a session of its own (``start_new_session``, as
+TorchX's ``torchx.schedulers.local_scheduler`` does), so its process id is also the id
+of a process group holding its whole tree: :func:`signal_group` reaches every process
+the replica started. :class:`ProcessGroups` is the registry of the groups still alive,
+so that an owner (today the SIGTERM handler of :mod:`._signals`) can end them all
+before its Python process exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+
+def signal_group(pid: int | None, signum: int) -> None:
+    """Send ``signum`` to the process group led by ``pid``; a gone group is fine.
+
+    Args:
+        pid: the group leader's process id (the replica's), or None (nothing is sent).
+        signum: the signal, e.g. ``signal.SIGTERM``.
+    """
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
+
+
+class ProcessGroups:
+    """The process groups of live replicas that must not outlive their owner.
+
+    The supervisor adds a replica's group once its process started and discards it
+    once the process was reaped; the owner signals every group still registered.
+    """
+
+    __slots__ = ("_leaders",)
+
+    def __init__(self) -> None:
+        self._leaders: set[int] = set()
+
+    def add(self, pgid: int) -> None:
+        """Register the live group ``pgid`` (its leader's process id)."""
+        self._leaders.add(pgid)
+
+    def discard(self, pgid: int) -> None:
+        """Forget the group ``pgid`` (its leader was reaped); an unknown group is fine."""
+        self._leaders.discard(pgid)
+
+    def signal_all(self, signum: int) -> None:
+        """Send ``signum`` to every registered group (see :func:`signal_group`)."""
+        for pgid in list(self._leaders):
+            signal_group(pgid, signum)
+
+    def __contains__(self, pgid: object) -> bool:
+        return pgid in self._leaders
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(list(self._leaders))
+
+    def __len__(self) -> int:
+        return len(self._leaders)
+
+
+# The one registry every LocalScheduler of this process shares today, because the
+# SIGTERM handler installed by the first scheduler entered must reach the replicas of
+# every scheduler: a replica must not outlive the Python process that owns it.
+_PROCESS_WIDE = ProcessGroups()
+
+
+def process_wide_groups() -> ProcessGroups:
+    """The registry shared by every local scheduler of this process (see the module)."""
+    return _PROCESS_WIDE
