@@ -23,14 +23,10 @@ process terminates every replica before the process exits.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
-import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
 from types import TracebackType
@@ -48,8 +44,9 @@ from asynctorchx.schedulers.api import (
     validate_app_id,
 )
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
-from asynctorchx.schedulers.local._log_files import Notifier, ReplicaLogWriter, read_log_lines
-from asynctorchx.schedulers.local._process_groups import process_wide_groups, signal_group
+from asynctorchx.schedulers.local._error_files import earliest_error, read_error_file
+from asynctorchx.schedulers.local._log_files import read_log_lines
+from asynctorchx.schedulers.local._process_groups import process_wide_groups
 from asynctorchx.schedulers.local._request import (
     DEFAULT_STOP_TIMEOUT,
     CWDImageProvider,
@@ -63,6 +60,7 @@ from asynctorchx.schedulers.local._request import (
     new_app_id,
 )
 from asynctorchx.schedulers.local._signals import sigterm_is_default, terminate_replicas_on_sigterm
+from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
 from asynctorchx.specs.api import (
     NONE,
     AppDef,
@@ -70,7 +68,6 @@ from asynctorchx.specs.api import (
     AppState,
     CfgVal,
     ReplicaStatus,
-    RetryPolicy,
     RoleStatus,
     is_terminal,
     make_app_handle,
@@ -78,83 +75,6 @@ from asynctorchx.specs.api import (
 )
 
 logger = logging.getLogger(__name__)
-
-#: Seconds to wait for the output pipes to close once a replica's group was killed
-#: (only a process that left the group with ``setsid`` can hold them open longer).
-_DRAIN_TIMEOUT = 5.0
-
-
-# --------------------------------------------------------------------------- live state
-
-
-class _Replica:
-    """One replica of a live app: its process, its logs, its state."""
-
-    def __init__(self, role_name: str, replica_id: int, param: ReplicaParam, log_dir: str) -> None:
-        self.role_name = role_name
-        self.replica_id = replica_id
-        self.param = param
-        self.log_dir = log_dir
-        self.state = AppState.PENDING
-        self.exit_code: int | None = None
-        self.restarts = 0
-        self.pid: int | None = None
-        self.output = Notifier()
-        self.exited: anyio.Event | None = None
-        self.terminate_requested: anyio.Event = anyio.Event()
-
-    @property
-    def error_file(self) -> str:
-        return os.path.join(self.log_dir, "error.json")
-
-
-class _App:
-    """A submitted app and what its supervisor knows of it."""
-
-    def __init__(self, request: PopenRequest, app: AppDef | None) -> None:
-        self.request = request
-        self.app = app
-        self.state = AppState.SUBMITTED
-        self.cancelled = False
-        self.restart_requested = False
-        self.start_error: OSError | None = None
-        self.num_restarts = 0
-        self.last_updated = time.monotonic()
-        self.changed = Notifier()
-        self.replicas: dict[str, list[_Replica]] = {
-            role_name: [
-                _Replica(role_name, k, param, request.role_log_dirs[role_name][k])
-                for k, param in enumerate(params)
-            ]
-            for role_name, params in request.role_params.items()
-        }
-
-    def all_replicas(self) -> list[_Replica]:
-        return [replica for replicas in self.replicas.values() for replica in replicas]
-
-    def set_state(self, state: AppState) -> None:
-        self.state = state
-        self.last_updated = time.monotonic()
-        self.changed.notify()
-        if is_terminal(state):
-            for replica in self.all_replicas():
-                replica.output.notify()
-
-
-class _StartCounter:
-    """Sets ``all_started`` once ``replica_started`` was called for every replica."""
-
-    def __init__(self, replicas: int) -> None:
-        self.waiting = replicas
-        self.all_started = anyio.Event()
-        if replicas == 0:
-            self.all_started.set()
-
-    def replica_started(self) -> None:
-        self.waiting -= 1
-        if self.waiting == 0:
-            self.all_started.set()
-
 
 # --------------------------------------------------------------------------- scheduler
 
@@ -190,7 +110,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._image_provider_class = image_provider_class
         self._cache_size = cache_size
         self._extra_paths = list(extra_paths or [])
-        self._apps: dict[str, _App] = {}
+        self._apps: dict[str, LocalApp] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed = False
         self._temp_log_dir: str | None = None
@@ -260,7 +180,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
                 shutil.rmtree(self._temp_log_dir, ignore_errors=True)
                 self._temp_log_dir = None
 
-    async def _terminate_and_wait(self, app: _App) -> None:
+    async def _terminate_and_wait(self, app: LocalApp) -> None:
         self._request_cancel(app)
         await self._wait_terminal(app)
 
@@ -330,11 +250,11 @@ class LocalScheduler(Scheduler[PopenRequest]):
                 " none has finished: wait for or cancel one, or create the scheduler with a"
                 " larger cache_size"
             )
-        app = _App(request, dryrun_info._app)
+        app = LocalApp(request, dryrun_info._app)
         for replica in app.all_replicas():
             os.makedirs(replica.log_dir, exist_ok=True)
         use_pidfd_child_watcher()
-        await self._task_group.start(self._supervise, app)
+        await self._task_group.start(supervise, app, self._process_groups, self._keep)
         return request.app_id
 
     def _evict_lru(self) -> bool:
@@ -345,231 +265,13 @@ class LocalScheduler(Scheduler[PopenRequest]):
         del self._apps[min(finished)[1]]
         return True
 
-    async def _supervise(
-        self, app: _App, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Run the app's replicas to the end, restarting them as their retry policy says.
-
-        ``task_status.started()`` is called once every replica of the first attempt has
-        started; a replica that cannot start makes the whole start fail (the others are
-        killed) and its error is raised to ``schedule``.
-
-        The work runs shielded from the cancellation of the block that entered the
-        scheduler: that block's exit calls :meth:`close`, which ends the replicas the
-        graceful way (SIGTERM, ``stop_timeout``, SIGKILL) and waits for this task. Were
-        it cancelled instead, its replicas would be SIGKILLed at once and the app would
-        never reach a terminal state for ``close`` to see.
-        """
-        started = False
-        try:
-            with anyio.CancelScope(shield=True):
-                while True:
-                    app.restart_requested = False
-                    async with anyio.create_task_group() as task_group:
-                        counter = _StartCounter(len(app.all_replicas()))
-                        on_started = None if started else counter.replica_started
-                        for replica in app.all_replicas():
-                            task_group.start_soon(
-                                self._run_replica, app, replica, on_started, task_group.cancel_scope
-                            )
-                        if not started:
-                            await counter.all_started.wait()
-                            self._apps[app.request.app_id] = app
-                            app.set_state(AppState.RUNNING)
-                            task_status.started()
-                            started = True
-                    if app.start_error is not None:
-                        raise app.start_error
-                    if not app.restart_requested or app.cancelled:
-                        break
-                    app.num_restarts += 1
-                    logger.info(
-                        "%s: restarting every replica (APPLICATION retry policy)",
-                        app.request.app_id,
-                    )
-                    for replica in app.all_replicas():
-                        replica.state = AppState.PENDING
-                    app.changed.notify()
-        except Exception:
-            if not started:
-                raise
-            logger.exception("%s: supervising the app failed", app.request.app_id)
-            self._mark_unfinished_failed(app)
-            app.set_state(AppState.FAILED)
-            return
-        except BaseException:
-            # KeyboardInterrupt, or a native task.cancel() that no shield stops: the
-            # replicas were killed on the way out, and no waiter may hang on the app
-            if started and not is_terminal(app.state):
-                self._mark_unfinished_failed(app)
-                app.set_state(AppState.CANCELLED if app.cancelled else AppState.FAILED)
-            raise
-        app.set_state(self._final_state(app))
-
-    @staticmethod
-    def _mark_unfinished_failed(app: _App) -> None:
-        for replica in app.all_replicas():
-            if not is_terminal(replica.state):
-                replica.state = AppState.FAILED
-
-    @staticmethod
-    def _final_state(app: _App) -> AppState:
-        if app.cancelled:
-            return AppState.CANCELLED
-        if any(replica.state == AppState.FAILED for replica in app.all_replicas()):
-            return AppState.FAILED
-        return AppState.SUCCEEDED
-
-    async def _run_replica(
-        self,
-        app: _App,
-        replica: _Replica,
-        on_started: Callable[[], None] | None,
-        attempt_scope: anyio.CancelScope,
-    ) -> None:
-        """Run one replica, restarting it while its REPLICA retry policy allows.
-
-        ``on_started`` is called once its first process started (first attempt only).
-        """
-        role_name = replica.role_name
-        max_retries = app.request.max_retries.get(role_name, 0)
-        policy = app.request.retry_policies.get(role_name, RetryPolicy.APPLICATION)
-        first = True
-        while True:
-            if app.cancelled:
-                replica.state = AppState.CANCELLED
-                if first and on_started is not None:
-                    on_started()
-                return
-            try:
-                await self._run_process(app, replica, on_started if first else None)
-            except OSError as error:  # the first attempt could not start: fail the start
-                app.start_error = error
-                attempt_scope.cancel()
-                return
-            first = False
-            app.changed.notify()
-            if replica.state != AppState.FAILED or app.cancelled or app.restart_requested:
-                return
-            if policy == RetryPolicy.REPLICA and replica.restarts < max_retries:
-                replica.restarts += 1
-                logger.info(
-                    "%s: restarting %s/%d (%d of %d)",
-                    app.request.app_id,
-                    role_name,
-                    replica.replica_id,
-                    replica.restarts,
-                    max_retries,
-                )
-                continue
-            if policy == RetryPolicy.APPLICATION and app.num_restarts < max_retries:
-                app.restart_requested = True
-                for other in app.all_replicas():
-                    if other is not replica:
-                        other.terminate_requested.set()
-            return
-
-    async def _run_process(
-        self,
-        app: _App,
-        replica: _Replica,
-        on_started: Callable[[], None] | None,
-    ) -> None:
-        """Start the replica's process, pump its output to the logs, await its exit.
-
-        Raises:
-            OSError: the process of a first attempt (``on_started`` given) could not start.
-        """
-        param = replica.param
-        replica.terminate_requested = anyio.Event()
-        if app.cancelled:
-            replica.terminate_requested.set()
-        replica.exited = anyio.Event()
-        replica.exit_code = None
-        if replica.restarts or app.num_restarts:
-            _keep_error_file(replica)
-        env = dict(os.environ)
-        env.update(param.env)
-        writer = ReplicaLogWriter(replica.log_dir, replica.output.notify)
-        try:
-            try:
-                process = await anyio.open_process(
-                    param.args,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    cwd=param.cwd,
-                    env=env,
-                    start_new_session=True,
-                )
-            except OSError as error:
-                if on_started is not None:
-                    raise
-                writer.write(
-                    "stderr", f"asynctorchx: could not start {param.args[0]!r}: {error}\n".encode()
-                )
-                replica.state = AppState.FAILED
-                replica.exit_code = 127
-                return
-            replica.pid = process.pid
-            self._process_groups.add(process.pid)
-            replica.state = AppState.RUNNING
-            if on_started is not None:
-                on_started()
-            try:
-                async with anyio.create_task_group() as pumps:
-                    drained = [anyio.Event(), anyio.Event()]
-                    assert process.stdout is not None
-                    assert process.stderr is not None
-                    pumps.start_soon(_pump, process.stdout, "stdout", writer, drained[0])
-                    pumps.start_soon(_pump, process.stderr, "stderr", writer, drained[1])
-                    pumps.start_soon(self._terminator, app, replica, drained)
-                    returncode = await process.wait()
-                    replica.exited.set()
-                    # the main process is gone: so is the rest of its group, unless a
-                    # cancel gives it the rest of its grace period (see _terminator)
-                    if not replica.terminate_requested.is_set():
-                        signal_group(process.pid, signal.SIGKILL)
-                    grace = app.request.stop_timeout if replica.terminate_requested.is_set() else 0
-                    with anyio.move_on_after(_DRAIN_TIMEOUT + grace):
-                        for event in drained:
-                            await event.wait()
-                    signal_group(process.pid, signal.SIGKILL)
-                    pumps.cancel_scope.cancel()
-            finally:
-                with anyio.CancelScope(shield=True):
-                    if process.returncode is None:  # cancelled from outside: kill, then reap
-                        signal_group(process.pid, signal.SIGKILL)
-                        await process.wait()
-                    await process.aclose()
-                self._process_groups.discard(process.pid)
-            replica.exit_code = returncode
-            if app.cancelled or (app.restart_requested and replica.terminate_requested.is_set()):
-                replica.state = AppState.CANCELLED
-            elif returncode == 0:
-                replica.state = AppState.SUCCEEDED
-            else:
-                replica.state = AppState.FAILED
-        finally:
-            writer.close()
-            if replica.exited is not None:
-                replica.exited.set()
-
-    async def _terminator(self, app: _App, replica: _Replica, drained: list[anyio.Event]) -> None:
-        """On a terminate request: SIGTERM the group, wait ``stop_timeout``, SIGKILL it."""
-        await replica.terminate_requested.wait()
-        signal_group(replica.pid, signal.SIGTERM)
-        with anyio.move_on_after(app.request.stop_timeout):
-            assert replica.exited is not None
-            await replica.exited.wait()
-            # the leader exited; its group had the same SIGTERM: wait for the pipes to close
-            for event in drained:
-                await event.wait()
-        signal_group(replica.pid, signal.SIGKILL)
+    def _keep(self, app: LocalApp) -> None:
+        """Keep ``app`` (once every replica started): it can be described from now on."""
+        self._apps[app.request.app_id] = app
 
     # ----------------------------------------------------------------- queries
 
-    def _get(self, app_id: str) -> _App | None:
+    def _get(self, app_id: str) -> LocalApp | None:
         validate_app_id(app_id)
         return self._apps.get(app_id)
 
@@ -591,7 +293,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
                         state=replica.state,
                         role=role_name,
                         hostname="localhost",
-                        structured_error_msg=_read_error_file(replica.error_file),
+                        structured_error_msg=read_error_file(replica.error_file),
                         exit_code=replica.exit_code,
                     )
                     for replica in replicas
@@ -605,10 +307,19 @@ class LocalScheduler(Scheduler[PopenRequest]):
             state=app.state,
             num_restarts=num_restarts,
             msg="cancelled" if app.cancelled else NONE,
-            structured_error_msg=_earliest_error(app) if app.state == AppState.FAILED else NONE,
+            structured_error_msg=self._structured_error(app),
             ui_url=f"file://{app.request.log_dir}",
             roles_statuses=roles_statuses,
             roles=list(app.app.roles) if app.app is not None else [],
+        )
+
+    @staticmethod
+    def _structured_error(app: LocalApp) -> str:
+        """A failed app's earliest error file (TorchX's rule), else ``NONE``."""
+        if app.state != AppState.FAILED:
+            return NONE
+        return earliest_error(
+            replica.error_file for replica in app.all_replicas() if replica.state == AppState.FAILED
         )
 
     async def list(self) -> list[ListAppResponse]:
@@ -653,7 +364,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         return await self.describe(app_id)
 
     @staticmethod
-    async def _wait_until(app: _App, done: Callable[[], bool]) -> None:
+    async def _wait_until(app: LocalApp, done: Callable[[], bool]) -> None:
         """Await ``app.changed`` until ``done()`` holds (the event is taken before the
         check, so a change between the check and the await is never missed)."""
         while True:
@@ -663,7 +374,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
             await event.wait()
 
     @classmethod
-    async def _wait_terminal(cls, app: _App) -> None:
+    async def _wait_terminal(cls, app: LocalApp) -> None:
         await cls._wait_until(app, lambda: is_terminal(app.state))
 
     async def _cancel_existing(self, app_id: str) -> None:
@@ -671,7 +382,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._request_cancel(app)
 
     @staticmethod
-    def _request_cancel(app: _App) -> None:
+    def _request_cancel(app: LocalApp) -> None:
         if is_terminal(app.state) or app.cancelled:
             return
         app.cancelled = True
@@ -725,52 +436,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
             since=since,
             until=until,
         )
-
-
-async def _pump(
-    stream: anyio.abc.ByteReceiveStream, name: str, writer: ReplicaLogWriter, drained: anyio.Event
-) -> None:
-    """Copy a replica's pipe into its log files until end of file."""
-    try:
-        async for chunk in stream:
-            writer.write(name, chunk)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-        pass
-    finally:
-        writer.finish(name)
-        drained.set()
-
-
-def _keep_error_file(replica: _Replica) -> None:
-    """Move a previous attempt's error file aside so the new attempt starts clean."""
-    if os.path.exists(replica.error_file):
-        os.replace(replica.error_file, f"{replica.error_file}.{int(time.time() * 1000)}")
-
-
-def _read_error_file(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as error_file:
-            return error_file.read()
-    except OSError:
-        return NONE
-
-
-def _error_timestamp(text: str) -> float:
-    try:
-        return float(json.loads(text)["message"]["extraInfo"]["timestamp"])
-    except (ValueError, KeyError, TypeError):
-        return float("inf")
-
-
-def _earliest_error(app: _App) -> str:
-    """The earliest TorchElastic error file of the app's failed replicas (TorchX's rule)."""
-    errors = [
-        _read_error_file(replica.error_file)
-        for replica in app.all_replicas()
-        if replica.state == AppState.FAILED
-    ]
-    errors = [text for text in errors if text != NONE]
-    return min(errors, key=_error_timestamp) if errors else NONE
 
 
 def create_cwd_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:

@@ -1,0 +1,413 @@
+"""Running the replicas of a local app: start, output, exit, restart, terminate.
+
+What TorchX's ``torchx.schedulers.local_scheduler`` does with ``Popen`` and polling,
+done here with awaits:
+
+* every replica is started with :func:`anyio.open_process` in a session of its own, so
+  its whole process tree can be signalled; all replicas of an app start concurrently;
+* its stdout and stderr are pumped into its log files as they arrive, waking
+  ``log_iter`` followers; its exit is awaited, never polled;
+* a terminate request (cancel, close, an APPLICATION restart) sends SIGTERM to the
+  replica's process group, waits ``stop_timeout`` seconds, then SIGKILLs the group;
+  when a replica's main process exits, what is left of its group is killed, as a
+  container's processes die with its PID 1;
+* ``max_retries`` with ``RetryPolicy.REPLICA`` restarts the failed replica,
+  with ``RetryPolicy.APPLICATION`` every replica.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+
+import anyio
+import anyio.abc
+
+from asynctorchx.schedulers.local._error_files import keep_error_file
+from asynctorchx.schedulers.local._log_files import Notifier, ReplicaLogWriter
+from asynctorchx.schedulers.local._process_groups import ProcessGroups, signal_group
+from asynctorchx.schedulers.local._request import PopenRequest, ReplicaParam
+from asynctorchx.specs.api import AppDef, AppState, RetryPolicy, is_terminal
+
+logger = logging.getLogger(__name__)
+
+#: Seconds to wait for the output pipes to close once a replica's group was killed
+#: (only a process that left the group with ``setsid`` can hold them open longer).
+_DRAIN_TIMEOUT = 5.0
+
+
+class LocalReplica:
+    """One replica of a live app: its process, its logs, its state.
+
+    Args:
+        role_name: its role.
+        replica_id: its index in the role.
+        param: how it is started.
+        log_dir: its log directory.
+    """
+
+    def __init__(self, role_name: str, replica_id: int, param: ReplicaParam, log_dir: str) -> None:
+        self.role_name = role_name
+        self.replica_id = replica_id
+        self.param = param
+        self.log_dir = log_dir
+        self.state = AppState.PENDING
+        self.exit_code: int | None = None
+        self.restarts = 0
+        self.pid: int | None = None
+        self.output = Notifier()
+        self.exited: anyio.Event | None = None
+        self.terminate_requested: anyio.Event = anyio.Event()
+
+    @property
+    def error_file(self) -> str:
+        """The replica's ``TORCHELASTIC_ERROR_FILE``."""
+        return os.path.join(self.log_dir, "error.json")
+
+
+class LocalApp:
+    """A submitted app and what its supervisor knows of it.
+
+    Args:
+        request: the app's dry-run request.
+        app: the app it was built from, if known.
+    """
+
+    def __init__(self, request: PopenRequest, app: AppDef | None) -> None:
+        self.request = request
+        self.app = app
+        self.state = AppState.SUBMITTED
+        self.cancelled = False
+        self.restart_requested = False
+        self.start_error: OSError | None = None
+        self.num_restarts = 0
+        self.last_updated = time.monotonic()
+        self.changed = Notifier()
+        self.replicas: dict[str, list[LocalReplica]] = {
+            role_name: [
+                LocalReplica(role_name, k, param, request.role_log_dirs[role_name][k])
+                for k, param in enumerate(params)
+            ]
+            for role_name, params in request.role_params.items()
+        }
+
+    def all_replicas(self) -> list[LocalReplica]:
+        """Every replica of every role."""
+        return [replica for replicas in self.replicas.values() for replica in replicas]
+
+    def set_state(self, state: AppState) -> None:
+        """Set the app's state and wake its waiters (and, once terminal, its log followers)."""
+        self.state = state
+        self.last_updated = time.monotonic()
+        self.changed.notify()
+        if is_terminal(state):
+            for replica in self.all_replicas():
+                replica.output.notify()
+
+
+class _StartCounter:
+    """Sets ``all_started`` once ``replica_started`` was called for every replica."""
+
+    def __init__(self, replicas: int) -> None:
+        self.waiting = replicas
+        self.all_started = anyio.Event()
+        if replicas == 0:
+            self.all_started.set()
+
+    def replica_started(self) -> None:
+        self.waiting -= 1
+        if self.waiting == 0:
+            self.all_started.set()
+
+
+async def supervise(
+    app: LocalApp,
+    groups: ProcessGroups,
+    on_running: Callable[[LocalApp], None],
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run the app's replicas to the end, restarting them as their retry policy says.
+
+    ``on_running(app)`` then ``task_status.started()`` are called once every replica of
+    the first attempt has started; a replica that cannot start makes the whole start
+    fail (the others are killed) and its error is raised to the caller of ``start``.
+
+    The work runs shielded from the cancellation of the block that entered the
+    scheduler: that block's exit calls ``LocalScheduler.close``, which ends the
+    replicas the graceful way (SIGTERM, ``stop_timeout``, SIGKILL) and waits for this
+    task. Were it cancelled instead, its replicas would be SIGKILLed at once and the app
+    would never reach a terminal state for ``close`` to see.
+
+    Args:
+        app: the app to run.
+        groups: where each replica's process group is registered while it lives.
+        on_running: called with ``app`` once every replica of the first attempt started.
+        task_status: told once every replica of the first attempt started.
+
+    Raises:
+        OSError: a replica of the first attempt could not start.
+    """
+    started = False
+    try:
+        with anyio.CancelScope(shield=True):
+            while True:
+                app.restart_requested = False
+                async with anyio.create_task_group() as task_group:
+                    counter = _StartCounter(len(app.all_replicas()))
+                    on_started = None if started else counter.replica_started
+                    for replica in app.all_replicas():
+                        task_group.start_soon(
+                            _run_replica, app, replica, groups, on_started, task_group.cancel_scope
+                        )
+                    if not started:
+                        await counter.all_started.wait()
+                        on_running(app)
+                        app.set_state(AppState.RUNNING)
+                        task_status.started()
+                        started = True
+                if app.start_error is not None:
+                    raise app.start_error
+                if not app.restart_requested or app.cancelled:
+                    break
+                app.num_restarts += 1
+                logger.info(
+                    "%s: restarting every replica (APPLICATION retry policy)", app.request.app_id
+                )
+                for replica in app.all_replicas():
+                    replica.state = AppState.PENDING
+                app.changed.notify()
+    except Exception:
+        if not started:
+            raise
+        logger.exception("%s: supervising the app failed", app.request.app_id)
+        _mark_unfinished_failed(app)
+        app.set_state(AppState.FAILED)
+        return
+    except BaseException:
+        # KeyboardInterrupt, or a native task.cancel() that no shield stops: the
+        # replicas were killed on the way out, and no waiter may hang on the app
+        if started and not is_terminal(app.state):
+            _mark_unfinished_failed(app)
+            app.set_state(AppState.CANCELLED if app.cancelled else AppState.FAILED)
+        raise
+    app.set_state(_final_state(app))
+
+
+def _mark_unfinished_failed(app: LocalApp) -> None:
+    for replica in app.all_replicas():
+        if not is_terminal(replica.state):
+            replica.state = AppState.FAILED
+
+
+def _final_state(app: LocalApp) -> AppState:
+    if app.cancelled:
+        return AppState.CANCELLED
+    if any(replica.state == AppState.FAILED for replica in app.all_replicas()):
+        return AppState.FAILED
+    return AppState.SUCCEEDED
+
+
+async def _run_replica(
+    app: LocalApp,
+    replica: LocalReplica,
+    groups: ProcessGroups,
+    on_started: Callable[[], None] | None,
+    attempt_scope: anyio.CancelScope,
+) -> None:
+    """Run one replica, restarting it while its REPLICA retry policy allows.
+
+    ``on_started`` is called once its first process started (first attempt only).
+    """
+    role_name = replica.role_name
+    max_retries = app.request.max_retries.get(role_name, 0)
+    policy = app.request.retry_policies.get(role_name, RetryPolicy.APPLICATION)
+    first = True
+    while True:
+        if app.cancelled:
+            replica.state = AppState.CANCELLED
+            if first and on_started is not None:
+                on_started()
+            return
+        try:
+            await _run_process(app, replica, groups, on_started if first else None)
+        except OSError as error:  # the first attempt could not start: fail the start
+            app.start_error = error
+            attempt_scope.cancel()
+            return
+        first = False
+        app.changed.notify()
+        if replica.state != AppState.FAILED or app.cancelled or app.restart_requested:
+            return
+        if policy == RetryPolicy.REPLICA and replica.restarts < max_retries:
+            replica.restarts += 1
+            logger.info(
+                "%s: restarting %s/%d (%d of %d)",
+                app.request.app_id,
+                role_name,
+                replica.replica_id,
+                replica.restarts,
+                max_retries,
+            )
+            continue
+        if policy == RetryPolicy.APPLICATION and app.num_restarts < max_retries:
+            app.restart_requested = True
+            for other in app.all_replicas():
+                if other is not replica:
+                    other.terminate_requested.set()
+        return
+
+
+async def _run_process(
+    app: LocalApp,
+    replica: LocalReplica,
+    groups: ProcessGroups,
+    on_started: Callable[[], None] | None,
+) -> None:
+    """Start the replica's process, pump its output to the logs, await its exit.
+
+    Raises:
+        OSError: the process of a first attempt (``on_started`` given) could not start.
+    """
+    replica.terminate_requested = anyio.Event()
+    if app.cancelled:
+        replica.terminate_requested.set()
+    replica.exited = anyio.Event()
+    replica.exit_code = None
+    if replica.restarts or app.num_restarts:
+        keep_error_file(replica.error_file)
+    writer = ReplicaLogWriter(replica.log_dir, replica.output.notify)
+    try:
+        process = await _open_process(replica.param, writer, first=on_started is not None)
+        if process is None:
+            replica.state = AppState.FAILED
+            replica.exit_code = 127
+            return
+        replica.pid = process.pid
+        groups.add(process.pid)
+        replica.state = AppState.RUNNING
+        if on_started is not None:
+            on_started()
+        try:
+            returncode = await _pump_until_exit(app, replica, process, writer)
+        finally:
+            await _reap(process)
+            groups.discard(process.pid)
+        replica.exit_code = returncode
+        replica.state = _attempt_state(app, replica, returncode)
+    finally:
+        writer.close()
+        if replica.exited is not None:
+            replica.exited.set()
+
+
+async def _open_process(
+    param: ReplicaParam, writer: ReplicaLogWriter, *, first: bool
+) -> anyio.abc.Process | None:
+    """Start the process of ``param`` in a session of its own.
+
+    Returns None when a restart could not start it (the reason is written to its
+    stderr log).
+
+    Raises:
+        OSError: the process of a first attempt (``first``) could not start.
+    """
+    env = dict(os.environ)
+    env.update(param.env)
+    try:
+        return await anyio.open_process(
+            param.args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=param.cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as error:
+        if first:
+            raise
+        writer.write(
+            "stderr", f"asynctorchx: could not start {param.args[0]!r}: {error}\n".encode()
+        )
+        return None
+
+
+async def _pump_until_exit(
+    app: LocalApp, replica: LocalReplica, process: anyio.abc.Process, writer: ReplicaLogWriter
+) -> int:
+    """Pump the process's output into its logs until it exited and its pipes closed.
+
+    Returns its exit code. A terminate request is served meanwhile (see
+    :func:`_terminator`).
+    """
+    assert replica.exited is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    async with anyio.create_task_group() as pumps:
+        drained = [anyio.Event(), anyio.Event()]
+        pumps.start_soon(_pump, process.stdout, "stdout", writer, drained[0])
+        pumps.start_soon(_pump, process.stderr, "stderr", writer, drained[1])
+        pumps.start_soon(_terminator, app, replica, drained)
+        returncode = await process.wait()
+        replica.exited.set()
+        # the main process is gone: so is the rest of its group, unless a
+        # cancel gives it the rest of its grace period (see _terminator)
+        if not replica.terminate_requested.is_set():
+            signal_group(process.pid, signal.SIGKILL)
+        grace = app.request.stop_timeout if replica.terminate_requested.is_set() else 0
+        with anyio.move_on_after(_DRAIN_TIMEOUT + grace):
+            for event in drained:
+                await event.wait()
+        signal_group(process.pid, signal.SIGKILL)
+        pumps.cancel_scope.cancel()
+    return returncode
+
+
+async def _reap(process: anyio.abc.Process) -> None:
+    """Reap the process, killing its group first if it still runs (cancelled from outside)."""
+    with anyio.CancelScope(shield=True):
+        if process.returncode is None:
+            signal_group(process.pid, signal.SIGKILL)
+            await process.wait()
+        await process.aclose()
+
+
+def _attempt_state(app: LocalApp, replica: LocalReplica, returncode: int) -> AppState:
+    """The state an attempt of ``replica`` ended in, given its exit code."""
+    if app.cancelled or (app.restart_requested and replica.terminate_requested.is_set()):
+        return AppState.CANCELLED
+    if returncode == 0:
+        return AppState.SUCCEEDED
+    return AppState.FAILED
+
+
+async def _terminator(app: LocalApp, replica: LocalReplica, drained: list[anyio.Event]) -> None:
+    """On a terminate request: SIGTERM the group, wait ``stop_timeout``, SIGKILL it."""
+    await replica.terminate_requested.wait()
+    signal_group(replica.pid, signal.SIGTERM)
+    with anyio.move_on_after(app.request.stop_timeout):
+        assert replica.exited is not None
+        await replica.exited.wait()
+        # the leader exited; its group had the same SIGTERM: wait for the pipes to close
+        for event in drained:
+            await event.wait()
+    signal_group(replica.pid, signal.SIGKILL)
+
+
+async def _pump(
+    stream: anyio.abc.ByteReceiveStream, name: str, writer: ReplicaLogWriter, drained: anyio.Event
+) -> None:
+    """Copy a replica's pipe into its log files until end of file."""
+    try:
+        async for chunk in stream:
+            writer.write(name, chunk)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+    finally:
+        writer.finish(name)
+        drained.set()
