@@ -1,4 +1,55 @@
-"""The ``local_cwd`` and ``local_dir`` schedulers (TorchX's ``torchx.schedulers.local_scheduler``).
+"""The ``local_cwd`` and ``local_dir`` schedulers: replicas as real processes on this host.
 
-The package is split by concern into private modules; this module is its public face.
+TorchX's ``torchx.schedulers.local_scheduler``, made awaitable and made to do what
+TorchX's leaves out:
+
+* every replica is started with :func:`anyio.open_process` in a session of its own, so
+  its whole process tree can be signalled; all replicas of an app start concurrently;
+* ``wait`` is an await on process exit, and ``log_iter`` followers are woken by new
+  output (no polling anywhere between an exit or a line and the caller);
+* ``cancel`` sends SIGTERM to each replica's process group, waits ``stop_timeout``
+  seconds, then SIGKILLs the group; when a replica's main process exits, what is left
+  of its group is killed, as a container's processes die with its PID 1;
+* ``max_retries`` with ``RetryPolicy.REPLICA`` or ``APPLICATION`` is honoured;
+* ``since``/``until`` are honoured by ``log_iter``; the temporary log directory is
+  removed when the scheduler closes.
+
+A ``LocalScheduler`` hosts its replicas in a task group, so it must be entered:
+``async with create_cwd_scheduler("session") as scheduler:``. Leaving the block (or
+``close()``) terminates what still runs. While entered in the main thread of an
+asyncio or trio program whose SIGTERM handler is the default, a SIGTERM to this
+process terminates every replica before the process exits.
+
+The private modules, one concern each: ``_request`` (the dry-run request, image
+providers, run options), ``_supervisor`` (running and restarting replicas),
+``_process_groups`` and ``_signals`` (the live process groups and the SIGTERM
+handler), ``_log_files`` (log files and their reader), ``_error_files``
+(TorchElastic error files), ``_child_watcher`` (reaping children on Python < 3.12)
+and ``_scheduler`` (``LocalScheduler`` and its factories).
 """
+
+from asynctorchx.schedulers.local._request import (
+    DEFAULT_STOP_TIMEOUT,
+    CWDImageProvider,
+    ImageProvider,
+    LocalDirectoryImageProvider,
+    PopenRequest,
+    ReplicaParam,
+)
+from asynctorchx.schedulers.local._scheduler import (
+    LocalScheduler,
+    create_cwd_scheduler,
+    create_dir_scheduler,
+)
+
+__all__ = [
+    "DEFAULT_STOP_TIMEOUT",
+    "CWDImageProvider",
+    "ImageProvider",
+    "LocalDirectoryImageProvider",
+    "LocalScheduler",
+    "PopenRequest",
+    "ReplicaParam",
+    "create_cwd_scheduler",
+    "create_dir_scheduler",
+]

@@ -20,7 +20,7 @@ import pytest
 
 from asynctorchx.errors import InvalidAppIdException, SchedulerClosedError, UnknownAppException
 from asynctorchx.schedulers.api import Stream
-from asynctorchx.schedulers.local_scheduler import (
+from asynctorchx.schedulers.local import (
     LocalDirectoryImageProvider,
     LocalScheduler,
     PopenRequest,

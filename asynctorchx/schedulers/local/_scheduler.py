@@ -1,0 +1,470 @@
+"""``LocalScheduler``: the scheduler face of the local replicas, and its two factories.
+
+Its lifetime (a task group hosting the supervisors, the temporary log directory, the
+SIGTERM handler), the dry run and ``schedule``, and the queries: ``describe``,
+``list``, ``wait``, ``wait_for_state_change``, ``cancel`` and ``log_iter``, as in
+TorchX's ``torchx.schedulers.local_scheduler``. The replicas themselves are run by
+:mod:`._supervisor`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable, Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from asynctorchx.errors import SchedulerClosedError, UnknownAppException
+from asynctorchx.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    validate_app_id,
+)
+from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
+from asynctorchx.schedulers.local._error_files import earliest_error, read_error_file
+from asynctorchx.schedulers.local._log_files import read_log_lines
+from asynctorchx.schedulers.local._process_groups import process_wide_groups
+from asynctorchx.schedulers.local._request import (
+    DEFAULT_STOP_TIMEOUT,
+    CWDImageProvider,
+    ImageProvider,
+    LocalDirectoryImageProvider,
+    PopenRequest,
+    RequestContext,
+    build_popen_request,
+    local_run_opts,
+    new_app_id,
+)
+from asynctorchx.schedulers.local._signals import sigterm_is_default, terminate_replicas_on_sigterm
+from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
+from asynctorchx.specs.api import (
+    NONE,
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    ReplicaStatus,
+    RoleStatus,
+    is_terminal,
+    make_app_handle,
+    runopts,
+)
+
+logger = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------- scheduler
+
+
+class LocalScheduler(Scheduler[PopenRequest]):
+    """Runs each replica as a process on this host, awaitably.
+
+    TorchX's ``torchx.schedulers.local_scheduler.LocalScheduler``, made awaitable (see
+    :mod:`asynctorchx.schedulers.local`).
+
+    Args:
+        session_name: the runner session, part of app handles and of the log path.
+        image_provider_class: builds the :class:`ImageProvider` from the run config
+            (:class:`CWDImageProvider` for ``local_cwd``, :class:`LocalDirectoryImageProvider`
+            for ``local_dir``).
+        cache_size: how many apps are kept; when full, the least recently updated
+            finished app is forgotten (its logs stay on disk). Raises ``IndexError``
+            at submit when all kept apps still run (TorchX's rule).
+        extra_paths: directories put in front of ``PATH`` for every replica.
+        backend: the scheduler's name, ``local_cwd`` or ``local_dir``.
+
+    Raises:
+        ValueError: ``cache_size`` is not positive.
+
+    Use ``async with scheduler:``; submitting to a scheduler that is not entered raises
+    :class:`~asynctorchx.errors.SchedulerClosedError`.
+    """
+
+    def __init__(
+        self,
+        session_name: str,
+        image_provider_class: Callable[[Mapping[str, CfgVal]], ImageProvider],
+        cache_size: int = 100,
+        extra_paths: list[str] | None = None,
+        backend: str = "local_cwd",
+    ) -> None:
+        super().__init__(backend, session_name)
+        if cache_size <= 0:
+            raise ValueError(f"cache_size is {cache_size}: it must be a positive number of apps")
+        self._image_provider_class = image_provider_class
+        self._cache_size = cache_size
+        self._extra_paths = list(extra_paths or [])
+        self._apps: dict[str, LocalApp] = {}
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._closed = False
+        self._temp_log_dir: str | None = None
+        self._signal_scope: anyio.CancelScope | None = None
+        self._process_groups = process_wide_groups()
+
+    # ----------------------------------------------------------------- lifetime
+
+    async def __aenter__(self) -> LocalScheduler:
+        if self._closed:
+            raise SchedulerClosedError(
+                f"this {self.backend} scheduler is closed: create a new one to run apps"
+            )
+        if self._task_group is not None:
+            raise SchedulerClosedError(f"this {self.backend} scheduler is already entered")
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        self._task_group = task_group
+        if sigterm_is_default():
+            self._signal_scope = await task_group.start(
+                terminate_replicas_on_sigterm,
+                self._process_groups,
+                self._longest_stop_timeout,
+                self._terminate_all,
+            )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        task_group = self._task_group
+        try:
+            await self.close()
+        finally:
+            if task_group is not None:
+                task_group.cancel_scope.cancel()
+                # the body's own exception is not the task group's: it propagates as
+                # raised, never wrapped in an ExceptionGroup
+                await task_group.__aexit__(None, None, None)
+            self._task_group = None
+
+    async def close(self) -> None:
+        """Terminate every app still running, as ``cancel`` does, and wait for it.
+
+        Then the temporary log directory (used without ``log_dir``) is removed.
+        Idempotent; never raises.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            with anyio.CancelScope(shield=True):
+                running = [app for app in self._apps.values() if not is_terminal(app.state)]
+                if running:
+                    async with anyio.create_task_group() as task_group:
+                        for app in running:
+                            task_group.start_soon(self._terminate_and_wait, app)
+        except Exception:  # close never raises
+            logger.exception("closing the %s scheduler", self.backend)
+        finally:
+            if self._signal_scope is not None:
+                self._signal_scope.cancel()
+            if self._temp_log_dir is not None:
+                shutil.rmtree(self._temp_log_dir, ignore_errors=True)
+                self._temp_log_dir = None
+
+    async def _terminate_and_wait(self, app: LocalApp) -> None:
+        self._request_cancel(app)
+        await self._wait_terminal(app)
+
+    def _longest_stop_timeout(self) -> float:
+        """The longest ``stop_timeout`` of the kept apps (seconds), for the SIGTERM handler."""
+        return max(
+            (app.request.stop_timeout for app in self._apps.values()),
+            default=DEFAULT_STOP_TIMEOUT,
+        )
+
+    async def _terminate_all(self) -> None:
+        """Cancel every kept app and await its end, one after the other."""
+        for app in list(self._apps.values()):
+            self._request_cancel(app)
+            await self._wait_terminal(app)
+
+    # ----------------------------------------------------------------- options
+
+    def _run_opts(self) -> runopts:
+        return local_run_opts()
+
+    # ----------------------------------------------------------------- dry run
+
+    def _base_log_dir(self, cfg: Mapping[str, CfgVal]) -> str:
+        log_dir = cfg.get("log_dir")
+        if isinstance(log_dir, str) and log_dir:
+            return os.path.abspath(log_dir)
+        if self._temp_log_dir is None:
+            self._temp_log_dir = tempfile.mkdtemp(prefix="asynctorchx_")
+        return self._temp_log_dir
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[PopenRequest]:
+        app_id = new_app_id(app.name)
+        context = RequestContext(
+            app_id=app_id,
+            app_log_dir=os.path.join(self._base_log_dir(cfg), self.session_name, app_id),
+            job_id=make_app_handle(self.backend, self.session_name, app_id),
+            image_provider=self._image_provider_class(cfg),
+            extra_paths=tuple(self._extra_paths),
+        )
+        return AppDryRunInfo(build_popen_request(app, cfg, context), str)
+
+    # ----------------------------------------------------------------- schedule
+
+    async def schedule(self, dryrun_info: AppDryRunInfo[PopenRequest]) -> str:
+        """Start every replica of the request concurrently; return the app id.
+
+        Returns once every replica's process has started.
+
+        Raises:
+            SchedulerClosedError: the scheduler is not entered (``async with``) or closed.
+            IndexError: ``cache_size`` apps are kept and none of them has finished.
+            OSError: a replica could not be started (e.g. ``FileNotFoundError`` for an
+                entrypoint that does not exist); the replicas already started are killed.
+        """
+        if self._task_group is None or self._closed:
+            raise SchedulerClosedError(
+                f"the {self.backend} scheduler is not running: use it as"
+                f" `async with create_scheduler(...) as scheduler:` (or through a Runner)"
+                " before submitting apps"
+            )
+        request = dryrun_info.request
+        validate_app_id(request.app_id)
+        if len(self._apps) >= self._cache_size and not self._evict_lru():
+            raise IndexError(
+                f"the {self.backend} scheduler keeps {self._cache_size} apps (cache_size) and"
+                " none has finished: wait for or cancel one, or create the scheduler with a"
+                " larger cache_size"
+            )
+        app = LocalApp(request, dryrun_info._app)
+        for replica in app.all_replicas():
+            os.makedirs(replica.log_dir, exist_ok=True)
+        use_pidfd_child_watcher()
+        await self._task_group.start(supervise, app, self._process_groups, self._keep)
+        return request.app_id
+
+    def _evict_lru(self) -> bool:
+        finished = [(app.last_updated, app_id) for app_id, app in self._apps.items()]
+        finished = [entry for entry in finished if is_terminal(self._apps[entry[1]].state)]
+        if not finished:
+            return False
+        del self._apps[min(finished)[1]]
+        return True
+
+    def _keep(self, app: LocalApp) -> None:
+        """Keep ``app`` (once every replica started): it can be described from now on."""
+        self._apps[app.request.app_id] = app
+
+    # ----------------------------------------------------------------- queries
+
+    def _get(self, app_id: str) -> LocalApp | None:
+        validate_app_id(app_id)
+        return self._apps.get(app_id)
+
+    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """Describe the app, or return None if this scheduler does not keep it.
+
+        Raises:
+            InvalidAppIdException: ``app_id`` is not a valid app id.
+        """
+        app = self._get(app_id)
+        if app is None:
+            return None
+        roles_statuses = [
+            RoleStatus(
+                role_name,
+                [
+                    ReplicaStatus(
+                        id=replica.replica_id,
+                        state=replica.state,
+                        role=role_name,
+                        hostname="localhost",
+                        structured_error_msg=read_error_file(replica.error_file),
+                        exit_code=replica.exit_code,
+                    )
+                    for replica in replicas
+                ],
+            )
+            for role_name, replicas in app.replicas.items()
+        ]
+        num_restarts = app.num_restarts + sum(r.restarts for r in app.all_replicas())
+        return DescribeAppResponse(
+            app_id=app_id,
+            state=app.state,
+            num_restarts=num_restarts,
+            msg="cancelled" if app.cancelled else NONE,
+            structured_error_msg=self._structured_error(app),
+            ui_url=f"file://{app.request.log_dir}",
+            roles_statuses=roles_statuses,
+            roles=list(app.app.roles) if app.app is not None else [],
+        )
+
+    @staticmethod
+    def _structured_error(app: LocalApp) -> str:
+        """A failed app's earliest error file (TorchX's rule), else ``NONE``."""
+        if app.state != AppState.FAILED:
+            return NONE
+        return earliest_error(
+            replica.error_file for replica in app.all_replicas() if replica.state == AppState.FAILED
+        )
+
+    async def list(self) -> list[ListAppResponse]:
+        """List the apps this scheduler keeps (at most ``cache_size``)."""
+        return [
+            ListAppResponse(app_id=app_id, state=app.state) for app_id, app in self._apps.items()
+        ]
+
+    async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
+        """Await the app's terminal state (an await on its processes' exit, no polling).
+
+        Returns its description then, or None for an unknown app. Every log line is
+        written before this returns. Cancelling the awaiting task stops only the wait.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first.
+            InvalidAppIdException: ``app_id`` is not a valid app id.
+        """
+        app = self._get(app_id)
+        if app is None:
+            return None
+        with anyio.fail_after(timeout):
+            await self._wait_terminal(app)
+        return await self.describe(app_id)
+
+    async def wait_for_state_change(
+        self, app_id: str, state: AppState, timeout: float | None = None
+    ) -> DescribeAppResponse | None:
+        """Await the app's next change away from ``state`` (an event, no polling).
+
+        See :meth:`Scheduler.wait_for_state_change`.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first.
+            InvalidAppIdException: ``app_id`` is not a valid app id.
+        """
+        app = self._get(app_id)
+        if app is None:
+            return None
+        with anyio.fail_after(timeout):
+            await self._wait_until(app, lambda: app.state != state or is_terminal(app.state))
+        return await self.describe(app_id)
+
+    @staticmethod
+    async def _wait_until(app: LocalApp, done: Callable[[], bool]) -> None:
+        """Await ``app.changed`` until ``done()`` holds (the event is taken before the
+        check, so a change between the check and the await is never missed)."""
+        while True:
+            event = app.changed.event
+            if done():
+                return
+            await event.wait()
+
+    @classmethod
+    async def _wait_terminal(cls, app: LocalApp) -> None:
+        await cls._wait_until(app, lambda: is_terminal(app.state))
+
+    async def _cancel_existing(self, app_id: str) -> None:
+        app = self._apps[app_id]
+        self._request_cancel(app)
+
+    @staticmethod
+    def _request_cancel(app: LocalApp) -> None:
+        if is_terminal(app.state) or app.cancelled:
+            return
+        app.cancelled = True
+        for replica in app.all_replicas():
+            replica.terminate_requested.set()
+        app.changed.notify()
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> AsyncIterator[str]:
+        """Iterate over the log lines of replica ``k`` of ``role_name``, as they come.
+
+        See :meth:`Scheduler.log_iter`. Lines keep their ``\\n``; invalid UTF-8 becomes
+        U+FFFD; a follower (``should_tail=True``) is woken by new output and ends once
+        the app is terminal and every line was yielded. Retries append to the same files.
+
+        Raises:
+            UnknownAppException: the scheduler does not keep the app.
+            ValueError: there is no such role or replica, or ``streams`` is not a Stream.
+            InvalidAppIdException: ``app_id`` is not a valid app id.
+        """
+        app = self._get(app_id)
+        if app is None:
+            raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
+        replicas = app.replicas.get(role_name)
+        if replicas is None:
+            raise ValueError(
+                f"app {app_id!r} has no role {role_name!r}; its roles: {', '.join(app.replicas)}"
+            )
+        if not 0 <= k < len(replicas):
+            raise ValueError(
+                f"role {role_name!r} of app {app_id!r} has replicas 0..{len(replicas) - 1}, not {k}"
+            )
+        stream = Stream(streams) if streams is not None else Stream.COMBINED
+        replica = replicas[k]
+        path = os.path.join(replica.log_dir, f"{stream.value}.log")
+        return read_log_lines(
+            path,
+            wake=lambda: replica.output.event,
+            is_finished=lambda: is_terminal(app.state),
+            should_tail=should_tail,
+            regex=regex,
+            since=since,
+            until=until,
+        )
+
+
+def create_cwd_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
+    """Create the ``local_cwd`` scheduler: replicas run in the current directory.
+
+    Args:
+        session_name: the runner session.
+        **kwargs: passed to :class:`LocalScheduler` (``cache_size``, ``extra_paths``).
+    """
+    return LocalScheduler(
+        session_name, image_provider_class=CWDImageProvider, backend="local_cwd", **_known(kwargs)
+    )
+
+
+def create_dir_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
+    """Create the ``local_dir`` scheduler: a role's image is an absolute directory to run in.
+
+    Args:
+        session_name: the runner session.
+        **kwargs: passed to :class:`LocalScheduler` (``cache_size``, ``extra_paths``).
+    """
+    return LocalScheduler(
+        session_name,
+        image_provider_class=LocalDirectoryImageProvider,
+        backend="local_dir",
+        **_known(kwargs),
+    )
+
+
+def _known(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Keep the keyword arguments LocalScheduler takes (the runner passes every
+    ``TORCHX_*`` parameter to every factory, as TorchX does)."""
+    known = {"cache_size", "extra_paths"}
+    params = {key: value for key, value in kwargs.items() if key in known}
+    if "cache_size" in params:
+        params["cache_size"] = int(params["cache_size"])
+    return params
+
+
+__all__ = ["LocalScheduler", "create_cwd_scheduler", "create_dir_scheduler"]
