@@ -61,8 +61,6 @@ from asynctorchx.specs.api import (
 
 logger = logging.getLogger(__name__)
 
-# --------------------------------------------------------------------------- scheduler
-
 
 class LocalScheduler(Scheduler[PopenRequest]):
     """Runs each replica as a process on this host, awaitably.
