@@ -15,7 +15,7 @@ import functools
 from collections.abc import AsyncIterator, Collection, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse, Stream
 from asynctorchx.schedulers.toolkit import (
@@ -155,6 +155,14 @@ class Scheduler(abc.ABC, Generic[T]):
 
     #: Seconds between two polls of the fallback :meth:`wait` (backends without events).
     poll_interval: float = 1.0
+
+    #: Whether this scheduler's apps live inside the process that submitted them (the
+    #: local schedulers: replicas are its child processes and end when it closes). The
+    #: CLI's ``run`` then stays to follow the logs and wait by default, and other
+    #: processes cannot find the app. ``False`` for a backend whose apps outlive the
+    #: submitting process (a Docker engine, a cluster): ``run`` prints the handle and
+    #: returns unless asked to wait. Callers ask this, never the scheduler's name.
+    apps_live_in_process: ClassVar[bool] = False
 
     def _poller(self) -> BatchedPoller[str, DescribeAppResponse]:
         """The one poller of this scheduler instance, shared by every fallback waiter."""

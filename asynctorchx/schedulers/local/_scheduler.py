@@ -86,6 +86,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
     :class:`~asynctorchx.errors.SchedulerClosedError`.
     """
 
+    apps_live_in_process = True
+
     def __init__(
         self,
         session_name: str,
