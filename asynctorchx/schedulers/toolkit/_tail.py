@@ -132,63 +132,63 @@ async def _read_lines(
     is_finished: Callable[[], bool],
     time_of: Callable[[int], float | None] | None,
 ) -> AsyncIterator[str]:
-    timed = time_of is not None and query.has_time_bounds
+    select = _timed_selector(query, time_of) if time_of and query.has_time_bounds else None
     pending: list[bytes] = []  # an unterminated last line, waiting for its end
     offset = 0  # offset in the file of pending[0][0]
     while True:
         event = wake()
         finished = is_finished()
         chunk = await reader.read()
-        if chunk:
-            if b"\n" not in chunk:  # a long line goes on: keep it, join it once
-                pending.append(chunk)
-                await anyio.lowlevel.checkpoint()
-                continue
-            data = b"".join([*pending, chunk]) if pending else chunk
-            end = data.rfind(b"\n") + 1  # whole lines end here
-            if timed:
-                assert time_of is not None
-                for line, past_until in _timed_lines(data, end, offset, query, time_of):
-                    if past_until:
-                        return
-                    yield line
-            elif query.pattern is not None:
-                for line in split_lines(data, end):
-                    if query.pattern.search(line):
-                        yield line
-            else:
-                for line in split_lines(data, end):
-                    yield line
-            offset += end
-            pending = [data[end:]] if end < len(data) else []
-            await anyio.lowlevel.checkpoint()  # a long file must not hog the loop
+        if not chunk:  # end of file for now
+            if finished or not query.should_tail:
+                last = b"".join(pending).decode("utf-8", "replace")
+                if last and query.matches(last):
+                    yield last
+                return
+            await event.wait()
             continue
-        if finished or not query.should_tail:  # end of file, and no more will come
-            if pending:
-                line = b"".join(pending).decode("utf-8", "replace")
-                if query.matches(line):
-                    yield line
+        if b"\n" not in chunk:  # a long line goes on: keep it, join it once
+            pending.append(chunk)
+            await anyio.lowlevel.checkpoint()
+            continue
+        data = b"".join([*pending, chunk]) if pending else chunk
+        end = data.rfind(b"\n") + 1  # whole lines end here
+        if select is not None:
+            lines, past_until = select(data, end, offset)
+        else:
+            lines, past_until = _matching(split_lines(data, end), query), False
+        for line in lines:
+            yield line
+        if past_until:
             return
-        await event.wait()
+        offset += end
+        pending = [data[end:]] if end < len(data) else []
+        await anyio.lowlevel.checkpoint()  # a long file must not hog the loop
 
 
-def _timed_lines(
-    data: bytes, end: int, offset: int, query: LogQuery, time_of: Callable[[int], float | None]
-) -> list[tuple[str, bool]]:
-    """The lines of ``data[:end]`` within ``since``/``until`` and matching ``regex``.
+def _matching(lines: list[str], query: LogQuery) -> list[str]:
+    pattern = query.pattern
+    return lines if pattern is None else [line for line in lines if pattern.search(line)]
 
-    Each is ``(line, False)``; a last ``("", True)`` marks the first line past ``until``.
-    """
+
+def _timed_selector(
+    query: LogQuery, time_of: Callable[[int], float | None]
+) -> Callable[[bytes, int, int], tuple[list[str], bool]]:
+    """Select the lines within ``since``/``until`` that match ``regex``, by their offsets."""
     since, until = query.since_timestamp, query.until_timestamp
-    kept: list[tuple[str, bool]] = []
-    for line_offset, line in _lines_at(data, end, offset):
-        when = time_of(line_offset)
-        if when is not None:
-            if since is not None and when < since:
-                continue
-            if until is not None and when > until:
-                kept.append(("", True))
-                return kept
-        if query.matches(line):
-            kept.append((line, False))
-    return kept
+
+    def select(data: bytes, end: int, offset: int) -> tuple[list[str], bool]:
+        """The kept lines of ``data[:end]``, and whether a line past ``until`` was met."""
+        kept: list[str] = []
+        for line_offset, line in _lines_at(data, end, offset):
+            when = time_of(line_offset)
+            if when is not None:
+                if since is not None and when < since:
+                    continue
+                if until is not None and when > until:
+                    return kept, True
+            if query.matches(line):
+                kept.append(line)
+        return kept, False
+
+    return select
