@@ -1,0 +1,315 @@
+#!/usr/bin/env bash
+# A single-host Slurm cluster for asynctorchx tests: 4 virtual nodes on 127.0.0.1, no systemd.
+#
+#   bash scripts/slurm-cluster.sh start    # install (if needed), configure, start, wait for idle nodes
+#   bash scripts/slurm-cluster.sh status   # exit 0 when slurmctld answers and the 4 nodes are up
+#   bash scripts/slurm-cluster.sh stop     # cancel jobs, stop the daemons this script started
+#
+# `start` as root: installs Debian's munge, slurmctld, slurmd and slurm-client with apt-get
+# when a binary is missing (apt-get update only when the plain install fails), writes
+# /etc/slurm/slurm.conf (refusing to overwrite one this script did not write), then starts,
+# in the background and each with a pid file under $STATE:
+#   - munged on its own socket and key under $STATE/munge (the system's munged is not used),
+#   - slurmctld (SlurmUser=root, state in $STATE/ctld),
+#   - one slurmd per node: `slurmd -N n1` ... `slurmd -N n4` (Debian builds Slurm with
+#     multiple-slurmd support), each on its own port with its own spool directory.
+# It then waits at most $WAIT_S seconds for `sinfo` to show the 4 nodes idle and prints the
+# time taken. Logs are in $STATE/log. Jobs run as root or as any local user.
+# See docs/slurm-cluster.md for the measured start times, memory and known behaviour.
+set -euo pipefail
+
+STATE="/var/lib/asynctorchx-slurm"
+CONF_DIR="/etc/slurm"
+CONF="$CONF_DIR/slurm.conf"
+MARK="# written by asynctorchx scripts/slurm-cluster.sh"
+LOGDIR="$STATE/log"
+MUNGE_DIR="$STATE/munge"
+MUNGE_SOCKET="$MUNGE_DIR/munge.socket"
+NODES=(n1 n2 n3 n4)
+CTLD_PORT=6817
+FIRST_NODE_PORT=6821
+CPUS_PER_NODE=4
+MEM_MB_PER_NODE=4096
+WAIT_S=60
+
+die() {
+    echo "slurm-cluster.sh: $*" >&2
+    exit 1
+}
+
+need_root() {
+    [ "$(id -u)" = 0 ] || die "must run as root to $1 (try: sudo bash $0 start)"
+}
+
+now_ms() { date +%s%3N; }
+
+elapsed() {
+    local ms=$(($(now_ms) - $1))
+    printf '%d.%03d s' $((ms / 1000)) $((ms % 1000))
+}
+
+install_packages() {
+    local pkgs=()
+    command -v munged >/dev/null 2>&1 || pkgs+=(munge)
+    command -v slurmctld >/dev/null 2>&1 || pkgs+=(slurmctld)
+    command -v slurmd >/dev/null 2>&1 || pkgs+=(slurmd)
+    command -v sbatch >/dev/null 2>&1 || pkgs+=(slurm-client)
+    if [ "${#pkgs[@]}" -gt 0 ]; then
+        need_root "install ${pkgs[*]}"
+        local t0
+        t0="$(now_ms)"
+        echo "installing ${pkgs[*]} with apt-get"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q "${pkgs[@]}" || {
+            apt-get update -q
+            apt-get install -y -q "${pkgs[@]}"
+        }
+        echo "packages installed in $(elapsed "$t0")"
+    fi
+    for bin in munged slurmctld slurmd sbatch sinfo squeue scontrol; do
+        command -v "$bin" >/dev/null 2>&1 || die "no $bin on PATH after installing Slurm"
+    done
+}
+
+pid_alive() {
+    [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
+}
+
+controller_up() {
+    scontrol ping 2>/dev/null | grep -q 'is UP'
+}
+
+# Print how many of the 4 nodes are in one of the states given as a regex.
+nodes_in_state() {
+    sinfo -h -N -o '%N %T' 2>/dev/null | awk -v re="^($1)\$" '$2 ~ re { print $1 }' | sort -u | wc -l
+}
+
+nodes_up() {
+    [ "$(nodes_in_state 'idle|mixed|allocated|completing')" -eq "${#NODES[@]}" ]
+}
+
+write_munge_key() {
+    mkdir -p "$MUNGE_DIR"
+    chmod 0755 "$STATE" "$MUNGE_DIR"
+    if [ ! -s "$MUNGE_DIR/munge.key" ]; then
+        if command -v mungekey >/dev/null 2>&1; then
+            mungekey --create --keyfile="$MUNGE_DIR/munge.key"
+        else
+            dd if=/dev/urandom of="$MUNGE_DIR/munge.key" bs=1024 count=1 status=none
+        fi
+    fi
+    chmod 0600 "$MUNGE_DIR/munge.key"
+}
+
+write_config() {
+    if [ -f "$CONF" ] && ! grep -qF "$MARK" "$CONF"; then
+        die "$CONF exists and was not written by this script; move it away first"
+    fi
+    mkdir -p "$CONF_DIR" "$LOGDIR" "$STATE/ctld" "$STATE/spool"
+    local host
+    host="$(hostname -s)"
+    {
+        echo "$MARK; rewritten on every start"
+        echo "ClusterName=asynctorchx"
+        echo "SlurmctldHost=$host(127.0.0.1)"
+        echo "SlurmctldPort=$CTLD_PORT"
+        echo "SlurmUser=root"
+        echo "SlurmdUser=root"
+        echo "AuthType=auth/munge"
+        echo "CredType=cred/munge"
+        echo "AuthInfo=socket=$MUNGE_SOCKET"
+        echo "StateSaveLocation=$STATE/ctld"
+        echo "SlurmctldPidFile=$STATE/slurmctld.pid"
+        echo "SlurmctldLogFile=$LOGDIR/slurmctld.log"
+        echo "SlurmdSpoolDir=$STATE/spool/%n"
+        echo "SlurmdPidFile=$STATE/slurmd.%n.pid"
+        echo "SlurmdLogFile=$LOGDIR/slurmd.%n.log"
+        echo "SlurmdParameters=config_overrides"
+        echo "ProctrackType=proctrack/linuxproc"
+        echo "TaskPlugin=task/none"
+        echo "SelectType=select/cons_tres"
+        echo "SelectTypeParameters=CR_Core"
+        echo "SchedulerType=sched/backfill"
+        echo "SchedulerParameters=bf_interval=1"
+        echo "MailProg=/bin/true" # --mail-type/--mail-user are accepted; no mail is sent
+        echo "MpiDefault=none"
+        echo "SwitchType=switch/none"
+        echo "ReturnToService=2"
+        echo "AccountingStorageType=accounting_storage/none"
+        echo "JobAcctGatherType=jobacct_gather/none"
+        echo "JobCompType=jobcomp/none"
+        echo "InactiveLimit=0"
+        echo "KillWait=5"
+        echo "MinJobAge=300"
+        echo "SlurmctldTimeout=30"
+        echo "SlurmdTimeout=60"
+        local i port
+        for i in "${!NODES[@]}"; do
+            port=$((FIRST_NODE_PORT + i))
+            echo "NodeName=${NODES[$i]} NodeHostname=localhost NodeAddr=127.0.0.1 Port=$port" \
+                "CPUs=$CPUS_PER_NODE Sockets=1 CoresPerSocket=$CPUS_PER_NODE ThreadsPerCore=1" \
+                "RealMemory=$MEM_MB_PER_NODE State=UNKNOWN"
+        done
+        local IFS=,
+        echo "PartitionName=debug Nodes=${NODES[*]} Default=YES MaxTime=INFINITE State=UP"
+    } >"$CONF.tmp"
+    mv "$CONF.tmp" "$CONF"
+    chmod 0644 "$CONF"
+}
+
+# Start one daemon in the background and check that it is still alive shortly after.
+start_daemon() {
+    local name="$1" pidfile="$2" log="$3"
+    shift 3
+    "$@" >>"$log" 2>&1 || {
+        show_logs
+        die "$name did not start (command: $*)"
+    }
+    local i
+    for ((i = 0; i < 50; i++)); do
+        pid_alive "$pidfile" && return 0
+        sleep 0.1
+    done
+    show_logs
+    die "$name wrote no live pid to $pidfile (command: $*)"
+}
+
+show_logs() {
+    local f
+    for f in "$LOGDIR"/*.log "$LOGDIR"/*.out; do
+        [ -s "$f" ] || continue
+        echo "--- last lines of $f" >&2
+        tail -n 15 "$f" >&2 || true
+    done
+}
+
+start_cluster() {
+    local t0
+    t0="$(now_ms)"
+    if controller_up && nodes_up; then
+        echo "slurm cluster already up: $(sinfo -h -o '%P %D %T' | tr '\n' ' ')"
+        return 0
+    fi
+    need_root "start munged, slurmctld and slurmd"
+    write_munge_key
+    write_config
+    if ! pid_alive "$STATE/munged.pid"; then
+        start_daemon munged "$STATE/munged.pid" "$LOGDIR/munged.out" \
+            munged --socket="$MUNGE_SOCKET" --key-file="$MUNGE_DIR/munge.key" \
+            --pid-file="$STATE/munged.pid" --log-file="$LOGDIR/munged.log" \
+            --seed-file="$MUNGE_DIR/munge.seed" --force
+    fi
+    if ! pid_alive "$STATE/slurmctld.pid"; then
+        # -i: ignore unreadable state left by an earlier run instead of refusing to start
+        start_daemon slurmctld "$STATE/slurmctld.pid" "$LOGDIR/slurmctld.out" slurmctld -i
+    fi
+    local node
+    for node in "${NODES[@]}"; do
+        mkdir -p "$STATE/spool/$node"
+        if ! pid_alive "$STATE/slurmd.$node.pid"; then
+            start_daemon "slurmd -N $node" "$STATE/slurmd.$node.pid" "$LOGDIR/slurmd.$node.out" \
+                slurmd -N "$node"
+        fi
+    done
+    local i
+    for ((i = 0; i < WAIT_S * 4; i++)); do
+        if controller_up && [ "$(nodes_in_state 'idle')" -eq "${#NODES[@]}" ]; then
+            echo "slurm cluster up in $(elapsed "$t0"): $(sinfo -h -o '%P %D %T' | tr '\n' ' ')"
+            return 0
+        fi
+        # nodes left down/drained by an earlier run come back with an explicit resume
+        if ((i == 20)) && controller_up; then
+            scontrol update NodeName="$(
+                IFS=,
+                echo "${NODES[*]}"
+            )" State=RESUME >/dev/null 2>&1 || true
+        fi
+        sleep 0.25
+    done
+    sinfo -N >&2 || true
+    show_logs
+    die "the ${#NODES[@]} nodes were not idle within ${WAIT_S} s"
+}
+
+# Send SIGTERM to the daemons named by the pid files given, wait (at most 10 s) for all of them
+# to exit, then SIGKILL any left. Arguments: pairs of "name" "pidfile".
+stop_pidfiles() {
+    local names=() pids=() files=() i
+    while [ "$#" -ge 2 ]; do
+        if pid_alive "$2"; then
+            names+=("$1")
+            pids+=("$(cat "$2")")
+            kill "$(cat "$2")" 2>/dev/null || true
+        fi
+        files+=("$2")
+        shift 2
+    done
+    for ((i = 0; i < 100; i++)); do
+        local left=0 pid
+        for pid in "${pids[@]}"; do
+            kill -0 "$pid" 2>/dev/null && left=1
+        done
+        [ "$left" = 0 ] && break
+        sleep 0.1
+    done
+    for i in "${!pids[@]}"; do
+        if kill -0 "${pids[$i]}" 2>/dev/null; then
+            echo "${names[$i]} (pid ${pids[$i]}) did not exit in 10 s; sending SIGKILL" >&2
+            kill -9 "${pids[$i]}" 2>/dev/null || true
+        else
+            echo "${names[$i]} stopped"
+        fi
+    done
+    rm -f "${files[@]}"
+}
+
+stop_cluster() {
+    local i node
+    if controller_up; then
+        # running job steps belong to slurmstepd processes that outlive slurmd: cancel them first
+        local jobs
+        jobs="$(squeue -h -o '%i' -t PENDING,RUNNING,SUSPENDED,CONFIGURING 2>/dev/null || true)"
+        if [ -n "$jobs" ]; then
+            echo "cancelling jobs: $(echo "$jobs" | tr '\n' ' ')"
+            # shellcheck disable=SC2086
+            scancel $jobs || true
+            for ((i = 0; i < 60; i++)); do
+                [ -z "$(squeue -h -o '%i' -t PENDING,RUNNING,SUSPENDED,CONFIGURING,COMPLETING \
+                    2>/dev/null)" ] && break
+                sleep 0.25
+            done
+        fi
+    fi
+    local args=()
+    for node in "${NODES[@]}"; do
+        args+=("slurmd -N $node" "$STATE/slurmd.$node.pid")
+    done
+    stop_pidfiles "${args[@]}"
+    # slurmctld saves its state on SIGTERM without munge: stop both at once (each takes ~2 s)
+    stop_pidfiles slurmctld "$STATE/slurmctld.pid" munged "$STATE/munged.pid"
+}
+
+case "${1:-}" in
+start)
+    t_start="$(now_ms)"
+    install_packages
+    start_cluster
+    echo "start took $(elapsed "$t_start") in total"
+    ;;
+status)
+    command -v sinfo >/dev/null 2>&1 || die "Slurm is not installed (run: bash $0 start)"
+    controller_up || die "slurmctld does not answer (run: bash $0 start)"
+    nodes_up || {
+        sinfo -N >&2 || true
+        die "not all ${#NODES[@]} nodes are up"
+    }
+    echo "slurm cluster up: $(sinfo -h -o '%P %D %T' | tr '\n' ' ')"
+    ;;
+stop)
+    stop_cluster
+    ;;
+*)
+    echo "usage: $0 start|status|stop" >&2
+    exit 2
+    ;;
+esac
