@@ -1,0 +1,71 @@
+"""The ``slurm_cluster`` fixture: a Slurm cluster whose controller answers, or a skip.
+
+``bash scripts/slurm-cluster.sh start`` (as root) starts one on this machine. Without a
+cluster the tests that use the fixture are skipped with that command, except when the
+environment sets ``ASYNCTORCHX_REQUIRE_SLURM=1``: then they fail, so CI cannot pass by
+skipping them (as ``ASYNCTORCHX_REQUIRE_DOCKER`` does for the Docker tests).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import NamedTuple
+
+import pytest
+
+_FIX = "start one with: bash scripts/slurm-cluster.sh start"
+_UP_STATES = {"idle", "mixed", "allocated", "completing"}
+
+
+class SlurmCluster(NamedTuple):
+    """The cluster the tests submit to: its nodes that are up, by name."""
+
+    nodes: list[str]
+
+
+def _probe() -> tuple[SlurmCluster | None, str]:
+    """Return the cluster, or ``None`` and why no usable cluster answers."""
+    if shutil.which("sinfo") is None or shutil.which("scontrol") is None:
+        return None, f"Slurm is not installed (no sinfo/scontrol on PATH); {_FIX}"
+    try:
+        # `scontrol ping` answers at once; sinfo retries a down controller for ~10 s
+        ping = subprocess.run(
+            ["scontrol", "ping"], capture_output=True, text=True, timeout=15, check=False
+        )
+        if "is UP" not in ping.stdout:
+            answer = (ping.stdout + ping.stderr).strip().splitlines()
+            return None, f"slurmctld does not answer ({answer[0] if answer else ''}); {_FIX}"
+        done = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N %T"],
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as err:
+        return None, f"{err.cmd[0]} did not answer within 15 s; {_FIX}"
+    if done.returncode != 0:
+        return None, f"sinfo failed: {done.stderr.strip()}; {_FIX}"
+    nodes = sorted(
+        {
+            name
+            for name, _, state in (line.partition(" ") for line in done.stdout.splitlines())
+            if state.rstrip("*~#!%$@^-") in _UP_STATES
+        }
+    )
+    if not nodes:
+        return None, f"no Slurm node is up: {done.stdout.strip()!r}; {_FIX}"
+    return SlurmCluster(nodes), ""
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> SlurmCluster:
+    """The local Slurm cluster; skips without one (fails under ASYNCTORCHX_REQUIRE_SLURM=1)."""
+    cluster, reason = _probe()
+    if cluster is None:
+        if os.environ.get("ASYNCTORCHX_REQUIRE_SLURM") == "1":
+            pytest.fail(f"ASYNCTORCHX_REQUIRE_SLURM=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    return cluster
