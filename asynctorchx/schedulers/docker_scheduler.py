@@ -47,7 +47,7 @@ import string
 import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -68,6 +68,15 @@ from asynctorchx.schedulers.api import (
     Stream,
     validate_app_id,
 )
+from asynctorchx.schedulers.docker._state import app_state as _app_state
+from asynctorchx.schedulers.docker._state import engine_time as _engine_time
+from asynctorchx.schedulers.docker._state import event_action as _event_action
+from asynctorchx.schedulers.docker._state import event_id as _event_id
+from asynctorchx.schedulers.docker._state import exit_for_good as _exit_for_good
+from asynctorchx.schedulers.docker._state import listed_state as _listed_state
+from asynctorchx.schedulers.docker._state import ns_to_engine as _ns_to_engine
+from asynctorchx.schedulers.docker._state import parse_ts_ns as _parse_ts_ns
+from asynctorchx.schedulers.docker._state import replica_state as _replica_state
 from asynctorchx.specs.api import (
     MISSING,
     AppDef,
@@ -119,18 +128,7 @@ _NETWORK_SETTLE_S = 10.0
 
 _CANCEL_MARKER_PREFIX = "asynctorchx-cancelled-"
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
-_EXITED = re.compile(r"Exited \((-?\d+)\)")
-_ZERO_TIME = "0001-01-01T00:00:00Z"
 _LOG_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
-
-# The engine's container states that are not terminal (TorchX's table, seed 003).
-_LIVE_STATES: dict[str, AppState] = {
-    "created": AppState.SUBMITTED,
-    "restarting": AppState.PENDING,
-    "running": AppState.RUNNING,
-    "paused": AppState.PENDING,
-    "removing": AppState.PENDING,
-}
 
 # resource.devices names known to map to host device files (as TorchX's devices table).
 _DEVICE_FILES: dict[str, str] = {"vpc.amazonaws.com/efa": "/dev/infiniband/uverbs"}
@@ -213,33 +211,6 @@ def container_name(app_id: str, role_name: str, replica_id: int) -> str:
     return f"{_sanitize(app_id[-30:])}-{_sanitize(role_name[:30])}-{replica_id}"
 
 
-def _parse_ts_ns(text: str | None) -> int | None:
-    """Parse an RFC 3339 time with up to 9 fraction digits (the engine's) into ns since epoch."""
-    if not text or text.startswith("0001-01-01"):
-        return None
-    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", text)
-    if match is None:
-        return None
-    base, frac, zone = match.groups()
-    zone = "+00:00" if zone == "Z" else zone
-    seconds = int(datetime.fromisoformat(base + zone).timestamp())
-    nanos = int((frac or "0")[:9].ljust(9, "0"))
-    return seconds * 1_000_000_000 + nanos
-
-
-def _engine_time(when: datetime) -> str:
-    """Format ``when`` as the engine's ``since``/``until`` (seconds.nanoseconds since epoch).
-
-    A naive ``datetime`` is local time (``datetime.timestamp``'s convention).
-    """
-    ns = round(when.timestamp() * 1_000_000) * 1000
-    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
-
-
-def _ns_to_engine(ns: int) -> str:
-    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
-
-
 def _parse_env_items(items: Iterable[str]) -> dict[str, str]:
     env: dict[str, str] = {}
     for item in items:
@@ -252,116 +223,8 @@ def _parse_env_items(items: Iterable[str]) -> dict[str, str]:
     return env
 
 
-def _replica_state(
-    state: Mapping[str, Any], cancelled_at_ns: int | None
-) -> tuple[AppState, int | None]:
-    """Map a container's ``State`` (inspect) to a replica state and exit code.
-
-    A container never started (``created``) of a cancelled app is CANCELLED: nothing
-    will start it any more, and the app must still end.
-    """
-    status = state.get("Status", "")
-    exit_code = state.get("ExitCode")
-    if status == "created" and cancelled_at_ns is not None and not state.get("Error"):
-        return AppState.CANCELLED, None
-    finished = status in ("exited", "dead") or (status == "created" and bool(state.get("Error")))
-    if not finished:
-        return _LIVE_STATES.get(status, AppState.UNKNOWN), None
-    finished_ns = _parse_ts_ns(state.get("FinishedAt"))
-    if cancelled_at_ns is not None and (finished_ns is None or finished_ns >= cancelled_at_ns):
-        return AppState.CANCELLED, exit_code
-    if status == "exited" and exit_code == 0:
-        return AppState.SUCCEEDED, 0
-    return AppState.FAILED, exit_code
-
-
-def _app_state(states: list[AppState], cancelled: bool) -> AppState:
-    """The app's state from its replicas': terminal only once every replica is."""
-    if not states:
-        return AppState.UNKNOWN
-    if not all(is_terminal(state) for state in states):
-        for live in (AppState.RUNNING, AppState.PENDING, AppState.SUBMITTED):
-            if live in states:
-                return live
-        return AppState.UNKNOWN
-    if all(state == AppState.SUCCEEDED for state in states):
-        return AppState.SUCCEEDED
-    if cancelled:
-        return AppState.CANCELLED
-    return AppState.FAILED
-
-
 #: Container id -> its new events, oldest first.
 _EventsById = dict[str, list[dict[str, Any]]]
-
-#: A ``die`` this close after a cancel (ns) may be of an exit that came before it.
-_CANCEL_RACE_NS = 1_000_000_000
-
-
-def _rfc3339(ns: int) -> str:
-    """Format ns since the epoch as the engine's RFC 3339 UTC time with 9 fraction digits."""
-    base = datetime.fromtimestamp(ns // 1_000_000_000, timezone.utc)
-    return f"{base:%Y-%m-%dT%H:%M:%S}.{ns % 1_000_000_000:09d}Z"
-
-
-def _exit_for_good(
-    info: Mapping[str, Any],
-    events: list[dict[str, Any]],
-    killed_ns: int | None,
-    cancelled_at_ns: int | None,
-) -> dict[str, Any] | None:
-    """The container's inspect after a ``die`` the engine will not restart, or ``None``.
-
-    Built from the last inspect (taken while it ran) and the ``die`` event, with the
-    engine's own restart rule (moby's restart manager): an API signal (a ``kill`` event
-    since it started, as ``docker stop`` and :meth:`DockerScheduler.cancel` send) cancels
-    any restart; otherwise ``on-failure`` restarts a non-zero exit while ``RestartCount``
-    is under ``MaximumRetryCount`` (0: no limit), ``always``/``unless-stopped`` always
-    do, ``no`` never. ``None`` whenever unsure (a restart, more than one ``die``, another
-    event, an unknown policy, an exit racing a cancel): the caller inspects then.
-
-    Args:
-        info: the container's last inspect, taken while it was running.
-        events: the container's new events, oldest first.
-        killed_ns: when a ``kill`` event for it arrived since its last start (ns), or None.
-        cancelled_at_ns: when the app was cancelled (ns), or None.
-    """
-    actions = [_event_action(event) for event in events]
-    if actions.count("die") != 1 or not set(actions) <= {"die", "stop"}:
-        return None
-    state = info.get("State") or {}
-    if state.get("Status") != "running":
-        return None  # the last inspect is not of this run
-    die = events[actions.index("die")]
-    try:
-        exit_code = int(((die.get("Actor") or {}).get("Attributes") or {})["exitCode"])
-        died_ns = int(die["timeNano"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    policy = (info.get("HostConfig") or {}).get("RestartPolicy") or {}
-    name = policy.get("Name") or "no"
-    if killed_ns is None:
-        maximum = int(policy.get("MaximumRetryCount") or 0)
-        restarts = int(info.get("RestartCount") or 0)
-        if name not in ("no", "on-failure"):
-            return None
-        if name == "on-failure" and exit_code != 0 and (maximum == 0 or restarts < maximum):
-            return None
-        if cancelled_at_ns is not None and died_ns - _CANCEL_RACE_NS <= cancelled_at_ns:
-            return None  # exited on its own about when the cancel came: FinishedAt decides
-    elif cancelled_at_ns is not None and killed_ns < cancelled_at_ns:
-        return None  # signalled by someone before the cancel: FinishedAt decides
-    exited = dict(info)
-    exited["State"] = {
-        **state,
-        "Status": "exited",
-        "Running": False,
-        "Restarting": False,
-        "ExitCode": exit_code,
-        "FinishedAt": _rfc3339(died_ns),  # the engine's is a little earlier
-    }
-    return exited
-
 
 # --------------------------------------------------------------------------- concurrency
 
@@ -468,18 +331,6 @@ class _Events(_Body):
         while not (events := self.pop()):
             await self.fill()
         return events
-
-
-def _event_id(event: Mapping[str, Any]) -> str:
-    """The id of the object an engine event is about."""
-    actor = event.get("Actor") or {}
-    return str(actor.get("ID") or event.get("id") or "")
-
-
-def _event_action(event: Mapping[str, Any]) -> str:
-    """The action of an engine event (``die``, ``start``...), without a ``: detail`` suffix."""
-    action = str(event.get("Action") or event.get("status") or "")
-    return action.split(":", 1)[0]
 
 
 class _LogLines:
@@ -1340,14 +1191,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         per_app: dict[str, list[AppState]] = {}
         for container in listed:
             app_id = container["Labels"][LABEL_APP_ID]
-            status = container.get("State", "")
-            if status in ("exited", "dead"):
-                match = _EXITED.search(container.get("Status", ""))
-                code = int(match.group(1)) if match else None
-                state = AppState.SUCCEEDED if code == 0 else AppState.FAILED
-            else:
-                state = _LIVE_STATES.get(status, AppState.UNKNOWN)
-            per_app.setdefault(app_id, []).append(state)
+            per_app.setdefault(app_id, []).append(_listed_state(container))
         states = {app_id: _app_state(found, False) for app_id, found in per_app.items()}
 
         async def describe(app_id: str) -> None:

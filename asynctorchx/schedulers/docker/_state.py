@@ -1,0 +1,264 @@
+"""Pure decision tables of ``local_docker``: engine records in, replica and app states out.
+
+No I/O here: every function reads records the engine returned (a container's inspect,
+a listing entry, an event) and decides. The container state names are the Docker Engine
+API's (``created``, ``running``, ``restarting``, ``paused``, ``removing``, ``exited``,
+``dead``); their mapping to :class:`~asynctorchx.specs.api.AppState` is TorchX 0.7.0's
+(``torchx.schedulers.docker_scheduler``), with the differences the scheduler documents
+(a cancelled app ends CANCELLED, an app is terminal only once every replica is).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from asynctorchx.specs.api import AppState, is_terminal
+
+#: The engine's container states that are not terminal (TorchX's table in
+#: ``torchx.schedulers.docker_scheduler``).
+LIVE_STATES: dict[str, AppState] = {
+    "created": AppState.SUBMITTED,
+    "restarting": AppState.PENDING,
+    "running": AppState.RUNNING,
+    "paused": AppState.PENDING,
+    "removing": AppState.PENDING,
+}
+
+#: A ``die`` this close after a cancel (ns) may be of an exit that came before it.
+CANCEL_RACE_NS = 1_000_000_000
+
+#: The exit code in a container listing's ``Status`` text (``docker ps``'s STATUS column).
+_EXITED = re.compile(r"Exited \((-?\d+)\)")
+_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+
+
+# --------------------------------------------------------------------------- times
+
+
+def parse_ts_ns(text: str | None) -> int | None:
+    """Parse the engine's RFC 3339 time (up to 9 fraction digits) into ns since the epoch.
+
+    Args:
+        text: the time as the engine writes it (``FinishedAt``, ``Created``, a log stamp).
+
+    Returns:
+        ns since the epoch, or ``None`` for no time, the engine's zero time
+        (``0001-01-01...``: never happened) or a text that is not RFC 3339.
+    """
+    if not text or text.startswith("0001-01-01"):
+        return None
+    match = _RFC3339.match(text)
+    if match is None:
+        return None
+    base, frac, zone = match.groups()
+    zone = "+00:00" if zone == "Z" else zone
+    seconds = int(datetime.fromisoformat(base + zone).timestamp())
+    nanos = int((frac or "0")[:9].ljust(9, "0"))
+    return seconds * 1_000_000_000 + nanos
+
+
+def engine_time(when: datetime) -> str:
+    """Format ``when`` as the engine's ``since``/``until`` (seconds.nanoseconds since epoch).
+
+    Args:
+        when: the time; a naive ``datetime`` is local time (``datetime.timestamp``'s
+            convention), kept to the microsecond.
+    """
+    ns = round(when.timestamp() * 1_000_000) * 1000
+    return ns_to_engine(ns)
+
+
+def ns_to_engine(ns: int) -> str:
+    """Format ``ns`` since the epoch as the engine's ``since``/``until`` parameter.
+
+    Args:
+        ns: nanoseconds since the epoch.
+    """
+    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
+
+
+def rfc3339(ns: int) -> str:
+    """Format ``ns`` since the epoch as the engine's RFC 3339 UTC time, 9 fraction digits.
+
+    Args:
+        ns: nanoseconds since the epoch.
+    """
+    base = datetime.fromtimestamp(ns // 1_000_000_000, timezone.utc)
+    return f"{base:%Y-%m-%dT%H:%M:%S}.{ns % 1_000_000_000:09d}Z"
+
+
+# --------------------------------------------------------------------------- events
+
+
+def event_id(event: Mapping[str, Any]) -> str:
+    """The id of the object an engine event is about (``Actor.ID``).
+
+    Args:
+        event: one record of the engine's ``GET /events`` stream.
+    """
+    actor = event.get("Actor") or {}
+    return str(actor.get("ID") or event.get("id") or "")
+
+
+def event_action(event: Mapping[str, Any]) -> str:
+    """The action of an engine event (``die``, ``start``...), without a ``: detail`` suffix.
+
+    Args:
+        event: one record of the engine's ``GET /events`` stream.
+    """
+    action = str(event.get("Action") or event.get("status") or "")
+    return action.split(":", 1)[0]
+
+
+# --------------------------------------------------------------------------- states
+
+
+def replica_state(
+    state: Mapping[str, Any], cancelled_at_ns: int | None
+) -> tuple[AppState, int | None]:
+    """Map a container's ``State`` (its inspect) to a replica state and exit code.
+
+    ``exited`` with 0 is SUCCEEDED; another exit, ``dead``, or ``created`` with an
+    ``Error`` (the engine could not start it) is FAILED; a container that finished at or
+    after the app's cancel (or has no finish time) is CANCELLED. A container never
+    started (``created``) of a cancelled app is CANCELLED too: nothing will start it any
+    more, and the app must still end. Live states follow :data:`LIVE_STATES`.
+
+    Args:
+        state: the ``State`` object of the container's inspect.
+        cancelled_at_ns: when the app was cancelled (ns since the epoch), or ``None``.
+
+    Returns:
+        the replica's state, and its exit code once finished (``None`` while live).
+    """
+    status = state.get("Status", "")
+    exit_code = state.get("ExitCode")
+    if status == "created" and cancelled_at_ns is not None and not state.get("Error"):
+        return AppState.CANCELLED, None
+    finished = status in ("exited", "dead") or (status == "created" and bool(state.get("Error")))
+    if not finished:
+        return LIVE_STATES.get(status, AppState.UNKNOWN), None
+    finished_ns = parse_ts_ns(state.get("FinishedAt"))
+    if cancelled_at_ns is not None and (finished_ns is None or finished_ns >= cancelled_at_ns):
+        return AppState.CANCELLED, exit_code
+    if status == "exited" and exit_code == 0:
+        return AppState.SUCCEEDED, 0
+    return AppState.FAILED, exit_code
+
+
+def listed_state(container: Mapping[str, Any]) -> AppState:
+    """A replica's state from its container listing entry (no inspect, no cancel marker).
+
+    Args:
+        container: one entry of ``GET /containers/json`` (``State`` and ``Status``).
+    """
+    status = container.get("State", "")
+    if status in ("exited", "dead"):
+        match = _EXITED.search(container.get("Status", ""))
+        code = int(match.group(1)) if match else None
+        return AppState.SUCCEEDED if code == 0 else AppState.FAILED
+    return LIVE_STATES.get(status, AppState.UNKNOWN)
+
+
+def app_state(states: list[AppState], cancelled: bool) -> AppState:
+    """The app's state from its replicas': terminal only once every replica is.
+
+    While a replica is live the app is the most advanced live state among them
+    (RUNNING, then PENDING, then SUBMITTED). Once all are terminal: SUCCEEDED if all
+    succeeded, else CANCELLED if the app was cancelled, else FAILED.
+
+    Args:
+        states: every replica's state.
+        cancelled: the app was cancelled (its cancel marker exists).
+
+    Returns:
+        the app's state; UNKNOWN for no replicas.
+    """
+    if not states:
+        return AppState.UNKNOWN
+    if not all(is_terminal(state) for state in states):
+        for live in (AppState.RUNNING, AppState.PENDING, AppState.SUBMITTED):
+            if live in states:
+                return live
+        return AppState.UNKNOWN
+    if all(state == AppState.SUCCEEDED for state in states):
+        return AppState.SUCCEEDED
+    if cancelled:
+        return AppState.CANCELLED
+    return AppState.FAILED
+
+
+def _will_restart(info: Mapping[str, Any], exit_code: int) -> bool | None:
+    """Whether the engine restarts the container after it exited ``exit_code`` unsignalled.
+
+    Moby's restart manager: ``on-failure`` restarts a non-zero exit while
+    ``RestartCount`` is under ``MaximumRetryCount`` (0: no limit), ``no`` never does;
+    ``None`` for ``always``/``unless-stopped`` and unknown policies (not decided here).
+    """
+    policy = (info.get("HostConfig") or {}).get("RestartPolicy") or {}
+    name = policy.get("Name") or "no"
+    if name not in ("no", "on-failure"):
+        return None
+    maximum = int(policy.get("MaximumRetryCount") or 0)
+    restarts = int(info.get("RestartCount") or 0)
+    return name == "on-failure" and exit_code != 0 and (maximum == 0 or restarts < maximum)
+
+
+def exit_for_good(
+    info: Mapping[str, Any],
+    events: list[dict[str, Any]],
+    killed_ns: int | None,
+    cancelled_at_ns: int | None,
+) -> dict[str, Any] | None:
+    """The container's inspect after a ``die`` the engine will not restart, or ``None``.
+
+    Built from the last inspect (taken while it ran) and the ``die`` event, with the
+    engine's own restart rule (moby's restart manager): an API signal (a ``kill`` event
+    since it started, as ``docker stop`` and the scheduler's cancel send) cancels any
+    restart; otherwise ``on-failure`` restarts a non-zero exit while ``RestartCount`` is
+    under ``MaximumRetryCount`` (0: no limit), ``always``/``unless-stopped`` always do,
+    ``no`` never. ``None`` whenever unsure (a restart, more than one ``die``, another
+    event, an unknown policy, an exit racing a cancel): the caller inspects then.
+
+    Args:
+        info: the container's last inspect, taken while it was running.
+        events: the container's new events, oldest first.
+        killed_ns: when a ``kill`` event for it arrived since its last start (ns), or None.
+        cancelled_at_ns: when the app was cancelled (ns), or None.
+
+    Returns:
+        ``info`` with its ``State`` as the engine will record the exit (``exited``, the
+        event's exit code, ``FinishedAt`` the event's time), or ``None``.
+    """
+    actions = [event_action(event) for event in events]
+    if actions.count("die") != 1 or not set(actions) <= {"die", "stop"}:
+        return None
+    state = info.get("State") or {}
+    if state.get("Status") != "running":
+        return None  # the last inspect is not of this run
+    die = events[actions.index("die")]
+    try:
+        exit_code = int(((die.get("Actor") or {}).get("Attributes") or {})["exitCode"])
+        died_ns = int(die["timeNano"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if killed_ns is None:
+        if _will_restart(info, exit_code) is not False:
+            return None
+        if cancelled_at_ns is not None and died_ns - CANCEL_RACE_NS <= cancelled_at_ns:
+            return None  # exited on its own about when the cancel came: FinishedAt decides
+    elif cancelled_at_ns is not None and killed_ns < cancelled_at_ns:
+        return None  # signalled by someone before the cancel: FinishedAt decides
+    exited = dict(info)
+    exited["State"] = {
+        **state,
+        "Status": "exited",
+        "Running": False,
+        "Restarting": False,
+        "ExitCode": exit_code,
+        "FinishedAt": rfc3339(died_ns),  # the engine's is a little earlier
+    }
+    return exited

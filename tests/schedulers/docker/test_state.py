@@ -1,0 +1,239 @@
+"""``local_docker``'s decision tables, without an engine: container records in, states out.
+
+The records are shaped as the Docker Engine API returns them (a container inspect's
+``State``, ``HostConfig.RestartPolicy`` and ``RestartCount``; a ``die`` event).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from asynctorchx.schedulers.docker._state import (
+    CANCEL_RACE_NS,
+    app_state,
+    exit_for_good,
+    listed_state,
+    parse_ts_ns,
+    replica_state,
+    rfc3339,
+)
+from asynctorchx.specs.api import AppState
+
+#: 2024-05-01T12:00:00Z in ns since the epoch: when the replicas below finish or die.
+T0 = 1_714_564_800 * 1_000_000_000
+S = 1_000_000_000  # one second in ns
+
+
+def finished(
+    status: str, exit_code: int, at_ns: int | None = T0, error: str = ""
+) -> dict[str, Any]:
+    return {
+        "Status": status,
+        "ExitCode": exit_code,
+        "Error": error,
+        "FinishedAt": rfc3339(at_ns) if at_ns is not None else "0001-01-01T00:00:00Z",
+    }
+
+
+# --------------------------------------------------------------------------- replica state
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ("created", AppState.SUBMITTED),
+        ("running", AppState.RUNNING),
+        ("restarting", AppState.PENDING),
+        ("paused", AppState.PENDING),
+        ("removing", AppState.PENDING),
+    ],
+)
+def test_a_live_container_is_a_live_replica_without_exit_code(
+    status: str, expected: AppState
+) -> None:
+    assert replica_state({"Status": status, "ExitCode": 0}, None) == (expected, None)
+
+
+def test_an_exit_0_succeeds_and_any_other_exit_fails_with_its_code() -> None:
+    assert replica_state(finished("exited", 0), None) == (AppState.SUCCEEDED, 0)
+    assert replica_state(finished("exited", 7), None) == (AppState.FAILED, 7)
+    assert replica_state(finished("exited", 137), None) == (AppState.FAILED, 137)
+
+
+def test_a_dead_container_failed_even_with_exit_code_0() -> None:
+    assert replica_state(finished("dead", 0), None) == (AppState.FAILED, 0)
+
+
+def test_a_container_the_engine_could_not_start_failed() -> None:
+    # e.g. its bind mount's source is gone: the engine leaves it `created` with an Error
+    state = finished("created", 127, error="no such file or directory")
+    assert replica_state(state, None) == (AppState.FAILED, 127)
+    # it failed before a later cancel: the cancel did not end it
+    assert replica_state(state, T0 + S) == (AppState.FAILED, 127)
+
+
+def test_a_never_started_container_of_a_cancelled_app_is_cancelled() -> None:
+    # nothing will start it any more, so the app can still end
+    assert replica_state({"Status": "created", "ExitCode": 0}, T0) == (AppState.CANCELLED, None)
+
+
+def test_a_replica_that_finished_before_the_cancel_keeps_its_result() -> None:
+    cancelled_at = T0 + S
+    assert replica_state(finished("exited", 0), cancelled_at) == (AppState.SUCCEEDED, 0)
+    assert replica_state(finished("exited", 3), cancelled_at) == (AppState.FAILED, 3)
+
+
+def test_a_replica_that_finished_at_or_after_the_cancel_is_cancelled_whatever_its_code() -> None:
+    # a program that exits 0 on the stop signal was still ended by the cancel
+    assert replica_state(finished("exited", 0), T0) == (AppState.CANCELLED, 0)
+    assert replica_state(finished("exited", 143), T0 - S) == (AppState.CANCELLED, 143)
+    assert replica_state(finished("exited", 1, at_ns=None), T0) == (AppState.CANCELLED, 1)
+
+
+def test_an_unknown_engine_state_is_unknown() -> None:
+    assert replica_state({"Status": "frozen"}, None) == (AppState.UNKNOWN, None)
+
+
+def test_a_listing_entry_reads_the_exit_code_from_the_status_text() -> None:
+    assert listed_state({"State": "exited", "Status": "Exited (0) 2 seconds ago"}) == (
+        AppState.SUCCEEDED
+    )
+    assert listed_state({"State": "exited", "Status": "Exited (3) 1 minute ago"}) == (
+        AppState.FAILED
+    )
+    assert listed_state({"State": "dead", "Status": "Dead"}) == AppState.FAILED
+    assert listed_state({"State": "running", "Status": "Up 3 seconds"}) == AppState.RUNNING
+
+
+def test_engine_times_parse_to_the_nanosecond() -> None:
+    assert parse_ts_ns("2024-05-01T12:00:00.123456789Z") == T0 + 123_456_789
+    assert parse_ts_ns("2024-05-01T14:00:00.5+02:00") == T0 + S // 2
+    assert parse_ts_ns("0001-01-01T00:00:00Z") is None  # the engine's "never"
+    assert parse_ts_ns(rfc3339(T0 + 42)) == T0 + 42
+
+
+# --------------------------------------------------------------------------- app state
+
+
+def test_a_live_app_is_at_its_most_advanced_live_replica() -> None:
+    r, p, s = AppState.RUNNING, AppState.PENDING, AppState.SUBMITTED
+    assert app_state([s, p, r], cancelled=False) == AppState.RUNNING
+    assert app_state([s, p], cancelled=False) == AppState.PENDING
+    assert app_state([s, s], cancelled=False) == AppState.SUBMITTED
+    # one replica done, one still running: the app is running, not done
+    assert app_state([AppState.SUCCEEDED, r], cancelled=False) == AppState.RUNNING
+    assert app_state([AppState.FAILED, p], cancelled=False) == AppState.PENDING
+
+
+def test_an_app_succeeds_only_when_every_replica_succeeded() -> None:
+    assert app_state([AppState.SUCCEEDED] * 3, cancelled=False) == AppState.SUCCEEDED
+    assert app_state([AppState.SUCCEEDED, AppState.FAILED], cancelled=False) == AppState.FAILED
+    # a cancel that came after every replica succeeded does not undo the success
+    assert app_state([AppState.SUCCEEDED] * 2, cancelled=True) == AppState.SUCCEEDED
+
+
+def test_a_cancelled_app_that_ended_otherwise_than_all_succeeded_is_cancelled() -> None:
+    states = [AppState.SUCCEEDED, AppState.CANCELLED, AppState.FAILED]
+    assert app_state(states, cancelled=True) == AppState.CANCELLED
+    assert app_state(states, cancelled=False) == AppState.FAILED
+
+
+def test_an_app_without_replicas_is_unknown() -> None:
+    assert app_state([], cancelled=False) == AppState.UNKNOWN
+
+
+# --------------------------------------------------------------------------- exit for good
+
+
+def running(policy: str = "no", maximum: int = 0, restarts: int = 0) -> dict[str, Any]:
+    """A container's inspect taken while it ran, with its restart policy."""
+    return {
+        "Id": "c1",
+        "State": {"Status": "running", "Running": True, "ExitCode": 0, "FinishedAt": ""},
+        "HostConfig": {"RestartPolicy": {"Name": policy, "MaximumRetryCount": maximum}},
+        "RestartCount": restarts,
+    }
+
+
+def die(exit_code: int, at_ns: int = T0) -> dict[str, Any]:
+    return {
+        "Type": "container",
+        "Action": "die",
+        "Actor": {"ID": "c1", "Attributes": {"exitCode": str(exit_code)}},
+        "timeNano": at_ns,
+    }
+
+
+def test_without_restart_policy_a_die_is_the_final_exit() -> None:
+    exited = exit_for_good(running("no"), [die(3)], killed_ns=None, cancelled_at_ns=None)
+    assert exited is not None
+    assert exited["State"]["Status"] == "exited"
+    assert parse_ts_ns(exited["State"]["FinishedAt"]) == T0
+    assert replica_state(exited["State"], None) == (AppState.FAILED, 3)
+
+
+def test_on_failure_restarts_a_failure_while_under_its_maximum() -> None:
+    info = running("on-failure", maximum=3, restarts=2)
+    assert exit_for_good(info, [die(1)], None, None) is None  # the engine restarts it
+    # a success is never restarted
+    success = exit_for_good(info, [die(0)], None, None)
+    assert success is not None
+    assert replica_state(success["State"], None) == (AppState.SUCCEEDED, 0)
+
+
+def test_on_failure_stops_restarting_at_its_maximum() -> None:
+    info = running("on-failure", maximum=3, restarts=3)
+    exited = exit_for_good(info, [die(1)], None, None)
+    assert exited is not None
+    assert replica_state(exited["State"], None) == (AppState.FAILED, 1)
+
+
+def test_on_failure_without_maximum_always_restarts_a_failure() -> None:
+    info = running("on-failure", maximum=0, restarts=1000)
+    assert exit_for_good(info, [die(1)], None, None) is None
+
+
+@pytest.mark.parametrize("policy", ["always", "unless-stopped"])
+def test_always_restarting_policies_are_never_decided_from_the_event(policy: str) -> None:
+    assert exit_for_good(running(policy), [die(0)], None, None) is None
+
+
+def test_a_kill_after_the_cancel_ends_the_container_whatever_its_policy() -> None:
+    info = running("on-failure", maximum=0)
+    cancelled_at = T0 - S
+    exited = exit_for_good(info, [die(143)], killed_ns=T0 - S // 2, cancelled_at_ns=cancelled_at)
+    assert exited is not None
+    assert replica_state(exited["State"], cancelled_at) == (AppState.CANCELLED, 143)
+    # a kill with no cancel (someone ran `docker stop`): no restart either
+    stopped = exit_for_good(running("always"), [die(137)], killed_ns=T0 - S, cancelled_at_ns=None)
+    assert stopped is not None
+    assert replica_state(stopped["State"], None) == (AppState.FAILED, 137)
+
+
+def test_a_kill_before_the_cancel_is_left_to_the_engine_finish_time() -> None:
+    info = running("no")
+    assert exit_for_good(info, [die(137)], killed_ns=T0 - 2 * S, cancelled_at_ns=T0 - S) is None
+
+
+def test_an_exit_about_when_the_cancel_came_is_left_to_the_engine_finish_time() -> None:
+    info = running("no")
+    assert exit_for_good(info, [die(0, at_ns=T0)], None, T0 - CANCEL_RACE_NS // 2) is None
+    assert exit_for_good(info, [die(0, at_ns=T0)], None, T0 - CANCEL_RACE_NS) is None
+    # an exit well after the cancel is decided from the event: the cancel ended it
+    later = exit_for_good(info, [die(0, at_ns=T0)], None, T0 - 2 * CANCEL_RACE_NS)
+    assert later is not None
+    assert replica_state(later["State"], T0 - 2 * CANCEL_RACE_NS) == (AppState.CANCELLED, 0)
+
+
+def test_anything_but_a_single_die_is_left_to_an_inspect() -> None:
+    info = running("no")
+    start = {"Action": "start", "Actor": {"ID": "c1"}, "timeNano": T0 + 1}
+    assert exit_for_good(info, [die(0), die(0, T0 + S)], None, None) is None
+    assert exit_for_good(info, [die(0), start], None, None) is None
+    assert exit_for_good(info, [{"Action": "stop", "Actor": {"ID": "c1"}}], None, None) is None
+    no_code = {"Action": "die", "Actor": {"ID": "c1", "Attributes": {}}, "timeNano": T0}
+    assert exit_for_good(info, [no_code], None, None) is None
+    not_running = {**info, "State": {"Status": "restarting"}}
+    assert exit_for_good(not_running, [die(0)], None, None) is None
