@@ -154,3 +154,24 @@ class UnknownNamedResourceException(AsyncTorchXError, KeyError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class DockerEngineError(AsyncTorchXError, RuntimeError):
+    """The Docker engine answered a request of ``local_docker`` with an HTTP error (4xx/5xx).
+
+    Raised instead of ``aiodocker.DockerError``, which never leaves the scheduler; as
+    ``httpx.HTTPStatusError`` does, it keeps the status and what the engine said, so a
+    caller can tell e.g. a missing container (404) from a conflict (409).
+
+    Args:
+        status: the HTTP status the engine answered (Docker Engine API).
+        message: the engine's message (or ours, saying how to fix it).
+        request: the request, as ``METHOD path`` (e.g. ``POST containers/create``).
+    """
+
+    def __init__(self, status: int, message: str, request: str = "") -> None:
+        where = f" to {request}" if request else ""
+        super().__init__(f"the Docker engine answered {status}{where}: {message}")
+        self.status = status
+        self.message = message
+        self.request = request

@@ -37,7 +37,6 @@ import collections
 import contextlib
 import fnmatch
 import functools
-import io
 import json
 import math
 import os
@@ -55,8 +54,7 @@ import attrs
 
 from asynctorchx import __version__
 from asynctorchx.errors import (
-    SchedulerClosedError,
-    SchedulerUnavailableError,
+    DockerEngineError,
     UnknownAppException,
     WorkspaceBuildError,
 )
@@ -68,6 +66,9 @@ from asynctorchx.schedulers.api import (
     Stream,
     validate_app_id,
 )
+from asynctorchx.schedulers.docker._concurrency import gather as _gather
+from asynctorchx.schedulers.docker._concurrency import race as _race
+from asynctorchx.schedulers.docker._engine import Engine, EventStream
 from asynctorchx.schedulers.docker._state import app_state as _app_state
 from asynctorchx.schedulers.docker._state import engine_time as _engine_time
 from asynctorchx.schedulers.docker._state import event_action as _event_action
@@ -224,113 +225,7 @@ def _parse_env_items(items: Iterable[str]) -> dict[str, str]:
 
 
 #: Container id -> its new events, oldest first.
-_EventsById = dict[str, list[dict[str, Any]]]
-
-# --------------------------------------------------------------------------- concurrency
-
-
-async def _concurrently(
-    calls: Iterable[Callable[[], Awaitable[Any]]], *, until_first_returns: bool
-) -> None:
-    """Run ``calls`` concurrently in a task group; on the first error cancel the rest.
-
-    With ``until_first_returns`` the first call to return also cancels the others (a
-    race): only cancel-safe awaits belong there (``_Body.fill``, a wait endpoint), since
-    the losers are cancelled and must lose nothing.
-
-    Raises:
-        Exception: the first error of a call, as itself (never in an ExceptionGroup).
-    """
-    errors: list[Exception] = []
-    async with anyio.create_task_group() as tg:
-
-        async def run(call: Callable[[], Awaitable[Any]]) -> None:
-            try:
-                await call()
-            except Exception as err:
-                errors.append(err)
-                tg.cancel_scope.cancel()
-            else:
-                if until_first_returns:
-                    tg.cancel_scope.cancel()
-
-        for call in calls:
-            tg.start_soon(run, call)
-    if errors:
-        raise errors[0]
-
-
-async def _gather(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
-    """Run ``calls`` concurrently to the end; the first error cancels the rest and is raised."""
-    await _concurrently(calls, until_first_returns=False)
-
-
-async def _race(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
-    """Run cancel-safe ``calls`` concurrently until the first returns; cancel the others."""
-    await _concurrently(calls, until_first_returns=True)
-
-
-class _Body:
-    """The body of a streamed engine response (events, followed logs), read cancel-safely.
-
-    :meth:`fill` appends what arrived to :attr:`buffer`; the callers parse whole records
-    out of it. Cancelling ``fill`` loses no byte (aiohttp's ``readany`` takes the data
-    only after its wait), so it can race another wait in :func:`_race`.
-
-    Args:
-        response: the aiohttp response, owned by the caller (it closes it).
-    """
-
-    def __init__(self, response: Any) -> None:
-        self._response = response
-        self.buffer = bytearray()
-        self.eof = False
-
-    async def fill(self) -> None:
-        """Wait for more of the body and append it; sets :attr:`eof` at its end."""
-        if self.eof:
-            return
-        chunk: bytes = await self._response.content.readany()
-        if chunk:
-            self.buffer.extend(chunk)
-        else:
-            self.eof = True
-
-
-class _Events(_Body):
-    """The engine's events stream (``GET /events``, JSON lines) for one filter."""
-
-    async def fill(self) -> None:
-        """Wait for more events (see :meth:`_Body.fill`).
-
-        Raises:
-            SchedulerUnavailableError: the engine closed the stream (it stopped).
-        """
-        await super().fill()
-        if self.eof:
-            raise SchedulerUnavailableError(
-                "the Docker engine closed its events stream (was it stopped?):"
-                " check `docker info`, then retry"
-            )
-
-    def pop(self) -> list[dict[str, Any]]:
-        """Return the events received whole so far, oldest first, and forget them."""
-        end = self.buffer.rfind(b"\n")
-        if end < 0:
-            return []
-        raw = bytes(self.buffer[: end + 1])
-        del self.buffer[: end + 1]
-        return [json.loads(line) for line in raw.splitlines() if line.strip()]
-
-    async def next_batch(self) -> list[dict[str, Any]]:
-        """Await at least one event; return every event received so far, oldest first.
-
-        Raises:
-            SchedulerUnavailableError: the engine closed the stream (it stopped).
-        """
-        while not (events := self.pop()):
-            await self.fill()
-        return events
+EventStreamById = dict[str, list[dict[str, Any]]]
 
 
 class _LogLines:
@@ -474,127 +369,17 @@ class DockerScheduler(Scheduler[DockerJob]):
         super().__init__("local_docker", session_name)
         self.grace = grace
         self.docker_host = docker_host
-        self._docker: Any = None
-        self._client_lock = anyio.Lock()
-        self._closed = False
+        self._engine = Engine(docker_host, session_name)
 
     # ------------------------------------------------------------------ the client
 
-    async def _client(self) -> Any:
-        """Return the aiodocker client, creating it (and checking the engine) on first use."""
-        if self._closed:
-            raise SchedulerClosedError(
-                f"the local_docker scheduler of session {self.session_name!r} is closed:"
-                " create a new one"
-            )
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            raise SchedulerUnavailableError(
-                "local_docker needs an asyncio event loop (aiodocker runs on asyncio only):"
-                " run it under asyncio, e.g. anyio.run(main, backend='asyncio')"
-            ) from None
-        async with self._client_lock:
-            if self._docker is not None:
-                return self._docker
-            try:
-                import aiodocker
-            except ImportError as err:
-                raise SchedulerUnavailableError(
-                    f"local_docker needs the aiodocker package ({err}): pip install aiodocker"
-                ) from err
-            where = self.docker_host or os.environ.get("DOCKER_HOST") or "the default socket"
-            try:
-                docker = aiodocker.Docker(url=self.docker_host)
-            except (aiodocker.DockerError, ValueError, OSError) as err:
-                raise SchedulerUnavailableError(
-                    f"no Docker engine found at {where} ({err}): start one, e.g."
-                    " `bash scripts/docker-engine.sh start`, or set DOCKER_HOST"
-                ) from err
-            try:
-                await docker.version()
-            except (aiodocker.DockerError, OSError) as err:
-                await docker.close()
-                raise SchedulerUnavailableError(
-                    f"no Docker engine answers at {where} ({err}): start one, e.g."
-                    " `bash scripts/docker-engine.sh start`, or set DOCKER_HOST"
-                ) from err
-            self._docker = docker
-            return docker
+    async def _client(self) -> None:
+        """Open the engine connection (and check the engine answers) on first use."""
+        await self._engine.connect()
 
     async def close(self) -> None:
         """Close the engine connection; idempotent, never raises. Containers keep running."""
-        self._closed = True
-        docker, self._docker = self._docker, None
-        if docker is not None:
-            with contextlib.suppress(Exception):
-                await docker.close()
-
-    async def _json(self, path: str, method: str = "GET", **kwargs: Any) -> Any:
-        docker = await self._client()
-        return await docker._query_json(path, method, **kwargs)
-
-    async def _call(self, path: str, method: str = "POST", **kwargs: Any) -> None:
-        """Make an engine request whose body does not matter; read it and free the connection.
-
-        Cancelling it closes the connection (a long request such as ``wait`` or ``stop``
-        is not left running on a pooled connection).
-
-        Raises:
-            aiodocker.DockerError: the engine answered 4xx/5xx.
-        """
-        docker = await self._client()
-        async with docker._query(path, method, timeout=None, **kwargs) as response:
-            try:
-                await response.read()
-            except BaseException:
-                response.close()
-                raise
-
-    @contextlib.asynccontextmanager
-    async def _stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[Any]:
-        """Open a streamed ``GET`` (events, followed logs); closed on exit, even by cancel."""
-        docker = await self._client()
-        async with docker._query(path, "GET", params=dict(params), timeout=None) as response:
-            try:
-                yield response
-            finally:
-                response.close()
-
-    @contextlib.asynccontextmanager
-    async def _events(
-        self, filters: Mapping[str, list[str]], since_ns: int | None = None
-    ) -> AsyncIterator[_Events]:
-        """Subscribe to the engine's events matching ``filters`` (the events API's).
-
-        Events are replayed from ``since_ns`` (default: ``_EVENTS_SKEW_NS`` ago), so once
-        this is entered no later event can be missed: inspect after entering, then treat
-        each event as a prompt to inspect again. The stream (one HTTP connection, no
-        background task) is closed on exit, also when the awaiting task is cancelled.
-        """
-        since = time.time_ns() - _EVENTS_SKEW_NS if since_ns is None else since_ns
-        params = {"filters": json.dumps(dict(filters)), "since": _ns_to_engine(since)}
-        async with self._stream("events", params) as response:
-            yield _Events(response)
-
-    async def _wait_stopped(self, cid: str) -> None:
-        """Return when the container is next not running (the engine's wait endpoint).
-
-        Only a backstop for a container that is restarting: if the engine fails to start
-        it again, the engine marks it exited without any event.
-        """
-        try:
-            await self._call(f"containers/{cid}/wait", params={"condition": "not-running"})
-        except Exception as err:
-            if not self._is_status(err, 404, 409):
-                raise
-
-    def _engine_key(self) -> str:
-        return self.docker_host or os.environ.get("DOCKER_HOST") or ""
-
-    @staticmethod
-    def _is_status(err: BaseException, *statuses: int) -> bool:
-        return getattr(err, "status", None) in statuses
+        await self._engine.close()
 
     # ------------------------------------------------------------------ options, dry run
 
@@ -798,11 +583,11 @@ class DockerScheduler(Scheduler[DockerJob]):
 
         Raises:
             SchedulerUnavailableError: no engine (see the class).
-            aiodocker.DockerError: the engine refused a container (the message says why),
+            DockerEngineError: the engine refused a container (the message says why),
                 or an image is missing and could not be pulled.
         """
         job = dryrun_info.request
-        await self._ensure_images({container.image for container in job.containers})
+        await self._engine.ensure_images({container.image for container in job.containers})
         network_id = await self._ensure_network(job.network)
 
         async def create_and_start(container: DockerContainer) -> None:
@@ -810,10 +595,10 @@ class DockerScheduler(Scheduler[DockerJob]):
             config["HostConfig"]["NetworkMode"] = network_id
             endpoint = config["NetworkingConfig"]["EndpointsConfig"].pop(job.network)
             config["NetworkingConfig"]["EndpointsConfig"][network_id] = endpoint
-            created = await self._json(
+            created = await self._engine.json(
                 "containers/create", "POST", params={"name": container.name}, data=config
             )
-            await self._call(f"containers/{created['Id']}/start")
+            await self._engine.call(f"containers/{created['Id']}/start")
 
         try:
             await _gather(
@@ -826,33 +611,9 @@ class DockerScheduler(Scheduler[DockerJob]):
             raise
         return job.app_id
 
-    async def _ensure_images(self, images: set[str]) -> None:
-        """Pull each image the engine does not have (TorchX pulls every time)."""
-        docker = await self._client()
-        import aiodocker
-
-        async def ensure(image: str) -> None:
-            try:
-                await docker.images.inspect(image)
-                return
-            except aiodocker.DockerError as err:
-                if err.status != 404:
-                    raise
-            try:
-                await docker.images.pull(image)
-            except aiodocker.DockerError as err:
-                raise aiodocker.DockerError(
-                    err.status,
-                    f"image {image!r} is not on the engine and pulling it failed"
-                    f" ({err.message}): build or load it first (docker build/import/load)"
-                    " or fix Role.image",
-                ) from err
-
-        await _gather(functools.partial(ensure, image) for image in sorted(images))
-
     async def _networks_named(self, name: str) -> list[dict[str, Any]]:
         filters = json.dumps({"name": [name]})
-        listed = await self._json("networks", params={"filters": filters})
+        listed = await self._engine.json("networks", params={"filters": filters})
         return [net for net in listed if net.get("Name") == name]  # the filter is a prefix
 
     @staticmethod
@@ -888,7 +649,7 @@ class DockerScheduler(Scheduler[DockerJob]):
             RuntimeError: the network kept vanishing (someone removes it meanwhile).
         """
         await self._client()  # the clear error under trio or without an engine, first
-        async with _network_lock(self._engine_key(), name):
+        async with _network_lock(self._engine.key, name):
             for _ in range(3):
                 found = await self._networks_named(name)
                 settled = self._settled_network(found)
@@ -897,13 +658,13 @@ class DockerScheduler(Scheduler[DockerJob]):
                 filters = {"type": ["network"], "event": ["create", "destroy"], "network": [name]}
                 since = time.time_ns() - int(_NETWORK_SETTLE_S * 1e9)
                 mine: str | None = None
-                async with self._events(filters, since_ns=since) as events:
+                async with self._engine.events(filters, since_ns=since) as events:
                     if not found:
                         mine = await self._create_network(name)
                     winner = await self._network_winner(name, events, mine)
                 if mine is not None and winner != mine:
                     with contextlib.suppress(Exception):  # 404: gone already
-                        await self._call(f"networks/{mine}", "DELETE")
+                        await self._engine.call(f"networks/{mine}", "DELETE")
                 if winner is not None:
                     return winner
         raise RuntimeError(
@@ -914,7 +675,7 @@ class DockerScheduler(Scheduler[DockerJob]):
     async def _create_network(self, name: str) -> str | None:
         """Create the bridge network ``name``; ``None`` if the engine says it exists."""
         try:
-            created = await self._json(
+            created = await self._engine.json(
                 "networks/create",
                 "POST",
                 data={
@@ -924,13 +685,13 @@ class DockerScheduler(Scheduler[DockerJob]):
                     "Labels": {LABEL_VERSION: __version__},
                 },
             )
-        except Exception as err:
-            if self._is_status(err, 409) or "already exists" in str(err):
+        except DockerEngineError as err:
+            if err.status == 409 or "already exists" in err.message:
                 return None
             raise
         return str(created["Id"])
 
-    async def _network_winner(self, name: str, events: _Events, mine: str | None) -> str | None:
+    async def _network_winner(self, name: str, events: EventStream, mine: str | None) -> str | None:
         """The network of ``name`` whose ``create`` the engine logged first, still there.
 
         Reads ``events`` until it has seen the ``create`` of every young network of that
@@ -989,19 +750,13 @@ class DockerScheduler(Scheduler[DockerJob]):
             WorkspaceBuildError: the build failed; the message holds the build log.
             NotADirectoryError: ``workspace`` is not a directory.
         """
-        docker = await self._client()
+        await self._client()
         context, _ = await anyio.to_thread.run_sync(build_context, workspace, role.image)
         log: list[str] = []
         image_id: str | None = None
         try:
-            stream = docker.images.build(
-                fileobj=io.BytesIO(context),
-                encoding="identity",
-                path_dockerfile=DEFAULT_DOCKERFILE,
-                labels={LABEL_VERSION: __version__},
-                pull=False,
-                forcerm=True,  # a failed step's container is removed too
-                stream=True,
+            stream = self._engine.build_image(
+                context, DEFAULT_DOCKERFILE, labels={LABEL_VERSION: __version__}
             )
             async with contextlib.aclosing(stream) as items:
                 async for item in items:
@@ -1029,7 +784,9 @@ class DockerScheduler(Scheduler[DockerJob]):
         image_repo = cfg.get("image_repo")
         if isinstance(image_repo, str) and image_repo:
             tag = image_id.split(":")[-1][:12]
-            await self._call(f"images/{image_id}/tag", params={"repo": image_repo, "tag": tag})
+            await self._engine.call(
+                f"images/{image_id}/tag", params={"repo": image_repo, "tag": tag}
+            )
             role.image = f"{image_repo}:{tag}"
         else:
             role.image = image_id
@@ -1038,7 +795,7 @@ class DockerScheduler(Scheduler[DockerJob]):
 
     async def _containers(self, app_id: str) -> list[dict[str, Any]]:
         filters = json.dumps({"label": [f"{LABEL_APP_ID}={app_id}"]})
-        listed: list[dict[str, Any]] = await self._json(
+        listed: list[dict[str, Any]] = await self._engine.json(
             "containers/json", params={"all": "1", "filters": filters}
         )
         return listed
@@ -1049,9 +806,9 @@ class DockerScheduler(Scheduler[DockerJob]):
 
         async def inspect(cid: str) -> None:
             try:
-                results[cid] = await self._json(f"containers/{cid}/json")
-            except Exception as err:
-                if not self._is_status(err, 404):  # removed meanwhile
+                results[cid] = await self._engine.json(f"containers/{cid}/json")
+            except DockerEngineError as err:
+                if err.status != 404:  # removed meanwhile
                     raise
 
         await _gather(functools.partial(inspect, cid) for cid in ids)
@@ -1059,9 +816,9 @@ class DockerScheduler(Scheduler[DockerJob]):
 
     async def _cancelled_at(self, app_id: str) -> int | None:
         try:
-            volume = await self._json(f"volumes/{_CANCEL_MARKER_PREFIX}{app_id}")
-        except Exception as err:
-            if self._is_status(err, 404):
+            volume = await self._engine.json(f"volumes/{_CANCEL_MARKER_PREFIX}{app_id}")
+        except DockerEngineError as err:
+            if err.status == 404:
                 return None
             raise
         labels = volume.get("Labels") or {}
@@ -1182,9 +939,9 @@ class DockerScheduler(Scheduler[DockerJob]):
         its entry then agrees with :meth:`describe`.
         """
         filters = json.dumps({"label": [LABEL_APP_ID]})
-        listed = await self._json("containers/json", params={"all": "1", "filters": filters})
+        listed = await self._engine.json("containers/json", params={"all": "1", "filters": filters})
         volume_filters = json.dumps({"label": [LABEL_CANCELLED_AT]})
-        volumes = await self._json("volumes", params={"filters": volume_filters})
+        volumes = await self._engine.json("volumes", params={"filters": volume_filters})
         cancelled = {
             (vol.get("Labels") or {}).get(LABEL_APP_ID) for vol in volumes.get("Volumes") or []
         }
@@ -1282,7 +1039,7 @@ class DockerScheduler(Scheduler[DockerJob]):
             "label": [f"{LABEL_APP_ID}={app_id}"],
             "event": [*_STATE_EVENTS, "kill"],
         }
-        async with self._events(filters) as events:
+        async with self._engine.events(filters) as events:
             listed = await self._containers(app_id)
             ids = [container["Id"] for container in listed]
             inspected, cancelled_at = await self._inspect_and_marker(app_id, ids)
@@ -1292,7 +1049,7 @@ class DockerScheduler(Scheduler[DockerJob]):
                 response = self._describe_from(app_id, list(containers.values()), cancelled_at)
                 if done(response):
                     return response
-                prompted: _EventsById = {}
+                prompted: EventStreamById = {}
                 restarting = [
                     cid
                     for cid, info in containers.items()
@@ -1340,9 +1097,9 @@ class DockerScheduler(Scheduler[DockerJob]):
                 containers.update((info["Id"], info) for info in fresh)
             return None
 
-    async def _backstop(self, cid: str, prompted: _EventsById) -> None:
+    async def _backstop(self, cid: str, prompted: EventStreamById) -> None:
         """Add ``cid`` to ``prompted`` once the restarting container is next not running."""
-        await self._wait_stopped(cid)
+        await self._engine.wait_stopped(cid)
         prompted.setdefault(cid, [])
 
     # ------------------------------------------------------------------ cancel, delete
@@ -1372,7 +1129,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         await self._stop_all(app_id, self.grace)
 
     async def _stop_all(self, app_id: str, grace: float) -> None:
-        await self._json(
+        await self._engine.json(
             "volumes/create",
             "POST",
             data={
@@ -1384,9 +1141,9 @@ class DockerScheduler(Scheduler[DockerJob]):
 
         async def stop(cid: str) -> None:
             try:
-                await self._call(f"containers/{cid}/stop", params={"t": str(seconds)})
-            except Exception as err:
-                if not self._is_status(err, 304, 404):
+                await self._engine.call(f"containers/{cid}/stop", params={"t": str(seconds)})
+            except DockerEngineError as err:
+                if err.status not in (304, 404):
                     raise
 
         await _gather(
@@ -1412,9 +1169,9 @@ class DockerScheduler(Scheduler[DockerJob]):
 
         async def remove(path: str, params: dict[str, str]) -> None:
             try:
-                await self._call(path, "DELETE", params=params)
-            except Exception as err:
-                if not self._is_status(err, 404, 409):
+                await self._engine.call(path, "DELETE", params=params)
+            except DockerEngineError as err:
+                if err.status not in (404, 409):
                     raise
 
         await _gather(
@@ -1434,7 +1191,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         for container in containers:
             labels = container["Labels"]
             if labels.get(LABEL_ROLE_NAME) == role_name and labels.get(LABEL_REPLICA_ID) == str(k):
-                return await self._json(f"containers/{container['Id']}/json")  # type: ignore[no-any-return]
+                return await self._engine.json(f"containers/{container['Id']}/json")  # type: ignore[no-any-return]
         replicas = sorted(
             f"{c['Labels'].get(LABEL_ROLE_NAME)}/{c['Labels'].get(LABEL_REPLICA_ID)}"
             for c in containers
@@ -1510,8 +1267,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         resume = lines.resume_ns()
         if resume is not None:
             query["since"] = _ns_to_engine(max(resume, 0))
-        async with self._stream(f"containers/{cid}/logs", query) as response:
-            body = _Body(response)
+        async with self._engine.stream(f"containers/{cid}/logs", query) as body:
             while not body.eof:
                 await body.fill()
                 for line in lines.take(body.buffer, body.eof):
@@ -1536,12 +1292,12 @@ class DockerScheduler(Scheduler[DockerJob]):
         if until is not None:
             deadline = anyio.current_time() + (until.timestamp() - time.time())
         filters = {"type": ["container"], "container": [cid], "event": list(_STATE_EVENTS)}
-        async with self._events(filters) as events:
+        async with self._engine.events(filters) as events:
             while anyio.current_time() < deadline:
                 try:
-                    info = await self._json(f"containers/{cid}/json")
-                except Exception as err:
-                    if self._is_status(err, 404):
+                    info = await self._engine.json(f"containers/{cid}/json")
+                except DockerEngineError as err:
+                    if err.status == 404:
                         return  # removed: its log went with it
                     raise
                 status = info["State"].get("Status")
@@ -1555,7 +1311,7 @@ class DockerScheduler(Scheduler[DockerJob]):
                     return  # exited or dead: stopped for good, every line yielded
                 waits: list[Callable[[], Awaitable[Any]]] = [events.fill]
                 if status == "restarting":  # a failed restart logs no event
-                    waits.append(functools.partial(self._wait_stopped, cid))
+                    waits.append(functools.partial(self._engine.wait_stopped, cid))
                 if deadline < math.inf:
                     waits.append(functools.partial(anyio.sleep_until, deadline))
                 await _race(waits)
@@ -1569,7 +1325,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         cid: str,
         lines: _LogLines,
         params: Mapping[str, str],
-        events: _Events,
+        events: EventStream,
         deadline: float,
     ) -> AsyncIterator[str]:
         """Follow a running container's log until it stops (an event) or ``deadline``."""
@@ -1578,8 +1334,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         if resume is not None:
             query["since"] = _ns_to_engine(max(resume, 0))
         stopped = False
-        async with self._stream(f"containers/{cid}/logs", query) as response:
-            body = _Body(response)
+        async with self._engine.stream(f"containers/{cid}/logs", query) as body:
             while True:
                 for line in lines.take(body.buffer, body.eof):
                     yield line

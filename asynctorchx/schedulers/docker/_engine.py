@@ -1,0 +1,436 @@
+"""The Docker engine connection of ``local_docker``: the one module that imports aiodocker.
+
+:class:`Engine` holds one aiodocker client, opened on first use, and makes the Docker
+Engine API's requests over aiodocker's ``_query`` (JSON calls, calls whose body does not
+matter, streamed bodies, the events stream, image inspect/pull/build). Every error
+aiodocker or aiohttp raises is mapped here, once, to :mod:`asynctorchx.errors`:
+
+- the engine answered 4xx/5xx: :class:`~asynctorchx.errors.DockerEngineError`, with the
+  HTTP ``status`` and the engine's ``message``;
+- no engine answers, or the connection broke:
+  :class:`~asynctorchx.errors.SchedulerUnavailableError`.
+
+aiodocker is imported on first use only (so importing the scheduler never imports it);
+it runs on asyncio only, so under trio every call raises
+:class:`~asynctorchx.errors.SchedulerUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import io
+import json
+import os
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
+from typing import Any
+
+import anyio
+
+from asynctorchx.errors import (
+    DockerEngineError,
+    SchedulerClosedError,
+    SchedulerUnavailableError,
+)
+from asynctorchx.schedulers.docker._concurrency import gather
+from asynctorchx.schedulers.docker._state import ns_to_engine
+
+#: Events are asked from this long before the subscription (ns): the engine sends its
+#: response head before it subscribes, and a remote engine's clock may be a little off.
+#: An event replayed twice is harmless: each one only prompts a fresh inspect.
+EVENTS_SKEW_NS = 1_000_000_000
+
+#: aiodocker's status for "cannot connect to the engine" (not an HTTP status).
+_NO_CONNECTION = 900
+
+_START_ENGINE = "start one, e.g. `bash scripts/docker-engine.sh start`, or set DOCKER_HOST"
+
+
+def _mapped_error(err: Exception, request: str, where: str) -> Exception | None:
+    """The :mod:`asynctorchx.errors` error for an aiodocker/aiohttp error, else ``None``."""
+    import aiodocker
+    import aiohttp
+
+    if isinstance(err, aiodocker.DockerError):
+        if err.status == _NO_CONNECTION:
+            return SchedulerUnavailableError(
+                f"the Docker engine at {where} does not answer ({err.message}): {_START_ENGINE}"
+            )
+        return DockerEngineError(err.status, str(err.message), request=request)
+    if isinstance(err, aiohttp.ClientError):
+        return SchedulerUnavailableError(
+            f"the connection to the Docker engine at {where} broke during {request} ({err!r}):"
+            " check `docker info`, then retry"
+        )
+    return None
+
+
+class StreamBody:
+    """The body of a streamed engine response (events, followed logs), read cancel-safely.
+
+    :meth:`fill` appends what arrived to :attr:`buffer`; the callers parse whole records
+    out of it. Cancelling ``fill`` loses no byte (aiohttp's ``readany`` takes the data
+    only after its wait), so it can race another wait in
+    :func:`~asynctorchx.schedulers.docker._concurrency.race`.
+
+    Args:
+        response: the aiohttp response, owned by :meth:`Engine.stream` (it closes it).
+        request: the request, as ``GET path``, for error messages.
+        where: the engine's address, for error messages.
+    """
+
+    def __init__(self, response: Any, request: str, where: str) -> None:
+        self._response = response
+        self._request = request
+        self._where = where
+        self.buffer = bytearray()
+        self.eof = False
+
+    async def fill(self) -> None:
+        """Wait for more of the body and append it; sets :attr:`eof` at its end.
+
+        Raises:
+            SchedulerUnavailableError: the connection to the engine broke.
+        """
+        if self.eof:
+            return
+        try:
+            chunk: bytes = await self._response.content.readany()
+        except Exception as err:
+            mapped = _mapped_error(err, self._request, self._where)
+            if mapped is None:
+                raise
+            raise mapped from err
+        if chunk:
+            self.buffer.extend(chunk)
+        else:
+            self.eof = True
+
+
+class EventStream(StreamBody):
+    """The engine's events stream (``GET /events``, JSON lines) for one filter."""
+
+    async def fill(self) -> None:
+        """Wait for more events (see :meth:`StreamBody.fill`).
+
+        Raises:
+            SchedulerUnavailableError: the engine closed the stream (it stopped), or the
+                connection broke.
+        """
+        await super().fill()
+        if self.eof:
+            raise SchedulerUnavailableError(
+                "the Docker engine closed its events stream (was it stopped?):"
+                " check `docker info`, then retry"
+            )
+
+    def pop(self) -> list[dict[str, Any]]:
+        """Return the events received whole so far, oldest first, and forget them."""
+        end = self.buffer.rfind(b"\n")
+        if end < 0:
+            return []
+        raw = bytes(self.buffer[: end + 1])
+        del self.buffer[: end + 1]
+        return [json.loads(line) for line in raw.splitlines() if line.strip()]
+
+    async def next_batch(self) -> list[dict[str, Any]]:
+        """Await at least one event; return every event received so far, oldest first.
+
+        Raises:
+            SchedulerUnavailableError: the engine closed the stream (it stopped).
+        """
+        while not (events := self.pop()):
+            await self.fill()
+        return events
+
+
+class Engine:
+    """One Docker engine, reached over one aiodocker client opened on first use.
+
+    Args:
+        docker_host: the engine's URL (e.g. ``unix:///var/run/docker.sock``); ``None``:
+            ``DOCKER_HOST`` or the default socket, as aiodocker finds it.
+        session_name: the scheduler's session, named in :class:`SchedulerClosedError`.
+
+    Every request method raises:
+        SchedulerUnavailableError: aiodocker is not installed, the event loop is not
+            asyncio (trio), or no Docker engine answers.
+        SchedulerClosedError: :meth:`close` was called.
+        DockerEngineError: the engine answered 4xx/5xx (``status``, ``message``).
+    """
+
+    def __init__(self, docker_host: str | None, session_name: str) -> None:
+        self.docker_host = docker_host
+        self.session_name = session_name
+        self._docker: Any = None
+        self._lock = anyio.Lock()
+        self._closed = False
+
+    @property
+    def key(self) -> str:
+        """The engine's address as configured (``""``: the default), to key per-engine state."""
+        return self.docker_host or os.environ.get("DOCKER_HOST") or ""
+
+    @property
+    def _where(self) -> str:
+        return self.docker_host or os.environ.get("DOCKER_HOST") or "the default socket"
+
+    @contextlib.contextmanager
+    def _errors(self, request: str) -> Iterator[None]:
+        """Map aiodocker's and aiohttp's errors raised inside to :mod:`asynctorchx.errors`."""
+        try:
+            yield
+        except Exception as err:
+            mapped = _mapped_error(err, request, self._where)
+            if mapped is None:
+                raise
+            raise mapped from err
+
+    async def connect(self) -> None:
+        """Open the client and check that the engine answers (``GET /version``), once.
+
+        Raises:
+            SchedulerUnavailableError: see the class.
+            SchedulerClosedError: see the class.
+        """
+        await self._client()
+
+    async def _client(self) -> Any:
+        """Return the aiodocker client, creating it (and checking the engine) on first use."""
+        if self._closed:
+            raise SchedulerClosedError(
+                f"the local_docker scheduler of session {self.session_name!r} is closed:"
+                " create a new one"
+            )
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise SchedulerUnavailableError(
+                "local_docker needs an asyncio event loop (aiodocker runs on asyncio only):"
+                " run it under asyncio, e.g. anyio.run(main, backend='asyncio')"
+            ) from None
+        async with self._lock:
+            if self._docker is not None:
+                return self._docker
+            try:
+                import aiodocker
+            except ImportError as err:
+                raise SchedulerUnavailableError(
+                    f"local_docker needs the aiodocker package ({err}): pip install aiodocker"
+                ) from err
+            try:
+                docker = aiodocker.Docker(url=self.docker_host)
+            except (aiodocker.DockerError, ValueError, OSError) as err:
+                raise SchedulerUnavailableError(
+                    f"no Docker engine found at {self._where} ({err}): {_START_ENGINE}"
+                ) from err
+            try:
+                await docker.version()
+            except (aiodocker.DockerError, OSError) as err:
+                await docker.close()
+                raise SchedulerUnavailableError(
+                    f"no Docker engine answers at {self._where} ({err}): {_START_ENGINE}"
+                ) from err
+            self._docker = docker
+            return docker
+
+    async def close(self) -> None:
+        """Close the connection; idempotent, never raises. Later requests raise closed."""
+        self._closed = True
+        docker, self._docker = self._docker, None
+        if docker is not None:
+            with contextlib.suppress(Exception):
+                await docker.close()
+
+    async def json(
+        self,
+        path: str,
+        method: str = "GET",
+        *,
+        params: Mapping[str, str] | None = None,
+        data: Any = None,
+    ) -> Any:
+        """Make an engine request and return its JSON body.
+
+        Args:
+            path: the API path, e.g. ``containers/json`` (the API version is added).
+            method: the HTTP method.
+            params: the query parameters.
+            data: the JSON body, if any.
+
+        Raises:
+            DockerEngineError: the engine answered 4xx/5xx.
+        """
+        docker = await self._client()
+        with self._errors(f"{method} {path}"):
+            return await docker._query_json(
+                path, method, params=dict(params) if params else None, data=data
+            )
+
+    async def call(
+        self, path: str, method: str = "POST", *, params: Mapping[str, str] | None = None
+    ) -> None:
+        """Make an engine request whose body does not matter; read it and free the connection.
+
+        Cancelling it closes the connection (a long request such as ``wait`` or ``stop``
+        is not left running on a pooled connection).
+
+        Args:
+            path: the API path, e.g. ``containers/{id}/start``.
+            method: the HTTP method.
+            params: the query parameters.
+
+        Raises:
+            DockerEngineError: the engine answered 4xx/5xx.
+        """
+        docker = await self._client()
+        query = dict(params) if params else None
+        with self._errors(f"{method} {path}"):
+            async with docker._query(path, method, params=query, timeout=None) as response:
+                try:
+                    await response.read()
+                except BaseException:
+                    response.close()
+                    raise
+
+    @contextlib.asynccontextmanager
+    async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[StreamBody]:
+        """Open a streamed ``GET`` (followed logs); its body is closed on exit, even by cancel.
+
+        Args:
+            path: the API path, e.g. ``containers/{id}/logs``.
+            params: the query parameters.
+
+        Raises:
+            DockerEngineError: the engine answered 4xx/5xx.
+        """
+        async with self._response(path, params) as response:
+            yield StreamBody(response, f"GET {path}", self._where)
+
+    @contextlib.asynccontextmanager
+    async def _response(self, path: str, params: Mapping[str, str]) -> AsyncIterator[Any]:
+        docker = await self._client()
+        async with contextlib.AsyncExitStack() as stack:
+            with self._errors(f"GET {path}"):
+                response = await stack.enter_async_context(
+                    docker._query(path, "GET", params=dict(params), timeout=None)
+                )
+            try:
+                yield response
+            finally:
+                response.close()
+
+    @contextlib.asynccontextmanager
+    async def events(
+        self, filters: Mapping[str, list[str]], since_ns: int | None = None
+    ) -> AsyncIterator[EventStream]:
+        """Subscribe to the engine's events matching ``filters`` (the events API's).
+
+        Events are replayed from ``since_ns`` (default: ``EVENTS_SKEW_NS`` ago), so once
+        this is entered no later event can be missed: inspect after entering, then treat
+        each event as a prompt to inspect again. The stream (one HTTP connection, no
+        background task) is closed on exit, also when the awaiting task is cancelled.
+
+        Args:
+            filters: the events API's ``filters`` (``type``, ``event``, ``label``...).
+            since_ns: replay events from this time (ns since the epoch).
+
+        Raises:
+            DockerEngineError: the engine refused the filters.
+        """
+        since = time.time_ns() - EVENTS_SKEW_NS if since_ns is None else since_ns
+        params = {"filters": json.dumps(dict(filters)), "since": ns_to_engine(since)}
+        async with self._response("events", params) as response:
+            yield EventStream(response, "GET events", self._where)
+
+    async def wait_stopped(self, cid: str) -> None:
+        """Return when the container is next not running (the engine's wait endpoint).
+
+        Only a backstop for a container that is restarting: if the engine fails to start
+        it again, the engine marks it exited without any event. A container that is gone
+        (404) or being removed (409) has stopped too.
+
+        Args:
+            cid: the container's id.
+        """
+        try:
+            await self.call(f"containers/{cid}/wait", params={"condition": "not-running"})
+        except DockerEngineError as err:
+            if err.status not in (404, 409):
+                raise
+
+    async def ensure_images(self, images: set[str]) -> None:
+        """Pull each image the engine does not have, concurrently (TorchX pulls every time).
+
+        Args:
+            images: image names (or ids).
+
+        Raises:
+            DockerEngineError: an image is missing and could not be pulled (the message
+                says how to fix it).
+        """
+        docker = await self._client()
+
+        async def ensure(image: str) -> None:
+            try:
+                with self._errors(f"GET images/{image}/json"):
+                    await docker.images.inspect(image)
+                return
+            except DockerEngineError as err:
+                if err.status != 404:
+                    raise
+            try:
+                with self._errors(f"POST images/create?fromImage={image}"):
+                    await docker.images.pull(image)
+            except DockerEngineError as err:
+                raise DockerEngineError(
+                    err.status,
+                    f"image {image!r} is not on the engine and pulling it failed"
+                    f" ({err.message}): build or load it first (docker build/import/load)"
+                    " or fix Role.image",
+                    request=err.request,
+                ) from err
+
+        await gather(functools.partial(ensure, image) for image in sorted(images))
+
+    async def build_image(
+        self, context: bytes, dockerfile: str, labels: Mapping[str, str]
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Build an image from a tar build context; yield the engine's progress records.
+
+        Intermediate containers are removed, also after a failed step; the base image is
+        not pulled again.
+
+        Args:
+            context: the uncompressed tar of the build context.
+            dockerfile: the Dockerfile's path inside the context.
+            labels: labels of the built image.
+
+        Yields:
+            the build's JSON progress records (``stream``, ``aux``, ``error``...).
+
+        Raises:
+            DockerEngineError: the engine refused the build or a step failed.
+        """
+        docker = await self._client()
+        request = "POST build"
+        with self._errors(request):
+            stream = docker.images.build(
+                fileobj=io.BytesIO(context),
+                encoding="identity",
+                path_dockerfile=dockerfile,
+                labels=dict(labels),
+                pull=False,
+                forcerm=True,  # a failed step's container is removed too
+                stream=True,
+            )
+        async with contextlib.aclosing(stream) as items:
+            while True:
+                with self._errors(request):
+                    try:
+                        item: dict[str, Any] = await items.__anext__()
+                    except StopAsyncIteration:
+                        return
+                yield item
