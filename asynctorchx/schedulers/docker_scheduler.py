@@ -35,22 +35,17 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import fnmatch
 import functools
 import json
 import math
-import os
 import re
-import secrets
-import string
 import time
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 import anyio
-import attrs
 
 from asynctorchx import __version__
 from asynctorchx.errors import (
@@ -69,6 +64,23 @@ from asynctorchx.schedulers.api import (
 from asynctorchx.schedulers.docker._concurrency import gather as _gather
 from asynctorchx.schedulers.docker._concurrency import race as _race
 from asynctorchx.schedulers.docker._engine import Engine, EventStream
+from asynctorchx.schedulers.docker._request import (
+    LABEL_APP_DEF,
+    LABEL_APP_ID,
+    LABEL_CANCELLED_AT,
+    LABEL_REPLICA_ID,
+    LABEL_ROLE_NAME,
+    LABEL_VERSION,
+    NETWORK,
+    RANK0_ENV,
+    DockerContainer,
+    DockerJob,
+    build_job,
+    container_name,
+    make_app_id,
+    run_opts,
+    validate,
+)
 from asynctorchx.schedulers.docker._state import app_state as _app_state
 from asynctorchx.schedulers.docker._state import engine_time as _engine_time
 from asynctorchx.schedulers.docker._state import event_action as _event_action
@@ -79,38 +91,19 @@ from asynctorchx.schedulers.docker._state import ns_to_engine as _ns_to_engine
 from asynctorchx.schedulers.docker._state import parse_ts_ns as _parse_ts_ns
 from asynctorchx.schedulers.docker._state import replica_state as _replica_state
 from asynctorchx.specs.api import (
-    MISSING,
     AppDef,
     AppDryRunInfo,
     AppState,
-    BindMount,
     CfgVal,
-    DeviceMount,
     ReplicaStatus,
     Role,
     RoleStatus,
-    VolumeMount,
     is_terminal,
-    macros,
     make_app_handle,
     runopts,
 )
-from asynctorchx.specs.converter import from_json, to_json
+from asynctorchx.specs.converter import from_json
 
-#: TorchX's labels, spelled exactly as TorchX 0.7.0 writes them (seed 003), so either
-#: implementation can describe, list and tail the other's apps.
-LABEL_VERSION = "torchx.pytorch.org/version"
-LABEL_APP_ID = "torchx.pytorch.org/app-id"
-LABEL_ROLE_NAME = "torchx.pytorch.org/role-name"
-LABEL_REPLICA_ID = "torchx.pytorch.org/replica-id"
-#: asynctorchx's own label: the submitted ``AppDef`` as JSON (the cattrs converter).
-LABEL_APP_DEF = "asynctorchx.pytorch.org/app-def"
-#: On the cancel marker volume: when the cancel was asked, ns since the epoch.
-LABEL_CANCELLED_AT = "asynctorchx.pytorch.org/cancelled-at-ns"
-#: The user-defined bridge network replicas join by default (TorchX's).
-NETWORK = "torchx"
-#: The env var holding replica 0's hostname (``macros.rank0_env``).
-RANK0_ENV = "TORCHX_RANK0_HOST"
 #: Default seconds between the stop signal and SIGKILL on cancel.
 DEFAULT_GRACE_S = 10.0
 
@@ -118,114 +111,15 @@ DEFAULT_GRACE_S = 10.0
 _STATE_EVENTS = ("create", "start", "die", "stop", "destroy", "pause", "unpause")
 #: Container events after which a followed log has ended (the process is gone).
 _STOP_EVENTS = frozenset({"die", "stop", "destroy"})
-#: Events are asked from this long before the subscription (ns): the engine sends its
-#: response head before it subscribes, and a remote engine's clock may be a little off.
-#: An event replayed twice is harmless: each one only prompts a fresh inspect.
-_EVENTS_SKEW_NS = 1_000_000_000
 #: A log follower re-reads from this long before the newest frame it consumed (ns).
 _REREAD_NS = 1_000_000_000
 #: A network older than this (s) is settled: no concurrent create of its name is running.
 _NETWORK_SETTLE_S = 10.0
 
 _CANCEL_MARKER_PREFIX = "asynctorchx-cancelled-"
-_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
-_LOG_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
-
-# resource.devices names known to map to host device files (as TorchX's devices table).
-_DEVICE_FILES: dict[str, str] = {"vpc.amazonaws.com/efa": "/dev/infiniband/uverbs"}
-
-
-# --------------------------------------------------------------------------- request
-
-
-def _format_container(container: DockerContainer) -> str:
-    body = json.dumps(container.config, indent=2, sort_keys=True)
-    return (
-        f"- name: {container.name}\n  image: {container.image}\n"
-        f"  command: {json.dumps(container.command)}\n  create config: "
-        + body.replace("\n", "\n  ")
-    )
-
-
-@attrs.define
-class DockerContainer:
-    """One replica's container, as ``schedule`` will create it (the dry-run request).
-
-    Args:
-        name: the container name and hostname, ``{app_id[-30:]}-{role[:30]}-{k}``.
-        image: the image (a name, or an image id after a workspace build).
-        command: entrypoint then args, after macro substitution.
-        config: the body of the engine's ``POST /containers/create`` (Docker Engine API):
-            ``Image``, ``Entrypoint``, ``Cmd``, ``Env``, ``Labels``, ``Hostname``,
-            ``HostConfig``, ``NetworkingConfig``.
-    """
-
-    name: str
-    image: str
-    command: list[str]
-    config: dict[str, Any]
-
-    def __str__(self) -> str:
-        return _format_container(self)
-
-
-@attrs.define
-class DockerJob:
-    """The dry-run request of ``local_docker``: an app id and one container per replica.
-
-    Args:
-        app_id: the app id (also the ``torchx.pytorch.org/app-id`` label).
-        containers: the replicas' containers, role by role, replica by replica.
-        network: the name of the user-defined bridge network they join.
-    """
-
-    app_id: str
-    containers: list[DockerContainer]
-    network: str = NETWORK
-
-    def __str__(self) -> str:
-        lines = [f"app_id: {self.app_id}", f"network: {self.network}", "containers:"]
-        lines.extend(str(container) for container in self.containers)
-        return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _sanitize(text: str) -> str:
-    """Make ``text`` usable in a container name (``[A-Za-z0-9][A-Za-z0-9_.-]*``)."""
-    cleaned = _NAME_CHARS.sub("-", text).lstrip("-_.")
-    return cleaned or "app"
-
-
-def make_app_id(app_name: str) -> str:
-    """Return a new unique app id ``{name}-{10 random lowercase letters and digits}``."""
-    alphabet = string.ascii_lowercase + string.digits
-    suffix = secrets.choice(string.ascii_lowercase) + "".join(
-        secrets.choice(alphabet) for _ in range(9)
-    )
-    return f"{_sanitize(app_name)}-{suffix}"
-
-
-def container_name(app_id: str, role_name: str, replica_id: int) -> str:
-    """Return the container name (and hostname) of a replica: ``{app_id[-30:]}-{role[:30]}-{k}``."""
-    return f"{_sanitize(app_id[-30:])}-{_sanitize(role_name[:30])}-{replica_id}"
-
-
-def _parse_env_items(items: Iterable[str]) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(
-                f"run option env item {item!r} is not KEY=VALUE: write e.g. env=FOO=1;BAR=x"
-            )
-        env[key] = value
-    return env
-
-
 #: Container id -> its new events, oldest first.
-EventStreamById = dict[str, list[dict[str, Any]]]
+_EventsById = dict[str, list[dict[str, Any]]]
+_LOG_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
 
 
 class _LogLines:
@@ -384,186 +278,13 @@ class DockerScheduler(Scheduler[DockerJob]):
     # ------------------------------------------------------------------ options, dry run
 
     def _run_opts(self) -> runopts:
-        opts = runopts()
-        opts.add(
-            "copy_env",
-            type_=list[str],
-            default=None,
-            help="glob patterns of environment variables to copy if not set in AppDef. Ex: FOO_*",
-        )
-        opts.add(
-            "env",
-            type_=list[str],
-            default=None,
-            help="KEY=VALUE environment variables for every replica (the role's env wins)."
-            " Ex: FOO=1;BAR=x",
-        )
-        opts.add("privileged", type_=bool, default=False, help="run the containers privileged")
-        opts.add(
-            "image_repo",
-            type_=str,
-            default=None,
-            help="(workspaces) repository to tag built workspace images with, as"
-            " <image_repo>:<id>. Ex: example.com/your/container",
-        )
-        opts.add(
-            "network",
-            type_=str,
-            default=NETWORK,
-            help="user-defined bridge network the replicas join (created when missing)",
-        )
-        opts.add(
-            "init",
-            type_=bool,
-            default=True,
-            help="run docker-init as PID 1 so the entrypoint receives stop signals",
-        )
-        return opts
+        return run_opts()
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        if not app.roles:
-            raise ValueError(f"app {app.name!r} has no roles: add at least one Role")
-        names = [role.name for role in app.roles]
-        if len(set(names)) != len(names):
-            raise ValueError(f"app {app.name!r} has duplicate role names {names}: rename them")
-        for role in app.roles:
-            if role.num_replicas < 1:
-                raise ValueError(
-                    f"role {role.name!r} has num_replicas={role.num_replicas}: use 1 or more"
-                )
-            if not role.image:
-                raise ValueError(f"role {role.name!r} has no image: set Role.image")
-            if role.entrypoint == MISSING or not role.entrypoint:
-                raise ValueError(f"role {role.name!r} has no entrypoint: set Role.entrypoint")
+        validate(app)
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[DockerJob]:
-        default_env: dict[str, str] = {}
-        copy_env = cfg.get("copy_env")
-        if isinstance(copy_env, list):
-            for pattern in copy_env:
-                for key in fnmatch.filter(os.environ.keys(), pattern):
-                    default_env[key] = os.environ[key]
-        cfg_env = cfg.get("env")
-        if isinstance(cfg_env, list):
-            default_env.update(_parse_env_items(cfg_env))
-        network = str(cfg.get("network") or NETWORK)
-        use_init = cfg.get("init", True) is not False
-        privileged = cfg.get("privileged") is True
-
-        app_id = make_app_id(app.name)
-        app_json = to_json(app)
-        rank0 = container_name(app_id, app.roles[0].name, 0)
-        job = DockerJob(app_id=app_id, containers=[], network=network)
-        for role in app.roles:
-            for replica_id in range(role.num_replicas):
-                values = macros.Values(
-                    img_root="", app_id=app_id, replica_id=str(replica_id), rank0_env=RANK0_ENV
-                )
-                replica = values.apply(role)
-                name = container_name(app_id, role.name, replica_id)
-                env = {**default_env, **replica.env, RANK0_ENV: rank0}
-                job.containers.append(
-                    self._container(
-                        app_id, replica, replica_id, name, env, app_json, network,
-                        use_init, privileged,
-                    )
-                )  # fmt: skip
-        return AppDryRunInfo(job, str)
-
-    def _container(
-        self,
-        app_id: str,
-        role: Role,
-        replica_id: int,
-        name: str,
-        env: dict[str, str],
-        app_json: str,
-        network: str,
-        use_init: bool,
-        privileged: bool,
-    ) -> DockerContainer:
-        host: dict[str, Any] = {"NetworkMode": network, "Init": use_init}
-        if privileged:
-            host["Privileged"] = True
-        resource = role.resource
-        if resource.memMB > 0:
-            host["Memory"] = int(resource.memMB) * 1024 * 1024
-            host["ShmSize"] = int(resource.memMB) * 1024 * 1024
-        if resource.cpu > 0:
-            host["NanoCpus"] = int(resource.cpu * 1_000_000_000)
-        if resource.gpu > 0:
-            host["DeviceRequests"] = [{"Count": resource.gpu, "Capabilities": [["compute"]]}]
-        devices: list[dict[str, str]] = []
-        for device, count in resource.devices.items():
-            path = _DEVICE_FILES.get(device, device)
-            if not path.startswith("/dev/"):
-                raise ValueError(
-                    f"role {role.name!r}: resource device {device!r} has no known host device"
-                    f" file: use one of {sorted(_DEVICE_FILES)} or a /dev/ path"
-                )
-            paths = [f"{path}{i}" for i in range(count)] if device in _DEVICE_FILES else [path]
-            devices.extend(
-                {"PathOnHost": p, "PathInContainer": p, "CgroupPermissions": "rwm"} for p in paths
-            )
-        mounts: list[dict[str, Any]] = []
-        for mount in role.mounts:
-            if isinstance(mount, BindMount):
-                mounts.append(
-                    {
-                        "Type": "bind",
-                        "Source": os.path.abspath(mount.src_path),
-                        "Target": mount.dst_path,
-                        "ReadOnly": mount.read_only,
-                    }
-                )
-            elif isinstance(mount, VolumeMount):
-                mounts.append(
-                    {
-                        "Type": "volume",
-                        "Source": mount.src,
-                        "Target": mount.dst_path,
-                        "ReadOnly": mount.read_only,
-                    }
-                )
-            elif isinstance(mount, DeviceMount):
-                devices.append(
-                    {
-                        "PathOnHost": mount.src_path,
-                        "PathInContainer": mount.dst_path,
-                        "CgroupPermissions": mount.permissions,
-                    }
-                )
-        if mounts:
-            host["Mounts"] = mounts
-        if devices:
-            host["Devices"] = devices
-        if role.max_retries > 0:
-            host["RestartPolicy"] = {"Name": "on-failure", "MaximumRetryCount": role.max_retries}
-        config: dict[str, Any] = {
-            "Image": role.image,
-            "Entrypoint": [role.entrypoint],
-            "Cmd": list(role.args),
-            "Env": [f"{key}={value}" for key, value in env.items()],
-            "Hostname": name,
-            "Labels": {
-                LABEL_VERSION: __version__,
-                LABEL_APP_ID: app_id,
-                LABEL_ROLE_NAME: role.name,
-                LABEL_REPLICA_ID: str(replica_id),
-                LABEL_APP_DEF: app_json,
-            },
-            "HostConfig": host,
-            "NetworkingConfig": {"EndpointsConfig": {network: {"Aliases": [name]}}},
-        }
-        if role.port_map:
-            ports: dict[str, dict[str, Any]] = {
-                f"{port}/tcp": {} for port in role.port_map.values()
-            }
-            config["ExposedPorts"] = ports
-            host["PortBindings"] = {port: [{"HostPort": ""}] for port in ports}
-        return DockerContainer(
-            name=name, image=role.image, command=[role.entrypoint, *role.args], config=config
-        )
+        return AppDryRunInfo(build_job(app, cfg), str)
 
     # ------------------------------------------------------------------ submit
 
@@ -1049,7 +770,7 @@ class DockerScheduler(Scheduler[DockerJob]):
                 response = self._describe_from(app_id, list(containers.values()), cancelled_at)
                 if done(response):
                     return response
-                prompted: EventStreamById = {}
+                prompted: _EventsById = {}
                 restarting = [
                     cid
                     for cid, info in containers.items()
@@ -1097,7 +818,7 @@ class DockerScheduler(Scheduler[DockerJob]):
                 containers.update((info["Id"], info) for info in fresh)
             return None
 
-    async def _backstop(self, cid: str, prompted: EventStreamById) -> None:
+    async def _backstop(self, cid: str, prompted: _EventsById) -> None:
         """Add ``cid`` to ``prompted`` once the restarting container is next not running."""
         await self._engine.wait_stopped(cid)
         prompted.setdefault(cid, [])
@@ -1372,12 +1093,15 @@ def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
 
 
 __all__ = [
+    "DEFAULT_GRACE_S",
     "LABEL_APP_DEF",
     "LABEL_APP_ID",
+    "LABEL_CANCELLED_AT",
     "LABEL_REPLICA_ID",
     "LABEL_ROLE_NAME",
     "LABEL_VERSION",
     "NETWORK",
+    "RANK0_ENV",
     "DockerContainer",
     "DockerJob",
     "DockerScheduler",

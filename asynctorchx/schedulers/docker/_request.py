@@ -1,0 +1,399 @@
+"""The dry-run request of ``local_docker``: one container spec per replica, no I/O.
+
+:func:`build_job` turns an ``AppDef`` and its resolved run options into a
+:class:`DockerJob`: one :class:`DockerContainer` per replica, each holding the body of
+the Docker Engine API's ``POST /containers/create``. The labels, names and the mapping
+of ``Resource``/mounts/ports/retries are TorchX 0.7.0's
+(``torchx.schedulers.docker_scheduler``), so either implementation can describe, list
+and tail the other's apps.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import secrets
+import string
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from asynctorchx import __version__
+from asynctorchx.specs.api import (
+    MISSING,
+    AppDef,
+    BindMount,
+    CfgVal,
+    DeviceMount,
+    Role,
+    VolumeMount,
+    macros,
+    runopts,
+)
+from asynctorchx.specs.converter import to_json
+
+#: TorchX's labels, spelled exactly as TorchX 0.7.0's ``torchx.schedulers.docker_scheduler``
+#: writes them, so either implementation can describe, list and tail the other's apps.
+LABEL_VERSION = "torchx.pytorch.org/version"
+LABEL_APP_ID = "torchx.pytorch.org/app-id"
+LABEL_ROLE_NAME = "torchx.pytorch.org/role-name"
+LABEL_REPLICA_ID = "torchx.pytorch.org/replica-id"
+#: asynctorchx's own label: the submitted ``AppDef`` as JSON (the cattrs converter).
+LABEL_APP_DEF = "asynctorchx.pytorch.org/app-def"
+#: On the cancel marker volume: when the cancel was asked, ns since the epoch.
+LABEL_CANCELLED_AT = "asynctorchx.pytorch.org/cancelled-at-ns"
+#: The user-defined bridge network replicas join by default (TorchX's).
+NETWORK = "torchx"
+#: The env var holding replica 0's hostname (``macros.rank0_env``).
+RANK0_ENV = "TORCHX_RANK0_HOST"
+
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+
+#: resource.devices names known to map to host device files (as TorchX's devices table).
+_DEVICE_FILES: dict[str, str] = {"vpc.amazonaws.com/efa": "/dev/infiniband/uverbs"}
+
+
+def _format_container(container: DockerContainer) -> str:
+    body = json.dumps(container.config, indent=2, sort_keys=True)
+    return (
+        f"- name: {container.name}\n  image: {container.image}\n"
+        f"  command: {json.dumps(container.command)}\n  create config: "
+        + body.replace("\n", "\n  ")
+    )
+
+
+@attrs.define
+class DockerContainer:
+    """One replica's container, as ``schedule`` will create it (the dry-run request).
+
+    Args:
+        name: the container name and hostname, ``{app_id[-30:]}-{role[:30]}-{k}``.
+        image: the image (a name, or an image id after a workspace build).
+        command: entrypoint then args, after macro substitution.
+        config: the body of the engine's ``POST /containers/create`` (Docker Engine API):
+            ``Image``, ``Entrypoint``, ``Cmd``, ``Env``, ``Labels``, ``Hostname``,
+            ``HostConfig``, ``NetworkingConfig``.
+    """
+
+    name: str
+    image: str
+    command: list[str]
+    config: dict[str, Any]
+
+    def __str__(self) -> str:
+        return _format_container(self)
+
+
+@attrs.define
+class DockerJob:
+    """The dry-run request of ``local_docker``: an app id and one container per replica.
+
+    Args:
+        app_id: the app id (also the ``torchx.pytorch.org/app-id`` label).
+        containers: the replicas' containers, role by role, replica by replica.
+        network: the name of the user-defined bridge network they join.
+    """
+
+    app_id: str
+    containers: list[DockerContainer]
+    network: str = NETWORK
+
+    def __str__(self) -> str:
+        lines = [f"app_id: {self.app_id}", f"network: {self.network}", "containers:"]
+        lines.extend(str(container) for container in self.containers)
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- names
+
+
+def _sanitize(text: str) -> str:
+    """Make ``text`` usable in a container name (``[A-Za-z0-9][A-Za-z0-9_.-]*``)."""
+    cleaned = _NAME_CHARS.sub("-", text).lstrip("-_.")
+    return cleaned or "app"
+
+
+def make_app_id(app_name: str) -> str:
+    """Return a new unique app id ``{name}-{10 random lowercase letters and digits}``.
+
+    Args:
+        app_name: the app's name; characters a container name cannot hold become ``-``.
+    """
+    alphabet = string.ascii_lowercase + string.digits
+    suffix = secrets.choice(string.ascii_lowercase) + "".join(
+        secrets.choice(alphabet) for _ in range(9)
+    )
+    return f"{_sanitize(app_name)}-{suffix}"
+
+
+def container_name(app_id: str, role_name: str, replica_id: int) -> str:
+    """Return the container name (and hostname) of a replica: ``{app_id[-30:]}-{role[:30]}-{k}``.
+
+    Args:
+        app_id: the app id.
+        role_name: the role's name.
+        replica_id: the replica's id within its role.
+    """
+    return f"{_sanitize(app_id[-30:])}-{_sanitize(role_name[:30])}-{replica_id}"
+
+
+# --------------------------------------------------------------------------- options
+
+
+def run_opts() -> runopts:
+    """The run options ``local_docker`` accepts (TorchX's, plus ``env``, ``network``, ``init``)."""
+    opts = runopts()
+    opts.add(
+        "copy_env",
+        type_=list[str],
+        default=None,
+        help="glob patterns of environment variables to copy if not set in AppDef. Ex: FOO_*",
+    )
+    opts.add(
+        "env",
+        type_=list[str],
+        default=None,
+        help="KEY=VALUE environment variables for every replica (the role's env wins)."
+        " Ex: FOO=1;BAR=x",
+    )
+    opts.add("privileged", type_=bool, default=False, help="run the containers privileged")
+    opts.add(
+        "image_repo",
+        type_=str,
+        default=None,
+        help="(workspaces) repository to tag built workspace images with, as"
+        " <image_repo>:<id>. Ex: example.com/your/container",
+    )
+    opts.add(
+        "network",
+        type_=str,
+        default=NETWORK,
+        help="user-defined bridge network the replicas join (created when missing)",
+    )
+    opts.add(
+        "init",
+        type_=bool,
+        default=True,
+        help="run docker-init as PID 1 so the entrypoint receives stop signals",
+    )
+    return opts
+
+
+def parse_env_items(items: Iterable[str]) -> dict[str, str]:
+    """Parse the ``env`` run option's ``KEY=VALUE`` items.
+
+    Args:
+        items: the items, e.g. ``["FOO=1", "BAR=x"]``.
+
+    Raises:
+        ValueError: an item has no ``=`` or an empty key.
+    """
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(
+                f"run option env item {item!r} is not KEY=VALUE: write e.g. env=FOO=1;BAR=x"
+            )
+        env[key] = value
+    return env
+
+
+def validate(app: AppDef) -> None:
+    """Check ``app`` can run as containers.
+
+    Args:
+        app: the app.
+
+    Raises:
+        ValueError: no roles, duplicate role names, a role with no replica, no image
+            or no entrypoint.
+    """
+    if not app.roles:
+        raise ValueError(f"app {app.name!r} has no roles: add at least one Role")
+    names = [role.name for role in app.roles]
+    if len(set(names)) != len(names):
+        raise ValueError(f"app {app.name!r} has duplicate role names {names}: rename them")
+    for role in app.roles:
+        if role.num_replicas < 1:
+            raise ValueError(
+                f"role {role.name!r} has num_replicas={role.num_replicas}: use 1 or more"
+            )
+        if not role.image:
+            raise ValueError(f"role {role.name!r} has no image: set Role.image")
+        if role.entrypoint == MISSING or not role.entrypoint:
+            raise ValueError(f"role {role.name!r} has no entrypoint: set Role.entrypoint")
+
+
+# --------------------------------------------------------------------------- the request
+
+
+@attrs.frozen
+class _Options:
+    """The run options every container of a job shares."""
+
+    app_id: str
+    app_json: str
+    network: str
+    use_init: bool
+    privileged: bool
+
+
+def _default_env(cfg: Mapping[str, CfgVal]) -> dict[str, str]:
+    """The environment every replica gets: ``copy_env`` matches, then ``env`` items."""
+    default_env: dict[str, str] = {}
+    copy_env = cfg.get("copy_env")
+    if isinstance(copy_env, list):
+        for pattern in copy_env:
+            for key in fnmatch.filter(os.environ.keys(), pattern):
+                default_env[key] = os.environ[key]
+    cfg_env = cfg.get("env")
+    if isinstance(cfg_env, list):
+        default_env.update(parse_env_items(cfg_env))
+    return default_env
+
+
+def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
+    """Build the request for ``app``: a new app id and one container per replica.
+
+    Each replica's role has its macros applied (``app_id``, ``replica_id``,
+    ``rank0_env``); its environment is the ``copy_env``/``env`` run options' under the
+    role's own, plus ``TORCHX_RANK0_HOST`` (replica 0 of role 0's hostname).
+
+    Args:
+        app: the validated app.
+        cfg: the resolved run options (see :func:`run_opts`).
+
+    Raises:
+        ValueError: an ``env`` item is not ``KEY=VALUE``, or a resource device has no
+            known host device file.
+    """
+    default_env = _default_env(cfg)
+    app_id = make_app_id(app.name)
+    options = _Options(
+        app_id=app_id,
+        app_json=to_json(app),
+        network=str(cfg.get("network") or NETWORK),
+        use_init=cfg.get("init", True) is not False,
+        privileged=cfg.get("privileged") is True,
+    )
+    rank0 = container_name(app_id, app.roles[0].name, 0)
+    job = DockerJob(app_id=app_id, containers=[], network=options.network)
+    for role in app.roles:
+        for replica_id in range(role.num_replicas):
+            values = macros.Values(
+                img_root="", app_id=app_id, replica_id=str(replica_id), rank0_env=RANK0_ENV
+            )
+            replica = values.apply(role)
+            name = container_name(app_id, role.name, replica_id)
+            env = {**default_env, **replica.env, RANK0_ENV: rank0}
+            job.containers.append(_container(replica, replica_id, name, env, options))
+    return job
+
+
+def _devices(role: Role) -> list[dict[str, str]]:
+    """The host devices of ``role``: its resource devices, then its device mounts."""
+    devices: list[dict[str, str]] = []
+    for device, count in role.resource.devices.items():
+        path = _DEVICE_FILES.get(device, device)
+        if not path.startswith("/dev/"):
+            raise ValueError(
+                f"role {role.name!r}: resource device {device!r} has no known host device"
+                f" file: use one of {sorted(_DEVICE_FILES)} or a /dev/ path"
+            )
+        paths = [f"{path}{i}" for i in range(count)] if device in _DEVICE_FILES else [path]
+        devices.extend(
+            {"PathOnHost": p, "PathInContainer": p, "CgroupPermissions": "rwm"} for p in paths
+        )
+    for mount in role.mounts:
+        if isinstance(mount, DeviceMount):
+            devices.append(
+                {
+                    "PathOnHost": mount.src_path,
+                    "PathInContainer": mount.dst_path,
+                    "CgroupPermissions": mount.permissions,
+                }
+            )
+    return devices
+
+
+def _mounts(role: Role) -> list[dict[str, Any]]:
+    """The bind and volume mounts of ``role`` (``HostConfig.Mounts``)."""
+    mounts: list[dict[str, Any]] = []
+    for mount in role.mounts:
+        if isinstance(mount, BindMount):
+            mounts.append(
+                {
+                    "Type": "bind",
+                    "Source": os.path.abspath(mount.src_path),
+                    "Target": mount.dst_path,
+                    "ReadOnly": mount.read_only,
+                }
+            )
+        elif isinstance(mount, VolumeMount):
+            mounts.append(
+                {
+                    "Type": "volume",
+                    "Source": mount.src,
+                    "Target": mount.dst_path,
+                    "ReadOnly": mount.read_only,
+                }
+            )
+    return mounts
+
+
+def _host_config(role: Role, options: _Options) -> dict[str, Any]:
+    """The ``HostConfig`` of a replica of ``role``: network, init, resources, restarts."""
+    host: dict[str, Any] = {"NetworkMode": options.network, "Init": options.use_init}
+    if options.privileged:
+        host["Privileged"] = True
+    resource = role.resource
+    if resource.memMB > 0:
+        host["Memory"] = int(resource.memMB) * 1024 * 1024
+        host["ShmSize"] = int(resource.memMB) * 1024 * 1024
+    if resource.cpu > 0:
+        host["NanoCpus"] = int(resource.cpu * 1_000_000_000)
+    if resource.gpu > 0:
+        host["DeviceRequests"] = [{"Count": resource.gpu, "Capabilities": [["compute"]]}]
+    devices = _devices(role)
+    mounts = _mounts(role)
+    if mounts:
+        host["Mounts"] = mounts
+    if devices:
+        host["Devices"] = devices
+    if role.max_retries > 0:
+        host["RestartPolicy"] = {"Name": "on-failure", "MaximumRetryCount": role.max_retries}
+    return host
+
+
+def _container(
+    role: Role, replica_id: int, name: str, env: dict[str, str], options: _Options
+) -> DockerContainer:
+    """The container ``name`` of replica ``replica_id`` of ``role`` (macros applied)."""
+    host = _host_config(role, options)
+    config: dict[str, Any] = {
+        "Image": role.image,
+        "Entrypoint": [role.entrypoint],
+        "Cmd": list(role.args),
+        "Env": [f"{key}={value}" for key, value in env.items()],
+        "Hostname": name,
+        "Labels": {
+            LABEL_VERSION: __version__,
+            LABEL_APP_ID: options.app_id,
+            LABEL_ROLE_NAME: role.name,
+            LABEL_REPLICA_ID: str(replica_id),
+            LABEL_APP_DEF: options.app_json,
+        },
+        "HostConfig": host,
+        "NetworkingConfig": {"EndpointsConfig": {options.network: {"Aliases": [name]}}},
+    }
+    if role.port_map:
+        ports: dict[str, dict[str, Any]] = {f"{port}/tcp": {} for port in role.port_map.values()}
+        config["ExposedPorts"] = ports
+        host["PortBindings"] = {port: [{"HostPort": ""}] for port in ports}
+    return DockerContainer(
+        name=name, image=role.image, command=[role.entrypoint, *role.args], config=config
+    )
