@@ -32,7 +32,6 @@ trio every engine call raises :class:`~asynctorchx.errors.SchedulerUnavailableEr
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextlib
 import functools
@@ -40,20 +39,16 @@ import json
 import math
 import re
 import time
-import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 import anyio
 
-from asynctorchx import __version__
 from asynctorchx.errors import (
     DockerEngineError,
     UnknownAppException,
-    WorkspaceBuildError,
 )
-from asynctorchx.schedulers._docker_workspace import DEFAULT_DOCKERFILE, build_context
 from asynctorchx.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -64,6 +59,7 @@ from asynctorchx.schedulers.api import (
 from asynctorchx.schedulers.docker._concurrency import gather as _gather
 from asynctorchx.schedulers.docker._concurrency import race as _race
 from asynctorchx.schedulers.docker._engine import Engine, EventStream
+from asynctorchx.schedulers.docker._network import ensure_network
 from asynctorchx.schedulers.docker._request import (
     LABEL_APP_DEF,
     LABEL_APP_ID,
@@ -90,6 +86,7 @@ from asynctorchx.schedulers.docker._state import listed_state as _listed_state
 from asynctorchx.schedulers.docker._state import ns_to_engine as _ns_to_engine
 from asynctorchx.schedulers.docker._state import parse_ts_ns as _parse_ts_ns
 from asynctorchx.schedulers.docker._state import replica_state as _replica_state
+from asynctorchx.schedulers.docker._workspace import build_workspace
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
@@ -113,8 +110,6 @@ _STATE_EVENTS = ("create", "start", "die", "stop", "destroy", "pause", "unpause"
 _STOP_EVENTS = frozenset({"die", "stop", "destroy"})
 #: A log follower re-reads from this long before the newest frame it consumed (ns).
 _REREAD_NS = 1_000_000_000
-#: A network older than this (s) is settled: no concurrent create of its name is running.
-_NETWORK_SETTLE_S = 10.0
 
 _CANCEL_MARKER_PREFIX = "asynctorchx-cancelled-"
 #: Container id -> its new events, oldest first.
@@ -223,18 +218,6 @@ class _LogLines:
             self._seen.discard(self._order.popleft()[1])
 
 
-#: Per event loop and (engine, network name): the lock one process creates a network under.
-_NETWORK_LOCKS: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[str, str], anyio.Lock]
-] = weakref.WeakKeyDictionary()
-
-
-def _network_lock(engine: str, name: str) -> anyio.Lock:
-    """The lock under which this process looks for (and creates) network ``name``."""
-    locks = _NETWORK_LOCKS.setdefault(asyncio.get_running_loop(), {})
-    return locks.setdefault((engine, name), anyio.Lock())
-
-
 # --------------------------------------------------------------------------- scheduler
 
 
@@ -332,121 +315,15 @@ class DockerScheduler(Scheduler[DockerJob]):
             raise
         return job.app_id
 
-    async def _networks_named(self, name: str) -> list[dict[str, Any]]:
-        filters = json.dumps({"name": [name]})
-        listed = await self._engine.json("networks", params={"filters": filters})
-        return [net for net in listed if net.get("Name") == name]  # the filter is a prefix
-
-    @staticmethod
-    def _settled_network(found: list[dict[str, Any]]) -> str | None:
-        """The oldest network of ``found`` created over ``_NETWORK_SETTLE_S`` ago, if any."""
-        horizon = time.time_ns() - int(_NETWORK_SETTLE_S * 1e9)
-        settled = []
-        for net in found:
-            created = _parse_ts_ns(net.get("Created"))
-            if created is None or created < horizon:
-                settled.append((created or 0, str(net["Id"])))
-        return min(settled)[1] if settled else None
-
     async def _ensure_network(self, name: str) -> str:
-        """Return the id of the bridge network ``name``, creating it when missing.
+        """Return the id of the bridge network ``name``, creating it once when missing.
 
-        Safe when several schedulers create it at once. In one process they take turns (a
-        lock per event loop, engine and name). Across processes the engine cannot help:
-        Docker 20.10 checks ``CheckDuplicate`` without a lock, so concurrent creates all
-        succeed. So every process that finds only young networks of that name (created
-        under ``_NETWORK_SETTLE_S`` ago) subscribes to the engine's network events, and
-        the network whose ``create`` event the engine logged first wins: every process
-        sees the same order. A process whose own network lost removes it. A network
-        older than that is used as it is (the oldest, if there are several).
+        See :func:`~asynctorchx.schedulers.docker._network.ensure_network`.
 
         Args:
             name: the network's name.
-
-        Returns:
-            the winning network's id (containers join it by id, never by the name).
-
-        Raises:
-            RuntimeError: the network kept vanishing (someone removes it meanwhile).
         """
-        await self._client()  # the clear error under trio or without an engine, first
-        async with _network_lock(self._engine.key, name):
-            for _ in range(3):
-                found = await self._networks_named(name)
-                settled = self._settled_network(found)
-                if settled is not None:
-                    return settled
-                filters = {"type": ["network"], "event": ["create", "destroy"], "network": [name]}
-                since = time.time_ns() - int(_NETWORK_SETTLE_S * 1e9)
-                mine: str | None = None
-                async with self._engine.events(filters, since_ns=since) as events:
-                    if not found:
-                        mine = await self._create_network(name)
-                    winner = await self._network_winner(name, events, mine)
-                if mine is not None and winner != mine:
-                    with contextlib.suppress(Exception):  # 404: gone already
-                        await self._engine.call(f"networks/{mine}", "DELETE")
-                if winner is not None:
-                    return winner
-        raise RuntimeError(
-            f"network {name!r} vanished right after it was created, three times:"
-            " is something removing it? Retry"
-        )
-
-    async def _create_network(self, name: str) -> str | None:
-        """Create the bridge network ``name``; ``None`` if the engine says it exists."""
-        try:
-            created = await self._engine.json(
-                "networks/create",
-                "POST",
-                data={
-                    "Name": name,
-                    "Driver": "bridge",
-                    "CheckDuplicate": True,
-                    "Labels": {LABEL_VERSION: __version__},
-                },
-            )
-        except DockerEngineError as err:
-            if err.status == 409 or "already exists" in err.message:
-                return None
-            raise
-        return str(created["Id"])
-
-    async def _network_winner(self, name: str, events: EventStream, mine: str | None) -> str | None:
-        """The network of ``name`` whose ``create`` the engine logged first, still there.
-
-        Reads ``events`` until it has seen the ``create`` of every young network of that
-        name now there (and of ``mine``): any earlier create was logged before those, so
-        it has been seen too. A network whose event never comes (the engine's event
-        buffer dropped it) is settled by age once it is ``_NETWORK_SETTLE_S`` old.
-        """
-        found = await self._networks_named(name)
-        settled = self._settled_network(found)
-        if settled is not None:
-            return settled
-        need = {str(net["Id"]) for net in found} | ({mine} if mine else set())
-        created: list[str] = []
-        gone: set[str] = set()
-        stamps = [_parse_ts_ns(net.get("Created")) or 0 for net in found]
-        oldest_young_ns = min(stamps) if stamps else time.time_ns()
-        patience = oldest_young_ns / 1e9 + _NETWORK_SETTLE_S - time.time()
-        with anyio.move_on_after(max(patience, 0.0)):
-            while not need <= set(created) | gone:
-                for event in await events.next_batch():
-                    if (event.get("Actor") or {}).get("Attributes", {}).get("name") != name:
-                        continue
-                    action, nid = _event_action(event), _event_id(event)
-                    if action == "create" and nid not in created:
-                        created.append(nid)
-                    elif action == "destroy":
-                        gone.add(nid)
-        alive = [nid for nid in created if nid not in gone]
-        if alive:
-            return alive[0]
-        found = await self._networks_named(name)
-        if not found:
-            return None
-        return min((_parse_ts_ns(net.get("Created")) or 0, str(net["Id"])) for net in found)[1]
+        return await ensure_network(self._engine, name)
 
     # ------------------------------------------------------------------ workspace
 
@@ -471,46 +348,7 @@ class DockerScheduler(Scheduler[DockerJob]):
             WorkspaceBuildError: the build failed; the message holds the build log.
             NotADirectoryError: ``workspace`` is not a directory.
         """
-        await self._client()
-        context, _ = await anyio.to_thread.run_sync(build_context, workspace, role.image)
-        log: list[str] = []
-        image_id: str | None = None
-        try:
-            stream = self._engine.build_image(
-                context, DEFAULT_DOCKERFILE, labels={LABEL_VERSION: __version__}
-            )
-            async with contextlib.aclosing(stream) as items:
-                async for item in items:
-                    if "stream" in item:
-                        log.append(str(item["stream"]))
-                    aux = item.get("aux")
-                    if isinstance(aux, dict) and "ID" in aux:
-                        image_id = str(aux["ID"])
-                    if "error" in item or "errorDetail" in item:
-                        log.append(str(item.get("error") or item.get("errorDetail")) + "\n")
-                        raise WorkspaceBuildError(
-                            f"building workspace {workspace!r} failed:\n{''.join(log)}"
-                        )
-        except WorkspaceBuildError:
-            raise
-        except Exception as err:
-            message = getattr(err, "message", str(err))
-            raise WorkspaceBuildError(
-                f"building workspace {workspace!r} failed: {message}\n{''.join(log)}"
-            ) from err
-        if image_id is None:
-            raise WorkspaceBuildError(
-                f"building workspace {workspace!r} gave no image id; log:\n{''.join(log)}"
-            )
-        image_repo = cfg.get("image_repo")
-        if isinstance(image_repo, str) and image_repo:
-            tag = image_id.split(":")[-1][:12]
-            await self._engine.call(
-                f"images/{image_id}/tag", params={"repo": image_repo, "tag": tag}
-            )
-            role.image = f"{image_repo}:{tag}"
-        else:
-            role.image = image_id
+        await build_workspace(self._engine, role, workspace, cfg)
 
     # ------------------------------------------------------------------ describe, list
 

@@ -31,8 +31,8 @@ from asynctorchx.errors import (
     WorkspaceBuildError,
 )
 from asynctorchx.schedulers import get_scheduler_factories
-from asynctorchx.schedulers._docker_workspace import build_context, is_ignored, parse_dockerignore
 from asynctorchx.schedulers.api import DescribeAppResponse, Stream
+from asynctorchx.schedulers.docker._workspace import build_context, is_ignored, parse_dockerignore
 from asynctorchx.schedulers.docker_scheduler import (
     DockerJob,
     DockerScheduler,

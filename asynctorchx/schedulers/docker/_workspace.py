@@ -1,7 +1,8 @@
-"""Build contexts for ``local_docker`` workspaces: a tar of a directory honouring ``.dockerignore``.
+"""``local_docker`` workspaces: build a directory into an image, honouring ``.dockerignore``.
 
-Private helpers of :mod:`asynctorchx.schedulers.docker_scheduler`. The ``.dockerignore``
-rules are Docker's (https://docs.docker.com/build/concepts/context/#dockerignore-files):
+:func:`build_workspace` tars the directory into a build context (:func:`build_context`)
+and builds it on the engine, as TorchX 0.7.0's ``torchx.schedulers.docker_scheduler``
+does for its workspaces. The ``.dockerignore`` rules are Docker's (https://docs.docker.com/build/concepts/context/#dockerignore-files):
 one pattern a line, ``#`` comments, a leading ``/`` ignored, ``*`` and ``?`` match within
 one path segment, ``**`` any number of segments, ``!`` re-includes, the last matching
 line wins, and a pattern that matches a directory excludes everything under it.
@@ -9,12 +10,22 @@ line wins, and a pattern that matches a directory excludes everything under it.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
 import tarfile
+from collections.abc import Mapping
 
+import anyio
+import anyio.to_thread
 import attrs
+
+from asynctorchx import __version__
+from asynctorchx.errors import WorkspaceBuildError
+from asynctorchx.schedulers.docker._engine import Engine
+from asynctorchx.schedulers.docker._request import LABEL_VERSION
+from asynctorchx.specs.api import CfgVal, Role
 
 #: The Dockerfile a workspace build uses; written from the role's image when missing.
 DEFAULT_DOCKERFILE = "Dockerfile.torchx"
@@ -101,7 +112,7 @@ def build_context(workspace: str, base_image: str) -> tuple[bytes, bool]:
     Files matched by the directory's ``.dockerignore`` are left out (the Dockerfile and
     ``.dockerignore`` themselves always go in, as Docker does). When the directory has no
     ``Dockerfile.torchx``, one of ``FROM <base_image>`` + ``COPY . .`` is added (TorchX's
-    default, seed 003).
+    default, in ``torchx.schedulers.docker_scheduler``).
 
     Args:
         workspace: the directory to build.
@@ -150,3 +161,78 @@ def build_context(workspace: str, base_image: str) -> tuple[bytes, bool]:
             info.mode = 0o644
             tar.addfile(info, io.BytesIO(content))
     return buffer.getvalue(), generated
+
+
+async def build_workspace(
+    engine: Engine, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
+) -> None:
+    """Build ``workspace`` into an image and set ``role.image`` to it.
+
+    The build context is the directory tarred with its ``.dockerignore`` honoured (in a
+    worker thread); the Dockerfile is the directory's ``Dockerfile.torchx``, or
+    ``FROM <role.image>`` + ``COPY . .`` when it has none (TorchX's default). The role's
+    image becomes the built image's id, or ``<image_repo>:<id>`` when the ``image_repo``
+    option is set (the image is tagged so, not pushed: push it yourself for remote
+    engines).
+
+    Args:
+        engine: the engine to build on.
+        role: the role to patch (role 0 of the app); its ``image`` is the default
+            Dockerfile's base.
+        workspace: the directory to build.
+        cfg: the resolved run options (``image_repo`` is read).
+
+    Raises:
+        WorkspaceBuildError: the build failed; the message holds the build log.
+        NotADirectoryError: ``workspace`` is not a directory.
+        SchedulerUnavailableError: no engine (under trio, or none answers).
+    """
+    await engine.connect()
+    context, _ = await anyio.to_thread.run_sync(build_context, workspace, role.image)
+    image_id = await _build(engine, context, workspace)
+    image_repo = cfg.get("image_repo")
+    if isinstance(image_repo, str) and image_repo:
+        tag = image_id.split(":")[-1][:12]
+        await engine.call(f"images/{image_id}/tag", params={"repo": image_repo, "tag": tag})
+        role.image = f"{image_repo}:{tag}"
+    else:
+        role.image = image_id
+
+
+async def _build(engine: Engine, context: bytes, workspace: str) -> str:
+    """Build the tar ``context`` of ``workspace``; return the image id.
+
+    Raises:
+        WorkspaceBuildError: the build failed or gave no image id; the message holds the
+            build log.
+    """
+    log: list[str] = []
+    image_id: str | None = None
+    try:
+        stream = engine.build_image(
+            context, DEFAULT_DOCKERFILE, labels={LABEL_VERSION: __version__}
+        )
+        async with contextlib.aclosing(stream) as items:
+            async for item in items:
+                if "stream" in item:
+                    log.append(str(item["stream"]))
+                aux = item.get("aux")
+                if isinstance(aux, dict) and "ID" in aux:
+                    image_id = str(aux["ID"])
+                if "error" in item or "errorDetail" in item:
+                    log.append(str(item.get("error") or item.get("errorDetail")) + "\n")
+                    raise WorkspaceBuildError(
+                        f"building workspace {workspace!r} failed:\n{''.join(log)}"
+                    )
+    except WorkspaceBuildError:
+        raise
+    except Exception as err:
+        message = getattr(err, "message", str(err))
+        raise WorkspaceBuildError(
+            f"building workspace {workspace!r} failed: {message}\n{''.join(log)}"
+        ) from err
+    if image_id is None:
+        raise WorkspaceBuildError(
+            f"building workspace {workspace!r} gave no image id; log:\n{''.join(log)}"
+        )
+    return image_id

@@ -1,0 +1,165 @@
+"""The ``local_docker`` network: the user-defined bridge replicas join, created once.
+
+Replicas join a user-defined bridge network (``torchx`` by default, as TorchX 0.7.0's
+``torchx.schedulers.docker_scheduler``) so they reach each other by hostname. It is
+created when missing, once, even when several schedulers in one process or in several
+create it at the same moment: Docker 20.10 checks ``CheckDuplicate`` without a lock, so
+concurrent creates of one name all succeed, and this module settles on one network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from typing import Any
+
+import anyio
+from anyio.lowlevel import RunVar
+
+from asynctorchx import __version__
+from asynctorchx.errors import DockerEngineError
+from asynctorchx.schedulers.docker._engine import Engine, EventStream
+from asynctorchx.schedulers.docker._request import LABEL_VERSION
+from asynctorchx.schedulers.docker._state import event_action, event_id, parse_ts_ns
+
+#: A network older than this (s) is settled: no concurrent create of its name is running.
+NETWORK_SETTLE_S = 10.0
+
+#: Per event loop, (engine, network name) -> the lock this process creates it under.
+_LOCKS: RunVar[dict[tuple[str, str], anyio.Lock]] = RunVar("asynctorchx_docker_network_locks")
+
+
+def _lock(engine: str, name: str) -> anyio.Lock:
+    """The lock under which this event loop looks for (and creates) network ``name``."""
+    locks = _LOCKS.get(None)
+    if locks is None:
+        locks = {}
+        _LOCKS.set(locks)
+    return locks.setdefault((engine, name), anyio.Lock())
+
+
+async def _networks_named(engine: Engine, name: str) -> list[dict[str, Any]]:
+    """The engine's networks named exactly ``name`` (its name filter matches prefixes)."""
+    filters = json.dumps({"name": [name]})
+    listed = await engine.json("networks", params={"filters": filters})
+    return [net for net in listed if net.get("Name") == name]
+
+
+def _settled_network(found: list[dict[str, Any]]) -> str | None:
+    """The oldest network of ``found`` created over ``NETWORK_SETTLE_S`` ago, if any."""
+    horizon = time.time_ns() - int(NETWORK_SETTLE_S * 1e9)
+    settled = []
+    for net in found:
+        created = parse_ts_ns(net.get("Created"))
+        if created is None or created < horizon:
+            settled.append((created or 0, str(net["Id"])))
+    return min(settled)[1] if settled else None
+
+
+async def ensure_network(engine: Engine, name: str) -> str:
+    """Return the id of the bridge network ``name``, creating it when missing.
+
+    Safe when several schedulers create it at once. In one process they take turns (a
+    lock per event loop, engine and name, in an :class:`anyio.lowlevel.RunVar`). Across
+    processes the engine cannot help: Docker 20.10 checks ``CheckDuplicate`` without a
+    lock, so concurrent creates all succeed. So every process that finds only young
+    networks of that name (created under ``NETWORK_SETTLE_S`` ago) subscribes to the
+    engine's network events, and the network whose ``create`` event the engine logged
+    first wins: every process sees the same order. A process whose own network lost
+    removes it. A network older than that is used as it is (the oldest, if several).
+
+    Args:
+        engine: the engine.
+        name: the network's name.
+
+    Returns:
+        the winning network's id (containers join it by id, never by the name).
+
+    Raises:
+        RuntimeError: the network kept vanishing (someone removes it meanwhile).
+        SchedulerUnavailableError: no engine (under trio, or none answers).
+        DockerEngineError: the engine refused to list or create networks.
+    """
+    await engine.connect()  # the clear error under trio or without an engine, first
+    async with _lock(engine.key, name):
+        for _ in range(3):
+            found = await _networks_named(engine, name)
+            settled = _settled_network(found)
+            if settled is not None:
+                return settled
+            filters = {"type": ["network"], "event": ["create", "destroy"], "network": [name]}
+            since = time.time_ns() - int(NETWORK_SETTLE_S * 1e9)
+            mine: str | None = None
+            async with engine.events(filters, since_ns=since) as events:
+                if not found:
+                    mine = await _create_network(engine, name)
+                winner = await _network_winner(engine, name, events, mine)
+            if mine is not None and winner != mine:
+                with contextlib.suppress(Exception):  # 404: gone already
+                    await engine.call(f"networks/{mine}", "DELETE")
+            if winner is not None:
+                return winner
+    raise RuntimeError(
+        f"network {name!r} vanished right after it was created, three times:"
+        " is something removing it? Retry"
+    )
+
+
+async def _create_network(engine: Engine, name: str) -> str | None:
+    """Create the bridge network ``name``; ``None`` if the engine says it exists."""
+    try:
+        created = await engine.json(
+            "networks/create",
+            "POST",
+            data={
+                "Name": name,
+                "Driver": "bridge",
+                "CheckDuplicate": True,
+                "Labels": {LABEL_VERSION: __version__},
+            },
+        )
+    except DockerEngineError as err:
+        if err.status == 409 or "already exists" in err.message:
+            return None
+        raise
+    return str(created["Id"])
+
+
+async def _network_winner(
+    engine: Engine, name: str, events: EventStream, mine: str | None
+) -> str | None:
+    """The network of ``name`` whose ``create`` the engine logged first, still there.
+
+    Reads ``events`` until it has seen the ``create`` of every young network of that
+    name now there (and of ``mine``): any earlier create was logged before those, so
+    it has been seen too. A network whose event never comes (the engine's event
+    buffer dropped it) is settled by age once it is ``NETWORK_SETTLE_S`` old.
+    """
+    found = await _networks_named(engine, name)
+    settled = _settled_network(found)
+    if settled is not None:
+        return settled
+    need = {str(net["Id"]) for net in found} | ({mine} if mine else set())
+    created: list[str] = []
+    gone: set[str] = set()
+    stamps = [parse_ts_ns(net.get("Created")) or 0 for net in found]
+    oldest_young_ns = min(stamps) if stamps else time.time_ns()
+    patience = oldest_young_ns / 1e9 + NETWORK_SETTLE_S - time.time()
+    with anyio.move_on_after(max(patience, 0.0)):
+        while not need <= set(created) | gone:
+            for event in await events.next_batch():
+                if (event.get("Actor") or {}).get("Attributes", {}).get("name") != name:
+                    continue
+                action, nid = event_action(event), event_id(event)
+                if action == "create" and nid not in created:
+                    created.append(nid)
+                elif action == "destroy":
+                    gone.add(nid)
+    alive = [nid for nid in created if nid not in gone]
+    if alive:
+        return alive[0]
+    found = await _networks_named(engine, name)
+    if not found:
+        return None
+    return min((parse_ts_ns(net.get("Created")) or 0, str(net["Id"])) for net in found)[1]
