@@ -1,5 +1,61 @@
-"""``local_docker``: run each replica of an app as a Docker container (the subpackage).
+"""``local_docker``: run each replica of an app as a Docker container, over aiodocker.
 
-The scheduler is split into one private module per concern; see
-:mod:`asynctorchx.schedulers.docker_scheduler` for the public names.
+The public face of the subpackage; one private module per concern:
+
+- ``_engine``: the engine connection, the only module that imports aiodocker; it maps
+  aiodocker's errors to :mod:`asynctorchx.errors`.
+- ``_request``: the dry-run request (:class:`DockerJob`, :class:`DockerContainer`),
+  labels, names and run options; no I/O.
+- ``_state``: pure decision tables (container state to replica and app state, the
+  engine's restart rule) and the description built from inspects.
+- ``_containers``: an app's containers on the engine (create, describe, list, stop,
+  remove).
+- ``_network``: the bridge network, created once across processes.
+- ``_watch``: ``wait``/``wait_for_state_change`` over the engine's events stream.
+- ``_logs``: log frames to lines, read or followed across restarts.
+- ``_workspace``: ``.dockerignore``, build contexts and the workspace build.
+- ``_scheduler``: :class:`DockerScheduler` composing them, and :func:`create_scheduler`.
+
+TorchX's import path is :mod:`asynctorchx.schedulers.docker_scheduler` (as
+``torchx.schedulers.docker_scheduler``); it re-exports the same names.
 """
+
+from __future__ import annotations
+
+from asynctorchx.schedulers.docker._request import (
+    LABEL_APP_DEF,
+    LABEL_APP_ID,
+    LABEL_CANCELLED_AT,
+    LABEL_REPLICA_ID,
+    LABEL_ROLE_NAME,
+    LABEL_VERSION,
+    NETWORK,
+    RANK0_ENV,
+    DockerContainer,
+    DockerJob,
+    container_name,
+    make_app_id,
+)
+from asynctorchx.schedulers.docker._scheduler import (
+    DEFAULT_GRACE_S,
+    DockerScheduler,
+    create_scheduler,
+)
+
+__all__ = [
+    "DEFAULT_GRACE_S",
+    "LABEL_APP_DEF",
+    "LABEL_APP_ID",
+    "LABEL_CANCELLED_AT",
+    "LABEL_REPLICA_ID",
+    "LABEL_ROLE_NAME",
+    "LABEL_VERSION",
+    "NETWORK",
+    "RANK0_ENV",
+    "DockerContainer",
+    "DockerJob",
+    "DockerScheduler",
+    "container_name",
+    "create_scheduler",
+    "make_app_id",
+]

@@ -15,7 +15,14 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from asynctorchx.specs.api import AppState, is_terminal
+from asynctorchx.schedulers.api import DescribeAppResponse
+from asynctorchx.schedulers.docker._request import (
+    LABEL_APP_DEF,
+    LABEL_REPLICA_ID,
+    LABEL_ROLE_NAME,
+)
+from asynctorchx.specs.api import AppDef, AppState, ReplicaStatus, Role, RoleStatus, is_terminal
+from asynctorchx.specs.converter import from_json
 
 #: The engine's container states that are not terminal (TorchX's table in
 #: ``torchx.schedulers.docker_scheduler``).
@@ -26,6 +33,11 @@ LIVE_STATES: dict[str, AppState] = {
     "paused": AppState.PENDING,
     "removing": AppState.PENDING,
 }
+
+#: Container events that may change a replica's state (``wait``, ``wait_for_state_change``).
+STATE_EVENTS = ("create", "start", "die", "stop", "destroy", "pause", "unpause")
+#: Container events after which a followed log has ended (the process is gone).
+STOP_EVENTS = frozenset({"die", "stop", "destroy"})
 
 #: A ``die`` this close after a cancel (ns) may be of an exit that came before it.
 CANCEL_RACE_NS = 1_000_000_000
@@ -262,3 +274,87 @@ def exit_for_good(
         "FinishedAt": rfc3339(died_ns),  # the engine's is a little earlier
     }
     return exited
+
+
+# --------------------------------------------------------------------------- describe
+
+
+def _replica_key(info: Mapping[str, Any]) -> tuple[str, int]:
+    labels = info["Config"]["Labels"]
+    return labels.get(LABEL_ROLE_NAME, ""), int(labels.get(LABEL_REPLICA_ID, "0"))
+
+
+def _submitted_app(labels: Mapping[str, str]) -> AppDef | None:
+    """The ``AppDef`` the app was submitted with (its label), if it has a readable one."""
+    if LABEL_APP_DEF not in labels:
+        return None
+    try:
+        return from_json(labels[LABEL_APP_DEF], AppDef)
+    except Exception:
+        return None
+
+
+def describe_from(
+    app_id: str, inspected: list[dict[str, Any]], cancelled_at_ns: int | None
+) -> DescribeAppResponse:
+    """Describe the app from its containers' inspects and its cancel time.
+
+    Each replica's state is :func:`replica_state`'s, the app's :func:`app_state`'s;
+    ``num_restarts`` sums the containers' ``RestartCount``; ``msg`` names each failed
+    replica with its exit code and the engine's error (``<NONE>`` when there is none).
+    ``roles`` and their order are the submitted ``AppDef``'s (the
+    ``asynctorchx.pytorch.org/app-def`` label), or rebuilt from the containers' labels
+    for apps TorchX started.
+
+    Args:
+        app_id: the app.
+        inspected: the inspect of each of its containers.
+        cancelled_at_ns: when the app was cancelled (ns since the epoch), or ``None``.
+    """
+    roles_statuses: dict[str, RoleStatus] = {}
+    rebuilt: dict[str, Role] = {}
+    states: list[AppState] = []
+    restarts = 0
+    messages: list[str] = []
+    app_def: AppDef | None = None
+    for info in sorted(inspected, key=_replica_key):
+        role, replica_id = _replica_key(info)
+        if app_def is None:
+            app_def = _submitted_app(info["Config"]["Labels"])
+        if role not in rebuilt:
+            rebuilt[role] = Role(name=role, image=info["Config"]["Image"], num_replicas=0)
+            roles_statuses[role] = RoleStatus(role, [])
+        rebuilt[role].num_replicas += 1
+        state, exit_code = replica_state(info["State"], cancelled_at_ns)
+        restarts += int(info.get("RestartCount", 0))
+        name = str(info.get("Name", "")).lstrip("/")
+        if state == AppState.FAILED:
+            error = info["State"].get("Error") or ""
+            messages.append(
+                f"{role}/{replica_id} failed with exit code {exit_code}"
+                + (f": {error}" if error else "")
+            )
+        roles_statuses[role].replicas.append(
+            ReplicaStatus(
+                id=replica_id,
+                state=state,
+                role=role,
+                hostname=str(info["Config"].get("Hostname") or name),
+                exit_code=exit_code,
+            )
+        )
+        states.append(state)
+    state_of_app = app_state(states, cancelled_at_ns is not None)
+    if state_of_app == AppState.CANCELLED:
+        messages.insert(0, "cancelled")
+    order = [role.name for role in app_def.roles] if app_def else list(roles_statuses)
+    ordered = [roles_statuses[name] for name in order if name in roles_statuses]
+    ordered += [status for name, status in roles_statuses.items() if name not in order]
+    return DescribeAppResponse(
+        app_id=app_id,
+        state=state_of_app,
+        num_restarts=restarts,
+        msg="; ".join(messages) if messages else "<NONE>",
+        roles_statuses=ordered,
+        roles=list(app_def.roles) if app_def else list(rebuilt.values()),
+    )

@@ -1,0 +1,307 @@
+"""An app's containers on the engine: create and start, find, describe, list, stop, remove.
+
+The engine keeps all of an app's state, in its containers (found by TorchX's
+``torchx.pytorch.org/app-id`` label, as TorchX 0.7.0's
+``torchx.schedulers.docker_scheduler`` labels them) and, once cancelled, in a marker
+volume ``asynctorchx-cancelled-<app_id>`` labelled with the cancel's time. So any
+process can describe, list or cancel any app.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import math
+import time
+from typing import Any
+
+import anyio
+
+from asynctorchx.errors import DockerEngineError
+from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse
+from asynctorchx.schedulers.docker._concurrency import gather
+from asynctorchx.schedulers.docker._engine import Engine
+from asynctorchx.schedulers.docker._request import (
+    LABEL_APP_ID,
+    LABEL_CANCELLED_AT,
+    LABEL_REPLICA_ID,
+    LABEL_ROLE_NAME,
+    DockerContainer,
+    DockerJob,
+)
+from asynctorchx.schedulers.docker._state import app_state, describe_from, listed_state
+from asynctorchx.specs.api import AppState
+
+#: The cancel marker volume of app ``<app_id>`` is ``asynctorchx-cancelled-<app_id>``.
+CANCEL_MARKER_PREFIX = "asynctorchx-cancelled-"
+
+
+# --------------------------------------------------------------------------- create
+
+
+async def create_and_start(engine: Engine, job: DockerJob, network_id: str) -> None:
+    """Create and start every container of ``job`` concurrently, on network ``network_id``.
+
+    If any container fails, or this call is cancelled, every container of the app is
+    removed (shielded from the cancel) and the first error raised.
+
+    Args:
+        engine: the engine.
+        job: the request (its images are on the engine).
+        network_id: the id of the network the containers join (by id, not by name).
+
+    Raises:
+        DockerEngineError: the engine refused a container (the message says why).
+    """
+
+    async def one(container: DockerContainer) -> None:
+        config = json.loads(json.dumps(container.config))
+        config["HostConfig"]["NetworkMode"] = network_id
+        endpoint = config["NetworkingConfig"]["EndpointsConfig"].pop(job.network)
+        config["NetworkingConfig"]["EndpointsConfig"][network_id] = endpoint
+        created = await engine.json(
+            "containers/create", "POST", params={"name": container.name}, data=config
+        )
+        await engine.call(f"containers/{created['Id']}/start")
+
+    try:
+        await gather(functools.partial(one, container) for container in job.containers)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            with contextlib.suppress(Exception):
+                await delete_app(engine, job.app_id)
+        raise
+
+
+# --------------------------------------------------------------------------- read
+
+
+async def list_containers(engine: Engine, app_id: str) -> list[dict[str, Any]]:
+    """The listing entries (``GET /containers/json``) of every container of the app.
+
+    Args:
+        engine: the engine.
+        app_id: the app.
+    """
+    filters = json.dumps({"label": [f"{LABEL_APP_ID}={app_id}"]})
+    listed: list[dict[str, Any]] = await engine.json(
+        "containers/json", params={"all": "1", "filters": filters}
+    )
+    return listed
+
+
+async def _inspect_all(engine: Engine, ids: list[str]) -> list[dict[str, Any]]:
+    """Inspect the containers concurrently; those removed meanwhile are left out."""
+    results: dict[str, dict[str, Any]] = {}
+
+    async def inspect(cid: str) -> None:
+        try:
+            results[cid] = await engine.json(f"containers/{cid}/json")
+        except DockerEngineError as err:
+            if err.status != 404:  # removed meanwhile
+                raise
+
+    await gather(functools.partial(inspect, cid) for cid in ids)
+    return [results[cid] for cid in ids if cid in results]
+
+
+async def cancelled_at(engine: Engine, app_id: str) -> int | None:
+    """When the app was cancelled (ns since the epoch, from its marker), or ``None``.
+
+    Args:
+        engine: the engine.
+        app_id: the app.
+    """
+    try:
+        volume = await engine.json(f"volumes/{CANCEL_MARKER_PREFIX}{app_id}")
+    except DockerEngineError as err:
+        if err.status == 404:
+            return None
+        raise
+    labels = volume.get("Labels") or {}
+    return int(labels.get(LABEL_CANCELLED_AT, "0"))
+
+
+async def inspect_and_marker(
+    engine: Engine, app_id: str, ids: list[str], marker: bool = True
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Inspect the containers ``ids`` and, if ``marker``, read the cancel marker, at once.
+
+    Args:
+        engine: the engine.
+        app_id: the app.
+        ids: the ids of containers of the app.
+        marker: read the cancel marker too (else its time is returned as ``None``).
+
+    Returns:
+        the inspects of the containers still there, and the cancel time (ns) or ``None``.
+    """
+    result: dict[str, Any] = {"inspected": [], "marker": None}
+
+    async def get_marker() -> None:
+        result["marker"] = await cancelled_at(engine, app_id)
+
+    async def get_inspected() -> None:
+        result["inspected"] = await _inspect_all(engine, ids)
+
+    await gather([get_inspected, get_marker] if marker else [get_inspected])
+    return result["inspected"], result["marker"]
+
+
+async def describe(engine: Engine, app_id: str) -> DescribeAppResponse | None:
+    """Describe the app from its containers (see ``describe_from``).
+
+    Args:
+        engine: the engine.
+        app_id: a valid app id.
+
+    Returns:
+        the description, or ``None`` if the engine has no container of the app.
+    """
+    listed = await list_containers(engine, app_id)
+    if not listed:
+        return None
+    ids = [container["Id"] for container in listed]
+    inspected, cancelled = await inspect_and_marker(engine, app_id, ids)
+    if not inspected:
+        return None
+    return describe_from(app_id, inspected, cancelled)
+
+
+async def list_apps(engine: Engine) -> list[ListAppResponse]:
+    """Every app the engine has containers of (asynctorchx's and TorchX's), by app id.
+
+    One container listing and one volume listing: an app's state comes from its
+    containers' status texts. A cancelled app is described instead (inspects), since
+    only a replica's finish time tells whether the cancel ended it: its entry then
+    agrees with :func:`describe`.
+
+    Args:
+        engine: the engine.
+    """
+    filters = json.dumps({"label": [LABEL_APP_ID]})
+    listed = await engine.json("containers/json", params={"all": "1", "filters": filters})
+    volume_filters = json.dumps({"label": [LABEL_CANCELLED_AT]})
+    volumes = await engine.json("volumes", params={"filters": volume_filters})
+    cancelled = {
+        (vol.get("Labels") or {}).get(LABEL_APP_ID) for vol in volumes.get("Volumes") or []
+    }
+    per_app: dict[str, list[AppState]] = {}
+    for container in listed:
+        app_id = container["Labels"][LABEL_APP_ID]
+        per_app.setdefault(app_id, []).append(listed_state(container))
+    states = {app_id: app_state(found, False) for app_id, found in per_app.items()}
+
+    async def describe_cancelled(app_id: str) -> None:
+        response = await describe(engine, app_id)
+        if response is None:
+            states.pop(app_id, None)
+        else:
+            states[app_id] = response.state
+
+    await gather(
+        functools.partial(describe_cancelled, app_id)
+        for app_id in sorted(per_app)
+        if app_id in cancelled
+    )
+    return [ListAppResponse(app_id=app_id, state=state) for app_id, state in sorted(states.items())]
+
+
+async def find_container(
+    engine: Engine, app_id: str, role_name: str, k: int
+) -> dict[str, Any] | None:
+    """Inspect replica ``k`` of ``role_name``'s container.
+
+    Args:
+        engine: the engine.
+        app_id: a valid app id.
+        role_name: the role.
+        k: the replica id.
+
+    Returns:
+        the container's inspect, or ``None`` if the engine has no container of the app.
+
+    Raises:
+        ValueError: the app has no replica ``role_name``/``k`` (the message lists its
+            replicas).
+    """
+    containers = await list_containers(engine, app_id)
+    if not containers:
+        return None
+    for container in containers:
+        labels = container["Labels"]
+        if labels.get(LABEL_ROLE_NAME) == role_name and labels.get(LABEL_REPLICA_ID) == str(k):
+            info: dict[str, Any] = await engine.json(f"containers/{container['Id']}/json")
+            return info
+    replicas = sorted(
+        f"{c['Labels'].get(LABEL_ROLE_NAME)}/{c['Labels'].get(LABEL_REPLICA_ID)}"
+        for c in containers
+    )
+    raise ValueError(f"app {app_id!r} has no replica {role_name}/{k}: its replicas are {replicas}")
+
+
+# --------------------------------------------------------------------------- stop, remove
+
+
+async def stop_all(engine: Engine, app_id: str, grace: float) -> None:
+    """Record the app's cancel in the engine, then stop all its containers at once.
+
+    The marker volume is written first, so every process describes the app as
+    cancelled from then on. Each container gets the stop signal, then SIGKILL after
+    ``grace`` (as ``docker stop -t``); returns when all have stopped.
+
+    Args:
+        engine: the engine.
+        app_id: the app.
+        grace: seconds between the stop signal and SIGKILL, rounded up to whole seconds
+            as the engine takes them.
+    """
+    await engine.json(
+        "volumes/create",
+        "POST",
+        data={
+            "Name": f"{CANCEL_MARKER_PREFIX}{app_id}",
+            "Labels": {LABEL_APP_ID: app_id, LABEL_CANCELLED_AT: str(time.time_ns())},
+        },
+    )
+    seconds = max(0, math.ceil(grace))
+
+    async def stop(cid: str) -> None:
+        try:
+            await engine.call(f"containers/{cid}/stop", params={"t": str(seconds)})
+        except DockerEngineError as err:
+            if err.status not in (304, 404):  # stopped already, or removed
+                raise
+
+    await gather(
+        functools.partial(stop, container["Id"])
+        for container in await list_containers(engine, app_id)
+    )
+
+
+async def delete_app(engine: Engine, app_id: str) -> int:
+    """Remove every container of the app (running ones are killed) and its cancel marker.
+
+    Args:
+        engine: the engine.
+        app_id: the app.
+
+    Returns:
+        how many containers were removed.
+    """
+    containers = await list_containers(engine, app_id)
+
+    async def remove(path: str, params: dict[str, str]) -> None:
+        try:
+            await engine.call(path, "DELETE", params=params)
+        except DockerEngineError as err:
+            if err.status not in (404, 409):  # removed already, or being removed
+                raise
+
+    await gather(
+        functools.partial(remove, f"containers/{container['Id']}", {"force": "1", "v": "1"})
+        for container in containers
+    )
+    await remove(f"volumes/{CANCEL_MARKER_PREFIX}{app_id}", {})
+    return len(containers)

@@ -1,0 +1,294 @@
+"""Replica logs of ``local_docker``: the engine's log frames as whole lines, read or followed.
+
+The engine serves a container's log as frames (``GET /containers/{id}/logs``, Docker
+Engine API: an 8-byte header per frame unless the container has a TTY), each stamped
+with its time (``timestamps=1``). :class:`LogLines` turns frames into whole lines per
+stream; :func:`log_lines` reads a replica's log, or follows it across the restarts of its
+restart policy until it stopped for good (TorchX 0.7.0's
+``torchx.schedulers.docker_scheduler`` follows one run only).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+import math
+import re
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+import anyio
+
+from asynctorchx.errors import DockerEngineError
+from asynctorchx.schedulers.api import Stream
+from asynctorchx.schedulers.docker._concurrency import race
+from asynctorchx.schedulers.docker._engine import Engine, EventStream
+from asynctorchx.schedulers.docker._state import (
+    STATE_EVENTS,
+    STOP_EVENTS,
+    engine_time,
+    event_action,
+    ns_to_engine,
+    parse_ts_ns,
+)
+
+#: A log follower re-reads from this long before the newest frame it consumed (ns).
+REREAD_NS = 1_000_000_000
+
+_LOG_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
+
+
+class LogLines:
+    """Whole log lines from the engine's log frames, over several log requests of one container.
+
+    The engine's log frames carry its timestamp (``timestamps=1``). A follower re-reads
+    from a little before the newest frame it consumed (``REREAD_NS``; the engine's
+    ``since`` is inclusive and stdout and stderr frames may be stamped slightly out of
+    order), and the frames it consumed then are dropped here, so no line is lost or
+    repeated. Frames are reassembled into lines per stream; a line's end in a later frame
+    (or a later request) is awaited.
+
+    Args:
+        since_ns: drop frames stamped before this (ns since the epoch), or ``None``.
+        tty: the container has a TTY: the body is raw text, not multiplexed frames.
+    """
+
+    def __init__(self, since_ns: int | None, tty: bool) -> None:
+        self.since_ns = since_ns
+        self.tty = tty
+        self.newest_ns: int | None = None
+        self._seen: set[tuple[int, int, int, int]] = set()
+        self._order: collections.deque[tuple[int, tuple[int, int, int, int]]] = collections.deque()
+        self._partial: dict[int, bytearray] = {1: bytearray(), 2: bytearray()}
+
+    def resume_ns(self) -> int | None:
+        """The ``since`` of the next request (ns since the epoch), or ``None`` (the start)."""
+        if self.newest_ns is None:
+            return self.since_ns
+        resume = self.newest_ns - REREAD_NS
+        return resume if self.since_ns is None else max(resume, self.since_ns)
+
+    def take(self, body: bytearray, at_eof: bool) -> list[str]:
+        """Consume the whole frames at the start of ``body``; return the lines they finish."""
+        lines: list[str] = []
+        for kind, payload in self._frames(body, at_eof):
+            lines.extend(self._frame(kind, payload))
+        return lines
+
+    def flush(self) -> list[str]:
+        """Return the unfinished line of each stream as it is (a run's end), and forget it."""
+        lines = []
+        for buffer in self._partial.values():
+            if buffer:
+                lines.append(bytes(buffer).decode("utf-8", errors="replace"))
+                buffer.clear()
+        return lines
+
+    def _frames(self, body: bytearray, at_eof: bool) -> list[tuple[int, bytes]]:
+        frames: list[tuple[int, bytes]] = []
+        if self.tty:  # raw text: one frame a line
+            start = 0
+            while (end := body.find(b"\n", start)) >= 0:
+                frames.append((1, bytes(body[start : end + 1])))
+                start = end + 1
+            if at_eof and start < len(body):
+                frames.append((1, bytes(body[start:])))
+                start = len(body)
+            del body[:start]
+            return frames
+        pos = 0
+        while len(body) - pos >= 8:  # header: stream, 0, 0, 0, big-endian payload size
+            size = int.from_bytes(body[pos + 4 : pos + 8], "big")
+            if len(body) - pos - 8 < size:
+                break
+            kind = body[pos] if body[pos] in (1, 2) else 1
+            frames.append((kind, bytes(body[pos + 8 : pos + 8 + size])))
+            pos += 8 + size
+        del body[:pos]
+        return frames
+
+    def _frame(self, kind: int, payload: bytes) -> list[str]:
+        match = _LOG_TS.match(payload)
+        if match is not None:
+            stamp = parse_ts_ns(match.group(1).decode())
+            payload = payload[match.end() :]
+            if stamp is not None:
+                if self.since_ns is not None and stamp < self.since_ns:
+                    return []
+                key = (stamp, kind, len(payload), hash(payload))
+                if key in self._seen:
+                    return []  # consumed in an earlier request
+                self._remember(stamp, key)
+        buffer = self._partial[kind]
+        buffer.extend(payload)
+        lines = []
+        start = 0
+        while (end := buffer.find(b"\n", start)) >= 0:
+            lines.append(bytes(buffer[start : end + 1]).decode("utf-8", errors="replace"))
+            start = end + 1
+        del buffer[:start]
+        return lines
+
+    def _remember(self, stamp: int, key: tuple[int, int, int, int]) -> None:
+        self._seen.add(key)
+        self._order.append((stamp, key))
+        if self.newest_ns is None or stamp > self.newest_ns:
+            self.newest_ns = stamp
+        horizon = self.newest_ns - REREAD_NS
+        while self._order and self._order[0][0] < horizon:
+            self._seen.discard(self._order.popleft()[1])
+
+
+async def log_lines(
+    engine: Engine,
+    info: Mapping[str, Any],
+    regex: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    should_tail: bool = False,
+    streams: Stream | None = None,
+) -> AsyncGenerator[str, None]:
+    """Stream a container's log from the engine as whole lines (an async generator).
+
+    Lines keep their ``\\n`` (frames are reassembled per stream; a last line without one
+    is yielded as it is when its run ends).
+
+    Args:
+        engine: the engine.
+        info: the container's inspect.
+        regex: keep only lines where it matches (``re.search``).
+        since: only lines the engine stamped at or after this (a naive ``datetime`` is
+            local time).
+        until: only lines stamped at or before this; when following, stop then.
+        should_tail: follow the container, across restarts by its restart policy, until
+            it has stopped for good (or is removed) and every line was yielded. Awaits
+            the engine's events: no polling.
+        streams: stdout, stderr or combined (default).
+    """
+    pattern = re.compile(regex) if regex else None
+    stream = streams or Stream.COMBINED
+    params = {
+        "stdout": "1" if stream != Stream.STDERR else "0",
+        "stderr": "1" if stream != Stream.STDOUT else "0",
+        "timestamps": "1",
+    }
+    if until is not None:
+        params["until"] = engine_time(until)
+    since_ns = int(since.timestamp() * 1_000_000) * 1000 if since is not None else None
+    lines = LogLines(since_ns, bool(info["Config"].get("Tty")))
+    cid = info["Id"]
+    if should_tail:
+        source = _tail(engine, cid, lines, params, until)
+    else:
+        source = _read_logs(engine, cid, lines, params, final=True)
+    async with contextlib.aclosing(source) as produced:
+        async for line in produced:
+            if pattern is None or pattern.search(line):
+                yield line
+
+
+async def _read_logs(
+    engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str], final: bool
+) -> AsyncGenerator[str, None]:
+    """Yield the lines the engine has now (one ``GET /containers/{id}/logs``).
+
+    ``final``: the container's run is over, so an unfinished last line is yielded.
+    """
+    query = dict(params, follow="0")
+    resume = lines.resume_ns()
+    if resume is not None:
+        query["since"] = ns_to_engine(max(resume, 0))
+    async with engine.stream(f"containers/{cid}/logs", query) as body:
+        while not body.eof:
+            await body.fill()
+            for line in lines.take(body.buffer, body.eof):
+                yield line
+    if final:
+        for line in lines.flush():
+            yield line
+
+
+async def _tail(
+    engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str], until: datetime | None
+) -> AsyncGenerator[str, None]:
+    """Follow the container's log across restarts until it stopped for good.
+
+    Subscribes to the container's events first, then loops: inspect; a running
+    container's log is followed until a ``die``/``stop``/``destroy`` event (the engine
+    may keep a follow open after the exit, or end it before the last lines: the next
+    read picks up from the last frame seen); a stopped one's log is read to its end;
+    a restarting (or not yet started) one is awaited on its next event. Ends when the
+    container is stopped for good, removed, or ``until`` passed.
+    """
+    deadline = math.inf
+    if until is not None:
+        deadline = anyio.current_time() + (until.timestamp() - time.time())
+    filters = {"type": ["container"], "container": [cid], "event": list(STATE_EVENTS)}
+    async with engine.events(filters) as events:
+        while anyio.current_time() < deadline:
+            try:
+                info = await engine.json(f"containers/{cid}/json")
+            except DockerEngineError as err:
+                if err.status == 404:
+                    return  # removed: its log went with it
+                raise
+            status = info["State"].get("Status")
+            if status in ("running", "paused"):
+                async for line in _follow(engine, cid, lines, params, events, deadline):
+                    yield line
+                continue
+            async for line in _read_logs(engine, cid, lines, params, final=True):
+                yield line
+            if status not in ("restarting", "created"):
+                return  # exited or dead: stopped for good, every line yielded
+            waits: list[Callable[[], Awaitable[Any]]] = [events.fill]
+            if status == "restarting":  # a failed restart logs no event
+                waits.append(functools.partial(engine.wait_stopped, cid))
+            if deadline < math.inf:
+                waits.append(functools.partial(anyio.sleep_until, deadline))
+            await race(waits)
+            events.pop()  # each event only prompts the next inspect
+    # until passed while following: the lines stamped up to it
+    async for line in _read_logs(engine, cid, lines, params, final=True):
+        yield line
+
+
+async def _follow(
+    engine: Engine,
+    cid: str,
+    lines: LogLines,
+    params: Mapping[str, str],
+    events: EventStream,
+    deadline: float,
+) -> AsyncIterator[str]:
+    """Follow a running container's log until it stops (an event) or ``deadline``."""
+    query = dict(params, follow="1")
+    resume = lines.resume_ns()
+    if resume is not None:
+        query["since"] = ns_to_engine(max(resume, 0))
+    stopped = False
+    async with engine.stream(f"containers/{cid}/logs", query) as body:
+        while True:
+            for line in lines.take(body.buffer, body.eof):
+                yield line
+            if any(event_action(event) in STOP_EVENTS for event in events.pop()):
+                stopped = True
+                break
+            if body.eof or anyio.current_time() >= deadline:
+                break
+            waits: list[Callable[[], Awaitable[Any]]] = [body.fill, events.fill]
+            if deadline < math.inf:
+                waits.append(functools.partial(anyio.sleep_until, deadline))
+            await race(waits)
+    if body.eof and not stopped:
+        # The engine ended the follow: the process is exiting and its die event is on
+        # its way (the engine logs it once the exit is recorded). Await it so the next
+        # inspect sees the run's end instead of reopening the follow in a busy loop.
+        with anyio.move_on_after(max(deadline - anyio.current_time(), 0.0)):
+            while not any(
+                event_action(event) in STOP_EVENTS for event in await events.next_batch()
+            ):
+                pass

@@ -1,0 +1,383 @@
+"""The ``local_docker`` scheduler class, composing the engine, request, state and log modules.
+
+TorchX 0.7.0's ``torchx.schedulers.docker_scheduler`` is the reference; this scheduler
+talks to the engine's HTTP API with aiodocker and awaits it instead of polling. The
+engine keeps all the state: an app outlives the Python process that started it, and any
+process (or TorchX's own ``DockerScheduler``, which reads the same labels) can describe,
+tail or cancel it.
+
+Where it differs from TorchX 0.7.0, on purpose:
+
+- ``describe`` of an unknown app is ``None`` (TorchX: SUCCEEDED) and returns the roles
+  as submitted (the ``AppDef`` is kept in a container label).
+- ``cancel`` stops every container concurrently (grace period ``grace``, seconds) and the
+  app ends ``CANCELLED`` (TorchX: FAILED). The cancellation is recorded in the engine as
+  a marker volume ``asynctorchx-cancelled-<app_id>``, so every process sees it.
+- Images are pulled only when missing locally (TorchX pulls each time).
+- ``wait`` (and ``wait_for_state_change``) await the engine's events stream, subscribed
+  before the first inspect, and are correct with restart policies: after a ``die`` the
+  container is inspected, so they return at the app's terminal state, not at a first exit
+  the engine will restart.
+- ``log_iter(should_tail=True)`` follows a replica across its restarts and ends once it
+  stopped for good and every line was yielded.
+- The ``torchx`` network is created once even when several schedulers, in one process or
+  several, create it at once (Docker 20.10's duplicate-name check is not atomic).
+- Replicas run under ``docker-init`` by default (``init`` run option), so a plain
+  program receives the stop signal and cancel is fast.
+- Finished containers are removed only by :meth:`DockerScheduler.delete`.
+- The engine's HTTP errors are :class:`~asynctorchx.errors.DockerEngineError`, never
+  aiodocker's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
+from typing import Any
+
+import anyio
+
+from asynctorchx.errors import UnknownAppException
+from asynctorchx.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    validate_app_id,
+)
+from asynctorchx.schedulers.docker import _containers
+from asynctorchx.schedulers.docker._engine import Engine
+from asynctorchx.schedulers.docker._logs import log_lines
+from asynctorchx.schedulers.docker._network import ensure_network
+from asynctorchx.schedulers.docker._request import DockerJob, build_job, run_opts, validate
+from asynctorchx.schedulers.docker._watch import watch
+from asynctorchx.schedulers.docker._workspace import build_workspace
+from asynctorchx.specs.api import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    Role,
+    is_terminal,
+    make_app_handle,
+    runopts,
+)
+
+#: Default seconds between the stop signal and SIGKILL on cancel.
+DEFAULT_GRACE_S = 10.0
+
+
+class DockerScheduler(Scheduler[DockerJob]):
+    """The ``local_docker`` scheduler: one Docker container per replica.
+
+    TorchX 0.7.0's ``torchx.schedulers.docker_scheduler.DockerScheduler``, async, with
+    the differences listed in :mod:`asynctorchx.schedulers.docker_scheduler`.
+
+    Args:
+        session_name: the runner session (it appears in app handles).
+        grace: default seconds between the stop signal and SIGKILL in :meth:`cancel`.
+        docker_host: the engine's URL (e.g. ``unix:///var/run/docker.sock``);
+            ``None``: ``DOCKER_HOST`` or the default socket, as aiodocker finds it.
+
+    Run options (:meth:`run_opts`): ``copy_env``, ``env``, ``privileged``, ``image_repo``,
+    ``network``, ``init``. The scheduler holds one aiodocker client, opened on first use;
+    ``close()`` closes it and leaves the containers running (the engine keeps the app).
+
+    Raises (from every engine call):
+        SchedulerUnavailableError: aiodocker is not installed, the event loop is not
+            asyncio (trio), or no Docker engine answers.
+        SchedulerClosedError: the scheduler was closed.
+        DockerEngineError: the engine refused a request (``status``, ``message``).
+    """
+
+    def __init__(
+        self, session_name: str, grace: float = DEFAULT_GRACE_S, docker_host: str | None = None
+    ) -> None:
+        super().__init__("local_docker", session_name)
+        self.grace = grace
+        self.docker_host = docker_host
+        self._engine = Engine(docker_host, session_name)
+
+    # ------------------------------------------------------------------ the client
+
+    async def _client(self) -> None:
+        """Open the engine connection (and check the engine answers) on first use."""
+        await self._engine.connect()
+
+    async def close(self) -> None:
+        """Close the engine connection; idempotent, never raises. Containers keep running."""
+        await self._engine.close()
+
+    # ------------------------------------------------------------------ options, dry run
+
+    def _run_opts(self) -> runopts:
+        return run_opts()
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        validate(app)
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[DockerJob]:
+        return AppDryRunInfo(build_job(app, cfg), str)
+
+    # ------------------------------------------------------------------ submit
+
+    async def schedule(self, dryrun_info: AppDryRunInfo[DockerJob]) -> str:
+        """Create and start every container of the request, concurrently; return the app id.
+
+        Pulls an image only when the engine does not have it, makes sure the network
+        exists, then creates and starts one container per replica in a task group. If any
+        container fails, or this call is cancelled, every container of the app is removed
+        and the first error raised.
+
+        Args:
+            dryrun_info: the request of :meth:`submit_dryrun` (a :class:`DockerJob`).
+
+        Returns:
+            the app id.
+
+        Raises:
+            SchedulerUnavailableError: no engine (see the class).
+            DockerEngineError: the engine refused a container (the message says why),
+                or an image is missing and could not be pulled.
+        """
+        job = dryrun_info.request
+        await self._engine.ensure_images({container.image for container in job.containers})
+        network_id = await self._ensure_network(job.network)
+        await _containers.create_and_start(self._engine, job, network_id)
+        return job.app_id
+
+    async def _ensure_network(self, name: str) -> str:
+        """Return the id of the bridge network ``name``, creating it once when missing.
+
+        See :func:`~asynctorchx.schedulers.docker._network.ensure_network`.
+
+        Args:
+            name: the network's name.
+        """
+        return await ensure_network(self._engine, name)
+
+    async def build_workspace_and_update_role(
+        self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """Build ``workspace`` into an image and set ``role.image`` to it.
+
+        The build context is the directory tarred with its ``.dockerignore`` honoured;
+        the Dockerfile is the directory's ``Dockerfile.torchx``, or ``FROM <role.image>``
+        + ``COPY . .`` when it has none (TorchX's default). The role's image becomes the
+        built image's id, or ``<image_repo>:<id>`` when the ``image_repo`` option is set
+        (the image is tagged so, not pushed: push it yourself for remote engines).
+
+        Args:
+            role: the role to patch (role 0 of the app); its ``image`` is the default
+                Dockerfile's base.
+            workspace: the directory to build.
+            cfg: the resolved run options (``image_repo`` is read).
+
+        Raises:
+            WorkspaceBuildError: the build failed; the message holds the build log.
+            NotADirectoryError: ``workspace`` is not a directory.
+        """
+        await build_workspace(self._engine, role, workspace, cfg)
+
+    # ------------------------------------------------------------------ describe, list
+
+    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """Describe the app from its containers; ``None`` if the engine has none of it.
+
+        The state of each replica comes from its container (``exited`` with 0 is
+        SUCCEEDED, another exit code FAILED, stopped by :meth:`cancel` CANCELLED); the app
+        is terminal once every container is. ``num_restarts`` is the sum of the
+        containers' restart counts; ``roles`` is the submitted ``AppDef``'s (from the
+        label), or rebuilt from the containers for apps that TorchX started.
+
+        Args:
+            app_id: the app.
+
+        Returns:
+            the description, or ``None`` if the engine has no container of the app.
+
+        Raises:
+            InvalidAppIdException: ``app_id`` is not a valid id.
+            SchedulerUnavailableError: no engine (see the class).
+        """
+        validate_app_id(app_id)
+        return await _containers.describe(self._engine, app_id)
+
+    async def list(self) -> list[ListAppResponse]:
+        """List every app the engine has containers of (asynctorchx's and TorchX's).
+
+        One entry per app, from one container listing and one volume listing: the state
+        comes from each container's status text. A cancelled app is described instead
+        (inspects), since only a replica's finish time tells whether the cancel ended it:
+        its entry then agrees with :meth:`describe`.
+        """
+        return await _containers.list_apps(self._engine)
+
+    # ------------------------------------------------------------------ wait
+
+    async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
+        """Await the app's terminal state on the engine and return its description.
+
+        An await on the engine's events stream for the app's containers (subscribed before
+        the first inspect, so no event is missed); each ``die``, ``stop``, ``start`` or
+        ``destroy`` prompts an inspect of that container. A container its restart policy
+        restarts is ``restarting`` when its ``die`` arrives (the engine decides before it
+        logs the event), so this returns at the app's terminal state, not at a first exit.
+        No polling; cancelling the awaiting task closes the stream.
+
+        Args:
+            app_id: the app.
+            timeout: seconds to wait at most (``None``: no limit).
+
+        Returns:
+            the app's description once it is terminal; ``None`` if the engine has no
+            container of the app (or all were removed meanwhile).
+
+        Raises:
+            InvalidAppIdException: ``app_id`` is not a valid id.
+            TimeoutError: ``timeout`` seconds passed first.
+            SchedulerUnavailableError: no engine, or it closed the events stream.
+        """
+        validate_app_id(app_id)
+        with anyio.fail_after(timeout):
+            return await watch(self._engine, app_id, lambda response: is_terminal(response.state))
+
+    async def wait_for_state_change(
+        self, app_id: str, state: AppState, timeout: float | None = None
+    ) -> DescribeAppResponse | None:
+        """Await the app's state differing from ``state`` (an await on engine events).
+
+        Returns at once if it already differs or is terminal. Awaited as :meth:`wait` is.
+
+        Args:
+            app_id: the app.
+            state: the state to wait out.
+            timeout: seconds to wait at most (``None``: no limit).
+
+        Returns:
+            the app's description, or ``None`` for an unknown (or removed) app.
+
+        Raises:
+            InvalidAppIdException: ``app_id`` is not a valid id.
+            TimeoutError: ``timeout`` seconds passed first.
+            SchedulerUnavailableError: no engine, or it closed the events stream.
+        """
+        validate_app_id(app_id)
+        with anyio.fail_after(timeout):
+            return await watch(
+                self._engine,
+                app_id,
+                lambda response: response.state != state or is_terminal(response.state),
+            )
+
+    # ------------------------------------------------------------------ cancel, delete
+
+    async def cancel(self, app_id: str, grace: float | None = None) -> None:
+        """Stop every container of the app concurrently; the app ends CANCELLED.
+
+        A no-op for an unknown or already finished app. Otherwise as
+        :meth:`_cancel_existing`; returns when all containers have stopped.
+
+        Args:
+            app_id: the app.
+            grace: seconds between the stop signal and SIGKILL (default: the scheduler's
+                ``grace``), rounded up to whole seconds as the engine takes them.
+
+        Raises:
+            InvalidAppIdException: ``app_id`` is not a valid id.
+        """
+        validate_app_id(app_id)
+        response = await self.describe(app_id)
+        if response is None or is_terminal(response.state):
+            return
+        await self._cancel_existing(app_id, grace)
+
+    async def _cancel_existing(self, app_id: str, grace: float | None = None) -> None:
+        """Cancel an app known to exist: the one stop path of :meth:`cancel`.
+
+        Records the cancellation in the engine first (the marker volume), then stops all
+        containers at once: the stop signal, then SIGKILL after ``grace`` seconds.
+
+        Args:
+            app_id: the app.
+            grace: seconds before SIGKILL (default: the scheduler's ``grace``).
+        """
+        await _containers.stop_all(self._engine, app_id, self.grace if grace is None else grace)
+
+    async def delete(self, app_id: str) -> int:
+        """Remove every container of the app (running ones are killed) and its cancel marker.
+
+        Removal is never a side effect of ``describe`` or ``wait``: call this to free them.
+
+        Args:
+            app_id: the app.
+
+        Returns:
+            how many containers were removed.
+
+        Raises:
+            InvalidAppIdException: ``app_id`` is not a valid id.
+        """
+        validate_app_id(app_id)
+        return await _containers.delete_app(self._engine, app_id)
+
+    # ------------------------------------------------------------------ logs
+
+    async def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> AsyncIterator[str]:
+        """Stream replica ``k`` of ``role_name``'s log from the engine (an async generator).
+
+        Lines are whole and keep their ``\\n`` (frames are reassembled per stream; a last
+        line without one is yielded as it is when its run ends).
+
+        Args:
+            app_id: the app.
+            role_name: the role.
+            k: the replica id.
+            regex: keep only lines where it matches (``re.search``).
+            since: only lines the engine stamped at or after this (a naive ``datetime``
+                is local time).
+            until: only lines stamped at or before this; when following, stop then.
+            should_tail: follow the container, across restarts by its restart policy,
+                until it has stopped for good (or is removed) and every line was yielded.
+                Awaits the engine's events: no polling.
+            streams: stdout, stderr or combined (default).
+
+        Raises:
+            InvalidAppIdException: ``app_id`` is not a valid id.
+            UnknownAppException: the engine has no container of ``app_id``.
+            ValueError: the app has no replica ``role_name``/``k``.
+        """
+        validate_app_id(app_id)
+        info = await _containers.find_container(self._engine, app_id, role_name, k)
+        if info is None:
+            raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
+        lines = log_lines(self._engine, info, regex, since, until, should_tail, streams)
+        async with contextlib.aclosing(lines) as produced:
+            async for line in produced:
+                yield line
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
+    """Create a :class:`DockerScheduler` (the ``local_docker`` factory).
+
+    Args:
+        session_name: the runner session.
+        **kwargs: ``grace`` (seconds, default 10) and ``docker_host``; other keys
+            (passed by generic callers) are ignored.
+    """
+    return DockerScheduler(
+        session_name,
+        grace=float(kwargs.get("grace", DEFAULT_GRACE_S)),
+        docker_host=kwargs.get("docker_host"),
+    )
