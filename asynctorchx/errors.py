@@ -106,6 +106,30 @@ class InvalidAppIdException(AsyncTorchXError, ValueError):
         self.app_id = app_id
 
 
+class InvalidNameException(AsyncTorchXError, ValueError):
+    """A role or session name that cannot be used: it becomes a path part and a handle part.
+
+    Args:
+        kind: what the name names (``role name``, ``session name``).
+        name: the refused value.
+    """
+
+    def __init__(self, kind: str, name: object) -> None:
+        super().__init__(
+            f"{kind} {name!r} is not a valid name: use 1 to 100 letters, digits, '_', '.'"
+            " and '-', not starting with '.' or '-' and without '..'"
+        )
+        self.kind = kind
+        self.name = name
+
+
+class InvalidAppDefException(AsyncTorchXError, ValueError):
+    """An ``AppDef`` no scheduler can run: no role, two roles of one name, no replica.
+
+    The message names the app, the role and the fix.
+    """
+
+
 class ComponentNotFoundException(AsyncTorchXError, LookupError):
     """A component name resolves neither to a builtin, an entry point nor a file function."""
 

@@ -4,6 +4,8 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
 :class:`asynctorchx.schedulers.api.Scheduler` and takes the rest from here:
 
 - app ids: :func:`make_app_id`, :func:`sanitize_app_name`, :func:`validate_app_id`;
+- apps: :func:`validate_app` (roles, replicas, entrypoints) and :func:`validate_name`
+  (role and session names, which become path parts);
 - devices: :func:`get_device_mounts` (EFA and Neuron, TorchX's table);
 - states: :func:`app_state` (replicas -> app), :func:`describe_app`,
   :func:`role_statuses`, :func:`earliest_error`;
@@ -37,6 +39,7 @@ from asynctorchx.schedulers.toolkit._state import (
     role_statuses,
 )
 from asynctorchx.schedulers.toolkit._tail import READ_SIZE, Notifier, tail_file
+from asynctorchx.schedulers.toolkit._validation import validate_app, validate_name
 
 __all__ = [
     "APP_ID_PATTERN",
@@ -61,5 +64,7 @@ __all__ = [
     "sanitize_app_name",
     "split_lines",
     "tail_file",
+    "validate_app",
     "validate_app_id",
+    "validate_name",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from asynctorchx.errors import InvalidAppIdException
+from asynctorchx.errors import InvalidAppDefException, InvalidAppIdException, InvalidNameException
 from asynctorchx.schedulers.devices import get_device_mounts as torchx_path_get_device_mounts
 from asynctorchx.schedulers.ids import make_unique
 from asynctorchx.schedulers.toolkit import (
@@ -13,9 +13,11 @@ from asynctorchx.schedulers.toolkit import (
     get_device_mounts,
     make_app_id,
     sanitize_app_name,
+    validate_app,
     validate_app_id,
+    validate_name,
 )
-from asynctorchx.specs import DeviceMount
+from asynctorchx.specs import AppDef, DeviceMount, Role
 from asynctorchx.specs.named_resources_aws import EFA_DEVICE, NEURON_DEVICE
 
 
@@ -68,3 +70,31 @@ def test_an_unknown_device_is_refused_with_the_known_ones_listed() -> None:
         get_device_mounts({"example.com/tpu": 1})
     with pytest.raises(ValueError, match="count -1"):
         get_device_mounts({EFA_DEVICE: -1})
+
+
+def _app(*roles: Role) -> AppDef:
+    return AppDef("app", list(roles))
+
+
+def test_role_and_session_names_that_would_leave_a_directory_are_refused() -> None:
+    for bad in ["../../x", "/abs", "..", "a/b", "", "a b", "x" * 101, 7]:
+        with pytest.raises(InvalidNameException) as raised:
+            validate_name("role name", bad)
+        assert raised.value.name == bad
+        assert "role name" in str(raised.value)
+    assert validate_name("session name", "my_session-1.2") == "my_session-1.2"
+    with pytest.raises(InvalidNameException, match=r"'\.\./x'"):
+        validate_app(_app(Role("../x", image="", entrypoint="echo")))
+
+
+def test_apps_no_backend_can_run_are_refused_with_the_fix() -> None:
+    echo = Role("worker", image="", entrypoint="echo")
+    validate_app(_app(echo, Role("reader", image="", entrypoint="cat")))
+    cases = {
+        "has no roles": _app(),
+        "two roles named 'worker'": _app(echo, Role("worker", image="", entrypoint="cat")),
+        "has no entrypoint": _app(Role("w", image="", entrypoint="")),
+    }
+    for message, app in cases.items():
+        with pytest.raises(InvalidAppDefException, match=message):
+            validate_app(app)

@@ -1,0 +1,69 @@
+"""One check of an ``AppDef`` before any backend builds a request from it.
+
+Every backend turns role names into path parts (local log directories, Slurm log files)
+or object names (containers, pods), so the same names must be valid everywhere: an app
+that dry-runs on one backend and is refused by another is a trap.
+"""
+
+from __future__ import annotations
+
+from asynctorchx.errors import InvalidAppDefException, InvalidNameException
+from asynctorchx.schedulers.toolkit._ids import APP_ID_PATTERN, MAX_NAME_LENGTH
+from asynctorchx.specs.api import MISSING, AppDef
+
+
+def validate_name(kind: str, name: object) -> str:
+    """Return ``name`` if it is a valid role or session name.
+
+    The rule is the app-id rule: 1 to 100 characters of ``[A-Za-z0-9_.-]``, not starting
+    with ``.`` or ``-``, without ``..``. So a name can never leave the directory it is
+    joined to, and an app handle built from it parses back.
+
+    Args:
+        kind: what is named, for the message (``role name``, ``session name``).
+        name: the value to check.
+
+    Raises:
+        InvalidNameException: ``name`` breaks the rule; the message names it.
+    """
+    if (
+        not isinstance(name, str)
+        or len(name) > MAX_NAME_LENGTH
+        or not APP_ID_PATTERN.fullmatch(name)
+        or ".." in name
+    ):
+        raise InvalidNameException(kind, name)
+    return name
+
+
+def validate_app(app: AppDef) -> None:
+    """Check that ``app`` can be run by any backend.
+
+    Args:
+        app: the app to check.
+
+    Raises:
+        InvalidAppDefException: the app has no role, two roles share a name (the second
+            would silently replace the first), a role has fewer than one replica, or a
+            role has no entrypoint.
+        InvalidNameException: a role name is not valid (see :func:`validate_name`).
+    """
+    if not app.roles:
+        raise InvalidAppDefException(f"app {app.name!r} has no roles: add at least one Role")
+    seen: set[str] = set()
+    for role in app.roles:
+        validate_name("role name", role.name)
+        if role.name in seen:
+            raise InvalidAppDefException(
+                f"app {app.name!r} has two roles named {role.name!r}: give each role its own name"
+            )
+        seen.add(role.name)
+        if role.num_replicas < 1:
+            raise InvalidAppDefException(
+                f"role {role.name!r} of app {app.name!r} has num_replicas={role.num_replicas}:"
+                " use 1 or more"
+            )
+        if not role.entrypoint or role.entrypoint == MISSING:
+            raise InvalidAppDefException(
+                f"role {role.name!r} of app {app.name!r} has no entrypoint: set Role.entrypoint"
+            )
