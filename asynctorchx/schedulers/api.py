@@ -22,6 +22,7 @@ from asynctorchx.schedulers.toolkit import (
     BatchedPoller,
     LogQuery,
     gather_results,
+    validate_app,
     validate_app_id,
 )
 from asynctorchx.specs.api import (
@@ -102,14 +103,17 @@ class Scheduler(abc.ABC, Generic[T]):
     def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
         """Return the request that :meth:`schedule` would submit, without submitting it.
 
-        Resolves ``cfg`` against :meth:`run_opts`, validates the app, then lets each role's
-        ``pre_proc`` modify the request in order.
+        Resolves ``cfg`` against :meth:`run_opts`, checks the app with the toolkit's
+        :func:`~asynctorchx.schedulers.toolkit.validate_app` (every backend) and the
+        backend's :meth:`_validate`, then lets each role's ``pre_proc`` modify the request
+        in order.
 
         Raises:
             InvalidRunConfigException: ``cfg`` does not match :meth:`run_opts`.
             ValueError: the app is not valid for this scheduler.
         """
         resolved = self.run_opts().resolve(cfg)
+        validate_app(app)
         self._validate(app, self.backend, resolved)
         dryrun_info = self._submit_dryrun(app, resolved)
         for role in app.roles:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
+from asynctorchx.errors import InvalidAppDefException, InvalidNameException
+from asynctorchx.schedulers import get_scheduler_factories
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
-from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal
+from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, Role
 
 
 class FakeEventlessScheduler(Scheduler[str]):
@@ -84,3 +87,23 @@ async def test_unknown_app_is_none_and_a_timeout_raises() -> None:
     assert await scheduler.wait_for_state_change("other", RUN) is None
     with pytest.raises(TimeoutError):
         await scheduler.wait("app", timeout=0.01)  # never terminal: only the timeout ends it
+
+
+@pytest.mark.parametrize("backend", ["local_cwd", "local_dir", "local_docker"])
+@pytest.mark.parametrize(
+    ("roles", "error"),
+    [
+        (["worker", "worker"], InvalidAppDefException),  # the second used to replace the first
+        (["../../../escape"], InvalidNameException),  # used to write outside log_dir
+        (["/abs/path"], InvalidNameException),
+        ([], InvalidAppDefException),
+    ],
+)
+def test_every_backend_refuses_the_same_bad_apps_at_dry_run(
+    backend: str, roles: list[str], error: type[Exception], tmp_path: Path
+) -> None:
+    scheduler = get_scheduler_factories()[backend]("test")
+    app = AppDef("app", [Role(name, image=str(tmp_path), entrypoint="echo") for name in roles])
+    with pytest.raises(error):
+        scheduler.submit_dryrun(app, {})
+    assert list(tmp_path.iterdir()) == []  # nothing written before the refusal
