@@ -15,12 +15,10 @@ import os
 import shlex
 import shutil
 import subprocess
-import uuid
 from collections.abc import Mapping, Sequence
 
 import attrs
 
-from asynctorchx.schedulers.api import validate_app_id
 from asynctorchx.specs.api import AppDef, CfgVal, RetryPolicy, Role, macros, runopts
 
 logger = logging.getLogger(__name__)
@@ -225,24 +223,12 @@ def local_run_opts() -> runopts:
 # --------------------------------------------------------------------------- dry run
 
 
-def new_app_id(app_name: str) -> str:
-    """A fresh app id for an app named ``app_name``: ``<name>-<10 hex digits>``.
-
-    Args:
-        app_name: the app's name.
-
-    Raises:
-        InvalidAppIdException: the name makes an invalid app id.
-    """
-    return validate_app_id(f"{app_name}-{uuid.uuid4().hex[:10]}")
-
-
 @attrs.frozen
 class RequestContext:
     """What a :class:`PopenRequest` is built from besides the app and the run config.
 
     Args:
-        app_id: the app's id (see :func:`new_app_id`).
+        app_id: the app's id (``asynctorchx.schedulers.toolkit.make_app_id``).
         app_log_dir: the app's log directory.
         job_id: the app handle, the replicas' ``TORCHX_JOB_ID``.
         image_provider: makes each role's image a directory on this host.

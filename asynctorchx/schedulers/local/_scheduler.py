@@ -27,7 +27,6 @@ from asynctorchx.schedulers.api import (
     ListAppResponse,
     Scheduler,
     Stream,
-    validate_app_id,
 )
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._error_files import earliest_error, read_error_file
@@ -42,10 +41,10 @@ from asynctorchx.schedulers.local._request import (
     RequestContext,
     build_popen_request,
     local_run_opts,
-    new_app_id,
 )
 from asynctorchx.schedulers.local._signals import sigterm_is_default, terminate_replicas_on_sigterm
 from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
+from asynctorchx.schedulers.toolkit import make_app_id, validate_app_id
 from asynctorchx.specs.api import (
     NONE,
     AppDef,
@@ -205,7 +204,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         return self._temp_log_dir
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[PopenRequest]:
-        app_id = new_app_id(app.name)
+        app_id = make_app_id(app.name)
         context = RequestContext(
             app_id=app_id,
             app_log_dir=os.path.join(self._base_log_dir(cfg), self.session_name, app_id),
