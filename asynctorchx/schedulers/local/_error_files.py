@@ -2,16 +2,14 @@
 
 Each replica gets ``TORCHELASTIC_ERROR_FILE=<replica_log_dir>/error.json``; a replica
 that fails may write its error there. As in TorchX's ``torchx.schedulers.local_scheduler``,
-a replica's status shows its file and an app's structured error is the earliest one
-(by the ``message.extraInfo.timestamp`` TorchElastic writes).
+a replica's status shows its file; the app's structured error, the earliest of them, is
+chosen by :func:`asynctorchx.schedulers.toolkit.earliest_error`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Iterable
 
 from asynctorchx.specs.api import NONE
 
@@ -42,22 +40,3 @@ def read_error_file(path: str) -> str:
             return error_file.read()
     except OSError:
         return NONE
-
-
-def _error_timestamp(text: str) -> float:
-    try:
-        return float(json.loads(text)["message"]["extraInfo"]["timestamp"])
-    except (ValueError, KeyError, TypeError):
-        return float("inf")
-
-
-def earliest_error(paths: Iterable[str]) -> str:
-    """The earliest of the error files at ``paths`` (TorchX's rule), or ``NONE``.
-
-    A file without a readable timestamp counts as the latest.
-
-    Args:
-        paths: the error files of the app's failed replicas.
-    """
-    errors = [text for text in map(read_error_file, paths) if text != NONE]
-    return min(errors, key=_error_timestamp) if errors else NONE

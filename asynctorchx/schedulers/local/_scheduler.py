@@ -29,7 +29,7 @@ from asynctorchx.schedulers.api import (
     Stream,
 )
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
-from asynctorchx.schedulers.local._error_files import earliest_error, read_error_file
+from asynctorchx.schedulers.local._error_files import read_error_file
 from asynctorchx.schedulers.local._log_files import read_log_lines
 from asynctorchx.schedulers.local._process_groups import process_wide_groups
 from asynctorchx.schedulers.local._request import (
@@ -44,15 +44,18 @@ from asynctorchx.schedulers.local._request import (
 )
 from asynctorchx.schedulers.local._signals import sigterm_is_default, terminate_replicas_on_sigterm
 from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
-from asynctorchx.schedulers.toolkit import make_app_id, validate_app_id
+from asynctorchx.schedulers.toolkit import (
+    describe_app,
+    make_app_id,
+    role_statuses,
+    validate_app_id,
+)
 from asynctorchx.specs.api import (
-    NONE,
     AppDef,
     AppDryRunInfo,
     AppState,
     CfgVal,
     ReplicaStatus,
-    RoleStatus,
     is_terminal,
     make_app_handle,
     runopts,
@@ -269,48 +272,40 @@ class LocalScheduler(Scheduler[PopenRequest]):
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
         """Describe the app, or return None if this scheduler does not keep it.
 
+        Built by the toolkit's :func:`~asynctorchx.schedulers.toolkit.describe_app`:
+        a finished app's state is :func:`~asynctorchx.schedulers.toolkit.app_state` of
+        its replicas (as the supervisor set it), a failed app's structured error is the
+        earliest of its failed replicas' TorchElastic error files (TorchX's rule in
+        ``torchx.schedulers.local_scheduler``).
+
+        Args:
+            app_id: the app's id.
+
         Raises:
             InvalidAppIdException: ``app_id`` is not a valid app id.
         """
         app = self._get(app_id)
         if app is None:
             return None
-        roles_statuses = [
-            RoleStatus(
-                role_name,
-                [
-                    ReplicaStatus(
-                        id=replica.replica_id,
-                        state=replica.state,
-                        role=role_name,
-                        hostname="localhost",
-                        structured_error_msg=read_error_file(replica.error_file),
-                        exit_code=replica.exit_code,
-                    )
-                    for replica in replicas
-                ],
+        replicas = [
+            ReplicaStatus(
+                id=replica.replica_id,
+                state=replica.state,
+                role=replica.role_name,
+                hostname="localhost",
+                structured_error_msg=read_error_file(replica.error_file),
+                exit_code=replica.exit_code,
             )
-            for role_name, replicas in app.replicas.items()
+            for replica in app.all_replicas()
         ]
-        num_restarts = app.num_restarts + sum(r.restarts for r in app.all_replicas())
-        return DescribeAppResponse(
-            app_id=app_id,
-            state=app.state,
-            num_restarts=num_restarts,
-            msg="cancelled" if app.cancelled else NONE,
-            structured_error_msg=self._structured_error(app),
+        return describe_app(
+            app_id,
+            role_statuses(replicas, list(app.replicas)),
+            cancelled=app.cancelled,
+            num_restarts=app.num_restarts + sum(r.restarts for r in app.all_replicas()),
             ui_url=f"file://{app.request.log_dir}",
-            roles_statuses=roles_statuses,
-            roles=list(app.app.roles) if app.app is not None else [],
-        )
-
-    @staticmethod
-    def _structured_error(app: LocalApp) -> str:
-        """A failed app's earliest error file (TorchX's rule), else ``NONE``."""
-        if app.state != AppState.FAILED:
-            return NONE
-        return earliest_error(
-            replica.error_file for replica in app.all_replicas() if replica.state == AppState.FAILED
+            roles=app.app.roles if app.app is not None else (),
+            state=app.state,
         )
 
     async def list(self) -> list[ListAppResponse]:

@@ -31,6 +31,7 @@ from asynctorchx.schedulers.local._error_files import keep_error_file
 from asynctorchx.schedulers.local._log_files import Notifier, ReplicaLogWriter
 from asynctorchx.schedulers.local._process_groups import ProcessGroups, signal_group
 from asynctorchx.schedulers.local._request import PopenRequest, ReplicaParam
+from asynctorchx.schedulers.toolkit import app_state
 from asynctorchx.specs.api import AppDef, AppState, RetryPolicy, is_terminal
 
 logger = logging.getLogger(__name__)
@@ -195,21 +196,13 @@ async def supervise(
             _mark_unfinished_failed(app)
             app.set_state(AppState.CANCELLED if app.cancelled else AppState.FAILED)
         raise
-    app.set_state(_final_state(app))
+    app.set_state(app_state((r.state for r in app.all_replicas()), cancelled=app.cancelled))
 
 
 def _mark_unfinished_failed(app: LocalApp) -> None:
     for replica in app.all_replicas():
         if not is_terminal(replica.state):
             replica.state = AppState.FAILED
-
-
-def _final_state(app: LocalApp) -> AppState:
-    if app.cancelled:
-        return AppState.CANCELLED
-    if any(replica.state == AppState.FAILED for replica in app.all_replicas()):
-        return AppState.FAILED
-    return AppState.SUCCEEDED
 
 
 async def _run_replica(
@@ -293,12 +286,12 @@ async def _run_process(
         if on_started is not None:
             on_started()
         try:
-            returncode = await _pump_until_exit(app, replica, process, writer)
+            returncode, state = await _pump_until_exit(app, replica, process, writer)
         finally:
             await _reap(process)
             groups.discard(process.pid)
         replica.exit_code = returncode
-        replica.state = _attempt_state(app, replica, returncode)
+        replica.state = state
     finally:
         writer.close()
         if replica.exited is not None:
@@ -339,10 +332,11 @@ async def _open_process(
 
 async def _pump_until_exit(
     app: LocalApp, replica: LocalReplica, process: anyio.abc.Process, writer: ReplicaLogWriter
-) -> int:
+) -> tuple[int, AppState]:
     """Pump the process's output into its logs until it exited and its pipes closed.
 
-    Returns its exit code. A terminate request is served meanwhile (see
+    Returns its exit code and the state of the attempt, decided when the process exited
+    (see :func:`_attempt_state`). A terminate request is served meanwhile (see
     :func:`_terminator`).
     """
     assert replica.exited is not None
@@ -354,6 +348,7 @@ async def _pump_until_exit(
         pumps.start_soon(_pump, process.stderr, "stderr", writer, drained[1])
         pumps.start_soon(_terminator, app, replica, drained)
         returncode = await process.wait()
+        state = _attempt_state(app, replica, returncode)
         replica.exited.set()
         # the main process is gone: so is the rest of its group, unless a
         # cancel gives it the rest of its grace period (see _terminator)
@@ -365,7 +360,7 @@ async def _pump_until_exit(
                 await event.wait()
         signal_group(process.pid, signal.SIGKILL)
         pumps.cancel_scope.cancel()
-    return returncode
+    return returncode, state
 
 
 async def _reap(process: anyio.abc.Process) -> None:
@@ -378,7 +373,15 @@ async def _reap(process: anyio.abc.Process) -> None:
 
 
 def _attempt_state(app: LocalApp, replica: LocalReplica, returncode: int) -> AppState:
-    """The state an attempt of ``replica`` ended in, given its exit code."""
+    """The state an attempt of ``replica`` ended in, given its exit code, when it exited.
+
+    A process that exits once its app was cancelled (or, for an APPLICATION restart,
+    once it was asked to terminate) is ``CANCELLED`` whatever its exit code: a replica
+    that traps the cancel's SIGTERM and exits 0 was still cancelled. The Docker backend
+    decides the same by comparing a container's ``FinishedAt`` with the cancel time. One
+    that exited before the request keeps ``SUCCEEDED`` or ``FAILED``; the app's state
+    then follows :func:`asynctorchx.schedulers.toolkit.app_state`.
+    """
     if app.cancelled or (app.restart_requested and replica.terminate_requested.is_set()):
         return AppState.CANCELLED
     if returncode == 0:
