@@ -15,6 +15,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -46,6 +47,7 @@ from asynctorchx.schedulers.local._signals import sigterm_is_default, terminate_
 from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
 from asynctorchx.schedulers.toolkit import (
     describe_app,
+    gather,
     make_app_id,
     role_statuses,
     validate_app_id,
@@ -160,11 +162,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._closed = True
         try:
             with anyio.CancelScope(shield=True):
-                running = [app for app in self._apps.values() if not is_terminal(app.state)]
-                if running:
-                    async with anyio.create_task_group() as task_group:
-                        for app in running:
-                            task_group.start_soon(self._terminate_and_wait, app)
+                await self._terminate_all()
         except Exception:  # close never raises
             logger.exception("closing the %s scheduler", self.backend)
         finally:
@@ -186,10 +184,11 @@ class LocalScheduler(Scheduler[PopenRequest]):
         )
 
     async def _terminate_all(self) -> None:
-        """Cancel every kept app and await its end, one after the other."""
-        for app in list(self._apps.values()):
-            self._request_cancel(app)
-            await self._wait_terminal(app)
+        """Cancel every running app and await their ends, all at once (the toolkit's
+        :func:`~asynctorchx.schedulers.toolkit.gather`: the first error is raised as
+        itself)."""
+        running = [app for app in self._apps.values() if not is_terminal(app.state)]
+        await gather(partial(self._terminate_and_wait, app) for app in running)
 
     # ----------------------------------------------------------------- options
 
