@@ -68,7 +68,9 @@ class PopenRequest:
         role_log_dirs: per role name, each replica's log directory.
         max_retries: per role name, how many restarts it may have (an addition).
         retry_policies: per role name, what a failure restarts (an addition).
-        stop_timeout: seconds between SIGTERM and SIGKILL on cancel (an addition).
+        stop_timeout: the grace period in seconds between SIGTERM and SIGKILL to each
+            replica's process group on cancel or close (run option ``stop_timeout``,
+            default :data:`DEFAULT_STOP_TIMEOUT`; an addition).
     """
 
     app_id: str
@@ -214,7 +216,8 @@ def local_run_opts() -> runopts:
     opts.add(
         "stop_timeout",
         float,
-        "seconds between SIGTERM and SIGKILL to each replica's process group on cancel",
+        "grace period in seconds between SIGTERM and SIGKILL to each replica's process"
+        " group when the app is cancelled or the scheduler closes",
         default=DEFAULT_STOP_TIMEOUT,
     )
     return opts
