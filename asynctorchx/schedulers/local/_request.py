@@ -43,6 +43,10 @@ class ReplicaParam:
         stdout: path of ``stdout.log``.
         stderr: path of ``stderr.log``.
         combined: path of ``combined.log`` (both streams, whole lines, in arrival order).
+
+    The three paths are set by the dry run for the user to read (TorchX's names); the
+    replica's output always goes to ``<replica_log_dir>/{stdout,stderr,combined}.log``,
+    which is where they point, and ``log_iter`` reads it from there.
         cwd: the working directory (the image root), or None for this process's.
     """
 
