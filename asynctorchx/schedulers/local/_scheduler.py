@@ -14,7 +14,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
-from datetime import datetime
 from functools import partial
 from types import TracebackType
 from typing import Any
@@ -31,7 +30,7 @@ from asynctorchx.schedulers.api import (
 )
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._error_files import read_error_file
-from asynctorchx.schedulers.local._log_files import read_log_lines
+from asynctorchx.schedulers.local._log_files import TimeIndex
 from asynctorchx.schedulers.local._process_groups import process_wide_groups
 from asynctorchx.schedulers.local._request import (
     DEFAULT_STOP_TIMEOUT,
@@ -46,10 +45,12 @@ from asynctorchx.schedulers.local._request import (
 from asynctorchx.schedulers.local._signals import sigterm_is_default, terminate_replicas_on_sigterm
 from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
 from asynctorchx.schedulers.toolkit import (
+    LogQuery,
     describe_app,
     gather,
     make_app_id,
     role_statuses,
+    tail_file,
     validate_app_id,
 )
 from asynctorchx.specs.api import (
@@ -375,51 +376,40 @@ class LocalScheduler(Scheduler[PopenRequest]):
             replica.terminate_requested.set()
         app.changed.notify()
 
-    def log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        regex: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        should_tail: bool = False,
-        streams: Stream | None = None,
-    ) -> AsyncIterator[str]:
-        """Iterate over the log lines of replica ``k`` of ``role_name``, as they come.
+    def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
+        """Iterate over the log lines of the replica ``query`` names, as they come.
 
-        See :meth:`Scheduler.log_iter`. Lines keep their ``\\n``; invalid UTF-8 becomes
-        U+FFFD; a follower (``should_tail=True``) is woken by new output and ends once
-        the app is terminal and every line was yielded. Retries append to the same files.
+        See :meth:`Scheduler.log_iter`. The file is ``<replica_log_dir>/<stream>.log``
+        (``combined`` unless ``query.streams`` says otherwise), read by the toolkit's
+        :func:`~asynctorchx.schedulers.toolkit.tail_file`: lines keep their ``\\n``,
+        invalid UTF-8 becomes U+FFFD, a follower (``should_tail``) is woken by the
+        replica's output and ends once the app is terminal and every line was yielded,
+        and ``since``/``until`` use the file's time index. Retries append to the same
+        files. The checks below are made when this is called, not at the first line.
+
+        Args:
+            app_id: the app's id.
+            query: the role, replica, stream and filters (see :class:`LogQuery`).
 
         Raises:
             UnknownAppException: the scheduler does not keep the app.
-            ValueError: there is no such role or replica, or ``streams`` is not a Stream.
+            ValueError: the app has no such role or replica.
             InvalidAppIdException: ``app_id`` is not a valid app id.
         """
         app = self._get(app_id)
         if app is None:
             raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
-        replicas = app.replicas.get(role_name)
-        if replicas is None:
-            raise ValueError(
-                f"app {app_id!r} has no role {role_name!r}; its roles: {', '.join(app.replicas)}"
-            )
-        if not 0 <= k < len(replicas):
-            raise ValueError(
-                f"role {role_name!r} of app {app_id!r} has replicas 0..{len(replicas) - 1}, not {k}"
-            )
-        stream = Stream(streams) if streams is not None else Stream.COMBINED
-        replica = replicas[k]
-        path = os.path.join(replica.log_dir, f"{stream.value}.log")
-        return read_log_lines(
+        query.check_replica(
+            app_id, {name: len(replicas) for name, replicas in app.replicas.items()}
+        )
+        replica = app.replicas[query.role_name][query.k]
+        path = os.path.join(replica.log_dir, f"{query.stream_or(Stream.COMBINED).value}.log")
+        return tail_file(
             path,
+            query,
             wake=lambda: replica.output.event,
             is_finished=lambda: is_terminal(app.state),
-            should_tail=should_tail,
-            regex=regex,
-            since=since,
-            until=until,
+            time_of=TimeIndex(path + ".idx").time_of,
         )
 
 

@@ -28,10 +28,10 @@ import anyio
 import anyio.abc
 
 from asynctorchx.schedulers.local._error_files import keep_error_file
-from asynctorchx.schedulers.local._log_files import Notifier, ReplicaLogWriter
+from asynctorchx.schedulers.local._log_files import ReplicaLogWriter
 from asynctorchx.schedulers.local._process_groups import ProcessGroups, signal_group
 from asynctorchx.schedulers.local._request import PopenRequest, ReplicaParam
-from asynctorchx.schedulers.toolkit import app_state
+from asynctorchx.schedulers.toolkit import Notifier, app_state
 from asynctorchx.specs.api import AppDef, AppState, RetryPolicy, is_terminal
 
 logger = logging.getLogger(__name__)

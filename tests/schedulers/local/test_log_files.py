@@ -1,4 +1,7 @@
-"""The local schedulers' log reader on files built byte by byte: what crosses a read boundary."""
+"""The local schedulers' log reader on files built byte by byte: what crosses a read boundary.
+
+The reader is the toolkit's ``tail_file``, as ``LocalScheduler.log_iter`` calls it.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,7 @@ from pathlib import Path
 
 import anyio
 
-from asynctorchx.schedulers.local import _log_files
-from asynctorchx.schedulers.local._log_files import read_log_lines
+from asynctorchx.schedulers.toolkit import READ_SIZE, LogQuery, tail_file
 
 
 async def read_all(path: Path, regex: str | None = None) -> list[str]:
@@ -15,14 +17,14 @@ async def read_all(path: Path, regex: str | None = None) -> list[str]:
     done.set()
     return [
         line
-        async for line in read_log_lines(
-            str(path), wake=lambda: done, is_finished=lambda: True, should_tail=False, regex=regex
+        async for line in tail_file(
+            str(path), LogQuery("worker", regex=regex), wake=lambda: done, is_finished=lambda: True
         )
     ]
 
 
 async def test_lines_and_characters_that_straddle_a_read_are_whole(tmp_path: Path) -> None:
-    size = _log_files._READ_SIZE
+    size = READ_SIZE
     euro = "\u20ac".encode()  # 3 bytes: the read boundary falls inside it
     first = b"a" * (size - 1) + euro + b"\n"
     second = b"b" * (size - 1) + b"\n"  # its newline is the first byte of a later read
