@@ -23,7 +23,7 @@ process terminates every replica before the process exits.
 The private modules, one concern each: ``_request`` (the dry-run request, image
 providers, run options), ``_supervisor`` (running and restarting replicas),
 ``_process_groups`` and ``_signals`` (the live process groups and the SIGTERM
-handler), ``_log_files`` (log files and their reader), ``_error_files``
+handler), ``_log_files`` (log files and their time index), ``_error_files``
 (TorchElastic error files), ``_child_watcher`` (reaping children on Python < 3.12)
 and ``_scheduler`` (``LocalScheduler`` and its factories).
 """
