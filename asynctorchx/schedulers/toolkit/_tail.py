@@ -116,59 +116,56 @@ async def tail_file(
     fd = await _open(path, query, wake, is_finished)
     if fd < 0:
         return
+    reader = _Reader(fd, offload_reads)
+    select = _selector(query, time_of)
+    pending: list[bytes] = []  # an unterminated last line, waiting for its end
+    offset = 0  # offset in the file of pending[0][0]
     try:
-        async for line in _read_lines(
-            _Reader(fd, offload_reads), query, wake, is_finished, time_of
-        ):
-            yield line
+        # every line is yielded by this one generator: relaying each line through a
+        # second one costs about a sixth of the throughput on large logs
+        while True:
+            event = wake()
+            finished = is_finished()
+            chunk = await reader.read()
+            if not chunk:  # end of file for now
+                if finished or not query.should_tail:
+                    last = b"".join(pending).decode("utf-8", "replace")
+                    if last and query.matches(last):
+                        yield last
+                    return
+                await event.wait()
+                continue
+            if b"\n" not in chunk:  # a long line goes on: keep it, join it once
+                pending.append(chunk)
+                await anyio.lowlevel.checkpoint()
+                continue
+            data = b"".join([*pending, chunk]) if pending else chunk
+            end = data.rfind(b"\n") + 1  # whole lines end here
+            lines, past_until = select(data, end, offset)
+            for line in lines:
+                yield line
+            if past_until:
+                return
+            offset += end
+            pending = [data[end:]] if end < len(data) else []
+            await anyio.lowlevel.checkpoint()  # a long file must not hog the loop
     finally:
         os.close(fd)
 
 
-async def _read_lines(
-    reader: _Reader,
-    query: LogQuery,
-    wake: Callable[[], anyio.Event],
-    is_finished: Callable[[], bool],
-    time_of: Callable[[int], float | None] | None,
-) -> AsyncIterator[str]:
-    select = _timed_selector(query, time_of) if time_of and query.has_time_bounds else None
-    pending: list[bytes] = []  # an unterminated last line, waiting for its end
-    offset = 0  # offset in the file of pending[0][0]
-    while True:
-        event = wake()
-        finished = is_finished()
-        chunk = await reader.read()
-        if not chunk:  # end of file for now
-            if finished or not query.should_tail:
-                last = b"".join(pending).decode("utf-8", "replace")
-                if last and query.matches(last):
-                    yield last
-                return
-            await event.wait()
-            continue
-        if b"\n" not in chunk:  # a long line goes on: keep it, join it once
-            pending.append(chunk)
-            await anyio.lowlevel.checkpoint()
-            continue
-        data = b"".join([*pending, chunk]) if pending else chunk
-        end = data.rfind(b"\n") + 1  # whole lines end here
-        if select is not None:
-            lines, past_until = select(data, end, offset)
-        else:
-            lines, past_until = _matching(split_lines(data, end), query), False
-        for line in lines:
-            yield line
-        if past_until:
-            return
-        offset += end
-        pending = [data[end:]] if end < len(data) else []
-        await anyio.lowlevel.checkpoint()  # a long file must not hog the loop
-
-
-def _matching(lines: list[str], query: LogQuery) -> list[str]:
+def _selector(
+    query: LogQuery, time_of: Callable[[int], float | None] | None
+) -> Callable[[bytes, int, int], tuple[list[str], bool]]:
+    """How to pick the lines of a block: all, by regex, or by time and regex."""
+    if time_of is not None and query.has_time_bounds:
+        return _timed_selector(query, time_of)
     pattern = query.pattern
-    return lines if pattern is None else [line for line in lines if pattern.search(line)]
+    if pattern is None:
+        return lambda data, end, offset: (split_lines(data, end), False)
+    return lambda data, end, offset: (
+        [line for line in split_lines(data, end) if pattern.search(line)],
+        False,
+    )
 
 
 def _timed_selector(
