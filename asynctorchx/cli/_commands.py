@@ -16,7 +16,7 @@ from asynctorchx.errors import ComponentValidationException, UnknownAppException
 from asynctorchx.runner import config
 from asynctorchx.runner.api import LogLine, Runner, get_runner
 from asynctorchx.schedulers import SchedulerFactory, get_default_scheduler_name
-from asynctorchx.specs.api import AppState, CfgVal
+from asynctorchx.specs.api import AppState, CfgVal, runopts
 
 #: seconds `run` waits for an interrupted app to end before closing the runner
 _CANCEL_BOUND_S = 60.0
@@ -347,11 +347,28 @@ async def _list(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- sync commands
 
 
+def _scheduler_run_opts(names: list[str] | None) -> dict[str, runopts]:
+    """Return the run options of ``names`` (default: every scheduler), in that order.
+
+    The runner is entered so that a scheduler made only to read its options (a factory
+    that does not name its class) is closed; the built-ins create none.
+
+    Raises:
+        UnknownSchedulerException: a name is not registered (before anything is printed).
+    """
+
+    async def read() -> dict[str, runopts]:
+        async with Runner("torchx", _factories()) as runner:
+            return {
+                name: runner.scheduler_run_opts(name)
+                for name in names or runner.scheduler_backends()
+            }
+
+    return anyio.run(read)
+
+
 def _runopts(args: argparse.Namespace) -> int:
-    runner = Runner("torchx", _factories())
-    names = [args.scheduler] if args.scheduler else runner.scheduler_backends()
-    for name in names:
-        opts = runner.scheduler_run_opts(name)  # an unknown name fails before any output
+    for name, opts in _scheduler_run_opts([args.scheduler] if args.scheduler else None).items():
         print(f"{name}:")
         print(opts)
     return 0
@@ -380,8 +397,6 @@ def _builtins(args: argparse.Namespace) -> int:
 
 
 def _configure(args: argparse.Namespace) -> int:
-    runner = Runner("torchx", _factories())
-    names = args.schedulers.split(",") if args.schedulers else runner.scheduler_backends()
     target = Path(config.CONFIG_FILE)
     if target.exists():
         print(
@@ -390,7 +405,7 @@ def _configure(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    opts = {name: runner.scheduler_run_opts(name) for name in names}
+    opts = _scheduler_run_opts(args.schedulers.split(",") if args.schedulers else None)
     with open(target, "w", encoding="utf-8") as f:
         config.dump(f, opts, required_only=not args.all)
     print(f"wrote {target.resolve()}")

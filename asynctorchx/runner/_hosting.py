@@ -4,6 +4,10 @@ A scheduler is created on first use (from any task; a lock makes two tasks share
 from its factory, as ``torchx.runner.api.Runner`` does, and hosted by a task of the
 runner's task group, inside ``async with scheduler:``. Closing the host closes every
 scheduler, which terminates the replicas that local schedulers still run.
+
+A scheduler's class and run options are read from its factory and class, without
+creating a scheduler (see :meth:`SchedulerHost.run_opts`), so a run creates one
+scheduler per scheduler name.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from asynctorchx.errors import SchedulerClosedError, UnknownSchedulerException
 from asynctorchx.schedulers.api import Scheduler, SchedulerFactory
+from asynctorchx.specs.api import runopts
 
 
 def scheduler_params_from_env() -> dict[str, str]:
@@ -55,7 +60,7 @@ class SchedulerHost:
         self._session_name = session_name
         self._params = dict(scheduler_params)
         self._schedulers: dict[str, Scheduler[Any]] = {}
-        self._opts_only: dict[str, Scheduler[Any]] = {}
+        self._unopened: dict[str, Scheduler[Any]] = {}
         self._task_group: TaskGroup | None = None
         self._closing = anyio.Event()
         self._hosts_done: list[anyio.Event] = []
@@ -88,11 +93,14 @@ class SchedulerHost:
             await task_group.__aexit__(None, None, None)
 
     async def close(self) -> None:
-        """Close every hosted scheduler; idempotent, the host cannot be used afterwards."""
+        """Close every scheduler it made; idempotent, the host cannot be used afterwards."""
         self._closed = True
         self._closing.set()
         for done in list(self._hosts_done):
             await done.wait()
+        while self._unopened:
+            _, sched = self._unopened.popitem()
+            await sched.close()
 
     async def _host(
         self,
@@ -123,9 +131,7 @@ class SchedulerHost:
             UnknownSchedulerException: ``scheduler`` is not registered.
             SchedulerClosedError: the host is not entered, or it is closed.
         """
-        factory = self.factories.get(scheduler)
-        if factory is None:
-            raise UnknownSchedulerException(scheduler, self.factories)
+        factory = self._factory(scheduler)
         if self._task_group is None or self._closed:
             raise SchedulerClosedError(
                 "the runner is not open: use it as `async with get_runner() as runner:`"
@@ -138,18 +144,37 @@ class SchedulerHost:
             existing = self._schedulers.get(scheduler)
             if existing is not None:
                 return existing
-            created: Scheduler[Any] = factory(self._session_name, **self._params)
+            created = self._unopened.pop(scheduler, None) or factory(
+                self._session_name, **self._params
+            )
             done = anyio.Event()
             self._hosts_done.append(done)
             await self._task_group.start(self._host, created, done)
             self._schedulers[scheduler] = created
             return created
 
-    def get_unopened(self, scheduler: str) -> Scheduler[Any]:
-        """Return a scheduler called ``scheduler`` to read its run options from.
+    def _factory(self, scheduler: str) -> SchedulerFactory:
+        factory = self.factories.get(scheduler)
+        if factory is None:
+            raise UnknownSchedulerException(scheduler, self.factories)
+        return factory
 
-        The hosted one if there is one, else one created (once) and never opened:
-        this works without entering the host.
+    def _unopened_instance(self, scheduler: str) -> Scheduler[Any]:
+        """The fallback for a factory that does not name its class: one scheduler, made
+        once, never opened; :meth:`get` hosts it later, :meth:`close` closes it if not."""
+        sched = self._unopened.get(scheduler)
+        if sched is None:
+            sched = self._factory(scheduler)(self._session_name, **self._params)
+            self._unopened[scheduler] = sched
+        return sched
+
+    def scheduler_class(self, scheduler: str) -> type[Scheduler[Any]]:
+        """Return the class of the scheduler called ``scheduler``, creating none if possible.
+
+        The class of the hosted scheduler, else the one its factory names
+        (:func:`~asynctorchx.schedulers.get_scheduler_class`); for a factory that names
+        none, one scheduler is created (not opened), and :meth:`get` later hosts that
+        same one. Works without entering the host.
 
         Args:
             scheduler: the scheduler's registered name.
@@ -157,11 +182,34 @@ class SchedulerHost:
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
         """
-        sched = self._schedulers.get(scheduler) or self._opts_only.get(scheduler)
-        if sched is None:
-            factory = self.factories.get(scheduler)
-            if factory is None:
-                raise UnknownSchedulerException(scheduler, self.factories)
-            sched = factory(self._session_name, **self._params)
-            self._opts_only[scheduler] = sched
-        return sched
+        from asynctorchx.schedulers import get_scheduler_class
+
+        hosted = self._schedulers.get(scheduler)
+        if hosted is not None:
+            return type(hosted)
+        found = get_scheduler_class(self._factory(scheduler))
+        if found is not None:
+            return found
+        return type(self._unopened_instance(scheduler))
+
+    def run_opts(self, scheduler: str) -> runopts:
+        """Return the run options of the scheduler called ``scheduler``.
+
+        From the hosted scheduler if there is one, else from its class
+        (:meth:`Scheduler.class_run_opts`) without creating a scheduler; a class that
+        defines ``_run_opts`` as an instance method costs one scheduler, as in
+        :meth:`scheduler_class`. Works without entering the host.
+
+        Args:
+            scheduler: the scheduler's registered name.
+
+        Raises:
+            UnknownSchedulerException: ``scheduler`` is not registered.
+        """
+        hosted = self._schedulers.get(scheduler)
+        if hosted is not None:
+            return hosted.run_opts()
+        opts = self.scheduler_class(scheduler).class_run_opts()
+        if opts is not None:
+            return opts
+        return self._unopened_instance(scheduler).run_opts()

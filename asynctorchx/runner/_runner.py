@@ -311,10 +311,30 @@ class Runner:
     def scheduler_run_opts(self, scheduler: str) -> runopts:
         """Return the run options of ``scheduler`` (works without entering the runner).
 
+        Read from the scheduler's class when it can say them without an instance
+        (:meth:`Scheduler.class_run_opts`); no scheduler is created then.
+
+        Args:
+            scheduler (str): the scheduler's registered name.
+
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
         """
-        return self._host.get_unopened(scheduler).run_opts()
+        return self._host.run_opts(scheduler)
+
+    def scheduler_class(self, scheduler: str) -> type[Scheduler[Any]]:
+        """Return the class of ``scheduler``, to ask its capabilities (works unentered).
+
+        E.g. ``runner.scheduler_class(name).apps_live_in_process``. No scheduler is
+        created when its factory names its class (the built-ins do).
+
+        Args:
+            scheduler (str): the scheduler's registered name.
+
+        Raises:
+            UnknownSchedulerException: ``scheduler`` is not registered.
+        """
+        return self._host.scheduler_class(scheduler)
 
     async def status(self, app_handle: AppHandle) -> AppStatus | None:
         """Return the app's status, or ``None`` if the scheduler does not know the app.

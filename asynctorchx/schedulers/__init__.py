@@ -3,14 +3,14 @@
 Built-ins, in order (the first is the default): ``local_cwd``, ``local_dir``,
 ``local_docker``. Installing a package that registers the entry point group
 ``asynctorchx.schedulers`` replaces the built-ins with its schedulers, as TorchX's
-``torchx.schedulers`` group does (seed 000). Backends are imported only when their
-factory is called, so ``local_cwd`` never imports aiodocker.
+``torchx.schedulers`` group does (``torchx.schedulers.get_scheduler_factories``).
+Backends are imported only when their factory is called (or its class asked for with
+:func:`get_scheduler_class`), so ``local_cwd`` never imports aiodocker.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -22,24 +22,71 @@ from asynctorchx.schedulers.api import (
     Stream,
 )
 
-_BUILTINS: dict[str, str] = {
-    "local_cwd": "asynctorchx.schedulers.local_scheduler:create_cwd_scheduler",
-    "local_dir": "asynctorchx.schedulers.local_scheduler:create_dir_scheduler",
-    "local_docker": "asynctorchx.schedulers.docker_scheduler:create_scheduler",
+#: name -> (factory, scheduler class), each ``module:attribute``, imported on first use.
+_BUILTINS: dict[str, tuple[str, str]] = {
+    "local_cwd": (
+        "asynctorchx.schedulers.local_scheduler:create_cwd_scheduler",
+        "asynctorchx.schedulers.local_scheduler:LocalScheduler",
+    ),
+    "local_dir": (
+        "asynctorchx.schedulers.local_scheduler:create_dir_scheduler",
+        "asynctorchx.schedulers.local_scheduler:LocalScheduler",
+    ),
+    "local_docker": (
+        "asynctorchx.schedulers.docker_scheduler:create_scheduler",
+        "asynctorchx.schedulers.docker_scheduler:DockerScheduler",
+    ),
 }
 
 
-def _lazy(target: str) -> Callable[..., Scheduler[Any]]:
+def _import(target: str) -> Any:
     module_name, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
 
-    def factory(session_name: str, **kwargs: Any) -> Scheduler[Any]:
-        module = importlib.import_module(module_name)
-        created: Scheduler[Any] = getattr(module, attribute)(session_name, **kwargs)
+
+class _LazyFactory:
+    """A built-in factory: imports its backend module only when called (or asked its class).
+
+    Args:
+        target: the factory, ``module:function``.
+        class_target: the class the factory creates, ``module:Class``.
+    """
+
+    def __init__(self, target: str, class_target: str) -> None:
+        self._target = target
+        self._class_target = class_target
+        self.__name__ = target.partition(":")[2]
+        self.__doc__ = f"Create a scheduler with ``{target}`` (imported on first use)."
+
+    def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]:
+        created: Scheduler[Any] = _import(self._target)(session_name, **kwargs)
         return created
 
-    factory.__name__ = attribute
-    factory.__doc__ = f"Create a scheduler with ``{target}`` (imported on first use)."
-    return factory
+    @property
+    def scheduler_class(self) -> type[Scheduler[Any]]:
+        """The class this factory creates (its module is imported, no scheduler is made)."""
+        found: type[Scheduler[Any]] = _import(self._class_target)
+        return found
+
+
+def get_scheduler_class(factory: SchedulerFactory) -> type[Scheduler[Any]] | None:
+    """Return the scheduler class ``factory`` creates, without creating a scheduler.
+
+    The built-in factories know their class. Any other factory (an entry point's) may
+    say it with a ``scheduler_class`` attribute (``create_scheduler.scheduler_class =
+    MyScheduler``); without one the answer is ``None`` and the caller has to create a
+    scheduler (and close it) to learn its class or run options.
+
+    Args:
+        factory: a value of :func:`get_scheduler_factories`.
+
+    Raises:
+        ImportError: the backend module of a built-in cannot be imported.
+    """
+    found = getattr(factory, "scheduler_class", None)
+    if isinstance(found, type) and issubclass(found, Scheduler):
+        return found
+    return None
 
 
 def get_scheduler_factories() -> dict[str, SchedulerFactory]:
@@ -51,7 +98,7 @@ def get_scheduler_factories() -> dict[str, SchedulerFactory]:
     registered = entry_points(group="asynctorchx.schedulers")
     if registered:
         return {entry.name: entry.load() for entry in registered}
-    return {name: _lazy(target) for name, target in _BUILTINS.items()}
+    return {name: _LazyFactory(*targets) for name, targets in _BUILTINS.items()}
 
 
 def get_default_scheduler_name() -> str:
@@ -66,5 +113,6 @@ __all__ = [
     "SchedulerFactory",
     "Stream",
     "get_default_scheduler_name",
+    "get_scheduler_class",
     "get_scheduler_factories",
 ]

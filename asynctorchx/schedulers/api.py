@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import AsyncIterator, Collection, Mapping
+import inspect
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -131,7 +132,25 @@ class Scheduler(abc.ABC, Generic[T]):
         return self._run_opts()
 
     def _run_opts(self) -> runopts:
+        """The run options (a backend overrides it, preferably as a ``@classmethod``)."""
         return runopts()
+
+    @classmethod
+    def class_run_opts(cls) -> runopts | None:
+        """Return the run options of this scheduler class without creating a scheduler.
+
+        Works when the class defines ``_run_opts`` as a ``@classmethod`` (or a
+        ``@staticmethod``), or keeps the base class's (no options). ``None`` when it is
+        an instance method (TorchX's form, ``torchx.schedulers.api.Scheduler._run_opts``):
+        the caller then creates a scheduler, calls :meth:`run_opts` and closes it.
+        """
+        hook = inspect.getattr_static(cls, "_run_opts")
+        if isinstance(hook, (classmethod, staticmethod)):
+            bound: Callable[[], runopts] = hook.__get__(None, cls)
+            return bound()
+        if hook is Scheduler.__dict__["_run_opts"]:
+            return runopts()
+        return None
 
     @abc.abstractmethod
     async def describe(self, app_id: str) -> DescribeAppResponse | None:

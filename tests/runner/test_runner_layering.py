@@ -1,0 +1,88 @@
+"""What the Runner asks of its schedulers: one instance per name, options from the class."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asynctorchx.runner import Runner
+from asynctorchx.schedulers import get_scheduler_class, get_scheduler_factories
+from asynctorchx.schedulers.api import Scheduler
+from asynctorchx.specs.api import AppDef, AppState, Role
+from tests.runner.fake_scheduler import (
+    ClassOptsScheduler,
+    FakeScheduler,
+    create_class_opts,
+    create_fake,
+)
+
+LIMIT = 30  # seconds: a safety bound, never a timing guess
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No user .torchxconfig, no TORCHX_* variables, fresh instance counts."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    for key in list(os.environ):
+        if key.upper().startswith("TORCHX"):
+            monkeypatch.delenv(key)
+    FakeScheduler.created.clear()
+    FakeScheduler.closed.clear()
+    yield
+    FakeScheduler.created.clear()
+    FakeScheduler.closed.clear()
+
+
+def _app() -> AppDef:
+    return AppDef(name="fake", roles=[Role(name="r", image=".", entrypoint="true")])
+
+
+@pytest.mark.parametrize("factory", [create_fake, create_class_opts])
+async def test_run_options_then_run_create_one_scheduler(factory: object) -> None:
+    runner = Runner("torchx", {"fake": factory})  # type: ignore[dict-item]
+    assert "flag" in runner.scheduler_run_opts("fake")
+    assert "flag" in runner.scheduler_run_opts("fake")
+    async with runner:
+        with anyio.fail_after(LIMIT):
+            handle = await runner.run(_app(), "fake", {"flag": True})
+            status = await runner.wait(handle)
+        assert status is not None
+        assert status.state == AppState.SUCCEEDED
+        assert "label" in runner.scheduler_run_opts("fake")
+    assert len(FakeScheduler.created) == 1
+    assert FakeScheduler.closed == FakeScheduler.created
+
+
+async def test_a_factory_naming_its_class_creates_no_scheduler_for_options() -> None:
+    runner = Runner("torchx", {"fake": create_class_opts})
+    assert "flag" in runner.scheduler_run_opts("fake")
+    assert runner.scheduler_class("fake") is ClassOptsScheduler
+    assert FakeScheduler.created == []
+
+
+async def test_an_options_only_scheduler_is_closed_with_the_runner() -> None:
+    runner = Runner("torchx", {"fake": create_fake})
+    assert runner.scheduler_class("fake") is FakeScheduler
+    async with runner:
+        pass
+    assert len(FakeScheduler.created) == 1
+    assert FakeScheduler.closed == FakeScheduler.created
+
+
+def test_builtin_factories_name_their_class_and_give_options_without_instances() -> None:
+    for name, factory in get_scheduler_factories().items():
+        cls = get_scheduler_class(factory)
+        assert cls is not None, name
+        assert issubclass(cls, Scheduler)
+    assert get_scheduler_class(create_fake) is None  # type: ignore[arg-type]
+    assert FakeScheduler.class_run_opts() is None
+    opts = ClassOptsScheduler.class_run_opts()
+    assert opts is not None
+    assert "flag" in opts
