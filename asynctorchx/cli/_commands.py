@@ -67,10 +67,6 @@ def to_json(obj: object, **dumps_kwargs: object) -> str:
     return encode(obj, **dumps_kwargs)
 
 
-def _is_local(scheduler: str) -> bool:
-    return scheduler.startswith("local")
-
-
 def _print_line(line: LogLine) -> None:
     text = line.line if line.line.endswith("\n") else line.line + "\n"
     sys.stdout.write(f"{line.role}/{line.replica_id} {text}")
@@ -208,10 +204,12 @@ async def _run(args: argparse.Namespace) -> int:
                 component, component_args, scheduler, cfg, workspace, parent_run_id
             )
             print(handle, flush=True)
-            if not (_is_local(scheduler) or args.wait or args.log):
+            # apps that end with this process: stay, follow their logs and wait by default
+            in_process = runner.scheduler_class(scheduler).apps_live_in_process
+            if not (in_process or args.wait or args.log):
                 return 0
             print(f"asynctorchx: waiting for {handle} (Ctrl-C cancels it)", file=sys.stderr)
-            if _is_local(scheduler) or args.log:
+            if in_process or args.log:
                 async with runner.log_stream(handle, should_tail=True) as lines:
                     async for line in lines:
                         _print_line(line)
@@ -237,14 +235,13 @@ async def _run(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- inspect
 
 
-#: schedulers whose apps exist only inside the process that runs them
-_IN_PROCESS = ("local_cwd", "local_dir")
+def _not_found(command: str, app_handle: str, runner: Runner) -> int:
+    """Print that ``app_handle`` is unknown (and where to look) on one line; return 1.
 
-
-def _not_found(command: str, app_handle: str) -> int:
-    """Print that ``app_handle`` is unknown (and where to look) on one line; return 1."""
+    ``runner`` knows the handle's scheduler (it just answered for it).
+    """
     scheduler = app_handle.split("://", 1)[0]
-    if scheduler in _IN_PROCESS:
+    if runner.scheduler_class(scheduler).apps_live_in_process:
         hint = f"{scheduler} apps live only in the `asynctorchx run` that started them"
     else:
         hint = f"`asynctorchx list -s {scheduler}` lists the apps it knows"
@@ -256,7 +253,7 @@ async def _status(args: argparse.Namespace) -> int:
     async with get_runner() as runner:
         status = await runner.status(args.app_handle)
     if status is None:
-        return _not_found("status", args.app_handle)
+        return _not_found("status", args.app_handle, runner)
     if args.json:
         print(to_json(status, indent=2))
     else:
@@ -269,7 +266,7 @@ async def _describe(args: argparse.Namespace) -> int:
     async with get_runner() as runner:
         app = await runner.describe(args.app_handle)
     if app is None:
-        return _not_found("describe", args.app_handle)
+        return _not_found("describe", args.app_handle, runner)
     print(to_json(app, indent=2))
     return 0
 
@@ -324,7 +321,7 @@ async def _cancel(args: argparse.Namespace) -> int:
     async with get_runner() as runner:
         # Runner.cancel is a no-op for an unknown app (TorchX); the command says so
         if await runner.status(args.app_handle) is None:
-            return _not_found("cancel", args.app_handle)
+            return _not_found("cancel", args.app_handle, runner)
         await runner.cancel(args.app_handle)
     print(f"asynctorchx: cancel requested for {args.app_handle}", file=sys.stderr)
     return 0

@@ -6,10 +6,11 @@ is the base class's polling fallback (every app is already terminal).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar
 
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
+from asynctorchx.schedulers.toolkit import LogQuery
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 
 
@@ -57,6 +58,9 @@ class FakeScheduler(Scheduler[AppDef]):
     async def _cancel_existing(self, app_id: str) -> None:
         return None
 
+    async def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
+        yield f"ran {app_id}\n"
+
 
 class ClassOptsScheduler(FakeScheduler):
     """The same, with its run options readable from the class."""
@@ -64,6 +68,12 @@ class ClassOptsScheduler(FakeScheduler):
     @classmethod
     def _run_opts(cls) -> runopts:  # type: ignore[override]
         return fake_run_opts()
+
+
+class InProcessScheduler(FakeScheduler):
+    """The same, claiming that its apps live in the submitting process."""
+
+    apps_live_in_process = True
 
 
 def create_fake(session_name: str, **kwargs: Any) -> FakeScheduler:
@@ -77,3 +87,11 @@ def create_class_opts(session_name: str, **kwargs: Any) -> ClassOptsScheduler:
 
 
 create_class_opts.scheduler_class = ClassOptsScheduler  # type: ignore[attr-defined]
+
+
+def create_in_process(session_name: str, **kwargs: Any) -> InProcessScheduler:
+    """A factory of :class:`InProcessScheduler` that names its class."""
+    return InProcessScheduler(session_name, **kwargs)
+
+
+create_in_process.scheduler_class = InProcessScheduler  # type: ignore[attr-defined]

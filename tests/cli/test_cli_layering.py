@@ -1,0 +1,59 @@
+"""The CLI asks schedulers what they can do, never their names (in-process runs)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from asynctorchx.cli.main import run_cli
+from asynctorchx.schedulers import SchedulerFactory
+from tests.runner.fake_scheduler import FakeScheduler, create_class_opts, create_in_process
+
+
+@pytest.fixture(autouse=True)
+def fake_schedulers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Register two fake schedulers whose names say the opposite of what they do."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    for key in list(os.environ):
+        if key.upper().startswith("TORCHX"):
+            monkeypatch.delenv(key)
+    factories: dict[str, SchedulerFactory] = {
+        "local_remote": create_class_opts,  # apps outlive the process, despite the name
+        "cluster_in_process": create_in_process,  # apps live in the process
+    }
+    monkeypatch.setattr("asynctorchx.schedulers.get_scheduler_factories", lambda: factories)
+    FakeScheduler.created.clear()
+    yield
+    FakeScheduler.created.clear()
+
+
+def test_run_follows_an_in_process_app_whatever_its_scheduler_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert run_cli(["run", "-s", "cluster_in_process", "utils.echo"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].startswith("cluster_in_process://torchx/")
+    assert any(line.startswith("echo/0 ran ") for line in out.splitlines())
+    assert "SUCCEEDED" in err
+
+
+def test_run_returns_at_once_for_apps_that_outlive_it_whatever_its_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert run_cli(["run", "-s", "local_remote", "utils.echo"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [out.splitlines()[0]]  # the handle only
+    assert "waiting" not in err
+
+
+def test_not_found_hint_follows_the_capability(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["status", "cluster_in_process://torchx/nope"]) == 1
+    assert "live only in the `asynctorchx run` that started them" in capsys.readouterr().err
+    assert run_cli(["status", "local_remote://torchx/nope"]) == 1
+    assert "`asynctorchx list -s local_remote`" in capsys.readouterr().err
