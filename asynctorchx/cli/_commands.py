@@ -146,7 +146,8 @@ async def _interruptible() -> AsyncIterator[_Interrupt]:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    defaults = config.get_configs("cli", "run")
+    sections = config.load_sections()  # the one read of the .torchxconfig files
+    defaults = config.get_configs("cli", "run", sections=sections)
     scheduler = args.scheduler or defaults.get("scheduler") or get_default_scheduler_name()
     component = args.component or defaults.get("component")
     if not component:
@@ -173,7 +174,7 @@ async def _run(args: argparse.Namespace) -> int:
     from asynctorchx.specs.finder import get_component
 
     fn = get_component(component).fn
-    component_defaults = config.get_component_defaults().get(component)
+    component_defaults = config.get_component_defaults(sections=sections).get(component)
     create_args_parser(fn, component_defaults)  # a bad component or config: exit 1
     try:
         parse_args(fn, component_args, component_defaults)
@@ -183,12 +184,12 @@ async def _run(args: argparse.Namespace) -> int:
 
     # The signal receiver is installed before anything is submitted and removed only
     # after the runner has closed its schedulers (which terminates local replicas).
-    async with _interruptible() as interrupt, get_runner() as runner:
+    async with _interruptible() as interrupt, get_runner(config_sections=sections) as runner:
         handle: str | None = None
         with interrupt.scope:
             opts = runner.scheduler_run_opts(scheduler)
             cfg: dict[str, CfgVal] = opts.cfg_from_str(scheduler_args)
-            config.apply(scheduler, cfg, opts)
+            config.apply(scheduler, cfg, opts, sections=sections)
 
             if args.dryrun:
                 info = await runner.dryrun_component(

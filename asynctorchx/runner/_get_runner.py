@@ -11,11 +11,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from asynctorchx.runner._runner import Runner
+from asynctorchx.runner.config import Sections
 
 
 def get_runner(
     name: str | None = None,
     component_defaults: Mapping[str, Mapping[str, str]] | None = None,
+    *,
+    config_sections: Sections | None = None,
     **scheduler_params: Any,
 ) -> Runner:
     """Return a :class:`Runner` over every registered scheduler; use it with ``async with``.
@@ -25,12 +28,18 @@ def get_runner(
             ``FutureWarning``, as TorchX does).
         component_defaults: ``{component: {argument: default}}``; default: the
             ``[component:<name>]`` sections of the ``.torchxconfig`` files.
+        config_sections: the ``.torchxconfig`` sections already read
+            (:func:`asynctorchx.runner.config.load_sections`); ``None``: the files are
+            read here, once. The component defaults and the trackers
+            (:mod:`asynctorchx.runner.tracker`, with their environment variables) are
+            taken from them when the runner is made.
         scheduler_params: keyword arguments for every scheduler factory.
 
     Raises:
         ConfigError: a ``.torchxconfig`` file is unreadable.
     """
-    from asynctorchx.runner.config import get_component_defaults
+    from asynctorchx.runner.config import get_component_defaults, load_sections
+    from asynctorchx.runner.tracker import get_configured_trackers
     from asynctorchx.schedulers import get_scheduler_factories
 
     if name:
@@ -40,11 +49,14 @@ def get_runner(
             FutureWarning,
             stacklevel=2,
         )
+    if config_sections is None:
+        config_sections = load_sections()
     if component_defaults is None:
-        component_defaults = get_component_defaults()
+        component_defaults = get_component_defaults(sections=config_sections)
     return Runner(
         name or "torchx",
         get_scheduler_factories(),
         component_defaults,
         scheduler_params=scheduler_params,
+        trackers=get_configured_trackers(sections=config_sections),
     )

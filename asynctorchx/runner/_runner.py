@@ -74,6 +74,9 @@ class Runner:
         scheduler_params: keyword arguments given to every scheduler factory; they win over
             the ``TORCHX_*`` environment variables, which become parameters by removing the
             prefix (``TORCHX_FOO=1`` -> ``foo="1"``).
+        trackers: ``{tracker name: config or None}`` that :meth:`dryrun` passes to the
+            replicas (see :mod:`asynctorchx.runner.tracker`); ``None``: read from the
+            config files and the environment at each dry run, as TorchX does.
 
     Use it as ``async with runner:``; every coroutine raises
     :class:`~asynctorchx.errors.SchedulerClosedError` when the runner is not entered or
@@ -86,8 +89,10 @@ class Runner:
         scheduler_factories: Mapping[str, SchedulerFactory],
         component_defaults: Mapping[str, Mapping[str, str]] | None = None,
         scheduler_params: Mapping[str, Any] | None = None,
+        trackers: Mapping[str, str | None] | None = None,
     ) -> None:
         self._name = name
+        self._trackers = None if trackers is None else dict(trackers)
         self._component_defaults = {k: dict(v) for k, v in (component_defaults or {}).items()}
         self._host = SchedulerHost(
             name,
@@ -270,7 +275,7 @@ class Runner:
         if ENV_TORCHX_PARENT_RUN_ID in os.environ:
             parent_run_id = os.environ[ENV_TORCHX_PARENT_RUN_ID]
             logger.info("using %s=%s as the parent run id", ENV_TORCHX_PARENT_RUN_ID, parent_run_id)
-        trackers = get_configured_trackers()
+        trackers = self._trackers if self._trackers is not None else get_configured_trackers()
         for role in app.roles:
             if not role.entrypoint or role.entrypoint == MISSING:
                 raise ValueError(

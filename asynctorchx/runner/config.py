@@ -1,6 +1,6 @@
 """The ``.torchxconfig`` file: TorchX's INI format and lookup, read with :mod:`configparser`.
 
-Where the files are (TorchX's rule, see seed 001 and TorchX's ``runner.config`` docs):
+Where the files are (TorchX's rule, ``torchx.runner.config``):
 
 * ``$TORCHXCONFIG`` alone when that variable is set; a missing file (or an empty value)
   is an error (:class:`~asynctorchx.errors.ConfigError`), as in TorchX.
@@ -75,8 +75,19 @@ def _read(path: str) -> configparser.ConfigParser:
     return parser
 
 
+#: The merged sections of the config files: ``{section: {key: value}}``.
+Sections = Mapping[str, Mapping[str, str]]
+
+
 def load_sections(dirs: Iterable[str] | None = None) -> dict[str, dict[str, str]]:
     """Merge every config file into ``{section: {key: value}}`` (first file wins per key).
+
+    This is the one place the files are read: a command reads them once and passes the
+    result (``sections=``) to the functions below and to
+    :func:`~asynctorchx.runner.get_runner`.
+
+    Args:
+        dirs: directories to look in (see :func:`find_configs`).
 
     Raises:
         ConfigError: a file cannot be parsed, or ``$TORCHXCONFIG`` names no file.
@@ -91,24 +102,68 @@ def load_sections(dirs: Iterable[str] | None = None) -> dict[str, dict[str, str]
     return merged
 
 
-def get_configs(prefix: str, name: str, dirs: Iterable[str] | None = None) -> dict[str, str]:
+def _sections(dirs: Iterable[str] | None, sections: Sections | None) -> Sections:
+    return load_sections(dirs) if sections is None else sections
+
+
+def get_configs(
+    prefix: str, name: str, dirs: Iterable[str] | None = None, *, sections: Sections | None = None
+) -> dict[str, str]:
     """Return the keys of section ``[<prefix>:<name>]`` (empty if absent).
 
     ``get_configs("component", "dist.ddp")`` reads ``[component:dist.ddp]``.
+
+    Args:
+        prefix: the section's kind (``component``, ``cli``, ``tracker``).
+        name: the section's name after the ``:``.
+        dirs: directories to look in (see :func:`find_configs`).
+        sections: the sections already read (:func:`load_sections`); the files are
+            read only when it is ``None``.
+
+    Raises:
+        ConfigError: as :func:`load_sections`.
     """
-    return dict(load_sections(dirs).get(f"{prefix}:{name}", {}))
+    return dict(_sections(dirs, sections).get(f"{prefix}:{name}", {}))
 
 
-def get_config(prefix: str, name: str, key: str, dirs: Iterable[str] | None = None) -> str | None:
-    """Return one value of section ``[<prefix>:<name>]``, or ``None``."""
-    return get_configs(prefix, name, dirs).get(key)
+def get_config(
+    prefix: str,
+    name: str,
+    key: str,
+    dirs: Iterable[str] | None = None,
+    *,
+    sections: Sections | None = None,
+) -> str | None:
+    """Return one value of section ``[<prefix>:<name>]``, or ``None``.
+
+    Args:
+        prefix: as :func:`get_configs`.
+        name: as :func:`get_configs`.
+        key: the key in that section.
+        dirs: as :func:`get_configs`.
+        sections: as :func:`get_configs`.
+
+    Raises:
+        ConfigError: as :func:`load_sections`.
+    """
+    return get_configs(prefix, name, dirs, sections=sections).get(key)
 
 
-def get_component_defaults(dirs: Iterable[str] | None = None) -> dict[str, dict[str, str]]:
-    """Return ``{component name: {argument: default}}`` from every ``[component:<name>]``."""
+def get_component_defaults(
+    dirs: Iterable[str] | None = None, *, sections: Sections | None = None
+) -> dict[str, dict[str, str]]:
+    """Return ``{component name: {argument: default}}`` from every ``[component:<name>]``.
+
+    Args:
+        dirs: as :func:`get_configs`.
+        sections: as :func:`get_configs`.
+
+    Raises:
+        ConfigError: as :func:`load_sections`.
+    """
     return {
-        section.removeprefix("component:"): values
-        for section, values in load_sections(dirs).items()
+        section.removeprefix("component:"): dict(values)
+        for section, values in _sections(dirs, sections).items()
         if section.startswith("component:")
     }
 
@@ -148,17 +203,29 @@ def _fill(cfg: dict[str, CfgVal], raw: Mapping[str, str], opts: runopts, schedul
 
 
 def apply(
-    scheduler: str, cfg: dict[str, CfgVal], opts: runopts, dirs: Iterable[str] | None = None
+    scheduler: str,
+    cfg: dict[str, CfgVal],
+    opts: runopts,
+    dirs: Iterable[str] | None = None,
+    *,
+    sections: Sections | None = None,
 ) -> None:
     """Fill ``cfg`` (in place) from the ``[<scheduler>]`` sections of the config files.
 
     Values already in ``cfg`` (``-cfg`` on the command line) win over the files, and the
     first file found (see :func:`find_configs`) wins over later ones.
 
+    Args:
+        scheduler: the scheduler's registered name (the section's name).
+        cfg: the run options given so far; filled in place.
+        opts: the scheduler's run options, which type the values.
+        dirs: as :func:`get_configs`.
+        sections: as :func:`get_configs`.
+
     Raises:
         ConfigError: a file is unreadable or a value cannot be cast to the option's type.
     """
-    _fill(cfg, load_sections(dirs).get(scheduler, {}), opts, scheduler)
+    _fill(cfg, _sections(dirs, sections).get(scheduler, {}), opts, scheduler)
 
 
 def dump(f: TextIO, schedulers: Mapping[str, runopts], required_only: bool = False) -> None:

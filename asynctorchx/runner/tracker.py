@@ -1,7 +1,7 @@
 """Experiment-tracker settings passed to an app's replicas through environment variables.
 
-The names are TorchX's (``torchx.tracker.api``, used by the Runner in seed 001), so a
-training script written for TorchX's trackers reads the same variables:
+The names are TorchX's (``torchx.tracker.api``, set by ``torchx.runner.api.Runner``), so
+a training script written for TorchX's trackers reads the same variables:
 
 * ``TORCHX_JOB_ID``: the app handle of the job (``local_cwd://torchx/<app_id>``).
 * ``TORCHX_PARENT_RUN_ID``: the run this job belongs to (``--parent_run_id``, or the same
@@ -21,7 +21,7 @@ import logging
 import os
 from collections.abc import Iterable
 
-from asynctorchx.runner.config import get_configs, load_sections
+from asynctorchx.runner.config import Sections, get_configs, load_sections
 
 logger = logging.getLogger(__name__)
 
@@ -35,13 +35,23 @@ def tracker_config_env_var_name(name: str) -> str:
     return f"TORCHX_TRACKER_{name.upper()}_CONFIG"
 
 
-def get_configured_trackers(dirs: Iterable[str] | None = None) -> dict[str, str | None]:
+def get_configured_trackers(
+    dirs: Iterable[str] | None = None, *, sections: Sections | None = None
+) -> dict[str, str | None]:
     """Return ``{tracker name: config or None}`` from the config files and the environment.
+
+    Args:
+        dirs: directories to look in for ``.torchxconfig`` (see
+            :func:`asynctorchx.runner.config.find_configs`).
+        sections: the config sections already read
+            (:func:`asynctorchx.runner.config.load_sections`); the files are read only
+            when it is ``None``.
 
     Raises:
         ConfigError: a config file is unreadable (see :mod:`asynctorchx.runner.config`).
     """
-    sections = load_sections(dirs)
+    if sections is None:
+        sections = load_sections(dirs)
     names = list(sections.get("torchx:tracker", {}))
     env_names = os.environ.get(ENV_TORCHX_TRACKERS)
     if env_names is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,3 +58,32 @@ def test_not_found_hint_follows_the_capability(capsys: pytest.CaptureFixture[str
     assert "live only in the `asynctorchx run` that started them" in capsys.readouterr().err
     assert run_cli(["status", "local_remote://torchx/nope"]) == 1
     assert "`asynctorchx list -s local_remote`" in capsys.readouterr().err
+
+
+def test_run_reads_the_config_files_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".torchxconfig").write_text(
+        "[cli:run]\nscheduler = cluster_in_process\n"
+        "[cluster_in_process]\nlabel = from-config\n"
+        "[component:utils.echo]\nmsg = configured\n"
+        "[torchx:tracker]\nfsspec =\n"
+    )
+    from asynctorchx.runner import config
+
+    reads: list[str] = []
+    real_read = config._read
+
+    def counting_read(path: str) -> Any:
+        reads.append(path)
+        return real_read(path)
+
+    monkeypatch.setattr(config, "_read", counting_read)
+    assert run_cli(["run", "--dryrun", "utils.echo"]) == 0
+    out = capsys.readouterr().out
+    assert "configured" in out  # [component:utils.echo]
+    assert "TORCHX_TRACKERS" in out  # [torchx:tracker]
+    assert reads == [str(tmp_path / ".torchxconfig")]
+    reads.clear()
+    assert run_cli(["run", "utils.echo"]) == 0
+    assert reads == [str(tmp_path / ".torchxconfig")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -86,3 +87,30 @@ def test_builtin_factories_name_their_class_and_give_options_without_instances()
     opts = ClassOptsScheduler.class_run_opts()
     assert opts is not None
     assert "flag" in opts
+
+
+async def test_get_runner_then_run_component_reads_the_config_files_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / ".torchxconfig").write_text(
+        "[component:utils.echo]\nmsg = configured\n[torchx:tracker]\nfsspec =\n"
+    )
+    from asynctorchx.runner import config, get_runner
+
+    reads: list[str] = []
+    real_read = config._read
+
+    def counting_read(path: str) -> Any:
+        reads.append(path)
+        return real_read(path)
+
+    monkeypatch.setattr(config, "_read", counting_read)
+    monkeypatch.setattr(
+        "asynctorchx.schedulers.get_scheduler_factories", lambda: {"fake": create_class_opts}
+    )
+    async with get_runner() as runner:
+        info = await runner.dryrun_component("utils.echo", [], "fake")
+        await runner.run_component("utils.echo", [], "fake")
+    assert info.request.roles[0].args == ["configured"]
+    assert info.request.roles[0].env["TORCHX_TRACKERS"] == "fsspec"
+    assert reads == [str(tmp_path / ".torchxconfig")]
