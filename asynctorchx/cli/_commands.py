@@ -6,7 +6,7 @@ import argparse
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from asynctorchx.errors import ComponentValidationException, UnknownAppException
 from asynctorchx.runner import config
 from asynctorchx.runner.api import LogLine, Runner, get_runner
 from asynctorchx.schedulers import SchedulerFactory, get_default_scheduler_name
-from asynctorchx.specs.api import AppState, CfgVal, runopts
+from asynctorchx.specs.api import AppDef, AppState, CfgVal, runopts
 
 #: seconds `run` waits for an interrupted app to end before closing the runner
 _CANCEL_BOUND_S = 60.0
@@ -145,6 +145,36 @@ async def _interruptible() -> AsyncIterator[_Interrupt]:
         raise body_error
 
 
+def _materialize(
+    component: str, component_args: list[str], defaults: Mapping[str, str] | None
+) -> AppDef:
+    """Build the component's app: its function runs once, its parser is built once.
+
+    Only when that fails are the parser and the arguments checked again, to tell a
+    usage error (exit 2) from a bad component or config (exit 1).
+
+    Raises:
+        UsageError: an argument is missing, unknown or does not parse.
+        ComponentNotFoundException: no such component.
+        ComponentValidationException: the component, or a ``[component:<name>]``
+            default, is not valid; or the function did not return an ``AppDef``.
+        SystemExit: ``--help`` was given (argparse prints the help and exits 0).
+    """
+    from asynctorchx.specs.builders import create_args_parser, materialize_appdef, parse_args
+    from asynctorchx.specs.finder import get_component
+
+    fn = get_component(component).fn
+    try:
+        return materialize_appdef(fn, component_args, defaults)
+    except ComponentValidationException as exc:
+        create_args_parser(fn, defaults)  # a bad component or config: exit 1
+        try:
+            parse_args(fn, component_args, defaults)
+        except ComponentValidationException as usage:  # a missing, unknown or bad argument
+            raise UsageError(str(usage)) from usage
+        raise exc  # the function ran and failed (or returned no AppDef): exit 1
+
+
 async def _run(args: argparse.Namespace) -> int:
     sections = config.load_sections()  # the one read of the .torchxconfig files
     defaults = config.get_configs("cli", "run", sections=sections)
@@ -168,19 +198,13 @@ async def _run(args: argparse.Namespace) -> int:
     if component_args[:1] == ["--"]:
         component_args = component_args[1:]
 
-    # Build the app once before any scheduler starts: `--help` and bad component
-    # arguments end here (argparse's exit) rather than inside the runner's task group.
-    from asynctorchx.specs.builders import create_args_parser, materialize_appdef, parse_args
-    from asynctorchx.specs.finder import get_component
-
-    fn = get_component(component).fn
-    component_defaults = config.get_component_defaults(sections=sections).get(component)
-    create_args_parser(fn, component_defaults)  # a bad component or config: exit 1
-    try:
-        parse_args(fn, component_args, component_defaults)
-    except ComponentValidationException as exc:  # a missing, unknown or bad argument
-        raise UsageError(str(exc)) from exc
-    materialize_appdef(fn, component_args, component_defaults)
+    # Build the app before any scheduler starts: `--help` and bad component arguments
+    # end here (argparse's exit) rather than inside the runner's task group.
+    app = _materialize(
+        component,
+        component_args,
+        config.get_component_defaults(sections=sections).get(component),
+    )
 
     # The signal receiver is installed before anything is submitted and removed only
     # after the runner has closed its schedulers (which terminates local replicas).
@@ -192,18 +216,14 @@ async def _run(args: argparse.Namespace) -> int:
             config.apply(scheduler, cfg, opts, sections=sections)
 
             if args.dryrun:
-                info = await runner.dryrun_component(
-                    component, component_args, scheduler, cfg, workspace, parent_run_id
-                )
+                info = await runner.dryrun(app, scheduler, cfg, workspace, parent_run_id)
                 print("=== APPLICATION ===")
                 print(to_json(info._app, indent=2))
                 print("=== SCHEDULER REQUEST ===")
                 print(info)
                 return 0
 
-            handle = await runner.run_component(
-                component, component_args, scheduler, cfg, workspace, parent_run_id
-            )
+            handle = await runner.run(app, scheduler, cfg, workspace, parent_run_id)
             print(handle, flush=True)
             # apps that end with this process: stay, follow their logs and wait by default
             in_process = runner.scheduler_class(scheduler).apps_live_in_process

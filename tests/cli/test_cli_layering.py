@@ -87,3 +87,24 @@ def test_run_reads_the_config_files_once(
     reads.clear()
     assert run_cli(["run", "utils.echo"]) == 0
     assert reads == [str(tmp_path / ".torchxconfig")]
+
+
+COUNTED = f"{Path(__file__).parents[1] / 'runner' / 'counted_component.py'}:counted"
+
+
+@pytest.mark.parametrize("flags", [[], ["--dryrun"]])
+def test_run_calls_the_component_function_once(tmp_path: Path, flags: list[str]) -> None:
+    marker = tmp_path / "calls"
+    argv = ["run", *flags, "-s", "cluster_in_process", COUNTED, "--marker", str(marker)]
+    assert run_cli(argv) == 0
+    assert marker.read_text() == "called\n"
+
+
+def test_a_bad_argument_is_still_a_usage_error_and_calls_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    marker = tmp_path / "calls"
+    argv = ["run", "-s", "cluster_in_process", COUNTED, "--marker", str(marker), "--nope", "x"]
+    assert run_cli(argv) == 2
+    assert "--nope" in capsys.readouterr().err
+    assert not marker.exists()

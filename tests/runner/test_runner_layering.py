@@ -114,3 +114,15 @@ async def test_get_runner_then_run_component_reads_the_config_files_once(
     assert info.request.roles[0].args == ["configured"]
     assert info.request.roles[0].env["TORCHX_TRACKERS"] == "fsspec"
     assert reads == [str(tmp_path / ".torchxconfig")]
+
+
+COUNTED = f"{Path(__file__).parent / 'counted_component.py'}:counted"
+
+
+async def test_run_component_calls_the_component_function_once(tmp_path: Path) -> None:
+    marker = tmp_path / "calls"
+    async with Runner("torchx", {"fake": create_class_opts}) as runner:
+        await runner.run_component(COUNTED, ["--marker", str(marker)], "fake")
+        assert marker.read_text() == "called\n"
+        await runner.dryrun_component(COUNTED, ["--marker", str(marker)], "fake")
+        assert marker.read_text() == "called\n" * 2
