@@ -218,7 +218,7 @@ async def _run(args: argparse.Namespace) -> int:
             if args.dryrun:
                 info = await runner.dryrun(app, scheduler, cfg, workspace, parent_run_id)
                 print("=== APPLICATION ===")
-                print(to_json(info._app, indent=2))
+                print(to_json(info.app, indent=2))
                 print("=== SCHEDULER REQUEST ===")
                 print(info)
                 return 0

@@ -236,15 +236,16 @@ class Runner:
         Raises:
             ValueError: ``dryrun_info`` did not come from :meth:`dryrun`.
         """
-        if dryrun_info._scheduler is None or dryrun_info._app is None:
+        scheduler, app = dryrun_info.scheduler, dryrun_info.app
+        if scheduler is None or app is None:
             raise ValueError(
                 "this AppDryRunInfo did not come from Runner.dryrun(): call"
                 " `await runner.dryrun(app, scheduler)` and pass its result"
             )
-        sched = await self._host.get(dryrun_info._scheduler)
+        sched = await self._host.get(scheduler)
         app_id = await sched.schedule(dryrun_info)
-        app_handle = make_app_handle(dryrun_info._scheduler, self._name, app_id)
-        self._apps[app_handle] = dryrun_info._app
+        app_handle = make_app_handle(scheduler, self._name, app_id)
+        self._apps[app_handle] = app
         return app_handle
 
     async def dryrun(
@@ -296,11 +297,16 @@ class Runner:
                     if config:
                         role.env[tracker_config_env_var_name(tracker)] = config
         sched = await self._host.get(scheduler)
-        resolved = sched.run_opts().resolve(cfg or {})
         if workspace:
+            # the build needs the resolved options before the request is made;
+            # submit_dryrun resolves them again (it is also TorchX's public entry)
+            resolved = sched.run_opts().resolve(cfg or {})
             await sched.build_workspace_and_update_role(app.roles[0], workspace, resolved)
-        dryrun_info = sched.submit_dryrun(app, resolved)
-        dryrun_info._scheduler = scheduler
+            dryrun_info = sched.submit_dryrun(app, resolved)
+        else:
+            dryrun_info = sched.submit_dryrun(app, cfg or {})  # resolves the options once
+        dryrun_info.app = app
+        dryrun_info.scheduler = scheduler
         return dryrun_info
 
     # ------------------------------------------------------------------ inspect and act

@@ -24,16 +24,50 @@ class AppDryRunInfo(Generic[T]):
     Args:
         request: the scheduler's own request object (e.g. ``PopenRequest``, ``DockerJob``).
         fmt: turns the request into readable text; ``str(info)`` calls it.
+        app: the app the request is for; ``Runner.dryrun`` sets it, and
+            ``Runner.schedule`` records it as the submitted app.
+        scheduler: the registered name of the scheduler that made the request;
+            ``Runner.dryrun`` sets it, and ``Runner.schedule`` submits to it.
 
-    The runner also records the app, the cfg and the scheduler name on it
-    (``_app``, ``_cfg``, ``_scheduler``) so ``Runner.schedule`` can submit it.
+    TorchX keeps ``app`` and ``scheduler`` in the private attributes ``_app`` and
+    ``_scheduler``; both names remain as aliases for code written against TorchX.
+    TorchX's ``_cfg`` is gone: a backend puts what :meth:`Scheduler.schedule` needs of
+    the run options into its request.
     """
 
     request: T
     fmt: Callable[[T], str] = attrs.field(default=repr)
-    _app: AppDef | None = attrs.field(default=None, init=False)
-    _cfg: Mapping[str, CfgVal] | None = attrs.field(default=None, init=False)
-    _scheduler: str | None = attrs.field(default=None, init=False)
+    app: AppDef | None = attrs.field(default=None, kw_only=True)
+    scheduler: str | None = attrs.field(default=None, kw_only=True)
+
+    @property
+    def _app(self) -> AppDef | None:
+        """TorchX's name of :attr:`app`."""
+        return self.app
+
+    @_app.setter
+    def _app(self, app: AppDef | None) -> None:
+        # Transitional: Scheduler.submit_dryrun still sets `_app`; once it sets `app`,
+        # this setter goes and `_app` is read-only.
+        self.app = app
+
+    @property
+    def _scheduler(self) -> str | None:
+        """TorchX's name of :attr:`scheduler` (read-only)."""
+        return self.scheduler
+
+    @property
+    def _cfg(self) -> Mapping[str, CfgVal]:
+        """Gone (see the class docs); reading it raises ``AttributeError``."""
+        raise AttributeError(
+            "AppDryRunInfo._cfg is gone: a scheduler keeps the run options it needs in its request"
+        )
+
+    @_cfg.setter
+    def _cfg(self, cfg: Mapping[str, CfgVal]) -> None:
+        # Transitional: Scheduler.submit_dryrun still assigns `_cfg`; the value is
+        # dropped. This setter goes with that line.
+        del cfg
 
     def __str__(self) -> str:
         return self.fmt(self.request)

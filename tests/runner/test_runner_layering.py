@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ import pytest
 from asynctorchx.runner import Runner
 from asynctorchx.schedulers import get_scheduler_class, get_scheduler_factories
 from asynctorchx.schedulers.api import Scheduler
-from asynctorchx.specs.api import AppDef, AppState, Role
+from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, Role, runopts
 from tests.runner.fake_scheduler import (
     ClassOptsScheduler,
     FakeScheduler,
@@ -126,3 +126,31 @@ async def test_run_component_calls_the_component_function_once(tmp_path: Path) -
         assert marker.read_text() == "called\n"
         await runner.dryrun_component(COUNTED, ["--marker", str(marker)], "fake")
         assert marker.read_text() == "called\n" * 2
+
+
+async def test_run_resolves_the_run_options_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[dict[str, object]] = []
+    real_resolve = runopts.resolve
+
+    def counting_resolve(self: runopts, cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
+        calls.append(dict(cfg))
+        return real_resolve(self, cfg)
+
+    monkeypatch.setattr(runopts, "resolve", counting_resolve)
+    async with Runner("torchx", {"fake": create_class_opts}) as runner:
+        await runner.run(_app(), "fake", {"flag": True})
+    assert calls == [{"flag": True}]
+
+
+async def test_dry_run_info_names_its_app_and_scheduler() -> None:
+    async with Runner("torchx", {"fake": create_class_opts}) as runner:
+        app = _app()
+        info = await runner.dryrun(app, "fake")
+        assert info.app is app
+        assert info.scheduler == "fake"
+        assert info._app is app  # TorchX's names stay readable
+        assert info._scheduler == "fake"
+        with pytest.raises(AttributeError):
+            info._scheduler = "other"  # type: ignore[misc]
+        with pytest.raises(ValueError, match=r"did not come from Runner\.dryrun"):
+            await runner.schedule(AppDryRunInfo(app.roles[0]))
