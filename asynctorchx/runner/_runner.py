@@ -24,7 +24,6 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from asynctorchx.errors import SessionMismatchException, UnknownAppException
@@ -380,25 +379,22 @@ class Runner:
     async def wait(self, app_handle: AppHandle, wait_interval: float = 10) -> AppStatus | None:
         """Wait until the app is terminal; return its final status (``None``: unknown app).
 
-        Awaits the scheduler's event-driven ``wait``. ``wait_interval`` (seconds) is used
-        only for a scheduler that keeps the base class's polling ``wait``: then this polls
-        :meth:`status` every ``wait_interval`` seconds, as TorchX does.
+        Awaits the scheduler's ``wait``: an event on backends that have events, else the
+        base class's batched poller (every waiter of a scheduler shares one poll each
+        ``Scheduler.poll_interval`` seconds).
 
         Args:
             app_handle (str): ``{scheduler}://{session}/{app_id}``.
-            wait_interval (float): seconds between two polls (fallback only).
+            wait_interval (float): accepted for TorchX's signature
+                (``torchx.runner.api.Runner.wait``) and ignored: the scheduler sets the
+                poll interval of its fallback.
 
         Raises:
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
+        del wait_interval  # TorchX's argument; see the docstring
         sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
-        if type(sched).wait is not Scheduler.wait:
-            return self._app_status(app_handle, await sched.wait(app_id))
-        while True:
-            app_status = await self.status(app_handle)
-            if app_status is None or app_status.is_terminal():
-                return app_status
-            await anyio.sleep(wait_interval)  # fallback: this scheduler has no events
+        return self._app_status(app_handle, await sched.wait(app_id))
 
     async def watch(self, app_handle: AppHandle) -> AsyncIterator[AppStatus]:
         """Yield the app's :class:`AppStatus` at each change of state, ending at a terminal one.

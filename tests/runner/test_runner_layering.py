@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +154,23 @@ async def test_dry_run_info_names_its_app_and_scheduler() -> None:
             info._scheduler = "other"  # type: ignore[misc]
         with pytest.raises(ValueError, match=r"did not come from Runner\.dryrun"):
             await runner.schedule(AppDryRunInfo(app.roles[0]))
+
+
+async def test_wait_awaits_the_schedulers_wait_even_the_polling_fallback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    polled: list[list[str]] = []
+    real = Scheduler._describe_many
+
+    async def spy(self: Scheduler[Any], app_ids: Collection[str]) -> Any:
+        polled.append(list(app_ids))
+        return await real(self, app_ids)
+
+    monkeypatch.setattr(Scheduler, "_describe_many", spy)
+    async with Runner("torchx", {"fake": create_class_opts}) as runner:
+        handle = await runner.run(_app(), "fake")
+        with anyio.fail_after(LIMIT):
+            status = await runner.wait(handle, wait_interval=3600)  # ignored
+    assert status is not None
+    assert status.state == AppState.SUCCEEDED
+    assert polled == [[handle.rsplit("/", 1)[1]]]
