@@ -203,7 +203,8 @@ class runopts:
 
         Pairs are separated by ``,`` or ``;``; a list option's items by ``,`` or ``;``
         too (a token without ``=`` belongs to the value before it). ``bool`` options
-        take ``true``/``false`` (any case); ``Dict[str, str]`` options take
+        take the words of :func:`parse_bool` (``true``/``false``, ``on``/``off``...,
+        as component arguments do); ``Dict[str, str]`` options take
         ``name:value`` items (``labels=team:ml,tier:1``), as TorchX. Keys that are not
         options are kept as strings so :meth:`resolve` can name them.
 
@@ -284,14 +285,45 @@ def cfg_pairs(cfg_str: str) -> dict[str, str]:
     return pairs
 
 
+#: The words a bool run option or component argument takes for True (any case).
+TRUE_WORDS: frozenset[str] = frozenset({"true", "1", "yes", "y", "on"})
+#: The words a bool run option or component argument takes for False (any case).
+FALSE_WORDS: frozenset[str] = frozenset({"false", "0", "no", "n", "off"})
+
+
+def parse_bool(text: str) -> bool:
+    """Read a bool as written on a command line or in a ``.torchxconfig``.
+
+    One grammar for run options (``-cfg prepend_cwd=on``) and component arguments
+    (``--debug on``): :data:`TRUE_WORDS` and :data:`FALSE_WORDS`, any case, surrounding
+    spaces ignored. It is the union of what TorchX 0.7.0 reads (``true``, any case:
+    ``torchx.specs.api.runopts.cfg_from_str`` and ``torchx.util.types``) and the
+    usual spellings of flags; unlike TorchX, any other word is an error rather than
+    ``False``.
+
+    Args:
+        text: the written value.
+
+    Raises:
+        ValueError: ``text`` is none of the words.
+    """
+    lowered = text.strip().lower()
+    if lowered in TRUE_WORDS:
+        return True
+    if lowered in FALSE_WORDS:
+        return False
+    raise ValueError(
+        f"{text!r} is not a bool: write one of {', '.join(sorted(TRUE_WORDS))}"
+        f" or {', '.join(sorted(FALSE_WORDS))}"
+    )
+
+
 def _cast(key: str, raw: str, tp: Any) -> CfgVal:
     if tp is bool:
-        lowered = raw.lower()
-        if lowered not in ("true", "false", "1", "0", "yes", "no"):
-            raise InvalidRunConfigException(
-                f"run option {key!r} is a bool: write true or false, not {raw!r}", key
-            )
-        return lowered in ("true", "1", "yes")
+        try:
+            return parse_bool(raw)
+        except ValueError as exc:
+            raise InvalidRunConfigException(f"run option {key!r}: {exc}", key) from None
     kind = _container_kind(tp)
     if kind == "list":
         return [item.strip() for item in re.split(r"[,;]", raw) if item.strip()]
