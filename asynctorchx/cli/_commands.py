@@ -11,12 +11,13 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
 import anyio
+import attrs
 
 from asynctorchx.errors import ComponentValidationException, UnknownAppException
 from asynctorchx.runner import config
 from asynctorchx.runner.api import LogLine, Runner, get_runner
 from asynctorchx.schedulers import SchedulerFactory, get_default_scheduler_name
-from asynctorchx.specs.api import AppDef, AppState, CfgVal, runopts
+from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 
 #: seconds `run` waits for an interrupted app to end before closing the runner
 _CANCEL_BOUND_S = 60.0
@@ -175,71 +176,97 @@ def _materialize(
         raise exc  # the function ran and failed (or returned no AppDef): exit 1
 
 
-async def _run(args: argparse.Namespace) -> int:
-    sections = config.load_sections()  # the one read of the .torchxconfig files
-    defaults = config.get_configs("cli", "run", sections=sections)
-    scheduler = args.scheduler or defaults.get("scheduler") or get_default_scheduler_name()
+@attrs.frozen
+class _RunSettings:
+    """What ``run`` runs: its flags, else the ``[cli:run]`` defaults of the config."""
+
+    scheduler: str
+    component: str
+    component_args: list[str]
+    workspace: str | None
+    scheduler_args: str
+    parent_run_id: str | None
+
+
+def _run_settings(args: argparse.Namespace, defaults: Mapping[str, str]) -> _RunSettings:
+    """Combine ``run``'s flags with the ``[cli:run]`` section ``defaults`` (flags win).
+
+    Raises:
+        UsageError: no component is named by either.
+    """
     component = args.component or defaults.get("component")
     if not component:
         raise UsageError(
             "no component given: name one, e.g. `asynctorchx run utils.echo --msg hi`"
             " (`asynctorchx builtins` lists them)"
         )
-    workspace = args.workspace if args.workspace is not None else defaults.get("workspace")
-    scheduler_args = (
-        args.scheduler_args
-        if args.scheduler_args is not None
-        else defaults.get("scheduler_args", "")
-    )
-    parent_run_id = (
-        args.parent_run_id if args.parent_run_id is not None else defaults.get("parent_run_id")
-    )
     component_args = list(args.component_args)
     if component_args[:1] == ["--"]:
         component_args = component_args[1:]
 
+    def flag_or_default(flag: str | None, key: str) -> str | None:
+        return flag if flag is not None else defaults.get(key)
+
+    return _RunSettings(
+        scheduler=args.scheduler or defaults.get("scheduler") or get_default_scheduler_name(),
+        component=component,
+        component_args=component_args,
+        workspace=flag_or_default(args.workspace, "workspace"),
+        scheduler_args=flag_or_default(args.scheduler_args, "scheduler_args") or "",
+        parent_run_id=flag_or_default(args.parent_run_id, "parent_run_id"),
+    )
+
+
+def _print_dryrun(info: AppDryRunInfo[object]) -> None:
+    print("=== APPLICATION ===")
+    print(to_json(info.app, indent=2))
+    print("=== SCHEDULER REQUEST ===")
+    print(info)
+
+
+async def _follow(runner: Runner, handle: str, tail: bool) -> int:
+    """Wait for the app (printing its logs when ``tail``); return 0 if it succeeded, else 1."""
+    print(f"asynctorchx: waiting for {handle} (Ctrl-C cancels it)", file=sys.stderr)
+    if tail:
+        async with runner.log_stream(handle, should_tail=True) as lines:
+            async for line in lines:
+                _print_line(line)
+    status = await runner.wait(handle)
+    state = status.state if status is not None else AppState.UNKNOWN
+    print(f"asynctorchx: {handle} finished: {state.name}", file=sys.stderr)
+    if status is not None and status.state != AppState.SUCCEEDED:
+        print(status.format(), file=sys.stderr)
+    return 0 if state == AppState.SUCCEEDED else 1
+
+
+async def _run(args: argparse.Namespace) -> int:
+    sections = config.load_sections()  # the one read of the .torchxconfig files
+    run = _run_settings(args, config.get_configs("cli", "run", sections=sections))
+
     # Build the app before any scheduler starts: `--help` and bad component arguments
     # end here (argparse's exit) rather than inside the runner's task group.
-    app = _materialize(
-        component,
-        component_args,
-        config.get_component_defaults(sections=sections).get(component),
-    )
+    component_defaults = config.get_component_defaults(sections=sections).get(run.component)
+    app = _materialize(run.component, run.component_args, component_defaults)
 
     # The signal receiver is installed before anything is submitted and removed only
     # after the runner has closed its schedulers (which terminates local replicas).
     async with _interruptible() as interrupt, get_runner(config_sections=sections) as runner:
         handle: str | None = None
         with interrupt.scope:
-            opts = runner.scheduler_run_opts(scheduler)
-            cfg: dict[str, CfgVal] = opts.cfg_from_str(scheduler_args)
-            config.apply(scheduler, cfg, opts, sections=sections)
-
+            opts = runner.scheduler_run_opts(run.scheduler)
+            cfg: dict[str, CfgVal] = opts.cfg_from_str(run.scheduler_args)
+            config.apply(run.scheduler, cfg, opts, sections=sections)
+            submit = (app, run.scheduler, cfg, run.workspace, run.parent_run_id)
             if args.dryrun:
-                info = await runner.dryrun(app, scheduler, cfg, workspace, parent_run_id)
-                print("=== APPLICATION ===")
-                print(to_json(info.app, indent=2))
-                print("=== SCHEDULER REQUEST ===")
-                print(info)
+                _print_dryrun(await runner.dryrun(*submit))
                 return 0
-
-            handle = await runner.run(app, scheduler, cfg, workspace, parent_run_id)
+            handle = await runner.run(*submit)
             print(handle, flush=True)
             # apps that end with this process: stay, follow their logs and wait by default
-            in_process = runner.scheduler_class(scheduler).apps_live_in_process
+            in_process = runner.scheduler_class(run.scheduler).apps_live_in_process
             if not (in_process or args.wait or args.log):
                 return 0
-            print(f"asynctorchx: waiting for {handle} (Ctrl-C cancels it)", file=sys.stderr)
-            if in_process or args.log:
-                async with runner.log_stream(handle, should_tail=True) as lines:
-                    async for line in lines:
-                        _print_line(line)
-            status = await runner.wait(handle)
-            state = status.state if status is not None else AppState.UNKNOWN
-            print(f"asynctorchx: {handle} finished: {state.name}", file=sys.stderr)
-            if status is not None and status.state != AppState.SUCCEEDED:
-                print(status.format(), file=sys.stderr)
-            return 0 if state == AppState.SUCCEEDED else 1
+            return await _follow(runner, handle, tail=in_process or args.log)
 
         # Only reached when a signal cancelled the scope above.
         _note("asynctorchx: interrupted, cancelling the app")

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from asynctorchx.components import IMAGE
 from asynctorchx.components.structured_arg import StructuredJArgument, StructuredNameArgument
-from asynctorchx.specs._named_resources import resource
+from asynctorchx.specs import resource
 from asynctorchx.specs.api import AppDef, Role, macros, parse_mounts
 
 #: Environment variables set by ``--debug true`` to debug PyTorch runs.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import attrs
 
-from asynctorchx.specs._named_resources import get_named_resources
+from asynctorchx.specs import get_named_resources
 
 #: The experiment name used when ``--name`` gives none.
 DEFAULT_EXPERIMENT_NAME: str = "default-experiment"

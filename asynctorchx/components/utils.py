@@ -12,7 +12,7 @@ import os
 import shlex
 
 from asynctorchx.components import IMAGE
-from asynctorchx.specs._named_resources import resource
+from asynctorchx.specs import resource
 from asynctorchx.specs.api import NONE, AppDef, Resource, Role, parse_mounts
 
 

@@ -148,10 +148,6 @@ class runopts:
         """Return the option called ``name``, or ``None``."""
         return self._opts.get(name)
 
-    def update(self, other: runopts) -> None:
-        """Add every option of ``other`` (its options win)."""
-        self._opts.update(other._opts)
-
     def resolve(self, cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
         """Check ``cfg`` and return a copy with the defaults filled in.
 

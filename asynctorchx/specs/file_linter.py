@@ -1,7 +1,7 @@
 """The component linter: check a component function in a source file without running it.
 
 :func:`validate` applies the three rules of ``torchx.specs.file_linter.validate``
-(seed 002) to the function's syntax tree:
+(TorchX 0.7.0) to the function's syntax tree:
 
 #. the function has a Google-style docstring (a missing docstring is an error; a
    parameter its ``Args:`` section does not describe is a warning);
@@ -68,7 +68,12 @@ def _is_none(node: ast.expr) -> bool:
 
 
 def _check_type(node: ast.expr, *, allow_optional: bool = True) -> str | None:
-    """Return why the annotation ``node`` is not supported, or ``None`` if it is."""
+    """Return why the annotation ``node`` is not supported, or ``None`` if it is.
+
+    Args:
+        node: the annotation's syntax tree (a string annotation is parsed first).
+        allow_optional: ``T | None`` and ``Optional[T]`` are accepted (not inside one).
+    """
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         try:
             parsed = ast.parse(node.value, mode="eval").body
@@ -77,32 +82,38 @@ def _check_type(node: ast.expr, *, allow_optional: bool = True) -> str | None:
         return _check_type(parsed, allow_optional=allow_optional)
     name = _name_of(node)
     if name is not None:
-        if name in PRIMITIVES:
-            return None
-        return f"{name} is not a supported type"
+        return None if name in PRIMITIVES else f"{name} is not a supported type"
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        members = [node.left, node.right]
-        rest = [member for member in members if not _is_none(member)]
-        if allow_optional and len(rest) == 1 and len(members) == 2:
-            return _check_type(rest[0], allow_optional=False)
-        return "a union other than `T | None` is not supported"
+        return _check_union(
+            [node.left, node.right], allow_optional, "a union other than `T | None`"
+        )
     if isinstance(node, ast.Subscript):
-        base = _name_of(node.value)
-        args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if base in _OPTIONALS and allow_optional and len(args) == 1:
-            return _check_type(args[0], allow_optional=False)
-        if base in _UNIONS and allow_optional:
-            rest = [arg for arg in args if not _is_none(arg)]
-            if len(rest) == 1 and len(args) == 2:
-                return _check_type(rest[0], allow_optional=False)
-            return "a Union other than Union[T, None] is not supported"
-        if base in _LISTS or base in _DICTS:
-            expected = 1 if base in _LISTS else 2
-            if len(args) != expected or any(_name_of(arg) not in PRIMITIVES for arg in args):
-                kind = "List" if base in _LISTS else "Dict"
-                return f"{kind} can only hold the primitive types str, int, float and bool"
-            return None
-        return f"{ast.unparse(node)} is not a supported type"
+        return _check_subscript(node, allow_optional)
+    return f"{ast.unparse(node)} is not a supported type"
+
+
+def _check_union(members: list[ast.expr], allow_optional: bool, refused: str) -> str | None:
+    """Check a union: only ``T`` with ``None``; ``refused`` starts the message otherwise."""
+    rest = [member for member in members if not _is_none(member)]
+    if allow_optional and len(rest) == 1 and len(members) == 2:
+        return _check_type(rest[0], allow_optional=False)
+    return f"{refused} is not supported"
+
+
+def _check_subscript(node: ast.Subscript, allow_optional: bool) -> str | None:
+    """Check ``Optional[T]``, ``Union[T, None]``, ``list[P]`` and ``dict[P, P]``."""
+    base = _name_of(node.value)
+    args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    if base in _OPTIONALS and allow_optional and len(args) == 1:
+        return _check_type(args[0], allow_optional=False)
+    if base in _UNIONS and allow_optional:
+        return _check_union(args, allow_optional, "a Union other than Union[T, None]")
+    if base in _LISTS or base in _DICTS:
+        expected = 1 if base in _LISTS else 2
+        if len(args) != expected or any(_name_of(arg) not in PRIMITIVES for arg in args):
+            kind = "List" if base in _LISTS else "Dict"
+            return f"{kind} can only hold the primitive types str, int, float and bool"
+        return None
     return f"{ast.unparse(node)} is not a supported type"
 
 
@@ -276,7 +287,7 @@ def validate(path: str, component_function: str) -> list[LinterMessage]:
     """Check that ``component_function`` in the file ``path`` is a valid component.
 
     Reads and parses the file (never imports or runs it) and applies the rules of
-    seed 002 (see the module docstring).
+    ``torchx.specs.file_linter.validate`` (see the module docstring).
 
     Args:
         path: path to the Python source file.
