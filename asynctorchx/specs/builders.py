@@ -39,11 +39,10 @@ import attrs
 import docstring_parser
 
 from asynctorchx.errors import ComponentValidationException
+from asynctorchx.specs._runopts import parse_bool
 from asynctorchx.specs.api import AppDef
 
 _PRIMITIVES: dict[type[Any], str] = {str: "str", int: "int", float: "float", bool: "bool"}
-_TRUE = frozenset({"true", "1", "yes", "y", "on"})
-_FALSE = frozenset({"false", "0", "no", "n", "off"})
 
 
 @attrs.define
@@ -101,12 +100,8 @@ def param_type(fn_name: str, name: str, annotation: Any) -> ParamType:
 
 
 def _parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ValueError(text)
+    """The one bool grammar of run options and component arguments (``parse_bool``)."""
+    return parse_bool(text)
 
 
 _parse_bool.__name__ = "bool"  # argparse names the type in its message: "invalid bool value"
