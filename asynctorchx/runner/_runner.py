@@ -297,11 +297,10 @@ class Runner:
                         role.env[tracker_config_env_var_name(tracker)] = config
         sched = await self._host.get(scheduler)
         if workspace:
-            # the build needs the resolved options before the request is made;
-            # submit_dryrun resolves them again (it is also TorchX's public entry)
+            # the build needs the resolved options before the request is made
             resolved = sched.run_opts().resolve(cfg or {})
             await sched.build_workspace_and_update_role(app.roles[0], workspace, resolved)
-            dryrun_info = sched.submit_dryrun(app, resolved)
+            dryrun_info = sched.dryrun_resolved(app, resolved)
         else:
             dryrun_info = sched.submit_dryrun(app, cfg or {})  # resolves the options once
         dryrun_info.app = app

@@ -85,8 +85,7 @@ class Scheduler(abc.ABC, Generic[T]):
         resolved = self.run_opts().resolve(cfg)
         if workspace:
             await self.build_workspace_and_update_role(app.roles[0], workspace, resolved)
-        dryrun_info = self.submit_dryrun(app, resolved)
-        return await self.schedule(dryrun_info)
+        return await self.schedule(self.dryrun_resolved(app, resolved))
 
     async def build_workspace_and_update_role(
         self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
@@ -113,14 +112,30 @@ class Scheduler(abc.ABC, Generic[T]):
             InvalidRunConfigException: ``cfg`` does not match :meth:`run_opts`.
             ValueError: the app is not valid for this scheduler.
         """
-        resolved = self.run_opts().resolve(cfg)
+        return self.dryrun_resolved(app, self.run_opts().resolve(cfg))
+
+    def dryrun_resolved(self, app: AppDef, resolved: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
+        """Do what :meth:`submit_dryrun` does, for run options already resolved.
+
+        For callers that needed the resolved options first (a workspace build), so
+        ``runopts.resolve`` runs once per submission.
+
+        Args:
+            app: the app to make a request for.
+            resolved: ``run_opts().resolve(cfg)``: every option, defaults filled in.
+
+        Raises:
+            InvalidAppDefException: the app has no role, duplicate role names, a role
+                without replicas or entrypoint.
+            InvalidNameException: a role name cannot be used as a path part.
+            ValueError: the app is not valid for this scheduler.
+        """
         validate_app(app)
         self._validate(app, self.backend, resolved)
         dryrun_info = self._submit_dryrun(app, resolved)
         for role in app.roles:
             dryrun_info = role.pre_proc(self.backend, dryrun_info)
-        dryrun_info._app = app
-        dryrun_info._cfg = resolved
+        dryrun_info.app = app
         return dryrun_info
 
     @abc.abstractmethod

@@ -42,14 +42,8 @@ class AppDryRunInfo(Generic[T]):
 
     @property
     def _app(self) -> AppDef | None:
-        """TorchX's name of :attr:`app`."""
+        """TorchX's name of :attr:`app` (read-only)."""
         return self.app
-
-    @_app.setter
-    def _app(self, app: AppDef | None) -> None:
-        # Transitional: Scheduler.submit_dryrun still sets `_app`; once it sets `app`,
-        # this setter goes and `_app` is read-only.
-        self.app = app
 
     @property
     def _scheduler(self) -> str | None:
@@ -62,12 +56,6 @@ class AppDryRunInfo(Generic[T]):
         raise AttributeError(
             "AppDryRunInfo._cfg is gone: a scheduler keeps the run options it needs in its request"
         )
-
-    @_cfg.setter
-    def _cfg(self, cfg: Mapping[str, CfgVal]) -> None:
-        # Transitional: Scheduler.submit_dryrun still assigns `_cfg`; the value is
-        # dropped. This setter goes with that line.
-        del cfg
 
     def __str__(self) -> str:
         return self.fmt(self.request)
