@@ -193,7 +193,9 @@ class LocalScheduler(Scheduler[PopenRequest]):
 
     # ----------------------------------------------------------------- options
 
-    def _run_opts(self) -> runopts:
+    @classmethod
+    def _run_opts(cls) -> runopts:
+        """The run options of ``local_cwd``/``local_dir`` (see ``local_run_opts``)."""
         return local_run_opts()
 
     # ----------------------------------------------------------------- dry run
