@@ -250,7 +250,10 @@ async def _run(args: argparse.Namespace) -> int:
 
     # The signal receiver is installed before anything is submitted and removed only
     # after the runner has closed its schedulers (which terminates local replicas).
-    async with _interruptible() as interrupt, get_runner(config_sections=sections) as runner:
+    async with (
+        _interruptible() as interrupt,
+        get_runner(config_sections=sections, handle_signals=False) as runner,
+    ):
         handle: str | None = None
         with interrupt.scope:
             opts = runner.scheduler_run_opts(run.scheduler)
@@ -298,7 +301,7 @@ def _not_found(command: str, app_handle: str, runner: Runner) -> int:
 
 
 async def _status(args: argparse.Namespace) -> int:
-    async with get_runner() as runner:
+    async with get_runner(handle_signals=False) as runner:
         status = await runner.status(args.app_handle)
     if status is None:
         return _not_found("status", args.app_handle, runner)
@@ -311,7 +314,7 @@ async def _status(args: argparse.Namespace) -> int:
 
 
 async def _describe(args: argparse.Namespace) -> int:
-    async with get_runner() as runner:
+    async with get_runner(handle_signals=False) as runner:
         app = await runner.describe(args.app_handle)
     if app is None:
         return _not_found("describe", args.app_handle, runner)
@@ -333,7 +336,7 @@ async def _log(args: argparse.Namespace) -> int:
     from asynctorchx.schedulers.api import Stream
 
     streams = Stream(args.streams) if args.streams else None
-    async with get_runner() as runner:
+    async with get_runner(handle_signals=False) as runner:
         handle = f"{match['sched']}://{match['session'] or runner.name()}/{match['app']}"
         replicas: dict[str, list[int]] | None = None
         if parts:
@@ -366,7 +369,7 @@ async def _log(args: argparse.Namespace) -> int:
 
 
 async def _cancel(args: argparse.Namespace) -> int:
-    async with get_runner() as runner:
+    async with get_runner(handle_signals=False) as runner:
         # Runner.cancel is a no-op for an unknown app (TorchX); the command says so
         if await runner.status(args.app_handle) is None:
             return _not_found("cancel", args.app_handle, runner)
@@ -377,7 +380,7 @@ async def _cancel(args: argparse.Namespace) -> int:
 
 async def _list(args: argparse.Namespace) -> int:
     scheduler = args.scheduler or get_default_scheduler_name()
-    async with get_runner() as runner:
+    async with get_runner(handle_signals=False) as runner:
         apps = await runner.list(scheduler)
     if args.json:
         print(to_json(apps, indent=2))

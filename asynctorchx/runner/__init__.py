@@ -6,16 +6,20 @@ See :class:`Runner` (TorchX's ``torchx.runner`` API as coroutines) and
 
 from __future__ import annotations
 
+from asynctorchx.runner._signals import TERMINATION_SIGNALS, can_own_signals, terminate_on_signals
 from asynctorchx.runner.api import LogLine, Runner, get_runner
 from asynctorchx.runner.config import apply as apply_config
 from asynctorchx.runner.config import get_component_defaults, get_config, get_configs
 
 __all__ = [
+    "TERMINATION_SIGNALS",
     "LogLine",
     "Runner",
     "apply_config",
+    "can_own_signals",
     "get_component_defaults",
     "get_config",
     "get_configs",
     "get_runner",
+    "terminate_on_signals",
 ]

@@ -19,6 +19,7 @@ def get_runner(
     component_defaults: Mapping[str, Mapping[str, str]] | None = None,
     *,
     config_sections: Sections | None = None,
+    handle_signals: bool | None = None,
     **scheduler_params: Any,
 ) -> Runner:
     """Return a :class:`Runner` over every registered scheduler; use it with ``async with``.
@@ -33,6 +34,8 @@ def get_runner(
             read here, once. The component defaults and the trackers
             (:mod:`asynctorchx.runner.tracker`, with their environment variables) are
             taken from them when the runner is made.
+        handle_signals: whether the runner owns SIGTERM and SIGHUP while entered
+            (``None``: when the program left them at their defaults); see :class:`Runner`.
         scheduler_params: keyword arguments for every scheduler factory.
 
     Raises:
@@ -59,4 +62,5 @@ def get_runner(
         component_defaults,
         scheduler_params=scheduler_params,
         trackers=get_configured_trackers(sections=config_sections),
+        handle_signals=handle_signals,
     )

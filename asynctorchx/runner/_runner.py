@@ -19,7 +19,7 @@ import logging
 import os
 import warnings
 from collections.abc import AsyncIterator, Mapping
-from contextlib import aclosing, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -29,6 +29,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from asynctorchx.errors import SessionMismatchException, UnknownAppException
 from asynctorchx.runner._hosting import SchedulerHost, scheduler_params_from_env
 from asynctorchx.runner._logs import LogLine, merged_log_stream
+from asynctorchx.runner._signals import can_own_signals, terminate_on_signals
 from asynctorchx.runner.tracker import (
     ENV_TORCHX_JOB_ID,
     ENV_TORCHX_PARENT_RUN_ID,
@@ -76,6 +77,14 @@ class Runner:
         trackers: ``{tracker name: config or None}`` that :meth:`dryrun` passes to the
             replicas (see :mod:`asynctorchx.runner.tracker`); ``None``: read from the
             config files and the environment at each dry run, as TorchX does.
+        handle_signals: who owns SIGTERM and SIGHUP while the runner is entered
+            (see :func:`~asynctorchx.runner.terminate_on_signals`). ``True``: the runner
+            does: either signal closes it (terminating the apps it started, with their stop
+            timeout) and then ends the process with that signal. ``False``: the program
+            does (a web server's graceful shutdown closes the runner itself). ``None``
+            (default): the runner does when the program left both signals at their
+            default action in the main thread, as a plain script does; TorchX's local
+            scheduler protects its replicas the same way.
 
     Use it as ``async with runner:``; every coroutine raises
     :class:`~asynctorchx.errors.SchedulerClosedError` when the runner is not entered or
@@ -89,8 +98,11 @@ class Runner:
         component_defaults: Mapping[str, Mapping[str, str]] | None = None,
         scheduler_params: Mapping[str, Any] | None = None,
         trackers: Mapping[str, str | None] | None = None,
+        handle_signals: bool | None = None,
     ) -> None:
         self._name = name
+        self._handle_signals = handle_signals
+        self._signal_block: AbstractAsyncContextManager[None] | None = None
         self._trackers = None if trackers is None else dict(trackers)
         self._component_defaults = {k: dict(v) for k, v in (component_defaults or {}).items()}
         self._host = SchedulerHost(
@@ -103,7 +115,16 @@ class Runner:
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> Runner:
-        await self._host.__aenter__()
+        own = can_own_signals() if self._handle_signals is None else self._handle_signals
+        if own:  # entered first, left last: a signal during close still closes cleanly
+            block = terminate_on_signals(self)
+            await block.__aenter__()
+            self._signal_block = block
+        try:
+            await self._host.__aenter__()
+        except BaseException:
+            await self._leave_signal_block()
+            raise
         return self
 
     async def __aexit__(
@@ -112,7 +133,15 @@ class Runner:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self._host.__aexit__(exc_type, exc, tb)
+        try:
+            await self._host.__aexit__(exc_type, exc, tb)
+        finally:
+            await self._leave_signal_block()
+
+    async def _leave_signal_block(self) -> None:
+        block, self._signal_block = self._signal_block, None
+        if block is not None:
+            await block.__aexit__(None, None, None)
 
     async def close(self) -> None:
         """Close every scheduler this runner opened (terminating local replicas).

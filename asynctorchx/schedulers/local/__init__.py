@@ -16,16 +16,17 @@ TorchX's leaves out:
 
 A ``LocalScheduler`` hosts its replicas in a task group, so it must be entered:
 ``async with create_cwd_scheduler("session") as scheduler:``. Leaving the block (or
-``close()``) terminates what still runs. While entered in the main thread of an
-asyncio or trio program whose SIGTERM handler is the default, a SIGTERM to this
-process terminates every replica before the process exits.
+``close()``) terminates what still runs. Entering a scheduler installs no signal
+handler: a :class:`~asynctorchx.runner.Runner` owns SIGTERM and SIGHUP on request (or
+when the program leaves them at their defaults), and a program using a scheduler
+directly asks with ``async with terminate_on_signals(scheduler):``
+(:mod:`asynctorchx.runner`).
 
 The private modules, one concern each: ``_request`` (the dry-run request, image
 providers, run options), ``_supervisor`` (running and restarting replicas),
-``_process_groups`` and ``_signals`` (the live process groups and the SIGTERM
-handler), ``_log_files`` (log files and their time index), ``_error_files``
-(TorchElastic error files), ``_child_watcher`` (reaping children on Python < 3.12)
-and ``_scheduler`` (``LocalScheduler`` and its factories).
+``_process_groups`` (the live process groups), ``_log_files`` (log files and their
+time index), ``_error_files`` (TorchElastic error files), ``_child_watcher`` (reaping
+children on Python < 3.12) and ``_scheduler`` (``LocalScheduler`` and its factories).
 """
 
 from asynctorchx.schedulers.local._request import (

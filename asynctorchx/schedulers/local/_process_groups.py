@@ -3,9 +3,8 @@
 Every local replica is started in a session of its own (``start_new_session``, as
 TorchX's ``torchx.schedulers.local_scheduler`` does), so its process id is also the id
 of a process group holding its whole tree: :func:`signal_group` reaches every process
-the replica started. :class:`ProcessGroups` is the registry of the groups still alive,
-so that an owner (today the SIGTERM handler of :mod:`._signals`) can end them all
-before its Python process exits.
+the replica started. :class:`ProcessGroups` is the registry of one scheduler's groups
+still alive, so that it can end them all when it closes.
 """
 
 from __future__ import annotations
@@ -61,14 +60,3 @@ class ProcessGroups:
 
     def __len__(self) -> int:
         return len(self._leaders)
-
-
-# The one registry every LocalScheduler of this process shares today, because the
-# SIGTERM handler installed by the first scheduler entered must reach the replicas of
-# every scheduler: a replica must not outlive the Python process that owns it.
-_PROCESS_WIDE = ProcessGroups()
-
-
-def process_wide_groups() -> ProcessGroups:
-    """The registry shared by every local scheduler of this process (see the module)."""
-    return _PROCESS_WIDE

@@ -31,9 +31,8 @@ from asynctorchx.schedulers.api import (
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._error_files import read_error_file
 from asynctorchx.schedulers.local._log_files import TimeIndex
-from asynctorchx.schedulers.local._process_groups import process_wide_groups
+from asynctorchx.schedulers.local._process_groups import ProcessGroups
 from asynctorchx.schedulers.local._request import (
-    DEFAULT_STOP_TIMEOUT,
     CWDImageProvider,
     ImageProvider,
     LocalDirectoryImageProvider,
@@ -42,7 +41,6 @@ from asynctorchx.schedulers.local._request import (
     build_popen_request,
     local_run_opts,
 )
-from asynctorchx.schedulers.local._signals import sigterm_is_default, terminate_replicas_on_sigterm
 from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
 from asynctorchx.schedulers.toolkit import (
     LogQuery,
@@ -111,8 +109,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed = False
         self._temp_log_dir: str | None = None
-        self._signal_scope: anyio.CancelScope | None = None
-        self._process_groups = process_wide_groups()
+        self._process_groups = ProcessGroups()
 
     # ----------------------------------------------------------------- lifetime
 
@@ -126,13 +123,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
         task_group = anyio.create_task_group()
         await task_group.__aenter__()
         self._task_group = task_group
-        if sigterm_is_default():
-            self._signal_scope = await task_group.start(
-                terminate_replicas_on_sigterm,
-                self._process_groups,
-                self._longest_stop_timeout,
-                self._terminate_all,
-            )
         return self
 
     async def __aexit__(
@@ -167,8 +157,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
         except Exception:  # close never raises
             logger.exception("closing the %s scheduler", self.backend)
         finally:
-            if self._signal_scope is not None:
-                self._signal_scope.cancel()
             if self._temp_log_dir is not None:
                 shutil.rmtree(self._temp_log_dir, ignore_errors=True)
                 self._temp_log_dir = None
@@ -176,13 +164,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
     async def _terminate_and_wait(self, app: LocalApp) -> None:
         self._request_cancel(app)
         await self._wait_terminal(app)
-
-    def _longest_stop_timeout(self) -> float:
-        """The longest ``stop_timeout`` of the kept apps (seconds), for the SIGTERM handler."""
-        return max(
-            (app.request.stop_timeout for app in self._apps.values()),
-            default=DEFAULT_STOP_TIMEOUT,
-        )
 
     async def _terminate_all(self) -> None:
         """Cancel every running app and await their ends, all at once (the toolkit's

@@ -344,11 +344,13 @@ async def test_cancelling_a_waiting_task_leaves_the_app_running(tmp_path: Path) 
 HOST = textwrap.dedent(
     """
     import anyio, sys
+    from asynctorchx.runner import terminate_on_signals
     from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
     from asynctorchx.specs.api import AppDef, Role
 
     async def main():
-        async with create_cwd_scheduler("host") as scheduler:
+        # the program owns the signals and asks for the replicas' cleanup explicitly
+        async with create_cwd_scheduler("host") as scheduler, terminate_on_signals(scheduler):
             script = "sh -c 'echo child $$$$; exec sleep 600' & echo leader $$$$; wait"
             role = Role("r", "x", entrypoint="sh", args=["-c", script], num_replicas=2)
             app = AppDef("host", [role])

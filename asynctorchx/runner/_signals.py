@@ -1,0 +1,159 @@
+"""Termination signals, owned explicitly: close what runs, then die of the signal.
+
+A scheduler never installs a signal handler by being entered. Whoever owns the process's
+signals asks for it: the CLI (which cancels its app on SIGINT, SIGTERM and SIGHUP), a
+:class:`~asynctorchx.runner.Runner` created with ``handle_signals`` (see
+:func:`~asynctorchx.runner.get_runner`), or any program with :func:`terminate_on_signals`.
+
+TorchX's ``torchx.schedulers.local_scheduler`` installs SIGTERM/SIGINT handlers when a
+local scheduler is created; here the same protection is a task of its owner's block.
+
+One receiver per event loop serves every block that asked (a
+:class:`anyio.lowlevel.RunVar`, not a process global): a SIGTERM or SIGHUP closes every
+registered object concurrently, whichever block entered first or left last, then
+restores the signal's default action and sends the signal to this process again, so it
+ends as it would have without a handler (exit status "killed by SIGTERM"). When the
+block hosting the receiver leaves while others remain, the next one takes it over.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from typing import Protocol
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+from asynctorchx.schedulers.toolkit import Notifier, gather
+
+#: The signals that end the process and that an owner turns into a clean shutdown:
+#: ``SIGTERM`` (a service manager, ``kill``) and ``SIGHUP`` (the terminal closed).
+#: ``SIGINT`` is left alone: it raises ``KeyboardInterrupt``, which unwinds every
+#: ``async with`` block and so closes what runs anyway.
+TERMINATION_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP)
+
+
+class SupportsClose(Protocol):
+    """Anything with an idempotent ``async close()``: a Runner or a Scheduler."""
+
+    def close(self) -> Awaitable[None]:
+        """Free what it holds; end what it runs."""
+        ...
+
+
+class _Hub:
+    """The one signal receiver of an event loop and the objects it closes."""
+
+    def __init__(self) -> None:
+        self.closeables: dict[int, SupportsClose] = {}
+        self.hosted = False
+        self.changed = Notifier()
+        self.next_key = 0
+
+    def register(self, closeable: SupportsClose) -> int:
+        key = self.next_key
+        self.next_key += 1
+        self.closeables[key] = closeable
+        return key
+
+    async def serve(
+        self, key: int, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Host the receiver whenever no other block does, until ``key`` leaves.
+
+        Reports started once a receiver (this one or another block's) is installed.
+        """
+        reported = False
+        while key in self.closeables:
+            event = self.changed.event
+            if self.hosted:
+                if not reported:
+                    task_status.started()
+                    reported = True
+                await event.wait()
+                continue
+            self.hosted = True
+            try:
+                with anyio.open_signal_receiver(*TERMINATION_SIGNALS) as received:
+                    if not reported:
+                        task_status.started()
+                        reported = True
+                    async for signum in received:
+                        await self._terminate(signum)
+            finally:
+                self.hosted = False
+                self.changed.notify()
+
+    async def _terminate(self, signum: int) -> None:
+        closeables = list(self.closeables.values())
+        with anyio.CancelScope(shield=True):
+            await gather(closeable.close for closeable in closeables)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        await anyio.lowlevel.checkpoint()
+
+
+_HUB: anyio.lowlevel.RunVar[_Hub] = anyio.lowlevel.RunVar("asynctorchx_signal_hub")
+
+
+def _hub() -> _Hub:
+    try:
+        return _HUB.get()
+    except LookupError:
+        hub = _Hub()
+        _HUB.set(hub)
+        return hub
+
+
+def can_own_signals() -> bool:
+    """Whether :func:`terminate_on_signals` would take the termination signals here.
+
+    True in the main thread when each of :data:`TERMINATION_SIGNALS` has its default
+    action, or is already served by this event loop's receiver. False when the program
+    handles them itself (a web server's graceful shutdown): those handlers are kept.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    try:
+        if _HUB.get().hosted:
+            return True
+    except LookupError:
+        pass
+    return all(signal.getsignal(signum) in (signal.SIG_DFL, None) for signum in TERMINATION_SIGNALS)
+
+
+@asynccontextmanager
+async def terminate_on_signals(closeable: SupportsClose) -> AsyncIterator[None]:
+    """While the block runs, SIGTERM or SIGHUP closes ``closeable``, then ends the process.
+
+    Every block of the event loop is served by one receiver; a signal closes the objects
+    of every open block concurrently (each ``close`` terminating its apps with their
+    stop timeout), then the process dies of the signal as it would have. Leaving the
+    block unregisters ``closeable`` only; the receiver stays while any block is open.
+
+    Args:
+        closeable: what to close on the signal, e.g. a Runner or an entered scheduler.
+
+    Raises:
+        RuntimeError: not called in the main thread (only it can receive signals).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("terminate_on_signals needs the main thread: only it gets signals")
+    hub = _hub()
+    key = hub.register(closeable)
+    try:
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(hub.serve, key)
+            try:
+                yield
+            finally:
+                del hub.closeables[key]
+                hub.changed.notify()
+                task_group.cancel_scope.cancel()
+    finally:
+        hub.closeables.pop(key, None)
