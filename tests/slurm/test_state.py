@@ -1,0 +1,159 @@
+"""Parsing ``squeue``/``sacct``/``scontrol`` text and Slurm states: pure, no cluster needed.
+
+The sample lines are what Slurm 22.05.8 prints on the cluster of ``scripts/slurm-cluster.sh``
+for the formats :mod:`asynctorchx.schedulers.slurm._state` asks for.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from asynctorchx.schedulers.slurm._state import (
+    FIELD_SEPARATOR,
+    SlurmComponent,
+    describe_job,
+    job_state,
+    parse_exit_code,
+    parse_sacct,
+    parse_scontrol_jobs,
+    parse_squeue,
+    slurm_state,
+)
+from asynctorchx.specs import AppState, Role
+
+
+def _line(*fields: str) -> str:
+    return FIELD_SEPARATOR.join(fields)
+
+
+SQUEUE = "\n".join(
+    [
+        _line("38+0", "RUNNING", "n1", "None", "trainer-0", "/tmp/job dir|x"),
+        _line("38+1", "RUNNING", "n2", "None", "trainer-1", "/tmp/job dir|x"),
+        _line("38+2", "PENDING", "", "Resources", "ps-0", "/tmp/job dir|x"),
+        _line("40", "COMPLETED", "n3", "None", "wrap", "/root"),
+        _line("41_3", "RUNNING", "n4", "None", "array", "/root"),
+        "not a line",
+        "",
+    ]
+)
+
+
+def test_squeue_groups_components_by_app() -> None:
+    jobs = parse_squeue(SQUEUE)
+    assert sorted(jobs) == ["38", "40"]  # the array task is not an app
+    trainer0, trainer1, ps0 = jobs["38"]
+    assert trainer0 == SlurmComponent(
+        "38", 0, "RUNNING", "n1", "None", "trainer-0", "/tmp/job dir|x"
+    )
+    assert (trainer1.offset, trainer1.nodes, ps0.state, ps0.reason) == (
+        1,
+        "n2",
+        "PENDING",
+        "Resources",
+    )
+    assert jobs["40"] == [SlurmComponent("40", None, "COMPLETED", "n3", "None", "wrap", "/root")]
+
+
+def test_squeue_components_sorted_by_offset() -> None:
+    text = "\n".join(
+        [
+            _line("7+1", "RUNNING", "n2", "None", "b-0", "/d"),
+            _line("7+0", "RUNNING", "n1", "None", "a-0", "/d"),
+        ]
+    )
+    assert [c.offset for c in parse_squeue(text)["7"]] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        ("PENDING", AppState.PENDING),
+        ("CONFIGURING", AppState.PENDING),
+        ("RUNNING", AppState.RUNNING),
+        ("COMPLETING", AppState.RUNNING),  # processes may still be alive
+        ("COMPLETED", AppState.SUCCEEDED),
+        ("FAILED", AppState.FAILED),
+        ("TIMEOUT", AppState.FAILED),
+        ("OUT_OF_MEMORY", AppState.FAILED),
+        ("CANCELLED", AppState.CANCELLED),
+        ("CANCELLED by 0", AppState.CANCELLED),  # sacct's spelling
+        ("REQUEUED", AppState.PENDING),
+        ("SOMETHING_NEW", AppState.UNKNOWN),
+    ],
+)
+def test_slurm_states(state: str, expected: AppState) -> None:
+    assert slurm_state(state) == expected
+
+
+def test_exit_codes() -> None:
+    assert parse_exit_code("0:0") == 0
+    assert parse_exit_code("3:0") == 3
+    assert parse_exit_code("0:15") == 128 + 15
+    assert parse_exit_code("") is None
+    assert parse_exit_code("n/a") is None
+
+
+def test_sacct_skips_steps_and_reads_exit_codes() -> None:
+    text = "\n".join(
+        [
+            _line("12+0", "FAILED", "n1", "NonZeroExitCode", "echo-0", "/w", "3:0"),
+            _line("12+0.batch", "FAILED", "n1", "", "batch", "", "3:0"),
+            _line("12+1", "CANCELLED by 0", "None assigned", "None", "echo-1", "/w", "0:15"),
+        ]
+    )
+    first, second = parse_sacct(text)["12"]
+    assert (first.state, first.exit_code, first.replica) == ("FAILED", 3, ("echo", 0))
+    assert (second.state, second.nodes, second.exit_code) == ("CANCELLED", "", 143)
+
+
+def test_scontrol_exit_codes_per_component() -> None:
+    text = (
+        "JobId=38 JobName=a-0 HetJobId=38 HetJobOffset=0 JobState=FAILED Restarts=1 ExitCode=3:0\n"
+        "JobId=39 JobName=b-0 HetJobId=38 HetJobOffset=1 JobState=FAILED Restarts=1 ExitCode=0:9\n"
+    )
+    assert parse_scontrol_jobs(text) == {0: (3, 1), 1: (137, 1)}
+    assert parse_scontrol_jobs("JobId=5 JobName=wrap Restarts=0 ExitCode=0:0") == {None: (0, 0)}
+
+
+def test_replica_from_job_name() -> None:
+    assert SlurmComponent("1", 0, "RUNNING", name="my-role-12").replica == ("my-role", 12)
+    assert SlurmComponent("1", None, "RUNNING", name="wrap").replica == ("wrap", 0)
+
+
+def test_job_state_prefers_failed_once_all_ended() -> None:
+    def job(*states: str) -> list[SlurmComponent]:
+        return [SlurmComponent("1", i, s) for i, s in enumerate(states)]
+
+    assert job_state(job("FAILED", "CANCELLED")) == AppState.FAILED
+    assert job_state(job("CANCELLED", "CANCELLED")) == AppState.CANCELLED
+    assert job_state(job("COMPLETED", "RUNNING")) == AppState.RUNNING
+    assert job_state(job("COMPLETED", "COMPLETED")) == AppState.SUCCEEDED
+    assert job_state(job("PENDING", "PENDING")) == AppState.PENDING
+
+
+def test_describe_job_reports_roles_replicas_and_hosts() -> None:
+    components = parse_squeue(SQUEUE)["38"]
+    response = describe_job("38", components)
+    assert response.app_id == "38"
+    assert response.state == AppState.RUNNING
+    assert response.msg == "RUNNING"
+    assert [(r.name, r.num_replicas) for r in response.roles] == [("trainer", 2), ("ps", 1)]
+    trainer, ps = response.roles_statuses
+    assert [(r.id, r.hostname, r.state) for r in trainer.replicas] == [
+        (0, "n1", AppState.RUNNING),
+        (1, "n2", AppState.RUNNING),
+    ]
+    assert [(r.id, r.state) for r in ps.replicas] == [(0, AppState.PENDING)]
+
+
+def test_describe_job_keeps_submitted_roles_and_exit_codes() -> None:
+    roles = [Role(name="echo", image="/tmp", num_replicas=1)]
+    components = [SlurmComponent("9", None, "FAILED", "n1", "NonZeroExitCode", "echo-0", "/w", 3)]
+    response = describe_job("9", components, roles=roles, num_restarts=0)
+    assert response.state == AppState.FAILED
+    assert response.msg == "FAILED (NonZeroExitCode)"
+    assert response.roles == roles
+    assert response.num_restarts == 0
+    (replica,) = response.roles_statuses[0].replicas
+    assert (replica.exit_code, replica.state, replica.hostname) == (3, AppState.FAILED, "n1")
