@@ -199,3 +199,63 @@ class DockerEngineError(AsyncTorchXError, RuntimeError):
         self.status = status
         self.message = message
         self.request = request
+
+
+class SlurmNotInstalledError(SchedulerUnavailableError):
+    """A Slurm client command (``sbatch``, ``squeue``...) is not on ``PATH``.
+
+    Args:
+        command: the command that was not found.
+    """
+
+    def __init__(self, command: str) -> None:
+        super().__init__(
+            f"Slurm's client tools are not installed: {command!r} is not on PATH. Install"
+            " them (Debian: `apt-get install slurm-client`) or run on a Slurm login node;"
+            " `bash scripts/slurm-cluster.sh start` starts a local cluster"
+        )
+        self.command = command
+
+
+class SlurmCommandError(AsyncTorchXError, RuntimeError):
+    """A Slurm command failed; the message carries Slurm's own error text.
+
+    Args:
+        argv: the command that failed.
+        returncode: its exit status.
+        stderr: what it wrote to stderr (Slurm's message).
+    """
+
+    def __init__(self, argv: list[str], returncode: int, stderr: str) -> None:
+        super().__init__(
+            f"`{' '.join(argv)}` failed with exit status {returncode}: {stderr.strip()}"
+        )
+        self.argv = argv
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+class SlurmSubmitError(SlurmCommandError, InvalidRunConfigException):
+    """``sbatch`` refused a job because of one of its options (partition, time, ...).
+
+    Both a :class:`SlurmCommandError` (Slurm's message, the command) and an
+    :class:`InvalidRunConfigException` whose ``cfg_key`` names the run option (or the
+    resource field) Slurm refused.
+
+    Args:
+        argv: the ``sbatch`` command.
+        returncode: its exit status.
+        stderr: Slurm's message.
+        option: the run option or resource that Slurm refused (``partition``, ``time``,
+            ``constraint``, ``memMB``...).
+    """
+
+    def __init__(self, argv: list[str], returncode: int, stderr: str, option: str) -> None:
+        SlurmCommandError.__init__(self, argv, returncode, stderr)
+        message = (
+            f"Slurm refused {option!r} of this job: {stderr.strip()} (`{' '.join(argv)}`"
+            f" exited with {returncode}); fix {option!r} and submit again"
+        )
+        self.args = (message,)
+        self.cfg_key: str | None = option
+        self.cfg = None
