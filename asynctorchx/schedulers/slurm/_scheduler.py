@@ -1,0 +1,386 @@
+"""``SlurmScheduler``: an app is one heterogeneous ``sbatch`` job, watched with ``squeue``.
+
+TorchX's ``torchx.schedulers.slurm_scheduler.SlurmScheduler`` made awaitable, with these
+differences:
+
+- state comes from ``squeue -h -t all`` (works without accounting) and from ``sacct -P``
+  only for jobs ``squeue`` no longer lists, when the cluster has accounting; TorchX reads
+  only ``sacct`` and fails on clusters without it;
+- a job that left ``squeue`` with no accounting record keeps the state this scheduler last
+  saw (never a guessed ``SUCCEEDED``);
+- ``wait``/``wait_for_state_change`` use the base class's batched poller: Slurm pushes no
+  job event to ordinary users, so every watched job is asked for in ONE ``squeue`` call
+  per tick (see ``docs/slurm.md``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import tempfile
+from collections.abc import AsyncIterator, Collection, Mapping
+from typing import Any
+
+import anyio
+import attrs
+
+from asynctorchx.errors import UnknownAppException
+from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from asynctorchx.schedulers.slurm._commands import SlurmCommands
+from asynctorchx.schedulers.slurm._logs import (
+    follow_log,
+    job_dir_or_cwd,
+    log_file_name,
+    read_job_dirs,
+    save_job_dir,
+)
+from asynctorchx.schedulers.slurm._request import (
+    NOMEM_THRESHOLD_MB,
+    SlurmBatchRequest,
+    build_batch_request,
+    slurm_runopts,
+)
+from asynctorchx.schedulers.slurm._state import SlurmComponent, describe_job, job_state
+from asynctorchx.schedulers.toolkit import LogQuery, Notifier, gather_results
+from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, is_terminal, runopts
+
+logger = logging.getLogger(__name__)
+
+#: The default seconds between two ``squeue`` polls while watched jobs change.
+DEFAULT_POLL_INTERVAL = 1.0
+
+#: What ``describe``'s ``msg`` says of a job ``squeue`` (and ``sacct``) no longer lists.
+LAST_SEEN = "squeue no longer lists this job and there is no accounting record: last seen {}"
+
+
+def _positive_seconds(value: float | str) -> float:
+    seconds = float(value)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"poll_interval={value!r}: use a positive number of seconds")
+    return seconds
+
+
+class SlurmScheduler(Scheduler[SlurmBatchRequest]):
+    """Runs each app as one Slurm heterogeneous job (one component per role replica).
+
+    Args:
+        session_name: the runner session (part of app handles).
+        poll_interval: seconds between two ``squeue`` calls of :meth:`wait` while
+            watched jobs change (default :data:`DEFAULT_POLL_INTERVAL`, 1 s); the tick
+            doubles after 60 s without change, up to 10 s (the base class's
+            :class:`~asynctorchx.schedulers.toolkit.BatchedPoller`).
+        commands: runs Slurm's commands (default: a new :class:`SlurmCommands`); its
+            ``counts`` tell how many times each command ran.
+
+    Raises:
+        ValueError: ``poll_interval`` is not a positive number of seconds.
+
+    Job ids are the app ids (``sbatch --parsable``'s output, the leader's id for a
+    heterogeneous job). The scheduler keeps, per job it saw, the last components it saw
+    and (for jobs it submitted) the roles and directory; :meth:`delete` forgets them.
+    """
+
+    def __init__(
+        self,
+        session_name: str,
+        *,
+        poll_interval: float | str = DEFAULT_POLL_INTERVAL,
+        commands: SlurmCommands | None = None,
+    ) -> None:
+        super().__init__("slurm", session_name)
+        self.poll_interval = _positive_seconds(poll_interval)
+        self.commands = commands if commands is not None else SlurmCommands()
+        self._last_seen: dict[str, list[SlurmComponent]] = {}
+        self._exit_codes: dict[str, dict[int | None, tuple[int | None, int]]] = {}
+        self._roles: dict[str, list[Role]] = {}
+        self._job_dirs: dict[str, str] = {}
+        self._accounting: bool | None = None  # unknown until sacct answers
+        self._partition_memory: dict[str | None, int | None] = {}
+        self._ticks: Notifier | None = None
+
+    def _run_opts(self) -> runopts:
+        return slurm_runopts()
+
+    def _submit_dryrun(
+        self, app: AppDef, cfg: Mapping[str, CfgVal]
+    ) -> AppDryRunInfo[SlurmBatchRequest]:
+        return AppDryRunInfo(build_batch_request(app, cfg), repr)
+
+    async def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:
+        """Write the batch script and submit it with ``sbatch --parsable``; return the job id.
+
+        With ``job_dir`` the script is written there (the directory is created if
+        missing), the job runs there (``--chdir``) and ``{job_id} = {job_dir}`` is appended
+        to ``.torchxslurmjobdirs`` in the current directory, as TorchX does. Without it the
+        script goes to a temporary directory and the job runs in the current directory.
+        When the partition declares at most 1000 MB per node (``sinfo``), ``--mem`` is
+        left out, as ``torchx.schedulers.slurm_scheduler`` does.
+
+        Args:
+            dryrun_info: what :meth:`submit_dryrun` returned.
+
+        Returns:
+            The job id.
+
+        Raises:
+            SlurmNotInstalledError: ``sbatch`` is not on ``PATH``.
+            SlurmSubmitError: Slurm refused an option (unknown partition...); it names it.
+            SlurmCommandError: sbatch failed otherwise.
+            OSError: the script or the job directory cannot be written.
+        """
+        request = dryrun_info.request
+        await self._drop_memory_if_undeclared(request, dryrun_info._cfg or {})
+        job_dir = str(await anyio.Path(request.job_dir).absolute()) if request.job_dir else None
+        script = request.materialize()
+        with tempfile.TemporaryDirectory(prefix="asynctorchx-slurm-") as temporary:
+            directory = job_dir or temporary
+            await _write_script(directory, script)
+            argv = list(request.cmd)
+            if job_dir is not None:
+                argv.append(f"--chdir={job_dir}")
+            argv.append(os.path.join(directory, "torchx-sbatch.sh"))
+            job_id = await self.commands.sbatch(argv)
+        if job_id in self._last_seen:  # an id reused after a controller restart
+            await self.delete(job_id)
+        self._job_dirs[job_id] = job_dir or os.getcwd()
+        if job_dir is not None:
+            await save_job_dir(job_id, job_dir)
+        if dryrun_info._app is not None:
+            self._roles[job_id] = list(dryrun_info._app.roles)
+        return job_id
+
+    async def _drop_memory_if_undeclared(
+        self, request: SlurmBatchRequest, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """Leave out ``--mem`` on a partition that declares too little memory per node."""
+        if not any("mem" in replica.sbatch_opts for replica in request.replicas.values()):
+            return
+        partition = cfg.get("partition")
+        name = partition if isinstance(partition, str) else None
+        if name not in self._partition_memory:
+            self._partition_memory[name] = await self.commands.partition_memory_mb(name)
+        memory = self._partition_memory[name]
+        if memory is not None and memory <= NOMEM_THRESHOLD_MB:
+            for replica in request.replicas.values():
+                replica.sbatch_opts.pop("mem", None)
+
+    def _tick_notifier(self) -> Notifier:
+        if self._ticks is None:
+            self._ticks = Notifier()
+        return self._ticks
+
+    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """Describe the job: app, role and replica states, nodes and exit codes.
+
+        One ``squeue -h -t all`` call; ``sacct`` when squeue no longer lists the job and
+        the cluster has accounting; ``scontrol show job`` once when the job has ended,
+        for its exit code. A job neither lists is described by its last seen state, with
+        a ``msg`` saying so; one this scheduler never saw is unknown.
+
+        Args:
+            app_id: the job id.
+
+        Returns:
+            The description, or ``None`` for a job Slurm and this scheduler do not know.
+
+        Raises:
+            SlurmNotInstalledError: Slurm's commands are not on ``PATH``.
+            SlurmCommandError: squeue failed (no controller answers).
+        """
+        return (await self._describe_many([app_id])).get(app_id)
+
+    async def _describe_many(self, app_ids: Collection[str]) -> dict[str, DescribeAppResponse]:
+        """Describe every job of ``app_ids`` with ONE ``squeue`` call (the poller's tick).
+
+        Args:
+            app_ids: job ids; ids that are not Slurm job ids are unknown.
+        """
+        job_ids = [app_id for app_id in dict.fromkeys(app_ids) if app_id.isdigit()]
+        try:
+            listed = await self.commands.squeue(job_ids)
+            missing = [job_id for job_id in job_ids if job_id not in listed]
+            if missing and self._accounting is not False:
+                records = await self.commands.sacct(missing)
+                self._accounting = records is not None
+                listed.update(records or {})
+            ended = [job_id for job_id, found in listed.items() if _has_ended(found)]
+            await self._read_exit_codes(ended, listed)
+        finally:
+            self._tick_notifier().notify()  # log followers read what was written
+        responses: dict[str, DescribeAppResponse] = {}
+        for job_id in job_ids:
+            if job_id in listed:
+                self._last_seen[job_id] = listed[job_id]
+                responses[job_id] = self._response(job_id, listed[job_id])
+            elif job_id in self._last_seen:
+                components = self._last_seen[job_id]
+                responses[job_id] = self._response(job_id, components)
+                responses[job_id].msg = LAST_SEEN.format(responses[job_id].msg)
+        return responses
+
+    async def _read_exit_codes(
+        self, ended: list[str], listed: Mapping[str, list[SlurmComponent]]
+    ) -> None:
+        """Read once (``scontrol``) the exit codes of jobs that ended and have none yet."""
+        for job_id in listed:
+            if job_id not in ended:
+                self._exit_codes.pop(job_id, None)  # requeued: its codes are stale
+        todo = [
+            job_id
+            for job_id in ended
+            if job_id not in self._exit_codes
+            and any(component.exit_code is None for component in listed[job_id])
+        ]
+        codes = await gather_results(
+            functools.partial(self.commands.exit_codes, job_id) for job_id in todo
+        )
+        self._exit_codes.update(zip(todo, codes, strict=True))
+
+    def _response(self, job_id: str, components: list[SlurmComponent]) -> DescribeAppResponse:
+        codes = self._exit_codes.get(job_id, {})
+        restarts = [restart for _, restart in codes.values()]
+        merged = [
+            component
+            if component.exit_code is not None or component.offset not in codes
+            else _with_exit_code(component, codes[component.offset][0])
+            for component in components
+        ]
+        return describe_job(
+            job_id,
+            merged,
+            roles=self._roles.get(job_id, ()),
+            num_restarts=max(restarts) if restarts else -1,
+        )
+
+    async def list(self) -> list[ListAppResponse]:
+        """List the current user's jobs that ``squeue -t all`` knows.
+
+        That is every pending or running job, and the jobs that ended less than
+        ``MinJobAge`` (300 s by default) ago. (TorchX lists ``sacct``'s records, which
+        needs accounting.)
+
+        Raises:
+            SlurmNotInstalledError: ``squeue`` is not on ``PATH``.
+            SlurmCommandError: squeue failed.
+        """
+        jobs = await self.commands.squeue_mine()
+        return [
+            ListAppResponse(app_id=job_id, state=job_state(components))
+            for job_id, components in jobs.items()
+        ]
+
+    async def cancel(self, app_id: str) -> None:
+        """Cancel the job (``scancel``): every component, processes included; idempotent.
+
+        A job that ended, or that Slurm does not know, is left alone (``scancel`` exits 0
+        for those). Returns once Slurm took the request: ``await wait(app_id)`` for the
+        ``CANCELLED`` state (Slurm reports it once every process is gone).
+
+        Args:
+            app_id: the job id; an id that is not a Slurm job id is a no-op.
+
+        Raises:
+            SlurmNotInstalledError: ``scancel`` is not on ``PATH``.
+            SlurmCommandError: scancel failed (no controller answers).
+        """
+        if app_id.isdigit():
+            await self.commands.scancel(app_id)
+
+    async def _cancel_existing(self, app_id: str) -> None:
+        await self.cancel(app_id)
+
+    async def delete(self, app_id: str) -> None:
+        """Cancel the job and forget what this scheduler kept of it.
+
+        Args:
+            app_id: the job id.
+
+        Raises:
+            SlurmNotInstalledError: ``scancel`` is not on ``PATH``.
+            SlurmCommandError: scancel failed.
+        """
+        await self.cancel(app_id)
+        for kept in (self._last_seen, self._exit_codes, self._roles, self._job_dirs):
+            kept.pop(app_id, None)
+
+    def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
+        """Read a replica's ``slurm-{job_id}-{role}-{k}.out`` or ``.err`` file.
+
+        ``streams``: ``STDOUT`` reads ``.out``, ``STDERR`` and ``None`` read ``.err``
+        (TorchX's default). ``since``/``until`` are ignored (a warning is logged): the
+        files have no time per line, as in TorchX. ``should_tail`` follows the file until
+        the job is terminal, woken at each ``squeue`` tick of the batched poller.
+
+        Args:
+            app_id: the job id.
+            query: the replica, filters and follow mode.
+
+        Raises:
+            ValueError: ``streams`` is ``COMBINED`` (here, before any I/O), or the app has
+                no such role or replica (when iterated).
+            UnknownAppException: the job is unknown (when iterated).
+        """
+        stream = query.stream_or(Stream.STDERR)
+        name = log_file_name(app_id, query.role_name, query.k, stream)
+        if query.has_time_bounds:
+            logger.warning(
+                "slurm log files have no time per line: since/until are ignored for %s", name
+            )
+        return self._read_log(app_id, query, name)
+
+    async def _read_log(self, app_id: str, query: LogQuery, name: str) -> AsyncIterator[str]:
+        response = await self.describe(app_id)
+        if response is None:
+            raise UnknownAppException(app_id)
+        query.check_replica(app_id, {role.name: role.num_replicas for role in response.roles})
+        work_dirs = [component.work_dir for component in self._last_seen.get(app_id, [])]
+        directory = job_dir_or_cwd(
+            self._job_dirs.get(app_id),
+            (await read_job_dirs()).get(app_id),
+            *work_dirs,
+        )
+        async for line in follow_log(
+            os.path.join(directory, name),
+            query,
+            ticks=self._tick_notifier(),
+            wait_for_end=functools.partial(self.wait, app_id),
+            is_finished=functools.partial(self._seen_terminal, app_id),
+        ):
+            yield line
+
+    def _seen_terminal(self, app_id: str) -> bool:
+        components = self._last_seen.get(app_id)
+        return components is None or is_terminal(job_state(components))
+
+
+def _has_ended(components: list[SlurmComponent]) -> bool:
+    return is_terminal(job_state(components))
+
+
+def _with_exit_code(component: SlurmComponent, exit_code: int | None) -> SlurmComponent:
+    return attrs.evolve(component, exit_code=exit_code)
+
+
+async def _write_script(directory: str, script: str) -> None:
+    """Write ``torchx-sbatch.sh`` in ``directory`` (created if missing), off the loop."""
+    path = anyio.Path(directory)
+    await path.mkdir(parents=True, exist_ok=True)
+    await (path / "torchx-sbatch.sh").write_text(script)
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
+    """Create a :class:`SlurmScheduler` (the registry's factory, as TorchX's).
+
+    Args:
+        session_name: the runner session.
+        kwargs: ``poll_interval`` (seconds, a number or its text, e.g. from
+            ``TORCHX_POLL_INTERVAL``); other keys (the Runner passes every ``TORCHX_*``
+            environment variable) are ignored, as TorchX's factory ignores them.
+
+    Raises:
+        ValueError: ``poll_interval`` is not a positive number of seconds.
+    """
+    poll_interval = kwargs.get("poll_interval", DEFAULT_POLL_INTERVAL)
+    return SlurmScheduler(session_name, poll_interval=poll_interval)
