@@ -80,16 +80,20 @@ class SlurmCommands:
     """Runs Slurm's client commands for one scheduler and counts them.
 
     Args:
-        environment: extra environment variables for every command (``None``: the
-            process's own environment, so ``PATH`` and ``SLURM_CONF`` apply).
+        environment: the environment of every command (``None``: the process's own,
+            so ``PATH`` and ``SLURM_CONF`` apply).
+        max_concurrent: how many commands run at once at most (20 concurrent submits
+            do not start 20 ``sbatch`` at once; the controller serialises them anyway).
 
     :attr:`counts` maps each command name (``squeue``, ``sbatch``...) to how many times it
     ran: tests and benchmarks read it to check that the watch makes one ``squeue`` per tick.
     """
 
-    def __init__(self, environment: dict[str, str] | None = None) -> None:
+    def __init__(self, environment: dict[str, str] | None = None, max_concurrent: int = 16) -> None:
         self.environment = environment
+        self.max_concurrent = max_concurrent
         self.counts: collections.Counter[str] = collections.Counter()
+        self._limiter: anyio.CapacityLimiter | None = None
 
     async def run(
         self, argv: Sequence[str], *, cwd: str | None = None, check: bool = True
@@ -109,8 +113,13 @@ class SlurmCommands:
             SlurmCommandError: ``check`` and it failed.
         """
         self.counts[argv[0]] += 1
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.max_concurrent)
         try:
-            done = await anyio.run_process(list(argv), cwd=cwd, env=self.environment, check=False)
+            async with self._limiter:
+                done = await anyio.run_process(
+                    list(argv), cwd=cwd, env=self.environment, check=False
+                )
         except FileNotFoundError as error:
             if cwd is not None and error.filename == cwd:
                 raise

@@ -16,7 +16,9 @@ follower wakes at each poll tick of the scheduler's batched poller.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
+from typing import cast
 
 import anyio
 
@@ -93,7 +95,7 @@ async def follow_log(
     ticks: Notifier,
     wait_for_end: Callable[[], Awaitable[object]],
     is_finished: Callable[[], bool],
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """Yield the lines of the log file at ``path`` that ``query`` asks for.
 
     Without ``query.should_tail``: the lines there now. With it: a task awaits
@@ -135,20 +137,27 @@ async def follow_log(
             ended = True
             ticks.notify()
 
-    async with anyio.create_task_group() as task_group:
+    lines = cast(
+        "AsyncGenerator[str, None]",  # tail_file is an async generator, typed as an iterator
+        tail_file(
+            path,
+            query,
+            wake=lambda: ticks.event,
+            is_finished=lambda: ended or is_finished(),
+            offload_reads=True,
+        ),
+    )
+    closed = False
+    async with anyio.create_task_group() as task_group, aclosing(lines):
         task_group.start_soon(watch)
-        try:
-            async for line in tail_file(
-                path,
-                query,
-                wake=lambda: ticks.event,
-                is_finished=lambda: ended or is_finished(),
-                offload_reads=True,
-            ):
+        async for line in lines:
+            try:
                 yield line
-        finally:
-            task_group.cancel_scope.cancel()
-    if failures:
+            except GeneratorExit:  # the caller closed us: end quietly, outside the group
+                closed = True
+                break
+        task_group.cancel_scope.cancel()
+    if failures and not closed:
         raise failures[0]
 
 

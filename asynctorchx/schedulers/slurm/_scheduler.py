@@ -21,6 +21,7 @@ import math
 import os
 import tempfile
 from collections.abc import AsyncIterator, Collection, Mapping
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -231,7 +232,10 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             job_id
             for job_id in ended
             if job_id not in self._exit_codes
-            and any(component.exit_code is None for component in listed[job_id])
+            and any(
+                component.exit_code is None and component.state != "COMPLETED"
+                for component in listed[job_id]
+            )
         ]
         codes = await gather_results(
             functools.partial(self.commands.exit_codes, job_id) for job_id in todo
@@ -241,18 +245,33 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
     def _response(self, job_id: str, components: list[SlurmComponent]) -> DescribeAppResponse:
         codes = self._exit_codes.get(job_id, {})
         restarts = [restart for _, restart in codes.values()]
-        merged = [
-            component
-            if component.exit_code is not None or component.offset not in codes
-            else _with_exit_code(component, codes[component.offset][0])
-            for component in components
-        ]
+        merged = [_with_exit_code(component, codes) for component in components]
         return describe_job(
             job_id,
             merged,
             roles=self._roles.get(job_id, ()),
             num_restarts=max(restarts) if restarts else -1,
         )
+
+    async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
+        """Wait until the job is terminal and return its description (``None``: unknown).
+
+        Slurm pushes no job events to ordinary users (``strigger`` is for the SlurmUser;
+        ``sbatch --wait`` itself polls), so this is the base class's batched poll: every
+        job watched by this scheduler is asked for in ONE ``squeue`` call per tick of
+        :attr:`poll_interval` seconds (backing off to 10 s after 60 s without change).
+        Overridden only to say so: ``Runner.wait`` then awaits it instead of polling
+        ``status`` every ``wait_interval`` seconds.
+
+        Args:
+            app_id: the job id.
+            timeout: seconds to wait at most; ``None``: no limit.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed before the job ended.
+            SlurmCommandError: squeue failed at a tick this call awaited.
+        """
+        return await super().wait(app_id, timeout)
 
     async def list(self) -> list[ListAppResponse]:
         """List the current user's jobs that ``squeue -t all`` knows.
@@ -341,14 +360,16 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             (await read_job_dirs()).get(app_id),
             *work_dirs,
         )
-        async for line in follow_log(
+        lines = follow_log(
             os.path.join(directory, name),
             query,
             ticks=self._tick_notifier(),
             wait_for_end=functools.partial(self.wait, app_id),
             is_finished=functools.partial(self._seen_terminal, app_id),
-        ):
-            yield line
+        )
+        async with aclosing(lines):  # closed in this task: it holds a task group
+            async for line in lines:
+                yield line
 
     def _seen_terminal(self, app_id: str) -> bool:
         components = self._last_seen.get(app_id)
@@ -359,8 +380,17 @@ def _has_ended(components: list[SlurmComponent]) -> bool:
     return is_terminal(job_state(components))
 
 
-def _with_exit_code(component: SlurmComponent, exit_code: int | None) -> SlurmComponent:
-    return attrs.evolve(component, exit_code=exit_code)
+def _with_exit_code(
+    component: SlurmComponent, codes: Mapping[int | None, tuple[int | None, int]]
+) -> SlurmComponent:
+    """The component with its exit code: 0 when COMPLETED, else from ``scontrol``'s codes."""
+    if component.exit_code is not None:
+        return component
+    if component.state == "COMPLETED":
+        return attrs.evolve(component, exit_code=0)
+    if component.offset in codes:
+        return attrs.evolve(component, exit_code=codes[component.offset][0])
+    return component
 
 
 async def _write_script(directory: str, script: str) -> None:
