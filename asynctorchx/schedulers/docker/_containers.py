@@ -20,7 +20,6 @@ import anyio
 
 from asynctorchx.errors import DockerEngineError
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse
-from asynctorchx.schedulers.docker._concurrency import gather
 from asynctorchx.schedulers.docker._engine import Engine
 from asynctorchx.schedulers.docker._request import (
     LABEL_APP_ID,
@@ -31,6 +30,7 @@ from asynctorchx.schedulers.docker._request import (
     DockerJob,
 )
 from asynctorchx.schedulers.docker._state import app_state, describe_from, listed_state
+from asynctorchx.schedulers.toolkit import gather
 from asynctorchx.specs.api import AppState
 
 #: The cancel marker volume of app ``<app_id>`` is ``asynctorchx-cancelled-<app_id>``.

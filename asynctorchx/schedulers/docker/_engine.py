@@ -34,8 +34,8 @@ from asynctorchx.errors import (
     SchedulerClosedError,
     SchedulerUnavailableError,
 )
-from asynctorchx.schedulers.docker._concurrency import gather
 from asynctorchx.schedulers.docker._state import ns_to_engine
+from asynctorchx.schedulers.toolkit import gather
 
 #: Events are asked from this long before the subscription (ns): the engine sends its
 #: response head before it subscribes, and a remote engine's clock may be a little off.
@@ -73,7 +73,7 @@ class StreamBody:
     :meth:`fill` appends what arrived to :attr:`buffer`; the callers parse whole records
     out of it. Cancelling ``fill`` loses no byte (aiohttp's ``readany`` takes the data
     only after its wait), so it can race another wait in
-    :func:`~asynctorchx.schedulers.docker._concurrency.race`.
+    :func:`~asynctorchx.schedulers.toolkit.race`.
 
     Args:
         response: the aiohttp response, owned by :meth:`Engine.stream` (it closes it).

@@ -24,7 +24,6 @@ import anyio
 
 from asynctorchx.errors import DockerEngineError
 from asynctorchx.schedulers.api import Stream
-from asynctorchx.schedulers.docker._concurrency import race
 from asynctorchx.schedulers.docker._engine import Engine, EventStream
 from asynctorchx.schedulers.docker._state import (
     STATE_EVENTS,
@@ -34,6 +33,7 @@ from asynctorchx.schedulers.docker._state import (
     ns_to_engine,
     parse_ts_ns,
 )
+from asynctorchx.schedulers.toolkit import race
 
 #: A log follower re-reads from this long before the newest frame it consumed (ns).
 REREAD_NS = 1_000_000_000

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 from asynctorchx.schedulers.api import DescribeAppResponse
-from asynctorchx.schedulers.docker._concurrency import race
 from asynctorchx.schedulers.docker._containers import (
     cancelled_at,
     inspect_and_marker,
@@ -28,6 +27,7 @@ from asynctorchx.schedulers.docker._state import (
     event_id,
     exit_for_good,
 )
+from asynctorchx.schedulers.toolkit import race
 
 #: Container id -> its new events, oldest first.
 EventsById = dict[str, list[dict[str, Any]]]
