@@ -16,6 +16,10 @@ The public face of the subpackage; one private module per concern:
 - ``_workspace``: ``.dockerignore``, build contexts and the workspace build.
 - ``_scheduler``: :class:`DockerScheduler` composing them, and :func:`create_scheduler`.
 
+App ids follow the one policy of every backend,
+:func:`~asynctorchx.schedulers.toolkit.make_app_id` (re-exported here);
+:func:`container_name` is Docker's own.
+
 TorchX's import path is :mod:`asynctorchx.schedulers.docker_scheduler` (as
 ``torchx.schedulers.docker_scheduler``); it re-exports the same names.
 """
@@ -34,13 +38,13 @@ from asynctorchx.schedulers.docker._request import (
     DockerContainer,
     DockerJob,
     container_name,
-    make_app_id,
 )
 from asynctorchx.schedulers.docker._scheduler import (
     DEFAULT_GRACE_S,
     DockerScheduler,
     create_scheduler,
 )
+from asynctorchx.schedulers.toolkit import make_app_id
 
 __all__ = [
     "DEFAULT_GRACE_S",

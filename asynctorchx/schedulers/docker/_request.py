@@ -14,14 +14,13 @@ import fnmatch
 import json
 import os
 import re
-import secrets
-import string
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
 from asynctorchx import __version__
+from asynctorchx.schedulers.toolkit import make_app_id
 from asynctorchx.specs.api import (
     MISSING,
     AppDef,
@@ -111,22 +110,13 @@ class DockerJob:
 
 
 def _sanitize(text: str) -> str:
-    """Make ``text`` usable in a container name (``[A-Za-z0-9][A-Za-z0-9_.-]*``)."""
+    """Make ``text`` usable in a container name (``[A-Za-z0-9][A-Za-z0-9_.-]*``).
+
+    Docker's own rule for container names; app ids themselves follow the toolkit's one
+    policy (:func:`~asynctorchx.schedulers.toolkit.make_app_id`).
+    """
     cleaned = _NAME_CHARS.sub("-", text).lstrip("-_.")
     return cleaned or "app"
-
-
-def make_app_id(app_name: str) -> str:
-    """Return a new unique app id ``{name}-{10 random lowercase letters and digits}``.
-
-    Args:
-        app_name: the app's name; characters a container name cannot hold become ``-``.
-    """
-    alphabet = string.ascii_lowercase + string.digits
-    suffix = secrets.choice(string.ascii_lowercase) + "".join(
-        secrets.choice(alphabet) for _ in range(9)
-    )
-    return f"{_sanitize(app_name)}-{suffix}"
 
 
 def container_name(app_id: str, role_name: str, replica_id: int) -> str:

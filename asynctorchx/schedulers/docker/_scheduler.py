@@ -44,7 +44,6 @@ from asynctorchx.schedulers.api import (
     ListAppResponse,
     Scheduler,
     Stream,
-    validate_app_id,
 )
 from asynctorchx.schedulers.docker import _containers
 from asynctorchx.schedulers.docker._engine import Engine
@@ -53,6 +52,7 @@ from asynctorchx.schedulers.docker._network import ensure_network
 from asynctorchx.schedulers.docker._request import DockerJob, build_job, run_opts, validate
 from asynctorchx.schedulers.docker._watch import watch
 from asynctorchx.schedulers.docker._workspace import build_workspace
+from asynctorchx.schedulers.toolkit import validate_app_id
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,

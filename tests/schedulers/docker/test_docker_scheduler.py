@@ -39,6 +39,7 @@ from asynctorchx.schedulers.docker_scheduler import (
     container_name,
     create_scheduler,
 )
+from asynctorchx.schedulers.toolkit import sanitize_app_name, validate_app_id
 from asynctorchx.specs.api import AppDef, AppState, Resource, Role, parse_mounts
 
 LIMIT = 60.0  # seconds: a safety bound on awaits, never a timing guess
@@ -130,6 +131,17 @@ def test_dryrun_maps_resources_mounts_ports_and_retries(tmp_path: Path) -> None:
     text = str(info)
     assert first.name in text
     assert '"NanoCpus": 2000000000' in text
+
+
+def test_dryrun_app_ids_follow_the_policy_of_every_backend() -> None:
+    # one id policy (the toolkit's): an id local_docker makes is one it accepts back
+    sched = DockerScheduler("t")
+    role = Role("r", "img", entrypoint="e")
+    for name, prefix in [("a..b", "a-b-"), ("my app/x", "my-app-x-"), ("-.x", "x-")]:
+        app_id = sched.submit_dryrun(AppDef(name, [role]), {}).request.app_id
+        assert app_id.startswith(prefix)
+        assert validate_app_id(app_id) == app_id
+        assert sanitize_app_name(name) == app_id[: -len("-0123456789")]
 
 
 def test_container_name_is_bounded_and_valid() -> None:
