@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from asynctorchx import __version__
-from asynctorchx.schedulers.toolkit import make_app_id
+from asynctorchx.schedulers.toolkit import UnknownDeviceError, get_device_mounts, make_app_id
 from asynctorchx.specs.api import (
     MISSING,
     AppDef,
@@ -50,9 +50,6 @@ NETWORK = "torchx"
 RANK0_ENV = "TORCHX_RANK0_HOST"
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
-
-#: resource.devices names known to map to host device files (as TorchX's devices table).
-_DEVICE_FILES: dict[str, str] = {"vpc.amazonaws.com/efa": "/dev/infiniband/uverbs"}
 
 
 def _format_container(container: DockerContainer) -> str:
@@ -259,7 +256,8 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
 
     Raises:
         ValueError: an ``env`` item is not ``KEY=VALUE``, or a resource device has no
-            known host device file.
+            known host device file (:class:`~asynctorchx.schedulers.toolkit.UnknownDeviceError`)
+            or a negative count.
     """
     default_env = _default_env(cfg)
     app_id = make_app_id(app.name)
@@ -284,30 +282,33 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
     return job
 
 
+def _device_entry(mount: DeviceMount) -> dict[str, str]:
+    """One ``HostConfig.Devices`` entry (Docker Engine API) for a device mount."""
+    return {
+        "PathOnHost": mount.src_path,
+        "PathInContainer": mount.dst_path,
+        "CgroupPermissions": mount.permissions,
+    }
+
+
 def _devices(role: Role) -> list[dict[str, str]]:
-    """The host devices of ``role``: its resource devices, then its device mounts."""
-    devices: list[dict[str, str]] = []
-    for device, count in role.resource.devices.items():
-        path = _DEVICE_FILES.get(device, device)
-        if not path.startswith("/dev/"):
-            raise ValueError(
-                f"role {role.name!r}: resource device {device!r} has no known host device"
-                f" file: use one of {sorted(_DEVICE_FILES)} or a /dev/ path"
-            )
-        paths = [f"{path}{i}" for i in range(count)] if device in _DEVICE_FILES else [path]
-        devices.extend(
-            {"PathOnHost": p, "PathInContainer": p, "CgroupPermissions": "rwm"} for p in paths
-        )
-    for mount in role.mounts:
-        if isinstance(mount, DeviceMount):
-            devices.append(
-                {
-                    "PathOnHost": mount.src_path,
-                    "PathInContainer": mount.dst_path,
-                    "CgroupPermissions": mount.permissions,
-                }
-            )
-    return devices
+    """The host devices of ``role``: its resource devices, then its device mounts.
+
+    ``Resource.devices`` maps to device files by the table every backend shares
+    (:func:`~asynctorchx.schedulers.toolkit.get_device_mounts`, TorchX's
+    ``torchx.schedulers.devices``): EFA to ``/dev/infiniband/uverbs*``, Neuron to
+    ``/dev/neuron*``.
+
+    Raises:
+        UnknownDeviceError: a resource device has no known host device file (a
+            ``ValueError``; the message names the role).
+    """
+    try:
+        resource_mounts = get_device_mounts(role.resource.devices)
+    except UnknownDeviceError as error:
+        raise UnknownDeviceError(f"role {role.name!r}: {error}") from None
+    mounts = [*resource_mounts, *(m for m in role.mounts if isinstance(m, DeviceMount))]
+    return [_device_entry(mount) for mount in mounts]
 
 
 def _mounts(role: Role) -> list[dict[str, Any]]:

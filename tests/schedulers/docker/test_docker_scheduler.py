@@ -40,6 +40,7 @@ from asynctorchx.schedulers.docker_scheduler import (
     create_scheduler,
 )
 from asynctorchx.schedulers.toolkit import sanitize_app_name, validate_app_id
+from asynctorchx.specs import named_resources
 from asynctorchx.specs.api import AppDef, AppState, Resource, Role, parse_mounts
 
 LIMIT = 60.0  # seconds: a safety bound on awaits, never a timing guess
@@ -142,6 +143,32 @@ def test_dryrun_app_ids_follow_the_policy_of_every_backend() -> None:
         assert app_id.startswith(prefix)
         assert validate_app_id(app_id) == app_id
         assert sanitize_app_name(name) == app_id[: -len("-0123456789")]
+
+
+def _host_devices(resource: Resource) -> list[str]:
+    role = Role("r", "img", entrypoint="e", resource=resource)
+    (container,) = DockerScheduler("t").submit_dryrun(AppDef("dev", [role]), {}).request.containers
+    devices = container.config["HostConfig"]["Devices"]
+    assert all(d["PathOnHost"] == d["PathInContainer"] for d in devices)
+    assert {d["CgroupPermissions"] for d in devices} == {"rwm"}
+    return [d["PathOnHost"] for d in devices]
+
+
+def test_dryrun_maps_neuron_and_efa_devices_of_aws_named_resources() -> None:
+    # every aws_trn1.* named resource asks for Neuron devices (and the large ones EFA)
+    assert _host_devices(named_resources["aws_trn1.2xlarge"]) == ["/dev/neuron0"]
+    paths = _host_devices(named_resources["aws_trn1.32xlarge"])
+    assert sorted(paths) == sorted(
+        [f"/dev/infiniband/uverbs{i}" for i in range(8)] + [f"/dev/neuron{i}" for i in range(16)]
+    )
+    assert _host_devices(named_resources["aws_p4d.24xlarge"]) == [
+        f"/dev/infiniband/uverbs{i}" for i in range(4)
+    ]
+
+
+def test_dryrun_rejects_an_unknown_resource_device() -> None:
+    with pytest.raises(ValueError, match=r"role 'r'.*'example.com/tpu'"):
+        _host_devices(Resource(cpu=1, gpu=0, memMB=1, devices={"example.com/tpu": 1}))
 
 
 def test_container_name_is_bounded_and_valid() -> None:
