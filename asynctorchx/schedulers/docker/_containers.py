@@ -29,8 +29,8 @@ from asynctorchx.schedulers.docker._request import (
     DockerContainer,
     DockerJob,
 )
-from asynctorchx.schedulers.docker._state import app_state, describe_from, listed_state
-from asynctorchx.schedulers.toolkit import gather
+from asynctorchx.schedulers.docker._state import describe_from, listed_state
+from asynctorchx.schedulers.toolkit import app_state, gather
 from asynctorchx.specs.api import AppState
 
 #: The cancel marker volume of app ``<app_id>`` is ``asynctorchx-cancelled-<app_id>``.
@@ -191,7 +191,7 @@ async def list_apps(engine: Engine) -> list[ListAppResponse]:
     for container in listed:
         app_id = container["Labels"][LABEL_APP_ID]
         per_app.setdefault(app_id, []).append(listed_state(container))
-    states = {app_id: app_state(found, False) for app_id, found in per_app.items()}
+    states = {app_id: app_state(found) for app_id, found in per_app.items()}
 
     async def describe_cancelled(app_id: str) -> None:
         response = await describe(engine, app_id)

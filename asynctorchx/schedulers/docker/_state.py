@@ -3,9 +3,11 @@
 No I/O here: every function reads records the engine returned (a container's inspect,
 a listing entry, an event) and decides. The container state names are the Docker Engine
 API's (``created``, ``running``, ``restarting``, ``paused``, ``removing``, ``exited``,
-``dead``); their mapping to :class:`~asynctorchx.specs.api.AppState` is TorchX 0.7.0's
-(``torchx.schedulers.docker_scheduler``), with the differences the scheduler documents
-(a cancelled app ends CANCELLED, an app is terminal only once every replica is).
+``dead``); their mapping to a replica's :class:`~asynctorchx.specs.api.AppState` is
+TorchX 0.7.0's (``torchx.schedulers.docker_scheduler``), with the differences the
+scheduler documents (a replica the cancel ended is CANCELLED). From replicas to the app
+the rule is every backend's, :func:`~asynctorchx.schedulers.toolkit.app_state` (an app
+is terminal only once every replica is).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from asynctorchx.schedulers.docker._request import (
     LABEL_REPLICA_ID,
     LABEL_ROLE_NAME,
 )
-from asynctorchx.specs.api import AppDef, AppState, ReplicaStatus, Role, RoleStatus, is_terminal
+from asynctorchx.schedulers.toolkit import app_state, describe_app, role_statuses
+from asynctorchx.specs.api import NONE, AppDef, AppState, ReplicaStatus, Role
 from asynctorchx.specs.converter import from_json
 
 #: The engine's container states that are not terminal (TorchX's table in
@@ -175,34 +178,6 @@ def listed_state(container: Mapping[str, Any]) -> AppState:
     return LIVE_STATES.get(status, AppState.UNKNOWN)
 
 
-def app_state(states: list[AppState], cancelled: bool) -> AppState:
-    """The app's state from its replicas': terminal only once every replica is.
-
-    While a replica is live the app is the most advanced live state among them
-    (RUNNING, then PENDING, then SUBMITTED). Once all are terminal: SUCCEEDED if all
-    succeeded, else CANCELLED if the app was cancelled, else FAILED.
-
-    Args:
-        states: every replica's state.
-        cancelled: the app was cancelled (its cancel marker exists).
-
-    Returns:
-        the app's state; UNKNOWN for no replicas.
-    """
-    if not states:
-        return AppState.UNKNOWN
-    if not all(is_terminal(state) for state in states):
-        for live in (AppState.RUNNING, AppState.PENDING, AppState.SUBMITTED):
-            if live in states:
-                return live
-        return AppState.UNKNOWN
-    if all(state == AppState.SUCCEEDED for state in states):
-        return AppState.SUCCEEDED
-    if cancelled:
-        return AppState.CANCELLED
-    return AppState.FAILED
-
-
 def _will_restart(info: Mapping[str, Any], exit_code: int) -> bool | None:
     """Whether the engine restarts the container after it exited ``exit_code`` unsignalled.
 
@@ -294,28 +269,37 @@ def _submitted_app(labels: Mapping[str, str]) -> AppDef | None:
         return None
 
 
+def _failure(role: str, replica_id: int, exit_code: int | None, state: Mapping[str, Any]) -> str:
+    """The message part of a failed replica: its exit code and the engine's error."""
+    error = state.get("Error") or ""
+    message = f"{role}/{replica_id} failed with exit code {exit_code}"
+    return f"{message}: {error}" if error else message
+
+
 def describe_from(
     app_id: str, inspected: list[dict[str, Any]], cancelled_at_ns: int | None
 ) -> DescribeAppResponse:
     """Describe the app from its containers' inspects and its cancel time.
 
-    Each replica's state is :func:`replica_state`'s, the app's :func:`app_state`'s;
-    ``num_restarts`` sums the containers' ``RestartCount``; ``msg`` names each failed
-    replica with its exit code and the engine's error (``<NONE>`` when there is none).
-    ``roles`` and their order are the submitted ``AppDef``'s (the
-    ``asynctorchx.pytorch.org/app-def`` label), or rebuilt from the containers' labels
-    for apps TorchX started.
+    Each replica's state is :func:`replica_state`'s; the app's state and the response
+    follow the rule every backend shares (:func:`~asynctorchx.schedulers.toolkit.app_state`
+    through :func:`~asynctorchx.schedulers.toolkit.describe_app`). ``num_restarts`` sums
+    the containers' ``RestartCount``; ``msg`` names each failed replica with its exit
+    code and the engine's error, after ``cancelled`` for a cancelled app (``<NONE>`` when
+    there is nothing to say). ``roles_statuses`` holds the roles that have containers, in
+    the submitted ``AppDef``'s order (the ``asynctorchx.pytorch.org/app-def`` label), and
+    ``roles`` is that ``AppDef``'s, or rebuilt from the containers' labels for apps
+    TorchX started.
 
     Args:
         app_id: the app.
         inspected: the inspect of each of its containers.
         cancelled_at_ns: when the app was cancelled (ns since the epoch), or ``None``.
     """
-    roles_statuses: dict[str, RoleStatus] = {}
     rebuilt: dict[str, Role] = {}
-    states: list[AppState] = []
+    replicas: list[ReplicaStatus] = []
     restarts = 0
-    messages: list[str] = []
+    failures: list[str] = []
     app_def: AppDef | None = None
     for info in sorted(inspected, key=_replica_key):
         role, replica_id = _replica_key(info)
@@ -323,18 +307,13 @@ def describe_from(
             app_def = _submitted_app(info["Config"]["Labels"])
         if role not in rebuilt:
             rebuilt[role] = Role(name=role, image=info["Config"]["Image"], num_replicas=0)
-            roles_statuses[role] = RoleStatus(role, [])
         rebuilt[role].num_replicas += 1
         state, exit_code = replica_state(info["State"], cancelled_at_ns)
         restarts += int(info.get("RestartCount", 0))
-        name = str(info.get("Name", "")).lstrip("/")
         if state == AppState.FAILED:
-            error = info["State"].get("Error") or ""
-            messages.append(
-                f"{role}/{replica_id} failed with exit code {exit_code}"
-                + (f": {error}" if error else "")
-            )
-        roles_statuses[role].replicas.append(
+            failures.append(_failure(role, replica_id, exit_code, info["State"]))
+        name = str(info.get("Name", "")).lstrip("/")
+        replicas.append(
             ReplicaStatus(
                 id=replica_id,
                 state=state,
@@ -343,18 +322,15 @@ def describe_from(
                 exit_code=exit_code,
             )
         )
-        states.append(state)
-    state_of_app = app_state(states, cancelled_at_ns is not None)
-    if state_of_app == AppState.CANCELLED:
-        messages.insert(0, "cancelled")
-    order = [role.name for role in app_def.roles] if app_def else list(roles_statuses)
-    ordered = [roles_statuses[name] for name in order if name in roles_statuses]
-    ordered += [status for name, status in roles_statuses.items() if name not in order]
-    return DescribeAppResponse(
-        app_id=app_id,
-        state=state_of_app,
+    cancelled = cancelled_at_ns is not None
+    state_of_app = app_state((replica.state for replica in replicas), cancelled=cancelled)
+    messages = (["cancelled"] if state_of_app == AppState.CANCELLED else []) + failures
+    submitted = [role.name for role in app_def.roles] if app_def else []
+    return describe_app(
+        app_id,
+        role_statuses(replicas, [name for name in submitted if name in rebuilt]),
+        cancelled=cancelled,
         num_restarts=restarts,
-        msg="; ".join(messages) if messages else "<NONE>",
-        roles_statuses=ordered,
+        msg="; ".join(messages) if messages else NONE,
         roles=list(app_def.roles) if app_def else list(rebuilt.values()),
     )

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from asynctorchx.schedulers.docker._request import LABEL_REPLICA_ID, LABEL_ROLE_NAME
 from asynctorchx.schedulers.docker._state import (
     CANCEL_RACE_NS,
-    app_state,
+    describe_from,
     exit_for_good,
     listed_state,
     parse_ts_ns,
@@ -117,31 +118,71 @@ def test_engine_times_parse_to_the_nanosecond() -> None:
 # --------------------------------------------------------------------------- app state
 
 
+def container(k: int, state: dict[str, Any], role: str = "r") -> dict[str, Any]:
+    """The inspect of replica ``k`` of ``role`` (as the engine returns it) in ``state``."""
+    return {
+        "Id": f"c{k}",
+        "Name": f"/app-{role}-{k}",
+        "Config": {
+            "Image": "img",
+            "Hostname": f"app-{role}-{k}",
+            "Labels": {LABEL_ROLE_NAME: role, LABEL_REPLICA_ID: str(k)},
+        },
+        "State": state,
+        "RestartCount": 0,
+    }
+
+
+def app_of(*states: dict[str, Any], cancelled_at_ns: int | None = None) -> AppState:
+    """The app's state ``describe`` reports for replicas 0, 1... in ``states``."""
+    inspected = [container(k, state) for k, state in enumerate(states)]
+    return describe_from("app", inspected, cancelled_at_ns).state
+
+
+SUBMITTED = {"Status": "created", "ExitCode": 0}
+PENDING = {"Status": "restarting", "ExitCode": 0}
+RUNNING = {"Status": "running", "ExitCode": 0}
+
+
 def test_a_live_app_is_at_its_most_advanced_live_replica() -> None:
-    r, p, s = AppState.RUNNING, AppState.PENDING, AppState.SUBMITTED
-    assert app_state([s, p, r], cancelled=False) == AppState.RUNNING
-    assert app_state([s, p], cancelled=False) == AppState.PENDING
-    assert app_state([s, s], cancelled=False) == AppState.SUBMITTED
+    assert app_of(SUBMITTED, PENDING, RUNNING) == AppState.RUNNING
+    assert app_of(SUBMITTED, PENDING) == AppState.PENDING
+    assert app_of(SUBMITTED, SUBMITTED) == AppState.SUBMITTED
     # one replica done, one still running: the app is running, not done
-    assert app_state([AppState.SUCCEEDED, r], cancelled=False) == AppState.RUNNING
-    assert app_state([AppState.FAILED, p], cancelled=False) == AppState.PENDING
+    assert app_of(finished("exited", 0), RUNNING) == AppState.RUNNING
+    assert app_of(finished("exited", 1), PENDING) == AppState.PENDING
 
 
 def test_an_app_succeeds_only_when_every_replica_succeeded() -> None:
-    assert app_state([AppState.SUCCEEDED] * 3, cancelled=False) == AppState.SUCCEEDED
-    assert app_state([AppState.SUCCEEDED, AppState.FAILED], cancelled=False) == AppState.FAILED
+    assert app_of(*[finished("exited", 0)] * 3) == AppState.SUCCEEDED
+    assert app_of(finished("exited", 0), finished("exited", 1)) == AppState.FAILED
     # a cancel that came after every replica succeeded does not undo the success
-    assert app_state([AppState.SUCCEEDED] * 2, cancelled=True) == AppState.SUCCEEDED
+    after = T0 + S
+    assert app_of(*[finished("exited", 0)] * 2, cancelled_at_ns=after) == AppState.SUCCEEDED
 
 
 def test_a_cancelled_app_that_ended_otherwise_than_all_succeeded_is_cancelled() -> None:
-    states = [AppState.SUCCEEDED, AppState.CANCELLED, AppState.FAILED]
-    assert app_state(states, cancelled=True) == AppState.CANCELLED
-    assert app_state(states, cancelled=False) == AppState.FAILED
+    # succeeded and failed before the cancel, the third ended by it
+    replicas = (
+        finished("exited", 0, at_ns=T0 - 2 * S),
+        finished("exited", 143, at_ns=T0),
+        finished("exited", 3, at_ns=T0 - S),
+    )
+    cancelled = describe_from(
+        "app", [container(k, state) for k, state in enumerate(replicas)], T0 - S // 2
+    )
+    assert [r.state for r in cancelled.roles_statuses[0].replicas] == [
+        AppState.SUCCEEDED,
+        AppState.CANCELLED,
+        AppState.FAILED,
+    ]
+    assert cancelled.state == AppState.CANCELLED
+    assert cancelled.msg == "cancelled; r/2 failed with exit code 3"
+    assert app_of(*replicas) == AppState.FAILED
 
 
 def test_an_app_without_replicas_is_unknown() -> None:
-    assert app_state([], cancelled=False) == AppState.UNKNOWN
+    assert describe_from("app", [], None).state == AppState.UNKNOWN
 
 
 # --------------------------------------------------------------------------- exit for good
