@@ -30,7 +30,7 @@ from asynctorchx.schedulers.docker._request import (
     DockerJob,
 )
 from asynctorchx.schedulers.docker._state import describe_from, listed_state
-from asynctorchx.schedulers.toolkit import app_state, gather
+from asynctorchx.schedulers.toolkit import LogQuery, app_state, gather
 from asynctorchx.specs.api import AppState
 
 #: The cancel marker volume of app ``<app_id>`` is ``asynctorchx-cancelled-<app_id>``.
@@ -208,37 +208,44 @@ async def list_apps(engine: Engine) -> list[ListAppResponse]:
     return [ListAppResponse(app_id=app_id, state=state) for app_id, state in sorted(states.items())]
 
 
-async def find_container(
-    engine: Engine, app_id: str, role_name: str, k: int
-) -> dict[str, Any] | None:
-    """Inspect replica ``k`` of ``role_name``'s container.
+def _replica_of(container: dict[str, Any]) -> tuple[str, int]:
+    """The role and replica id of a container listing entry (from its labels)."""
+    labels = container["Labels"]
+    return str(labels.get(LABEL_ROLE_NAME)), int(labels.get(LABEL_REPLICA_ID, "0"))
+
+
+async def find_container(engine: Engine, app_id: str, query: LogQuery) -> dict[str, Any] | None:
+    """Inspect the container of the replica ``query`` reads (``role_name``, ``k``).
 
     Args:
         engine: the engine.
         app_id: a valid app id.
-        role_name: the role.
-        k: the replica id.
+        query: the log query; its role and replica are checked against the app's
+            containers (:meth:`~asynctorchx.schedulers.toolkit.LogQuery.check_replica`).
 
     Returns:
         the container's inspect, or ``None`` if the engine has no container of the app.
 
     Raises:
-        ValueError: the app has no replica ``role_name``/``k`` (the message lists its
-            replicas).
+        ValueError: the app has no role ``role_name``, the role has no replica ``k``,
+            or that replica's container was removed.
     """
     containers = await list_containers(engine, app_id)
     if not containers:
         return None
+    replica_counts: dict[str, int] = {}
     for container in containers:
-        labels = container["Labels"]
-        if labels.get(LABEL_ROLE_NAME) == role_name and labels.get(LABEL_REPLICA_ID) == str(k):
+        role, replica_id = _replica_of(container)
+        replica_counts[role] = max(replica_counts.get(role, 0), replica_id + 1)
+    query.check_replica(app_id, replica_counts)
+    for container in containers:
+        if _replica_of(container) == (query.role_name, query.k):
             info: dict[str, Any] = await engine.json(f"containers/{container['Id']}/json")
             return info
-    replicas = sorted(
-        f"{c['Labels'].get(LABEL_ROLE_NAME)}/{c['Labels'].get(LABEL_REPLICA_ID)}"
-        for c in containers
+    raise ValueError(
+        f"replica {query.k} of role {query.role_name!r} of app {app_id!r} has no container"
+        " any more (it was removed)"
     )
-    raise ValueError(f"app {app_id!r} has no replica {role_name}/{k}: its replicas are {replicas}")
 
 
 # --------------------------------------------------------------------------- stop, remove

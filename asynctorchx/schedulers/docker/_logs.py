@@ -33,10 +33,15 @@ from asynctorchx.schedulers.docker._state import (
     ns_to_engine,
     parse_ts_ns,
 )
-from asynctorchx.schedulers.toolkit import race
+from asynctorchx.schedulers.toolkit import LineAssembler, LogQuery, race
 
 #: A log follower re-reads from this long before the newest frame it consumed (ns).
 REREAD_NS = 1_000_000_000
+
+#: A frame's identity: its timestamp (ns), stream (1 stdout, 2 stderr), size and hash.
+_FrameKey = tuple[int, int, int, int]
+#: The stream numbers of the engine's multiplexed frame header.
+STDOUT, STDERR = 1, 2
 
 _LOG_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
 
@@ -47,9 +52,14 @@ class LogLines:
     The engine's log frames carry its timestamp (``timestamps=1``). A follower re-reads
     from a little before the newest frame it consumed (``REREAD_NS``; the engine's
     ``since`` is inclusive and stdout and stderr frames may be stamped slightly out of
-    order), and the frames it consumed then are dropped here, so no line is lost or
-    repeated. Frames are reassembled into lines per stream; a line's end in a later frame
-    (or a later request) is awaited.
+    order), and the frames an earlier request consumed are dropped here, so no line is
+    lost or repeated. A frame is dropped only as a repeat of an earlier request's frame,
+    counted: the engine splits a line over 16 KiB into frames that carry the same
+    timestamp and may have the same bytes, and all of them are kept. Each stream's
+    frames go to its own :class:`~asynctorchx.schedulers.toolkit.LineAssembler`, so a
+    line's end in a later frame (or a later request) is awaited.
+
+    Call :meth:`begin_request` before each log request and pass its ``since``.
 
     Args:
         since_ns: drop frames stamped before this (ns since the epoch), or ``None``.
@@ -60,9 +70,11 @@ class LogLines:
         self.since_ns = since_ns
         self.tty = tty
         self.newest_ns: int | None = None
-        self._seen: set[tuple[int, int, int, int]] = set()
-        self._order: collections.deque[tuple[int, tuple[int, int, int, int]]] = collections.deque()
-        self._partial: dict[int, bytearray] = {1: bytearray(), 2: bytearray()}
+        #: Frames consumed within ``REREAD_NS`` of the newest, oldest first.
+        self._consumed: collections.deque[tuple[int, _FrameKey]] = collections.deque()
+        #: Frames of earlier requests the current one has not replayed yet, by count.
+        self._replayable: collections.Counter[_FrameKey] = collections.Counter()
+        self._assemblers = {STDOUT: LineAssembler(), STDERR: LineAssembler()}
 
     def resume_ns(self) -> int | None:
         """The ``since`` of the next request (ns since the epoch), or ``None`` (the start)."""
@@ -71,8 +83,21 @@ class LogLines:
         resume = self.newest_ns - REREAD_NS
         return resume if self.since_ns is None else max(resume, self.since_ns)
 
+    def begin_request(self) -> int | None:
+        """Start a new log request: return its ``since`` (as :meth:`resume_ns`).
+
+        The frames consumed so far may come again in it; each is dropped once.
+        """
+        self._replayable = collections.Counter(key for _, key in self._consumed)
+        return self.resume_ns()
+
     def take(self, body: bytearray, at_eof: bool) -> list[str]:
-        """Consume the whole frames at the start of ``body``; return the lines they finish."""
+        """Consume the whole frames at the start of ``body``; return the lines they finish.
+
+        Args:
+            body: the response body read so far; the consumed frames are removed from it.
+            at_eof: the body is complete (a TTY body's last text is then a frame).
+        """
         lines: list[str] = []
         for kind, payload in self._frames(body, at_eof):
             lines.extend(self._frame(kind, payload))
@@ -80,22 +105,17 @@ class LogLines:
 
     def flush(self) -> list[str]:
         """Return the unfinished line of each stream as it is (a run's end), and forget it."""
-        lines = []
-        for buffer in self._partial.values():
-            if buffer:
-                lines.append(bytes(buffer).decode("utf-8", errors="replace"))
-                buffer.clear()
-        return lines
+        return [line for assembler in self._assemblers.values() for line in assembler.flush()]
 
     def _frames(self, body: bytearray, at_eof: bool) -> list[tuple[int, bytes]]:
         frames: list[tuple[int, bytes]] = []
         if self.tty:  # raw text: one frame a line
             start = 0
             while (end := body.find(b"\n", start)) >= 0:
-                frames.append((1, bytes(body[start : end + 1])))
+                frames.append((STDOUT, bytes(body[start : end + 1])))
                 start = end + 1
             if at_eof and start < len(body):
-                frames.append((1, bytes(body[start:])))
+                frames.append((STDOUT, bytes(body[start:])))
                 start = len(body)
             del body[:start]
             return frames
@@ -104,7 +124,7 @@ class LogLines:
             size = int.from_bytes(body[pos + 4 : pos + 8], "big")
             if len(body) - pos - 8 < size:
                 break
-            kind = body[pos] if body[pos] in (1, 2) else 1
+            kind = body[pos] if body[pos] in (STDOUT, STDERR) else STDOUT
             frames.append((kind, bytes(body[pos + 8 : pos + 8 + size])))
             pos += 8 + size
         del body[:pos]
@@ -119,74 +139,58 @@ class LogLines:
                 if self.since_ns is not None and stamp < self.since_ns:
                     return []
                 key = (stamp, kind, len(payload), hash(payload))
-                if key in self._seen:
+                if self._replayable[key] > 0:
+                    self._replayable[key] -= 1
                     return []  # consumed in an earlier request
                 self._remember(stamp, key)
-        buffer = self._partial[kind]
-        buffer.extend(payload)
-        lines = []
-        start = 0
-        while (end := buffer.find(b"\n", start)) >= 0:
-            lines.append(bytes(buffer[start : end + 1]).decode("utf-8", errors="replace"))
-            start = end + 1
-        del buffer[:start]
-        return lines
+        return self._assemblers[kind].feed(payload)
 
-    def _remember(self, stamp: int, key: tuple[int, int, int, int]) -> None:
-        self._seen.add(key)
-        self._order.append((stamp, key))
+    def _remember(self, stamp: int, key: _FrameKey) -> None:
+        self._consumed.append((stamp, key))
         if self.newest_ns is None or stamp > self.newest_ns:
             self.newest_ns = stamp
         horizon = self.newest_ns - REREAD_NS
-        while self._order and self._order[0][0] < horizon:
-            self._seen.discard(self._order.popleft()[1])
+        while self._consumed and self._consumed[0][0] < horizon:
+            self._consumed.popleft()
 
 
 async def log_lines(
-    engine: Engine,
-    info: Mapping[str, Any],
-    regex: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    should_tail: bool = False,
-    streams: Stream | None = None,
+    engine: Engine, info: Mapping[str, Any], query: LogQuery
 ) -> AsyncGenerator[str, None]:
     """Stream a container's log from the engine as whole lines (an async generator).
 
     Lines keep their ``\\n`` (frames are reassembled per stream; a last line without one
-    is yielded as it is when its run ends).
+    is yielded as it is when its run ends). Of ``query``: ``since`` keeps the lines the
+    engine stamped at or after it (a naive ``datetime`` is local time); ``until`` the
+    lines stamped at or before it, and a follow stops then; ``should_tail`` follows the
+    container, across restarts by its restart policy, until it has stopped for good (or
+    is removed) and every line was yielded, awaiting the engine's events (no polling);
+    ``streams`` picks stdout, stderr or combined (the default); ``regex`` filters.
 
     Args:
         engine: the engine.
         info: the container's inspect.
-        regex: keep only lines where it matches (``re.search``).
-        since: only lines the engine stamped at or after this (a naive ``datetime`` is
-            local time).
-        until: only lines stamped at or before this; when following, stop then.
-        should_tail: follow the container, across restarts by its restart policy, until
-            it has stopped for good (or is removed) and every line was yielded. Awaits
-            the engine's events: no polling.
-        streams: stdout, stderr or combined (default).
+        query: what to read (its role and replica are the container's).
     """
-    pattern = re.compile(regex) if regex else None
-    stream = streams or Stream.COMBINED
+    stream = query.stream_or(Stream.COMBINED)
     params = {
         "stdout": "1" if stream != Stream.STDERR else "0",
         "stderr": "1" if stream != Stream.STDOUT else "0",
         "timestamps": "1",
     }
-    if until is not None:
-        params["until"] = engine_time(until)
+    if query.until is not None:
+        params["until"] = engine_time(query.until)
+    since = query.since
     since_ns = int(since.timestamp() * 1_000_000) * 1000 if since is not None else None
     lines = LogLines(since_ns, bool(info["Config"].get("Tty")))
     cid = info["Id"]
-    if should_tail:
-        source = _tail(engine, cid, lines, params, until)
+    if query.should_tail:
+        source = _tail(engine, cid, lines, params, query.until)
     else:
         source = _read_logs(engine, cid, lines, params, final=True)
     async with contextlib.aclosing(source) as produced:
         async for line in produced:
-            if pattern is None or pattern.search(line):
+            if query.matches(line):
                 yield line
 
 
@@ -198,7 +202,7 @@ async def _read_logs(
     ``final``: the container's run is over, so an unfinished last line is yielded.
     """
     query = dict(params, follow="0")
-    resume = lines.resume_ns()
+    resume = lines.begin_request()
     if resume is not None:
         query["since"] = ns_to_engine(max(resume, 0))
     async with engine.stream(f"containers/{cid}/logs", query) as body:
@@ -266,7 +270,7 @@ async def _follow(
 ) -> AsyncIterator[str]:
     """Follow a running container's log until it stops (an event) or ``deadline``."""
     query = dict(params, follow="1")
-    resume = lines.resume_ns()
+    resume = lines.begin_request()
     if resume is not None:
         query["since"] = ns_to_engine(max(resume, 0))
     stopped = False

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
-from datetime import datetime
 from typing import Any
 
 import anyio
@@ -43,7 +42,6 @@ from asynctorchx.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
     Scheduler,
-    Stream,
 )
 from asynctorchx.schedulers.docker import _containers
 from asynctorchx.schedulers.docker._engine import Engine
@@ -52,7 +50,7 @@ from asynctorchx.schedulers.docker._network import ensure_network
 from asynctorchx.schedulers.docker._request import DockerJob, build_job, run_opts, validate
 from asynctorchx.schedulers.docker._watch import watch
 from asynctorchx.schedulers.docker._workspace import build_workspace
-from asynctorchx.schedulers.toolkit import validate_app_id
+from asynctorchx.schedulers.toolkit import LogQuery, validate_app_id
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
@@ -324,46 +322,31 @@ class DockerScheduler(Scheduler[DockerJob]):
 
     # ------------------------------------------------------------------ logs
 
-    async def log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        regex: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        should_tail: bool = False,
-        streams: Stream | None = None,
-    ) -> AsyncIterator[str]:
-        """Stream replica ``k`` of ``role_name``'s log from the engine (an async generator).
+    async def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
+        """Stream a replica's log from the engine (``log_iter``'s backend, an async generator).
 
-        Lines are whole and keep their ``\\n`` (frames are reassembled per stream; a last
-        line without one is yielded as it is when its run ends).
+        Lines are whole and keep their ``\\n``, however long (frames are reassembled per
+        stream; a last line without one is yielded as it is when its run ends). ``since``
+        and ``until`` are the engine's timestamps of the lines (a naive ``datetime`` is
+        local time); with ``should_tail`` the container is followed across restarts by
+        its restart policy until it stopped for good (or is removed) and every line was
+        yielded, awaiting the engine's events (no polling); ``streams`` defaults to
+        combined. See :func:`~asynctorchx.schedulers.docker._logs.log_lines`.
 
         Args:
             app_id: the app.
-            role_name: the role.
-            k: the replica id.
-            regex: keep only lines where it matches (``re.search``).
-            since: only lines the engine stamped at or after this (a naive ``datetime``
-                is local time).
-            until: only lines stamped at or before this; when following, stop then.
-            should_tail: follow the container, across restarts by its restart policy,
-                until it has stopped for good (or is removed) and every line was yielded.
-                Awaits the engine's events: no polling.
-            streams: stdout, stderr or combined (default).
+            query: the replica, filters and follow mode (already validated).
 
         Raises:
             InvalidAppIdException: ``app_id`` is not a valid id.
             UnknownAppException: the engine has no container of ``app_id``.
-            ValueError: the app has no replica ``role_name``/``k``.
+            ValueError: the app has no role ``query.role_name`` or replica ``query.k``.
         """
         validate_app_id(app_id)
-        info = await _containers.find_container(self._engine, app_id, role_name, k)
+        info = await _containers.find_container(self._engine, app_id, query)
         if info is None:
             raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
-        lines = log_lines(self._engine, info, regex, since, until, should_tail, streams)
-        async with contextlib.aclosing(lines) as produced:
+        async with contextlib.aclosing(log_lines(self._engine, info, query)) as produced:
             async for line in produced:
                 yield line
 

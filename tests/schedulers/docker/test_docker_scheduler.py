@@ -471,6 +471,44 @@ async def test_log_iter_since_until_and_tail_across_restarts(
 
 
 @pytest.mark.docker
+@pytest.mark.parametrize("should_tail", [False, True])
+async def test_log_iter_returns_lines_over_16_kib_whole(
+    docker_image: str, apps: list[str], tmp_path: Path, should_tail: bool
+) -> None:
+    # The engine splits a line over 16 KiB into several frames with the same timestamp;
+    # `docker logs` has every byte, and so must log_iter. The replica writes the long
+    # lines once /s/go exists: a follower is then following when they arrive.
+    script = (
+        "echo ready; while [ ! -e /s/go ]; do sleep 0.01; done;"
+        " head -c 100001 /dev/zero | tr '\\0' x; echo;"
+        " head -c 1048576 /dev/zero | tr '\\0' y; echo; echo end"
+    )
+    role = sh("r", docker_image, script, mounts=parse_mounts([f"type=bind,src={tmp_path},dst=/s"]))
+    expected = ["ready\n", "x" * 100_001 + "\n", "y" * 1_048_576 + "\n", "end\n"]
+    async with create_scheduler("t") as sched:
+        if not should_tail:
+            (tmp_path / "go").touch()
+        app_id = await sched.submit(AppDef("long-lines", [role]), {})
+        apps.append(app_id)
+        if not should_tail:
+            done = await sched.wait(app_id, timeout=LIMIT)
+            assert done is not None
+            assert done.state == AppState.SUCCEEDED
+        lines: list[str] = []
+        with anyio.fail_after(LIMIT):
+            async for line in sched.log_iter(app_id, "r", 0, should_tail=should_tail):
+                lines.append(line)
+                if line == "ready\n":
+                    (tmp_path / "go").touch(exist_ok=True)
+        assert [len(line) for line in lines] == [len(line) for line in expected]
+        assert lines == expected
+        with pytest.raises(ValueError, match="no role 'nope'; its roles: r"):
+            await anext(aiter(sched.log_iter(app_id, "nope", 0)))
+        with pytest.raises(ValueError, match=r"has replicas 0\.\.0, not 1"):
+            await anext(aiter(sched.log_iter(app_id, "r", 1)))
+
+
+@pytest.mark.docker
 async def test_workspace_build_and_build_error(
     docker_image: str, apps: list[str], tmp_path: Path
 ) -> None:
