@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from asynctorchx.schedulers.docker import (
     DEFAULT_GRACE_S,
+    DEFAULT_STOP_TIMEOUT,
     LABEL_APP_DEF,
     LABEL_APP_ID,
     LABEL_CANCELLED_AT,
@@ -30,6 +31,7 @@ from asynctorchx.schedulers.docker import (
 
 __all__ = [
     "DEFAULT_GRACE_S",
+    "DEFAULT_STOP_TIMEOUT",
     "LABEL_APP_DEF",
     "LABEL_APP_ID",
     "LABEL_CANCELLED_AT",

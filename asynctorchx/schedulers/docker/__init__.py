@@ -41,6 +41,7 @@ from asynctorchx.schedulers.docker._request import (
 )
 from asynctorchx.schedulers.docker._scheduler import (
     DEFAULT_GRACE_S,
+    DEFAULT_STOP_TIMEOUT,
     DockerScheduler,
     create_scheduler,
 )
@@ -48,6 +49,7 @@ from asynctorchx.schedulers.toolkit import make_app_id
 
 __all__ = [
     "DEFAULT_GRACE_S",
+    "DEFAULT_STOP_TIMEOUT",
     "LABEL_APP_DEF",
     "LABEL_APP_ID",
     "LABEL_CANCELLED_AT",

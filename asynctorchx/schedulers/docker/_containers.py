@@ -251,17 +251,17 @@ async def find_container(engine: Engine, app_id: str, query: LogQuery) -> dict[s
 # --------------------------------------------------------------------------- stop, remove
 
 
-async def stop_all(engine: Engine, app_id: str, grace: float) -> None:
+async def stop_all(engine: Engine, app_id: str, stop_timeout: float) -> None:
     """Record the app's cancel in the engine, then stop all its containers at once.
 
     The marker volume is written first, so every process describes the app as
     cancelled from then on. Each container gets the stop signal, then SIGKILL after
-    ``grace`` (as ``docker stop -t``); returns when all have stopped.
+    ``stop_timeout`` seconds (as ``docker stop -t``); returns when all have stopped.
 
     Args:
         engine: the engine.
         app_id: the app.
-        grace: seconds between the stop signal and SIGKILL, rounded up to whole seconds
+        stop_timeout: seconds between the stop signal and SIGKILL, rounded up to whole seconds
             as the engine takes them.
     """
     await engine.json(
@@ -272,7 +272,7 @@ async def stop_all(engine: Engine, app_id: str, grace: float) -> None:
             "Labels": {LABEL_APP_ID: app_id, LABEL_CANCELLED_AT: str(time.time_ns())},
         },
     )
-    seconds = max(0, math.ceil(grace))
+    seconds = max(0, math.ceil(stop_timeout))
 
     async def stop(cid: str) -> None:
         try:

@@ -10,7 +10,8 @@ Where it differs from TorchX 0.7.0, on purpose:
 
 - ``describe`` of an unknown app is ``None`` (TorchX: SUCCEEDED) and returns the roles
   as submitted (the ``AppDef`` is kept in a container label).
-- ``cancel`` stops every container concurrently (grace period ``grace``, seconds) and the
+- ``cancel`` stops every container concurrently (``stop_timeout`` seconds between the
+  stop signal and SIGKILL, the local schedulers' name) and the
   app ends ``CANCELLED`` (TorchX: FAILED). The cancellation is recorded in the engine as
   a marker volume ``asynctorchx-cancelled-<app_id>``, so every process sees it.
 - Images are pulled only when missing locally (TorchX pulls each time).
@@ -32,6 +33,7 @@ Where it differs from TorchX 0.7.0, on purpose:
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -62,8 +64,34 @@ from asynctorchx.specs.api import (
     runopts,
 )
 
-#: Default seconds between the stop signal and SIGKILL on cancel.
-DEFAULT_GRACE_S = 10.0
+#: Default seconds between the stop signal and SIGKILL on cancel (the local schedulers').
+DEFAULT_STOP_TIMEOUT = 10.0
+#: Deprecated name of :data:`DEFAULT_STOP_TIMEOUT` (to be removed in the next release).
+DEFAULT_GRACE_S = DEFAULT_STOP_TIMEOUT
+
+
+def _stop_timeout(stop_timeout: float | None, grace: float | None, where: str) -> float | None:
+    """Resolve ``stop_timeout`` and its deprecated alias ``grace`` (seconds).
+
+    Args:
+        stop_timeout: the value passed under the current name, or ``None``.
+        grace: the value passed under the deprecated name, or ``None``.
+        where: the call, for the messages (``DockerScheduler.cancel``).
+
+    Raises:
+        TypeError: both were passed.
+    """
+    if grace is None:
+        return stop_timeout
+    if stop_timeout is not None:
+        raise TypeError(f"{where}: pass stop_timeout only (grace is its deprecated name)")
+    warnings.warn(
+        f"{where}: grace is deprecated, use stop_timeout (the same seconds, the name every"
+        " scheduler uses)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return grace
 
 
 class DockerScheduler(Scheduler[DockerJob]):
@@ -74,9 +102,13 @@ class DockerScheduler(Scheduler[DockerJob]):
 
     Args:
         session_name: the runner session (it appears in app handles).
-        grace: default seconds between the stop signal and SIGKILL in :meth:`cancel`.
+        stop_timeout: default seconds between the stop signal and SIGKILL in
+            :meth:`cancel` (``None``: :data:`DEFAULT_STOP_TIMEOUT`, 10); the local
+            schedulers' name for it.
         docker_host: the engine's URL (e.g. ``unix:///var/run/docker.sock``);
             ``None``: ``DOCKER_HOST`` or the default socket, as aiodocker finds it.
+        grace: deprecated name of ``stop_timeout`` (a ``DeprecationWarning``; removed in
+            the next release).
 
     Run options (:meth:`run_opts`): ``copy_env``, ``env``, ``privileged``, ``image_repo``,
     ``network``, ``init``. The scheduler holds one aiodocker client, opened on first use;
@@ -90,12 +122,26 @@ class DockerScheduler(Scheduler[DockerJob]):
     """
 
     def __init__(
-        self, session_name: str, grace: float = DEFAULT_GRACE_S, docker_host: str | None = None
+        self,
+        session_name: str,
+        stop_timeout: float | None = None,
+        docker_host: str | None = None,
+        *,
+        grace: float | None = None,
     ) -> None:
         super().__init__("local_docker", session_name)
-        self.grace = grace
+        resolved = _stop_timeout(stop_timeout, grace, "DockerScheduler()")
+        self.stop_timeout = DEFAULT_STOP_TIMEOUT if resolved is None else resolved
         self.docker_host = docker_host
         self._engine = Engine(docker_host, session_name)
+
+    @property
+    def grace(self) -> float:
+        """Deprecated name of :attr:`stop_timeout` (seconds; a ``DeprecationWarning``)."""
+        warnings.warn(
+            "DockerScheduler.grace is deprecated, use stop_timeout", DeprecationWarning, 2
+        )
+        return self.stop_timeout
 
     # ------------------------------------------------------------------ the client
 
@@ -271,7 +317,9 @@ class DockerScheduler(Scheduler[DockerJob]):
 
     # ------------------------------------------------------------------ cancel, delete
 
-    async def cancel(self, app_id: str, grace: float | None = None) -> None:
+    async def cancel(
+        self, app_id: str, stop_timeout: float | None = None, *, grace: float | None = None
+    ) -> None:
         """Stop every container of the app concurrently; the app ends CANCELLED.
 
         A no-op for an unknown or already finished app. Otherwise as
@@ -279,29 +327,36 @@ class DockerScheduler(Scheduler[DockerJob]):
 
         Args:
             app_id: the app.
-            grace: seconds between the stop signal and SIGKILL (default: the scheduler's
-                ``grace``), rounded up to whole seconds as the engine takes them.
+            stop_timeout: seconds between the stop signal and SIGKILL (default: the
+                scheduler's :attr:`stop_timeout`), rounded up to whole seconds as the
+                engine takes them.
+            grace: deprecated name of ``stop_timeout`` (a ``DeprecationWarning``).
 
         Raises:
             InvalidAppIdException: ``app_id`` is not a valid id.
+            TypeError: both ``stop_timeout`` and ``grace`` were passed.
         """
+        stop_timeout = _stop_timeout(stop_timeout, grace, "DockerScheduler.cancel")
         validate_app_id(app_id)
         response = await self.describe(app_id)
         if response is None or is_terminal(response.state):
             return
-        await self._cancel_existing(app_id, grace)
+        await self._cancel_existing(app_id, stop_timeout)
 
-    async def _cancel_existing(self, app_id: str, grace: float | None = None) -> None:
+    async def _cancel_existing(self, app_id: str, stop_timeout: float | None = None) -> None:
         """Cancel an app known to exist: the one stop path of :meth:`cancel`.
 
         Records the cancellation in the engine first (the marker volume), then stops all
-        containers at once: the stop signal, then SIGKILL after ``grace`` seconds.
+        containers at once: the stop signal, then SIGKILL after ``stop_timeout`` seconds.
 
         Args:
             app_id: the app.
-            grace: seconds before SIGKILL (default: the scheduler's ``grace``).
+            stop_timeout: seconds before SIGKILL (default: the scheduler's
+                :attr:`stop_timeout`).
         """
-        await _containers.stop_all(self._engine, app_id, self.grace if grace is None else grace)
+        if stop_timeout is None:
+            stop_timeout = self.stop_timeout
+        await _containers.stop_all(self._engine, app_id, stop_timeout)
 
     async def delete(self, app_id: str) -> int:
         """Remove every container of the app (running ones are killed) and its cancel marker.
@@ -356,11 +411,18 @@ def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
 
     Args:
         session_name: the runner session.
-        **kwargs: ``grace`` (seconds, default 10) and ``docker_host``; other keys
-            (passed by generic callers) are ignored.
+        **kwargs: ``stop_timeout`` (seconds, default 10), ``docker_host``, and ``grace``
+            (the deprecated name of ``stop_timeout``); other keys (passed by generic
+            callers) are ignored.
+
+    Raises:
+        TypeError: both ``stop_timeout`` and ``grace`` were passed.
     """
+    stop_timeout = kwargs.get("stop_timeout")
+    grace = kwargs.get("grace")
     return DockerScheduler(
         session_name,
-        grace=float(kwargs.get("grace", DEFAULT_GRACE_S)),
+        stop_timeout=None if stop_timeout is None else float(stop_timeout),
         docker_host=kwargs.get("docker_host"),
+        grace=None if grace is None else float(grace),
     )

@@ -34,6 +34,7 @@ from asynctorchx.schedulers import get_scheduler_factories
 from asynctorchx.schedulers.api import DescribeAppResponse, Stream
 from asynctorchx.schedulers.docker._workspace import build_context, is_ignored, parse_dockerignore
 from asynctorchx.schedulers.docker_scheduler import (
+    DEFAULT_STOP_TIMEOUT,
     DockerJob,
     DockerScheduler,
     container_name,
@@ -189,6 +190,30 @@ def test_registered_as_local_docker() -> None:
     sched = get_scheduler_factories()["local_docker"]("s")
     assert isinstance(sched, DockerScheduler)
     assert sched.backend == "local_docker"
+
+
+async def test_stop_timeout_is_the_grace_period_and_grace_its_deprecated_name(
+    tmp_path: Path,
+) -> None:
+    # one name on every backend: the local schedulers' stop_timeout (seconds)
+    assert DockerScheduler("t").stop_timeout == DEFAULT_STOP_TIMEOUT == 10.0
+    assert DockerScheduler("t", stop_timeout=3).stop_timeout == 3
+    assert create_scheduler("t", stop_timeout="4").stop_timeout == 4.0
+    with pytest.warns(DeprecationWarning, match="use stop_timeout"):
+        assert DockerScheduler("t", grace=2).stop_timeout == 2
+    with pytest.warns(DeprecationWarning, match="use stop_timeout"):
+        sched = create_scheduler("t", grace=5, docker_host=f"unix://{tmp_path}/none.sock")
+    assert sched.stop_timeout == 5.0
+    with pytest.warns(DeprecationWarning, match="use stop_timeout"):
+        assert sched.grace == 5.0
+    with pytest.raises(TypeError, match="stop_timeout only"):
+        DockerScheduler("t", stop_timeout=1, grace=2)
+    with (
+        pytest.warns(DeprecationWarning, match="use stop_timeout"),
+        pytest.raises(SchedulerUnavailableError),
+    ):
+        await sched.cancel("app-1", grace=0)
+    await sched.close()
 
 
 async def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
