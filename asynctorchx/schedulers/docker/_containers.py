@@ -29,9 +29,9 @@ from asynctorchx.schedulers.docker._request import (
     DockerContainer,
     DockerJob,
 )
-from asynctorchx.schedulers.docker._state import describe_from, listed_state
-from asynctorchx.schedulers.toolkit import LogQuery, app_state, gather
-from asynctorchx.specs.api import AppState
+from asynctorchx.schedulers.docker._state import describe_from, listed_state, replica_state
+from asynctorchx.schedulers.toolkit import LogQuery, app_state, gather, gather_results
+from asynctorchx.specs.api import AppState, is_terminal
 
 #: The cancel marker volume of app ``<app_id>`` is ``asynctorchx-cancelled-<app_id>``.
 CANCEL_MARKER_PREFIX = "asynctorchx-cancelled-"
@@ -169,41 +169,81 @@ async def describe(engine: Engine, app_id: str) -> DescribeAppResponse | None:
     return describe_from(app_id, inspected, cancelled)
 
 
+async def _cancelled_apps(engine: Engine) -> set[str]:
+    """The apps that have a cancel marker (one volume listing)."""
+    filters = json.dumps({"label": [LABEL_CANCELLED_AT]})
+    volumes = await engine.json("volumes", params={"filters": filters})
+    return {
+        str((volume.get("Labels") or {}).get(LABEL_APP_ID))
+        for volume in volumes.get("Volumes") or []
+    }
+
+
+async def _replica_states(
+    engine: Engine, listed: list[dict[str, Any]], cancelled: set[str]
+) -> dict[str, dict[str, AppState]]:
+    """App id -> container id -> replica state, for the apps not cancelled.
+
+    A container the listing reports as finished is as listed: the engine lists a
+    container as exited only once its exit is recorded. One it reports as live is
+    inspected (as :func:`describe` does): the listing comes from a view of the engine
+    that lags behind an exit (right after a ``die`` event it still says ``running``),
+    while an inspect waits for the exit to be recorded. One removed meanwhile is left out.
+    """
+    per_app: dict[str, dict[str, AppState]] = {}
+    live: list[str] = []
+    for container in listed:
+        app_id = container["Labels"][LABEL_APP_ID]
+        if app_id in cancelled:
+            continue
+        state = listed_state(container)
+        per_app.setdefault(app_id, {})[container["Id"]] = state
+        if not is_terminal(state):
+            live.append(container["Id"])
+    fresh = {info["Id"]: info for info in await _inspect_all(engine, live)}
+    inspected = set(live)
+    for states in per_app.values():
+        for cid in [cid for cid in states if cid in inspected]:
+            if cid in fresh:
+                states[cid] = replica_state(fresh[cid]["State"], None)[0]
+            else:
+                del states[cid]
+    return per_app
+
+
 async def list_apps(engine: Engine) -> list[ListAppResponse]:
     """Every app the engine has containers of (asynctorchx's and TorchX's), by app id.
 
-    One container listing and one volume listing: an app's state comes from its
-    containers' status texts. A cancelled app is described instead (inspects), since
-    only a replica's finish time tells whether the cancel ended it: its entry then
-    agrees with :func:`describe`.
+    One container listing and one volume listing; the containers listed as finished
+    keep their listed state, those listed as live are inspected, since the listing can
+    lag behind an exit that ``wait`` and :func:`describe` already see. A cancelled app
+    is described (inspects), since only a replica's finish time tells whether the
+    cancel ended it. Every entry then agrees with :func:`describe`.
 
     Args:
         engine: the engine.
     """
     filters = json.dumps({"label": [LABEL_APP_ID]})
-    listed = await engine.json("containers/json", params={"all": "1", "filters": filters})
-    volume_filters = json.dumps({"label": [LABEL_CANCELLED_AT]})
-    volumes = await engine.json("volumes", params={"filters": volume_filters})
-    cancelled = {
-        (vol.get("Labels") or {}).get(LABEL_APP_ID) for vol in volumes.get("Volumes") or []
-    }
-    per_app: dict[str, list[AppState]] = {}
-    for container in listed:
-        app_id = container["Labels"][LABEL_APP_ID]
-        per_app.setdefault(app_id, []).append(listed_state(container))
-    states = {app_id: app_state(found) for app_id, found in per_app.items()}
+    listing, cancelled = await gather_results(
+        [
+            functools.partial(
+                engine.json, "containers/json", params={"all": "1", "filters": filters}
+            ),
+            functools.partial(_cancelled_apps, engine),
+        ]
+    )
+    listed: list[dict[str, Any]] = listing
+    per_app = await _replica_states(engine, listed, cancelled)
+    states = {app_id: app_state(found.values()) for app_id, found in per_app.items() if found}
 
     async def describe_cancelled(app_id: str) -> None:
         response = await describe(engine, app_id)
-        if response is None:
-            states.pop(app_id, None)
-        else:
+        if response is not None:
             states[app_id] = response.state
 
+    listed_apps = {container["Labels"][LABEL_APP_ID] for container in listed}
     await gather(
-        functools.partial(describe_cancelled, app_id)
-        for app_id in sorted(per_app)
-        if app_id in cancelled
+        functools.partial(describe_cancelled, app_id) for app_id in sorted(listed_apps & cancelled)
     )
     return [ListAppResponse(app_id=app_id, state=state) for app_id, state in sorted(states.items())]
 

@@ -470,6 +470,25 @@ async def test_a_second_instance_describes_lists_and_tails(
 
 
 @pytest.mark.docker
+async def test_list_agrees_with_wait_and_describe_right_after_the_end(
+    docker_image: str, apps: list[str]
+) -> None:
+    # wait returns at the die event; the engine's container listing still says
+    # "running" for a moment then, and list must not contradict wait or describe.
+    # (The replica sleeps so that it usually ends while wait is already subscribed:
+    # the assertions hold however the timing falls.)
+    async with create_scheduler("t") as sched:
+        for _ in range(3):
+            app_id = await sched.submit(AppDef("ends", [sh("r", docker_image, "sleep 0.5")]), {})
+            apps.append(app_id)
+            done = await sched.wait(app_id, timeout=LIMIT)
+            listed = {a.app_id: a.state for a in await sched.list()}
+            assert done is not None
+            assert done.state == AppState.SUCCEEDED
+            assert listed[app_id] == AppState.SUCCEEDED
+
+
+@pytest.mark.docker
 async def test_log_iter_since_until_and_tail_across_restarts(
     docker_image: str, apps: list[str], tmp_path: Path
 ) -> None:
