@@ -251,10 +251,15 @@ class DockerScheduler(Scheduler[DockerJob]):
     async def list(self) -> list[ListAppResponse]:
         """List every app the engine has containers of (asynctorchx's and TorchX's).
 
-        One entry per app, from one container listing and one volume listing: the state
-        comes from each container's status text. A cancelled app is described instead
-        (inspects), since only a replica's finish time tells whether the cancel ended it:
-        its entry then agrees with :meth:`describe`.
+        One entry per app, from one container listing and one volume listing. A
+        container listed as finished keeps its listed state; one listed as live is
+        inspected, since the engine's listing lags behind an exit that :meth:`wait` and
+        :meth:`describe` already see. A cancelled app is described (inspects), since only
+        a replica's finish time tells whether the cancel ended it. Every entry agrees with
+        :meth:`describe`.
+
+        Raises:
+            SchedulerUnavailableError: no engine (see the class).
         """
         return await _containers.list_apps(self._engine)
 
