@@ -101,7 +101,9 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         self._partition_memory: dict[str | None, int | None] = {}
         self._ticks: Notifier | None = None
 
-    def _run_opts(self) -> runopts:
+    @classmethod
+    def _run_opts(cls) -> runopts:
+        """The run options of ``slurm``, TorchX's names (see ``slurm_runopts``)."""
         return slurm_runopts()
 
     def _submit_dryrun(
@@ -132,7 +134,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             OSError: the script or the job directory cannot be written.
         """
         request = dryrun_info.request
-        await self._drop_memory_if_undeclared(request, dryrun_info._cfg or {})
+        await self._drop_memory_if_undeclared(request)
         job_dir = str(await anyio.Path(request.job_dir).absolute()) if request.job_dir else None
         script = request.materialize()
         with tempfile.TemporaryDirectory(prefix="asynctorchx-slurm-") as temporary:
@@ -152,14 +154,12 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             self._roles[job_id] = list(dryrun_info._app.roles)
         return job_id
 
-    async def _drop_memory_if_undeclared(
-        self, request: SlurmBatchRequest, cfg: Mapping[str, CfgVal]
-    ) -> None:
+    async def _drop_memory_if_undeclared(self, request: SlurmBatchRequest) -> None:
         """Leave out ``--mem`` on a partition that declares too little memory per node."""
         if not any("mem" in replica.sbatch_opts for replica in request.replicas.values()):
             return
-        partition = cfg.get("partition")
-        name = partition if isinstance(partition, str) else None
+        partitions = {replica.sbatch_opts.get("partition") for replica in request.replicas.values()}
+        name = next(iter(partitions)) if len(partitions) == 1 else None
         if name not in self._partition_memory:
             self._partition_memory[name] = await self.commands.partition_memory_mb(name)
         memory = self._partition_memory[name]
@@ -252,26 +252,6 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             roles=self._roles.get(job_id, ()),
             num_restarts=max(restarts) if restarts else -1,
         )
-
-    async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
-        """Wait until the job is terminal and return its description (``None``: unknown).
-
-        Slurm pushes no job events to ordinary users (``strigger`` is for the SlurmUser;
-        ``sbatch --wait`` itself polls), so this is the base class's batched poll: every
-        job watched by this scheduler is asked for in ONE ``squeue`` call per tick of
-        :attr:`poll_interval` seconds (backing off to 10 s after 60 s without change).
-        Overridden only to say so: ``Runner.wait`` then awaits it instead of polling
-        ``status`` every ``wait_interval`` seconds.
-
-        Args:
-            app_id: the job id.
-            timeout: seconds to wait at most; ``None``: no limit.
-
-        Raises:
-            TimeoutError: ``timeout`` seconds passed before the job ended.
-            SlurmCommandError: squeue failed at a tick this call awaited.
-        """
-        return await super().wait(app_id, timeout)
 
     async def list(self) -> list[ListAppResponse]:
         """List the current user's jobs that ``squeue -t all`` knows.
