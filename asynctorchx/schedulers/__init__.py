@@ -1,7 +1,7 @@
 """Schedulers: the async :class:`Scheduler` interface and the registry of backends.
 
 Built-ins, in order (the first is the default): ``local_cwd``, ``local_dir``,
-``local_docker``. Installing a package that registers the entry point group
+``local_docker``, ``slurm``. Installing a package that registers the entry point group
 ``asynctorchx.schedulers`` replaces the built-ins with its schedulers, as TorchX's
 ``torchx.schedulers`` group does (``torchx.schedulers.get_scheduler_factories``).
 Backends are imported only when their factory is called (or its class asked for with
@@ -35,6 +35,10 @@ _BUILTINS: dict[str, tuple[str, str]] = {
     "local_docker": (
         "asynctorchx.schedulers.docker_scheduler:create_scheduler",
         "asynctorchx.schedulers.docker_scheduler:DockerScheduler",
+    ),
+    "slurm": (
+        "asynctorchx.schedulers.slurm_scheduler:create_scheduler",
+        "asynctorchx.schedulers.slurm_scheduler:SlurmScheduler",
     ),
 }
 
