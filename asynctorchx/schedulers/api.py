@@ -146,8 +146,10 @@ class Scheduler(abc.ABC, Generic[T]):
         """Return the run options this scheduler accepts (a ``--help`` for ``cfg``)."""
         return self._run_opts()
 
-    def _run_opts(self) -> runopts:
-        """The run options (a backend overrides it, preferably as a ``@classmethod``)."""
+    @classmethod
+    def _run_opts(cls) -> runopts:
+        """The run options (a backend overrides it as a ``@classmethod``: the Runner and
+        the CLI then read them without creating a scheduler)."""
         return runopts()
 
     @classmethod

@@ -155,7 +155,9 @@ class DockerScheduler(Scheduler[DockerJob]):
 
     # ------------------------------------------------------------------ options, dry run
 
-    def _run_opts(self) -> runopts:
+    @classmethod
+    def _run_opts(cls) -> runopts:
+        """The run options of ``local_docker``, TorchX's names (see ``_request.run_opts``)."""
         return run_opts()
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
