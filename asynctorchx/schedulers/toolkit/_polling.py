@@ -123,8 +123,25 @@ class BatchedPoller(Generic[K, V]):
         finally:
             self._watchers[key] -= 1
             if not self._watchers[key]:
-                del self._watchers[key]
-                self._values.pop(key, None)
+                del self._watchers[key]  # its value is dropped at the next poll
+
+    async def next_poll(self, key: K, timeout: float | None = None) -> V | None:
+        """Wait for the next poll that includes ``key`` and return its value there.
+
+        A caller that loops on ``next_poll`` (a log follower re-reading a file after each
+        state poll) is served once per tick with the other waiters; a key watched for the
+        first time is polled at once. ``None``: ``fetch`` did not return the key.
+
+        Args:
+            key: what to watch (an app id).
+            timeout: seconds to wait at most; ``None``: no limit.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first.
+            Exception: the error ``fetch`` raised at the tick this waiter awaited.
+        """
+        after = self.polls
+        return await self.wait_until(key, lambda value: self.polls > after, timeout)
 
     async def _wait(self, key: K, done: Callable[[V | None], bool]) -> V | None:
         while True:
@@ -179,6 +196,8 @@ class BatchedPoller(Generic[K, V]):
         return self._arrival_notifier
 
     def _store(self, keys: list[K], values: Mapping[K, V]) -> None:
+        for gone in [key for key in self._values if key not in self._watchers]:
+            del self._values[gone]  # nobody watches it any more
         for watched in keys:
             value = values.get(watched)
             if watched not in self._values or self._values[watched] != value:

@@ -72,28 +72,44 @@ class _Reader:
 
 
 async def _open(
-    path: str, query: LogQuery, wake: Callable[[], anyio.Event], is_finished: Callable[[], bool]
+    path: str,
+    query: LogQuery,
+    pause: Callable[[], Callable[[], Awaitable[object]]],
+    is_finished: Callable[[], bool],
 ) -> int:
     """Open ``path`` once it exists; -1 if it never will (finished, or not following)."""
     while True:  # the file appears with the first output
-        event = wake()
+        resume = pause()
         finished = is_finished()
         try:
             return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
             if finished or not query.should_tail:
                 return -1
-            await event.wait()
+            await resume()
+
+
+def _pauser(
+    wake: Callable[[], anyio.Event] | None,
+    wait_for_change: Callable[[], Awaitable[object]] | None,
+) -> Callable[[], Callable[[], Awaitable[object]]]:
+    """How to wait for more output; taken BEFORE the checks, so no change is missed."""
+    if wait_for_change is not None:
+        return lambda: wait_for_change
+    if wake is None:
+        raise TypeError("tail_file needs wake or wait_for_change")
+    return lambda: wake().wait
 
 
 async def tail_file(
     path: str,
     query: LogQuery,
     *,
-    wake: Callable[[], anyio.Event],
+    wake: Callable[[], anyio.Event] | None = None,
     is_finished: Callable[[], bool],
     time_of: Callable[[int], float | None] | None = None,
     offload_reads: bool = False,
+    wait_for_change: Callable[[], Awaitable[object]] | None = None,
 ) -> AsyncIterator[str]:
     """Yield the lines of the log file at ``path`` that ``query`` asks for, with their ``\\n``.
 
@@ -105,15 +121,21 @@ async def tail_file(
     Args:
         path: the log file (opened read-only; never created).
         query: regex, since/until and should_tail (its role and replica are the caller's).
-        wake: returns the event that is set at the next write (``Notifier.event``).
+        wake: returns the event that is set at the next write (``Notifier.event``);
+            give it or ``wait_for_change``.
         is_finished: returns True once nothing more will be written to the file.
         time_of: maps a byte offset of the file to when it was written (seconds since
             the epoch), or None when unknown; needed to honour ``since``/``until``
             (without it they are ignored, as TorchX ignores them).
         offload_reads: read in a worker thread (``anyio.to_thread``), for files on a
             shared filesystem where a read can block; local files are read on the loop.
+        wait_for_change: for writers that cannot notify (a cluster writing to a shared
+            filesystem): awaited at end of file instead of the ``wake`` event, e.g. the
+            next state poll of the job (``BatchedPoller.next_poll``); ``is_finished`` is
+            asked again after it.
     """
-    fd = await _open(path, query, wake, is_finished)
+    pause = _pauser(wake, wait_for_change)
+    fd = await _open(path, query, pause, is_finished)
     if fd < 0:
         return
     reader = _Reader(fd, offload_reads)
@@ -124,7 +146,7 @@ async def tail_file(
         # every line is yielded by this one generator: relaying each line through a
         # second one costs about a sixth of the throughput on large logs
         while True:
-            event = wake()
+            resume = pause()
             finished = is_finished()
             chunk = await reader.read()
             if not chunk:  # end of file for now
@@ -133,7 +155,7 @@ async def tail_file(
                     if last and query.matches(last):
                         yield last
                     return
-                await event.wait()
+                await resume()
                 continue
             if b"\n" not in chunk:  # a long line goes on: keep it, join it once
                 pending.append(chunk)

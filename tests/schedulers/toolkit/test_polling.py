@@ -147,3 +147,20 @@ def test_the_tick_backs_off_while_nothing_changes_and_bad_intervals_are_refused(
         BatchedPoller(jobs.fetch, interval=0)
     with pytest.raises(ValueError, match="below interval"):
         BatchedPoller(jobs.fetch, interval=2.0, max_interval=1.0)
+
+
+def test_a_caller_looping_on_next_poll_is_served_once_per_tick() -> None:
+    jobs = Jobs({"a": ["RUNNING"] * 5 + ["DONE"]})
+    poller = BatchedPoller(jobs.fetch, interval=3.0)
+    seen: list[tuple[float, str | None]] = []
+
+    async def main() -> None:
+        while not seen or seen[-1][1] != "DONE":
+            value = await poller.next_poll("a")
+            seen.append((anyio.current_time(), value))
+
+    run(main)
+    assert [value for _, value in seen] == ["RUNNING"] * 5 + ["DONE"]
+    times = [when for when, _ in seen]
+    assert times == [0.0, 3.0, 6.0, 9.0, 12.0, 15.0]  # the first at once, then one a tick
+    assert poller.polls == 6

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from asynctorchx.schedulers.toolkit import LogQuery, Notifier, tail_file
@@ -89,3 +90,25 @@ async def test_since_and_until_use_the_writers_time_index(tmp_path: Path) -> Non
     got = [line async for line in writer.tail(query, time_of=times.get)]
     assert got == ["middle\n", "late\n"]
     assert os.path.getsize(writer.path) == 24
+
+
+async def test_a_writer_that_cannot_notify_is_followed_at_each_change_it_reports(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "cluster.log"  # written by "the cluster"; we only learn of it by polling
+    polls: list[int] = []
+    script = [b"one\n", b"two\nthr", b"ee\n"]
+
+    async def next_poll() -> None:
+        await anyio.lowlevel.checkpoint()
+        polls.append(len(polls))
+        if script:
+            with path.open("ab") as file:
+                file.write(script.pop(0))
+
+    query = LogQuery("r", should_tail=True)
+    lines = tail_file(str(path), query, is_finished=lambda: not script, wait_for_change=next_poll)
+    with anyio.fail_after(10):
+        got = [line async for line in lines]
+    assert got == ["one\n", "two\n", "three\n"]
+    assert len(polls) == 3
