@@ -16,14 +16,12 @@ follower wakes at each poll tick of the scheduler's batched poller.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import aclosing
-from typing import cast
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 
 from asynctorchx.schedulers._responses import Stream
-from asynctorchx.schedulers.toolkit import LogQuery, Notifier, tail_file
+from asynctorchx.schedulers.toolkit import LogQuery, tail_file
 
 #: TorchX's file of job directories, in the current directory
 #: (``torchx.schedulers.slurm_scheduler.SLURM_JOB_DIRS``).
@@ -88,77 +86,38 @@ async def read_job_dirs() -> dict[str, str]:
     return job_dirs
 
 
-async def follow_log(
+def follow_log(
     path: str,
     query: LogQuery,
     *,
-    ticks: Notifier,
-    wait_for_end: Callable[[], Awaitable[object]],
+    next_poll: Callable[[], Awaitable[object]],
     is_finished: Callable[[], bool],
-) -> AsyncGenerator[str, None]:
+) -> AsyncIterator[str]:
     """Yield the lines of the log file at ``path`` that ``query`` asks for.
 
-    Without ``query.should_tail``: the lines there now. With it: a task awaits
-    ``wait_for_end()`` (the scheduler's batched ``wait``, which keeps this job watched so
-    that its poller ticks), each tick notifies ``ticks`` and the reader reads what was
-    added; once the job is terminal the rest of the file is read and the iterator ends.
-
-    Close it in the task that iterates it (``contextlib.aclosing``; the Runner does): a
-    task group is open across its ``yield``.
+    Without ``query.should_tail``: the lines there now. With it: at end of file the
+    reader awaits ``next_poll()``, the scheduler's next batched ``squeue`` poll of this
+    job (one per tick for every watcher), then reads what was added; once the job was
+    seen terminal the rest of the file is read and the iterator ends. No task of its own.
 
     Args:
         path: the replica's log file.
         query: regex and should_tail (``since``/``until`` are ignored: Slurm's files
             have no time per line, as in TorchX).
-        ticks: notified by the scheduler at each poll of the job's state.
-        wait_for_end: returns once the job is terminal (or unknown).
+        next_poll: awaits the job's next state poll.
         is_finished: whether the job was last seen terminal (or is unknown).
 
     Raises:
-        Exception: the error ``wait_for_end`` raised (Slurm's commands failing), after
-            the lines read so far.
+        Exception: the error ``next_poll`` raised (Slurm's commands failing), after the
+            lines read so far.
     """
-    if not query.should_tail:
-        async for line in tail_file(
-            path, query, wake=lambda: ticks.event, is_finished=lambda: True, offload_reads=True
-        ):
-            yield line
-        return
-    ended = False
-    failures: list[Exception] = []
-
-    async def watch() -> None:
-        nonlocal ended
-        try:
-            await wait_for_end()
-        except Exception as error:  # reported after the lines read so far
-            failures.append(error)
-        finally:
-            ended = True
-            ticks.notify()
-
-    lines = cast(
-        "AsyncGenerator[str, None]",  # tail_file is an async generator, typed as an iterator
-        tail_file(
-            path,
-            query,
-            wake=lambda: ticks.event,
-            is_finished=lambda: ended or is_finished(),
-            offload_reads=True,
-        ),
+    return tail_file(
+        path,
+        query,
+        is_finished=is_finished if query.should_tail else lambda: True,
+        wait_for_change=next_poll,
+        offload_reads=True,
     )
-    closed = False
-    async with anyio.create_task_group() as task_group, aclosing(lines):
-        task_group.start_soon(watch)
-        async for line in lines:
-            try:
-                yield line
-            except GeneratorExit:  # the caller closed us: end quietly, outside the group
-                closed = True
-                break
-        task_group.cancel_scope.cancel()
-    if failures and not closed:
-        raise failures[0]
 
 
 def job_dir_or_cwd(*candidates: str | None) -> str:

@@ -21,7 +21,6 @@ import math
 import os
 import tempfile
 from collections.abc import AsyncIterator, Collection, Mapping
-from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -44,7 +43,7 @@ from asynctorchx.schedulers.slurm._request import (
     slurm_runopts,
 )
 from asynctorchx.schedulers.slurm._state import SlurmComponent, describe_job, job_state
-from asynctorchx.schedulers.toolkit import LogQuery, Notifier, gather_results
+from asynctorchx.schedulers.toolkit import LogQuery, gather_results
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, is_terminal, runopts
 
 logger = logging.getLogger(__name__)
@@ -99,7 +98,6 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         self._job_dirs: dict[str, str] = {}
         self._accounting: bool | None = None  # unknown until sacct answers
         self._partition_memory: dict[str | None, int | None] = {}
-        self._ticks: Notifier | None = None
 
     @classmethod
     def _run_opts(cls) -> runopts:
@@ -167,11 +165,6 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             for replica in request.replicas.values():
                 replica.sbatch_opts.pop("mem", None)
 
-    def _tick_notifier(self) -> Notifier:
-        if self._ticks is None:
-            self._ticks = Notifier()
-        return self._ticks
-
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
         """Describe the job: app, role and replica states, nodes and exit codes.
 
@@ -199,17 +192,14 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             app_ids: job ids; ids that are not Slurm job ids are unknown.
         """
         job_ids = [app_id for app_id in dict.fromkeys(app_ids) if app_id.isdigit()]
-        try:
-            listed = await self.commands.squeue(job_ids)
-            missing = [job_id for job_id in job_ids if job_id not in listed]
-            if missing and self._accounting is not False:
-                records = await self.commands.sacct(missing)
-                self._accounting = records is not None
-                listed.update(records or {})
-            ended = [job_id for job_id, found in listed.items() if _has_ended(found)]
-            await self._read_exit_codes(ended, listed)
-        finally:
-            self._tick_notifier().notify()  # log followers read what was written
+        listed = await self.commands.squeue(job_ids)
+        missing = [job_id for job_id in job_ids if job_id not in listed]
+        if missing and self._accounting is not False:
+            records = await self.commands.sacct(missing)
+            self._accounting = records is not None
+            listed.update(records or {})
+        ended = [job_id for job_id, found in listed.items() if _has_ended(found)]
+        await self._read_exit_codes(ended, listed)
         responses: dict[str, DescribeAppResponse] = {}
         for job_id in job_ids:
             if job_id in listed:
@@ -343,13 +333,11 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
         lines = follow_log(
             os.path.join(directory, name),
             query,
-            ticks=self._tick_notifier(),
-            wait_for_end=functools.partial(self.wait, app_id),
+            next_poll=functools.partial(self._poller().next_poll, app_id),
             is_finished=functools.partial(self._seen_terminal, app_id),
         )
-        async with aclosing(lines):  # closed in this task: it holds a task group
-            async for line in lines:
-                yield line
+        async for line in lines:
+            yield line
 
     def _seen_terminal(self, app_id: str) -> bool:
         components = self._last_seen.get(app_id)
