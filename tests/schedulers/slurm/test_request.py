@@ -32,7 +32,7 @@ from asynctorchx.schedulers.slurm import (
 )
 from asynctorchx.specs import AppDef, Resource, Role
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BUILD_VENV = (
     "python3 -m venv benchmarks/.venv-torchx &&"
     " benchmarks/.venv-torchx/bin/pip install torchx==0.7.0"

@@ -27,7 +27,7 @@ from asynctorchx.runner import Runner
 from asynctorchx.schedulers.api import Stream
 from asynctorchx.schedulers.slurm import SlurmScheduler, create_scheduler
 from asynctorchx.specs import AppDef, AppState, Resource, Role
-from tests.slurm.conftest import SlurmCluster
+from tests.schedulers.slurm.conftest import SlurmCluster
 
 LIMIT = 60  # seconds; every job here ends within a few seconds on the local cluster
 TICK = 0.2  # seconds between two squeue calls of the scheduler under test

@@ -13,7 +13,7 @@ import pytest
 
 from asynctorchx.schedulers.slurm import build_batch_request
 from asynctorchx.specs import AppDef, Resource, Role
-from tests.slurm.conftest import SlurmCluster
+from tests.schedulers.slurm.conftest import SlurmCluster
 
 LIMIT = 60  # seconds; a job of this file ends in about 2 s on the local cluster
 POLL = 0.1  # seconds between two squeue calls
