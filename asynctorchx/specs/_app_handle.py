@@ -24,7 +24,7 @@ class ParsedAppHandle(NamedTuple):
 
     Args:
         scheduler_backend: the scheduler's name, e.g. ``local_cwd``.
-        session_name: the runner session that started the app (may be empty).
+        session_name: the runner session that started the app (never empty).
         app_id: the id the scheduler gave the app.
     """
 
@@ -33,9 +33,10 @@ class ParsedAppHandle(NamedTuple):
     app_id: str
 
 
-# fullmatch, not match with `$`: `$` also matches before a trailing newline.
+# fullmatch, not match with `$`: `$` also matches before a trailing newline. The session
+# name may not be empty (``local_cwd:///app`` is refused, as ``torchx.specs.api`` does).
 _APP_HANDLE = re.compile(
-    r"(?P<scheduler_backend>[^:/\s]+)://(?P<session_name>[^/]*)/(?P<app_id>.+)"
+    r"(?P<scheduler_backend>[^:/\s]+)://(?P<session_name>[^/]+)/(?P<app_id>.+)"
 )
 
 
@@ -47,9 +48,14 @@ def make_app_handle(scheduler_backend: str, session_name: str, app_id: str) -> A
 def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
     """Split an app handle into its parts.
 
+    Args:
+        app_handle: ``{scheduler_backend}://{session_name}/{app_id}``; the app id may
+            hold ``/``, the session name may not.
+
     Raises:
         MalformedAppHandleException: ``app_handle`` is not of the form
-            ``{scheduler_backend}://{session_name}/{app_id}``.
+            ``{scheduler_backend}://{session_name}/{app_id}`` with every part non-empty
+            (TorchX refuses an empty session name too).
     """
     match = _APP_HANDLE.fullmatch(app_handle)
     if match is None:

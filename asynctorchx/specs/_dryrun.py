@@ -59,3 +59,7 @@ class AppDryRunInfo(Generic[T]):
 
     def __str__(self) -> str:
         return self.fmt(self.request)
+
+    def __repr__(self) -> str:
+        """The formatted request, as ``str(info)`` (``torchx.specs.api.AppDryRunInfo``)."""
+        return self.fmt(self.request)

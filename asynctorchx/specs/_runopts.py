@@ -47,16 +47,26 @@ def _container_kind(tp: Any) -> str | None:
 
 
 def get_type_name(tp: Any) -> str:
-    """Return the name of a run option type as help and errors print it.
+    """Return the name of a type as help and errors print it (``torchx.specs.api``).
 
     Args:
-        tp: ``str``, ``int``, ``float``, ``bool``, a ``list[str]``/``typing.List[str]``
-            or ``dict[str, str]``/``typing.Dict[str, str]`` type, or any other object.
+        tp: any type or object.
 
     Returns:
-        ``"str"``, ``"int"``, ... for classes, ``"List[str]"`` / ``"Dict[str, str]"``
-        for the container types, ``str(tp)`` for anything else. Never raises.
+        The class's ``__name__`` for a plain class (``"str"``, ``"int"``, ``"list"``),
+        ``str(tp)`` for anything else, so ``typing`` generics keep their full
+        spelling (``"typing.List[str]"``, ``"typing.Dict[str, str]"``,
+        ``"typing.Union[str, int]"``) and builtin generics theirs (``"list[str]"``).
+        Never raises.
     """
+    if getattr(tp, "__module__", None) != "typing" and isinstance(tp, type):
+        return tp.__name__
+    return str(tp)
+
+
+def _display_name(tp: Any) -> str:
+    """The short name errors give a run option's type: ``List[str]``, ``Dict[str, str]``,
+    ``int``, whichever spelling (``list[str]``, ``typing.List[str]``) declared it."""
     kind = _container_kind(tp)
     if kind == "list":
         return "List[str]"
@@ -131,16 +141,24 @@ class runopts:
             default: its value when the user gives none; must be ``None`` when required.
             required: the user must give it.
 
+        An empty ``[]`` or ``{}`` default is taken for either container type and stored
+        as the empty value of the declared type: TorchX accepts
+        ``type_=Dict[str, str], default=[]`` (its own schedulers declare options so).
+
         Raises:
-            ValueError: a required option with a default, or a default of the wrong type.
+            ValueError: a required option with a default.
+            TypeError: a default of the wrong type.
         """
+        kind = _container_kind(type_)
+        if kind is not None and isinstance(default, (list, dict)) and not default:
+            default = [] if kind == "list" else {}
         if required and default is not None:
             raise ValueError(
                 f"required option {cfg_key!r} must not have a default (got {default!r})"
             )
         if default is not None and not runopts.is_type(default, type_):
             raise TypeError(
-                f"option {cfg_key!r}: default {default!r} is not of type {get_type_name(type_)}"
+                f"option {cfg_key!r}: default {default!r} is not of type {_display_name(type_)}"
             )
         self._opts[cfg_key] = runopt(default, type_, required, help)
 
@@ -170,14 +188,14 @@ class runopts:
             if value is None:
                 if opt.is_required:
                     raise InvalidRunConfigException(
-                        f"required run option {key!r} ({get_type_name(opt.opt_type)}) is missing:"
+                        f"required run option {key!r} ({_display_name(opt.opt_type)}) is missing:"
                         f" pass it with `-cfg {key}=<value>` ({opt.help}); {self._accepted()}",
                         key,
                     )
                 resolved[key] = opt.default
             elif not runopts.is_type(value, opt.opt_type):
                 raise InvalidRunConfigException(
-                    f"run option {key!r} must be of type {get_type_name(opt.opt_type)},"
+                    f"run option {key!r} must be of type {_display_name(opt.opt_type)},"
                     f" got {value!r} ({type(value).__name__}); {self._accepted()}",
                     key,
                 )
@@ -190,7 +208,7 @@ class runopts:
         if not self._opts:
             return "the scheduler accepts no options"
         listed = ", ".join(
-            f"{key} ({get_type_name(opt.opt_type)})" for key, opt in sorted(self._opts.items())
+            f"{key} ({_display_name(opt.opt_type)})" for key, opt in sorted(self._opts.items())
         )
         return f"the scheduler accepts {listed}"
 
@@ -237,20 +255,29 @@ class runopts:
         return dict(loaded)
 
     def __str__(self) -> str:
-        required = [(k, o) for k, o in sorted(self._opts.items()) if o.is_required]
-        optional = [(k, o) for k, o in sorted(self._opts.items()) if not o.is_required]
-        lines: list[str] = []
+        """Return the options as ``--help`` reads, in ``torchx.specs.api.runopts``'s layout.
+
+        A ``usage:`` line (``key=KEY`` for each option, optional ones in brackets),
+        then the ``required arguments:`` and ``optional arguments:`` sections, each
+        option as ``key=KEY (type, default)`` over its indented help, in the order
+        the options were added.
+        """
+        required = [(key, opt) for key, opt in self._opts.items() if opt.is_required]
+        optional = [(key, opt) for key, opt in self._opts.items() if not opt.is_required]
+        usage = ",".join(
+            f"{key}={key.upper()}" if opt.is_required else f"[{key}={key.upper()}]"
+            for key, opt in required + optional
+        )
+        out = f"    usage:\n        {usage}"
         for title, group in (("required", required), ("optional", optional)):
             if not group:
                 continue
-            lines.append(f"    {title}:")
-            lines.append("    " + "=" * len(title))
+            out += f"\n\n    {title} arguments:"
             for key, opt in group:
                 default = "" if opt.is_required else f", {opt.default}"
-                lines.append(f"    {key} ({get_type_name(opt.opt_type)}){default}")
-                lines.append(f"        {opt.help}")
-            lines.append("")
-        return "\n".join(lines)
+                out += f"\n        {key}={key.upper()} ({get_type_name(opt.opt_type)}{default})"
+                out += f"\n            {opt.help}"
+        return out
 
     def __repr__(self) -> str:
         return str(self)
@@ -341,6 +368,6 @@ def _cast(key: str, raw: str, tp: Any) -> CfgVal:
         value: CfgVal = tp(raw)
     except ValueError:
         raise InvalidRunConfigException(
-            f"run option {key!r} must be of type {get_type_name(tp)}, got {raw!r}", key
+            f"run option {key!r} must be of type {_display_name(tp)}, got {raw!r}", key
         ) from None
     return value

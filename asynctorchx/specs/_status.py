@@ -7,10 +7,15 @@ Names, values and fields follow ``torchx.specs.api`` (TorchX 0.7.0);
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import json
+from datetime import datetime
+from typing import Any
 
 import attrs
 
+from asynctorchx.specs import _yaml
 from asynctorchx.specs._resource import NONE
 
 
@@ -117,29 +122,138 @@ class AppStatus:
             raise AppStatusError(self, f"job did not succeed: {self}")
 
     def format(self, filter_roles: list[str] | None = None) -> str:
-        """Return a readable, multi-line description; ``filter_roles`` keeps only those roles."""
-        lines = [
-            "AppStatus:",
-            f"  State: {self.state.name}",
-            f"  Num Restarts: {self.num_restarts}",
-            f"  Msg: {self.msg or NONE}",
-            f"  Structured Error Msg: {self.structured_error_msg}",
-            f"  UI URL: {self.ui_url or NONE}",
-            "  Roles:",
-        ]
-        for role_status in self.roles:
-            if filter_roles and role_status.role not in filter_roles:
-                continue
-            lines.append(f"    {role_status.role}:")
-            for replica in role_status.replicas:
-                exit_code = "" if replica.exit_code is None else f" exit_code={replica.exit_code}"
-                lines.append(
-                    f"      {replica.role}/{replica.id} {replica.state.name} on"
-                    f" {replica.hostname}{exit_code}"
-                )
-                if replica.structured_error_msg != NONE:
-                    lines.append(f"        error: {replica.structured_error_msg}")
-        return "\n".join(lines)
+        """Return the status as ``torchx.specs.api.AppStatus.format`` lays it out.
+
+        One line per field, and one entry per replica, roles in order, replicas by id:
+        ``*worker[0]:FAILED (exitcode: 1)`` (``*`` marks a role's first replica),
+        followed, when the replica left a TorchElastic error file, by the error's
+        ``timestamp``, the ``hostname`` and the wrapped ``error_msg``. Unlike TorchX,
+        a replica without an error file shows its exit code when the scheduler knows
+        it (TorchX writes ``(no reply file)``, which it also writes here when the exit
+        code is unknown), and an error that is not JSON is shown as ``error_msg``
+        rather than in place of the replica's line.
+
+        Args:
+            filter_roles: keep only these roles (``None`` or empty: every role).
+
+        Returns:
+            The text, ending with TorchX's indented empty line. Never raises.
+        """
+        roles = "".join(
+            _format_replica(replica)
+            for role_status in self.roles
+            if not filter_roles or role_status.role in filter_roles
+            for replica in sorted(role_status.replicas, key=lambda r: r.id)
+        )
+        return (
+            "AppStatus:\n"
+            f"    State: {self.state}\n"
+            f"    Num Restarts: {self.num_restarts}\n"
+            f"    Roles: {roles}\n"
+            f"    Msg: {self.msg}\n"
+            f"    Structured Error Msg: {self.structured_error_msg}\n"
+            f"    UI URL: {self.ui_url}\n"
+            "    "
+        )
+
+    def __repr__(self) -> str:
+        """Return the status as the YAML document ``torchx.specs.api.AppStatus`` prints.
+
+        Keys sorted under ``AppStatus:``; states written as ``FAILED (5)``; a
+        ``structured_error_msg`` holding JSON is written as the structure it encodes.
+        TorchX writes a replica's state as a PyYAML Python-object tag; here it reads
+        like the app's state.
+        """
+        return _yaml.dump({"AppStatus": _status_dict(self)})
 
     def __str__(self) -> str:
-        return self.format()
+        return repr(self)
+
+
+def _parsed_error(structured_error_msg: str) -> Any:
+    """The JSON an error message holds, or the message itself when it is not JSON."""
+    if structured_error_msg == NONE:
+        return NONE
+    try:
+        return json.loads(structured_error_msg)
+    except ValueError:
+        return structured_error_msg
+
+
+def _status_dict(status: AppStatus) -> dict[str, Any]:
+    return {
+        "state": repr(status.state),
+        "num_restarts": status.num_restarts,
+        "msg": status.msg,
+        "structured_error_msg": _parsed_error(status.structured_error_msg),
+        "ui_url": status.ui_url,
+        "roles": [
+            {
+                "role": role_status.role,
+                "replicas": [
+                    {
+                        "id": replica.id,
+                        "state": repr(replica.state),
+                        "role": replica.role,
+                        "hostname": replica.hostname,
+                        "structured_error_msg": replica.structured_error_msg,
+                        "exit_code": replica.exit_code,
+                    }
+                    for replica in role_status.replicas
+                ],
+            }
+            for role_status in status.roles
+        ],
+    }
+
+
+#: The width at which :meth:`AppStatus.format` wraps an error message (characters).
+_ERROR_WIDTH = 80
+
+
+def _wrap(message: str, header: str) -> str:
+    """``header`` + ``message``, broken at the first space after each 80 characters."""
+    # the text before a nested "\nException..." is the message (c10 errors nest so)
+    message = message.split("\nException", 1)[0]
+    lines: list[str] = []
+    current = ""
+    for word in message.split(" "):
+        if current and len(current) >= _ERROR_WIDTH:
+            lines.append(current)
+            current = word
+        else:
+            current = f"{current} {word}" if current else word
+    lines.append(current)
+    indent = " " * len(header)
+    return "\n".join(f"{header if i == 0 else indent}{line}" for i, line in enumerate(lines))
+
+
+def _error_lines(replica: ReplicaStatus) -> tuple[str, str]:
+    """``(exit code, the lines below the replica's line)`` from its error file."""
+    exit_code = "<N/A>" if replica.exit_code is None else str(replica.exit_code)
+    error = _parsed_error(replica.structured_error_msg)
+    message = error.get("message") if isinstance(error, dict) else None
+    if not isinstance(message, dict):  # not TorchElastic's error file layout
+        return exit_code, "\n" + _wrap(str(message or error), "        error_msg: ")
+    exit_code = str(message.get("errorCode") or exit_code)
+    lines = ""
+    timestamp = (message.get("extraInfo") or {}).get("timestamp")
+    if timestamp is not None:
+        with contextlib.suppress(ValueError, OverflowError, OSError):
+            lines += f"\n        timestamp: {datetime.fromtimestamp(int(timestamp))}"
+    lines += f"\n        hostname: {replica.hostname}"
+    lines += "\n" + _wrap(str(message.get("message", "")), "        error_msg: ")
+    return exit_code, lines
+
+
+def _format_replica(replica: ReplicaStatus) -> str:
+    marker = "*" if replica.id == 0 else " "
+    data = str(replica.state)
+    if replica.structured_error_msg != NONE:
+        exit_code, below = _error_lines(replica)
+        data += f" (exitcode: {exit_code}){below}"
+    elif replica.exit_code is not None and replica.state != AppState.SUCCEEDED:
+        data += f" (exitcode: {replica.exit_code})"
+    elif replica.state in (AppState.FAILED, AppState.CANCELLED):
+        data += " (no reply file)"
+    return f"\n {marker}{replica.role}[{replica.id}]:{data}"

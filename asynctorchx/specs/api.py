@@ -18,13 +18,23 @@ lives in its own private module:
 - :mod:`asynctorchx.specs._runopts`: :data:`CfgVal`, :class:`runopt`, :class:`runopts`,
   :func:`get_type_name`, :func:`cfg_pairs`.
 
+The exceptions TorchX defines in ``torchx.specs.api`` (``UnknownAppException``,
+``UnknownSchedulerException``, ``InvalidRunConfigException``,
+``MalformedAppHandleException``) live in :mod:`asynctorchx.errors` and are re-exported
+here.
+
 Every name is the same object whichever path imports it, so the hooks that
 :mod:`asynctorchx.specs.converter` registers on these classes apply everywhere.
 """
 
 from __future__ import annotations
 
-from asynctorchx.errors import InvalidRunConfigException, MalformedAppHandleException
+from asynctorchx.errors import (
+    InvalidRunConfigException,
+    MalformedAppHandleException,
+    UnknownAppException,
+    UnknownSchedulerException,
+)
 from asynctorchx.specs._app import AppDef, RetryPolicy, Role
 from asynctorchx.specs._app import _int_replicas as _int_replicas
 from asynctorchx.specs._app import _non_negative as _non_negative
@@ -86,6 +96,8 @@ __all__ = [
     "RetryPolicy",
     "Role",
     "RoleStatus",
+    "UnknownAppException",
+    "UnknownSchedulerException",
     "VolumeMount",
     "cfg_pairs",
     "get_type_name",

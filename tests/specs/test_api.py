@@ -34,13 +34,14 @@ from asynctorchx.specs import (
     parse_mounts,
     runopts,
 )
+from asynctorchx.specs.api import get_type_name
 from asynctorchx.specs.converter import converter, from_json, to_json
 
 # --------------------------------------------------------------------------- handles
 
 NAME = string.ascii_letters + string.digits + "-_."
 schedulers = st.text(NAME, min_size=1, max_size=20)
-sessions = st.text(NAME, max_size=20)
+sessions = st.text(NAME, min_size=1, max_size=20)
 app_ids = st.text(NAME + "/", min_size=1, max_size=40)
 
 
@@ -71,6 +72,7 @@ def test_handle_without_scheme_separator_is_malformed(text: str) -> None:
         "local_cwd://session",
         "://s/app",
         "local_cwd://s/",
+        "local_cwd:///app",  # an empty session name: TorchX refuses it too
         "a b://s/app",
         "local_cwd:/s/app",
         "local_cwd://s/app\n",
@@ -301,8 +303,8 @@ def test_typing_generics_work_as_option_types(list_type: Any, dict_type: Any) ->
     with pytest.raises(InvalidRunConfigException, match=r"'labels'.*name:value"):
         opts.cfg_from_str("labels=novalue")
     text = str(opts)
-    assert "tags (List[str]), ['a']" in text
-    assert "labels (Dict[str, str])" in text
+    assert f"tags=TAGS ({get_type_name(list_type)}, ['a'])" in text
+    assert f"labels=LABELS ({get_type_name(dict_type)}, {{'k': 'v'}})" in text
 
 
 def test_every_resolve_error_lists_the_accepted_options() -> None:
@@ -354,8 +356,9 @@ def test_cfg_from_str_needs_pairs() -> None:
 
 def test_str_reads_like_help() -> None:
     text = str(make_opts())
-    assert text.index("required:") < text.index("cluster_id (int)") < text.index("optional:")
-    assert "priority (float), 0.5" in text
+    assert text.index("required arguments:") < text.index("cluster_id=CLUSTER_ID (int)")
+    assert text.index("cluster_id=CLUSTER_ID (int)") < text.index("optional arguments:")
+    assert "priority=PRIORITY (float, 0.5)" in text
     assert "job priority" in text
 
 
@@ -493,13 +496,12 @@ def test_format() -> None:
     assert "Num Restarts: 1" in text
     assert "Msg: boom" in text
     assert "UI URL: file:///tmp/logs" in text
-    assert "trainer/1 FAILED on localhost exit_code=3" in text
-    assert 'error: {"message": "x"}' in text
-    assert "ps/0 RUNNING on host2" in text
+    assert "\n *trainer[0]:SUCCEEDED\n" in text
+    assert "\n  trainer[1]:FAILED (exitcode: 3)\n        error_msg: x\n" in text
+    assert "\n *ps[0]:RUNNING\n" in text
     filtered = make_status(AppState.FAILED).format(filter_roles=["ps"])
-    assert "ps/0" in filtered
-    assert "trainer/" not in filtered
-    assert str(make_status(AppState.FAILED)) == text
+    assert "ps[0]" in filtered
+    assert "trainer[" not in filtered
 
 
 def test_raise_for_status() -> None:
