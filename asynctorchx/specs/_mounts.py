@@ -96,18 +96,39 @@ def parse_mounts(opts: list[str]) -> list[Mount]:
     TorchX does; the container engine would take it literally).
 
     Raises:
-        ValueError: an item before the first ``type=``, an unknown type or key, or a
+        MountOptionError: (a ``KeyError`` and a ``ValueError``, where TorchX raises
+            ``KeyError``) an item before the first ``type=``, an unknown key, or a
             mount without ``src`` (``dst`` defaults to ``src`` for devices only).
+        ValueError: an unknown mount type or bad device permissions.
     """
     groups = _group_mount_options(opts)
     return [_mount_of(group) for group in groups]
+
+
+class MountOptionError(KeyError, ValueError):
+    """A mount description misses a key or has an unknown one.
+
+    A ``KeyError``, as ``torchx.specs.parse_mounts`` raises for these (code written
+    for TorchX catches that), and a ``ValueError``, as for every other bad mount.
+    ``str(error)`` is the message itself (a plain ``KeyError`` would quote it).
+
+    Args:
+        message: what is wrong and how to fix it.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def _group_mount_options(opts: list[str]) -> list[dict[str, str]]:
     """Split the items of ``opts`` into one ``{canonical key: value}`` dict per mount.
 
     Raises:
-        ValueError: an unknown key, or an item before the first ``type=``.
+        MountOptionError: an unknown key, or an item before the first ``type=``.
     """
     items = [item.strip() for opt in opts for item in opt.split(",") if item.strip()]
     groups: list[dict[str, str]] = []
@@ -115,7 +136,7 @@ def _group_mount_options(opts: list[str]) -> list[dict[str, str]]:
         key, sep, value = item.partition("=")
         key = key.strip().lower()
         if key not in _MOUNT_KEYS:
-            raise ValueError(
+            raise MountOptionError(
                 f"unknown mount option {key!r} in {item!r}: use type, src, dst, readonly or perm"
             )
         canonical = _MOUNT_KEYS[key]
@@ -123,7 +144,7 @@ def _group_mount_options(opts: list[str]) -> list[dict[str, str]]:
             groups.append({"type": value.strip()})
             continue
         if not groups:
-            raise ValueError(
+            raise MountOptionError(
                 f"mount option {item!r} comes before any `type=`: start each mount with"
                 " type=bind, type=volume or type=device"
             )
@@ -135,23 +156,23 @@ def _mount_of(group: dict[str, str]) -> Mount:
     """Build the mount one group of :func:`_group_mount_options` describes.
 
     Raises:
-        ValueError: no ``src``, no ``dst`` for a bind or volume mount, device
-            permissions other than ``r``, ``w``, ``m``, or an unknown type.
+        MountOptionError: no ``src``, or no ``dst`` for a bind or volume mount.
+        ValueError: device permissions other than ``r``, ``w``, ``m``, or an unknown type.
     """
     kind = group["type"]
     if "src" not in group:
-        raise ValueError(f"mount {group} has no `src=`: say what to mount")
+        raise MountOptionError(f"mount {group} has no `src=`: say what to mount")
     read_only = group.get("readonly", "false").lower() in ("true", "1", "yes", "")
     if kind == MountType.BIND.value:
         if "dst" not in group:
-            raise ValueError(f"bind mount {group} has no `dst=`: say where to mount it")
+            raise MountOptionError(f"bind mount {group} has no `dst=`: say where to mount it")
         src_path = group["src"]
         if src_path.startswith("~"):
             src_path = os.path.expanduser(src_path)
         return BindMount(src_path, group["dst"], read_only)
     if kind == MountType.VOLUME.value:
         if "dst" not in group:
-            raise ValueError(f"volume mount {group} has no `dst=`: say where to mount it")
+            raise MountOptionError(f"volume mount {group} has no `dst=`: say where to mount it")
         return VolumeMount(group["src"], group["dst"], read_only)
     if kind == MountType.DEVICE.value:
         perm = group.get("perm", "rwm")

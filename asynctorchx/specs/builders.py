@@ -13,6 +13,8 @@ The command-line form of each parameter (TorchX's):
 * ``str``, ``int``, ``float``: the value as written. ``bool``: ``true``/``false``
   (also ``1``/``0``, ``yes``/``no``, ``on``/``off``; any case), e.g. ``--debug true``.
 * ``list[P]``: comma-separated, ``--mounts a,b`` -> ``["a", "b"]``.
+* ``dict[P, list[P]]``: as ``dict[P, P]``, each value split at ``,``:
+  ``--m FOO=a,b;BAR=c`` -> ``{"FOO": ["a", "b"], "BAR": ["c"]}``.
 * ``dict[P, P]``: ``KEY=VALUE`` pairs separated by ``,`` or ``;``; a value may itself
   hold separators (``FOO=v1,v2,BAR=v3`` -> ``{"FOO": "v1,v2", "BAR": "v3"}``); ``''``
   or ``""`` is the empty string.
@@ -22,12 +24,18 @@ The command-line form of each parameter (TorchX's):
 
 ``defaults`` (from ``.torchxconfig``'s ``[component:<name>]``) are strings parsed as if
 given on the command line; they replace the function's own defaults.
+
+As ``torchx.specs.builders``, this module also offers :func:`make_app_handle`,
+:func:`parse_mounts`, :class:`BindMount`, :class:`VolumeMount` and
+:class:`DeviceMount` (defined in :mod:`asynctorchx.specs.api`) and
+:func:`get_fn_docstring` (defined in :mod:`asynctorchx.specs.file_linter`).
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import logging
 import re
 import shlex
 import types
@@ -36,11 +44,23 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import attrs
-import docstring_parser
 
 from asynctorchx.errors import ComponentValidationException
 from asynctorchx.specs._runopts import parse_bool
-from asynctorchx.specs.api import AppDef
+from asynctorchx.specs.api import (
+    AppDef,
+    BindMount,
+    DeviceMount,
+    VolumeMount,
+    make_app_handle,
+    parse_mounts,
+)
+from asynctorchx.specs.file_linter import TorchXArgumentHelpFormatter, get_fn_docstring
+
+logger = logging.getLogger(__name__)
+
+#: TorchX's name of the help formatter (``torchx.specs.builders`` imports it too).
+_HelpFormatter = TorchXArgumentHelpFormatter
 
 _PRIMITIVES: dict[type[Any], str] = {str: "str", int: "int", float: "float", bool: "bool"}
 
@@ -54,12 +74,14 @@ class ParamType:
         item: the primitive type of the value, of a list's items or of a dict's values.
         key: the primitive type of a dict's keys (``str`` otherwise).
         optional: the annotation allows ``None``.
+        list_values: a dict's values are lists of ``item`` (``Dict[str, List[str]]``).
     """
 
     kind: str
     item: type[Any]
     key: type[Any] = str
     optional: bool = False
+    list_values: bool = False
 
 
 def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
@@ -90,12 +112,18 @@ def param_type(fn_name: str, name: str, annotation: Any) -> ParamType:
     args = typing.get_args(inner)
     if origin is list and len(args) == 1 and args[0] in _PRIMITIVES:
         return ParamType("list", args[0], optional=optional)
-    if origin is dict and len(args) == 2 and all(arg in _PRIMITIVES for arg in args):
-        return ParamType("dict", args[1], key=args[0], optional=optional)
+    if origin is dict and len(args) == 2 and args[0] in _PRIMITIVES:
+        if args[1] in _PRIMITIVES:
+            return ParamType("dict", args[1], key=args[0], optional=optional)
+        value_args = typing.get_args(args[1])
+        if typing.get_origin(args[1]) is list and value_args and value_args[0] in _PRIMITIVES:
+            return ParamType(
+                "dict", value_args[0], key=args[0], optional=optional, list_values=True
+            )
     raise ComponentValidationException(
         f"argument {name!r} of component {fn_name!r} has the unsupported type"
-        f" {annotation!r}: use str, int, float, bool, list[str], dict[str, str] or"
-        " Optional of one of them"
+        f" {annotation!r}: use str, int, float, bool, list[str], dict[str, str],"
+        " dict[str, list[str]] or Optional of one of them"
     )
 
 
@@ -167,60 +195,49 @@ def decode(fn_name: str, name: str, ptype: ParamType, value: Any) -> Any:
             f"component {fn_name!r}: argument --{name}: {exc}; write KEY=VALUE pairs"
             " separated by ',' or ';', e.g. `--env FOO=1,BAR=2`"
         ) from None
+    if ptype.list_values:  # FOO=a,b;BAR=c -> {"FOO": ["a", "b"], "BAR": ["c"]}
+        return {
+            _convert(fn_name, name, ptype.key, key): [
+                _convert(fn_name, name, ptype.item, piece.strip())
+                for piece in item.split(",")
+                if piece.strip()
+            ]
+            for key, item in pairs.items()
+        }
     return {
         _convert(fn_name, name, ptype.key, key): _convert(fn_name, name, ptype.item, item)
         for key, item in pairs.items()
     }
 
 
-def get_fn_docstring(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
-    """Return the function's description and each parameter's help from its docstring.
+class ComponentUsageError(ComponentValidationException, SystemExit):
+    """A component's command line is wrong: a missing, unknown or malformed argument.
 
-    The docstring is read as Google style (``Args:`` section). Without a docstring the
-    description is the function's name with a tip; a parameter the docstring does not
-    describe gets a blank help (TorchX's behaviour).
+    TorchX's component parser is a plain :mod:`argparse` parser, so a bad command line
+    exits with ``SystemExit(2)`` (``torchx.specs.builders.materialize_appdef``). This
+    error is both that ``SystemExit`` (``code`` is 2) and a
+    :class:`~asynctorchx.errors.ComponentValidationException`, so code catching either
+    works. Unlike argparse it prints nothing: the message is the one-line error and
+    :attr:`usage` holds the usage text argparse would print above it.
+
+    Args:
+        message: the error, naming the argument.
+        usage: the parser's usage text (``usage: ...``).
     """
-    params = inspect.signature(fn).parameters
-    helps = {name: " " for name in params}
-    doc = inspect.getdoc(fn)
-    fallback = (
-        f"{fn.__name__} TIP: improve this help string by adding a Google-style docstring"
-        " to your component"
-    )
-    if not doc:
-        return fallback, helps
-    try:
-        parsed = docstring_parser.parse(doc, docstring_parser.DocstringStyle.GOOGLE)
-    except docstring_parser.ParseError:
-        return doc, helps
-    for param in parsed.params:
-        name = param.arg_name.lstrip("*")
-        if param.description and name in helps:
-            helps[name] = param.description
-    description = parsed.short_description or fallback
-    if parsed.long_description:
-        description += "\n" + parsed.long_description
-    return description, helps
 
-
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Appends ``(required)`` or ``(default: X)`` to each argument's help."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if action.default is argparse.SUPPRESS or action.nargs == argparse.REMAINDER:
-            return text
-        if action.required:
-            return text + " (required)"
-        return text + f" (default: {action.default})"
+    def __init__(self, message: str, usage: str = "") -> None:
+        super().__init__(message)
+        self.code = 2
+        self.usage = usage
 
 
 class _ComponentParser(argparse.ArgumentParser):
-    """An argument parser whose usage errors raise instead of exiting."""
+    """An argument parser whose usage errors raise :class:`ComponentUsageError`."""
 
     def error(self, message: str) -> NoReturn:
-        raise ComponentValidationException(
-            f"{self.prog.strip()}: {message} (`--help` lists the arguments)"
+        raise ComponentUsageError(
+            f"{self.prog.strip()}: {message} (`--help` lists the arguments)",
+            self.format_usage().strip(),
         )
 
 
@@ -235,7 +252,7 @@ class _RemainderAction(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         given = list(values or [])
-        if not given and isinstance(self.default, str):
+        if not given and isinstance(self.default, str):  # from .torchxconfig: shell words
             given = shlex.split(self.default)
         elif not given and isinstance(self.default, list):
             given = list(self.default)
@@ -274,25 +291,29 @@ def create_args_parser(
         fn: the component function.
         defaults: string defaults that replace the declared ones, keyed by parameter.
 
+    A key of ``defaults`` that names no parameter of ``fn`` is ignored with a logged
+    warning, as TorchX ignores it.
+
     Raises:
         ComponentValidationException: a parameter is unannotated or of an unsupported
-            type, ``fn`` takes ``**kwargs``, or ``defaults`` names no parameter of ``fn``.
+            type, or ``fn`` takes ``**kwargs``.
     """
     signature = inspect.signature(fn)
     types_by_name = _param_types(fn)
     defaults = dict(defaults or {})
     unknown = sorted(set(defaults) - set(signature.parameters))
-    if unknown:
-        raise ComponentValidationException(
-            f"component defaults name {', '.join(map(repr, unknown))}, which"
-            f" {fn.__name__!r} does not take: use one of"
-            f" {', '.join(signature.parameters) or 'no arguments'}"
+    if unknown:  # a stale [component:x] key must not break a run (TorchX ignores them)
+        logger.warning(
+            "ignoring the component defaults %s: %r takes no such argument (it takes %s)",
+            ", ".join(map(repr, unknown)),
+            fn.__name__,
+            ", ".join(signature.parameters) or "no arguments",
         )
     description, helps = get_fn_docstring(fn)
     parser = _ComponentParser(
         prog=f"asynctorchx run <run args...> {fn.__name__}",
         description=description,
-        formatter_class=_HelpFormatter,
+        formatter_class=TorchXArgumentHelpFormatter,
         add_help=False,  # frees -h for the `h` (named resource) argument
         allow_abbrev=False,
     )
@@ -316,8 +337,7 @@ def create_args_parser(
             kwargs.pop("type")
             kwargs["metavar"] = name
             kwargs["nargs"] = argparse.REMAINDER
-            kwargs["action"] = _RemainderAction
-            kwargs.setdefault("default", [])
+            kwargs["action"] = _RemainderAction  # default None, as TorchX's
             parser.add_argument(name, **kwargs)
             continue
         flags = [f"-{name}", f"--{name}"] if len(name) == 1 else [f"--{name}"]
@@ -333,8 +353,10 @@ def parse_args(
     """Parse ``argv`` for the component ``fn`` into decoded values keyed by parameter.
 
     Raises:
-        ComponentValidationException: an argument is missing, unknown or does not parse
-            as its type; the message names it.
+        ComponentUsageError: (a ``ComponentValidationException`` and ``SystemExit(2)``)
+            an argument is missing or unknown; ``usage`` holds the usage text.
+        ComponentValidationException: an argument does not parse as its type; the
+            message names it.
         SystemExit: ``--help`` was given (argparse prints the help and exits 0).
     """
     parser = create_args_parser(fn, defaults)
@@ -344,7 +366,7 @@ def parse_args(
     for name, param in inspect.signature(fn).parameters.items():
         value = getattr(namespace, name)
         if param.kind == inspect.Parameter.VAR_POSITIONAL:
-            rest = list(value)
+            rest = list(value or [])
             values[name] = rest[1:] if rest[:1] == ["--"] else rest
         else:
             values[name] = decode(fn.__name__, name, types_by_name[name], value)
@@ -367,9 +389,12 @@ def materialize_appdef(
         The :class:`AppDef` the component returns.
 
     Raises:
+        ComponentUsageError: (a ``ComponentValidationException`` and ``SystemExit(2)``,
+            as TorchX exits) an argument is missing or unknown; ``usage`` holds the
+            usage text.
         ComponentValidationException: the function is not a valid component (e.g. an
-            ``async def``), an argument is missing, unknown or malformed (the message
-            names it), or the function did not return an ``AppDef``.
+            ``async def``), an argument is malformed (the message names it), or the
+            function did not return an ``AppDef``.
         SystemExit: ``--help`` was given (argparse prints the help and exits 0).
         Exception: whatever the component raises for values it rejects.
     """
@@ -396,3 +421,21 @@ def materialize_appdef(
             " return an asynctorchx.specs.AppDef"
         )
     return app
+
+
+__all__ = [
+    "BindMount",
+    "ComponentUsageError",
+    "DeviceMount",
+    "ParamType",
+    "VolumeMount",
+    "create_args_parser",
+    "decode",
+    "get_fn_docstring",
+    "make_app_handle",
+    "materialize_appdef",
+    "param_type",
+    "parse_args",
+    "parse_mounts",
+    "split_dict",
+]

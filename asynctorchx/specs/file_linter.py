@@ -3,8 +3,9 @@
 :func:`validate` applies the three rules of ``torchx.specs.file_linter.validate``
 (TorchX 0.7.0) to the function's syntax tree:
 
-#. the function has a Google-style docstring (a missing docstring is an error; a
-   parameter its ``Args:`` section does not describe is a warning);
+#. the function has a Google-style docstring: a missing or malformed docstring, or a
+   parameter its ``Args:`` section does not describe, is a warning (TorchX says
+   nothing; the component's ``--help`` is then thin);
 #. every parameter (positional, ``*args`` and keyword-only) is annotated, with a type
    that :func:`asynctorchx.specs.builders.materialize_appdef` can parse from the
    command line: ``str``, ``int``, ``float``, ``bool``, ``list[P]`` / ``List[P]``,
@@ -16,11 +17,22 @@
 
 A file that does not parse gives one message for the syntax error; a function that is
 not in the file gives one message saying so.
+
+:func:`validate` returns the errors alone, as TorchX's does; :func:`check` returns the
+warnings too. The messages say what is wrong and how to fix it, so they are worded
+differently from TorchX's (``Arg a missing type annotation``), and each message's
+``name`` is the rule it breaks rather than TorchX's validator class name.
+
+The component ``--help`` helpers live here as in TorchX:
+:class:`TorchXArgumentHelpFormatter` and :func:`get_fn_docstring`.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
+import inspect
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -110,11 +122,23 @@ def _check_subscript(node: ast.Subscript, allow_optional: bool) -> str | None:
         return _check_union(args, allow_optional, "a Union other than Union[T, None]")
     if base in _LISTS or base in _DICTS:
         expected = 1 if base in _LISTS else 2
+        if base in _DICTS and len(args) == 2 and _is_primitive_list(args[1]):
+            args = args[:1]  # dict[P, list[P]]: the values are lists of a primitive
+            expected = 1
         if len(args) != expected or any(_name_of(arg) not in PRIMITIVES for arg in args):
             kind = "List" if base in _LISTS else "Dict"
             return f"{kind} can only hold the primitive types str, int, float and bool"
         return None
     return f"{ast.unparse(node)} is not a supported type"
+
+
+def _is_primitive_list(node: ast.expr) -> bool:
+    """``list[P]`` / ``List[P]`` with ``P`` a primitive."""
+    return (
+        isinstance(node, ast.Subscript)
+        and _name_of(node.value) in _LISTS
+        and _name_of(node.slice) in PRIMITIVES
+    )
 
 
 def _check_args(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[LinterMessage]:
@@ -202,10 +226,12 @@ def _check_docstring(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Linte
         return [
             LinterMessage(
                 "docstring",
-                f"{func.name!r} has no docstring: describe the component and each argument"
-                " in a Google-style docstring (a summary line, then `Args:`)",
+                f"{func.name!r} has no docstring: its --help will only name the arguments;"
+                " describe the component and each argument in a Google-style docstring"
+                " (a summary line, then `Args:`)",
                 func.lineno,
                 func.col_offset,
+                severity="warning",
             )
         ]
     try:
@@ -217,9 +243,11 @@ def _check_docstring(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Linte
         return [
             LinterMessage(
                 "docstring",
-                f"the docstring of {func.name!r} is not Google style ({exc})",
+                f"the docstring of {func.name!r} is not Google style ({exc}): its --help"
+                " will show the docstring as it is",
                 func.lineno,
                 func.col_offset,
+                severity="warning",
             )
         ]
     names = [arg.arg for arg in [*func.args.posonlyargs, *func.args.args]]
@@ -283,19 +311,18 @@ def validate_source(
     ]
 
 
-def validate(path: str, component_function: str) -> list[LinterMessage]:
-    """Check that ``component_function`` in the file ``path`` is a valid component.
+def check(path: str, component_function: str) -> list[LinterMessage]:
+    """Return every finding, errors and warnings, for ``component_function`` in ``path``.
 
-    Reads and parses the file (never imports or runs it) and applies the rules of
-    ``torchx.specs.file_linter.validate`` (see the module docstring).
+    Reads and parses the file (never imports or runs it); see the module docstring
+    for the rules. :func:`validate` returns the errors alone.
 
     Args:
         path: path to the Python source file.
         component_function: name of the top-level function to check.
 
     Returns:
-        The linter messages; those with ``severity == "error"`` make the component
-        invalid, ``"warning"`` ones are advice. Empty when everything holds.
+        The findings, each with its ``severity``; empty when everything holds.
 
     Raises:
         OSError: the file cannot be read.
@@ -304,6 +331,93 @@ def validate(path: str, component_function: str) -> list[LinterMessage]:
     return validate_source(source, component_function, filename=path)
 
 
+def validate(path: str, component_function: str) -> list[LinterMessage]:
+    """Return the errors that make ``component_function`` in ``path`` an invalid component.
+
+    As ``torchx.specs.file_linter.validate``: every message returned is an error, so
+    ``validate(...) == []`` means the component is valid. Warnings (a missing or
+    incomplete docstring) are left out; :func:`check` returns them too.
+
+    Args:
+        path: path to the Python source file.
+        component_function: name of the top-level function to check.
+
+    Returns:
+        The errors (``severity == "error"``); empty for a valid component.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    return errors(check(path, component_function))
+
+
 def errors(messages: list[LinterMessage]) -> list[LinterMessage]:
     """Return the messages of severity ``error`` only."""
     return [message for message in messages if message.severity == "error"]
+
+
+def warnings(messages: list[LinterMessage]) -> list[LinterMessage]:
+    """Return the messages of severity ``warning`` only."""
+    return [message for message in messages if message.severity == "warning"]
+
+
+class TorchXArgumentHelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The component ``--help`` layout: each argument's help ends ``(required)`` or
+    ``(default: X)``, as ``torchx.specs.file_linter.TorchXArgumentHelpFormatter``.
+
+    The ``*args`` argument (argparse's ``REMAINDER``) gets neither; ``--help`` itself
+    keeps its plain help. The description is printed as written.
+
+    Args:
+        prog: as :class:`argparse.HelpFormatter`.
+        indent_increment: as :class:`argparse.HelpFormatter`.
+        max_help_position: as :class:`argparse.HelpFormatter`.
+        width: as :class:`argparse.HelpFormatter`.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default is argparse.SUPPRESS or action.nargs == argparse.REMAINDER:
+            return text
+        if action.required:
+            return text + " (required)"
+        return text + f" (default: {action.default})"
+
+
+def get_fn_docstring(fn: Callable[..., object]) -> tuple[str, dict[str, str]]:
+    """Return the function's description and each parameter's help from its docstring.
+
+    As ``torchx.specs.file_linter.get_fn_docstring``: the docstring is read as Google
+    style (``Args:`` section). Without a docstring the description is the function's
+    name with a tip; a parameter the docstring does not describe gets a blank help
+    (``" "``, which argparse still prints).
+
+    Args:
+        fn: the component function, with or without a docstring.
+
+    Returns:
+        ``(description, {parameter name: help})``, one entry per parameter. Never
+        raises for a function: a docstring that is not Google style is the
+        description as written.
+    """
+    params = inspect.signature(fn).parameters
+    helps = {name: " " for name in params}
+    doc = inspect.getdoc(fn)
+    fallback = (
+        f"{getattr(fn, '__name__', 'component')} TIP: improve this help string by adding a"
+        " Google-style docstring to your component"
+    )
+    if not doc:
+        return fallback, helps
+    try:
+        parsed = docstring_parser.parse(doc, docstring_parser.DocstringStyle.GOOGLE)
+    except docstring_parser.ParseError:
+        return doc, helps
+    for param in parsed.params:
+        name = param.arg_name.lstrip("*")
+        if param.description and name in helps:
+            helps[name] = param.description
+    description = parsed.short_description or fallback
+    if parsed.long_description:
+        description += "\n" + parsed.long_description
+    return description, helps

@@ -22,6 +22,7 @@ functions defined in that module; those that break a linter rule are left out of
 
 from __future__ import annotations
 
+import abc
 import functools
 import hashlib
 import importlib
@@ -39,7 +40,7 @@ import attrs
 from asynctorchx.errors import ComponentNotFoundException, ComponentValidationException
 from asynctorchx.specs import file_linter
 from asynctorchx.specs.api import AppDef
-from asynctorchx.specs.builders import get_fn_docstring
+from asynctorchx.specs.file_linter import get_fn_docstring
 
 #: The entry point group searched for user-registered component modules.
 ENTRY_POINT_GROUP: str = "asynctorchx.components"
@@ -67,6 +68,13 @@ class ComponentDef:
     path: str | None = None
     validation_errors: list[str] = attrs.field(factory=list)
 
+    @property
+    def fn_name(self) -> str:
+        """The name of the component function (``echo`` for ``utils.echo``), as TorchX's."""
+        if ":" in self.name:
+            return self.name.rpartition(":")[2]
+        return self.name.rpartition(".")[2]
+
 
 def _iter_modules(base: ModuleType) -> list[ModuleType]:
     """``base`` and all its submodules, recursively (regular packages only)."""
@@ -77,10 +85,25 @@ def _iter_modules(base: ModuleType) -> list[ModuleType]:
     return modules
 
 
-def _relname(module: ModuleType, base: ModuleType) -> str:
-    if module.__name__ == base.__name__:
+def module_relname(module: ModuleType, relative_to: ModuleType) -> str:
+    """Return ``module``'s name relative to ``relative_to`` (``torchx.specs.finder``).
+
+    ``module_relname(asynctorchx.components.dist, relative_to=asynctorchx.components)``
+    is ``"dist"``; a module relative to itself is ``""``.
+
+    Args:
+        module: the (sub)module.
+        relative_to: the package it is in.
+
+    Raises:
+        ValueError: ``module`` is not ``relative_to`` nor one of its submodules.
+    """
+    name, base = module.__name__, relative_to.__name__
+    if name == base:
         return ""
-    return module.__name__[len(base.__name__) + 1 :]
+    if not name.startswith(base + "."):
+        raise ValueError(f"`{name}` is not a submodule of `{base}`")
+    return name[len(base) + 1 :]
 
 
 def _lint(path: str | None, fn_name: str) -> list[str]:
@@ -95,7 +118,7 @@ def _components_of(base: ModuleType, prefix: str) -> dict[str, ComponentDef]:
     found: dict[str, ComponentDef] = {}
     for module in _iter_modules(base):
         path = getattr(module, "__file__", None)
-        rel = _relname(module, base)
+        rel = module_relname(module, base)
         for fn_name, fn in inspect.getmembers(module, inspect.isfunction):
             if fn_name.startswith("_") or fn.__module__ != module.__name__:
                 continue
@@ -109,6 +132,63 @@ def _components_of(base: ModuleType, prefix: str) -> dict[str, ComponentDef]:
                 validation_errors=_lint(path, fn_name),
             )
     return found
+
+
+class ComponentsFinder(abc.ABC):
+    """Finds a set of components (``torchx.specs.finder.ComponentsFinder``)."""
+
+    @abc.abstractmethod
+    def find(self) -> list[ComponentDef]:
+        """Return the components found, valid or not (see ``validation_errors``)."""
+
+
+class ModuleComponentsFinder(ComponentsFinder):
+    """The public functions of a module and of its submodules, as components.
+
+    As ``torchx.specs.finder.ModuleComponentsFinder``: a function ``fn`` in the
+    submodule ``rel`` is named ``<group>.<rel>.<fn>`` (empty parts left out).
+
+    Args:
+        module: the module, or its importable name.
+        group: the prefix of every name (``""``: none).
+
+    Raises:
+        ModuleNotFoundError: ``module`` is a name that does not import.
+    """
+
+    def __init__(self, module: str | ModuleType, group: str) -> None:
+        self.base_module = importlib.import_module(module) if isinstance(module, str) else module
+        self.group = group
+
+    def find(self) -> list[ComponentDef]:
+        """Return every public function of the module tree, each linted."""
+        return list(_components_of(self.base_module, self.group).values())
+
+
+class CustomComponentsFinder(ComponentsFinder):
+    """The one component ``function_name`` in the file ``filepath``.
+
+    As ``torchx.specs.finder.CustomComponentsFinder``: :meth:`find` returns the
+    component with its linter errors in ``validation_errors``. Unlike TorchX, the file
+    is imported as a module of its own rather than run in the finder's globals.
+
+    Args:
+        filepath: the Python file.
+        function_name: the top-level function in it.
+    """
+
+    def __init__(self, filepath: str, function_name: str) -> None:
+        self._filepath = filepath
+        self._function_name = function_name
+
+    def find(self) -> list[ComponentDef]:
+        """Return ``[component]``.
+
+        Raises:
+            ComponentNotFoundException: the file does not exist or does not define
+                the function at its top level.
+        """
+        return [_load_file(self._filepath, self._function_name)]
 
 
 @functools.lru_cache(maxsize=1)
@@ -140,12 +220,28 @@ def get_components() -> dict[str, ComponentDef]:
 
 def _load_file_component(name: str) -> ComponentDef:
     file_part, _, fn_name = name.rpartition(":")
-    path = Path(file_part).expanduser()
     if not fn_name or not file_part:
         raise ComponentNotFoundException(
             f"{name!r} is not a component name: use a builtin (`utils.echo`) or"
             " `path/to/file.py:function`"
         )
+    component = _load_file(file_part, fn_name, name)
+    if component.validation_errors:
+        raise ComponentValidationException(
+            f"component {name!r} is not valid: " + "; ".join(component.validation_errors)
+        )
+    return component
+
+
+def _load_file(file_part: str, fn_name: str, name: str | None = None) -> ComponentDef:
+    """Import ``fn_name`` from the file ``file_part`` unless the linter finds errors.
+
+    Raises:
+        ComponentNotFoundException: no such file or top-level function, or the file
+            cannot be imported as a module.
+    """
+    name = name or f"{file_part}:{fn_name}"
+    path = Path(file_part).expanduser()
     if not path.is_file():
         raise ComponentNotFoundException(
             f"component file {str(path)!r} (from {name!r}) does not exist: give a path"
@@ -156,9 +252,16 @@ def _load_file_component(name: str) -> ComponentDef:
         raise ComponentNotFoundException(
             f"function {fn_name!r} is not defined at the top level of {str(path)!r}"
         )
-    if errors:
-        raise ComponentValidationException(f"component {name!r} is not valid: " + "; ".join(errors))
     resolved = path.resolve()
+    if errors:  # not imported: a broken component is described, never run
+        return ComponentDef(
+            name=name,
+            fn=_not_loaded(name),
+            description="",
+            module="",
+            path=str(resolved),
+            validation_errors=errors,
+        )
     digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
     module_name = f"asynctorchx_component_{resolved.stem}_{digest}"
     spec = importlib.util.spec_from_file_location(module_name, resolved)
@@ -179,6 +282,13 @@ def _load_file_component(name: str) -> ComponentDef:
         module=module_name,
         path=str(resolved),
     )
+
+
+def _not_loaded(name: str) -> Callable[..., AppDef]:
+    def refuse(*args: object, **kwargs: object) -> AppDef:
+        raise ComponentValidationException(f"component {name!r} is not valid; see its errors")
+
+    return refuse
 
 
 def get_component(name: str) -> ComponentDef:
@@ -211,3 +321,30 @@ def get_component(name: str) -> ComponentDef:
             f"component {name!r} is not valid: " + "; ".join(component.validation_errors)
         )
     return component
+
+
+def get_builtin_source(name: str) -> str:
+    """Return the source of the builtin component ``name``, with its file's imports.
+
+    As ``torchx.specs.finder.get_builtin_source``: a template to copy and edit. The
+    imports are the lines starting with ``import`` or ``from`` before the function's
+    ``def`` in its file, read literally, so some may be unused.
+
+    Args:
+        name: a builtin or registered component (``dist.ddp``).
+
+    Raises:
+        ComponentNotFoundException: no component has that name.
+        ComponentValidationException: the component breaks a rule.
+        OSError: its source file cannot be read.
+    """
+    component = get_component(name)
+    fn_name = component.fn_name
+    source_file = inspect.getsourcefile(component.fn) or component.path or ""
+    imports: list[str] = []
+    for line in Path(source_file).read_text(encoding="utf-8").splitlines():
+        if line.startswith(("import ", "from ")):
+            imports.append(line)
+        elif line.startswith(f"def {fn_name}("):
+            break
+    return "\n".join([*imports, "", "", inspect.getsource(component.fn)])

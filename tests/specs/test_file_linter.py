@@ -56,10 +56,12 @@ def test_valid_components_have_no_message(fn: str) -> None:
     assert lint(GOOD, fn) == []
 
 
-def test_missing_docstring_is_an_error() -> None:
+def test_missing_docstring_is_only_a_warning() -> None:
+    # TorchX accepts a component without a docstring; we accept it and advise
     messages = lint("def f(x: str) -> AppDef:\n    return None\n", "f")
-    assert [(m.name, m.severity, m.line) for m in messages] == [("docstring", "error", 1)]
+    assert [(m.name, m.severity, m.line) for m in messages] == [("docstring", "warning", 1)]
     assert "no docstring" in messages[0].description
+    assert errors(messages) == []
 
 
 def test_undocumented_argument_is_a_warning() -> None:
