@@ -3,7 +3,8 @@
 Where the files are (TorchX's rule, ``torchx.runner.config``):
 
 * ``$TORCHXCONFIG`` alone when that variable is set; a missing file (or an empty value)
-  is an error (:class:`~asynctorchx.errors.ConfigError`), as in TorchX.
+  is an error (:class:`ConfigFileNotFoundError`, both a ``FileNotFoundError`` as
+  TorchX raises and a :class:`~asynctorchx.errors.ConfigError`).
 * otherwise ``$HOME/.torchxconfig`` then ``./.torchxconfig`` (the current directory);
   files that do not exist are skipped. The first file that sets a value wins.
 
@@ -22,18 +23,45 @@ Sections:
 from __future__ import annotations
 
 import configparser
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TextIO
 
 from asynctorchx.errors import ConfigError
-from asynctorchx.specs.api import CfgVal, runopts
+from asynctorchx.specs.api import CfgVal, get_type_name, runopt, runopts
+
+logger = logging.getLogger(__name__)
 
 #: The config file name looked up in ``$HOME`` and the current directory.
 CONFIG_FILE = ".torchxconfig"
 #: The environment variable that, when set, names the only config file to read.
 ENV_TORCHXCONFIG = "TORCHXCONFIG"
+#: Between a section's prefix and its name: ``[component:dist.ddp]``.
+CONFIG_PREFIX_DELIM = ":"
+#: ``$HOME`` and the current directory when this module was imported (TorchX's
+#: constant). :func:`find_configs` reads the current directory at each call instead.
+DEFAULT_CONFIG_DIRS: list[str] = [str(Path.home()), str(Path.cwd())]
+#: The value :func:`dump` writes for an option without a value; :func:`load` reads it
+#: back as ``None``.
+_NONE = "None"
+
+
+class ConfigFileNotFoundError(ConfigError, FileNotFoundError):
+    """``$TORCHXCONFIG`` names no file: a ``FileNotFoundError`` as in
+    ``torchx.runner.config``, and a :class:`~asynctorchx.errors.ConfigError`.
+
+    Args:
+        message: what is missing and how to fix it.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def find_configs(dirs: Iterable[str] | None = None) -> list[str]:
@@ -44,17 +72,18 @@ def find_configs(dirs: Iterable[str] | None = None) -> list[str]:
             current directory). Ignored when ``$TORCHXCONFIG`` is set.
 
     Raises:
-        ConfigError: ``$TORCHXCONFIG`` names a file that does not exist.
+        ConfigFileNotFoundError: (a ``FileNotFoundError``) ``$TORCHXCONFIG`` names a
+            file that does not exist.
     """
     explicit = os.environ.get(ENV_TORCHXCONFIG)
     if explicit is not None:  # set, even to "" (TorchX's rule): the only file to read
         if not explicit or not Path(explicit).is_file():
-            raise ConfigError(
+            raise ConfigFileNotFoundError(
                 f"{ENV_TORCHXCONFIG}={explicit!r} names no file: create it or unset"
                 f" {ENV_TORCHXCONFIG} to use $HOME/{CONFIG_FILE} and ./{CONFIG_FILE}"
             )
         return [explicit]
-    if dirs is None:
+    if not dirs:  # None or empty, as TorchX
         dirs = [str(Path.home()), os.getcwd()]
     found: list[str] = []
     for directory in dirs:
@@ -79,14 +108,24 @@ def _read(path: str) -> configparser.ConfigParser:
 Sections = Mapping[str, Mapping[str, str]]
 
 
-def load_sections(dirs: Iterable[str] | None = None) -> dict[str, dict[str, str]]:
-    """Merge every config file into ``{section: {key: value}}`` (first file wins per key).
+def load_sections(
+    prefix: str | None = None, dirs: Iterable[str] | None = None
+) -> dict[str, dict[str, str]]:
+    """Merge the config files' sections (first file wins per key).
 
-    This is the one place the files are read: a command reads them once and passes the
-    result (``sections=``) to the functions below and to
-    :func:`~asynctorchx.runner.get_runner`.
+    Two forms:
+
+    * ``load_sections(prefix, dirs)`` (``torchx.runner.config``): the sections named
+      ``[<prefix>:<name>]``, keyed by ``<name>``: ``load_sections("component")`` is
+      ``{"dist.ddp": {"j": "1x2"}}``.
+    * ``load_sections()`` / ``load_sections(dirs=...)``: every section, keyed by its
+      full name. This is the one place the files are read: a command reads them once
+      and passes the result (``sections=``) to the functions below and to
+      :func:`~asynctorchx.runner.get_runner`.
 
     Args:
+        prefix: keep only ``[<prefix>:<name>]`` sections and strip ``<prefix>:``;
+            ``None``: every section, named in full.
         dirs: directories to look in (see :func:`find_configs`).
 
     Raises:
@@ -99,11 +138,18 @@ def load_sections(dirs: Iterable[str] | None = None) -> dict[str, dict[str, str]
             values = merged.setdefault(section, {})
             for key, value in parser.items(section):
                 values.setdefault(key, value)
-    return merged
+    if prefix is None:
+        return merged
+    lead = prefix + CONFIG_PREFIX_DELIM
+    return {
+        section[len(lead) :]: values
+        for section, values in merged.items()
+        if section.startswith(lead) and len(section) > len(lead)
+    }
 
 
 def _sections(dirs: Iterable[str] | None, sections: Sections | None) -> Sections:
-    return load_sections(dirs) if sections is None else sections
+    return load_sections(dirs=dirs) if sections is None else sections
 
 
 def get_configs(
@@ -168,15 +214,50 @@ def get_component_defaults(
     }
 
 
-def load(scheduler: str, f: TextIO, cfg: dict[str, CfgVal], opts: runopts) -> None:
+def scheduler_run_opts(scheduler: str) -> runopts:
+    """Return the run options of the registered scheduler ``scheduler``.
+
+    Read from its class when it can say them without an instance
+    (:meth:`~asynctorchx.schedulers.api.Scheduler.class_run_opts`); otherwise one
+    scheduler is created (never opened) to ask, as ``torchx.runner.config`` does.
+
+    Args:
+        scheduler: the scheduler's registered name.
+
+    Raises:
+        UnknownSchedulerException: (a ``ValueError``, as TorchX raises) ``scheduler``
+            is not registered.
+    """
+    from asynctorchx.errors import UnknownSchedulerException
+    from asynctorchx.schedulers import get_scheduler_class, get_scheduler_factories
+
+    factories = get_scheduler_factories()
+    factory = factories.get(scheduler)
+    if factory is None:
+        raise UnknownSchedulerException(scheduler, list(factories))
+    cls = get_scheduler_class(factory)
+    opts = cls.class_run_opts() if cls is not None else None
+    return opts if opts is not None else factory("_").run_opts()
+
+
+def load(scheduler: str, f: TextIO, cfg: dict[str, CfgVal], opts: runopts | None = None) -> None:
     """Fill ``cfg`` from section ``[<scheduler>]`` of the open INI file ``f``.
 
-    Keys already in ``cfg`` are kept (the caller's value wins). Each value is cast to the
-    type its ``runopts`` entry declares; unknown keys are skipped (TorchX does the same, so
-    a config file can serve several versions).
+    As ``torchx.runner.config.load``: keys already in ``cfg`` are kept (the caller's
+    value wins); each value is cast to the type its run option declares; ``None`` (as
+    :func:`dump` writes an empty option) sets ``None``; keys that are not options are
+    skipped with a logged warning, so a config file can serve several versions.
+
+    Args:
+        scheduler: the scheduler's registered name (the section's name).
+        f: the open INI file.
+        cfg: the run options given so far; filled in place.
+        opts: the scheduler's run options; ``None``: looked up by name
+            (:func:`scheduler_run_opts`).
 
     Raises:
         ConfigError: the file is not valid INI or a value cannot be cast.
+        UnknownSchedulerException: ``opts`` is ``None`` and no scheduler has that name.
     """
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
@@ -186,12 +267,25 @@ def load(scheduler: str, f: TextIO, cfg: dict[str, CfgVal], opts: runopts) -> No
         raise ConfigError(f"invalid config file: {exc}") from exc
     if not parser.has_section(scheduler):
         return
-    _fill(cfg, dict(parser.items(scheduler)), opts, scheduler)
+    _fill(cfg, dict(parser.items(scheduler)), opts or scheduler_run_opts(scheduler), scheduler)
 
 
 def _fill(cfg: dict[str, CfgVal], raw: Mapping[str, str], opts: runopts, scheduler: str) -> None:
     for key, value in raw.items():
-        if key in cfg or opts.get(key) is None:
+        if key in cfg:
+            continue
+        if opts.get(key) is None:
+            logger.warning(
+                "`%s = %s` in section [%s] of the .torchxconfig is not a run option of the"
+                " %s scheduler: ignored (remove it to silence this warning)",
+                key,
+                value,
+                scheduler,
+                scheduler,
+            )
+            continue
+        if value.strip() == _NONE:
+            cfg[key] = None
             continue
         try:
             cfg.update(opts.cfg_from_str(f"{key}={value}"))
@@ -205,46 +299,97 @@ def _fill(cfg: dict[str, CfgVal], raw: Mapping[str, str], opts: runopts, schedul
 def apply(
     scheduler: str,
     cfg: dict[str, CfgVal],
-    opts: runopts,
-    dirs: Iterable[str] | None = None,
+    dirs: Iterable[str] | runopts | None = None,
+    opts: runopts | None = None,
     *,
     sections: Sections | None = None,
 ) -> None:
     """Fill ``cfg`` (in place) from the ``[<scheduler>]`` sections of the config files.
 
-    Values already in ``cfg`` (``-cfg`` on the command line) win over the files, and the
-    first file found (see :func:`find_configs`) wins over later ones.
+    As ``torchx.runner.config.apply(scheduler, cfg, dirs=None)``: values already in
+    ``cfg`` (``-cfg`` on the command line) win over the files, and the first file found
+    (see :func:`find_configs`) wins over later ones.
 
     Args:
         scheduler: the scheduler's registered name (the section's name).
         cfg: the run options given so far; filled in place.
-        opts: the scheduler's run options, which type the values.
-        dirs: as :func:`get_configs`.
-        sections: as :func:`get_configs`.
+        dirs: directories to look in (see :func:`find_configs`). A :class:`runopts`
+            here is taken as ``opts`` (the former signature ``apply(scheduler, cfg,
+            opts)`` keeps working).
+        opts: the scheduler's run options, which type the values; ``None``: looked up
+            by name (:func:`scheduler_run_opts`).
+        sections: the sections already read (:func:`load_sections`); the files are
+            read only when it is ``None``.
 
     Raises:
         ConfigError: a file is unreadable or a value cannot be cast to the option's type.
+        UnknownSchedulerException: ``opts`` is not given and no scheduler has that name.
     """
-    _fill(cfg, _sections(dirs, sections).get(scheduler, {}), opts, scheduler)
+    if isinstance(dirs, runopts):
+        opts, dirs = dirs, None
+    raw = _sections(dirs, sections).get(scheduler, {})
+    if raw:
+        _fill(cfg, raw, opts or scheduler_run_opts(scheduler), scheduler)
 
 
-def dump(f: TextIO, schedulers: Mapping[str, runopts], required_only: bool = False) -> None:
-    """Write a ``.torchxconfig`` with one section per scheduler, listing its options.
+def _fixme(opt: runopt, max_len: int = 60) -> str:
+    """``#FIXME:(str) <help>`` on one line, cut to ``max_len`` characters + ``...``."""
+    text = " ".join(f"#FIXME:({get_type_name(opt.opt_type)}) {opt.help}".split())
+    return text if len(text) <= max_len else f"{text[:max_len]}..."
 
-    Options with a default are written with it; the others are written commented out
-    (``; key =``) with their help text, so the file is a template to edit.
+
+def _dump_value(opt: runopt) -> str:
+    default = opt.default
+    if isinstance(default, list):
+        return ";".join(default) if default else _NONE
+    if isinstance(default, dict):
+        return ";".join(f"{k}:{v}" for k, v in default.items()) if default else _NONE
+    return str(default)
+
+
+def dump(
+    f: TextIO,
+    schedulers: Iterable[str] | Mapping[str, runopts] | None = None,
+    required_only: bool = False,
+) -> None:
+    """Write a ``.torchxconfig`` template, one section per scheduler.
+
+    TorchX's format (``torchx.runner.config.dump``): an optional option is written
+    with its default (``None`` when it has none; a list as ``a;b``, a dict as
+    ``k:v;k2:v2``); a required one with the placeholder ``#FIXME:(type) help``, cut
+    to 60 characters. :func:`load` reads the file back.
+
+    Args:
+        f: where to write.
+        schedulers: the scheduler names (``None`` or empty: every registered
+            scheduler), or a mapping of names to their :class:`runopts` (then no
+            scheduler is looked up).
+        required_only: write only the required options.
+
+    A scheduler whose backend module cannot be imported is left out, as in TorchX.
+
+    Raises:
+        UnknownSchedulerException: (a ``ValueError``, as TorchX) a name is not registered.
     """
-    for name, opts in schedulers.items():
-        f.write(f"[{name}]\n")
+    if isinstance(schedulers, Mapping):
+        by_name: Mapping[str, runopts] = schedulers
+    else:
+        from asynctorchx.schedulers import get_scheduler_factories
+
+        read: dict[str, runopts] = {}
+        for name in list(schedulers or get_scheduler_factories()):
+            try:
+                read[name] = scheduler_run_opts(name)
+            except ImportError:  # a backend whose client library is not installed
+                logger.info("skipping scheduler %s: its module does not import", name)
+        by_name = read
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    for name, opts in by_name.items():
+        parser.add_section(name)
         for key, opt in opts:
-            if required_only and not opt.is_required:
-                continue
-            for line in opt.help.splitlines() or [""]:  # a multi-line help stays a comment
-                f.write(f"; {line}\n")
-            if opt.default is None:
-                f.write(f"; {key} =\n")
-            elif isinstance(opt.default, list):
-                f.write(f"{key} = {','.join(str(v) for v in opt.default)}\n")
-            else:
-                f.write(f"{key} = {opt.default}\n")
-        f.write("\n")
+            if opt.is_required:
+                parser.set(name, key, _fixme(opt))
+            elif not required_only:
+                parser.set(name, key, _dump_value(opt))
+    parser.write(f, space_around_delimiters=True)

@@ -51,7 +51,7 @@ def get_configured_trackers(
         ConfigError: a config file is unreadable (see :mod:`asynctorchx.runner.config`).
     """
     if sections is None:
-        sections = load_sections(dirs)
+        sections = load_sections(dirs=dirs)
     names = list(sections.get("torchx:tracker", {}))
     env_names = os.environ.get(ENV_TORCHX_TRACKERS)
     if env_names is not None:

@@ -109,16 +109,101 @@ def test_dump_then_load_round_trips_defaults() -> None:
     config.dump(out, {"local_cwd": _opts()})
     cfg: dict[str, CfgVal] = {}
     config.load("local_cwd", io.StringIO(out.getvalue()), cfg, _opts())
-    assert cfg == {"log_dir": "/default", "retries": 0, "verbose": False}
+    # `tags` has no default: dumped as `None`, read back as None (TorchX's format)
+    assert cfg == {"log_dir": "/default", "retries": 0, "verbose": False, "tags": None}
+    assert _opts().resolve(cfg)["tags"] is None
 
 
-def test_dump_comments_every_line_of_a_multi_line_help() -> None:
+def test_dump_keeps_a_multi_line_help_on_one_line() -> None:
     opts = _opts()
-    opts.add("mode", str, "first line\nsecond = line", default="fast")
+    opts.add("mode", str, "first line\nsecond = line", required=True)
     out = io.StringIO()
     config.dump(out, {"local_cwd": opts})
-    assert "; second = line\n" in out.getvalue()
+    assert "mode = #FIXME:(str) first line second = line\n" in out.getvalue()
     cfg: dict[str, CfgVal] = {}
     config.load("local_cwd", io.StringIO(out.getvalue()), cfg, opts)
-    assert cfg["mode"] == "fast"
     assert "second" not in cfg
+
+
+# ------------------------------------------------ torchx.runner.config's signatures (issue 13)
+
+
+def test_torchx_apply_signature_looks_the_options_up(dirs: tuple[Path, Path]) -> None:
+    _, cwd = dirs
+    (cwd / ".torchxconfig").write_text("[local_cwd]\nprepend_cwd = true\nlog_dir = None\n")
+    cfg: dict[str, CfgVal] = {}
+    config.apply("local_cwd", cfg)  # TorchX's apply(scheduler, cfg, dirs=None)
+    assert cfg == {"prepend_cwd": True, "log_dir": None}
+    other: dict[str, CfgVal] = {}
+    config.apply("local_cwd", other, [str(cwd)])
+    assert other["prepend_cwd"] is True
+
+
+def test_torchx_load_signature(caplog: pytest.LogCaptureFixture) -> None:
+    cfg: dict[str, CfgVal] = {"log_dir": "/mine"}
+    ini = "[local_cwd]\nlog_dir = /theirs\nprepend_cwd = true\nstale = 1\n"
+    config.load("local_cwd", io.StringIO(ini), cfg)
+    assert cfg == {"log_dir": "/mine", "prepend_cwd": True}
+    assert "stale" in caplog.text  # an unknown key is skipped with a warning
+
+
+def test_load_sections_with_a_prefix(dirs: tuple[Path, Path]) -> None:
+    home, cwd = dirs
+    (home / ".torchxconfig").write_text("[component:dist.ddp]\nj = 2x2\n")
+    (cwd / ".torchxconfig").write_text(
+        "[component:dist.ddp]\nj = 1x1\nimage = img\n[component:]\nx = 1\n[cli:run]\nc = d\n"
+    )
+    assert config.load_sections("component") == {"dist.ddp": {"j": "2x2", "image": "img"}}
+    assert config.load_sections("component", [str(cwd)]) == {
+        "dist.ddp": {"j": "1x1", "image": "img"}
+    }
+    assert "cli:run" in config.load_sections()  # no prefix: every section, full names
+
+
+def test_default_config_dirs() -> None:
+    assert config.DEFAULT_CONFIG_DIRS[0] == str(Path.home())
+    assert len(config.DEFAULT_CONFIG_DIRS) == 2
+
+
+def test_missing_torchxconfig_is_a_file_not_found_error(
+    dirs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORCHXCONFIG", str(tmp_path / "nope.ini"))
+    with pytest.raises(FileNotFoundError, match=r"nope\.ini"):
+        config.find_configs()
+
+
+def test_dump_by_scheduler_names_in_torchx_format() -> None:
+    out = io.StringIO()
+    config.dump(out, ["local_cwd"])
+    text = out.getvalue()
+    assert text.startswith("[local_cwd]\nlog_dir = None\nprepend_cwd = False\n")
+    cfg: dict[str, CfgVal] = {}
+    config.load("local_cwd", io.StringIO(text), cfg)
+    assert cfg["prepend_cwd"] is False
+    everything = io.StringIO()
+    config.dump(everything)  # every registered scheduler
+    assert "[local_docker]" in everything.getvalue()
+    with pytest.raises(ValueError, match="nope"):
+        config.dump(io.StringIO(), ["nope"])
+
+
+def test_dump_formats_containers_and_required_options() -> None:
+    opts = runopts()
+    opts.add("queue", str, "the queue to submit to", required=True)
+    opts.add("tags", list[str], "tags", default=["a", "b"])
+    opts.add("labels", dict[str, str], "labels", default={"k": "v", "t": "1"})
+    opts.add("empty", dict[str, str], "nothing", default={})
+    out = io.StringIO()
+    config.dump(out, {"s": opts})
+    assert out.getvalue() == (
+        "[s]\nqueue = #FIXME:(str) the queue to submit to\ntags = a;b\nlabels = k:v;t:1\n"
+        "empty = None\n\n"
+    )
+    only = io.StringIO()
+    config.dump(only, {"s": opts}, required_only=True)
+    assert only.getvalue() == "[s]\nqueue = #FIXME:(str) the queue to submit to\n\n"
+    cfg: dict[str, CfgVal] = {}
+    config.load("s", io.StringIO(out.getvalue().replace("#FIXME", "q #")), cfg, opts)
+    assert cfg["tags"] == ["a", "b"]
+    assert cfg["labels"] == {"k": "v", "t": "1"}
