@@ -50,13 +50,20 @@ class StructuredNameArgument:
         is derived from the main module's last part (``m="a.b.train"`` -> ``train``) or
         the script's stem (``script="x/train.py"`` -> ``train``).
 
+        The error messages start as ``torchx.components.structured_arg``'s.
+
         Raises:
             ValueError: not exactly one of ``m`` and ``script`` is given.
         """
-        if bool(m) == bool(script):
+        if not m and not script:
             raise ValueError(
-                "exactly one of the main module (-m) and the script (--script) must be"
-                f" given, got m={m!r} and script={script!r}"
+                "No main module or script specified: give exactly one of the main module"
+                " (-m) and the script path (--script)"
+            )
+        if m and script:
+            raise ValueError(
+                f"Both main module and script set (m={m!r}, script={script!r}): give"
+                " exactly one of the main module (-m) and the script path (--script)"
             )
         experiment, sep, run = name.partition("/")
         if not sep:
@@ -97,22 +104,24 @@ class StructuredJArgument:
         match = re.fullmatch(r"(\d+)(?:x(\d+))?", j.strip())
         if match is None:
             raise ValueError(
-                f"-j {j!r} is not NNODES or NNODESxNPROC_PER_NODE: write e.g. `-j 2x8` or `-j 2`"
+                f"Invalid format for `-j $NNODESx$NPROCS_PER_NODE` (e.g. `-j 1x8`). Given: {j}"
             )
         gpus = get_named_resources(h).gpu
         nnodes = int(match.group(1))
         if match.group(2) is None:
             if gpus <= 0:
                 raise ValueError(
-                    f"cannot infer the processes per node from `{h}`: it has no GPU; write"
+                    f"nproc_per_node cannot be inferred from GPU count. `{h}` is not a GPU"
+                    f" instance (it has no GPU). You must specify"
                     f" `-j {nnodes}xNPROC_PER_NODE` (e.g. `-j {nnodes}x8`)"
                 )
             return StructuredJArgument(nnodes, gpus)
         nproc = int(match.group(2))
         if nproc != gpus:
             warnings.warn(
-                f"-j {j} runs {nproc} processes per node but a {h} has {gpus} GPUs; if"
-                f" this is not intended write `-j {nnodes}` to use one process per GPU",
+                f"In `-j {j}` you specified nproc_per_node={nproc} which does not equal the"
+                f" number of GPUs on a {h}: {gpus} (a {h} has {gpus} GPUs). If this is not"
+                f" intended write `-j {nnodes}` to use one process per GPU",
                 stacklevel=2,
             )
         return StructuredJArgument(nnodes, nproc)

@@ -223,3 +223,35 @@ def test_two_nodes_meet_at_the_rank0_host(tmp_path: Path) -> None:
     assert [proc.returncode for proc in procs] == [0, 0], outputs
     for rank in (0, 1):
         assert (tmp_path / f"rank{rank}-of-2").read_text() == "3.0"
+
+
+def test_top_level_image_is_the_components_default() -> None:
+    import asynctorchx
+    from asynctorchx.components import IMAGE
+
+    assert asynctorchx.IMAGE == IMAGE == "ghcr.io/pytorch/torchx:0.7.0"  # torchx.IMAGE
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "start"),
+    [
+        ({"name": "/"}, "No main module or script specified"),
+        ({"name": "/", "m": "a", "script": "b.py"}, "Both main module and script set"),
+    ],
+)
+def test_structured_name_errors_start_as_torchx(kwargs: dict[str, str], start: str) -> None:
+    from asynctorchx.components.structured_arg import StructuredNameArgument
+
+    with pytest.raises(ValueError, match=f"^{start}"):
+        StructuredNameArgument.parse_from(**kwargs)
+
+
+def test_structured_j_errors_start_as_torchx() -> None:
+    from asynctorchx.components.structured_arg import StructuredJArgument
+
+    with pytest.raises(ValueError, match=r"^Invalid format for `-j \$NNODESx\$NPROCS_PER_NODE`"):
+        StructuredJArgument.parse_from("aws_p3.8xlarge", "1x2x3")
+    with pytest.raises(ValueError, match=r"^nproc_per_node cannot be inferred from GPU count"):
+        StructuredJArgument.parse_from("aws_t3.medium", "2")
+    with pytest.warns(UserWarning, match=r"^In `-j 2x8` you specified nproc_per_node=8"):
+        StructuredJArgument.parse_from("aws_p3.8xlarge", "2x8")
