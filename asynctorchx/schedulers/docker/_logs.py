@@ -43,6 +43,11 @@ _FrameKey = tuple[int, int, int, int]
 #: The stream numbers of the engine's multiplexed frame header.
 STDOUT, STDERR = 1, 2
 
+#: The engine's answers to a log request for a container that is removed (404) or being
+#: removed or dead (409: "can not get logs from container which is dead or marked for
+#: removal"): its log is gone, so a read or a follow ends there.
+GONE = frozenset({404, 409})
+
 _LOG_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
 
 
@@ -199,17 +204,24 @@ async def _read_logs(
 ) -> AsyncGenerator[str, None]:
     """Yield the lines the engine has now (one ``GET /containers/{id}/logs``).
 
-    ``final``: the container's run is over, so an unfinished last line is yielded.
+    ``final``: the container's run is over, so an unfinished last line is yielded. A
+    container removed (or being removed) meanwhile has no log any more: the read ends
+    with the lines it got (the engine's 404 or 409, see :data:`GONE`).
     """
     query = dict(params, follow="0")
     resume = lines.begin_request()
     if resume is not None:
         query["since"] = ns_to_engine(max(resume, 0))
-    async with engine.stream(f"containers/{cid}/logs", query) as body:
-        while not body.eof:
-            await body.fill()
-            for line in lines.take(body.buffer, body.eof):
-                yield line
+    try:
+        async with engine.stream(f"containers/{cid}/logs", query) as body:
+            while not body.eof:
+                await body.fill()
+                for line in lines.take(body.buffer, body.eof):
+                    yield line
+    except DockerEngineError as err:
+        if err.status not in GONE:
+            raise
+        # removed (`docker rm -f`) meanwhile: its log went with it; the lines read are kept
     if final:
         for line in lines.flush():
             yield line
@@ -225,7 +237,8 @@ async def _tail(
     may keep a follow open after the exit, or end it before the last lines: the next
     read picks up from the last frame seen); a stopped one's log is read to its end;
     a restarting (or not yet started) one is awaited on its next event. Ends when the
-    container is stopped for good, removed, or ``until`` passed.
+    container is stopped for good, removed (also by ``docker rm -f`` in the middle of a
+    read: the engine's 404 or 409 ends it, never raised), or ``until`` passed.
     """
     deadline = math.inf
     if until is not None:
@@ -233,13 +246,9 @@ async def _tail(
     filters = {"type": ["container"], "container": [cid], "event": list(STATE_EVENTS)}
     async with engine.events(filters) as events:
         while anyio.current_time() < deadline:
-            try:
-                info = await engine.json(f"containers/{cid}/json")
-            except DockerEngineError as err:
-                if err.status == 404:
-                    return  # removed: its log went with it
-                raise
-            status = info["State"].get("Status")
+            status = await _container_status(engine, cid)
+            if status in (None, "removing"):
+                break  # removed (`docker rm -f`), or being removed: its log goes with it
             if status in ("running", "paused"):
                 async for line in _follow(engine, cid, lines, params, events, deadline):
                     yield line
@@ -255,9 +264,21 @@ async def _tail(
                 waits.append(functools.partial(anyio.sleep_until, deadline))
             await race(waits)
             events.pop()  # each event only prompts the next inspect
-    # until passed while following: the lines stamped up to it
+    # until passed while following (the lines stamped up to it), or the container is
+    # being removed (the lines the engine still serves, if any)
     async for line in _read_logs(engine, cid, lines, params, final=True):
         yield line
+
+
+async def _container_status(engine: Engine, cid: str) -> str | None:
+    """The container's ``State.Status`` (``running``, ``exited``...); ``None``: removed."""
+    try:
+        info = await engine.json(f"containers/{cid}/json")
+    except DockerEngineError as err:
+        if err.status == 404:
+            return None
+        raise
+    return str(info["State"].get("Status"))
 
 
 async def _follow(
@@ -268,25 +289,34 @@ async def _follow(
     events: EventStream,
     deadline: float,
 ) -> AsyncIterator[str]:
-    """Follow a running container's log until it stops (an event) or ``deadline``."""
+    """Follow a running container's log until it stops (an event) or ``deadline``.
+
+    Returns at once when the engine refuses the follow because the container is removed
+    or being removed (:data:`GONE`); the caller's next inspect sees it gone.
+    """
     query = dict(params, follow="1")
     resume = lines.begin_request()
     if resume is not None:
         query["since"] = ns_to_engine(max(resume, 0))
     stopped = False
-    async with engine.stream(f"containers/{cid}/logs", query) as body:
-        while True:
-            for line in lines.take(body.buffer, body.eof):
-                yield line
-            if any(event_action(event) in STOP_EVENTS for event in events.pop()):
-                stopped = True
-                break
-            if body.eof or anyio.current_time() >= deadline:
-                break
-            waits: list[Callable[[], Awaitable[Any]]] = [body.fill, events.fill]
-            if deadline < math.inf:
-                waits.append(functools.partial(anyio.sleep_until, deadline))
-            await race(waits)
+    try:
+        async with engine.stream(f"containers/{cid}/logs", query) as body:
+            while True:
+                for line in lines.take(body.buffer, body.eof):
+                    yield line
+                if any(event_action(event) in STOP_EVENTS for event in events.pop()):
+                    stopped = True
+                    break
+                if body.eof or anyio.current_time() >= deadline:
+                    break
+                waits: list[Callable[[], Awaitable[Any]]] = [body.fill, events.fill]
+                if deadline < math.inf:
+                    waits.append(functools.partial(anyio.sleep_until, deadline))
+                await race(waits)
+    except DockerEngineError as err:
+        if err.status not in GONE:
+            raise
+        return  # removed (or being removed) before the follow opened: the caller inspects
     if body.eof and not stopped:
         # The engine ended the follow: the process is exiting and its die event is on
         # its way (the engine logs it once the exit is recorded). Await it so the next

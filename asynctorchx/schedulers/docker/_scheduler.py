@@ -391,8 +391,9 @@ class DockerScheduler(Scheduler[DockerJob]):
         stream; a last line without one is yielded as it is when its run ends). ``since``
         and ``until`` are the engine's timestamps of the lines (a naive ``datetime`` is
         local time); with ``should_tail`` the container is followed across restarts by
-        its restart policy until it stopped for good (or is removed) and every line was
-        yielded, awaiting the engine's events (no polling); ``streams`` defaults to
+        its restart policy until it stopped for good (or is removed, also by ``docker rm
+        -f`` in the middle of the follow: the iteration ends, nothing is raised) and
+        every line was yielded, awaiting the engine's events (no polling); ``streams`` defaults to
         combined. See :func:`~asynctorchx.schedulers.docker._logs.log_lines`.
 
         Args:
