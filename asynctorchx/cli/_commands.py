@@ -45,6 +45,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "describe": _describe,
         "log": _log,
         "cancel": _cancel,
+        "delete": _delete,
         "list": _list,
     }
     try:
@@ -375,6 +376,16 @@ async def _cancel(args: argparse.Namespace) -> int:
             return _not_found("cancel", args.app_handle, runner)
         await runner.cancel(args.app_handle)
     print(f"asynctorchx: cancel requested for {args.app_handle}", file=sys.stderr)
+    return 0
+
+
+async def _delete(args: argparse.Namespace) -> int:
+    async with get_runner(handle_signals=False) as runner:
+        known = await runner.status(args.app_handle) is not None
+        await runner.delete(args.app_handle)  # also what an unknown app left (idempotent)
+    if not known:
+        return _not_found("delete", args.app_handle, runner)
+    print(f"asynctorchx: deleted {args.app_handle}", file=sys.stderr)
     return 0
 
 

@@ -1,7 +1,7 @@
 """``asynctorchx``: the command line (TorchX's ``torchx`` commands and flags).
 
-Commands: ``run``, ``status``, ``describe``, ``log``, ``cancel``, ``list``, ``runopts``,
-``builtins``, ``configure``; global ``--version`` and ``--log_level``. This module only
+Commands: ``run``, ``status``, ``describe``, ``log``, ``cancel``, ``delete``, ``list``,
+``runopts``, ``builtins``, ``configure``; global ``--version`` and ``--log_level``. This module only
 builds the parser; each command's code (and anyio, the runner, the schedulers) is
 imported when the command runs, so ``asynctorchx --help`` starts fast.
 
@@ -90,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("cancel", help="cancel an app")
     p.add_argument("app_handle")
+
+    p = sub.add_parser(
+        "delete",
+        help="delete an app: cancel it if it runs, then remove what its scheduler keeps",
+        description="As TorchX's `torchx delete` (after TorchX 0.7.0). On local_docker"
+        " every container and volume of the app is removed.",
+    )
+    p.add_argument("app_handle", help="e.g. local_docker://torchx/echo-x1y2")
 
     p = sub.add_parser("list", help="list the apps a scheduler knows")
     p.add_argument("-s", "--scheduler", default=None, help="default: local_cwd")

@@ -7,7 +7,9 @@ scheduler, which terminates the replicas that local schedulers still run.
 
 A scheduler's class and run options are read from its factory and class, without
 creating a scheduler (see :meth:`SchedulerHost.run_opts`), so a run creates one
-scheduler per scheduler name.
+scheduler per scheduler name. The host also resolves an app handle to its hosted
+scheduler (:meth:`SchedulerHost.for_handle`) and asks a hosted scheduler for a dry run
+(:meth:`SchedulerHost.dryrun`), so the runner never holds a scheduler of its own.
 """
 
 from __future__ import annotations
@@ -20,9 +22,20 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from asynctorchx.errors import SchedulerClosedError, UnknownSchedulerException
+from asynctorchx.errors import (
+    SchedulerClosedError,
+    SessionMismatchException,
+    UnknownSchedulerException,
+)
 from asynctorchx.schedulers.api import Scheduler, SchedulerFactory
-from asynctorchx.specs.api import runopts
+from asynctorchx.specs.api import (
+    AppDef,
+    AppDryRunInfo,
+    AppHandle,
+    CfgVal,
+    parse_app_handle,
+    runopts,
+)
 
 
 def scheduler_params_from_env() -> dict[str, str]:
@@ -152,6 +165,52 @@ class SchedulerHost:
             await self._task_group.start(self._host, created, done)
             self._schedulers[scheduler] = created
             return created
+
+    async def dryrun(
+        self, scheduler: str, app: AppDef, cfg: Mapping[str, CfgVal], workspace: str | None
+    ) -> AppDryRunInfo[Any]:
+        """Ask the hosted scheduler ``scheduler`` for the request of ``app`` (no submit).
+
+        With ``workspace``, the scheduler first builds it into role 0's image (which
+        needs the resolved options, so they are resolved once, before the request).
+
+        Args:
+            scheduler: the scheduler's registered name.
+            app: the app.
+            cfg: the run options as given.
+            workspace: a directory to build into role 0's image, or ``None``.
+
+        Raises:
+            InvalidRunConfigException: ``cfg`` does not match the scheduler's run options.
+            ValueError: the app is not valid for the scheduler.
+            UnknownSchedulerException, SchedulerClosedError: as :meth:`get`.
+        """
+        sched = await self.get(scheduler)
+        if not workspace:
+            return sched.submit_dryrun(app, cfg)  # resolves the options once
+        resolved = sched.run_opts().resolve(cfg)
+        await sched.build_workspace_and_update_role(app.roles[0], workspace, resolved)
+        return sched.dryrun_resolved(app, resolved)
+
+    async def for_handle(
+        self, app_handle: AppHandle, check_session: bool = True
+    ) -> tuple[Scheduler[Any], str, str]:
+        """Return the hosted scheduler of ``app_handle``, its name and the app id.
+
+        Args:
+            app_handle: ``{scheduler}://{session}/{app_id}``.
+            check_session: refuse a handle of another session than this host's.
+
+        Raises:
+            MalformedAppHandleException: the handle is malformed.
+            SessionMismatchException: ``check_session`` and the handle's session differs.
+            UnknownSchedulerException, SchedulerClosedError: as :meth:`get`.
+        """
+        parsed = parse_app_handle(app_handle)
+        if check_session and parsed.session_name != self._session_name:
+            raise SessionMismatchException(app_handle, parsed.session_name, self._session_name)
+        sched = await self.get(parsed.scheduler_backend)
+        return sched, parsed.scheduler_backend, parsed.app_id
 
     def _factory(self, scheduler: str) -> SchedulerFactory:
         factory = self.factories.get(scheduler)

@@ -26,7 +26,7 @@ from typing import Any
 
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from asynctorchx.errors import SessionMismatchException, UnknownAppException
+from asynctorchx.errors import UnknownAppException
 from asynctorchx.runner._hosting import SchedulerHost, scheduler_params_from_env
 from asynctorchx.runner._logs import LogLine, merged_log_stream
 from asynctorchx.runner._signals import can_own_signals, terminate_on_signals
@@ -53,7 +53,6 @@ from asynctorchx.specs.api import (
     CfgVal,
     macros,
     make_app_handle,
-    parse_app_handle,
     runopts,
 )
 
@@ -150,15 +149,6 @@ class Runner:
         once every scheduler is closed; the block's end then only exits the task group.
         """
         await self._host.close()
-
-    async def _scheduler_app_id(
-        self, app_handle: AppHandle, check_session: bool = True
-    ) -> tuple[Scheduler[Any], str, str]:
-        parsed = parse_app_handle(app_handle)
-        if check_session and parsed.session_name != self._name:
-            raise SessionMismatchException(app_handle, parsed.session_name, self._name)
-        sched = await self._host.get(parsed.scheduler_backend)
-        return sched, parsed.scheduler_backend, parsed.app_id
 
     # ------------------------------------------------------------------ submit
 
@@ -324,14 +314,7 @@ class Runner:
                 for tracker, config in trackers.items():
                     if config:
                         role.env[tracker_config_env_var_name(tracker)] = config
-        sched = await self._host.get(scheduler)
-        if workspace:
-            # the build needs the resolved options before the request is made
-            resolved = sched.run_opts().resolve(cfg or {})
-            await sched.build_workspace_and_update_role(app.roles[0], workspace, resolved)
-            dryrun_info = sched.dryrun_resolved(app, resolved)
-        else:
-            dryrun_info = sched.submit_dryrun(app, cfg or {})  # resolves the options once
+        dryrun_info = await self._host.dryrun(scheduler, app, cfg or {}, workspace)
         dryrun_info.app = app
         dryrun_info.scheduler = scheduler
         return dryrun_info
@@ -384,7 +367,7 @@ class Runner:
             MalformedAppHandleException: the handle is malformed.
             UnknownSchedulerException: the handle's scheduler is not registered.
         """
-        sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
+        sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
         return self._app_status(app_handle, await sched.describe(app_id))
 
     def _app_status(
@@ -421,7 +404,7 @@ class Runner:
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
         del wait_interval  # TorchX's argument; see the docstring
-        sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
+        sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
         return self._app_status(app_handle, await sched.wait(app_id))
 
     async def watch(self, app_handle: AppHandle) -> AsyncIterator[AppStatus]:
@@ -437,7 +420,7 @@ class Runner:
         Raises:
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
-        sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
+        sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
         last = None
         app_status = self._app_status(app_handle, await sched.describe(app_id))
         while app_status is not None:
@@ -461,18 +444,33 @@ class Runner:
         Raises:
             SessionMismatchException: the handle belongs to another session.
         """
-        sched, _, app_id = await self._scheduler_app_id(app_handle)
+        sched, _, app_id = await self._host.for_handle(app_handle)
         app_status = await self.status(app_handle)
         if app_status is not None and not app_status.is_terminal():
             await sched.cancel(app_id)
 
+    async def delete(self, app_handle: AppHandle) -> None:
+        """Delete the app: cancel it if it runs, then remove what its scheduler keeps of it.
+
+        TorchX's ``torchx.runner.api.Runner.delete`` (after 0.7.0); ``Scheduler.delete``
+        says what goes (``local_docker``: every container and volume of the app).
+        Idempotent: an unknown or already deleted app is a no-op.
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+
+        Raises:
+            SessionMismatchException: the handle belongs to another session.
+            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
+        """
+        sched, _, app_id = await self._host.for_handle(app_handle)
+        await sched.delete(app_id)
+        self._apps.pop(app_handle, None)
+
     async def stop(self, app_handle: AppHandle) -> None:
         """Deprecated alias of :meth:`cancel` (``PendingDeprecationWarning``, as TorchX)."""
-        warnings.warn(
-            "Runner.stop() will be removed: use Runner.cancel() instead",
-            PendingDeprecationWarning,
-            stacklevel=2,
-        )
+        message = "Runner.stop() will be removed: use Runner.cancel() instead"
+        warnings.warn(message, PendingDeprecationWarning, stacklevel=2)
         await self.cancel(app_handle)
 
     async def describe(self, app_handle: AppHandle) -> AppDef | None:
@@ -484,7 +482,7 @@ class Runner:
         Raises:
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
-        sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
+        sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
         app = self._apps.get(app_handle)
         if app is None:
             desc = await sched.describe(app_id)
@@ -540,7 +538,7 @@ class Runner:
         """
 
         async def lines() -> AsyncIterator[str]:
-            sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
+            sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
             if await self.status(app_handle) is None:
                 raise UnknownAppException(app_handle)
             iterator = sched.log_iter(
@@ -582,7 +580,7 @@ class Runner:
                 scheduler does not support ``streams``; the first such error ends the
                 stream and is raised as itself.
         """
-        sched, _, app_id = await self._scheduler_app_id(app_handle, check_session=False)
+        sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
         app_status = await self.status(app_handle)
         if app_status is None:
             raise UnknownAppException(app_handle)

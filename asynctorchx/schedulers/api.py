@@ -189,6 +189,26 @@ class Scheduler(abc.ABC, Generic[T]):
         if await self.exists(app_id):
             await self._cancel_existing(app_id)
 
+    async def delete(self, app_id: str) -> None:
+        """Delete the app: cancel it if it still runs, then remove what is kept of it.
+
+        TorchX's ``torchx.schedulers.api.Scheduler.delete`` (added after TorchX 0.7.0):
+        idempotent, a no-op for an unknown or already deleted app. This default only
+        calls :meth:`cancel` when :meth:`describe` says the app is not terminal, for a
+        backend that keeps nothing of a finished app; a backend that keeps something
+        (records, log files, containers, volumes) overrides it to remove that too, after
+        which :meth:`describe` returns ``None``.
+
+        Args:
+            app_id: the app's id on this scheduler.
+
+        Raises:
+            InvalidAppIdException: ``app_id`` is not a valid id (backends that check it).
+        """
+        response = await self.describe(app_id)
+        if response is not None and not is_terminal(response.state):
+            await self.cancel(app_id)
+
     @abc.abstractmethod
     async def _cancel_existing(self, app_id: str) -> None:
         """Cancel an app known to exist."""

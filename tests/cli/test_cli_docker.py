@@ -85,3 +85,46 @@ def test_status_log_describe_list_from_another_process(env: dict[str, str]) -> N
         assert cancelled.returncode == 0, cancelled.stderr
     finally:
         _remove_app(handle.rsplit("/", 1)[-1])
+
+
+def _ours(app_id: str) -> tuple[list[str], list[str]]:
+    """The app's containers and volumes (its cancel marker) on the engine."""
+    label = f"label=torchx.pytorch.org/app-id={app_id}"
+    found = [
+        subprocess.run(
+            ["docker", *kind, "-q", "--filter", label],
+            capture_output=True,
+            text=True,
+            timeout=LIMIT,
+            check=True,
+        ).stdout.split()
+        for kind in (["ps", "-a"], ["volume", "ls"])
+    ]
+    return found[0], found[1]
+
+
+def test_delete_removes_a_running_or_cancelled_app_and_says_when_unknown(
+    env: dict[str, str],
+) -> None:
+    app_ids: list[str] = []
+    try:
+        for cancel_first in (False, True):
+            ran = cli(
+                env, "run", "-s", "local_docker", "utils.sh", "--image", IMAGE, "sleep", "600"
+            )
+            assert ran.returncode == 0, ran.stderr
+            handle = ran.stdout.splitlines()[0]
+            app_ids.append(handle.rsplit("/", 1)[-1])
+            if cancel_first:
+                assert cli(env, "cancel", handle).returncode == 0
+                assert _ours(app_ids[-1])[1]  # the cancel marker volume
+            deleted = cli(env, "delete", handle)
+            assert deleted.returncode == 0, deleted.stderr
+            assert _ours(app_ids[-1]) == ([], [])
+            assert cli(env, "status", handle).returncode == 1  # not found any more
+            again = cli(env, "delete", handle)
+            assert again.returncode == 1
+            assert "not found" in again.stderr
+    finally:
+        for app_id in app_ids:
+            _remove_app(app_id)

@@ -9,13 +9,14 @@ its own behind, and leaving the runner does what the ``cancel_on_close`` run opt
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import AsyncIterator
 
 import anyio
 import pytest
 
 from asynctorchx.schedulers.docker_scheduler import container_name, create_scheduler
-from asynctorchx.specs.api import AppDef, Role
+from asynctorchx.specs.api import AppDef, AppState, Role
 
 LIMIT = 60.0  # seconds: a safety bound on awaits, never a timing guess
 LABEL = "torchx.pytorch.org/app-id"
@@ -108,3 +109,65 @@ async def test_docker_rm_after_the_first_line_ends_the_follow(
                 await anyio.run_process(["docker", "rm", "-f", container_name(app_id, "r", 0)])
         assert lines == ["hi\n"]
         assert (await sched.describe(app_id)) is None
+
+
+# --------------------------------------------------------------------------- item 13
+
+
+@pytest.mark.docker
+async def test_runner_delete_leaves_nothing_of_the_app_on_the_engine(
+    docker_image: str, apps: list[str]
+) -> None:
+    """Runner.delete of a running, a cancelled and a finished app (issue 12 item 13)."""
+    from asynctorchx.runner import get_runner
+
+    async with get_runner(handle_signals=False) as runner:
+        first = await runner.run(sleeper(docker_image), "local_docker")  # the network exists now
+        before = networks()
+        cancelled = await runner.run(sleeper(docker_image, "cancelled"), "local_docker")
+        done = AppDef("done", [Role("r", docker_image, entrypoint="true")])
+        finished = await runner.run(done, "local_docker")
+        apps.extend(handle.rsplit("/", 1)[-1] for handle in (first, cancelled, finished))
+        await runner.cancel(cancelled)
+        with anyio.fail_after(LIMIT):
+            assert (await runner.wait(cancelled)).state == AppState.CANCELLED  # type: ignore[union-attr]
+            assert (await runner.wait(finished)).state == AppState.SUCCEEDED  # type: ignore[union-attr]
+        assert volumes(cancelled.rsplit("/", 1)[-1])  # the cancel marker, until the delete
+        for handle in (first, cancelled, finished):
+            app_id = handle.rsplit("/", 1)[-1]
+            assert containers(app_id)
+            with anyio.fail_after(LIMIT):
+                await runner.delete(handle)
+            assert (containers(app_id), volumes(app_id)) == ([], [])
+            assert await runner.status(handle) is None
+            assert await runner.describe(handle) is None
+            await runner.delete(handle)  # idempotent
+        assert networks() == before
+
+
+@pytest.mark.docker
+async def test_scheduler_delete_stops_a_running_app_gracefully_first(
+    docker_image: str, apps: list[str]
+) -> None:
+    """delete cancels a running app (the stop signal reaches it) before removing it."""
+    script = "echo up; sleep 600"
+    app = AppDef("graceful", [Role("r", docker_image, entrypoint="sh", args=["-c", script])])
+    async with create_scheduler("t") as sched:
+        app_id = await sched.submit(app, {})
+        apps.append(app_id)
+        with anyio.fail_after(LIMIT):
+            async for line in sched.log_iter(app_id, "r", 0, should_tail=True):
+                assert line == "up\n"
+                break
+        since = f"{time.time() - 1:.3f}"
+        with anyio.fail_after(LIMIT):
+            await sched.delete(app_id)
+        until = f"{time.time() + 1:.3f}"
+        actions = _docker(
+            "events", "--since", since, "--until", until, "--filter", f"label={LABEL}={app_id}",
+            "--format", "{{.Action}}",
+        )  # fmt: skip
+        assert (containers(app_id), volumes(app_id)) == ([], [])
+        # the stop (signal, then SIGKILL after stop_timeout) first, the removal after
+        assert "stop" in actions
+        assert actions.index("stop") < actions.index("destroy")

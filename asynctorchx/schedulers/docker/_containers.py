@@ -327,15 +327,15 @@ async def stop_all(engine: Engine, app_id: str, stop_timeout: float) -> None:
     )
 
 
-async def delete_app(engine: Engine, app_id: str) -> int:
+async def delete_app(engine: Engine, app_id: str) -> None:
     """Remove every container of the app (running ones are killed) and its cancel marker.
+
+    Each container is removed with its anonymous volumes (``v=1``); the marker volume
+    last, so an app being deleted still describes as cancelled meanwhile.
 
     Args:
         engine: the engine.
         app_id: the app.
-
-    Returns:
-        how many containers were removed.
     """
     containers = await list_containers(engine, app_id)
 
@@ -351,4 +351,3 @@ async def delete_app(engine: Engine, app_id: str) -> int:
         for container in containers
     )
     await remove(f"volumes/{CANCEL_MARKER_PREFIX}{app_id}", {})
-    return len(containers)

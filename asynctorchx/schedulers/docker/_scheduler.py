@@ -25,7 +25,8 @@ Where it differs from TorchX 0.7.0, on purpose:
   several, create it at once (Docker 20.10's duplicate-name check is not atomic).
 - Replicas run under ``docker-init`` by default (``init`` run option), so a plain
   program receives the stop signal and cancel is fast.
-- Finished containers are removed only by :meth:`DockerScheduler.delete`.
+- Finished containers and cancel markers are removed only by :meth:`DockerScheduler.delete`
+  (``Runner.delete``, ``asynctorchx delete``), which leaves nothing of the app.
 - The engine's HTTP errors are :class:`~asynctorchx.errors.DockerEngineError`, never
   aiodocker's own.
 """
@@ -365,22 +366,29 @@ class DockerScheduler(Scheduler[DockerJob]):
             stop_timeout = self.stop_timeout
         await _containers.stop_all(self._engine, app_id, stop_timeout)
 
-    async def delete(self, app_id: str) -> int:
-        """Remove every container of the app (running ones are killed) and its cancel marker.
+    async def delete(self, app_id: str) -> None:
+        """Delete the app: cancel it if it still runs, then remove everything of it.
 
-        Removal is never a side effect of ``describe`` or ``wait``: call this to free them.
+        TorchX's ``torchx.schedulers.api.Scheduler.delete`` (added after TorchX 0.7.0). A
+        running app is first cancelled as :meth:`cancel` does (the stop signal, then
+        SIGKILL after :attr:`stop_timeout` seconds), then its containers and its cancel
+        marker volume are removed: nothing of the app is left on the engine, and
+        :meth:`describe` returns ``None``. The shared ``torchx`` network, which holds no
+        state of any app, stays (TorchX never removes it either). Idempotent: an unknown
+        or already deleted app is a no-op. Removal is never a side effect of
+        ``describe``, ``wait`` or ``cancel``.
 
         Args:
             app_id: the app.
-
-        Returns:
-            how many containers were removed.
 
         Raises:
             InvalidAppIdException: ``app_id`` is not a valid id.
         """
         validate_app_id(app_id)
-        return await _containers.delete_app(self._engine, app_id)
+        response = await self.describe(app_id)
+        if response is not None and not is_terminal(response.state):
+            await self._cancel_existing(app_id)
+        await _containers.delete_app(self._engine, app_id)
 
     # ------------------------------------------------------------------ logs
 
