@@ -266,8 +266,10 @@ async def _run(args: argparse.Namespace) -> int:
                 return 0
             handle = await runner.run(*submit)
             print(handle, flush=True)
-            # apps that end with this process: stay, follow their logs and wait by default
+            # apps that end with this process (local ones, local_docker's cancel_on_close):
+            # stay, follow their logs and wait by default
             in_process = runner.scheduler_class(run.scheduler).apps_live_in_process
+            in_process = in_process or cfg.get("cancel_on_close") is True
             if not (in_process or args.wait or args.log):
                 return 0
             return await _follow(runner, handle, tail=in_process or args.log)

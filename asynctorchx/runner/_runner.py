@@ -7,9 +7,10 @@ Lifecycle: ``async with get_runner() as runner:`` opens a task group. A schedule
 created on first use (from any task; a lock makes two tasks share one) and hosted by a
 task of that group, inside ``async with scheduler:`` (see
 :mod:`asynctorchx.runner._hosting`). Leaving the block (normally, by an exception or by
-cancellation) or ``await runner.close()`` closes every scheduler, which terminates the
-replicas that local schedulers still run. Re-exported by :mod:`asynctorchx.runner.api`
-and :mod:`asynctorchx.runner`.
+cancellation) or ``await runner.close()`` closes every scheduler: the local schedulers
+terminate the replicas they still run; ``local_docker`` apps are detached (as in TorchX)
+unless run with its ``cancel_on_close`` option. Re-exported by
+:mod:`asynctorchx.runner.api` and :mod:`asynctorchx.runner`.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class Runner:
             config files and the environment at each dry run, as TorchX does.
         handle_signals: who owns SIGTERM and SIGHUP while the runner is entered
             (see :func:`~asynctorchx.runner.terminate_on_signals`). ``True``: the runner
-            does: either signal closes it (terminating the apps it started, with their stop
+            does: either signal closes it (as :meth:`close`, each app with its stop
             timeout) and then ends the process with that signal. ``False``: the program
             does (a web server's graceful shutdown closes the runner itself). ``None``
             (default): the runner does when the program left both signals at their
@@ -143,7 +144,7 @@ class Runner:
             await block.__aexit__(None, None, None)
 
     async def close(self) -> None:
-        """Close every scheduler this runner opened (terminating local replicas).
+        """Close every scheduler it opened (ending local replicas, ``cancel_on_close`` apps).
 
         Idempotent; the runner cannot be used afterwards. Inside ``async with`` it returns
         once every scheduler is closed; the block's end then only exits the task group.

@@ -128,3 +128,19 @@ def test_delete_removes_a_running_or_cancelled_app_and_says_when_unknown(
     finally:
         for app_id in app_ids:
             _remove_app(app_id)
+
+
+def test_run_with_cancel_on_close_stays_follows_the_logs_and_waits(env: dict[str, str]) -> None:
+    """The app ends with this `run`, so `run` stays for it, as for local apps."""
+    script = "echo tied-to-run"
+    ran = cli(
+        env, "run", "-s", "local_docker", "-cfg", "cancel_on_close=true",
+        "utils.sh", "--image", IMAGE, "sh", "-c", script,
+    )  # fmt: skip
+    handle = ran.stdout.splitlines()[0]
+    try:
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.splitlines()[1:] == ["sh/0 tied-to-run"]
+        assert "finished: SUCCEEDED" in ran.stderr
+    finally:
+        _remove_app(handle.rsplit("/", 1)[-1])

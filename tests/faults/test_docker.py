@@ -171,3 +171,72 @@ async def test_scheduler_delete_stops_a_running_app_gracefully_first(
         # the stop (signal, then SIGKILL after stop_timeout) first, the removal after
         assert "stop" in actions
         assert actions.index("stop") < actions.index("destroy")
+
+
+# --------------------------------------------------------------------------- item 8
+
+LEAVE_BY_SIGTERM = """
+import sys, anyio
+from asynctorchx.runner import get_runner
+from asynctorchx.specs.api import AppDef, Role
+
+async def main() -> None:
+    app = AppDef("sig", [Role("r", sys.argv[1], entrypoint="sleep", args=["600"], num_replicas=2)])
+    cfg = {"cancel_on_close": sys.argv[2] == "True"}
+    async with get_runner() as runner:  # a plain script: the runner owns SIGTERM
+        print(await runner.run(app, "local_docker", cfg), flush=True)
+        await anyio.sleep_forever()
+
+anyio.run(main)
+"""
+
+
+async def _leave(how: str, image: str, cfg: dict[str, bool]) -> str:
+    """Run a 2-replica app, leave the runner ``how``; return the app id."""
+    from asynctorchx.runner import get_runner
+
+    if how == "sigterm":
+        import sys
+
+        async with await anyio.open_process(
+            [sys.executable, "-c", LEAVE_BY_SIGTERM, image, str(cfg["cancel_on_close"])]
+        ) as process:
+            assert process.stdout is not None
+            with anyio.fail_after(LIMIT):
+                handle = (await process.stdout.receive()).decode().split()[0]
+                process.terminate()
+                assert await process.wait() == -15  # died of the signal, after closing
+        return handle.rsplit("/", 1)[-1]
+    handle = ""
+    try:
+        async with get_runner(handle_signals=False) as runner:
+            handle = await runner.run(sleeper(image), "local_docker", cfg)
+            if how == "close":
+                with anyio.fail_after(LIMIT):
+                    await runner.close()
+            elif how == "exception":
+                raise KeyError("boom")
+    except KeyError:
+        assert how == "exception"
+    return handle.rsplit("/", 1)[-1]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("how", ["normal", "exception", "close", "sigterm"])
+@pytest.mark.parametrize("cancel_on_close", [False, True])
+async def test_leaving_the_runner_detaches_or_cancels_as_the_run_option_says(
+    docker_image: str, apps: list[str], how: str, cancel_on_close: bool
+) -> None:
+    """Issue 12 item 8: detached by default (TorchX), cancelled with ``cancel_on_close``."""
+    app_id = await _leave(how, docker_image, {"cancel_on_close": cancel_on_close})
+    apps.append(app_id)
+    assert len(containers(app_id)) == 2
+    async with create_scheduler("other-process") as sched:
+        described = await sched.describe(app_id)
+    assert described is not None
+    if cancel_on_close:
+        assert containers(app_id, running=True) == []  # stopped before the runner left
+        assert described.state == AppState.CANCELLED
+    else:
+        assert len(containers(app_id, running=True)) == 2
+        assert described.state == AppState.RUNNING

@@ -91,14 +91,20 @@ class DockerJob:
         app_id: the app id (also the ``torchx.pytorch.org/app-id`` label).
         containers: the replicas' containers, role by role, replica by replica.
         network: the name of the user-defined bridge network they join.
+        cancel_on_close: the ``cancel_on_close`` run option: the scheduler that submits
+            it cancels it when it closes (else the app is detached, as in TorchX).
     """
 
     app_id: str
     containers: list[DockerContainer]
     network: str = NETWORK
+    cancel_on_close: bool = False
 
     def __str__(self) -> str:
-        lines = [f"app_id: {self.app_id}", f"network: {self.network}", "containers:"]
+        lines = [f"app_id: {self.app_id}", f"network: {self.network}"]
+        if self.cancel_on_close:
+            lines.append("cancel_on_close: true")
+        lines.append("containers:")
         lines.extend(str(container) for container in self.containers)
         return "\n".join(lines)
 
@@ -131,7 +137,8 @@ def container_name(app_id: str, role_name: str, replica_id: int) -> str:
 
 
 def run_opts() -> runopts:
-    """The run options ``local_docker`` accepts (TorchX's, plus ``env``, ``network``, ``init``)."""
+    """The run options of ``local_docker``: TorchX's, plus ``network``, ``init`` and
+    ``cancel_on_close``."""
     opts = runopts()
     opts.add(
         "copy_env",
@@ -165,6 +172,14 @@ def run_opts() -> runopts:
         type_=bool,
         default=True,
         help="run docker-init as PID 1 so the entrypoint receives stop signals",
+    )
+    opts.add(
+        "cancel_on_close",
+        type_=bool,
+        default=False,
+        help="cancel the app when the scheduler (the runner) that started it closes: on"
+        " leaving `async with get_runner()`, close(), SIGTERM/SIGHUP; default: the app is"
+        " detached and outlives the process, as in TorchX",
     )
     return opts
 
@@ -269,7 +284,12 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
         privileged=cfg.get("privileged") is True,
     )
     rank0 = container_name(app_id, app.roles[0].name, 0)
-    job = DockerJob(app_id=app_id, containers=[], network=options.network)
+    job = DockerJob(
+        app_id=app_id,
+        containers=[],
+        network=options.network,
+        cancel_on_close=cfg.get("cancel_on_close") is True,
+    )
     for role in app.roles:
         for replica_id in range(role.num_replicas):
             values = macros.Values(

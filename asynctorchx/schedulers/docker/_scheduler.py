@@ -25,6 +25,11 @@ Where it differs from TorchX 0.7.0, on purpose:
   several, create it at once (Docker 20.10's duplicate-name check is not atomic).
 - Replicas run under ``docker-init`` by default (``init`` run option), so a plain
   program receives the stop signal and cancel is fast.
+- An app is detached by default, as in TorchX: closing the scheduler (leaving
+  ``async with get_runner()``, ``Runner.close()``, SIGTERM/SIGHUP where the runner owns
+  them) leaves it running, since the engine keeps it for any process. The
+  ``cancel_on_close`` run option ties an app to the scheduler that submitted it
+  instead: ``close()`` cancels it, as the local schedulers end their replicas.
 - Finished containers and cancel markers are removed only by :meth:`DockerScheduler.delete`
   (``Runner.delete``, ``asynctorchx delete``), which leaves nothing of the app.
 - The engine's HTTP errors are :class:`~asynctorchx.errors.DockerEngineError`, never
@@ -34,6 +39,8 @@ Where it differs from TorchX 0.7.0, on purpose:
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import warnings
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -53,7 +60,7 @@ from asynctorchx.schedulers.docker._network import ensure_network
 from asynctorchx.schedulers.docker._request import DockerJob, build_job, run_opts, validate
 from asynctorchx.schedulers.docker._watch import watch
 from asynctorchx.schedulers.docker._workspace import build_workspace
-from asynctorchx.schedulers.toolkit import LogQuery, validate_app_id
+from asynctorchx.schedulers.toolkit import LogQuery, gather, validate_app_id
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
@@ -64,6 +71,8 @@ from asynctorchx.specs.api import (
     make_app_handle,
     runopts,
 )
+
+logger = logging.getLogger(__name__)
 
 #: Default seconds between the stop signal and SIGKILL on cancel (the local schedulers').
 DEFAULT_STOP_TIMEOUT = 10.0
@@ -112,8 +121,11 @@ class DockerScheduler(Scheduler[DockerJob]):
             the next release).
 
     Run options (:meth:`run_opts`): ``copy_env``, ``env``, ``privileged``, ``image_repo``,
-    ``network``, ``init``. The scheduler holds one aiodocker client, opened on first use;
-    ``close()`` closes it and leaves the containers running (the engine keeps the app).
+    ``network``, ``init``, ``cancel_on_close``. The scheduler holds one aiodocker client,
+    opened on first use; :meth:`close` closes it. Apps are detached (TorchX's
+    semantics: they outlive the process, any process can describe, tail, cancel or
+    delete them) unless submitted with ``cancel_on_close=True``: :meth:`close` cancels
+    those.
 
     Raises (from every engine call):
         SchedulerUnavailableError: aiodocker is not installed, the event loop is not
@@ -135,6 +147,8 @@ class DockerScheduler(Scheduler[DockerJob]):
         self.stop_timeout = DEFAULT_STOP_TIMEOUT if resolved is None else resolved
         self.docker_host = docker_host
         self._engine = Engine(docker_host, session_name)
+        #: Apps this scheduler submitted with ``cancel_on_close``: :meth:`close` cancels them.
+        self._cancel_on_close: set[str] = set()
 
     @property
     def grace(self) -> float:
@@ -151,8 +165,27 @@ class DockerScheduler(Scheduler[DockerJob]):
         await self._engine.connect()
 
     async def close(self) -> None:
-        """Close the engine connection; idempotent, never raises. Containers keep running."""
+        """Cancel the ``cancel_on_close`` apps, then close the engine connection.
+
+        Each app this scheduler submitted with the ``cancel_on_close`` run option that
+        still runs is cancelled, concurrently, as :meth:`cancel` does (stop signal, then
+        SIGKILL after :attr:`stop_timeout` seconds; shielded from cancellation, so it
+        also runs when the runner's block is being cancelled); it returns once their
+        containers stopped. Every other app keeps running (detached, as in TorchX).
+        Idempotent; never raises: a cancel that fails is logged.
+        """
+        apps, self._cancel_on_close = sorted(self._cancel_on_close), set()
+        if apps:
+            with anyio.CancelScope(shield=True):
+                await gather(functools.partial(self._cancel_on_closing, app_id) for app_id in apps)
         await self._engine.close()
+
+    async def _cancel_on_closing(self, app_id: str) -> None:
+        """Cancel one ``cancel_on_close`` app for :meth:`close`; log instead of raising."""
+        try:
+            await self.cancel(app_id)
+        except Exception:
+            logger.warning("local_docker: could not cancel %s on close", app_id, exc_info=True)
 
     # ------------------------------------------------------------------ options, dry run
 
@@ -191,7 +224,13 @@ class DockerScheduler(Scheduler[DockerJob]):
         job = dryrun_info.request
         await self._engine.ensure_images({container.image for container in job.containers})
         network_id = await self._ensure_network(job.network)
-        await _containers.create_and_start(self._engine, job, network_id)
+        if job.cancel_on_close:  # before the start: a close meanwhile cancels it too
+            self._cancel_on_close.add(job.app_id)
+        try:
+            await _containers.create_and_start(self._engine, job, network_id)
+        except BaseException:
+            self._cancel_on_close.discard(job.app_id)
+            raise
         return job.app_id
 
     async def _ensure_network(self, name: str) -> str:
@@ -389,6 +428,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         if response is not None and not is_terminal(response.state):
             await self._cancel_existing(app_id)
         await _containers.delete_app(self._engine, app_id)
+        self._cancel_on_close.discard(app_id)
 
     # ------------------------------------------------------------------ logs
 
