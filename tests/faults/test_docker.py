@@ -11,12 +11,14 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio
 import pytest
 
+from asynctorchx.errors import InvalidAppDefException
 from asynctorchx.schedulers.docker_scheduler import container_name, create_scheduler
-from asynctorchx.specs.api import AppDef, AppState, Role
+from asynctorchx.specs.api import AppDef, AppState, BindMount, Resource, Role
 
 LIMIT = 60.0  # seconds: a safety bound on awaits, never a timing guess
 LABEL = "torchx.pytorch.org/app-id"
@@ -240,3 +242,55 @@ async def test_leaving_the_runner_detaches_or_cancels_as_the_run_option_says(
     else:
         assert len(containers(app_id, running=True)) == 2
         assert described.state == AppState.RUNNING
+
+
+# --------------------------------------------------------------------------- item 14
+
+
+def _dryrun(role: Role) -> None:
+    from asynctorchx.schedulers.docker_scheduler import DockerScheduler
+
+    DockerScheduler("t").submit_dryrun(AppDef("bad", [role]), {})
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"env": {"A=B": "x"}}, "'A=B'"),
+        ({"env": {"": "x"}}, "key ''"),
+        ({"env": {"A\0": "x"}}, "NUL"),
+        ({"env": {"A": "x\0"}}, "NUL"),
+        ({"env": {"A": 1}}, "'A' has the value 1 \\(int\\)"),
+        ({"resource": Resource(cpu=1, gpu=0, memMB=-512)}, "memMB=-512"),
+        ({"resource": Resource(cpu=-2, gpu=0, memMB=64)}, "cpu=-2"),
+        ({"resource": Resource(cpu=float("nan"), gpu=0, memMB=64)}, "cpu=nan"),  # type: ignore[arg-type]
+        ({"mounts": [BindMount("/no/such/dir-atx", "/data")]}, "'/no/such/dir-atx'"),
+    ],
+)
+def test_bad_inputs_are_typed_errors_at_dry_run(changes: dict[str, object], named: str) -> None:
+    role = Role("r", "img", entrypoint="true", **changes)  # type: ignore[arg-type]
+    with pytest.raises(InvalidAppDefException, match=named) as caught:
+        _dryrun(role)
+    assert "role 'r'" in str(caught.value)
+
+
+def test_unset_resources_stay_accepted() -> None:
+    _dryrun(Role("r", "img", entrypoint="true"))  # NULL_RESOURCE: -1 everywhere
+    _dryrun(Role("r", "img", entrypoint="true", resource=Resource(cpu=-1, gpu=-1, memMB=-1)))
+
+
+@pytest.mark.docker
+async def test_a_bad_app_creates_nothing_on_the_engine(docker_image: str, tmp_path: Path) -> None:
+    """Refused at dry run (bind source) or before any container (missing image)."""
+    from asynctorchx.errors import DockerEngineError
+
+    before = _docker("ps", "-a", "-q"), _docker("volume", "ls", "-q")
+    async with create_scheduler("t") as sched:
+        missing = BindMount(str(tmp_path / "gone"), "/data")
+        bad_mount = Role("r", docker_image, entrypoint="true", mounts=[missing])
+        with pytest.raises(InvalidAppDefException, match="gone"):
+            await sched.submit(AppDef("bad", [bad_mount]), {})
+        no_image = Role("r", "asynctorchx-test/no-such-image:0", entrypoint="true")
+        with pytest.raises(DockerEngineError, match=r"no-such-image.*build or load it first"):
+            await sched.submit(AppDef("bad", [no_image]), {})
+    assert (_docker("ps", "-a", "-q"), _docker("volume", "ls", "-q")) == before

@@ -344,6 +344,9 @@ def validate(app: AppDef) -> None:
     Raises:
         ValueError: no roles, duplicate role names, a role with no replica, no image
             or no entrypoint.
+        InvalidAppDefException: an env entry no environment can carry (an empty key, a
+            key with ``=``, a NUL byte, a value that is not a string), or a negative
+            ``memMB``, ``cpu`` or ``gpu`` other than ``-1`` (unset).
     """
     if not app.roles:
         raise ValueError(f"app {app.name!r} has no roles: add at least one Role")
@@ -359,6 +362,48 @@ def validate(app: AppDef) -> None:
             raise ValueError(f"role {role.name!r} has no image: set Role.image")
         if role.entrypoint == MISSING or not role.entrypoint:
             raise ValueError(f"role {role.name!r} has no entrypoint: set Role.entrypoint")
+        check_env(role.env, f"role {role.name!r} env")
+        _check_resource(role)
+
+
+def _check_resource(role: Role) -> None:
+    """Refuse a negative ``memMB``, ``cpu`` or ``gpu`` other than ``-1`` (unset), or NaN.
+
+    ``-1`` is the ``Resource`` fields' "unset" (``NULL_RESOURCE``, as in TorchX): no
+    limit. Any other negative value would silently be no limit on Docker too.
+
+    Raises:
+        InvalidAppDefException: the field, its value and the fix.
+    """
+    resource = role.resource
+    for field, value in (("memMB", resource.memMB), ("cpu", resource.cpu), ("gpu", resource.gpu)):
+        if isinstance(value, (int, float)) and value != -1 and not value >= 0:  # NaN too
+            raise InvalidAppDefException(
+                f"role {role.name!r} has Resource.{field}={value!r}: use 0 or more, or -1"
+                " for no limit (another negative value would silently set no limit)"
+            )
+
+
+def check_bind_sources(app: AppDef) -> None:
+    """Refuse a bind mount whose host path does not exist (the engine is on this host).
+
+    Docker refuses such a container with an error that names neither the role nor the
+    mount; checked at dry run, nothing is created on the engine.
+
+    Args:
+        app: the app.
+
+    Raises:
+        InvalidAppDefException: the role, the missing path and the fix.
+    """
+    for role in app.roles:
+        for mount in role.mounts:
+            if isinstance(mount, BindMount) and not os.path.exists(mount.src_path):
+                raise InvalidAppDefException(
+                    f"role {role.name!r} binds {mount.src_path!r} (to {mount.dst_path!r}),"
+                    " which does not exist on this host: create it or fix the mount's"
+                    " source path"
+                )
 
 
 # --------------------------------------------------------------------------- the request

@@ -57,7 +57,13 @@ from asynctorchx.schedulers.docker import _containers
 from asynctorchx.schedulers.docker._engine import Engine
 from asynctorchx.schedulers.docker._logs import log_lines
 from asynctorchx.schedulers.docker._network import ensure_network
-from asynctorchx.schedulers.docker._request import DockerJob, build_job, run_opts, validate
+from asynctorchx.schedulers.docker._request import (
+    DockerJob,
+    build_job,
+    check_bind_sources,
+    run_opts,
+    validate,
+)
 from asynctorchx.schedulers.docker._watch import watch
 from asynctorchx.schedulers.docker._workspace import build_workspace
 from asynctorchx.schedulers.toolkit import LogQuery, gather, validate_app_id
@@ -195,7 +201,19 @@ class DockerScheduler(Scheduler[DockerJob]):
         return run_opts()
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Check the app can run as containers (see ``_request.validate``).
+
+        Bind mount sources are checked too when the engine runs on this host (a
+        ``unix://`` socket): a remote engine's paths cannot be seen from here.
+
+        Raises:
+            ValueError: the app cannot run on ``local_docker``; an
+                :class:`~asynctorchx.errors.InvalidAppDefException` names the role,
+                the value and the fix.
+        """
         validate(app)
+        if self._engine.key.startswith("unix://") or not self._engine.key:
+            check_bind_sources(app)
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[DockerJob]:
         return AppDryRunInfo(build_job(app, cfg), str)
