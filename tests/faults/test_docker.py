@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -41,8 +42,10 @@ def volumes(app_id: str) -> list[str]:
     return _docker("volume", "ls", "-q", "--filter", f"label={LABEL}={app_id}")
 
 
-def networks() -> list[str]:
-    return sorted(_docker("network", "ls", "-q"))
+def networks(name: str) -> list[str]:
+    """The ids of the networks named ``name`` (other sessions share the engine)."""
+    listed = _docker("network", "ls", "--format", "{{.ID}}={{.Name}}")
+    return sorted(entry.split("=")[0] for entry in listed if entry.split("=")[1] == name)
 
 
 def sleeper(image: str, name: str = "sleeper", replicas: int = 2) -> AppDef:
@@ -125,7 +128,7 @@ async def test_runner_delete_leaves_nothing_of_the_app_on_the_engine(
 
     async with get_runner(handle_signals=False) as runner:
         first = await runner.run(sleeper(docker_image), "local_docker")  # the network exists now
-        before = networks()
+        shared = networks("torchx")  # the one network apps share, never per app
         cancelled = await runner.run(sleeper(docker_image, "cancelled"), "local_docker")
         done = AppDef("done", [Role("r", docker_image, entrypoint="true")])
         finished = await runner.run(done, "local_docker")
@@ -140,11 +143,11 @@ async def test_runner_delete_leaves_nothing_of_the_app_on_the_engine(
             assert containers(app_id)
             with anyio.fail_after(LIMIT):
                 await runner.delete(handle)
-            assert (containers(app_id), volumes(app_id)) == ([], [])
+            assert (containers(app_id), volumes(app_id), networks(app_id)) == ([], [], [])
             assert await runner.status(handle) is None
             assert await runner.describe(handle) is None
             await runner.delete(handle)  # idempotent
-        assert networks() == before
+        assert networks("torchx") == shared
 
 
 @pytest.mark.docker
@@ -284,13 +287,14 @@ async def test_a_bad_app_creates_nothing_on_the_engine(docker_image: str, tmp_pa
     """Refused at dry run (bind source) or before any container (missing image)."""
     from asynctorchx.errors import DockerEngineError
 
-    before = _docker("ps", "-a", "-q"), _docker("volume", "ls", "-q")
+    name = f"bad{uuid.uuid4().hex[:8]}"  # other sessions may share the engine: count ours
     async with create_scheduler("t") as sched:
         missing = BindMount(str(tmp_path / "gone"), "/data")
         bad_mount = Role("r", docker_image, entrypoint="true", mounts=[missing])
         with pytest.raises(InvalidAppDefException, match="gone"):
-            await sched.submit(AppDef("bad", [bad_mount]), {})
+            await sched.submit(AppDef(name, [bad_mount]), {})
         no_image = Role("r", "asynctorchx-test/no-such-image:0", entrypoint="true")
         with pytest.raises(DockerEngineError, match=r"no-such-image.*build or load it first"):
-            await sched.submit(AppDef("bad", [no_image]), {})
-    assert (_docker("ps", "-a", "-q"), _docker("volume", "ls", "-q")) == before
+            await sched.submit(AppDef(name, [no_image]), {})
+    ours = _docker("ps", "-a", "-q", "--filter", f"name={name}")
+    assert (ours, _docker("volume", "ls", "-q", "--filter", f"name={name}")) == ([], [])
