@@ -259,3 +259,28 @@ class SlurmSubmitError(SlurmCommandError, InvalidRunConfigException):
         self.args = (message,)
         self.cfg_key: str | None = option
         self.cfg = None
+
+
+class OpenFileLimitError(AsyncTorchXError, OSError):
+    """A local app could not start: this process ran out of file descriptors.
+
+    Each replica of ``local_cwd``/``local_dir`` needs two pipes (its stdout and stderr)
+    and, while it writes, its log files. When they cannot be created the submit fails
+    whole: the replicas of the app already started are stopped, nothing of it runs.
+    An ``OSError`` whose ``errno`` is the one the system gave (``EMFILE`` or ``ENFILE``).
+
+    Args:
+        errno_value: the system's error number, ``errno.EMFILE`` or ``errno.ENFILE``.
+        app_id: the app that could not start.
+        detail: the system's message.
+    """
+
+    def __init__(self, errno_value: int, app_id: str, detail: str) -> None:
+        super().__init__(
+            errno_value,
+            f"could not start the replicas of {app_id!r}: {detail} (the open-file limit,"
+            " `ulimit -n`, is too low for this many replicas: raise the soft and hard"
+            " RLIMIT_NOFILE of this process, or run fewer replicas at once); nothing of"
+            " the app was left running",
+        )
+        self.app_id = app_id

@@ -12,7 +12,11 @@ TorchX's leaves out:
   of its group is killed, as a container's processes die with its PID 1;
 * ``max_retries`` with ``RetryPolicy.REPLICA`` or ``APPLICATION`` is honoured;
 * ``since``/``until`` are honoured by ``log_iter``; the temporary log directory is
-  removed when the scheduler closes.
+  removed when the scheduler closes;
+* file descriptors: the first start raises this process's soft ``RLIMIT_NOFILE`` to its
+  hard limit, once (``_file_limits``); a submit whose replicas cannot get their pipes
+  raises :class:`~asynctorchx.errors.OpenFileLimitError` with nothing left running, and a
+  replica whose output could not all reach its logs ends ``FAILED``, never ``SUCCEEDED``.
 
 A ``LocalScheduler`` hosts its replicas in a task group, so it must be entered:
 ``async with create_cwd_scheduler("session") as scheduler:``. Leaving the block (or
@@ -24,7 +28,8 @@ directly asks with ``async with terminate_on_signals(scheduler):``
 
 The private modules, one concern each: ``_request`` (the dry-run request, image
 providers, run options), ``_supervisor`` (running and restarting replicas),
-``_process_groups`` (the live process groups), ``_log_files`` (log files and their
+``_process_groups`` (the live process groups), ``_file_limits`` (the open-file
+limit), ``_log_files`` (log files and their
 time index), ``_error_files`` (TorchElastic error files), ``_child_watcher`` (reaping
 children on Python < 3.12) and ``_scheduler`` (``LocalScheduler`` and its factories).
 """

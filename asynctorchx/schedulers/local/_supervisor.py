@@ -11,12 +11,18 @@ done here with awaits:
   replica's process group, waits ``stop_timeout`` seconds, then SIGKILLs the group;
   when a replica's main process exits, what is left of its group is killed, as a
   container's processes die with its PID 1;
+* a replica whose output could not all be written to its logs (no file descriptor
+  left, disk full) never ends ``SUCCEEDED``: it is ``FAILED``, as lost output is; an
+  app whose replicas cannot get their pipes fails to start whole
+  (:class:`~asynctorchx.errors.OpenFileLimitError`); the soft open-file limit is raised
+  to the hard one before the first start (:mod:`._file_limits`);
 * ``max_retries`` with ``RetryPolicy.REPLICA`` restarts the failed replica,
   with ``RetryPolicy.APPLICATION`` every replica.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -27,7 +33,9 @@ from collections.abc import Callable
 import anyio
 import anyio.abc
 
+from asynctorchx.errors import OpenFileLimitError
 from asynctorchx.schedulers.local._error_files import keep_error_file
+from asynctorchx.schedulers.local._file_limits import raise_open_file_limit
 from asynctorchx.schedulers.local._log_files import ReplicaLogWriter
 from asynctorchx.schedulers.local._process_groups import ProcessGroups, signal_group
 from asynctorchx.schedulers.local._request import PopenRequest, ReplicaParam
@@ -151,8 +159,11 @@ async def supervise(
         task_status: told once every replica of the first attempt started.
 
     Raises:
+        OpenFileLimitError: a replica of the first attempt could not get its pipes
+            (this process has no file descriptor left).
         OSError: a replica of the first attempt could not start.
     """
+    raise_open_file_limit()
     started = False
     try:
         with anyio.CancelScope(shield=True):
@@ -229,7 +240,8 @@ async def _run_replica(
         try:
             await _run_process(app, replica, groups, on_started if first else None)
         except OSError as error:  # the first attempt could not start: fail the start
-            app.start_error = error
+            if app.start_error is None:
+                app.start_error = _start_error(app, error)
             attempt_scope.cancel()
             return
         first = False
@@ -292,10 +304,29 @@ async def _run_process(
             groups.discard(process.pid)
         replica.exit_code = returncode
         replica.state = state
+        if writer.error is not None and state == AppState.SUCCEEDED:
+            # output that never reached the logs is not a success (e.g. no fd left)
+            logger.error(
+                "%s: output of %s/%d was lost: %s",
+                app.request.app_id,
+                replica.role_name,
+                replica.replica_id,
+                writer.error,
+            )
+            replica.state = AppState.FAILED
     finally:
         writer.close()
         if replica.exited is not None:
             replica.exited.set()
+
+
+def _start_error(app: LocalApp, error: OSError) -> OSError:
+    """The error a failed first start raises: typed when file descriptors ran out."""
+    if error.errno in (errno.EMFILE, errno.ENFILE):
+        typed = OpenFileLimitError(error.errno, app.request.app_id, str(error))
+        typed.__cause__ = error
+        return typed
+    return error
 
 
 async def _open_process(
