@@ -5,6 +5,9 @@ TorchX's leaves out:
 
 * every replica is started with :func:`anyio.open_process` in a session of its own, so
   its whole process tree can be signalled; all replicas of an app start concurrently;
+* on Linux under asyncio, each replica is started through ``setpriv --pdeathsig KILL``
+  (util-linux), so the kernel ends it even when this process dies by ``SIGKILL``; the
+  limits (its own children, trio, no ``setpriv``) are in ``_parent_death``;
 * ``wait`` is an await on process exit, and ``log_iter`` followers are woken by new
   output (no polling anywhere between an exit or a line and the caller);
 * ``cancel`` sends SIGTERM to each replica's process group, waits ``stop_timeout``
@@ -29,7 +32,7 @@ directly asks with ``async with terminate_on_signals(scheduler):``
 The private modules, one concern each: ``_request`` (the dry-run request, image
 providers, run options), ``_supervisor`` (running and restarting replicas),
 ``_process_groups`` (the live process groups), ``_file_limits`` (the open-file
-limit), ``_log_files`` (log files and their
+limit), ``_parent_death`` (tying replicas to this process), ``_log_files`` (log files and their
 time index), ``_error_files`` (TorchElastic error files), ``_child_watcher`` (reaping
 children on Python < 3.12) and ``_scheduler`` (``LocalScheduler`` and its factories).
 """

@@ -5,6 +5,8 @@ done here with awaits:
 
 * every replica is started with :func:`anyio.open_process` in a session of its own, so
   its whole process tree can be signalled; all replicas of an app start concurrently;
+  on Linux each is tied to this process by a parent-death ``SIGKILL``, so it ends even
+  when this process is killed (:mod:`._parent_death`);
 * its stdout and stderr are pumped into its log files as they arrive, waking
   ``log_iter`` followers; its exit is awaited, never polled;
 * a terminate request (cancel, close, an APPLICATION restart) sends SIGTERM to the
@@ -37,6 +39,7 @@ from asynctorchx.errors import OpenFileLimitError
 from asynctorchx.schedulers.local._error_files import keep_error_file
 from asynctorchx.schedulers.local._file_limits import raise_open_file_limit
 from asynctorchx.schedulers.local._log_files import ReplicaLogWriter
+from asynctorchx.schedulers.local._parent_death import replica_command
 from asynctorchx.schedulers.local._process_groups import ProcessGroups, signal_group
 from asynctorchx.schedulers.local._request import PopenRequest, ReplicaParam
 from asynctorchx.schedulers.toolkit import Notifier, app_state
@@ -344,7 +347,7 @@ async def _open_process(
     env.update(param.env)
     try:
         return await anyio.open_process(
-            param.args,
+            replica_command(param.args, env, param.cwd),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -16,6 +16,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 LIMIT = 60  # seconds: a deadline for a hung test, never a guess at timing
 
 FD_HOST = textwrap.dedent(
@@ -126,3 +128,20 @@ def test_lost_output_never_ends_succeeded(tmp_path: Path) -> None:
     for (state, _), whole in zip(result["replicas"], complete, strict=True):
         assert whole or state == "FAILED", result
     assert result["state"] == "FAILED"
+
+
+async def test_an_entrypoint_that_is_not_executable_raises_and_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    # replicas start through a wrapper on Linux: its exec failure must still be the
+    # submit's error, as a direct start's is
+    from asynctorchx.schedulers.local import create_cwd_scheduler
+    from asynctorchx.specs.api import AppDef, Role
+
+    script = tmp_path / "not-executable"
+    script.write_text("#!/bin/sh\necho hi\n")
+    role = Role("r", str(tmp_path), entrypoint=str(script))
+    async with create_cwd_scheduler("test") as scheduler:
+        with pytest.raises(PermissionError):
+            await scheduler.submit(AppDef("noexec", [role]), {})
+        assert await scheduler.list() == []
