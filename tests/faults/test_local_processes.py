@@ -14,6 +14,8 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -104,4 +106,174 @@ async def test_replicas_end_when_the_host_is_sigkilled() -> None:
         assert all(alive(pid) for pid in pids)
         process.kill()
         await process.wait()
+    await expect_all_end(pids)
+
+
+# --------------------------------------------------------------------------- daemons
+
+
+#: A replica that starts a daemon by a double fork (``setsid`` in a child that exits):
+#: the daemon prints its pid, then, unless ``keep_pipe`` is set, lets go of the
+#: replica's output pipes. The replica's main process prints its own pid, waits until
+#: the daemon printed (it creates the file ``ready``), then runs ``main``.
+def daemon_script(
+    ready: Path, keep_pipe: bool = False, main: str = "exec sleep 600", replicas: int = 1
+) -> str:
+    redirect = "" if keep_pipe else " >/dev/null 2>&1"
+    daemon = f"echo daemon $$$$; touch {ready}.$$1; exec sleep 600{redirect}"
+    wait = f"while [ ! -e {ready}.$1 ]; do sleep 0.01; done"
+    return f"(setsid sh -c '{daemon}' sh $1 &); echo main $$$$; {wait}; {main}"
+
+
+def daemon_app(script: str, replicas: int = 1) -> Any:
+    from asynctorchx.specs.api import AppDef, Role
+
+    role = Role(
+        "r", "x", entrypoint="sh", args=["-c", script, "sh", "${replica_id}"], num_replicas=replicas
+    )
+    return AppDef("daemons", [role])
+
+
+def gone(pid: int) -> bool:
+    """True once ``pid`` is neither alive nor a zombie (it was reaped)."""
+    return not os.path.exists(f"/proc/{pid}")
+
+
+async def pids_of(scheduler: Any, app_id: str, k: int = 0, count: int = 2) -> dict[str, int]:
+    """The ``daemon``/``main`` pids replica ``k`` printed (the first ``count`` lines)."""
+    found: dict[str, int] = {}
+    async for line in scheduler.log_iter(app_id, "r", k, should_tail=True):
+        name, pid = line.split()
+        found[name] = int(pid)
+        if len(found) == count:
+            break
+    return found
+
+
+async def test_cancel_ends_a_daemon_that_left_the_group_and_reaps_it(tmp_path: Path) -> None:
+    from asynctorchx.schedulers.local import create_cwd_scheduler
+    from asynctorchx.specs.api import AppState
+
+    async with create_cwd_scheduler("test") as scheduler:
+        app_id = await scheduler.submit(
+            daemon_app(daemon_script(tmp_path / "ready"), 2), {"stop_timeout": 1}
+        )
+        with anyio.fail_after(LIMIT):
+            pids = [await pids_of(scheduler, app_id, k) for k in range(2)]
+            daemons = [found["daemon"] for found in pids]
+            assert all(alive(pid) for pid in daemons)
+            try:
+                await scheduler.cancel(app_id)
+                response = await scheduler.wait(app_id)
+            finally:
+                await expect_all_end(daemons)
+        assert response is not None
+        assert response.state == AppState.CANCELLED
+        assert [pid for pid in daemons if not gone(pid)] == []  # reaped: no zombie
+
+
+async def test_wait_is_not_held_by_a_daemon_keeping_the_output_pipe(tmp_path: Path) -> None:
+    # the replica exits at once; its daemon keeps stdout open: wait must not take the
+    # drain timeout (5 s) and the daemon must be gone
+    from asynctorchx.schedulers.local import create_cwd_scheduler
+    from asynctorchx.specs.api import AppState
+
+    async with create_cwd_scheduler("test") as scheduler:
+        app_id = await scheduler.submit(
+            daemon_app(daemon_script(tmp_path / "ready", True, "exit 0")), {}
+        )
+        with anyio.fail_after(3):
+            response = await scheduler.wait(app_id)
+        with anyio.fail_after(LIMIT):
+            pids = await pids_of(scheduler, app_id)
+        await expect_all_end([pids["daemon"]])
+        assert response is not None
+        assert response.state == AppState.SUCCEEDED
+        assert gone(pids["daemon"])
+
+
+async def run_and_raise(pids: dict[str, int], tmp_path: Path) -> None:
+    """Run a daemonizing app through a Runner, record its pids, then raise in the block."""
+    from asynctorchx.runner import get_runner
+
+    async with get_runner(handle_signals=False) as runner:
+        handle = await runner.run(
+            daemon_app(daemon_script(tmp_path / "ready")), scheduler="local_cwd"
+        )
+        with anyio.fail_after(LIMIT):
+            async for line in runner.log_lines(handle, "r", k=0, should_tail=True):
+                name, pid = line.split()
+                pids[name] = int(pid)
+                if len(pids) == 2:
+                    break
+        raise RuntimeError("boom")
+
+
+async def test_an_exception_in_the_runner_block_ends_the_daemons(tmp_path: Path) -> None:
+    pids: dict[str, int] = {}
+    with pytest.raises(RuntimeError, match="boom"):
+        await run_and_raise(pids, tmp_path)
+    await expect_all_end(list(pids.values()))
+    assert gone(pids["daemon"])
+
+
+async def test_the_program_keeps_the_exit_status_of_its_own_children(tmp_path: Path) -> None:
+    # this process is a subreaper now: the sweeps must never reap what other code started
+    from asynctorchx.schedulers.local import create_cwd_scheduler
+
+    own = subprocess.Popen(["sh", "-c", "read x; exit 7"], stdin=subprocess.PIPE)
+    async with create_cwd_scheduler("test") as scheduler:
+        app_id = await scheduler.submit(
+            daemon_app(daemon_script(tmp_path / "ready", main="exit 0")), {}
+        )
+        with anyio.fail_after(LIMIT):
+            await scheduler.wait(app_id)
+            pids = await pids_of(scheduler, app_id)
+    await expect_all_end([pids["daemon"]])
+    assert own.stdin is not None
+    own.stdin.close()
+    assert own.wait(timeout=LIMIT) == 7
+
+
+SIGNALLED_HOST = textwrap.dedent(
+    """
+    import anyio
+    from asynctorchx.runner import get_runner
+    from asynctorchx.specs.api import AppDef, Role
+
+    SCRIPT = {script!r}
+
+    async def main():
+        async with get_runner(handle_signals=True) as runner:
+            args = ["-c", SCRIPT, "sh", "${{replica_id}}"]
+            role = Role("r", "x", entrypoint="sh", args=args, num_replicas=2)
+            handle = await runner.run(AppDef("host", [role]), "local_cwd", {{"stop_timeout": 2}})
+            for k in range(2):
+                seen = 0
+                async for line in runner.log_lines(handle, "r", k=k, should_tail=True):
+                    print("pid", line.split()[1], flush=True)
+                    seen += 1
+                    if seen == 2:
+                        break
+            print("ready", flush=True)
+            await runner.wait(handle)
+
+    anyio.run(main)
+    """
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+async def test_a_signalled_host_leaves_no_daemon(signum: int, tmp_path: Path) -> None:
+    host = SIGNALLED_HOST.format(script=daemon_script(tmp_path / "ready"))
+    async with await anyio.open_process(
+        [sys.executable, "-c", host], stderr=subprocess.DEVNULL
+    ) as process:
+        with anyio.fail_after(LIMIT):
+            pids = await host_pids(process)
+        assert len(pids) == 4
+        assert all(alive(pid) for pid in pids)
+        process.send_signal(signum)
+        with anyio.fail_after(LIMIT):
+            await process.wait()
     await expect_all_end(pids)

@@ -8,6 +8,14 @@ TorchX's leaves out:
 * on Linux under asyncio, each replica is started through ``setpriv --pdeathsig KILL``
   (util-linux), so the kernel ends it even when this process dies by ``SIGKILL``; the
   limits (its own children, trio, no ``setpriv``) are in ``_parent_death``;
+* daemons: on Linux this process becomes a child subreaper when it first starts a
+  replica, so a descendant that left its replica's group with ``setsid`` (a double
+  fork) is re-parented to it; each replica's descendants, known by the
+  ``ASYNCTORCHX_REPLICA_TOKEN`` in their environment or by their session, are killed
+  and reaped when the replica ends (cancel, close, an exception, a host signal).
+  Limits, in ``_subreaper``: a descendant that leaves the session and clears its
+  environment escapes; orphans of children other code started are re-parented here
+  but never reaped by us; other platforms are not covered;
 * ``wait`` is an await on process exit, and ``log_iter`` followers are woken by new
   output (no polling anywhere between an exit or a line and the caller);
 * ``cancel`` sends SIGTERM to each replica's process group, waits ``stop_timeout``
@@ -32,7 +40,8 @@ directly asks with ``async with terminate_on_signals(scheduler):``
 The private modules, one concern each: ``_request`` (the dry-run request, image
 providers, run options), ``_supervisor`` (running and restarting replicas),
 ``_process_groups`` (the live process groups), ``_file_limits`` (the open-file
-limit), ``_parent_death`` (tying replicas to this process), ``_log_files`` (log files and their
+limit), ``_parent_death`` (tying replicas to this process), ``_subreaper`` (ending the
+daemons of replicas), ``_log_files`` (log files and their
 time index), ``_error_files`` (TorchElastic error files), ``_child_watcher`` (reaping
 children on Python < 3.12) and ``_scheduler`` (``LocalScheduler`` and its factories).
 """

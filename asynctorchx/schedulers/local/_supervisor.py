@@ -13,6 +13,9 @@ done here with awaits:
   replica's process group, waits ``stop_timeout`` seconds, then SIGKILLs the group;
   when a replica's main process exits, what is left of its group is killed, as a
   container's processes die with its PID 1;
+* what a replica's tree leaves outside its group (a daemon's ``setsid``) is found
+  through this process being a child subreaper, killed and reaped when the replica
+  ends (:mod:`._subreaper`);
 * a replica whose output could not all be written to its logs (no file descriptor
   left, disk full) never ends ``SUCCEEDED``: it is ``FAILED``, as lost output is; an
   app whose replicas cannot get their pipes fails to start whole
@@ -36,6 +39,7 @@ import anyio
 import anyio.abc
 
 from asynctorchx.errors import OpenFileLimitError
+from asynctorchx.schedulers.local import _subreaper
 from asynctorchx.schedulers.local._error_files import keep_error_file
 from asynctorchx.schedulers.local._file_limits import raise_open_file_limit
 from asynctorchx.schedulers.local._log_files import ReplicaLogWriter
@@ -71,6 +75,7 @@ class LocalReplica:
         self.exit_code: int | None = None
         self.restarts = 0
         self.pid: int | None = None
+        self.token = ""
         self.output = Notifier()
         self.exited: anyio.Event | None = None
         self.terminate_requested: anyio.Event = anyio.Event()
@@ -167,6 +172,7 @@ async def supervise(
         OSError: a replica of the first attempt could not start.
     """
     raise_open_file_limit()
+    _subreaper.enable()
     started = False
     try:
         with anyio.CancelScope(shield=True):
@@ -289,21 +295,25 @@ async def _run_process(
     if replica.restarts or app.num_restarts:
         keep_error_file(replica.error_file)
     writer = ReplicaLogWriter(replica.log_dir, replica.output.notify)
+    replica.token = _subreaper.new_token()
     try:
-        process = await _open_process(replica.param, writer, first=on_started is not None)
+        process = await _open_process(
+            replica.param, writer, replica.token, first=on_started is not None
+        )
         if process is None:
             replica.state = AppState.FAILED
             replica.exit_code = 127
             return
         replica.pid = process.pid
         groups.add(process.pid)
+        _subreaper.register(process.pid)
         replica.state = AppState.RUNNING
         if on_started is not None:
             on_started()
         try:
             returncode, state = await _pump_until_exit(app, replica, process, writer)
         finally:
-            await _reap(process)
+            await _reap(process, replica.token)
             groups.discard(process.pid)
         replica.exit_code = returncode
         replica.state = state
@@ -333,9 +343,9 @@ def _start_error(app: LocalApp, error: OSError) -> OSError:
 
 
 async def _open_process(
-    param: ReplicaParam, writer: ReplicaLogWriter, *, first: bool
+    param: ReplicaParam, writer: ReplicaLogWriter, token: str, *, first: bool
 ) -> anyio.abc.Process | None:
-    """Start the process of ``param`` in a session of its own.
+    """Start the process of ``param`` in a session of its own, marked with ``token``.
 
     Returns None when a restart could not start it (the reason is written to its
     stderr log).
@@ -345,6 +355,7 @@ async def _open_process(
     """
     env = dict(os.environ)
     env.update(param.env)
+    env[_subreaper.TOKEN_VARIABLE] = token
     try:
         return await anyio.open_process(
             replica_command(param.args, env, param.cwd),
@@ -388,6 +399,9 @@ async def _pump_until_exit(
         # cancel gives it the rest of its grace period (see _terminator)
         if not replica.terminate_requested.is_set():
             signal_group(process.pid, signal.SIGKILL)
+            # daemons that left the group may hold the pipes: end them first
+            with anyio.CancelScope(shield=True):
+                await _subreaper.end_descendants(replica.token, process.pid)
         grace = app.request.stop_timeout if replica.terminate_requested.is_set() else 0
         with anyio.move_on_after(_DRAIN_TIMEOUT + grace):
             for event in drained:
@@ -397,13 +411,19 @@ async def _pump_until_exit(
     return returncode, state
 
 
-async def _reap(process: anyio.abc.Process) -> None:
-    """Reap the process, killing its group first if it still runs (cancelled from outside)."""
+async def _reap(process: anyio.abc.Process, token: str) -> None:
+    """Reap the process, killing its group first if it still runs (cancelled from
+    outside), then end what is left of its tree, daemons included (:mod:`._subreaper`)."""
     with anyio.CancelScope(shield=True):
-        if process.returncode is None:
-            signal_group(process.pid, signal.SIGKILL)
-            await process.wait()
-        await process.aclose()
+        try:
+            if process.returncode is None:
+                signal_group(process.pid, signal.SIGKILL)
+                await process.wait()
+            await process.aclose()
+        finally:
+            _subreaper.unregister(process.pid)
+        signal_group(process.pid, signal.SIGKILL)
+        await _subreaper.end_descendants(token, process.pid)
 
 
 def _attempt_state(app: LocalApp, replica: LocalReplica, returncode: int) -> AppState:
@@ -427,6 +447,8 @@ async def _terminator(app: LocalApp, replica: LocalReplica, drained: list[anyio.
     """On a terminate request: SIGTERM the group, wait ``stop_timeout``, SIGKILL it."""
     await replica.terminate_requested.wait()
     signal_group(replica.pid, signal.SIGTERM)
+    if replica.pid is not None:
+        _subreaper.signal_descendants(replica.token, replica.pid, signal.SIGTERM)
     with anyio.move_on_after(app.request.stop_timeout):
         assert replica.exited is not None
         await replica.exited.wait()

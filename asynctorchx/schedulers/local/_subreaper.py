@@ -1,0 +1,301 @@
+"""Ending the daemons a replica leaves behind: this process as a child subreaper (Linux).
+
+A replica's process group is what cancel and close signal. A descendant that calls
+``setsid`` (a daemon's double fork) leaves that group and its session; before this
+module it outlived every cleanup and, holding the replica's stdout, delayed ``wait``.
+TorchX's ``torchx.schedulers.local_scheduler`` leaks it the same way.
+
+The mechanism, without privileges:
+
+* The first time it starts a replica, this process makes itself a *child subreaper*
+  (``prctl(PR_SET_CHILD_SUBREAPER)``, Linux 3.4): a descendant whose parent dies is
+  re-parented to this process instead of to init, so every orphan of a replica's tree
+  becomes a child of ours, where it can be found and reaped.
+* Every replica process gets ``ASYNCTORCHX_REPLICA_TOKEN=<random>`` in its environment,
+  inherited by its descendants. A child of ours is *identified* as a descendant of a
+  replica when its environment (``/proc/<pid>/environ``) carries that replica's token,
+  or when it is still in the replica's process group or session. Only identified
+  processes are ever signalled or reaped; the main processes of live replicas, and every
+  child other code of the program started, are left alone (their exit statuses are
+  theirs to collect).
+* When a replica ends (its main process exited, it was cancelled, its scheduler closed
+  or the program was interrupted), :func:`end_descendants` SIGKILLs every identified
+  child, awaits its exit through a pid file descriptor (no polling), reaps it, and
+  looks again: a killed process's own orphans are re-parented to us before its exit is
+  reported, so the loop ends with the whole tree gone and no zombie left. A cancel
+  first sends SIGTERM to the identified children with the group
+  (:func:`signal_descendants`), and they get the group's ``stop_timeout``.
+
+Limits (documented in :mod:`asynctorchx.schedulers.local` too):
+
+* Linux only, with ``pidfd_open`` (5.3); elsewhere daemons still escape.
+* A descendant that both leaves the replica's session and drops the token from its
+  environment (``env -i``, a set-user-ID program whose environment we cannot read) is
+  not identified: it outlives its replica. It stays a child of this process, and a
+  zombie of it once it exits, until this process ends. So does one that leaves the
+  session and exits on its own before any sweep saw it alive.
+* The subreaper setting is process-wide and stays on: orphans of children that other
+  code of the program started are re-parented here too, and are left unreaped (as
+  said above, we only reap what we identified).
+* When this process itself dies, its orphans go to init (or an outer subreaper); a
+  daemon that escaped its replica's session survives a host killed by ``SIGKILL``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import os
+import signal
+import sys
+import threading
+import uuid
+
+import anyio
+import anyio.lowlevel
+
+logger = logging.getLogger(__name__)
+
+#: The environment variable carrying a replica's token to all its descendants.
+TOKEN_VARIABLE = "ASYNCTORCHX_REPLICA_TOKEN"
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+_lock = threading.Lock()
+_enabled: bool | None = None
+#: The pids of replica main processes alive in this process (reaped by their owner).
+_replica_pids: set[int] = set()
+#: Tokens read from adopted children while alive, so their zombies stay identifiable.
+_known_tokens: dict[int, str] = {}
+
+
+def enable() -> bool:
+    """Make this process a child subreaper, once; return whether it is one.
+
+    False off Linux, without ``pidfd_open``, or when ``prctl`` fails; never raises.
+    """
+    global _enabled
+    with _lock:
+        if _enabled is None:
+            _enabled = _make_subreaper()
+        return _enabled
+
+
+def _make_subreaper() -> bool:
+    if sys.platform != "linux" or not hasattr(os, "pidfd_open"):
+        return False
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+    except OSError as error:
+        logger.debug("not a child subreaper, daemons of replicas may escape: %s", error)
+        return False
+    return True
+
+
+def new_token() -> str:
+    """A fresh token for one replica process (its :data:`TOKEN_VARIABLE`)."""
+    return uuid.uuid4().hex
+
+
+def register(pid: int) -> None:
+    """Record ``pid`` as a live replica main process: never a descendant to sweep.
+
+    Args:
+        pid: the replica's process id, once started.
+    """
+    with _lock:
+        _replica_pids.add(pid)
+
+
+def unregister(pid: int) -> None:
+    """Forget ``pid`` once its owner reaped it; an unknown pid is fine.
+
+    Args:
+        pid: the replica's process id.
+    """
+    with _lock:
+        _replica_pids.discard(pid)
+
+
+def _children() -> list[int]:
+    """This process's children (``/proc/self/task/*/children``, else a scan of /proc)."""
+    me = os.getpid()
+    try:
+        tasks = os.listdir(f"/proc/{me}/task")
+        found: list[int] = []
+        for task in tasks:
+            with open(f"/proc/{me}/task/{task}/children") as children:
+                found.extend(int(pid) for pid in children.read().split())
+        return found
+    except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN
+        pass
+    except OSError:
+        return []
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _stat(int(entry))
+            if stat is not None and stat[1] == me:
+                found.append(int(entry))
+    return found
+
+
+def _stat(pid: int) -> tuple[str, int, int, int] | None:
+    """``(state, parent pid, process group, session)`` of ``pid``, None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3])
+
+
+def _token(pid: int) -> str | None:
+    """The replica token in ``pid``'s environment, None if absent or unreadable."""
+    prefix = TOKEN_VARIABLE.encode() + b"="
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            for entry in environ.read().split(b"\0"):
+                if entry.startswith(prefix):
+                    return entry[len(prefix) :].decode(errors="replace")
+    except OSError:
+        pass
+    return None
+
+
+def _identified(replicas: dict[str, int]) -> list[int]:
+    """Our children that descend from one of ``replicas`` (token -> process group).
+
+    A zombie whose token was seen while it lived is identified whatever its replica.
+    """
+    me = os.getpid()
+    found = []
+    children = _children()
+    for gone in _known_tokens.keys() - set(children):  # reaped: the pid may be reused
+        del _known_tokens[gone]
+    for pid in children:
+        stat = _stat(pid)
+        if stat is None or stat[1] != me or pid in _replica_pids:
+            continue
+        state, _, pgrp, session = stat
+        token = _known_tokens.get(pid)
+        if state != "Z":
+            token = _token(pid) or token
+            if token is not None:
+                _known_tokens[pid] = token
+        elif token is not None:
+            found.append(pid)  # an identified descendant that exited: reap it
+            continue
+        if token is not None:
+            if token in replicas:
+                found.append(pid)
+        elif pgrp in replicas.values() or session in replicas.values():
+            found.append(pid)
+    return found
+
+
+def signal_descendants(token: str, pgid: int, signum: int) -> None:
+    """Send ``signum`` to the adopted descendants of one replica (no wait, no reap).
+
+    Args:
+        token: the replica's token.
+        pgid: the replica's process group (its main process id).
+        signum: the signal, e.g. ``signal.SIGTERM``.
+    """
+    if not enable():
+        return
+    for pid in _identified({token: pgid}):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
+class _Sweeps:
+    """One event loop's sweeps: one runs at a time and serves every replica waiting."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, int] = {}
+        self.running = False
+        self.done = anyio.Event()
+
+
+_SWEEPS: anyio.lowlevel.RunVar[_Sweeps] = anyio.lowlevel.RunVar("asynctorchx_sweeps")
+
+
+def _sweeps() -> _Sweeps:
+    try:
+        return _SWEEPS.get()
+    except LookupError:
+        sweeps = _Sweeps()
+        _SWEEPS.set(sweeps)
+        return sweeps
+
+
+async def end_descendants(token: str, pgid: int) -> None:
+    """SIGKILL and reap every adopted descendant of one replica, until none is left.
+
+    Replicas ending together share one sweep (one look at this process's children
+    serves them all). Call it shielded from cancellation, after the replica's main
+    process was reaped and its group SIGKILLed. Never raises.
+
+    Args:
+        token: the replica's token.
+        pgid: the replica's process group (its main process id).
+    """
+    if not enable():
+        return
+    sweeps = _sweeps()
+    sweeps.pending[token] = pgid
+    while token in sweeps.pending:
+        if sweeps.running:
+            await sweeps.done.wait()
+            continue
+        sweeps.running = True
+        sweeps.done = anyio.Event()
+        batch = dict(sweeps.pending)
+        try:
+            await _sweep(batch)
+        except Exception:  # never raises: the replica's end must go on
+            logger.exception("ending the descendants of replicas")
+        finally:
+            for swept in batch:
+                sweeps.pending.pop(swept, None)
+            sweeps.running = False
+            sweeps.done.set()
+
+
+async def _sweep(replicas: dict[str, int]) -> None:
+    while True:
+        found = _identified(replicas)
+        if not found:
+            return
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in found:
+            await _reap(pid)
+
+
+async def _reap(pid: int) -> None:
+    """Await the exit of our child ``pid`` (its pid file descriptor), then reap it."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        pidfd = -1
+    if pidfd >= 0:
+        try:
+            await anyio.wait_readable(pidfd)
+        finally:
+            os.close(pidfd)
+    _collect(pid)
+
+
+def _collect(pid: int) -> None:
+    """Reap our exited child ``pid`` (``WNOHANG``: it never blocks); gone is fine."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    _known_tokens.pop(pid, None)
