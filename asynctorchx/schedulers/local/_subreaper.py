@@ -139,9 +139,12 @@ def _children() -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            stat = _stat(int(entry))
+            pid = int(entry)
+            if pid in _replica_pids:  # a child, never swept: spare reading it
+                continue
+            stat = _stat(pid)
             if stat is not None and stat[1] == me:
-                found.append(int(entry))
+                found.append(pid)
     return found
 
 

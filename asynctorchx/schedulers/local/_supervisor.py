@@ -76,6 +76,7 @@ class LocalReplica:
         self.restarts = 0
         self.pid: int | None = None
         self.token = ""
+        self.swept = False
         self.output = Notifier()
         self.exited: anyio.Event | None = None
         self.terminate_requested: anyio.Event = anyio.Event()
@@ -296,6 +297,7 @@ async def _run_process(
         keep_error_file(replica.error_file)
     writer = ReplicaLogWriter(replica.log_dir, replica.output.notify)
     replica.token = _subreaper.new_token()
+    replica.swept = False
     try:
         process = await _open_process(
             replica.param, writer, replica.token, first=on_started is not None
@@ -313,7 +315,7 @@ async def _run_process(
         try:
             returncode, state = await _pump_until_exit(app, replica, process, writer)
         finally:
-            await _reap(process, replica.token)
+            await _reap(process, "" if replica.swept else replica.token)
             groups.discard(process.pid)
         replica.exit_code = returncode
         replica.state = state
@@ -402,6 +404,7 @@ async def _pump_until_exit(
             # daemons that left the group may hold the pipes: end them first
             with anyio.CancelScope(shield=True):
                 await _subreaper.end_descendants(replica.token, process.pid)
+            replica.swept = True
         grace = app.request.stop_timeout if replica.terminate_requested.is_set() else 0
         with anyio.move_on_after(_DRAIN_TIMEOUT + grace):
             for event in drained:
@@ -413,7 +416,8 @@ async def _pump_until_exit(
 
 async def _reap(process: anyio.abc.Process, token: str) -> None:
     """Reap the process, killing its group first if it still runs (cancelled from
-    outside), then end what is left of its tree, daemons included (:mod:`._subreaper`)."""
+    outside), then end what is left of its tree, daemons included (:mod:`._subreaper`),
+    unless ``token`` is "" (its tree was swept once its main process exited)."""
     with anyio.CancelScope(shield=True):
         try:
             if process.returncode is None:
@@ -423,7 +427,8 @@ async def _reap(process: anyio.abc.Process, token: str) -> None:
         finally:
             _subreaper.unregister(process.pid)
         signal_group(process.pid, signal.SIGKILL)
-        await _subreaper.end_descendants(token, process.pid)
+        if token:  # "" when its tree was already swept after its exit
+            await _subreaper.end_descendants(token, process.pid)
 
 
 def _attempt_state(app: LocalApp, replica: LocalReplica, returncode: int) -> AppState:
