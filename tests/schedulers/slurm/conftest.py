@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 
+REPO = Path(__file__).resolve().parents[3]
 _FIX = "start one with: bash scripts/slurm-cluster.sh start"
 _UP_STATES = {"idle", "mixed", "allocated", "completing"}
 
@@ -69,3 +71,22 @@ def slurm_cluster() -> SlurmCluster:
             pytest.fail(f"ASYNCTORCHX_REQUIRE_SLURM=1 but {reason}", pytrace=False)
         pytest.skip(reason)
     return cluster
+
+
+#: How to get the TorchX 0.7.0 venv the comparison and interop tests run TorchX in.
+BUILD_TORCHX_VENV = (
+    "python3 -m venv benchmarks/.venv-torchx &&"
+    " benchmarks/.venv-torchx/bin/pip install torchx==0.7.0"
+    " (or point ASYNCTORCHX_TORCHX_VENV at a venv with torchx 0.7.0)"
+)
+
+
+def torchx_python() -> Path | None:
+    """The python of a venv with TorchX 0.7.0, or ``None``.
+
+    ``ASYNCTORCHX_TORCHX_VENV`` names the venv; else ``benchmarks/.venv-torchx`` (what
+    ``benchmarks/run.sh`` and CI build).
+    """
+    venv = os.environ.get("ASYNCTORCHX_TORCHX_VENV")
+    python = Path(venv) / "bin" / "python" if venv else REPO / "benchmarks/.venv-torchx/bin/python"
+    return python if python.exists() else None

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,13 +30,7 @@ from asynctorchx.schedulers.slurm import (
     slurm_runopts,
 )
 from asynctorchx.specs import AppDef, Resource, Role
-
-REPO = Path(__file__).resolve().parents[3]
-BUILD_VENV = (
-    "python3 -m venv benchmarks/.venv-torchx &&"
-    " benchmarks/.venv-torchx/bin/pip install torchx==0.7.0"
-    " (or point ASYNCTORCHX_TORCHX_VENV at a venv with torchx 0.7.0)"
-)
+from tests.schedulers.slurm.conftest import BUILD_TORCHX_VENV, torchx_python
 
 # Runs in TorchX's venv: reads the cases as JSON on stdin, prints one result per case.
 _TORCHX_DRIVER = """
@@ -61,13 +54,6 @@ for case in json.load(sys.stdin):
     out.append({"cmd": request.cmd, "script": request.materialize()})
 print(json.dumps(out))
 """
-
-
-def _torchx_python() -> Path | None:
-    """The python of a venv with TorchX 0.7.0, or ``None``."""
-    venv = os.environ.get("ASYNCTORCHX_TORCHX_VENV")
-    python = Path(venv) / "bin" / "python" if venv else REPO / "benchmarks/.venv-torchx/bin/python"
-    return python if python.exists() else None
 
 
 def _role(**spec: Any) -> dict[str, Any]:
@@ -182,9 +168,9 @@ def _normalised(cmd: list[str], script: str) -> tuple[list[str], set[str], str]:
 @pytest.fixture(scope="module")
 def torchx_requests() -> dict[str, dict[str, Any]]:
     """What TorchX 0.7.0 builds for each case of :data:`CASES` (one subprocess for all)."""
-    python = _torchx_python()
+    python = torchx_python()
     if python is None:
-        pytest.skip(f"no TorchX 0.7.0 venv; build it with: {BUILD_VENV}")
+        pytest.skip(f"no TorchX 0.7.0 venv; build it with: {BUILD_TORCHX_VENV}")
     done = subprocess.run(
         [str(python), "-c", _TORCHX_DRIVER],
         input=json.dumps(list(CASES.values())),
