@@ -289,3 +289,26 @@ async def test_runner_runs_echo_on_slurm(
         assert status.state == AppState.SUCCEEDED
         lines = [line async for line in runner.log_lines(handle, "echo", streams=Stream.STDOUT)]
         assert lines == ["via the runner\n"]
+
+
+async def _node_address(node: str) -> str:
+    done = await anyio.run_process(["sinfo", "-h", "-N", "-n", node, "-o", "%o"])
+    return done.stdout.decode().split()[0]
+
+
+@pytest.mark.parametrize("num_replicas", [1, 2])
+async def test_rank0_host_is_the_first_nodes_address_in_every_replica(
+    scheduler: SlurmScheduler, slurm_cluster: SlurmCluster, tmp_path: Path, num_replicas: int
+) -> None:
+    if len(slurm_cluster.nodes) < num_replicas:
+        pytest.skip(f"{num_replicas} replicas need {num_replicas} nodes")
+    role = _role("peer", "echo ${rank0_env}=$${${rank0_env}}", num_replicas=num_replicas)
+    job_id = await _run(scheduler, AppDef(name="rank0", roles=[role]), tmp_path)
+    response = await scheduler.wait(job_id, timeout=LIMIT)
+    assert response is not None
+    assert response.state == AppState.SUCCEEDED
+    first_node = response.roles_statuses[0].replicas[0].hostname
+    expected = f"TORCHX_RANK0_HOST={await _node_address(first_node)}\n"
+    for k in range(num_replicas):
+        lines = [line async for line in scheduler.log_iter(job_id, "peer", k, streams="stdout")]
+        assert lines == [expected]
