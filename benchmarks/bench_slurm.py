@@ -1,18 +1,26 @@
-"""Benchmark: the ``slurm`` scheduler's ``wait`` against a raw ``squeue`` poll loop.
+"""Benchmark 9: the ``slurm`` scheduler against raw ``squeue`` poll loops and TorchX 0.7.0.
 
-Needs the local cluster (``bash scripts/slurm-cluster.sh start``); without it every side
-reports itself unavailable. Two cases, each at the same tick (``TICK`` seconds):
+Needs the local cluster (``bash scripts/slurm-cluster.sh start``); without one the whole
+benchmark is skipped with one line saying so. Every side polls at the same tick (``TICK``
+seconds). Three cases:
 
 * ``end``: a one-replica job whose replica writes the wall clock as its last act
-  (``exec date +%s.%N``); metric ``latency_ms`` = that stamp to ``wait`` returning (ours) or
-  to a ``squeue -h -t all -j ID`` loop sleeping ``TICK`` between calls seeing it ended
-  (floor). Both include Slurm's own delay in reporting the end (``COMPLETING``).
-* ``watch``: ``apps`` jobs of ``sleep 3`` awaited together; metric ``squeue_per_s`` = squeue
-  calls per second while they are awaited: ours (every waiter shares one batched poll) and
-  floor (one poll loop per app, what each ``Runner.wait`` of TorchX does on its own).
+  (``exec date +%s.%N``); ``latency_ms`` = that stamp to ``wait`` returning (ours), to a
+  ``squeue -h -t all -j ID`` loop sleeping ``TICK`` between calls seeing it ended (floor),
+  to TorchX's ``Runner.wait(wait_interval=TICK)`` returning (torchx). All include Slurm's
+  own delay in reporting the end (``COMPLETING``).
+* ``start``: ``submit_ms`` = submit returning, ``running_ms`` = submit called to RUNNING
+  seen: ours awaits ``wait_for_state_change`` from ``PENDING``; the floor runs
+  ``sbatch --parsable`` and polls ``squeue`` every ``TICK``.
+* ``watch``: ``apps`` held jobs (``sbatch --hold``: pending, never started) watched for
+  ``WINDOW`` seconds; ``squeue_per_s`` and ``squeue_per_tick``: ours (every waiter of one
+  scheduler shares one batched ``squeue`` per tick), floor (one ``squeue -j ID`` per app per
+  tick, what independent pollers such as TorchX's ``Runner.wait`` do; with many apps the loop
+  cannot keep up and the figure is as many calls as ``squeue`` can answer in a row).
 
-TorchX 0.7.0 is not a side: its ``describe`` reads ``sacct``, which fails on a cluster
-without accounting (see ``docs/slurm-cluster.md``).
+TorchX's side needs ``sacct``: its ``describe`` runs ``sacct --parsable2 -j ID`` with
+``check=True``. On a cluster without accounting (the local one) sacct exits 1, so the side
+reports itself unavailable with sacct's message, after trying.
 
 Usage: ``.venv/bin/python benchmarks/bench_slurm.py [--smoke] [--trials N]``; prints a table
 and writes ``benchmarks/results/slurm.json``.
@@ -34,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import (
     Unavailable,
     bench_args,
+    default_skips,
     driver_main,
     is_driver,
     orchestrate,
@@ -41,31 +50,45 @@ from _harness import (
     write_json,
 )
 
-#: Seconds between two squeue calls, on both sides.
+#: Seconds between two squeue calls, on every side.
 TICK = 0.5
+#: Seconds the ``watch`` case watches its held jobs.
+WINDOW = 5.0
 #: The replica's script: ``date`` replaces the shell and writes the clock as its last act.
 STAMP = 'exec date +%s.%N > "$0"'
 FINISHED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+START_CLUSTER = "bash scripts/slurm-cluster.sh start"
+
+
+def cluster_unavailable() -> str | None:
+    """``None`` when a Slurm controller answers ``scontrol ping``, else why not."""
+    if shutil.which("scontrol") is None:
+        return f"no Slurm client tools (scontrol); run: {START_CLUSTER}"
+    try:
+        ping = subprocess.run(
+            ["scontrol", "ping"], capture_output=True, text=True, timeout=15, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return f"scontrol ping did not answer within 15 s; run: {START_CLUSTER}"
+    if "is UP" not in ping.stdout:
+        return f"no Slurm controller answers scontrol ping; run: {START_CLUSTER}"
+    return None
 
 
 def _check_cluster() -> None:
-    if shutil.which("scontrol") is None:
-        raise Unavailable("no Slurm client tools; run: bash scripts/slurm-cluster.sh start")
-    ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, check=False)
-    if "is UP" not in ping.stdout:
-        raise Unavailable("no Slurm controller answers; run: bash scripts/slurm-cluster.sh start")
+    reason = cluster_unavailable()
+    if reason:
+        raise Unavailable(reason)
+
+
+def _role_fields(script: list[str]) -> dict[str, Any]:
+    return {"name": "bench", "image": "", "entrypoint": "sh", "args": script}
 
 
 def _app(script: list[str]) -> Any:
     from asynctorchx.specs import AppDef, Resource, Role
 
-    role = Role(
-        name="bench",
-        image="",
-        entrypoint="sh",
-        args=script,
-        resource=Resource(cpu=1, gpu=0, memMB=100),
-    )
+    role = Role(**_role_fields(script), resource=Resource(cpu=1, gpu=0, memMB=100))
     return AppDef(name="bench", roles=[role])
 
 
@@ -82,20 +105,42 @@ def _submit_raw(script: list[str], directory: str) -> str:
     return done.stdout.strip().split(";")[0]
 
 
-def _squeue_ended(job_id: str) -> bool:
+def _submit_held(count: int, directory: str) -> list[str]:
+    """``count`` jobs that stay PENDING (held) until cancelled."""
+    return [
+        subprocess.run(
+            ["sbatch", "--parsable", "--hold", f"--chdir={directory}", "--wrap", "true"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for _ in range(count)
+    ]
+
+
+def _scancel(job_ids: list[str]) -> None:
+    for start in range(0, len(job_ids), 200):
+        subprocess.run(["scancel", *job_ids[start : start + 200]], check=False)
+
+
+def _squeue_states(job_id: str) -> list[str]:
     done = subprocess.run(
         ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], capture_output=True, text=True
     )
-    states = done.stdout.split()
-    return bool(states) and all(state in FINISHED for state in states)
+    return done.stdout.split()
+
+
+def _stamp_latency_ms(stamp: str) -> float:
+    return (time.time() - float(Path(stamp).read_text())) * 1000.0
 
 
 def ours(p: dict[str, Any]) -> dict[str, Any]:
-    """One trial of our scheduler: ``latency_ms`` (case ``end``) or ``squeue_per_s``."""
+    """One trial of our scheduler for case ``p["case"]``."""
     _check_cluster()
     import anyio
 
     from asynctorchx.schedulers.slurm import SlurmScheduler
+    from asynctorchx.specs import AppState
 
     directory = tempfile.mkdtemp(prefix="atx-bench-slurm-")
     os.chdir(directory)
@@ -107,26 +152,48 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
                 stamp = os.path.join(directory, f"stamp{index}")
                 job_id = await slurm.submit(_app(["-c", STAMP, stamp]), {"time": "5"})
                 await slurm.wait(job_id)
-                latencies.append((time.time() - float(Path(stamp).read_text())) * 1000.0)
+                latencies.append(_stamp_latency_ms(stamp))
         return {"latency_ms": latencies}
 
-    async def watch() -> dict[str, Any]:
+    async def start() -> dict[str, Any]:
+        submit_ms: list[float] = []
+        running_ms: list[float] = []
         async with SlurmScheduler("bench", poll_interval=TICK) as slurm:
-            app = _app(["-c", "sleep 3"])
-            job_ids = [await slurm.submit(app, {"time": "5"}) for _ in range(int(p["apps"]))]
-            before = slurm.commands.counts["squeue"]
-            started = time.perf_counter()
-            async with anyio.create_task_group() as task_group:
-                for job_id in job_ids:
-                    task_group.start_soon(slurm.wait, job_id)
-            elapsed = time.perf_counter() - started
-            return {"squeue_per_s": (slurm.commands.counts["squeue"] - before) / elapsed}
+            for _ in range(int(p["starts"])):
+                started = time.perf_counter()
+                job_id = await slurm.submit(_app(["-c", "sleep 30"]), {"time": "5"})
+                submit_ms.append((time.perf_counter() - started) * 1000.0)
+                state = AppState.PENDING
+                while state == AppState.PENDING:
+                    response = await slurm.wait_for_state_change(job_id, state)
+                    assert response is not None
+                    state = response.state
+                running_ms.append((time.perf_counter() - started) * 1000.0)
+                await slurm.cancel(job_id)
+                await slurm.wait(job_id)
+        return {"submit_ms": submit_ms, "running_ms": running_ms}
 
-    return anyio.run(end if p["case"] == "end" else watch)
+    async def watch() -> dict[str, Any]:
+        job_ids = _submit_held(int(p["apps"]), directory)
+        try:
+            async with SlurmScheduler("bench", poll_interval=TICK) as slurm:
+                before = slurm.commands.counts["squeue"]
+                started = time.perf_counter()
+                with anyio.move_on_after(WINDOW):
+                    async with anyio.create_task_group() as task_group:
+                        for job_id in job_ids:
+                            task_group.start_soon(slurm.wait, job_id)
+                elapsed = time.perf_counter() - started
+                calls = slurm.commands.counts["squeue"] - before
+        finally:
+            _scancel(job_ids)
+        return {"squeue_per_s": calls / elapsed, "squeue_per_tick": calls * TICK / elapsed}
+
+    return anyio.run({"end": end, "start": start, "watch": watch}[p["case"]])
 
 
 def floor(p: dict[str, Any]) -> dict[str, Any]:
-    """One trial of raw ``squeue`` loops at the same tick: ``latency_ms`` or ``squeue_per_s``."""
+    """One trial of raw ``sbatch``/``squeue`` loops at the same tick."""
     _check_cluster()
     directory = tempfile.mkdtemp(prefix="atx-bench-slurm-")
     if p["case"] == "end":
@@ -134,49 +201,116 @@ def floor(p: dict[str, Any]) -> dict[str, Any]:
         for index in range(int(p["exits"])):
             stamp = os.path.join(directory, f"stamp{index}")
             job_id = _submit_raw(["-c", STAMP, stamp], directory)
-            while not _squeue_ended(job_id):
+            states = _squeue_states(job_id)
+            while not states or not set(states) <= FINISHED:
                 time.sleep(TICK)
-            latencies.append((time.time() - float(Path(stamp).read_text())) * 1000.0)
+                states = _squeue_states(job_id)
+            latencies.append(_stamp_latency_ms(stamp))
         return {"latency_ms": latencies}
-    job_ids = [_submit_raw(["-c", "sleep 3"], directory) for _ in range(int(p["apps"]))]
+    if p["case"] == "start":
+        submit_ms: list[float] = []
+        running_ms: list[float] = []
+        for _ in range(int(p["starts"])):
+            started = time.perf_counter()
+            job_id = _submit_raw(["-c", "sleep 30"], directory)
+            submit_ms.append((time.perf_counter() - started) * 1000.0)
+            while _squeue_states(job_id) in ([], ["PENDING"]):
+                time.sleep(TICK)
+            running_ms.append((time.perf_counter() - started) * 1000.0)
+            _scancel([job_id])
+        return {"submit_ms": submit_ms, "running_ms": running_ms}
+    job_ids = _submit_held(int(p["apps"]), directory)
     calls = 0
-    started = time.perf_counter()
-    pending = set(job_ids)
-    while pending:  # one poll per app per tick, as independent waiters do
-        for job_id in sorted(pending):
-            calls += 1
-            if _squeue_ended(job_id):
-                pending.discard(job_id)
-        time.sleep(TICK)
-    return {"squeue_per_s": calls / (time.perf_counter() - started)}
+    try:
+        started = time.perf_counter()
+        while time.perf_counter() - started < WINDOW:  # one poll per app per tick
+            for job_id in job_ids:
+                calls += 1
+                _squeue_states(job_id)
+                if time.perf_counter() - started >= WINDOW:
+                    break
+            time.sleep(TICK)
+        elapsed = time.perf_counter() - started
+    finally:
+        _scancel(job_ids)
+    return {"squeue_per_s": calls / elapsed, "squeue_per_tick": calls * TICK / elapsed}
+
+
+# Runs in TorchX's venv (``torchx`` side, case ``end``).
+def torchx(p: dict[str, Any]) -> dict[str, Any]:
+    """One trial of TorchX 0.7.0's ``Runner.wait(wait_interval=TICK)`` (needs sacct)."""
+    _check_cluster()
+    from torchx.runner import get_runner
+    from torchx.specs import AppDef, Resource, Role
+
+    directory = tempfile.mkdtemp(prefix="atx-bench-slurm-")
+    os.chdir(directory)
+    latencies: list[float] = []
+    with get_runner("bench") as runner:
+        for index in range(int(p["exits"])):
+            stamp = os.path.join(directory, f"stamp{index}")
+            role = Role(
+                **_role_fields(["-c", STAMP, stamp]), resource=Resource(cpu=1, gpu=0, memMB=100)
+            )
+            app = AppDef(name="bench", roles=[role])
+            handle = runner.run(app, "slurm", {"time": "5"})
+            try:
+                runner.wait(handle, wait_interval=TICK)
+            except subprocess.CalledProcessError as error:
+                job_id = handle.rsplit("/", 1)[-1]
+                sacct = subprocess.run(["sacct", "-j", job_id], capture_output=True, text=True)
+                raise Unavailable(
+                    f"its describe runs {' '.join(error.cmd)}, which exits {error.returncode}:"
+                    f" {sacct.stderr.strip() or sacct.stdout.strip()}"
+                ) from None
+            latencies.append(_stamp_latency_ms(stamp))
+    return {"latency_ms": latencies}
 
 
 def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
-    """Orchestrate the Slurm benchmark; returns summary rows."""
+    """Orchestrate the Slurm benchmark; returns summary rows (skipped ones without a cluster)."""
+    reason = cluster_unavailable()
+    if reason:
+        print(f"9 slurm: skipped, {reason}", flush=True)
+    everything = {side: reason for side in ("ours", "torchx", "floor")} if reason else {}
     exits = 3 if smoke else 10
+    script = Path(__file__)
     return [
         *orchestrate(
-            "slurm end->wait",
-            Path(__file__),
+            "9 slurm end->wait",
+            script,
             [{"case": "end", "exits": exits, "tick": TICK}],
             ["latency_ms"],
             trials,
-            sides=("ours", "floor"),
+            skip=everything or default_skips(),
         ),
         *orchestrate(
-            "slurm squeue/s",
-            Path(__file__),
-            [{"case": "watch", "apps": apps, "tick": TICK} for apps in (1, 10 if smoke else 100)],
-            ["squeue_per_s"],
+            "9 slurm submit->RUNNING",
+            script,
+            [{"case": "start", "starts": 3 if smoke else 10, "tick": TICK}],
+            ["submit_ms", "running_ms"],
             trials,
             sides=("ours", "floor"),
+            skip=everything,
+        ),
+        *orchestrate(
+            "9 slurm squeue/s",
+            script,
+            [
+                {"case": "watch", "apps": apps, "tick": TICK, "window": WINDOW}
+                for apps in ((1, 10) if smoke else (1, 100, 1000))
+            ],
+            ["squeue_per_s", "squeue_per_tick"],
+            trials,
+            sides=("ours", "floor"),
+            skip=everything,
         ),
     ]
 
 
 if __name__ == "__main__":
     if is_driver():
-        driver_main({"ours": ours, "floor": floor})
+        driver_main({"ours": ours, "floor": floor, "torchx": torchx})
     else:
         ns = bench_args(default_trials=3)
         rows = run(ns.smoke, ns.trials)

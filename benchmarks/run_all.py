@@ -4,7 +4,8 @@ Usage: ``.venv/bin/python benchmarks/run_all.py [--smoke] [--trials N] [--only 1
 Writes ``benchmarks/results/all.json`` (or ``smoke.json``; with ``--only 1,3``,
 ``all-only-1-3.json``) with the machine's description.
 Exits 1 when a side's driver crashed or timed out (so CI's smoke run keeps the benchmarks
-working); a side that cannot run here (no Docker engine, no TorchX venv) is only reported.
+working); a side that cannot run here (no Docker engine, no TorchX venv, no Slurm cluster)
+is only reported.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import bench_log_tail
 import bench_log_throughput
 import bench_many_apps
 import bench_scale_replicas
+import bench_slurm
 import bench_wait_latency
 from _harness import machine, table, torchx_available, write_json
 from _targets import verdicts
@@ -40,6 +42,7 @@ BENCHES: dict[int, tuple[Any, int]] = {
     6: (bench_cli, 10),
     7: (bench_docker, 3),
     8: (bench_lines_lost, 1),
+    9: (bench_slurm, 3),
 }
 
 
