@@ -1,0 +1,441 @@
+"""The Volcano ``Job`` manifest of the ``kubernetes`` scheduler: pure data, no I/O.
+
+An :class:`~asynctorchx.specs.AppDef` becomes one Volcano ``batch.volcano.sh/v1alpha1``
+``Job`` (https://volcano.sh/en/docs/vcjob/): one task per replica of every role (macros
+differ per replica, so Volcano's own ``replicas`` count stays 1), each with a pod
+template. The manifest is the one ``torchx.schedulers.kubernetes_scheduler`` of TorchX
+0.7.0 produces for the same app and run options, serialized as the ``kubernetes`` client
+serializes it (camelCase keys, ``None`` left out); the differences are listed in
+``docs/kubernetes.md`` and checked by ``tests/schedulers/kubernetes/test_request.py``.
+
+Rank 0 discovery is Volcano's: the job's ``svc`` plugin creates a headless service named
+after the job (every pod is ``{job}-{task}-0.{job}``) and the ``env`` plugin gives every
+pod ``VC_{TASK}_HOSTS``, the DNS names of a task's pods; ``macros.rank0_env`` names the
+variable of the first replica of the first role, and that replica itself sees
+``TORCHX_RANK0_HOST=localhost``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from asynctorchx import __version__
+from asynctorchx.errors import InvalidAppIdException, InvalidRunConfigException
+from asynctorchx.schedulers.toolkit import make_app_id
+from asynctorchx.specs.api import (
+    AppDef,
+    BindMount,
+    CfgVal,
+    DeviceMount,
+    RetryPolicy,
+    Role,
+    VolumeMount,
+    macros,
+    runopts,
+)
+
+#: Volcano's API group, version and plural of its ``Job`` custom resource.
+VOLCANO_GROUP = "batch.volcano.sh"
+VOLCANO_VERSION = "v1alpha1"
+VOLCANO_API_VERSION = f"{VOLCANO_GROUP}/{VOLCANO_VERSION}"
+
+#: Millicores and megabytes left to the node: the request is the limit minus these
+#: (never below 0), TorchX's rule for whole-host jobs.
+RESERVED_MILLICPU = 100
+RESERVED_MEMMB = 1024
+
+#: Volcano task policies per retry policy: ``REPLICA`` lets Volcano restart the failed
+#: pod alone, ``APPLICATION`` restarts the whole job when a pod fails or is evicted.
+RETRY_POLICIES: Mapping[RetryPolicy, list[dict[str, str]]] = {
+    RetryPolicy.REPLICA: [],
+    RetryPolicy.APPLICATION: [
+        {"event": "PodEvicted", "action": "RestartJob"},
+        {"event": "PodFailed", "action": "RestartJob"},
+    ],
+}
+
+# TorchX's label keys (torchx.schedulers.kubernetes_scheduler), read by both.
+LABEL_VERSION = "torchx.pytorch.org/version"
+LABEL_APP_NAME = "torchx.pytorch.org/app-name"
+LABEL_ROLE_INDEX = "torchx.pytorch.org/role-index"
+LABEL_ROLE_NAME = "torchx.pytorch.org/role-name"
+LABEL_REPLICA_ID = "torchx.pytorch.org/replica-id"
+LABEL_KUBE_APP_NAME = "app.kubernetes.io/name"
+LABEL_ORGANIZATION = "app.kubernetes.io/managed-by"
+LABEL_UNIQUE_NAME = "app.kubernetes.io/instance"
+#: The value of :data:`LABEL_ORGANIZATION` on every pod of a TorchX (or our) job.
+ORGANIZATION = "torchx.pytorch.org"
+ANNOTATION_ISTIO_SIDECAR = "sidecar.istio.io/inject"
+#: A ``Resource.capabilities`` key copied to the pod's node selector.
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+
+#: The env var holding the rank 0 host on the first replica of the first role.
+RANK0_ENV = "TORCHX_RANK0_HOST"
+#: Local images (built from a workspace) are image ids with this prefix.
+IMAGE_HASH_PREFIX = "sha256:"
+#: The shared-memory volume every pod gets at ``/dev/shm``.
+SHM_VOLUME = "dshm"
+
+_OUTSIDE_RFC1123 = re.compile(r"[^a-z0-9\-]")
+_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_APP_ID = re.compile(rf"(?P<namespace>{_NAME}):(?P<name>{_NAME})")
+#: The longest job name: the job's headless service is a DNS label (63 characters).
+MAX_JOB_NAME = 63
+
+
+def clean_name(name: str) -> str:
+    """Return ``name`` lower-cased with every character outside ``[a-z0-9-]`` removed.
+
+    TorchX's rule for Kubernetes names (``torchx.util.strings.normalize_str``), except
+    that every leading ``-`` goes (TorchX drops one only, which leaves an invalid name).
+
+    Args:
+        name: any string (an app, role or task name).
+    """
+    return _OUTSIDE_RFC1123.sub("", name.lower()).lstrip("-")
+
+
+def make_job_name(app_name: str) -> str:
+    """Return a new unique job name for an app: its cleaned name plus a random suffix.
+
+    The suffix is :func:`~asynctorchx.schedulers.toolkit.make_app_id`'s (10 lowercase
+    letters and digits); the name part is cut so that the whole stays a DNS label.
+
+    Args:
+        app_name: ``AppDef.name``.
+    """
+    unique = clean_name(make_app_id(app_name))
+    name, _, suffix = unique.rpartition("-")
+    name = name[: MAX_JOB_NAME - len(suffix) - 1].strip("-") or "app"
+    return f"{name}-{suffix}"
+
+
+def parse_app_id(app_id: str) -> tuple[str, str]:
+    """Split an app id ``{namespace}:{job name}`` (TorchX's form) into its two parts.
+
+    Args:
+        app_id: the id :meth:`KubernetesScheduler.schedule` returned.
+
+    Raises:
+        InvalidAppIdException: it is not two RFC 1123 names joined by ``:``.
+    """
+    match = _APP_ID.fullmatch(app_id) if isinstance(app_id, str) else None
+    if match is None:
+        raise InvalidAppIdException(str(app_id))
+    return match["namespace"], match["name"]
+
+
+def kubernetes_runopts() -> runopts:
+    """Return the run options of the ``kubernetes`` scheduler (TorchX's names).
+
+    ``namespace`` (default ``default``), ``queue`` (required: the Volcano queue),
+    ``image_repo``, ``service_account``, ``priority_class``; every option is a ``str``.
+    """
+    opts = runopts()
+    opts.add("namespace", type_=str, help="Kubernetes namespace of the job", default="default")
+    opts.add("queue", type_=str, help="Volcano queue of the job", required=True)
+    opts.add(
+        "image_repo",
+        type_=str,
+        help="repository local images (sha256:...) are tagged into as"
+        " `<image_repo>:<hash>`; push them there before scheduling",
+    )
+    opts.add("service_account", type_=str, help="service account of every pod")
+    opts.add("priority_class", type_=str, help="PriorityClass name of the job")
+    return opts
+
+
+@attrs.define
+class KubernetesJob:
+    """What :meth:`KubernetesScheduler.schedule` submits.
+
+    Args:
+        namespace: the namespace the job is created in.
+        resource: the Volcano ``Job`` manifest, as JSON-ready dicts and lists.
+        images_to_push: local image -> (repository, tag) it was renamed to; TorchX
+            pushes them at submission, this scheduler leaves that to the user.
+    """
+
+    namespace: str
+    resource: dict[str, Any]
+    images_to_push: dict[str, tuple[str, str]] = attrs.field(factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The job's name (``metadata.name``)."""
+        return str(self.resource["metadata"]["name"])
+
+    def __str__(self) -> str:
+        return json.dumps(self.resource, indent=2)
+
+
+def _resources(role: Role) -> dict[str, dict[str, str]]:
+    """The container's ``resources``: limits, and requests minus the reserved amounts."""
+    resource = role.resource
+    limits: dict[str, str] = {}
+    requests: dict[str, str] = {}
+    if resource.cpu > 0:
+        millicpu = int(resource.cpu * 1000)
+        limits["cpu"] = f"{millicpu}m"
+        requests["cpu"] = f"{max(millicpu - RESERVED_MILLICPU, 0)}m"
+    if resource.memMB > 0:
+        limits["memory"] = f"{int(resource.memMB)}M"
+        requests["memory"] = f"{max(int(resource.memMB) - RESERVED_MEMMB, 0)}M"
+    if resource.gpu > 0:
+        limits["nvidia.com/gpu"] = requests["nvidia.com/gpu"] = str(resource.gpu)
+    for device, count in resource.devices.items():
+        limits[device] = str(count)  # a device plugin's resource (EFA, Neuron)
+    return {"limits": limits, "requests": requests}
+
+
+def _mounts(role: Role) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
+    """The pod's volumes, the container's volume mounts, and whether it is privileged."""
+    volumes: list[dict[str, Any]] = [{"emptyDir": {"medium": "Memory"}, "name": SHM_VOLUME}]
+    mounts: list[dict[str, Any]] = [{"mountPath": "/dev/shm", "name": SHM_VOLUME}]
+    privileged = False
+    for index, mount in enumerate(role.mounts):
+        name = f"mount-{index}"
+        if isinstance(mount, BindMount):
+            volumes.append({"hostPath": {"path": mount.src_path}, "name": name})
+            read_only = mount.read_only
+        elif isinstance(mount, VolumeMount):
+            volumes.append({"name": name, "persistentVolumeClaim": {"claimName": mount.src}})
+            read_only = mount.read_only
+        elif isinstance(mount, DeviceMount):
+            volumes.append({"hostPath": {"path": mount.src_path}, "name": name})
+            read_only = "w" not in mount.permissions and "m" not in mount.permissions
+            privileged = True  # Kubernetes has no --device: the container sees /dev
+        else:
+            raise TypeError(f"role {role.name!r} has a mount of unknown type: {mount!r}")
+        mounts.append({"mountPath": mount.dst_path, "name": name, "readOnly": read_only})
+    return volumes, mounts, privileged
+
+
+def role_to_pod(name: str, role: Role, service_account: str | None) -> dict[str, Any]:
+    """Return the pod template of one replica (its macros already substituted).
+
+    Args:
+        name: the container's name (the task's name).
+        role: the replica's role, macros applied.
+        service_account: the pods' service account, or ``None``.
+
+    Raises:
+        TypeError: a mount is not a bind, volume or device mount.
+    """
+    volumes, volume_mounts, privileged = _mounts(role)
+    container: dict[str, Any] = {
+        "command": [role.entrypoint, *role.args],
+        "env": [{"name": key, "value": value} for key, value in role.env.items()],
+        "image": role.image,
+        "name": name,
+        "ports": [{"containerPort": port, "name": key} for key, port in role.port_map.items()],
+        "resources": _resources(role),
+        "securityContext": {"privileged": True} if privileged else {},
+        "volumeMounts": volume_mounts,
+    }
+    node_selector: dict[str, str] = {}
+    if LABEL_INSTANCE_TYPE in role.resource.capabilities:
+        node_selector[LABEL_INSTANCE_TYPE] = role.resource.capabilities[LABEL_INSTANCE_TYPE]
+    spec: dict[str, Any] = {
+        "containers": [container],
+        "nodeSelector": node_selector,
+        "restartPolicy": "Never",
+    }
+    if service_account is not None:
+        spec["serviceAccountName"] = service_account
+    spec["volumes"] = volumes
+    return {
+        "metadata": {"annotations": {ANNOTATION_ISTIO_SIDECAR: "false"}, "labels": {}},
+        "spec": spec,
+    }
+
+
+def pod_labels(
+    app: AppDef, role_index: int, role: Role, replica_id: int, job_name: str
+) -> dict[str, str]:
+    """Return the labels of one replica's pod: TorchX's keys.
+
+    Args:
+        app: the app.
+        role_index: the role's index in ``app.roles``.
+        role: the role.
+        replica_id: the replica's id.
+        job_name: the job's name (the app id's second part).
+    """
+    return {
+        LABEL_VERSION: __version__,
+        LABEL_APP_NAME: app.name,
+        LABEL_ROLE_INDEX: str(role_index),
+        LABEL_ROLE_NAME: role.name,
+        LABEL_REPLICA_ID: str(replica_id),
+        LABEL_KUBE_APP_NAME: app.name,
+        LABEL_ORGANIZATION: ORGANIZATION,
+        LABEL_UNIQUE_NAME: job_name,
+    }
+
+
+def task_name(role_name: str, replica_id: int) -> str:
+    """Return the Volcano task (and container) name of a replica, ``{role}-{replica}`` cleaned.
+
+    Args:
+        role_name: the role's name.
+        replica_id: the replica's id.
+    """
+    return clean_name(f"{role_name}-{replica_id}")
+
+
+def pod_name(job_name: str, role_name: str, replica_id: int) -> str:
+    """Return the name Volcano gives a replica's pod: ``{job}-{task}-0``.
+
+    Args:
+        job_name: the job's name.
+        role_name: the role's name.
+        replica_id: the replica's id.
+    """
+    return f"{job_name}-{task_name(role_name, replica_id)}-0"
+
+
+def _task(
+    app: AppDef, role_index: int, replica_id: int, job_name: str, service_account: str | None
+) -> dict[str, Any]:
+    role = app.roles[role_index]
+    first = role_index == 0 and replica_id == 0
+    values = macros.Values(
+        img_root="",
+        app_id=job_name,
+        replica_id=str(replica_id),
+        rank0_env=RANK0_ENV if first else f"VC_{clean_name(app.roles[0].name)}_0_HOSTS".upper(),
+    )
+    replica_role = values.apply(role)
+    if first:
+        replica_role.env[RANK0_ENV] = "localhost"
+    name = task_name(role.name, replica_id)
+    template = role_to_pod(name, replica_role, service_account)
+    template["metadata"]["labels"].update(pod_labels(app, role_index, role, replica_id, job_name))
+    task: dict[str, Any] = {"name": name, "replicas": 1, "template": template}
+    if role.max_retries > 0:
+        task["maxRetry"] = role.max_retries
+        task["policies"] = RETRY_POLICIES[role.retry_policy]
+    if role.min_replicas is not None:
+        # the first min_replicas tasks are needed to run, the others are optional
+        task["minAvailable"] = 1 if replica_id < role.min_replicas else 0
+    return task
+
+
+def app_to_resource(
+    app: AppDef,
+    queue: str,
+    service_account: str | None,
+    priority_class: str | None = None,
+    job_name: str | None = None,
+) -> dict[str, Any]:
+    """Return the Volcano ``Job`` manifest of ``app``.
+
+    Volcano retries at two levels: a task's ``maxRetry`` (with the role's policies) and
+    the job's ``maxRetry``, the smallest ``max_retries`` of the roles.
+
+    Args:
+        app: the app.
+        queue: the Volcano queue.
+        service_account: the pods' service account, or ``None``.
+        priority_class: the job's ``PriorityClass`` name, or ``None``.
+        job_name: the job's name; ``None``: a new :func:`make_job_name`.
+
+    Raises:
+        TypeError: a mount is not a bind, volume or device mount.
+    """
+    name = job_name if job_name is not None else make_job_name(app.name)
+    tasks = [
+        _task(app, role_index, replica_id, name, service_account)
+        for role_index, role in enumerate(app.roles)
+        for replica_id in range(role.num_replicas)
+    ]
+    spec: dict[str, Any] = {
+        "maxRetry": min(role.max_retries for role in app.roles),
+        # publish-not-ready-addresses: replicas resolve each other before all are ready
+        "plugins": {"env": [], "svc": ["--publish-not-ready-addresses"]},
+        "queue": queue,
+        "schedulerName": "volcano",
+        "tasks": tasks,
+    }
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
+    return {
+        "apiVersion": VOLCANO_API_VERSION,
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _str_option(cfg: Mapping[str, CfgVal], key: str) -> str | None:
+    value = cfg.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise InvalidRunConfigException(f"run option {key!r} must be a str, got {value!r}", key)
+
+
+def push_images(app: AppDef, image_repo: str | None) -> dict[str, tuple[str, str]]:
+    """Rename the local images (``sha256:...``) of ``app``'s roles to ``image_repo:<hash>``.
+
+    TorchX's ``torchx.workspace.docker_workspace.DockerWorkspaceMixin.dryrun_push_images``:
+    the roles are changed in place.
+
+    Args:
+        app: the app whose roles are renamed.
+        image_repo: the repository, or ``None``.
+
+    Returns:
+        local image -> (repository, tag).
+
+    Raises:
+        InvalidRunConfigException: a role has a local image and ``image_repo`` is unset.
+    """
+    renamed: dict[str, tuple[str, str]] = {}
+    for role in app.roles:
+        if role.image.startswith(IMAGE_HASH_PREFIX):
+            if not image_repo:
+                raise InvalidRunConfigException(
+                    f"role {role.name!r} runs the local image {role.image!r}: set the run"
+                    " option image_repo to the repository the cluster pulls it from",
+                    "image_repo",
+                )
+            tag = role.image[len(IMAGE_HASH_PREFIX) :]
+            renamed[role.image] = (image_repo, tag)
+            role.image = f"{image_repo}:{tag}"
+    return renamed
+
+
+def build_job(app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = None) -> KubernetesJob:
+    """Return the request for ``app`` with the resolved run options ``cfg``.
+
+    Args:
+        app: the app (local images are renamed in place, see :func:`push_images`).
+        cfg: the resolved run options (:func:`kubernetes_runopts`).
+        job_name: the job's name; ``None``: a new unique one.
+
+    Raises:
+        InvalidRunConfigException: ``queue`` is missing, an option is not a ``str``, or a
+            local image has no ``image_repo``.
+        TypeError: a mount is not a bind, volume or device mount.
+    """
+    queue = _str_option(cfg, "queue")
+    if not queue:
+        raise InvalidRunConfigException(
+            "run option 'queue' (the Volcano queue) is required", "queue"
+        )
+    namespace = _str_option(cfg, "namespace") or "default"
+    images = push_images(app, _str_option(cfg, "image_repo"))
+    resource = app_to_resource(
+        app,
+        queue,
+        _str_option(cfg, "service_account"),
+        _str_option(cfg, "priority_class"),
+        job_name,
+    )
+    return KubernetesJob(namespace, resource, images)
