@@ -284,3 +284,77 @@ class OpenFileLimitError(AsyncTorchXError, OSError):
             " the app was left running",
         )
         self.app_id = app_id
+
+
+class KubernetesConfigError(SchedulerUnavailableError):
+    """No usable kubeconfig: the ``kubernetes`` scheduler does not know which cluster to use.
+
+    Args:
+        detail: what is missing or wrong (the file, the context), from the kubeconfig loader.
+    """
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(
+            f"no usable Kubernetes configuration: {detail}. Point KUBECONFIG (or the"
+            " scheduler's `kubeconfig` parameter) at a kubeconfig file, or run inside a pod"
+            " with a service account"
+        )
+        self.detail = detail
+
+
+class KubernetesUnreachableError(SchedulerUnavailableError):
+    """The Kubernetes API server of the kubeconfig does not answer.
+
+    Args:
+        server: the API server's URL.
+        detail: the connection error.
+    """
+
+    def __init__(self, server: str, detail: str) -> None:
+        super().__init__(
+            f"the Kubernetes API server {server} does not answer ({detail}): check that the"
+            " cluster is up and that the kubeconfig's current context points at it"
+        )
+        self.server = server
+        self.detail = detail
+
+
+class KubernetesApiError(AsyncTorchXError, RuntimeError):
+    """The Kubernetes API server refused a request; carries the server's own message.
+
+    As :class:`DockerEngineError` does for the Docker engine, it keeps the HTTP status,
+    the API's ``Status.reason`` (``NotFound``, ``AlreadyExists``, ``Invalid``...) and
+    message, so a caller can tell a missing object from a rejected manifest.
+
+    Args:
+        status: the HTTP status code (Kubernetes API conventions).
+        reason: the ``Status.reason`` the server gave, or ``""``.
+        message: the server's message (an admission webhook's denial, a validation error).
+        request: the request, as ``METHOD path``.
+    """
+
+    def __init__(self, status: int, reason: str, message: str, request: str = "") -> None:
+        where = f" to {request}" if request else ""
+        why = f" {reason}" if reason else ""
+        super().__init__(f"the Kubernetes API server answered {status}{why}{where}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.request = request
+
+
+class VolcanoNotInstalledError(SchedulerUnavailableError):
+    """The cluster has no Volcano ``batch.volcano.sh/v1alpha1`` ``Job`` resource (CRD).
+
+    Args:
+        server: the API server's URL.
+    """
+
+    def __init__(self, server: str) -> None:
+        super().__init__(
+            f"Volcano is not installed on the cluster at {server}: the API has no"
+            " batch.volcano.sh/v1alpha1 jobs. Install it (see https://volcano.sh/en/docs/"
+            "installation/, e.g. `kubectl apply -f https://raw.githubusercontent.com/"
+            "volcano-sh/volcano/master/installer/volcano-development.yaml`)"
+        )
+        self.server = server

@@ -1,0 +1,402 @@
+"""The connection to the Kubernetes API server: the one module that imports lightkube.
+
+Objects go in and out as plain JSON dicts. Requests for single objects and lists go
+through :class:`lightkube.AsyncClient` (the Volcano ``Job`` and ``Command`` as lightkube
+generic resources, pods as lightkube's ``Pod``); the two streams lightkube cannot ask
+for as the scheduler needs them (a watch with ``allowWatchBookmarks``, a log with
+``sinceTime``) go over an ``httpx2`` client that lightkube's own config adapter builds
+from the same kubeconfig, so both carry the same server, TLS and credentials.
+
+Every third-party error is mapped here to :mod:`asynctorchx.errors`; a connection that
+breaks while a stream is open is :class:`StreamBroken`, which the watch and log
+followers answer by reconnecting (it never leaves the subpackage).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import anyio
+import httpx2
+from lightkube import AsyncClient, ConfigError, KubeConfig
+from lightkube.config import client_adapter
+from lightkube.config.client_adapter import ConnectionParams
+from lightkube.config.kubeconfig import SingleConfig
+from lightkube.core.exceptions import ApiError
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.resources.core_v1 import Pod
+
+from asynctorchx.errors import (
+    KubernetesApiError,
+    KubernetesConfigError,
+    KubernetesUnreachableError,
+    SchedulerClosedError,
+    VolcanoNotInstalledError,
+)
+from asynctorchx.schedulers.kubernetes._request import VOLCANO_GROUP, VOLCANO_VERSION
+
+#: The Volcano ``Job`` and the ``Command`` that aborts one, as lightkube generic resources.
+VolcanoJob = create_namespaced_resource(VOLCANO_GROUP, VOLCANO_VERSION, "Job", "jobs")
+VolcanoCommand = create_namespaced_resource("bus.volcano.sh", "v1alpha1", "Command", "commands")
+#: Seconds a single request may take (connect, read, write) before it counts as failed.
+REQUEST_TIMEOUT = 30.0
+
+
+class StreamBroken(Exception):
+    """A watch or log stream's connection broke (the caller reconnects)."""
+
+
+def _request_name(method: str, path: str) -> str:
+    return f"{method} {path}"
+
+
+def _api_error(error: ApiError, request: str) -> KubernetesApiError:
+    status = error.status
+    return KubernetesApiError(
+        int(status.code or error.response.status_code),
+        str(status.reason or ""),
+        str(status.message or error.response.text),
+        request,
+    )
+
+
+def _status_error(response: httpx2.Response, request: str) -> KubernetesApiError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"message": response.text}
+    if not isinstance(body, dict):
+        body = {"message": str(body)}
+    return KubernetesApiError(
+        response.status_code, str(body.get("reason", "")), str(body.get("message", "")), request
+    )
+
+
+class ApiServer:
+    """One scheduler's connection to the API server, opened on first use.
+
+    Args:
+        kubeconfig: a kubeconfig file; ``None``: lightkube's search (in-cluster service
+            account, then ``KUBECONFIG``, then ``~/.kube/config``).
+        context: the kubeconfig context; ``None``: its current context.
+
+    Raises (from every call):
+        KubernetesConfigError: no kubeconfig, or it lacks the context.
+        KubernetesUnreachableError: the server does not answer.
+        KubernetesApiError: the server refused the request.
+        SchedulerClosedError: :meth:`close` was called.
+    """
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+        self.kubeconfig = kubeconfig
+        self.context = context
+        self._config: SingleConfig | None = None
+        self._client: AsyncClient | None = None
+        self._http: httpx2.AsyncClient | None = None
+        self._closed = False
+        self._volcano_checked = False
+
+    # ------------------------------------------------------------------ connection
+
+    def config(self) -> SingleConfig:
+        """The kubeconfig's chosen context (loaded once).
+
+        Raises:
+            KubernetesConfigError: no kubeconfig, or it lacks the context.
+        """
+        if self._config is None:
+            try:
+                if self.kubeconfig is not None:
+                    loaded = KubeConfig.from_file(self.kubeconfig)
+                else:
+                    loaded = KubeConfig.from_env()
+                config = loaded.get(self.context)
+            except (ConfigError, OSError, ValueError, KeyError) as error:
+                raise KubernetesConfigError(str(error) or type(error).__name__) from None
+            if config is None:  # pragma: no cover - get() raises instead
+                raise KubernetesConfigError("the kubeconfig has no context")
+            self._config = config
+        return self._config
+
+    @property
+    def server(self) -> str:
+        """The API server's URL (``?`` before the kubeconfig could be read)."""
+        return str(self._config.cluster.server) if self._config is not None else "?"
+
+    @property
+    def default_namespace(self) -> str:
+        """The namespace of the kubeconfig's context (``default`` when it names none).
+
+        Raises:
+            KubernetesConfigError: no kubeconfig, or it lacks the context.
+        """
+        return str(self.config().namespace or "default")
+
+    def _clients(self) -> tuple[AsyncClient, httpx2.AsyncClient]:
+        if self._closed:
+            raise SchedulerClosedError("the kubernetes scheduler was closed")
+        if self._client is None or self._http is None:
+            config = self.config()
+            timeout = httpx2.Timeout(REQUEST_TIMEOUT)
+            try:
+                self._client = AsyncClient(config=config, timeout=timeout)
+                params = ConnectionParams(timeout=httpx2.Timeout(REQUEST_TIMEOUT, read=None))
+                self._http = client_adapter.AsyncClient(config, params)
+            except (ConfigError, OSError, ValueError, AssertionError) as error:
+                raise KubernetesConfigError(str(error) or type(error).__name__) from None
+        return self._client, self._http
+
+    async def close(self) -> None:
+        """Close both clients; idempotent, never raises."""
+        self._closed = True
+        client, http = self._client, self._http
+        self._client = self._http = None
+        with anyio.CancelScope(shield=True):
+            for closing in (client, http):
+                if closing is not None:
+                    with contextlib.suppress(Exception):
+                        await closing.aclose()
+
+    @contextlib.contextmanager
+    def _errors(self, request: str) -> Any:
+        """Map lightkube's and httpx's errors of one request to ours."""
+        try:
+            yield
+        except ApiError as error:
+            raise _api_error(error, request) from None
+        except httpx2.TransportError as error:
+            raise KubernetesUnreachableError(
+                self.server, str(error) or type(error).__name__
+            ) from None
+
+    async def check_volcano(self) -> None:
+        """Check (once) that the server has Volcano's ``Job`` resource.
+
+        Raises:
+            VolcanoNotInstalledError: its API group is missing (the CRD is not installed).
+        """
+        if self._volcano_checked:
+            return
+        _, http = self._clients()
+        path = f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}"
+        with self._errors(_request_name("GET", path)):
+            response = await http.get(path)
+        if response.status_code == 404:
+            raise VolcanoNotInstalledError(self.server)
+        if response.is_error:
+            raise _status_error(response, _request_name("GET", path))
+        self._volcano_checked = True
+
+    # ------------------------------------------------------------------ jobs
+
+    async def create_job(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Create a Volcano job; return it as the server stored it.
+
+        Args:
+            namespace: its namespace.
+            manifest: the ``Job`` manifest.
+        """
+        await self.check_volcano()
+        client, _ = self._clients()
+        with self._errors(f"POST {VOLCANO_GROUP} jobs in {namespace}"):
+            body = {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
+            created = await client.create(VolcanoJob.from_dict(body))
+        return dict(created)
+
+    async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Return the job, or ``None`` if the server has no such job.
+
+        Args:
+            namespace: its namespace.
+            name: its name.
+        """
+        await self.check_volcano()
+        client, _ = self._clients()
+        try:
+            with self._errors(f"GET {VOLCANO_GROUP} job {namespace}/{name}"):
+                found = await client.get(VolcanoJob, name, namespace=namespace)
+        except KubernetesApiError as error:
+            if error.status == 404:
+                return None
+            raise
+        return dict(found)
+
+    async def delete_job(self, namespace: str, name: str) -> bool:
+        """Delete the job (its pods go with it); ``False`` if it did not exist.
+
+        Args:
+            namespace: its namespace.
+            name: its name.
+        """
+        await self.check_volcano()
+        client, _ = self._clients()
+        try:
+            with self._errors(f"DELETE {VOLCANO_GROUP} job {namespace}/{name}"):
+                await client.delete(VolcanoJob, name, namespace=namespace)
+        except KubernetesApiError as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    async def abort_job(self, namespace: str, job: dict[str, Any]) -> None:
+        """Abort the job with a Volcano ``AbortJob`` command (what ``vcctl job suspend`` does).
+
+        Volcano kills the job's pods and the job ends ``Aborted``; it stays on the
+        server until deleted.
+
+        Args:
+            namespace: its namespace.
+            job: the job, as :meth:`get_job` returned it (its name and uid are used).
+        """
+        client, _ = self._clients()
+        name = job["metadata"]["name"]
+        owner = {
+            "apiVersion": f"{VOLCANO_GROUP}/{VOLCANO_VERSION}",
+            "kind": "Job",
+            "name": name,
+            "uid": job["metadata"].get("uid", ""),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        command = {
+            "apiVersion": "bus.volcano.sh/v1alpha1",
+            "kind": "Command",
+            "metadata": {
+                "generateName": f"{name}-abortjob-",
+                "namespace": namespace,
+                "ownerReferences": [owner],
+            },
+            "action": "AbortJob",
+            "target": owner,
+        }
+        with self._errors(f"POST bus.volcano.sh commands in {namespace}"):
+            await client.create(VolcanoCommand.from_dict(command))
+
+    async def list_jobs(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
+        """Return the namespace's jobs and the list's ``resourceVersion``.
+
+        Args:
+            namespace: the namespace.
+        """
+        await self.check_volcano()
+        client, _ = self._clients()
+        with self._errors(f"GET {VOLCANO_GROUP} jobs in {namespace}"):
+            listed = client.list(VolcanoJob, namespace=namespace)
+            items = [dict(job) async for job in listed]
+            return items, listed.resourceVersion
+
+    async def list_pods(
+        self, namespace: str, labels: Mapping[str, str]
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Return the pods with ``labels`` and the list's ``resourceVersion``.
+
+        Args:
+            namespace: the namespace.
+            labels: label -> value every pod has.
+        """
+        client, _ = self._clients()
+        with self._errors(f"GET pods in {namespace}"):
+            listed = client.list(Pod, namespace=namespace, labels=dict(labels.items()))
+            items = [dict(pod.to_dict()) async for pod in listed]
+            return items, listed.resourceVersion
+
+    # ------------------------------------------------------------------ streams
+
+    @contextlib.asynccontextmanager
+    async def _stream(self, path: str, params: dict[str, str]) -> AsyncIterator[httpx2.Response]:
+        """Open a streaming GET; a broken connection while open is :class:`StreamBroken`."""
+        _, http = self._clients()
+        request = _request_name("GET", path)
+        try:
+            async with http.stream("GET", path, params=params) as response:
+                if response.is_error:
+                    await response.aread()
+                    raise _status_error(response, request)
+                yield response
+        except (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.ReadTimeout) as error:
+            raise StreamBroken(str(error)) from None
+        except httpx2.TransportError as error:
+            raise KubernetesUnreachableError(
+                self.server, str(error) or type(error).__name__
+            ) from None
+
+    @contextlib.asynccontextmanager
+    async def watch(
+        self,
+        plural: str,
+        namespace: str,
+        resource_version: str,
+        labels: dict[str, str] | None = None,
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        """Watch ``jobs`` or ``pods`` from ``resource_version``; yield the events' iterator.
+
+        Each event is the API's ``{"type": ..., "object": ...}`` (``ADDED``,
+        ``MODIFIED``, ``DELETED``, ``BOOKMARK``, ``ERROR``); bookmarks are asked for.
+
+        Args:
+            plural: ``jobs`` (Volcano) or ``pods``.
+            namespace: the namespace.
+            resource_version: where to start (a list's version).
+            labels: label -> value every object has, or ``None``.
+
+        Raises:
+            StreamBroken: the connection broke (while iterating).
+        """
+        if plural == "jobs":
+            path = f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{namespace}/jobs"
+        else:
+            path = f"/api/v1/namespaces/{namespace}/pods"
+        params = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+        }
+        if labels:
+            params["labelSelector"] = ",".join(f"{key}={value}" for key, value in labels.items())
+        async with self._stream(path, params) as response:
+
+            async def events() -> AsyncIterator[dict[str, Any]]:
+                try:
+                    async for line in response.aiter_lines():
+                        if line.strip():
+                            yield json.loads(line)
+                except (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.ReadTimeout) as error:
+                    raise StreamBroken(str(error)) from None
+
+            yield events()
+
+    @contextlib.asynccontextmanager
+    async def log(
+        self, namespace: str, pod: str, container: str, follow: bool, since_time: str | None
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """Open a pod's log, with timestamps; yield an iterator of its raw bytes.
+
+        Args:
+            namespace: the namespace.
+            pod: the pod's name.
+            container: the container's name.
+            follow: keep the stream open while the container runs.
+            since_time: RFC 3339 time of the first line wanted (inclusive), or ``None``.
+
+        Raises:
+            KubernetesApiError: the pod does not exist (404) or has not started (400).
+            StreamBroken: the connection broke (while iterating).
+        """
+        params = {"container": container, "timestamps": "true", "follow": str(follow).lower()}
+        if since_time is not None:
+            params["sinceTime"] = since_time
+        path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
+        async with self._stream(path, params) as response:
+
+            async def chunks() -> AsyncIterator[bytes]:
+                try:
+                    async for chunk in response.aiter_bytes():
+                        yield chunk
+                except (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.ReadTimeout) as error:
+                    raise StreamBroken(str(error)) from None
+
+            yield chunks()
