@@ -174,6 +174,12 @@ class FakeApiServer:
                 task_group.cancel_scope.cancel()
 
     async def _connection(self, stream: SocketStream) -> None:
+        with contextlib.suppress(
+            anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream
+        ):
+            await self._serve_connection(stream)
+
+    async def _serve_connection(self, stream: SocketStream) -> None:
         async with stream:
             connection = h11.Connection(h11.SERVER)
             while True:
@@ -681,10 +687,14 @@ class FakeApiServer:
             name: the pod.
             lines: the lines.
             namespace: its namespace.
-            same_time: give every line the same timestamp (the kubelet can).
+            same_time: give every line the timestamp of the log's last line (or one
+                shared timestamp): the kubelet can write several lines at one time.
         """
         log = self.logs[(namespace, name)]
-        stamp = max(time.time_ns(), (log[-1][0] + 1) if log else 0)
+        if same_time and log:
+            stamp = log[-1][0]
+        else:
+            stamp = max(time.time_ns(), (log[-1][0] + 1) if log else 0)
         for line in lines:
             log.append((stamp, line if line.endswith("\n") else line + "\n"))
             if not same_time:

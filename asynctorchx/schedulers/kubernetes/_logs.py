@@ -1,0 +1,280 @@
+"""A replica's log from its pod: read, or followed across dropped connections and retries.
+
+The log is always asked for with ``timestamps=true`` (the kubelet prefixes each line
+with its RFC 3339 time, which is stripped before the line is yielded). The times serve
+``since`` (the ``sinceTime`` parameter, then a local filter), ``until`` (stop at the
+first later line) and resuming: when a follow connection breaks, it is reopened with
+``sinceTime`` at the last line's time, and the lines already yielded at that time are
+skipped, so no line is duplicated or lost (several lines can share one time).
+
+``should_tail`` follows the pod until the app is terminal: when Volcano replaces the pod
+(a retry) the new pod's log follows; the wait for a pod to start or be replaced is an
+await on the scheduler's shared pods watch (:mod:`._informer`), not a poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from datetime import datetime, timezone
+from typing import Any
+
+import anyio
+import attrs
+
+from asynctorchx.errors import KubernetesApiError
+from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
+from asynctorchx.schedulers.kubernetes._informer import Informer
+from asynctorchx.schedulers.kubernetes._state import job_state
+from asynctorchx.schedulers.toolkit import LineAssembler, LogQuery, race
+from asynctorchx.specs.api import is_terminal
+
+#: Seconds a follower waits for the pods watch to show why a log stream ended cleanly
+#: before it reconnects anyway (the server may end a follow of a running container).
+CLEAN_END_GRACE = 5.0
+
+
+def parse_timestamp(text: str) -> int:
+    """RFC 3339 time (``Z`` or an offset, any fraction) -> nanoseconds since the epoch.
+
+    Args:
+        text: the kubelet's timestamp, e.g. ``2024-05-01T10:00:00.123456789Z``.
+
+    Raises:
+        ValueError: ``text`` is not such a time.
+    """
+    main, zone = text[:19], text[19:]
+    fraction = ""
+    if zone.startswith("."):
+        end = 1
+        while end < len(zone) and zone[end].isdigit():
+            end += 1
+        fraction, zone = zone[1:end], zone[end:]
+    offset = "+00:00" if zone in ("Z", "z", "") else zone
+    seconds = int(datetime.fromisoformat(main + offset).timestamp())
+    return seconds * 1_000_000_000 + int(fraction.ljust(9, "0")[:9] or "0")
+
+
+def since_time(ns: int) -> str:
+    """``sinceTime`` for a time in nanoseconds: whole seconds, rounded down (inclusive).
+
+    Args:
+        ns: nanoseconds since the epoch.
+    """
+    moment = datetime.fromtimestamp(ns // 1_000_000_000, timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@attrs.define
+class _Position:
+    """Where a container's log was read up to: the last line's time, how many lines had it.
+
+    Args:
+        uid: the pod (container) whose log this is.
+        last_ns: the time of the last line read (ns), ``-1`` before any.
+        count: how many lines read had that time.
+    """
+
+    uid: str = ""
+    last_ns: int = -1
+    count: int = 0
+
+
+class _Reader:
+    """Reads one pod's log stream(s), resuming at its :class:`_Position`."""
+
+    def __init__(self, api: ApiServer, namespace: str, container: str, query: LogQuery) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.container = container
+        self.query = query
+        self.position = _Position()
+        self.done = False  # a line after ``until`` was seen
+        self._skip = 0
+        self._seen = 0
+
+    def _since(self) -> str | None:
+        if self.position.last_ns >= 0:
+            return since_time(self.position.last_ns)
+        since = self.query.since_timestamp
+        return since_time(int(since * 1_000_000_000)) if since is not None else None
+
+    async def read(self, pod: str, follow: bool) -> AsyncIterator[str]:
+        """Yield the new lines of one log request (its end flushes a partial line).
+
+        Args:
+            pod: the pod.
+            follow: keep reading while the container runs.
+
+        Raises:
+            StreamBroken: the connection broke (the caller resumes).
+            KubernetesApiError: the pod is gone (404) or not started (400).
+        """
+        assembler = LineAssembler()
+        self._skip, self._seen = self.position.count, 0
+        async with self.api.log(
+            self.namespace, pod, self.container, follow, self._since()
+        ) as chunks:
+            async for chunk in chunks:
+                for line in assembler.feed(chunk):
+                    kept = self._keep(line)
+                    if kept is not None:
+                        yield kept
+                    if self.done:
+                        return
+            for line in assembler.flush():
+                kept = self._keep(line)
+                if kept is not None:
+                    yield kept
+
+    def _fresh(self, ns: int) -> bool:
+        """Whether a line of time ``ns`` was not read before (and count it as read)."""
+        position = self.position
+        if ns < position.last_ns:
+            return False
+        if ns == position.last_ns:
+            self._seen += 1
+            if self._seen <= self._skip:
+                return False
+            position.count += 1
+            return True
+        position.last_ns, position.count, self._skip = ns, 1, 0
+        return True
+
+    def _keep(self, line: str) -> str | None:
+        stamp, _, text = line.partition(" ")
+        try:
+            ns = parse_timestamp(stamp)
+        except ValueError:
+            return line
+        if not self._fresh(ns):
+            return None
+        since, until = self.query.since_timestamp, self.query.until_timestamp
+        if until is not None and ns > until * 1_000_000_000:
+            self.done = True
+            return None
+        if since is not None and ns < since * 1_000_000_000:
+            return None
+        return text if self.query.matches(text) else None
+
+
+def _pod_of(pods: Informer, name: str) -> dict[str, Any] | None:
+    return pods.objects.get(name)
+
+
+async def log_lines(
+    api: ApiServer,
+    jobs: Informer,
+    pods: Informer,
+    job_name: str,
+    pod: str,
+    container: str,
+    query: LogQuery,
+) -> AsyncGenerator[str, None]:
+    """Yield the replica's log lines as ``query`` asks (see the module).
+
+    Args:
+        api: the API server.
+        jobs: the shared jobs watch of the namespace.
+        pods: the shared pods watch of the namespace.
+        job_name: the job.
+        pod: the replica's pod name.
+        container: its container's name.
+        query: filters and follow mode.
+
+    Raises:
+        KubernetesApiError: the server refused the log request.
+    """
+    reader = _Reader(api, pods.namespace, container, query)
+    if not query.should_tail:
+        try:
+            async for line in reader.read(pod, follow=False):
+                yield line
+        except KubernetesApiError as error:
+            if error.status not in (400, 404):  # not started yet, or gone: no lines
+                raise
+        except StreamBroken:
+            return
+        return
+    async with contextlib.aclosing(_follow(reader, jobs, pods, job_name, pod)) as lines:
+        async for line in lines:
+            yield line
+
+
+def _app_over(jobs: Informer, job_name: str) -> bool:
+    job = jobs.objects.get(job_name)
+    return job is None or is_terminal(job_state(job))
+
+
+async def _await(informer: Informer, check: Callable[[], bool]) -> None:
+    await informer.wait_until(lambda: True if check() else None)
+
+
+async def _follow(
+    reader: _Reader, jobs: Informer, pods: Informer, job_name: str, pod: str
+) -> AsyncGenerator[str, None]:
+    """Follow the pod's log until the app is terminal and its last container's log ended.
+
+    A container's log is complete once a follow opened after it terminated ended
+    cleanly (the kubelet then sends everything and closes); any other end is resumed.
+    """
+    complete_uid = ""  # the container whose log was read to its end
+    while not reader.done:
+        current = await _started_pod(jobs, pods, job_name, pod, complete_uid)
+        if current is None:
+            return
+        uid = current["metadata"].get("uid", "")
+        if uid != reader.position.uid:  # a new container (a retry): all its lines are new
+            reader.position = _Position(uid)
+        terminated = (current.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        try:
+            async for line in reader.read(pod, follow=True):
+                yield line
+        except StreamBroken:
+            continue
+        except KubernetesApiError as error:
+            if error.status not in (400, 404):
+                raise
+            continue
+        if reader.done:
+            return
+        if terminated:
+            complete_uid = uid
+            continue
+        with anyio.move_on_after(CLEAN_END_GRACE):
+            await _await(pods, functools.partial(_ended, pods, pod, uid))
+
+
+def _ended(pods: Informer, pod: str, uid: str) -> bool:
+    """Whether the container ``uid`` of the pod is over (terminated, replaced, gone)."""
+    current = _pod_of(pods, pod)
+    if current is None or current["metadata"].get("uid", "") != uid:
+        return True
+    return (current.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _finished_read(current: dict[str, Any], read_uid: str) -> bool:
+    phase = (current.get("status") or {}).get("phase")
+    return current["metadata"].get("uid", "") == read_uid and phase in ("Succeeded", "Failed")
+
+
+async def _started_pod(
+    jobs: Informer, pods: Informer, job_name: str, pod: str, read_uid: str
+) -> dict[str, Any] | None:
+    """Await the pod with a container to read (started, and not the finished one read);
+    ``None`` once the app is terminal with nothing more to read.
+    """
+
+    def readable() -> bool:
+        current = _pod_of(pods, pod)
+        if current is None or _finished_read(current, read_uid):
+            return False
+        return (current.get("status") or {}).get("phase") not in (None, "Pending")
+
+    def ready() -> bool:
+        return pods.synced and jobs.synced and (readable() or _app_over(jobs, job_name))
+
+    # both watches are read until one of them shows the pod readable or the app over
+    await race([functools.partial(_await, pods, ready), functools.partial(_await, jobs, ready)])
+    return _pod_of(pods, pod) if readable() else None
