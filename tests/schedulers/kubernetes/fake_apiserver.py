@@ -166,7 +166,7 @@ class FakeApiServer:
                 }
             )
         )
-        async with anyio.create_task_group() as task_group:
+        async with listener, anyio.create_task_group() as task_group:
             task_group.start_soon(listener.serve, self._connection, task_group)
             try:
                 yield self
