@@ -244,20 +244,17 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     async def _cancel_existing(self, app_id: str) -> None:
         await self.cancel(app_id)
 
-    async def delete(self, app_id: str) -> bool:
-        """Delete the app's job and its pods (running ones are killed).
+    async def delete(self, app_id: str) -> None:
+        """Delete the app's job and its pods (running ones are killed); idempotent.
 
         Args:
             app_id: ``{namespace}:{job}``.
-
-        Returns:
-            whether there was a job to delete.
 
         Raises:
             InvalidAppIdException: ``app_id`` is not of that form.
         """
         namespace, name = parse_app_id(app_id)
-        return await self.api.delete_job(namespace, name)
+        await self.api.delete_job(namespace, name)
 
     # ------------------------------------------------------------------ logs
 
