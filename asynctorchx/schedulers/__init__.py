@@ -1,8 +1,8 @@
 """Schedulers: the async :class:`Scheduler` interface and the registry of backends.
 
 Built-ins, in order (the first is the default): ``local_cwd``, ``local_dir``,
-``local_docker``, ``slurm``. Installing a package that registers the entry point group
-``asynctorchx.schedulers`` replaces the built-ins with its schedulers, as TorchX's
+``local_docker``, ``slurm``, ``kubernetes``. Installing a package that registers the
+entry point group ``asynctorchx.schedulers`` replaces the built-ins with its schedulers, as TorchX's
 ``torchx.schedulers`` group does (``torchx.schedulers.get_scheduler_factories``).
 Backends are imported only when their factory is called (or its class asked for with
 :func:`get_scheduler_class`), so ``local_cwd`` never imports aiodocker.
@@ -39,6 +39,10 @@ _BUILTINS: dict[str, tuple[str, str]] = {
     "slurm": (
         "asynctorchx.schedulers.slurm_scheduler:create_scheduler",
         "asynctorchx.schedulers.slurm_scheduler:SlurmScheduler",
+    ),
+    "kubernetes": (
+        "asynctorchx.schedulers.kubernetes_scheduler:create_scheduler",
+        "asynctorchx.schedulers.kubernetes_scheduler:KubernetesScheduler",
     ),
 }
 
