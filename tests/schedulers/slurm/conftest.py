@@ -85,8 +85,13 @@ def torchx_python() -> Path | None:
     """The python of a venv with TorchX 0.7.0, or ``None``.
 
     ``ASYNCTORCHX_TORCHX_VENV`` names the venv; else ``benchmarks/.venv-torchx`` (what
-    ``benchmarks/run.sh`` and CI build).
+    ``benchmarks/run.sh`` and CI build). Under ``ASYNCTORCHX_REQUIRE_TORCHX=1`` (CI) a
+    missing venv fails the test instead of skipping it.
     """
     venv = os.environ.get("ASYNCTORCHX_TORCHX_VENV")
     python = Path(venv) / "bin" / "python" if venv else REPO / "benchmarks/.venv-torchx/bin/python"
-    return python if python.exists() else None
+    if python.exists():
+        return python
+    if os.environ.get("ASYNCTORCHX_REQUIRE_TORCHX"):  # CI builds it: a missing venv fails
+        pytest.fail(f"no TorchX 0.7.0 venv at {python}; build it with: {BUILD_TORCHX_VENV}")
+    return None
