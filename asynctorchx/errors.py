@@ -358,3 +358,24 @@ class VolcanoNotInstalledError(SchedulerUnavailableError):
             "volcano-sh/volcano/master/installer/volcano-development.yaml`)"
         )
         self.server = server
+
+
+class UnsafeLogPathError(AsyncTorchXError, PermissionError):
+    """A log directory or log file is not safe to write to or read from.
+
+    Raised by the local schedulers at submit (nothing is started then) and by the log
+    readers: a directory on the way to the logs is a symbolic link, is owned by another
+    user or is writable by every user, or a log file is a symbolic link or a file this
+    user did not create. Such a path lets another local user redirect a replica's output
+    into a file of theirs choosing (TorchX's ``torchx.schedulers.local_scheduler`` opens
+    log files by path and follows links). A ``PermissionError``, hence an ``OSError``.
+
+    Args:
+        path: the offending path.
+        reason: what is wrong with it.
+        fix: how to fix it.
+    """
+
+    def __init__(self, path: str, reason: str, fix: str) -> None:
+        super().__init__(f"log path {path!r} {reason}: {fix}")
+        self.path = path

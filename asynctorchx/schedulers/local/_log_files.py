@@ -12,17 +12,37 @@ the toolkit's :func:`~asynctorchx.schedulers.toolkit.tail_file`, giving it
 Files are written with plain ``os.write`` on local files: page cache I/O that does not
 block the event loop in practice, and a thread hop per chunk (what ``aiofiles`` does)
 would cost more latency than the write itself.
+
+Safety in a shared ``log_dir`` (e.g. ``/tmp/logs``, where another local user may create
+names first): :func:`prepare_log_dirs` creates every directory of the layout with mode
+0700 and refuses one that is a symbolic link or owned by another user
+(:class:`~asynctorchx.errors.UnsafeLogPathError`); log and index files are created
+0600 with ``O_CREAT | O_EXCL | O_NOFOLLOW``, and reopened (a retry appends) only when
+the name is a regular file of this user with one link. TorchX's
+``torchx.schedulers.local_scheduler`` opens them by path with ``open(path, "a")``.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
+import errno
 import os
+import stat
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+from asynctorchx.errors import UnsafeLogPathError
+from asynctorchx.schedulers.toolkit._tail import open_for_reading, symlink_error
 
 _INDEX_ENTRY = struct.Struct("<Qd")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+#: Mode of the directories the local schedulers create: the owner's only.
+DIRECTORY_MODE = 0o700
+#: Mode of the log and index files: the owner's only.
+FILE_MODE = 0o600
 
 STREAM_FILES = ("stdout", "stderr", "combined")
 
@@ -43,9 +63,8 @@ class LogFile:
         self.size = 0
 
     def _open(self) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-        self._data_fd = os.open(self.path, flags, 0o644)
-        self._index_fd = os.open(self.path + ".idx", flags, 0o644)
+        self._data_fd = open_log_file(self.path)
+        self._index_fd = open_log_file(self.path + ".idx")
         self.size = os.fstat(self._data_fd).st_size  # a retry appends to the same file
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
@@ -157,13 +176,170 @@ class TimeIndex:
 
     def _load(self) -> None:
         try:
-            with open(self._path, "rb") as index:
-                index.seek(self._read_bytes)
-                data = index.read()
+            fd = open_for_reading(self._path)
         except FileNotFoundError:
             return
+        with open(fd, "rb") as index:
+            index.seek(self._read_bytes)
+            data = index.read()
         usable = len(data) - len(data) % _INDEX_ENTRY.size
         for end, when in _INDEX_ENTRY.iter_unpack(data[:usable]):
             self._ends.append(end)
             self._times.append(when)
         self._read_bytes += usable
+
+
+def open_log_file(path: str) -> int:
+    """Open the log (or index) file ``path`` for appending; return its descriptor.
+
+    The file is created with mode 0600 (``O_CREAT | O_EXCL | O_NOFOLLOW``); an existing
+    one (an earlier attempt of the replica wrote it) is reopened only when it is a
+    regular file of this user with a single link, without following a symbolic link.
+
+    Args:
+        path: the file.
+
+    Raises:
+        UnsafeLogPathError: ``path`` is a symbolic link, or a file this user did not
+            create (another owner, another kind of file, hard links).
+        OSError: the file could not be created (disk full, no permission).
+    """
+    flags = os.O_WRONLY | os.O_APPEND | _CLOEXEC | _NOFOLLOW
+    try:
+        return os.open(path, flags | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise symlink_error(path) from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_nlink != 1:
+        os.close(fd)
+        raise _foreign_file_error(path)
+    return fd
+
+
+def prepare_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
+    """Create the log directories of an app under ``root``, private, before it starts.
+
+    ``root`` is the ``log_dir`` run option (or the scheduler's temporary directory); it
+    and each missing parent is created 0700. An existing ``root`` must be a directory
+    (not a symbolic link: the dry run resolved the option's links) owned by this user or
+    by root, and not writable by every user unless sticky (``/tmp`` is fine). Every
+    directory below it (session, app, role, replica) is created 0700; an existing one
+    must be a directory of this user (its mode is narrowed to 0700). When the app's
+    directory already existed, no log file of a replica may be a symbolic link or a
+    file of another user.
+
+    Args:
+        root: the log root; the replica directories are below it.
+        replica_dirs: each replica's log directory.
+
+    Raises:
+        UnsafeLogPathError: a directory or log file fails the rules above.
+        OSError: a directory could not be created (no permission, not a directory).
+    """
+    _make_root(root)
+    known: dict[str, bool] = {root: False}  # directory -> created by this call
+    for replica_dir in replica_dirs:
+        parts = os.path.relpath(replica_dir, root).split(os.sep)
+        path = root
+        fresh = False
+        for part in parts:
+            path = os.path.join(path, part)
+            created = known.get(path)
+            if created is None:
+                created = known[path] = _make_private_dir(path)
+            fresh = fresh or created
+        if not fresh:  # an existing directory: what is in it is not known to be ours
+            for name in STREAM_FILES:
+                log_path = os.path.join(replica_dir, f"{name}.log")
+                _check_existing_file(log_path)
+                _check_existing_file(log_path + ".idx")
+
+
+def _make_root(root: str) -> None:
+    """Create ``root`` and its missing parents (0700), then check it."""
+    missing: list[str] = []
+    path = root
+    while not os.path.lexists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, DIRECTORY_MODE)
+        _check_root(directory)
+    if not missing:
+        _check_root(root)
+
+
+def _check_root(path: str) -> None:
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise symlink_error(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafeLogPathError(path, "is not a directory", "give a directory as log_dir")
+    if info.st_uid not in (os.geteuid(), 0):
+        raise _owner_error(path, info.st_uid)
+    if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+        raise UnsafeLogPathError(
+            path,
+            "is writable by every user (mode"
+            f" {stat.S_IMODE(info.st_mode):04o}), so another user can replace what is in it",
+            f"run `chmod o-w {path}` (or `chmod +t`), or choose a log_dir of your own",
+        )
+
+
+def _make_private_dir(path: str) -> bool:
+    """Create ``path`` 0700 and return True, or check an existing one and return False."""
+    try:
+        os.mkdir(path, DIRECTORY_MODE)
+    except FileExistsError:
+        pass
+    else:
+        return True
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise symlink_error(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafeLogPathError(path, "is not a directory", "remove it, or choose another log_dir")
+    if info.st_uid != os.geteuid():
+        raise _owner_error(path, info.st_uid)
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, DIRECTORY_MODE)
+    return False
+
+
+def _check_existing_file(path: str) -> None:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise symlink_error(path)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_nlink != 1:
+        raise _foreign_file_error(path)
+
+
+def _owner_error(path: str, uid: int) -> UnsafeLogPathError:
+    return UnsafeLogPathError(
+        path,
+        f"is owned by uid {uid}, not by this user (uid {os.geteuid()}), who could then"
+        " read or redirect the logs",
+        "remove it or choose a log_dir of your own (e.g. under your home directory)",
+    )
+
+
+def _foreign_file_error(path: str) -> UnsafeLogPathError:
+    return UnsafeLogPathError(
+        path,
+        "exists and is not a log file of this user (another owner, another kind of file,"
+        " or hard links)",
+        "remove it, or choose a log_dir of your own",
+    )

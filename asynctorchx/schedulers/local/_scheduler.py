@@ -30,7 +30,7 @@ from asynctorchx.schedulers.api import (
 )
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._error_files import read_error_file
-from asynctorchx.schedulers.local._log_files import TimeIndex
+from asynctorchx.schedulers.local._log_files import TimeIndex, prepare_log_dirs
 from asynctorchx.schedulers.local._process_groups import ProcessGroups
 from asynctorchx.schedulers.local._request import (
     CWDImageProvider,
@@ -184,7 +184,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
     def _base_log_dir(self, cfg: Mapping[str, CfgVal]) -> str:
         log_dir = cfg.get("log_dir")
         if isinstance(log_dir, str) and log_dir:
-            return os.path.abspath(log_dir)
+            # the user's own links are resolved now: a link planted later is refused
+            return os.path.realpath(log_dir)
         if self._temp_log_dir is None:
             self._temp_log_dir = tempfile.mkdtemp(prefix="asynctorchx_")
         return self._temp_log_dir
@@ -210,6 +211,10 @@ class LocalScheduler(Scheduler[PopenRequest]):
         Raises:
             SchedulerClosedError: the scheduler is not entered (``async with``) or closed.
             IndexError: ``cache_size`` apps are kept and none of them has finished.
+            UnsafeLogPathError: a log directory is a symbolic link, or owned by another
+                user, or a log file is a link or not this user's (see
+                ``asynctorchx.schedulers.local._log_files.prepare_log_dirs``); nothing
+                was started.
             OSError: a replica could not be started (e.g. ``FileNotFoundError`` for an
                 entrypoint that does not exist); the replicas already started are killed.
         """
@@ -228,8 +233,9 @@ class LocalScheduler(Scheduler[PopenRequest]):
                 " larger cache_size"
             )
         app = LocalApp(request, dryrun_info._app)
-        for replica in app.all_replicas():
-            os.makedirs(replica.log_dir, exist_ok=True)
+        # <root>/<session>/<app_id>: every directory below the root private and ours
+        root = os.path.dirname(os.path.dirname(request.log_dir))
+        prepare_log_dirs(root, [replica.log_dir for replica in app.all_replicas()])
         use_pidfd_child_watcher()
         await self._task_group.start(supervise, app, self._process_groups, self._keep)
         return request.app_id

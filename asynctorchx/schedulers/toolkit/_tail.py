@@ -8,6 +8,7 @@ as soon as it is written, and an idle follower costs nothing.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -15,11 +16,13 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from asynctorchx.errors import UnsafeLogPathError
 from asynctorchx.schedulers.toolkit._lines import split_lines
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
 
 #: Bytes read at a time (1 MiB): large blocks keep the per-line cost low.
 READ_SIZE = 1 << 20
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 class Notifier:
@@ -40,6 +43,36 @@ class Notifier:
         """Wake everything awaiting the current event."""
         event, self.event = self.event, anyio.Event()
         event.set()
+
+
+def symlink_error(path: str) -> UnsafeLogPathError:
+    """The error for a log file (or directory) that is a symbolic link."""
+    return UnsafeLogPathError(
+        path,
+        "is a symbolic link, which log files and the directories holding them never follow",
+        "remove it (someone may have planted it to redirect the logs), or choose a log_dir"
+        " of your own",
+    )
+
+
+def open_for_reading(path: str) -> int:
+    """Open ``path`` read-only without following a symbolic link; return its descriptor.
+
+    Args:
+        path: the file.
+
+    Raises:
+        UnsafeLogPathError: ``path`` is a symbolic link (``O_NOFOLLOW``: a link planted
+            in a shared log directory must not make a reader return another file).
+        FileNotFoundError: nothing is at ``path``.
+        OSError: it cannot be opened otherwise (no permission).
+    """
+    try:
+        return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | _NOFOLLOW)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise symlink_error(path) from None
+        raise
 
 
 def _lines_at(data: bytes, end: int, offset: int) -> list[tuple[int, str]]:
@@ -82,7 +115,7 @@ async def _open(
         resume = pause()
         finished = is_finished()
         try:
-            return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            return open_for_reading(path)
         except FileNotFoundError:
             if finished or not query.should_tail:
                 return -1
@@ -119,7 +152,8 @@ async def tail_file(
     yielded. The file may not exist yet: it is awaited like new output.
 
     Args:
-        path: the log file (opened read-only; never created).
+        path: the log file (opened read-only, never created, never through a symbolic
+            link).
         query: regex, since/until and should_tail (its role and replica are the caller's).
         wake: returns the event that is set at the next write (``Notifier.event``);
             give it or ``wait_for_change``.
@@ -133,6 +167,10 @@ async def tail_file(
             filesystem): awaited at end of file instead of the ``wake`` event, e.g. the
             next state poll of the job (``BatchedPoller.next_poll``); ``is_finished`` is
             asked again after it.
+
+    Raises:
+        UnsafeLogPathError: ``path`` is a symbolic link.
+        OSError: the file cannot be read.
     """
     pause = _pauser(wake, wait_for_change)
     fd = await _open(path, query, pause, is_finished)
