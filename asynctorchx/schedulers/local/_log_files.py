@@ -34,6 +34,14 @@ import time
 from collections.abc import Callable, Sequence
 
 from asynctorchx.errors import UnsafeLogPathError
+from asynctorchx.schedulers.toolkit._lines import (
+    MAX_LINE_BYTES,
+    check_max_line_bytes,
+    has_long_line,
+    line_spans,
+    piece_end,
+    whole_pieces_end,
+)
 from asynctorchx.schedulers.toolkit._tail import open_for_reading, symlink_error
 
 _INDEX_ENTRY = struct.Struct("<Qd")
@@ -92,15 +100,34 @@ class ReplicaLogWriter:
     ``combined.log`` receives only whole lines (a line from stdout and one from
     stderr never interleave), in the order they arrived; ``stdout.log`` and
     ``stderr.log`` receive the bytes as read.
+
+    A line of more than :data:`~asynctorchx.schedulers.toolkit._lines.MAX_LINE_BYTES`
+    bytes (4 MiB, its ``\\n`` included) goes to ``combined.log`` in pieces, each ended
+    by a ``\\n`` of its own (cut at a UTF-8 character boundary), so that a stream that
+    never writes a newline (``\\r`` progress bars) holds at most that much memory
+    and still never interleaves with the other stream. ``stdout.log`` and
+    ``stderr.log`` keep the bytes as written.
+
+    Args:
+        directory: the replica's log directory (private, made by :func:`prepare_log_dirs`).
+        on_write: called after every write (wakes the log followers).
+        max_line_bytes: the longest line ``combined.log`` holds whole, in bytes.
     """
 
-    def __init__(self, directory: str, on_write: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        directory: str,
+        on_write: Callable[[], None],
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ) -> None:
+        check_max_line_bytes(max_line_bytes)
         self.directory = directory
         self.files = {
             name: LogFile(os.path.join(directory, f"{name}.log")) for name in STREAM_FILES
         }
         self._partial: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         self._on_write = on_write
+        self._max_line_bytes = max_line_bytes
         self.error: OSError | None = None
 
     def write(self, stream: str, chunk: bytes) -> None:
@@ -108,6 +135,10 @@ class ReplicaLogWriter:
 
         A write error (disk full) is kept in :attr:`error` and later output is
         dropped, so the replica is never blocked on a full pipe.
+
+        Args:
+            stream: ``stdout`` or ``stderr``.
+            chunk: the bytes read from it.
         """
         if self.error is None:
             try:
@@ -119,14 +150,48 @@ class ReplicaLogWriter:
                 else:
                     if partial:
                         partial += chunk[: end + 1]
-                        self.files["combined"].write(partial)
+                        self._write_combined(partial)
                         partial.clear()
                     else:
-                        self.files["combined"].write(chunk[: end + 1])
+                        self._write_combined(chunk[: end + 1])
                     partial += chunk[end + 1 :]
+                if len(partial) >= self._max_line_bytes:
+                    self._write_pieces(partial)
             except OSError as error:
                 self.error = error
         self._on_write()
+
+    def _write_combined(self, lines: bytes | bytearray) -> None:
+        """Write whole lines to combined, splitting those over the limit."""
+        limit = self._max_line_bytes
+        if len(lines) <= limit or not has_long_line(lines, len(lines), limit):
+            self.files["combined"].write(lines)
+            return
+        for start, stop in line_spans(lines, len(lines), None):
+            line = bytearray(lines[start:stop])
+            self._write_pieces(line)
+            self.files["combined"].write(line)
+
+    def _write_pieces(self, partial: bytearray) -> None:
+        """Write the whole pieces of the over-long line ``partial`` to combined.
+
+        Each piece is at most ``max_line_bytes - 1`` bytes and gets a ``\\n``; what is
+        left in ``partial`` (shorter than the limit) waits for the line's end.
+        """
+        if len(partial) < self._max_line_bytes:
+            return
+        limit = self._max_line_bytes - 1
+        combined = self.files["combined"]
+        with memoryview(partial) as view:
+            content = len(view) - (view[-1] == 0x0A)  # a complete line's newline stays
+            end = whole_pieces_end(view[:content], limit)
+            start = 0
+            while start < end:
+                stop = piece_end(view, start, limit)
+                combined.write(view[start:stop])  # written from where it is, not copied
+                combined.write(b"\n")
+                start = stop
+        del partial[:end]
 
     def finish(self, stream: str) -> None:
         """``stream`` reached end of file: flush its unterminated last line to combined."""

@@ -6,25 +6,152 @@ The rule every backend follows (TorchX's ``log_iter`` yields lines with their ``
   ``\\x1c``... stay inside the line (``str.splitlines`` would split on them);
 - each line keeps its ``\\n``; the unterminated text at the end of a stream is a line
   of its own, without ``\\n``, once the stream is over;
-- bytes that are not UTF-8 become U+FFFD.
+- bytes that are not UTF-8 become U+FFFD;
+- with a maximum line length (``max_line_bytes``, :data:`MAX_LINE_BYTES` for the log
+  readers and writers), a line of more bytes (its ``\\n`` included) is split into
+  pieces of at most that many bytes, cut at the last UTF-8 character boundary at or
+  before the limit (at the limit itself if none is within 3 bytes before it, which only
+  broken UTF-8 has); the pieces but the last have no ``\\n``, and joined they are
+  the line: no byte is lost. A ``tqdm`` bar redrawn with ``\\r`` for hours is one line,
+  so without a limit it is held whole in memory. TorchX's ``torchx.schedulers.streams``
+  has no limit; Docker splits at 16 KiB, journald at 48 KiB.
 
 Decoding a block of whole lines at once gives the same text as decoding each line:
 ``\\n`` is never part of a multi-byte UTF-8 sequence, so no invalid sequence spans two
-lines, and one decode per block is several times cheaper than one per line.
+lines, and one decode per block is several times cheaper than one per line. The same
+holds at a piece's cut, which never falls inside a character.
 """
 
 from __future__ import annotations
 
+#: The longest line, in bytes (4 MiB), that the local log writer and the log readers
+#: keep whole; a longer one is split (see the module's rule). Lines this long are rare
+#: (a whole JSON document on one line); ``\\r`` progress output is the usual case.
+MAX_LINE_BYTES = 4 << 20
+#: The smallest ``max_line_bytes`` accepted: room for one 4-byte UTF-8 character.
+MIN_LINE_BYTES = 4
 
-def split_lines(data: bytes | bytearray | memoryview, end: int) -> list[str]:
+
+def check_max_line_bytes(max_line_bytes: int | None) -> None:
+    """Check a ``max_line_bytes`` argument.
+
+    Args:
+        max_line_bytes: the maximum line length in bytes, or None (no limit).
+
+    Raises:
+        ValueError: it is under :data:`MIN_LINE_BYTES`.
+    """
+    if max_line_bytes is not None and max_line_bytes < MIN_LINE_BYTES:
+        raise ValueError(
+            f"max_line_bytes is {max_line_bytes}: give at least {MIN_LINE_BYTES} (bytes), room"
+            " for one UTF-8 character"
+        )
+
+
+def piece_end(data: bytes | bytearray | memoryview, start: int, limit: int) -> int:
+    """Where the first piece of an over-long line starting at ``start`` ends.
+
+    The last offset in ``start + limit - 3 .. start + limit`` before which no UTF-8
+    continuation byte follows, else ``start + limit``.
+
+    Args:
+        data: bytes holding more than ``limit`` bytes of the line from ``start``.
+        start: where the line (or its rest) starts.
+        limit: the maximum piece length in bytes.
+    """
+    end = start + limit
+    for cut in range(end, max(start, end - 4), -1):
+        if data[cut] & 0xC0 != 0x80:
+            return cut
+    return end
+
+
+def has_long_line(data: bytes | bytearray | memoryview, end: int, limit: int) -> bool:
+    """Whether a line of ``data[:end]`` (which starts at a line start) is over ``limit`` bytes.
+
+    About ``end / limit`` searches, whatever the number of lines.
+
+    Args:
+        data: the bytes.
+        end: the end of the lines to look at.
+        limit: the maximum line length in bytes, ``\\n`` included.
+    """
+    if isinstance(data, memoryview):
+        data = data.tobytes()
+    start = 0
+    while end - start > limit:
+        newline = data.rfind(b"\n", start, start + limit)
+        if newline < 0:  # limit bytes without a newline from a line start
+            return True
+        start = newline + 1
+    return False
+
+
+def line_spans(
+    data: bytes | bytearray | memoryview, end: int, limit: int | None
+) -> list[tuple[int, int]]:
+    """The ``(start, stop)`` offsets of the lines (and pieces of long lines) of ``data[:end]``.
+
+    ``data[:end]`` starts at a line start; its last line may have no ``\\n``.
+
+    Args:
+        data: the bytes.
+        end: the end of the lines.
+        limit: the maximum line length in bytes, or None (no limit).
+    """
+    if isinstance(data, memoryview):
+        data = data.tobytes()
+    spans: list[tuple[int, int]] = []
+    start = 0
+    while start < end:
+        stop = data.find(b"\n", start, end) + 1 or end
+        if limit is not None:
+            while stop - start > limit:
+                cut = piece_end(data, start, limit)
+                spans.append((start, cut))
+                start = cut
+        spans.append((start, stop))
+        start = stop
+    return spans
+
+
+def whole_pieces_end(data: bytes | bytearray | memoryview, limit: int) -> int:
+    """The end of the whole pieces of ``data``, one unterminated line over ``limit`` bytes.
+
+    The rest, ``data[result:]``, is at most ``limit`` bytes: the line's tail, kept until
+    more bytes (or its end) come.
+
+    Args:
+        data: the bytes of one line, without ``\\n``, from its start.
+        limit: the maximum line length in bytes.
+    """
+    start = 0
+    while len(data) - start > limit:
+        start = piece_end(data, start, limit)
+    return start
+
+
+def split_lines(
+    data: bytes | bytearray | memoryview, end: int, max_line_bytes: int | None = None
+) -> list[str]:
     """Decode ``data[:end]`` (whole lines: ``data[end - 1]`` is ``\\n``) and split it.
 
     Args:
         data: bytes holding whole lines up to ``end``.
-        end: the offset just after the last ``\\n`` to split at (0: no line).
+        end: the offset just after the last ``\\n`` to split at (0: no line). With
+            ``max_line_bytes``, ``end`` may also be the end of a piece of a long line.
+        max_line_bytes: split lines longer than this many bytes (None: no limit).
     """
     if end == 0:
         return []
+    if max_line_bytes is not None and (
+        data[end - 1] != 0x0A or (end > max_line_bytes and has_long_line(data, end, max_line_bytes))
+    ):
+        view = memoryview(data)
+        return [
+            str(view[start:stop], "utf-8", "replace")
+            for start, stop in line_spans(data, end, max_line_bytes)
+        ]
     pieces = str(memoryview(data)[:end], "utf-8", "replace").split("\n")
     pieces.pop()  # the empty text after the last "\n"
     return [piece + "\n" for piece in pieces]
@@ -36,6 +163,14 @@ class LineAssembler:
     Feeding the same bytes in any chunking gives the same lines. Keep one assembler per
     stream (stdout and stderr each have their own partial line).
 
+    Args:
+        max_line_bytes: split a line longer than this many bytes into pieces, each
+            returned as soon as it is whole, at UTF-8 character boundaries (see the
+            module's rule); None (default): lines are kept whole, however long.
+
+    Raises:
+        ValueError: ``max_line_bytes`` is under 4.
+
     Example::
 
         assembler = LineAssembler()
@@ -44,9 +179,11 @@ class LineAssembler:
         lines += assembler.flush()  # [] (nothing left)
     """
 
-    __slots__ = ("_pending", "_pending_size")
+    __slots__ = ("_limit", "_pending", "_pending_size")
 
-    def __init__(self) -> None:
+    def __init__(self, max_line_bytes: int | None = None) -> None:
+        check_max_line_bytes(max_line_bytes)
+        self._limit = max_line_bytes
         self._pending: list[bytes] = []
         self._pending_size = 0
 
@@ -67,24 +204,38 @@ class LineAssembler:
             if data:
                 self._pending.append(data)
                 self._pending_size += len(data)
-            return []
+            return self._whole_pieces()
         if self._pending:
             self._pending.append(data)
             data = b"".join(self._pending)
             end += self._pending_size
             self._pending = []
             self._pending_size = 0
-        lines = split_lines(data, end)
+        lines = split_lines(data, end, self._limit)
         if end < len(data):
             self._pending = [data[end:]]
             self._pending_size = len(data) - end
+            lines += self._whole_pieces()
         return lines
+
+    def _whole_pieces(self) -> list[str]:
+        """The whole pieces of an unterminated line over the limit (the tail is kept)."""
+        limit = self._limit
+        if limit is None or self._pending_size <= limit:
+            return []
+        data = b"".join(self._pending)
+        end = whole_pieces_end(data, limit)
+        self._pending = [data[end:]]
+        self._pending_size = len(data) - end
+        return split_lines(data, end, limit)
 
     def flush(self) -> list[str]:
         """End the stream: return its unterminated last line (no ``\\n``), if any, and forget it."""
         if not self._pending:
             return []
-        text = b"".join(self._pending).decode("utf-8", "replace")
+        data = b"".join(self._pending)
         self._pending = []
         self._pending_size = 0
-        return [text]
+        if self._limit is not None:
+            return split_lines(data, len(data), self._limit)
+        return [data.decode("utf-8", "replace")]

@@ -17,7 +17,13 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from asynctorchx.errors import UnsafeLogPathError
-from asynctorchx.schedulers.toolkit._lines import split_lines
+from asynctorchx.schedulers.toolkit._lines import (
+    MAX_LINE_BYTES,
+    check_max_line_bytes,
+    line_spans,
+    split_lines,
+    whole_pieces_end,
+)
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
 
 #: Bytes read at a time (1 MiB): large blocks keep the per-line cost low.
@@ -75,15 +81,12 @@ def open_for_reading(path: str) -> int:
         raise
 
 
-def _lines_at(data: bytes, end: int, offset: int) -> list[tuple[int, str]]:
-    """The whole lines of ``data[:end]``, each with its byte offset in the file."""
-    lines: list[tuple[int, str]] = []
-    start = 0
-    while start < end:
-        stop = data.index(b"\n", start) + 1
-        lines.append((offset + start, data[start:stop].decode("utf-8", "replace")))
-        start = stop
-    return lines
+def _lines_at(data: bytes, end: int, offset: int, limit: int) -> list[tuple[int, str]]:
+    """The whole lines (and pieces) of ``data[:end]``, each with its byte offset in the file."""
+    return [
+        (offset + start, data[start:stop].decode("utf-8", "replace"))
+        for start, stop in line_spans(data, end, limit)
+    ]
 
 
 class _Reader:
@@ -143,6 +146,7 @@ async def tail_file(
     time_of: Callable[[int], float | None] | None = None,
     offload_reads: bool = False,
     wait_for_change: Callable[[], Awaitable[object]] | None = None,
+    max_line_bytes: int = MAX_LINE_BYTES,
 ) -> AsyncIterator[str]:
     """Yield the lines of the log file at ``path`` that ``query`` asks for, with their ``\\n``.
 
@@ -167,18 +171,24 @@ async def tail_file(
             filesystem): awaited at end of file instead of the ``wake`` event, e.g. the
             next state poll of the job (``BatchedPoller.next_poll``); ``is_finished`` is
             asked again after it.
+        max_line_bytes: a line longer than this many bytes is yielded in pieces (see
+            :mod:`asynctorchx.schedulers.toolkit._lines`), so memory stays bounded
+            whatever the file holds (default :data:`MAX_LINE_BYTES`, 4 MiB).
 
     Raises:
         UnsafeLogPathError: ``path`` is a symbolic link.
+        ValueError: ``max_line_bytes`` is under 4.
         OSError: the file cannot be read.
     """
+    check_max_line_bytes(max_line_bytes)
     pause = _pauser(wake, wait_for_change)
     fd = await _open(path, query, pause, is_finished)
     if fd < 0:
         return
     reader = _Reader(fd, offload_reads)
-    select = _selector(query, time_of)
+    select = _selector(query, time_of, max_line_bytes)
     pending: list[bytes] = []  # an unterminated last line, waiting for its end
+    pending_size = 0
     offset = 0  # offset in the file of pending[0][0]
     try:
         # every line is yielded by this one generator: relaying each line through a
@@ -189,47 +199,54 @@ async def tail_file(
             chunk = await reader.read()
             if not chunk:  # end of file for now
                 if finished or not query.should_tail:
-                    last = b"".join(pending).decode("utf-8", "replace")
-                    if last and query.matches(last):
-                        yield last
+                    last = b"".join(pending)
+                    for line in select(last, len(last), offset)[0]:
+                        yield line
                     return
                 await resume()
                 continue
             if b"\n" not in chunk:  # a long line goes on: keep it, join it once
                 pending.append(chunk)
-                await anyio.lowlevel.checkpoint()
-                continue
-            data = b"".join([*pending, chunk]) if pending else chunk
-            end = data.rfind(b"\n") + 1  # whole lines end here
-            lines, past_until = select(data, end, offset)
-            for line in lines:
-                yield line
-            if past_until:
-                return
-            offset += end
-            pending = [data[end:]] if end < len(data) else []
+                pending_size += len(chunk)
+                end = 0
+                if pending_size > max_line_bytes:  # yield its whole pieces, keep the tail
+                    data = b"".join(pending)
+                    pending = []  # held once, not twice, while it is decoded
+                    end = whole_pieces_end(data, max_line_bytes)
+            else:
+                data = b"".join([*pending, chunk]) if pending else chunk
+                end = data.rfind(b"\n") + 1  # whole lines end here
+            if end:
+                lines, past_until = select(data, end, offset)
+                offset += end
+                pending = [data[end:]] if end < len(data) else []
+                pending_size = len(data) - end
+                for line in lines:
+                    yield line
+                if past_until:
+                    return
             await anyio.lowlevel.checkpoint()  # a long file must not hog the loop
     finally:
         os.close(fd)
 
 
 def _selector(
-    query: LogQuery, time_of: Callable[[int], float | None] | None
+    query: LogQuery, time_of: Callable[[int], float | None] | None, limit: int
 ) -> Callable[[bytes, int, int], tuple[list[str], bool]]:
     """How to pick the lines of a block: all, by regex, or by time and regex."""
     if time_of is not None and query.has_time_bounds:
-        return _timed_selector(query, time_of)
+        return _timed_selector(query, time_of, limit)
     pattern = query.pattern
     if pattern is None:
-        return lambda data, end, offset: (split_lines(data, end), False)
+        return lambda data, end, offset: (split_lines(data, end, limit), False)
     return lambda data, end, offset: (
-        [line for line in split_lines(data, end) if pattern.search(line)],
+        [line for line in split_lines(data, end, limit) if pattern.search(line)],
         False,
     )
 
 
 def _timed_selector(
-    query: LogQuery, time_of: Callable[[int], float | None]
+    query: LogQuery, time_of: Callable[[int], float | None], limit: int
 ) -> Callable[[bytes, int, int], tuple[list[str], bool]]:
     """Select the lines within ``since``/``until`` that match ``regex``, by their offsets."""
     since, until = query.since_timestamp, query.until_timestamp
@@ -237,7 +254,7 @@ def _timed_selector(
     def select(data: bytes, end: int, offset: int) -> tuple[list[str], bool]:
         """The kept lines of ``data[:end]``, and whether a line past ``until`` was met."""
         kept: list[str] = []
-        for line_offset, line in _lines_at(data, end, offset):
+        for line_offset, line in _lines_at(data, end, offset, limit):
             when = time_of(line_offset)
             if when is not None:
                 if since is not None and when < since:

@@ -8,7 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import pytest
 
+from asynctorchx.schedulers.local._log_files import ReplicaLogWriter
 from asynctorchx.schedulers.toolkit import READ_SIZE, LogQuery, tail_file
 
 
@@ -50,3 +52,48 @@ async def test_only_newline_ends_a_line_and_bad_bytes_become_replacement(tmp_pat
         "bad \ufffd\ufffd\n",
     ]
     assert await read_all(path, regex="^bad") == ["bad \ufffd\ufffd\n"]
+
+
+async def test_a_line_over_the_limit_is_read_in_pieces_with_every_byte(tmp_path: Path) -> None:
+    limit = 1000
+    progress = b"".join(b"\r%d%%" % k for k in range(2000))  # 11 kB, no newline
+    path = tmp_path / "stdout.log"
+    path.write_bytes(b"short\n" + progress + b"\ndone\n" + progress)
+    done = anyio.Event()
+    done.set()
+    for read_size in (READ_SIZE, 7):  # whole file at once, and a few bytes per read
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("asynctorchx.schedulers.toolkit._tail.READ_SIZE", read_size)
+            lines = [
+                line
+                async for line in tail_file(
+                    str(path),
+                    LogQuery("worker"),
+                    wake=lambda: done,
+                    is_finished=lambda: True,
+                    max_line_bytes=limit,
+                )
+            ]
+        assert "".join(lines).encode() == path.read_bytes()
+        assert max(len(line.encode()) for line in lines) == limit
+        assert lines[0] == "short\n"
+        assert "done\n" in lines
+        assert len(lines) == 2 + 2 * -(-len(progress) // limit)
+
+
+def test_the_writer_splits_a_line_over_the_limit_in_combined_only(tmp_path: Path) -> None:
+    limit = 8
+    writer = ReplicaLogWriter(str(tmp_path), lambda: None, max_line_bytes=limit)
+    progress = b"\r1%\r2%\r3%\r4%\r5%\r6%"  # 18 bytes, no newline
+    for byte in range(len(progress)):  # any chunking: here one byte at a time
+        writer.write("stdout", progress[byte : byte + 1])
+        assert len(writer._partial["stdout"]) < limit  # memory stays bounded
+    writer.write("stderr", b"an err\n")  # a line of its own, never inside the bar
+    writer.write("stdout", b"\r7%\n")
+    writer.finish("stdout")
+    writer.finish("stderr")
+    writer.close()
+    assert (tmp_path / "stdout.log").read_bytes() == progress + b"\r7%\n"
+    combined = (tmp_path / "combined.log").read_bytes().split(b"\n")
+    assert combined == [b"\r1%\r2%\r", b"3%\r4%\r5", b"an err", b"%\r6%\r7%", b""]
+    assert max(len(line) + 1 for line in combined) <= limit
