@@ -8,9 +8,63 @@ case runs a real host process where what is counted (peak RSS, files) is its own
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from asynctorchx.schedulers.local import create_cwd_scheduler
+from asynctorchx.specs.api import AppDef, Role
+
+LIMIT = 60  # seconds: a deadline for a hung test, never a guess at timing
+
+
+def temp_log_dirs(directory: str | Path) -> list[str]:
+    """The temporary log directories of local schedulers in ``directory``."""
+    return sorted(name for name in os.listdir(directory) if name.startswith("asynctorchx_"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _the_suite_leaves_no_temporary_log_directory() -> Iterator[None]:
+    """From the first test of this module to the end of the session, temporary
+    directories go to a private one (this process's and its children's): at the end,
+    none of a local scheduler's may be left in it."""
+    private = tempfile.mkdtemp(prefix="asynctorchx-suite-")
+    saved = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir = os.environ["TMPDIR"] = private
+    try:
+        yield
+        assert temp_log_dirs(private) == []
+    finally:
+        tempfile.tempdir = saved[0]
+        if saved[1] is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved[1]
+        shutil.rmtree(private, ignore_errors=True)
+
+
+@pytest.fixture
+def tmp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary-directory root of this test's own, counted alone."""
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    monkeypatch.setenv("TMPDIR", str(root))
+    return root
+
+
+def sleep_app(script: str = "echo ready; exec sleep 600") -> AppDef:
+    return AppDef("t", [Role("worker", "unused", entrypoint="sh", args=["-c", script])])
+
 
 #: A replica printing ``\\r`` progress records, never a newline: ``RECORDS`` x 100 B.
 PROGRESS_WRITER = textwrap.dedent(
@@ -90,3 +144,64 @@ def test_50_mb_of_progress_without_newline_keeps_the_host_small_and_every_byte()
     assert report["combined"]["pieces"] >= 50_000_000 // (4 << 20)
     # the output held in memory is bounded by the 4 MiB line limit, not by its 50 MB
     assert report["growth_kib"] < 48 * 1024, report["growth_kib"]
+
+
+async def test_a_dry_run_creates_no_directory_whatever_the_scheduler_state(
+    tmp_root: Path,
+) -> None:
+    never_entered = create_cwd_scheduler("test")
+    info = never_entered.submit_dryrun(sleep_app(), {})
+    async with create_cwd_scheduler("test") as entered:
+        entered.submit_dryrun(sleep_app(), {})
+        assert temp_log_dirs(tmp_root) == []
+    closed = entered
+    closed.submit_dryrun(sleep_app(), {})
+    assert temp_log_dirs(tmp_root) == []
+    assert not os.path.lexists(info.request.log_dir)
+
+
+async def test_the_temporary_log_directory_lives_from_the_first_app_to_close(
+    tmp_root: Path,
+) -> None:
+    async with create_cwd_scheduler("test") as scheduler:
+        app_id = await scheduler.submit(sleep_app("echo hi"), {})
+        await scheduler.wait(app_id)
+        (created,) = temp_log_dirs(tmp_root)
+        assert stat.S_IMODE(os.lstat(tmp_root / created).st_mode) == 0o700
+    assert temp_log_dirs(tmp_root) == []
+
+
+HOST_OWNING_SIGNALS = textwrap.dedent(
+    """
+    import sys
+    import anyio
+    from asynctorchx.runner import get_runner
+    from asynctorchx.specs.api import AppDef, Role
+
+    async def main():
+        async with get_runner("sig") as runner:  # owns SIGTERM/SIGHUP by default
+            app = AppDef("t", [Role("w", "x", entrypoint="sh", args=["-c", "exec sleep 600"])])
+            await runner.run(app, "local_cwd", {"stop_timeout": 5})
+            print("ready", flush=True)
+            await anyio.sleep_forever()
+
+    anyio.run(main)
+    """
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signalled_host_leaves_no_temporary_log_directory(
+    tmp_root: Path, signum: signal.Signals
+) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", HOST_OWNING_SIGNALS],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as host:
+        assert host.stdout is not None
+        assert host.stdout.readline() == "ready\n"
+        assert len(temp_log_dirs(tmp_root)) == 1
+        host.send_signal(signum)
+        assert host.wait(timeout=LIMIT) == -signum
+    assert temp_log_dirs(tmp_root) == []

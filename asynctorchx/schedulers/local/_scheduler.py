@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -63,6 +64,10 @@ from asynctorchx.specs.api import (
 )
 
 logger = logging.getLogger(__name__)
+
+#: Prefix of the temporary log directory (in ``tempfile.gettempdir()``) of a scheduler
+#: run without ``log_dir``; it is created by the first app scheduled, removed on close.
+TEMP_LOG_DIR_PREFIX = "asynctorchx_"
 
 
 class LocalScheduler(Scheduler[PopenRequest]):
@@ -187,7 +192,10 @@ class LocalScheduler(Scheduler[PopenRequest]):
             # the user's own links are resolved now: a link planted later is refused
             return os.path.realpath(log_dir)
         if self._temp_log_dir is None:
-            self._temp_log_dir = tempfile.mkdtemp(prefix="asynctorchx_")
+            # only named here: schedule creates it (0700, refused if someone else did),
+            # so a dry run, or a submit refused by a closed scheduler, leaves nothing
+            name = TEMP_LOG_DIR_PREFIX + secrets.token_hex(8)
+            self._temp_log_dir = os.path.join(tempfile.gettempdir(), name)
         return self._temp_log_dir
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[PopenRequest]:
