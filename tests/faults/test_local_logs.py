@@ -19,10 +19,12 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
+from asynctorchx.runner import get_runner
 from asynctorchx.schedulers.local import create_cwd_scheduler
-from asynctorchx.specs.api import AppDef, Role
+from asynctorchx.specs.api import AppDef, AppState, Role
 
 LIMIT = 60  # seconds: a deadline for a hung test, never a guess at timing
 
@@ -205,3 +207,26 @@ def test_a_signalled_host_leaves_no_temporary_log_directory(
         host.send_signal(signum)
         assert host.wait(timeout=LIMIT) == -signum
     assert temp_log_dirs(tmp_root) == []
+
+
+async def test_150_running_apps_are_all_accepted_and_only_cache_size_finished_kept(
+    tmp_root: Path,
+) -> None:
+    go = tmp_root.parent / "go"
+    script = f"while [ ! -e {go} ]; do sleep 0.05; done"
+    async with get_runner() as runner:  # defaults: cache_size 100
+        handles = [await runner.run(sleep_app(script), "local_cwd") for _ in range(150)]
+        listed = await runner.list("local_cwd")
+        assert len(listed) == 150
+        assert {app.state for app in listed} == {AppState.RUNNING}
+        (temporary,) = temp_log_dirs(tmp_root)
+        app_dirs = tmp_root / temporary / runner.name()
+        assert len(os.listdir(app_dirs)) == 150
+        go.touch()
+        with anyio.fail_after(LIMIT):
+            for handle in handles:
+                await runner.wait(handle, wait_interval=0.1)
+        kept = {app.app_id for app in await runner.list("local_cwd")}
+        assert len(kept) == 100
+        assert set(os.listdir(app_dirs)) == kept  # the forgotten ones' logs are gone
+        assert kept <= {handle.rsplit("/", 1)[1] for handle in handles}

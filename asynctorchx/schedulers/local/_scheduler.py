@@ -81,9 +81,13 @@ class LocalScheduler(Scheduler[PopenRequest]):
         image_provider_class: builds the :class:`ImageProvider` from the run config
             (:class:`CWDImageProvider` for ``local_cwd``, :class:`LocalDirectoryImageProvider`
             for ``local_dir``).
-        cache_size: how many apps are kept; when full, the least recently updated
-            finished app is forgotten (its logs stay on disk). Raises ``IndexError``
-            at submit when all kept apps still run (TorchX's rule).
+        cache_size: how many finished apps are kept (describable, listed, their logs
+            readable); when one more finishes, the one that finished first is
+            forgotten, and its log directory removed when it is in the scheduler's
+            temporary directory (a ``log_dir`` of the user's is left alone). Running
+            apps are always kept and never refused: TorchX's
+            ``torchx.schedulers.local_scheduler`` counts them too and raises
+            ``IndexError`` on the 101st app still running at the default 100.
         extra_paths: directories put in front of ``PATH`` for every replica.
         backend: the scheduler's name, ``local_cwd`` or ``local_dir``.
 
@@ -111,6 +115,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._cache_size = cache_size
         self._extra_paths = list(extra_paths or [])
         self._apps: dict[str, LocalApp] = {}
+        self._finished: dict[str, None] = {}  # kept finished apps, first finished first
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed = False
         self._temp_log_dir: str | None = None
@@ -218,7 +223,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
 
         Raises:
             SchedulerClosedError: the scheduler is not entered (``async with``) or closed.
-            IndexError: ``cache_size`` apps are kept and none of them has finished.
             UnsafeLogPathError: a log directory is a symbolic link, or owned by another
                 user, or a log file is a link or not this user's (see
                 ``asynctorchx.schedulers.local._log_files.prepare_log_dirs``); nothing
@@ -234,31 +238,45 @@ class LocalScheduler(Scheduler[PopenRequest]):
             )
         request = dryrun_info.request
         validate_app_id(request.app_id)
-        if len(self._apps) >= self._cache_size and not self._evict_lru():
-            raise IndexError(
-                f"the {self.backend} scheduler keeps {self._cache_size} apps (cache_size) and"
-                " none has finished: wait for or cancel one, or create the scheduler with a"
-                " larger cache_size"
-            )
         app = LocalApp(request, dryrun_info._app)
         # <root>/<session>/<app_id>: every directory below the root private and ours
         root = os.path.dirname(os.path.dirname(request.log_dir))
         prepare_log_dirs(root, [replica.log_dir for replica in app.all_replicas()])
         use_pidfd_child_watcher()
-        await self._task_group.start(supervise, app, self._process_groups, self._keep)
+        await self._task_group.start(self._supervise, app)
         return request.app_id
 
-    def _evict_lru(self) -> bool:
-        finished = [(app.last_updated, app_id) for app_id, app in self._apps.items()]
-        finished = [entry for entry in finished if is_terminal(self._apps[entry[1]].state)]
-        if not finished:
-            return False
-        del self._apps[min(finished)[1]]
-        return True
+    async def _supervise(
+        self, app: LocalApp, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run ``app`` (see :func:`supervise`), then count it among the finished apps."""
+        try:
+            await supervise(app, self._process_groups, self._keep, task_status=task_status)
+        finally:
+            self._finish(app)
+
+    def _finish(self, app: LocalApp) -> None:
+        """Keep the finished ``app``; forget the earliest finished beyond ``cache_size``."""
+        app_id = app.request.app_id
+        if self._apps.get(app_id) is not app or not is_terminal(app.state):
+            return  # never kept (its start failed), or replaced by a resubmission
+        self._finished[app_id] = None
+        while len(self._finished) > self._cache_size:
+            evicted_id = next(iter(self._finished))
+            del self._finished[evicted_id]
+            evicted = self._apps.pop(evicted_id)
+            self._remove_temporary_logs(evicted)
+
+    def _remove_temporary_logs(self, app: LocalApp) -> None:
+        """Remove ``app``'s log directory if it is in the temporary log directory."""
+        temporary = self._temp_log_dir
+        if temporary is not None and app.request.log_dir.startswith(temporary + os.sep):
+            shutil.rmtree(app.request.log_dir, ignore_errors=True)
 
     def _keep(self, app: LocalApp) -> None:
         """Keep ``app`` (once every replica started): it can be described from now on."""
         self._apps[app.request.app_id] = app
+        self._finished.pop(app.request.app_id, None)  # the same dry run scheduled again
 
     # ----------------------------------------------------------------- queries
 
@@ -306,7 +324,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
         )
 
     async def list(self) -> list[ListAppResponse]:
-        """List the apps this scheduler keeps (at most ``cache_size``)."""
+        """List the apps this scheduler keeps: those running, and at most ``cache_size``
+        finished ones."""
         return [
             ListAppResponse(app_id=app_id, state=app.state) for app_id, app in self._apps.items()
         ]

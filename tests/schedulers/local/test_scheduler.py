@@ -238,10 +238,12 @@ async def test_cache_size_forgets_the_oldest_finished_app() -> None:
         await scheduler.wait(first)
         second = await scheduler.submit(sh_app(running), {"stop_timeout": 0.1})
         third = await scheduler.submit(sh_app(running), {"stop_timeout": 0.1})
-        assert await scheduler.describe(first) is None
-        assert {app.app_id for app in await scheduler.list()} == {second, third}
-        with pytest.raises(IndexError, match="cache_size"):
-            await scheduler.submit(sh_app("true"), {})
+        fourth = await scheduler.submit(sh_app(running), {"stop_timeout": 0.1})  # never refused
+        for app_id in (second, third, fourth):
+            await scheduler.cancel(app_id)
+            await scheduler.wait(app_id)
+        assert await scheduler.describe(first) is None  # the first finished is forgotten
+        assert {app.app_id for app in await scheduler.list()} == {third, fourth}
 
 
 async def test_an_exception_in_the_body_propagates_as_raised() -> None:
