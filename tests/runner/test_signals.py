@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import anyio
 import pytest
@@ -116,7 +117,10 @@ async def test_the_remaining_runner_still_ends_its_replicas_on_a_signal(
     assert returncode == -signum  # the host died of the signal, as without a handler
 
 
-async def test_a_program_that_owns_its_signals_keeps_their_handlers() -> None:
+async def test_a_program_that_owns_its_signals_keeps_their_handlers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the killed host cannot remove its log dir
     with anyio.fail_after(LIMIT):
         process, pids = await host(NO_OWNER)
         assert len(pids) == 1
