@@ -95,10 +95,13 @@ SIGKILLED_HOST = textwrap.dedent(
 )
 
 
-async def test_replicas_end_when_the_host_is_sigkilled() -> None:
-    # nothing in the host runs on SIGKILL: the kernel must end the replicas
+async def test_replicas_end_when_the_host_is_sigkilled(tmp_path: Path) -> None:
+    # nothing in the host runs on SIGKILL: the kernel must end the replicas. Nothing
+    # removes the host's temporary log directory either, so it goes under tmp_path.
     async with await anyio.open_process(
-        [sys.executable, "-c", SIGKILLED_HOST], stderr=subprocess.DEVNULL
+        [sys.executable, "-c", SIGKILLED_HOST],
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
     ) as process:
         with anyio.fail_after(LIMIT):
             pids = await host_pids(process)
