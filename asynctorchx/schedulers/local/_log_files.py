@@ -34,15 +34,16 @@ import time
 from collections.abc import Callable, Sequence
 
 from asynctorchx.errors import UnsafeLogPathError
-from asynctorchx.schedulers.toolkit._lines import (
+from asynctorchx.schedulers.toolkit import (
     MAX_LINE_BYTES,
     check_max_line_bytes,
     has_long_line,
     line_spans,
+    open_for_reading,
     piece_end,
+    symlink_error,
     whole_pieces_end,
 )
-from asynctorchx.schedulers.toolkit._tail import open_for_reading, symlink_error
 
 _INDEX_ENTRY = struct.Struct("<Qd")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -101,7 +102,7 @@ class ReplicaLogWriter:
     stderr never interleave), in the order they arrived; ``stdout.log`` and
     ``stderr.log`` receive the bytes as read.
 
-    A line of more than :data:`~asynctorchx.schedulers.toolkit._lines.MAX_LINE_BYTES`
+    A line of more than :data:`~asynctorchx.schedulers.toolkit.MAX_LINE_BYTES`
     bytes (4 MiB, its ``\\n`` included) goes to ``combined.log`` in pieces, each ended
     by a ``\\n`` of its own (cut at a UTF-8 character boundary), so that a stream that
     never writes a newline (``\\r`` progress bars) holds at most that much memory

@@ -10,8 +10,9 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
 - states: :func:`app_state` (replicas -> app), :func:`describe_app`,
   :func:`role_statuses`, :func:`earliest_error`;
 - logs: :class:`LogQuery` (what ``log_iter`` was asked), :class:`LineAssembler` and
-  :func:`split_lines` (bytes -> lines), :func:`tail_file` and :class:`Notifier`
-  (follow a file, woken by its writer);
+  :func:`split_lines` (bytes -> lines, lines longer than :data:`MAX_LINE_BYTES` cut at a
+  character boundary), :func:`tail_file` and :class:`Notifier` (follow a file, woken by
+  its writer), :func:`open_for_reading` (never through a planted symlink);
 - concurrency: :func:`gather`, :func:`gather_results`, :func:`race` (the first error
   raised as itself);
 - watching without events: :class:`BatchedPoller` (one poll per tick for every waiter).
@@ -28,7 +29,16 @@ from asynctorchx.schedulers.toolkit._ids import (
     sanitize_app_name,
     validate_app_id,
 )
-from asynctorchx.schedulers.toolkit._lines import LineAssembler, split_lines
+from asynctorchx.schedulers.toolkit._lines import (
+    MAX_LINE_BYTES,
+    LineAssembler,
+    check_max_line_bytes,
+    has_long_line,
+    line_spans,
+    piece_end,
+    split_lines,
+    whole_pieces_end,
+)
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
 from asynctorchx.schedulers.toolkit._polling import BatchedPoller
 from asynctorchx.schedulers.toolkit._state import (
@@ -38,13 +48,20 @@ from asynctorchx.schedulers.toolkit._state import (
     earliest_error,
     role_statuses,
 )
-from asynctorchx.schedulers.toolkit._tail import READ_SIZE, Notifier, tail_file
+from asynctorchx.schedulers.toolkit._tail import (
+    READ_SIZE,
+    Notifier,
+    open_for_reading,
+    symlink_error,
+    tail_file,
+)
 from asynctorchx.schedulers.toolkit._validation import validate_app, validate_name
 
 __all__ = [
     "APP_ID_PATTERN",
     "DEVICES",
     "LIVE_PRECEDENCE",
+    "MAX_LINE_BYTES",
     "MAX_NAME_LENGTH",
     "READ_SIZE",
     "BatchedPoller",
@@ -53,18 +70,25 @@ __all__ = [
     "Notifier",
     "UnknownDeviceError",
     "app_state",
+    "check_max_line_bytes",
     "describe_app",
     "earliest_error",
     "gather",
     "gather_results",
     "get_device_mounts",
+    "has_long_line",
+    "line_spans",
     "make_app_id",
+    "open_for_reading",
+    "piece_end",
     "race",
     "role_statuses",
     "sanitize_app_name",
     "split_lines",
+    "symlink_error",
     "tail_file",
     "validate_app",
     "validate_app_id",
     "validate_name",
+    "whole_pieces_end",
 ]
