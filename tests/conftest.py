@@ -16,8 +16,11 @@ import http.client
 import importlib.util
 import json
 import os
+import shutil
 import socket
+import tempfile
 import urllib.parse
+from collections.abc import Iterator
 
 import pytest
 
@@ -119,3 +122,24 @@ def _required_parts(request: pytest.FixtureRequest) -> None:
 def docker_image() -> str:
     """The local busybox test image ``asynctorchx-test/busybox:latest`` (never pulled)."""
     return DOCKER_TEST_IMAGE
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _the_suite_leaves_no_temporary_log_directory() -> Iterator[None]:
+    """For the whole session, temporary directories go to a private one (this
+    process's and its children's): at the end, none of a local scheduler's
+    (``asynctorchx_*``) may be left in it. A test whose host is killed without
+    cleanup on purpose gives that host a TMPDIR under its own ``tmp_path``."""
+    private = tempfile.mkdtemp(prefix="asynctorchx-suite-")
+    saved = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir = os.environ["TMPDIR"] = private
+    try:
+        yield
+        assert sorted(n for n in os.listdir(private) if n.startswith("asynctorchx_")) == []
+    finally:
+        tempfile.tempdir = saved[0]
+        if saved[1] is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved[1]
+        shutil.rmtree(private, ignore_errors=True)

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -32,26 +30,6 @@ LIMIT = 60  # seconds: a deadline for a hung test, never a guess at timing
 def temp_log_dirs(directory: str | Path) -> list[str]:
     """The temporary log directories of local schedulers in ``directory``."""
     return sorted(name for name in os.listdir(directory) if name.startswith("asynctorchx_"))
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _the_suite_leaves_no_temporary_log_directory() -> Iterator[None]:
-    """From the first test of this module to the end of the session, temporary
-    directories go to a private one (this process's and its children's): at the end,
-    none of a local scheduler's may be left in it."""
-    private = tempfile.mkdtemp(prefix="asynctorchx-suite-")
-    saved = tempfile.tempdir, os.environ.get("TMPDIR")
-    tempfile.tempdir = os.environ["TMPDIR"] = private
-    try:
-        yield
-        assert temp_log_dirs(private) == []
-    finally:
-        tempfile.tempdir = saved[0]
-        if saved[1] is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = saved[1]
-        shutil.rmtree(private, ignore_errors=True)
 
 
 @pytest.fixture
