@@ -85,7 +85,7 @@ def slurm_runopts() -> runopts:
     opts.add(
         "job_dir",
         type_=str,
-        help="directory to run the job in and write its logs to; must not exist yet",
+        help="directory to run the job in and write its logs to (created if missing)",
     )
     opts.add("account", type_=str, help="account charged for every component")
     opts.add("qos", type_=str, help="quality of service of every component")
