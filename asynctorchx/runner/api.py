@@ -4,6 +4,8 @@ This module only re-exports; each concern lives in its own private module:
 
 - :mod:`asynctorchx.runner._runner`: :class:`Runner` (TorchX's
   ``torchx.runner.api.Runner``, as coroutines, plus ``watch`` and ``log_stream``);
+- :mod:`asynctorchx.runner._submit`: the submit path :class:`Runner` inherits
+  (``run``, ``dryrun``, ``schedule`` and their component forms);
 - :mod:`asynctorchx.runner._hosting`: how the runner creates its schedulers on first
   use and hosts each in a task of its task group;
 - :mod:`asynctorchx.runner._logs`: :class:`LogLine` and the merged log stream behind
@@ -26,7 +28,8 @@ from asynctorchx.runner._get_runner import get_runner
 from asynctorchx.runner._hosting import scheduler_params_from_env
 from asynctorchx.runner._logs import LogLine
 from asynctorchx.runner._logs import _Reader as _Reader
-from asynctorchx.runner._runner import Runner, logger
+from asynctorchx.runner._runner import Runner
+from asynctorchx.runner._submit import logger
 from asynctorchx.runner.tracker import (
     ENV_TORCHX_JOB_ID,
     ENV_TORCHX_PARENT_RUN_ID,
