@@ -1,7 +1,8 @@
 """States and statuses: :class:`AppState`, :func:`is_terminal`, :class:`AppStatus` and friends.
 
 Names, values and fields follow ``torchx.specs.api`` (TorchX 0.7.0);
-:attr:`ReplicaStatus.exit_code` is an asynctorchx addition. Re-exported by
+:attr:`ReplicaStatus.exit_code` is an asynctorchx addition; :attr:`ReplicaStatus.hostaddr`
+and the ``to_json`` methods were added to TorchX after 0.7.0. Re-exported by
 :mod:`asynctorchx.specs.api` and :mod:`asynctorchx.specs`.
 """
 
@@ -66,6 +67,8 @@ class ReplicaStatus:
             for ``local_docker``).
         structured_error_msg: the JSON error it left (TorchElastic error file), or ``<NONE>``.
         exit_code: its exit code once it exited, else ``None`` (an asynctorchx addition).
+        hostaddr: the replica's network address (an IP address) where the scheduler
+            knows it, else ``None``; keyword-only (added after TorchX 0.7.0).
     """
 
     id: int
@@ -74,6 +77,24 @@ class ReplicaStatus:
     hostname: str
     structured_error_msg: str = NONE
     exit_code: int | None = None
+    hostaddr: str | None = attrs.field(default=None, kw_only=True)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the replica as a JSON-able dict (for ``status --json``).
+
+        Keys: ``id``, ``state`` (its name, e.g. ``"FAILED"``), ``role``, ``hostname``,
+        ``hostaddr``, ``structured_error_msg`` and ``exit_code``; an unset value is
+        ``None`` (JSON ``null``), never the ``<NONE>`` placeholder.
+        """
+        return {
+            "id": self.id,
+            "state": self.state.name,
+            "role": self.role,
+            "hostname": self.hostname,
+            "hostaddr": self.hostaddr,
+            "structured_error_msg": _or_null(self.structured_error_msg),
+            "exit_code": self.exit_code,
+        }
 
 
 @attrs.define
@@ -82,6 +103,10 @@ class RoleStatus:
 
     role: str
     replicas: list[ReplicaStatus] = attrs.field(factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return ``{"role": ..., "replicas": [...]}`` (see :meth:`ReplicaStatus.to_json`)."""
+        return {"role": self.role, "replicas": [r.to_json() for r in self.replicas]}
 
 
 class AppStatusError(Exception):
@@ -120,6 +145,31 @@ class AppStatus:
         """Raise :class:`AppStatusError` unless the state is ``SUCCEEDED``."""
         if self.state != AppState.SUCCEEDED:
             raise AppStatusError(self, f"job did not succeed: {self}")
+
+    def to_json(self, filter_roles: list[str] | None = None) -> dict[str, Any]:
+        """Return the status as a JSON-able dict: what ``status --json`` prints.
+
+        The keys of TorchX's ``torchx.specs.api.AppStatus.to_json`` (added after
+        0.7.0): ``state`` (its name, e.g. ``"RUNNING"``), ``num_restarts``, ``roles``
+        (see :meth:`RoleStatus.to_json`), ``msg``, ``structured_error_msg`` and
+        ``url``. Unlike TorchX, an unset message is ``None`` (JSON ``null``) rather
+        than the ``<NONE>`` placeholder, and replica states are names, not numbers.
+
+        Args:
+            filter_roles: keep only these roles (``None`` or empty: every role).
+        """
+        return {
+            "state": self.state.name,
+            "num_restarts": self.num_restarts,
+            "roles": [
+                role.to_json()
+                for role in self.roles
+                if not filter_roles or role.role in filter_roles
+            ],
+            "msg": _or_null(self.msg),
+            "structured_error_msg": _or_null(self.structured_error_msg),
+            "url": self.ui_url,
+        }
 
     def format(self, filter_roles: list[str] | None = None) -> str:
         """Return the status as ``torchx.specs.api.AppStatus.format`` lays it out.
@@ -168,6 +218,11 @@ class AppStatus:
 
     def __str__(self) -> str:
         return repr(self)
+
+
+def _or_null(value: str) -> str | None:
+    """``None`` for the ``<NONE>`` placeholder (and the empty string), else ``value``."""
+    return None if value in (NONE, "") else value
 
 
 def _parsed_error(structured_error_msg: str) -> Any:
