@@ -15,6 +15,7 @@ import attrs
 
 from asynctorchx.specs._mounts import Mount
 from asynctorchx.specs._resource import MISSING, Resource
+from asynctorchx.specs._workspace import Workspace
 
 if TYPE_CHECKING:
     from asynctorchx.specs._dryrun import AppDryRunInfo
@@ -23,12 +24,31 @@ if TYPE_CHECKING:
 class RetryPolicy(str, enum.Enum):
     """What is restarted when a replica fails (``torchx.specs.api.RetryPolicy``).
 
-    ``REPLICA`` replaces the failed replica only; ``APPLICATION`` restarts every
-    replica of the app. Every scheduler supports ``APPLICATION``.
+    - ``REPLICA`` replaces the failed replica only; the others keep running.
+    - ``APPLICATION`` restarts every replica of the app. Every scheduler supports it.
+    - ``ROLE`` (added after TorchX 0.7.0) restarts every replica of the failed
+      replica's role; the other roles keep running.
+
+    ``max_retries`` bounds the restarts. What each backend does with each policy:
+
+    - ``local_cwd``, ``local_dir``: ``REPLICA`` and ``APPLICATION`` as above
+      (:mod:`asynctorchx.schedulers.local`); ``ROLE`` is refused.
+    - ``local_docker``: whatever the policy, Docker's ``on-failure`` restart policy
+      restarts the failed container alone (TorchX's
+      ``torchx.schedulers.docker_scheduler`` does the same); ``ROLE`` is refused.
+    - ``slurm``: whatever the policy, the whole job requeues itself (as an
+      ``APPLICATION`` retry); ``ROLE`` is refused.
+    - ``kubernetes``: ``REPLICA`` lets Volcano restart the failed pod, ``APPLICATION``
+      restarts the Volcano job; ``ROLE`` is refused (Volcano's ``RestartTask`` action,
+      which restarts one task, i.e. one role, could honour it).
+
+    Refused means: the dry-run raises ``ValueError`` naming the role and the policies
+    the backend supports, so an app never runs with a retry policy it does not get.
     """
 
     REPLICA = "REPLICA"
     APPLICATION = "APPLICATION"
+    ROLE = "ROLE"
 
 
 def _int_replicas(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
@@ -65,6 +85,9 @@ class Role:
         port_map: port name to port number, e.g. ``{"tensorboard": 6006}``.
         metadata: free-form, keyed ``$scheduler.$key``.
         mounts: bind, volume and device mounts (see :func:`parse_mounts`).
+        workspace: local projects built into this role's image when the app is
+            submitted (added after TorchX 0.7.0; see :class:`Workspace`). ``None``: the
+            image as it is, or, for role 0, the ``workspace`` given to ``Runner.run``.
     """
 
     name: str
@@ -81,6 +104,7 @@ class Role:
     port_map: dict[str, int] = attrs.field(factory=dict)
     metadata: dict[str, Any] = attrs.field(factory=dict)
     mounts: list[Mount] = attrs.field(factory=list)
+    workspace: Workspace | None = None
 
     def pre_proc(self, scheduler: str, dryrun_info: AppDryRunInfo[Any]) -> AppDryRunInfo[Any]:
         """Modify the scheduler request for this role; the default changes nothing.

@@ -16,7 +16,8 @@ lives in its own private module:
 - :mod:`asynctorchx.specs._app_handle`: :data:`AppHandle`, :class:`ParsedAppHandle`,
   :func:`make_app_handle`, :func:`parse_app_handle`;
 - :mod:`asynctorchx.specs._runopts`: :data:`CfgVal`, :class:`runopt`, :class:`runopts`,
-  :func:`get_type_name`, :func:`cfg_pairs`.
+  :func:`get_type_name`, :func:`cfg_pairs`;
+- :mod:`asynctorchx.specs._workspace`: :class:`Workspace`.
 
 The exceptions TorchX defines in ``torchx.specs.api`` (``UnknownAppException``,
 ``UnknownSchedulerException``, ``InvalidRunConfigException``,
@@ -70,6 +71,7 @@ from asynctorchx.specs._status import (
     RoleStatus,
     is_terminal,
 )
+from asynctorchx.specs._workspace import Workspace
 
 __all__ = [
     "ALL",
@@ -99,6 +101,7 @@ __all__ = [
     "UnknownAppException",
     "UnknownSchedulerException",
     "VolumeMount",
+    "Workspace",
     "cfg_pairs",
     "get_type_name",
     "is_terminal",

@@ -468,7 +468,7 @@ def test_state_values_and_text_are_torchx() -> None:
     ]
     assert str(AppState.FAILED) == "FAILED"
     assert repr(AppState.FAILED) == "FAILED (5)"
-    assert [policy.value for policy in RetryPolicy] == ["REPLICA", "APPLICATION"]
+    assert [policy.value for policy in RetryPolicy] == ["REPLICA", "APPLICATION", "ROLE"]
 
 
 def make_status(state: AppState) -> AppStatus:
