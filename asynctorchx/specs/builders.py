@@ -348,9 +348,20 @@ def create_args_parser(
 
 
 def parse_args(
-    fn: Callable[..., AppDef], argv: Sequence[str], defaults: Mapping[str, str] | None = None
+    fn: Callable[..., AppDef],
+    argv: Sequence[str],
+    defaults: Mapping[str, str] | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Parse ``argv`` for the component ``fn`` into decoded values keyed by parameter.
+
+    Args:
+        fn: the component function.
+        argv: its command line, e.g. ``["--msg", "hi"]``.
+        defaults: string defaults that replace the declared ones (``.torchxconfig``).
+        config: argument values given as data (``run --stdin``'s JSON
+            ``component_args``): they win over ``argv`` and ``defaults``; a string is
+            decoded as a command-line value, any other value is taken as it is.
 
     Raises:
         ComponentUsageError: (a ``ComponentValidationException`` and ``SystemExit(2)``)
@@ -360,7 +371,11 @@ def parse_args(
         SystemExit: ``--help`` was given (argparse prints the help and exits 0).
     """
     parser = create_args_parser(fn, defaults)
+    if config:
+        _accept_config(fn, parser, config)
     namespace = parser.parse_args(list(argv))
+    for name, value in (config or {}).items():
+        setattr(namespace, name, value)
     types_by_name = _param_types(fn)
     values: dict[str, Any] = {}
     for name, param in inspect.signature(fn).parameters.items():
@@ -373,10 +388,32 @@ def parse_args(
     return values
 
 
+def _accept_config(
+    fn: Callable[..., AppDef], parser: argparse.ArgumentParser, config: Mapping[str, Any]
+) -> None:
+    """Make the arguments ``config`` gives optional on the command line.
+
+    Raises:
+        ComponentUsageError: ``config`` names an argument ``fn`` does not take.
+    """
+    params = inspect.signature(fn).parameters
+    unknown = sorted(set(config) - set(params))
+    if unknown:
+        raise ComponentUsageError(
+            f"component {fn.__name__!r} has no argument {', '.join(map(repr, unknown))}:"
+            f" it takes {', '.join(params) or 'no arguments'}",
+            parser.format_usage().strip(),
+        )
+    for action in parser._actions:
+        if action.dest in config:
+            action.required = False
+
+
 def materialize_appdef(
     fn: Callable[..., AppDef],
     argv: Sequence[str],
     defaults: Mapping[str, str] | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> AppDef:
     """Parse ``argv`` as the component ``fn``'s command line and return ``fn(...)``.
 
@@ -384,6 +421,9 @@ def materialize_appdef(
         fn: the component function (annotated, Google-style docstring, returns AppDef).
         argv: the component's arguments, e.g. ``["--msg", "hi"]``.
         defaults: string defaults that replace the declared ones (``.torchxconfig``).
+        config: argument values given as data, e.g. JSON (TorchX's fourth argument of
+            ``torchx.specs.builders.materialize_appdef`` after 0.7.0); they win over
+            ``argv`` and ``defaults``; see :func:`parse_args`.
 
     Returns:
         The :class:`AppDef` the component returns.
@@ -403,7 +443,7 @@ def materialize_appdef(
             f"component {fn.__name__!r} is an `async def`: it would return a coroutine,"
             " not an AppDef; make it a plain `def`"
         )
-    values = parse_args(fn, argv, defaults)
+    values = parse_args(fn, argv, defaults, config)
     positional: list[Any] = []
     var_args: list[Any] = []
     keyword: dict[str, Any] = {}

@@ -109,3 +109,18 @@ def test_app_status_to_json_has_torchx_keys_and_nulls_for_unset_values() -> None
 def test_app_status_to_json_filters_roles() -> None:
     assert [r["role"] for r in _status().to_json(["ps"])["roles"]] == ["ps"]
     assert [r["role"] for r in _status().to_json([])["roles"]] == ["trainer", "ps"]
+
+
+def test_materialize_appdef_takes_arguments_as_data() -> None:
+    from asynctorchx.components.utils import echo
+    from asynctorchx.specs.builders import ComponentUsageError, materialize_appdef
+
+    # data wins over the command line; a required argument given as data is not required
+    app = materialize_appdef(echo, ["--msg", "cli"], None, {"msg": "data", "num_replicas": 2})
+    assert app.roles[0].args == ["data"]
+    assert app.roles[0].num_replicas == 2
+    # a string is decoded as the command line would decode it
+    assert materialize_appdef(echo, [], None, {"num_replicas": "3"}).roles[0].num_replicas == 3
+    with pytest.raises(ComponentUsageError, match="no argument 'nope'") as raised:
+        materialize_appdef(echo, [], None, {"nope": 1})
+    assert raised.value.code == 2
