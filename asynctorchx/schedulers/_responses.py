@@ -35,6 +35,8 @@ class DescribeAppResponse:
         ui_url: where to look at it (``file://`` log dir for local schedulers).
         roles_statuses: per role, the replicas' statuses.
         roles: the app's roles as submitted (TorchX leaves them empty; we do not).
+        metadata: the app's metadata where the scheduler keeps it (``AppDef.metadata``),
+            else empty (added to TorchX after 0.7.0).
     """
 
     app_id: str = "<NOT_SET>"
@@ -45,15 +47,22 @@ class DescribeAppResponse:
     ui_url: str | None = None
     roles_statuses: list[RoleStatus] = attrs.field(factory=list)
     roles: list[Role] = attrs.field(factory=list)
+    metadata: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.define
 class ListAppResponse:
     """One app in ``Scheduler.list`` / ``Runner.list`` (TorchX's ``torchx.schedulers.api``).
 
-    ``app_handle`` is filled in by the runner.
+    Args:
+        app_id: the app's id on its scheduler.
+        state: its state.
+        app_handle: ``{scheduler}://{session}/{app_id}``, filled in by ``Runner.list``.
+        name: the app's name (``AppDef.name``) where the scheduler knows it, else ``""``
+            (added to TorchX after 0.7.0).
     """
 
     app_id: str
     state: AppState
     app_handle: str = "<NOT_SET>"
+    name: str = ""

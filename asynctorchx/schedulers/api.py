@@ -175,7 +175,38 @@ class Scheduler(abc.ABC, Generic[T]):
 
     @abc.abstractmethod
     async def list(self) -> list[ListAppResponse]:
-        """List the apps this scheduler knows, one entry per app."""
+        """List the apps this scheduler knows, one entry per app.
+
+        A backend may take an optional ``cfg: Mapping[str, CfgVal] | None = None``
+        (TorchX's signature after 0.7.0, see :meth:`_list_accepts_cfg`): the run options
+        given to ``Runner.list``, unresolved, to narrow what it lists.
+        """
+
+    async def describe_native(self, app_id: str) -> Any | None:
+        """Return the backend's own description of the app, as the backend gives it.
+
+        For callers that need what :class:`DescribeAppResponse` does not carry (added to
+        TorchX's ``torchx.schedulers.api.Scheduler`` after 0.7.0). A backend that has a
+        raw description overrides this and documents its type (for example a Docker
+        engine's container ``inspect`` documents, a Volcano job object, Slurm's job
+        JSON). This default returns ``None``: the scheduler has no raw description beyond
+        :meth:`describe`. ``None`` is also the answer for an unknown app.
+
+        Args:
+            app_id: the app's id on this scheduler.
+        """
+        del app_id  # no raw description in the default
+        return None
+
+    def _list_accepts_cfg(self) -> bool:
+        """Return True when this scheduler's :meth:`list` takes run options (``cfg``).
+
+        TorchX's ``Scheduler.list(cfg)`` (after 0.7.0) lets a backend list with run
+        options (a namespace, a partition); a backend whose ``list`` has a ``cfg``
+        parameter receives them from ``Runner.list(scheduler, cfg)``, the others list
+        every app they know and the options are not used.
+        """
+        return "cfg" in inspect.signature(self.list).parameters
 
     async def exists(self, app_id: str) -> bool:
         """Return True if the app was submitted and is still known."""
