@@ -27,12 +27,14 @@ from asynctorchx.errors import (
     SessionMismatchException,
     UnknownSchedulerException,
 )
+from asynctorchx.runner._workspace import build_workspace, role_workspaces
 from asynctorchx.schedulers.api import Scheduler, SchedulerFactory
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
     AppHandle,
     CfgVal,
+    Workspace,
     parse_app_handle,
     runopts,
 )
@@ -167,18 +169,25 @@ class SchedulerHost:
             return created
 
     async def dryrun(
-        self, scheduler: str, app: AppDef, cfg: Mapping[str, CfgVal], workspace: str | None
+        self,
+        scheduler: str,
+        app: AppDef,
+        cfg: Mapping[str, CfgVal],
+        workspace: Workspace | str | None,
     ) -> AppDryRunInfo[Any]:
         """Ask the hosted scheduler ``scheduler`` for the request of ``app`` (no submit).
 
-        With ``workspace``, the scheduler first builds it into role 0's image (which
-        needs the resolved options, so they are resolved once, before the request).
+        Workspaces are built first (which needs the resolved options, so they are
+        resolved once, before the request): each role's ``workspace``, and
+        ``workspace`` for role 0 when it has none (see
+        :mod:`asynctorchx.runner._workspace`).
 
         Args:
             scheduler: the scheduler's registered name.
             app: the app.
             cfg: the run options as given.
-            workspace: a directory to build into role 0's image, or ``None``.
+            workspace: a directory or a :class:`~asynctorchx.specs.Workspace` to build
+                into role 0's image, or ``None``.
 
         Raises:
             InvalidRunConfigException: ``cfg`` does not match the scheduler's run options.
@@ -186,10 +195,12 @@ class SchedulerHost:
             UnknownSchedulerException, SchedulerClosedError: as :meth:`get`.
         """
         sched = await self.get(scheduler)
-        if not workspace:
+        builds = role_workspaces(app, workspace)
+        if not builds:
             return sched.submit_dryrun(app, cfg)  # resolves the options once
         resolved = sched.run_opts().resolve(cfg)
-        await sched.build_workspace_and_update_role(app.roles[0], workspace, resolved)
+        for role, role_workspace in builds:
+            await build_workspace(sched, role, role_workspace, resolved)
         return sched.dryrun_resolved(app, resolved)
 
     async def for_handle(

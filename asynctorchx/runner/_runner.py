@@ -44,6 +44,7 @@ from asynctorchx.specs.api import (
     AppDef,
     AppHandle,
     AppStatus,
+    CfgVal,
     make_app_handle,
     runopts,
 )
@@ -161,6 +162,31 @@ class Runner(SubmitMethods):
             UnknownSchedulerException: ``scheduler`` is not registered.
         """
         return self._host.run_opts(scheduler)
+
+    def cfg_from_str(self, scheduler: str, *cfg_literal: str) -> dict[str, CfgVal]:
+        """Parse run options written ``key=value,key2=value2`` for ``scheduler``.
+
+        TorchX's ``torchx.runner.api.Runner.cfg_from_str`` (after 0.7.0): each literal is
+        parsed by the scheduler's ``runopts.cfg_from_str`` and later literals win. Works
+        without entering the runner, as :meth:`scheduler_run_opts`.
+
+        Args:
+            scheduler (str): the scheduler's registered name.
+            *cfg_literal (str): ``"log_dir=/tmp/x,prepend_cwd=true"``-style strings.
+
+        Returns:
+            The typed options (only the keys given; defaults are not filled in). A key
+            that is not an option is kept as text: the dry-run refuses it by name.
+
+        Raises:
+            UnknownSchedulerException: ``scheduler`` is not registered.
+            InvalidRunConfigException: a value does not parse as its option's type.
+        """
+        opts = self.scheduler_run_opts(scheduler)
+        cfg: dict[str, CfgVal] = {}
+        for literal in cfg_literal:
+            cfg.update(opts.cfg_from_str(literal))
+        return cfg
 
     def scheduler_class(self, scheduler: str) -> type[Scheduler[Any]]:
         """Return the class of ``scheduler``, to ask its capabilities (works unentered).
@@ -306,23 +332,55 @@ class Runner(SubmitMethods):
         if app is None:
             desc = await sched.describe(app_id)
             if desc is not None:
-                app = AppDef(name=app_id, roles=desc.roles)
+                app = AppDef(name=app_id, roles=desc.roles, metadata=dict(desc.metadata))
         return app
 
-    async def list(self, scheduler: str) -> list[ListAppResponse]:
+    async def list(
+        self, scheduler: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> builtins.list[ListAppResponse]:
         """List the apps ``scheduler`` knows, each with its ``app_handle`` filled in.
+
+        ``name`` is filled in too for the apps this runner submitted when the scheduler
+        left it empty.
 
         Args:
             scheduler (str): the scheduler's registered name.
+            cfg (Mapping[str, CfgVal] | None): run options that narrow the listing
+                (TorchX's ``torchx.runner.api.Runner.list`` after 0.7.0, e.g. a
+                Kubernetes namespace). Given as they are to a scheduler whose ``list``
+                takes ``cfg``; a scheduler whose ``list`` does not lists every app it
+                knows.
 
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
         """
         sched = await self._host.get(scheduler)
-        apps = await sched.list()
+        if cfg is not None and sched._list_accepts_cfg():
+            apps = await sched.list(cfg=cfg)  # type: ignore[call-arg]
+        else:
+            apps = await sched.list()
         for app in apps:
             app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
+            submitted = self._apps.get(app.app_handle)
+            if not app.name and submitted is not None:
+                app.name = submitted.name
         return apps
+
+    async def describe_native(self, app_handle: AppHandle) -> Any | None:
+        """Return the scheduler's own description of the app (``Scheduler.describe_native``).
+
+        TorchX's ``torchx.runner.api.Runner.describe_native`` (after 0.7.0). Its type is
+        the backend's (see each scheduler's ``describe_native``); ``None`` when the
+        backend has no raw description or does not know the app.
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+
+        Raises:
+            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
+        """
+        sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+        return await sched.describe_native(app_id)
 
     # ------------------------------------------------------------------ logs
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from asynctorchx.runner._hosting import SchedulerHost
 from asynctorchx.runner.tracker import (
@@ -26,6 +26,7 @@ from asynctorchx.specs.api import (
     AppDryRunInfo,
     AppHandle,
     CfgVal,
+    Workspace,
     macros,
     make_app_handle,
 )
@@ -52,22 +53,27 @@ class SubmitMethods:
     async def run_component(
         self,
         component: str,
-        component_args: list[str],
+        component_args: list[str] | Mapping[str, Any],
         scheduler: str,
         cfg: Mapping[str, CfgVal] | None = None,
-        workspace: str | None = None,
+        workspace: Workspace | str | None = None,
         parent_run_id: str | None = None,
     ) -> AppHandle:
         """Materialize component ``component`` with ``component_args`` and run it.
 
         Args:
             component (str): a builtin (``utils.echo``), an entry point or ``path.py:fn``.
-            component_args (list[str]): the component's command line (``["--msg", "hi"]``).
+            component_args (list[str] | Mapping[str, Any]): the component's command line
+                (``["--msg", "hi"]``), or its arguments as data (``{"msg": "hi"}``, as
+                TorchX accepts after 0.7.0; see
+                :func:`~asynctorchx.specs.builders.materialize_appdef`'s ``config``).
             scheduler (str): the scheduler's registered name (``local_cwd``).
             cfg (Mapping[str, CfgVal] | None): the scheduler's run options (see
                 :meth:`scheduler_run_opts`); ``None``: its defaults.
-            workspace (str | None): a directory built into role 0's image by schedulers
-                that support it (``local_docker``); ignored by the others.
+            workspace (Workspace | str | None): a directory (or a
+                :class:`~asynctorchx.specs.Workspace`) built into role 0's image by
+                schedulers that support it (``local_docker``), unless role 0 has its own
+                ``Role.workspace``; ignored by the other schedulers.
             parent_run_id (str | None): the tracker parent run id (``TORCHX_PARENT_RUN_ID``
                 in the launching environment wins).
 
@@ -87,10 +93,10 @@ class SubmitMethods:
     async def dryrun_component(
         self,
         component: str,
-        component_args: list[str],
+        component_args: list[str] | Mapping[str, Any],
         scheduler: str,
         cfg: Mapping[str, CfgVal] | None = None,
-        workspace: str | None = None,
+        workspace: Workspace | str | None = None,
         parent_run_id: str | None = None,
     ) -> AppDryRunInfo[Any]:
         """Dry-run version of :meth:`run_component`: return what would be submitted.
@@ -107,36 +113,73 @@ class SubmitMethods:
         from asynctorchx.specs.finder import get_component
 
         component_def = get_component(component)
+        argv = component_args if isinstance(component_args, list) else []
+        data = None if isinstance(component_args, list) else component_args
         app = materialize_appdef(
-            component_def.fn, component_args, self._component_defaults.get(component)
+            component_def.fn, argv, self._component_defaults.get(component), data
         )
         return await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+
+    @overload
+    async def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: Workspace | str | None = None,
+        parent_run_id: str | None = None,
+        dryrun: Literal[False] = False,
+    ) -> AppHandle: ...
+
+    @overload
+    async def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: Workspace | str | None = None,
+        parent_run_id: str | None = None,
+        *,
+        dryrun: Literal[True],
+    ) -> AppDryRunInfo[Any]: ...
 
     async def run(
         self,
         app: AppDef,
         scheduler: str,
         cfg: Mapping[str, CfgVal] | None = None,
-        workspace: str | None = None,
+        workspace: Workspace | str | None = None,
         parent_run_id: str | None = None,
-    ) -> AppHandle:
+        dryrun: bool = False,
+    ) -> AppHandle | AppDryRunInfo[Any]:
         """Run ``app`` on ``scheduler`` with run config ``cfg``; return its app handle.
+
+        With ``dryrun=True`` nothing is submitted and the :meth:`dryrun` result is
+        returned instead (TorchX's ``torchx.runner.api.Runner.run`` after 0.7.0).
 
         Args:
             app (AppDef): the app; :meth:`dryrun` adds the tracker variables to its roles' env.
             scheduler (str): the scheduler's registered name (``local_cwd``).
             cfg (Mapping[str, CfgVal] | None): the scheduler's run options (see
                 :meth:`scheduler_run_opts`); ``None``: its defaults.
-            workspace (str | None): a directory built into role 0's image by schedulers
-                that support it (``local_docker``); ignored by the others.
+            workspace (Workspace | str | None): a directory (or a
+                :class:`~asynctorchx.specs.Workspace`) built into role 0's image by
+                schedulers that support it (``local_docker``), unless role 0 has its own
+                ``Role.workspace``; ignored by the other schedulers.
             parent_run_id (str | None): the tracker parent run id (``TORCHX_PARENT_RUN_ID``
                 in the launching environment wins).
+            dryrun (bool): return what would be submitted, submit nothing.
+
+        Returns:
+            The app handle (str), or with ``dryrun=True`` the :class:`AppDryRunInfo`.
 
         Raises:
             ValueError, UnknownSchedulerException, InvalidRunConfigException: see
                 :meth:`dryrun`.
         """
         dryrun_info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+        if dryrun:
+            return dryrun_info
         return await self.schedule(dryrun_info)
 
     async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
@@ -168,7 +211,7 @@ class SubmitMethods:
         app: AppDef,
         scheduler: str,
         cfg: Mapping[str, CfgVal] | None = None,
-        workspace: str | None = None,
+        workspace: Workspace | str | None = None,
         parent_run_id: str | None = None,
     ) -> AppDryRunInfo[Any]:
         """Return what :meth:`run` would submit, without submitting it (``print()`` it).

@@ -1,0 +1,92 @@
+"""Building workspaces into role images at dry-run: ``Role.workspace`` and ``workspace=``.
+
+TorchX 0.7.0 builds one directory into role 0's image
+(``torchx.runner.api.Runner.dryrun`` with ``workspace: str``). TorchX's later API adds
+:class:`~asynctorchx.specs.Workspace` (several projects, each mapped to a
+sub-directory) and ``Role.workspace`` (one workspace per role). The scheduler builds a
+plain directory (``Scheduler.build_workspace_and_update_role``); a workspace of several
+projects, or of one project mapped to a sub-directory, is first copied into a temporary
+directory laid out as the mapping says, which is removed once the build returns.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from asynctorchx.schedulers.api import Scheduler
+from asynctorchx.specs.api import AppDef, CfgVal, Role, Workspace
+
+
+def role_workspaces(app: AppDef, workspace: Workspace | str | None) -> list[tuple[Role, Workspace]]:
+    """Return the roles to build, each with its workspace, in role order.
+
+    A role's own ``workspace`` wins; ``workspace`` (the ``Runner.run`` argument) applies
+    to role 0 when role 0 has none, as in TorchX 0.7.0.
+
+    Args:
+        app: the app.
+        workspace: the ``workspace`` given to the runner (a directory or a
+            :class:`Workspace`), or ``None``.
+    """
+    builds: list[tuple[Role, Workspace]] = []
+    for index, role in enumerate(app.roles):
+        chosen = role.workspace
+        if chosen is None and index == 0 and workspace:
+            chosen = workspace if isinstance(workspace, Workspace) else Workspace({workspace: ""})
+        if chosen is not None and chosen.projects:
+            builds.append((role, chosen))
+    return builds
+
+
+def _expand_user(path: str) -> str:
+    """``path`` with a leading ``~`` expanded (reads ``$HOME``; no file system access)."""
+    return os.path.expanduser(path)
+
+
+def _copy_projects(projects: Mapping[str, str], root: str) -> None:
+    """Copy each project (a file or a directory) to its sub-directory of ``root``.
+
+    Raises:
+        FileNotFoundError: a project does not exist.
+    """
+    for src, dst in projects.items():
+        source = Path(src).expanduser()
+        if not source.exists():
+            raise FileNotFoundError(f"workspace project {src!r} not found")
+        target = Path(root) / dst
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True, symlinks=True)
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / source.name)
+
+
+async def build_workspace(
+    sched: Scheduler[Any], role: Role, workspace: Workspace, cfg: Mapping[str, CfgVal]
+) -> None:
+    """Build ``workspace`` into ``role``'s image with ``sched``.
+
+    Args:
+        sched: the scheduler that builds (its ``build_workspace_and_update_role``).
+        role: the role whose image is updated.
+        workspace: what to build.
+        cfg: the resolved run options.
+
+    Raises:
+        FileNotFoundError: a project of a mapped workspace does not exist.
+        Exception: whatever the scheduler's build raises.
+    """
+    if workspace.is_unmapped_single_project():
+        path = _expand_user(next(iter(workspace.projects)))
+        await sched.build_workspace_and_update_role(role, path, cfg)
+        return
+    async with anyio.TemporaryDirectory(prefix="asynctorchx_workspace_") as root:
+        await anyio.to_thread.run_sync(_copy_projects, workspace.projects, root)
+        await sched.build_workspace_and_update_role(role, root, cfg)
