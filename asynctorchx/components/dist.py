@@ -1,4 +1,4 @@
-"""Distributed components: ``dist.ddp`` and ``dist.spmd``, launched with torchrun.
+"""Distributed components: ``dist.torchrun``, ``dist.ddp`` and ``dist.spmd`` (torchrun).
 
 The scheduler gang-schedules ``nnodes`` replicas of one role; on each,
 ``torch.distributed.run`` (torchrun) starts ``nproc_per_node`` worker processes and
@@ -208,6 +208,78 @@ def ddp(
                 mounts=parse_mounts(mounts) if mounts else [],
             )
         ],
+    )
+
+
+def torchrun(
+    *script_args: str,
+    script: str | None = None,
+    m: str | None = None,
+    image: str = IMAGE,
+    name: str = "/",
+    h: str | None = None,
+    cpu: int = 2,
+    gpu: int = 0,
+    memMB: int = 1024,  # noqa: N803 (TorchX name)
+    j: str = "1x2",
+    env: dict[str, str] | None = None,
+    max_retries: int = 0,
+    rdzv_port: int = 29500,
+    rdzv_backend: str = "c10d",
+    mounts: list[str] | None = None,
+    debug: bool = False,
+    tee: int = 3,
+) -> AppDef:
+    """Launch a PyTorch script or module on ``nnodes x nproc_per_node`` workers with torchrun.
+
+    The name TorchX's ``torchx.components.dist`` prefers after 0.7.0 (it deprecates
+    ``dist.ddp`` and ``dist.spmd`` in its favour). Same arguments and command line as
+    :func:`ddp`, which stays available unchanged.
+
+    Args:
+        script_args: arguments to the main module or script
+        script: script or binary to run within the image
+        m: the python module path to run
+        image: image (e.g. docker)
+        name: job name override: ``{experimentname}/{runname}``, ``{experimentname}/``,
+            ``/{runname}`` or ``{runname}``; the script or module name by default
+        h: a registered named resource (if specified takes precedence over cpu, gpu, memMB)
+        cpu: number of cpus per replica
+        gpu: number of gpus per replica
+        memMB: cpu memory in MB per replica
+        j: [{min_nnodes}:]{nnodes}x{nproc_per_node}, for gpu hosts, nproc_per_node must not
+            exceed num gpus
+        env: environment variables to be passed to the run (e.g. ENV1=v1,ENV2=v2,ENV3=v3)
+        max_retries: the number of scheduler retries allowed
+        rdzv_port: the port on rank0's host for the c10d rendezvous store (multi-node only)
+        rdzv_backend: the rendezvous backend to use (multi-node only)
+        mounts: mounts to mount into the worker environment/container
+            (ex. type=<bind/volume>,src=/host,dst=/job[,readonly]).
+        debug: whether to run with preset debug flags enabled
+        tee: tees the specified std stream(s) to console + file. 0: none, 1: stdout,
+            2: stderr, 3: both
+
+    Raises:
+        ValueError: not exactly one of ``script`` and ``m``, or a malformed ``j``.
+    """
+    return ddp(
+        *script_args,
+        script=script,
+        m=m,
+        image=image,
+        name=name,
+        h=h,
+        cpu=cpu,
+        gpu=gpu,
+        memMB=memMB,
+        j=j,
+        env=env,
+        max_retries=max_retries,
+        rdzv_port=rdzv_port,
+        rdzv_backend=rdzv_backend,
+        mounts=mounts,
+        debug=debug,
+        tee=tee,
     )
 
 

@@ -255,3 +255,16 @@ def test_structured_j_errors_start_as_torchx() -> None:
         StructuredJArgument.parse_from("aws_t3.medium", "2")
     with pytest.warns(UserWarning, match=r"^In `-j 2x8` you specified nproc_per_node=8"):
         StructuredJArgument.parse_from("aws_p3.8xlarge", "2x8")
+
+
+def test_torchrun_is_ddp_under_torchx_newer_name() -> None:
+    argv = ["-j", "2x4", "--script", "train.py", "--rdzv_port", "29600", "--", "--lr", "1"]
+    assert materialize_appdef(dist.torchrun, argv) == materialize_appdef(dist.ddp, argv)
+
+
+def test_torchrun_is_a_builtin_and_passes_the_linter() -> None:
+    from asynctorchx.specs import file_linter
+    from asynctorchx.specs.finder import get_components
+
+    assert "dist.torchrun" in get_components()
+    assert file_linter.validate(dist.__file__, "torchrun") == []

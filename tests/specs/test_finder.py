@@ -15,6 +15,7 @@ from asynctorchx.specs.builders import materialize_appdef
 BUILTINS = [
     "dist.ddp",
     "dist.spmd",
+    "dist.torchrun",
     "utils.binary",
     "utils.booth",
     "utils.copy",
