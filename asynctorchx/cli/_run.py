@@ -1,0 +1,226 @@
+"""The ``run`` command: build the component's app, submit it, follow it, cancel on signals."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+
+import anyio
+import attrs
+
+from asynctorchx.cli._output import UsageError, note, print_line, to_json
+from asynctorchx.errors import ComponentValidationException
+from asynctorchx.runner import config
+from asynctorchx.runner.api import Runner, get_runner
+from asynctorchx.schedulers import get_default_scheduler_name
+from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal
+
+#: seconds `run` waits for an interrupted app to end before closing the runner
+_CANCEL_BOUND_S = 60.0
+
+#: Signals that make `run` cancel its app: Ctrl-C, `kill`, and the terminal closing
+#: (replicas run in their own sessions, so a hangup never reaches them by itself).
+_CANCEL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _cancel_signals() -> list[signal.Signals]:
+    """Return the :data:`_CANCEL_SIGNALS` this process does not ignore.
+
+    A signal ignored at startup stays ignored, as Python does for SIGINT: ``nohup``
+    (SIGHUP) and a shell's background job (SIGINT) ask for the app to survive them.
+    """
+    return [signum for signum in _CANCEL_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN]
+
+
+class _Interrupt:
+    """What the signal listener of ``run`` shares with the command.
+
+    The first SIGINT, SIGTERM or SIGHUP cancels :attr:`scope` (the submit, stream and wait of
+    the app); later ones only say that the app is still being cancelled.
+    """
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.received = False
+
+
+async def _listen(signals: AsyncIterator[signal.Signals], interrupt: _Interrupt) -> None:
+    async for _ in signals:
+        if not interrupt.received:
+            interrupt.received = True
+            interrupt.scope.cancel()
+        else:
+            note(
+                "asynctorchx: still cancelling the app; replicas that ignore SIGTERM get"
+                " SIGKILL after `stop_timeout` seconds"
+            )
+
+
+@asynccontextmanager
+async def _interruptible() -> AsyncIterator[_Interrupt]:
+    """Handle SIGINT, SIGTERM and SIGHUP for the whole block, cleanup included.
+
+    One signal receiver stays installed until the block (and so the runner inside it)
+    is left: a second Ctrl-C while the app is being cancelled is absorbed instead of
+    raising ``KeyboardInterrupt`` into the event loop, which would abandon the cleanup
+    and leave replicas running.
+    """
+    interrupt = _Interrupt()
+    body_error: BaseException | None = None
+    with anyio.open_signal_receiver(*_cancel_signals()) as signals:
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(_listen, signals, interrupt)
+            try:
+                yield interrupt
+            except BaseException as exc:
+                # re-raised outside the task group: the caller sees it as itself
+                body_error = exc
+            finally:
+                task_group.cancel_scope.cancel()
+    if body_error is not None:
+        raise body_error
+
+
+def _materialize(
+    component: str, component_args: list[str], defaults: Mapping[str, str] | None
+) -> AppDef:
+    """Build the component's app: its function runs once, its parser is built once.
+
+    Only when that fails are the parser and the arguments checked again, to tell a
+    usage error (exit 2) from a bad component or config (exit 1).
+
+    Raises:
+        UsageError: an argument is missing, unknown or does not parse.
+        ComponentNotFoundException: no such component.
+        ComponentValidationException: the component, or a ``[component:<name>]``
+            default, is not valid; or the function did not return an ``AppDef``.
+        SystemExit: ``--help`` was given (argparse prints the help and exits 0).
+    """
+    from asynctorchx.specs.builders import create_args_parser, materialize_appdef, parse_args
+    from asynctorchx.specs.finder import get_component
+
+    fn = get_component(component).fn
+    try:
+        return materialize_appdef(fn, component_args, defaults)
+    except ComponentValidationException as exc:
+        create_args_parser(fn, defaults)  # a bad component or config: exit 1
+        try:
+            parse_args(fn, component_args, defaults)
+        except ComponentValidationException as usage:  # a missing, unknown or bad argument
+            raise UsageError(str(usage)) from usage
+        raise exc  # the function ran and failed (or returned no AppDef): exit 1
+
+
+@attrs.frozen
+class _RunSettings:
+    """What ``run`` runs: its flags, else the ``[cli:run]`` defaults of the config."""
+
+    scheduler: str
+    component: str
+    component_args: list[str]
+    workspace: str | None
+    scheduler_args: str
+    parent_run_id: str | None
+
+
+def _run_settings(args: argparse.Namespace, defaults: Mapping[str, str]) -> _RunSettings:
+    """Combine ``run``'s flags with the ``[cli:run]`` section ``defaults`` (flags win).
+
+    Raises:
+        UsageError: no component is named by either.
+    """
+    component = args.component or defaults.get("component")
+    if not component:
+        raise UsageError(
+            "no component given: name one, e.g. `asynctorchx run utils.echo --msg hi`"
+            " (`asynctorchx builtins` lists them)"
+        )
+    component_args = list(args.component_args)
+    if component_args[:1] == ["--"]:
+        component_args = component_args[1:]
+
+    def flag_or_default(flag: str | None, key: str) -> str | None:
+        return flag if flag is not None else defaults.get(key)
+
+    return _RunSettings(
+        scheduler=args.scheduler or defaults.get("scheduler") or get_default_scheduler_name(),
+        component=component,
+        component_args=component_args,
+        workspace=flag_or_default(args.workspace, "workspace"),
+        scheduler_args=flag_or_default(args.scheduler_args, "scheduler_args") or "",
+        parent_run_id=flag_or_default(args.parent_run_id, "parent_run_id"),
+    )
+
+
+def _print_dryrun(info: AppDryRunInfo[object]) -> None:
+    print("=== APPLICATION ===")
+    print(to_json(info.app, indent=2))
+    print("=== SCHEDULER REQUEST ===")
+    print(info)
+
+
+async def _follow(runner: Runner, handle: str, tail: bool) -> int:
+    """Wait for the app (printing its logs when ``tail``); return 0 if it succeeded, else 1."""
+    print(f"asynctorchx: waiting for {handle} (Ctrl-C cancels it)", file=sys.stderr)
+    if tail:
+        async with runner.log_stream(handle, should_tail=True) as lines:
+            async for line in lines:
+                print_line(line)
+    status = await runner.wait(handle)
+    state = status.state if status is not None else AppState.UNKNOWN
+    print(f"asynctorchx: {handle} finished: {state.name}", file=sys.stderr)
+    if status is not None and status.state != AppState.SUCCEEDED:
+        print(status.format(), file=sys.stderr)
+    return 0 if state == AppState.SUCCEEDED else 1
+
+
+async def run(args: argparse.Namespace) -> int:
+    sections = config.load_sections()  # the one read of the .torchxconfig files
+    run = _run_settings(args, config.get_configs("cli", "run", sections=sections))
+
+    # Build the app before any scheduler starts: `--help` and bad component arguments
+    # end here (argparse's exit) rather than inside the runner's task group.
+    component_defaults = config.get_component_defaults(sections=sections).get(run.component)
+    app = _materialize(run.component, run.component_args, component_defaults)
+
+    # The signal receiver is installed before anything is submitted and removed only
+    # after the runner has closed its schedulers (which terminates local replicas).
+    async with (
+        _interruptible() as interrupt,
+        get_runner(config_sections=sections, handle_signals=False) as runner,
+    ):
+        handle: str | None = None
+        with interrupt.scope:
+            opts = runner.scheduler_run_opts(run.scheduler)
+            cfg: dict[str, CfgVal] = opts.cfg_from_str(run.scheduler_args)
+            config.apply(run.scheduler, cfg, opts, sections=sections)
+            submit = (app, run.scheduler, cfg, run.workspace, run.parent_run_id)
+            if args.dryrun:
+                _print_dryrun(await runner.dryrun(*submit))
+                return 0
+            handle = await runner.run(*submit)
+            print(handle, flush=True)
+            # apps that end with this process (local ones, local_docker's cancel_on_close):
+            # stay, follow their logs and wait by default
+            in_process = runner.scheduler_class(run.scheduler).apps_live_in_process
+            in_process = in_process or cfg.get("cancel_on_close") is True
+            if not (in_process or args.wait or args.log):
+                return 0
+            return await _follow(runner, handle, tail=in_process or args.log)
+
+        # Only reached when a signal cancelled the scope above.
+        note("asynctorchx: interrupted, cancelling the app")
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_BOUND_S):
+            if handle is not None:
+                await runner.cancel(handle)
+                status = await runner.wait(handle)
+                if status is not None:
+                    note(f"asynctorchx: {handle} {status.state.name}")
+        # leaving the runner closes its schedulers: what still runs is terminated
+        return 1
+
+
+__all__ = ["run"]
