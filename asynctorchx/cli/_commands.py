@@ -7,6 +7,7 @@ JSON output, printed lines) in :mod:`asynctorchx.cli._output`.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from collections.abc import Awaitable, Callable
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import anyio
 
-from asynctorchx.cli._output import UsageError, print_line, to_json
+from asynctorchx.cli._output import UsageError, print_line, to_json_with_nulls
 from asynctorchx.cli._run import run as _run
 from asynctorchx.errors import UnknownAppException
 from asynctorchx.runner import config
@@ -80,10 +81,10 @@ async def _status(args: argparse.Namespace) -> int:
         status = await runner.status(args.app_handle)
     if status is None:
         return _not_found("status", args.app_handle, runner)
+    roles = [r for r in args.roles.split(",") if r] or None
     if args.json:
-        print(to_json(status, indent=2))
+        print(json.dumps(status.to_json(roles), indent=2))
     else:
-        roles = [r for r in args.roles.split(",") if r] or None
         print(status.format(roles))
     return 0
 
@@ -93,7 +94,7 @@ async def _describe(args: argparse.Namespace) -> int:
         app = await runner.describe(args.app_handle)
     if app is None:
         return _not_found("describe", args.app_handle, runner)
-    print(to_json(app, indent=2))
+    print(to_json_with_nulls(app))
     return 0
 
 
@@ -164,16 +165,23 @@ async def _delete(args: argparse.Namespace) -> int:
 
 
 async def _list(args: argparse.Namespace) -> int:
-    scheduler = args.scheduler or get_default_scheduler_name()
-    async with get_runner(handle_signals=False) as runner:
-        apps = await runner.list(scheduler)
+    # flags win over the [cli:list] section (`scheduler`, `scheduler_args`), as for run
+    sections = config.load_sections()
+    defaults = config.get_configs("cli", "list", sections=sections)
+    scheduler = args.scheduler or defaults.get("scheduler") or get_default_scheduler_name()
+    scheduler_args = (
+        args.scheduler_args if args.scheduler_args is not None else defaults.get("scheduler_args")
+    )
+    async with get_runner(config_sections=sections, handle_signals=False) as runner:
+        cfg = runner.cfg_from_str(scheduler, scheduler_args) if scheduler_args else None
+        apps = await runner.list(scheduler, cfg)
     if args.json:
-        print(to_json(apps, indent=2))
+        print(to_json_with_nulls(apps))
         return 0
     from tabulate import tabulate
 
-    rows = [[app.app_handle, app.state.name] for app in apps]
-    print(tabulate(rows, headers=["APP HANDLE", "APP STATUS"]))
+    rows = [[app.app_handle, app.name, app.state.name] for app in apps]
+    print(tabulate(rows, headers=["APP HANDLE", "APP NAME", "APP STATUS"]))
     return 0
 
 

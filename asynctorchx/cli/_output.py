@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from contextlib import suppress
+from typing import Any
 
 from asynctorchx.runner.api import LogLine
 
@@ -22,6 +24,31 @@ def to_json(obj: object, **dumps_kwargs: object) -> str:
     from asynctorchx.specs.converter import to_json as encode
 
     return encode(obj, **dumps_kwargs)
+
+
+def _nulls(data: Any) -> Any:
+    """``data`` with the placeholders ``<NONE>`` and ``<MISSING>`` (unset values) as ``None``."""
+    from asynctorchx.specs.api import MISSING, NONE
+
+    if isinstance(data, dict):
+        return {key: _nulls(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_nulls(value) for value in data]
+    return None if isinstance(data, str) and data in (NONE, MISSING) else data
+
+
+def to_json_with_nulls(obj: object) -> str:
+    """Encode ``obj`` as indented JSON, unset values (TorchX's placeholders) as ``null``.
+
+    What ``describe --json`` and ``list --json`` print (issue: never the string
+    ``"<NONE>"``).
+
+    Args:
+        obj: an attrs spec object, or a list of them.
+    """
+    from asynctorchx.specs.converter import converter
+
+    return json.dumps(_nulls(converter.unstructure(obj)), indent=2)
 
 
 def print_line(line: LogLine) -> None:

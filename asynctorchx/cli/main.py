@@ -99,8 +99,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("app_handle", help="e.g. local_docker://torchx/echo-x1y2")
 
-    p = sub.add_parser("list", help="list the apps a scheduler knows")
+    p = sub.add_parser(
+        "list",
+        help="list the apps a scheduler knows",
+        description="List a scheduler's apps. `scheduler` and `scheduler_args` in the"
+        " [cli:list] section of .torchxconfig give the defaults of -s and -cfg.",
+    )
     p.add_argument("-s", "--scheduler", default=None, help="default: local_cwd")
+    p.add_argument(
+        "-cfg",
+        "--scheduler_args",
+        default=None,
+        help="run options that narrow the listing, `key1=v1,key2=v2` (e.g. a namespace)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("runopts", help="print schedulers' run options")
