@@ -27,7 +27,17 @@ TorchX's leaves out:
 * file descriptors: the first start raises this process's soft ``RLIMIT_NOFILE`` to its
   hard limit, once (``_file_limits``); a submit whose replicas cannot get their pipes
   raises :class:`~asynctorchx.errors.OpenFileLimitError` with nothing left running, and a
-  replica whose output could not all reach its logs ends ``FAILED``, never ``SUCCEEDED``.
+  replica whose output could not all reach its logs ends ``FAILED``, never ``SUCCEEDED``;
+* apps are seen from any process of the same user: the supervising process keeps a
+  record of each app (0600 JSON through the one cattrs converter, atomically replaced,
+  in ``$ASYNCTORCHX_STATE_DIR``, else ``$XDG_STATE_HOME/asynctorchx``, else
+  ``~/.local/state/asynctorchx``, directories 0700), so another process's
+  ``LocalScheduler`` describes, follows (inotify), waits for and cancels it (after
+  checking each process group is still the recorded process: pid, start time, boot),
+  and ``status`` after ``run`` ended reports the result; a supervisor killed by
+  ``SIGKILL`` is reported ``FAILED``. Apps still end with their supervising process
+  (``apps_live_in_process``). Finished records are pruned after 7 days, or beyond 1000
+  per backend (``_records``).
 
 A ``LocalScheduler`` hosts its replicas in a task group, so it must be entered:
 ``async with create_cwd_scheduler("session") as scheduler:``. Leaving the block (or
@@ -43,7 +53,10 @@ providers, run options), ``_supervisor`` (running and restarting replicas),
 limit), ``_parent_death`` (tying replicas to this process), ``_subreaper`` (ending the
 daemons of replicas), ``_log_files`` (log files and their
 time index), ``_error_files`` (TorchElastic error files), ``_child_watcher`` (reaping
-children on Python < 3.12) and ``_scheduler`` (``LocalScheduler`` and its factories).
+children on Python < 3.12), ``_records`` (the app records on disk), ``_process_identity``
+(knowing a process again: pid, start time, boot), ``_recorded_apps`` (other processes'
+apps, from their records), ``_change_watch`` (waking their followers: inotify, pid file
+descriptors) and ``_scheduler`` (``LocalScheduler`` and its factories).
 """
 
 from asynctorchx.schedulers.local._request import (

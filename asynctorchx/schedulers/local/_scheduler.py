@@ -9,6 +9,7 @@ TorchX's ``torchx.schedulers.local_scheduler``. The replicas themselves are run 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -29,10 +30,13 @@ from asynctorchx.schedulers.api import (
     Scheduler,
     Stream,
 )
+from asynctorchx.schedulers.local._change_watch import ChangeWatch
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._error_files import read_error_file
 from asynctorchx.schedulers.local._log_files import TimeIndex, prepare_log_dirs
 from asynctorchx.schedulers.local._process_groups import ProcessGroups
+from asynctorchx.schedulers.local._recorded_apps import RecordedApps
+from asynctorchx.schedulers.local._records import RecordKeeper, cancel_request_path
 from asynctorchx.schedulers.local._request import (
     CWDImageProvider,
     ImageProvider,
@@ -120,6 +124,9 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._closed = False
         self._temp_log_dir: str | None = None
         self._process_groups = ProcessGroups()
+        self._records = RecordKeeper(backend, session_name)
+        self._recorded = RecordedApps(backend, session_name)
+        self._recording = False
 
     # ----------------------------------------------------------------- lifetime
 
@@ -167,6 +174,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         except Exception:  # close never raises
             logger.exception("closing the %s scheduler", self.backend)
         finally:
+            self._records.flush()
             if self._temp_log_dir is not None:
                 shutil.rmtree(self._temp_log_dir, ignore_errors=True)
                 self._temp_log_dir = None
@@ -242,9 +250,35 @@ class LocalScheduler(Scheduler[PopenRequest]):
         # <root>/<session>/<app_id>: every directory below the root private and ours
         root = os.path.dirname(os.path.dirname(request.log_dir))
         prepare_log_dirs(root, [replica.log_dir for replica in app.all_replicas()])
+        self._start_recording(app)
         use_pidfd_child_watcher()
         await self._task_group.start(self._supervise, app)
+        self._records.write_now(app)
         return request.app_id
+
+    def _start_recording(self, app: LocalApp) -> None:
+        """Give ``app`` its cancel request file (a stale one removed); start, once, the
+        record writer and the watch for cancel requests (see ``_records``)."""
+        directory = self._records.directory
+        if directory is None:
+            return
+        app.cancel_request = cancel_request_path(directory, app.request.app_id)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(app.cancel_request)
+        if not self._recording and self._task_group is not None:
+            self._recording = True
+            self._task_group.start_soon(self._records.run)
+            self._task_group.start_soon(self._watch_cancel_requests, directory)
+
+    async def _watch_cancel_requests(self, directory: str) -> None:
+        """Cancel a running app once another process left its cancel request (woken by
+        inotify on the requests' directory, else polling; see ``_change_watch``)."""
+        with ChangeWatch([os.path.join(directory, "cancel")]) as watch:
+            while True:
+                for app in list(self._apps.values()):
+                    if not is_terminal(app.state):
+                        app.adopt_cancel_request()
+                await watch.wait()
 
     async def _supervise(
         self, app: LocalApp, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -260,6 +294,10 @@ class LocalScheduler(Scheduler[PopenRequest]):
         app_id = app.request.app_id
         if self._apps.get(app_id) is not app or not is_terminal(app.state):
             return  # never kept (its start failed), or replaced by a resubmission
+        self._records.write_now(app)  # the final record, before any waiter wakes
+        if app.cancel_request is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(app.cancel_request)
         self._finished[app_id] = None
         while len(self._finished) > self._cache_size:
             evicted_id = next(iter(self._finished))
@@ -276,6 +314,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
     def _keep(self, app: LocalApp) -> None:
         """Keep ``app`` (once every replica started): it can be described from now on."""
         self._apps[app.request.app_id] = app
+        app.on_change = self._records.changed
         self._finished.pop(app.request.app_id, None)  # the same dry run scheduled again
 
     # ----------------------------------------------------------------- queries
@@ -301,7 +340,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         """
         app = self._get(app_id)
         if app is None:
-            return None
+            return self._recorded.describe(app_id)
         replicas = [
             ReplicaStatus(
                 id=replica.replica_id,
@@ -324,11 +363,13 @@ class LocalScheduler(Scheduler[PopenRequest]):
         )
 
     async def list(self) -> list[ListAppResponse]:
-        """List the apps this scheduler keeps: those running, and at most ``cache_size``
-        finished ones."""
-        return [
+        """List the apps this scheduler keeps (those running, and at most ``cache_size``
+        finished ones), then the apps of its session recorded by other processes of this
+        user (see ``_recorded_apps``)."""
+        kept = [
             ListAppResponse(app_id=app_id, state=app.state) for app_id, app in self._apps.items()
         ]
+        return kept + self._recorded.list(lambda app_id: app_id in self._apps)
 
     async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
         """Await the app's terminal state (an await on its processes' exit, no polling).
@@ -342,7 +383,9 @@ class LocalScheduler(Scheduler[PopenRequest]):
         """
         app = self._get(app_id)
         if app is None:
-            return None
+            return await self._recorded.wait_until(
+                app_id, lambda response: is_terminal(response.state), timeout
+            )
         with anyio.fail_after(timeout):
             await self._wait_terminal(app)
         return await self.describe(app_id)
@@ -360,7 +403,11 @@ class LocalScheduler(Scheduler[PopenRequest]):
         """
         app = self._get(app_id)
         if app is None:
-            return None
+            return await self._recorded.wait_until(
+                app_id,
+                lambda response: response.state != state or is_terminal(response.state),
+                timeout,
+            )
         with anyio.fail_after(timeout):
             await self._wait_until(app, lambda: app.state != state or is_terminal(app.state))
         return await self.describe(app_id)
@@ -380,17 +427,15 @@ class LocalScheduler(Scheduler[PopenRequest]):
         await cls._wait_until(app, lambda: is_terminal(app.state))
 
     async def _cancel_existing(self, app_id: str) -> None:
-        app = self._apps[app_id]
+        app = self._apps.get(app_id)
+        if app is None:  # another process's app (see _recorded_apps)
+            await self._recorded.cancel(app_id)
+            return
         self._request_cancel(app)
 
     @staticmethod
     def _request_cancel(app: LocalApp) -> None:
-        if is_terminal(app.state) or app.cancelled:
-            return
-        app.cancelled = True
-        for replica in app.all_replicas():
-            replica.terminate_requested.set()
-        app.changed.notify()
+        app.request_cancel()
 
     def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
         """Iterate over the log lines of the replica ``query`` names, as they come.
@@ -414,7 +459,11 @@ class LocalScheduler(Scheduler[PopenRequest]):
         """
         app = self._get(app_id)
         if app is None:
-            raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
+            recorded = self._recorded.log_iter(app_id, query)
+            if recorded is None:
+                handle = make_app_handle(self.backend, self.session_name, app_id)
+                raise UnknownAppException(handle)
+            return recorded
         query.check_replica(
             app_id, {name: len(replicas) for name, replicas in app.replicas.items()}
         )

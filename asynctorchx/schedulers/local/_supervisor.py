@@ -45,6 +45,7 @@ from asynctorchx.schedulers.local._file_limits import raise_open_file_limit
 from asynctorchx.schedulers.local._log_files import ReplicaLogWriter
 from asynctorchx.schedulers.local._parent_death import replica_command
 from asynctorchx.schedulers.local._process_groups import ProcessGroups, signal_group
+from asynctorchx.schedulers.local._process_identity import ProcessIdentity
 from asynctorchx.schedulers.local._request import PopenRequest, ReplicaParam
 from asynctorchx.schedulers.toolkit import Notifier, app_state
 from asynctorchx.specs.api import AppDef, AppState, RetryPolicy, is_terminal
@@ -75,6 +76,7 @@ class LocalReplica:
         self.exit_code: int | None = None
         self.restarts = 0
         self.pid: int | None = None
+        self.identity: ProcessIdentity | None = None
         self.token = ""
         self.swept = False
         self.output = Notifier()
@@ -105,6 +107,10 @@ class LocalApp:
         self.num_restarts = 0
         self.last_updated = time.monotonic()
         self.changed = Notifier()
+        #: called at every change (the scheduler writes the app's record)
+        self.on_change: Callable[[LocalApp], None] | None = None
+        #: the file whose existence is a cancel request from another process, if any
+        self.cancel_request: str | None = None
         self.replicas: dict[str, list[LocalReplica]] = {
             role_name: [
                 LocalReplica(role_name, k, param, request.role_log_dirs[role_name][k])
@@ -117,14 +123,39 @@ class LocalApp:
         """Every replica of every role."""
         return [replica for replicas in self.replicas.values() for replica in replicas]
 
+    def notify_changed(self) -> None:
+        """Wake the app's waiters and tell ``on_change`` (its record is written)."""
+        self.changed.notify()
+        if self.on_change is not None:
+            self.on_change(self)
+
     def set_state(self, state: AppState) -> None:
         """Set the app's state and wake its waiters (and, once terminal, its log followers)."""
         self.state = state
         self.last_updated = time.monotonic()
-        self.changed.notify()
+        self.notify_changed()
         if is_terminal(state):
             for replica in self.all_replicas():
                 replica.output.notify()
+
+    def request_cancel(self) -> None:
+        """Ask every replica to terminate (SIGTERM, ``stop_timeout``, SIGKILL); idempotent."""
+        if is_terminal(self.state) or self.cancelled:
+            return
+        self.cancelled = True
+        for replica in self.all_replicas():
+            replica.terminate_requested.set()
+        self.notify_changed()
+
+    def adopt_cancel_request(self) -> None:
+        """Cancel the app if another process asked to (its cancel request file exists).
+
+        Called when a replica exits: a replica ended by another process's SIGTERM is
+        then ``CANCELLED``, not ``FAILED``, even before the scheduler's watch saw the
+        request.
+        """
+        if not self.cancelled and self.cancel_request and os.path.lexists(self.cancel_request):
+            self.request_cancel()
 
 
 class _StartCounter:
@@ -202,7 +233,7 @@ async def supervise(
                 )
                 for replica in app.all_replicas():
                     replica.state = AppState.PENDING
-                app.changed.notify()
+                app.notify_changed()
     except Exception:
         if not started:
             raise
@@ -255,7 +286,7 @@ async def _run_replica(
             attempt_scope.cancel()
             return
         first = False
-        app.changed.notify()
+        app.notify_changed()
         if replica.state != AppState.FAILED or app.cancelled or app.restart_requested:
             return
         if policy == RetryPolicy.REPLICA and replica.restarts < max_retries:
@@ -307,9 +338,12 @@ async def _run_process(
             replica.exit_code = 127
             return
         replica.pid = process.pid
+        # read before it is reaped: until then its pid cannot be given to another process
+        replica.identity = ProcessIdentity.of(process.pid)
         groups.add(process.pid)
         _subreaper.register(process.pid)
         replica.state = AppState.RUNNING
+        app.notify_changed()
         if on_started is not None:
             on_started()
         try:
@@ -395,6 +429,7 @@ async def _pump_until_exit(
         pumps.start_soon(_pump, process.stderr, "stderr", writer, drained[1])
         pumps.start_soon(_terminator, app, replica, drained)
         returncode = await process.wait()
+        app.adopt_cancel_request()
         state = _attempt_state(app, replica, returncode)
         replica.exited.set()
         # the main process is gone: so is the rest of its group, unless a

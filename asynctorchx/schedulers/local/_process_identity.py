@@ -1,0 +1,152 @@
+"""Knowing a process again later, from another process: pid, start time and boot.
+
+A pid alone names whatever process holds it now: once the recorded one ended, the
+kernel gives its number to the next process started. An app record therefore keeps,
+for each replica and for the supervising process, the pid with the process's start
+time (field 22 of ``/proc/<pid>/stat``, clock ticks after boot) and the boot id
+(``/proc/sys/kernel/random/boot_id``): the three together name one process for good.
+A process is *the recorded one* only while all three match and it has not exited (a
+zombie has exited).
+
+:func:`signal_group_if_same` signals a replica's process group only after that check,
+through a pid file descriptor opened before it (``pidfd_open``, Linux 5.3): the leader
+is signalled race-free, and its group while the leader is still running, so a recycled
+pid is never signalled. TorchX's ``torchx.schedulers.local_scheduler`` keeps ``Popen``
+objects in memory and has no such need; off Linux (no ``/proc``) nothing is identified,
+and nothing is signalled from another process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import select
+import signal
+
+import attrs
+
+
+@attrs.define(frozen=True)
+class ProcessIdentity:
+    """One process, for good: its pid, start time and the boot it ran in.
+
+    Args:
+        pid: the process id.
+        start_time: when it started, in clock ticks after boot (``/proc/<pid>/stat``).
+        boot_id: the kernel's boot id then (a reboot restarts pids and ticks).
+    """
+
+    pid: int
+    start_time: int
+    boot_id: str
+
+    @classmethod
+    def of(cls, pid: int) -> ProcessIdentity | None:
+        """The identity of the process ``pid`` now; None if it is gone or off Linux.
+
+        Args:
+            pid: the process id.
+        """
+        stat = _stat(pid)
+        if stat is None:
+            return None
+        return cls(pid, stat[2], boot_id())
+
+    def is_running(self) -> bool:
+        """Whether this very process still runs (same start time and boot, not exited)."""
+        stat = _stat(self.pid)
+        return (
+            stat is not None
+            and stat[0] != "Z"
+            and stat[2] == self.start_time
+            and self.boot_id == boot_id()
+        )
+
+
+@functools.lru_cache(maxsize=1)
+def boot_id() -> str:
+    """The kernel's boot id (``/proc/sys/kernel/random/boot_id``), "" when unknown."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as file:
+            return file.read().strip()
+    except OSError:
+        return ""
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """``(state, process group, start time)`` of ``pid``; None if gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        # after the command's ")": field 3 (state) is fields[0], so field N is fields[N - 3]
+        return fields[0].decode(), int(fields[2]), int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def process_group_of(pid: int) -> int | None:
+    """The process group of ``pid`` now; None if it is gone or off Linux.
+
+    Args:
+        pid: the process id.
+    """
+    stat = _stat(pid)
+    return None if stat is None else stat[1]
+
+
+_self: tuple[int, ProcessIdentity | None] | None = None
+
+
+def this_process() -> ProcessIdentity | None:
+    """The identity of this process (read again after a fork); None off Linux."""
+    global _self
+    pid = os.getpid()
+    if _self is None or _self[0] != pid:
+        _self = (pid, ProcessIdentity.of(pid))
+    return _self[1]
+
+
+def signal_group_if_same(identity: ProcessIdentity, pgid: int, signum: int) -> bool:
+    """Signal the process group ``pgid`` led by ``identity``, if it still is that process.
+
+    A pid file descriptor is opened first, then the identity checked: when it matches,
+    the descriptor names the recorded process, which is signalled through it (no pid
+    reuse can intervene); the group is then signalled while its leader has not exited
+    (a running leader holds its group id). Nothing is signalled when the process is not
+    the recorded one (exited, or its pid recycled), or when pid file descriptors are
+    not available.
+
+    Args:
+        identity: the recorded group leader (a replica's main process).
+        pgid: its recorded process group (its pid: replicas start a session of their own).
+        signum: the signal, e.g. ``signal.SIGTERM``.
+
+    Returns:
+        Whether the signal was sent.
+    """
+    if not hasattr(os, "pidfd_open"):
+        return False
+    try:
+        pidfd = os.pidfd_open(identity.pid)
+    except OSError:  # gone (ProcessLookupError), or pidfd_open not in this kernel
+        return False
+    try:
+        if not identity.is_running() or process_group_of(identity.pid) != pgid:
+            return False
+        try:
+            signal.pidfd_send_signal(pidfd, signum)
+        except OSError:  # it exited since the check
+            return False
+        if not _has_exited(pidfd):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signum)
+        return True
+    finally:
+        os.close(pidfd)
+
+
+def _has_exited(pidfd: int) -> bool:
+    """Whether the process of ``pidfd`` exited (a pid file descriptor polls readable)."""
+    readable, _, _ = select.select([pidfd], [], [], 0)
+    return bool(readable)

@@ -1,0 +1,445 @@
+"""App records on disk: what a supervising process tells the user's other processes.
+
+A local app lives in the process that supervises it (its replicas are that process's
+children). So that any process of the same user can describe, list, follow and cancel
+it, the supervisor keeps one record per app, a JSON file encoded by the one cattrs
+converter (:data:`asynctorchx.specs.converter.converter`):
+``<state directory>/<backend>/<app_id>.json``. It holds the app id, session, roles,
+each replica's pid, process group, process identity (pid + start time + boot id, see
+:mod:`._process_identity`), log directory, state, exit code and restarts, the app's
+state and restarts, and the supervisor's identity. TorchX's
+``torchx.schedulers.local_scheduler`` keeps all of this in memory only, so a second
+terminal finds nothing.
+
+The state directory: ``$ASYNCTORCHX_STATE_DIR`` when set, else
+``$XDG_STATE_HOME/asynctorchx`` (an absolute ``XDG_STATE_HOME``, per the XDG Base
+Directory specification), else ``~/.local/state/asynctorchx``. It and each backend
+directory are created 0700; an existing one must be a directory of this user, not a
+symbolic link (its mode is narrowed to 0700). Records are 0600, written to a temporary
+file of the same directory (``O_EXCL | O_NOFOLLOW``) then moved over the old one with
+``os.replace``: a reader sees the old record or the new one, never half of one. A
+record is read only when it is a regular file of this user with this user's uid inside.
+
+A cancel request from another process is the empty file
+``<backend>/cancel/<app_id>`` (:func:`cancel_request_path`), watched by the supervisor.
+
+Writes (:class:`RecordKeeper`): at once when the app starts running and when it ends,
+the changes in between coalesced to at most one write per app every
+:data:`COALESCE_SECONDS`. The record outlives its supervisor as the app's final state.
+
+Pruning (:func:`prune_records`, once per scheduler, at its first submit): a finished
+record (terminal, or whose supervisor is gone) is removed when it was last written more
+than :data:`MAX_RECORD_AGE` seconds (7 days) ago, and the oldest finished ones beyond
+:data:`MAX_RECORDS` (1000) per backend. A running app's record is never pruned. The
+app's log files are not touched (they are in ``log_dir``, or in a temporary directory
+its scheduler removed when it closed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import stat
+import time
+from collections.abc import Iterator
+
+import anyio
+import anyio.lowlevel
+import attrs
+
+from asynctorchx.schedulers.local._process_identity import ProcessIdentity, this_process
+from asynctorchx.schedulers.local._supervisor import LocalApp
+from asynctorchx.schedulers.toolkit import Notifier
+from asynctorchx.specs.api import AppState, Role, is_terminal
+from asynctorchx.specs.converter import converter
+
+logger = logging.getLogger(__name__)
+
+#: The environment variable naming the state directory (see the module).
+STATE_DIR_VARIABLE = "ASYNCTORCHX_STATE_DIR"
+#: The version of the record layout; a record of another version is not read.
+RECORD_VERSION = 1
+#: Seconds between two coalesced writes of one app's record.
+COALESCE_SECONDS = 0.05
+#: Seconds after its last write that a finished record is pruned (7 days).
+MAX_RECORD_AGE = 7 * 24 * 3600.0
+#: Finished records kept per backend at most (the oldest beyond are pruned).
+MAX_RECORDS = 1000
+_DIRECTORY_MODE = 0o700
+_FILE_MODE = 0o600
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_SUFFIX = ".json"
+
+
+@attrs.define
+class ReplicaRecord:
+    """One replica in an app record.
+
+    Args:
+        role: its role.
+        replica_id: its index in the role.
+        state: its state.
+        log_dir: its log directory (``{stdout,stderr,combined}.log``).
+        pid: its main process's id (its latest attempt's), None before it started.
+        pgid: its process group (its pid: every replica starts a session of its own).
+        process: its main process's identity, to tell it from a recycled pid.
+        exit_code: its latest exit code, None while it runs.
+        restarts: its restarts so far (``RetryPolicy.REPLICA``).
+    """
+
+    role: str
+    replica_id: int
+    state: AppState
+    log_dir: str
+    pid: int | None = None
+    pgid: int | None = None
+    process: ProcessIdentity | None = None
+    exit_code: int | None = None
+    restarts: int = 0
+
+
+@attrs.define
+class AppRecord:
+    """What a supervisor records of a local app (see the module).
+
+    Args:
+        app_id: the app's id.
+        backend: ``local_cwd`` or ``local_dir``.
+        session: the session of the scheduler that runs it.
+        uid: the user it belongs to (the supervisor's effective uid).
+        state: the app's state as its supervisor last recorded it.
+        log_dir: the app's log directory.
+        supervisor: the supervising process, None where it cannot be identified.
+        replicas: every replica of every role.
+        roles: the app's roles as submitted.
+        cancelled: a cancel was requested.
+        num_restarts: restarts of the whole app (``RetryPolicy.APPLICATION``).
+        stop_timeout: seconds between SIGTERM and SIGKILL on cancel.
+        updated: when the record was written, in seconds since the epoch.
+        version: the layout's version (:data:`RECORD_VERSION`).
+    """
+
+    app_id: str
+    backend: str
+    session: str
+    uid: int
+    state: AppState
+    log_dir: str
+    supervisor: ProcessIdentity | None
+    replicas: list[ReplicaRecord]
+    roles: list[Role] = attrs.field(factory=list)
+    cancelled: bool = False
+    num_restarts: int = 0
+    stop_timeout: float = 0.0
+    updated: float = 0.0
+    version: int = RECORD_VERSION
+
+
+def record_of(app: LocalApp, backend: str, session: str) -> AppRecord:
+    """The record of ``app`` as its supervisor (this process) knows it now.
+
+    Args:
+        app: the supervised app.
+        backend: the scheduler's name.
+        session: the scheduler's session.
+    """
+    replicas = [
+        ReplicaRecord(
+            role=replica.role_name,
+            replica_id=replica.replica_id,
+            state=replica.state,
+            log_dir=replica.log_dir,
+            pid=replica.pid,
+            pgid=replica.pid,
+            process=replica.identity,
+            exit_code=replica.exit_code,
+            restarts=replica.restarts,
+        )
+        for replica in app.all_replicas()
+    ]
+    return AppRecord(
+        app_id=app.request.app_id,
+        backend=backend,
+        session=session,
+        uid=os.geteuid(),
+        state=app.state,
+        log_dir=app.request.log_dir,
+        supervisor=this_process(),
+        replicas=replicas,
+        roles=list(app.app.roles) if app.app is not None else [],
+        cancelled=app.cancelled,
+        num_restarts=app.num_restarts,
+        stop_timeout=app.request.stop_timeout,
+        updated=time.time(),
+    )
+
+
+# --------------------------------------------------------------------------- directories
+
+
+def state_directory() -> str:
+    """The user's state directory for asynctorchx (see the module); never created here."""
+    explicit = os.environ.get(STATE_DIR_VARIABLE)
+    if explicit:
+        return os.path.abspath(explicit)
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    if os.path.isabs(xdg):
+        return os.path.join(xdg, "asynctorchx")
+    return os.path.join(os.path.expanduser("~"), ".local", "state", "asynctorchx")
+
+
+def records_directory(backend: str, *, create: bool) -> str | None:
+    """The directory of ``backend``'s records, if it is this user's and private.
+
+    Args:
+        backend: the scheduler's name.
+        create: create it (and the state directory) 0700 when missing.
+
+    Returns:
+        Its path; None when it is missing (and not ``create``), or not safe: a symbolic
+        link, not a directory, or another user's (another user's records are never read).
+
+    Raises:
+        OSError: ``create`` and it could not be created (read-only home).
+    """
+    state = state_directory()
+    directory = os.path.join(state, backend)
+    if create:
+        os.makedirs(os.path.dirname(state), mode=_DIRECTORY_MODE, exist_ok=True)
+        for path in (state, directory, os.path.join(directory, "cancel")):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path, _DIRECTORY_MODE)
+    for path in (state, directory):
+        if not _is_private_directory(path, narrow=create):
+            return None
+    return directory
+
+
+def _is_private_directory(path: str, *, narrow: bool) -> bool:
+    """Whether ``path`` is a directory of this user (not a link); ``narrow``: make it 0700."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        if narrow:
+            logger.warning(
+                "%s is not a directory of this user (uid %d): no app records are kept there",
+                path,
+                os.geteuid(),
+            )
+        return False
+    if narrow and stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, _DIRECTORY_MODE)
+    return True
+
+
+def record_path(directory: str, app_id: str) -> str:
+    """The record file of ``app_id`` in the records ``directory``."""
+    return os.path.join(directory, app_id + _SUFFIX)
+
+
+def cancel_request_path(directory: str, app_id: str) -> str:
+    """The cancel request file of ``app_id`` in the records ``directory``."""
+    return os.path.join(directory, "cancel", app_id)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def write_record(directory: str, record: AppRecord) -> None:
+    """Write ``record`` atomically (a 0600 temporary file moved over the old record).
+
+    Args:
+        directory: the records directory (from :func:`records_directory`).
+        record: the record.
+
+    Raises:
+        OSError: it could not be written (disk full); the old record stays whole.
+    """
+    data = json.dumps(converter.unstructure(record), separators=(",", ":")).encode()
+    temporary = os.path.join(directory, f".{record.app_id}.{secrets.token_hex(4)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    fd = os.open(temporary, flags, _FILE_MODE)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(temporary, record_path(directory, record.app_id))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def read_record(path: str) -> AppRecord | None:
+    """The record at ``path``; None if absent, not this user's, or not a record.
+
+    Opened without following a symbolic link; read only when it is a regular file owned
+    by this user holding this user's uid.
+
+    Args:
+        path: the record file.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            return None
+        with os.fdopen(os.dup(fd), "rb") as file:
+            data = file.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        raw = json.loads(data)
+        if not isinstance(raw, dict) or raw.get("version") != RECORD_VERSION:
+            return None
+        record = converter.structure(raw, AppRecord)
+    except Exception:  # a truncated or foreign file is not a record
+        return None
+    return record if record.uid == os.geteuid() else None
+
+
+def record_ids(directory: str) -> Iterator[str]:
+    """The app ids that have a record in ``directory``."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if name.endswith(_SUFFIX) and not name.startswith("."):
+            yield name[: -len(_SUFFIX)]
+
+
+def supervisor_gone(record: AppRecord) -> bool:
+    """Whether the process that wrote ``record`` is known to be gone.
+
+    False when it was not identified (off Linux): it is then taken to be running.
+    """
+    return record.supervisor is not None and not record.supervisor.is_running()
+
+
+def is_finished(record: AppRecord) -> bool:
+    """Whether nothing will change ``record`` any more: terminal, or its supervisor gone."""
+    return is_terminal(record.state) or supervisor_gone(record)
+
+
+def prune_records(directory: str, now: float | None = None) -> None:
+    """Remove the finished records of ``directory`` the rule of the module says.
+
+    Also removes temporary files and cancel requests an hour old (a writer that died).
+
+    Args:
+        directory: the records directory.
+        now: the time, in seconds since the epoch (default: now).
+    """
+    now = time.time() if now is None else now
+    finished: list[tuple[float, str]] = []
+    for app_id in list(record_ids(directory)):
+        path = record_path(directory, app_id)
+        record = read_record(path)
+        if record is None or not is_finished(record):
+            continue
+        with contextlib.suppress(OSError):
+            finished.append((os.lstat(path).st_mtime, app_id))
+    finished.sort()
+    excess = len(finished) - MAX_RECORDS
+    for index, (written, app_id) in enumerate(finished):
+        if index < excess or now - written > MAX_RECORD_AGE:
+            with contextlib.suppress(OSError):
+                os.unlink(record_path(directory, app_id))
+    for folder in (directory, os.path.join(directory, "cancel")):
+        _remove_stale(folder, now)
+
+
+def _remove_stale(folder: str, now: float) -> None:
+    """Remove the temporary files and cancel requests of ``folder`` over an hour old."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        stale = entry.name.endswith(".tmp") or os.path.basename(folder) == "cancel"
+        with contextlib.suppress(OSError):
+            old = stale and now - entry.stat(follow_symlinks=False).st_mtime > 3600
+            if old and entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+
+
+# --------------------------------------------------------------------------- writer
+
+
+class RecordKeeper:
+    """Writes the records of one scheduler's apps, coalescing the changes.
+
+    Records are best effort: a state directory that cannot be used logs one warning and
+    the apps run without records.
+
+    Args:
+        backend: the scheduler's name.
+        session: its session.
+    """
+
+    def __init__(self, backend: str, session: str) -> None:
+        self.backend = backend
+        self.session = session
+        self._directory: str | None = None
+        self._resolved = False
+        self._dirty: dict[str, LocalApp] = {}
+        self._wake = Notifier()
+
+    @property
+    def directory(self) -> str | None:
+        """The records directory (created, pruned on first use); None if unusable."""
+        if not self._resolved:
+            self._resolved = True
+            try:
+                self._directory = records_directory(self.backend, create=True)
+            except OSError as error:
+                logger.warning("no app records for %s: %s", self.backend, error)
+            if self._directory is not None:
+                prune_records(self._directory)
+        return self._directory
+
+    def changed(self, app: LocalApp) -> None:
+        """``app`` changed: its record is written soon (coalesced)."""
+        self._dirty[app.request.app_id] = app
+        self._wake.notify()
+
+    def write_now(self, app: LocalApp) -> None:
+        """Write ``app``'s record now (its start, its end)."""
+        self._dirty.pop(app.request.app_id, None)
+        directory = self.directory
+        if directory is None:
+            return
+        try:
+            write_record(directory, record_of(app, self.backend, self.session))
+        except OSError as error:
+            logger.warning("%s: could not write its record: %s", app.request.app_id, error)
+
+    def flush(self) -> None:
+        """Write every record that changed since its last write."""
+        for app in list(self._dirty.values()):
+            self.write_now(app)
+
+    async def run(self) -> None:
+        """Write the changed records, at most once per :data:`COALESCE_SECONDS`, forever."""
+        while True:
+            event = self._wake.event
+            if not self._dirty:
+                await event.wait()
+                continue
+            self.flush()
+            await anyio.sleep(COALESCE_SECONDS)

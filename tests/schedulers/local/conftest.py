@@ -1,0 +1,15 @@
+"""Every local scheduler test keeps its app records in its own state directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _private_state_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point ``ASYNCTORCHX_STATE_DIR`` at ``tmp_path/state`` (records never go to $HOME)."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("ASYNCTORCHX_STATE_DIR", str(state))
+    return state
