@@ -53,6 +53,22 @@ class ProcessIdentity:
             return None
         return cls(pid, stat[2], boot_id())
 
+    @classmethod
+    def of_child(cls, pid: int) -> ProcessIdentity | None:
+        """The identity of this process's child ``pid``; None if it is no longer one.
+
+        The child may already have ended and been reaped (asyncio's child watcher reaps
+        as soon as it exits): its pid is then not read as the identity of whatever
+        process holds it next, which is not our child.
+
+        Args:
+            pid: the child's process id, just started.
+        """
+        stat = _stat(pid)
+        if stat is None or stat[3] != os.getpid():
+            return None
+        return cls(pid, stat[2], boot_id())
+
     def is_running(self) -> bool:
         """Whether this very process still runs (same start time and boot, not exited)."""
         stat = _stat(self.pid)
@@ -74,13 +90,14 @@ def boot_id() -> str:
         return ""
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """``(state, process group, start time)`` of ``pid``; None if gone or unreadable."""
+def _stat(pid: int) -> tuple[str, int, int, int] | None:
+    """``(state, process group, start time, parent)`` of ``pid``; None if gone or
+    unreadable."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             fields = stat.read().rsplit(b")", 1)[1].split()
         # after the command's ")": field 3 (state) is fields[0], so field N is fields[N - 3]
-        return fields[0].decode(), int(fields[2]), int(fields[19])
+        return fields[0].decode(), int(fields[2]), int(fields[19]), int(fields[1])
     except (OSError, IndexError, ValueError):
         return None
 

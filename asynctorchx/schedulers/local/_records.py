@@ -210,10 +210,12 @@ def records_directory(backend: str, *, create: bool) -> str | None:
     directory = os.path.join(state, backend)
     if create:
         os.makedirs(os.path.dirname(state), mode=_DIRECTORY_MODE, exist_ok=True)
-        for path in (state, directory, os.path.join(directory, "cancel")):
+    # each checked before anything is made in it: a link planted there is never followed
+    paths = (state, directory, os.path.join(directory, "cancel")) if create else (state, directory)
+    for path in paths:
+        if create:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, _DIRECTORY_MODE)
-    for path in (state, directory):
         if not _is_private_directory(path, narrow=create):
             return None
     return directory

@@ -338,8 +338,8 @@ async def _run_process(
             replica.exit_code = 127
             return
         replica.pid = process.pid
-        # read before it is reaped: until then its pid cannot be given to another process
-        replica.identity = ProcessIdentity.of(process.pid)
+        # None when it already ended (and was reaped): nothing to signal from elsewhere
+        replica.identity = ProcessIdentity.of_child(process.pid)
         groups.add(process.pid)
         _subreaper.register(process.pid)
         replica.state = AppState.RUNNING

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, name="state")
 def _private_state_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point ``ASYNCTORCHX_STATE_DIR`` at ``tmp_path/state`` (records never go to $HOME)."""
     state = tmp_path / "state"

@@ -1,0 +1,136 @@
+"""The app records of the local schedulers: written by the supervisor, pruned, refused
+when unsafe, and a cancel request left by another process honoured by the supervisor.
+
+The state directory is ``tmp_path/state`` (``conftest``); the cross-process cases with
+real second processes are in ``tests/faults/test_local_records.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asynctorchx.schedulers.local import create_cwd_scheduler
+from asynctorchx.schedulers.local._process_identity import ProcessIdentity, this_process
+from asynctorchx.schedulers.local._records import (
+    MAX_RECORD_AGE,
+    AppRecord,
+    prune_records,
+    read_record,
+    record_path,
+    records_directory,
+    write_record,
+)
+from asynctorchx.specs.api import AppDef, AppState, Role
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc and inotify")
+
+
+def sh_app(script: str) -> AppDef:
+    return AppDef("rec", [Role("worker", "x", entrypoint="sh", args=["-c", script])])
+
+
+def a_record(app_id: str, state: AppState, supervisor: ProcessIdentity | None) -> AppRecord:
+    return AppRecord(
+        app_id=app_id,
+        backend="local_cwd",
+        session="test",
+        uid=os.geteuid(),
+        state=state,
+        log_dir="/nonexistent",
+        supervisor=supervisor,
+        replicas=[],
+    )
+
+
+async def test_the_supervisor_records_the_app_from_start_to_end(
+    state: Path, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    script = f"while [ ! -e {go} ]; do sleep 0.05; done; exit 4"
+    async with create_cwd_scheduler("test") as scheduler:
+        app_id = await scheduler.submit(sh_app(script), {})
+        path = state / "local_cwd" / f"{app_id}.json"
+        started = read_record(str(path))  # written before submit returned
+        assert started is not None
+        assert started.session == "test"
+        assert started.supervisor == this_process()
+        (replica,) = started.replicas
+        assert replica.pid is not None
+        assert replica.pgid == replica.pid
+        assert replica.process is not None
+        assert replica.process.pid == replica.pid
+        go.touch()
+        await scheduler.wait(app_id)
+        ended = read_record(str(path))  # written before wait returned
+        assert ended is not None
+        assert ended.state == AppState.FAILED
+        assert ended.replicas[0].exit_code == 4
+        assert [role.name for role in ended.roles] == ["worker"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+async def test_a_cancel_request_file_ends_the_app_cancelled(state: Path) -> None:
+    # the replica ignores SIGTERM: only the supervisor's SIGKILL after stop_timeout ends it
+    script = "trap '' TERM; echo ready; while :; do sleep 1; done"
+    async with create_cwd_scheduler("test") as scheduler:
+        app_id = await scheduler.submit(sh_app(script), {"stop_timeout": 0.2})
+        with anyio.fail_after(30):
+            async for line in scheduler.log_iter(app_id, "worker", should_tail=True):
+                assert line == "ready\n"
+                break
+            (state / "local_cwd" / "cancel" / app_id).touch()  # what another process leaves
+            final = await scheduler.wait(app_id)
+        assert final is not None
+        assert final.state == AppState.CANCELLED
+        assert not (state / "local_cwd" / "cancel" / app_id).exists()  # consumed
+
+
+def test_finished_records_are_pruned_by_age_and_count(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("asynctorchx.schedulers.local._records.MAX_RECORDS", 3)
+    directory = records_directory("local_cwd", create=True)
+    assert directory is not None
+    me = this_process()
+    gone = ProcessIdentity(me.pid, me.start_time - 1, me.boot_id) if me else None
+    now = time.time()
+    ages = {
+        "old-done": (AppState.SUCCEEDED, me, MAX_RECORD_AGE + 60),
+        "old-dead": (AppState.RUNNING, gone, MAX_RECORD_AGE + 60),  # supervisor died
+        "old-running": (AppState.RUNNING, me, MAX_RECORD_AGE + 60),  # still supervised
+        **{f"done-{n}": (AppState.FAILED, me, 100.0 * (5 - n)) for n in range(5)},
+    }
+    for app_id, (app_state, supervisor, age) in ages.items():
+        write_record(directory, a_record(app_id, app_state, supervisor))
+        os.utime(record_path(directory, app_id), (now - age, now - age))
+    prune_records(directory, now)
+    kept = sorted(name[: -len(".json")] for name in os.listdir(directory) if name != "cancel")
+    # the running one is kept whatever its age; of the finished, the 3 latest
+    assert kept == ["done-2", "done-3", "done-4", "old-running"]
+
+
+def test_an_unsafe_state_directory_is_never_used(state: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    state.symlink_to(elsewhere)
+    assert records_directory("local_cwd", create=True) is None
+    assert records_directory("local_cwd", create=False) is None
+
+
+async def test_an_app_runs_without_records_when_the_state_directory_is_unsafe(
+    state: Path, tmp_path: Path
+) -> None:
+    state.symlink_to(tmp_path)
+    async with create_cwd_scheduler("test") as scheduler:
+        app_id = await scheduler.submit(sh_app("true"), {})
+        final = await scheduler.wait(app_id)
+    assert final is not None
+    assert final.state == AppState.SUCCEEDED
+    assert not (tmp_path / "local_cwd").exists()
