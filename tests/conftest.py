@@ -143,3 +143,21 @@ def _the_suite_leaves_no_temporary_log_directory() -> Iterator[None]:
         else:
             os.environ["TMPDIR"] = saved[1]
         shutil.rmtree(private, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _private_local_app_records(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Each test's local app records go to a directory of its own, never the user's.
+
+    The local schedulers keep a record of every app under ``ASYNCTORCHX_STATE_DIR``
+    (default ``~/.local/state/asynctorchx``); subprocess hosts inherit the variable.
+    """
+    saved = os.environ.get("ASYNCTORCHX_STATE_DIR")
+    os.environ["ASYNCTORCHX_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("ASYNCTORCHX_STATE_DIR", None)
+        else:
+            os.environ["ASYNCTORCHX_STATE_DIR"] = saved

@@ -69,7 +69,10 @@ def _not_found(command: str, app_handle: str, runner: Runner) -> int:
     """
     scheduler = app_handle.split("://", 1)[0]
     if runner.scheduler_class(scheduler).apps_live_in_process:
-        hint = f"{scheduler} apps live only in the `asynctorchx run` that started them"
+        hint = (
+            f"not among this user's running or recorded {scheduler} apps; an app ends"
+            " with the `asynctorchx run` that started it, and its record is kept 7 days"
+        )
     else:
         hint = f"`asynctorchx list -s {scheduler}` lists the apps it knows"
     print(f"asynctorchx {command}: error: app {app_handle!r} not found ({hint})", file=sys.stderr)

@@ -249,8 +249,9 @@ class Scheduler(abc.ABC, Generic[T]):
 
     #: Whether this scheduler's apps live inside the process that submitted them (the
     #: local schedulers: replicas are its child processes and end when it closes). The
-    #: CLI's ``run`` then stays to follow the logs and wait by default, and other
-    #: processes cannot find the app. ``False`` for a backend whose apps outlive the
+    #: CLI's ``run`` then stays to follow the logs and wait by default; other processes
+    #: of the same user still find the app through its record on disk (see
+    #: ``asynctorchx.schedulers.local``). ``False`` for a backend whose apps outlive the
     #: submitting process (a Docker engine, a cluster): ``run`` prints the handle and
     #: returns unless asked to wait. Callers ask this, never the scheduler's name.
     apps_live_in_process: ClassVar[bool] = False

@@ -1,8 +1,8 @@
 """Cross-process ``status``/``log``/``describe``/``list`` on ``local_docker`` apps.
 
-Local apps live only in the ``asynctorchx run`` that started them (as in TorchX), but
 ``local_docker`` keeps its state in the Docker engine, so a second ``asynctorchx``
 process can inspect an app the first one ran.
+
 """
 
 from __future__ import annotations

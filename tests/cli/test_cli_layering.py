@@ -55,7 +55,7 @@ def test_run_returns_at_once_for_apps_that_outlive_it_whatever_its_name(
 
 def test_not_found_hint_follows_the_capability(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["status", "cluster_in_process://torchx/nope"]) == 1
-    assert "live only in the `asynctorchx run` that started them" in capsys.readouterr().err
+    assert "ends with the `asynctorchx run` that started it" in capsys.readouterr().err
     assert run_cli(["status", "local_remote://torchx/nope"]) == 1
     assert "`asynctorchx list -s local_remote`" in capsys.readouterr().err
 
