@@ -4,8 +4,9 @@ No Kubernetes API server runs on the test machines, so this in-process HTTP/1.1 
 (anyio sockets + h11, so it runs under asyncio and trio) implements exactly the endpoints
 the scheduler uses, with the API server's semantics for them:
 
-- Volcano jobs: discovery (``GET /apis/batch.volcano.sh/v1alpha1``), create, get, list,
-  watch, delete; ``bus.volcano.sh`` commands (``AbortJob``);
+- Volcano jobs: discovery (``GET /apis/batch.volcano.sh/v1alpha1``), create, get (and
+  its ``status`` subresource, which TorchX's ``describe`` reads), list, watch, delete;
+  ``bus.volcano.sh`` commands (``AbortJob``);
 - pods: list and watch (``labelSelector`` with ``key=value`` terms), and ``log`` with
   ``follow``, ``timestamps``, ``sinceTime`` (inclusive) and ``container``;
 - watches: ``resourceVersion`` (events after it; none given: ``ADDED`` for every
@@ -290,6 +291,15 @@ class FakeApiServer:
             namespace = parts[4]
             name = parts[6] if len(parts) == 7 else None
             return self._jobs(method, namespace, name, query, body)
+        # .../jobs/{name}/status: the status subresource (TorchX's describe reads it)
+        if (
+            path.startswith(_JOBS_PREFIX + "/namespaces/")
+            and len(parts) == 8
+            and parts[5] == JOBS
+            and parts[7] == "status"
+            and method == "GET"
+        ):
+            return self._jobs(method, parts[4], parts[6], query, body)
         if (
             path.startswith(_COMMANDS_PREFIX + "/namespaces/")
             and len(parts) == 6
