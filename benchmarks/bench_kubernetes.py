@@ -1,0 +1,487 @@
+"""Benchmark 10: the ``kubernetes`` scheduler against a raw watch client and TorchX 0.7.0.
+
+Every side talks to the same FAKE API server (``tests/schedulers/kubernetes/fake_apiserver.py``,
+with its fake Volcano), run by this script in its own process (``--serve``, our venv) for each
+trial, so no side shares an event loop with the server. The side reaches it through the
+kubeconfig the fake writes, and steers it over a line-per-request control socket: "finish this
+job's pods after so many seconds" (the server records, on the monotonic clock, when it made the
+job's ``Completed`` event) and "how many API requests so far". Two cases:
+
+* ``event``: ``latency_ms`` = the server making a job's ``Completed`` event to ``wait``
+  returning (ours: :meth:`KubernetesScheduler.wait`, which then reads the description, GET job
+  + LIST pods), to a raw watch client (httpx2 reading one ``watch=true`` stream of jobs for the
+  whole trial) reading that event (floor), to TorchX's ``Runner.wait(wait_interval=TICK)``
+  returning (torchx). The server finishes the job a random ``SETTLE`` .. ``SETTLE + TICK``
+  seconds after the side asked, so TorchX's poll phase is uniform. Each side's first sample
+  of a trial (``WARMUP``: first use of its imports and connections) is measured and dropped.
+* ``watch``: ``apps`` pending jobs (never finished) waited on for ``window`` seconds; the
+  server counts every API request from the moment the waits start. ``requests_per_min`` =
+  that count per minute over the whole window (ours: one GET per waiter, then one list and
+  ONE watch for all of them); ``after_start_per_min`` = per minute after the first
+  ``STARTUP`` seconds (ours: none while the watch stays open). TorchX: one thread per app in
+  ``Runner.wait(wait_interval=TICK)``, each poll one ``describe`` (one GET of the job's
+  ``status``). ``poll`` (computed, not run for the window): one polling loop per app calling
+  OUR ``describe`` (GET job + LIST pods) every ``TICK``: apps x requests of one describe x
+  60 / TICK.
+
+``TICK`` is 1 s, the interval ``torchx run --wait`` passes to ``Runner.wait``.
+
+TorchX's side needs the ``kubernetes`` package, which TorchX's benchmark venv
+(``benchmarks/.venv-torchx``) lacks: that driver re-runs itself under
+``benchmarks/.venv-torchx-k8s`` (``torchx==0.7.0 kubernetes``; ``TORCHX_K8S_VENV`` overrides
+the path) and reports itself unavailable when that venv is missing.
+
+Usage: ``.venv/bin/python benchmarks/bench_kubernetes.py [--smoke] [--trials N]``; prints a
+table and writes ``benchmarks/results/kubernetes.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import (
+    BENCH_DIR,
+    OUR_PY,
+    REPO,
+    Unavailable,
+    bench_args,
+    default_skips,
+    driver_main,
+    is_driver,
+    orchestrate,
+    table,
+    write_json,
+)
+
+#: Seconds between two polls of TorchX's ``Runner.wait`` (``torchx run --wait`` uses 1).
+TICK = 1.0
+#: Seconds the server waits at least before finishing a job (the waiter is parked by then).
+SETTLE = 0.1
+#: Seconds the ``watch`` case gives the waits to start before ``after_start_per_min``.
+STARTUP = 1.0
+#: Samples each side measures first and drops (first use: imports, connections).
+WARMUP = 1
+NAMESPACE = "default"
+#: The TorchX venv with the ``kubernetes`` package.
+TORCHX_K8S_VENV = Path(os.environ.get("TORCHX_K8S_VENV", BENCH_DIR / ".venv-torchx-k8s"))
+TORCHX_K8S_PY = TORCHX_K8S_VENV / "bin" / "python"
+
+
+# ---------------------------------------------------------------- the fake server's process
+
+
+def serve() -> None:
+    """``--serve``: run the fake API server and its control socket until killed (our venv).
+
+    Prints one JSON line: ``kubeconfig``, ``url`` and ``control`` (the control socket's port).
+    """
+    sys.path.insert(0, str(REPO))
+    import tempfile
+
+    import anyio
+    from anyio.abc import SocketStream, TaskGroup
+    from anyio.streams.buffered import BufferedByteReceiveStream
+
+    from tests.schedulers.kubernetes.fake_apiserver import PODS, FakeApiServer
+
+    finished: dict[str, float] = {}
+
+    async def finish_after(server: FakeApiServer, job: str, delay: float) -> None:
+        await anyio.sleep(delay)
+        for (namespace, name), pod in list(server.objects[PODS].items()):
+            if namespace == NAMESPACE and pod["metadata"]["labels"]["volcano.sh/job-name"] == job:
+                server.finish_pod(name, 0)
+        finished[job] = time.monotonic()  # the job's Completed event is made: not yet sent
+
+    def answer(server: FakeApiServer, tasks: TaskGroup, request: dict[str, Any]) -> Any:
+        if request["op"] == "finish_after":
+            tasks.start_soon(finish_after, server, request["job"], request["delay"])
+            return {}
+        if request["op"] == "when":
+            return {"t": finished.get(request["job"])}
+        return {"requests": len(server.requests)}
+
+    async def control(server: FakeApiServer, tasks: TaskGroup, stream: SocketStream) -> None:
+        buffered = BufferedByteReceiveStream(stream)
+        async with stream:
+            with contextlib.suppress(anyio.EndOfStream, anyio.IncompleteRead):
+                while True:
+                    line = await buffered.receive_until(b"\n", 1 << 16)
+                    reply = answer(server, tasks, json.loads(line))
+                    await stream.send(json.dumps(reply).encode() + b"\n")
+
+    async def main() -> None:
+        directory = Path(tempfile.mkdtemp(prefix="atx-bench-k8s-"))
+        async with FakeApiServer().running(directory) as server, anyio.create_task_group() as tg:
+            listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+            port = listener.extra(anyio.abc.SocketAttribute.local_port)
+            info = {"kubeconfig": str(server.kubeconfig), "url": server.url, "control": port}
+            print(json.dumps(info), flush=True)
+            async with listener:
+                await listener.serve(lambda stream: control(server, tg, stream))
+
+    anyio.run(main)
+
+
+class Control:
+    """The control socket of the fake server's process (standard library: any venv).
+
+    Args:
+        port: the control socket's port on 127.0.0.1.
+    """
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.file = self.sock.makefile("rwb")
+
+    def call(self, op: str, **fields: Any) -> dict[str, Any]:
+        """Send one request, return the server's reply."""
+        self.file.write(json.dumps({"op": op, **fields}).encode() + b"\n")
+        self.file.flush()
+        reply: dict[str, Any] = json.loads(self.file.readline())
+        return reply
+
+    def finish_after(self, job: str) -> None:
+        """Have the server finish ``job``'s pods (exit 0) in ``SETTLE`` .. ``SETTLE + TICK`` s."""
+        self.call("finish_after", job=job, delay=SETTLE + random.uniform(0.0, TICK))
+
+    def latency_ms(self, job: str, returned: float) -> float:
+        """Milliseconds from the server making ``job``'s end event to ``returned`` (monotonic)."""
+        made = self.call("when", job=job)["t"]
+        if made is None:
+            raise RuntimeError(f"the side returned before the server finished {job}")
+        return (returned - float(made)) * 1000.0
+
+    def requests(self) -> int:
+        """How many API requests the server has answered (or is answering) so far."""
+        return int(self.call("requests")["requests"])
+
+    def close(self) -> None:
+        """Close the socket."""
+        self.file.close()
+        self.sock.close()
+
+
+@contextlib.contextmanager
+def fake_server() -> Iterator[tuple[dict[str, Any], Control]]:
+    """Start the fake server's process; yield its description and its control socket."""
+    proc = subprocess.Popen(
+        [str(OUR_PY), str(Path(__file__).resolve()), "--serve"],
+        stdout=subprocess.PIPE,
+        cwd=REPO,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the fake API server did not start (rc={proc.wait()})")
+        info: dict[str, Any] = json.loads(line)
+        control = Control(int(info["control"]))
+        try:
+            yield info, control
+        finally:
+            control.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _role_fields() -> dict[str, Any]:
+    return {"name": "r", "image": "busybox:1.36", "entrypoint": "sh", "args": ["-c", "true"]}
+
+
+# ---------------------------------------------------------------- ours
+
+
+def ours(p: dict[str, Any]) -> dict[str, Any]:
+    """One trial of our ``KubernetesScheduler`` for case ``p["case"]``."""
+    import anyio
+
+    from asynctorchx.schedulers.kubernetes import KubernetesScheduler
+    from asynctorchx.specs import AppDef, Role
+
+    app = AppDef(name="bench", roles=[Role(**_role_fields())])
+    cfg = {"queue": "default", "namespace": NAMESPACE}
+
+    async def event(info: dict[str, Any], control: Control) -> dict[str, Any]:
+        latencies: list[float] = []
+        async with KubernetesScheduler("bench", kubeconfig=info["kubeconfig"]) as scheduler:
+            for _ in range(WARMUP + int(p["samples"])):
+                app_id = await scheduler.submit(app, cfg)
+                control.finish_after(app_id.partition(":")[2])
+                await scheduler.wait(app_id)
+                latencies.append(control.latency_ms(app_id.partition(":")[2], time.monotonic()))
+        return {"latency_ms": latencies[WARMUP:]}
+
+    async def watch(info: dict[str, Any], control: Control) -> dict[str, Any]:
+        async with KubernetesScheduler("bench", kubeconfig=info["kubeconfig"]) as scheduler:
+            app_ids = [await scheduler.submit(app, cfg) for _ in range(int(p["apps"]))]
+            async with anyio.create_task_group() as task_group:
+                first, started = control.requests(), time.monotonic()
+                for app_id in app_ids:
+                    task_group.start_soon(scheduler.wait, app_id)
+                await anyio.sleep(STARTUP)
+                after_start = control.requests()
+                await anyio.sleep(float(p["window"]) - STARTUP)
+                last, ended = control.requests(), time.monotonic()
+                task_group.cancel_scope.cancel()
+        return _rates(first, after_start, last, started, ended)
+
+    with fake_server() as (info, control):
+        return anyio.run({"event": event, "watch": watch}[p["case"]], info, control)
+
+
+def _rates(first: int, after_start: int, last: int, started: float, ended: float) -> dict[str, Any]:
+    return {
+        "requests_per_min": (last - first) * 60.0 / (ended - started),
+        "after_start_per_min": (last - after_start) * 60.0 / (ended - started - STARTUP),
+    }
+
+
+# ---------------------------------------------------------------- floor and poll
+
+
+def floor(p: dict[str, Any]) -> dict[str, Any]:
+    """One trial of a raw watch client (httpx2): one jobs watch, each end event read off it."""
+    import anyio
+    import httpx2
+
+    jobs = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NAMESPACE}/jobs"
+    task = {
+        "name": "r-0",
+        "replicas": 1,
+        "template": {"metadata": {}, "spec": {"containers": [{"name": "r-0", "image": "x"}]}},
+    }
+
+    async def event(info: dict[str, Any], control: Control) -> dict[str, Any]:
+        latencies: list[float] = []
+        async with httpx2.AsyncClient(base_url=info["url"], timeout=None) as client:
+            listed = (await client.get(jobs)).json()
+            query = {"watch": "true", "resourceVersion": listed["metadata"]["resourceVersion"]}
+            async with client.stream("GET", jobs, params=query) as stream:
+                lines = stream.aiter_lines()
+                for index in range(WARMUP + int(p["samples"])):
+                    name = f"floor-{index}"
+                    manifest = {
+                        "apiVersion": "batch.volcano.sh/v1alpha1",
+                        "kind": "Job",
+                        "metadata": {"name": name},
+                        "spec": {"queue": "default", "tasks": [task]},
+                    }
+                    (await client.post(jobs, json=manifest)).raise_for_status()
+                    control.finish_after(name)
+                    async for line in lines:
+                        obj = json.loads(line)["object"]
+                        if (
+                            obj["metadata"]["name"] == name
+                            and obj["status"]["state"]["phase"] == "Completed"
+                        ):
+                            break
+                    latencies.append(control.latency_ms(name, time.monotonic()))
+        return {"latency_ms": latencies[WARMUP:]}
+
+    with fake_server() as (info, control):
+        return anyio.run(event, info, control)
+
+
+def poll(p: dict[str, Any]) -> dict[str, Any]:
+    """``watch`` case, computed: one loop per app calling our ``describe`` every ``TICK``."""
+    import anyio
+
+    from asynctorchx.schedulers.kubernetes import KubernetesScheduler
+    from asynctorchx.specs import AppDef, Role
+
+    async def one_describe(info: dict[str, Any], control: Control) -> int:
+        app = AppDef(name="bench", roles=[Role(**_role_fields())])
+        async with KubernetesScheduler("bench", kubeconfig=info["kubeconfig"]) as scheduler:
+            app_id = await scheduler.submit(app, {"queue": "default", "namespace": NAMESPACE})
+            before = control.requests()
+            await scheduler.describe(app_id)
+            return control.requests() - before
+
+    with fake_server() as (info, control):
+        per_describe = anyio.run(one_describe, info, control)
+    rate = int(p["apps"]) * per_describe * 60.0 / TICK
+    note = f"computed: apps x {per_describe} requests per describe x 60 / {TICK:g} s"
+    return {"requests_per_min": rate, "after_start_per_min": rate, "note": note}
+
+
+# ---------------------------------------------------------------- TorchX (its own venv)
+
+
+def torchx(p: dict[str, Any]) -> dict[str, Any]:
+    """One trial of TorchX 0.7.0's ``kubernetes`` scheduler (needs the ``kubernetes`` package)."""
+    import importlib.util
+
+    if importlib.util.find_spec("kubernetes") is None:
+        return _in_k8s_venv(p)
+    with fake_server() as (info, control):
+        os.environ["KUBECONFIG"] = info["kubeconfig"]  # read when kubernetes is imported
+        from torchx.runner import get_runner
+        from torchx.specs import AppDef, Role
+
+        app = AppDef(name="bench", roles=[Role(**_role_fields())])
+        cfg = {"queue": "default", "namespace": NAMESPACE}
+        with get_runner("bench") as runner:
+            if p["case"] == "event":
+                latencies: list[float] = []
+                for _ in range(WARMUP + int(p["samples"])):
+                    handle = runner.run(app, "kubernetes", cfg)
+                    job = handle.rsplit(":", 1)[-1]
+                    control.finish_after(job)
+                    runner.wait(handle, wait_interval=TICK)
+                    latencies.append(control.latency_ms(job, time.monotonic()))
+                return {"latency_ms": latencies[WARMUP:]}
+            handles = [runner.run(app, "kubernetes", cfg) for _ in range(int(p["apps"]))]
+            first, started = control.requests(), time.monotonic()
+            for handle in handles:  # Runner.wait blocks: one thread per app, as a user would
+                waiter = threading.Thread(
+                    target=runner.wait, args=(handle,), kwargs={"wait_interval": TICK}
+                )
+                waiter.daemon = True
+                waiter.start()
+            time.sleep(STARTUP)
+            after_start = control.requests()
+            time.sleep(float(p["window"]) - STARTUP)
+            # the waiting threads never return: they die with the process (daemons)
+            return _rates(first, after_start, control.requests(), started, time.monotonic())
+
+
+def _in_k8s_venv(p: dict[str, Any]) -> dict[str, Any]:
+    """Re-run the ``torchx`` driver under the venv that has ``kubernetes``."""
+    if not TORCHX_K8S_PY.exists():
+        raise Unavailable(
+            f"{TORCHX_K8S_PY} missing: TorchX's kubernetes scheduler needs"
+            " `pip install torchx==0.7.0 kubernetes` in that venv"
+        )
+    argv = [str(TORCHX_K8S_PY), str(Path(__file__).resolve()), "--side", "torchx"]
+    done = subprocess.run(
+        [*argv, "--params", json.dumps(p)], capture_output=True, text=True, cwd=REPO, check=False
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+        raise RuntimeError(f"{TORCHX_K8S_PY}: rc={done.returncode}: {tail}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    if "unavailable" in result:
+        raise Unavailable(str(result["unavailable"]))
+    return result
+
+
+# ---------------------------------------------------------------- orchestration and targets
+
+
+def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
+    """Orchestrate both cases; returns the summary rows."""
+    script = Path(__file__)
+    skip = default_skips()
+    if "torchx" not in skip and not TORCHX_K8S_PY.exists():
+        skip["torchx"] = f"{TORCHX_K8S_PY} missing (torchx==0.7.0 + kubernetes)"
+    window = 3.0 if smoke else 60.0
+    return [
+        *orchestrate(
+            "10 kubernetes event->wait",
+            script,
+            [{"case": "event", "samples": 3 if smoke else 20, "tick": TICK}],
+            ["latency_ms"],
+            trials,
+            skip=skip,
+        ),
+        *orchestrate(
+            "10 kubernetes requests/min",
+            script,
+            [
+                {"case": "watch", "apps": apps, "window": window, "tick": TICK, "max_trials": 1}
+                for apps in ((1, 10) if smoke else (1, 10, 100))
+            ],
+            ["requests_per_min", "after_start_per_min"],
+            trials,
+            sides=("ours", "torchx", "poll"),
+            skip=skip,
+        ),
+    ]
+
+
+def _row(rows: list[dict[str, Any]], bench: str, metric: str, side: str, apps: int = 0) -> Any:
+    for row in rows:
+        if (
+            row["bench"] == bench
+            and row["metric"] == metric
+            and row["side"] == side
+            and (not apps or f"apps={apps} " in row["case"] + " ")
+            and "median" in row
+        ):
+            return row
+    return None
+
+
+def targets(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Issue 11's targets judged on this benchmark's rows (as ``_targets.verdicts`` does)."""
+    out: list[dict[str, str]] = []
+    latency = "10 kubernetes event->wait"
+    o, f = _row(rows, latency, "latency_ms", "ours"), _row(rows, latency, "latency_ms", "floor")
+    target = "event -> wait < 5 ms over the server's delivery (raw watch)"
+    if o is None or f is None:
+        out.append({"bench": "10", "target": target, "measured": "not run", "verdict": "n/a"})
+    else:
+        gap = o["median"] - f["median"]
+        measured = (
+            f"{o['median']:.2f} ms, p99 {o['p99']:.2f} ms over {o['n']:.0f}"
+            f" (raw watch {f['median']:.2f} ms, {gap:+.2f} ms)"
+        )
+        verdict = "met" if gap < 5.0 else "MISSED"
+        out.append({"bench": "10", "target": target, "measured": measured, "verdict": verdict})
+    requests = "10 kubernetes requests/min"
+    counts = sorted(
+        {
+            int(row["case"].split("apps=")[1].split()[0])
+            for row in rows
+            if row["bench"] == requests and row["side"] == "ours" and "median" in row
+        }
+    )
+    target = "requests for watched apps constant, not apps x time"
+    if len(counts) < 2:
+        out.append({"bench": "10", "target": target, "measured": "not run", "verdict": "n/a"})
+        return out
+    fewest, most = counts[0], counts[-1]
+    low = _row(rows, requests, "after_start_per_min", "ours", fewest)
+    high = _row(rows, requests, "after_start_per_min", "ours", most)
+    whole = _row(rows, requests, "requests_per_min", "ours", most)
+    polled = _row(rows, requests, "after_start_per_min", "poll", most)
+    tx = _row(rows, requests, "after_start_per_min", "torchx", most)
+    measured = (
+        f"{most} apps: {whole['median']:.0f}/min incl. start, {high['median']:.0f}/min after"
+        f" ({fewest} app: {low['median']:.0f}/min after); poll loops {polled['median']:.0f}/min"
+        + (f", TorchX {tx['median']:.0f}/min" if tx else "")
+    )
+    verdict = "met" if high["median"] <= low["median"] + 1.0 else "MISSED"
+    out.append({"bench": "10", "target": target, "measured": measured, "verdict": verdict})
+    return out
+
+
+if __name__ == "__main__":
+    if "--serve" in sys.argv:
+        serve()
+    elif is_driver():
+        driver_main({"ours": ours, "floor": floor, "poll": poll, "torchx": torchx})
+    else:
+        ns = bench_args(default_trials=3)
+        rows = run(ns.smoke, ns.trials)
+        print(table(rows))
+        for verdict in targets(rows):
+            print(" | ".join(verdict.values()))
+        print("wrote", write_json("kubernetes-smoke" if ns.smoke else "kubernetes", rows))
