@@ -5,7 +5,8 @@ Writes ``benchmarks/results/all.json`` (or ``smoke.json``; with ``--only 1,3``,
 ``all-only-1-3.json``) with the machine's description.
 Exits 1 when a side's driver crashed or timed out (so CI's smoke run keeps the benchmarks
 working); a side that cannot run here (no Docker engine, no TorchX venv, no Slurm cluster)
-is only reported.
+is only reported. Benchmark 10 (Kubernetes, issue 11) judges its own targets
+(``bench_kubernetes.targets``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_cli
 import bench_docker
+import bench_kubernetes
 import bench_lines_lost
 import bench_log_tail
 import bench_log_throughput
@@ -43,6 +45,7 @@ BENCHES: dict[int, tuple[Any, int]] = {
     7: (bench_docker, 3),
     8: (bench_lines_lost, 1),
     9: (bench_slurm, 3),
+    10: (bench_kubernetes, 3),
 }
 
 
@@ -74,6 +77,8 @@ def main() -> None:
     print()
     print(table(rows))
     judged = verdicts(rows)
+    if 10 in only:  # issue 11's targets live with their benchmark
+        judged.extend(bench_kubernetes.targets(rows))
     print()
     print(tabulate([list(v.values()) for v in judged], headers=["#", "target", "measured", ""]))
     desc["loadavg_at_end"] = os.getloadavg()
