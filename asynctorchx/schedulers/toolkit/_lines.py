@@ -24,12 +24,18 @@ holds at a piece's cut, which never falls inside a character.
 
 from __future__ import annotations
 
+import io
+from collections.abc import Iterator
+
 #: The longest line, in bytes (4 MiB), that the local log writer and the log readers
 #: keep whole; a longer one is split (see the module's rule). Lines this long are rare
 #: (a whole JSON document on one line); ``\\r`` progress output is the usual case.
 MAX_LINE_BYTES = 4 << 20
 #: The smallest ``max_line_bytes`` accepted: room for one 4-byte UTF-8 character.
 MIN_LINE_BYTES = 4
+#: The ASCII characters other than ``\\n`` at which ``str.splitlines`` splits (``\\r``,
+#: ``\\r\\n`` as one, vertical tab, form feed, file/group/record separators).
+_OTHER_LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")
 
 
 def check_max_line_bytes(max_line_bytes: int | None) -> None:
@@ -152,9 +158,58 @@ def split_lines(
             str(view[start:stop], "utf-8", "replace")
             for start, stop in line_spans(data, end, max_line_bytes)
         ]
-    pieces = str(memoryview(data)[:end], "utf-8", "replace").split("\n")
+    text = str(memoryview(data)[:end], "utf-8", "replace")
+    if not _has_other_line_break(text):
+        return text.splitlines(keepends=True)  # the fast path: only "\n" ends lines here
+    pieces = text.split("\n")
     pieces.pop()  # the empty text after the last "\n"
     return [piece + "\n" for piece in pieces]
+
+
+def _has_other_line_break(text: str) -> bool:
+    """Whether ``text`` holds a line boundary of ``str.splitlines`` other than ``\\n``.
+
+    Without one, ``text.splitlines(keepends=True)`` splits at ``\\n`` only, which is the
+    rule, and it is faster than splitting and adding each ``\\n`` back (each test is a
+    ``memchr``-like scan, about 5 ns per 100-byte line for all of them).
+
+    Args:
+        text: the decoded text.
+    """
+    for other in _OTHER_LINE_BREAKS:
+        if other in text:
+            return True
+    if text.isascii():  # the breaks below are not ASCII
+        return False
+    return "\x85" in text or "\u2028" in text or "\u2029" in text
+
+
+def iter_lines(data: bytes, max_line_bytes: int | None = None) -> Iterator[str]:
+    """The lines of ``data`` (whole lines, or a stream's unterminated end), made one by one.
+
+    The same lines as :func:`split_lines`, but each ``str`` is made by C code
+    (``io.TextIOWrapper.readline`` with ``newline="\\n"``: only ``\\n`` ends a line, no
+    translation of ``\\r``) as the caller asks for it, instead of all of them into a list
+    first: a block's lines are made and freed while they are still in the processor's
+    cache, which reads 100-byte lines back about 10% faster. The incremental UTF-8
+    decoder replaces invalid bytes as one decode of the whole block does (``\\n`` is never
+    inside a character).
+
+    Args:
+        data: the bytes: lines that each end with ``\\n`` but perhaps the last.
+        max_line_bytes: split lines longer than this many bytes (None: no limit); a
+            ``data`` holding such a line is split by :func:`split_lines` instead.
+    """
+    if not data:
+        return iter(())
+    if max_line_bytes is not None and (
+        data[-1] != 0x0A
+        or (len(data) > max_line_bytes and has_long_line(data, len(data), max_line_bytes))
+    ):
+        return iter(split_lines(data, len(data), max_line_bytes))
+    text = io.TextIOWrapper(io.BytesIO(data), "utf-8", "replace", newline="\n")
+    text._CHUNK_SIZE = max(len(data), 8192)  # type: ignore[attr-defined]  # decode at once
+    return text
 
 
 class LineAssembler:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
 import anyio
 import anyio.lowlevel
@@ -20,14 +20,22 @@ from asynctorchx.errors import UnsafeLogPathError
 from asynctorchx.schedulers.toolkit._lines import (
     MAX_LINE_BYTES,
     check_max_line_bytes,
+    iter_lines,
     line_spans,
-    split_lines,
     whole_pieces_end,
 )
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
 
-#: Bytes read at a time (1 MiB): large blocks keep the per-line cost low.
-READ_SIZE = 1 << 20
+#: Bytes read at a time from a local file (64 KiB). Large enough that the per-block cost
+#: (a read, a decode, a checkpoint) is small beside the lines'; small enough that a block
+#: and its text stay under glibc's ``malloc`` mmap threshold (128 KiB by default): above
+#: it every block is fresh pages (``mmap``, page faults, ``munmap``), and 1 MiB blocks read
+#: 100-byte lines back 25-45% slower, by how much depending on what the process did before
+#: (``benchmarks/bench_log_throughput.py``, ``benchmarks/README.md``).
+READ_SIZE = 64 << 10
+#: Bytes read at a time in a worker thread (``offload_reads``, 1 MiB): each read then costs
+#: a thread hop, which larger blocks amortize.
+OFFLOADED_READ_SIZE = 1 << 20
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -81,11 +89,12 @@ def open_for_reading(path: str) -> int:
         raise
 
 
-def _lines_at(data: bytes, end: int, offset: int, limit: int) -> list[tuple[int, str]]:
-    """The whole lines (and pieces) of ``data[:end]``, each with its byte offset in the file."""
+def _lines_at(data: bytes, offset: int, limit: int) -> list[tuple[int, str]]:
+    """The whole lines (and pieces) of ``data``, each with its byte offset in the file
+    (``data[0]`` is at ``offset``)."""
     return [
         (offset + start, data[start:stop].decode("utf-8", "replace"))
-        for start, stop in line_spans(data, end, limit)
+        for start, stop in line_spans(data, len(data), limit)
     ]
 
 
@@ -104,7 +113,7 @@ class _Reader:
         return os.read(self.fd, READ_SIZE)
 
     async def _read_offloaded(self) -> bytes:
-        return await anyio.to_thread.run_sync(os.read, self.fd, READ_SIZE)
+        return await anyio.to_thread.run_sync(os.read, self.fd, OFFLOADED_READ_SIZE)
 
 
 async def _open(
@@ -186,10 +195,7 @@ async def tail_file(
     if fd < 0:
         return
     reader = _Reader(fd, offload_reads)
-    select = _selector(query, time_of, max_line_bytes)
-    pending: list[bytes] = []  # an unterminated last line, waiting for its end
-    pending_size = 0
-    offset = 0  # offset in the file of pending[0][0]
+    splitter = _BlockSplitter(_selector(query, time_of, max_line_bytes), max_line_bytes)
     try:
         # every line is yielded by this one generator: relaying each line through a
         # second one costs about a sixth of the throughput on large logs
@@ -199,62 +205,100 @@ async def tail_file(
             chunk = await reader.read()
             if not chunk:  # end of file for now
                 if finished or not query.should_tail:
-                    last = b"".join(pending)
-                    for line in select(last, len(last), offset)[0]:
+                    for line in splitter.finish():
                         yield line
                     return
                 await resume()
                 continue
-            if b"\n" not in chunk:  # a long line goes on: keep it, join it once
-                pending.append(chunk)
-                pending_size += len(chunk)
-                end = 0
-                if pending_size > max_line_bytes:  # yield its whole pieces, keep the tail
-                    data = b"".join(pending)
-                    pending = []  # held once, not twice, while it is decoded
-                    end = whole_pieces_end(data, max_line_bytes)
-            else:
-                data = b"".join([*pending, chunk]) if pending else chunk
-                end = data.rfind(b"\n") + 1  # whole lines end here
-            if end:
-                lines, past_until = select(data, end, offset)
-                offset += end
-                pending = [data[end:]] if end < len(data) else []
-                pending_size = len(data) - end
-                for line in lines:
-                    yield line
-                if past_until:
-                    return
+            lines, past_until = splitter.feed(chunk)
+            for line in lines:
+                yield line
+            if past_until:
+                return
             await anyio.lowlevel.checkpoint()  # a long file must not hog the loop
     finally:
         os.close(fd)
 
 
+#: Picks the lines of ``data`` (whole lines, whole pieces of a long one, or the file's
+#: unterminated end) whose first byte is at ``offset`` in the file: the kept lines, and
+#: whether a line past ``until`` was met.
+_Select = Callable[[bytes, int], tuple[Iterable[str], bool]]
+
+
+class _BlockSplitter:
+    """Turns the blocks read from a file into lines, holding an unterminated last line.
+
+    Each block's whole lines are handed on as one ``bytes`` (one copy at most: the held
+    line joined with them), so the selector can make the lines from it directly.
+    """
+
+    __slots__ = ("_limit", "_offset", "_pending", "_pending_size", "_select")
+
+    def __init__(self, select: _Select, limit: int) -> None:
+        self._select = select
+        self._limit = limit
+        self._pending: list[bytes] = []  # an unterminated last line, waiting for its end
+        self._pending_size = 0
+        self._offset = 0  # offset in the file of the held line's first byte
+
+    def feed(self, chunk: bytes) -> tuple[Iterable[str], bool]:
+        """The lines ``chunk`` (the file's next bytes, not empty) completes, and whether
+        a line past ``until`` was met."""
+        end = chunk.rfind(b"\n") + 1  # whole lines end here
+        if end:
+            if self._pending:
+                data = b"".join([*self._pending, memoryview(chunk)[:end]])
+            else:
+                data = chunk if end == len(chunk) else chunk[:end]
+            self._pending = [chunk[end:]] if end < len(chunk) else []
+            self._pending_size = len(chunk) - end
+        else:  # a long line goes on: keep it, join it once
+            self._pending.append(chunk)
+            self._pending_size += len(chunk)
+            if self._pending_size <= self._limit:
+                return (), False
+            held = b"".join(self._pending)  # yield its whole pieces, keep the tail
+            self._pending = []  # held once, not twice, while it is decoded
+            end = whole_pieces_end(held, self._limit)
+            data = held[:end]
+            self._pending = [held[end:]]
+            self._pending_size = len(held) - end
+        offset = self._offset
+        self._offset += len(data)
+        return self._select(data, offset)
+
+    def finish(self) -> Iterable[str]:
+        """The held unterminated line (in pieces if over the limit), at the end of the file."""
+        last = b"".join(self._pending)
+        self._pending = []
+        self._pending_size = 0
+        return self._select(last, self._offset)[0]
+
+
 def _selector(
     query: LogQuery, time_of: Callable[[int], float | None] | None, limit: int
-) -> Callable[[bytes, int, int], tuple[list[str], bool]]:
+) -> _Select:
     """How to pick the lines of a block: all, by regex, or by time and regex."""
     if time_of is not None and query.has_time_bounds:
         return _timed_selector(query, time_of, limit)
     pattern = query.pattern
     if pattern is None:
-        return lambda data, end, offset: (split_lines(data, end, limit), False)
-    return lambda data, end, offset: (
-        [line for line in split_lines(data, end, limit) if pattern.search(line)],
+        return lambda data, offset: (iter_lines(data, limit), False)
+    return lambda data, offset: (
+        [line for line in iter_lines(data, limit) if pattern.search(line)],
         False,
     )
 
 
-def _timed_selector(
-    query: LogQuery, time_of: Callable[[int], float | None], limit: int
-) -> Callable[[bytes, int, int], tuple[list[str], bool]]:
+def _timed_selector(query: LogQuery, time_of: Callable[[int], float | None], limit: int) -> _Select:
     """Select the lines within ``since``/``until`` that match ``regex``, by their offsets."""
     since, until = query.since_timestamp, query.until_timestamp
 
-    def select(data: bytes, end: int, offset: int) -> tuple[list[str], bool]:
-        """The kept lines of ``data[:end]``, and whether a line past ``until`` was met."""
+    def select(data: bytes, offset: int) -> tuple[list[str], bool]:
+        """The kept lines of ``data``, and whether a line past ``until`` was met."""
         kept: list[str] = []
-        for line_offset, line in _lines_at(data, end, offset, limit):
+        for line_offset, line in _lines_at(data, offset, limit):
             when = time_of(line_offset)
             if when is not None:
                 if since is not None and when < since:
