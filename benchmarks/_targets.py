@@ -135,13 +135,40 @@ def _t7(rows: Rows) -> list[tuple[str, str, bool | None]]:
     s, sf = _get(rows, "7", "start_s", "ours"), _get(rows, "7", "start_s", "floor")
     e, c = _get(rows, "7", "exit_ms", "ours"), _get(rows, "7", "cancel_s", "ours")
     if s is None or sf is None or e is None or c is None:
-        return [("start <= 1.5x floor, exit->wait < 50 ms, cancel < 2 s", "not run", None)]
+        return [
+            ("start <= 1.5x floor, exit->wait < 50 ms, cancel < 2 s", "not run", None),
+            *_t7_logs(rows),
+        ]
     ratio = s["median"] / sf["median"]
     return [
         ("start within 1.5x of floor", f"{s['median']:.2f} s = {ratio:.2f}x floor", ratio <= 1.5),
         ("exit to wait < 50 ms", f"{e['median']:.0f} ms", e["median"] < 50.0),
         ("cancel of 8 < 2 s", f"{c['median']:.2f} s", c["median"] < 2.0),
+        *_t7_logs(rows),
     ]
+
+
+def _t7_logs(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    """Issue 15: follow and re-read of one container at >= 80% of ``docker logs``'s rate."""
+    out: list[tuple[str, str, bool | None]] = []
+    floor = _get(rows, "7", "docker_logs_mb_per_s", "ours")
+    for metric, what in (("follow_mb_per_s", "follow"), ("reread_mb_per_s", "re-read")):
+        o = _get(rows, "7", metric, "ours")
+        target = f"logs {what} >= 80% of docker logs"
+        if o is None or floor is None:
+            out.append((target, "not run", None))
+            continue
+        share = o["median"] / floor["median"]
+        full = "lines=1000000" in o["case"]
+        out.append(
+            (
+                target,
+                f"{o['median']:.1f} MB/s = {share:.0%} of {floor['median']:.1f} MB/s"
+                + ("" if full else " (smoke size: not the issue's)"),
+                share >= 0.8 if full else None,
+            )
+        )
+    return out
 
 
 def _t8(rows: Rows) -> list[tuple[str, str, bool | None]]:

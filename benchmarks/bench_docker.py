@@ -13,6 +13,8 @@ Image ``asynctorchx-test/busybox:latest`` (``scripts/docker-engine.sh start`` im
   with the default grace, until the app is over (seconds): ours ``cancel`` then ``wait``
   (our ``cancel`` does not wait), TorchX ``cancel`` (it stops each container in turn,
   blocking) then ``describe`` until terminal. Floor: 8 ``docker stop`` in parallel.
+* the log of one container, followed and re-read: ``bench_docker_logs.py`` (its rows
+  come with these).
 Skipped, with the reason printed, when no Docker engine answers.
 """
 
@@ -234,7 +236,10 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
     if reason:
         print(f"benchmark 7 (local_docker) skipped: {reason}")
         skip = {s: reason for s in ("ours", "torchx", "floor")}
-    return orchestrate("7 local_docker", Path(__file__), [{"n": 8}], METRICS, trials, skip=skip)
+    rows = orchestrate("7 local_docker", Path(__file__), [{"n": 8}], METRICS, trials, skip=skip)
+    import bench_docker_logs  # one container's log, followed and re-read (issue 15)
+
+    return rows + bench_docker_logs.run(smoke, trials)
 
 
 if __name__ == "__main__":
