@@ -38,6 +38,12 @@ from asynctorchx.schedulers.toolkit import LineAssembler, LogQuery, race
 #: A log follower re-reads from this long before the newest frame it consumed (ns).
 REREAD_NS = 1_000_000_000
 
+#: The most frames a follower remembers for its next request (65,536, about 15 MB): a
+#: log written faster than that many lines a second is remembered for less than
+#: ``REREAD_NS``, and the next request starts after the frames forgotten, so memory stays
+#: bounded whatever the rate (a burst of 1 M lines is stamped within a second or two).
+MAX_REMEMBERED_FRAMES = 1 << 16
+
 #: A frame's identity: its timestamp (ns), stream (1 stdout, 2 stderr), size and hash.
 _FrameKey = tuple[int, int, int, int]
 #: The stream numbers of the engine's multiplexed frame header.
@@ -47,6 +53,9 @@ STDOUT, STDERR = 1, 2
 #: removed or dead (409: "can not get logs from container which is dead or marked for
 #: removal"): its log is gone, so a read or a follow ends there.
 GONE = frozenset({404, 409})
+
+#: What :meth:`LogLines._stamp_ns` returns for a stamp that is no time (``0001-01-01...``).
+_NO_TIME = -1
 
 _LOG_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
 
@@ -69,23 +78,34 @@ class LogLines:
     Args:
         since_ns: drop frames stamped before this (ns since the epoch), or ``None``.
         tty: the container has a TTY: the body is raw text, not multiplexed frames.
+        rereads: later requests may send frames again (a follower), so the frames of the
+            last ``REREAD_NS`` are remembered; ``False`` for a single read, which then
+            keeps nothing per frame (memory bounded by a block, whatever the log's rate).
     """
 
-    def __init__(self, since_ns: int | None, tty: bool) -> None:
+    def __init__(self, since_ns: int | None, tty: bool, rereads: bool = True) -> None:
         self.since_ns = since_ns
         self.tty = tty
+        self.rereads = rereads
         self.newest_ns: int | None = None
+        #: The last stamp's whole seconds (``YYYY-MM-DDTHH:MM:SS``) and their ns: stamps
+        #: of one second share them, so only the fraction is parsed again.
+        self._second: tuple[bytes, int] = (b"", 0)
         #: Frames consumed within ``REREAD_NS`` of the newest, oldest first.
         self._consumed: collections.deque[tuple[int, _FrameKey]] = collections.deque()
         #: Frames of earlier requests the current one has not replayed yet, by count.
         self._replayable: collections.Counter[_FrameKey] = collections.Counter()
         self._assemblers = {STDOUT: LineAssembler(), STDERR: LineAssembler()}
+        #: The newest stamp of the frames forgotten to bound memory (ns), or None.
+        self._forgotten_ns: int | None = None
 
     def resume_ns(self) -> int | None:
         """The ``since`` of the next request (ns since the epoch), or ``None`` (the start)."""
         if self.newest_ns is None:
             return self.since_ns
         resume = self.newest_ns - REREAD_NS
+        if self._forgotten_ns is not None:  # never ask again for a frame forgotten
+            resume = max(resume, self._forgotten_ns + 1)
         return resume if self.since_ns is None else max(resume, self.since_ns)
 
     def begin_request(self) -> int | None:
@@ -103,10 +123,84 @@ class LogLines:
             body: the response body read so far; the consumed frames are removed from it.
             at_eof: the body is complete (a TTY body's last text is then a frame).
         """
+        if not self.tty:
+            return self._take_frames(body)
         lines: list[str] = []
         for kind, payload in self._frames(body, at_eof):
             lines.extend(self._frame(kind, payload))
         return lines
+
+    def _take_frames(self, body: bytearray) -> list[str]:
+        """:meth:`take` for a multiplexed body, at the engine's rate.
+
+        The payloads of consecutive frames of one stream are fed to its assembler at
+        once (the same lines as frame by frame: an assembler's lines do not depend on
+        the chunking), so a block of 100-byte lines is decoded once, not once a line.
+        """
+        lines: list[str] = []
+        run: list[bytes] = []  # payloads of consecutive frames of one stream
+        run_kind = STDOUT
+        pos, size = 0, len(body)
+        while size - pos >= 8:  # header: stream, 0, 0, 0, big-endian payload size
+            end = pos + 8 + int.from_bytes(body[pos + 4 : pos + 8], "big")
+            if end > size:
+                break
+            kind = body[pos] if body[pos] in (STDOUT, STDERR) else STDOUT
+            payload = self._payload(bytes(body[pos + 8 : end]), kind)
+            pos = end
+            if payload is None:
+                continue
+            if kind != run_kind and run:
+                lines += self._assemblers[run_kind].feed(b"".join(run))
+                run = []
+            run_kind = kind
+            run.append(payload)
+        del body[:pos]
+        if run:
+            lines += self._assemblers[run_kind].feed(b"".join(run))
+        return lines
+
+    def _payload(self, data: bytes, kind: int) -> bytes | None:
+        """A frame's payload without its stamp, or None when the frame is dropped."""
+        space = data.find(b" ", 0, 40)
+        stamp = self._stamp_ns(data[:space]) if space > 0 else None
+        if stamp is None:
+            return data
+        payload = data[space + 1 :]
+        if stamp == _NO_TIME:
+            return payload
+        if self.since_ns is not None and stamp < self.since_ns:
+            return None
+        if self.rereads:
+            key = (stamp, kind, len(payload), hash(payload))
+            if self._replayable.get(key):
+                self._replayable[key] -= 1
+                return None  # consumed in an earlier request
+            self._remember(stamp, key)
+        elif self.newest_ns is None or stamp > self.newest_ns:
+            self.newest_ns = stamp
+        return payload
+
+    def _stamp_ns(self, text: bytes) -> int | None:
+        """A frame's stamp (RFC 3339, as ``parse_ts_ns``) in ns; None: the text is not a
+        stamp; :data:`_NO_TIME`: a stamp of no time (the engine's zero time)."""
+        second, second_ns = self._second
+        if text[:19] == second and text[-1:] == b"Z":
+            fraction = text[20:-1]
+            if len(text) == 20:
+                return second_ns
+            if text[19:20] == b"." and 0 < len(fraction) <= 9 and fraction.isdigit():
+                return second_ns + int(fraction.ljust(9, b"0"))
+        if _LOG_TS.match(text + b" ") is None:
+            return None
+        stamp = parse_ts_ns(text.decode())
+        if stamp is None:
+            return _NO_TIME
+        if text[-1:] == b"Z":
+            whole = parse_ts_ns(text[:19].decode() + "Z")
+            if whole is not None:
+                self._second = (text[:19], whole)
+        return stamp
 
     def flush(self) -> list[str]:
         """Return the unfinished line of each stream as it is (a run's end), and forget it."""
@@ -144,7 +238,7 @@ class LogLines:
                 if self.since_ns is not None and stamp < self.since_ns:
                     return []
                 key = (stamp, kind, len(payload), hash(payload))
-                if self._replayable[key] > 0:
+                if self._replayable.get(key):
                     self._replayable[key] -= 1
                     return []  # consumed in an earlier request
                 self._remember(stamp, key)
@@ -157,6 +251,10 @@ class LogLines:
         horizon = self.newest_ns - REREAD_NS
         while self._consumed and self._consumed[0][0] < horizon:
             self._consumed.popleft()
+        if len(self._consumed) > MAX_REMEMBERED_FRAMES:
+            forgotten = self._consumed.popleft()[0]
+            if self._forgotten_ns is None or forgotten > self._forgotten_ns:
+                self._forgotten_ns = forgotten
 
 
 async def log_lines(
@@ -187,7 +285,7 @@ async def log_lines(
         params["until"] = engine_time(query.until)
     since = query.since
     since_ns = int(since.timestamp() * 1_000_000) * 1000 if since is not None else None
-    lines = LogLines(since_ns, bool(info["Config"].get("Tty")))
+    lines = LogLines(since_ns, bool(info["Config"].get("Tty")), rereads=query.should_tail)
     cid = info["Id"]
     if query.should_tail:
         source = _tail(engine, cid, lines, params, query.until)

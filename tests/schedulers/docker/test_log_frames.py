@@ -1,0 +1,58 @@
+"""``local_docker``'s log frames to lines at the engine's rate: batching, bounded memory.
+
+Bodies are shaped as ``GET /containers/{id}/logs`` with ``timestamps=1`` returns them
+(Docker Engine API): an 8-byte header per frame, then ``<RFC 3339 time> <payload>``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from asynctorchx.schedulers.docker import _logs
+from asynctorchx.schedulers.docker._logs import LogLines
+from asynctorchx.schedulers.docker._state import rfc3339
+
+T0 = 1_714_564_800 * 1_000_000_000  # 2024-05-01T12:00:00Z in ns
+STDOUT, STDERR = 1, 2
+
+
+def frame(kind: int, at_ns: int, payload: bytes) -> bytes:
+    data = rfc3339(at_ns).encode() + b" " + payload
+    return bytes([kind, 0, 0, 0]) + len(data).to_bytes(4, "big") + data
+
+
+@pytest.mark.parametrize("rereads", [True, False])
+def test_interleaved_streams_and_long_lines_come_whole_and_in_order(rereads: bool) -> None:
+    long = b"y" * (40 * 1024) + b"\n"  # the engine splits it into 16 KiB frames
+    frames = [frame(STDOUT, T0, b"out 1\nout ")]
+    frames += [frame(STDERR, T0 + 1, long[i : i + 16384]) for i in range(0, len(long), 16384)]
+    frames += [frame(STDOUT, T0 + 2, b"2\n"), frame(STDOUT, T0 + 2_000_000_000, b"caf\xc3")]
+    frames += [frame(STDOUT, T0 + 2_000_000_001, b"\xa9 \r done\n")]
+    body = b"".join(frames)
+    for cut in (1, 9, 100, len(body)):  # any split of the body into reads
+        lines = LogLines(None, tty=False, rereads=rereads)
+        lines.begin_request()
+        got: list[str] = []
+        buffer = bytearray()
+        for start in range(0, len(body), cut):
+            buffer += body[start : start + cut]
+            got += lines.take(buffer, at_eof=start + cut >= len(body))
+        assert got == ["out 1\n", long.decode(), "out 2\n", "caf\xe9 \r done\n"]
+        assert buffer == b""
+
+
+def test_a_follower_remembers_a_bounded_number_of_frames_and_repeats_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_logs, "MAX_REMEMBERED_FRAMES", 4)
+    frames = [frame(STDOUT, T0 + i * 1000, f"l{i}\n".encode()) for i in range(11)]
+    lines = LogLines(None, tty=False)
+    lines.begin_request()
+    first = lines.take(bytearray(b"".join(frames[:10])), at_eof=False)
+    assert first == [f"l{i}\n" for i in range(10)]
+    resume = lines.begin_request()
+    assert resume is not None
+    assert resume > T0 + 5 * 1000  # after every frame it forgot (all within REREAD_NS)
+    # the engine's since is inclusive: it sends again every frame stamped from resume on
+    again = [f for i, f in enumerate(frames) if T0 + i * 1000 >= resume]
+    assert lines.take(bytearray(b"".join(again)), at_eof=True) == ["l10\n"]
