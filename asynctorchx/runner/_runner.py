@@ -356,7 +356,7 @@ class Runner(SubmitMethods):
         """
         sched = await self._host.get(scheduler)
         if cfg is not None and sched._list_accepts_cfg():
-            apps = await sched.list(cfg=cfg)  # type: ignore[call-arg]
+            apps = await sched.list(cfg=cfg)
         else:
             apps = await sched.list()
         for app in apps:

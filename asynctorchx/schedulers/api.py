@@ -174,12 +174,15 @@ class Scheduler(abc.ABC, Generic[T]):
         """Describe the app, or return ``None`` if this scheduler does not know it."""
 
     @abc.abstractmethod
-    async def list(self) -> list[ListAppResponse]:
+    async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         """List the apps this scheduler knows, one entry per app.
 
-        A backend may take an optional ``cfg: Mapping[str, CfgVal] | None = None``
-        (TorchX's signature after 0.7.0, see :meth:`_list_accepts_cfg`): the run options
-        given to ``Runner.list``, unresolved, to narrow what it lists.
+        Args:
+            cfg: run options, unresolved, that narrow what is listed where the backend
+                has such an option (TorchX's ``list(cfg)`` after 0.7.0: the Kubernetes
+                ``namespace``); the others list every app they know. A third-party
+                backend written against TorchX 0.7.0 may omit the parameter (see
+                :meth:`_list_accepts_cfg`).
         """
 
     async def describe_native(self, app_id: str) -> Any | None:

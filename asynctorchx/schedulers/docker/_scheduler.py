@@ -308,7 +308,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         validate_app_id(app_id)
         return await _containers.describe(self._engine, app_id)
 
-    async def list(self) -> list[ListAppResponse]:
+    async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         """List every app the engine has containers of (asynctorchx's and TorchX's).
 
         One entry per app, from one container listing and one volume listing. A

@@ -150,9 +150,16 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         pods, _ = await self.api.list_pods(namespace, {"volcano.sh/job-name": name})
         return describe_job(app_id, job, {pod["metadata"]["name"]: pod for pod in pods})
 
-    async def list(self) -> list[ListAppResponse]:
-        """List the Volcano jobs in the kubeconfig context's namespace (one request)."""
+    async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        """List the Volcano jobs of one namespace (one request).
+
+        Args:
+            cfg: run options; their ``namespace`` picks the namespace (TorchX's
+                ``list(cfg)``), else the kubeconfig context's.
+        """
         namespace = self.api.default_namespace
+        if cfg and isinstance(cfg.get("namespace"), str) and cfg["namespace"]:
+            namespace = str(cfg["namespace"])
         jobs, _ = await self.api.list_jobs(namespace)
         return [
             ListAppResponse(app_id=f"{namespace}:{job['metadata']['name']}", state=job_state(job))

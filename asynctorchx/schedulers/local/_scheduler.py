@@ -362,7 +362,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
             state=app.state,
         )
 
-    async def list(self) -> list[ListAppResponse]:
+    async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         """List the apps this scheduler keeps (those running, and at most ``cache_size``
         finished ones), then the apps of its session recorded by other processes of this
         user (see ``_recorded_apps``)."""

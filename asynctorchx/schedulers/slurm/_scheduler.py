@@ -243,7 +243,7 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
             num_restarts=max(restarts) if restarts else -1,
         )
 
-    async def list(self) -> list[ListAppResponse]:
+    async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         """List the current user's jobs that ``squeue -t all`` knows.
 
         That is every pending or running job, and the jobs that ended less than
