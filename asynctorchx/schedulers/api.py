@@ -18,6 +18,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from asynctorchx.errors import InvalidAppDefException
 from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse, Stream
 from asynctorchx.schedulers.toolkit import (
     BatchedPoller,
@@ -31,6 +32,7 @@ from asynctorchx.specs.api import (
     AppDryRunInfo,
     AppState,
     CfgVal,
+    RetryPolicy,
     Role,
     is_terminal,
     runopts,
@@ -131,12 +133,30 @@ class Scheduler(abc.ABC, Generic[T]):
             ValueError: the app is not valid for this scheduler.
         """
         validate_app(app)
+        self._check_retry_policies(app)
         self._validate(app, self.backend, resolved)
         dryrun_info = self._submit_dryrun(app, resolved)
         for role in app.roles:
             dryrun_info = role.pre_proc(self.backend, dryrun_info)
         dryrun_info.app = app
         return dryrun_info
+
+    def _check_retry_policies(self, app: AppDef) -> None:
+        """Refuse a role whose retry policy this backend does not honour.
+
+        Raises:
+            InvalidAppDefException: a role with ``max_retries > 0`` asks for a policy
+                outside :attr:`supported_retry_policies`; the message names the role, the
+                policy and the ones this backend supports.
+        """
+        for role in app.roles:
+            policy = role.retry_policy
+            if role.max_retries > 0 and policy not in self.supported_retry_policies:
+                supported = ", ".join(sorted(p.name for p in self.supported_retry_policies))
+                raise InvalidAppDefException(
+                    f"role {role.name!r} asks for RetryPolicy.{policy.name}, which {self.backend}"
+                    f" does not honour: use one of {supported}"
+                )
 
     @abc.abstractmethod
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
@@ -258,6 +278,14 @@ class Scheduler(abc.ABC, Generic[T]):
     #: submitting process (a Docker engine, a cluster): ``run`` prints the handle and
     #: returns unless asked to wait. Callers ask this, never the scheduler's name.
     apps_live_in_process: ClassVar[bool] = False
+
+    #: The retry policies this backend honours for a role with ``max_retries > 0``; a
+    #: role asking for another is refused at dry run (:meth:`dryrun_resolved`) instead of
+    #: silently not restarting. The built-in backends honour ``REPLICA`` and
+    #: ``APPLICATION``; ``RetryPolicy.ROLE`` (TorchX after 0.7.0) none of them yet.
+    supported_retry_policies: ClassVar[frozenset[RetryPolicy]] = frozenset(
+        {RetryPolicy.REPLICA, RetryPolicy.APPLICATION}
+    )
 
     def _poller(self) -> BatchedPoller[str, DescribeAppResponse]:
         """The one poller of this scheduler instance, shared by every fallback waiter."""

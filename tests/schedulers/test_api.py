@@ -15,7 +15,7 @@ import pytest
 from asynctorchx.errors import InvalidAppDefException, InvalidNameException
 from asynctorchx.schedulers import get_scheduler_factories
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
-from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, Role
+from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, RetryPolicy, Role
 
 
 class FakeEventlessScheduler(Scheduler[str]):
@@ -107,3 +107,20 @@ def test_every_backend_refuses_the_same_bad_apps_at_dry_run(
     with pytest.raises(error):
         scheduler.submit_dryrun(app, {})
     assert list(tmp_path.iterdir()) == []  # nothing written before the refusal
+
+
+ALL_BACKENDS = ["local_cwd", "local_dir", "local_docker", "slurm", "kubernetes"]
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_a_retry_policy_the_backend_cannot_honour_is_refused_at_dry_run(
+    backend: str, tmp_path: Path
+) -> None:
+    scheduler = get_scheduler_factories()[backend]("test")
+    role = Role("worker", image=str(tmp_path), entrypoint="echo", max_retries=2)
+    role.retry_policy = RetryPolicy.ROLE  # TorchX after 0.7.0; no backend restarts a role yet
+    cfg = {"queue": "default"} if backend == "kubernetes" else {}  # its one required option
+    with pytest.raises(InvalidAppDefException, match=r"'worker' asks for RetryPolicy\.ROLE"):
+        scheduler.submit_dryrun(AppDef("app", [role]), cfg)
+    role.max_retries = 0  # without retries the policy does not matter
+    assert scheduler.submit_dryrun(AppDef("app", [role]), cfg).request is not None
