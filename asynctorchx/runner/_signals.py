@@ -79,7 +79,7 @@ class _Hub:
                 continue
             self.hosted = True
             try:
-                with anyio.open_signal_receiver(*TERMINATION_SIGNALS) as received:
+                with anyio.open_signal_receiver(*_takeable_signals()) as received:
                     if not reported:
                         task_status.started()
                         reported = True
@@ -110,12 +110,23 @@ def _hub() -> _Hub:
         return hub
 
 
-def can_own_signals() -> bool:
-    """Whether :func:`terminate_on_signals` would take the termination signals here.
+def _takeable_signals() -> list[signal.Signals]:
+    """The termination signals a receiver may take: every one not set to be ignored.
 
-    True in the main thread when each of :data:`TERMINATION_SIGNALS` has its default
-    action, or is already served by this event loop's receiver. False when the program
-    handles them itself (a web server's graceful shutdown): those handlers are kept.
+    A signal the program ignores (``nohup`` ignores SIGHUP, a background job may ignore
+    SIGTERM) stays ignored: the user asked the process to survive it.
+    """
+    return [signum for signum in TERMINATION_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN]
+
+
+def can_own_signals() -> bool:
+    """Whether a Runner with ``handle_signals=None`` takes the termination signals here.
+
+    True in the main thread when SIGTERM has its default action (a plain script, also
+    under ``nohup``, which only ignores SIGHUP), or is already served by this event
+    loop's receiver. False when the program handles SIGTERM itself (a web server's
+    graceful shutdown): its handlers are kept. Each signal is then taken only if it is
+    not ignored (see :data:`TERMINATION_SIGNALS`).
     """
     if threading.current_thread() is not threading.main_thread():
         return False
@@ -124,7 +135,7 @@ def can_own_signals() -> bool:
             return True
     except LookupError:
         pass
-    return all(signal.getsignal(signum) in (signal.SIG_DFL, None) for signum in TERMINATION_SIGNALS)
+    return signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)
 
 
 @asynccontextmanager

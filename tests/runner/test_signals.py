@@ -129,3 +129,32 @@ async def test_a_program_that_owns_its_signals_keeps_their_handlers(
         await process.aclose()
     assert alive(pids[0])
     os.kill(pids[0], signal.SIGKILL)
+
+
+UNDER_NOHUP = PRELUDE + textwrap.dedent(
+    """
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # what `nohup` does before exec
+
+    async def main():
+        async with get_runner() as runner:
+            await start(runner)
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN  # still ignored
+            print("ready", flush=True)
+            await anyio.sleep_forever()
+
+    anyio.run(main)
+    """
+)
+
+
+async def test_under_nohup_sigterm_still_ends_the_replicas_and_sighup_stays_ignored() -> None:
+    with anyio.fail_after(LIMIT):
+        process, pids = await host(UNDER_NOHUP)
+        assert len(pids) == 1
+        process.send_signal(signal.SIGHUP)  # ignored: the host and its replica go on
+        assert alive(pids[0])
+        process.send_signal(signal.SIGTERM)
+        returncode = await process.wait()
+        await process.aclose()
+    assert returncode == -signal.SIGTERM
+    assert not alive(pids[0])
