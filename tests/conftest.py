@@ -17,6 +17,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import socket
 import tempfile
 import urllib.parse
@@ -161,3 +162,17 @@ def _private_local_app_records(tmp_path_factory: pytest.TempPathFactory) -> Iter
             os.environ.pop("ASYNCTORCHX_STATE_DIR", None)
         else:
             os.environ["ASYNCTORCHX_STATE_DIR"] = saved
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Start from a terminal's signal dispositions, however the suite was launched.
+
+    ``nohup`` ignores SIGHUP and a background job may ignore SIGINT; ignored
+    dispositions are inherited by every host process the tests start, and the tests
+    that send those signals would then wait for a death that never comes (the
+    product rightly leaves an ignored signal ignored: see tests/runner/test_signals.py).
+    """
+    del config
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
