@@ -396,14 +396,17 @@ class Scheduler(abc.ABC, Generic[T]):
         query = LogQuery(role_name, k, regex, since, until, should_tail, streams)
         return self._log_iter(app_id, query)
 
+    @abc.abstractmethod
     def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
         """Iterate over the log lines ``query`` asks for (a backend's implementation).
+
+        Every backend implements it (an async generator), so a scheduler that cannot
+        read logs says so when it is defined, not when a user first asks for a line.
 
         Args:
             app_id: the app's id on this scheduler.
             query: the replica, filters and follow mode, already validated.
         """
-        raise NotImplementedError(f"{type(self).__name__} does not implement _log_iter")
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Check the app can run on this scheduler; the default accepts every app."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
@@ -11,6 +11,7 @@ import pytest
 from asynctorchx.errors import MalformedAppHandleException, SessionMismatchException
 from asynctorchx.runner import Runner
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
+from asynctorchx.schedulers.toolkit import LogQuery
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, Role
 
 LIMIT = 30  # seconds: a safety bound, never a timing guess
@@ -42,6 +43,10 @@ class Recording(Scheduler[AppDef]):
     async def _cancel_existing(self, app_id: str) -> None:
         self.cancelled.append(app_id)
         self.states[app_id] = AppState.CANCELLED
+
+    async def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
+        return
+        yield ""  # an async generator with no lines
 
 
 def _app() -> AppDef:

@@ -7,14 +7,14 @@ No such backend (Slurm, Kubernetes) can run here, so a fake stands in: its
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from asynctorchx.errors import InvalidAppDefException, InvalidNameException
 from asynctorchx.schedulers import get_scheduler_factories
-from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
+from asynctorchx.schedulers.toolkit import LogQuery
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, RetryPolicy, Role
 
 
@@ -45,21 +45,17 @@ class FakeEventlessScheduler(Scheduler[str]):
     async def _cancel_existing(self, app_id: str) -> None:
         pass
 
-    def log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        regex: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        should_tail: bool = False,
-        streams: Stream | None = None,
-    ) -> AsyncIterator[str]:
+    async def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
         raise ValueError("no logs")
+        yield ""  # an async generator, as every backend's
 
 
 RUN = AppState.RUNNING
+
+
+def test_every_backend_must_implement_log_reading() -> None:
+    # a backend that forgets _log_iter fails when it is instantiated, not on a user's first read
+    assert "_log_iter" in Scheduler.__abstractmethods__
 
 
 async def test_wait_polls_until_the_first_terminal_state() -> None:
