@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -40,3 +42,22 @@ def test_readme_first_command_runs_echo_on_local_cwd(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "echo/0 hello from asynctorchx\n" in out.stdout
+
+
+def test_an_editable_install_is_visible_to_type_checkers(tmp_path: Path) -> None:
+    # After the README's `pip install -e .`, mypy on a user's script outside the repo
+    # must resolve the package: a type checker does not run setuptools' import hooks.
+    site = Path(next(p for p in sys.path if p.endswith("site-packages")))
+    if not list(site.glob("__editable__*asynctorchx*")):
+        pytest.skip("asynctorchx is not installed in editable mode here (pip install -e .)")
+    script = tmp_path / "user_script.py"
+    script.write_text("from asynctorchx.runner import get_runner\n\nreveal_type(get_runner)\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "asynctorchx.runner._runner.Runner" in out.stdout, out.stdout + out.stderr
+    assert out.returncode == 0, out.stdout
