@@ -379,3 +379,28 @@ class UnsafeLogPathError(AsyncTorchXError, PermissionError):
     def __init__(self, path: str, reason: str, fix: str) -> None:
         super().__init__(f"log path {path!r} {reason}: {fix}")
         self.path = path
+
+
+class InvalidCursorError(AsyncTorchXError, ValueError):
+    """A cursor given to ``Runner.events`` cannot resume that app's event stream.
+
+    The cursor was not made by ``Runner.events`` (malformed, cut or edited), was made by
+    the stream of another app, or names a log stream the app does not have. A web
+    service answers it with HTTP 400. A ``ValueError``.
+
+    Args:
+        cursor: the offending cursor (shown cut to 80 characters in the message).
+        app_handle: the app whose stream it was given for.
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, cursor: str, app_handle: str, reason: str) -> None:
+        shown = cursor if len(cursor) <= 80 else f"{cursor[:77]}..."
+        super().__init__(
+            f"cursor {shown!r} cannot resume the events of {app_handle!r}: {reason}; pass"
+            " the cursor of an event of this app's stream (an SSE client's Last-Event-ID),"
+            " or None to start from the beginning"
+        )
+        self.cursor = cursor
+        self.app_handle = app_handle
+        self.reason = reason

@@ -2,22 +2,28 @@
 
 TorchX's ``torchx.runner.api.Runner.log_lines`` reads one replica at a time; an async
 caller can read several at once, each replica by its own task of a task group, into
-one memory object stream. Re-exported by :mod:`asynctorchx.runner.api` and
-:mod:`asynctorchx.runner`.
+one memory object stream. :func:`fan_in` is that machinery for any producers; it also
+carries the event stream of :mod:`asynctorchx.runner._events`. Re-exported by
+:mod:`asynctorchx.runner.api` and :mod:`asynctorchx.runner`.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import aclosing, asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from asynctorchx.schedulers.api import Scheduler, Stream
+
+T = TypeVar("T")
+
+#: One task's work for :func:`fan_in`: send items into the given stream, then return.
+Producer = Callable[[MemoryObjectSendStream[T]], Awaitable[None]]
 
 
 @attrs.frozen
@@ -35,6 +41,20 @@ class LogLine:
     line: str
 
 
+async def deliver(send: MemoryObjectSendStream[T], item: T) -> bool:
+    """Send ``item``, waiting while the buffer is full; ``False`` once the reader left.
+
+    Args:
+        send: the producer's end of the stream.
+        item: what to send.
+    """
+    try:
+        await send.send(item)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        return False
+    return True
+
+
 @attrs.frozen
 class _Reader:
     """One replica's log, read by :meth:`Runner.log_stream` into the merged stream."""
@@ -47,32 +67,85 @@ class _Reader:
     should_tail: bool
     streams: Stream | None
 
-    async def pump(
-        self,
-        send: MemoryObjectSendStream[LogLine],
-        failures: list[Exception],
-        scope: anyio.CancelScope,
-    ) -> None:
-        """Send each line as a :class:`LogLine`; on an error, record it and cancel ``scope``."""
+    def lines(self) -> AsyncIterator[str]:
+        """The scheduler's ``log_iter`` for this replica (close it with ``aclosing``)."""
+        return self.sched.log_iter(
+            self.app_id,
+            self.role_name,
+            self.k,
+            self.regex,
+            should_tail=self.should_tail,
+            streams=self.streams,
+        )
+
+    async def pump(self, send: MemoryObjectSendStream[LogLine]) -> None:
+        """Send each line as a :class:`LogLine` until the log ends or the reader leaves."""
+        iterator = self.lines()
+        async with aclosing(iterator):  # type: ignore[type-var]
+            async for line in iterator:
+                if not await deliver(send, LogLine(self.role_name, self.k, line)):
+                    return
+
+
+async def _produce(
+    producer: Producer[T],
+    send: MemoryObjectSendStream[T],
+    failures: builtins.list[Exception],
+    scope: anyio.CancelScope,
+) -> None:
+    """Run ``producer`` with its own ``send``; on an error, record it and cancel ``scope``."""
+    async with send:
+        try:
+            await producer(send)
+        except Exception as exc:
+            failures.append(exc)
+            scope.cancel()
+
+
+@asynccontextmanager
+async def fan_in(
+    producers: Iterable[Producer[T]], max_buffer_size: int
+) -> AsyncIterator[MemoryObjectReceiveStream[T]]:
+    """Run each producer in its own task, all sending into one bounded stream.
+
+    The stream ends when every producer has returned. A producer waits while the
+    buffer holds ``max_buffer_size`` items (back-pressure, never an unbounded queue).
+    Leaving the block (or cancelling its task) cancels every producer.
+
+    Args:
+        producers: each is awaited with its own clone of the send end.
+        max_buffer_size: items the stream holds before producers wait.
+
+    Raises:
+        Exception: the first error of a producer, as itself; it wins over the
+            cancellation it caused in the block. An error of the block is raised as
+            itself too, not inside an ``ExceptionGroup``.
+    """
+    send, receive = anyio.create_memory_object_stream[T](max_buffer_size=max_buffer_size)
+    body_error: BaseException | None = None
+    failures: builtins.list[Exception] = []
+    async with anyio.create_task_group() as task_group:
         async with send:
-            try:
-                iterator = self.sched.log_iter(
-                    self.app_id,
-                    self.role_name,
-                    self.k,
-                    self.regex,
-                    should_tail=self.should_tail,
-                    streams=self.streams,
+            for producer in producers:
+                task_group.start_soon(
+                    _produce, producer, send.clone(), failures, task_group.cancel_scope
                 )
-                async with aclosing(iterator):  # type: ignore[type-var]
-                    async for line in iterator:
-                        try:
-                            await send.send(LogLine(self.role_name, self.k, line))
-                        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                            return
-            except Exception as exc:
-                failures.append(exc)
-                scope.cancel()
+        try:
+            async with receive:
+                yield receive
+        except BaseException as exc:
+            # Re-raised below, outside the task group, so that an error of the
+            # caller's block reaches it as itself, not inside an ExceptionGroup.
+            body_error = exc
+        finally:
+            task_group.cancel_scope.cancel()
+    cancelled = isinstance(body_error, anyio.get_cancelled_exc_class())
+    if failures and (body_error is None or cancelled):
+        # a producer failed (an unknown role or replica id, an unsupported stream):
+        # its error, as itself, wins over the cancellation it caused in the block
+        raise failures[0]
+    if body_error is not None:
+        raise body_error
 
 
 @asynccontextmanager
@@ -86,8 +159,8 @@ async def merged_log_stream(
 ) -> AsyncIterator[MemoryObjectReceiveStream[LogLine]]:
     """Read the logs of ``replicas`` of app ``app_id`` into one stream of :class:`LogLine`.
 
-    Each replica is read by its own task; leaving the block (or cancelling its task)
-    stops every reader and closes its log.
+    Each replica is read by its own task (:func:`fan_in`, 1024 lines buffered);
+    leaving the block (or cancelling its task) stops every reader and closes its log.
 
     Args:
         sched: the scheduler that runs the app.
@@ -103,30 +176,10 @@ async def merged_log_stream(
             caused in the block. An error of the block is raised as itself too, not
             inside an ``ExceptionGroup``.
     """
-    send, receive = anyio.create_memory_object_stream[LogLine](max_buffer_size=1024)
-    body_error: BaseException | None = None
-    failures: builtins.list[Exception] = []
-    async with anyio.create_task_group() as task_group:
-        async with send:
-            for role_name, ids in replicas.items():
-                for k in ids:
-                    reader = _Reader(sched, app_id, role_name, k, regex, should_tail, streams)
-                    task_group.start_soon(
-                        reader.pump, send.clone(), failures, task_group.cancel_scope
-                    )
-        try:
-            async with receive:
-                yield receive
-        except BaseException as exc:
-            # Re-raised below, outside the task group, so that an error of the
-            # caller's block reaches it as itself, not inside an ExceptionGroup.
-            body_error = exc
-        finally:
-            task_group.cancel_scope.cancel()
-    cancelled = isinstance(body_error, anyio.get_cancelled_exc_class())
-    if failures and (body_error is None or cancelled):
-        # a reader failed (an unknown role or replica id, an unsupported stream):
-        # its error, as itself, wins over the cancellation it caused in the block
-        raise failures[0]
-    if body_error is not None:
-        raise body_error
+    readers = [
+        _Reader(sched, app_id, role_name, k, regex, should_tail, streams).pump
+        for role_name, ids in replicas.items()
+        for k in ids
+    ]
+    async with fan_in(readers, max_buffer_size=1024) as lines:
+        yield lines

@@ -1,7 +1,8 @@
 """The async :class:`Runner`: submit, watch, tail and cancel apps on any scheduler.
 
 Same methods, arguments and semantics as TorchX's ``torchx.runner.api.Runner``, as
-coroutines, plus :meth:`Runner.watch` and :meth:`Runner.log_stream` for async callers.
+coroutines, plus :meth:`Runner.watch`, :meth:`Runner.log_stream` and :meth:`Runner.events`
+for async callers.
 
 The submit path (``run``, ``dryrun``, ``schedule`` and their component forms) is
 inherited from :class:`~asynctorchx.runner._submit.SubmitMethods`.
@@ -19,6 +20,7 @@ unless run with its ``cancel_on_close`` option. Re-exported by
 from __future__ import annotations
 
 import builtins
+import functools
 import warnings
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
@@ -29,6 +31,7 @@ from typing import Any
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from asynctorchx.errors import UnknownAppException
+from asynctorchx.runner._events import AppEvent, app_event_stream
 from asynctorchx.runner._hosting import SchedulerHost, scheduler_params_from_env
 from asynctorchx.runner._logs import LogLine, merged_log_stream
 from asynctorchx.runner._signals import can_own_signals, terminate_on_signals
@@ -282,6 +285,8 @@ class Runner(SubmitMethods):
 
         Returns once the request is made; ``await wait(handle)`` to see it end
         (``CANCELLED``, or ``FAILED`` when the scheduler could not stop it cleanly).
+        An unknown app is not an error, as in TorchX (``torchx.runner.api.Runner.cancel``):
+        to tell it apart (a web handler's 404), ``await runner.status(handle) is None``.
 
         Args:
             app_handle (str): ``{scheduler}://{session}/{app_id}``.
@@ -462,13 +467,63 @@ class Runner(SubmitMethods):
         if app_status is None:
             raise UnknownAppException(app_handle)
         if replicas is None:
-            app = await self.describe(app_handle)
-            if app is not None and app.roles:
-                replicas = {role.name: list(range(role.num_replicas)) for role in app.roles}
-            else:
-                replicas = {r.role: [rep.id for rep in r.replicas] for r in app_status.roles}
+            replicas = await self._replicas(app_handle, app_status)
         async with merged_log_stream(sched, app_id, replicas, regex, should_tail, streams) as lines:
             yield lines
+
+    async def _replicas(
+        self, app_handle: AppHandle, app_status: AppStatus
+    ) -> dict[str, builtins.list[int]]:
+        """``{role: [k, ...]}`` of every replica of the submitted app (else of its status)."""
+        app = await self.describe(app_handle)
+        if app is not None and app.roles:
+            return {role.name: list(range(role.num_replicas)) for role in app.roles}
+        return {r.role: [rep.id for rep in r.replicas] for r in app_status.roles}
+
+    @asynccontextmanager
+    async def events(
+        self, app_handle: AppHandle, cursor: str | None = None
+    ) -> AsyncIterator[MemoryObjectReceiveStream[AppEvent]]:
+        """One ordered stream of the app's state changes and log lines, resumable by cursor.
+
+        Usage: ``async with runner.events(handle, cursor=last) as events: async for event
+        in events: ...`` (what a web service sends as Server-Sent Events, ``event.cursor``
+        as the SSE ``id``). First a :class:`StateEvent` with the current state, then one
+        at each change (``Scheduler.wait_for_state_change``, as :meth:`watch`), and a
+        :class:`LogEvent` per line of each replica of each role: stdout and stderr apart
+        when the scheduler keeps them apart (``Scheduler.supported_log_streams``), else
+        ``combined``; each stream's lines in order. The terminal state comes last, after
+        every line; then the stream ends. Readers wait while 1024 events are buffered.
+        Leaving the block (or cancelling its task) stops every reader; the app runs on.
+
+        ``cursor``: an event's ``cursor``; the stream resumes right after that event, with
+        no event repeated or missed: each log is read again from its start and the lines
+        already delivered are skipped (re-reading costs what reading cost; see
+        :mod:`asynctorchx.runner._events`), and the state is sent again only if it
+        changed. Cursors sort as their events (string order).
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+            cursor (str | None): resume after the event that carried it; ``None``: from
+                the start.
+
+        Raises:
+            UnknownAppException: the scheduler does not know the app.
+            InvalidCursorError: ``cursor`` is malformed or was made for another app.
+            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
+            Exception: (when read) the first error of a log reader, as itself.
+        """
+        sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+        app_status = await self.status(app_handle)
+        if app_status is None:
+            raise UnknownAppException(app_handle)
+        replicas = await self._replicas(app_handle, app_status)
+        status_of = functools.partial(self._app_status, app_handle)
+        stream = app_event_stream(
+            sched, app_id, app_handle, replicas, app_status, status_of, cursor
+        )
+        async with stream as events:
+            yield events
 
     def __repr__(self) -> str:
         return f"Runner(name={self._name!r}, schedulers={list(self._host.factories)})"

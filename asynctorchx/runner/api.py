@@ -10,6 +10,8 @@ This module only re-exports; each concern lives in its own private module:
   use and hosts each in a task of its task group;
 - :mod:`asynctorchx.runner._logs`: :class:`LogLine` and the merged log stream behind
   :meth:`Runner.log_stream`;
+- :mod:`asynctorchx.runner._events`: :class:`StateEvent`, :class:`LogEvent`
+  (:data:`AppEvent`) and the resumable event stream behind :meth:`Runner.events`;
 - :mod:`asynctorchx.runner._get_runner`: :func:`get_runner`.
 
 The tracker environment variable names and helpers (:mod:`asynctorchx.runner.tracker`)
@@ -19,11 +21,13 @@ and the spec and scheduler names ``torchx.runner.api`` imports stay importable f
 from __future__ import annotations
 
 from asynctorchx.errors import (
+    InvalidCursorError,
     SchedulerClosedError,
     SessionMismatchException,
     UnknownAppException,
     UnknownSchedulerException,
 )
+from asynctorchx.runner._events import AppEvent, LogEvent, StateEvent
 from asynctorchx.runner._get_runner import get_runner
 from asynctorchx.runner._hosting import scheduler_params_from_env
 from asynctorchx.runner._logs import LogLine
@@ -67,17 +71,21 @@ __all__ = [
     "MISSING",
     "AppDef",
     "AppDryRunInfo",
+    "AppEvent",
     "AppHandle",
     "AppStatus",
     "CfgVal",
     "DescribeAppResponse",
+    "InvalidCursorError",
     "ListAppResponse",
+    "LogEvent",
     "LogLine",
     "Runner",
     "Scheduler",
     "SchedulerClosedError",
     "SchedulerFactory",
     "SessionMismatchException",
+    "StateEvent",
     "Stream",
     "UnknownAppException",
     "UnknownSchedulerException",

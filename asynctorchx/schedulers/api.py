@@ -287,6 +287,14 @@ class Scheduler(abc.ABC, Generic[T]):
         {RetryPolicy.REPLICA, RetryPolicy.APPLICATION}
     )
 
+    #: The log streams :meth:`log_iter` can read (its ``streams`` argument); it raises
+    #: ``ValueError`` for another. TorchX's backends differ: a Docker engine and the
+    #: local schedulers keep stdout, stderr and both combined; Slurm writes stdout and
+    #: stderr to two files and has no combined log; the kubelet keeps one combined log
+    #: per container. Callers ask this (``Runner.events`` reads stdout and stderr apart
+    #: when both are here, else the combined log), never the scheduler's name.
+    supported_log_streams: ClassVar[frozenset[Stream]] = frozenset(Stream)
+
     def _poller(self) -> BatchedPoller[str, DescribeAppResponse]:
         """The one poller of this scheduler instance, shared by every fallback waiter."""
         if self._batched_poller is None:

@@ -75,6 +75,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         SchedulerClosedError: the scheduler was closed.
     """
 
+    supported_log_streams = frozenset({Stream.COMBINED})  # one log per container
+
     def __init__(
         self, session_name: str, kubeconfig: str | None = None, context: str | None = None
     ) -> None:

@@ -82,6 +82,8 @@ class SlurmScheduler(Scheduler[SlurmBatchRequest]):
     and (for jobs it submitted) the roles and directory; :meth:`delete` forgets them.
     """
 
+    supported_log_streams = frozenset({Stream.STDOUT, Stream.STDERR})  # .out and .err
+
     def __init__(
         self,
         session_name: str,
