@@ -10,9 +10,9 @@ the task-group machinery of :mod:`asynctorchx.runner._logs` (:func:`fan_in`).
 Events: a :class:`StateEvent` for the current state at once and at each change
 (``Scheduler.wait_for_state_change``, as ``Runner.watch``), a :class:`LogEvent` for each
 line of each log stream of each replica; the terminal state comes last, once every log
-reader has ended. Each event carries a cursor: its sequence number, zero-padded, then
-the resume position (lines delivered per role, replica and stream, and the last state
-delivered), compressed and base64url-encoded. Cursors of one stream sort as its events.
+reader has ended. Each event carries a cursor (:class:`Position`): its sequence number,
+zero-padded, then the resume position (the lines delivered per role, replica and stream,
+and the last state delivered). Cursors of one stream sort as its events.
 
 Resuming re-reads each log stream from its start and skips the lines already delivered
 (the Scheduler interface has no offsets): the cost is reading the logs again (a local
@@ -24,12 +24,10 @@ client did not see; the local schedulers append every attempt to the same files.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import builtins
 import hashlib
 import json
-import zlib
+import string
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import aclosing, asynccontextmanager
 from datetime import datetime, timezone
@@ -49,11 +47,13 @@ EVENTS_BUFFER_SIZE = 1024
 
 #: Digits of the sequence number that starts every cursor (string order == event order).
 _SEQUENCE_DIGITS = 12
-#: Longest cursor accepted, and largest decoded position (bytes): a cursor comes from
-#: an HTTP header, so a forged one must not cost more than that to refuse.
+#: Longest cursor accepted: a cursor comes from an HTTP header, so refusing a forged
+#: one must cost little.
 _MAX_CURSOR = 64 * 1024
-_MAX_POSITION = 1024 * 1024
-_CURSOR_VERSION = 1
+#: Hexadecimal digits of each digest in a cursor (the app's, its log streams').
+_DIGEST_HEX = 8
+#: Most digits of a line count in a cursor.
+_MAX_COUNT_DIGITS = 18
 
 #: A log stream of an app: (role, replica id, stream name).
 StreamKey = tuple[str, int, str]
@@ -144,106 +144,97 @@ class LogEvent:
 AppEvent = StateEvent | LogEvent
 
 
-def app_digest(backend: str, app_id: str) -> str:
-    """A short fingerprint of an app, kept in its cursors to refuse another app's.
-
-    The session name is left out: any handle of the app resumes its stream.
-
-    Args:
-        backend: the scheduler's name.
-        app_id: the app's id on it.
-    """
-    return hashlib.sha256(f"{backend}/{app_id}".encode()).hexdigest()[:16]
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:_DIGEST_HEX]
 
 
 @attrs.define
 class Position:
     """How far a stream went: events sent, lines sent per log stream, the last state.
 
+    Its cursor is ``{sequence}.{app}{layout}.{state}.{count}-{count}-...``: the sequence
+    number zero-padded to 12 digits (so cursors sort as events), a digest of the app
+    (scheduler and app id; any handle of the app resumes its stream) and one of its log
+    streams, the last state's name (``-``: none yet), and the lines sent per log stream,
+    in the order of ``streams``. A few characters per log stream: for an app of 1000
+    replicas, about 4 kB.
+
     Args:
-        app: :func:`app_digest` of the app.
+        backend: the scheduler's name.
+        app_id: the app's id on it.
+        streams: the app's log streams ``(role, replica id, stream)``, sorted.
         sequence: the number of the last event sent (0: none).
         state: the last state sent, ``None`` before the first.
-        lines: lines sent per ``(role, replica id, stream)``; absent means 0.
+        lines: lines sent per log stream, in the order of ``streams`` (default: zeros).
     """
 
-    app: str
+    backend: str
+    app_id: str
+    streams: tuple[StreamKey, ...]
     sequence: int = 0
     state: AppState | None = None
-    lines: dict[StreamKey, int] = attrs.field(factory=dict)
+    lines: builtins.list[int] = attrs.field()
+    app: str = attrs.field(init=False)
+    layout: str = attrs.field(init=False)
+
+    @lines.default
+    def _no_lines(self) -> builtins.list[int]:
+        return [0] * len(self.streams)
+
+    def __attrs_post_init__(self) -> None:
+        self.app = _digest(f"{self.backend}/{self.app_id}")
+        self.layout = _digest(json.dumps(self.streams))
 
     def cursor(self) -> str:
-        """Encode the position as a cursor: the zero-padded sequence, ``.``, the rest."""
-        body = {
-            "v": _CURSOR_VERSION,
-            "app": self.app,
-            "state": None if self.state is None else self.state.name,
-            "lines": [[*key, count] for key, count in sorted(self.lines.items())],
-        }
-        packed = zlib.compress(json.dumps(body, separators=(",", ":")).encode())
-        encoded = base64.urlsafe_b64encode(packed).rstrip(b"=").decode()
-        return f"{self.sequence:0{_SEQUENCE_DIGITS}d}.{encoded}"
+        """Encode the position as a cursor (see the class docstring)."""
+        state = "-" if self.state is None else self.state.name
+        counts = "-".join(map(str, self.lines))
+        return f"{self.sequence:0{_SEQUENCE_DIGITS}d}.{self.app}{self.layout}.{state}.{counts}"
 
-    @classmethod
-    def from_cursor(cls, cursor: str, app: str, app_handle: str) -> Position:
-        """Decode a cursor of :meth:`cursor` made for the app ``app``.
+    def resume(self, cursor: str, app_handle: str) -> None:
+        """Move to the position ``cursor`` (a :meth:`cursor` of this app's stream) says.
 
         Args:
             cursor: the cursor.
-            app: :func:`app_digest` of the app it must belong to.
             app_handle: the app's handle (for the error message).
 
         Raises:
-            InvalidCursorError: the cursor is malformed or belongs to another app.
+            InvalidCursorError: the cursor is malformed, of another app, or counts the
+                lines of other log streams than the app has now.
         """
 
         def invalid(reason: str) -> InvalidCursorError:
             return InvalidCursorError(cursor, app_handle, reason)
 
-        if not isinstance(cursor, str) or len(cursor) > _MAX_CURSOR:
-            raise invalid(f"a cursor is a str of at most {_MAX_CURSOR} characters")
-        sequence, dot, encoded = cursor.partition(".")
-        digits = sequence.isascii() and sequence.isdigit()
-        if not dot or len(sequence) != _SEQUENCE_DIGITS or not digits:
-            raise invalid(f"it does not start with {_SEQUENCE_DIGITS} digits and a '.'")
-        inflate = zlib.decompressobj()
-        try:
-            padded = encoded + "=" * (-len(encoded) % 4)
-            packed = base64.urlsafe_b64decode(padded.encode("ascii"))
-            text = inflate.decompress(packed, _MAX_POSITION)
-        except (binascii.Error, UnicodeError, zlib.error) as exc:
-            raise invalid(f"its position does not decode ({exc})") from None
-        if inflate.unconsumed_tail or not inflate.eof:
-            raise invalid("its position is cut or too large")
-        try:
-            body = json.loads(text)
-        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-            raise invalid(f"its position does not decode ({exc})") from None
-        position = _position_of(body, int(sequence))
-        if position is None:
-            raise invalid("its position is not one that Runner.events writes")
-        if position.app != app:
+        if not isinstance(cursor, str) or len(cursor) > _MAX_CURSOR or not cursor.isascii():
+            raise invalid(f"a cursor is an ASCII str of at most {_MAX_CURSOR} characters")
+        parts = cursor.split(".")
+        if len(parts) != 4 or not _is_number(parts[0], _SEQUENCE_DIGITS):
+            raise invalid("it is not four parts joined by '.', the first a 12-digit number")
+        sequence, digests, state, counts = parts
+        if len(digests) != 2 * _DIGEST_HEX or digests.strip(string.hexdigits):
+            raise invalid(f"its second part is not {2 * _DIGEST_HEX} hexadecimal digits")
+        if digests[:_DIGEST_HEX] != self.app:
             raise invalid("it was made by the event stream of another app")
-        return position
+        if digests[_DIGEST_HEX:] != self.layout:
+            raise invalid(
+                "it counts the lines of other log streams than this app's"
+                f" ({len(self.streams)} streams now)"
+            )
+        if state != "-" and state not in AppState.__members__:
+            raise invalid(f"{state!r} is not a state name")
+        lines = counts.split("-") if counts else []
+        if len(lines) != len(self.streams) or not all(_is_number(n, None) for n in lines):
+            raise invalid(f"its last part is not {len(self.streams)} line counts joined by '-'")
+        self.sequence = int(sequence)
+        self.state = None if state == "-" else AppState[state]
+        self.lines = [int(n) for n in lines]
 
 
-def _position_of(body: object, sequence: int) -> Position | None:
-    """The :class:`Position` that a decoded cursor body describes, ``None`` if none."""
-    if not isinstance(body, dict) or body.get("v") != _CURSOR_VERSION:
-        return None
-    app, state, lines = body.get("app"), body.get("state"), body.get("lines")
-    if not isinstance(app, str) or not isinstance(lines, list):
-        return None
-    if state is not None and state not in AppState.__members__:
-        return None
-    counts: dict[StreamKey, int] = {}
-    for entry in lines:
-        match entry:
-            case [str(role), int(k), str(stream), int(count)] if k >= 0 and count > 0:
-                counts[(role, k, stream)] = count
-            case _:
-                return None
-    return Position(app, sequence, None if state is None else AppState[state], counts)
+def _is_number(text: str, digits: int | None) -> bool:
+    """Whether ``text`` is ASCII decimal digits (exactly ``digits`` of them when given)."""
+    sized = len(text) == digits if digits is not None else 0 < len(text) <= _MAX_COUNT_DIGITS
+    return sized and text.isascii() and text.isdigit()
 
 
 class _Sequencer:
@@ -255,17 +246,17 @@ class _Sequencer:
 
     def __init__(self, position: Position) -> None:
         self.position = position
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)  # send() yields once per event
 
     async def send_line(
-        self, send: MemoryObjectSendStream[AppEvent], key: StreamKey, line: str
+        self, send: MemoryObjectSendStream[AppEvent], index: int, line: str
     ) -> bool:
-        """Send one line of stream ``key``; ``False`` once the consumer left."""
+        """Send one line of log stream ``index``; ``False`` once the consumer left."""
         async with self._lock:
             position = self.position
             position.sequence += 1
-            position.lines[key] = position.lines.get(key, 0) + 1
-            role, k, stream = key
+            position.lines[index] += 1
+            role, k, stream = position.streams[index]
             now = datetime.now(timezone.utc)
             event = LogEvent(position.cursor(), role, k, stream, line, now)
             return await deliver(send, event)
@@ -313,9 +304,10 @@ class _AppEvents:
             await self.readers_done.wait()
         await self.sequencer.send_state(send, status)
 
-    def log_reader(self, key: StreamKey, skip: int) -> Producer[AppEvent]:
-        """The producer that follows log stream ``key``, skipping its first ``skip`` lines."""
-        role, k, stream = key
+    def log_reader(self, index: int) -> Producer[AppEvent]:
+        """The producer that follows log stream ``index``, skipping the lines already sent."""
+        role, k, stream = self.sequencer.position.streams[index]
+        skip = self.sequencer.position.lines[index]
         reader = _Reader(self.sched, self.app_id, role, k, None, True, Stream(stream))
         self.readers_left += 1
 
@@ -327,7 +319,7 @@ class _AppEvents:
                 async for line in iterator:
                     if skipped < skip:
                         skipped += 1
-                    elif not await self.sequencer.send_line(send, key, line):
+                    elif not await self.sequencer.send_line(send, index, line):
                         return
             self.readers_left -= 1
             if not self.readers_left:
@@ -370,27 +362,21 @@ async def app_event_stream(
         cursor: resume after the event that carried it; ``None``: from the start.
 
     Raises:
-        InvalidCursorError: ``cursor`` is malformed, of another app, or names a log
-            stream this app's stream does not have.
+        InvalidCursorError: ``cursor`` is malformed, of another app, or counts the lines
+            of other log streams than the app has.
         UnknownAppException: (when read) the app disappeared while followed.
         Exception: (when read) the first error of a log reader, as itself.
     """
-    digest = app_digest(sched.backend, app_id)
-    position = (
-        Position(digest) if cursor is None else Position.from_cursor(cursor, digest, app_handle)
-    )
-    keys = [
+    streams = sorted(
         (role, k, stream.value)
         for role, ids in replicas.items()
         for k in ids
         for stream in log_streams(sched)
-    ]
-    unknown = sorted(set(position.lines) - set(keys))
-    if cursor is not None and unknown:
-        role, k, stream = unknown[0]
-        reason = f"it counts lines of {role}/{k} {stream}, a log stream this app's events lack"
-        raise InvalidCursorError(cursor, app_handle, reason)
+    )
+    position = Position(sched.backend, app_id, tuple(streams))
+    if cursor is not None:
+        position.resume(cursor, app_handle)
     app = _AppEvents(sched, app_id, app_handle, first, status_of, _Sequencer(position))
-    readers = [app.log_reader(key, position.lines.get(key, 0)) for key in keys]
+    readers = [app.log_reader(index) for index in range(len(streams))]
     async with fan_in([app.follow_state, *readers], EVENTS_BUFFER_SIZE) as events:
         yield events

@@ -20,7 +20,7 @@ import pytest
 
 from asynctorchx.errors import InvalidCursorError, UnknownAppException
 from asynctorchx.runner import AppEvent, LogEvent, Runner, StateEvent, get_runner
-from asynctorchx.runner._events import EVENTS_BUFFER_SIZE, Position, app_digest
+from asynctorchx.runner._events import EVENTS_BUFFER_SIZE
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from asynctorchx.schedulers.toolkit import LogQuery
 from asynctorchx.specs.api import (
@@ -230,20 +230,19 @@ async def test_a_malformed_or_foreign_cursor_is_a_typed_error_naming_it() -> Non
             await runner.wait(other)
         good = (await _read(runner, handle))[0].cursor
         foreign = (await _read(runner, other))[0].cursor
-        sequence, _, encoded = good.partition(".")
-        _, app_id = handle.rsplit("/", 1)
-        unknown_stream = Position(
-            app_digest(SCHED, app_id), 3, AppState.RUNNING, {("nosuch", 0, "stdout"): 1}
-        ).cursor()
+        sequence, digests, state, counts = good.split(".")
         bad = {
             "garbage": "garbage",
             "empty": "",
-            "no position": f"{sequence}.",
-            "not base64": f"{sequence}.***",
-            "cut": good[:-6],
-            "not digits": f"x{sequence[1:]}.{encoded}",
+            "not digits": f"x{good[1:]}",
+            "cut": good[: good.rindex(".")],
+            "not hexadecimal": f"{sequence}.{'z' * len(digests)}.{state}.{counts}",
             "foreign": foreign,
-            "unknown stream": unknown_stream,
+            "other streams": f"{sequence}.{digests[:8]}{'0' * 8}.{state}.{counts}",
+            "no such state": f"{sequence}.{digests}.DONE.{counts}",
+            "too few counts": f"{sequence}.{digests}.{state}.1",
+            "not a count": f"{sequence}.{digests}.{state}.1-x",
+            "not ASCII": f"{sequence}.{digests}.{state}.1-\u0661",
         }
         messages = {}
         for why, cursor in bad.items():
@@ -258,7 +257,7 @@ async def test_a_malformed_or_foreign_cursor_is_a_typed_error_naming_it() -> Non
             assert "Last-Event-ID" in messages[why]
             assert "None" in messages[why]
         assert "another app" in messages["foreign"]
-        assert "nosuch/0 stdout" in messages["unknown stream"]
+        assert "other log streams" in messages["other streams"]
 
 
 async def test_a_slow_consumer_keeps_the_buffer_bounded_and_the_replica_finishes() -> None:
