@@ -488,13 +488,14 @@ class Runner(SubmitMethods):
 
         Usage: ``async with runner.events(handle, cursor=last) as events: async for event
         in events: ...`` (what a web service sends as Server-Sent Events, ``event.cursor``
-        as the SSE ``id``). First a :class:`StateEvent` with the current state, then one
-        at each change (``Scheduler.wait_for_state_change``, as :meth:`watch`), and a
-        :class:`LogEvent` per line of each replica of each role: stdout and stderr apart
-        when the scheduler keeps them apart (``Scheduler.supported_log_streams``), else
-        ``combined``; each stream's lines in order. The terminal state comes last, after
-        every line; then the stream ends. Readers wait while 1024 events are buffered.
-        Leaving the block (or cancelling its task) stops every reader; the app runs on.
+        as the SSE ``id``). First a :class:`StateEvent` with the current state (unless it
+        is terminal), then one at each change (``Scheduler.wait_for_state_change``, as
+        :meth:`watch`), and a :class:`LogEvent` per line of each replica of each role:
+        stdout and stderr apart when the scheduler keeps them apart
+        (``Scheduler.supported_log_streams``), else ``combined``; each stream's lines in
+        order. The terminal state comes last, after every line; then the stream ends.
+        Readers wait while 1024 events are buffered. Leaving the block (or cancelling its
+        task) stops every reader; the app runs on.
 
         ``cursor``: an event's ``cursor``; the stream resumes right after that event, with
         no event repeated or missed: each log is read again from its start and the lines
@@ -509,9 +510,11 @@ class Runner(SubmitMethods):
 
         Raises:
             UnknownAppException: the scheduler does not know the app.
-            InvalidCursorError: ``cursor`` is malformed or was made for another app.
+            InvalidCursorError: ``cursor`` is malformed, was made for another app, or
+                counts other log streams than the app has.
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
-            Exception: (when read) the first error of a log reader, as itself.
+            Exception: (when read) the first error of a log reader, as itself;
+                ``UnknownAppException`` if the app is deleted while followed.
         """
         sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
         app_status = await self.status(app_handle)

@@ -22,6 +22,7 @@ from asynctorchx.errors import InvalidCursorError, UnknownAppException
 from asynctorchx.runner import AppEvent, LogEvent, Runner, StateEvent, get_runner
 from asynctorchx.runner._events import EVENTS_BUFFER_SIZE
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from asynctorchx.schedulers.slurm._logs import log_file_name as slurm_log_file_name
 from asynctorchx.schedulers.toolkit import LogQuery
 from asynctorchx.specs.api import (
     AppDef,
@@ -329,6 +330,24 @@ async def test_an_unknown_app_raises_on_entering_and_cancel_stays_a_no_op() -> N
                 raise AssertionError("entered the events of an unknown app")
         await runner.cancel(handle)  # TorchX's no-op: not an error
         assert await runner.status(handle) is None  # how a caller tells "unknown" (404)
+
+
+def test_each_backend_says_which_log_streams_it_can_read() -> None:
+    runner = get_runner()  # scheduler_class needs no entered runner
+    every = frozenset(Stream)
+    declared = {
+        name: runner.scheduler_class(name).supported_log_streams
+        for name in ("local_cwd", "local_dir", "local_docker", "slurm", "kubernetes")
+    }
+    assert declared == {
+        "local_cwd": every,
+        "local_dir": every,
+        "local_docker": every,
+        "slurm": frozenset({Stream.STDOUT, Stream.STDERR}),  # .out and .err, no combined
+        "kubernetes": frozenset({Stream.COMBINED}),  # one log per container
+    }
+    with pytest.raises(ValueError, match="separate"):
+        slurm_log_file_name("1", "r", 0, Stream.COMBINED)
 
 
 # ----------------------------------------------------------------- an in-memory scheduler
