@@ -156,8 +156,9 @@ class Position:
     number zero-padded to 12 digits (so cursors sort as events), a digest of the app
     (scheduler and app id; any handle of the app resumes its stream) and one of its log
     streams, the last state's name (``-``: none yet), and the lines sent per log stream,
-    in the order of ``streams``. A few characters per log stream: for an app of 1000
-    replicas, about 4 kB.
+    in the order of ``streams``. Its length grows with the app: a count and a ``-`` per
+    log stream (two per replica where stdout and stderr are apart), so an app of 1000
+    replicas has cursors of 4 to 14 kB.
 
     Args:
         backend: the scheduler's name.
