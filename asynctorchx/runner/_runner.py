@@ -415,8 +415,9 @@ class Runner(SubmitMethods):
             should_tail (bool): follow the log until the app is terminal.
             streams (Stream | None): stdout, stderr or combined (default).
 
-        Raises (when iterated):
-            UnknownAppException: the scheduler does not know the app.
+        Raises:
+            UnknownAppException: the scheduler does not know the app; raised by the
+                first step of the iteration, not by this call.
         """
 
         async def lines() -> AsyncIterator[str]:
