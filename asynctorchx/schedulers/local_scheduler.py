@@ -12,11 +12,13 @@ from asynctorchx.schedulers.local import (
     CWDImageProvider,
     ImageProvider,
     LocalDirectoryImageProvider,
+    LocalOpts,
     LocalScheduler,
     PopenRequest,
     ReplicaParam,
     create_cwd_scheduler,
     create_dir_scheduler,
+    create_scheduler,
 )
 
 __all__ = [
@@ -24,9 +26,11 @@ __all__ = [
     "CWDImageProvider",
     "ImageProvider",
     "LocalDirectoryImageProvider",
+    "LocalOpts",
     "LocalScheduler",
     "PopenRequest",
     "ReplicaParam",
     "create_cwd_scheduler",
     "create_dir_scheduler",
+    "create_scheduler",
 ]

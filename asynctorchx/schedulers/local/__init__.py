@@ -64,6 +64,7 @@ from asynctorchx.schedulers.local._request import (
     CWDImageProvider,
     ImageProvider,
     LocalDirectoryImageProvider,
+    LocalOpts,
     PopenRequest,
     ReplicaParam,
 )
@@ -71,6 +72,7 @@ from asynctorchx.schedulers.local._scheduler import (
     LocalScheduler,
     create_cwd_scheduler,
     create_dir_scheduler,
+    create_scheduler,
 )
 
 __all__ = [
@@ -78,9 +80,11 @@ __all__ = [
     "CWDImageProvider",
     "ImageProvider",
     "LocalDirectoryImageProvider",
+    "LocalOpts",
     "LocalScheduler",
     "PopenRequest",
     "ReplicaParam",
     "create_cwd_scheduler",
     "create_dir_scheduler",
+    "create_scheduler",
 ]

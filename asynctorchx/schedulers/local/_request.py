@@ -16,6 +16,7 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
+from typing import TypedDict
 
 import attrs
 
@@ -196,6 +197,21 @@ class LocalDirectoryImageProvider(ImageProvider):
 
 
 # --------------------------------------------------------------------------- run options
+
+
+class LocalOpts(TypedDict, total=False):
+    """The run options of ``local_cwd``/``local_dir`` as a typed ``cfg`` mapping.
+
+    TorchX's ``torchx.schedulers.local_scheduler.LocalOpts`` (``log_dir``,
+    ``prepend_cwd``, ``auto_set_cuda_visible_devices``), plus ``stop_timeout`` (seconds
+    between SIGTERM and SIGKILL). Every key is optional; :func:`local_run_opts` holds
+    their types, defaults and help.
+    """
+
+    log_dir: str
+    prepend_cwd: bool | None
+    auto_set_cuda_visible_devices: bool | None
+    stop_timeout: float
 
 
 def local_run_opts() -> runopts:

@@ -505,6 +505,43 @@ def create_dir_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
     )
 
 
+def create_scheduler(
+    session_name: str,
+    cache_size: int = 100,
+    extra_paths: list[str] | None = None,
+    image_provider_class: Callable[[Mapping[str, CfgVal]], ImageProvider] = CWDImageProvider,
+    **kwargs: Any,
+) -> LocalScheduler:
+    """Create a local scheduler; TorchX's ``torchx.schedulers.local_scheduler.create_scheduler``.
+
+    The same signature as TorchX's: the image provider decides the backend,
+    ``local_dir`` for :class:`LocalDirectoryImageProvider` (and its subclasses),
+    ``local_cwd`` otherwise (TorchX names every one ``local``).
+
+    Args:
+        session_name: the runner session.
+        cache_size: how many finished apps are kept (see :class:`LocalScheduler`).
+        extra_paths: directories put in front of every replica's ``PATH``.
+        image_provider_class: builds the image provider from the run config (default
+            :class:`CWDImageProvider`, as TorchX's).
+        **kwargs: ignored, as TorchX ignores them (the runner passes every ``TORCHX_*``
+            parameter to every factory).
+
+    Raises:
+        ValueError: ``cache_size`` is not positive.
+    """
+    is_dir = isinstance(image_provider_class, type) and issubclass(
+        image_provider_class, LocalDirectoryImageProvider
+    )
+    return LocalScheduler(
+        session_name,
+        image_provider_class=image_provider_class,
+        cache_size=int(cache_size),
+        extra_paths=extra_paths,
+        backend="local_dir" if is_dir else "local_cwd",
+    )
+
+
 def _known(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """Keep the keyword arguments LocalScheduler takes (the runner passes every
     ``TORCHX_*`` parameter to every factory, as TorchX does)."""
@@ -515,4 +552,9 @@ def _known(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return params
 
 
-__all__ = ["LocalScheduler", "create_cwd_scheduler", "create_dir_scheduler"]
+__all__ = [
+    "LocalScheduler",
+    "create_cwd_scheduler",
+    "create_dir_scheduler",
+    "create_scheduler",
+]
