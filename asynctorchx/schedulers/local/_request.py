@@ -129,9 +129,18 @@ class ImageProvider(abc.ABC):
         """
         return self.fetch(role.image)
 
-    def get_cwd(self, img_root: str) -> str | None:
-        """Return the replicas' working directory (default: the image root)."""
-        return img_root
+    def get_cwd(self, image: str) -> str | None:
+        """Return the replicas' working directory; it is also put on their ``PATH``.
+
+        Args:
+            image: the role's image root (for the built-in providers, the directory
+                the image names).
+
+        Returns:
+            The directory, or None for this process's working directory (and nothing
+            added to ``PATH``). The default is ``image`` itself.
+        """
+        return image
 
     def get_entrypoint(self, img_root: str, role: Role) -> str:
         """Return the program to run for ``role`` (default: ``role.entrypoint`` as is)."""
@@ -161,6 +170,15 @@ class CWDImageProvider(ImageProvider):
 
     def fetch(self, image: str) -> str:
         """Return ``os.getcwd()`` whatever ``image`` is."""
+        return os.getcwd()
+
+    def get_cwd(self, image: str) -> str | None:
+        """Return ``os.getcwd()`` whatever ``image`` is (TorchX's
+        ``torchx.schedulers.local_scheduler.CWDImageProvider.get_cwd``).
+
+        Args:
+            image: ignored.
+        """
         return os.getcwd()
 
 
@@ -330,29 +348,33 @@ def _replica_param(
         stderr=os.path.join(replica_log_dir, "stderr.log"),
         combined=os.path.join(replica_log_dir, "combined.log"),
     )
-    add_environment(param, cfg, img_root, replica_log_dir, context)
+    add_environment(param, cfg, replica_log_dir, role.name, context)
     return param
 
 
 def add_environment(
     param: ReplicaParam,
     cfg: Mapping[str, CfgVal],
-    img_root: str,
     replica_log_dir: str,
+    role_name: str,
     context: RequestContext,
 ) -> None:
     """Add the variables every local replica gets to ``param.env`` (TorchX's set).
 
-    ``PYTHONUNBUFFERED`` (unless set), ``TORCHX_RANK0_HOST``, ``TORCHX_JOB_ID``,
-    ``TORCHELASTIC_ERROR_FILE``, ``PET_LOG_DIR``, and ``PATH`` with the extra paths
-    (and the image root with ``prepend_cwd``) in front.
+    As TorchX's ``torchx.schedulers.local_scheduler``: ``PYTHONUNBUFFERED`` (unless
+    set), ``TORCHX_RANK0_HOST``, ``TORCHX_JOB_ID``, ``TORCHELASTIC_ERROR_FILE`` (the
+    replica's ``error.json``), ``PET_LOG_DIR`` (``<app log dir>/torchelastic/<role>``,
+    where ``torch.distributed.run`` writes its workers' logs), each unless the role
+    sets it, and ``PATH``: the extra paths, the role's own ``PATH``, the working
+    directory (``param.cwd``, from ``ImageProvider.get_cwd``), then this process's
+    ``PATH`` (the working directory first of all with ``prepend_cwd``).
 
     Args:
         param: the replica's parameters, updated in place.
         cfg: the resolved run config.
-        img_root: the role's image root.
         replica_log_dir: the replica's log directory.
-        context: the job id and extra paths.
+        role_name: the replica's role.
+        context: the job id, the app's log directory and the extra paths.
     """
     env = param.env
     if "PYTHONUNBUFFERED" not in env and "PYTHONUNBUFFERED" not in os.environ:
@@ -360,13 +382,23 @@ def add_environment(
     env["TORCHX_RANK0_HOST"] = "localhost"
     env.setdefault("TORCHX_JOB_ID", context.job_id)
     env.setdefault("TORCHELASTIC_ERROR_FILE", os.path.join(replica_log_dir, "error.json"))
-    env.setdefault("PET_LOG_DIR", os.path.join(replica_log_dir, "torchelastic"))
-    front = list(context.extra_paths)
-    if cfg.get("prepend_cwd"):
-        front.insert(0, img_root)
-    if front:
-        path = env.get("PATH", os.environ.get("PATH", ""))
-        env["PATH"] = os.pathsep.join([*front, path]) if path else os.pathsep.join(front)
+    env.setdefault("PET_LOG_DIR", os.path.join(context.app_log_dir, "torchelastic", role_name))
+    front = [*context.extra_paths, env.get("PATH")]
+    if param.cwd:
+        if cfg.get("prepend_cwd"):
+            front.insert(0, param.cwd)
+        else:
+            front.append(param.cwd)
+    env["PATH"] = join_path(*front, os.environ.get("PATH"))
+
+
+def join_path(*parts: str | None) -> str:
+    """Join ``PATH`` parts, leaving out empty ones (and stray separators at their ends).
+
+    Args:
+        *parts: directories or ``PATH`` values, in order; None and ``""`` are skipped.
+    """
+    return os.pathsep.join(part.strip(os.pathsep) for part in parts if part)
 
 
 def cuda_visible_devices(app: AppDef, cfg: Mapping[str, CfgVal]) -> dict[tuple[str, int], str]:
