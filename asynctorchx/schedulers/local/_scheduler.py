@@ -46,6 +46,7 @@ from asynctorchx.schedulers.local._request import (
     build_popen_request,
     local_run_opts,
 )
+from asynctorchx.schedulers.local._success_file import write_success_file
 from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
 from asynctorchx.schedulers.toolkit import (
     LogQuery,
@@ -314,8 +315,15 @@ class LocalScheduler(Scheduler[PopenRequest]):
     def _keep(self, app: LocalApp) -> None:
         """Keep ``app`` (once every replica started): it can be described from now on."""
         self._apps[app.request.app_id] = app
-        app.on_change = self._records.changed
+        app.on_change = self._changed
         self._finished.pop(app.request.app_id, None)  # the same dry run scheduled again
+
+    def _changed(self, app: LocalApp) -> None:
+        """At every change of ``app``: once it ended, write its ``SUCCESS`` file (before
+        any waiter wakes, see ``_success_file``); then have its record written."""
+        if is_terminal(app.state):
+            write_success_file(app)
+        self._records.changed(app)
 
     # ----------------------------------------------------------------- queries
 
