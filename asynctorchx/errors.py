@@ -404,3 +404,25 @@ class InvalidCursorError(AsyncTorchXError, ValueError):
         self.cursor = cursor
         self.app_handle = app_handle
         self.reason = reason
+
+
+class InvalidLogDirError(InvalidRunConfigException):
+    """The ``log_dir`` run option of ``local_cwd``/``local_dir`` cannot hold an app's logs.
+
+    Raised at dry run (nothing is created) when the directory, or the first existing one
+    above it, is a file or not writable by this user, or when a part of a log path is
+    longer than the file system allows; and at submit when creating the directories fails
+    all the same (the directories this submit created are removed, nothing is started).
+    TorchX's ``torchx.schedulers.local_scheduler`` lets the ``OSError`` of ``os.makedirs``
+    through. An :class:`InvalidRunConfigException` whose ``cfg_key`` is ``log_dir``.
+
+    Args:
+        log_dir: the offending directory (the option's value, or the path below it that
+            failed).
+        reason: what is wrong with it.
+        fix: how to fix it.
+    """
+
+    def __init__(self, log_dir: str, reason: str, fix: str) -> None:
+        super().__init__(f"log_dir {log_dir!r} cannot hold the logs: {reason}; {fix}", "log_dir")
+        self.log_dir = log_dir

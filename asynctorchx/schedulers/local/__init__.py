@@ -51,7 +51,8 @@ The private modules, one concern each: ``_request`` (the dry-run request, image
 providers, run options), ``_supervisor`` (running and restarting replicas),
 ``_process_groups`` (the live process groups), ``_file_limits`` (the open-file
 limit), ``_parent_death`` (tying replicas to this process), ``_subreaper`` (ending the
-daemons of replicas), ``_log_files`` (log files and their
+daemons of replicas), ``_log_dir`` (checking ``log_dir`` before anything is
+created in it), ``_log_files`` (log files and their
 time index), ``_success_file`` (TorchX's ``SUCCESS`` file, written when an app
 ends), ``_error_files`` (TorchElastic error files), ``_child_watcher`` (reaping
 children on Python < 3.12), ``_records`` (the app records on disk), ``_process_identity``

@@ -20,6 +20,7 @@ from typing import TypedDict
 
 import attrs
 
+from asynctorchx.schedulers.toolkit import validate_stop_timeout
 from asynctorchx.specs.api import AppDef, CfgVal, RetryPolicy, Role, macros, runopts
 
 logger = logging.getLogger(__name__)
@@ -294,6 +295,8 @@ def build_popen_request(
         context: the app id, log directory, job id, image provider and extra paths.
 
     Raises:
+        InvalidRunConfigException: ``stop_timeout`` is not a finite number of seconds, 0
+            or more (NaN, infinite or negative).
         ValueError: the image provider rejects a role's image.
     """
     stop_timeout = cfg.get("stop_timeout")
@@ -302,9 +305,9 @@ def build_popen_request(
         log_dir=context.app_log_dir,
         role_params={},
         role_log_dirs={},
-        stop_timeout=float(stop_timeout)
-        if isinstance(stop_timeout, (int, float))
-        else DEFAULT_STOP_TIMEOUT,
+        stop_timeout=DEFAULT_STOP_TIMEOUT
+        if stop_timeout is None
+        else validate_stop_timeout(stop_timeout),
     )
     gpu_assignments = cuda_visible_devices(app, cfg)
     for role in app.roles:

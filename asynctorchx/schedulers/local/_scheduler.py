@@ -33,7 +33,8 @@ from asynctorchx.schedulers.api import (
 from asynctorchx.schedulers.local._change_watch import ChangeWatch
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._error_files import read_error_file
-from asynctorchx.schedulers.local._log_files import TimeIndex, prepare_log_dirs
+from asynctorchx.schedulers.local._log_dir import check_log_dir, create_log_dirs
+from asynctorchx.schedulers.local._log_files import TimeIndex
 from asynctorchx.schedulers.local._process_groups import ProcessGroups
 from asynctorchx.schedulers.local._recorded_apps import RecordedApps
 from asynctorchx.schedulers.local._records import RecordKeeper, cancel_request_path
@@ -56,6 +57,7 @@ from asynctorchx.schedulers.toolkit import (
     role_statuses,
     tail_file,
     validate_app_id,
+    validate_name,
 )
 from asynctorchx.specs.api import (
     AppDef,
@@ -213,15 +215,30 @@ class LocalScheduler(Scheduler[PopenRequest]):
         return self._temp_log_dir
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[PopenRequest]:
+        """Build the request (see ``_request.build_popen_request``); create nothing.
+
+        Raises:
+            InvalidNameException: the session name cannot be a directory name.
+            InvalidRunConfigException: ``stop_timeout`` is not a finite number of
+                seconds, 0 or more.
+            InvalidLogDirError: ``log_dir`` cannot hold the logs (a file, not writable,
+                paths too long; see ``_log_dir.check_log_dir``).
+            ValueError: the image provider rejects a role's image.
+        """
+        validate_name("session name", self.session_name)  # a directory of every log path
         app_id = make_app_id(app.name)
+        root = self._base_log_dir(cfg)
         context = RequestContext(
             app_id=app_id,
-            app_log_dir=os.path.join(self._base_log_dir(cfg), self.session_name, app_id),
+            app_log_dir=os.path.join(root, self.session_name, app_id),
             job_id=make_app_handle(self.backend, self.session_name, app_id),
             image_provider=self._image_provider_class(cfg),
             extra_paths=tuple(self._extra_paths),
         )
-        return AppDryRunInfo(build_popen_request(app, cfg, context), str)
+        request = build_popen_request(app, cfg, context)
+        replica_dirs = [d for dirs in request.role_log_dirs.values() for d in dirs]
+        check_log_dir(root, replica_dirs)
+        return AppDryRunInfo(request, str)
 
     # ----------------------------------------------------------------- schedule
 
@@ -235,7 +252,9 @@ class LocalScheduler(Scheduler[PopenRequest]):
             UnsafeLogPathError: a log directory is a symbolic link, or owned by another
                 user, or a log file is a link or not this user's (see
                 ``asynctorchx.schedulers.local._log_files.prepare_log_dirs``); nothing
-                was started.
+                was started, no directory left.
+            InvalidLogDirError: a log directory could not be created (see
+                ``_log_dir.create_log_dirs``); nothing was started, no directory left.
             OSError: a replica could not be started (e.g. ``FileNotFoundError`` for an
                 entrypoint that does not exist); the replicas already started are killed.
         """
@@ -250,7 +269,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         app = LocalApp(request, dryrun_info._app)
         # <root>/<session>/<app_id>: every directory below the root private and ours
         root = os.path.dirname(os.path.dirname(request.log_dir))
-        prepare_log_dirs(root, [replica.log_dir for replica in app.all_replicas()])
+        create_log_dirs(root, [replica.log_dir for replica in app.all_replicas()])
         self._start_recording(app)
         use_pidfd_child_watcher()
         await self._task_group.start(self._supervise, app)

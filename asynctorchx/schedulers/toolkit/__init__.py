@@ -5,7 +5,8 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
 
 - app ids: :func:`make_app_id`, :func:`sanitize_app_name`, :func:`validate_app_id`;
 - apps: :func:`validate_app` (roles, replicas, entrypoints) and :func:`validate_name`
-  (role and session names, which become path parts);
+  (role and session names, which become path parts), :func:`validate_stop_timeout`
+  (the grace period before SIGKILL);
 - devices: :func:`get_device_mounts` (EFA and Neuron, TorchX's table);
 - states: :func:`app_state` (replicas -> app), :func:`describe_app`,
   :func:`role_statuses`, :func:`earliest_error`;
@@ -55,7 +56,11 @@ from asynctorchx.schedulers.toolkit._tail import (
     symlink_error,
     tail_file,
 )
-from asynctorchx.schedulers.toolkit._validation import validate_app, validate_name
+from asynctorchx.schedulers.toolkit._validation import (
+    validate_app,
+    validate_name,
+    validate_stop_timeout,
+)
 
 __all__ = [
     "APP_ID_PATTERN",
@@ -90,5 +95,6 @@ __all__ = [
     "validate_app",
     "validate_app_id",
     "validate_name",
+    "validate_stop_timeout",
     "whole_pieces_end",
 ]

@@ -7,7 +7,13 @@ that dry-runs on one backend and is refused by another is a trap.
 
 from __future__ import annotations
 
-from asynctorchx.errors import InvalidAppDefException, InvalidNameException
+import math
+
+from asynctorchx.errors import (
+    InvalidAppDefException,
+    InvalidNameException,
+    InvalidRunConfigException,
+)
 from asynctorchx.schedulers.toolkit._ids import APP_ID_PATTERN, MAX_NAME_LENGTH
 from asynctorchx.specs.api import MISSING, AppDef
 
@@ -67,3 +73,35 @@ def validate_app(app: AppDef) -> None:
             raise InvalidAppDefException(
                 f"role {role.name!r} of app {app.name!r} has no entrypoint: set Role.entrypoint"
             )
+
+
+def validate_stop_timeout(
+    seconds: object, where: str = "run option stop_timeout", cfg_key: str | None = "stop_timeout"
+) -> float:
+    """Return ``seconds`` as a float if it is a usable grace period before SIGKILL.
+
+    A grace period is a finite number of seconds, 0 or more: NaN cannot be waited for
+    (anyio refuses it as a deadline), infinity would let a replica that ignores SIGTERM
+    hold a cancel forever, and a negative one means nothing.
+
+    Args:
+        seconds: the value to check (``stop_timeout``, in seconds).
+        where: what it is, for the message.
+        cfg_key: the run option it came from (the error's ``cfg_key``), or None.
+
+    Raises:
+        InvalidRunConfigException: ``seconds`` is not a finite number of 0 or more; the
+            message names the value and the fix.
+    """
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not math.isfinite(seconds)
+        or seconds < 0
+    ):
+        raise InvalidRunConfigException(
+            f"{where} is {seconds!r}: give a finite number of seconds, 0 or more, between"
+            f" SIGTERM and SIGKILL (e.g. {where.rsplit(' ', 1)[-1]}=10)",
+            cfg_key,
+        )
+    return float(seconds)

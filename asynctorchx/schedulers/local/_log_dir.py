@@ -1,0 +1,142 @@
+"""Checking the ``log_dir`` of a local app before anything is created in it.
+
+TorchX's ``torchx.schedulers.local_scheduler`` calls ``os.makedirs`` at submit and lets
+its ``OSError`` through: a ``log_dir`` that is a file, that this user cannot write, or
+whose path is too long ends a submit with ``NotADirectoryError``, ``PermissionError`` or
+``OSError: File name too long``, sometimes after creating part of the directories. Here:
+
+* :func:`check_log_dir` runs at dry run and creates nothing: the first existing
+  directory on the way to the app's log directory must be a directory this user can
+  write to, and no part of a log path may be longer than the file system allows;
+* :func:`create_log_dirs` runs at submit: it makes the directories (through
+  ``_log_files.prepare_log_dirs``, which checks who owns them) and, when that fails,
+  removes the ones it created and raises
+  :class:`~asynctorchx.errors.InvalidLogDirError` (or the ``UnsafeLogPathError`` of
+  ``prepare_log_dirs``), so a refused submit leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+
+from asynctorchx.errors import InvalidLogDirError, UnsafeLogPathError
+from asynctorchx.schedulers.local._log_files import prepare_log_dirs
+
+#: The longest file name in a replica's log directory (``combined.log.idx``, ``SUCCESS``).
+_LONGEST_FILE = "combined.log.idx"
+#: Used when the file system does not say (Linux's NAME_MAX and PATH_MAX).
+_NAME_MAX = 255
+_PATH_MAX = 4096
+
+_FIX = "choose a log_dir that is a directory you can write to (or leave log_dir unset)"
+
+
+def _existing_ancestor(path: str) -> str:
+    """The nearest of ``path`` and its parents that exists."""
+    while not os.path.lexists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
+def _limit(path: str, name: str, default: int) -> int:
+    try:
+        return os.pathconf(path, name)
+    except (OSError, ValueError):
+        return default
+
+
+def check_log_dir(root: str, replica_dirs: Sequence[str]) -> None:
+    """Check that the replicas' log directories can be made under ``root``; create nothing.
+
+    Args:
+        root: the ``log_dir`` (its links resolved), or the scheduler's temporary one.
+        replica_dirs: each replica's log directory, below ``root``.
+
+    Raises:
+        InvalidLogDirError: the first existing directory on the way is not a directory
+            or not writable by this user, or a log path (or a part of it) is longer than
+            the file system allows.
+    """
+    ancestor = _existing_ancestor(replica_dirs[0] if replica_dirs else root)
+    if not os.path.isdir(ancestor):
+        reason = "it is not a directory" if ancestor == root else f"{ancestor!r} is a file"
+        raise InvalidLogDirError(root, reason, _FIX)
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise InvalidLogDirError(
+            root, f"this user (uid {os.geteuid()}) cannot create files in {ancestor!r}", _FIX
+        )
+    name_max = _limit(ancestor, "PC_NAME_MAX", _NAME_MAX)
+    path_max = _limit(ancestor, "PC_PATH_MAX", _PATH_MAX)
+    for replica_dir in replica_dirs:
+        longest = os.path.join(replica_dir, _LONGEST_FILE)
+        too_long = [part for part in longest.split(os.sep) if len(os.fsencode(part)) > name_max]
+        if too_long:
+            raise InvalidLogDirError(
+                root,
+                f"the path part {too_long[0][:40]!r}... is {len(os.fsencode(too_long[0]))}"
+                f" bytes long, more than the file system's {name_max}",
+                "shorten the directory names of log_dir (session and role names are at most"
+                " 100 characters)",
+            )
+        if len(os.fsencode(longest)) >= path_max:
+            raise InvalidLogDirError(
+                root,
+                f"its log paths would be {len(os.fsencode(longest))} bytes long, more than"
+                f" the file system's {path_max}",
+                "choose a log_dir with a shorter path",
+            )
+
+
+def create_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
+    """Make the replicas' log directories (``_log_files.prepare_log_dirs``), all or none.
+
+    Args:
+        root: the log root (``log_dir``, or the scheduler's temporary directory).
+        replica_dirs: each replica's log directory, below ``root``.
+
+    Raises:
+        UnsafeLogPathError: a directory or file on the way is not safe (see
+            ``prepare_log_dirs``); the directories created by this call are removed.
+        InvalidLogDirError: a directory could not be created (no permission, a file in
+            the way, a read-only file system); the directories created by this call are
+            removed.
+    """
+    missing = _missing_directories(root, replica_dirs)
+    try:
+        prepare_log_dirs(root, replica_dirs)
+    except UnsafeLogPathError:
+        _remove_empty(missing)
+        raise
+    except OSError as error:
+        _remove_empty(missing)
+        where = error.filename if isinstance(error.filename, str) else root
+        raise InvalidLogDirError(where, error.strerror or str(error), _FIX) from error
+
+
+def _missing_directories(root: str, replica_dirs: Sequence[str]) -> list[str]:
+    """Every directory from the top of ``root`` down to each replica's that does not exist
+    yet, parents first."""
+    missing: dict[str, None] = {}
+    for directory in [root, *replica_dirs]:
+        chain: list[str] = []
+        path = directory
+        while not os.path.lexists(path):
+            chain.append(path)
+            parent = os.path.dirname(path)
+            if parent == path:
+                break
+            path = parent
+        missing.update((item, None) for item in reversed(chain))
+    return list(missing)
+
+
+def _remove_empty(directories: Sequence[str]) -> None:
+    """Remove the ``directories`` this call created, deepest first, if still empty."""
+    for directory in sorted(directories, key=len, reverse=True):
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)
