@@ -23,9 +23,11 @@ from asynctorchx.schedulers.docker import (
     RANK0_ENV,
     DockerContainer,
     DockerJob,
+    DockerOpts,
     DockerScheduler,
     container_name,
     create_scheduler,
+    has_docker,
     make_app_id,
 )
 
@@ -42,8 +44,10 @@ __all__ = [
     "RANK0_ENV",
     "DockerContainer",
     "DockerJob",
+    "DockerOpts",
     "DockerScheduler",
     "container_name",
     "create_scheduler",
+    "has_docker",
     "make_app_id",
 ]

@@ -4,6 +4,8 @@ The public face of the subpackage; one private module per concern:
 
 - ``_engine``: the engine connection, the only module that imports aiodocker; it maps
   aiodocker's errors to :mod:`asynctorchx.errors`.
+- ``_options``: the run options (``env``'s forms) and :class:`DockerOpts`.
+- ``_ping``: :func:`has_docker`, whether an engine answers.
 - ``_request``: the dry-run request (:class:`DockerJob`, :class:`DockerContainer`),
   labels, names and run options; no I/O.
 - ``_state``: pure decision tables (container state to replica and app state, the
@@ -26,6 +28,8 @@ TorchX's import path is :mod:`asynctorchx.schedulers.docker_scheduler` (as
 
 from __future__ import annotations
 
+from asynctorchx.schedulers.docker._options import NETWORK, DockerOpts
+from asynctorchx.schedulers.docker._ping import has_docker
 from asynctorchx.schedulers.docker._request import (
     LABEL_APP_DEF,
     LABEL_APP_ID,
@@ -33,7 +37,6 @@ from asynctorchx.schedulers.docker._request import (
     LABEL_REPLICA_ID,
     LABEL_ROLE_NAME,
     LABEL_VERSION,
-    NETWORK,
     RANK0_ENV,
     DockerContainer,
     DockerJob,
@@ -60,8 +63,10 @@ __all__ = [
     "RANK0_ENV",
     "DockerContainer",
     "DockerJob",
+    "DockerOpts",
     "DockerScheduler",
     "container_name",
     "create_scheduler",
+    "has_docker",
     "make_app_id",
 ]

@@ -14,14 +14,20 @@ import fnmatch
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from asynctorchx import __version__
-from asynctorchx.errors import InvalidAppDefException, InvalidRunConfigException
-from asynctorchx.schedulers.toolkit import UnknownDeviceError, get_device_mounts, make_app_id
+from asynctorchx.errors import InvalidAppDefException
+from asynctorchx.schedulers.docker._options import NETWORK, parse_env_items
+from asynctorchx.schedulers.toolkit import (
+    UnknownDeviceError,
+    check_env,
+    get_device_mounts,
+    make_app_id,
+)
 from asynctorchx.specs.api import (
     MISSING,
     AppDef,
@@ -30,9 +36,7 @@ from asynctorchx.specs.api import (
     DeviceMount,
     Role,
     VolumeMount,
-    cfg_pairs,
     macros,
-    runopts,
 )
 from asynctorchx.specs.converter import to_json
 
@@ -46,8 +50,6 @@ LABEL_REPLICA_ID = "torchx.pytorch.org/replica-id"
 LABEL_APP_DEF = "asynctorchx.pytorch.org/app-def"
 #: On the cancel marker volume: when the cancel was asked, ns since the epoch.
 LABEL_CANCELLED_AT = "asynctorchx.pytorch.org/cancelled-at-ns"
-#: The user-defined bridge network replicas join by default (TorchX's).
-NETWORK = "torchx"
 #: The env var holding replica 0's hostname (``macros.rank0_env``).
 RANK0_ENV = "TORCHX_RANK0_HOST"
 
@@ -135,204 +137,7 @@ def container_name(app_id: str, role_name: str, replica_id: int) -> str:
     return f"{_sanitize(app_id[-30:])}-{_sanitize(role_name[:30])}-{replica_id}"
 
 
-# --------------------------------------------------------------------------- options
-
-
-def parse_env_text(text: str) -> dict[str, str]:
-    """Parse the ``env`` run option as written after ``-cfg env=`` or in a ``.torchxconfig``.
-
-    TorchX's form (``torchx.schedulers.docker_scheduler``, cast by
-    ``torchx.specs.api.runopts.cfg_from_str``): ``KEY:VALUE`` items separated by ``,``
-    or ``;`` (``FOO:1,BAR:2``, ``FOO:1;BAR:2``); a value may hold more ``:``
-    (``URL:http://x``). Our earlier form ``KEY=VALUE`` is read too: an item's key ends
-    at its first ``:`` or ``=``, whichever comes first. Empty items are skipped.
-
-    Args:
-        text: the option's value, e.g. ``FOO:1,BAR:2``.
-
-    Raises:
-        InvalidRunConfigException: an item has no ``:`` (or ``=``), or a key or value is
-            not usable as an environment variable (see :func:`check_env`).
-    """
-    env: dict[str, str] = {}
-    for item in re.split(r"[,;]", text):
-        if not item.strip():
-            continue
-        found = [i for i in (item.find(":"), item.find("=")) if i >= 0]
-        if not found:
-            raise InvalidRunConfigException(
-                f"run option env item {item!r} is not KEY:VALUE: write e.g."
-                " `-cfg env=FOO:1,BAR:2` (or `env=FOO:1;BAR:2`)",
-                "env",
-            )
-        cut = min(found)
-        env[item[:cut].strip()] = item[cut + 1 :]
-    return check_env(env, "run option env", "env")
-
-
-def check_env(env: Mapping[Any, Any], where: str, cfg_key: str | None = None) -> dict[str, str]:
-    """Check that ``env`` can become a process environment; return it as ``dict[str, str]``.
-
-    POSIX (and Docker's ``Env`` list of ``KEY=VALUE`` strings) cannot carry a key that is
-    empty or holds ``=`` (Docker turns ``{"A=B": "x"}`` into ``A`` = ``B=x``), nor a NUL
-    byte in a key or value; values must be strings (as in TorchX's ``Role.env``).
-
-    Args:
-        env: the mapping to check.
-        where: what it is, for the message (``role 'trainer' env``).
-        cfg_key: the run option it came from, if any (then the error is an
-            :class:`~asynctorchx.errors.InvalidRunConfigException`).
-
-    Raises:
-        InvalidRunConfigException: ``cfg_key`` is given and an entry is bad.
-        InvalidAppDefException: otherwise, an entry is bad.
-    """
-    for key, value in env.items():
-        problem = None
-        if not isinstance(key, str) or not key:
-            problem = f"key {key!r} is not a non-empty string"
-        elif "=" in key or "\0" in key:
-            problem = f"key {key!r} holds '=' or a NUL byte, which no environment can carry"
-        elif not isinstance(value, str):
-            problem = (
-                f"{key!r} has the value {value!r} ({type(value).__name__}), not a string:"
-                f" write {str(value)!r}"
-            )
-        elif "\0" in value:
-            problem = f"the value of {key!r} holds a NUL byte, which no environment can carry"
-        if problem is not None:
-            message = f"{where}: {problem}; fix the name or value"
-            if cfg_key is not None:
-                raise InvalidRunConfigException(message, cfg_key)
-            raise InvalidAppDefException(message)
-    return dict(env)
-
-
-class DockerRunOpts(runopts):
-    """The run options of ``local_docker``: ``env`` is read as TorchX reads it.
-
-    ``env`` is TorchX's ``Dict[str, str]``. On a command line or in a ``.torchxconfig``
-    (:meth:`cfg_from_str`) it is ``FOO:1,BAR:2`` or ``FOO:1;BAR:2`` (TorchX's form,
-    :func:`parse_env_text`); ``env=FOO=1;BAR=2`` (the form our earlier help showed)
-    works too: a ``KEY=VALUE`` pair right after ``env`` whose key is no run option
-    continues ``env``. From Python, a list of ``KEY=VALUE`` strings (our earlier type)
-    is still accepted by :meth:`resolve`.
-    """
-
-    def cfg_from_str(self, cfg_str: str) -> dict[str, CfgVal]:
-        """Parse ``-cfg`` text; ``env`` as :func:`parse_env_text`, the rest as runopts.
-
-        Args:
-            cfg_str: e.g. ``env=FOO:1,BAR:2,privileged=true``.
-
-        Raises:
-            InvalidRunConfigException: a value does not parse as its option's type.
-        """
-        pairs: dict[str, str] = {}
-        in_env = False
-        for key, raw in cfg_pairs(cfg_str).items():
-            if in_env and self.get(key) is None:
-                pairs["env"] += f",{key}={raw}"
-                continue
-            in_env = key == "env"
-            pairs[key] = raw
-        cfg: dict[str, CfgVal] = {}
-        for key, raw in pairs.items():
-            if key == "env":
-                cfg[key] = parse_env_text(raw)
-            else:
-                cfg.update(super().cfg_from_str(f"{key}={raw}"))
-        return cfg
-
-    def resolve(self, cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
-        """Resolve as :meth:`runopts.resolve`, with ``env`` also as a ``KEY=VALUE`` list.
-
-        Args:
-            cfg: the run options given.
-
-        Raises:
-            InvalidRunConfigException: as :meth:`runopts.resolve`, or an ``env`` entry
-                that no environment can carry (:func:`check_env`).
-        """
-        given = dict(cfg)
-        env = given.get("env")
-        if isinstance(env, list) and all(isinstance(item, str) for item in env):
-            given["env"] = parse_env_items(env)
-        resolved = super().resolve(given)
-        if isinstance(resolved.get("env"), dict):
-            check_env(resolved["env"], "run option env", "env")  # type: ignore[arg-type]
-        return resolved
-
-
-def run_opts() -> runopts:
-    """The run options of ``local_docker``: TorchX's, plus ``network``, ``init`` and
-    ``cancel_on_close``."""
-    opts = DockerRunOpts()
-    opts.add(
-        "copy_env",
-        type_=list[str],
-        default=None,
-        help="glob patterns of environment variables to copy if not set in AppDef. Ex: FOO_*",
-    )
-    opts.add(
-        "env",
-        type_=dict[str, str],
-        default=None,
-        help="environment variables for every replica, applied over copy_env's (the"
-        " role's env wins). Ex: FOO:1,BAR:2 or FOO:1;BAR:2",
-    )
-    opts.add("privileged", type_=bool, default=False, help="run the containers privileged")
-    opts.add(
-        "image_repo",
-        type_=str,
-        default=None,
-        help="(workspaces) repository to tag built workspace images with, as"
-        " <image_repo>:<id>. Ex: example.com/your/container",
-    )
-    opts.add(
-        "network",
-        type_=str,
-        default=NETWORK,
-        help="user-defined bridge network the replicas join (created when missing)",
-    )
-    opts.add(
-        "init",
-        type_=bool,
-        default=True,
-        help="run docker-init as PID 1 so the entrypoint receives stop signals",
-    )
-    opts.add(
-        "cancel_on_close",
-        type_=bool,
-        default=False,
-        help="cancel the app when the scheduler (the runner) that started it closes: on"
-        " leaving `async with get_runner()`, close(), SIGTERM/SIGHUP; default: the app is"
-        " detached and outlives the process, as in TorchX",
-    )
-    return opts
-
-
-def parse_env_items(items: Iterable[str]) -> dict[str, str]:
-    """Parse the ``env`` run option's earlier form, a list of ``KEY=VALUE`` items.
-
-    Args:
-        items: the items, e.g. ``["FOO=1", "BAR=x"]``.
-
-    Raises:
-        InvalidRunConfigException: an item has no ``=`` or an empty key (a
-            ``ValueError``).
-    """
-    env: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InvalidRunConfigException(
-                f"run option env item {item!r} is not KEY=VALUE: write e.g."
-                " env={'FOO': '1'} (or `-cfg env=FOO:1,BAR:2`)",
-                "env",
-            )
-        env[key] = value
-    return env
+# --------------------------------------------------------------------------- checks
 
 
 def validate(app: AppDef) -> None:
@@ -431,7 +236,7 @@ def _default_env(cfg: Mapping[str, CfgVal]) -> dict[str, str]:
     cfg_env = cfg.get("env")
     if isinstance(cfg_env, dict):
         default_env.update(cfg_env)
-    elif isinstance(cfg_env, list):  # the earlier form, when not resolved by run_opts()
+    elif isinstance(cfg_env, list):  # the earlier form, when not resolved by the run options
         default_env.update(parse_env_items(cfg_env))
     return default_env
 
@@ -445,7 +250,7 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
 
     Args:
         app: the validated app.
-        cfg: the resolved run options (see :func:`run_opts`).
+        cfg: the resolved run options (see ``_options.run_opts``).
 
     Raises:
         ValueError: an ``env`` item is not ``KEY=VALUE``, or a resource device has no

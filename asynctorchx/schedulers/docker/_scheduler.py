@@ -57,11 +57,11 @@ from asynctorchx.schedulers.docker import _containers
 from asynctorchx.schedulers.docker._engine import Engine
 from asynctorchx.schedulers.docker._logs import log_lines
 from asynctorchx.schedulers.docker._network import ensure_network
+from asynctorchx.schedulers.docker._options import run_opts
 from asynctorchx.schedulers.docker._request import (
     DockerJob,
     build_job,
     check_bind_sources,
-    run_opts,
     validate,
 )
 from asynctorchx.schedulers.docker._watch import watch
@@ -126,12 +126,12 @@ class DockerScheduler(Scheduler[DockerJob]):
         grace: deprecated name of ``stop_timeout`` (a ``DeprecationWarning``; removed in
             the next release).
 
-    Run options (:meth:`run_opts`): ``copy_env``, ``env``, ``privileged``, ``image_repo``,
-    ``network``, ``init``, ``cancel_on_close``. The scheduler holds one aiodocker client,
-    opened on first use; :meth:`close` closes it. Apps are detached (TorchX's
-    semantics: they outlive the process, any process can describe, tail, cancel or
-    delete them) unless submitted with ``cancel_on_close=True``: :meth:`close` cancels
-    those.
+    Run options (:meth:`run_opts`, typed by :class:`DockerOpts`): ``copy_env``, ``env``,
+    ``privileged``, ``image_repo``, ``quiet``, ``network``, ``init``,
+    ``cancel_on_close``. The scheduler holds one aiodocker client, opened on first use;
+    :meth:`close` closes it. Apps are detached (TorchX's semantics: they outlive the
+    process, any process can describe, tail, cancel or delete them) unless submitted
+    with ``cancel_on_close=True``: :meth:`close` cancels those.
 
     Raises (from every engine call):
         SchedulerUnavailableError: aiodocker is not installed, the event loop is not
@@ -197,7 +197,7 @@ class DockerScheduler(Scheduler[DockerJob]):
 
     @classmethod
     def _run_opts(cls) -> runopts:
-        """The run options of ``local_docker``, TorchX's names (see ``_request.run_opts``)."""
+        """The run options of ``local_docker``, TorchX's names (see ``_options.run_opts``)."""
         return run_opts()
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:

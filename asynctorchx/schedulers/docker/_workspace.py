@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import re
 import tarfile
@@ -26,6 +27,8 @@ from asynctorchx.errors import WorkspaceBuildError
 from asynctorchx.schedulers.docker._engine import Engine
 from asynctorchx.schedulers.docker._request import LABEL_VERSION
 from asynctorchx.specs.api import CfgVal, Role
+
+logger = logging.getLogger(__name__)
 
 #: The Dockerfile a workspace build uses; written from the role's image when missing.
 DEFAULT_DOCKERFILE = "Dockerfile.torchx"
@@ -180,7 +183,8 @@ async def build_workspace(
         role: the role to patch (role 0 of the app); its ``image`` is the default
             Dockerfile's base.
         workspace: the directory to build.
-        cfg: the resolved run options (``image_repo`` is read).
+        cfg: the resolved run options (``image_repo`` and ``quiet`` are read: the build's
+            output is logged at INFO unless ``quiet``).
 
     Raises:
         WorkspaceBuildError: the build failed; the message holds the build log.
@@ -189,7 +193,10 @@ async def build_workspace(
     """
     await engine.connect()
     context, _ = await anyio.to_thread.run_sync(build_context, workspace, role.image)
-    image_id = await _build(engine, context, workspace)
+    quiet = cfg.get("quiet") is True
+    if not quiet:
+        logger.info("building workspace %s into an image (this may take a while)", workspace)
+    image_id = await _build(engine, context, workspace, quiet=quiet)
     image_repo = cfg.get("image_repo")
     if isinstance(image_repo, str) and image_repo:
         tag = image_id.split(":")[-1][:12]
@@ -199,8 +206,12 @@ async def build_workspace(
         role.image = image_id
 
 
-async def _build(engine: Engine, context: bytes, workspace: str) -> str:
+async def _build(engine: Engine, context: bytes, workspace: str, *, quiet: bool) -> str:
     """Build the tar ``context`` of ``workspace``; return the image id.
+
+    Each line of the build's output is logged at INFO unless ``quiet`` (TorchX's
+    ``quiet`` option, ``torchx.workspace.docker_workspace``); it is kept for the error
+    message either way.
 
     Raises:
         WorkspaceBuildError: the build failed or gave no image id; the message holds the
@@ -216,6 +227,9 @@ async def _build(engine: Engine, context: bytes, workspace: str) -> str:
             async for item in items:
                 if "stream" in item:
                     log.append(str(item["stream"]))
+                    line = log[-1].strip("\r\n")
+                    if line and not quiet:
+                        logger.info("%s", line)
                 aux = item.get("aux")
                 if isinstance(aux, dict) and "ID" in aux:
                     image_id = str(aux["ID"])

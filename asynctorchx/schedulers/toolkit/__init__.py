@@ -57,6 +57,7 @@ from asynctorchx.schedulers.toolkit._tail import (
     tail_file,
 )
 from asynctorchx.schedulers.toolkit._validation import (
+    check_env,
     validate_app,
     validate_name,
     validate_stop_timeout,
@@ -75,6 +76,7 @@ __all__ = [
     "Notifier",
     "UnknownDeviceError",
     "app_state",
+    "check_env",
     "check_max_line_bytes",
     "describe_app",
     "earliest_error",

@@ -8,6 +8,8 @@ that dry-runs on one backend and is refused by another is a trap.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from asynctorchx.errors import (
     InvalidAppDefException,
@@ -105,3 +107,41 @@ def validate_stop_timeout(
             cfg_key,
         )
     return float(seconds)
+
+
+def check_env(env: Mapping[Any, Any], where: str, cfg_key: str | None = None) -> dict[str, str]:
+    """Check that ``env`` can become a process environment; return it as ``dict[str, str]``.
+
+    POSIX (and Docker's ``Env`` list of ``KEY=VALUE`` strings) cannot carry a key that is
+    empty or holds ``=`` (Docker turns ``{"A=B": "x"}`` into ``A`` = ``B=x``), nor a NUL
+    byte in a key or value; values must be strings (as in TorchX's ``Role.env``).
+
+    Args:
+        env: the mapping to check.
+        where: what it is, for the message (``role 'trainer' env``).
+        cfg_key: the run option it came from, if any (then the error is an
+            :class:`~asynctorchx.errors.InvalidRunConfigException`).
+
+    Raises:
+        InvalidRunConfigException: ``cfg_key`` is given and an entry is bad.
+        InvalidAppDefException: otherwise, an entry is bad.
+    """
+    for key, value in env.items():
+        problem = None
+        if not isinstance(key, str) or not key:
+            problem = f"key {key!r} is not a non-empty string"
+        elif "=" in key or "\0" in key:
+            problem = f"key {key!r} holds '=' or a NUL byte, which no environment can carry"
+        elif not isinstance(value, str):
+            problem = (
+                f"{key!r} has the value {value!r} ({type(value).__name__}), not a string:"
+                f" write {str(value)!r}"
+            )
+        elif "\0" in value:
+            problem = f"the value of {key!r} holds a NUL byte, which no environment can carry"
+        if problem is not None:
+            message = f"{where}: {problem}; fix the name or value"
+            if cfg_key is not None:
+                raise InvalidRunConfigException(message, cfg_key)
+            raise InvalidAppDefException(message)
+    return dict(env)

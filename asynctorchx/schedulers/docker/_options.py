@@ -1,0 +1,206 @@
+"""The run options of ``local_docker``: their declaration, ``env``'s forms, ``DockerOpts``.
+
+TorchX 0.7.0's ``torchx.schedulers.docker_scheduler`` declares ``copy_env``, ``env`` and
+``privileged`` (typed by its ``DockerOpts``), and its workspace mixin
+(``torchx.workspace.docker_workspace``) adds ``image_repo`` and ``quiet``; the same names
+are declared here, plus ``network``, ``init`` and ``cancel_on_close``. ``env`` is read in
+TorchX's ``KEY:VALUE`` form and in our earlier ``KEY=VALUE`` one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import TypedDict
+
+from asynctorchx.errors import InvalidRunConfigException
+from asynctorchx.schedulers.toolkit import check_env
+from asynctorchx.specs.api import CfgVal, cfg_pairs, runopts
+
+#: The user-defined bridge network replicas join by default (TorchX's).
+NETWORK = "torchx"
+
+
+class DockerOpts(TypedDict, total=False):
+    """The run options of ``local_docker`` as a typed ``cfg`` mapping.
+
+    TorchX's ``torchx.schedulers.docker_scheduler.DockerOpts`` (``copy_env``, ``env``,
+    ``privileged``), plus the workspace options (``image_repo``, ``quiet``) and ours
+    (``network``, ``init``, ``cancel_on_close``). Every key is optional;
+    :func:`run_opts` holds their types, defaults and help.
+    """
+
+    copy_env: list[str] | None
+    env: dict[str, str] | None
+    privileged: bool
+    image_repo: str | None
+    quiet: bool
+    network: str
+    init: bool
+    cancel_on_close: bool
+
+
+def parse_env_text(text: str) -> dict[str, str]:
+    """Parse the ``env`` run option as written after ``-cfg env=`` or in a ``.torchxconfig``.
+
+    TorchX's form (``torchx.schedulers.docker_scheduler``, cast by
+    ``torchx.specs.api.runopts.cfg_from_str``): ``KEY:VALUE`` items separated by ``,``
+    or ``;`` (``FOO:1,BAR:2``, ``FOO:1;BAR:2``); a value may hold more ``:``
+    (``URL:http://x``). Our earlier form ``KEY=VALUE`` is read too: an item's key ends
+    at its first ``:`` or ``=``, whichever comes first. Empty items are skipped.
+
+    Args:
+        text: the option's value, e.g. ``FOO:1,BAR:2``.
+
+    Raises:
+        InvalidRunConfigException: an item has no ``:`` (or ``=``), or a key or value is
+            not usable as an environment variable (see :func:`check_env`).
+    """
+    env: dict[str, str] = {}
+    for item in re.split(r"[,;]", text):
+        if not item.strip():
+            continue
+        found = [i for i in (item.find(":"), item.find("=")) if i >= 0]
+        if not found:
+            raise InvalidRunConfigException(
+                f"run option env item {item!r} is not KEY:VALUE: write e.g."
+                " `-cfg env=FOO:1,BAR:2` (or `env=FOO:1;BAR:2`)",
+                "env",
+            )
+        cut = min(found)
+        env[item[:cut].strip()] = item[cut + 1 :]
+    return check_env(env, "run option env", "env")
+
+
+class DockerRunOpts(runopts):
+    """The run options of ``local_docker``: ``env`` is read as TorchX reads it.
+
+    ``env`` is TorchX's ``Dict[str, str]``. On a command line or in a ``.torchxconfig``
+    (:meth:`cfg_from_str`) it is ``FOO:1,BAR:2`` or ``FOO:1;BAR:2`` (TorchX's form,
+    :func:`parse_env_text`); ``env=FOO=1;BAR=2`` (the form our earlier help showed)
+    works too: a ``KEY=VALUE`` pair right after ``env`` whose key is no run option
+    continues ``env``. From Python, a list of ``KEY=VALUE`` strings (our earlier type)
+    is still accepted by :meth:`resolve`.
+    """
+
+    def cfg_from_str(self, cfg_str: str) -> dict[str, CfgVal]:
+        """Parse ``-cfg`` text; ``env`` as :func:`parse_env_text`, the rest as runopts.
+
+        Args:
+            cfg_str: e.g. ``env=FOO:1,BAR:2,privileged=true``.
+
+        Raises:
+            InvalidRunConfigException: a value does not parse as its option's type.
+        """
+        pairs: dict[str, str] = {}
+        in_env = False
+        for key, raw in cfg_pairs(cfg_str).items():
+            if in_env and self.get(key) is None:
+                pairs["env"] += f",{key}={raw}"
+                continue
+            in_env = key == "env"
+            pairs[key] = raw
+        cfg: dict[str, CfgVal] = {}
+        for key, raw in pairs.items():
+            if key == "env":
+                cfg[key] = parse_env_text(raw)
+            else:
+                cfg.update(super().cfg_from_str(f"{key}={raw}"))
+        return cfg
+
+    def resolve(self, cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
+        """Resolve as :meth:`runopts.resolve`, with ``env`` also as a ``KEY=VALUE`` list.
+
+        Args:
+            cfg: the run options given.
+
+        Raises:
+            InvalidRunConfigException: as :meth:`runopts.resolve`, or an ``env`` entry
+                that no environment can carry (:func:`check_env`).
+        """
+        given = dict(cfg)
+        env = given.get("env")
+        if isinstance(env, list) and all(isinstance(item, str) for item in env):
+            given["env"] = parse_env_items(env)
+        resolved = super().resolve(given)
+        if isinstance(resolved.get("env"), dict):
+            check_env(resolved["env"], "run option env", "env")  # type: ignore[arg-type]
+        return resolved
+
+
+def run_opts() -> runopts:
+    """The run options of ``local_docker``: TorchX's (``copy_env``, ``env``,
+    ``privileged``, and the workspace's ``image_repo`` and ``quiet``), plus ``network``,
+    ``init`` and ``cancel_on_close``."""
+    opts = DockerRunOpts()
+    opts.add(
+        "copy_env",
+        type_=list[str],
+        default=None,
+        help="glob patterns of environment variables to copy if not set in AppDef. Ex: FOO_*",
+    )
+    opts.add(
+        "env",
+        type_=dict[str, str],
+        default=None,
+        help="environment variables for every replica, applied over copy_env's (the"
+        " role's env wins). Ex: FOO:1,BAR:2 or FOO:1;BAR:2",
+    )
+    opts.add("privileged", type_=bool, default=False, help="run the containers privileged")
+    opts.add(
+        "image_repo",
+        type_=str,
+        default=None,
+        help="(workspaces) repository to tag built workspace images with, as"
+        " <image_repo>:<id>. Ex: example.com/your/container",
+    )
+    opts.add(
+        "quiet",
+        type_=bool,
+        default=False,
+        help="(workspaces) do not log the image build's output (logged at INFO by default)",
+    )
+    opts.add(
+        "network",
+        type_=str,
+        default=NETWORK,
+        help="user-defined bridge network the replicas join (created when missing)",
+    )
+    opts.add(
+        "init",
+        type_=bool,
+        default=True,
+        help="run docker-init as PID 1 so the entrypoint receives stop signals",
+    )
+    opts.add(
+        "cancel_on_close",
+        type_=bool,
+        default=False,
+        help="cancel the app when the scheduler (the runner) that started it closes: on"
+        " leaving `async with get_runner()`, close(), SIGTERM/SIGHUP; default: the app is"
+        " detached and outlives the process, as in TorchX",
+    )
+    return opts
+
+
+def parse_env_items(items: Iterable[str]) -> dict[str, str]:
+    """Parse the ``env`` run option's earlier form, a list of ``KEY=VALUE`` items.
+
+    Args:
+        items: the items, e.g. ``["FOO=1", "BAR=x"]``.
+
+    Raises:
+        InvalidRunConfigException: an item has no ``=`` or an empty key (a
+            ``ValueError``).
+    """
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidRunConfigException(
+                f"run option env item {item!r} is not KEY=VALUE: write e.g."
+                " env={'FOO': '1'} (or `-cfg env=FOO:1,BAR:2`)",
+                "env",
+            )
+        env[key] = value
+    return env
