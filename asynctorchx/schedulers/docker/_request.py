@@ -3,9 +3,10 @@
 :func:`build_job` turns an ``AppDef`` and its resolved run options into a
 :class:`DockerJob`: one :class:`DockerContainer` per replica, each holding the body of
 the Docker Engine API's ``POST /containers/create``. The labels, names and the mapping
-of ``Resource``/mounts/ports/retries are TorchX 0.7.0's
-(``torchx.schedulers.docker_scheduler``), so either implementation can describe, list
-and tail the other's apps.
+of ``Resource`` (GPUs as a ``compute,utility`` device request), mounts and retries are
+TorchX 0.7.0's (``torchx.schedulers.docker_scheduler``), so either implementation can
+describe, list and tail the other's apps. ``Role.port_map`` ports are exposed, never
+published on the host (TorchX ignores them).
 """
 
 from __future__ import annotations
@@ -351,7 +352,8 @@ def _host_config(role: Role, options: _Options) -> dict[str, Any]:
     if resource.cpu > 0:
         host["NanoCpus"] = int(resource.cpu * 1_000_000_000)
     if resource.gpu > 0:
-        host["DeviceRequests"] = [{"Count": resource.gpu, "Capabilities": [["compute"]]}]
+        # TorchX's request: CUDA (``compute``) and nvidia-smi (``utility``) in the container
+        host["DeviceRequests"] = [{"Count": resource.gpu, "Capabilities": [["compute", "utility"]]}]
     devices = _devices(role)
     mounts = _mounts(role)
     if mounts:
@@ -385,9 +387,9 @@ def _container(
         "NetworkingConfig": {"EndpointsConfig": {options.network: {"Aliases": [name]}}},
     }
     if role.port_map:
-        ports: dict[str, dict[str, Any]] = {f"{port}/tcp": {} for port in role.port_map.values()}
-        config["ExposedPorts"] = ports
-        host["PortBindings"] = {port: [{"HostPort": ""}] for port in ports}
+        # exposed only, as documentation: replicas reach each other on the network by
+        # name; nothing is published on the host (TorchX publishes nothing either)
+        config["ExposedPorts"] = {f"{port}/tcp": {} for port in role.port_map.values()}
     return DockerContainer(
         name=name, image=role.image, command=[role.entrypoint, *role.args], config=config
     )

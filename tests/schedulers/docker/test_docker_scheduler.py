@@ -115,10 +115,10 @@ def test_dryrun_maps_resources_mounts_ports_and_retries(tmp_path: Path) -> None:
     host = config["HostConfig"]
     assert host["Memory"] == host["ShmSize"] == 512 * 1024 * 1024
     assert host["NanoCpus"] == 2_000_000_000
-    assert host["DeviceRequests"] == [{"Count": 1, "Capabilities": [["compute"]]}]
+    assert host["DeviceRequests"] == [{"Count": 1, "Capabilities": [["compute", "utility"]]}]
     assert host["RestartPolicy"] == {"Name": "on-failure", "MaximumRetryCount": 3}
     assert host["Privileged"] is True
-    assert host["PortBindings"] == {"6006/tcp": [{"HostPort": ""}]}
+    assert "PortBindings" not in host  # exposed, not published on the host
     assert config["ExposedPorts"] == {"6006/tcp": {}}
     assert host["Mounts"] == [
         {"Type": "bind", "Source": str(tmp_path), "Target": "/data", "ReadOnly": True},

@@ -19,7 +19,7 @@ from asynctorchx.schedulers.docker_scheduler import (
     create_scheduler,
     has_docker,
 )
-from asynctorchx.specs.api import Role
+from asynctorchx.specs.api import AppDef, Resource, Role
 
 LIMIT = 120.0  # seconds: a safety bound on a build, never a timing guess
 
@@ -73,6 +73,29 @@ def test_has_docker_is_false_for_a_socket_that_is_no_engine(tmp_path: Path) -> N
 @pytest.mark.docker
 def test_has_docker_is_true_with_the_engine() -> None:
     assert has_docker() is True
+
+
+def test_a_gpu_request_asks_for_compute_and_utility() -> None:
+    # TorchX's DeviceRequest(count=gpu, capabilities=[["compute", "utility"]]): utility
+    # is what makes nvidia-smi (and NVML) work in the container
+    role = Role("r", "img", entrypoint="true", resource=Resource(cpu=1, gpu=2, memMB=64))
+    config = DockerScheduler("t").submit_dryrun(AppDef("gpu", [role]), {}).request
+    host = config.containers[0].config["HostConfig"]
+    assert host["DeviceRequests"] == [{"Count": 2, "Capabilities": [["compute", "utility"]]}]
+    no_gpu = Role("r", "img", entrypoint="true", resource=Resource(cpu=1, gpu=0, memMB=64))
+    config = DockerScheduler("t").submit_dryrun(AppDef("cpu", [no_gpu]), {}).request
+    assert "DeviceRequests" not in config.containers[0].config["HostConfig"]
+
+
+def test_port_map_is_exposed_not_published_on_the_host() -> None:
+    # dist.ddp's c10d port would otherwise take a host port per replica; replicas reach
+    # each other by name on the app's network (TorchX publishes nothing)
+    role = Role("r", "img", entrypoint="true", port_map={"c10d": 29500, "tb": 6006})
+    container = DockerScheduler("t").submit_dryrun(AppDef("ports", [role]), {}).request
+    config = container.containers[0].config
+    assert config["ExposedPorts"] == {"29500/tcp": {}, "6006/tcp": {}}
+    assert "PortBindings" not in config["HostConfig"]
+    assert "PublishAllPorts" not in config["HostConfig"]
 
 
 def _workspace(tmp_path: Path, image: str, marker: str) -> Path:
