@@ -23,14 +23,8 @@ import attrs
 from asynctorchx import __version__
 from asynctorchx.errors import InvalidAppDefException
 from asynctorchx.schedulers.docker._options import NETWORK, parse_env_items
-from asynctorchx.schedulers.toolkit import (
-    UnknownDeviceError,
-    check_env,
-    get_device_mounts,
-    make_app_id,
-)
+from asynctorchx.schedulers.toolkit import UnknownDeviceError, get_device_mounts, make_app_id
 from asynctorchx.specs.api import (
-    MISSING,
     AppDef,
     BindMount,
     CfgVal,
@@ -142,51 +136,24 @@ def container_name(app_id: str, role_name: str, replica_id: int) -> str:
 
 
 def validate(app: AppDef) -> None:
-    """Check ``app`` can run as containers.
+    """Check ``app`` can run as containers, beyond the checks of every backend.
+
+    The toolkit's :func:`~asynctorchx.schedulers.toolkit.validate_app` has already
+    refused what no backend can run (no role, duplicate names, no replica or entrypoint,
+    an environment no process can carry, negative resources); a container also needs an
+    image.
 
     Args:
         app: the app.
 
     Raises:
-        ValueError: no roles, duplicate role names, a role with no replica, no image
-            or no entrypoint.
-        InvalidAppDefException: an env entry no environment can carry (an empty key, a
-            key with ``=``, a NUL byte, a value that is not a string), or a negative
-            ``memMB``, ``cpu`` or ``gpu`` other than ``-1`` (unset).
+        InvalidAppDefException: a role has no image (a ``ValueError``).
     """
-    if not app.roles:
-        raise ValueError(f"app {app.name!r} has no roles: add at least one Role")
-    names = [role.name for role in app.roles]
-    if len(set(names)) != len(names):
-        raise ValueError(f"app {app.name!r} has duplicate role names {names}: rename them")
     for role in app.roles:
-        if role.num_replicas < 1:
-            raise ValueError(
-                f"role {role.name!r} has num_replicas={role.num_replicas}: use 1 or more"
-            )
         if not role.image:
-            raise ValueError(f"role {role.name!r} has no image: set Role.image")
-        if role.entrypoint == MISSING or not role.entrypoint:
-            raise ValueError(f"role {role.name!r} has no entrypoint: set Role.entrypoint")
-        check_env(role.env, f"role {role.name!r} env")
-        _check_resource(role)
-
-
-def _check_resource(role: Role) -> None:
-    """Refuse a negative ``memMB``, ``cpu`` or ``gpu`` other than ``-1`` (unset), or NaN.
-
-    ``-1`` is the ``Resource`` fields' "unset" (``NULL_RESOURCE``, as in TorchX): no
-    limit. Any other negative value would silently be no limit on Docker too.
-
-    Raises:
-        InvalidAppDefException: the field, its value and the fix.
-    """
-    resource = role.resource
-    for field, value in (("memMB", resource.memMB), ("cpu", resource.cpu), ("gpu", resource.gpu)):
-        if isinstance(value, (int, float)) and value != -1 and not value >= 0:  # NaN too
             raise InvalidAppDefException(
-                f"role {role.name!r} has Resource.{field}={value!r}: use 0 or more, or -1"
-                " for no limit (another negative value would silently set no limit)"
+                f"role {role.name!r} of app {app.name!r} has no image: set Role.image to a"
+                " Docker image (e.g. ghcr.io/pytorch/torchx:0.7.0)"
             )
 
 

@@ -4,7 +4,8 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
 :class:`asynctorchx.schedulers.api.Scheduler` and takes the rest from here:
 
 - app ids: :func:`make_app_id`, :func:`sanitize_app_name`, :func:`validate_app_id`;
-- apps: :func:`validate_app` (roles, replicas, entrypoints) and :func:`validate_name`
+- apps: :func:`validate_app` (roles, replicas, entrypoints, :func:`check_env`,
+  :func:`check_resource`) and :func:`validate_name`
   (role and session names, which become path parts), :func:`validate_stop_timeout`
   (the grace period before SIGKILL);
 - devices: :func:`get_device_mounts` (EFA and Neuron, TorchX's table);
@@ -58,6 +59,7 @@ from asynctorchx.schedulers.toolkit._tail import (
 )
 from asynctorchx.schedulers.toolkit._validation import (
     check_env,
+    check_resource,
     validate_app,
     validate_name,
     validate_stop_timeout,
@@ -78,6 +80,7 @@ __all__ = [
     "app_state",
     "check_env",
     "check_max_line_bytes",
+    "check_resource",
     "describe_app",
     "earliest_error",
     "gather",

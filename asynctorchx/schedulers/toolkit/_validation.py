@@ -2,7 +2,9 @@
 
 Every backend turns role names into path parts (local log directories, Slurm log files)
 or object names (containers, pods), so the same names must be valid everywhere: an app
-that dry-runs on one backend and is refused by another is a trap.
+that dry-runs on one backend and is refused by another is a trap. The same holds for a
+role's environment (every backend starts a process with it) and its ``Resource`` (every
+backend turns it into limits or a request), and for the grace period before SIGKILL.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from asynctorchx.errors import (
     InvalidRunConfigException,
 )
 from asynctorchx.schedulers.toolkit._ids import APP_ID_PATTERN, MAX_NAME_LENGTH
-from asynctorchx.specs.api import MISSING, AppDef
+from asynctorchx.specs.api import MISSING, AppDef, Role
 
 
 def validate_name(kind: str, name: object) -> str:
@@ -52,8 +54,10 @@ def validate_app(app: AppDef) -> None:
 
     Raises:
         InvalidAppDefException: the app has no role, two roles share a name (the second
-            would silently replace the first), a role has fewer than one replica, or a
-            role has no entrypoint.
+            would silently replace the first), a role has fewer than one replica, a
+            role has no entrypoint, an environment no process can carry (see
+            :func:`check_env`) or a resource that is not a number, negative or NaN (see
+            :func:`check_resource`).
         InvalidNameException: a role name is not valid (see :func:`validate_name`).
     """
     if not app.roles:
@@ -74,6 +78,35 @@ def validate_app(app: AppDef) -> None:
         if not role.entrypoint or role.entrypoint == MISSING:
             raise InvalidAppDefException(
                 f"role {role.name!r} of app {app.name!r} has no entrypoint: set Role.entrypoint"
+            )
+        check_env(role.env, f"role {role.name!r} env")
+        check_resource(role)
+
+
+def check_resource(role: Role) -> None:
+    """Refuse a ``memMB``, ``cpu`` or ``gpu`` that is not a number, negative, or NaN.
+
+    ``-1`` is the ``Resource`` fields' "unset" (``NULL_RESOURCE``, as in TorchX's
+    ``torchx.specs.api``) and is accepted: no limit. Any other negative value would
+    silently mean no limit on Docker, and a request Slurm or Kubernetes refuse later.
+
+    Args:
+        role: the role whose ``resource`` is checked.
+
+    Raises:
+        InvalidAppDefException: the role, the field, its value and the fix.
+    """
+    resource = role.resource
+    for field, value in (("memMB", resource.memMB), ("cpu", resource.cpu), ("gpu", resource.gpu)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidAppDefException(
+                f"role {role.name!r} has Resource.{field}={value!r}, not a number: give a"
+                " number (memMB in MB), or -1 for no limit"
+            )
+        if value != -1 and not value >= 0:  # NaN too
+            raise InvalidAppDefException(
+                f"role {role.name!r} has Resource.{field}={value!r}: use 0 or more, or -1"
+                " for no limit (another negative value would silently set no limit)"
             )
 
 
