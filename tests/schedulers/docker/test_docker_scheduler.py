@@ -46,6 +46,9 @@ from asynctorchx.specs.api import AppDef, AppState, Resource, Role, parse_mounts
 
 LIMIT = 60.0  # seconds: a safety bound on awaits, never a timing guess
 
+# the deprecated ``grace`` alias is used only where a test asserts its warning
+pytestmark = pytest.mark.filterwarnings("error:.*grace is deprecated:DeprecationWarning")
+
 
 def _docker(*args: str) -> str:
     return subprocess.run(
@@ -367,11 +370,11 @@ async def test_cancel_is_fast_cancelled_and_stops_every_container(
             AppState.CANCELLED
         )
         await sched.cancel(app_id)  # a finished app: a no-op
-        # a grace of 0 kills a program that ignores the stop signal
+        # a stop_timeout of 0 kills a program that ignores the stop signal
         stubborn = AppDef("stubborn", [sh("r", docker_image, "trap '' TERM; sleep 600 & wait")])
         stubborn_id = await sched.submit(stubborn, {"init": False})
         apps.append(stubborn_id)
-        await sched.cancel(stubborn_id, grace=0)
+        await sched.cancel(stubborn_id, stop_timeout=0)
         after = await sched.describe(stubborn_id)
         assert after is not None
         assert after.state == AppState.CANCELLED
@@ -735,7 +738,7 @@ async def test_cancelling_wait_closes_the_events_stream(
             running = await sched.describe(app_id)
             assert running is not None
             assert running.state == AppState.RUNNING
-            await sched.cancel(app_id, grace=0)
+            await sched.cancel(app_id, stop_timeout=0)
         tg.cancel_scope.cancel()
 
 
