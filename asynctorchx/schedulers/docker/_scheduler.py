@@ -66,7 +66,12 @@ from asynctorchx.schedulers.docker._request import (
 )
 from asynctorchx.schedulers.docker._watch import watch
 from asynctorchx.schedulers.docker._workspace import build_workspace
-from asynctorchx.schedulers.toolkit import LogQuery, gather, validate_app_id
+from asynctorchx.schedulers.toolkit import (
+    LogQuery,
+    gather,
+    validate_app_id,
+    validate_stop_timeout,
+)
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
@@ -96,18 +101,24 @@ def _stop_timeout(stop_timeout: float | None, grace: float | None, where: str) -
 
     Raises:
         TypeError: both were passed.
+        InvalidRunConfigException: the value is not a finite number of seconds, 0 or more
+            (the toolkit's :func:`~asynctorchx.schedulers.toolkit.validate_stop_timeout`).
     """
     if grace is None:
-        return stop_timeout
-    if stop_timeout is not None:
+        resolved = stop_timeout
+    elif stop_timeout is not None:
         raise TypeError(f"{where}: pass stop_timeout only (grace is its deprecated name)")
-    warnings.warn(
-        f"{where}: grace is deprecated, use stop_timeout (the same seconds, the name every"
-        " scheduler uses)",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return grace
+    else:
+        warnings.warn(
+            f"{where}: grace is deprecated, use stop_timeout (the same seconds, the name every"
+            " scheduler uses)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        resolved = grace
+    if resolved is None:
+        return None
+    return validate_stop_timeout(resolved, f"{where} stop_timeout", cfg_key=None)
 
 
 class DockerScheduler(Scheduler[DockerJob]):
@@ -132,6 +143,11 @@ class DockerScheduler(Scheduler[DockerJob]):
     :meth:`close` closes it. Apps are detached (TorchX's semantics: they outlive the
     process, any process can describe, tail, cancel or delete them) unless submitted
     with ``cancel_on_close=True``: :meth:`close` cancels those.
+
+    Raises (when created):
+        TypeError: both ``stop_timeout`` and ``grace`` were passed.
+        InvalidRunConfigException: ``stop_timeout`` is NaN, infinite or negative (a
+            cancel could not wait for it).
 
     Raises (from every engine call):
         SchedulerUnavailableError: aiodocker is not installed, the event loop is not
@@ -400,6 +416,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         Raises:
             InvalidAppIdException: ``app_id`` is not a valid id.
             TypeError: both ``stop_timeout`` and ``grace`` were passed.
+            InvalidRunConfigException: ``stop_timeout`` is NaN, infinite or negative.
         """
         stop_timeout = _stop_timeout(stop_timeout, grace, "DockerScheduler.cancel")
         validate_app_id(app_id)
@@ -491,6 +508,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
 
     Raises:
         TypeError: both ``stop_timeout`` and ``grace`` were passed.
+        InvalidRunConfigException: ``stop_timeout`` is NaN, infinite or negative.
     """
     stop_timeout = kwargs.get("stop_timeout")
     grace = kwargs.get("grace")
