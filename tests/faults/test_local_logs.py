@@ -208,3 +208,22 @@ async def test_150_running_apps_are_all_accepted_and_only_cache_size_finished_ke
         assert len(kept) == 100
         assert set(os.listdir(app_dirs)) == kept  # the forgotten ones' logs are gone
         assert kept <= {handle.rsplit("/", 1)[1] for handle in handles}
+
+
+async def test_an_app_whose_log_directory_vanished_still_ends_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the replica removes its own app's log directory: no SUCCESS file can be written,
+    # and that must neither change the app's end nor hang its waiters
+    monkeypatch.setenv("ASYNCTORCHX_STATE_DIR", str(tmp_path / "state"))
+    remove = 'rm -rf "$(dirname "$(dirname "$PET_LOG_DIR")")"'
+    app = AppDef("vanish", [Role("r", "x", entrypoint="sh", args=["-c", remove])])
+    logs = tmp_path / "logs"
+    async with create_cwd_scheduler("sess") as scheduler:
+        app_id = await scheduler.submit(app, {"log_dir": str(logs)})
+        status = await scheduler.wait(app_id, timeout=LIMIT)
+        assert status is not None
+        assert status.state == AppState.SUCCEEDED
+    assert not (logs / "sess" / app_id).exists()  # nothing recreated
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("could not write SUCCESS" in message for message in warnings)
