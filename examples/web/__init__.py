@@ -1,0 +1,1 @@
+"""An example web service over asynctorchx (Starlette + sse-starlette): see ``app.py``."""

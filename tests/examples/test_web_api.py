@@ -1,0 +1,137 @@
+"""The example web service (examples/web) through its ASGI interface, as a client sees it.
+
+Each test runs the application's lifespan (which enters the runner) and sends requests
+with httpx's ASGI transport, which hands the lifespan's state to every request as a
+server does. That transport buffers whole responses, so the event streams of running
+jobs are tested against a real server (test_web_server.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.examples.conftest import job_script
+
+if TYPE_CHECKING:
+    import httpx
+
+    from asynctorchx.runner import Runner
+
+#: a job that runs until it is cancelled
+FOREVER = job_script("import time", "print('started')", "time.sleep(600)")
+
+
+@contextlib.asynccontextmanager
+async def service() -> AsyncIterator[tuple[httpx.AsyncClient, Runner]]:
+    """The service started (its lifespan entered), a client to it, and its runner."""
+    import httpx
+    from starlette.types import Receive, Scope, Send
+
+    from examples.web.app import create_app
+
+    app = create_app()
+    async with app.router.lifespan_context(app) as state:
+
+        async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
+            await app({**scope, "state": dict(state)}, receive, send)
+
+        transport = httpx.ASGITransport(app=with_state)
+        async with httpx.AsyncClient(transport=transport, base_url="http://web") as client:
+            yield client, state["runner"]
+
+
+async def submit(client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
+    response = await client.post("/jobs", json=body)
+    assert response.status_code == 201, response.text
+    job: dict[str, Any] = response.json()
+    return job
+
+
+async def test_a_component_job_runs_and_is_listed_with_its_state() -> None:
+    async with service() as (client, runner):
+        job = await submit(client, {"component": "utils.echo", "args": ["--msg", "hi"]})
+        assert job["app_handle"].startswith("local_cwd://torchx/echo-")
+        assert job["app_handle"].endswith(f"/{job['id']}")
+        assert job["name"] == "utils.echo"
+        status = await runner.wait(job["app_handle"])
+        assert status is not None
+        assert status.state.name == "SUCCEEDED"
+
+        listed = (await client.get("/jobs")).json()
+        assert listed == [{**job, "state": "SUCCEEDED"}]
+
+
+async def test_a_command_job_runs_as_one_role_with_its_replicas() -> None:
+    async with service() as (client, runner):
+        command = job_script("print('hello')")
+        job = await submit(client, {"command": command, "replicas": 2, "name": "hello"})
+        status = await runner.wait(job["app_handle"])
+        assert status is not None
+        assert status.state.name == "SUCCEEDED"
+        assert [(r.role, len(r.replicas)) for r in status.roles] == [("hello", 2)]
+        app = await runner.describe(job["app_handle"])
+        assert app is not None
+        assert app.roles[0].entrypoint == command[0]
+        assert app.roles[0].args == command[1:]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"component": "utils.nope"}, "no component 'utils.nope'"),
+        ({"component": "utils.echo", "args": ["--nope"]}, "unrecognized arguments: --nope"),
+        ({"component": "utils.echo", "scheduler": "nope"}, "unknown scheduler 'nope'"),
+        ({"component": "utils.echo", "cfg": {"bogus": 1}}, "unknown run option 'bogus'"),
+        ({"component": "utils.echo", "args": "--msg hi"}, "'args' must be a list of strings"),
+        ({"command": []}, "'command' must name a program"),
+        ({"command": ["true"], "replicas": 0}, "'replicas' must be a whole number >= 1"),
+        ({"command": ["true"], "component": "utils.echo"}, "either 'component'"),
+        ({}, "either 'component'"),
+        (["utils.echo"], "must be a JSON object"),
+    ],
+)
+async def test_a_bad_job_is_answered_400_with_what_to_fix(body: Any, message: str) -> None:
+    async with service() as (client, _):
+        response = await client.post("/jobs", json=body)
+        assert response.status_code == 400
+        assert message in response.json()["error"]
+        assert (await client.get("/jobs")).json() == []
+
+
+async def test_a_body_that_is_not_json_is_answered_400() -> None:
+    async with service() as (client, _):
+        response = await client.post("/jobs", content=b"{not json")
+        assert response.status_code == 400
+        assert response.json()["error"].startswith("the body is not JSON")
+
+
+async def test_delete_cancels_a_running_job() -> None:
+    async with service() as (client, runner):
+        job = await submit(client, {"command": FOREVER})
+        response = await client.delete(f"/jobs/{job['id']}")
+        assert response.status_code == 202
+        assert response.json() == {"id": job["id"], "app_handle": job["app_handle"]}
+        status = await runner.wait(job["app_handle"])
+        assert status is not None
+        assert status.state.name == "CANCELLED"
+        assert (await client.get("/jobs")).json()[0]["state"] == "CANCELLED"
+
+
+async def test_an_unknown_job_is_answered_404() -> None:
+    async with service() as (client, _):
+        response = await client.delete("/jobs/echo-nope")
+        assert response.status_code == 404
+        assert response.json() == {"error": "no job 'echo-nope'"}
+
+
+async def test_the_page_follows_the_jobs_with_event_sources() -> None:
+    async with service() as (client, _):
+        response = await client.get("/")
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/html")
+        assert "new EventSource(" in response.text
+        assert 'fetch("/jobs"' in response.text
