@@ -39,6 +39,7 @@ from asynctorchx.errors import AsyncTorchXError, SchedulerUnavailableError
 from asynctorchx.runner import Runner, get_runner
 from asynctorchx.specs import parse_app_handle
 
+from .events import JobEvents
 from .jobs import BadRequest, Job, error, jobs_of, known_job, runner_of, submit
 
 PAGE = Path(__file__).with_name("index.html")
@@ -138,6 +139,7 @@ def create_app() -> Starlette:
             Route("/jobs", submit_job, methods=["POST"]),
             Route("/jobs", list_jobs, methods=["GET"]),
             Route("/jobs/{id}", cancel_job, methods=["DELETE"]),
+            Route("/jobs/{id}/events", JobEvents(), methods=["GET"]),
         ],
         lifespan=lifespan,
     )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.examples.conftest import job_script
+from tests.examples.conftest import Event, job_script, parse_events
 
 if TYPE_CHECKING:
     import httpx
@@ -135,3 +135,73 @@ async def test_the_page_follows_the_jobs_with_event_sources() -> None:
         assert response.headers["content-type"].startswith("text/html")
         assert "new EventSource(" in response.text
         assert 'fetch("/jobs"' in response.text
+
+
+# ---------------------------------------------------------------------- events
+
+
+async def _events(
+    client: httpx.AsyncClient, job_id: str, last_event_id: str | None = None
+) -> list[Event]:
+    headers = {} if last_event_id is None else {"Last-Event-ID": last_event_id}
+    response = await client.get(f"/jobs/{job_id}/events", headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    return list(parse_events(response.text.splitlines()))
+
+
+async def test_the_events_of_a_finished_job_are_its_lines_then_its_end() -> None:
+    async with service() as (client, runner):
+        command = job_script("import os", "for i in range(3): print(f'line {i}')")
+        job = await submit(client, {"command": command, "replicas": 2, "name": "lines"})
+        await runner.wait(job["app_handle"])
+        events = await _events(client, job["id"])
+
+        assert [event.data["cursor"] for event in events] == [event.id for event in events]
+        assert sorted(event.id for event in events) == [event.id for event in events]
+        assert (events[-1].type, events[-1].data["state"]) == ("state", "SUCCEEDED")
+        for replica in (0, 1):
+            lines = [
+                event.data["line"]
+                for event in events
+                if event.type == "log" and event.data["replica_id"] == replica
+            ]
+            assert lines == ["line 0\n", "line 1\n", "line 2\n"]
+
+
+def _what(event: Event) -> tuple[str, str, dict[str, Any]]:
+    """The event without its timestamp (when its line was read, again on a resume)."""
+    return event.type, event.id, {k: v for k, v in event.data.items() if k != "timestamp"}
+
+
+async def test_last_event_id_resumes_right_after_that_event() -> None:
+    async with service() as (client, runner):
+        command = job_script("for i in range(5): print(f'line {i}')")
+        job = await submit(client, {"command": command})
+        await runner.wait(job["app_handle"])
+        events = await _events(client, job["id"])
+        for seen in range(len(events)):
+            rest = await _events(client, job["id"], last_event_id=events[seen].id)
+            assert [_what(event) for event in rest] == [_what(e) for e in events[seen + 1 :]]
+
+
+async def test_a_cursor_the_runner_refuses_is_answered_400() -> None:
+    async with service() as (client, runner):
+        first = await submit(client, {"component": "utils.echo"})
+        second = await submit(client, {"component": "utils.echo"})
+        await runner.wait(first["app_handle"])
+        await runner.wait(second["app_handle"])
+        foreign = (await _events(client, first["id"]))[0].id
+        for cursor in (foreign, "not-a-cursor"):
+            response = await client.get(
+                f"/jobs/{second['id']}/events", headers={"Last-Event-ID": cursor}
+            )
+            assert response.status_code == 400
+            assert "cannot resume the events of" in response.json()["error"]
+
+
+async def test_the_events_of_an_unknown_job_are_answered_404() -> None:
+    async with service() as (client, _):
+        response = await client.get("/jobs/echo-nope/events")
+        assert response.status_code == 404
+        assert response.json() == {"error": "no job 'echo-nope'"}
