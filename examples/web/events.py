@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
@@ -25,12 +26,44 @@ from .jobs import error, known_job, runner_of
 
 #: seconds between the comments that keep an idle stream's connection open
 PING_INTERVAL = 15
+#: seconds a stream has to end itself at server shutdown before sse-starlette cuts it
+SHUTDOWN_GRACE = 5
+
+
+async def _next_event(
+    events: MemoryObjectReceiveStream[AppEvent], shutdown: anyio.Event
+) -> AppEvent | None:
+    """The next event; ``None`` once the stream ended or the server is shutting down.
+
+    An event dropped here at shutdown is not lost: the client resumes from the last
+    event it received, which precedes it.
+    """
+    received: list[AppEvent] = []
+    async with anyio.create_task_group() as race:
+
+        async def receive() -> None:
+            with contextlib.suppress(anyio.EndOfStream):
+                received.append(await events.receive())
+            race.cancel_scope.cancel()
+
+        async def stop() -> None:
+            await shutdown.wait()
+            race.cancel_scope.cancel()
+
+        race.start_soon(receive)
+        race.start_soon(stop)
+    return received[0] if received else None
 
 
 async def _server_sent(
-    events: MemoryObjectReceiveStream[AppEvent],
+    events: MemoryObjectReceiveStream[AppEvent], shutdown: anyio.Event
 ) -> AsyncIterator[ServerSentEvent]:
-    async for event in events:
+    """Each event as a Server-Sent Event, until the last one or the server's shutdown.
+
+    Ending by itself at shutdown (rather than being cut by sse-starlette) lets the
+    response end properly, so that the server closes the connection cleanly.
+    """
+    while (event := await _next_event(events, shutdown)) is not None:
         yield ServerSentEvent(data=event.to_json(), event=event.kind, id=event.cursor)
 
 
@@ -71,5 +104,11 @@ class JobEvents:
             except InvalidCursorError as err:  # malformed, or another app's
                 response = error(400, str(err))
             else:
-                response = EventSourceResponse(_server_sent(events), ping=PING_INTERVAL)
+                shutdown = anyio.Event()
+                response = EventSourceResponse(
+                    _server_sent(events, shutdown),
+                    ping=PING_INTERVAL,
+                    shutdown_event=shutdown,
+                    shutdown_grace_period=SHUTDOWN_GRACE,
+                )
             await response(scope, receive, send)
