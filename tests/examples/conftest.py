@@ -112,17 +112,20 @@ def serve(tmp_path: Path) -> Iterator[Server]:
     may connect at once: its connection waits in the socket's backlog until the
     application's startup (the runner entered) is complete. No waiting on a log line.
 
+    The server's working directory is ``tmp_path``, so the ``local_cwd`` jobs run there.
+
     Args:
-        tmp_path: where uvicorn's output goes (``uvicorn.log``).
+        tmp_path: the server's working directory, where its output goes (``uvicorn.log``).
     """
     log = tmp_path / "uvicorn.log"
     with socket.socket() as listener, log.open("wb") as output:
         listener.bind(("127.0.0.1", 0))
         listener.listen(64)
         fd = listener.fileno()
+        uvicorn = ["uvicorn", "examples.web.app:app", "--app-dir", str(REPO), "--fd", str(fd)]
         process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "examples.web.app:app", "--fd", str(fd)],
-            cwd=REPO,
+            [sys.executable, "-m", *uvicorn],
+            cwd=tmp_path,
             pass_fds=[fd],
             stdout=output,
             stderr=subprocess.STDOUT,

@@ -1,0 +1,170 @@
+"""The example web service's page in a real headless Chromium, driven by selenium.
+
+uvicorn serves ``examples.web.app:app``; Chromium loads its page, a job is submitted
+through the page's form, and the test watches its replicas' lines appear while it runs
+(the job waits for the test before printing the rest), then its end. The screenshot
+taken while the job runs is saved under the test's ``tmp_path``; with
+``ASYNCTORCHX_UPDATE_SCREENSHOT=1`` it also replaces ``docs/images/web-example.png``,
+the one docs/embedding.md shows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.examples.conftest import REPO, chromium_paths, job_script, serve
+
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.remote.webelement import WebElement
+
+pytestmark = pytest.mark.browser
+
+SCREENSHOT = REPO / "docs" / "images" / "web-example.png"
+#: the flags that let Chromium run headless in a container, without reaching out
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1100,680",
+)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    """A headless Chromium with a fresh profile, driven through chromedriver."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    paths = chromium_paths()
+    assert paths is not None  # the browser marker skipped the test otherwise
+    options = webdriver.ChromeOptions()
+    options.binary_location = paths[0]
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(paths[1]))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _until(driver: WebDriver, condition: Callable[[WebDriver], Any], what: str) -> Any:
+    """Wait (30 s at most) until ``condition`` holds on the page; fail saying ``what``."""
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    return WebDriverWait(driver, 30, poll_frequency=0.05).until(condition, f"waited for {what}")
+
+
+def _submit(driver: WebDriver, body: dict[str, Any] | None) -> None:
+    """Type ``body`` as the form's job (``None``: keep the page's example) and submit it."""
+    from selenium.webdriver.common.by import By
+
+    if body is not None:
+        box = driver.find_element(By.ID, "body")
+        box.clear()
+        box.send_keys(json.dumps(body))
+    driver.find_element(By.CSS_SELECTOR, "#submit button").click()
+
+
+def _card(driver: WebDriver, name: str) -> WebElement:
+    """The card of the job named ``name`` (waits for it to appear)."""
+    from selenium.webdriver.common.by import By
+
+    def card(d: WebDriver) -> WebElement | None:
+        for article in d.find_elements(By.CSS_SELECTOR, "article.job"):
+            if article.find_element(By.TAG_NAME, "h2").text == name:
+                return article
+        return None
+
+    found: WebElement = _until(driver, card, f"the card of job {name}")
+    return found
+
+
+def _state(card: WebElement) -> str:
+    from selenium.webdriver.common.by import By
+
+    return card.find_element(By.CSS_SELECTOR, "header .state").text
+
+
+def _outputs(card: WebElement) -> dict[str, str]:
+    """Each replica's output on the card: ``{"role/k": text}``."""
+    from selenium.webdriver.common.by import By
+
+    return {
+        block.get_attribute("data-replica") or "": block.find_element(By.TAG_NAME, "pre").text
+        for block in card.find_elements(By.CSS_SELECTOR, ".replica")
+    }
+
+
+def test_the_page_shows_each_replicas_lines_live_then_the_jobs_end(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    ticker = [
+        "python3" if shutil.which("python3") else sys.executable,  # short, for the screenshot
+        "-u",
+        "-c",
+        "import os, time\n"
+        "for i in range(3): print(f'step {i} of 5')\n"
+        "while not os.path.exists('go'): time.sleep(0.05)\n"  # the server's directory
+        "for i in range(3, 5): print(f'step {i} of 5')\n"
+        "print('done')",
+    ]
+    with serve(tmp_path) as server:
+        browser.get(server.url)
+        _submit(browser, None)  # the page's example: utils.echo
+        echo = _card(browser, "utils.echo")
+        _until(browser, lambda _: _state(echo) == "SUCCEEDED", "the echo job's end")
+        assert _outputs(echo) == {"echo/0": "hello from the browser"}
+
+        _submit(browser, {"command": ticker, "replicas": 2, "name": "ticker"})
+        card = _card(browser, "ticker")
+        expected_so_far = "step 0 of 5\nstep 1 of 5\nstep 2 of 5"
+        _until(
+            browser,
+            lambda _: _outputs(card) == {"ticker/0": expected_so_far, "ticker/1": expected_so_far},
+            "the first lines of both replicas",
+        )
+        assert _state(card) == "RUNNING"  # the lines came while the job runs
+        browser.save_screenshot(str(tmp_path / "web-example.png"))
+        if os.environ.get("ASYNCTORCHX_UPDATE_SCREENSHOT") == "1":
+            shutil.copyfile(tmp_path / "web-example.png", SCREENSHOT)
+
+        (tmp_path / "go").touch()
+        _until(browser, lambda _: _state(card) == "SUCCEEDED", "the ticker job's end")
+        expected = "\n".join([*(f"step {i} of 5" for i in range(5)), "done"])
+        assert _outputs(card) == {"ticker/0": expected, "ticker/1": expected}
+
+
+def test_the_page_cancels_a_job_and_shows_what_is_wrong_with_a_bad_one(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    forever = job_script("import time", "print('waiting', flush=True)", "time.sleep(600)")
+    with serve(tmp_path) as server:
+        browser.get(server.url)
+        _submit(browser, {"component": "utils.nope"})
+        error = browser.find_element(By.ID, "error")
+        _until(browser, lambda _: error.text != "", "the error message")
+        assert error.text.startswith("no component 'utils.nope'")
+
+        _submit(browser, {"command": forever, "name": "forever"})
+        card = _card(browser, "forever")
+        _until(browser, lambda _: _outputs(card) == {"forever/0": "waiting"}, "its first line")
+        card.find_element(By.CSS_SELECTOR, "button.cancel").click()
+        _until(browser, lambda _: _state(card) == "CANCELLED", "the job's cancellation")
+        assert error.text == ""  # cleared by the successful submission
