@@ -75,8 +75,9 @@ class JobEvents:
     runner refuses is answered with 400 rather than a broken stream, and closed after
     the response ends, in the same task. ``Last-Event-ID`` (or ``?cursor=``) resumes
     after that event; an unknown job gets 404. The stream ends after the job's terminal
-    state, when the client goes away, or when the server shuts down (sse-starlette ends
-    its streams then, so that the lifespan can leave the runner).
+    state, when the client goes away, or when the server shuts down (sse-starlette sets
+    ``shutdown_event`` then and the stream ends itself, so that the server can close
+    the connections and the lifespan can leave the runner).
     """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
