@@ -28,6 +28,8 @@ from .jobs import error, known_job, runner_of
 PING_INTERVAL = 15
 #: seconds a stream has to end itself at server shutdown before sse-starlette cuts it
 SHUTDOWN_GRACE = 5
+#: milliseconds a browser waits before it reconnects a dropped stream (SSE ``retry:``)
+RECONNECT_DELAY = 1000
 
 
 async def _next_event(
@@ -63,8 +65,10 @@ async def _server_sent(
     Ending by itself at shutdown (rather than being cut by sse-starlette) lets the
     response end properly, so that the server closes the connection cleanly.
     """
+    retry: int | None = RECONNECT_DELAY  # sent once, with the first event
     while (event := await _next_event(events, shutdown)) is not None:
-        yield ServerSentEvent(data=event.to_json(), event=event.kind, id=event.cursor)
+        yield ServerSentEvent(event.to_json(), event=event.kind, id=event.cursor, retry=retry)
+        retry = None
 
 
 class JobEvents:

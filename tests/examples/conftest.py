@@ -138,6 +138,46 @@ def serve(tmp_path: Path) -> Iterator[Server]:
         server.stop()
 
 
+class Proxy(NamedTuple):
+    """A proxy in front of a server that drops its open connections on demand.
+
+    Args:
+        url: where it listens, ``http://127.0.0.1:<port>``.
+        process: the proxy's process (tests/examples/cutting_proxy.py).
+    """
+
+    url: str
+    process: subprocess.Popen[bytes]
+
+    def cut(self) -> None:
+        """Drop every connection open through the proxy, as a network failure would."""
+        self.process.send_signal(signal.SIGUSR1)
+
+
+@contextlib.contextmanager
+def cutting_proxy(server: Server) -> Iterator[Proxy]:
+    """Run tests/examples/cutting_proxy.py in front of ``server`` on an ephemeral port.
+
+    Args:
+        server: the server it forwards to.
+    """
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        fd = listener.fileno()
+        target_port = server.url.rsplit(":", 1)[1]
+        script = Path(__file__).with_name("cutting_proxy.py")
+        process = subprocess.Popen(
+            [sys.executable, str(script), str(fd), target_port], pass_fds=[fd]
+        )
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        yield Proxy(url, process)
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(30)
+
+
 # ---------------------------------------------------------------------- Server-Sent Events
 
 

@@ -2,7 +2,9 @@
 
 uvicorn serves ``examples.web.app:app``; Chromium loads its page, a job is submitted
 through the page's form, and the test watches its replicas' lines appear while it runs
-(the job waits for the test before printing the rest), then its end. The screenshot
+(the job waits for the test before printing the rest), then its end; with a proxy
+that drops the connection (tests/examples/cutting_proxy.py) in between, the page's
+``EventSource`` reconnects and resumes with no line twice or missing. The screenshot
 taken while the job runs is saved under the test's ``tmp_path``; with
 ``ASYNCTORCHX_UPDATE_SCREENSHOT=1`` it also replaces ``docs/images/web-example.png``,
 the one docs/embedding.md shows.
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.examples.conftest import REPO, chromium_paths, job_script, serve
+from tests.examples.conftest import REPO, chromium_paths, cutting_proxy, job_script, serve
 
 if TYPE_CHECKING:
     from selenium.webdriver.remote.webdriver import WebDriver
@@ -100,6 +102,10 @@ def _state(card: WebElement) -> str:
     return card.find_element(By.CSS_SELECTOR, "header .state").text
 
 
+def _job_id(card: WebElement) -> str:
+    return card.get_attribute("data-job") or ""
+
+
 def _outputs(card: WebElement) -> dict[str, str]:
     """Each replica's output on the card: ``{"role/k": text}``."""
     from selenium.webdriver.common.by import By
@@ -168,3 +174,28 @@ def test_the_page_cancels_a_job_and_shows_what_is_wrong_with_a_bad_one(
         card.find_element(By.CSS_SELECTOR, "button.cancel").click()
         _until(browser, lambda _: _state(card) == "CANCELLED", "the job's cancellation")
         assert error.text == ""  # cleared by the successful submission
+
+
+def test_the_page_resumes_a_dropped_stream_without_repeating_or_missing_lines(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    job = job_script(
+        "import os, time",
+        "for i in range(3): print(f'step {i}')",
+        "while not os.path.exists('go'): time.sleep(0.05)",
+        "for i in range(3, 6): print(f'step {i}')",
+    )
+    with serve(tmp_path) as server, cutting_proxy(server) as proxy:
+        browser.get(proxy.url)
+        _submit(browser, {"command": job, "name": "resumed"})
+        card = _card(browser, "resumed")
+        first = "step 0\nstep 1\nstep 2"
+        _until(browser, lambda _: _outputs(card) == {"resumed/0": first}, "the first lines")
+
+        proxy.cut()  # the page's EventSource loses its connection while the job runs
+        (tmp_path / "go").touch()
+        _until(browser, lambda _: _state(card) == "SUCCEEDED", "the job's end")
+        assert _outputs(card) == {"resumed/0": "\n".join(f"step {i}" for i in range(6))}
+
+    requests = server.log.read_text().count(f"GET /jobs/{_job_id(card)}/events ")
+    assert requests == 2  # the first stream, and the one resumed with Last-Event-ID
