@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from contextlib import suppress
-from typing import Any
+from typing import Any, TextIO
 
 from asynctorchx.runner.api import LogLine
 
@@ -37,6 +38,17 @@ def _nulls(data: Any) -> Any:
     return None if isinstance(data, str) and data in (NONE, MISSING) else data
 
 
+def unstructure_with_nulls(obj: object) -> Any:
+    """Return ``obj`` as JSON-able data, unset values (TorchX's placeholders) as ``None``.
+
+    Args:
+        obj: an attrs spec object, or a list of them.
+    """
+    from asynctorchx.specs.converter import converter
+
+    return _nulls(converter.unstructure(obj))
+
+
 def to_json_with_nulls(obj: object) -> str:
     """Encode ``obj`` as indented JSON, unset values (TorchX's placeholders) as ``null``.
 
@@ -46,20 +58,29 @@ def to_json_with_nulls(obj: object) -> str:
     Args:
         obj: an attrs spec object, or a list of them.
     """
-    from asynctorchx.specs.converter import converter
-
-    return json.dumps(_nulls(converter.unstructure(obj)), indent=2)
+    return json.dumps(unstructure_with_nulls(obj), indent=2)
 
 
-def print_line(line: LogLine) -> None:
-    """Print a log line on stdout prefixed ``role/replica_id``; it keeps one ``\\n``.
+def print_json_line(data: Mapping[str, Any]) -> None:
+    """Print ``data`` as one line of JSON on stdout (``run --json``: JSON Lines).
+
+    Args:
+        data: a JSON-able mapping.
+    """
+    print(json.dumps(data), flush=True)
+
+
+def print_line(line: LogLine, file: TextIO | None = None) -> None:
+    """Print a log line prefixed ``role/replica_id``; it keeps one ``\\n``.
 
     Args:
         line: the line and where it comes from.
+        file: where to print (default: stdout).
     """
+    out = file if file is not None else sys.stdout
     text = line.line if line.line.endswith("\n") else line.line + "\n"
-    sys.stdout.write(f"{line.role}/{line.replica_id} {text}")
-    sys.stdout.flush()
+    out.write(f"{line.role}/{line.replica_id} {text}")
+    out.flush()
 
 
 def note(text: str) -> None:

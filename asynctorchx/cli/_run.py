@@ -7,15 +7,22 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
-import attrs
 
-from asynctorchx.cli._output import UsageError, note, print_line, to_json
+from asynctorchx.cli._output import (
+    UsageError,
+    note,
+    print_json_line,
+    print_line,
+    to_json,
+    unstructure_with_nulls,
+)
+from asynctorchx.cli._run_settings import RunSettings, from_flags, from_stdin
 from asynctorchx.errors import ComponentValidationException
 from asynctorchx.runner import config
 from asynctorchx.runner.api import Runner, get_runner
-from asynctorchx.schedulers import get_default_scheduler_name
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal
 
 #: seconds `run` waits for an interrupted app to end before closing the runner
@@ -85,7 +92,10 @@ async def _interruptible() -> AsyncIterator[_Interrupt]:
 
 
 def _materialize(
-    component: str, component_args: list[str], defaults: Mapping[str, str] | None
+    component: str,
+    component_args: list[str],
+    defaults: Mapping[str, str] | None,
+    values: Mapping[str, Any],
 ) -> AppDef:
     """Build the component's app: its function runs once, its parser is built once.
 
@@ -104,87 +114,66 @@ def _materialize(
 
     fn = get_component(component).fn
     try:
-        return materialize_appdef(fn, component_args, defaults)
+        return materialize_appdef(fn, component_args, defaults, values)
     except ComponentValidationException as exc:
         create_args_parser(fn, defaults)  # a bad component or config: exit 1
         try:
-            parse_args(fn, component_args, defaults)
+            parse_args(fn, component_args, defaults, values)
         except ComponentValidationException as usage:  # a missing, unknown or bad argument
             raise UsageError(str(usage)) from usage
         raise exc  # the function ran and failed (or returned no AppDef): exit 1
 
 
-@attrs.frozen
-class _RunSettings:
-    """What ``run`` runs: its flags, else the ``[cli:run]`` defaults of the config."""
-
-    scheduler: str
-    component: str
-    component_args: list[str]
-    workspace: str | None
-    scheduler_args: str
-    parent_run_id: str | None
-
-
-def _run_settings(args: argparse.Namespace, defaults: Mapping[str, str]) -> _RunSettings:
-    """Combine ``run``'s flags with the ``[cli:run]`` section ``defaults`` (flags win).
-
-    Raises:
-        UsageError: no component is named by either.
-    """
-    component = args.component or defaults.get("component")
-    if not component:
-        raise UsageError(
-            "no component given: name one, e.g. `asynctorchx run utils.echo --msg hi`"
-            " (`asynctorchx builtins` lists them)"
-        )
-    component_args = list(args.component_args)
-    if component_args[:1] == ["--"]:
-        component_args = component_args[1:]
-
-    def flag_or_default(flag: str | None, key: str) -> str | None:
-        return flag if flag is not None else defaults.get(key)
-
-    return _RunSettings(
-        scheduler=args.scheduler or defaults.get("scheduler") or get_default_scheduler_name(),
-        component=component,
-        component_args=component_args,
-        workspace=flag_or_default(args.workspace, "workspace"),
-        scheduler_args=flag_or_default(args.scheduler_args, "scheduler_args") or "",
-        parent_run_id=flag_or_default(args.parent_run_id, "parent_run_id"),
-    )
-
-
-def _print_dryrun(info: AppDryRunInfo[object]) -> None:
+def _print_dryrun(info: AppDryRunInfo[object], as_json: bool) -> None:
+    if as_json:
+        request = {"scheduler": info.scheduler, "app": unstructure_with_nulls(info.app)}
+        print_json_line({**request, "request": str(info)})
+        return
     print("=== APPLICATION ===")
     print(to_json(info.app, indent=2))
     print("=== SCHEDULER REQUEST ===")
     print(info)
 
 
-async def _follow(runner: Runner, handle: str, tail: bool) -> int:
-    """Wait for the app (printing its logs when ``tail``); return 0 if it succeeded, else 1."""
-    print(f"asynctorchx: waiting for {handle} (Ctrl-C cancels it)", file=sys.stderr)
+async def _follow(runner: Runner, handle: str, tail: bool, as_json: bool) -> int:
+    """Wait for the app (printing its logs when ``tail``); return 0 if it succeeded, else 1.
+
+    With ``as_json`` the logs go to stderr and the final status is one JSON line on
+    stdout.
+    """
+    note(f"asynctorchx: waiting for {handle} (Ctrl-C cancels it)")
     if tail:
+        log_file = sys.stderr if as_json else sys.stdout
         async with runner.log_stream(handle, should_tail=True) as lines:
             async for line in lines:
-                print_line(line)
+                print_line(line, log_file)
     status = await runner.wait(handle)
     state = status.state if status is not None else AppState.UNKNOWN
-    print(f"asynctorchx: {handle} finished: {state.name}", file=sys.stderr)
+    note(f"asynctorchx: {handle} finished: {state.name}")
+    if as_json:
+        print_json_line(
+            {"app_handle": handle, "status": status.to_json() if status is not None else None}
+        )
     if status is not None and status.state != AppState.SUCCEEDED:
-        print(status.format(), file=sys.stderr)
+        note(status.format())
     return 0 if state == AppState.SUCCEEDED else 1
+
+
+def _settings(args: argparse.Namespace, sections: config.Sections) -> RunSettings:
+    defaults = config.get_configs("cli", "run", sections=sections)
+    if args.stdin:
+        return from_stdin(args, sys.stdin, defaults)
+    return from_flags(args, defaults)
 
 
 async def run(args: argparse.Namespace) -> int:
     sections = config.load_sections()  # the one read of the .torchxconfig files
-    run = _run_settings(args, config.get_configs("cli", "run", sections=sections))
+    run = _settings(args, sections)
 
     # Build the app before any scheduler starts: `--help` and bad component arguments
     # end here (argparse's exit) rather than inside the runner's task group.
     component_defaults = config.get_component_defaults(sections=sections).get(run.component)
-    app = _materialize(run.component, run.component_args, component_defaults)
+    app = _materialize(run.component, run.component_args, component_defaults, run.component_config)
 
     # The signal receiver is installed before anything is submitted and removed only
     # after the runner has closed its schedulers (which terminates local replicas).
@@ -196,20 +185,26 @@ async def run(args: argparse.Namespace) -> int:
         with interrupt.scope:
             opts = runner.scheduler_run_opts(run.scheduler)
             cfg: dict[str, CfgVal] = opts.cfg_from_str(run.scheduler_args)
+            if run.scheduler_args_json is not None:
+                cfg.update(opts.cfg_from_json_repr(run.scheduler_args_json))
             config.apply(run.scheduler, cfg, opts, sections=sections)
             submit = (app, run.scheduler, cfg, run.workspace, run.parent_run_id)
-            if args.dryrun:
-                _print_dryrun(await runner.dryrun(*submit))
+            if run.dryrun:
+                _print_dryrun(await runner.dryrun(*submit), args.json)
                 return 0
             handle = await runner.run(*submit)
-            print(handle, flush=True)
+            if args.json:
+                print_json_line({"app_handle": handle})
+            else:
+                print(handle, flush=True)
             # apps that end with this process (local ones, local_docker's cancel_on_close):
             # stay, follow their logs and wait by default
             in_process = runner.scheduler_class(run.scheduler).apps_live_in_process
             in_process = in_process or cfg.get("cancel_on_close") is True
-            if not (in_process or args.wait or args.log):
+            tail = in_process or run.log or run.tee_logs
+            if not (tail or run.wait):
                 return 0
-            return await _follow(runner, handle, tail=in_process or args.log)
+            return await _follow(runner, handle, tail, args.json)
 
         # Only reached when a signal cancelled the scope above.
         note("asynctorchx: interrupted, cancelling the app")

@@ -47,6 +47,27 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a directory to build into the image of role 0 (local_docker)",
     )
     p.add_argument("--parent_run_id", default=None, help="tracker parent run id")
+    p.add_argument(
+        "--tee_logs",
+        action="store_true",
+        help="stream the logs of every replica, each line prefixed `role/replica`, while"
+        " waiting (implies --log; TorchX's flag)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print JSON Lines on stdout: {"app_handle": ...} once submitted, then'
+        ' {"app_handle": ..., "status": {...}} if run waits (logs then go to stderr);'
+        ' with --dryrun one {"scheduler", "app", "request"} object',
+    )
+    p.add_argument(
+        "--stdin",
+        action="store_true",
+        help="read what to run from one JSON object on stdin, with the fields of TorchX's"
+        " `torchx run --stdin`: component_name (required), scheduler, scheduler_args"
+        " (object), component_args (object) or component_args_str (list), dryrun, wait,"
+        " log, tee_logs, workspace, parent_run_id; no other flag but --json",
+    )
     p.add_argument("component", nargs="?", default=None, help="e.g. utils.echo, file.py:fn")
     p.add_argument("component_args", nargs=argparse.REMAINDER, help="the component's args")
 

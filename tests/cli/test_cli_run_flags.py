@@ -1,0 +1,150 @@
+"""``run --tee_logs``, ``run --json`` and ``run --stdin`` (TorchX's flags after 0.7.0)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from asynctorchx.cli.main import run_cli
+from asynctorchx.schedulers import SchedulerFactory
+from tests.runner.fake_scheduler import FakeScheduler, create_class_opts
+
+LIMIT = 60  # seconds: a safety bound, never a timing guess
+
+
+@pytest.fixture
+def remote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Register `remote`, a fake scheduler whose apps outlive the CLI process."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    for key in list(os.environ):
+        if key.upper().startswith("TORCHX"):
+            monkeypatch.delenv(key)
+    factories: dict[str, SchedulerFactory] = {"remote": create_class_opts}
+    monkeypatch.setattr("asynctorchx.schedulers.get_scheduler_factories", lambda: factories)
+    FakeScheduler.created.clear()
+    yield
+    FakeScheduler.created.clear()
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.chdir(tmp_path)
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("TORCHX")}
+    clean["HOME"] = str(home)
+    return clean
+
+
+def cli(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "asynctorchx", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        check=False,
+    )
+
+
+def test_tee_logs_waits_and_streams_an_app_that_outlives_run(
+    remote: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli(["run", "-s", "remote", "--tee_logs", "utils.echo"]) == 0
+    out, err = capsys.readouterr()
+    handle, *logs = out.splitlines()
+    assert logs == [f"echo/0 ran {handle.rsplit('/', 1)[-1]}"]
+    assert "finished: SUCCEEDED" in err
+
+
+def test_tee_logs_prefixes_every_replica(env: dict[str, str]) -> None:
+    out = cli(env, "run", "--tee_logs", "utils.echo", "--msg", "teed", "--num_replicas", "2")
+    assert out.returncode == 0, out.stderr
+    assert sorted(line for line in out.stdout.splitlines() if "teed" in line) == [
+        "echo/0 teed",
+        "echo/1 teed",
+    ]
+
+
+def test_json_prints_the_handle_then_the_final_status(
+    remote: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli(["run", "-s", "remote", "--json", "utils.echo"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1
+    handle = json.loads(lines[0])["app_handle"]
+    assert handle.startswith("remote://torchx/echo-")
+
+    assert run_cli(["run", "-s", "remote", "--json", "--log", "utils.echo"]) == 0
+    out, err = capsys.readouterr()
+    first, last = (json.loads(line) for line in out.splitlines())  # logs went to stderr
+    assert last["app_handle"] == first["app_handle"]
+    assert last["status"]["state"] == "SUCCEEDED"
+    assert "echo/0 ran " in err
+
+
+def test_json_dryrun_is_one_object(remote: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["run", "-s", "remote", "--json", "--dryrun", "utils.echo", "--msg", "x"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    printed = json.loads(line)
+    assert printed["scheduler"] == "remote"
+    assert printed["app"]["roles"][0]["args"] == ["x"]
+    assert printed["app"]["roles"][0]["base_image"] is None  # no <NONE> placeholder
+    assert isinstance(printed["request"], str)
+
+
+def test_stdin_runs_torchx_json(env: dict[str, str], tmp_path: Path) -> None:
+    logs = tmp_path / "stdin-logs"
+    request = {
+        "component_name": "utils.echo",
+        "scheduler": "local_cwd",
+        "scheduler_args": {"log_dir": str(logs)},
+        "component_args": {"msg": "from stdin"},
+    }
+    out = cli(env, "run", "--stdin", stdin=json.dumps(request))
+    assert out.returncode == 0, out.stderr
+    assert "echo/0 from stdin" in out.stdout.splitlines()
+    assert logs.is_dir()
+
+    as_argv = {"component_name": "utils.echo", "component_args_str": ["--msg", "argv"]}
+    out = cli(env, "run", "--stdin", "--json", stdin=json.dumps({**as_argv, "dryrun": True}))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["app"]["roles"][0]["args"] == ["argv"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "stdin", "says"),
+    [
+        (["--wait"], '{"component_name": "utils.echo"}', "--stdin takes everything"),
+        ([], '{"component_name": "utils.echo", "bogus": 1}', "unknown field(s) bogus"),
+        ([], '{"scheduler": "local_cwd"}', '"component_name" is required'),
+        ([], '{"component_name": "utils.echo", "wait": "yes"}', "'wait' must be bool"),
+        ([], "not json", "not JSON"),
+        ([], "[1]", "expected a JSON object"),
+    ],
+)
+def test_stdin_rejects_a_bad_request(
+    remote: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    stdin: str,
+    says: str,
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    assert run_cli(["run", "--stdin", *flags]) == 2
+    err = capsys.readouterr().err
+    assert says in err
+    assert err.count("\n") == 1
+    assert not FakeScheduler.created
