@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -23,6 +24,7 @@ from asynctorchx.cli._run_settings import RunSettings, from_flags, from_stdin
 from asynctorchx.errors import ComponentValidationException
 from asynctorchx.runner import config
 from asynctorchx.runner.api import Runner, get_runner
+from asynctorchx.schedulers.api import Scheduler
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal
 
 #: seconds `run` waits for an interrupted app to end before closing the runner
@@ -159,6 +161,44 @@ async def _follow(runner: Runner, handle: str, tail: bool, as_json: bool) -> int
     return 0 if state == AppState.SUCCEEDED else 1
 
 
+def _workspace(run: RunSettings, scheduler_class: type[Scheduler[Any]]) -> str | None:
+    """The directory ``run`` builds into role 0's image, or ``None``.
+
+    As ``torchx.cli.cmd_run``: ``--workspace`` (or ``[cli:run]``) when given (``""``
+    builds nothing), else the current directory when the scheduler builds workspaces
+    (:meth:`~asynctorchx.schedulers.api.Scheduler.supports_workspace`).
+    """
+    if run.workspace is not None:
+        return run.workspace or None
+    return os.getcwd() if scheduler_class.supports_workspace() else None
+
+
+@asynccontextmanager
+async def _announce_builds(
+    app: AppDef, workspace: str | None, scheduler_class: type[Scheduler[Any]]
+) -> AsyncIterator[None]:
+    """Say on stderr when the workspace builds of ``app`` start and what they gave.
+
+    The roles built are those with their own ``workspace``, and role 0 when
+    ``workspace`` is given; nothing is said when the scheduler builds no workspace.
+    """
+    built = [
+        role
+        for index, role in enumerate(app.roles)
+        if role.workspace is not None or (index == 0 and workspace)
+    ]
+    if not built or not scheduler_class.supports_workspace():
+        yield
+        return
+    where = f" {workspace}" if workspace else ""
+    names = ", ".join(role.name for role in built)
+    note(f"asynctorchx: building workspace{where} into the image of role {names}...")
+    started = anyio.current_time()
+    yield
+    images = ", ".join(f"{role.name}: {role.image}" for role in built)
+    note(f"asynctorchx: built workspace in {anyio.current_time() - started:.1f}s ({images})")
+
+
 def _settings(args: argparse.Namespace, sections: config.Sections) -> RunSettings:
     defaults = config.get_configs("cli", "run", sections=sections)
     if args.stdin:
@@ -188,18 +228,21 @@ async def run(args: argparse.Namespace) -> int:
             if run.scheduler_args_json is not None:
                 cfg.update(opts.cfg_from_json_repr(run.scheduler_args_json))
             config.apply(run.scheduler, cfg, opts, sections=sections)
-            submit = (app, run.scheduler, cfg, run.workspace, run.parent_run_id)
+            scheduler_class = runner.scheduler_class(run.scheduler)
+            workspace = _workspace(run, scheduler_class)
+            async with _announce_builds(app, workspace, scheduler_class):
+                info = await runner.dryrun(app, run.scheduler, cfg, workspace, run.parent_run_id)
             if run.dryrun:
-                _print_dryrun(await runner.dryrun(*submit), args.json)
+                _print_dryrun(info, args.json)
                 return 0
-            handle = await runner.run(*submit)
+            handle = await runner.schedule(info)
             if args.json:
                 print_json_line({"app_handle": handle})
             else:
                 print(handle, flush=True)
             # apps that end with this process (local ones, local_docker's cancel_on_close):
             # stay, follow their logs and wait by default
-            in_process = runner.scheduler_class(run.scheduler).apps_live_in_process
+            in_process = scheduler_class.apps_live_in_process
             in_process = in_process or cfg.get("cancel_on_close") is True
             tail = in_process or run.log or run.tee_logs
             if not (tail or run.wait):

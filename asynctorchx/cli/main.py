@@ -44,7 +44,9 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--workspace",
         default=None,
-        help="a directory to build into the image of role 0 (local_docker)",
+        help="a directory to build into the image of role 0 (default: the current"
+        " directory, when the scheduler builds workspaces, e.g. local_docker; '' builds"
+        " nothing)",
     )
     p.add_argument("--parent_run_id", default=None, help="tracker parent run id")
     p.add_argument(

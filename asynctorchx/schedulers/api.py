@@ -98,6 +98,17 @@ class Scheduler(abc.ABC, Generic[T]):
         ``local_docker`` builds an image (see its docs).
         """
 
+    @classmethod
+    def supports_workspace(cls) -> bool:
+        """Whether this scheduler builds a workspace into an image (TorchX's
+        ``torchx.workspace.api.WorkspaceMixin``): its class overrides
+        :meth:`build_workspace_and_update_role`.
+
+        The CLI's ``run`` asks this, never the scheduler's name, to build the current
+        directory by default as ``torchx.cli.cmd_run`` does.
+        """
+        return cls.build_workspace_and_update_role is not Scheduler.build_workspace_and_update_role
+
     @abc.abstractmethod
     async def schedule(self, dryrun_info: AppDryRunInfo[T]) -> str:
         """Submit the request in ``dryrun_info`` and return the app id."""

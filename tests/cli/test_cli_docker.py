@@ -45,16 +45,21 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 
 def _remove_app(app_id: str) -> None:
-    """Remove the app's containers (the test leaves nothing behind on the engine)."""
-    ids = subprocess.run(
-        ["docker", "ps", "-a", "-q", "--filter", f"label=torchx.pytorch.org/app-id={app_id}"],
+    """Remove the app's containers and the images `run` built of the current directory
+    (the test leaves nothing behind on the engine)."""
+    label = f"label=torchx.pytorch.org/app-id={app_id}"
+    listed = subprocess.run(
+        ["docker", "ps", "-a", "--filter", label, "--format", "{{.ID}} {{.Image}}"],
         capture_output=True,
         text=True,
         timeout=LIMIT,
         check=True,
     ).stdout.split()
+    ids, images = listed[::2], set(listed[1::2]) - {IMAGE}
     if ids:
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=LIMIT, check=True)
+    if images:
+        subprocess.run(["docker", "rmi", *images], capture_output=True, timeout=LIMIT, check=False)
 
 
 def test_status_log_describe_list_from_another_process(env: dict[str, str]) -> None:
