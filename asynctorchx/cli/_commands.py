@@ -15,7 +15,7 @@ from pathlib import Path
 
 import anyio
 
-from asynctorchx.cli._output import UsageError, print_line, to_json_with_nulls
+from asynctorchx.cli._output import UsageError, note, print_line, to_json_with_nulls
 from asynctorchx.cli._run import run as _run
 from asynctorchx.errors import UnknownAppException
 from asynctorchx.runner import config
@@ -148,12 +148,22 @@ async def _log(args: argparse.Namespace) -> int:
 
 
 async def _cancel(args: argparse.Namespace) -> int:
+    """Cancel the app, saying so at once, then wait for and print its end state.
+
+    A scheduler's cancel may take the app's grace period (``stop_timeout`` seconds for
+    replicas that ignore SIGTERM); the line printed first says the request is made.
+    """
     async with get_runner(handle_signals=False) as runner:
         # Runner.cancel is a no-op for an unknown app (TorchX); the command says so
         if await runner.status(args.app_handle) is None:
             return _not_found("cancel", args.app_handle, runner)
+        note(f"asynctorchx: cancel requested for {args.app_handle}")
         await runner.cancel(args.app_handle)
-    print(f"asynctorchx: cancel requested for {args.app_handle}", file=sys.stderr)
+        if args.no_wait:
+            return 0
+        status = await runner.wait(args.app_handle)
+    state = status.state.name if status is not None else "UNKNOWN"
+    note(f"asynctorchx: {args.app_handle} ended: {state}")
     return 0
 
 

@@ -111,8 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="which output (default: combined)",
     )
 
-    p = sub.add_parser("cancel", help="cancel an app")
+    p = sub.add_parser(
+        "cancel",
+        help="cancel an app",
+        description="Cancel an app: say at once that the cancel is requested, then wait for"
+        " the app to end and print its end state (TorchX's `torchx cancel` returns at"
+        " once; --no-wait does).",
+    )
     p.add_argument("app_handle")
+    p.add_argument("--no-wait", action="store_true", help="return once the cancel is requested")
 
     p = sub.add_parser(
         "delete",

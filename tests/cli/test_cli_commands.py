@@ -313,6 +313,42 @@ async def _read_until(stream: anyio.abc.ByteReceiveStream, needle: str) -> str:
     raise AssertionError(f"the stream ended without {needle!r}: {buffered.decode()}")
 
 
+async def test_cancel_says_it_is_requested_at_once_then_the_end_state(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # The replica takes SIGTERM (then ignores it: the fifo has one reader) and ends only
+    # once the file `go` exists: `cancel` must say that the cancel is requested while the
+    # app still runs, then wait for its end.
+    fifo = tmp_path / "got-term"
+    os.mkfifo(fifo)
+    script = tmp_path / "graceful.sh"
+    script.write_text(
+        f"trap 'trap \"\" TERM; echo term > {fifo}' TERM\necho ready\n"
+        "while [ ! -e go ]; do sleep 0.05; done\n"
+    )
+    command = ["run", "-cfg", "stop_timeout=600", "utils.sh", "bash", str(script)]
+    with anyio.fail_after(LIMIT):
+        async with await anyio.open_process(as_in_a_terminal(*command), env=env) as run:
+            assert run.stdout is not None
+            buffered = b""
+            async for chunk in run.stdout:  # the handle, then the replica's `ready`
+                buffered += chunk
+                if b" ready\n" in buffered:
+                    break
+            handle = buffered.decode().splitlines()[0]
+            cancel = await anyio.open_process(as_in_a_terminal("cancel", handle), env=env)
+            async with cancel:
+                assert cancel.stderr is not None
+                await _read_until(cancel.stderr, f"cancel requested for {handle}")
+                await anyio.to_thread.run_sync(fifo.read_text, abandon_on_cancel=True)
+                assert cancel.returncode is None  # still waiting: the app has not ended
+                (tmp_path / "go").touch()
+                ended = await _read_until(cancel.stderr, "ended:")
+                assert await cancel.wait() == 0
+            assert ended.endswith(f"{handle} ended: CANCELLED")
+            assert await run.wait() == 1
+
+
 async def test_second_sigint_during_cancel_still_leaves_no_replica(
     env: dict[str, str], tmp_path: Path
 ) -> None:
