@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import zlib
 from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any, TextIO
@@ -70,8 +72,46 @@ def print_json_line(data: Mapping[str, Any]) -> None:
     print(json.dumps(data), flush=True)
 
 
+#: ANSI colours of the ``role/replica`` prefixes: green, blue, magenta, cyan, yellow and
+#: their bright forms (no red: it reads as an error).
+_PREFIX_COLOURS = ("32", "34", "35", "36", "33", "92", "94", "95", "96", "93")
+
+
+def use_colour(file: TextIO) -> bool:
+    """Whether to colour what is printed on ``file``.
+
+    Only on a terminal (as ``torchx.cli.colors``), and never when ``NO_COLOR`` is set to a
+    non-empty value (https://no-color.org) or ``TERM`` is ``dumb``.
+
+    Args:
+        file: where the text goes.
+    """
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return not file.closed and file.isatty()
+    except (AttributeError, ValueError):  # a stream without a terminal behind it
+        return False
+
+
+def prefix_colour(role: str, replica_id: int) -> str:
+    """Return the ANSI colour code of ``role/replica_id``'s prefix.
+
+    Stable across runs and processes (a checksum of the role's name, not ``hash``), and
+    different for consecutive replicas of a role.
+
+    Args:
+        role: the role's name.
+        replica_id: the replica's id.
+    """
+    return _PREFIX_COLOURS[(zlib.crc32(role.encode()) + replica_id) % len(_PREFIX_COLOURS)]
+
+
 def print_line(line: LogLine, file: TextIO | None = None) -> None:
     """Print a log line prefixed ``role/replica_id``; it keeps one ``\\n``.
+
+    On a terminal the prefix has one colour per replica (TorchX colours every prefix
+    green, ``torchx.cli.cmd_log``); see :func:`use_colour`.
 
     Args:
         line: the line and where it comes from.
@@ -79,7 +119,10 @@ def print_line(line: LogLine, file: TextIO | None = None) -> None:
     """
     out = file if file is not None else sys.stdout
     text = line.line if line.line.endswith("\n") else line.line + "\n"
-    out.write(f"{line.role}/{line.replica_id} {text}")
+    prefix = f"{line.role}/{line.replica_id}"
+    if use_colour(out):
+        prefix = f"\033[{prefix_colour(line.role, line.replica_id)}m{prefix}\033[0m"
+    out.write(f"{prefix} {text}")
     out.flush()
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -180,11 +181,26 @@ def run_cli(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("asynctorchx: interrupted", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # the reader of stdout went away (`asynctorchx describe ... | head`): stop quietly,
+        # and keep Python's final flush of stdout from failing again
+        _silence_stdout()
+        return 1
     except Exception as exc:
         if args.log_level == "DEBUG":
             logging.getLogger("asynctorchx.cli").exception("command failed")
         print(f"asynctorchx {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at ``/dev/null`` (what the Python docs advise after ``EPIPE``)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout has no file descriptor (an in-process caller)
+        pass
 
 
 def _one_line(exc: BaseException) -> str:

@@ -148,3 +148,76 @@ def test_stdin_rejects_a_bad_request(
     assert says in err
     assert err.count("\n") == 1
     assert not FakeScheduler.created
+
+
+def _run_on_a_terminal(env: dict[str, str], *args: str) -> str:
+    """Run the CLI with its stdout on a pseudo-terminal; return what it printed there."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "asynctorchx", *args],
+            env=env,
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            timeout=LIMIT,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode().replace("\r\n", "\n")
+    finally:
+        os.close(leader)
+        if follower != -1:
+            os.close(follower)
+
+
+def test_prefixes_have_one_colour_per_replica_on_a_terminal(env: dict[str, str]) -> None:
+    env.pop("NO_COLOR", None)
+    env["TERM"] = "xterm"
+    command = ("run", "utils.echo", "--msg", "hue", "--num_replicas", "2")
+    lines = [line for line in _run_on_a_terminal(env, *command).splitlines() if "hue" in line]
+    colours = {line.split("m", 1)[0] for line in lines}
+    assert sorted(line.split("\033[0m ", 1)[1] for line in lines) == ["hue", "hue"]
+    assert all(line.startswith("\033[") for line in lines)
+    assert len(colours) == 2  # replica 0 and replica 1 differ
+
+    env["NO_COLOR"] = "1"
+    plain = _run_on_a_terminal(env, *command)
+    assert sorted(line for line in plain.splitlines() if "hue" in line) == [
+        "echo/0 hue",
+        "echo/1 hue",
+    ]
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    ran = cli(env, "run", "-cfg", f"log_dir={tmp_path / 'logs'}", "utils.sh", "seq", "200000")
+    assert ran.returncode == 0, ran.stderr
+    handle = ran.stdout.splitlines()[0]
+    with subprocess.Popen(
+        [sys.executable, "-m", "asynctorchx", "log", handle],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as log:  # as `asynctorchx log ... | head -1`
+        assert log.stdout is not None
+        assert log.stderr is not None
+        assert log.stdout.readline() == "sh/0 1\n"
+        log.stdout.close()
+        err = log.stderr.read()
+        assert log.wait(LIMIT) == 1
+    assert err == ""
