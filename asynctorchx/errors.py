@@ -426,3 +426,24 @@ class InvalidLogDirError(InvalidRunConfigException):
     def __init__(self, log_dir: str, reason: str, fix: str) -> None:
         super().__init__(f"log_dir {log_dir!r} cannot hold the logs: {reason}; {fix}", "log_dir")
         self.log_dir = log_dir
+
+
+class ConfigFileEncodingError(ConfigError):
+    """A ``.torchxconfig`` file is not valid UTF-8 (the encoding TorchX reads it in).
+
+    Raised by :mod:`asynctorchx.runner.config` when a file is read; the message names the
+    file, the first bad byte and how to convert the file.
+
+    Args:
+        path: the file.
+        exc: the decoding error.
+    """
+
+    def __init__(self, path: str, exc: UnicodeDecodeError) -> None:
+        bad = exc.object[exc.start : exc.start + 1].hex()
+        super().__init__(
+            f"config file {path!r} is not valid UTF-8 (byte 0x{bad} at offset {exc.start}):"
+            f" save it as UTF-8, e.g. `iconv -f latin1 -t utf-8 {path} > fixed && mv fixed"
+            f" {path}`, or remove it"
+        )
+        self.path = path

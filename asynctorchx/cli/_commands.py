@@ -180,6 +180,7 @@ async def _delete(args: argparse.Namespace) -> int:
 async def _list(args: argparse.Namespace) -> int:
     # flags win over the [cli:list] section (`scheduler`, `scheduler_args`), as for run
     sections = config.load_sections()
+    config.warn_unknown(sections, list(_factories()), {"cli:list": ("scheduler", "scheduler_args")})
     defaults = config.get_configs("cli", "list", sections=sections)
     scheduler = args.scheduler or defaults.get("scheduler") or get_default_scheduler_name()
     scheduler_args = (

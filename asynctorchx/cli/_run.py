@@ -20,7 +20,7 @@ from asynctorchx.cli._output import (
     to_json,
     unstructure_with_nulls,
 )
-from asynctorchx.cli._run_settings import RunSettings, from_flags, from_stdin
+from asynctorchx.cli._run_settings import CLI_RUN_KEYS, RunSettings, from_flags, from_stdin
 from asynctorchx.errors import ComponentValidationException
 from asynctorchx.runner import config
 from asynctorchx.runner.api import Runner, get_runner
@@ -200,6 +200,9 @@ async def _announce_builds(
 
 
 def _settings(args: argparse.Namespace, sections: config.Sections) -> RunSettings:
+    from asynctorchx.schedulers import get_scheduler_factories
+
+    config.warn_unknown(sections, list(get_scheduler_factories()), {"cli:run": CLI_RUN_KEYS})
     defaults = config.get_configs("cli", "run", sections=sections)
     if args.stdin:
         return from_stdin(args, sys.stdin, defaults)

@@ -31,6 +31,9 @@ import attrs
 from asynctorchx.cli._output import UsageError
 from asynctorchx.schedulers import get_default_scheduler_name
 
+#: The keys of the ``[cli:run]`` section that ``run`` reads (defaults of its flags).
+CLI_RUN_KEYS = ("component", "scheduler", "scheduler_args", "workspace", "parent_run_id")
+
 
 @attrs.frozen
 class RunSettings:
@@ -210,4 +213,4 @@ def from_stdin(
     )
 
 
-__all__ = ["RunSettings", "from_flags", "from_stdin"]
+__all__ = ["CLI_RUN_KEYS", "RunSettings", "from_flags", "from_stdin"]

@@ -83,10 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"asynctorchx {__version__}")
     parser.add_argument(
         "--log_level",
-        default="WARNING",
+        default=os.environ.get("LOGLEVEL", "WARNING"),
         type=str.upper,
         choices=_LOG_LEVELS,
-        help="Python log level (DEBUG also prints tracebacks of errors)",
+        help="Python log level (default: $LOGLEVEL, else WARNING; INFO also says which"
+        " .torchxconfig files were read; DEBUG also prints tracebacks of errors)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)

@@ -25,11 +25,11 @@ from __future__ import annotations
 import configparser
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from asynctorchx.errors import ConfigError
+from asynctorchx.errors import ConfigError, ConfigFileEncodingError
 from asynctorchx.specs.api import CfgVal, get_type_name, runopt, runopts
 
 logger = logging.getLogger(__name__)
@@ -94,13 +94,22 @@ def find_configs(dirs: Iterable[str] | None = None) -> list[str]:
 
 
 def _read(path: str) -> configparser.ConfigParser:
+    """Parse the config file ``path`` (logged at INFO, as ``torchx.runner.config`` does).
+
+    Raises:
+        ConfigFileEncodingError: the file is not valid UTF-8.
+        ConfigError: the file cannot be read or is not valid INI.
+    """
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
     try:
         with open(path, encoding="utf-8") as f:
             parser.read_file(f, source=path)
+    except UnicodeDecodeError as exc:
+        raise ConfigFileEncodingError(path, exc) from exc
     except (OSError, configparser.Error) as exc:
         raise ConfigError(f"cannot read config file {path!r}: {exc}; fix or remove it") from exc
+    logger.info("loaded configs from %s", path)
     return parser
 
 
@@ -129,6 +138,7 @@ def load_sections(
         dirs: directories to look in (see :func:`find_configs`).
 
     Raises:
+        ConfigFileEncodingError: a file is not valid UTF-8 (the message names it).
         ConfigError: a file cannot be parsed, or ``$TORCHXCONFIG`` names no file.
     """
     merged: dict[str, dict[str, str]] = {}
@@ -146,6 +156,56 @@ def load_sections(
         for section, values in merged.items()
         if section.startswith(lead) and len(section) > len(lead)
     }
+
+
+#: Kinds of ``[<prefix>:<name>]`` sections, besides the ``[<scheduler>]`` ones.
+_SECTION_PREFIXES = ("component", "cli", "tracker")
+#: Sections with a fixed name.
+_FIXED_SECTIONS = ("torchx:tracker",)
+
+
+def warn_unknown(
+    sections: Sections,
+    schedulers: Collection[str],
+    cli_keys: Mapping[str, Collection[str]] | None = None,
+) -> None:
+    """Log a warning for each section, and each key of a ``[cli:<command>]`` section,
+    that the config files hold but nothing reads (a typo is otherwise silently ignored).
+
+    Unknown keys of a ``[<scheduler>]`` section are reported when the options are
+    applied (:func:`apply`), as ``torchx.runner.config.load`` reports them.
+
+    Args:
+        sections: the sections read (:func:`load_sections`).
+        schedulers: the registered scheduler names (``[<scheduler>]`` sections).
+        cli_keys: for ``cli:<command>`` sections, the keys that command reads; the keys
+            of a section not named here are not checked.
+    """
+    for section, values in sections.items():
+        prefix = section.split(CONFIG_PREFIX_DELIM, 1)[0]
+        known_kind = section in schedulers or section in _FIXED_SECTIONS
+        if not known_kind and not (CONFIG_PREFIX_DELIM in section and prefix in _SECTION_PREFIXES):
+            logger.warning(
+                "section [%s] of the .torchxconfig is ignored: it is neither a scheduler"
+                " (%s) nor a [component:<name>], [cli:<command>], [tracker:<name>] or"
+                " [torchx:tracker] section",
+                section,
+                ", ".join(schedulers),
+            )
+            continue
+        known_keys = (cli_keys or {}).get(section)
+        if known_keys is not None:
+            _warn_unknown_keys(section, values, known_keys)
+
+
+def _warn_unknown_keys(section: str, values: Mapping[str, str], known: Collection[str]) -> None:
+    for key in sorted(set(values) - set(known)):
+        logger.warning(
+            "`%s` in section [%s] of the .torchxconfig is ignored: the keys read there are %s",
+            key,
+            section,
+            ", ".join(known),
+        )
 
 
 def _sections(dirs: Iterable[str] | None, sections: Sections | None) -> Sections:

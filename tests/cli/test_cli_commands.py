@@ -409,3 +409,18 @@ def test_ddp_example_trains_with_two_processes(env: dict[str, str], tmp_path: Pa
     saved = torch.load(checkpoint)
     assert saved["world_size"] == 2
     assert saved["loss"] < 0.1
+
+
+def test_config_files_read_and_unknown_keys_are_reported(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / ".torchxconfig").write_text("[cli:run]\nschedular = local_cwd\n")
+    out = cli(env, "--log_level", "INFO", "run", "--dryrun", "utils.echo")
+    assert out.returncode == 0, out.stderr
+    assert f"loaded configs from {tmp_path / '.torchxconfig'}" in out.stderr
+    assert "`schedular` in section [cli:run] of the .torchxconfig is ignored" in out.stderr
+    (tmp_path / ".torchxconfig").write_bytes(b"[local_cwd]\nlog_dir = /caf\xe9\n")
+    bad = cli(env, "run", "--dryrun", "utils.echo")
+    assert bad.returncode == 1
+    assert bad.stderr.count("\n") == 1
+    assert f"config file '{tmp_path / '.torchxconfig'}' is not valid UTF-8" in bad.stderr

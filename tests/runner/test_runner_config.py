@@ -207,3 +207,49 @@ def test_dump_formats_containers_and_required_options() -> None:
     config.load("s", io.StringIO(out.getvalue().replace("#FIXME", "q #")), cfg, opts)
     assert cfg["tags"] == ["a", "b"]
     assert cfg["labels"] == {"k": "v", "t": "1"}
+
+
+def test_the_files_read_are_logged_at_info(
+    dirs: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    home, cwd = dirs
+    (home / ".torchxconfig").write_text("[local_cwd]\nlog_dir = /h\n")
+    (cwd / ".torchxconfig").write_text("[local_cwd]\nlog_dir = /c\n")
+    with caplog.at_level("INFO", logger="asynctorchx.runner.config"):
+        config.load_sections()
+    read = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+    assert read == [
+        f"loaded configs from {home / '.torchxconfig'}",
+        f"loaded configs from {cwd / '.torchxconfig'}",
+    ]
+
+
+def test_unknown_sections_and_cli_keys_are_warned_about(
+    dirs: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    _, cwd = dirs
+    (cwd / ".torchxconfig").write_text(
+        "[local_cwdd]\nlog_dir = /x\n"  # a typo'd scheduler
+        "[cli:run]\nschedular = local_cwd\ncomponent = utils.echo\n"
+        "[cli:other]\nanything = 1\n[component:utils.echo]\nmsg = hi\n"
+        "[local_cwd]\nlog_dir = /y\n[torchx:tracker]\nfsspec =\n[tracker:fsspec]\nconfig = /c\n"
+    )
+    config.warn_unknown(config.load_sections(), ["local_cwd"], {"cli:run": ("component",)})
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("section [local_cwdd] of the .torchxconfig is ignored")
+    assert warnings[1].startswith("`schedular` in section [cli:run] of the .torchxconfig")
+
+
+def test_a_file_that_is_not_utf8_names_itself_and_the_fix(dirs: tuple[Path, Path]) -> None:
+    from asynctorchx.errors import ConfigFileEncodingError
+
+    _, cwd = dirs
+    (cwd / ".torchxconfig").write_bytes(b"[local_cwd]\nlog_dir = /caf\xe9\n")
+    with pytest.raises(ConfigFileEncodingError) as raised:
+        config.load_sections()
+    assert isinstance(raised.value, ConfigError)
+    assert raised.value.path == str(cwd / ".torchxconfig")
+    assert str(cwd / ".torchxconfig") in str(raised.value)
+    assert "byte 0xe9" in str(raised.value)
+    assert "save it as UTF-8" in str(raised.value)
