@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
+import attrs
 
 from asynctorchx.cli._output import (
     UsageError,
@@ -25,7 +30,7 @@ from asynctorchx.errors import ComponentValidationException
 from asynctorchx.runner import config
 from asynctorchx.runner.api import Runner, get_runner
 from asynctorchx.schedulers.api import Scheduler
-from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal
+from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal
 
 #: seconds `run` waits for an interrupted app to end before closing the runner
 _CANCEL_BOUND_S = 60.0
@@ -137,11 +142,57 @@ def _print_dryrun(info: AppDryRunInfo[object], as_json: bool) -> None:
     print(info)
 
 
-async def _follow(runner: Runner, handle: str, tail: bool, as_json: bool) -> int:
+#: Where the logs of a failed in-process run are kept:
+#: ``<temp dir>/asynctorchx-failed-<app id>-<random>``.
+KEPT_LOGS_PREFIX = "asynctorchx-failed-"
+
+
+def _copy_logs(source: Path) -> Path | None:
+    """Copy the directory ``source`` into a new private directory (0700, a name no one
+    else can have taken) of the temp directory; ``None`` when ``source`` is gone."""
+    if not source.is_dir():
+        return None
+    kept = Path(tempfile.mkdtemp(prefix=f"{KEPT_LOGS_PREFIX}{source.name}-"))
+    shutil.copytree(source, kept, symlinks=True, dirs_exist_ok=True)
+    return kept
+
+
+async def _keep_failed_logs(status: AppStatus, temporary_logs: bool) -> AppStatus:
+    """Copy the logs of a failed in-process app out of the scheduler's temporary directory.
+
+    An in-process scheduler (``apps_live_in_process``) that was given no log directory
+    writes the logs in a temporary directory it removes when it closes, so the status's
+    ``file://`` URL would name a directory that is gone. The logs are copied to
+    ``<temp dir>/asynctorchx-failed-<app id>-<random>`` (kept, as TorchX's
+    ``torchx.schedulers.local_scheduler`` keeps its ``/tmp/torchx_*`` log directories)
+    and the returned status points there. A log directory the user chose (the
+    ``log_dir`` run option) is left as is.
+
+    Args:
+        status: the app's final status.
+        temporary_logs: whether the app lives in this process and no ``log_dir`` was
+            given.
+    """
+    url = status.ui_url or ""
+    source = Path(url.removeprefix("file://"))
+    if not (temporary_logs and url.startswith("file://")):
+        return status
+    if Path(tempfile.gettempdir()) not in source.parents:
+        return status
+    kept = await anyio.to_thread.run_sync(_copy_logs, source)
+    if kept is None:
+        return status
+    note(f"asynctorchx: the logs of the run are kept in {kept}")
+    return attrs.evolve(status, ui_url=f"file://{kept}")
+
+
+async def _follow(
+    runner: Runner, handle: str, tail: bool, as_json: bool, temporary_logs: bool = False
+) -> int:
     """Wait for the app (printing its logs when ``tail``); return 0 if it succeeded, else 1.
 
     With ``as_json`` the logs go to stderr and the final status is one JSON line on
-    stdout.
+    stdout. The logs of a failed in-process app are kept (:func:`_keep_failed_logs`).
     """
     note(f"asynctorchx: waiting for {handle} (Ctrl-C cancels it)")
     if tail:
@@ -150,6 +201,8 @@ async def _follow(runner: Runner, handle: str, tail: bool, as_json: bool) -> int
             async for line in lines:
                 print_line(line, log_file)
     status = await runner.wait(handle)
+    if status is not None and status.state != AppState.SUCCEEDED:
+        status = await _keep_failed_logs(status, temporary_logs)
     state = status.state if status is not None else AppState.UNKNOWN
     note(f"asynctorchx: {handle} finished: {state.name}")
     if as_json:
@@ -250,7 +303,8 @@ async def run(args: argparse.Namespace) -> int:
             tail = in_process or run.log or run.tee_logs
             if not (tail or run.wait):
                 return 0
-            return await _follow(runner, handle, tail, args.json)
+            temporary_logs = scheduler_class.apps_live_in_process and not cfg.get("log_dir")
+            return await _follow(runner, handle, tail, args.json, temporary_logs)
 
         # Only reached when a signal cancelled the scope above.
         note("asynctorchx: interrupted, cancelling the app")

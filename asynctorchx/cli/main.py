@@ -28,7 +28,12 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "run",
         help="run a component on a scheduler",
         description="Run a component: `asynctorchx run -s local_cwd utils.echo --msg hi`."
-        " Everything after the component name is passed to the component untouched.",
+        " Everything after the component name is passed to the component untouched."
+        " An app that lives in this process (local_cwd, local_dir) is followed until it"
+        " ends; when it fails and no `log_dir` run option was given, its logs are copied"
+        " out of the temporary directory the scheduler removes on exit, to"
+        " <temp dir>/asynctorchx-failed-<app id>-<random> (printed), and the status's UI URL"
+        " points there.",
     )
     p.add_argument(
         "-s", "--scheduler", default=None, help="scheduler to run on (default: local_cwd)"

@@ -424,3 +424,34 @@ def test_config_files_read_and_unknown_keys_are_reported(
     assert bad.returncode == 1
     assert bad.stderr.count("\n") == 1
     assert f"config file '{tmp_path / '.torchxconfig'}' is not valid UTF-8" in bad.stderr
+
+
+def _kept_dirs() -> set[Path]:
+    import tempfile
+
+    return set(Path(tempfile.gettempdir()).glob("asynctorchx-failed-*"))
+
+
+def test_a_failed_run_keeps_its_logs_where_its_url_points(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    before = _kept_dirs()
+    out = cli(env, "run", "utils.sh", "sh", "-c", "echo kept-line; exit 3")
+    assert out.returncode == 1
+    (kept,) = _kept_dirs() - before
+    try:
+        assert f"asynctorchx: the logs of the run are kept in {kept}" in out.stderr
+        assert f"UI URL: file://{kept}\n" in out.stderr
+        assert (kept / "sh" / "0" / "combined.log").read_text() == "kept-line\n"
+        assert (kept.stat().st_mode & 0o777) == 0o700
+    finally:
+        import shutil
+
+        shutil.rmtree(kept)
+    # a run that succeeds, or whose log_dir the user chose, leaves nothing more
+    assert cli(env, "run", "utils.echo").returncode == 0
+    chosen = tmp_path / "chosen"
+    failed = cli(env, "run", "-cfg", f"log_dir={chosen}", "utils.sh", "sh", "-c", "exit 3")
+    assert failed.returncode == 1
+    assert f"UI URL: file://{chosen}/" in failed.stderr
+    assert _kept_dirs() == before
