@@ -35,6 +35,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "runopts": _runopts,
         "builtins": _builtins,
         "configure": _configure,
+        "tracker": _tracker,
     }
     async_commands: dict[str, Callable[[argparse.Namespace], Awaitable[int]]] = {
         "run": _run,
@@ -251,7 +252,17 @@ def _builtins(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tracker(args: argparse.Namespace) -> int:
+    from asynctorchx.cli._tracker import tracker
+
+    return tracker(args)
+
+
 def _configure(args: argparse.Namespace) -> int:
+    opts = _scheduler_run_opts(args.schedulers.split(",") if args.schedulers else None)
+    if args.print_config:
+        config.dump(sys.stdout, opts, required_only=not args.all)
+        return 0
     target = Path(config.CONFIG_FILE)
     if target.exists():
         print(
@@ -260,7 +271,6 @@ def _configure(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    opts = _scheduler_run_opts(args.schedulers.split(",") if args.schedulers else None)
     with open(target, "w", encoding="utf-8") as f:
         config.dump(f, opts, required_only=not args.all)
     print(f"wrote {target.resolve()}")

@@ -80,6 +80,32 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("component_args", nargs=argparse.REMAINDER, help="the component's args")
 
 
+def _add_tracker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "tracker",
+        help="query the experiment tracker (TorchX's `torchx tracker`)",
+        description="Query the first tracker configured ([torchx:tracker] in .torchxconfig,"
+        " or $TORCHX_TRACKERS): `tracker list jobs|metadata|artifacts|lineage`. A tracker"
+        " is a `torchx.tracker` entry point or a `module:factory` path, as in TorchX.",
+    )
+    kinds = p.add_subparsers(dest="tracker_command", metavar="list", required=True)
+    listing = kinds.add_parser("list", help="list jobs, metadata, artifacts or lineage")
+    what = listing.add_subparsers(dest="tracker_list", metavar="WHAT", required=True)
+    jobs = what.add_parser("jobs", help="the job run ids")
+    jobs.add_argument("--parent-run-id", default=None, help="only the jobs of this parent run")
+    metadata = what.add_parser("metadata", help="a job's metadata")
+    metadata.add_argument("RUN_ID", help="the job's run id (its app handle)")
+    artifacts = what.add_parser("artifacts", help="a job's artifacts")
+    artifacts.add_argument("--artifact", default=None, help="only the artifact of this name")
+    artifacts.add_argument("RUN_ID", help="the job's run id (its app handle)")
+    lineage = what.add_parser("lineage", help="a job's sources and descendants")
+    only = lineage.add_mutually_exclusive_group()
+    only.add_argument("--sources-only", action="store_true", help="only the sources")
+    only.add_argument("--descendants-only", action="store_true", help="only the descendants")
+    lineage.add_argument("--artifact", default=None, help="only sources of this artifact")
+    lineage.add_argument("RUN_ID", help="the job's run id (its app handle)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``asynctorchx`` argument parser (one subparser per command)."""
     parser = argparse.ArgumentParser(
@@ -157,11 +183,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("builtins", help="list the builtin components")
     p.add_argument("--print", dest="print_name", default=None, help="print a component's source")
 
-    p = sub.add_parser("configure", help="write a .torchxconfig with schedulers' run options")
+    p = sub.add_parser(
+        "configure",
+        help="write a .torchxconfig with schedulers' run options",
+        description="Write ./.torchxconfig with the run options of the schedulers (TorchX's"
+        " `torchx configure`): required options only, unless -a. Unlike TorchX, an existing"
+        " file is never overwritten (--print shows what would be written).",
+    )
     p.add_argument(
         "-s", "--schedulers", default=None, help="comma-separated (default: every scheduler)"
     )
-    p.add_argument("--all", action="store_true", help="include optional options too")
+    p.add_argument(
+        "-a", "--all", action="store_true", help="include the optional options (with defaults)"
+    )
+    p.add_argument(
+        "--print", dest="print_config", action="store_true", help="print on stdout, write no file"
+    )
+    _add_tracker(sub)
     return parser
 
 

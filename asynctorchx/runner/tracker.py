@@ -17,9 +17,12 @@ Which trackers: the keys of ``[torchx:tracker]`` in the ``.torchxconfig``, repla
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from asynctorchx.runner.config import Sections, get_configs, load_sections
 
@@ -28,6 +31,77 @@ logger = logging.getLogger(__name__)
 ENV_TORCHX_JOB_ID = "TORCHX_JOB_ID"
 ENV_TORCHX_PARENT_RUN_ID = "TORCHX_PARENT_RUN_ID"
 ENV_TORCHX_TRACKERS = "TORCHX_TRACKERS"
+
+
+#: The entry point group of tracker factories (TorchX's, so TorchX's trackers are found).
+TRACKER_ENTRY_POINT_GROUP = "torchx.tracker"
+
+
+class TrackerBase(Protocol):
+    """What a tracker answers about jobs: TorchX's ``torchx.tracker.api.TrackerBase``
+    queries, so a TorchX tracker (such as its ``fsspec`` one) is one.
+
+    Its methods are synchronous, as TorchX's; the ``add_*`` methods a job calls are not
+    needed to query and are left out.
+    """
+
+    def run_ids(self, **kwargs: str) -> Iterable[str]:
+        """Return the run ids, filtered by ``kwargs`` (``parent_run_id``)."""
+
+    def metadata(self, run_id: str) -> Mapping[str, object]:
+        """Return the metadata of ``run_id``."""
+
+    def artifacts(self, run_id: str) -> Mapping[str, Any]:
+        """Return the artifacts of ``run_id`` by name (each with ``name``, ``path``,
+        ``metadata``)."""
+
+    def sources(self, run_id: str, artifact_name: str | None = None) -> Iterable[Any]:
+        """Return the sources of ``run_id`` (each with ``source_run_id``,
+        ``artifact_name``)."""
+
+
+def _load_path(path: str) -> object | None:
+    """Return what ``module.path:attr`` names (``None`` when it does not import)."""
+    module_path, _, attr = path.partition(":")
+    try:
+        module = importlib.import_module(module_path)
+        return getattr(module, attr) if attr else module
+    except (ImportError, AttributeError, ValueError):
+        return None
+
+
+def build_trackers(configured: Mapping[str, str | None]) -> list[TrackerBase]:
+    """Create the trackers ``configured`` names (:func:`get_configured_trackers`).
+
+    As ``torchx.tracker.api.build_trackers``: a name is an entry point of the group
+    ``torchx.tracker`` (TorchX's ``fsspec``), else a ``module.path:factory`` path; the
+    factory is called with the tracker's config (or ``None``). A name found neither way
+    is skipped with a logged warning.
+
+    Args:
+        configured: ``{tracker name: config or None}``.
+
+    Raises:
+        Exception: whatever a tracker's factory raises.
+    """
+    entry_points = {
+        ep.name: ep
+        for ep in importlib.metadata.entry_points().select(group=TRACKER_ENTRY_POINT_GROUP)
+    }
+    trackers: list[TrackerBase] = []
+    for name, config in configured.items():
+        entry_point = entry_points.get(name)
+        factory = entry_point.load() if entry_point is not None else _load_path(name)
+        if not callable(factory):
+            logger.warning(
+                "no tracker factory %r: it is neither a %r entry point nor a"
+                " `module.path:factory` path; skipped",
+                name,
+                TRACKER_ENTRY_POINT_GROUP,
+            )
+            continue
+        trackers.append(factory(config))
+    return trackers
 
 
 def tracker_config_env_var_name(name: str) -> str:
@@ -71,6 +145,9 @@ __all__ = [
     "ENV_TORCHX_JOB_ID",
     "ENV_TORCHX_PARENT_RUN_ID",
     "ENV_TORCHX_TRACKERS",
+    "TRACKER_ENTRY_POINT_GROUP",
+    "TrackerBase",
+    "build_trackers",
     "get_configs",
     "get_configured_trackers",
     "tracker_config_env_var_name",
