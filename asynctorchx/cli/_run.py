@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,25 @@ async def _interruptible() -> AsyncIterator[_Interrupt]:
         raise body_error
 
 
+def _repeated_options(fn: Callable[..., object], component_args: list[str]) -> list[str]:
+    """Return the component's options given more than once before the first ``--``.
+
+    TorchX refuses them (``torchx.cli.cmd_run``: "Repeated Command Line Arguments")
+    rather than keep the last silently. Only the function's own options count, so a
+    command's repeated flags (``utils.sh grep -e a -e b``) are left alone.
+    """
+    names = inspect.signature(fn).parameters
+    flags = {f"--{name}" for name in names} | {f"-{name}" for name in names if len(name) == 1}
+    seen: list[str] = []
+    for arg in component_args:
+        if arg == "--":
+            break
+        flag = arg.split("=", 1)[0]
+        if flag in flags:
+            seen.append(flag)
+    return sorted({flag for flag in seen if seen.count(flag) > 1})
+
+
 def _materialize(
     component: str,
     component_args: list[str],
@@ -110,7 +130,7 @@ def _materialize(
     usage error (exit 2) from a bad component or config (exit 1).
 
     Raises:
-        UsageError: an argument is missing, unknown or does not parse.
+        UsageError: an argument is missing, unknown, repeated or does not parse.
         ComponentNotFoundException: no such component.
         ComponentValidationException: the component, or a ``[component:<name>]``
             default, is not valid; or the function did not return an ``AppDef``.
@@ -120,6 +140,11 @@ def _materialize(
     from asynctorchx.specs.finder import get_component
 
     fn = get_component(component).fn
+    repeated = _repeated_options(fn, component_args)
+    if repeated:
+        raise UsageError(
+            f"{', '.join(repeated)} given more than once: give each component argument once"
+        )
     try:
         return materialize_appdef(fn, component_args, defaults, values)
     except ComponentValidationException as exc:

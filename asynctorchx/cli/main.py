@@ -23,6 +23,23 @@ from asynctorchx import __version__
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
+class _Once(argparse.Action):
+    """Store a flag's value, refusing the flag given twice (TorchX's ``ArgOnceAction``,
+    ``torchx.cli.argparse_util``): a repeated ``-cfg`` would otherwise drop the first."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[object] | None,
+        option_string: str | None = None,
+    ) -> None:
+        if getattr(self, "given", False):  # one parser parses one command line
+            parser.error(f"{'/'.join(self.option_strings)} given more than once")
+        self.given = True
+        setattr(namespace, self.dest, values)
+
+
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "run",
@@ -36,12 +53,17 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         " points there.",
     )
     p.add_argument(
-        "-s", "--scheduler", default=None, help="scheduler to run on (default: local_cwd)"
+        "-s",
+        "--scheduler",
+        default=None,
+        action=_Once,
+        help="scheduler to run on (default: local_cwd)",
     )
     p.add_argument(
         "-cfg",
         "--scheduler_args",
         default=None,
+        action=_Once,
         help="scheduler run options, `key1=v1,key2=v2` (see `asynctorchx runopts`)",
     )
     p.add_argument("--dryrun", action="store_true", help="print the request, start nothing")
@@ -50,11 +72,12 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--workspace",
         default=None,
+        action=_Once,
         help="a directory to build into the image of role 0 (default: the current"
         " directory, when the scheduler builds workspaces, e.g. local_docker; '' builds"
         " nothing)",
     )
-    p.add_argument("--parent_run_id", default=None, help="tracker parent run id")
+    p.add_argument("--parent_run_id", default=None, action=_Once, help="tracker parent run id")
     p.add_argument(
         "--tee_logs",
         action="store_true",

@@ -455,3 +455,17 @@ def test_a_failed_run_keeps_its_logs_where_its_url_points(
     assert failed.returncode == 1
     assert f"UI URL: file://{chosen}/" in failed.stderr
     assert _kept_dirs() == before
+
+
+def test_a_repeated_run_flag_or_component_argument_is_a_usage_error(env: dict[str, str]) -> None:
+    # TorchX refuses both rather than keep the last value silently
+    for args in (
+        ("-cfg", "log_dir=/a", "-cfg", "log_dir=/b", "utils.echo"),
+        ("utils.echo", "--msg", "a", "--msg=b"),
+    ):
+        out = cli(env, "run", "--dryrun", *args)
+        assert out.returncode == 2, out.stdout
+        assert "given more than once" in out.stderr
+    # a command's own repeated flags are the command's business
+    grep = cli(env, "run", "--dryrun", "utils.sh", "grep", "-e", "a", "-e", "b")
+    assert grep.returncode == 0, grep.stderr
