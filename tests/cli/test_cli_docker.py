@@ -114,9 +114,9 @@ def test_delete_removes_a_running_or_cancelled_app_and_says_when_unknown(
     app_ids: list[str] = []
     try:
         for cancel_first in (False, True):
-            ran = cli(
-                env, "run", "-s", "local_docker", "utils.sh", "--image", IMAGE, "sleep", "600"
-            )
+            # no workspace build: delete removes the containers that name a built image
+            command = ["run", "-s", "local_docker", "--workspace", ""]
+            ran = cli(env, *command, "utils.sh", "--image", IMAGE, "sleep", "600")
             assert ran.returncode == 0, ran.stderr
             handle = ran.stdout.splitlines()[0]
             app_ids.append(handle.rsplit("/", 1)[-1])
