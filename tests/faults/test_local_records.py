@@ -178,8 +178,9 @@ async def test_the_cli_sees_the_app_and_its_end(tmp_path: Path, state: Path) -> 
         assert status is not None
         assert status.state == AppState.FAILED
         assert status.roles[0].replicas[0].exit_code == 3
-        # its supervisor ended: the app is found by its handle, no longer listed
-        assert await runner.list("local_cwd") == []
+        # its supervisor ended: the app is still listed, with its final state
+        listed = await runner.list("local_cwd")
+        assert [(app.app_handle, app.state) for app in listed] == [(handle, AppState.FAILED)]
 
 
 async def test_a_sigkilled_supervisor_is_reported(tmp_path: Path, state: Path) -> None:

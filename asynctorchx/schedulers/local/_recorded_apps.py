@@ -176,12 +176,12 @@ class RecordedApps:
         return None if record is None else describe_record(record)
 
     def list(self, known: Callable[[str], bool]) -> list[ListAppResponse]:
-        """The apps of this session that another live process supervises.
+        """The apps of this session recorded by other processes, running or ended.
 
-        An app whose supervisor is gone (it ended, or died) is not listed, as a closed
-        scheduler lists nothing: its record still answers ``describe``, ``log_iter`` and
-        ``wait`` by its handle until it is pruned. The apps ``known(app_id)`` says the
-        caller holds in memory are left out.
+        An ended app (its supervisor finished, or died) is listed with its final state
+        until its record is pruned, as ``docker ps -a`` or ``squeue`` list finished
+        jobs: ``asynctorchx list`` after ``asynctorchx run`` shows the run. The apps
+        ``known(app_id)`` says the caller holds in memory are left out.
 
         Args:
             known: whether the calling scheduler already lists the app.
@@ -196,8 +196,8 @@ class RecordedApps:
             record = self.read(app_id)
             if record is None or record.session != self.session:
                 continue
-            if record.supervisor is not None and record.supervisor.is_running():
-                listed.append(ListAppResponse(app_id=app_id, state=record.state))
+            state, _ = settled_state(record)  # a dead supervisor's app: FAILED
+            listed.append(ListAppResponse(app_id=app_id, state=state))
         return listed
 
     async def wait_until(
