@@ -179,11 +179,15 @@ def _identified(replicas: dict[str, int]) -> list[int]:
     me = os.getpid()
     found = []
     children = _children()
-    for gone in _known_tokens.keys() - set(children):  # reaped: the pid may be reused
-        del _known_tokens[gone]
+    if _known_tokens:
+        live = set(children)
+        for gone in [pid for pid in _known_tokens if pid not in live]:
+            del _known_tokens[gone]  # reaped: the pid may be reused
     for pid in children:
+        if pid in _replica_pids:  # a live replica's main process: never swept, not read
+            continue
         stat = _stat(pid)
-        if stat is None or stat[1] != me or pid in _replica_pids:
+        if stat is None or stat[1] != me:
             continue
         state, _, pgrp, session = stat
         token = _known_tokens.get(pid)
