@@ -16,6 +16,7 @@ standard library at import time, so this module imports in either venv.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -268,16 +269,19 @@ def orchestrate(
     trials: int,
     sides: Sequence[str] = SIDES,
     skip: dict[str, str] | None = None,
+    refs: Sequence[str] = ("torchx", "floor"),
 ) -> list[dict[str, Any]]:
     """Interleave ``trials`` trials of every side for every case; summarise ``metrics``.
 
     Sides rotate order per trial so no side always runs first. A driver returns one value
     per metric, or a list of values when one trial measures several samples (every one
     counts in the statistics; ``n`` is the number of samples). A case may carry
-    ``max_trials`` (an int) to cap its trials when one trial takes minutes (TorchX at
-    N = 1000); the key is not passed on as a parameter's name in the table. ``skip`` maps a side to
+    ``max_trials`` (an int) to cap its trials when one trial takes minutes, or
+    ``max_trials_<side>`` to cap one side's (TorchX at N = 1000); these keys are not
+    shown as parameters in the table. ``skip`` maps a side to
     the reason it is not run (e.g. TorchX venv missing). Returns one row per
-    (case, side, metric) with median/p90/max and ratios to TorchX and to the floor; a side
+    (case, side, metric) with median/p90/max and its ratio to each side of ``refs``
+    (``vs_<side>``: TorchX and the floor by default); a side
     whose driver crashed or timed out has ``error: True`` (one that said it cannot run here,
     :class:`Unavailable`, has only ``skipped``).
     """
@@ -290,7 +294,7 @@ def orchestrate(
         for t in range(min(trials, int(case.get("max_trials", trials)))):
             rot = order[t % len(order) :] + order[: t % len(order)] if order else []
             for side in rot:
-                if side in notes:
+                if side in notes or t >= int(case.get(f"max_trials_{side}", trials)):
                     continue
                 res = run_driver(script, side, case)
                 if "unavailable" in res or "error" in res:
@@ -317,7 +321,7 @@ def orchestrate(
                 }
                 if s in per_side:
                     row.update(per_side[s])
-                    for ref in ("torchx", "floor"):
+                    for ref in refs:
                         if ref != s and ref in per_side and per_side[ref]["median"]:
                             row[f"vs_{ref}"] = per_side[s]["median"] / per_side[ref]["median"]
                 else:
@@ -331,7 +335,9 @@ def orchestrate(
 
 
 def _case_str(case: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in case.items() if k not in ("smoke", "max_trials"))
+    return " ".join(
+        f"{k}={v}" for k, v in case.items() if k != "smoke" and not k.startswith("max_trials")
+    )
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -355,8 +361,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         "n",
         "vs_torchx",
         "vs_floor",
-        "skipped/note",
     ]
+    for r in rows:  # further ratios a benchmark asked for (e.g. vs_floor_capture)
+        head.extend(k for k in r if k.startswith("vs_") and k not in head)
+    head.append("skipped/note")
     body = [
         [fmt(r.get(h)) for h in head[:-1]] + [(r.get("skipped") or r.get("note") or "")[:70]]
         for r in rows
@@ -373,6 +381,34 @@ def bench_args(default_trials: int = 5) -> argparse.Namespace:
     if ns.trials is None:
         ns.trials = 1 if ns.smoke else default_trials
     return ns
+
+
+def save(name: str, rows: list[dict[str, Any]], desc: dict[str, Any]) -> Path:
+    """Write a standalone run's ``results/<name>.json``: ``desc`` (from :func:`machine`,
+    taken at the start) gets the load average at the end, then :func:`write_json`."""
+    with contextlib.suppress(OSError):
+        desc["loadavg_at_end"] = os.getloadavg()
+    path = write_json(name, rows, None, desc)
+    print(f"wrote {path}")
+    return path
+
+
+def isolated_state_dir() -> str:
+    """Point ``ASYNCTORCHX_STATE_DIR`` at a fresh directory for this driver; return it.
+
+    The local schedulers keep app records in the user's state directory and prune it at
+    their first submit (reading every record): on a machine where other programs of the
+    same user leave records there, that cost would vary from trial to trial. A new
+    user's state directory is empty, as this one is.
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="atx-bench-state-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    os.environ["ASYNCTORCHX_STATE_DIR"] = path
+    return path
 
 
 def default_skips() -> dict[str, str]:
