@@ -2,17 +2,24 @@
 
 M = 50, 500 (smoke: 10). ``seconds``: wall from the first submit to the last wait
 returning; ``threads``: the most OS threads seen in the driver (sampled every 1 ms for
-ours, at each poll for TorchX). Ours: one task per app (submit then wait) in one task
-group, one scheduler. TorchX: one thread, submit all, then poll ``describe`` of each
-every 0.1 s (its ``Runner.wait`` loop). The issue lists no floor (the ideal is 1 s); we add
-one to show what bounds the figure: M ``sleep 1`` started with ``anyio.open_process`` one
-after the other from one task, then all awaited (asyncio's default child watcher on 3.11
-reaps each with its own thread, so the floor is not one thread). Starting a process costs
-2-6 ms of the loop's time here (``fork_exec`` waits for the child's ``exec``), so M = 500
-cannot finish before ~1 s + 500 starts.
-Both schedulers are created with ``cache_size=max(100, M)`` so that all M apps may be alive
-at once (at the default 100, TorchX raises ``IndexError`` and ours refuses the 101st submit
-until an app has finished).
+ours and the floor, threads only, at each poll for TorchX). Ours: one task per app
+(submit then wait) in one task group, one runner. TorchX: one thread, submit all, then
+poll ``describe`` of each every 0.1 s (its ``Runner.wait`` loop). The issue lists no
+floor (the ideal is 1 s); we add one to show what bounds the figure: M ``sleep 1``
+started with ``anyio.open_process`` one after the other from one task, then all awaited
+(asyncio's default child watcher on 3.11 reaps each with its own thread, so the floor is
+not one thread). Starting a process costs 1-6 ms of the loop's time here (``fork_exec``
+waits for the child's ``exec``), so M = 500 cannot finish before ~1 s + 500 starts.
+Ours runs through ``get_runner()`` with no arguments and ``runner.run(app, "local_cwd")``
+with default run options (a temporary log directory), as a user writes it: its default
+``cache_size`` (100) bounds the finished apps it keeps, never the running ones. The
+scheduler's modules are imported before the clock starts (the import is benchmark 6's),
+and the app records go to a fresh state directory (``_harness.isolated_state_dir``).
+TorchX's scheduler is created with ``cache_size=max(100, M)``: at its default 100 it
+raises ``IndexError`` on the 101st unfinished app.
+
+``python benchmarks/bench_many_apps.py [--smoke] [--trials N]`` prints the table and writes
+``benchmarks/results/many_apps.json`` (``many_apps-smoke.json``).
 """
 
 from __future__ import annotations
@@ -29,33 +36,38 @@ from _harness import (
     default_skips,
     driver_main,
     is_driver,
+    isolated_state_dir,
+    machine,
     orchestrate,
     sample_usage,
+    save,
     table,
     threads_now,
 )
 
 
 def ours(p: dict[str, Any]) -> dict[str, Any]:
-    """Submit and await ``p["m"]`` apps of ``sleep 1`` from one loop with our scheduler:
-    ``seconds``, peak ``threads``.
+    """Submit and await ``p["m"]`` apps of ``sleep 1`` from one loop through ``get_runner()``
+    (no arguments, default run options, as a user writes it): ``seconds``, peak ``threads``.
     """
     import anyio
-    from _sides import ours_app, ours_cwd_scheduler, tmpdir
+    from _sides import ours_app, ours_module
+
+    isolated_state_dir()
+    get_runner = ours_module("asynctorchx.runner").get_runner
 
     async def main() -> dict[str, Any]:
         peaks = [(threads_now(), 0)]
-
-        cfg = {"log_dir": tmpdir()}
-        async with ours_cwd_scheduler(cache_size=max(100, int(p["m"]))) as sched:
+        async with get_runner() as runner:
+            runner.scheduler_run_opts("local_cwd")  # imports the scheduler's modules first
 
             async def one(i: int) -> None:
-                app_id = await sched.submit(ours_app(f"m{i}", "sleep", ["1"]), cfg)
-                await sched.wait(app_id)
+                handle = await runner.run(ours_app(f"m{i}", "sleep", ["1"]), "local_cwd")
+                await runner.wait(handle)
 
             t0 = time.perf_counter()
             async with anyio.create_task_group() as outer:
-                outer.start_soon(sample_usage, peaks)
+                outer.start_soon(sample_usage, peaks, False)  # threads only
                 async with anyio.create_task_group() as tg:
                     for i in range(int(p["m"])):
                         tg.start_soon(one, i)
@@ -75,7 +87,7 @@ def floor(p: dict[str, Any]) -> dict[str, Any]:
 
         t0 = time.perf_counter()
         async with anyio.create_task_group() as outer:
-            outer.start_soon(sample_usage, peaks)
+            outer.start_soon(sample_usage, peaks, False)  # threads only
             procs = [
                 await anyio.open_process(["sleep", "1"], stdin=None, stdout=None, stderr=None)
                 for _ in range(int(p["m"]))
@@ -137,4 +149,7 @@ if __name__ == "__main__":
         driver_main({"ours": ours, "torchx": torchx, "floor": floor})
     else:
         ns = bench_args(default_trials=3)
-        print(table(run(ns.smoke, ns.trials)))
+        desc = machine()
+        rows = run(ns.smoke, ns.trials)
+        print(table(rows))
+        save("many_apps-smoke" if ns.smoke else "many_apps", rows, desc)
