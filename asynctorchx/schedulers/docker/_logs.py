@@ -24,7 +24,7 @@ import anyio
 
 from asynctorchx.errors import DockerEngineError
 from asynctorchx.schedulers.api import Stream
-from asynctorchx.schedulers.docker._engine import Engine, EventStream
+from asynctorchx.schedulers.docker._engine import Engine, EventStream, StreamBody
 from asynctorchx.schedulers.docker._state import (
     STATE_EVENTS,
     STOP_EVENTS,
@@ -33,7 +33,7 @@ from asynctorchx.schedulers.docker._state import (
     ns_to_engine,
     parse_ts_ns,
 )
-from asynctorchx.schedulers.toolkit import LineAssembler, LogQuery, race
+from asynctorchx.schedulers.toolkit import MAX_LINE_BYTES, LineAssembler, LogQuery, race
 
 #: A log follower re-reads from this long before the newest frame it consumed (ns).
 REREAD_NS = 1_000_000_000
@@ -44,8 +44,20 @@ REREAD_NS = 1_000_000_000
 #: bounded whatever the rate (a burst of 1 M lines is stamped within a second or two).
 MAX_REMEMBERED_FRAMES = 1 << 16
 
+#: How many of the last frames a follower compares with the end of the log before it
+#: re-reads (see :func:`_caught_up`).
+CAUGHT_UP_FRAMES = 32
+
+#: Seconds a follow is still read after the container stopped while the engine keeps
+#: sending (it drains the log, then ends the follow); a quieter follow is closed and the
+#: end of the log checked (see :func:`_caught_up`). It only decides how much is read
+#: again, never which lines are yielded.
+DRAIN_QUIET_SECONDS = 0.1
+
 #: A frame's identity: its timestamp (ns), stream (1 stdout, 2 stderr), size and hash.
 _FrameKey = tuple[int, int, int, int]
+#: A frame a follower remembers: its timestamp (ns), stream and payload.
+_Frame = tuple[int, int, bytes]
 #: The stream numbers of the engine's multiplexed frame header.
 STDOUT, STDERR = 1, 2
 
@@ -56,6 +68,11 @@ GONE = frozenset({404, 409})
 
 #: What :meth:`LogLines._stamp_ns` returns for a stamp that is no time (``0001-01-01...``).
 _NO_TIME = -1
+
+#: What the last stamp's second is before any: 19 bytes no stamp starts with.
+_NO_SECOND = b"\0" * 19
+#: The ns in one unit of a stamp's fraction of ``n`` digits, by ``n``.
+_FRACTION_SCALE = tuple(10 ** (9 - digits) for digits in range(10))
 
 _LOG_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
 
@@ -71,7 +88,17 @@ class LogLines:
     counted: the engine splits a line over 16 KiB into frames that carry the same
     timestamp and may have the same bytes, and all of them are kept. Each stream's
     frames go to its own :class:`~asynctorchx.schedulers.toolkit.LineAssembler`, so a
-    line's end in a later frame (or a later request) is awaited.
+    line's end in a later frame (or a later request) is awaited. The assemblers are
+    bounded as the local logs are: a line longer than
+    :data:`~asynctorchx.schedulers.toolkit.MAX_LINE_BYTES` (4 MiB) comes in pieces that
+    together are the line (no byte is lost); a shorter one comes whole, however many
+    16 KiB frames the engine split it into.
+
+    What a follower remembers costs little per frame: each frame consumed is kept as it
+    came (stamp, stream, payload) with the others of its read, and only when a request
+    is made again are the identities (stamp, stream, size, hash) of the remembered frames
+    counted; a frame is looked up among them only when it is stamped no later than the
+    newest of them (a frame stamped later cannot be a repeat).
 
     Call :meth:`begin_request` before each log request and pass its ``since``.
 
@@ -90,12 +117,21 @@ class LogLines:
         self.newest_ns: int | None = None
         #: The last stamp's whole seconds (``YYYY-MM-DDTHH:MM:SS``) and their ns: stamps
         #: of one second share them, so only the fraction is parsed again.
-        self._second: tuple[bytes, int] = (b"", 0)
-        #: Frames consumed within ``REREAD_NS`` of the newest, oldest first.
-        self._consumed: collections.deque[tuple[int, _FrameKey]] = collections.deque()
+        self._second: tuple[bytes, int] = (_NO_SECOND, 0)
+        #: The frames consumed, a read at a time, oldest first: (the read's newest stamp,
+        #: its frames as (stamp, stream, payload)); reads older than ``REREAD_NS`` before
+        #: the newest frame are dropped, and frames beyond ``MAX_REMEMBERED_FRAMES``.
+        self._consumed: collections.deque[tuple[int, list[_Frame]]] = collections.deque()
+        self._consumed_frames = 0
         #: Frames of earlier requests the current one has not replayed yet, by count.
         self._replayable: collections.Counter[_FrameKey] = collections.Counter()
-        self._assemblers = {STDOUT: LineAssembler(), STDERR: LineAssembler()}
+        #: The newest stamp among ``_replayable`` (-1: none): only frames stamped no later
+        #: are looked up there.
+        self._replay_max = -1
+        self._assemblers = {
+            STDOUT: LineAssembler(MAX_LINE_BYTES),
+            STDERR: LineAssembler(MAX_LINE_BYTES),
+        }
         #: The newest stamp of the frames forgotten to bound memory (ns), or None.
         self._forgotten_ns: int | None = None
 
@@ -113,7 +149,14 @@ class LogLines:
 
         The frames consumed so far may come again in it; each is dropped once.
         """
-        self._replayable = collections.Counter(key for _, key in self._consumed)
+        replayable: collections.Counter[_FrameKey] = collections.Counter()
+        newest = -1
+        for read_newest, frames in self._consumed:
+            newest = max(newest, read_newest)
+            for stamp, kind, payload in frames:
+                replayable[(stamp, kind, len(payload), hash(payload))] += 1
+        self._replayable = replayable
+        self._replay_max = newest
         return self.resume_ns()
 
     def take(self, body: bytearray, at_eof: bool) -> list[str]:
@@ -123,63 +166,132 @@ class LogLines:
             body: the response body read so far; the consumed frames are removed from it.
             at_eof: the body is complete (a TTY body's last text is then a frame).
         """
+        kept: list[_Frame] = []
         if not self.tty:
-            return self._take_frames(body)
-        lines: list[str] = []
-        for kind, payload in self._frames(body, at_eof):
-            lines.extend(self._frame(kind, payload))
+            lines = self._take_frames(body, kept)
+        else:
+            lines = []
+            for kind, payload in self._frames(body, at_eof):
+                lines.extend(self._frame(kind, payload, kept))
+        if kept:
+            self._remember(kept)
         return lines
 
-    def _take_frames(self, body: bytearray) -> list[str]:
+    def _take_frames(self, body: bytearray, kept: list[_Frame]) -> list[str]:
         """:meth:`take` for a multiplexed body, at the engine's rate.
 
         The payloads of consecutive frames of one stream are fed to its assembler at
         once (the same lines as frame by frame: an assembler's lines do not depend on
         the chunking), so a block of 100-byte lines is decoded once, not once a line.
+        The frames a follower keeps are added to ``kept``.
         """
         lines: list[str] = []
-        run: list[bytes] = []  # payloads of consecutive frames of one stream
+        run: list[bytearray] = []  # payloads of consecutive frames of one stream
         run_kind = STDOUT
+        since, newest, rereads, replay_max = self.since_ns, self.newest_ns, self.rereads, -1
+        if rereads:
+            replay_max = self._replay_max
         pos, size = 0, len(body)
         while size - pos >= 8:  # header: stream, 0, 0, 0, big-endian payload size
-            end = pos + 8 + int.from_bytes(body[pos + 4 : pos + 8], "big")
+            start = pos + 8
+            end = start + int.from_bytes(body[pos + 4 : start], "big")
             if end > size:
                 break
-            kind = body[pos] if body[pos] in (STDOUT, STDERR) else STDOUT
-            payload = self._payload(bytes(body[pos + 8 : end]), kind)
+            kind = body[pos] if body[pos] == STDERR else STDOUT
             pos = end
-            if payload is None:
-                continue
+            stamp, begin = self._frame_stamp(body, start, end)
+            payload = body[begin:end]
+            if stamp is not None:
+                if since is not None and stamp < since:
+                    continue
+                if rereads:
+                    frame = (stamp, kind, bytes(payload))
+                    if stamp <= replay_max and self._replayed(*frame):
+                        continue  # consumed in an earlier request
+                    kept.append(frame)
+                if newest is None or stamp > newest:
+                    newest = stamp
             if kind != run_kind and run:
                 lines += self._assemblers[run_kind].feed(b"".join(run))
                 run = []
             run_kind = kind
             run.append(payload)
         del body[:pos]
+        self.newest_ns = newest
         if run:
             lines += self._assemblers[run_kind].feed(b"".join(run))
         return lines
 
-    def _payload(self, data: bytes, kind: int) -> bytes | None:
-        """A frame's payload without its stamp, or None when the frame is dropped."""
-        space = data.find(b" ", 0, 40)
-        stamp = self._stamp_ns(data[:space]) if space > 0 else None
-        if stamp is None:
-            return data
-        payload = data[space + 1 :]
-        if stamp == _NO_TIME:
-            return payload
-        if self.since_ns is not None and stamp < self.since_ns:
-            return None
-        if self.rereads:
-            key = (stamp, kind, len(payload), hash(payload))
-            if self._replayable.get(key):
-                self._replayable[key] -= 1
-                return None  # consumed in an earlier request
-            self._remember(stamp, key)
-        elif self.newest_ns is None or stamp > self.newest_ns:
-            self.newest_ns = stamp
-        return payload
+    def _frame_stamp(self, body: bytearray, start: int, end: int) -> tuple[int | None, int]:
+        """The stamp (ns) of the frame ``body[start:end]`` and where its payload starts.
+
+        The stamp is None when the frame has none (its payload is all of it) or when it
+        is the engine's zero time (then the payload follows it as usual). A stamp of the
+        same second as the one before is read from its fraction alone.
+        """
+        space = body.find(b" ", start, min(start + 40, end))
+        if space < 0:
+            return None, start
+        second, second_ns = self._second
+        if (
+            space - start > 20
+            and body[space - 1] == 0x5A  # "Z"
+            and body[start + 19] == 0x2E  # "."
+            and body.startswith(second, start)
+        ):
+            fraction = body[start + 20 : space - 1]
+            if len(fraction) <= 9 and fraction.isdigit():
+                return second_ns + int(fraction) * _FRACTION_SCALE[len(fraction)], space + 1
+        stamp = self._stamp_ns(bytes(body[start:space]))
+        if stamp is None:  # not a stamp: the whole frame is the payload
+            return None, start
+        return (None if stamp == _NO_TIME else stamp), space + 1
+
+    def last_keys(self, count: int) -> list[_FrameKey]:
+        """The identities of the last ``count`` frames consumed (fewer if fewer are
+        remembered), oldest first.
+
+        Args:
+            count: how many.
+        """
+        keys: list[_FrameKey] = []
+        for _, frames in reversed(self._consumed):
+            for stamp, kind, payload in reversed(frames):
+                if len(keys) == count:
+                    break
+                keys.append((stamp, kind, len(payload), hash(payload)))
+        keys.reverse()
+        return keys
+
+    def frame_keys(self, body: bytearray) -> list[_FrameKey | None]:
+        """The identities of the whole frames of a multiplexed ``body``, in order (None
+        for a frame without a stamp); nothing is consumed.
+
+        Args:
+            body: a log response's body.
+        """
+        keys: list[_FrameKey | None] = []
+        pos, size = 0, len(body)
+        while size - pos >= 8:
+            start = pos + 8
+            end = start + int.from_bytes(body[pos + 4 : start], "big")
+            if end > size:
+                break
+            kind = body[pos] if body[pos] == STDERR else STDOUT
+            stamp, begin = self._frame_stamp(body, start, end)
+            payload = bytes(body[begin:end])
+            keys.append(None if stamp is None else (stamp, kind, len(payload), hash(payload)))
+            pos = end
+        return keys
+
+    def _replayed(self, stamp: int, kind: int, payload: bytes) -> bool:
+        """Whether the frame is one an earlier request consumed (then it is counted off)."""
+        key = (stamp, kind, len(payload), hash(payload))
+        count = self._replayable.get(key)
+        if not count:
+            return False
+        self._replayable[key] = count - 1
+        return True
 
     def _stamp_ns(self, text: bytes) -> int | None:
         """A frame's stamp (RFC 3339, as ``parse_ts_ns``) in ns; None: the text is not a
@@ -207,29 +319,19 @@ class LogLines:
         return [line for assembler in self._assemblers.values() for line in assembler.flush()]
 
     def _frames(self, body: bytearray, at_eof: bool) -> list[tuple[int, bytes]]:
+        """A TTY body's frames: raw text, one frame a line."""
         frames: list[tuple[int, bytes]] = []
-        if self.tty:  # raw text: one frame a line
-            start = 0
-            while (end := body.find(b"\n", start)) >= 0:
-                frames.append((STDOUT, bytes(body[start : end + 1])))
-                start = end + 1
-            if at_eof and start < len(body):
-                frames.append((STDOUT, bytes(body[start:])))
-                start = len(body)
-            del body[:start]
-            return frames
-        pos = 0
-        while len(body) - pos >= 8:  # header: stream, 0, 0, 0, big-endian payload size
-            size = int.from_bytes(body[pos + 4 : pos + 8], "big")
-            if len(body) - pos - 8 < size:
-                break
-            kind = body[pos] if body[pos] in (STDOUT, STDERR) else STDOUT
-            frames.append((kind, bytes(body[pos + 8 : pos + 8 + size])))
-            pos += 8 + size
-        del body[:pos]
+        start = 0
+        while (end := body.find(b"\n", start)) >= 0:
+            frames.append((STDOUT, bytes(body[start : end + 1])))
+            start = end + 1
+        if at_eof and start < len(body):
+            frames.append((STDOUT, bytes(body[start:])))
+            start = len(body)
+        del body[:start]
         return frames
 
-    def _frame(self, kind: int, payload: bytes) -> list[str]:
+    def _frame(self, kind: int, payload: bytes, kept: list[_Frame]) -> list[str]:
         match = _LOG_TS.match(payload)
         if match is not None:
             stamp = parse_ts_ns(match.group(1).decode())
@@ -237,22 +339,36 @@ class LogLines:
             if stamp is not None:
                 if self.since_ns is not None and stamp < self.since_ns:
                     return []
-                key = (stamp, kind, len(payload), hash(payload))
-                if self._replayable.get(key):
-                    self._replayable[key] -= 1
+                if stamp <= self._replay_max and self._replayed(stamp, kind, payload):
                     return []  # consumed in an earlier request
-                self._remember(stamp, key)
+                if self.rereads:
+                    kept.append((stamp, kind, payload))
+                if self.newest_ns is None or stamp > self.newest_ns:
+                    self.newest_ns = stamp
         return self._assemblers[kind].feed(payload)
 
-    def _remember(self, stamp: int, key: _FrameKey) -> None:
-        self._consumed.append((stamp, key))
-        if self.newest_ns is None or stamp > self.newest_ns:
-            self.newest_ns = stamp
+    def _remember(self, kept: list[_Frame]) -> None:
+        """Remember the frames one read consumed; forget the reads older than
+        ``REREAD_NS`` before the newest frame, then the oldest frames beyond
+        ``MAX_REMEMBERED_FRAMES``."""
+        self._consumed.append((max(stamp for stamp, _, _ in kept), kept))
+        self._consumed_frames += len(kept)
+        assert self.newest_ns is not None  # set by the frames kept
         horizon = self.newest_ns - REREAD_NS
         while self._consumed and self._consumed[0][0] < horizon:
-            self._consumed.popleft()
-        if len(self._consumed) > MAX_REMEMBERED_FRAMES:
-            forgotten = self._consumed.popleft()[0]
+            self._consumed_frames -= len(self._consumed.popleft()[1])
+        excess = self._consumed_frames - MAX_REMEMBERED_FRAMES
+        while excess > 0:
+            read_newest, frames = self._consumed[0]
+            if len(frames) <= excess:
+                self._consumed.popleft()
+                forgotten = read_newest
+            else:
+                forgotten = max(stamp for stamp, _, _ in frames[:excess])
+                self._consumed[0] = (read_newest, frames[excess:])
+            dropped = min(len(frames), excess)
+            self._consumed_frames -= dropped
+            excess -= dropped
             if self._forgotten_ns is None or forgotten > self._forgotten_ns:
                 self._forgotten_ns = forgotten
 
@@ -306,6 +422,11 @@ async def _read_logs(
     container removed (or being removed) meanwhile has no log any more: the read ends
     with the lines it got (the engine's 404 or 409, see :data:`GONE`).
     """
+    if await _caught_up(engine, cid, lines, params):
+        if final:
+            for line in lines.flush():
+                yield line
+        return
     query = dict(params, follow="0")
     resume = lines.begin_request()
     if resume is not None:
@@ -323,6 +444,33 @@ async def _read_logs(
     if final:
         for line in lines.flush():
             yield line
+
+
+async def _caught_up(engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str]) -> bool:
+    """Whether a follower has consumed the container's whole log as it is now.
+
+    A follower's frames are the log's first frames in the log's order, so when the last
+    :data:`CAUGHT_UP_FRAMES` frames of the log (the engine's ``tail``) are the last frames
+    it consumed, stamp, stream and bytes alike, there is nothing after them: the re-read
+    of the last ``REREAD_NS`` (which, for a log written in a burst, is every frame
+    remembered, up to 65,536 read and served again) is not needed. False for a single
+    read, a TTY container, or when nothing was consumed: the caller then re-reads.
+    """
+    if not lines.rereads or lines.tty:
+        return False
+    expected = lines.last_keys(CAUGHT_UP_FRAMES)
+    if not expected:
+        return False
+    query = dict(params, follow="0", tail=str(len(expected)))
+    try:
+        async with engine.stream(f"containers/{cid}/logs", query) as body:
+            while not body.eof:
+                await body.fill()
+            return lines.frame_keys(body.buffer) == expected
+    except DockerEngineError as err:
+        if err.status not in GONE:
+            raise
+        return False  # removed meanwhile: the caller's read ends the same way
 
 
 async def _tail(
@@ -368,6 +516,24 @@ async def _tail(
         yield line
 
 
+async def _more(body: StreamBody, events: EventStream, deadline: float, stopped: bool) -> bool:
+    """Await more of a followed log, an event or ``deadline``; False: stop following.
+
+    Once the container ``stopped``, only the body is awaited, for at most
+    :data:`DRAIN_QUIET_SECONDS`: False when nothing more came in that time.
+    """
+    if stopped:  # read what the engine still sends, while it sends
+        with anyio.move_on_after(DRAIN_QUIET_SECONDS):
+            await body.fill()
+            return True
+        return False
+    waits: list[Callable[[], Awaitable[Any]]] = [body.fill, events.fill]
+    if deadline < math.inf:
+        waits.append(functools.partial(anyio.sleep_until, deadline))
+    await race(waits)
+    return True
+
+
 async def _container_status(engine: Engine, cid: str) -> str | None:
     """The container's ``State.Status`` (``running``, ``exited``...); ``None``: removed."""
     try:
@@ -389,6 +555,10 @@ async def _follow(
 ) -> AsyncIterator[str]:
     """Follow a running container's log until it stops (an event) or ``deadline``.
 
+    Once the container stopped, what the engine still sends is read until it ends the
+    follow or sends nothing for :data:`DRAIN_QUIET_SECONDS`, so that the read after it
+    usually finds the log consumed to its end (:func:`_caught_up`).
+
     Returns at once when the engine refuses the follow because the container is removed
     or being removed (:data:`GONE`); the caller's next inspect sees it gone.
     """
@@ -402,15 +572,12 @@ async def _follow(
             while True:
                 for line in lines.take(body.buffer, body.eof):
                     yield line
-                if any(event_action(event) in STOP_EVENTS for event in events.pop()):
-                    stopped = True
-                    break
+                if not stopped:
+                    stopped = any(event_action(e) in STOP_EVENTS for e in events.pop())
                 if body.eof or anyio.current_time() >= deadline:
                     break
-                waits: list[Callable[[], Awaitable[Any]]] = [body.fill, events.fill]
-                if deadline < math.inf:
-                    waits.append(functools.partial(anyio.sleep_until, deadline))
-                await race(waits)
+                if not await _more(body, events, deadline, stopped):
+                    break
     except DockerEngineError as err:
         if err.status not in GONE:
             raise
