@@ -19,6 +19,9 @@ size with the full one). Every read checks the line count and that each line is 
 ``tests/schedulers/docker/test_logs.py`` covers). TorchX's ``DockerScheduler`` is not
 run (its ``log_iter`` reads through docker-py, a different floor). Skipped, with the
 reason, when no Docker engine answers.
+
+``python benchmarks/bench_docker_logs.py [--smoke] [--trials N]`` prints the table and
+writes ``benchmarks/results/docker_logs.json`` (``docker_logs-smoke.json``).
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ from _harness import (
     docker_available,
     driver_main,
     is_driver,
+    machine,
     orchestrate,
+    save,
     table,
 )
 
@@ -143,4 +148,7 @@ if __name__ == "__main__":
         driver_main({"ours": ours})
     else:
         ns = bench_args(default_trials=3)
-        print(table(run(ns.smoke, ns.trials)))
+        desc = machine()
+        rows = run(ns.smoke, ns.trials)
+        print(table(rows))
+        save("docker_logs-smoke" if ns.smoke else "docker_logs", rows, desc)
