@@ -77,7 +77,7 @@ def _start_lane() -> anyio.Lock:
     try:
         return _START_LANE.get()
     except LookupError:
-        lane = anyio.Lock()
+        lane = anyio.Lock(fast_acquire=True)  # no extra yield when no start is in flight
         _START_LANE.set(lane)
         return lane
 
