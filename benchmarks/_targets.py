@@ -144,15 +144,24 @@ def _t5(rows: Rows) -> list[tuple[str, str, bool | None]]:
 
 
 def _t6(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    """Issue 6: faster than TorchX; issue 15: within 0.3x of it. TorchX's CLI waits with a
+    1 s poll, so its time is ~0.3 s or ~1.2 s depending on whether the replica ended before
+    its first poll: the slowest TorchX run is shown beside the median."""
     o, t = _get(rows, "6", "seconds", "ours"), _get(rows, "6", "seconds", "torchx")
     if o is None or t is None:
-        return [("faster than TorchX", "not run", None)]
+        return [("faster than TorchX", "not run", None), ("within 0.3x of TorchX", "not run", None)]
+    ratio = o["median"] / t["median"]
     return [
         (
             "faster than TorchX",
             f"{o['median']:.3f} s vs {t['median']:.3f} s",
             o["median"] < t["median"],
-        )
+        ),
+        (
+            "within 0.3x of TorchX (issue 15)",
+            f"{ratio:.2f}x (TorchX median {t['median']:.3f} s, max {t['max']:.3f} s)",
+            ratio <= 0.3,
+        ),
     ]
 
 
