@@ -44,14 +44,11 @@ REREAD_NS = 1_000_000_000
 #: bounded whatever the rate (a burst of 1 M lines is stamped within a second or two).
 MAX_REMEMBERED_FRAMES = 1 << 16
 
-#: How many of the last frames a follower compares with the end of the log before it
-#: re-reads (see :func:`_caught_up`).
+#: How many of the last frames a follower compares with the log's end (:func:`_caught_up`).
 CAUGHT_UP_FRAMES = 32
 
-#: Seconds a follow is still read after the container stopped while the engine keeps
-#: sending (it drains the log, then ends the follow); a quieter follow is closed and the
-#: end of the log checked (see :func:`_caught_up`). It only decides how much is read
-#: again, never which lines are yielded.
+#: Seconds without data after which a follow read on after the container stopped is
+#: closed (see :meth:`LogLines.worth_draining`); a choice of speed, never of lines.
 DRAIN_QUIET_SECONDS = 0.1
 
 #: A frame's identity: its timestamp (ns), stream (1 stdout, 2 stderr), size and hash.
@@ -94,11 +91,9 @@ class LogLines:
     together are the line (no byte is lost); a shorter one comes whole, however many
     16 KiB frames the engine split it into.
 
-    What a follower remembers costs little per frame: each frame consumed is kept as it
-    came (stamp, stream, payload) with the others of its read, and only when a request
-    is made again are the identities (stamp, stream, size, hash) of the remembered frames
-    counted; a frame is looked up among them only when it is stamped no later than the
-    newest of them (a frame stamped later cannot be a repeat).
+    A follower keeps each frame as it came (stamp, stream, payload) with its read; the
+    identities (stamp, stream, size, hash) are counted only when a request is made again,
+    and a frame is looked up only when stamped no later than the newest of them.
 
     Call :meth:`begin_request` before each log request and pass its ``since``.
 
@@ -223,12 +218,9 @@ class LogLines:
         return lines
 
     def _frame_stamp(self, body: bytearray, start: int, end: int) -> tuple[int | None, int]:
-        """The stamp (ns) of the frame ``body[start:end]`` and where its payload starts.
-
-        The stamp is None when the frame has none (its payload is all of it) or when it
-        is the engine's zero time (then the payload follows it as usual). A stamp of the
-        same second as the one before is read from its fraction alone.
-        """
+        """The stamp (ns; None: none, or the engine's zero time) of the frame
+        ``body[start:end]`` and where its payload starts; a stamp of the same second as
+        the one before is read from its fraction alone."""
         space = body.find(b" ", start, min(start + 40, end))
         if space < 0:
             return None, start
@@ -247,9 +239,25 @@ class LogLines:
             return None, start
         return (None if stamp == _NO_TIME else stamp), space + 1
 
+    def worth_draining(self, stopped_ns: int) -> bool:
+        """Whether to read on a follow after the container stopped at ``stopped_ns``.
+
+        The engine serves a follow more slowly than a read, but a read starts at
+        :meth:`resume_ns`: the follow is read on when what it has left (stamped from the
+        newest frame consumed to the stop) spans less time than what a read would send
+        again. A choice of speed only: no line is lost or repeated either way.
+
+        Args:
+            stopped_ns: when the engine saw the container stop (the event's ``timeNano``),
+                in ns since the epoch; 0 when unknown.
+        """
+        newest, resume = self.newest_ns, self.resume_ns()
+        if newest is None or resume is None or stopped_ns <= 0:
+            return False
+        return stopped_ns - newest < newest - resume
+
     def last_keys(self, count: int) -> list[_FrameKey]:
-        """The identities of the last ``count`` frames consumed (fewer if fewer are
-        remembered), oldest first.
+        """The identities of the last ``count`` frames consumed (or fewer), oldest first.
 
         Args:
             count: how many.
@@ -264,8 +272,7 @@ class LogLines:
         return keys
 
     def frame_keys(self, body: bytearray) -> list[_FrameKey | None]:
-        """The identities of the whole frames of a multiplexed ``body``, in order (None
-        for a frame without a stamp); nothing is consumed.
+        """The identities of a multiplexed ``body``'s whole frames (None: no stamp), in order.
 
         Args:
             body: a log response's body.
@@ -348,9 +355,8 @@ class LogLines:
         return self._assemblers[kind].feed(payload)
 
     def _remember(self, kept: list[_Frame]) -> None:
-        """Remember the frames one read consumed; forget the reads older than
-        ``REREAD_NS`` before the newest frame, then the oldest frames beyond
-        ``MAX_REMEMBERED_FRAMES``."""
+        """Remember one read's frames; forget those ``REREAD_NS`` older than the newest,
+        then the oldest beyond ``MAX_REMEMBERED_FRAMES``."""
         self._consumed.append((max(stamp for stamp, _, _ in kept), kept))
         self._consumed_frames += len(kept)
         assert self.newest_ns is not None  # set by the frames kept
@@ -449,12 +455,11 @@ async def _read_logs(
 async def _caught_up(engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str]) -> bool:
     """Whether a follower has consumed the container's whole log as it is now.
 
-    A follower's frames are the log's first frames in the log's order, so when the last
-    :data:`CAUGHT_UP_FRAMES` frames of the log (the engine's ``tail``) are the last frames
-    it consumed, stamp, stream and bytes alike, there is nothing after them: the re-read
-    of the last ``REREAD_NS`` (which, for a log written in a burst, is every frame
-    remembered, up to 65,536 read and served again) is not needed. False for a single
-    read, a TTY container, or when nothing was consumed: the caller then re-reads.
+    A follower's frames are the log's first frames in its order: when the log's last
+    :data:`CAUGHT_UP_FRAMES` frames (the engine's ``tail``) are the last it consumed, stamp,
+    stream and bytes alike, nothing is after them and the re-read of the last ``REREAD_NS``
+    (for a burst, up to 65,536 frames served again) is not needed. False for a single
+    read, a TTY container or nothing consumed: the caller re-reads.
     """
     if not lines.rereads or lines.tty:
         return False
@@ -517,11 +522,8 @@ async def _tail(
 
 
 async def _more(body: StreamBody, events: EventStream, deadline: float, stopped: bool) -> bool:
-    """Await more of a followed log, an event or ``deadline``; False: stop following.
-
-    Once the container ``stopped``, only the body is awaited, for at most
-    :data:`DRAIN_QUIET_SECONDS`: False when nothing more came in that time.
-    """
+    """Await more of a followed log, an event or ``deadline``; False: stop following
+    (once ``stopped``, nothing came for :data:`DRAIN_QUIET_SECONDS`)."""
     if stopped:  # read what the engine still sends, while it sends
         with anyio.move_on_after(DRAIN_QUIET_SECONDS):
             await body.fill()
@@ -555,9 +557,9 @@ async def _follow(
 ) -> AsyncIterator[str]:
     """Follow a running container's log until it stops (an event) or ``deadline``.
 
-    Once the container stopped, what the engine still sends is read until it ends the
-    follow or sends nothing for :data:`DRAIN_QUIET_SECONDS`, so that the read after it
-    usually finds the log consumed to its end (:func:`_caught_up`).
+    Once it stopped, a follower near the log's end (:meth:`LogLines.worth_draining`) reads
+    on while the engine sends, so the next read finds the log consumed (:func:`_caught_up`);
+    one far behind stops at once and the next read gets the rest.
 
     Returns at once when the engine refuses the follow because the container is removed
     or being removed (:data:`GONE`); the caller's next inspect sees it gone.
@@ -573,7 +575,10 @@ async def _follow(
                 for line in lines.take(body.buffer, body.eof):
                     yield line
                 if not stopped:
-                    stopped = any(event_action(e) in STOP_EVENTS for e in events.pop())
+                    stops = [e for e in events.pop() if event_action(e) in STOP_EVENTS]
+                    stopped = bool(stops)
+                    if stopped and not lines.worth_draining(int(stops[0].get("timeNano") or 0)):
+                        break
                 if body.eof or anyio.current_time() >= deadline:
                     break
                 if not await _more(body, events, deadline, stopped):

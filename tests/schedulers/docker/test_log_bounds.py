@@ -59,3 +59,15 @@ def test_a_follower_recognises_the_end_of_the_log_it_consumed() -> None:
     more = [*frames[-31:], frame(T0 + 40, b"line 40\n")]
     assert lines.frame_keys(bytearray(b"".join(more))) != expected
     assert LogLines(None, tty=False).last_keys(32) == []  # nothing consumed: no check
+
+
+def test_a_follower_reads_on_after_the_stop_only_when_near_the_log_end() -> None:
+    lines = LogLines(None, tty=False)
+    lines.begin_request()
+    frames = [frame(T0 + i * 100_000_000, f"line {i}\n".encode()) for i in range(20)]  # 2 s
+    lines.take(bytearray(b"".join(frames)), at_eof=False)
+    newest = T0 + 19 * 100_000_000
+    assert lines.worth_draining(newest + 200_000_000)  # 0.2 s left to send < 1 s to re-read
+    assert not lines.worth_draining(newest + 3_000_000_000)  # far behind: read the rest
+    assert not lines.worth_draining(0)  # the stop's time unknown
+    assert not LogLines(None, tty=False).worth_draining(newest)  # nothing consumed
