@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import weakref
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:  # annotations only (typing has them from 3.11 on)
 
     Ts = TypeVarTuple("Ts")
 
-_attached_loops: weakref.WeakSet[Any] = weakref.WeakSet()
 _pidfd_works: bool | None = None
 
 
@@ -45,7 +44,14 @@ def _pidfd_supported() -> bool:
 
 
 def use_pidfd_child_watcher() -> None:
-    """Make asyncio reap children through pidfds on this loop (3.10/3.11, main thread)."""
+    """Make asyncio reap children through pidfds (3.10/3.11 on Linux, from the main thread).
+
+    The watcher is asyncio's process-wide one, so it serves every event loop, in any
+    thread, including loops started after the one that installed it has ended (an
+    ``anyio.run`` followed by a blocking portal's loop, a web server's loop in a worker
+    thread): each child is watched on the loop that started it, as 3.12's
+    ``PidfdChildWatcher`` does.
+    """
     if sys.version_info >= (3, 12) or sys.platform != "linux":
         return
     if threading.current_thread() is not threading.main_thread() or not _pidfd_supported():
@@ -53,44 +59,83 @@ def use_pidfd_child_watcher() -> None:
     import asyncio
 
     try:
-        loop = asyncio.get_running_loop()
+        asyncio.get_running_loop()
     except RuntimeError:  # not asyncio (trio): it reaps children its own way
         return
-    if loop in _attached_loops:
-        return
-    watcher = _registering_watcher()
-    watcher.attach_loop(loop)
-    asyncio.set_child_watcher(watcher)
-    _attached_loops.add(loop)
+    watcher_class = _registering_watcher_class()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        if isinstance(asyncio.get_child_watcher(), watcher_class):
+            return
+        asyncio.set_child_watcher(watcher_class())
 
 
 _watcher_class: type[Any] | None = None
 
 
-def _registering_watcher() -> Any:
-    """A new ``asyncio.PidfdChildWatcher`` that keeps :mod:`._subreaper` told of the
-    children it watches (registered at ``add_child_handler``, unregistered once reaped).
+def _registering_watcher_class() -> type[Any]:
+    """The class of the watcher :func:`use_pidfd_child_watcher` installs, made on first use.
 
-    The class is made on first use: ``PidfdChildWatcher`` is gone from asyncio in 3.14.
+    An ``asyncio.AbstractChildWatcher`` (gone from asyncio in 3.14, hence made lazily)
+    that, as 3.12's ``PidfdChildWatcher``, opens a pidfd for each child and watches it
+    on the running loop, so it does not depend on a loop it was attached to. It keeps
+    :mod:`._subreaper` told of the children it watches (registered at
+    ``add_child_handler``, unregistered once reaped).
     """
     global _watcher_class
     if _watcher_class is None:
         import asyncio
 
-        class RegisteringWatcher(asyncio.PidfdChildWatcher):
+        class RegisteringWatcher(asyncio.AbstractChildWatcher):
+            def __enter__(self) -> RegisteringWatcher:
+                return self
+
+            def __exit__(self, *exc_info: object) -> None:
+                pass
+
+            def is_active(self) -> bool:
+                return True
+
+            def close(self) -> None:
+                pass
+
+            def attach_loop(self, loop: Any) -> None:
+                pass
+
             def add_child_handler(
                 self,
                 pid: int,
                 callback: Callable[[int, int, Unpack[Ts]], object],
                 *args: Unpack[Ts],
             ) -> None:
+                loop = asyncio.get_running_loop()
                 _subreaper.register(pid)
+                pidfd = os.pidfd_open(pid)
+                loop._add_reader(  # type: ignore[attr-defined]
+                    pidfd, self._reap, loop, pid, pidfd, callback, args
+                )
 
-                def reaped(pid: int, returncode: int, *args: Unpack[Ts]) -> object:
+            def _reap(
+                self,
+                loop: Any,
+                pid: int,
+                pidfd: int,
+                callback: Callable[[int, int, Unpack[Ts]], object],
+                args: tuple[Unpack[Ts]],
+            ) -> None:
+                loop._remove_reader(pidfd)
+                try:
+                    _, status = os.waitpid(pid, 0)
+                    returncode = os.waitstatus_to_exitcode(status)
+                except ChildProcessError:  # reaped elsewhere: asyncio's own convention
+                    returncode = 255
+                finally:
+                    os.close(pidfd)
                     _subreaper.unregister(pid)
-                    return callback(pid, returncode, *args)
+                callback(pid, returncode, *args)
 
-                super().add_child_handler(pid, reaped, *args)
+            def remove_child_handler(self, pid: int) -> bool:
+                return False  # asyncio never calls it for a running child it started
 
         _watcher_class = RegisteringWatcher
-    return _watcher_class()
+    return _watcher_class
