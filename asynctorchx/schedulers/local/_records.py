@@ -30,8 +30,9 @@ the changes in between coalesced to at most one write per app every
 Pruning (:func:`prune_records`, once per scheduler, at its first submit): a finished
 record (terminal, or whose supervisor is gone) is removed when it was last written more
 than :data:`MAX_RECORD_AGE` seconds (7 days) ago, and the oldest finished ones beyond
-:data:`MAX_RECORDS` (1000) per backend. A running app's record is never pruned. The
-app's log files are not touched (they are in ``log_dir``, or in a temporary directory
+:data:`MAX_RECORDS` (1000) per backend. While a backend has at most that many records,
+only those old enough to go are read. A running app's record is never pruned. The app's
+log files are not touched (they are in ``log_dir``, or in a temporary directory
 its scheduler removed when it closed).
 """
 
@@ -348,18 +349,23 @@ def prune_records(directory: str, now: float | None = None) -> None:
         now: the time, in seconds since the epoch (default: now).
     """
     now = time.time() if now is None else now
-    finished: list[tuple[float, str]] = []
+    written: list[tuple[float, str]] = []
     for app_id in list(record_ids(directory)):
-        path = record_path(directory, app_id)
-        record = read_record(path)
-        if record is None or not is_finished(record):
-            continue
         with contextlib.suppress(OSError):
-            finished.append((os.lstat(path).st_mtime, app_id))
+            written.append((os.lstat(record_path(directory, app_id)).st_mtime, app_id))
+    if len(written) <= MAX_RECORDS:
+        # no count to enforce: only records old enough to go are read and decoded (a
+        # user with many large records pays for the few that go, not for all of them)
+        written = [(mtime, app_id) for mtime, app_id in written if now - mtime > MAX_RECORD_AGE]
+    finished: list[tuple[float, str]] = []
+    for mtime, app_id in written:
+        record = read_record(record_path(directory, app_id))
+        if record is not None and is_finished(record):
+            finished.append((mtime, app_id))
     finished.sort()
     excess = len(finished) - MAX_RECORDS
-    for index, (written, app_id) in enumerate(finished):
-        if index < excess or now - written > MAX_RECORD_AGE:
+    for index, (mtime, app_id) in enumerate(finished):
+        if index < excess or now - mtime > MAX_RECORD_AGE:
             with contextlib.suppress(OSError):
                 os.unlink(record_path(directory, app_id))
     for folder in (directory, os.path.join(directory, "cancel")):
