@@ -1,0 +1,127 @@
+"""``ComponentTestCase``: a ``unittest.TestCase`` for testing your own components.
+
+As ``torchx.components.component_test_base``, at the same import path under
+``asynctorchx``, so the component tests of a TorchX user port by changing the import::
+
+    import unittest
+    from asynctorchx.components import utils
+    from asynctorchx.components.component_test_base import ComponentTestCase
+
+    class MyComponentTest(ComponentTestCase):
+        def test_copy(self) -> None:
+            self.validate(utils, "copy")  # as `asynctorchx run path/to/utils.py:copy --help`
+
+        def test_echo_runs(self) -> None:
+            status = self.run_component(utils.echo, {"msg": "hi"})
+            assert status is not None and status.state == AppState.SUCCEEDED
+
+The test methods stay synchronous, as TorchX's: :meth:`ComponentTestCase.run_component`
+runs its own event loop (``anyio.run``), so call it from a plain test, not from inside a
+running event loop (there, ``async with get_runner()`` directly).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import os
+import unittest
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import Any
+
+import anyio
+
+from asynctorchx.specs.api import AppDef, AppStatus
+from asynctorchx.specs.builders import create_args_parser
+from asynctorchx.specs.finder import get_component
+
+__all__ = ["ComponentTestCase"]
+
+
+class ComponentTestCase(unittest.TestCase):
+    """A test case with helpers that check a component and run it (TorchX's names)."""
+
+    def validate(self, module: ModuleType, function_name: str) -> None:
+        """Check ``module.function_name`` as the CLI would, from its file.
+
+        Equivalent to ``asynctorchx run /abs/path/module.py:function_name --help``: the
+        file's component is found and linted (:mod:`asynctorchx.specs.file_linter`), then
+        its command-line parser is built and ``--help`` must exit.
+
+        Args:
+            module: the module that defines the component (it must have a ``__file__``).
+            function_name: the component function's name in ``module``.
+
+        Raises:
+            AssertionError: (the test's failure) ``module`` has no source file, or
+                ``--help`` did not exit.
+            ComponentValidationException: the component is not valid (the message says
+                why and how to fix it).
+            ComponentNotFoundException: ``module`` has no function ``function_name``.
+        """
+        path = getattr(module, "__file__", None)
+        if not path:
+            raise self.failureException(f"module {module.__name__!r} has no __file__")
+        component = get_component(f"{os.path.abspath(path)}:{function_name}")
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # the help text itself
+                create_args_parser(component.fn).parse_args(["--help"])
+        except SystemExit:  # argparse printed the help and exited: the parser is whole
+            return
+        raise self.failureException(f"`{function_name} --help` did not exit")
+
+    def run_component(
+        self,
+        component: Callable[..., AppDef],
+        args: Mapping[str, Any] | None = None,
+        scheduler_params: Mapping[str, Any] | None = None,
+        scheduler: str = "local_cwd",
+        interval: float = 0.1,
+        timeout: float | None = None,
+    ) -> AppStatus | None:
+        """Run ``component(**args)`` on ``scheduler`` and wait for it to end.
+
+        TorchX's helper polls the status every ``interval`` seconds; this one waits for
+        the app's state to change (the runner's event-driven ``wait``).
+
+        Args:
+            component: the component function.
+            args: its keyword arguments.
+            scheduler_params: keyword arguments for the scheduler factory (e.g.
+                ``{"cache_size": 1}`` for ``local_cwd``).
+            scheduler: the scheduler to run on.
+            interval: accepted for TorchX's signature; unused (nothing is polled).
+            timeout: at most this many seconds to wait for the app to end; ``None``
+                (default): until it ends. On expiry the status is the last one seen.
+
+        Returns:
+            The app's status when it ended (or when ``timeout`` expired).
+
+        Raises:
+            Exception: whatever the component or the scheduler factory raises (e.g.
+                ``ValueError`` for a ``cache_size`` that is not positive).
+        """
+        del interval
+        run = functools.partial(
+            _run_component, component, dict(args or {}), dict(scheduler_params or {}), scheduler
+        )
+        return anyio.run(run, timeout)
+
+
+async def _run_component(
+    component: Callable[..., AppDef],
+    args: dict[str, Any],
+    scheduler_params: dict[str, Any],
+    scheduler: str,
+    timeout: float | None,
+) -> AppStatus | None:
+    from asynctorchx.runner import get_runner
+
+    app = component(**args)
+    async with get_runner(component_defaults={}, **scheduler_params) as runner:
+        handle = await runner.run(app, scheduler)
+        with anyio.move_on_after(timeout):
+            return await runner.wait(handle)
+        return await runner.status(handle)
