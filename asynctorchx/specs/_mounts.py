@@ -137,7 +137,8 @@ def _group_mount_options(opts: list[str]) -> list[dict[str, str]]:
         key = key.strip().lower()
         if key not in _MOUNT_KEYS:
             raise MountOptionError(
-                f"unknown mount option {key!r} in {item!r}: use type, src, dst, readonly or perm"
+                f"unknown mount option {key}, must be one of {list(_MOUNT_KEYS)}: {item!r}"
+                " is not one; use type, src, dst, readonly or perm"
             )
         canonical = _MOUNT_KEYS[key]
         if canonical == "type":
@@ -145,8 +146,8 @@ def _group_mount_options(opts: list[str]) -> list[dict[str, str]]:
             continue
         if not groups:
             raise MountOptionError(
-                f"mount option {item!r} comes before any `type=`: start each mount with"
-                " type=bind, type=volume or type=device"
+                f"type must be specified first: mount option {item!r} comes before any"
+                " `type=`; start each mount with type=bind, type=volume or type=device"
             )
         groups[-1][canonical] = value.strip() if sep else "true"
     return groups
@@ -176,7 +177,15 @@ def _mount_of(group: dict[str, str]) -> Mount:
         return VolumeMount(group["src"], group["dst"], read_only)
     if kind == MountType.DEVICE.value:
         perm = group.get("perm", "rwm")
-        if not perm or set(perm) - set("rwm"):
-            raise ValueError(f"device permissions {perm!r} must combine r, w and m")
+        wrong = sorted(set(perm) - set("rwm"))
+        if not perm or wrong:
+            flag = wrong[0] if wrong else "''"
+            raise ValueError(
+                f"{flag} is not a valid permission flags must one of r,w,m: device"
+                f" permissions {perm!r} must combine r, w and m (e.g. perm=rw)"
+            )
         return DeviceMount(group["src"], group.get("dst", group["src"]), perm)
-    raise ValueError(f"unknown mount type {kind!r}: use bind, volume or device")
+    valid = [member.value for member in MountType]
+    raise ValueError(
+        f"invalid mount type {kind!r}, must be one of {valid}: use bind, volume or device"
+    )

@@ -432,8 +432,8 @@ def test_parse_mounts_takes_torchx_spellings_and_expands_home(
     ("opts", "message"),
     [
         (["src=/a,type=bind,dst=/b"], "before any `type=`"),
-        (["type=tmpfs,src=a,dst=b"], "unknown mount type 'tmpfs'"),
-        (["type=bind,src=/a,dst=/b,color=red"], "unknown mount option 'color'"),
+        (["type=tmpfs,src=a,dst=b"], "invalid mount type 'tmpfs'"),
+        (["type=bind,src=/a,dst=/b,color=red"], "unknown mount option color, "),
         (["type=bind,dst=/b"], "no `src=`"),
         (["type=bind,src=/a"], "no `dst=`"),
         (["type=volume,src=v"], "no `dst=`"),

@@ -6,6 +6,7 @@ Each expectation was read off TorchX 0.7.0 by running it.
 from __future__ import annotations
 
 import argparse
+import re
 import textwrap
 import typing
 from pathlib import Path
@@ -72,6 +73,32 @@ def test_parse_mounts_unknown_type_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="foo") as caught:
         parse_mounts(["type=foo", "src=a"])
     assert not isinstance(caught.value, KeyError)
+
+
+@pytest.mark.parametrize(
+    ("opts", "torchx_sentence"),
+    [
+        (["src=foo"], "type must be specified first"),
+        (["blah=foo"], "unknown mount option blah, must be one of ["),
+        (
+            ["type=foo", "src=a"],
+            "invalid mount type 'foo', must be one of ['bind', 'volume', 'device']",
+        ),
+        (
+            ["type=device", "src=/dev/x", "perm=rx"],
+            "x is not a valid permission flags must one of r,w,m",
+        ),
+    ],
+)
+def test_parse_mounts_messages_start_with_torchx_sentence(
+    opts: list[str], torchx_sentence: str
+) -> None:
+    """Code matching TorchX's message (``assertRaisesRegex``) still matches; the hint follows."""
+    with pytest.raises(ValueError, match=re.escape(torchx_sentence)) as caught:
+        parse_mounts(opts)
+    message = str(caught.value)
+    assert message.startswith(torchx_sentence)
+    assert len(message) > len(torchx_sentence)  # and says how to fix it
 
 
 def test_dict_of_lists_parameter_is_accepted() -> None:
