@@ -43,6 +43,9 @@ TORCH_DEBUG_FLAGS: dict[str, str] = {
     "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
     "TORCH_SHOW_CPP_STACKTRACES": "1",
 }
+#: TorchX's name for :data:`TORCH_DEBUG_FLAGS` (``torchx.components.dist._TORCH_DEBUG_FLAGS``,
+#: which TorchX's documentation shows); the same dict.
+_TORCH_DEBUG_FLAGS: dict[str, str] = TORCH_DEBUG_FLAGS
 
 
 class _Verbatim(str):
@@ -232,9 +235,12 @@ def torchrun(
 ) -> AppDef:
     """Launch a PyTorch script or module on ``nnodes x nproc_per_node`` workers with torchrun.
 
-    The name TorchX's ``torchx.components.dist`` prefers after 0.7.0 (it deprecates
-    ``dist.ddp`` and ``dist.spmd`` in its favour). Same arguments and command line as
-    :func:`ddp`, which stays available unchanged.
+    :func:`ddp` under the name of the launcher it starts: this calls ``ddp`` with the
+    same arguments, so both give the same AppDef. ``ddp`` is TorchX's name
+    (``torchx.components.dist.ddp``, not deprecated in 0.7.0 nor in TorchX's 2025
+    nightly, which has no ``torchrun`` component) and holds the implementation. The
+    signature and ``Args`` are repeated here because a component is read from its
+    source (:mod:`asynctorchx.specs.file_linter`); a test keeps them equal to ``ddp``'s.
 
     Args:
         script_args: arguments to the main module or script

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import subprocess
@@ -257,7 +258,7 @@ def test_structured_j_errors_start_as_torchx() -> None:
         StructuredJArgument.parse_from("aws_p3.8xlarge", "2x8")
 
 
-def test_torchrun_is_ddp_under_torchx_newer_name() -> None:
+def test_torchrun_is_ddp_under_another_name() -> None:
     argv = ["-j", "2x4", "--script", "train.py", "--rdzv_port", "29600", "--", "--lr", "1"]
     assert materialize_appdef(dist.torchrun, argv) == materialize_appdef(dist.ddp, argv)
 
@@ -268,3 +269,18 @@ def test_torchrun_is_a_builtin_and_passes_the_linter() -> None:
 
     assert "dist.torchrun" in get_components()
     assert file_linter.validate(dist.__file__, "torchrun") == []
+
+
+def test_torchrun_takes_exactly_ddps_arguments_and_documents_them_alike() -> None:
+    """The one copy the component model forces (a component is read from its source)."""
+    from asynctorchx.specs.file_linter import get_fn_docstring
+
+    assert inspect.signature(dist.torchrun) == inspect.signature(dist.ddp)
+    assert get_fn_docstring(dist.torchrun)[1].keys() == get_fn_docstring(dist.ddp)[1].keys()
+
+
+def test_debug_flags_under_torchx_private_name() -> None:
+    """``_TORCH_DEBUG_FLAGS``: TorchX's name, shown in its docs; ``--debug`` sets them."""
+    assert dist._TORCH_DEBUG_FLAGS is dist.TORCH_DEBUG_FLAGS
+    env = dist.ddp(script="train.py", debug=True).roles[0].env
+    assert {k: env[k] for k in dist._TORCH_DEBUG_FLAGS} == dist._TORCH_DEBUG_FLAGS
