@@ -447,3 +447,25 @@ class ConfigFileEncodingError(ConfigError):
             f" {path}`, or remove it"
         )
         self.path = path
+
+
+class InvalidResourceError(AsyncTorchXError, TypeError, ValueError):
+    """A :class:`~asynctorchx.specs.Resource` field of the wrong type.
+
+    Raised when the resource is made (or a field is assigned): ``cpu``, ``gpu`` and
+    ``memMB`` must be numbers (an ``int``, or a finite ``float`` where a scheduler takes
+    fractions), ``capabilities`` a dict and ``devices`` a dict of device name to count.
+    TorchX's ``torchx.specs.api.Resource`` (a dataclass) stores any value, so the
+    mistake only shows later, as an unrelated error inside a scheduler. A ``TypeError``
+    and a ``ValueError``, so code guarding either still catches it.
+
+    Args:
+        field: the field's name, e.g. ``"cpu"``.
+        value: the value given.
+        fix: how to write it instead.
+    """
+
+    def __init__(self, field: str, value: object, fix: str) -> None:
+        super().__init__(f"Resource {field}={value!r} ({type(value).__name__}): {fix}")
+        self.field = field
+        self.value = value

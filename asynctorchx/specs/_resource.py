@@ -8,10 +8,13 @@ defaults follow ``torchx.specs.api`` (TorchX 0.7.0). Re-exported by
 from __future__ import annotations
 
 import copy
+import math
 import string
 from typing import TYPE_CHECKING, Any
 
 import attrs
+
+from asynctorchx.errors import InvalidResourceError
 
 if TYPE_CHECKING:
     from asynctorchx.specs._app import Role
@@ -28,6 +31,41 @@ ALL: str = "all"
 # --------------------------------------------------------------------------- resources
 
 
+def _check_figure(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """``cpu``, ``gpu``, ``memMB``: an int, or a finite float (not a bool nor a string)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value):  # type: ignore[arg-type]
+        example = {"cpu": "cpu=2", "gpu": "gpu=1", "memMB": "memMB=4096"}[attribute.name]
+        raise InvalidResourceError(
+            attribute.name,
+            value,
+            f"give a number, e.g. {example} (-1 leaves it unset); for a named host"
+            " type use specs.named_resources[...] or the component's -h",
+        )
+
+
+def _check_capabilities(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, dict):
+        raise InvalidResourceError(
+            attribute.name,
+            value,
+            'give a dict, e.g. capabilities={"node.kubernetes.io/instance-type": "p4d"}',
+        )
+
+
+def _check_devices(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    fix = 'give a dict of device name to count, e.g. devices={"vpc.amazonaws.com/efa": 1}'
+    if not isinstance(value, dict):
+        raise InvalidResourceError(attribute.name, value, fix)
+    for name, count in value.items():
+        if not isinstance(name, str):
+            raise InvalidResourceError(attribute.name, name, f"a device name is a str: {fix}")
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise InvalidResourceError(
+                attribute.name, count, f"the count of {name!r} is an int: {fix}"
+            )
+
+
 @attrs.define
 class Resource:
     """Resource requirements of one replica of a :class:`Role`.
@@ -41,13 +79,17 @@ class Resource:
         devices: device name to count, e.g. ``{"vpc.amazonaws.com/efa": 1}``.
 
     Prefer :data:`named_resources` over raw figures, as ``torchx.specs.api`` advises.
+
+    Raises:
+        InvalidResourceError: a field (given here or assigned later) has the wrong type,
+            e.g. ``cpu="x"``; the message names the value and how to write it.
     """
 
-    cpu: int
-    gpu: int
-    memMB: int
-    capabilities: dict[str, Any] = attrs.field(factory=dict)
-    devices: dict[str, int] = attrs.field(factory=dict)
+    cpu: int = attrs.field(validator=_check_figure)
+    gpu: int = attrs.field(validator=_check_figure)
+    memMB: int = attrs.field(validator=_check_figure)
+    capabilities: dict[str, Any] = attrs.field(factory=dict, validator=_check_capabilities)
+    devices: dict[str, int] = attrs.field(factory=dict, validator=_check_devices)
 
     @staticmethod
     def copy(original: Resource, **capabilities: Any) -> Resource:
