@@ -7,7 +7,9 @@ turns its command line into a call (:func:`asynctorchx.specs.builders.materializ
 Builtins, named ``<module>.<function>`` after their module in this package (TorchX
 0.7.0's names and arguments): ``utils.echo``, ``utils.touch``, ``utils.sh``,
 ``utils.python``, ``utils.copy``, ``utils.booth``, ``utils.binary``
-(:mod:`.utils`), ``dist.ddp`` and ``dist.spmd`` (:mod:`.dist`).
+(:mod:`.utils`), ``dist.ddp``, ``dist.spmd`` and ``dist.torchrun`` (:mod:`.dist`),
+``metrics.tensorboard`` (:mod:`.metrics`) and ``serve.torchserve`` (:mod:`.serve`).
+:mod:`.component_test_base` holds ``ComponentTestCase``, for testing components.
 ``asynctorchx builtins`` lists them; more can be registered under the entry point
 group ``asynctorchx.components`` (see :mod:`asynctorchx.specs.finder`).
 """

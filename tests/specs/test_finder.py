@@ -16,6 +16,8 @@ BUILTINS = [
     "dist.ddp",
     "dist.spmd",
     "dist.torchrun",
+    "metrics.tensorboard",
+    "serve.torchserve",
     "utils.binary",
     "utils.booth",
     "utils.copy",
