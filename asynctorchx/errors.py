@@ -469,3 +469,29 @@ class InvalidResourceError(AsyncTorchXError, TypeError, ValueError):
         super().__init__(f"Resource {field}={value!r} ({type(value).__name__}): {fix}")
         self.field = field
         self.value = value
+
+
+class EntryPointNotFoundError(AsyncTorchXError, KeyError):
+    """No entry point of that name in its group (:func:`asynctorchx.util.entrypoints.load`).
+
+    A ``KeyError``, as TorchX's ``torchx.util.entrypoints.load`` raises; ``str(error)``
+    is the message itself (a plain ``KeyError`` would quote it).
+
+    Args:
+        group: the entry point group.
+        name: the name looked up.
+        installed: the names the group has.
+    """
+
+    def __init__(self, group: str, name: str, installed: Iterable[str]) -> None:
+        names = ", ".join(sorted(installed)) or "none"
+        self.message = (
+            f"no entry point {name!r} in group {group!r} (it has: {names}): register it"
+            f' under [project.entry-points."{group}"] and reinstall the package'
+        )
+        super().__init__(self.message)
+        self.group = group
+        self.name = name
+
+    def __str__(self) -> str:
+        return self.message

@@ -31,7 +31,6 @@ import inspect
 import pkgutil
 import sys
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
@@ -41,6 +40,7 @@ from asynctorchx.errors import ComponentNotFoundException, ComponentValidationEx
 from asynctorchx.specs import file_linter
 from asynctorchx.specs.api import AppDef
 from asynctorchx.specs.file_linter import get_fn_docstring
+from asynctorchx.util import entrypoints
 
 #: The entry point group searched for user-registered component modules.
 ENTRY_POINT_GROUP: str = "asynctorchx.components"
@@ -191,10 +191,15 @@ class CustomComponentsFinder(ComponentsFinder):
         return [_load_file(self._filepath, self._function_name)]
 
 
-@functools.lru_cache(maxsize=1)
-def _all_components() -> dict[str, ComponentDef]:
+def _load_components() -> dict[str, ComponentDef]:
+    """Scan the builtins and the entry points now: every component, valid or not.
+
+    TorchX's private name (``torchx.specs.finder._load_components``); the finder keeps
+    the result until :func:`reload`. Registered components are merged over the builtins
+    (see the module docstring).
+    """
     components = _components_of(importlib.import_module(BUILTINS_PACKAGE), "")
-    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for entry_point in entrypoints.entry_points(ENTRY_POINT_GROUP):
         loaded = entry_point.load()
         module = (
             loaded if isinstance(loaded, ModuleType) else importlib.import_module(entry_point.value)
@@ -202,6 +207,9 @@ def _all_components() -> dict[str, ComponentDef]:
         prefix = "" if entry_point.name.startswith("_") else entry_point.name
         components.update(_components_of(module, prefix))
     return components
+
+
+_all_components = functools.lru_cache(maxsize=1)(_load_components)
 
 
 def reload() -> None:

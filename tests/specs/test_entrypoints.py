@@ -1,0 +1,81 @@
+"""``asynctorchx.util.entrypoints`` (TorchX's ``torchx.util.entrypoints``) and the finder's
+``_load_components``, against a real installed distribution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from asynctorchx.specs import finder
+from asynctorchx.util import entrypoints
+
+PLUGIN = '''
+from asynctorchx.specs import AppDef
+
+def make(name: str = "default") -> str:
+    return "made " + name
+
+def unannotated(x) -> AppDef:
+    """Unannotated.
+
+    Args:
+        x: x
+    """
+    return AppDef(name="u")
+'''
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "my_plugin.py").write_text(PLUGIN)
+    dist = tmp_path / "my_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[my.group]\nfn = my_plugin:make\nmod = my_plugin\n"
+        "[asynctorchx.components]\nplug = my_plugin\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    finder.reload()
+    yield tmp_path
+    finder.reload()
+
+
+def test_load_group_defers_loading(installed: Path) -> None:
+    group = entrypoints.load_group("my.group")
+    assert isinstance(group, dict)
+    assert sorted(group) == ["fn", "mod"]
+    assert group["fn"]("x") == "made x"  # a function entry is called with the arguments
+    module = group["mod"]("ignored")  # a module entry is returned, the arguments ignored
+    assert isinstance(module, ModuleType)
+    assert module.__name__ == "my_plugin"
+
+
+def test_load_group_default_when_the_group_is_empty(installed: Path) -> None:
+    assert entrypoints.load_group("no.such.group") is None
+    assert entrypoints.load_group("no.such.group", default={"a": 1}) == {"a": 1}
+
+
+def test_load_one_entry(installed: Path) -> None:
+    assert entrypoints.load("my.group", "fn")() == "made default"
+    assert entrypoints.load("my.group", "nope", default="fallback") == "fallback"
+    with pytest.raises(KeyError, match=r"'nope' in group 'my.group' \(it has: fn, mod\)"):
+        entrypoints.load("my.group", "nope")
+
+
+def test_load_components_lists_invalid_components_with_their_errors(installed: Path) -> None:
+    """``_load_components`` (TorchX's private name) keeps what ``get_components`` hides."""
+    every = finder._load_components()
+    assert len(every["plug.unannotated"].validation_errors) == 1
+    assert "plug.unannotated" not in finder.get_components()
+    assert "utils.echo" in every  # merged over the builtins
+
+
+def test_load_components_scans_again_on_each_call(
+    installed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "plug.unannotated" in finder._load_components()
+    monkeypatch.setattr(entrypoints, "entry_points", lambda group: [])
+    assert "plug.unannotated" not in finder._load_components()
