@@ -23,7 +23,6 @@ functions defined in that module; those that break a linter rule are left out of
 from __future__ import annotations
 
 import abc
-import functools
 import hashlib
 import importlib
 import importlib.util
@@ -209,12 +208,22 @@ def _load_components() -> dict[str, ComponentDef]:
     return components
 
 
-_all_components = functools.lru_cache(maxsize=1)(_load_components)
+#: The components found by the last scan, until :func:`reload` (TorchX's
+#: ``torchx.specs.finder._components``: code that resets it to ``None`` still works).
+_components: dict[str, ComponentDef] | None = None
+
+
+def _all_components() -> dict[str, ComponentDef]:
+    global _components
+    if _components is None:
+        _components = _load_components()
+    return _components
 
 
 def reload() -> None:
     """Forget the cached builtins and entry points; the next lookup scans them again."""
-    _all_components.cache_clear()
+    global _components
+    _components = None
 
 
 def get_components() -> dict[str, ComponentDef]:

@@ -79,3 +79,17 @@ def test_load_components_scans_again_on_each_call(
     assert "plug.unannotated" in finder._load_components()
     monkeypatch.setattr(entrypoints, "entry_points", lambda group: [])
     assert "plug.unannotated" not in finder._load_components()
+
+
+def test_resetting_torchx_cache_variable_rescans(installed: Path) -> None:
+    """TorchX's tests and tools reset ``finder._components = None`` to rescan."""
+    assert "plug.unannotated" not in finder.get_components()  # scanned: invalid, hidden
+    (installed / "my_plugin.py").write_text(
+        PLUGIN + "\ndef added() -> AppDef:\n    return AppDef(name='a')\n"
+    )
+    import sys
+
+    sys.modules.pop("my_plugin", None)
+    assert "plug.added" not in finder.get_components()  # still the cached scan
+    finder._components = None
+    assert "plug.added" in finder.get_components()
