@@ -17,7 +17,7 @@ from asynctorchx.specs.api import NONE, AppDef, Resource, Role, parse_mounts
 
 
 def echo(msg: str = "hello world", image: str = IMAGE, num_replicas: int = 1) -> AppDef:
-    """Echos a message to stdout (calls echo).
+    """Echos a message to stdout (calls echo)
 
     Args:
         msg: message to echo
@@ -40,7 +40,7 @@ def echo(msg: str = "hello world", image: str = IMAGE, num_replicas: int = 1) ->
 
 
 def touch(file: str, image: str = IMAGE) -> AppDef:
-    """Touches a file (calls touch).
+    """Touches a file (calls touch)
 
     Args:
         file: file to create

@@ -153,3 +153,17 @@ def test_booth_evaluates_and_records(tmp_path: Path) -> None:
     app = utils.booth(0.0, 0.0, tracker_base=str(base))
     assert run_role(only_role(app), tmp_path).returncode == 0
     assert json.loads((base / "0" / "result.json").read_text()) == {"booth_eval": 74.0}
+
+
+@pytest.mark.parametrize(
+    ("name", "description"),
+    [
+        ("utils.echo", "Echos a message to stdout (calls echo)"),
+        ("utils.touch", "Touches a file (calls touch)"),
+    ],
+)
+def test_builtin_descriptions_read_as_torchx_lists_them(name: str, description: str) -> None:
+    """`asynctorchx builtins` and the finder show TorchX 0.7.0's one-line descriptions."""
+    from asynctorchx.specs.finder import get_components
+
+    assert get_components()[name].description == description
