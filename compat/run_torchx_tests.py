@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import ast
 import filecmp
+import importlib.util
 import os
 import re
 import shutil
@@ -145,11 +146,18 @@ def prepare_torchx_side(source: Path, root: Path) -> None:
 _IDENT = r"(?<![\w/.:-])torchx(?=\.[A-Za-z_])(?!\.pytorch\.org|\.apps\b)"
 
 
+def _util_module(match: re.Match[str]) -> str:
+    """``torchx.util.<name>``: ours where asynctorchx has it, else TorchX's copy."""
+    name = match.group(1)
+    ours = f"asynctorchx.util.{name}"
+    return ours if importlib.util.find_spec(ours) else f"txtests.util.{name}"
+
+
 def rewrite(text: str) -> str:
     """TorchX's imports (and dotted names in strings) rewritten for asynctorchx."""
     # TorchX's test infrastructure: its copy next to the tests
     text = re.sub(_IDENT + r"((?:\.\w+)*?\.test)\b", r"txtests\1", text)
-    text = re.sub(_IDENT + r"\.util\b", "txtests.util", text)
+    text = re.sub(_IDENT + r"\.util\.(\w+)", _util_module, text)
     # the schedulers and the runner: the synchronous face
     for theirs, ours in SYNC_MODULES.items():
         text = re.sub(
