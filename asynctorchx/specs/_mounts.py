@@ -161,6 +161,11 @@ def _mount_of(group: dict[str, str]) -> Mount:
         ValueError: device permissions other than ``r``, ``w``, ``m``, or an unknown type.
     """
     kind = group["type"]
+    valid = [member.value for member in MountType]
+    if kind not in valid:  # before the other keys, as TorchX checks it
+        raise ValueError(
+            f"invalid mount type {kind!r}, must be one of {valid}: use bind, volume or device"
+        )
     if "src" not in group:
         raise MountOptionError(f"mount {group} has no `src=`: say what to mount")
     read_only = group.get("readonly", "false").lower() in ("true", "1", "yes", "")
@@ -185,7 +190,4 @@ def _mount_of(group: dict[str, str]) -> Mount:
                 f" permissions {perm!r} must combine r, w and m (e.g. perm=rw)"
             )
         return DeviceMount(group["src"], group.get("dst", group["src"]), perm)
-    valid = [member.value for member in MountType]
-    raise ValueError(
-        f"invalid mount type {kind!r}, must be one of {valid}: use bind, volume or device"
-    )
+    raise AssertionError(f"unreachable: mount type {kind!r} was checked")

@@ -85,6 +85,10 @@ def test_parse_mounts_unknown_type_is_a_value_error() -> None:
             "invalid mount type 'foo', must be one of ['bind', 'volume', 'device']",
         ),
         (
+            ["type=foo"],  # the type is checked before the missing src
+            "invalid mount type 'foo', must be one of ['bind', 'volume', 'device']",
+        ),
+        (
             ["type=device", "src=/dev/x", "perm=rx"],
             "x is not a valid permission flags must one of r,w,m",
         ),
