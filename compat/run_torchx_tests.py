@@ -228,9 +228,14 @@ def test_dependencies(python: str, dest: Path) -> Path:
 
 
 def run_pytest(
-    python: str, cwd: Path, files: list[str], pythonpath: list[str], tail: list[str], xml: Path
-) -> None:
-    """One pytest run; ``tail`` (and this venv's pytest) go at the end of ``sys.path``."""
+    python: str, cwd: Path, files: list[str], pythonpath: list[str], tail: list[str], prefix: str
+) -> dict[str, tuple[str, str]]:
+    """Run each test file in a pytest process of its own; the outcomes of all of them.
+
+    One process per file, as each TorchX test module stands alone: process-wide state
+    one file leaves (e.g. asyncio's child watcher) does not decide another's results.
+    ``tail`` (and this venv's pytest) go at the end of ``sys.path``.
+    """
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join(pythonpath), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"
     )
@@ -240,16 +245,21 @@ def run_pytest(
         f"import sys; sys.path.extend({tail!r}); import pytest; sys.exit(pytest.main(sys.argv[1:]))"
     )
     cmd = [python, "-c", launcher, "-q", "-p", "pytest_timeout", "-p", "no:cacheprovider"]
-    cmd += [
-        "-o",
-        "addopts=",
-        "--timeout",
-        "120",
-        "--rootdir",
-        str(cwd),
-        "--continue-on-collection-errors",
-    ]
-    subprocess.run([*cmd, f"--junitxml={xml}", *files], cwd=cwd, env=env, check=False)
+    cmd += ["-o", "addopts=", "--timeout", "120", "--rootdir", str(cwd)]
+    results: dict[str, tuple[str, str]] = {}
+    for index, test_file in enumerate(files):
+        xml = cwd / f"results-{index}.xml"
+        with (cwd / f"results-{index}.log").open("w") as log:  # pytest's own report
+            subprocess.run(
+                [*cmd, f"--junitxml={xml}", test_file],
+                cwd=cwd,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
+        results.update(outcomes(xml, prefix))
+    return results
 
 
 def outcomes(xml: Path, prefix: str) -> dict[str, tuple[str, str]]:
@@ -309,25 +319,23 @@ def main() -> None:
         theirs: dict[str, tuple[str, str]] = {}
         ours: dict[str, tuple[str, str]] = {}
         if args.side in ("both", "torchx"):
-            run_pytest(
+            theirs = run_pytest(
                 args.torchx_python,
                 theirs_root,
                 [f"torchx/{f}" for f in files],
                 [str(theirs_root)],
                 [],
-                tmp / "torchx.xml",
+                "torchx/",
             )
-            theirs = outcomes(tmp / "torchx.xml", "torchx/")
         if args.side in ("both", "ours"):
-            run_pytest(
+            ours = run_pytest(
                 sys.executable,
                 ours_root,
                 [f"txtests/{f}" for f in files],
                 [str(ours_root), str(HERE)],
                 [str(test_dependencies(args.torchx_python, tmp / "deps"))],
-                tmp / "ours.xml",
+                "txtests/",
             )
-            ours = outcomes(tmp / "ours.xml", "txtests/")
         report(theirs, ours, verbose=args.v)
     finally:
         if args.keep:
