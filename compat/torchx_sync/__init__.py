@@ -179,8 +179,8 @@ _FACTORIES = {
 def mirror(module_name: str, namespace: dict[str, Any]) -> None:
     """Fill ``namespace`` with ``module_name``'s names, factories made synchronous."""
     module = importlib.import_module(module_name)
-    names = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("__")]
-    for name in names:
+    # every name, not only __all__: TorchX's tests import private ones too
+    for name in [n for n in vars(module) if not n.startswith("__")]:
         value = getattr(module, name)
         namespace[name] = sync_factory(value) if name in _FACTORIES else value
     if "get_scheduler_factories" in namespace:
