@@ -23,6 +23,7 @@ functions defined in that module; those that break a linter rule are left out of
 from __future__ import annotations
 
 import abc
+import ast
 import hashlib
 import importlib
 import importlib.util
@@ -340,12 +341,49 @@ def get_component(name: str) -> ComponentDef:
     return component
 
 
+def _defined_names(node: ast.stmt) -> set[str]:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return {t.id for t in targets if isinstance(t, ast.Name)}
+
+
+def _used_names(node: ast.AST) -> set[str]:
+    """The global names ``node`` reads (names it also assigns are its own locals)."""
+    names = [n for n in ast.walk(node) if isinstance(n, ast.Name)]
+    stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
+    return {n.id for n in names if isinstance(n.ctx, ast.Load)} - stored
+
+
+def _helpers_of(module_source: str, fn_name: str) -> list[str]:
+    """The sources of the module-level definitions ``fn_name`` uses, transitively, in
+    file order (constants, helper functions and classes; never the imports)."""
+    tree = ast.parse(module_source)
+    definitions = {
+        name: node
+        for node in tree.body
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.FunctionDef | ast.ClassDef)
+        for name in _defined_names(node)
+    }
+    needed: set[str] = set()
+    pending = [definitions[fn_name]] if fn_name in definitions else []
+    while pending:
+        for name in _used_names(pending.pop()) - needed:
+            if name in definitions and name != fn_name:
+                needed.add(name)
+                pending.append(definitions[name])
+    chosen = [node for node in tree.body if _defined_names(node) & needed]
+    return [ast.get_source_segment(module_source, node) or "" for node in chosen]
+
+
 def get_builtin_source(name: str) -> str:
-    """Return the source of the builtin component ``name``, with its file's imports.
+    """Return the source of the builtin component ``name``, ready to copy into a file.
 
     As ``torchx.specs.finder.get_builtin_source``: a template to copy and edit. The
-    imports are the lines starting with ``import`` or ``from`` before the function's
-    ``def`` in its file, read literally, so some may be unused.
+    imports are the file's module-level ``import`` and ``from`` statements, so some may
+    be unused. The module-level
+    constants, functions and classes the component uses follow (TorchX leaves them
+    out, so a copied ``utils.booth`` or ``dist.ddp`` did not run), then the function.
 
     Args:
         name: a builtin or registered component (``dist.ddp``).
@@ -358,10 +396,11 @@ def get_builtin_source(name: str) -> str:
     component = get_component(name)
     fn_name = component.fn_name
     source_file = inspect.getsourcefile(component.fn) or component.path or ""
-    imports: list[str] = []
-    for line in Path(source_file).read_text(encoding="utf-8").splitlines():
-        if line.startswith(("import ", "from ")):
-            imports.append(line)
-        elif line.startswith(f"def {fn_name}("):
-            break
-    return "\n".join([*imports, "", "", inspect.getsource(component.fn)])
+    module_source = Path(source_file).read_text(encoding="utf-8")
+    imports = [
+        ast.get_source_segment(module_source, node) or ""
+        for node in ast.parse(module_source).body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+    ]
+    parts = [*_helpers_of(module_source, fn_name), inspect.getsource(component.fn)]
+    return "\n".join(imports) + "\n\n\n" + "\n\n\n".join(part.rstrip() for part in parts) + "\n"

@@ -161,3 +161,21 @@ def test_entry_point_components_merge_over_builtins(
     assert "utils.sh" in components  # the other builtins stay
     app = materialize_appdef(finder.get_component("greet").fn, [])
     assert app.roles[0].args == ["hello world"]
+
+
+@pytest.mark.parametrize("name", ["utils.booth", "utils.copy", "utils.echo", "dist.ddp"])
+def test_builtin_source_is_a_runnable_copy(name: str, tmp_path: Path) -> None:
+    """`builtins --print` gives a file that defines the same component on its own,
+    module-level constants the function uses included (booth's and copy's programs)."""
+    source = finder.get_builtin_source(name)
+    copied = tmp_path / "copied.py"
+    copied.write_text(source)
+    component = finder.get_component(f"{copied}:{name.partition('.')[2]}")
+    argv = {
+        "utils.booth": ["--x1", "1", "--x2", "3"],
+        "utils.copy": ["--src", "a", "--dst", "b"],
+        "utils.echo": [],
+        "dist.ddp": ["--script", "train.py"],
+    }[name]
+    builtin = finder.get_component(name)
+    assert materialize_appdef(component.fn, argv) == materialize_appdef(builtin.fn, argv)
