@@ -453,8 +453,9 @@ class InvalidResourceError(AsyncTorchXError, TypeError, ValueError):
     """A :class:`~asynctorchx.specs.Resource` field of the wrong type.
 
     Raised when the resource is made (or a field is assigned): ``cpu``, ``gpu`` and
-    ``memMB`` must be numbers (an ``int``, or a finite ``float`` where a scheduler takes
+    ``memMB`` must be numbers (an ``int``, or a ``float`` where a scheduler takes
     fractions), ``capabilities`` a dict and ``devices`` a dict of device name to count.
+    Only types are checked here; each scheduler checks the values it accepts.
     TorchX's ``torchx.specs.api.Resource`` (a dataclass) stores any value, so the
     mistake only shows later, as an unrelated error inside a scheduler. A ``TypeError``
     and a ``ValueError``, so code guarding either still catches it.

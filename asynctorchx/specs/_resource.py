@@ -8,7 +8,6 @@ defaults follow ``torchx.specs.api`` (TorchX 0.7.0). Re-exported by
 from __future__ import annotations
 
 import copy
-import math
 import string
 from typing import TYPE_CHECKING, Any
 
@@ -32,9 +31,12 @@ ALL: str = "all"
 
 
 def _check_figure(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """``cpu``, ``gpu``, ``memMB``: an int, or a finite float (not a bool nor a string)."""
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not number or not math.isfinite(value):  # type: ignore[arg-type]
+    """``cpu``, ``gpu``, ``memMB``: an int or a float (not a bool, a string or None).
+
+    Only the type: the values a backend accepts (``-2``, ``nan``) are its own to check
+    at dry run (``local_docker`` refuses them there, naming the role).
+    """
+    if not isinstance(value, int | float) or isinstance(value, bool):
         example = {"cpu": "cpu=2", "gpu": "gpu=1", "memMB": "memMB=4096"}[attribute.name]
         raise InvalidResourceError(
             attribute.name,

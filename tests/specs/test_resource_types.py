@@ -19,8 +19,7 @@ from asynctorchx.specs import NULL_RESOURCE, Resource, named_resources
         ({"cpu": 1, "gpu": None, "memMB": 1024}, "gpu", "None"),
         ({"cpu": 1, "gpu": True, "memMB": 1024}, "gpu", "True"),
         ({"cpu": 1, "gpu": 0, "memMB": "1G"}, "memMB", "'1G'"),
-        ({"cpu": 1, "gpu": 0, "memMB": math.nan}, "memMB", "nan"),
-        ({"cpu": math.inf, "gpu": 0, "memMB": 1}, "cpu", "inf"),
+        ({"cpu": 1, "gpu": 0, "memMB": b"1"}, "memMB", "b'1'"),
         ({"cpu": 1, "gpu": 0, "memMB": 1, "capabilities": ["a"]}, "capabilities", "['a']"),
         ({"cpu": 1, "gpu": 0, "memMB": 1, "devices": {"efa": "1"}}, "devices", "'1'"),
         ({"cpu": 1, "gpu": 0, "memMB": 1, "devices": {1: 1}}, "devices", "1"),
@@ -52,3 +51,6 @@ def test_numbers_are_accepted_as_torchx_accepts_them() -> None:
     assert Resource(-1, -1, -1) == NULL_RESOURCE
     assert Resource(cpu=1, gpu=0, memMB=1, devices={"vpc.amazonaws.com/efa": 2}).devices
     assert named_resources["aws_p4d.24xlarge"].gpu == 8
+    # values are each scheduler's to judge at dry run (local_docker refuses these)
+    assert math.isnan(Resource(cpu=math.nan, gpu=0, memMB=1).cpu)  # type: ignore[arg-type]
+    assert Resource(cpu=-2, gpu=0, memMB=1).cpu == -2
