@@ -125,6 +125,9 @@ class SyncProxy:
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(object.__getattribute__(self, "_target"), name, value)
 
+    def __delattr__(self, name: str) -> None:
+        delattr(object.__getattribute__(self, "_target"), name)
+
     def close(self) -> None:
         """Leave the ``async with`` block the object was entered in (idempotent)."""
         entered = object.__getattribute__(self, "_entered")
