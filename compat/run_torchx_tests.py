@@ -146,11 +146,16 @@ def prepare_torchx_side(source: Path, root: Path) -> None:
 _IDENT = r"(?<![\w/.:-])torchx(?=\.[A-Za-z_])(?!\.pytorch\.org|\.apps\b)"
 
 
+#: the asynctorchx package measured (set by main: --package-path or the installed one)
+OURS: list[Path] = []
+
+
 def _util_module(match: re.Match[str]) -> str:
     """``torchx.util.<name>``: ours where asynctorchx has it, else TorchX's copy."""
     name = match.group(1)
-    ours = f"asynctorchx.util.{name}"
-    return ours if importlib.util.find_spec(ours) else f"txtests.util.{name}"
+    if any((root / "util" / f"{name}.py").exists() for root in OURS):
+        return f"asynctorchx.util.{name}"
+    return f"txtests.util.{name}"
 
 
 def rewrite(text: str) -> str:
@@ -302,6 +307,11 @@ def main() -> None:
     parser.add_argument("--mirror", default=DEFAULT_MIRROR, help="git dir of pytorch/torchx")
     parser.add_argument("--torchx-python", default=DEFAULT_TORCHX_PYTHON)
     parser.add_argument("--side", choices=["both", "ours", "torchx"], default="both")
+    parser.add_argument(
+        "--package-path",
+        default="",
+        help="a dir holding another asynctorchx/ to measure (e.g. a `git archive` of a branch)",
+    )
     parser.add_argument("-k", dest="only", default="", help="only the test files containing this")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir and print it")
     parser.add_argument("-v", action="store_true", help="list every test, not only failures")
@@ -312,6 +322,12 @@ def main() -> None:
         installed = installed_torchx(args.torchx_python)
         source = source_tree(args, tmp)
         check_same_library(source, installed)
+        if args.package_path:
+            OURS.append(Path(args.package_path).resolve() / "asynctorchx")
+        else:
+            spec = importlib.util.find_spec("asynctorchx")
+            if spec is not None and spec.submodule_search_locations:
+                OURS.extend(Path(p) for p in spec.submodule_search_locations)
         files = [f for f in APPLICABLE_FILES if args.only in f]
         theirs_root, ours_root = tmp / "torchx_side", tmp / "ours_side"
         prepare_torchx_side(source, theirs_root)
@@ -332,7 +348,7 @@ def main() -> None:
                 sys.executable,
                 ours_root,
                 [f"txtests/{f}" for f in files],
-                [str(ours_root), str(HERE)],
+                [p for p in (args.package_path, str(ours_root), str(HERE)) if p],
                 [str(test_dependencies(args.torchx_python, tmp / "deps"))],
                 "txtests/",
             )
