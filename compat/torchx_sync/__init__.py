@@ -46,7 +46,7 @@ def _stop_portal() -> None:
     if _portal_cm is not None and _portal is not None:
         cm, running, _portal_cm, _portal = _portal_cm, _portal, None, None
         # a test that did not close its scheduler or runner: close it now (cancelled)
-        running.stop_from_external_thread(cancel_remaining=True)
+        running.call(running.stop, True)  # cancel_remaining=True
         cm.__exit__(None, None, None)
 
 
