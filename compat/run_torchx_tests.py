@@ -246,10 +246,8 @@ def run_pytest(
     )
     env.pop("TORCHXCONFIG", None)
     tail = tail + [p for p in sys.path if p.endswith("site-packages")]
-    launcher = (
-        f"import sys; sys.path.extend({tail!r}); import pytest; sys.exit(pytest.main(sys.argv[1:]))"
-    )
-    cmd = [python, "-c", launcher, "-q", "-p", "pytest_timeout", "-p", "no:cacheprovider"]
+    cmd = [python, str(HERE / "_launch.py"), *tail, "--"]
+    cmd += ["-q", "-p", "pytest_timeout", "-p", "no:cacheprovider"]
     cmd += ["-o", "addopts=", "--timeout", "120", "--rootdir", str(cwd)]
     results: dict[str, tuple[str, str]] = {}
     for index, test_file in enumerate(files):
