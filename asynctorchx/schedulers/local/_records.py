@@ -42,7 +42,6 @@ import contextlib
 import json
 import logging
 import os
-import secrets
 import stat
 import time
 from collections.abc import Iterator
@@ -51,6 +50,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 
+from asynctorchx.schedulers.local._private_files import replace_private_file
 from asynctorchx.schedulers.local._process_identity import ProcessIdentity, this_process
 from asynctorchx.schedulers.local._supervisor import LocalApp
 from asynctorchx.schedulers.toolkit import Notifier
@@ -70,7 +70,6 @@ MAX_RECORD_AGE = 7 * 24 * 3600.0
 #: Finished records kept per backend at most (the oldest beyond are pruned).
 MAX_RECORDS = 1000
 _DIRECTORY_MODE = 0o700
-_FILE_MODE = 0o600
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _SUFFIX = ".json"
@@ -265,21 +264,7 @@ def write_record(directory: str, record: AppRecord) -> None:
         OSError: it could not be written (disk full); the old record stays whole.
     """
     data = json.dumps(converter.unstructure(record), separators=(",", ":")).encode()
-    temporary = os.path.join(directory, f".{record.app_id}.{secrets.token_hex(4)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-    fd = os.open(temporary, flags, _FILE_MODE)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(temporary, record_path(directory, record.app_id))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    replace_private_file(directory, record.app_id + _SUFFIX, data)
 
 
 def read_record(path: str) -> AppRecord | None:

@@ -19,28 +19,18 @@ reader sees the whole file or none.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
-import secrets
 import time
 from typing import Any
 
+from asynctorchx.schedulers.local._private_files import replace_private_file
 from asynctorchx.schedulers.local._supervisor import LocalApp
 
 logger = logging.getLogger(__name__)
 
 #: The file's name in the app's log directory (TorchX's).
 SUCCESS_FILE = "SUCCESS"
-
-_FLAGS = (
-    os.O_WRONLY
-    | os.O_CREAT
-    | os.O_EXCL
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
 
 
 def success_info(app: LocalApp, now: float | None = None) -> dict[str, Any]:
@@ -84,19 +74,9 @@ def write_success_file(app: LocalApp) -> None:
     """
     directory = app.request.log_dir
     data = json.dumps(success_info(app), indent=2).encode()
-    temporary = os.path.join(directory, f".{SUCCESS_FILE}.{secrets.token_hex(4)}.tmp")
     try:
-        fd = os.open(temporary, _FLAGS, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(temporary, os.path.join(directory, SUCCESS_FILE))
+        replace_private_file(directory, SUCCESS_FILE, data)
     except OSError as error:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
         logger.warning(
             "%s: could not write %s in %s: %s", app.request.app_id, SUCCESS_FILE, directory, error
         )
