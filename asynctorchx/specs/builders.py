@@ -387,22 +387,28 @@ def parse_args(
         defaults: string defaults that replace the declared ones (``.torchxconfig``).
         config: argument values given as data (``run --stdin``'s JSON
             ``component_args``): they win over ``argv`` and ``defaults``; a string is
-            decoded as a command-line value, any other value is taken as it is.
+            decoded as a command-line value, any other value must already have the
+            parameter's type.
 
     Raises:
         ComponentUsageError: (a ``ComponentValidationException`` and ``SystemExit(2)``)
             an argument is missing or unknown; ``usage`` holds the usage text.
-        ComponentValidationException: an argument does not parse as its type; the
-            message names it.
+        ComponentValidationException: an argument does not parse as its type, or a
+            value given as data does not have it; the message names it.
         SystemExit: ``--help`` was given (argparse prints the help and exits 0).
     """
     parser = create_args_parser(fn, defaults)
     if config:
         _accept_config(fn, parser, config)
     namespace = parser.parse_args(list(argv))
-    for name, value in (config or {}).items():
-        setattr(namespace, name, value)
     types_by_name = _param_types(fn)
+    parameters = inspect.signature(fn).parameters
+    for name, value in (config or {}).items():
+        ptype = types_by_name[name]
+        if parameters[name].kind == inspect.Parameter.VAR_POSITIONAL:
+            ptype = ParamType("list", ptype.item)  # *args: given as a list of its items
+        _check_data_value(fn.__name__, name, ptype, value)
+        setattr(namespace, name, value)
     values: dict[str, Any] = {}
     for name, param in inspect.signature(fn).parameters.items():
         value = getattr(namespace, name)
@@ -412,6 +418,58 @@ def parse_args(
         else:
             values[name] = decode(fn.__name__, name, types_by_name[name], value)
     return values
+
+
+def _is_primitive(kind: type[Any], value: Any) -> bool:
+    """Whether ``value`` is a value of the primitive type ``kind`` as given in data."""
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _check_data_value(fn_name: str, name: str, ptype: ParamType, value: Any) -> None:
+    """Refuse a value given as data (not text) that does not have the parameter's type.
+
+    A string is decoded as on the command line; ``None`` is accepted for an optional
+    parameter. Anything else must already be of the annotated type: a component that
+    puts an ``int`` where its role expects ``str`` arguments would fail later, far from
+    the value (in the macros' substitution).
+
+    Raises:
+        ComponentValidationException: the value does not have the type; the message
+            names the argument, the value and the fix.
+    """
+    if isinstance(value, str) or (value is None and ptype.optional):
+        return
+    if ptype.kind == "primitive":
+        fits = _is_primitive(ptype.item, value)
+        wanted = ptype.item.__name__
+    elif ptype.kind == "list":
+        fits = isinstance(value, (list, tuple)) and all(
+            _is_primitive(ptype.item, item) for item in value
+        )
+        wanted = f"a list of {ptype.item.__name__}"
+    else:
+
+        def item_fits(item: Any) -> bool:
+            if ptype.list_values:
+                return isinstance(item, list) and all(_is_primitive(ptype.item, x) for x in item)
+            return _is_primitive(ptype.item, item)
+
+        fits = isinstance(value, Mapping) and all(
+            _is_primitive(ptype.key, k) and item_fits(v) for k, v in value.items()
+        )
+        wanted = f"a dict of {ptype.key.__name__} to {ptype.item.__name__}"
+    if not fits:
+        raise ComponentValidationException(
+            f"argument {name!r} of component {fn_name!r} is {value!r}"
+            f" ({type(value).__name__}): give {wanted}, or its command-line text"
+            f" as a string (e.g. {str(value)!r})"
+        )
 
 
 def _accept_config(

@@ -170,6 +170,32 @@ def test_bad_default_from_config_names_the_argument() -> None:
         materialize_appdef(typed, [], {"name": "n", "count": "lots"})
 
 
+def test_values_given_as_data_keep_their_types() -> None:
+    config = {"name": "n", "count": 3, "ratio": 1, "flag": True, "tags": ["a"], "maybe": None}
+    app = materialize_appdef(typed, [], config=config)
+    assert values(app)[:4] == (3, 1, True, ["a"])
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        ({"name": 3}, "'name'"),  # a str parameter given an int
+        ({"name": "n", "count": "x"}, "--count"),  # text that does not parse
+        ({"name": "n", "count": 2.5}, "'count'"),
+        ({"name": "n", "flag": 1}, "'flag'"),
+        ({"name": "n", "tags": ["a", 2]}, "'tags'"),
+        ({"name": "n", "env": {"K": 1}}, "'env'"),
+        ({"name": None}, "'name'"),  # not optional
+    ],
+)
+def test_a_value_given_as_data_of_the_wrong_type_names_the_argument(
+    config: dict[str, object], named: str
+) -> None:
+    # run_component(..., {"msg": 3}) failed later with a bare TypeError in the macros
+    with pytest.raises(ComponentValidationException, match=named):
+        materialize_appdef(typed, [], config=config)
+
+
 def test_unknown_default_key_is_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     # a stale [component:x] key must not break a run (TorchX ignores it too)
     app = materialize_appdef(typed, ["--name", "x"], {"nmae": "typo"})
