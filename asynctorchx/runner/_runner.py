@@ -35,7 +35,7 @@ from asynctorchx.runner._events import AppEvent, app_event_stream
 from asynctorchx.runner._hosting import SchedulerHost, scheduler_params_from_env
 from asynctorchx.runner._logs import LogLine, merged_log_stream
 from asynctorchx.runner._signals import can_own_signals, terminate_on_signals
-from asynctorchx.runner._submit import SubmitMethods
+from asynctorchx.runner._submit import SubmitMethods, api_event, handle_event
 from asynctorchx.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -215,8 +215,9 @@ class Runner(SubmitMethods):
             MalformedAppHandleException: the handle is malformed.
             UnknownSchedulerException: the handle's scheduler is not registered.
         """
-        sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
-        return self._app_status(app_handle, await sched.describe(app_id))
+        with handle_event("status", app_handle):
+            sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+            return self._app_status(app_handle, await sched.describe(app_id))
 
     def _app_status(
         self, app_handle: AppHandle, desc: DescribeAppResponse | None
@@ -252,8 +253,9 @@ class Runner(SubmitMethods):
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
         del wait_interval  # TorchX's argument; see the docstring
-        sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
-        return self._app_status(app_handle, await sched.wait(app_id))
+        with handle_event("wait", app_handle):
+            sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+            return self._app_status(app_handle, await sched.wait(app_id))
 
     async def watch(self, app_handle: AppHandle) -> AsyncIterator[AppStatus]:
         """Yield the app's :class:`AppStatus` at each change of state, ending at a terminal one.
@@ -294,10 +296,11 @@ class Runner(SubmitMethods):
         Raises:
             SessionMismatchException: the handle belongs to another session.
         """
-        sched, _, app_id = await self._host.for_handle(app_handle)
-        app_status = await self.status(app_handle)
-        if app_status is not None and not app_status.is_terminal():
-            await sched.cancel(app_id)
+        with handle_event("cancel", app_handle):
+            sched, _, app_id = await self._host.for_handle(app_handle)
+            app_status = await self.status(app_handle)
+            if app_status is not None and not app_status.is_terminal():
+                await sched.cancel(app_id)
 
     async def delete(self, app_handle: AppHandle) -> None:
         """Delete the app: cancel it if it runs, then remove what its scheduler keeps of it.
@@ -313,9 +316,10 @@ class Runner(SubmitMethods):
             SessionMismatchException: the handle belongs to another session.
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
-        sched, _, app_id = await self._host.for_handle(app_handle)
-        await sched.delete(app_id)
-        self._apps.pop(app_handle, None)
+        with handle_event("delete", app_handle):
+            sched, _, app_id = await self._host.for_handle(app_handle)
+            await sched.delete(app_id)
+            self._apps.pop(app_handle, None)
 
     async def stop(self, app_handle: AppHandle) -> None:
         """Deprecated alias of :meth:`cancel` (``PendingDeprecationWarning``, as TorchX)."""
@@ -332,13 +336,14 @@ class Runner(SubmitMethods):
         Raises:
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
-        sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
-        app = self._apps.get(app_handle)
-        if app is None:
-            desc = await sched.describe(app_id)
-            if desc is not None:
-                app = AppDef(name=app_id, roles=desc.roles, metadata=dict(desc.metadata))
-        return app
+        with handle_event("describe", app_handle):
+            sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+            app = self._apps.get(app_handle)
+            if app is None:
+                desc = await sched.describe(app_id)
+                if desc is not None:
+                    app = AppDef(name=app_id, roles=desc.roles, metadata=dict(desc.metadata))
+            return app
 
     async def list(
         self, scheduler: str, cfg: Mapping[str, CfgVal] | None = None
@@ -359,11 +364,12 @@ class Runner(SubmitMethods):
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
         """
-        sched = await self._host.get(scheduler)
-        if cfg is not None and sched._list_accepts_cfg():
-            apps = await sched.list(cfg=cfg)
-        else:
-            apps = await sched.list()
+        with api_event("list", scheduler, cfg=cfg):
+            sched = await self._host.get(scheduler)
+            if cfg is not None and sched._list_accepts_cfg():
+                apps = await sched.list(cfg=cfg)
+            else:
+                apps = await sched.list()
         for app in apps:
             app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
             submitted = self._apps.get(app.app_handle)
@@ -384,8 +390,9 @@ class Runner(SubmitMethods):
         Raises:
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
-        sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
-        return await sched.describe_native(app_id)
+        with handle_event("describe_native", app_handle):
+            sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+            return await sched.describe_native(app_id)
 
     # ------------------------------------------------------------------ logs
 
@@ -421,12 +428,13 @@ class Runner(SubmitMethods):
         """
 
         async def lines() -> AsyncIterator[str]:
-            sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
-            if await self.status(app_handle) is None:
-                raise UnknownAppException(app_handle)
-            iterator = sched.log_iter(
-                app_id, role_name, k, regex, since, until, should_tail, streams=streams
-            )
+            with handle_event("log_lines", app_handle):
+                sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+                if await self.status(app_handle) is None:
+                    raise UnknownAppException(app_handle)
+                iterator = sched.log_iter(
+                    app_id, role_name, k, regex, since, until, should_tail, streams=streams
+                )
             async with aclosing(iterator):  # type: ignore[type-var]
                 async for line in iterator:
                     yield line

@@ -7,11 +7,13 @@ TorchX's ``torchx.runner.api.Runner.run_component``, ``dryrun_component``, ``run
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
+from asynctorchx.errors import MalformedAppHandleException
 from asynctorchx.runner._hosting import SchedulerHost
 from asynctorchx.runner.tracker import (
     ENV_TORCHX_JOB_ID,
@@ -29,10 +31,65 @@ from asynctorchx.specs.api import (
     Workspace,
     macros,
     make_app_handle,
+    parse_app_handle,
 )
+
+if TYPE_CHECKING:
+    from asynctorchx.runner.events import log_event
 
 # The logger of runner/api.py before the split: logging configurations naming it work.
 logger = logging.getLogger("asynctorchx.runner.api")
+
+
+def api_event(
+    api: str,
+    scheduler: str | None = None,
+    app_id: str | None = None,
+    *,
+    app_image: str | None = None,
+    cfg: Mapping[str, CfgVal] | None = None,
+    workspace: Workspace | str | None = None,
+) -> log_event:
+    """The usage event of one Runner API call (see :mod:`asynctorchx.runner.events`).
+
+    ``log_event`` is looked up in :mod:`asynctorchx.runner.api` at each call, so that
+    patching ``asynctorchx.runner.api.log_event`` takes effect, as TorchX's
+    ``torchx.runner.api`` uses it.
+
+    Args:
+        api: the Runner method's name.
+        scheduler: the scheduler's registered name, when known.
+        app_id: the app's id on its scheduler, when known.
+        app_image: role 0's image, when known.
+        cfg: the run options, recorded as JSON (as TorchX) when given.
+        workspace: the workspace given to the call, recorded as text.
+    """
+    from asynctorchx.runner import api as runner_api
+
+    return runner_api.log_event(
+        api,
+        scheduler,
+        app_id,
+        app_image=app_image,
+        runcfg=json.dumps(dict(cfg), default=str) if cfg else None,
+        workspace=None if workspace is None else str(workspace),
+    )
+
+
+def handle_event(api: str, app_handle: AppHandle) -> log_event:
+    """The usage event of a Runner call on ``app_handle`` (scheduler and app id from it).
+
+    A malformed handle gives an event without them; the call then raises as it would.
+
+    Args:
+        api: the Runner method's name.
+        app_handle: ``{scheduler}://{session}/{app_id}``.
+    """
+    try:
+        scheduler, _, app_id = parse_app_handle(app_handle)
+    except MalformedAppHandleException:  # the call itself raises it again
+        return api_event(api)
+    return api_event(api, scheduler, app_id)
 
 
 class SubmitMethods:
@@ -85,10 +142,13 @@ class SubmitMethods:
             ComponentValidationException: the component function is invalid.
             ValueError: see :meth:`dryrun`.
         """
-        dryrun_info = await self.dryrun_component(
-            component, component_args, scheduler, cfg, workspace, parent_run_id
-        )
-        return await self.schedule(dryrun_info)
+        with api_event("run_component", scheduler, cfg=cfg, workspace=workspace) as ctx:
+            dryrun_info = await self.dryrun_component(
+                component, component_args, scheduler, cfg, workspace, parent_run_id
+            )
+            app_handle = await self.schedule(dryrun_info)
+            ctx.event.app_id = parse_app_handle(app_handle).app_id
+            return app_handle
 
     async def dryrun_component(
         self,
@@ -112,13 +172,14 @@ class SubmitMethods:
         from asynctorchx.specs.builders import materialize_appdef
         from asynctorchx.specs.finder import get_component
 
-        component_def = get_component(component)
-        argv = component_args if isinstance(component_args, list) else []
-        data = None if isinstance(component_args, list) else component_args
-        app = materialize_appdef(
-            component_def.fn, argv, self._component_defaults.get(component), data
-        )
-        return await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+        with api_event("dryrun_component", scheduler, cfg=cfg, workspace=workspace):
+            component_def = get_component(component)
+            argv = component_args if isinstance(component_args, list) else []
+            data = None if isinstance(component_args, list) else component_args
+            app = materialize_appdef(
+                component_def.fn, argv, self._component_defaults.get(component), data
+            )
+            return await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
 
     @overload
     async def run(
@@ -177,10 +238,13 @@ class SubmitMethods:
             ValueError, UnknownSchedulerException, InvalidRunConfigException: see
                 :meth:`dryrun`.
         """
-        dryrun_info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
-        if dryrun:
-            return dryrun_info
-        return await self.schedule(dryrun_info)
+        with api_event("run", scheduler, cfg=cfg, workspace=workspace) as ctx:
+            dryrun_info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+            if dryrun:
+                return dryrun_info
+            app_handle = await self.schedule(dryrun_info)
+            ctx.event.app_id = parse_app_handle(app_handle).app_id
+            return app_handle
 
     async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
         """Submit a (possibly edited) dry-run result; return the app handle.
@@ -200,11 +264,14 @@ class SubmitMethods:
                 "this AppDryRunInfo did not come from Runner.dryrun(): call"
                 " `await runner.dryrun(app, scheduler)` and pass its result"
             )
-        sched = await self._host.get(scheduler)
-        app_id = await sched.schedule(dryrun_info)
-        app_handle = make_app_handle(scheduler, self._name, app_id)
-        self._apps[app_handle] = app
-        return app_handle
+        image = app.roles[0].image if app.roles else None
+        with api_event("schedule", scheduler, app_image=image) as ctx:
+            sched = await self._host.get(scheduler)
+            app_id = await sched.schedule(dryrun_info)
+            ctx.event.app_id = app_id
+            app_handle = make_app_handle(scheduler, self._name, app_id)
+            self._apps[app_handle] = app
+            return app_handle
 
     async def dryrun(
         self,
@@ -227,6 +294,18 @@ class SubmitMethods:
             UnknownSchedulerException: ``scheduler`` is not registered.
             InvalidRunConfigException: ``cfg`` does not match the scheduler's run options.
         """
+        with api_event("dryrun", scheduler, cfg=cfg, workspace=workspace):
+            return await self._dryrun(app, scheduler, cfg, workspace, parent_run_id)
+
+    async def _dryrun(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None,
+        workspace: Workspace | str | None,
+        parent_run_id: str | None,
+    ) -> AppDryRunInfo[Any]:
+        """:meth:`dryrun` without its usage event."""
         if not app.roles:
             raise ValueError(
                 f"No roles for app: {app.name}. Did you forget to add roles to AppDef?"

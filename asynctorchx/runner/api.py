@@ -12,7 +12,10 @@ This module only re-exports; each concern lives in its own private module:
   :meth:`Runner.log_stream`;
 - :mod:`asynctorchx.runner._events`: :class:`StateEvent`, :class:`LogEvent`
   (:data:`AppEvent`) and the resumable event stream behind :meth:`Runner.events`;
-- :mod:`asynctorchx.runner._get_runner`: :func:`get_runner`.
+- :mod:`asynctorchx.runner._get_runner`: :func:`get_runner`;
+- :mod:`asynctorchx.runner.events`: ``log_event``, the usage event the Runner records
+  around each API call, looked up here at each call (as ``torchx.runner.api``'s, it can
+  be patched as ``asynctorchx.runner.api.log_event``).
 
 The tracker environment variable names and helpers (:mod:`asynctorchx.runner.tracker`)
 and the spec and scheduler names ``torchx.runner.api`` imports stay importable from here.
@@ -34,6 +37,7 @@ from asynctorchx.runner._logs import LogLine
 from asynctorchx.runner._logs import _Reader as _Reader
 from asynctorchx.runner._runner import Runner
 from asynctorchx.runner._submit import logger
+from asynctorchx.runner.events import log_event
 from asynctorchx.runner.tracker import (
     ENV_TORCHX_JOB_ID,
     ENV_TORCHX_PARENT_RUN_ID,
@@ -91,6 +95,7 @@ __all__ = [
     "UnknownSchedulerException",
     "get_configured_trackers",
     "get_runner",
+    "log_event",
     "logger",
     "macros",
     "make_app_handle",

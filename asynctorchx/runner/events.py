@@ -1,0 +1,162 @@
+"""Usage events of the Runner API: one :class:`TorchxEvent` per call, logged at DEBUG.
+
+As TorchX's ``torchx.runner.events``: the :class:`~asynctorchx.runner.Runner` enters
+:class:`log_event` around each API call (``run``, ``dryrun``, ``schedule``, ``status``,
+``wait``, ``cancel``, ``describe``, ``list``, ``log_lines``, ...); when the call ends,
+normally or by an exception, the event (its scheduler, app id, run config, CPU and wall
+time, and the exception's traceback if any) is logged as one JSON line at ``DEBUG`` on
+the ``asynctorchx.runner.events`` logger. Nothing is sent anywhere: attach a handler to
+that logger to collect the events.
+
+The Runner looks ``log_event`` up in :mod:`asynctorchx.runner.api` at each call, so
+``unittest.mock.patch("asynctorchx.runner.api.log_event")`` replaces it, as TorchX's
+tests patch ``torchx.runner.api.log_event``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from enum import Enum
+from types import TracebackType
+
+logger = logging.getLogger("asynctorchx.runner.events")
+
+
+class SourceType(str, Enum):
+    """Where the event comes from (TorchX's ``torchx.runner.events.api.SourceType``)."""
+
+    UNKNOWN = "<unknown>"
+    INTERNAL = "INTERNAL"
+    EXTERNAL = "EXTERNAL"
+
+
+@dataclass
+class TorchxEvent:
+    """One Runner API call, as TorchX's ``torchx.runner.events.api.TorchxEvent``.
+
+    Args:
+        session: the app id when known, else ``""`` (TorchX's choice).
+        scheduler: the scheduler's registered name (``""`` when the call has none yet).
+        api: the Runner method's name (``"run"``, ``"status"``, ...).
+        app_id: the app's id on its scheduler, when known.
+        app_image: role 0's image, when known.
+        runcfg: the run options as JSON, when given.
+        raw_exception: the formatted traceback of the exception that ended the call.
+        source: where the event comes from.
+        cpu_time_usec: process CPU time spent in the call, in microseconds.
+        wall_time_usec: wall time spent in the call, in microseconds.
+        start_epoch_time_usec: when the call started, in microseconds since the epoch.
+        workspace: the workspace given to the call, when any.
+    """
+
+    session: str
+    scheduler: str
+    api: str
+    app_id: str | None = None
+    app_image: str | None = None
+    runcfg: str | None = None
+    raw_exception: str | None = None
+    source: SourceType = SourceType.UNKNOWN
+    cpu_time_usec: int | None = None
+    wall_time_usec: int | None = None
+    start_epoch_time_usec: int | None = None
+    workspace: str | None = None
+
+    def serialize(self) -> str:
+        """Return the event as one JSON object (``source`` as its string value)."""
+        return json.dumps(asdict(self))
+
+    @staticmethod
+    def deserialize(data: str | TorchxEvent) -> TorchxEvent:
+        """Return the event :meth:`serialize` wrote (an event is returned as it is).
+
+        Args:
+            data: a JSON object written by :meth:`serialize`, or an event.
+
+        Raises:
+            json.JSONDecodeError: ``data`` is not JSON.
+            TypeError: the JSON object has a key that is not a field.
+        """
+        if isinstance(data, TorchxEvent):
+            return data
+        fields = json.loads(data)
+        if "source" in fields:
+            try:
+                fields["source"] = SourceType(fields["source"])
+            except ValueError:
+                del fields["source"]
+        return TorchxEvent(**fields)
+
+    def __str__(self) -> str:
+        return self.serialize()
+
+
+def record(event: TorchxEvent) -> None:
+    """Log ``event`` as one JSON line at ``DEBUG`` on ``asynctorchx.runner.events``.
+
+    Args:
+        event: the event to log.
+    """
+    logger.debug("%s", event.serialize())
+
+
+class log_event:  # TorchX's name and casing (torchx.runner.events.log_event)
+    """Context manager that records one :class:`TorchxEvent` for the code it wraps.
+
+    Entering it starts the clocks; leaving it (normally or by an exception, which it
+    does not swallow) fills in the CPU and wall time, and the traceback of the
+    exception if any, and :func:`record` s the event. The code inside may complete
+    :attr:`event` (e.g. the app id once submitted). Plain ``with``: it never awaits, so
+    it wraps coroutine code as well.
+
+    Args:
+        api: the Runner method's name.
+        scheduler: the scheduler's registered name, when known.
+        app_id: the app's id on its scheduler, when known.
+        app_image: role 0's image, when known.
+        runcfg: the run options as JSON, when given.
+        workspace: the workspace given to the call, when any.
+    """
+
+    def __init__(
+        self,
+        api: str,
+        scheduler: str | None = None,
+        app_id: str | None = None,
+        app_image: str | None = None,
+        runcfg: str | None = None,
+        workspace: str | None = None,
+    ) -> None:
+        self.event = TorchxEvent(
+            session=app_id or "",
+            scheduler=scheduler or "",
+            api=api,
+            app_id=app_id,
+            app_image=app_image,
+            runcfg=runcfg,
+            workspace=workspace,
+        )
+        self._start_cpu_ns = 0
+        self._start_wall_ns = 0
+
+    def __enter__(self) -> log_event:
+        self._start_cpu_ns = time.process_time_ns()
+        self._start_wall_ns = time.perf_counter_ns()
+        self.event.start_epoch_time_usec = time.time_ns() // 1000
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.event.cpu_time_usec = (time.process_time_ns() - self._start_cpu_ns) // 1000
+        self.event.wall_time_usec = (time.perf_counter_ns() - self._start_wall_ns) // 1000
+        if exc is not None:
+            self.event.raw_exception = "".join(traceback.format_exception(exc))
+        record(self.event)
