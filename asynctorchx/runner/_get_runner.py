@@ -41,9 +41,9 @@ def get_runner(
     Raises:
         ConfigError: a ``.torchxconfig`` file is unreadable.
     """
+    from asynctorchx.runner import api as runner_api  # its names can be patched, as TorchX's
     from asynctorchx.runner.config import get_component_defaults, load_sections
     from asynctorchx.runner.tracker import get_configured_trackers
-    from asynctorchx.schedulers import get_scheduler_factories
 
     if name:
         warnings.warn(
@@ -58,7 +58,7 @@ def get_runner(
         component_defaults = get_component_defaults(sections=config_sections)
     return Runner(
         name or "torchx",
-        get_scheduler_factories(),
+        runner_api.get_scheduler_factories(),
         component_defaults,
         scheduler_params=scheduler_params,
         trackers=get_configured_trackers(sections=config_sections),

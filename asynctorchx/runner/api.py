@@ -12,7 +12,9 @@ This module only re-exports; each concern lives in its own private module:
   :meth:`Runner.log_stream`;
 - :mod:`asynctorchx.runner._events`: :class:`StateEvent`, :class:`LogEvent`
   (:data:`AppEvent`) and the resumable event stream behind :meth:`Runner.events`;
-- :mod:`asynctorchx.runner._get_runner`: :func:`get_runner`;
+- :mod:`asynctorchx.runner._get_runner`: :func:`get_runner`, which calls this module's
+  ``get_scheduler_factories`` (patchable here, as ``torchx.runner.api``'s; the backends
+  stay unimported until a scheduler is made);
 - :mod:`asynctorchx.runner.events`: ``log_event``, the usage event the Runner records
   around each API call, looked up here at each call (as ``torchx.runner.api``'s, it can
   be patched as ``asynctorchx.runner.api.log_event``).
@@ -37,6 +39,7 @@ from asynctorchx.runner._logs import LogLine
 from asynctorchx.runner._logs import _Reader as _Reader
 from asynctorchx.runner._runner import Runner
 from asynctorchx.runner._submit import logger
+from asynctorchx.runner.config import get_scheduler_factories
 from asynctorchx.runner.events import log_event
 from asynctorchx.runner.tracker import (
     ENV_TORCHX_JOB_ID,
@@ -95,6 +98,7 @@ __all__ = [
     "UnknownSchedulerException",
     "get_configured_trackers",
     "get_runner",
+    "get_scheduler_factories",
     "log_event",
     "logger",
     "macros",

@@ -29,7 +29,9 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from asynctorchx.errors import ConfigError, ConfigFileEncodingError
+from asynctorchx import schedulers
+from asynctorchx.errors import ConfigError, ConfigFileEncodingError, UnknownSchedulerException
+from asynctorchx.schedulers import SchedulerFactory, get_scheduler_class
 from asynctorchx.specs.api import CfgVal, get_type_name, runopt, runopts
 
 logger = logging.getLogger(__name__)
@@ -41,11 +43,25 @@ ENV_TORCHXCONFIG = "TORCHXCONFIG"
 #: Between a section's prefix and its name: ``[component:dist.ddp]``.
 CONFIG_PREFIX_DELIM = ":"
 #: ``$HOME`` and the current directory when this module was imported (TorchX's
-#: constant). :func:`find_configs` reads the current directory at each call instead.
+#: constant). :func:`find_configs` reads ``$HOME`` and the current directory at each call
+#: instead, unless a program replaced or changed this list (as TorchX's tests do).
 DEFAULT_CONFIG_DIRS: list[str] = [str(Path.home()), str(Path.cwd())]
+_IMPORTED_CONFIG_DIRS = tuple(DEFAULT_CONFIG_DIRS)
 #: The value :func:`dump` writes for an option without a value; :func:`load` reads it
 #: back as ``None``.
 _NONE = "None"
+
+
+def get_scheduler_factories() -> dict[str, SchedulerFactory]:
+    """Return the registered scheduler factories (:mod:`asynctorchx.schedulers`' registry).
+
+    The name ``torchx.runner.config`` and ``torchx.runner.api`` import: this module's
+    functions (and :func:`~asynctorchx.runner.get_runner`, through
+    :mod:`asynctorchx.runner.api`) call it through their module, so a program or test
+    may replace it there, or replace ``asynctorchx.schedulers.get_scheduler_factories``
+    (read at each call). No backend module is imported.
+    """
+    return schedulers.get_scheduler_factories()
 
 
 class ConfigFileNotFoundError(ConfigError, FileNotFoundError):
@@ -68,8 +84,10 @@ def find_configs(dirs: Iterable[str] | None = None) -> list[str]:
     """Return the config files to read, highest precedence first.
 
     Args:
-        dirs: directories to look in for ``.torchxconfig`` (default: ``$HOME`` then the
-            current directory). Ignored when ``$TORCHXCONFIG`` is set.
+        dirs: directories to look in for ``.torchxconfig``. Default: ``$HOME`` then the
+            current directory, read at this call; or :data:`DEFAULT_CONFIG_DIRS` when a
+            program has replaced or changed it since import (``torchx.runner.config``
+            reads that constant). Ignored when ``$TORCHXCONFIG`` is set.
 
     Raises:
         ConfigFileNotFoundError: (a ``FileNotFoundError``) ``$TORCHXCONFIG`` names a
@@ -83,6 +101,8 @@ def find_configs(dirs: Iterable[str] | None = None) -> list[str]:
                 f" {ENV_TORCHXCONFIG} to use $HOME/{CONFIG_FILE} and ./{CONFIG_FILE}"
             )
         return [explicit]
+    if not dirs and tuple(DEFAULT_CONFIG_DIRS) != _IMPORTED_CONFIG_DIRS:
+        dirs = DEFAULT_CONFIG_DIRS  # set by the program: its choice wins, as in TorchX
     if not dirs:  # None or empty, as TorchX
         dirs = [str(Path.home()), os.getcwd()]
     found: list[str] = []
@@ -288,10 +308,7 @@ def scheduler_run_opts(scheduler: str) -> runopts:
         UnknownSchedulerException: (a ``ValueError``, as TorchX raises) ``scheduler``
             is not registered.
     """
-    from asynctorchx.errors import UnknownSchedulerException
-    from asynctorchx.schedulers import get_scheduler_class, get_scheduler_factories
-
-    factories = get_scheduler_factories()
+    factories = get_scheduler_factories()  # through this module: patchable, as TorchX's
     factory = factories.get(scheduler)
     if factory is None:
         raise UnknownSchedulerException(scheduler, list(factories))
@@ -434,8 +451,6 @@ def dump(
     if isinstance(schedulers, Mapping):
         by_name: Mapping[str, runopts] = schedulers
     else:
-        from asynctorchx.schedulers import get_scheduler_factories
-
         read: dict[str, runopts] = {}
         for name in list(schedulers or get_scheduler_factories()):
             try:
