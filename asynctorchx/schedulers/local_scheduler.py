@@ -4,9 +4,12 @@ TorchX's module is ``torchx.schedulers.local_scheduler``; this one keeps that pa
 the scheduler registry's ``asynctorchx.schedulers.local_scheduler:create_cwd_scheduler``
 and ``:create_dir_scheduler``) working. The code now lives in the subpackage
 :mod:`asynctorchx.schedulers.local`, which documents the schedulers; every name is
-re-exported from there.
+re-exported from there, with TorchX's module-level helpers ``make_unique`` (the app
+id generator: the local schedulers draw each app id through this module's name, so
+replacing it here gives fixed ids) and ``_join_PATH``.
 """
 
+from asynctorchx.schedulers.ids import make_unique as make_unique
 from asynctorchx.schedulers.local import (
     DEFAULT_STOP_TIMEOUT,
     CWDImageProvider,
@@ -20,6 +23,10 @@ from asynctorchx.schedulers.local import (
     create_dir_scheduler,
     create_scheduler,
 )
+from asynctorchx.schedulers.local._request import join_path
+
+#: TorchX's name (``torchx.schedulers.local_scheduler._join_PATH``) of ``join_path``.
+_join_PATH = join_path  # noqa: N816 -- TorchX's name
 
 __all__ = [
     "DEFAULT_STOP_TIMEOUT",

@@ -15,7 +15,7 @@ import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypedDict
 
 import attrs
@@ -275,6 +275,9 @@ class RequestContext:
         job_id: the app handle, the replicas' ``TORCHX_JOB_ID``.
         image_provider: makes each role's image a directory on this host.
         extra_paths: directories put in front of every replica's ``PATH``.
+        cuda_device_count: how many GPUs this host has, asked only when
+            ``auto_set_cuda_visible_devices`` is on and a role asks for GPUs
+            (``LocalScheduler._cuda_device_count``; default :func:`gpu_count`).
     """
 
     app_id: str
@@ -282,6 +285,7 @@ class RequestContext:
     job_id: str
     image_provider: ImageProvider
     extra_paths: Sequence[str] = ()
+    cuda_device_count: Callable[[], int] | None = None
 
 
 def build_popen_request(
@@ -309,7 +313,7 @@ def build_popen_request(
         if stop_timeout is None
         else validate_stop_timeout(stop_timeout),
     )
-    gpu_assignments = cuda_visible_devices(app, cfg)
+    gpu_assignments = cuda_visible_devices(app, cfg, context.cuda_device_count)
     for role in app.roles:
         img_root = context.image_provider.fetch_role(role)
         params: list[ReplicaParam] = []
@@ -404,12 +408,15 @@ def join_path(*parts: str | None) -> str:
     return os.pathsep.join(part.strip(os.pathsep) for part in parts if part)
 
 
-def cuda_visible_devices(app: AppDef, cfg: Mapping[str, CfgVal]) -> dict[tuple[str, int], str]:
+def cuda_visible_devices(
+    app: AppDef, cfg: Mapping[str, CfgVal], device_count: Callable[[], int] | None = None
+) -> dict[tuple[str, int], str]:
     """TorchX's ``auto_set_cuda_visible_devices``: one disjoint GPU range per replica.
 
     Args:
         app: the app.
         cfg: the resolved run config.
+        device_count: returns how many GPUs this host has (default :func:`gpu_count`).
 
     Returns:
         ``CUDA_VISIBLE_DEVICES`` per ``(role name, replica id)`` of the replicas that ask
@@ -421,7 +428,7 @@ def cuda_visible_devices(app: AppDef, cfg: Mapping[str, CfgVal]) -> dict[tuple[s
     wanted = sum(role.resource.gpu * role.num_replicas for role in app.roles)
     if wanted == 0:
         return {}
-    available = gpu_count()
+    available = (device_count or gpu_count)()
     if available < wanted:
         logger.warning(
             "auto_set_cuda_visible_devices: the app asks for %d GPUs but this host has %d;"
@@ -452,3 +459,18 @@ def gpu_count() -> int:
     except (OSError, subprocess.SubprocessError):
         return 0
     return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+
+
+def draw_app_id(app_name: str) -> str:
+    """A new app id for ``app_name``, drawn by ``local_scheduler.make_unique``.
+
+    Looked up in :mod:`asynctorchx.schedulers.local_scheduler` at each call, so code
+    that replaces ``make_unique`` there (for a fixed id, as TorchX's tests patch
+    ``torchx.schedulers.local_scheduler.make_unique``) gets that id.
+
+    Args:
+        app_name: the app's name (``AppDef.name``).
+    """
+    from asynctorchx.schedulers import local_scheduler
+
+    return local_scheduler.make_unique(app_name)

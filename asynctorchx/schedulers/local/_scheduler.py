@@ -45,6 +45,8 @@ from asynctorchx.schedulers.local._request import (
     PopenRequest,
     RequestContext,
     build_popen_request,
+    draw_app_id,
+    gpu_count,
     local_run_opts,
 )
 from asynctorchx.schedulers.local._success_file import write_success_file
@@ -53,7 +55,6 @@ from asynctorchx.schedulers.toolkit import (
     LogQuery,
     describe_app,
     gather,
-    make_app_id,
     role_statuses,
     tail_file,
     validate_app_id,
@@ -214,6 +215,11 @@ class LocalScheduler(Scheduler[PopenRequest]):
             self._temp_log_dir = os.path.join(tempfile.gettempdir(), name)
         return self._temp_log_dir
 
+    def _cuda_device_count(self) -> int:
+        """How many GPUs this host has (``nvidia-smi -L``; 0 without it), as TorchX's
+        ``LocalScheduler._cuda_device_count``: the hook to override for GPU assignment."""
+        return gpu_count()
+
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[PopenRequest]:
         """Build the request (see ``_request.build_popen_request``); create nothing.
 
@@ -226,7 +232,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
             ValueError: the image provider rejects a role's image.
         """
         validate_name("session name", self.session_name)  # a directory of every log path
-        app_id = make_app_id(app.name)
+        app_id = draw_app_id(app.name)
         root = self._base_log_dir(cfg)
         context = RequestContext(
             app_id=app_id,
@@ -234,6 +240,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
             job_id=make_app_handle(self.backend, self.session_name, app_id),
             image_provider=self._image_provider_class(cfg),
             extra_paths=tuple(self._extra_paths),
+            cuda_device_count=self._cuda_device_count,
         )
         request = build_popen_request(app, cfg, context)
         replica_dirs = [d for dirs in request.role_log_dirs.values() for d in dirs]
