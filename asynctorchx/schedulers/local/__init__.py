@@ -58,9 +58,14 @@ ends), ``_error_files`` (TorchElastic error files), ``_child_watcher`` (reaping
 children on Python < 3.12), ``_records`` (the app records on disk), ``_process_identity``
 (knowing a process again: pid, start time, boot), ``_recorded_apps`` (other processes'
 apps, from their records), ``_change_watch`` (waking their followers: inotify, pid file
-descriptors) and ``_scheduler`` (``LocalScheduler`` and its factories).
+descriptors), ``_scheduler`` (``LocalScheduler``) and ``_factories`` (its factories).
 """
 
+from asynctorchx.schedulers.local._factories import (
+    create_cwd_scheduler,
+    create_dir_scheduler,
+    create_scheduler,
+)
 from asynctorchx.schedulers.local._request import (
     DEFAULT_STOP_TIMEOUT,
     CWDImageProvider,
@@ -70,12 +75,7 @@ from asynctorchx.schedulers.local._request import (
     PopenRequest,
     ReplicaParam,
 )
-from asynctorchx.schedulers.local._scheduler import (
-    LocalScheduler,
-    create_cwd_scheduler,
-    create_dir_scheduler,
-    create_scheduler,
-)
+from asynctorchx.schedulers.local._scheduler import LocalScheduler
 
 __all__ = [
     "DEFAULT_STOP_TIMEOUT",

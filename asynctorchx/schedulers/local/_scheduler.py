@@ -1,4 +1,4 @@
-"""``LocalScheduler``: the scheduler face of the local replicas, and its two factories.
+"""``LocalScheduler``: the scheduler face of the local replicas (its factories: ``_factories``).
 
 Its lifetime (a task group hosting the supervisors, the temporary log directory, the
 SIGTERM handler), the dry run and ``schedule``, and the queries: ``describe``,
@@ -18,7 +18,6 @@ import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
 from functools import partial
 from types import TracebackType
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -39,9 +38,7 @@ from asynctorchx.schedulers.local._process_groups import ProcessGroups
 from asynctorchx.schedulers.local._recorded_apps import RecordedApps
 from asynctorchx.schedulers.local._records import RecordKeeper, cancel_request_path
 from asynctorchx.schedulers.local._request import (
-    CWDImageProvider,
     ImageProvider,
-    LocalDirectoryImageProvider,
     PopenRequest,
     RequestContext,
     build_popen_request,
@@ -512,83 +509,4 @@ class LocalScheduler(Scheduler[PopenRequest]):
         )
 
 
-def create_cwd_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
-    """Create the ``local_cwd`` scheduler: replicas run in the current directory.
-
-    Args:
-        session_name: the runner session.
-        **kwargs: passed to :class:`LocalScheduler` (``cache_size``, ``extra_paths``).
-    """
-    return LocalScheduler(
-        session_name, image_provider_class=CWDImageProvider, backend="local_cwd", **_known(kwargs)
-    )
-
-
-def create_dir_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
-    """Create the ``local_dir`` scheduler: a role's image is an absolute directory to run in.
-
-    Args:
-        session_name: the runner session.
-        **kwargs: passed to :class:`LocalScheduler` (``cache_size``, ``extra_paths``).
-    """
-    return LocalScheduler(
-        session_name,
-        image_provider_class=LocalDirectoryImageProvider,
-        backend="local_dir",
-        **_known(kwargs),
-    )
-
-
-def create_scheduler(
-    session_name: str,
-    cache_size: int = 100,
-    extra_paths: list[str] | None = None,
-    image_provider_class: Callable[[Mapping[str, CfgVal]], ImageProvider] = CWDImageProvider,
-    **kwargs: Any,
-) -> LocalScheduler:
-    """Create a local scheduler; TorchX's ``torchx.schedulers.local_scheduler.create_scheduler``.
-
-    The same signature as TorchX's: the image provider decides the backend,
-    ``local_dir`` for :class:`LocalDirectoryImageProvider` (and its subclasses),
-    ``local_cwd`` otherwise (TorchX names every one ``local``).
-
-    Args:
-        session_name: the runner session.
-        cache_size: how many finished apps are kept (see :class:`LocalScheduler`).
-        extra_paths: directories put in front of every replica's ``PATH``.
-        image_provider_class: builds the image provider from the run config (default
-            :class:`CWDImageProvider`, as TorchX's).
-        **kwargs: ignored, as TorchX ignores them (the runner passes every ``TORCHX_*``
-            parameter to every factory).
-
-    Raises:
-        ValueError: ``cache_size`` is not positive.
-    """
-    is_dir = isinstance(image_provider_class, type) and issubclass(
-        image_provider_class, LocalDirectoryImageProvider
-    )
-    return LocalScheduler(
-        session_name,
-        image_provider_class=image_provider_class,
-        cache_size=int(cache_size),
-        extra_paths=extra_paths,
-        backend="local_dir" if is_dir else "local_cwd",
-    )
-
-
-def _known(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """Keep the keyword arguments LocalScheduler takes (the runner passes every
-    ``TORCHX_*`` parameter to every factory, as TorchX does)."""
-    known = {"cache_size", "extra_paths"}
-    params = {key: value for key, value in kwargs.items() if key in known}
-    if "cache_size" in params:
-        params["cache_size"] = int(params["cache_size"])
-    return params
-
-
-__all__ = [
-    "LocalScheduler",
-    "create_cwd_scheduler",
-    "create_dir_scheduler",
-    "create_scheduler",
-]
+__all__ = ["LocalScheduler"]
