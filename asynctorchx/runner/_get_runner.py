@@ -43,7 +43,6 @@ def get_runner(
     """
     from asynctorchx.runner import api as runner_api  # its names can be patched, as TorchX's
     from asynctorchx.runner.config import get_component_defaults, load_sections
-    from asynctorchx.runner.tracker import get_configured_trackers
 
     if name:
         warnings.warn(
@@ -61,6 +60,6 @@ def get_runner(
         runner_api.get_scheduler_factories(),
         component_defaults,
         scheduler_params=scheduler_params,
-        trackers=get_configured_trackers(sections=config_sections),
+        trackers=runner_api.get_configured_trackers(sections=config_sections),
         handle_signals=handle_signals,
     )

@@ -19,7 +19,6 @@ from asynctorchx.runner.tracker import (
     ENV_TORCHX_JOB_ID,
     ENV_TORCHX_PARENT_RUN_ID,
     ENV_TORCHX_TRACKERS,
-    get_configured_trackers,
     tracker_config_env_var_name,
 )
 from asynctorchx.specs.api import (
@@ -313,7 +312,12 @@ class SubmitMethods:
         if ENV_TORCHX_PARENT_RUN_ID in os.environ:
             parent_run_id = os.environ[ENV_TORCHX_PARENT_RUN_ID]
             logger.info("using %s=%s as the parent run id", ENV_TORCHX_PARENT_RUN_ID, parent_run_id)
-        trackers = self._trackers if self._trackers is not None else get_configured_trackers()
+        if self._trackers is not None:
+            trackers = self._trackers
+        else:  # through runner.api, where TorchX code patches it (torchx.runner.api)
+            from asynctorchx.runner import api as runner_api
+
+            trackers = runner_api.get_configured_trackers()
         for role in app.roles:
             if not role.entrypoint or role.entrypoint == MISSING:
                 raise ValueError(
