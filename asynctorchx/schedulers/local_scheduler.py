@@ -6,7 +6,7 @@ and ``:create_dir_scheduler``) working. The code now lives in the subpackage
 :mod:`asynctorchx.schedulers.local`, which documents the schedulers; every name is
 re-exported from there, with TorchX's module-level helpers ``make_unique`` (the app
 id generator: the local schedulers draw each app id through this module's name, so
-replacing it here gives fixed ids) and ``_join_PATH``.
+replacing it here gives fixed ids), ``_join_PATH`` and ``ENV_CUDA_VISIBLE_DEVICES``.
 """
 
 from asynctorchx.schedulers.ids import make_unique as make_unique
@@ -22,6 +22,9 @@ from asynctorchx.schedulers.local import (
     create_cwd_scheduler,
     create_dir_scheduler,
     create_scheduler,
+)
+from asynctorchx.schedulers.local._request import (
+    ENV_CUDA_VISIBLE_DEVICES as ENV_CUDA_VISIBLE_DEVICES,
 )
 from asynctorchx.schedulers.local._request import join_path
 

@@ -13,7 +13,6 @@ import abc
 import logging
 import os
 import shlex
-import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypedDict
@@ -24,6 +23,9 @@ from asynctorchx.schedulers.toolkit import validate_stop_timeout
 from asynctorchx.specs.api import AppDef, CfgVal, RetryPolicy, Role, macros, runopts
 
 logger = logging.getLogger(__name__)
+
+#: The variable that ``auto_set_cuda_visible_devices`` sets (TorchX's constant name).
+ENV_CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 
 #: Seconds between SIGTERM and SIGKILL when an app is cancelled or the scheduler closes.
 DEFAULT_STOP_TIMEOUT = 10.0
@@ -323,7 +325,7 @@ def build_popen_request(
             param = _replica_param(role, replica_id, img_root, replica_log_dir, cfg, context)
             devices = gpu_assignments.get((role.name, replica_id))
             if devices is not None:
-                param.env["CUDA_VISIBLE_DEVICES"] = devices
+                param.env[ENV_CUDA_VISIBLE_DEVICES] = devices
             params.append(param)
             log_dirs.append(replica_log_dir)
         request.role_params[role.name] = params
@@ -448,13 +450,14 @@ def cuda_visible_devices(
 
 
 def gpu_count() -> int:
-    """How many GPUs ``nvidia-smi -L`` lists (0 without it)."""
-    nvidia_smi = shutil.which("nvidia-smi")
-    if nvidia_smi is None:
-        return 0
+    """How many GPUs ``nvidia-smi -L`` lists (0 when it is missing or fails).
+
+    As TorchX's ``LocalScheduler._cuda_device_count``, through ``subprocess.run`` (so
+    code that replaces ``subprocess.run`` sees the call), without importing torch.
+    """
     try:
         listing = subprocess.run(
-            [nvidia_smi, "-L"], capture_output=True, text=True, timeout=30, check=True
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True
         )
     except (OSError, subprocess.SubprocessError):
         return 0

@@ -8,6 +8,7 @@ assignment on a host without GPUs).
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from unittest.mock import patch
 
@@ -86,3 +87,18 @@ def test_the_default_device_count_is_what_nvidia_smi_lists(
     assert create_cwd_scheduler("sess")._cuda_device_count() == 2
     monkeypatch.setenv("PATH", os.fspath(tmp_path / "empty"))
     assert create_cwd_scheduler("sess")._cuda_device_count() == 0
+
+
+def test_the_device_count_asks_nvidia_smi_through_subprocess_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TorchX code fakes a GPU host by replacing subprocess.run; no nvidia-smi needed
+    monkeypatch.setenv("PATH", os.fspath(tmp_path))
+    listing = subprocess.CompletedProcess(["nvidia-smi", "-L"], 0, "GPU 0: A\nGPU 1: B\n", "")
+    with patch("subprocess.run", return_value=listing) as run:
+        assert create_cwd_scheduler("sess")._cuda_device_count() == 2
+    assert run.call_args.args[0] == ["nvidia-smi", "-L"]
+    failed = subprocess.CalledProcessError(9, "nvidia-smi")
+    with patch("subprocess.run", side_effect=failed):
+        assert create_cwd_scheduler("sess")._cuda_device_count() == 0
+    assert local_scheduler.ENV_CUDA_VISIBLE_DEVICES == "CUDA_VISIBLE_DEVICES"
