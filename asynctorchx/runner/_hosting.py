@@ -101,11 +101,15 @@ class SchedulerHost:
         # Close the schedulers first (shielded: this also runs when the block is being
         # cancelled), then exit the task group without handing it the block's exception,
         # so that exception propagates as itself rather than inside an ExceptionGroup.
-        with anyio.CancelScope(shield=True):
-            await self.close()
-        task_group, self._task_group = self._task_group, None
-        if task_group is not None:
-            await task_group.__aexit__(None, None, None)
+        # The task group is exited even when a scheduler's close() raises: left open, its
+        # cancel scope would corrupt the scopes of the task that entered the runner.
+        try:
+            with anyio.CancelScope(shield=True):
+                await self.close()
+        finally:
+            task_group, self._task_group = self._task_group, None
+            if task_group is not None:
+                await task_group.__aexit__(None, None, None)
 
     async def close(self) -> None:
         """Close every scheduler it made; idempotent, the host cannot be used afterwards."""
