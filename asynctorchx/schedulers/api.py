@@ -54,6 +54,22 @@ class Scheduler(abc.ABC, Generic[T]):
     should override ``wait`` with an event-driven await.
     """
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Scheduler[T]:
+        """Refuse a backend that reads no logs, when it is made rather than when read.
+
+        A backend implements :meth:`_log_iter` (ours) or overrides :meth:`log_iter`
+        itself (a scheduler ported from TorchX's ``torchx.schedulers.api.Scheduler``).
+
+        Raises:
+            TypeError: ``cls`` overrides neither.
+        """
+        if cls._log_iter is Scheduler._log_iter and cls.log_iter is Scheduler.log_iter:
+            raise TypeError(
+                f"Can't instantiate {cls.__name__}: a scheduler implements _log_iter"
+                " (or overrides log_iter, as a TorchX scheduler does)"
+            )
+        return super().__new__(cls)
+
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend
         self.session_name = session_name
@@ -415,17 +431,18 @@ class Scheduler(abc.ABC, Generic[T]):
         query = LogQuery(role_name, k, regex, since, until, should_tail, streams)
         return self._log_iter(app_id, query)
 
-    @abc.abstractmethod
     def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
         """Iterate over the log lines ``query`` asks for (a backend's implementation).
 
-        Every backend implements it (an async generator), so a scheduler that cannot
-        read logs says so when it is defined, not when a user first asks for a line.
+        Every backend implements it (an async generator) or overrides :meth:`log_iter`;
+        a scheduler that does neither cannot be instantiated (see ``__new__``), so it
+        fails when it is made, not when a user first asks for a line.
 
         Args:
             app_id: the app's id on this scheduler.
             query: the replica, filters and follow mode, already validated.
         """
+        raise NotImplementedError(f"{type(self).__name__} does not implement _log_iter")
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Check the app can run on this scheduler; the default accepts every app."""
