@@ -1,7 +1,9 @@
 """``local_docker``: run each replica of an app as a Docker container (TorchX's import path).
 
 TorchX code imports ``torchx.schedulers.docker_scheduler``; this module keeps that path
-and re-exports the public names. The scheduler now lives in the subpackage
+and re-exports the public names, with TorchX's ``make_unique`` (the app-id generator:
+``local_docker`` draws its ids through this module's name, so replacing it here gives a
+fixed id, as TorchX's tests do). The scheduler now lives in the subpackage
 :mod:`asynctorchx.schedulers.docker`, one private module per concern (the engine, the
 request, the state tables, watch, logs, network, workspace); its docstring lists them,
 and :mod:`asynctorchx.schedulers.docker._scheduler` documents where ``local_docker``
@@ -30,6 +32,7 @@ from asynctorchx.schedulers.docker import (
     has_docker,
     make_app_id,
 )
+from asynctorchx.schedulers.ids import make_unique as make_unique
 
 __all__ = [
     "DEFAULT_GRACE_S",
@@ -50,4 +53,5 @@ __all__ = [
     "create_scheduler",
     "has_docker",
     "make_app_id",
+    "make_unique",
 ]

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import typing
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 
@@ -25,7 +26,8 @@ LIMIT = 120.0  # seconds: a safety bound on a build, never a timing guess
 
 
 def test_torchx_module_path_reexports_the_package() -> None:
-    assert docker_scheduler.__all__ == docker.__all__
+    # plus TorchX's module-level make_unique, through which ids are drawn
+    assert docker_scheduler.__all__ == [*docker.__all__, "make_unique"]
     for name in docker.__all__:
         assert getattr(docker_scheduler, name) is getattr(docker, name)
 
@@ -85,6 +87,17 @@ def test_a_gpu_request_asks_for_compute_and_utility() -> None:
     no_gpu = Role("r", "img", entrypoint="true", resource=Resource(cpu=1, gpu=0, memMB=64))
     config = DockerScheduler("t").submit_dryrun(AppDef("cpu", [no_gpu]), {}).request
     assert "DeviceRequests" not in config.containers[0].config["HostConfig"]
+
+
+def test_make_unique_replaced_in_docker_scheduler_gives_the_app_id() -> None:
+    # TorchX's tests (and code that wants a fixed id) replace the module's make_unique
+    app = AppDef("app", [Role("r", "img", entrypoint="echo", args=["${app_id}"])])
+    with patch("asynctorchx.schedulers.docker_scheduler.make_unique", return_value="app-42"):
+        job = DockerScheduler("t").submit_dryrun(app, {}).request
+    assert job.app_id == "app-42"
+    config = job.containers[0].config
+    assert [*config["Entrypoint"], *config["Cmd"]] == ["echo", "app-42"]
+    assert docker_scheduler.make_unique("app") != docker_scheduler.make_unique("app")
 
 
 def test_port_map_is_exposed_not_published_on_the_host() -> None:
