@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,19 +10,14 @@ import pytest
 
 from asynctorchx.cli.main import run_cli
 from asynctorchx.schedulers import SchedulerFactory
+from tests.isolation import isolate_from_user_config
 from tests.runner.fake_scheduler import FakeScheduler, create_class_opts, create_in_process
 
 
 @pytest.fixture(autouse=True)
 def fake_schedulers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Register two fake schedulers whose names say the opposite of what they do."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.chdir(tmp_path)
-    for key in list(os.environ):
-        if key.upper().startswith("TORCHX"):
-            monkeypatch.delenv(key)
+    isolate_from_user_config(tmp_path, monkeypatch)
     factories: dict[str, SchedulerFactory] = {
         "local_remote": create_class_opts,  # apps outlive the process, despite the name
         "cluster_in_process": create_in_process,  # apps live in the process

@@ -4,7 +4,6 @@ describe --json, list -cfg and the [cli:list] section."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -16,6 +15,7 @@ from asynctorchx.cli.main import run_cli
 from asynctorchx.schedulers import SchedulerFactory
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse
 from asynctorchx.specs.api import AppDef, AppState, CfgVal, ReplicaStatus, Role, RoleStatus
+from tests.isolation import isolate_from_user_config
 from tests.runner.fake_scheduler import ClassOptsScheduler
 
 
@@ -58,13 +58,7 @@ create_shared.scheduler_class = Shared  # type: ignore[attr-defined]
 
 @pytest.fixture(autouse=True)
 def shared_scheduler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.chdir(tmp_path)
-    for key in list(os.environ):
-        if key.upper().startswith("TORCHX"):
-            monkeypatch.delenv(key)
+    isolate_from_user_config(tmp_path, monkeypatch)
     factories: dict[str, SchedulerFactory] = {"shared": create_shared}
     monkeypatch.setattr("asynctorchx.schedulers.get_scheduler_factories", lambda: factories)
     Shared.store.clear()

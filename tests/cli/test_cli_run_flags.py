@@ -14,6 +14,7 @@ import pytest
 
 from asynctorchx.cli.main import run_cli
 from asynctorchx.schedulers import SchedulerFactory
+from tests.isolation import isolate_from_user_config
 from tests.runner.fake_scheduler import FakeScheduler, create_class_opts
 
 LIMIT = 60  # seconds: a safety bound, never a timing guess
@@ -22,13 +23,7 @@ LIMIT = 60  # seconds: a safety bound, never a timing guess
 @pytest.fixture
 def remote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Register `remote`, a fake scheduler whose apps outlive the CLI process."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.chdir(tmp_path)
-    for key in list(os.environ):
-        if key.upper().startswith("TORCHX"):
-            monkeypatch.delenv(key)
+    isolate_from_user_config(tmp_path, monkeypatch)
     factories: dict[str, SchedulerFactory] = {"remote": create_class_opts}
     monkeypatch.setattr("asynctorchx.schedulers.get_scheduler_factories", lambda: factories)
     FakeScheduler.created.clear()

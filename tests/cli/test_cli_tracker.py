@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -10,6 +9,7 @@ from typing import NamedTuple
 import pytest
 
 from asynctorchx.cli.main import run_cli
+from tests.isolation import isolate_from_user_config
 
 FACTORY = f"{__name__}:create"
 
@@ -58,13 +58,7 @@ def create(config: str | None) -> MemoryTracker:
 
 @pytest.fixture(autouse=True)
 def clean(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.chdir(tmp_path)
-    for key in list(os.environ):
-        if key.upper().startswith("TORCHX"):
-            monkeypatch.delenv(key)
+    isolate_from_user_config(tmp_path, monkeypatch)
     MemoryTracker.configs.clear()
     yield tmp_path
     MemoryTracker.configs.clear()

@@ -33,6 +33,7 @@ from asynctorchx.specs.api import (
     is_terminal,
     macros,
 )
+from tests.isolation import isolate_from_user_config
 
 SCHED = "local_cwd"
 LIMIT = 30  # seconds: a safety bound, never a timing guess
@@ -44,13 +45,7 @@ Key = tuple[str, int, str]
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No user .torchxconfig, no TORCHX_* from the outer environment."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.chdir(tmp_path)
-    for key in list(os.environ):
-        if key.upper().startswith("TORCHX"):
-            monkeypatch.delenv(key)
+    isolate_from_user_config(tmp_path, monkeypatch)
 
 
 def _sh(script: str, name: str = "sh", replicas: int = 1) -> AppDef:

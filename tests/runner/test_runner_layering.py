@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from asynctorchx.runner import Runner
 from asynctorchx.schedulers import get_scheduler_class, get_scheduler_factories
 from asynctorchx.schedulers.api import Scheduler
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, Role, runopts
+from tests.isolation import isolate_from_user_config
 from tests.runner.fake_scheduler import (
     ClassOptsScheduler,
     FakeScheduler,
@@ -27,13 +27,7 @@ LIMIT = 30  # seconds: a safety bound, never a timing guess
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No user .torchxconfig, no TORCHX_* variables, fresh instance counts."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.chdir(tmp_path)
-    for key in list(os.environ):
-        if key.upper().startswith("TORCHX"):
-            monkeypatch.delenv(key)
+    isolate_from_user_config(tmp_path, monkeypatch)
     FakeScheduler.created.clear()
     FakeScheduler.closed.clear()
     yield

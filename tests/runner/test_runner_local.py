@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from asynctorchx.errors import (
 from asynctorchx.runner import LogLine, Runner, get_runner
 from asynctorchx.schedulers import get_scheduler_factories
 from asynctorchx.specs.api import AppDef, AppState, Role, macros
+from tests.isolation import isolate_from_user_config
 
 SCHED = "local_cwd"
 LIMIT = 30  # seconds: a safety bound, never a timing guess
@@ -28,13 +28,7 @@ LIMIT = 30  # seconds: a safety bound, never a timing guess
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No user .torchxconfig, no TORCHX_* from the outer environment."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.chdir(tmp_path)
-    for key in list(os.environ):
-        if key.upper().startswith("TORCHX"):
-            monkeypatch.delenv(key)
+    isolate_from_user_config(tmp_path, monkeypatch)
 
 
 def _sh(script: str, name: str = "sh", replicas: int = 1) -> AppDef:
