@@ -1,126 +1,213 @@
-"""Tying each replica to the life of this process on Linux: a parent-death signal.
+"""Tying each replica to the life of this process: one watchdog process per host.
 
 A replica is started in a session of its own, so nothing ends it when this process
-dies without closing its scheduler: ``SIGKILL``, the OOM killer, a crash. Linux's
-``prctl(PR_SET_PDEATHSIG)`` makes the kernel send a signal to a process when its parent
-dies; it must be set in the child between ``fork`` and ``exec``. Python can only do that
-with ``preexec_fn``, which disables ``subprocess``'s fast ``vfork``/``posix_spawn`` path
-and is unsafe with threads. Instead, :func:`replica_command` starts the replica through
-util-linux's ``setpriv --pdeathsig KILL -- <argv>``: ``setpriv`` sets the signal, then
-``exec``\\ s the replica in the same process (same pid, same process group, nothing left
-in between). The cost is one extra ``exec`` per replica (``benchmarks/bench_spawn.py``).
-TorchX's ``torchx.schedulers.local_scheduler`` does not tie its replicas to the host.
+dies without closing its scheduler: ``SIGKILL``, the OOM killer, a crash. TorchX's
+``torchx.schedulers.local_scheduler`` does not tie its replicas to the host.
+
+Here, the first replica start of this process also starts a *watchdog*: a tiny Python
+program (:data:`WATCHDOG_PROGRAM`, ``sys.executable -I -S -c``) in a session of its own,
+whose stdin is the read end of a pipe. Only this process holds the write end (it is
+``O_CLOEXEC``, and replicas are started with ``close_fds``). :func:`tie` writes
+``+<pgid>`` once a replica's process started (in its own session: its process group is
+its pid), :func:`untie` writes ``-<pgid>`` once it was reaped; each is one ``os.write``
+shorter than ``PIPE_BUF``, so it reaches the pipe whole from any thread. The watchdog
+keeps the set of live groups; at end of file, which the kernel gives it when the last
+holder of the write end is gone (this process was killed, crashed or simply exited), it
+sends ``SIGKILL`` to every group still in the set and exits. It ignores ``SIGINT``,
+``SIGTERM`` and ``SIGHUP`` and has a session of its own, so a terminal's Ctrl-C or a
+signal to this process's group does not end it before this process has cleaned up; end
+of file is what ends it, so it never outlives this process.
+
+The watchdog describes the process, not an event loop: it is started once per process
+(under a lock, from whichever loop or thread starts a replica first) and serves every
+loop after, asyncio or trio alike (nothing depends on the thread that forks, which the
+former ``setpriv --pdeathsig`` wrapper did). Its cost is one write per start and one per
+reap, against the wrapper's extra ``exec`` per replica (``benchmarks/bench_spawn.py``).
+A watchdog that died while this process lives (someone killed it) is started again at
+the next write, and told every group still tied.
 
 Limits:
 
-* Linux only, and only when ``setpriv`` (util-linux 2.33 or later) is installed;
-  elsewhere replicas are started directly and outlive a killed host as before.
-* The signal goes to the replica's main process only. Its own children (those still in
-  its process group) are not signalled by the kernel: a replica that starts workers
-  should tie them to itself the same way (``torchrun`` does for its workers).
-* "The parent" is the *thread* that forked the replica: it fires when that thread ends.
-  asyncio forks in the event loop's thread, so the replicas are started wrapped only
-  under asyncio; trio forks in a worker thread that ends when idle, so under trio
-  replicas are started directly.
-* A host that dies between the ``fork`` and ``setpriv``'s ``prctl`` (microseconds)
-  leaves that replica untied; a replica that executes a set-user-ID program loses the
-  signal (the kernel clears it).
+* POSIX only (``os.posix_spawn``); elsewhere replicas are not tied.
+* The whole process group of each replica is killed, not only its main process; but a
+  process that left the group (a daemon's ``setsid``) escapes the watchdog: while this
+  process lives, the subreaper ends those (:mod:`._subreaper`).
+* A host killed between a replica's ``fork`` and its ``+pgid`` write (the start's own
+  few hundred microseconds) leaves that replica untied.
+* Everything holding the write end keeps the watchdog waiting: a child forked from
+  Python (``os.fork``, ``multiprocessing``'s ``fork``) closes its copy at once
+  (``os.register_at_fork``), but a child forked by native code without ``exec`` keeps
+  it, and the replicas are then killed only once that child is gone too.
+* A replica that changes its own process group (``setpgid``) leaves the watchdog's
+  reach like a daemon does.
 """
 
 from __future__ import annotations
 
-import errno
+import contextlib
+import fcntl
+import logging
 import os
-import shutil
-import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import threading
 
-#: The ``setpriv`` used, found once per process; "" when there is none that works.
-_setpriv_path: str | None = None
+logger = logging.getLogger(__name__)
 
-#: Set to False to start replicas directly (what ``benchmarks/bench_spawn.py`` compares).
+#: Set to False to start replicas untied (what ``benchmarks/bench_spawn.py`` compares).
 enabled = True
 
-
-def _setpriv() -> str:
-    """The path of a ``setpriv`` that supports ``--pdeathsig``, or "" (checked once)."""
-    global _setpriv_path
-    if _setpriv_path is None:
-        _setpriv_path = ""
-        path = shutil.which("setpriv", path=os.pathsep.join(("/usr/bin", "/bin", "/usr/sbin")))
-        if path is not None:
-            try:
-                probe = subprocess.run(
-                    [path, "--pdeathsig", "KILL", "--", "true"],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    timeout=10,
-                    check=False,
-                )
-            except (OSError, subprocess.SubprocessError):
-                probe = None
-            if probe is not None and probe.returncode == 0:
-                _setpriv_path = path
-    return _setpriv_path
-
-
-def _forks_in_this_thread() -> bool:
-    """True when the running event loop forks children in its own thread (asyncio)."""
-    import asyncio
-
+#: The watchdog: reads ``+pgid``/``-pgid`` lines on stdin, kills what is left at EOF.
+WATCHDOG_PROGRAM = """\
+import os, signal
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+os.chdir("/")
+groups = set()
+pending = b""
+while True:
+    chunk = os.read(0, 65536)
+    if not chunk:
+        break
+    lines = (pending + chunk).split(b"\\n")
+    pending = lines.pop()
+    for line in lines:
+        if line[:1] == b"+":
+            groups.add(int(line[1:]))
+        elif line[:1] == b"-":
+            groups.discard(int(line[1:]))
+for pgid in groups:
     try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # trio: it forks in a worker thread
-        return False
-    return True
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
 
 
-def _check_executable(program: str, env: Mapping[str, str], cwd: str | None) -> None:
-    """Raise what ``subprocess.Popen`` would when ``program`` cannot be executed.
+class _Watchdog:
+    """This process's watchdog: its pid, the write end of its pipe, the tied groups."""
 
-    ``setpriv`` would otherwise start and then fail to ``exec`` it (exit status 127),
-    where a direct start raises ``FileNotFoundError`` or ``PermissionError``.
-    """
-    base = cwd or os.getcwd()
-    if cwd is not None and not os.path.isdir(cwd):
-        return  # Popen reports the working directory itself
-    if os.sep in program:
-        candidates = [os.path.join(base, program)]
-    else:
-        candidates = [os.path.join(base, d, program) for d in os.get_exec_path(dict(env))]
-    denied = False
-    for candidate in candidates:
-        if os.path.isfile(candidate):
-            if os.access(candidate, os.X_OK):
-                return
-            denied = True
-    code = errno.EACCES if denied else errno.ENOENT
-    error_class = PermissionError if denied else FileNotFoundError
-    raise error_class(code, os.strerror(code), program)
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pid: int | None = None
+        self.fd: int | None = None
+        self.tied: set[int] = set()
+        self.unavailable = False
+
+    def start(self) -> bool:
+        """Start the watchdog (lock held); False when it cannot be started here."""
+        if self.unavailable:
+            return False
+        if not sys.executable or not hasattr(os, "posix_spawn") or os.name != "posix":
+            self.unavailable = True
+            return False
+        read_fd, write_fd = os.pipe()  # both O_CLOEXEC (PEP 446)
+        try:
+            if read_fd < 3:  # stdin/stdout/stderr were closed: keep clear of them
+                moved = fcntl.fcntl(read_fd, fcntl.F_DUPFD_CLOEXEC, 3)
+                os.close(read_fd)
+                read_fd = moved
+            pid = os.posix_spawn(
+                sys.executable,
+                [sys.executable, "-I", "-S", "-c", WATCHDOG_PROGRAM],
+                os.environ,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, read_fd, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                ],
+                setsid=True,
+            )
+        except OSError as error:
+            os.close(write_fd)
+            self.unavailable = True
+            logger.warning("replicas are not tied to this process: no watchdog (%s)", error)
+            return False
+        finally:
+            os.close(read_fd)
+        os.set_blocking(write_fd, False)
+        self.pid, self.fd = pid, write_fd
+        return True
+
+    def restart(self) -> bool:
+        """Replace a watchdog that died (lock held) and tell it every tied group."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if self.pid is not None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, os.WNOHANG)
+            self.pid = None
+        if not self.start():
+            return False
+        return self.write("".join(f"+{pgid}\n" for pgid in self.tied))
+
+    def write(self, text: str) -> bool:
+        """Write ``text`` to the watchdog (lock held); False when it could not."""
+        if not text:
+            return True
+        assert self.fd is not None
+        data = text.encode()
+        while data:  # one pass for a line; more only for a restart's many lines
+            try:
+                data = data[os.write(self.fd, data) :]
+            except BlockingIOError:  # the watchdog is stopped and its pipe is full
+                logger.warning("the watchdog does not read: a replica may not be tied")
+                return False
+        return True
+
+    def send(self, line: str) -> None:
+        """Write one line, starting or restarting the watchdog as needed (lock held)."""
+        if self.fd is None and not self.start():
+            return
+        try:
+            self.write(line)
+        except BrokenPipeError:  # the watchdog died: a new one gets every tied group
+            self.restart()
+
+    def forget(self) -> None:
+        """In a forked child: let go of the parent's watchdog (it is not ours)."""
+        if self.fd is not None:
+            os.close(self.fd)
+        self.lock = threading.Lock()
+        self.pid = self.fd = None
+        self.tied = set()
 
 
-def replica_command(args: Sequence[str], env: Mapping[str, str], cwd: str | None) -> list[str]:
-    """The argv that starts the replica ``args``, tied to this process's life if possible.
+_watchdog = _Watchdog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_watchdog.forget)
 
-    ``setpriv --pdeathsig KILL -- *args`` on Linux under asyncio with a working
-    ``setpriv``; ``args`` unchanged otherwise (see the module's limits).
+
+def tie(pgid: int) -> None:
+    """Have the watchdog kill the process group ``pgid`` if this process dies first.
+
+    Called once a replica's process started in its own session (``pgid`` is its pid);
+    starts the watchdog at the first call of the process. Does nothing when
+    :data:`enabled` is False or no watchdog can be started here.
 
     Args:
-        args: the replica's argv, ``[entrypoint, *args]``.
-        env: the replica's whole environment (its ``PATH`` finds the entrypoint).
-        cwd: the replica's working directory, or None for this process's.
-
-    Raises:
-        FileNotFoundError: the entrypoint does not exist (as a direct start raises).
-        PermissionError: the entrypoint is not executable.
+        pgid: the replica's process group (its pid).
     """
-    argv = list(args)
-    if not enabled or sys.platform != "linux" or not argv or not _forks_in_this_thread():
-        return argv
-    setpriv = _setpriv()
-    if not setpriv:
-        return argv
-    _check_executable(argv[0], env, cwd)
-    return [setpriv, "--pdeathsig", "KILL", "--", *argv]
+    if not enabled:
+        return
+    with _watchdog.lock:
+        if pgid not in _watchdog.tied:
+            _watchdog.tied.add(pgid)
+            _watchdog.send(f"+{pgid}\n")
+
+
+def untie(pgid: int) -> None:
+    """Forget the process group ``pgid`` (its replica's main process was reaped).
+
+    Args:
+        pgid: the group given to :func:`tie`; one never tied is ignored.
+    """
+    with _watchdog.lock:
+        if pgid in _watchdog.tied:
+            _watchdog.tied.discard(pgid)
+            _watchdog.send(f"-{pgid}\n")
+
+
+def watchdog_pid() -> int | None:
+    """The pid of this process's watchdog, or None before the first :func:`tie`."""
+    return _watchdog.pid

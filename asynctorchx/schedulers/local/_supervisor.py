@@ -6,7 +6,7 @@ done here with awaits:
 * every replica is started with :func:`anyio.open_process` in a session of its own, so
   its whole process tree can be signalled; all replicas of an app start concurrently,
   their ``fork``/``exec`` taking turns in the event loop (:func:`_start_lane`);
-  on Linux each is tied to this process by a parent-death ``SIGKILL``, so it ends even
+  each process group is tied to this process by its watchdog, which kills it even
   when this process is killed (:mod:`._parent_death`);
 * its stdout and stderr are pumped into its log files as they arrive, waking
   ``log_iter`` followers; its exit is awaited, never polled;
@@ -41,11 +41,10 @@ import anyio.abc
 import anyio.lowlevel
 
 from asynctorchx.errors import OpenFileLimitError
-from asynctorchx.schedulers.local import _subreaper
+from asynctorchx.schedulers.local import _parent_death, _subreaper
 from asynctorchx.schedulers.local._error_files import keep_error_file
 from asynctorchx.schedulers.local._file_limits import raise_open_file_limit
 from asynctorchx.schedulers.local._log_files import ReplicaLogWriter
-from asynctorchx.schedulers.local._parent_death import replica_command
 from asynctorchx.schedulers.local._process_groups import ProcessGroups, signal_group
 from asynctorchx.schedulers.local._process_identity import ProcessIdentity
 from asynctorchx.schedulers.local._request import PopenRequest, ReplicaParam
@@ -419,8 +418,8 @@ async def _open_process(
     env[_subreaper.TOKEN_VARIABLE] = token
     try:
         async with _start_lane():
-            return await anyio.open_process(
-                replica_command(param.args, env, param.cwd),
+            process = await anyio.open_process(
+                param.args,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -428,6 +427,9 @@ async def _open_process(
                 env=env,
                 start_new_session=True,
             )
+            if process.returncode is None:  # its own session: its group is its pid
+                _parent_death.tie(process.pid)
+            return process
     except OSError as error:
         if first:
             raise
@@ -487,6 +489,7 @@ async def _reap(process: anyio.abc.Process, token: str) -> None:
             await process.aclose()
         finally:
             _subreaper.unregister(process.pid)
+            _parent_death.untie(process.pid)  # reaped: its pid may be reused from now on
         signal_group(process.pid, signal.SIGKILL)
         if token:  # "" when its tree was already swept after its exit
             await _subreaper.end_descendants(token, process.pid)
