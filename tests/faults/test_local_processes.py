@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -280,3 +281,196 @@ async def test_a_signalled_host_leaves_no_daemon(signum: int, tmp_path: Path) ->
         with anyio.fail_after(LIMIT):
             await process.wait()
     await expect_all_end(pids)
+
+
+# --------------------------------------------------------------------------- the watchdog
+
+#: A host of ``replicas`` replicas of ``script`` under ``backend``: it prints the first
+#: ``lines`` lines of each replica's output, then ``watchdog <pid>``, ``children <pids>``
+#: (its own children, read from /proc) and ``ready``, and waits for the app.
+WATCHED_HOST = textwrap.dedent(
+    """
+    import os
+    import anyio
+    from asynctorchx.schedulers.local import _parent_death, create_cwd_scheduler
+    from asynctorchx.specs.api import AppDef, Role
+
+    def children():
+        tasks = f"/proc/{{os.getpid()}}/task"
+        found = []
+        for task in os.listdir(tasks):
+            with open(f"{{tasks}}/{{task}}/children") as listed:
+                found.extend(listed.read().split())
+        return found
+
+    async def main():
+        async with create_cwd_scheduler("host") as scheduler:
+            role = Role("r", "x", entrypoint="sh", args=["-c", {script!r}],
+                        num_replicas={replicas})
+            app_id = await scheduler.submit(AppDef("host", [role]), {{}})
+            for k in range({replicas}):
+                seen = 0
+                async for line in scheduler.log_iter(app_id, "r", k, should_tail=True):
+                    print(line, end="", flush=True)
+                    seen += 1
+                    if seen == {lines}:
+                        break
+            print("watchdog", _parent_death.watchdog_pid(), flush=True)
+            print("children", *children(), flush=True)
+            print("ready", flush=True)
+            await scheduler.wait(app_id)
+
+    anyio.run(main, backend={backend!r})
+    """
+)
+
+
+async def host_report(process: anyio.abc.Process, last: str = "ready") -> dict[str, list[int]]:
+    """Read the host's ``name <ints>`` lines until the line ``last``; ints by name."""
+    assert process.stdout is not None
+    output = b""
+    async for chunk in process.stdout:
+        output += chunk
+        if output.endswith(f"{last}\n".encode()):
+            break
+    report: dict[str, list[int]] = {}
+    for line in output.decode().splitlines():
+        name, *values = line.split()
+        report.setdefault(name, []).extend(int(value) for value in values if value.isdigit())
+    return report
+
+
+@contextlib.asynccontextmanager
+async def host_process(command: list[str], **kwargs: Any) -> AsyncIterator[anyio.abc.Process]:
+    """The host's process, SIGKILLed on the way out if it still runs (a failed check)."""
+    process = await anyio.open_process(command, stderr=subprocess.DEVNULL, **kwargs)
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+
+
+@contextlib.asynccontextmanager
+async def watched_host(
+    tmp_path: Path, script: str, replicas: int, lines: int = 1, backend: str = "asyncio"
+) -> AsyncIterator[tuple[anyio.abc.Process, dict[str, list[int]]]]:
+    """A :data:`WATCHED_HOST` started, with its report up to ``ready``."""
+    host = WATCHED_HOST.format(script=script, replicas=replicas, lines=lines, backend=backend)
+    command = [sys.executable, "-c", host]
+    async with host_process(command, env={**os.environ, "TMPDIR": str(tmp_path)}) as process:
+        with anyio.fail_after(LIMIT):
+            report = await host_report(process)
+        yield process, report
+
+
+async def test_a_replicas_child_in_its_group_ends_when_the_host_is_sigkilled(
+    tmp_path: Path,
+) -> None:
+    # each replica prints its pid and that of a child left in its process group
+    script = "echo pid $$$$; sleep 600 & echo pid $$!; wait"
+    async with watched_host(tmp_path, script, replicas=2, lines=2) as (process, report):
+        pids = report["pid"]
+        assert len(pids) == 4
+        assert all(alive(pid) for pid in pids)
+        process.kill()
+        await process.wait()
+    await expect_all_end(pids)
+
+
+async def test_one_watchdog_however_many_replicas(tmp_path: Path) -> None:
+    script = "echo pid $$$$; exec sleep 600"
+    async with watched_host(tmp_path, script, 5) as (process, report):
+        pids, watchdog = report["pid"], report["watchdog"]
+        assert len(pids) == 5
+        assert len(watchdog) == 1
+        # the host's children: its replicas and one more, the watchdog
+        assert set(report["children"]) - set(pids) == set(watchdog)
+        # in a session of its own: its host's terminal and group signals miss it
+        assert os.getsid(watchdog[0]) == watchdog[0]
+        process.kill()
+        await process.wait()
+    await expect_all_end([*pids, *watchdog])
+
+
+async def test_replicas_end_when_a_trio_host_is_sigkilled(tmp_path: Path) -> None:
+    pytest.importorskip("trio")
+    script = "echo pid $$$$; exec sleep 600"
+    async with watched_host(tmp_path, script, 3, backend="trio") as (process, report):
+        pids = report["pid"]
+        assert len(pids) == 3
+        assert all(alive(pid) for pid in pids)
+        process.kill()
+        await process.wait()
+    await expect_all_end([*pids, *report["watchdog"]])
+
+
+async def test_the_watchdog_exits_with_a_host_that_exits_normally(tmp_path: Path) -> None:
+    async with watched_host(tmp_path, "echo pid $$$$", 1) as (process, report):
+        with anyio.fail_after(LIMIT):
+            assert await process.wait() == 0
+    [watchdog] = report["watchdog"]
+    await expect_all_end([watchdog])
+
+
+#: A host that runs 2 replicas through ``get_runner(handle_signals=True)`` and, once
+#: they ended (its cleanup done), prints whether its watchdog still runs.
+SIGNALLED_WATCHED_HOST = textwrap.dedent(
+    """
+    import os
+    import anyio
+    from asynctorchx.runner import get_runner
+    from asynctorchx.schedulers.local import _parent_death
+    from asynctorchx.specs.api import AppDef, Role
+
+    reported = []
+
+    def report():  # once the apps ended: after a SIGTERM, the runner then ends the host
+        if not reported:
+            reported.append(True)
+            running = os.waitpid(_parent_death.watchdog_pid(), os.WNOHANG) == (0, 0)
+            print("running", int(running), flush=True)
+            print("done", flush=True)
+
+    async def main():
+        try:
+            async with get_runner(handle_signals=True) as runner:
+                role = Role("r", "x", entrypoint="sh", args=["-c", "echo pid $$$$; exec sleep 600"],
+                            num_replicas=2)
+                handle = await runner.run(AppDef("host", [role]), "local_cwd", {})
+                for k in range(2):
+                    async for line in runner.log_lines(handle, "r", k=k, should_tail=True):
+                        print(line, end="", flush=True)
+                        break
+                print("watchdog", _parent_death.watchdog_pid(), flush=True)
+                print("ready", flush=True)
+                await runner.wait(handle)
+                report()
+        finally:
+            report()
+
+    anyio.run(main)
+    """
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+async def test_a_signal_to_the_hosts_group_leaves_the_watchdog_to_the_host(
+    signum: int, tmp_path: Path
+) -> None:
+    # what a terminal's Ctrl-C does: the signal reaches the host's whole process group
+    command = [sys.executable, "-c", SIGNALLED_WATCHED_HOST]
+    async with host_process(command, start_new_session=True) as process:
+        with anyio.fail_after(LIMIT):
+            report = await host_report(process)
+        pids, [watchdog] = report["pid"], report["watchdog"]
+        assert len(pids) == 2
+        assert os.getsid(watchdog) == watchdog  # not in the host's group
+        os.killpg(process.pid, signum)
+        with anyio.fail_after(LIMIT):
+            after = await host_report(process, last="done")
+            await process.wait()
+    assert after["running"] == [1]  # the watchdog outlived the host's cleanup
+    await expect_all_end([*pids, watchdog])
