@@ -1,0 +1,125 @@
+"""The watchdog that ties replicas to their host: its protocol, a fork, a restart."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+
+import anyio
+import anyio.abc
+import pytest
+
+from asynctorchx.schedulers.local._parent_death import WATCHDOG_PROGRAM
+
+LIMIT = 30  # seconds
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process semantics")
+
+
+async def await_end(pid: int) -> None:
+    """Return once ``pid`` exited (reaping it if it became a child of this process)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        await anyio.wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+@contextlib.asynccontextmanager
+async def sleeper() -> AsyncIterator[anyio.abc.Process]:
+    """A ``sleep 600`` in a session of its own, killed on the way out."""
+    process = await anyio.open_process(["sleep", "600"], start_new_session=True)
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+
+
+async def test_the_watchdog_kills_the_groups_left_at_end_of_file() -> None:
+    async with sleeper() as tied, sleeper() as untied:
+        watchdog = await anyio.open_process(
+            [sys.executable, "-I", "-S", "-c", WATCHDOG_PROGRAM], stdin=subprocess.PIPE
+        )
+        async with watchdog:
+            assert watchdog.stdin is not None
+            await watchdog.stdin.send(f"+{tied.pid}\n+{untied.pid}\n-{untied.pid}\n".encode())
+            await watchdog.stdin.aclose()  # what the host's death does
+            with anyio.fail_after(LIMIT):
+                assert await watchdog.wait() == 0
+                assert await tied.wait() == -signal.SIGKILL
+        assert untied.returncode is None
+
+
+#: A host that ties one ``sleep`` to its watchdog, then forks a child that holds on
+#: (it reads its stdin), or kills its watchdog and ties a second ``sleep``; it prints
+#: the ``pid`` of each ``sleep``, then ``ready``.
+HOST = textwrap.dedent(
+    """
+    import os, subprocess
+    from asynctorchx.schedulers.local import _parent_death
+
+    def tied():
+        process = subprocess.Popen(["sleep", "600"], start_new_session=True)
+        _parent_death.tie(process.pid)
+        print("pid", process.pid, flush=True)
+
+    tied()
+    if {case!r} == "fork":
+        if os.fork() == 0:
+            os.read(0, 1)  # until the test lets go
+            os._exit(0)
+    else:
+        first = _parent_death.watchdog_pid()
+        os.kill(first, 9)
+        os.waitpid(first, 0)
+        tied()  # finds the pipe broken: a new watchdog gets both groups
+        assert _parent_death.watchdog_pid() not in (None, first)
+    print("ready", flush=True)
+    os.read(0, 1)
+    """
+)
+
+
+@pytest.mark.parametrize("case", ["fork", "restart"])
+async def test_the_replicas_of_a_sigkilled_host_end(case: str) -> None:
+    # "fork": a child forked from the host does not keep the watchdog waiting;
+    # "restart": a watchdog killed while its host lives is replaced, told every group
+    host = await anyio.open_process(
+        [sys.executable, "-c", HOST.format(case=case)],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    async with host:
+        assert host.stdout is not None
+        output = b""
+        with anyio.fail_after(LIMIT):
+            async for chunk in host.stdout:
+                output += chunk
+                if output.endswith(b"ready\n"):
+                    break
+        pids = [int(line.split()[1]) for line in output.decode().splitlines()[:-1]]
+        assert len(pids) == (1 if case == "fork" else 2)
+        host.kill()
+        await host.wait()
+        try:
+            with anyio.fail_after(LIMIT):
+                for pid in pids:
+                    await await_end(pid)
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        # the forked child, still alive, reads the host's stdin: closing it ends it
