@@ -117,7 +117,7 @@ class _Watchdog:
                 ],
                 setsid=True,
             )
-        except OSError as error:
+        except (OSError, NotImplementedError) as error:  # the latter: no setsid here
             os.close(write_fd)
             self.unavailable = True
             logger.warning("replicas are not tied to this process: no watchdog (%s)", error)
