@@ -5,9 +5,10 @@ TorchX's leaves out:
 
 * every replica is started with :func:`anyio.open_process` in a session of its own, so
   its whole process tree can be signalled; all replicas of an app start concurrently;
-* on Linux under asyncio, each replica is started through ``setpriv --pdeathsig KILL``
-  (util-linux), so the kernel ends it even when this process dies by ``SIGKILL``; the
-  limits (its own children, trio, no ``setpriv``) are in ``_parent_death``;
+* each replica's process group is tied to this process by one watchdog process per host
+  (started with the first replica): when this process is gone, even by ``SIGKILL``, the
+  watchdog kills every replica group still running; the limits (a descendant that left
+  its group, the instant between a fork and its registration) are in ``_parent_death``;
 * daemons: on Linux this process becomes a child subreaper when it first starts a
   replica, so a descendant that left its replica's group with ``setsid`` (a double
   fork) is re-parented to it; each replica's descendants, known by the
