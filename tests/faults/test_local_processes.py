@@ -21,32 +21,11 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.processes import alive, await_end
+
 LIMIT = 30  # seconds
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process semantics")
-
-
-def alive(pid: int) -> bool:
-    """True if ``pid`` is a live process (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-async def await_end(pid: int) -> None:
-    """Return once ``pid`` exited (reaping it if it became a child of this process)."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        await anyio.wait_readable(pidfd)
-    finally:
-        os.close(pidfd)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
 
 
 async def host_pids(process: anyio.abc.Process) -> list[int]:

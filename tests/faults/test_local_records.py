@@ -38,6 +38,7 @@ from asynctorchx.schedulers.local._records import (
     write_record,
 )
 from asynctorchx.specs.api import AppState
+from tests.processes import await_end
 
 LIMIT = 30  # seconds
 
@@ -111,18 +112,6 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=LIMIT,
         check=False,
     )
-
-
-async def await_end(pid: int) -> None:
-    """Return once ``pid`` exited (through its pid file descriptor)."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        await anyio.wait_readable(pidfd)
-    finally:
-        os.close(pidfd)
 
 
 async def test_another_process_follows_lists_and_cancels(tmp_path: Path, state: Path) -> None:

@@ -15,24 +15,11 @@ import anyio.abc
 import pytest
 
 from asynctorchx.schedulers.local._parent_death import WATCHDOG_PROGRAM
+from tests.processes import await_end
 
 LIMIT = 30  # seconds
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process semantics")
-
-
-async def await_end(pid: int) -> None:
-    """Return once ``pid`` exited (reaping it if it became a child of this process)."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        await anyio.wait_readable(pidfd)
-    finally:
-        os.close(pidfd)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
 
 
 @contextlib.asynccontextmanager

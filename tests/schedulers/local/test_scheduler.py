@@ -28,6 +28,7 @@ from asynctorchx.schedulers.local import (
     create_dir_scheduler,
 )
 from asynctorchx.specs.api import AppDef, AppState, RetryPolicy, Role
+from tests.processes import alive
 
 LIMIT = 30  # seconds: a deadline for a hung test, never a guess at timing
 
@@ -50,15 +51,6 @@ def sh_app(*scripts: str, name: str = "app", role: str = "worker", **role_kwargs
             )
         ],  # type: ignore[arg-type]
     )
-
-
-def alive(pid: int) -> bool:
-    """True if ``pid`` is a live process (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 async def first_line(scheduler: LocalScheduler, app_id: str, role: str, k: int = 0) -> str:

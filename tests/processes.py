@@ -1,0 +1,35 @@
+"""Watching processes from tests: what the local scheduler and fault tests share."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import anyio
+
+
+def alive(pid: int) -> bool:
+    """True if ``pid`` is a live process (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def await_end(pid: int) -> None:
+    """Return once ``pid`` exited, awaited through its pid file descriptor (no polling).
+
+    A process that became a child of this one (the test process is a subreaper) is
+    reaped; another process's child is left to its parent.
+    """
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        await anyio.wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
