@@ -22,7 +22,7 @@ import os
 from collections.abc import Sequence
 
 from asynctorchx.errors import InvalidLogDirError, UnsafeLogPathError
-from asynctorchx.schedulers.local._log_files import prepare_log_dirs
+from asynctorchx.schedulers.local._log_files import missing_directories, prepare_log_dirs
 
 #: The longest file name in a replica's log directory (``combined.log.idx``, ``SUCCESS``).
 _LONGEST_FILE = "combined.log.idx"
@@ -123,15 +123,7 @@ def _missing_directories(root: str, replica_dirs: Sequence[str]) -> list[str]:
     yet, parents first."""
     missing: dict[str, None] = {}
     for directory in [root, *replica_dirs]:
-        chain: list[str] = []
-        path = directory
-        while not os.path.lexists(path):
-            chain.append(path)
-            parent = os.path.dirname(path)
-            if parent == path:
-                break
-            path = parent
-        missing.update((item, None) for item in reversed(chain))
+        missing.update(dict.fromkeys(missing_directories(directory)))
     return list(missing)
 
 

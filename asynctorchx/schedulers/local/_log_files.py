@@ -327,17 +327,27 @@ def prepare_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
                 _check_existing_file(log_path + ".idx")
 
 
-def _make_root(root: str) -> None:
-    """Create ``root`` and its missing parents (0700), then check it."""
+def missing_directories(path: str) -> list[str]:
+    """``path`` and those of its parents that do not exist yet, parents first.
+
+    Args:
+        path: a directory path.
+    """
     missing: list[str] = []
-    path = root
     while not os.path.lexists(path):
         missing.append(path)
         parent = os.path.dirname(path)
         if parent == path:
             break
         path = parent
-    for directory in reversed(missing):
+    missing.reverse()
+    return missing
+
+
+def _make_root(root: str) -> None:
+    """Create ``root`` and its missing parents (0700), then check it."""
+    missing = missing_directories(root)
+    for directory in missing:
         with contextlib.suppress(FileExistsError):
             os.mkdir(directory, DIRECTORY_MODE)
         _check_root(directory)
