@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
+import anyio.abc
 
 
 def alive(pid: int) -> bool:
@@ -33,3 +36,17 @@ async def await_end(pid: int) -> None:
         os.close(pidfd)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+
+
+@contextlib.asynccontextmanager
+async def killed_on_exit(command: list[str], **kwargs: Any) -> AsyncIterator[anyio.abc.Process]:
+    """Start ``command`` (``anyio.open_process(command, **kwargs)``); on the way out,
+    SIGKILL it if it still runs (a failed check) and reap it, even when cancelled."""
+    process = await anyio.open_process(command, **kwargs)
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        with anyio.CancelScope(shield=True):
+            await process.aclose()

@@ -8,31 +8,22 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
 
 import anyio
 import anyio.abc
 import pytest
 
 from asynctorchx.schedulers.local._parent_death import WATCHDOG_PROGRAM
-from tests.processes import await_end
+from tests.processes import await_end, killed_on_exit
 
 LIMIT = 30  # seconds
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process semantics")
 
 
-@contextlib.asynccontextmanager
-async def sleeper() -> AsyncIterator[anyio.abc.Process]:
+def sleeper() -> contextlib.AbstractAsyncContextManager[anyio.abc.Process]:
     """A ``sleep 600`` in a session of its own, killed on the way out."""
-    process = await anyio.open_process(["sleep", "600"], start_new_session=True)
-    try:
-        yield process
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        with anyio.CancelScope(shield=True):
-            await process.aclose()
+    return killed_on_exit(["sleep", "600"], start_new_session=True)
 
 
 async def test_the_watchdog_kills_the_groups_left_at_end_of_file() -> None:
