@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.processes import alive, await_end
+from tests.processes import alive, await_end, killed_on_exit
 
 LIMIT = 30  # seconds
 
@@ -319,17 +319,11 @@ async def host_report(process: anyio.abc.Process, last: str = "ready") -> dict[s
     return report
 
 
-@contextlib.asynccontextmanager
-async def host_process(command: list[str], **kwargs: Any) -> AsyncIterator[anyio.abc.Process]:
+def host_process(
+    command: list[str], **kwargs: Any
+) -> contextlib.AbstractAsyncContextManager[anyio.abc.Process]:
     """The host's process, SIGKILLed on the way out if it still runs (a failed check)."""
-    process = await anyio.open_process(command, stderr=subprocess.DEVNULL, **kwargs)
-    try:
-        yield process
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        with anyio.CancelScope(shield=True):
-            await process.aclose()
+    return killed_on_exit(command, stderr=subprocess.DEVNULL, **kwargs)
 
 
 @contextlib.asynccontextmanager
@@ -387,10 +381,18 @@ async def test_replicas_end_when_a_trio_host_is_sigkilled(tmp_path: Path) -> Non
 
 
 async def test_the_watchdog_exits_with_a_host_that_exits_normally(tmp_path: Path) -> None:
-    async with watched_host(tmp_path, "echo pid $$$$", 1) as (process, report):
+    # the replica runs until the test writes to `go`: a replica that ended before it was
+    # tied would leave the host without a watchdog to report
+    go = tmp_path / "go"
+    os.mkfifo(go)
+    async with watched_host(tmp_path, f"echo pid $$$$; read line < {go}", 1) as (
+        process,
+        report,
+    ):
+        [watchdog] = report["watchdog"]
         with anyio.fail_after(LIMIT):
+            await anyio.to_thread.run_sync(go.write_text, "go\n")
             assert await process.wait() == 0
-    [watchdog] = report["watchdog"]
     await expect_all_end([watchdog])
 
 
