@@ -23,6 +23,7 @@ import attrs
 from asynctorchx import __version__
 from asynctorchx.errors import InvalidAppDefException
 from asynctorchx.schedulers.docker._options import NETWORK, parse_env_items
+from asynctorchx.schedulers.docker._run_kwargs import run_kwargs
 from asynctorchx.schedulers.toolkit import UnknownDeviceError, get_device_mounts
 from asynctorchx.specs.api import (
     AppDef,
@@ -71,12 +72,29 @@ class DockerContainer:
         config: the body of the engine's ``POST /containers/create`` (Docker Engine API):
             ``Image``, ``Entrypoint``, ``Cmd``, ``Env``, ``Labels``, ``Hostname``,
             ``HostConfig``, ``NetworkingConfig``.
+
+    TorchX 0.7.0's ``DockerContainer`` (``torchx.schedulers.docker_scheduler``) holds
+    docker-py's ``containers.run`` keywords instead; :attr:`kwargs` gives them, derived
+    from ``config``.
     """
 
     name: str
     image: str
     command: list[str]
     config: dict[str, Any]
+
+    @property
+    def kwargs(self) -> Mapping[str, Any]:
+        """The request as docker-py's ``containers.run(image, command, **kwargs)`` keywords.
+
+        TorchX's ``DockerContainer.kwargs`` (``torchx.schedulers.docker_scheduler``):
+        ``environment``, ``labels``, ``hostname``, ``mounts``, ``devices``,
+        ``device_requests``, ``privileged``, ``mem_limit``, ``shm_size``,
+        ``nano_cpus``, ``restart_policy``, ... Read-only and made from :attr:`config` at
+        each access, so the two never disagree; see
+        :func:`~asynctorchx.schedulers.docker._run_kwargs.run_kwargs` for each keyword.
+        """
+        return run_kwargs(self.name, self.config)
 
     def __str__(self) -> str:
         return _format_container(self)
