@@ -12,6 +12,7 @@ published on the host (TorchX ignores them).
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -49,6 +50,12 @@ LABEL_CANCELLED_AT = "asynctorchx.pytorch.org/cancelled-at-ns"
 #: The env var holding replica 0's hostname (``macros.rank0_env``).
 RANK0_ENV = "TORCHX_RANK0_HOST"
 
+#: The longest container name and hostname: a DNS label (RFC 1123); Linux refuses more
+#: than 64 characters (``sethostname``).
+MAX_HOSTNAME_LENGTH = 63
+#: The most characters of the app id, and of the role name, in a container name (TorchX's).
+_PART_LENGTH = 30
+
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -66,7 +73,7 @@ class DockerContainer:
     """One replica's container, as ``schedule`` will create it (the dry-run request).
 
     Args:
-        name: the container name and hostname, ``{app_id[-30:]}-{role[:30]}-{k}``.
+        name: the container name and hostname (:func:`container_name`).
         image: the image (a name, or an image id after a workspace build).
         command: entrypoint then args, after macro substitution.
         config: the body of the engine's ``POST /containers/create`` (Docker Engine API):
@@ -139,15 +146,43 @@ def _sanitize(text: str) -> str:
     return cleaned or "app"
 
 
+def _role_part(role_name: str) -> str:
+    """The role's part of a container name: the name, or 21 characters and a digest.
+
+    A name longer than 30 characters keeps its first 21 and ends with 8 hex digits of its
+    SHA-256, so two roles that share their first 30 characters get distinct names (cut
+    to 30, as TorchX cuts them, both would be one name and the engine refuses the second
+    container).
+    """
+    cleaned = _sanitize(role_name)
+    if len(cleaned) <= _PART_LENGTH:
+        return cleaned
+    digest = hashlib.sha256(role_name.encode()).hexdigest()[:8]
+    return f"{cleaned[: _PART_LENGTH - 9]}-{digest}"
+
+
 def container_name(app_id: str, role_name: str, replica_id: int) -> str:
-    """Return the container name (and hostname) of a replica: ``{app_id[-30:]}-{role[:30]}-{k}``.
+    """Return the container name (and hostname) of a replica: ``{app}-{role}-{k}``.
+
+    As TorchX 0.7.0's ``torchx.schedulers.docker_scheduler`` names it,
+    ``{app_id[-30:]}-{role_name[:30]}-{replica_id}``, with two bounds TorchX lacks:
+
+    - at most :data:`MAX_HOSTNAME_LENGTH` (63) characters, a DNS label's limit (RFC
+      1123), for any replica id: the app part gives up its first characters to the
+      replica id's digits (the app id's random suffix, at its end, stays). Linux refuses
+      a hostname over 64 characters (``sethostname``: the container does not start);
+    - a role name over 30 characters is cut to 21 and a digest of the whole name, so
+      roles sharing their first 30 characters do not share container names.
 
     Args:
         app_id: the app id.
         role_name: the role's name.
-        replica_id: the replica's id within its role.
+        replica_id: the replica's id within its role (0 or more).
     """
-    return f"{_sanitize(app_id[-30:])}-{_sanitize(role_name[:30])}-{replica_id}"
+    role = _role_part(role_name)
+    replica = str(replica_id)
+    app_length = min(_PART_LENGTH, MAX_HOSTNAME_LENGTH - len(role) - len(replica) - 2)
+    return f"{_sanitize(app_id[-max(app_length, 1) :])}-{role}-{replica}"
 
 
 # --------------------------------------------------------------------------- checks

@@ -178,7 +178,10 @@ def test_dryrun_rejects_an_unknown_resource_device() -> None:
 def test_container_name_is_bounded_and_valid() -> None:
     app_id = "a" * 50 + "-xyz"
     name = container_name(app_id, "r" * 40 + "/x", 12)
-    assert name == f"{app_id[-30:]}-{'r' * 30}-12"
+    # a hostname (63 at most): the app part makes room for the replica id's 2 digits
+    assert name.startswith(f"{app_id[-29:]}-{'r' * 21}-")
+    assert name.endswith("-12")
+    assert len(name) == 63
 
 
 def test_dryrun_rejects_bad_apps_and_env() -> None:
