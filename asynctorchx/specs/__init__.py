@@ -1,6 +1,8 @@
 """The application spec: ``AppDef``, ``Role``, ``Resource``, ``macros``, ``runopts``, status.
 
-Mirrors ``torchx.specs``: TorchX code ports by changing the import.
+Mirrors ``torchx.specs``: TorchX code ports by changing the import. The private
+``_named_resource_factories`` is TorchX's registry of named resources (name -> function
+returning a ``Resource``): add to it to register one at run time, or patch it here.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from asynctorchx.errors import (
     MalformedAppHandleException,
     UnknownAppException,
     UnknownSchedulerException,
+)
+from asynctorchx.specs._named_resources import (
+    _named_resource_factories as _named_resource_factories,  # TorchX's registry, patchable here
 )
 from asynctorchx.specs._named_resources import get_named_resources, named_resources, resource
 from asynctorchx.specs.api import (

@@ -13,14 +13,18 @@ The registry merges, later winning on a name clash:
 plus ``NULL`` and ``MISSING``, both :data:`NULL_RESOURCE` (as TorchX 0.7.0,
 ``torchx.specs.get_named_resources``). Entry points are read once, on first use, and
 each one is loaded only when its name is looked up, so a broken plugin breaks only
-its own names. Every lookup returns a fresh copy: changing it changes no one else's.
+its own names. Every lookup calls the name's function again; the builtins return a
+fresh copy each time, so changing one changes no one else's.
+
+The registry itself is ``asynctorchx.specs._named_resource_factories``
+(:class:`NamedResourceFactories`, TorchX's ``torchx.specs._named_resource_factories``):
+a program may add a name to it at run time, as TorchX's docs do.
 """
 
 from __future__ import annotations
 
 import difflib
-import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from importlib import metadata
 
 from asynctorchx.errors import UnknownNamedResourceException
@@ -52,8 +56,7 @@ def _entry_point_factory(entry_point: metadata.EntryPoint) -> Callable[[], Resou
     return make
 
 
-@functools.lru_cache(maxsize=1)
-def _factories() -> dict[str, Callable[[], Resource]]:
+def _load() -> dict[str, Callable[[], Resource]]:
     factories: dict[str, Callable[[], Resource]] = {
         **GENERIC_NAMED_RESOURCES,
         **AWS_NAMED_RESOURCES,
@@ -65,12 +68,77 @@ def _factories() -> dict[str, Callable[[], Resource]]:
     return factories
 
 
-def reload() -> None:
-    """Forget the cached registry so the next lookup reads the entry points again.
+class NamedResourceFactories(MutableMapping[str, Callable[[], Resource]]):
+    """The registry: each name -> a zero-argument function returning a :class:`Resource`.
 
-    Useful after installing a plugin in a running process (and in tests).
+    The one instance is ``asynctorchx.specs._named_resource_factories``, TorchX's name
+    (``torchx.specs._named_resource_factories``, a ``dict``), which TorchX's docs and
+    integration tests use to register a named resource in a running program::
+
+        from asynctorchx.specs import Resource, _named_resource_factories
+
+        _named_resource_factories["gpu_x2"] = lambda: Resource(cpu=16, gpu=2, memMB=122_000)
+
+    It is filled on first use (not at import, as TorchX does), in the order of the
+    module docstring, so an entry added or replaced here wins over the builtins and the
+    entry points. :data:`named_resources` reads it through ``asynctorchx.specs`` at each
+    lookup, so ``unittest.mock.patch("asynctorchx.specs._named_resource_factories")``
+    takes effect.
     """
-    _factories.cache_clear()
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, Callable[[], Resource]] | None = None
+
+    def _data(self) -> dict[str, Callable[[], Resource]]:
+        if self._loaded is None:
+            self._loaded = _load()
+        return self._loaded
+
+    def forget(self) -> None:
+        """Drop every entry, so the next use reads the builtins and entry points again.
+
+        Names added at run time are dropped too.
+        """
+        self._loaded = None
+
+    def __getitem__(self, name: str) -> Callable[[], Resource]:
+        return self._data()[name]
+
+    def __setitem__(self, name: str, factory: Callable[[], Resource]) -> None:
+        self._data()[name] = factory
+
+    def __delitem__(self, name: str) -> None:
+        del self._data()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data())
+
+    def __len__(self) -> int:
+        return len(self._data())
+
+    def __repr__(self) -> str:
+        return f"NamedResourceFactories({len(self)} names)"
+
+
+#: The registry behind :data:`named_resources` (re-exported as
+#: ``asynctorchx.specs._named_resource_factories``, TorchX's name).
+_named_resource_factories: NamedResourceFactories = NamedResourceFactories()
+
+
+def _registry() -> Mapping[str, Callable[[], Resource]]:
+    """The registry as ``asynctorchx.specs`` holds it now (patched or not)."""
+    from asynctorchx import specs
+
+    return specs._named_resource_factories
+
+
+def reload() -> None:
+    """Forget the registry so the next lookup reads the entry points again.
+
+    Useful after installing a plugin in a running process (and in tests). Names added
+    to ``_named_resource_factories`` at run time are forgotten too.
+    """
+    _named_resource_factories.forget()
 
 
 class NamedResources(Mapping[str, Resource]):
@@ -87,21 +155,21 @@ class NamedResources(Mapping[str, Resource]):
             UnknownNamedResourceException: (a ``KeyError``) no resource has that name;
                 the message names the closest registered names.
         """
-        factories = _factories()
-        factory = factories.get(name)
-        if factory is None:
-            close = difflib.get_close_matches(name, factories.keys(), n=3)
-            raise UnknownNamedResourceException(name, close, factories.keys())
-        return factory()
+        factories = _registry()
+        if name not in factories:
+            known = list(factories.keys())
+            close = difflib.get_close_matches(name, known, n=3)
+            raise UnknownNamedResourceException(name, close, known)
+        return factories[name]()
 
     def __contains__(self, name: object) -> bool:
-        return name in _factories()
+        return name in _registry()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted(_factories()))
+        return iter(sorted(_registry()))
 
     def __len__(self) -> int:
-        return len(_factories())
+        return len(_registry())
 
     def __repr__(self) -> str:
         return f"NamedResources({len(self)} names)"

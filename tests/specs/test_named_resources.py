@@ -5,11 +5,18 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 
 from asynctorchx.errors import UnknownNamedResourceException
-from asynctorchx.specs import NULL_RESOURCE, Resource
+from asynctorchx.specs import (
+    NULL_RESOURCE,
+    Resource,
+    _named_resource_factories,
+    named_resources,
+    resource,
+)
 from asynctorchx.specs import _named_resources as nr
 from asynctorchx.specs.named_resources_aws import EFA_DEVICE, K8S_ITYPE, NEURON_DEVICE
 
@@ -136,3 +143,28 @@ def test_entry_points_merge_over_the_builtins(
     monkeypatch.undo()
     nr.reload()
     assert "gpu_x_2" not in nr.named_resources
+
+
+def test_a_name_added_to_torchx_registry_at_run_time_is_looked_up() -> None:
+    # TorchX's docs register a named resource this way (torchx.specs._named_resource_factories)
+    _named_resource_factories["gpu_x2"] = lambda: Resource(cpu=16, gpu=2, memMB=122_000)
+    _named_resource_factories["gpu.small"] = lambda: Resource(cpu=1, gpu=1, memMB=1)
+    assert "gpu_x2" in named_resources
+    assert "gpu_x2" in list(named_resources)
+    assert resource(h="gpu_x2") == Resource(cpu=16, gpu=2, memMB=122_000)
+    assert nr.get_named_resources("gpu.small") == Resource(cpu=1, gpu=1, memMB=1)
+    assert "cpu.small" in _named_resource_factories  # the builtins are in the same registry
+    nr.reload()
+    assert "gpu_x2" not in named_resources
+    assert named_resources["gpu.small"].cpu == 8
+
+
+def test_the_registry_patched_on_specs_is_the_one_looked_up() -> None:
+    only = {"p3.2xlarge": lambda: Resource(cpu=8, gpu=1, memMB=1)}
+    with patch("asynctorchx.specs._named_resource_factories", only):
+        assert nr.named_resources["p3.2xlarge"] == Resource(cpu=8, gpu=1, memMB=1)
+        assert list(nr.named_resources) == ["p3.2xlarge"]
+        with pytest.raises(UnknownNamedResourceException, match=r"did you mean `p3\.2xlarge`"):
+            nr.named_resources["p3.2xl"]
+        assert "cpu.small" not in nr.named_resources
+    assert "cpu.small" in nr.named_resources
