@@ -311,11 +311,31 @@ def validate_source(
     ]
 
 
+def read_conf_file(conf_file: str) -> str:
+    """Return the text of the source file ``conf_file``: what :func:`check` lints.
+
+    TorchX's linter reads the file through ``torchx.util.io.read_conf_file``, a name of
+    ``torchx.specs.file_linter``. :func:`check` calls this one through the module at
+    each call, so a test may patch ``asynctorchx.specs.file_linter.read_conf_file`` to
+    lint a source that is not on disk. Unlike TorchX's, it reads only ``conf_file``:
+    it does not fall back to a file of the installed package (TorchX's ``torchx.file``
+    entry point).
+
+    Args:
+        conf_file: path to the Python source file, read as UTF-8.
+
+    Raises:
+        OSError: the file cannot be read (``FileNotFoundError`` when it does not exist).
+        UnicodeDecodeError: the file is not UTF-8.
+    """
+    return Path(conf_file).read_text(encoding="utf-8")
+
+
 def check(path: str, component_function: str) -> list[LinterMessage]:
     """Return every finding, errors and warnings, for ``component_function`` in ``path``.
 
-    Reads and parses the file (never imports or runs it); see the module docstring
-    for the rules. :func:`validate` returns the errors alone.
+    Reads the file with :func:`read_conf_file` and parses it (never imports or runs
+    it); see the module docstring for the rules. :func:`validate` returns the errors alone.
 
     Args:
         path: path to the Python source file.
@@ -326,8 +346,9 @@ def check(path: str, component_function: str) -> list[LinterMessage]:
 
     Raises:
         OSError: the file cannot be read.
+        UnicodeDecodeError: the file is not UTF-8.
     """
-    source = Path(path).read_text(encoding="utf-8")
+    source = read_conf_file(path)
     return validate_source(source, component_function, filename=path)
 
 
@@ -347,6 +368,7 @@ def validate(path: str, component_function: str) -> list[LinterMessage]:
 
     Raises:
         OSError: the file cannot be read.
+        UnicodeDecodeError: the file is not UTF-8.
     """
     return errors(check(path, component_function))
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 
 import asynctorchx.components.dist as dist_module
 import asynctorchx.components.utils as utils_module
+from asynctorchx.specs import file_linter
 from asynctorchx.specs.file_linter import LinterMessage, errors, validate, validate_source
 
 GOOD = '''
@@ -158,6 +160,17 @@ def test_validate_reads_the_file(tmp_path: Path) -> None:
     assert validate(str(path), "good") == []
     with pytest.raises(FileNotFoundError):
         validate(str(tmp_path / "missing.py"), "good")
+
+
+def test_the_linter_reads_through_read_conf_file(tmp_path: Path) -> None:
+    path = tmp_path / "comp.py"
+    path.write_text(textwrap.dedent(GOOD))
+    assert file_linter.read_conf_file(str(path)) == textwrap.dedent(GOOD)
+    with patch("asynctorchx.specs.file_linter.read_conf_file", return_value="!!foo====bar"):
+        messages = validate(str(path), "good")
+    assert [m.name for m in messages] == ["syntax"]
+    with pytest.raises(FileNotFoundError):
+        file_linter.read_conf_file(str(tmp_path / "missing.py"))
 
 
 @pytest.mark.parametrize(
