@@ -1,0 +1,17 @@
+"""Workspaces: a local directory built into what a role runs (``torchx.workspace``).
+
+A scheduler builds a workspace in ``build_workspace_and_update_role`` (see
+:class:`WorkspaceMixin`); the runner calls it at dry run. ``local_docker`` builds the
+directory into an image, honouring its ``.dockerignore``
+(:mod:`asynctorchx.schedulers.docker`); the local schedulers run in the directory itself.
+
+TorchX's ``walk_workspace(fs, path, ignore_name)`` and ``TORCHX_IGNORE``
+(``.torchxignore``) are not mirrored: they walk an ``fsspec`` file system, and
+asynctorchx builds local directories only, without depending on fsspec.
+"""
+
+from __future__ import annotations
+
+from asynctorchx.workspace.api import Workspace, WorkspaceMixin
+
+__all__ = ["Workspace", "WorkspaceMixin"]
