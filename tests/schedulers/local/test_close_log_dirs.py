@@ -1,0 +1,34 @@
+"""What ``close()`` removes: the temporary log directory, never a given ``log_dir``.
+
+TorchX 0.7.0 keeps one ``_base_log_dir`` that each submit overwrites, so after a submit
+without ``log_dir`` and one with it, its ``close()`` deletes the user's ``log_dir``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+
+from asynctorchx.schedulers.local import create_cwd_scheduler
+from tests.schedulers.local.test_scheduler import LIMIT, sh_app
+
+
+async def test_close_removes_the_temporary_log_dir_and_keeps_a_given_one(tmp_path: Path) -> None:
+    given = tmp_path / "logs"
+    given.mkdir()
+    (given / "precious.txt").write_text("kept")
+    async with create_cwd_scheduler("test") as scheduler:
+        with anyio.fail_after(LIMIT):
+            temporary_id = await scheduler.submit(sh_app("echo temporary"), {})
+            given_id = await scheduler.submit(sh_app("echo given"), {"log_dir": str(given)})
+            temporary = await scheduler.wait(temporary_id)
+            assert await scheduler.wait(given_id) is not None
+        assert temporary is not None
+        assert temporary.ui_url is not None
+        temporary_dir = Path(temporary.ui_url.removeprefix("file://"))
+        assert temporary_dir.is_dir()
+        assert not temporary_dir.is_relative_to(given)
+    assert not temporary_dir.exists()
+    assert (given / "precious.txt").read_text() == "kept"
+    assert [log.read_text() for log in given.rglob("combined.log")] == ["given\n"]
