@@ -1,9 +1,10 @@
 """Scheduler hosting for :class:`~asynctorchx.runner.Runner`: one task per scheduler.
 
 A scheduler is created on first use (from any task; a lock makes two tasks share one)
-from its factory, as ``torchx.runner.api.Runner`` does, and hosted by a task of the
-runner's task group, inside ``async with scheduler:``. Closing the host closes every
-scheduler, which terminates the replicas that local schedulers still run.
+from its factory, as ``torchx.runner.api.Runner`` does (a synchronous, TorchX-style one
+wrapped in a :class:`~asynctorchx.schedulers.SyncSchedulerAdapter`), and hosted by a
+task of the runner's task group, inside ``async with scheduler:``. Closing the host
+closes every scheduler, which terminates the replicas that local schedulers still run.
 
 A scheduler's class and run options are read from its factory and class, without
 creating a scheduler (see :meth:`SchedulerHost.run_opts`), so a run creates one
@@ -28,6 +29,7 @@ from asynctorchx.errors import (
     UnknownSchedulerException,
 )
 from asynctorchx.runner._workspace import build_workspace, role_workspaces
+from asynctorchx.schedulers import SyncSchedulerAdapter, is_sync_scheduler
 from asynctorchx.schedulers.api import Scheduler, SchedulerFactory
 from asynctorchx.specs.api import (
     AppDef,
@@ -150,7 +152,7 @@ class SchedulerHost:
             UnknownSchedulerException: ``scheduler`` is not registered.
             SchedulerClosedError: the host is not entered, or it is closed.
         """
-        factory = self._factory(scheduler)
+        self._factory(scheduler)  # an unknown name is refused first
         if self._task_group is None or self._closed:
             raise SchedulerClosedError(
                 "the runner is not open: use it as `async with get_runner() as runner:`"
@@ -163,9 +165,7 @@ class SchedulerHost:
             existing = self._schedulers.get(scheduler)
             if existing is not None:
                 return existing
-            created = self._unopened.pop(scheduler, None) or factory(
-                self._session_name, **self._params
-            )
+            created = self._unopened.pop(scheduler, None) or self._create(scheduler)
             done = anyio.Event()
             self._hosts_done.append(done)
             await self._task_group.start(self._host, created, done)
@@ -233,12 +233,19 @@ class SchedulerHost:
             raise UnknownSchedulerException(scheduler, self.factories)
         return factory
 
+    def _create(self, scheduler: str) -> Scheduler[Any]:
+        """A new scheduler from the factory of ``scheduler``; a synchronous, TorchX-style
+        one (:func:`~asynctorchx.schedulers.is_sync_scheduler`) comes wrapped in a
+        :class:`~asynctorchx.schedulers.SyncSchedulerAdapter`."""
+        created = self._factory(scheduler)(self._session_name, **self._params)
+        return SyncSchedulerAdapter(created) if is_sync_scheduler(created) else created
+
     def _unopened_instance(self, scheduler: str) -> Scheduler[Any]:
         """The fallback for a factory that does not name its class: one scheduler, made
         once, never opened; :meth:`get` hosts it later, :meth:`close` closes it if not."""
         sched = self._unopened.get(scheduler)
         if sched is None:
-            sched = self._factory(scheduler)(self._session_name, **self._params)
+            sched = self._create(scheduler)
             self._unopened[scheduler] = sched
         return sched
 

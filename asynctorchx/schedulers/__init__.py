@@ -6,6 +6,9 @@ entry point group ``asynctorchx.schedulers`` replaces the built-ins with its sch
 ``torchx.schedulers`` group does (``torchx.schedulers.get_scheduler_factories``).
 Backends are imported only when their factory is called (or its class asked for with
 :func:`get_scheduler_class`), so ``local_cwd`` never imports aiodocker.
+
+A synchronous, TorchX-style scheduler (:func:`is_sync_scheduler`) is given the async
+interface by :class:`SyncSchedulerAdapter`; the Runner wraps one for you.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Any
 
+from asynctorchx.schedulers._sync_adapter import SyncSchedulerAdapter, is_sync_scheduler
 from asynctorchx.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -120,7 +124,9 @@ __all__ = [
     "Scheduler",
     "SchedulerFactory",
     "Stream",
+    "SyncSchedulerAdapter",
     "get_default_scheduler_name",
     "get_scheduler_class",
     "get_scheduler_factories",
+    "is_sync_scheduler",
 ]
