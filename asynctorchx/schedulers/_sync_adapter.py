@@ -33,11 +33,12 @@ How each call is made:
   ``describe`` and ``_cancel_existing`` through threads too, as TorchX's base class does.
 
 Cancellation: a worker thread cannot be interrupted. A task cancelled while it awaits a
-call waits until that call returns, then raises the cancellation and drops the result
-(anyio's ``abandon_on_cancel=False``). No call outlives the task that made it, so
-nothing runs after the caller is gone; a cancel scope's deadline is overrun by the rest
-of the call in flight. A ``schedule`` cancelled this way has submitted its app, whose
-id is lost, as with any scheduler whose request reached the backend.
+call waits until that call returns (anyio's ``abandon_on_cancel=False``): the call's
+result or error is delivered to it as if nothing happened, and the cancellation takes
+effect at the task's next checkpoint. So no call outlives the task that made it, and a
+``schedule`` whose request reached the backend still returns its app id (``Runner.run``
+still returns the handle); a cancel scope's deadline is overrun by the rest of the call
+in flight.
 
 Closing: ``close`` forwards the wrapped ``close`` (once; later calls do nothing). From
 then on every other call raises

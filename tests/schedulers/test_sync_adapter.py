@@ -1,0 +1,141 @@
+"""SyncSchedulerAdapter: which schedulers are synchronous, and how each call is made."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+from unittest.mock import AsyncMock, MagicMock
+
+import anyio
+import pytest
+
+from asynctorchx.errors import InvalidRunConfigException, SchedulerClosedError
+from asynctorchx.schedulers import SyncSchedulerAdapter, is_sync_scheduler
+from asynctorchx.schedulers.api import DescribeAppResponse, Stream
+from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, Role
+from tests.runner.fake_scheduler import FakeScheduler
+from tests.schedulers.sync_scheduler import PortedScheduler, TorchXShapedScheduler
+
+LIMIT = 30  # seconds: a safety bound, never a timing guess
+
+
+def _info(name: str = "app") -> AppDryRunInfo[AppDef]:
+    app = AppDef(name=name, roles=[Role(name="r", image=".", entrypoint="true")])
+    return AppDryRunInfo(app, repr)
+
+
+class HalfPorted(PortedScheduler):
+    """A partly ported scheduler: ``describe`` is already a coroutine, the rest is not."""
+
+    async def describe(self, app_id: str) -> DescribeAppResponse | None:  # type: ignore[override]
+        self.describe_threads.append(threading.current_thread())
+        state = self.states.get(app_id)
+        return None if state is None else DescribeAppResponse(app_id=app_id, state=state)
+
+
+class Workspaced(PortedScheduler):
+    def build_workspace_and_update_role(  # type: ignore[override]
+        self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        role.image = workspace
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "expected"),
+    [
+        (FakeScheduler("s"), False),
+        (AsyncMock(), False),
+        (PortedScheduler("s"), True),
+        (HalfPorted("s"), True),
+        (TorchXShapedScheduler("s"), True),
+        (MagicMock(), True),
+        (SyncSchedulerAdapter(PortedScheduler("s")), False),
+    ],
+    ids=["async", "AsyncMock", "ported", "half-ported", "torchx-shaped", "MagicMock", "adapter"],
+)
+def test_is_sync_scheduler_checks_each_torchx_method(scheduler: object, expected: bool) -> None:
+    assert is_sync_scheduler(scheduler) is expected
+
+
+def test_the_adapter_class_answers_for_the_wrapped_class() -> None:
+    ported = SyncSchedulerAdapter(PortedScheduler("s"))
+    assert isinstance(ported, SyncSchedulerAdapter)
+    assert type(ported).supported_log_streams == frozenset({Stream.COMBINED})
+    assert not type(ported).supports_workspace()
+    assert not type(ported).apps_live_in_process
+    assert type(ported).class_run_opts() is None  # the Runner asks the instance
+    assert "label" in ported.run_opts()
+    assert ported.poll_interval == PortedScheduler.poll_interval
+    assert (ported.backend, ported.session_name) == ("ported", "s")
+    assert type(SyncSchedulerAdapter(Workspaced("s"))).supports_workspace()
+    shaped = SyncSchedulerAdapter(TorchXShapedScheduler("s"))
+    assert type(shaped).supports_workspace()  # TorchX's WorkspaceMixin method
+    assert type(shaped).supported_log_streams == frozenset(Stream)
+    assert not type(SyncSchedulerAdapter(MagicMock())).supports_workspace()
+
+
+@pytest.mark.parametrize("kwargs", [{"max_threads": 0}, {"poll_interval": 0.0}])
+def test_bad_limits_are_refused(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        SyncSchedulerAdapter(PortedScheduler("s"), **kwargs)
+
+
+async def test_sync_methods_run_in_threads_and_coroutines_on_the_loop() -> None:
+    sched = HalfPorted("s")
+    adapter = SyncSchedulerAdapter(sched)
+    with anyio.fail_after(LIMIT):
+        app_id = await adapter.schedule(_info())
+        response = await adapter.describe(app_id)
+    assert response is not None
+    assert response.state == AppState.RUNNING
+    assert sched.describe_threads == [threading.current_thread()]  # awaited, no thread
+
+
+async def test_one_thread_serializes_the_calls() -> None:
+    sched = PortedScheduler("s")
+    adapter = SyncSchedulerAdapter(sched, max_threads=1)
+    app_id = await adapter.schedule(_info())
+    gate, sched.held = threading.Event(), anyio.Event()
+    sched.gate = gate
+    with anyio.fail_after(LIMIT):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(adapter.describe, app_id)
+            tg.start_soon(adapter.describe, app_id)
+            await sched.held.wait()
+            await anyio.wait_all_tasks_blocked()
+            assert len(sched.describe_threads) == 1  # the second waits for the thread
+            gate.set()
+    assert sched.described == 2
+
+
+async def test_cancel_uses_the_sync_describe_and_cancel_existing() -> None:
+    sched = PortedScheduler("s")
+    adapter = SyncSchedulerAdapter(sched)
+    with anyio.fail_after(LIMIT):
+        await adapter.cancel("unknown")  # a no-op, as TorchX's Scheduler.cancel
+        app_id = await adapter.schedule(_info())
+        assert await adapter.exists(app_id)
+        await adapter.cancel(app_id)
+        response = await adapter.wait(app_id)
+    assert response is not None
+    assert response.state == AppState.CANCELLED
+
+
+async def test_close_forwards_once_and_later_calls_are_refused() -> None:
+    sched = PortedScheduler("s")
+    async with SyncSchedulerAdapter(sched) as adapter:
+        app_id = await adapter.schedule(_info())
+    await adapter.close()
+    assert sched.closes == 1
+    with pytest.raises(SchedulerClosedError):
+        await adapter.describe(app_id)
+
+
+async def test_the_dry_run_of_a_ported_scheduler_is_its_own() -> None:
+    adapter = SyncSchedulerAdapter(PortedScheduler("s"))
+    info = _info()
+    dryrun = adapter.submit_dryrun(info.request, {"label": "x"})
+    assert dryrun.request == info.request
+    with pytest.raises(InvalidRunConfigException, match="labl"):
+        adapter.submit_dryrun(info.request, {"labl": "x"})
