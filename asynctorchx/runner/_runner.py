@@ -23,7 +23,7 @@ import builtins
 import functools
 import warnings
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -33,6 +33,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from asynctorchx.errors import UnknownAppException
 from asynctorchx.runner._events import AppEvent, app_event_stream
 from asynctorchx.runner._hosting import SchedulerHost, scheduler_params_from_env
+from asynctorchx.runner._log_lines import LogLines
 from asynctorchx.runner._logs import LogLine, merged_log_stream
 from asynctorchx.runner._signals import can_own_signals, terminate_on_signals
 from asynctorchx.runner._submit import SubmitMethods, api_event, handle_event
@@ -406,7 +407,7 @@ class Runner(SubmitMethods):
         until: datetime | None = None,
         should_tail: bool = False,
         streams: Stream | None = None,
-    ) -> AsyncIterator[str]:
+    ) -> LogLines:
         """Iterate over the log lines of replica ``k`` of ``role_name`` (lines keep ``\\n``).
 
         ``should_tail=True`` follows the log until the app is terminal. Scheduler-dependent
@@ -424,22 +425,20 @@ class Runner(SubmitMethods):
 
         Raises:
             UnknownAppException: the scheduler does not know the app; raised by the
-                first step of the iteration, not by this call.
+                first step of the iteration, or at once by ``await runner.log_lines(...)``
+                (which returns the same iterator, opened), as TorchX raises it at the call.
         """
 
-        async def lines() -> AsyncIterator[str]:
+        async def open_log() -> AsyncIterator[str]:
             with handle_event("log_lines", app_handle):
                 sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
                 if await self.status(app_handle) is None:
                     raise UnknownAppException(app_handle)
-                iterator = sched.log_iter(
+                return sched.log_iter(
                     app_id, role_name, k, regex, since, until, should_tail, streams=streams
                 )
-            async with aclosing(iterator):  # type: ignore[type-var]
-                async for line in iterator:
-                    yield line
 
-        return lines()
+        return LogLines(open_log)
 
     @asynccontextmanager
     async def log_stream(
