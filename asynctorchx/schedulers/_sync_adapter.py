@@ -239,7 +239,12 @@ class SyncSchedulerAdapter(Scheduler[Any]):
     async def _invoke(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Await ``method(*args, **kwargs)``: directly for a coroutine function, else in
         a worker thread (and its result too, if a plain function returned an awaitable).
+
+        Raises:
+            SchedulerClosedError: the adapter is closed.
         """
+        if self._closed:
+            raise SchedulerClosedError(f"{self!r} is closed")
         if inspect.iscoroutinefunction(method):
             return await method(*args, **kwargs)
         result = await self._in_thread(functools.partial(method, *args, **kwargs))

@@ -122,8 +122,9 @@ async def test_cancel_uses_the_sync_describe_and_cancel_existing() -> None:
     assert response.state == AppState.CANCELLED
 
 
-async def test_close_forwards_once_and_later_calls_are_refused() -> None:
-    sched = PortedScheduler("s")
+@pytest.mark.parametrize("cls", [PortedScheduler, HalfPorted])
+async def test_close_forwards_once_and_later_calls_are_refused(cls: type[PortedScheduler]) -> None:
+    sched = cls("s")
     async with SyncSchedulerAdapter(sched) as adapter:
         app_id = await adapter.schedule(_info())
     await adapter.close()
