@@ -61,7 +61,7 @@ import anyio
 
 from asynctorchx.errors import SchedulerClosedError
 from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse, Stream
-from asynctorchx.schedulers.api import Scheduler
+from asynctorchx.schedulers.api import Scheduler, call_validate
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, Role, runopts
 
 R = TypeVar("R")
@@ -317,7 +317,8 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         A scheduler of ours (a ported subclass) validates in its own ``submit_dryrun``.
         Any other is asked as ``torchx.runner.api.Runner.dryrun`` asks it, since its
         ``submit_dryrun`` does not validate: the options resolved by its
-        ``run_opts().resolve(cfg)``, then ``_validate(app, backend)`` if it has one, then
+        ``run_opts().resolve(cfg)``, then ``_validate(app, backend)`` if it has one
+        (with ``resolved`` too if it takes it, as TorchX's newer schedulers do), then
         ``submit_dryrun(app, resolved)``.
 
         Args:
@@ -333,7 +334,7 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         resolved = self.scheduler.run_opts().resolve(cfg)
         validate = getattr(self.scheduler, "_validate", None)
         if callable(validate):
-            validate(app, self.backend)
+            call_validate(validate, app, self.backend, resolved)
         info = self.scheduler.submit_dryrun(app, resolved)
         return info
 

@@ -161,7 +161,7 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         validate_app(app)
         self._check_retry_policies(app)
-        self._validate(app, self.backend, resolved)
+        call_validate(self._validate, app, self.backend, resolved)
         dryrun_info = self._submit_dryrun(app, resolved)
         for role in app.roles:
             dryrun_info = role.pre_proc(self.backend, dryrun_info)
@@ -448,6 +448,51 @@ class Scheduler(abc.ABC, Generic[T]):
         """Check the app can run on this scheduler; the default accepts every app."""
 
 
+def call_validate(
+    validate: Callable[..., None], app: AppDef, backend: str, resolved: Mapping[str, CfgVal]
+) -> None:
+    """Call a scheduler's ``_validate`` with the arguments its signature takes.
+
+    TorchX 0.7.0's ``Scheduler._validate(app, scheduler)`` takes two arguments; TorchX's
+    newer API (and ours) adds the resolved run options, ``_validate(app, scheduler,
+    cfg)``. A scheduler ported from either works unchanged.
+
+    Args:
+        validate: the bound ``_validate`` method.
+        app: the app being dry-run.
+        backend: the scheduler's registered name.
+        resolved: the resolved run options.
+
+    Raises:
+        Exception: whatever ``validate`` raises, unchanged.
+    """
+    if _takes_run_options(validate):
+        validate(app, backend, resolved)
+    else:
+        validate(app, backend)
+
+
+def _takes_run_options(validate: Callable[..., None]) -> bool:
+    """Whether ``validate`` (bound or not) takes the run options as its third argument."""
+    function = getattr(validate, "__func__", None) or validate
+    return _takes_three(function, hasattr(validate, "__self__"))
+
+
+@functools.cache
+def _takes_three(function: Callable[..., None], bound: bool) -> bool:
+    """Whether ``function`` accepts three positional arguments after ``self`` if bound."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):  # no signature (a C function, a mock): pass them all
+        return True
+    if bound:
+        parameters = parameters[1:]
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
+        return True
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(p.kind in positional for p in parameters) >= 3
+
+
 class SchedulerFactory(Protocol):
     """What the registry maps a scheduler name to (TorchX's ``SchedulerFactory``).
 
@@ -466,5 +511,6 @@ __all__ = [
     "Scheduler",
     "SchedulerFactory",
     "Stream",
+    "call_validate",
     "validate_app_id",
 ]

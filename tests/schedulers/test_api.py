@@ -144,3 +144,33 @@ def test_a_retry_policy_the_backend_cannot_honour_is_refused_at_dry_run(
         scheduler.submit_dryrun(AppDef("app", [role]), cfg)
     role.max_retries = 0  # without retries the policy does not matter
     assert scheduler.submit_dryrun(AppDef("app", [role]), cfg).request is not None
+
+
+class TorchX07Validate(FakeEventlessScheduler):
+    """A scheduler ported from TorchX 0.7.0: ``_validate(app, scheduler)``, two arguments."""
+
+    def _validate(self, app: AppDef, scheduler: str) -> None:  # type: ignore[override]
+        if app.name == "refused":
+            raise ValueError(f"{scheduler} refuses {app.name}")
+
+
+class NewerValidate(FakeEventlessScheduler):
+    """TorchX's newer form, ours too: ``_validate(app, scheduler, cfg)``."""
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        self.seen_cfg = dict(cfg)
+        if app.name == "refused":
+            raise ValueError(f"{scheduler} refuses {app.name}")
+
+
+@pytest.mark.parametrize("scheduler_class", [TorchX07Validate, NewerValidate])
+def test_validate_is_called_with_the_arguments_its_signature_takes(
+    scheduler_class: type[FakeEventlessScheduler],
+) -> None:
+    scheduler = scheduler_class([RUN])
+    role = Role(name="worker", image="img", entrypoint="echo")
+    assert scheduler.submit_dryrun(AppDef(name="ok", roles=[role]), {}).request == "request"
+    with pytest.raises(ValueError, match="fake_eventless refuses refused"):
+        scheduler.submit_dryrun(AppDef(name="refused", roles=[role]), {})
+    if isinstance(scheduler, NewerValidate):
+        assert scheduler.seen_cfg == {}
