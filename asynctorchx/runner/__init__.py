@@ -8,7 +8,15 @@ yields :data:`AppEvent`, a :class:`StateEvent` or a :class:`LogEvent`) and
 from __future__ import annotations
 
 from asynctorchx.runner._signals import TERMINATION_SIGNALS, can_own_signals, terminate_on_signals
-from asynctorchx.runner.api import AppEvent, LogEvent, LogLine, Runner, StateEvent, get_runner
+from asynctorchx.runner.api import (
+    AppEvent,
+    LogEvent,
+    LogLine,
+    LogLines,
+    Runner,
+    StateEvent,
+    get_runner,
+)
 from asynctorchx.runner.config import apply as apply_config
 from asynctorchx.runner.config import get_component_defaults, get_config, get_configs
 
@@ -17,6 +25,7 @@ __all__ = [
     "AppEvent",
     "LogEvent",
     "LogLine",
+    "LogLines",
     "Runner",
     "StateEvent",
     "apply_config",

@@ -35,6 +35,7 @@ from asynctorchx.errors import (
 from asynctorchx.runner._events import AppEvent, LogEvent, StateEvent
 from asynctorchx.runner._get_runner import get_runner
 from asynctorchx.runner._hosting import scheduler_params_from_env
+from asynctorchx.runner._log_lines import LogLines
 from asynctorchx.runner._logs import LogLine
 from asynctorchx.runner._logs import _Reader as _Reader
 from asynctorchx.runner._runner import Runner
@@ -87,6 +88,7 @@ __all__ = [
     "ListAppResponse",
     "LogEvent",
     "LogLine",
+    "LogLines",
     "Runner",
     "Scheduler",
     "SchedulerClosedError",
