@@ -7,7 +7,7 @@ engine splits a line over 16 KiB into frames of one timestamp.
 
 from __future__ import annotations
 
-from asynctorchx.schedulers.docker._logs import LogLines
+from asynctorchx.schedulers.docker._log_frames import LogLines
 from asynctorchx.schedulers.docker._state import rfc3339
 from asynctorchx.schedulers.toolkit import MAX_LINE_BYTES
 

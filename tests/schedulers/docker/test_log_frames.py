@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from asynctorchx.schedulers.docker import _logs
-from asynctorchx.schedulers.docker._logs import LogLines
+from asynctorchx.schedulers.docker import _log_frames as _logs
+from asynctorchx.schedulers.docker._log_frames import LogLines
 from asynctorchx.schedulers.docker._state import rfc3339
 
 T0 = 1_714_564_800 * 1_000_000_000  # 2024-05-01T12:00:00Z in ns

@@ -7,7 +7,7 @@ size), then ``<RFC 3339 time> <payload>``.
 
 from __future__ import annotations
 
-from asynctorchx.schedulers.docker._logs import REREAD_NS, LogLines
+from asynctorchx.schedulers.docker._log_frames import REREAD_NS, LogLines
 from asynctorchx.schedulers.docker._state import rfc3339
 
 T0 = 1_714_564_800 * 1_000_000_000  # 2024-05-01T12:00:00Z in ns

@@ -1,0 +1,349 @@
+"""The engine's log frames of one container as whole lines, per stream, over several requests.
+
+The engine serves a container's log as frames (``GET /containers/{id}/logs``, Docker
+Engine API: an 8-byte header per frame unless the container has a TTY), each stamped
+with its time (``timestamps=1``). :class:`LogLines` demultiplexes them, drops the frames
+a follower's earlier request already consumed, and assembles each stream's whole lines
+(the engine splits a line over 16 KiB into several frames). The requests themselves are
+made by :mod:`asynctorchx.schedulers.docker._log_follow`.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+
+from asynctorchx.schedulers.docker._state import parse_ts_ns
+from asynctorchx.schedulers.toolkit import MAX_LINE_BYTES, LineAssembler
+
+#: A log follower re-reads from this long before the newest frame it consumed (ns).
+REREAD_NS = 1_000_000_000
+
+#: The most frames a follower remembers for its next request (65,536, about 15 MB): a
+#: log written faster than that many lines a second is remembered for less than
+#: ``REREAD_NS``, and the next request starts after the frames forgotten, so memory stays
+#: bounded whatever the rate (a burst of 1 M lines is stamped within a second or two).
+MAX_REMEMBERED_FRAMES = 1 << 16
+
+#: A frame's identity: its timestamp (ns), stream (1 stdout, 2 stderr), size and hash.
+_FrameKey = tuple[int, int, int, int]
+#: A frame a follower remembers: its timestamp (ns), stream and payload.
+_Frame = tuple[int, int, bytes]
+#: The stream numbers of the engine's multiplexed frame header.
+STDOUT, STDERR = 1, 2
+
+
+#: What :meth:`LogLines._stamp_ns` returns for a stamp that is no time (``0001-01-01...``).
+_NO_TIME = -1
+
+#: What the last stamp's second is before any: 19 bytes no stamp starts with.
+_NO_SECOND = b"\0" * 19
+#: The ns in one unit of a stamp's fraction of ``n`` digits, by ``n``.
+_FRACTION_SCALE = tuple(10 ** (9 - digits) for digits in range(10))
+
+_LOG_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
+
+
+class LogLines:
+    """Whole log lines from the engine's log frames, over several log requests of one container.
+
+    The engine's log frames carry its timestamp (``timestamps=1``). A follower re-reads
+    from a little before the newest frame it consumed (``REREAD_NS``; the engine's
+    ``since`` is inclusive and stdout and stderr frames may be stamped slightly out of
+    order), and the frames an earlier request consumed are dropped here, so no line is
+    lost or repeated. A frame is dropped only as a repeat of an earlier request's frame,
+    counted: the engine splits a line over 16 KiB into frames that carry the same
+    timestamp and may have the same bytes, and all of them are kept. Each stream's
+    frames go to its own :class:`~asynctorchx.schedulers.toolkit.LineAssembler`, so a
+    line's end in a later frame (or a later request) is awaited. The assemblers are
+    bounded as the local logs are: a line longer than
+    :data:`~asynctorchx.schedulers.toolkit.MAX_LINE_BYTES` (4 MiB) comes in pieces that
+    together are the line (no byte is lost); a shorter one comes whole, however many
+    16 KiB frames the engine split it into.
+
+    A follower keeps each frame as it came (stamp, stream, payload) with its read; the
+    identities (stamp, stream, size, hash) are counted only when a request is made again,
+    and a frame is looked up only when stamped no later than the newest of them.
+
+    Call :meth:`begin_request` before each log request and pass its ``since``.
+
+    Args:
+        since_ns: drop frames stamped before this (ns since the epoch), or ``None``.
+        tty: the container has a TTY: the body is raw text, not multiplexed frames.
+        rereads: later requests may send frames again (a follower), so the frames of the
+            last ``REREAD_NS`` are remembered; ``False`` for a single read, which then
+            keeps nothing per frame (memory bounded by a block, whatever the log's rate).
+    """
+
+    def __init__(self, since_ns: int | None, tty: bool, rereads: bool = True) -> None:
+        self.since_ns = since_ns
+        self.tty = tty
+        self.rereads = rereads
+        self.newest_ns: int | None = None
+        #: The last stamp's whole seconds (``YYYY-MM-DDTHH:MM:SS``) and their ns: stamps
+        #: of one second share them, so only the fraction is parsed again.
+        self._second: tuple[bytes, int] = (_NO_SECOND, 0)
+        #: The frames consumed, a read at a time, oldest first: (the read's newest stamp,
+        #: its frames as (stamp, stream, payload)); reads older than ``REREAD_NS`` before
+        #: the newest frame are dropped, and frames beyond ``MAX_REMEMBERED_FRAMES``.
+        self._consumed: collections.deque[tuple[int, list[_Frame]]] = collections.deque()
+        self._consumed_frames = 0
+        #: Frames of earlier requests the current one has not replayed yet, by count.
+        self._replayable: collections.Counter[_FrameKey] = collections.Counter()
+        #: The newest stamp among ``_replayable`` (-1: none): only frames stamped no later
+        #: are looked up there.
+        self._replay_max = -1
+        self._assemblers = {
+            STDOUT: LineAssembler(MAX_LINE_BYTES),
+            STDERR: LineAssembler(MAX_LINE_BYTES),
+        }
+        #: The newest stamp of the frames forgotten to bound memory (ns), or None.
+        self._forgotten_ns: int | None = None
+
+    def resume_ns(self) -> int | None:
+        """The ``since`` of the next request (ns since the epoch), or ``None`` (the start)."""
+        if self.newest_ns is None:
+            return self.since_ns
+        resume = self.newest_ns - REREAD_NS
+        if self._forgotten_ns is not None:  # never ask again for a frame forgotten
+            resume = max(resume, self._forgotten_ns + 1)
+        return resume if self.since_ns is None else max(resume, self.since_ns)
+
+    def begin_request(self) -> int | None:
+        """Start a new log request: return its ``since`` (as :meth:`resume_ns`).
+
+        The frames consumed so far may come again in it; each is dropped once.
+        """
+        replayable: collections.Counter[_FrameKey] = collections.Counter()
+        newest = -1
+        for read_newest, frames in self._consumed:
+            newest = max(newest, read_newest)
+            for stamp, kind, payload in frames:
+                replayable[(stamp, kind, len(payload), hash(payload))] += 1
+        self._replayable = replayable
+        self._replay_max = newest
+        return self.resume_ns()
+
+    def take(self, body: bytearray, at_eof: bool) -> list[str]:
+        """Consume the whole frames at the start of ``body``; return the lines they finish.
+
+        Args:
+            body: the response body read so far; the consumed frames are removed from it.
+            at_eof: the body is complete (a TTY body's last text is then a frame).
+        """
+        kept: list[_Frame] = []
+        if not self.tty:
+            lines = self._take_frames(body, kept)
+        else:
+            lines = []
+            for kind, payload in self._frames(body, at_eof):
+                lines.extend(self._frame(kind, payload, kept))
+        if kept:
+            self._remember(kept)
+        return lines
+
+    def _take_frames(self, body: bytearray, kept: list[_Frame]) -> list[str]:
+        """:meth:`take` for a multiplexed body, at the engine's rate.
+
+        The payloads of consecutive frames of one stream are fed to its assembler at
+        once (the same lines as frame by frame: an assembler's lines do not depend on
+        the chunking), so a block of 100-byte lines is decoded once, not once a line.
+        The frames a follower keeps are added to ``kept``.
+        """
+        lines: list[str] = []
+        run: list[bytearray] = []  # payloads of consecutive frames of one stream
+        run_kind = STDOUT
+        since, newest, rereads, replay_max = self.since_ns, self.newest_ns, self.rereads, -1
+        if rereads:
+            replay_max = self._replay_max
+        pos, size = 0, len(body)
+        while size - pos >= 8:  # header: stream, 0, 0, 0, big-endian payload size
+            start = pos + 8
+            end = start + int.from_bytes(body[pos + 4 : start], "big")
+            if end > size:
+                break
+            kind = body[pos] if body[pos] == STDERR else STDOUT
+            pos = end
+            stamp, begin = self._frame_stamp(body, start, end)
+            payload = body[begin:end]
+            if stamp is not None:
+                if since is not None and stamp < since:
+                    continue
+                if rereads:
+                    frame = (stamp, kind, bytes(payload))
+                    if stamp <= replay_max and self._replayed(*frame):
+                        continue  # consumed in an earlier request
+                    kept.append(frame)
+                if newest is None or stamp > newest:
+                    newest = stamp
+            if kind != run_kind and run:
+                lines += self._assemblers[run_kind].feed(b"".join(run))
+                run = []
+            run_kind = kind
+            run.append(payload)
+        del body[:pos]
+        self.newest_ns = newest
+        if run:
+            lines += self._assemblers[run_kind].feed(b"".join(run))
+        return lines
+
+    def _frame_stamp(self, body: bytearray, start: int, end: int) -> tuple[int | None, int]:
+        """The stamp (ns; None: none, or the engine's zero time) of the frame
+        ``body[start:end]`` and where its payload starts; a stamp of the same second as
+        the one before is read from its fraction alone."""
+        space = body.find(b" ", start, min(start + 40, end))
+        if space < 0:
+            return None, start
+        second, second_ns = self._second
+        if (
+            space - start > 20
+            and body[space - 1] == 0x5A  # "Z"
+            and body[start + 19] == 0x2E  # "."
+            and body.startswith(second, start)
+        ):
+            fraction = body[start + 20 : space - 1]
+            if len(fraction) <= 9 and fraction.isdigit():
+                return second_ns + int(fraction) * _FRACTION_SCALE[len(fraction)], space + 1
+        stamp = self._stamp_ns(bytes(body[start:space]))
+        if stamp is None:  # not a stamp: the whole frame is the payload
+            return None, start
+        return (None if stamp == _NO_TIME else stamp), space + 1
+
+    def worth_draining(self, stopped_ns: int) -> bool:
+        """Whether to read on a follow after the container stopped at ``stopped_ns``.
+
+        The engine serves a follow more slowly than a read, but a read starts at
+        :meth:`resume_ns`: the follow is read on when what it has left (stamped from the
+        newest frame consumed to the stop) spans less time than what a read would send
+        again. A choice of speed only: no line is lost or repeated either way.
+
+        Args:
+            stopped_ns: when the engine saw the container stop (the event's ``timeNano``),
+                in ns since the epoch; 0 when unknown.
+        """
+        newest, resume = self.newest_ns, self.resume_ns()
+        if newest is None or resume is None or stopped_ns <= 0:
+            return False
+        return stopped_ns - newest < newest - resume
+
+    def last_keys(self, count: int) -> list[_FrameKey]:
+        """The identities of the last ``count`` frames consumed (or fewer), oldest first.
+
+        Args:
+            count: how many.
+        """
+        keys: list[_FrameKey] = []
+        for _, frames in reversed(self._consumed):
+            for stamp, kind, payload in reversed(frames):
+                if len(keys) == count:
+                    break
+                keys.append((stamp, kind, len(payload), hash(payload)))
+        keys.reverse()
+        return keys
+
+    def frame_keys(self, body: bytearray) -> list[_FrameKey | None]:
+        """The identities of a multiplexed ``body``'s whole frames (None: no stamp), in order.
+
+        Args:
+            body: a log response's body.
+        """
+        keys: list[_FrameKey | None] = []
+        pos, size = 0, len(body)
+        while size - pos >= 8:
+            start = pos + 8
+            end = start + int.from_bytes(body[pos + 4 : start], "big")
+            if end > size:
+                break
+            kind = body[pos] if body[pos] == STDERR else STDOUT
+            stamp, begin = self._frame_stamp(body, start, end)
+            payload = bytes(body[begin:end])
+            keys.append(None if stamp is None else (stamp, kind, len(payload), hash(payload)))
+            pos = end
+        return keys
+
+    def _replayed(self, stamp: int, kind: int, payload: bytes) -> bool:
+        """Whether the frame is one an earlier request consumed (then it is counted off)."""
+        key = (stamp, kind, len(payload), hash(payload))
+        count = self._replayable.get(key)
+        if not count:
+            return False
+        self._replayable[key] = count - 1
+        return True
+
+    def _stamp_ns(self, text: bytes) -> int | None:
+        """A frame's stamp (RFC 3339, as ``parse_ts_ns``) in ns; None: the text is not a
+        stamp; :data:`_NO_TIME`: a stamp of no time (the engine's zero time)."""
+        second, second_ns = self._second
+        if text[:19] == second and text[-1:] == b"Z":
+            fraction = text[20:-1]
+            if len(text) == 20:
+                return second_ns
+            if text[19:20] == b"." and 0 < len(fraction) <= 9 and fraction.isdigit():
+                return second_ns + int(fraction.ljust(9, b"0"))
+        if _LOG_TS.match(text + b" ") is None:
+            return None
+        stamp = parse_ts_ns(text.decode())
+        if stamp is None:
+            return _NO_TIME
+        if text[-1:] == b"Z":
+            whole = parse_ts_ns(text[:19].decode() + "Z")
+            if whole is not None:
+                self._second = (text[:19], whole)
+        return stamp
+
+    def flush(self) -> list[str]:
+        """Return the unfinished line of each stream as it is (a run's end), and forget it."""
+        return [line for assembler in self._assemblers.values() for line in assembler.flush()]
+
+    def _frames(self, body: bytearray, at_eof: bool) -> list[tuple[int, bytes]]:
+        """A TTY body's frames: raw text, one frame a line."""
+        frames: list[tuple[int, bytes]] = []
+        start = 0
+        while (end := body.find(b"\n", start)) >= 0:
+            frames.append((STDOUT, bytes(body[start : end + 1])))
+            start = end + 1
+        if at_eof and start < len(body):
+            frames.append((STDOUT, bytes(body[start:])))
+            start = len(body)
+        del body[:start]
+        return frames
+
+    def _frame(self, kind: int, payload: bytes, kept: list[_Frame]) -> list[str]:
+        match = _LOG_TS.match(payload)
+        if match is not None:
+            stamp = parse_ts_ns(match.group(1).decode())
+            payload = payload[match.end() :]
+            if stamp is not None:
+                if self.since_ns is not None and stamp < self.since_ns:
+                    return []
+                if stamp <= self._replay_max and self._replayed(stamp, kind, payload):
+                    return []  # consumed in an earlier request
+                if self.rereads:
+                    kept.append((stamp, kind, payload))
+                if self.newest_ns is None or stamp > self.newest_ns:
+                    self.newest_ns = stamp
+        return self._assemblers[kind].feed(payload)
+
+    def _remember(self, kept: list[_Frame]) -> None:
+        """Remember one read's frames; forget those ``REREAD_NS`` older than the newest,
+        then the oldest beyond ``MAX_REMEMBERED_FRAMES``."""
+        self._consumed.append((max(stamp for stamp, _, _ in kept), kept))
+        self._consumed_frames += len(kept)
+        assert self.newest_ns is not None  # set by the frames kept
+        horizon = self.newest_ns - REREAD_NS
+        while self._consumed and self._consumed[0][0] < horizon:
+            self._consumed_frames -= len(self._consumed.popleft()[1])
+        excess = self._consumed_frames - MAX_REMEMBERED_FRAMES
+        while excess > 0:
+            read_newest, frames = self._consumed[0]
+            if len(frames) <= excess:
+                self._consumed.popleft()
+                forgotten = read_newest
+            else:
+                forgotten = max(stamp for stamp, _, _ in frames[:excess])
+                self._consumed[0] = (read_newest, frames[excess:])
+            dropped = min(len(frames), excess)
+            self._consumed_frames -= dropped
+            excess -= dropped
+            if self._forgotten_ns is None or forgotten > self._forgotten_ns:
+                self._forgotten_ns = forgotten
