@@ -40,6 +40,12 @@ CAUGHT_UP_FRAMES = 32
 #: closed (see :meth:`LogLines.worth_draining`); a choice of speed, never of lines.
 DRAIN_QUIET_SECONDS = 0.1
 
+#: While a followed log flows, how long one read of it waits alone (seconds) before the
+#: follower awaits the engine's events beside it (a race, whose task group costs ~0.1 ms:
+#: more than the frames of a chunk), and how often, at most, the events the engine has
+#: already sent are taken meanwhile; a choice of speed, never of lines.
+FLOWING_SECONDS = 0.05
+
 #: The engine's answers to a log request for a container that is removed (404) or being
 #: removed or dead (409: "can not get logs from container which is dead or marked for
 #: removal"): its log is gone, so a read or a follow ends there.
@@ -190,17 +196,30 @@ async def _tail(
 
 async def _more(body: StreamBody, events: EventStream, deadline: float, stopped: bool) -> bool:
     """Await more of a followed log, an event or ``deadline``; False: stop following
-    (once ``stopped``, nothing came for :data:`DRAIN_QUIET_SECONDS`)."""
+    (once ``stopped``, nothing came for :data:`DRAIN_QUIET_SECONDS`).
+
+    While the log flows its next chunk is awaited alone (for up to
+    :data:`FLOWING_SECONDS`); only a log that pauses is raced with the events.
+    """
     if stopped:  # read what the engine still sends, while it sends
         with anyio.move_on_after(DRAIN_QUIET_SECONDS):
             await body.fill()
             return True
         return False
+    with anyio.move_on_after(min(FLOWING_SECONDS, deadline - anyio.current_time())):
+        await body.fill()
+        return True
     waits: list[Callable[[], Awaitable[Any]]] = [body.fill, events.fill]
     if deadline < math.inf:
         waits.append(functools.partial(anyio.sleep_until, deadline))
     await race(waits)
     return True
+
+
+async def _sent_events(events: EventStream) -> None:
+    """Take in the events the engine has already sent, without awaiting more."""
+    with anyio.move_on_after(0):  # cancels the read only if it would wait
+        await events.fill()
 
 
 async def _container_status(engine: Engine, cid: str) -> str | None:
@@ -236,12 +255,16 @@ async def _follow(
     if resume is not None:
         query["since"] = ns_to_engine(max(resume, 0))
     stopped = False
+    next_events = anyio.current_time() + FLOWING_SECONDS
     try:
         async with engine.stream(f"containers/{cid}/logs", query) as body:
             while True:
                 for line in lines.take(body.buffer, body.eof):
                     yield line
                 if not stopped:
+                    if anyio.current_time() >= next_events:
+                        await _sent_events(events)
+                        next_events = anyio.current_time() + FLOWING_SECONDS
                     stops = [e for e in events.pop() if event_action(e) in STOP_EVENTS]
                     stopped = bool(stops)
                     if stopped and not lines.worth_draining(int(stops[0].get("timeNano") or 0)):
@@ -255,11 +278,16 @@ async def _follow(
             raise
         return  # removed (or being removed) before the follow opened: the caller inspects
     if body.eof and not stopped:
-        # The engine ended the follow: the process is exiting and its die event is on
-        # its way (the engine logs it once the exit is recorded). Await it so the next
-        # inspect sees the run's end instead of reopening the follow in a busy loop.
-        with anyio.move_on_after(max(deadline - anyio.current_time(), 0.0)):
-            while not any(
-                event_action(event) in STOP_EVENTS for event in await events.next_batch()
-            ):
-                pass
+        await _stop_event(events, deadline)
+
+
+async def _stop_event(events: EventStream, deadline: float) -> None:
+    """Await the container's stop event (or ``deadline``) after the engine ended a follow.
+
+    The engine ends the follow when the process is exiting, and its die event is on its
+    way (the engine logs it once the exit is recorded): awaiting it lets the next inspect
+    see the run's end instead of reopening the follow in a busy loop.
+    """
+    with anyio.move_on_after(max(deadline - anyio.current_time(), 0.0)):
+        while not any(event_action(event) in STOP_EVENTS for event in await events.next_batch()):
+            pass
