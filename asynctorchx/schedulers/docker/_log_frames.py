@@ -25,10 +25,17 @@ REREAD_NS = 1_000_000_000
 #: bounded whatever the rate (a burst of 1 M lines is stamped within a second or two).
 MAX_REMEMBERED_FRAMES = 1 << 16
 
+#: The most bytes of frames a follower remembers (16 MiB, a read at a time): frames of
+#: long lines (the engine's 16 KiB) reach it before ``MAX_REMEMBERED_FRAMES``.
+MAX_REMEMBERED_BYTES = 16 << 20
+
 #: A frame's identity: its timestamp (ns), stream (1 stdout, 2 stderr), size and hash.
 _FrameKey = tuple[int, int, int, int]
-#: A frame a follower remembers: its timestamp (ns), stream and payload.
+#: A TTY frame a follower remembers: its timestamp (ns), stream and payload.
 _Frame = tuple[int, int, bytes]
+#: A read's frames a follower remembers: a multiplexed body's frames as the engine sent
+#: them (bytes, parsed again only when a request is made again), or a TTY body's frames.
+_Frames = bytes | list[_Frame]
 #: The stream numbers of the engine's multiplexed frame header.
 STDOUT, STDERR = 1, 2
 
@@ -61,9 +68,10 @@ class LogLines:
     together are the line (no byte is lost); a shorter one comes whole, however many
     16 KiB frames the engine split it into.
 
-    A follower keeps each frame as it came (stamp, stream, payload) with its read; the
-    identities (stamp, stream, size, hash) are counted only when a request is made again,
-    and a frame is looked up only when stamped no later than the newest of them.
+    A follower keeps the bytes of each read's frames as they came (one copy a read, not
+    an object a frame); their identities (stamp, stream, size, hash) are parsed and
+    counted only when a request is made again, and a frame is looked up only when
+    stamped no later than the newest of them.
 
     Call :meth:`begin_request` before each log request and pass its ``since``.
 
@@ -84,10 +92,12 @@ class LogLines:
         #: of one second share them, so only the fraction is parsed again.
         self._second: tuple[bytes, int] = (_NO_SECOND, 0)
         #: The frames consumed, a read at a time, oldest first: (the read's newest stamp,
-        #: its frames as (stamp, stream, payload)); reads older than ``REREAD_NS`` before
-        #: the newest frame are dropped, and frames beyond ``MAX_REMEMBERED_FRAMES``.
-        self._consumed: collections.deque[tuple[int, list[_Frame]]] = collections.deque()
+        #: its number of frames, their bytes, the frames); reads older than ``REREAD_NS``
+        #: before the newest frame are dropped, then the oldest reads while more than
+        #: ``MAX_REMEMBERED_FRAMES`` frames or ``MAX_REMEMBERED_BYTES`` are held.
+        self._consumed: collections.deque[tuple[int, int, int, _Frames]] = collections.deque()
         self._consumed_frames = 0
+        self._consumed_bytes = 0
         #: Frames of earlier requests the current one has not replayed yet, by count.
         self._replayable: collections.Counter[_FrameKey] = collections.Counter()
         #: The newest stamp among ``_replayable`` (-1: none): only frames stamped no later
@@ -116,10 +126,9 @@ class LogLines:
         """
         replayable: collections.Counter[_FrameKey] = collections.Counter()
         newest = -1
-        for read_newest, frames in self._consumed:
+        for read_newest, _, _, frames in self._consumed:
             newest = max(newest, read_newest)
-            for stamp, kind, payload in frames:
-                replayable[(stamp, kind, len(payload), hash(payload))] += 1
+            replayable.update(self._keys(frames))
         self._replayable = replayable
         self._replay_max = newest
         return self.resume_ns()
@@ -131,31 +140,36 @@ class LogLines:
             body: the response body read so far; the consumed frames are removed from it.
             at_eof: the body is complete (a TTY body's last text is then a frame).
         """
-        kept: list[_Frame] = []
         if not self.tty:
-            lines = self._take_frames(body, kept)
-        else:
-            lines = []
-            for kind, payload in self._frames(body, at_eof):
-                lines.extend(self._frame(kind, payload, kept))
+            return self._take_frames(body)
+        kept: list[_Frame] = []
+        lines = []
+        for kind, payload in self._frames(body, at_eof):
+            lines.extend(self._frame(kind, payload, kept))
         if kept:
-            self._remember(kept)
+            newest = max(stamp for stamp, _, _ in kept)
+            self._remember(newest, len(kept), sum(len(payload) for _, _, payload in kept), kept)
         return lines
 
-    def _take_frames(self, body: bytearray, kept: list[_Frame]) -> list[str]:
+    def _take_frames(self, body: bytearray) -> list[str]:
         """:meth:`take` for a multiplexed body, at the engine's rate.
 
         The payloads of consecutive frames of one stream are fed to its assembler at
         once (the same lines as frame by frame: an assembler's lines do not depend on
         the chunking), so a block of 100-byte lines is decoded once, not once a line.
-        The frames a follower keeps are added to ``kept``.
+        A follower remembers the bytes of the frames it keeps, copied once per span of
+        consecutive kept frames (one span unless frames were dropped).
         """
         lines: list[str] = []
         run: list[bytearray] = []  # payloads of consecutive frames of one stream
         run_kind = STDOUT
-        since, newest, rereads, replay_max = self.since_ns, self.newest_ns, self.rereads, -1
+        since, rereads, replay_max = self.since_ns, self.rereads, -1
+        newest = -1 if self.newest_ns is None else self.newest_ns
         if rereads:
             replay_max = self._replay_max
+        spans: list[tuple[int, int]] = []  # the spans of body a follower keeps
+        kept_from = kept_to = kept = 0  # the current span, and the frames kept
+        kept_newest = -1
         pos, size = 0, len(body)
         while size - pos >= 8:  # header: stream, 0, 0, 0, big-endian payload size
             start = pos + 8
@@ -163,31 +177,38 @@ class LogLines:
             if end > size:
                 break
             kind = body[pos] if body[pos] == STDERR else STDOUT
-            pos = end
+            frame_start, pos = pos, end
             stamp, begin = self._frame_stamp(body, start, end)
             payload = body[begin:end]
             if stamp is not None:
                 if since is not None and stamp < since:
                     continue
                 if rereads:
-                    frame = (stamp, kind, bytes(payload))
-                    if stamp <= replay_max and self._replayed(*frame):
+                    if stamp <= replay_max and self._replayed(stamp, kind, bytes(payload)):
                         continue  # consumed in an earlier request
-                    kept.append(frame)
-                if newest is None or stamp > newest:
-                    newest = stamp
+                    if frame_start != kept_to:  # a frame was dropped: a new span
+                        spans.append((kept_from, kept_to))
+                        kept_from = frame_start
+                    kept_to = end
+                    kept += 1
+                    kept_newest = max(kept_newest, stamp)
+                newest = max(newest, stamp)
             if kind != run_kind and run:
                 lines += self._assemblers[run_kind].feed(b"".join(run))
                 run = []
             run_kind = kind
             run.append(payload)
+        self.newest_ns = None if newest < 0 else newest
+        if kept:
+            spans.append((kept_from, kept_to))
+            frames = b"".join([body[a:b] for a, b in spans if b > a])
+            self._remember(kept_newest, kept, len(frames), frames)
         del body[:pos]
-        self.newest_ns = newest
         if run:
             lines += self._assemblers[run_kind].feed(b"".join(run))
         return lines
 
-    def _frame_stamp(self, body: bytearray, start: int, end: int) -> tuple[int | None, int]:
+    def _frame_stamp(self, body: bytes | bytearray, start: int, end: int) -> tuple[int | None, int]:
         """The stamp (ns; None: none, or the engine's zero time) of the frame
         ``body[start:end]`` and where its payload starts; a stamp of the same second as
         the one before is read from its fraction alone."""
@@ -233,15 +254,19 @@ class LogLines:
             count: how many.
         """
         keys: list[_FrameKey] = []
-        for _, frames in reversed(self._consumed):
-            for stamp, kind, payload in reversed(frames):
-                if len(keys) == count:
-                    break
-                keys.append((stamp, kind, len(payload), hash(payload)))
-        keys.reverse()
-        return keys
+        for *_, frames in reversed(self._consumed):
+            if len(keys) >= count:
+                break
+            keys[:0] = self._keys(frames)
+        return keys[len(keys) - count :] if len(keys) > count else keys
 
-    def frame_keys(self, body: bytearray) -> list[_FrameKey | None]:
+    def _keys(self, frames: _Frames) -> list[_FrameKey]:
+        """The identities of a remembered read's frames, in order."""
+        if isinstance(frames, list):
+            return [(stamp, kind, len(payload), hash(payload)) for stamp, kind, payload in frames]
+        return [key for key in self.frame_keys(frames) if key is not None]
+
+    def frame_keys(self, body: bytes | bytearray) -> list[_FrameKey | None]:
         """The identities of a multiplexed ``body``'s whole frames (None: no stamp), in order.
 
         Args:
@@ -324,26 +349,25 @@ class LogLines:
                     self.newest_ns = stamp
         return self._assemblers[kind].feed(payload)
 
-    def _remember(self, kept: list[_Frame]) -> None:
-        """Remember one read's frames; forget those ``REREAD_NS`` older than the newest,
-        then the oldest beyond ``MAX_REMEMBERED_FRAMES``."""
-        self._consumed.append((max(stamp for stamp, _, _ in kept), kept))
-        self._consumed_frames += len(kept)
+    def _remember(self, newest: int, count: int, size: int, frames: _Frames) -> None:
+        """Remember one read's ``count`` frames (``size`` bytes, the newest stamped
+        ``newest``); forget the reads ``REREAD_NS`` older than the newest frame, then the
+        oldest reads while more than ``MAX_REMEMBERED_FRAMES`` or ``MAX_REMEMBERED_BYTES``
+        are held (the next request starts after the newest frame forgotten)."""
+        self._consumed.append((newest, count, size, frames))
+        self._consumed_frames += count
+        self._consumed_bytes += size
         assert self.newest_ns is not None  # set by the frames kept
         horizon = self.newest_ns - REREAD_NS
-        while self._consumed and self._consumed[0][0] < horizon:
-            self._consumed_frames -= len(self._consumed.popleft()[1])
-        excess = self._consumed_frames - MAX_REMEMBERED_FRAMES
-        while excess > 0:
-            read_newest, frames = self._consumed[0]
-            if len(frames) <= excess:
-                self._consumed.popleft()
-                forgotten = read_newest
-            else:
-                forgotten = max(stamp for stamp, _, _ in frames[:excess])
-                self._consumed[0] = (read_newest, frames[excess:])
-            dropped = min(len(frames), excess)
-            self._consumed_frames -= dropped
-            excess -= dropped
-            if self._forgotten_ns is None or forgotten > self._forgotten_ns:
-                self._forgotten_ns = forgotten
+        while self._consumed and (
+            self._consumed[0][0] < horizon
+            or self._consumed_frames > MAX_REMEMBERED_FRAMES
+            or self._consumed_bytes > MAX_REMEMBERED_BYTES
+        ):
+            read_newest, read_frames, read_bytes, _ = self._consumed.popleft()
+            self._consumed_frames -= read_frames
+            self._consumed_bytes -= read_bytes
+            if read_newest >= horizon and (
+                self._forgotten_ns is None or read_newest > self._forgotten_ns
+            ):
+                self._forgotten_ns = read_newest

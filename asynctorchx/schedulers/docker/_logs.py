@@ -2,7 +2,8 @@
 
 - :mod:`asynctorchx.schedulers.docker._log_frames`: :class:`LogLines`, the engine's log
   frames as whole lines per stream (demultiplexing, stamps, a follower's deduplication),
-  and its constants (``REREAD_NS``, ``MAX_REMEMBERED_FRAMES``, ``STDOUT``, ``STDERR``);
+  and its constants (``REREAD_NS``, ``MAX_REMEMBERED_FRAMES``, ``MAX_REMEMBERED_BYTES``,
+  ``STDOUT``, ``STDERR``);
 - :mod:`asynctorchx.schedulers.docker._log_follow`: :func:`log_lines`, the log requests of
   a read or of a follow across restarts (``CAUGHT_UP_FRAMES``, ``DRAIN_QUIET_SECONDS``,
   ``GONE``).
@@ -17,6 +18,7 @@ from asynctorchx.schedulers.docker._log_follow import (
     log_lines,
 )
 from asynctorchx.schedulers.docker._log_frames import (
+    MAX_REMEMBERED_BYTES,
     MAX_REMEMBERED_FRAMES,
     REREAD_NS,
     STDERR,
@@ -28,6 +30,7 @@ __all__ = [
     "CAUGHT_UP_FRAMES",
     "DRAIN_QUIET_SECONDS",
     "GONE",
+    "MAX_REMEMBERED_BYTES",
     "MAX_REMEMBERED_FRAMES",
     "REREAD_NS",
     "STDERR",

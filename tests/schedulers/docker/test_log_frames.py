@@ -56,3 +56,45 @@ def test_a_follower_remembers_a_bounded_number_of_frames_and_repeats_none(
     # the engine's since is inclusive: it sends again every frame stamped from resume on
     again = [f for i, f in enumerate(frames) if T0 + i * 1000 >= resume]
     assert lines.take(bytearray(b"".join(again)), at_eof=True) == ["l10\n"]
+
+
+def test_a_follower_remembers_a_bounded_number_of_bytes_and_repeats_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    line = b"y" * (16 * 1024 - 1) + b"\n"  # lines of the engine's largest frame
+    monkeypatch.setattr(_logs, "MAX_REMEMBERED_BYTES", 4 * len(frame(STDOUT, T0, line)))
+    frames = [frame(STDOUT, T0 + i * 1000, line) for i in range(11)]
+    lines = LogLines(None, tty=False)
+    lines.begin_request()
+    for i in range(10):  # ten reads of one frame each
+        assert lines.take(bytearray(frames[i]), at_eof=False) == [line.decode()]
+    resume = lines.begin_request()
+    assert resume is not None
+    assert resume > T0 + 5 * 1000  # after every frame it forgot (all within REREAD_NS)
+    again = [f for i, f in enumerate(frames) if T0 + i * 1000 >= resume]
+    assert lines.take(bytearray(b"".join(again)), at_eof=True) == [line.decode()]
+
+
+def test_frames_dropped_inside_a_read_are_not_remembered_twice() -> None:
+    # request 1: a, b; request 2 (since is inclusive): a, b again around new c and d;
+    # request 3: all four again, then e. Each line comes once, none is lost.
+    a, b, c, d, e = (frame(STDOUT, T0 + i, f"{n}\n".encode()) for i, n in enumerate("abcde"))
+    lines = LogLines(None, tty=False)
+    lines.begin_request()
+    assert lines.take(bytearray(a + b), at_eof=False) == ["a\n", "b\n"]
+    lines.begin_request()
+    assert lines.take(bytearray(c + a + d + b), at_eof=False) == ["c\n", "d\n"]
+    lines.begin_request()
+    assert lines.take(bytearray(a + b + c + d + e), at_eof=True) == ["e\n"]
+
+
+def test_identical_frames_of_a_long_line_over_three_requests_come_once_each() -> None:
+    piece = b"z" * 16384  # the engine splits the line into identical frames of one stamp
+    p, q = frame(STDOUT, T0, piece), frame(STDOUT, T0, b"\n")
+    lines = LogLines(None, tty=False)
+    lines.begin_request()
+    assert lines.take(bytearray(p), at_eof=False) == []
+    lines.begin_request()  # sends the first piece again, then the second; then it ends
+    assert lines.take(bytearray(p + p), at_eof=False) == []
+    lines.begin_request()  # the whole line again
+    assert lines.take(bytearray(p + p + p + q), at_eof=True) == [(piece * 3).decode() + "\n"]
