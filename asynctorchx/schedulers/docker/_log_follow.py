@@ -86,25 +86,27 @@ async def log_lines(
         source = _tail(engine, cid, lines, params, query.until)
     else:
         source = _read_logs(engine, cid, lines, params, final=True)
+    pattern = query.pattern
     async with contextlib.aclosing(source) as produced:
-        async for line in produced:
-            if query.matches(line):
-                yield line
+        async for block in produced:
+            for line in block:
+                if pattern is None or pattern.search(line) is not None:  # query.matches
+                    yield line
 
 
 async def _read_logs(
     engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str], final: bool
-) -> AsyncGenerator[str, None]:
-    """Yield the lines the engine has now (one ``GET /containers/{id}/logs``).
+) -> AsyncGenerator[list[str], None]:
+    """Yield the lines the engine has now (one ``GET /containers/{id}/logs``), a block
+    at a time (the lines of a chunk received: one yield each, not one a line).
 
     ``final``: the container's run is over, so an unfinished last line is yielded. A
     container removed (or being removed) meanwhile has no log any more: the read ends
     with the lines it got (the engine's 404 or 409, see :data:`GONE`).
     """
     if await _caught_up(engine, cid, lines, params):
-        if final:
-            for line in lines.flush():
-                yield line
+        if final and (last := lines.flush()):
+            yield last
         return
     query = dict(params, follow="0")
     resume = lines.begin_request()
@@ -114,15 +116,14 @@ async def _read_logs(
         async with engine.stream(f"containers/{cid}/logs", query) as body:
             while not body.eof:
                 await body.fill()
-                for line in lines.take(body.buffer, body.eof):
-                    yield line
+                if block := lines.take(body.buffer, body.eof):
+                    yield block
     except DockerEngineError as err:
         if err.status not in GONE:
             raise
         # removed (`docker rm -f`) meanwhile: its log went with it; the lines read are kept
-    if final:
-        for line in lines.flush():
-            yield line
+    if final and (last := lines.flush()):
+        yield last
 
 
 async def _caught_up(engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str]) -> bool:
@@ -153,8 +154,8 @@ async def _caught_up(engine: Engine, cid: str, lines: LogLines, params: Mapping[
 
 async def _tail(
     engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str], until: datetime | None
-) -> AsyncGenerator[str, None]:
-    """Follow the container's log across restarts until it stopped for good.
+) -> AsyncGenerator[list[str], None]:
+    """Follow the container's log across restarts until it stopped for good (blocks of lines).
 
     Subscribes to the container's events first, then loops: inspect; a running
     container's log is followed until a ``die``/``stop``/``destroy`` event (the engine
@@ -174,11 +175,11 @@ async def _tail(
             if status in (None, "removing"):
                 break  # removed (`docker rm -f`), or being removed: its log goes with it
             if status in ("running", "paused"):
-                async for line in _follow(engine, cid, lines, params, events, deadline):
-                    yield line
+                async for block in _follow(engine, cid, lines, params, events, deadline):
+                    yield block
                 continue
-            async for line in _read_logs(engine, cid, lines, params, final=True):
-                yield line
+            async for block in _read_logs(engine, cid, lines, params, final=True):
+                yield block
             if status not in ("restarting", "created"):
                 return  # exited or dead: stopped for good, every line yielded
             waits: list[Callable[[], Awaitable[Any]]] = [events.fill]
@@ -190,8 +191,8 @@ async def _tail(
             events.pop()  # each event only prompts the next inspect
     # until passed while following (the lines stamped up to it), or the container is
     # being removed (the lines the engine still serves, if any)
-    async for line in _read_logs(engine, cid, lines, params, final=True):
-        yield line
+    async for block in _read_logs(engine, cid, lines, params, final=True):
+        yield block
 
 
 async def _more(body: StreamBody, events: EventStream, deadline: float, stopped: bool) -> bool:
@@ -240,8 +241,9 @@ async def _follow(
     params: Mapping[str, str],
     events: EventStream,
     deadline: float,
-) -> AsyncIterator[str]:
-    """Follow a running container's log until it stops (an event) or ``deadline``.
+) -> AsyncIterator[list[str]]:
+    """Follow a running container's log until it stops (an event) or ``deadline``, yielding
+    the lines of each chunk received as a block.
 
     Once it stopped, a follower near the log's end (:meth:`LogLines.worth_draining`) reads
     on while the engine sends, so the next read finds the log consumed (:func:`_caught_up`);
@@ -259,8 +261,8 @@ async def _follow(
     try:
         async with engine.stream(f"containers/{cid}/logs", query) as body:
             while True:
-                for line in lines.take(body.buffer, body.eof):
-                    yield line
+                if block := lines.take(body.buffer, body.eof):
+                    yield block
                 if not stopped:
                     if anyio.current_time() >= next_events:
                         await _sent_events(events)
