@@ -98,3 +98,19 @@ def test_identical_frames_of_a_long_line_over_three_requests_come_once_each() ->
     assert lines.take(bytearray(p + p), at_eof=False) == []
     lines.begin_request()  # the whole line again
     assert lines.take(bytearray(p + p + p + q), at_eof=True) == [(piece * 3).decode() + "\n"]
+
+
+def test_a_follower_after_a_burst_reads_on_after_the_stop_however_far_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_logs, "MAX_REMEMBERED_FRAMES", 4)
+    frames = [frame(STDOUT, T0 + i * 1000, f"l{i}\n".encode()) for i in range(10)]
+    lines = LogLines(None, tty=False)
+    lines.begin_request()
+    lines.take(bytearray(b"".join(frames[:3])), at_eof=False)
+    newest = T0 + 2 * 1000
+    assert not lines.worth_draining(newest + 3_000_000_000)  # nothing forgotten yet
+    for f in frames[3:]:  # more frames than it remembers: a burst, some forgotten
+        lines.take(bytearray(f), at_eof=False)
+    assert lines.worth_draining(T0 + 9 * 1000 + 3_000_000_000)
+    assert not lines.worth_draining(0)  # the stop's time unknown
