@@ -114,3 +114,24 @@ def test_a_follower_after_a_burst_reads_on_after_the_stop_however_far_behind(
         lines.take(bytearray(f), at_eof=False)
     assert lines.worth_draining(T0 + 9 * 1000 + 3_000_000_000)
     assert not lines.worth_draining(0)  # the stop's time unknown
+
+
+def stamped(kind: int, stamp: bytes, payload: bytes) -> bytes:
+    """A frame stamped with ``stamp`` as written (not the engine's fixed 9-digit UTC form)."""
+    data = stamp + b" " + payload
+    return bytes([kind, 0, 0, 0]) + len(data).to_bytes(4, "big") + data
+
+
+@pytest.mark.parametrize("rereads", [True, False])
+def test_stamps_in_other_forms_are_compared_by_their_time(rereads: bool) -> None:
+    old = stamped(STDOUT, b"2024-05-01T12:00:00.4Z", b"old\n")  # T0 + 0.4 s, 1 digit
+    at = stamped(STDERR, b"2024-05-01T14:00:00.5+02:00", b"at\n")  # T0 + 0.5 s, offset
+    after = frame(STDOUT, T0 + 600_000_000, b"after\n")
+    lines = LogLines(T0 + 500_000_000, tty=False, rereads=rereads)  # since T0 + 0.5 s
+    lines.begin_request()
+    assert lines.take(bytearray(old + at), at_eof=False) == ["at\n"]
+    assert lines.newest_ns == T0 + 500_000_000
+    if rereads:  # a follower's next request sends the frame in the offset form again
+        lines.begin_request()
+    assert lines.take(bytearray((at if rereads else b"") + after), at_eof=True) == ["after\n"]
+    assert lines.newest_ns == T0 + 600_000_000
