@@ -11,8 +11,19 @@ run, 20,000 x 100 B (2 MB) in smoke mode. In the same driver process, on that co
   into a pipe drained in 1 MiB reads (bytes, no lines). The re-read and the floor run in
   turn, in an order that varies from trial to trial (the driver's pid parity).
 
+Two more sides measure the follow's own floors, each on a container of its own submitted
+the same way (run in turn with ours, the order rotating per trial: run at once they would
+share the two cores and dockerd), timed from ``submit`` returning to the end of the log:
+
+* ``aiodocker_follow``: the engine's follow read raw through aiodocker, the request ours
+  makes (``follow=1``, ``timestamps=1``, both streams), its chunks counted and dropped:
+  no frame parsed, no line made. The limit of what our API can do over this engine;
+* ``docker_logs_follow``: ``docker logs -f <container>`` into a pipe drained in 1 MiB
+  reads.
+
 MB = 10^6 bytes of log text (``lines * width``). Ours' rows carry ``vs_floor`` (ours /
-``docker logs``, medians). ``peak_rss_mb``: the driver's peak RSS after all three, which
+``docker logs``, medians); ours' follow row also ``vs_aiodocker_follow`` and
+``vs_docker_logs_follow``. ``peak_rss_mb``: the driver's peak RSS after all three, which
 holds the scheduler and one block of lines at a time, never the log (compare the smoke
 size with the full one). Every read checks the line count and that each line is whole
 (``width`` bytes; the engine splits lines over 16 KiB into several frames, which
@@ -26,6 +37,7 @@ writes ``benchmarks/results/docker_logs.json`` (``docker_logs-smoke.json``).
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import subprocess
@@ -50,18 +62,33 @@ from _harness import (
 
 IMAGE = "asynctorchx-test/busybox:latest"
 METRICS = ["follow_mb_per_s", "reread_mb_per_s", "docker_logs_mb_per_s", "peak_rss_mb"]
+SIDES = ("ours", "aiodocker_follow", "docker_logs_follow")
+FOLLOW_FLOORS = ("aiodocker_follow", "docker_logs_follow")
 
 
-def _docker_logs(container: str) -> float:
-    """Seconds for ``docker logs container`` into a pipe drained in 1 MiB reads."""
+def _docker_logs(container: str, follow: bool = False) -> tuple[float, int]:
+    """Seconds and bytes of ``docker logs [-f] container`` into a pipe drained in 1 MiB reads."""
     t0 = time.perf_counter()
-    with subprocess.Popen(
-        ["docker", "logs", container], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    ) as proc:
+    size = 0
+    argv = ["docker", "logs", *(["-f"] if follow else []), container]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
         assert proc.stdout is not None
-        while proc.stdout.read(1 << 20):
-            pass
-    return time.perf_counter() - t0
+        while chunk := proc.stdout.read(1 << 20):
+            size += len(chunk)
+    return time.perf_counter() - t0, size
+
+
+def _app(p: dict[str, Any]) -> Any:
+    """The benchmark's app: one replica writing ``lines`` lines of ``width`` bytes."""
+    from _sides import ours_module
+
+    api = ours_module("asynctorchx.specs.api")
+    lines, width = int(p["lines"]), int(p["width"])
+    script = f"yes {'x' * (width - 1)} | head -n {lines}"
+    return api.AppDef(
+        name="dl",
+        roles=[api.Role(name="r", image=IMAGE, entrypoint="sh", args=["-c", script])],
+    )
 
 
 def ours(p: dict[str, Any]) -> dict[str, Any]:
@@ -75,15 +102,10 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
     from _sides import ours_module
     from bench_docker import _containers, _remove
 
-    api = ours_module("asynctorchx.specs.api")
     mod = ours_module("asynctorchx.schedulers.docker_scheduler")
     lines, width = int(p["lines"]), int(p["width"])
     mb = lines * width / 1e6
-    script = f"yes {'x' * (width - 1)} | head -n {lines}"
-    app = api.AppDef(
-        name="dl",
-        roles=[api.Role(name="r", image=IMAGE, entrypoint="sh", args=["-c", script])],
-    )
+    app = _app(p)
     problems: list[str] = []
 
     async def read(sched: Any, app_id: str, follow: bool) -> float:
@@ -105,11 +127,11 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
                 await sched.wait(app_id)
                 container = _containers(app_id)[0]
                 if os.getpid() % 2:  # the order of the two varies from trial to trial
-                    floor = _docker_logs(container)
+                    floor, _ = _docker_logs(container)
                     reread = await read(sched, app_id, False)
                 else:
                     reread = await read(sched, app_id, False)
-                    floor = _docker_logs(container)
+                    floor, _ = _docker_logs(container)
             finally:
                 _remove([app_id])
         return {
@@ -123,6 +145,58 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
     return anyio.run(main)
 
 
+def follow_floor(p: dict[str, Any], side: str) -> dict[str, Any]:
+    """One trial of a follow floor (``side``) on a container of its own, submitted as ours
+    is: ``follow_mb_per_s`` from ``submit`` returning to the log's end. Raises
+    :class:`Unavailable` with no engine."""
+    reason = docker_available()
+    if reason:
+        raise Unavailable(reason)
+    import json
+
+    import aiodocker
+    import anyio
+    from _sides import ours_module
+    from bench_docker import _remove
+
+    mod = ours_module("asynctorchx.schedulers.docker_scheduler")
+    lines, width = int(p["lines"]), int(p["width"])
+    # the whole frames: header, stamp and space (aiodocker), or the text alone (docker logs)
+    expected = lines * (width + 8 + 31) if side == "aiodocker_follow" else lines * width
+
+    async def main() -> dict[str, Any]:
+        docker = aiodocker.Docker()
+        try:
+            async with mod.create_scheduler("bench") as sched:
+                app_id = await sched.submit(_app(p), {})
+                t0 = time.perf_counter()
+                try:
+                    label = f"torchx.pytorch.org/app-id={app_id}"
+                    found = await docker._query_json(
+                        "containers/json",
+                        params={"all": "1", "filters": json.dumps({"label": [label]})},
+                    )
+                    cid = found[0]["Id"]
+                    if side == "docker_logs_follow":
+                        secs, size = _docker_logs(cid, follow=True)
+                    else:
+                        size = 0
+                        params = {"follow": "1", "stdout": "1", "stderr": "1", "timestamps": "1"}
+                        path = f"containers/{cid}/logs"
+                        async with docker._query(path, params=params, timeout=None) as response:
+                            while chunk := await response.content.readany():
+                                size += len(chunk)
+                        secs = time.perf_counter() - t0
+                finally:
+                    _remove([app_id])
+        finally:
+            await docker.close()
+        note = None if size == expected else f"{size} bytes, expected {expected}"
+        return {"follow_mb_per_s": lines * width / 1e6 / secs, "note": note}
+
+    return anyio.run(main)
+
+
 def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
     """Orchestrate the Docker logs benchmark; with no engine it says why it was skipped."""
     reason = docker_available()
@@ -130,22 +204,47 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
     if reason:
         print(f"benchmark 7 logs (local_docker) skipped: {reason}")
     case = {"lines": 20_000 if smoke else 1_000_000, "width": 100}
+    if reason:
+        skip.update(dict.fromkeys(FOLLOW_FLOORS, reason))
     rows = orchestrate(
-        "7 docker logs", Path(__file__), [case], METRICS, trials, sides=("ours",), skip=skip
+        "7 docker logs",
+        Path(__file__),
+        [case],
+        METRICS,
+        trials,
+        sides=SIDES,
+        skip=skip,
+        refs=FOLLOW_FLOORS,
     )
+    # the follow floors measure the follow only: no re-read, docker logs or RSS rows of theirs
+    rows = [r for r in rows if r["side"] == "ours" or r["metric"] == "follow_mb_per_s"]
     floor = next(
-        (r["median"] for r in rows if r["metric"] == "docker_logs_mb_per_s" and "median" in r),
+        (
+            r["median"]
+            for r in rows
+            if r["metric"] == "docker_logs_mb_per_s" and r["side"] == "ours" and "median" in r
+        ),
         None,
     )
     for r in rows:
+        if r["side"] != "ours":
+            continue
         if floor and r["metric"] in ("follow_mb_per_s", "reread_mb_per_s") and "median" in r:
             r["vs_floor"] = r["median"] / floor
+        if r["metric"] != "follow_mb_per_s":
+            for ref in FOLLOW_FLOORS:
+                r.pop(f"vs_{ref}", None)
     return rows
 
 
 if __name__ == "__main__":
     if is_driver():
-        driver_main({"ours": ours})
+        driver_main(
+            {
+                "ours": ours,
+                **{side: functools.partial(follow_floor, side=side) for side in FOLLOW_FLOORS},
+            }
+        )
     else:
         ns = bench_args(default_trials=3)
         desc = machine()
