@@ -8,6 +8,8 @@ The public face of the subpackage; one private module per concern:
 - ``_ping``: :func:`has_docker`, whether an engine answers.
 - ``_request``: the dry-run request (:class:`DockerJob`, :class:`DockerContainer`),
   labels, names and run options; no I/O.
+- ``_run_kwargs``: a request's container as docker-py's ``containers.run`` keywords
+  (:attr:`DockerContainer.kwargs`).
 - ``_state``: pure decision tables (container state to replica and app state, the
   engine's restart rule) and the description built from inspects.
 - ``_containers``: an app's containers on the engine (create, describe, list, stop,
