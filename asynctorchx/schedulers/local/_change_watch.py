@@ -70,7 +70,11 @@ def _libc() -> Any | None:
     if sys.platform != "linux" or not hasattr(anyio, "wait_readable"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # the symbols this process already has (libc is loaded): ``find_library`` would
+        # run ``ldconfig -p`` in a child process, ~6 ms at the first app's start
+        libc = ctypes.CDLL(None, use_errno=True)
+        if not hasattr(libc, "inotify_init1"):
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         libc.inotify_init1.argtypes = [ctypes.c_int]
         libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
     except (OSError, AttributeError):
