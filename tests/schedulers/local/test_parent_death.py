@@ -101,3 +101,55 @@ async def test_the_replicas_of_a_sigkilled_host_end(case: str) -> None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         # the forked child, still alive, reads the host's stdin: closing it ends it
+
+
+#: A host that ties one ``sleep``, then ties and unties 20,000 groups that cannot exist
+#: (above Linux's largest pid) in one burst, faster than the watchdog reads: ~180 KB of
+#: lines, more than a default pipe holds; it prints the ``sleep``'s pid, how many
+#: warnings the watchdog's module logged, then ``ready``.
+BURST_HOST = textwrap.dedent(
+    """
+    import logging, os, subprocess
+    from asynctorchx.schedulers.local import _parent_death
+
+    warnings = []
+    handler = logging.Handler()
+    handler.emit = warnings.append
+    logging.getLogger(_parent_death.__name__).addHandler(handler)
+    process = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    _parent_death.tie(process.pid)
+    for pgid in range(2**22 + 1, 2**22 + 20_001):
+        _parent_death.tie(pgid)
+        _parent_death.untie(pgid)
+    print("pid", process.pid, flush=True)
+    print("warnings", len(warnings), flush=True)
+    print("ready", flush=True)
+    os.read(0, 1)
+    """
+)
+
+
+async def test_a_burst_of_starts_is_tied_whole() -> None:
+    # the watchdog reads at most every READ_INTERVAL: its pipe holds a burst meanwhile
+    host = await anyio.open_process(
+        [sys.executable, "-c", BURST_HOST], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    async with host:
+        assert host.stdout is not None
+        output = b""
+        with anyio.fail_after(LIMIT):
+            async for chunk in host.stdout:
+                output += chunk
+                if output.endswith(b"ready\n"):
+                    break
+        lines = output.decode().splitlines()
+        pid = int(lines[0].split()[1])
+        host.kill()
+        await host.wait()
+        try:
+            with anyio.fail_after(LIMIT):
+                await await_end(pid)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert lines[1] == "warnings 0"
