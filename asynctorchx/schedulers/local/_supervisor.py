@@ -100,12 +100,40 @@ class LocalReplica:
         self.exit_code: int | None = None
         self.restarts = 0
         self.pid: int | None = None
-        self.identity: ProcessIdentity | None = None
+        self._identity: ProcessIdentity | None = None
+        self._unidentified: anyio.abc.Process | None = None
         self.token = ""
         self.swept = False
         self.output = Notifier()
         self.exited: anyio.Event | None = None
         self.terminate_requested: anyio.Event = anyio.Event()
+
+    def started(self, process: anyio.abc.Process) -> None:
+        """Its attempt's main process started: its pid now, its identity when first asked.
+
+        Args:
+            process: the process just started.
+        """
+        self.pid = process.pid
+        self._identity = None
+        self._unidentified = process
+
+    @property
+    def identity(self) -> ProcessIdentity | None:
+        """Its main process's identity (:mod:`._process_identity`), read when first asked.
+
+        None before it started, and when the process was reaped before anyone asked
+        (then nothing of it is left to signal from another process). Read at first use
+        (the app's record, once every replica started) rather than at the start: right
+        after the ``fork``, reading ``/proc/<pid>/stat`` waits while the child is in
+        ``exec`` (0.18-0.34 ms median, 0.9 ms p90), blocking the event loop.
+        """
+        process = self._unidentified
+        if process is not None:
+            self._unidentified = None
+            if process.returncode is None:  # not reaped: the pid is still this child's
+                self._identity = ProcessIdentity.of_child(process.pid)
+        return self._identity
 
     @property
     def error_file(self) -> str:
@@ -361,9 +389,7 @@ async def _run_process(
             replica.state = AppState.FAILED
             replica.exit_code = 127
             return
-        replica.pid = process.pid
-        # None when it already ended (and was reaped): nothing to signal from elsewhere
-        replica.identity = ProcessIdentity.of_child(process.pid)
+        replica.started(process)
         groups.add(process.pid)
         _subreaper.register(process.pid)
         replica.state = AppState.RUNNING
