@@ -34,7 +34,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import anyio
 import anyio.abc
@@ -265,9 +265,16 @@ async def supervise(
                 async with anyio.create_task_group() as task_group:
                     counter = _StartCounter(len(app.all_replicas()))
                     on_started = None if started else counter.replica_started
+                    environment = dict(os.environ)  # read once for every start of the attempt
                     for replica in app.all_replicas():
                         task_group.start_soon(
-                            _run_replica, app, replica, groups, on_started, task_group.cancel_scope
+                            _run_replica,
+                            app,
+                            replica,
+                            groups,
+                            on_started,
+                            task_group.cancel_scope,
+                            environment,
                         )
                     if not started:
                         await counter.all_started.wait()
@@ -315,10 +322,13 @@ async def _run_replica(
     groups: ProcessGroups,
     on_started: Callable[[], None] | None,
     attempt_scope: anyio.CancelScope,
+    environment: Mapping[str, str],
 ) -> None:
     """Run one replica, restarting it while its REPLICA retry policy allows.
 
     ``on_started`` is called once its first process started (first attempt only).
+    ``environment`` is this process's environment read when the attempt began, which
+    the replica's first process inherits (each restart reads ``os.environ`` again).
     """
     role_name = replica.role_name
     max_retries = app.request.max_retries.get(role_name, 0)
@@ -331,7 +341,13 @@ async def _run_replica(
                 on_started()
             return
         try:
-            await _run_process(app, replica, groups, on_started if first else None)
+            await _run_process(
+                app,
+                replica,
+                groups,
+                on_started if first else None,
+                environment if first else os.environ,
+            )
         except OSError as error:  # the first attempt could not start: fail the start
             if app.start_error is None:
                 app.start_error = _start_error(app, error)
@@ -365,8 +381,11 @@ async def _run_process(
     replica: LocalReplica,
     groups: ProcessGroups,
     on_started: Callable[[], None] | None,
+    environment: Mapping[str, str],
 ) -> None:
     """Start the replica's process, pump its output to the logs, await its exit.
+
+    Its environment is ``environment`` (this process's) with the replica's variables.
 
     Raises:
         OSError: the process of a first attempt (``on_started`` given) could not start.
@@ -383,7 +402,7 @@ async def _run_process(
     replica.swept = False
     try:
         process = await _open_process(
-            replica.param, writer, replica.token, first=on_started is not None
+            replica.param, writer, replica.token, environment, first=on_started is not None
         )
         if process is None:
             replica.state = AppState.FAILED
@@ -429,9 +448,16 @@ def _start_error(app: LocalApp, error: OSError) -> OSError:
 
 
 async def _open_process(
-    param: ReplicaParam, writer: ReplicaLogWriter, token: str, *, first: bool
+    param: ReplicaParam,
+    writer: ReplicaLogWriter,
+    token: str,
+    environment: Mapping[str, str],
+    *,
+    first: bool,
 ) -> anyio.abc.Process | None:
     """Start the process of ``param`` in a session of its own, marked with ``token``.
+
+    Its environment is ``environment`` updated with ``param.env`` and the token.
 
     Returns None when a restart could not start it (the reason is written to its
     stderr log).
@@ -439,9 +465,7 @@ async def _open_process(
     Raises:
         OSError: the process of a first attempt (``first``) could not start.
     """
-    env = dict(os.environ)
-    env.update(param.env)
-    env[_subreaper.TOKEN_VARIABLE] = token
+    env = {**environment, **param.env, _subreaper.TOKEN_VARIABLE: token}
     try:
         async with _start_lane():
             process = await anyio.open_process(
