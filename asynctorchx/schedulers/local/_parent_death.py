@@ -60,6 +60,8 @@ import os
 import sys
 import threading
 
+from asynctorchx.schedulers.local import _subreaper
+
 logger = logging.getLogger(__name__)
 
 #: Set to False to start replicas untied (what ``benchmarks/bench_spawn.py`` compares).
@@ -145,6 +147,7 @@ class _Watchdog:
             with contextlib.suppress(OSError):  # above the user's limit: the default stays
                 fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         self.pid, self.fd = pid, write_fd
+        _subreaper.register(pid)  # ours, reaped here: the sweeps after exits skip it
         return True
 
     def restart(self) -> bool:
@@ -155,6 +158,7 @@ class _Watchdog:
         if self.pid is not None:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, os.WNOHANG)
+            _subreaper.unregister(self.pid)
             self.pid = None
         if not self.start():
             return False
