@@ -123,7 +123,7 @@ def _missing_directories(root: str, replica_dirs: Sequence[str]) -> list[str]:
     yet, parents first."""
     missing: dict[str, None] = {}
     for directory in [root, *replica_dirs]:
-        missing.update(dict.fromkeys(missing_directories(directory)))
+        missing.update(dict.fromkeys(missing_directories(directory, missing)))
     return list(missing)
 
 

@@ -31,7 +31,7 @@ import os
 import stat
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 
 from asynctorchx.errors import UnsafeLogPathError
 from asynctorchx.schedulers.toolkit import (
@@ -311,7 +311,11 @@ def prepare_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
     _make_root(root)
     known: dict[str, bool] = {root: False}  # directory -> created by this call
     for replica_dir in replica_dirs:
-        parts = os.path.relpath(replica_dir, root).split(os.sep)
+        prefix = root.rstrip(os.sep) + os.sep
+        if replica_dir.startswith(prefix):  # always, from the dry run: no relpath needed
+            parts = replica_dir[len(prefix) :].split(os.sep)
+        else:
+            parts = os.path.relpath(replica_dir, root).split(os.sep)
         path = root
         fresh = False
         for part in parts:
@@ -327,14 +331,17 @@ def prepare_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
                 _check_existing_file(log_path + ".idx")
 
 
-def missing_directories(path: str) -> list[str]:
+def missing_directories(path: str, known: Container[str] = ()) -> list[str]:
     """``path`` and those of its parents that do not exist yet, parents first.
 
     Args:
         path: a directory path.
+        known: paths already known not to exist: the walk up stops at the first of
+            them, which is left out with its parents (the replica directories of one
+            role share every parent: one ``lstat`` each instead of one per level).
     """
     missing: list[str] = []
-    while not os.path.lexists(path):
+    while path not in known and not os.path.lexists(path):
         missing.append(path)
         parent = os.path.dirname(path)
         if parent == path:
