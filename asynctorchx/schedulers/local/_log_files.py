@@ -195,9 +195,15 @@ class ReplicaLogWriter:
         del partial[:end]
 
     def finish(self, stream: str) -> None:
-        """``stream`` reached end of file: flush its unterminated last line to combined."""
+        """``stream`` reached end of file: flush its unterminated last line to combined.
+
+        Followers are woken only when that wrote something (the app's end wakes them
+        anyway).
+        """
         partial = self._partial[stream]
-        if partial and self.error is None:
+        if not partial:
+            return
+        if self.error is None:
             try:
                 self.files["combined"].write(partial)
             except OSError as error:
