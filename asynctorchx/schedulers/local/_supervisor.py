@@ -111,7 +111,7 @@ class LocalReplica:
         self.on_terminate: Callable[[], None] | None = None
 
     def started(self, process: anyio.abc.Process) -> None:
-        """Its attempt's main process started: its pid now, its identity when first asked.
+        """Its main process started: its pid now, its identity when first asked.
 
         Args:
             process: the process just started.
@@ -122,13 +122,9 @@ class LocalReplica:
 
     @property
     def identity(self) -> ProcessIdentity | None:
-        """Its main process's identity (:mod:`._process_identity`), read when first asked.
-
-        None before it started, and when the process was reaped before anyone asked
-        (then nothing of it is left to signal from another process). Read at first use
-        (the app's record, once every replica started) rather than at the start: right
-        after the ``fork``, reading ``/proc/<pid>/stat`` waits while the child is in
-        ``exec`` (0.18-0.34 ms median, 0.9 ms p90), blocking the event loop.
+        """Its main process's identity (:mod:`._process_identity`), read when first asked
+        (its record), not at the ``fork``, when reading ``/proc/<pid>/stat`` waits while the
+        child is in ``exec``; None before it started or once it was reaped unasked.
         """
         process = self._unidentified
         if process is not None:
@@ -173,6 +169,9 @@ class LocalApp:
         self.on_change: Callable[[LocalApp], None] | None = None
         #: the file whose existence is a cancel request from another process, if any
         self.cancel_request: str | None = None
+        #: this process's environment, read once for the first attempt's replicas
+        #: (copying os.environ took 31 us per replica); set by supervise
+        self.environment: Mapping[str, str] = os.environ
         self.replicas: dict[str, list[LocalReplica]] = {
             role_name: [
                 LocalReplica(role_name, k, param, request.role_log_dirs[role_name][k])
@@ -267,6 +266,7 @@ async def supervise(
     """
     raise_open_file_limit()
     _subreaper.enable()
+    app.environment = dict(os.environ)
     started = False
     try:
         with anyio.CancelScope(shield=True):
@@ -275,16 +275,9 @@ async def supervise(
                 async with anyio.create_task_group() as task_group:
                     counter = _StartCounter(len(app.all_replicas()))
                     on_started = None if started else counter.replica_started
-                    environment = dict(os.environ)  # read once for every start of the attempt
                     for replica in app.all_replicas():
                         task_group.start_soon(
-                            _run_replica,
-                            app,
-                            replica,
-                            groups,
-                            on_started,
-                            task_group.cancel_scope,
-                            environment,
+                            _run_replica, app, replica, groups, on_started, task_group.cancel_scope
                         )
                     if not started:
                         await counter.all_started.wait()
@@ -332,13 +325,10 @@ async def _run_replica(
     groups: ProcessGroups,
     on_started: Callable[[], None] | None,
     attempt_scope: anyio.CancelScope,
-    environment: Mapping[str, str],
 ) -> None:
     """Run one replica, restarting it while its REPLICA retry policy allows.
 
     ``on_started`` is called once its first process started (first attempt only).
-    ``environment`` is this process's environment read when the attempt began, which
-    the replica's first process inherits (each restart reads ``os.environ`` again).
     """
     role_name = replica.role_name
     max_retries = app.request.max_retries.get(role_name, 0)
@@ -351,13 +341,7 @@ async def _run_replica(
                 on_started()
             return
         try:
-            await _run_process(
-                app,
-                replica,
-                groups,
-                on_started if first else None,
-                environment if first else os.environ,
-            )
+            await _run_process(app, replica, groups, on_started if first else None)
         except OSError as error:  # the first attempt could not start: fail the start
             if app.start_error is None:
                 app.start_error = _start_error(app, error)
@@ -391,11 +375,8 @@ async def _run_process(
     replica: LocalReplica,
     groups: ProcessGroups,
     on_started: Callable[[], None] | None,
-    environment: Mapping[str, str],
 ) -> None:
     """Start the replica's process, pump its output to the logs, await its exit.
-
-    Its environment is ``environment`` (this process's) with the replica's variables.
 
     Raises:
         OSError: the process of a first attempt (``on_started`` given) could not start.
@@ -410,10 +391,11 @@ async def _run_process(
     writer = ReplicaLogWriter(replica.log_dir, replica.output.notify)
     replica.token = _subreaper.new_token()
     replica.swept = False
+    # the first attempt's replicas share one read of os.environ; a restart reads it again
+    environment = app.environment if on_started is not None else os.environ
+    env = {**environment, **replica.param.env, _subreaper.TOKEN_VARIABLE: replica.token}
     try:
-        process = await _open_process(
-            replica.param, writer, replica.token, environment, first=on_started is not None
-        )
+        process = await _open_process(replica.param, writer, env, first=on_started is not None)
         if process is None:
             replica.state = AppState.FAILED
             replica.exit_code = 127
@@ -458,16 +440,9 @@ def _start_error(app: LocalApp, error: OSError) -> OSError:
 
 
 async def _open_process(
-    param: ReplicaParam,
-    writer: ReplicaLogWriter,
-    token: str,
-    environment: Mapping[str, str],
-    *,
-    first: bool,
+    param: ReplicaParam, writer: ReplicaLogWriter, env: dict[str, str], *, first: bool
 ) -> anyio.abc.Process | None:
-    """Start the process of ``param`` in a session of its own, marked with ``token``.
-
-    Its environment is ``environment`` updated with ``param.env`` and the token.
+    """Start the process of ``param`` in a session of its own, with environment ``env``.
 
     Returns None when a restart could not start it (the reason is written to its
     stderr log).
@@ -475,7 +450,6 @@ async def _open_process(
     Raises:
         OSError: the process of a first attempt (``first``) could not start.
     """
-    env = {**environment, **param.env, _subreaper.TOKEN_VARIABLE: token}
     try:
         async with _start_lane():
             process = await anyio.open_process(
@@ -506,8 +480,7 @@ async def _pump_until_exit(
 
     Returns its exit code and the state of the attempt, decided when the process exited
     (see :func:`_attempt_state`). A terminate request is served meanwhile by a
-    :func:`_terminator` task, started when the request comes (a task per replica
-    waiting for a request that seldom comes cost ~30 us of CPU per replica).
+    :func:`_terminator` task, started when the request comes (not one task per replica).
     """
     assert replica.exited is not None
     assert process.stdout is not None
@@ -539,9 +512,8 @@ async def _pump_until_exit(
 async def _await_exit(
     app: LocalApp, replica: LocalReplica, process: anyio.abc.Process, drained: list[anyio.Event]
 ) -> tuple[int, AppState]:
-    """Await the exit of the replica's process, end what is left of its group and
-    tree, and wait (a while) for its pipes to be drained; return its exit code and the
-    state of the attempt."""
+    """Await the process's exit, end the rest of its group and tree, and wait (a while)
+    for its pipes to be drained; return its exit code and the state of the attempt."""
     assert replica.exited is not None
     returncode = await process.wait()
     app.adopt_cancel_request()
