@@ -23,9 +23,12 @@ record is read only when it is a regular file of this user with this user's uid 
 A cancel request from another process is the empty file
 ``<backend>/cancel/<app_id>`` (:func:`cancel_request_path`), watched by the supervisor.
 
-Writes (:class:`RecordKeeper`): at once when the app starts running and when it ends,
-the changes in between coalesced to at most one write per app every
-:data:`COALESCE_SECONDS`. The record outlives its supervisor as the app's final state.
+Writes (:class:`RecordKeeper`): at once when the app starts running and when it ends.
+A change in between is written :data:`COALESCE_SECONDS` after it, with every change of
+the app in that time: at most one write per app every :data:`COALESCE_SECONDS`, and none
+for a change that the start or end record already holds (a replica's start just before
+the app's, its exit just before the app's end). The record outlives its supervisor as
+the app's final state.
 
 Pruning (:func:`prune_records`, once per scheduler, at its first submit): a finished
 record (terminal, or whose supervisor is gone) is removed when it was last written more
@@ -63,7 +66,7 @@ logger = logging.getLogger(__name__)
 STATE_DIR_VARIABLE = "ASYNCTORCHX_STATE_DIR"
 #: The version of the record layout; a record of another version is not read.
 RECORD_VERSION = 1
-#: Seconds between two coalesced writes of one app's record.
+#: Seconds from an app's change to the coalesced write of its record (see the module).
 COALESCE_SECONDS = 0.05
 #: Seconds after its last write that a finished record is pruned (7 days).
 MAX_RECORD_AGE = 7 * 24 * 3600.0
@@ -390,7 +393,9 @@ class RecordKeeper:
         self.session = session
         self._directory: str | None = None
         self._resolved = False
-        self._dirty: dict[str, LocalApp] = {}
+        # app id -> (app, time.monotonic() of its first change since its last write),
+        # in the order of those first changes: the front is due first
+        self._dirty: dict[str, tuple[LocalApp, float]] = {}
         self._wake = Notifier()
 
     @property
@@ -407,12 +412,15 @@ class RecordKeeper:
         return self._directory
 
     def changed(self, app: LocalApp) -> None:
-        """``app`` changed: its record is written soon (coalesced)."""
-        self._dirty[app.request.app_id] = app
-        self._wake.notify()
+        """``app`` changed: its record is written :data:`COALESCE_SECONDS` from its first
+        change since its last write, unless :meth:`write_now` comes first."""
+        app_id = app.request.app_id
+        if app_id not in self._dirty:
+            self._dirty[app_id] = (app, time.monotonic())
+            self._wake.notify()
 
     def write_now(self, app: LocalApp) -> None:
-        """Write ``app``'s record now (its start, its end)."""
+        """Write ``app``'s record now (its start, its end), with every change so far."""
         self._dirty.pop(app.request.app_id, None)
         directory = self.directory
         if directory is None:
@@ -424,15 +432,27 @@ class RecordKeeper:
 
     def flush(self) -> None:
         """Write every record that changed since its last write."""
-        for app in list(self._dirty.values()):
+        for app, _ in list(self._dirty.values()):
             self.write_now(app)
 
+    def _write_due(self) -> float | None:
+        """Write the records whose first change is :data:`COALESCE_SECONDS` old; return
+        the seconds until the next one is due (None: nothing waits)."""
+        now = time.monotonic()
+        while self._dirty:
+            app, since = next(iter(self._dirty.values()))
+            due = since + COALESCE_SECONDS - now
+            if due > 0:
+                return due
+            self.write_now(app)
+        return None
+
     async def run(self) -> None:
-        """Write the changed records, at most once per :data:`COALESCE_SECONDS`, forever."""
+        """Write each changed record when due (see :meth:`changed`), forever."""
         while True:
             event = self._wake.event
-            if not self._dirty:
+            delay = self._write_due()
+            if delay is None:
                 await event.wait()
-                continue
-            self.flush()
-            await anyio.sleep(COALESCE_SECONDS)
+            else:
+                await anyio.sleep(delay)

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from asynctorchx.schedulers.local import create_cwd_scheduler
+from asynctorchx.schedulers.local import _records, create_cwd_scheduler
 from asynctorchx.schedulers.local._process_identity import ProcessIdentity, this_process
 from asynctorchx.schedulers.local._records import (
     MAX_RECORD_AGE,
@@ -134,3 +134,62 @@ async def test_an_app_runs_without_records_when_the_state_directory_is_unsafe(
     assert final is not None
     assert final.state == AppState.SUCCEEDED
     assert not (tmp_path / "local_cwd").exists()
+
+
+async def test_a_change_the_start_or_end_record_holds_is_not_written_again(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the coalesced write never comes within the test: only the writes made at once
+    monkeypatch.setattr("asynctorchx.schedulers.local._records.COALESCE_SECONDS", 3600.0)
+    written: list[AppState] = []
+    real_write = _records.write_record
+
+    def counting_write(directory: str, record: AppRecord) -> None:
+        written.append(record.state)
+        real_write(directory, record)
+
+    monkeypatch.setattr("asynctorchx.schedulers.local._records.write_record", counting_write)
+    async with create_cwd_scheduler("test") as scheduler:
+        app_id = await scheduler.submit(sh_app("true"), {})
+        final = await scheduler.wait(app_id)
+    assert final is not None
+    assert final.state == AppState.SUCCEEDED
+    # the replica's start and exit changed the app too: each is in the record written
+    # at once after it (the app's start, its end), never in a write of its own
+    assert written == [AppState.RUNNING, AppState.SUCCEEDED]
+
+
+async def test_a_change_between_start_and_end_is_written_while_the_app_runs(
+    state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("asynctorchx.schedulers.local._records.COALESCE_SECONDS", 0.01)
+    go = tmp_path / "go"
+    app = AppDef(
+        "rec",
+        [
+            Role("quick", "x", entrypoint="true"),
+            Role(
+                "slow",
+                "x",
+                entrypoint="sh",
+                args=["-c", f"while [ ! -e {go} ]; do sleep 0.05; done"],
+            ),
+        ],
+    )
+    async with create_cwd_scheduler("test") as scheduler:
+        app_id = await scheduler.submit(app, {})
+        path = state / "local_cwd" / f"{app_id}.json"
+        with anyio.fail_after(30):
+            while True:  # the quick replica's exit reaches the record on its own
+                record = read_record(str(path))
+                assert record is not None
+                states = {replica.role: replica.state for replica in record.replicas}
+                if states["quick"] == AppState.SUCCEEDED:
+                    break
+                await anyio.sleep(0.01)
+        assert record.state == AppState.RUNNING
+        assert states["slow"] == AppState.RUNNING
+        go.touch()
+        final = await scheduler.wait(app_id)
+    assert final is not None
+    assert final.state == AppState.SUCCEEDED
