@@ -32,6 +32,7 @@ from asynctorchx.schedulers.api import (
 from asynctorchx.schedulers.local._change_watch import ChangeWatch
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._error_files import read_error_file
+from asynctorchx.schedulers.local._evicted_logs import EvictedLogs
 from asynctorchx.schedulers.local._log_dir import check_log_dir, create_log_dirs
 from asynctorchx.schedulers.local._log_files import TimeIndex
 from asynctorchx.schedulers.local._process_groups import ProcessGroups
@@ -128,6 +129,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._records = RecordKeeper(backend, session_name)
         self._recorded = RecordedApps(backend, session_name)
         self._recording = False
+        self._evicted_logs = EvictedLogs(cache_size)
 
     # ----------------------------------------------------------------- lifetime
 
@@ -335,10 +337,11 @@ class LocalScheduler(Scheduler[PopenRequest]):
             self._remove_temporary_logs(evicted)
 
     def _remove_temporary_logs(self, app: LocalApp) -> None:
-        """Remove ``app``'s log directory if it is in the temporary log directory."""
+        """Remove ``app``'s log directory if it is in the temporary log directory (moved
+        aside now, removed when quiet: see ``_evicted_logs``)."""
         temporary = self._temp_log_dir
         if temporary is not None and app.request.log_dir.startswith(temporary + os.sep):
-            shutil.rmtree(app.request.log_dir, ignore_errors=True)
+            self._evicted_logs.evict(app.request.log_dir, temporary, self._task_group)
 
     def _keep(self, app: LocalApp) -> None:
         """Keep ``app`` (once every replica started): it can be described from now on."""

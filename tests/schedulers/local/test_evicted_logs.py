@@ -1,0 +1,89 @@
+"""The logs of apps a local scheduler forgets (``cache_size``) when it runs without
+``log_dir``: gone from their path before the next waiter wakes, removed from the disk when
+the ends pause or beyond ``cache_size`` of them, and never the logs of a dry run
+scheduled again under the same app id.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asynctorchx.schedulers.local import create_cwd_scheduler
+from asynctorchx.schedulers.local._evicted_logs import EVICTED_DIRECTORY
+from asynctorchx.schedulers.local._scheduler import LocalScheduler
+from asynctorchx.specs.api import AppDef, AppState, Role
+
+LIMIT = 30  # seconds: a deadline for a hung test, never a guess at timing
+
+
+def echo_app(message: str) -> AppDef:
+    return AppDef("evict", [Role("worker", "x", entrypoint="echo", args=[message])])
+
+
+async def run(scheduler: LocalScheduler, message: str) -> tuple[str, Path]:
+    """Run an app that echoes ``message`` to its end: its id and its log directory."""
+    app_id = await scheduler.submit(echo_app(message), {})
+    final = await scheduler.wait(app_id)
+    assert final is not None
+    assert final.state == AppState.SUCCEEDED
+    assert final.ui_url is not None
+    return app_id, Path(final.ui_url.removeprefix("file://"))
+
+
+async def moved_count(root: Path, until: int) -> None:
+    """Return once ``root/.evicted`` holds ``until`` directories (the remover's work)."""
+    evicted = root / EVICTED_DIRECTORY
+    with anyio.fail_after(LIMIT):
+        while len(os.listdir(evicted)) != until:
+            await anyio.sleep(0.01)
+
+
+async def test_a_forgotten_apps_logs_leave_at_once_and_are_removed_when_ends_pause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("asynctorchx.schedulers.local._evicted_logs.QUIET_SECONDS", 0.0)
+    async with create_cwd_scheduler("test", cache_size=1) as scheduler:
+        first, first_logs = await run(scheduler, "one")
+        assert (first_logs / "SUCCESS").exists()
+        _, second_logs = await run(scheduler, "two")  # the first is forgotten
+        assert await scheduler.describe(first) is None
+        assert not first_logs.exists()  # before the second's waiter woke
+        root = second_logs.parent.parent
+        await moved_count(root, 0)  # and then removed from the disk
+        assert (second_logs / "SUCCESS").exists()  # the kept app's logs stay
+    assert not root.exists()
+
+
+async def test_forgotten_logs_wait_for_a_pause_only_up_to_cache_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("asynctorchx.schedulers.local._evicted_logs.QUIET_SECONDS", 3600.0)
+    async with create_cwd_scheduler("test", cache_size=1) as scheduler:
+        for n in range(4):  # 3 forgotten: 1 may wait, the 2 older are removed
+            _, logs = await run(scheduler, str(n))
+        root = logs.parent.parent
+        await moved_count(root, 1)
+        assert os.listdir(logs.parent) == [logs.name]  # only the kept app's logs there
+    assert not root.exists()  # what waited goes with the temporary directory
+
+
+async def test_a_dry_run_scheduled_again_after_it_was_forgotten_keeps_its_new_logs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("asynctorchx.schedulers.local._evicted_logs.QUIET_SECONDS", 0.0)
+    async with create_cwd_scheduler("test", cache_size=1) as scheduler:
+        info = scheduler.submit_dryrun(echo_app("again"), {})
+        app_id = await scheduler.schedule(info)
+        await scheduler.wait(app_id)
+        _, other_logs = await run(scheduler, "other")  # forgets the dry run's first run
+        assert await scheduler.schedule(info) == app_id  # same id, same log directory
+        final = await scheduler.wait(app_id)
+        assert final is not None
+        assert final.state == AppState.SUCCEEDED
+        await moved_count(other_logs.parent.parent, 0)  # every forgotten log removed
+        lines = [line async for line in scheduler.log_iter(app_id, "worker")]
+        assert lines == ["again\n"]
