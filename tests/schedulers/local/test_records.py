@@ -7,6 +7,7 @@ real second processes are in ``tests/faults/test_local_records.py``.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -193,3 +194,27 @@ async def test_a_change_between_start_and_end_is_written_while_the_app_runs(
         final = await scheduler.wait(app_id)
     assert final is not None
     assert final.state == AppState.SUCCEEDED
+
+
+def test_a_record_whose_write_fails_halfway_leaves_the_old_record_whole(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = records_directory("local_cwd", create=True)
+    assert directory is not None
+    write_record(directory, a_record("app-1", AppState.RUNNING, this_process()))
+    real_write = os.write
+
+    def half_then_full_disk(fd: int, data: bytes | memoryview) -> int:
+        if len(data) > 1:
+            return real_write(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    ended = a_record("app-1", AppState.SUCCEEDED, this_process())
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "write", half_then_full_disk)
+        with pytest.raises(OSError, match="No space left"):
+            write_record(directory, ended)
+    record = read_record(record_path(directory, "app-1"))
+    assert record is not None
+    assert record.state == AppState.RUNNING  # the old one, whole
+    assert sorted(os.listdir(directory)) == ["app-1.json", "cancel"]  # no temporary left
