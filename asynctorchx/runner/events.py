@@ -98,10 +98,13 @@ class TorchxEvent:
 def record(event: TorchxEvent) -> None:
     """Log ``event`` as one JSON line at ``DEBUG`` on ``asynctorchx.runner.events``.
 
+    The event is serialized only when that level is enabled (no cost otherwise).
+
     Args:
         event: the event to log.
     """
-    logger.debug("%s", event.serialize())
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug("%s", event.serialize())
 
 
 class log_event:  # TorchX's name and casing (torchx.runner.events.log_event)

@@ -97,3 +97,25 @@ def test_log_event_does_not_swallow_and_events_round_trip() -> None:
     assert TorchxEvent.deserialize(event.serialize()) == event
     assert TorchxEvent.deserialize(event) is event
     assert event.source is SourceType.UNKNOWN
+
+
+def test_an_event_is_not_serialized_when_debug_is_off(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serialized: list[TorchxEvent] = []
+    real = TorchxEvent.serialize
+
+    def counting(self: TorchxEvent) -> str:
+        serialized.append(self)
+        return real(self)
+
+    monkeypatch.setattr(TorchxEvent, "serialize", counting)
+    caplog.set_level(logging.INFO, logger="asynctorchx.runner.events")
+    with log_event("status", "local_cwd", "app-1"):
+        pass
+    assert serialized == []  # nobody listens: no JSON made for each call
+    caplog.set_level(logging.DEBUG, logger="asynctorchx.runner.events")
+    with log_event("status", "local_cwd", "app-1"):
+        pass
+    assert [event.api for event in serialized] == ["status"]
+    assert TorchxEvent.deserialize(caplog.records[-1].getMessage()).app_id == "app-1"
