@@ -202,7 +202,26 @@ def _t7_logs(rows: Rows) -> list[tuple[str, str, bool | None]]:
                 share >= 0.8 if full else None,
             )
         )
+    out.append(_t7_follow_vs_raw(rows))
     return out
+
+
+def _t7_follow_vs_raw(rows: Rows) -> tuple[str, str, bool | None]:
+    """The follow against the engine's own follow read raw through aiodocker, the limit
+    of what any client of the logs API gets (``docker logs`` reads an exited log)."""
+    target = "logs follow >= 80% of the engine's raw follow"
+    o = _get(rows, "7", "follow_mb_per_s", "ours")
+    raw = _get(rows, "7", "follow_mb_per_s", "aiodocker_follow")
+    if o is None or raw is None:
+        return (target, "not run", None)
+    share = o["median"] / raw["median"]
+    full = "lines=1000000" in o["case"]
+    return (
+        target,
+        f"{o['median']:.1f} MB/s = {share:.0%} of {raw['median']:.1f} MB/s"
+        + ("" if full else " (smoke size: not the issue's)"),
+        share >= 0.8 if full else None,
+    )
 
 
 def _t8(rows: Rows) -> list[tuple[str, str, bool | None]]:
