@@ -112,3 +112,21 @@ async def test_a_writer_that_cannot_notify_is_followed_at_each_change_it_reports
         got = [line async for line in lines]
     assert got == ["one\n", "two\n", "three\n"]
     assert len(polls) == 3
+
+
+async def test_a_notifier_wakes_who_took_its_event_before_the_notify() -> None:
+    notifier = Notifier()
+    notifier.notify()  # nobody waits: nothing is latched for later
+    before = notifier.event
+    assert not before.is_set()
+    assert notifier.event is before  # every waiter until the notify shares it
+    notifier.notify()
+    assert before.is_set()
+    after = notifier.event
+    assert after is not before
+    assert not after.is_set()
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(after.wait)
+            await anyio.lowlevel.checkpoint()
+            notifier.notify()
