@@ -106,7 +106,7 @@ class LocalReplica:
         self.swept = False
         self.output = Notifier()
         self.exited: anyio.Event | None = None
-        self.terminate_requested: anyio.Event = anyio.Event()
+        self.terminate_requested = False
         #: serves a terminate request while its process runs (see _pump_until_exit)
         self.on_terminate: Callable[[], None] | None = None
 
@@ -135,9 +135,9 @@ class LocalReplica:
 
     def request_terminate(self) -> None:
         """Ask its process to terminate (SIGTERM, ``stop_timeout``, SIGKILL); idempotent."""
-        if self.terminate_requested.is_set():
+        if self.terminate_requested:
             return
-        self.terminate_requested.set()
+        self.terminate_requested = True
         if self.on_terminate is not None:
             self.on_terminate()
 
@@ -381,7 +381,7 @@ async def _run_process(
     Raises:
         OSError: the process of a first attempt (``on_started`` given) could not start.
     """
-    replica.terminate_requested = anyio.Event()
+    replica.terminate_requested = False
     if app.cancelled:
         replica.request_terminate()
     replica.exited = anyio.Event()
@@ -496,7 +496,7 @@ async def _pump_until_exit(
             terminating = True
             pumps.start_soon(_terminator, app, replica, drained)
 
-        if replica.terminate_requested.is_set():
+        if replica.terminate_requested:
             start_terminator()
         else:
             replica.on_terminate = start_terminator
@@ -521,14 +521,14 @@ async def _await_exit(
     replica.exited.set()
     # the main process is gone: so is the rest of its group, unless a
     # cancel gives it the rest of its grace period (see _terminator)
-    if not replica.terminate_requested.is_set():
+    if not replica.terminate_requested:
         signal_group(process.pid, signal.SIGKILL)
         # daemons that left the group may hold the pipes: end them first
         with anyio.CancelScope(shield=True):
             await _subreaper.end_descendants(replica.token, process.pid)
         replica.swept = True
     if not all(event.is_set() for event in drained):
-        grace = app.request.stop_timeout if replica.terminate_requested.is_set() else 0
+        grace = app.request.stop_timeout if replica.terminate_requested else 0
         with anyio.move_on_after(_DRAIN_TIMEOUT + grace):
             for event in drained:
                 await event.wait()
@@ -564,7 +564,7 @@ def _attempt_state(app: LocalApp, replica: LocalReplica, returncode: int) -> App
     that exited before the request keeps ``SUCCEEDED`` or ``FAILED``; the app's state
     then follows :func:`asynctorchx.schedulers.toolkit.app_state`.
     """
-    if app.cancelled or (app.restart_requested and replica.terminate_requested.is_set()):
+    if app.cancelled or (app.restart_requested and replica.terminate_requested):
         return AppState.CANCELLED
     if returncode == 0:
         return AppState.SUCCEEDED
@@ -572,8 +572,8 @@ def _attempt_state(app: LocalApp, replica: LocalReplica, returncode: int) -> App
 
 
 async def _terminator(app: LocalApp, replica: LocalReplica, drained: list[anyio.Event]) -> None:
-    """On a terminate request: SIGTERM the group, wait ``stop_timeout``, SIGKILL it."""
-    await replica.terminate_requested.wait()
+    """On a terminate request (started by it): SIGTERM the group, wait ``stop_timeout``,
+    SIGKILL it."""
     signal_group(replica.pid, signal.SIGTERM)
     if replica.pid is not None:
         _subreaper.signal_descendants(replica.token, replica.pid, signal.SIGTERM)
