@@ -28,7 +28,6 @@ done here with awaits:
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import signal
@@ -40,10 +39,9 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from asynctorchx.errors import OpenFileLimitError
 from asynctorchx.schedulers.local import _parent_death, _subreaper
 from asynctorchx.schedulers.local._error_files import keep_error_file
-from asynctorchx.schedulers.local._file_limits import raise_open_file_limit
+from asynctorchx.schedulers.local._file_limits import raise_open_file_limit, start_error
 from asynctorchx.schedulers.local._log_files import ReplicaLogWriter
 from asynctorchx.schedulers.local._process_groups import ProcessGroups, signal_group
 from asynctorchx.schedulers.local._process_identity import ProcessIdentity
@@ -344,7 +342,7 @@ async def _run_replica(
             await _run_process(app, replica, groups, on_started if first else None)
         except OSError as error:  # the first attempt could not start: fail the start
             if app.start_error is None:
-                app.start_error = _start_error(app, error)
+                app.start_error = start_error(app.request.app_id, error)
             attempt_scope.cancel()
             return
         first = False
@@ -428,15 +426,6 @@ async def _run_process(
         writer.close()
         if replica.exited is not None:
             replica.exited.set()
-
-
-def _start_error(app: LocalApp, error: OSError) -> OSError:
-    """The error a failed first start raises: typed when file descriptors ran out."""
-    if error.errno in (errno.EMFILE, errno.ENFILE):
-        typed = OpenFileLimitError(error.errno, app.request.app_id, str(error))
-        typed.__cause__ = error
-        return typed
-    return error
 
 
 async def _open_process(
