@@ -9,22 +9,31 @@ still alive, so that it can end them all when it closes.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator
 
 
-def signal_group(pid: int | None, signum: int) -> None:
+def signal_group(pid: int | None, signum: int) -> bool:
     """Send ``signum`` to the process group led by ``pid``; a gone group is fine.
 
     Args:
         pid: the group leader's process id (the replica's), or None (nothing is sent).
         signum: the signal, e.g. ``signal.SIGTERM``.
+
+    Returns:
+        False when the group has no process left (``ESRCH``) or ``pid`` is None: an
+        empty group can never get members again (joining a group needs a member of
+        it), and its id is free for a new group once the leader's pid is reused.
     """
     if pid is None:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+        return False
+    try:
         os.killpg(pid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member this user cannot signal: the group still exists
+        pass
+    return True
 
 
 class ProcessGroups:

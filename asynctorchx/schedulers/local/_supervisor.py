@@ -101,7 +101,7 @@ class LocalReplica:
         self._identity: ProcessIdentity | None = None
         self._unidentified: anyio.abc.Process | None = None
         self.token = ""
-        self.swept = False
+        self.swept = self.group_ended = False
         self.output = Notifier()
         self.exited: anyio.Event | None = None
         self.terminate_requested = False
@@ -388,7 +388,7 @@ async def _run_process(
         keep_error_file(replica.error_file)
     writer = ReplicaLogWriter(replica.log_dir, replica.output.notify)
     replica.token = _subreaper.new_token()
-    replica.swept = False
+    replica.swept = replica.group_ended = False
     # the first attempt's replicas share one read of os.environ; a restart reads it again
     environment = app.environment if on_started is not None else os.environ
     env = {**environment, **replica.param.env, _subreaper.TOKEN_VARIABLE: replica.token}
@@ -408,7 +408,7 @@ async def _run_process(
         try:
             returncode, state = await _pump_until_exit(app, replica, process, writer)
         finally:
-            await _reap(process, "" if replica.swept else replica.token)
+            await _reap(process, "" if replica.swept else replica.token, replica.group_ended)
             groups.discard(process.pid)
         replica.exit_code = returncode
         replica.state = state
@@ -510,8 +510,8 @@ async def _await_exit(
     replica.exited.set()
     # the main process is gone: so is the rest of its group, unless a
     # cancel gives it the rest of its grace period (see _terminator)
-    if not replica.terminate_requested:
-        signal_group(process.pid, signal.SIGKILL)
+    if not replica.terminate_requested:  # an ended group is not signalled again
+        replica.group_ended = not signal_group(process.pid, signal.SIGKILL)
         # daemons that left the group may hold the pipes: end them first
         with anyio.CancelScope(shield=True):
             await _subreaper.end_descendants(replica.token, process.pid)
@@ -521,14 +521,15 @@ async def _await_exit(
         with anyio.move_on_after(_DRAIN_TIMEOUT + grace):
             for event in drained:
                 await event.wait()
-    signal_group(process.pid, signal.SIGKILL)
+    if not replica.group_ended:
+        signal_group(process.pid, signal.SIGKILL)
     return returncode, state
 
 
-async def _reap(process: anyio.abc.Process, token: str) -> None:
+async def _reap(process: anyio.abc.Process, token: str, group_ended: bool) -> None:
     """Reap the process, killing its group first if it still runs (cancelled from
-    outside), then end what is left of its tree, daemons included (:mod:`._subreaper`),
-    unless ``token`` is "" (its tree was swept once its main process exited)."""
+    outside), then the rest of its group (unless ``group_ended``: found empty) and of its
+    tree, daemons included (:mod:`._subreaper`), unless ``token`` is "" (swept)."""
     with anyio.CancelScope(shield=True):
         try:
             if process.returncode is None:
@@ -538,7 +539,8 @@ async def _reap(process: anyio.abc.Process, token: str) -> None:
         finally:
             _subreaper.unregister(process.pid)
             _parent_death.untie(process.pid)  # reaped: its pid may be reused from now on
-        signal_group(process.pid, signal.SIGKILL)
+        if not group_ended:
+            signal_group(process.pid, signal.SIGKILL)
         if token:  # "" when its tree was already swept after its exit
             await _subreaper.end_descendants(token, process.pid)
 

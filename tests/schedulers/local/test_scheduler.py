@@ -610,3 +610,17 @@ def test_runs_under_trio_too() -> None:
             return await lines(scheduler, app_id, "worker", should_tail=True)
 
     assert anyio.run(main, backend="trio") == ["under trio\n"]
+
+
+async def test_the_rest_of_the_group_is_killed_when_the_replica_exits() -> None:
+    # a child left in the replica's group (not a daemon: no setsid) dies with its main
+    # process, as a container's processes die with its PID 1
+    script = "sleep 600 >/dev/null 2>&1 & echo child $$!"  # macros: $$! -> $!
+    async with create_cwd_scheduler("test") as scheduler:
+        app_id = await scheduler.submit(sh_app(script), {})
+        with anyio.fail_after(LIMIT):
+            response = await scheduler.wait(app_id)
+            pid = int((await first_line(scheduler, app_id, "worker")).split()[1])
+        assert response is not None
+        assert response.state == AppState.SUCCEEDED
+        assert not alive(pid)
