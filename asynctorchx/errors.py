@@ -165,12 +165,15 @@ class UnknownNamedResourceException(AsyncTorchXError, KeyError):
     def __init__(self, name: str, close_matches: Iterable[str], known: Iterable[str]) -> None:
         close = list(close_matches)
         if close:
-            hint = "did you mean " + " or ".join(f"`{match}`" for match in close) + "?"
+            hint = "Did you mean " + " or ".join(f"`{match}`" for match in close) + "?"
         else:
-            hint = "registered: " + ", ".join(sorted(known))
+            hint = f"Registered named resources: {sorted(known)}"
+        # TorchX's sentences first (``torchx.specs._NamedResourcesLibrary``), then how to
+        # add one
         message = (
-            f"no named resource {name!r}: {hint} (register your own under the entry point"
-            " group `asynctorchx.named_resources`)"
+            f"No named resource found for `{name}`. {hint} Register your own under the entry"
+            " point group `asynctorchx.named_resources`, or in"
+            " `asynctorchx.specs._named_resource_factories`."
         )
         super().__init__(message)
         self.name = name

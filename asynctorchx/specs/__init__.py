@@ -18,6 +18,9 @@ from asynctorchx.errors import (
 from asynctorchx.specs._named_resources import (
     _named_resource_factories as _named_resource_factories,  # TorchX's registry, patchable here
 )
+from asynctorchx.specs._named_resources import (
+    _NamedResourcesLibrary as _NamedResourcesLibrary,  # TorchX's class name
+)
 from asynctorchx.specs._named_resources import get_named_resources, named_resources, resource
 from asynctorchx.specs.api import (
     ALL,

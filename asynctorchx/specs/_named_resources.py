@@ -175,6 +175,10 @@ class NamedResources(Mapping[str, Resource]):
         return f"NamedResources({len(self)} names)"
 
 
+#: TorchX's name for the class of ``named_resources`` (``torchx.specs._NamedResourcesLibrary``).
+_NamedResourcesLibrary = NamedResources
+
+
 #: Every registered named resource: ``named_resources["aws_p3.2xlarge"]``.
 named_resources: NamedResources = NamedResources()
 

@@ -14,6 +14,7 @@ from asynctorchx.specs import (
     NULL_RESOURCE,
     Resource,
     _named_resource_factories,
+    _NamedResourcesLibrary,
     named_resources,
     resource,
 )
@@ -80,14 +81,14 @@ def test_unknown_name_suggests_the_closest() -> None:
         nr.get_named_resources("aws_p3.2xlrge")
     assert isinstance(caught.value, KeyError)
     message = str(caught.value)
-    assert "'aws_p3.2xlrge'" in message
-    assert "aws_p3.2xlarge" in message
+    assert message.startswith("No named resource found for `aws_p3.2xlrge`. Did you mean")
+    assert "`aws_p3.2xlarge`" in message
 
 
 def test_unknown_far_name_lists_the_registered() -> None:
     with pytest.raises(KeyError) as caught:
         nr.named_resources["zzzzzzzzzzzzzzzzzzzzzzzz"]
-    assert "registered:" in str(caught.value)
+    assert "Registered named resources: [" in str(caught.value)
     assert "cpu.small" in str(caught.value)
 
 
@@ -164,7 +165,16 @@ def test_the_registry_patched_on_specs_is_the_one_looked_up() -> None:
     with patch("asynctorchx.specs._named_resource_factories", only):
         assert nr.named_resources["p3.2xlarge"] == Resource(cpu=8, gpu=1, memMB=1)
         assert list(nr.named_resources) == ["p3.2xlarge"]
-        with pytest.raises(UnknownNamedResourceException, match=r"did you mean `p3\.2xlarge`"):
+        with pytest.raises(UnknownNamedResourceException, match=r"Did you mean `p3\.2xlarge`"):
             nr.named_resources["p3.2xl"]
         assert "cpu.small" not in nr.named_resources
     assert "cpu.small" in nr.named_resources
+
+
+def test_torchx_class_name_looks_up_the_same_registry() -> None:
+    assert isinstance(named_resources, _NamedResourcesLibrary)
+    only = {"p3.16xlarge": lambda: Resource(cpu=64, gpu=8, memMB=1)}
+    with patch("asynctorchx.specs._named_resource_factories", only):
+        assert _NamedResourcesLibrary()["p3.16xlarge"] == Resource(cpu=64, gpu=8, memMB=1)
+        with pytest.raises(KeyError, match=r"^No named resource found for `p316xl`\. Did you"):
+            _NamedResourcesLibrary()["p316xl"]
