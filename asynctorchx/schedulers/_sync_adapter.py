@@ -245,9 +245,15 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         """
         if self._closed:
             raise SchedulerClosedError(f"{self!r} is closed")
+        return await self._call(method, *args, **kwargs)
+
+    async def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """:meth:`_invoke` without the closed check (for ``close`` itself)."""
         if inspect.iscoroutinefunction(method):
             return await method(*args, **kwargs)
-        result = await self._in_thread(functools.partial(method, *args, **kwargs))
+        result = await anyio.to_thread.run_sync(
+            functools.partial(method, *args, **kwargs), limiter=self._limiter
+        )
         if inspect.isawaitable(result):
             return await result
         return result
@@ -278,12 +284,8 @@ class SyncSchedulerAdapter(Scheduler[Any]):
             return
         self._closed = True  # before the call: no other call starts from now on
         method = self._own("close")
-        if method is None:
-            return
-        if inspect.iscoroutinefunction(method):
-            await method()
-        else:
-            await anyio.to_thread.run_sync(method, limiter=self._limiter)
+        if method is not None:
+            await self._call(method)
 
     # ------------------------------------------------------------------ capabilities
 
