@@ -16,14 +16,11 @@ the log directory: a 0600 temporary file created with ``O_CREAT | O_EXCL | O_NOF
 then renamed over ``SUCCESS`` (a planted symbolic link is replaced, never followed), so a
 reader sees the whole file or none.
 
-The text is byte for byte what TorchX's ``json.dumps(info, indent=2)`` gives, but built
-by :func:`indented_json`: ``json`` encodes with its C encoder only without ``indent``,
-and its pure-Python one took ~8 us per replica.
+The text is TorchX's ``json.dumps(info, indent=2)``.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -68,59 +65,6 @@ def success_info(app: LocalApp, now: float | None = None) -> dict[str, Any]:
     }
 
 
-def indented_json(value: Any, indent: int = 2, depth: int = 0) -> str:
-    """``json.dumps(value, indent=indent)``, the same text, faster for nested data.
-
-    A dict or list of scalars only (a replica's entry) is encoded in one call of
-    ``json``'s C encoder, its item separator carrying the line break and indentation;
-    the levels above it are joined here, their scalars and keys encoded as ``json``
-    does. (``json.dumps`` uses its C encoder only without ``indent``: its pure-Python
-    one took twice the time, 4 us per replica.)
-
-    Args:
-        value: JSON-able data: dicts, lists or tuples, str, int, float, bool, None.
-        indent: spaces per level.
-        depth: the level ``value`` is at (its closing bracket's indentation).
-
-    Raises:
-        TypeError: ``value`` holds something JSON cannot encode, or a dict holding a dict,
-            list or tuple has a key that is not a str.
-    """
-    is_dict = isinstance(value, dict)
-    if not value or not (is_dict or isinstance(value, (list, tuple))):
-        return json.dumps(value)
-    pad = "\n" + " " * (indent * (depth + 1))
-    end = "\n" + " " * (indent * depth)
-    items = value.values() if is_dict else value
-    if all(type(item) in _SCALARS for item in items):
-        text = _flat_encoder(pad).encode(value)
-        return text[0] + pad + text[1:-1] + end + text[-1]
-    if is_dict:
-        parts = [
-            _key(key) + ": " + indented_json(item, indent, depth + 1) for key, item in value.items()
-        ]
-        return "{" + pad + ("," + pad).join(parts) + end + "}"
-    parts = [indented_json(item, indent, depth + 1) for item in value]
-    return "[" + pad + ("," + pad).join(parts) + end + "]"
-
-
-#: The types ``json`` writes on one line (a subclass, e.g. an ``IntEnum``, goes the slow way).
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-@functools.lru_cache(maxsize=16)
-def _flat_encoder(pad: str) -> json.JSONEncoder:
-    """A ``json`` encoder (C) whose item separator is ``,`` then ``pad`` (made once per pad)."""
-    return json.JSONEncoder(separators=("," + pad, ": "))
-
-
-def _key(key: object) -> str:
-    """``key`` encoded as a JSON object key (a str only: see :func:`indented_json`)."""
-    if not isinstance(key, str):
-        raise TypeError(f"keys must be str here, not {type(key).__name__}")
-    return json.encoder.encode_basestring_ascii(key)
-
-
 def write_success_file(app: LocalApp) -> None:
     """Write ``<app log dir>/SUCCESS`` atomically (0600); log, never raise, on failure.
 
@@ -131,7 +75,7 @@ def write_success_file(app: LocalApp) -> None:
         app: the app that has just ended.
     """
     directory = app.request.log_dir
-    data = indented_json(success_info(app)).encode()
+    data = json.dumps(success_info(app), indent=2).encode()
     try:
         replace_private_file(directory, SUCCESS_FILE, data)
     except OSError as error:

@@ -12,11 +12,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from asynctorchx.schedulers.local import create_cwd_scheduler
-from asynctorchx.schedulers.local._success_file import indented_json
 from asynctorchx.specs.api import AppDef, AppState, Role
 
 LIMIT = 30  # seconds: a deadline for a hung test, never a guess at timing
@@ -99,25 +96,3 @@ async def test_success_file_is_json_indented_by_two_as_torchx_writes_it(tmp_path
     text = (tmp_path / "sess" / app_id / "SUCCESS").read_text()
     # TorchX writes json.dumps(info, indent=2): the same bytes, key order included
     assert text == json.dumps(json.loads(text), indent=2)
-
-
-_SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
-_JSON = st.recursive(
-    _SCALARS,
-    lambda inner: st.lists(inner) | st.tuples(inner, inner) | st.dictionaries(st.text(), inner),
-    max_leaves=30,
-)
-# a dict of scalars only may have keys json turns into strings
-_FLAT = st.dictionaries(st.text() | st.integers() | st.booleans() | st.none(), _SCALARS)
-
-
-@given(value=_JSON | _FLAT | st.lists(_FLAT), indent=st.integers(0, 4))
-def test_indented_json_is_json_dumps_with_indent(value: object, indent: int) -> None:
-    assert indented_json(value, indent) == json.dumps(value, indent=indent)
-
-
-def test_indented_json_rejects_what_json_rejects() -> None:
-    with pytest.raises(TypeError):
-        indented_json({"roles": [{"pid": object()}]})
-    with pytest.raises(TypeError):  # json.dumps would write the key 1 as "1": not here
-        indented_json({1: [1, 2]})
