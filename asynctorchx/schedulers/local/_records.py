@@ -32,11 +32,12 @@ the app's final state.
 
 Pruning (:func:`prune_records`, once per scheduler, at its first submit): a finished
 record (terminal, or whose supervisor is gone) is removed when it was last written more
-than :data:`MAX_RECORD_AGE` seconds (7 days) ago, and the oldest finished ones beyond
-:data:`MAX_RECORDS` (1000) per backend. While a backend has at most that many records,
-only those old enough to go are read. A running app's record is never pruned. The app's
-log files are not touched (they are in ``log_dir``, or in a temporary directory
-its scheduler removed when it closed).
+than :data:`MAX_RECORD_AGE` seconds (7 days) ago, and the oldest finished ones while a
+backend has more than :data:`MAX_RECORDS` (1000) records. Records are read oldest first and
+only while one may go, so a full directory costs the records that go, not all of them. A
+running app's record is never pruned (it counts towards the 1000: while more than 1000 apps
+run, more records are kept). The app's log files are not touched (they are in
+``log_dir``, or in a temporary directory its scheduler removed when it closed).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ RECORD_VERSION = 1
 COALESCE_SECONDS = 0.05
 #: Seconds after its last write that a finished record is pruned (7 days).
 MAX_RECORD_AGE = 7 * 24 * 3600.0
-#: Finished records kept per backend at most (the oldest beyond are pruned).
+#: Records kept per backend at most: the oldest finished ones beyond are pruned.
 MAX_RECORDS = 1000
 _DIRECTORY_MODE = 0o700
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -341,21 +342,19 @@ def prune_records(directory: str, now: float | None = None) -> None:
     for app_id in list(record_ids(directory)):
         with contextlib.suppress(OSError):
             written.append((os.lstat(record_path(directory, app_id)).st_mtime, app_id))
-    if len(written) <= MAX_RECORDS:
-        # no count to enforce: only records old enough to go are read and decoded (a
-        # user with many large records pays for the few that go, not for all of them)
-        written = [(mtime, app_id) for mtime, app_id in written if now - mtime > MAX_RECORD_AGE]
-    finished: list[tuple[float, str]] = []
+    written.sort()
+    # oldest first: a record is read only while it may go (too many, or too old), so a
+    # user with a full directory pays for the few records that go, not for all of them
+    excess = len(written) - MAX_RECORDS
     for mtime, app_id in written:
+        too_old = now - mtime > MAX_RECORD_AGE
+        if excess <= 0 and not too_old:
+            break
         record = read_record(record_path(directory, app_id))
         if record is not None and is_finished(record):
-            finished.append((mtime, app_id))
-    finished.sort()
-    excess = len(finished) - MAX_RECORDS
-    for index, (mtime, app_id) in enumerate(finished):
-        if index < excess or now - mtime > MAX_RECORD_AGE:
             with contextlib.suppress(OSError):
                 os.unlink(record_path(directory, app_id))
+                excess -= 1
     for folder in (directory, os.path.join(directory, "cancel")):
         _remove_stale(folder, now)
 

@@ -113,8 +113,35 @@ def test_finished_records_are_pruned_by_age_and_count(
         os.utime(record_path(directory, app_id), (now - age, now - age))
     prune_records(directory, now)
     kept = sorted(name[: -len(".json")] for name in os.listdir(directory) if name != "cancel")
-    # the running one is kept whatever its age; of the finished, the 3 latest
-    assert kept == ["done-2", "done-3", "done-4", "old-running"]
+    # the running one is kept whatever its age and counts towards the 3; of the
+    # finished, the latest that fit
+    assert kept == ["done-3", "done-4", "old-running"]
+
+
+def test_a_full_records_directory_reads_only_the_records_that_go(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a user past MAX_RECORDS gains one record per app: the first submit of each process
+    # must not read and decode every record to remove the oldest one
+    monkeypatch.setattr("asynctorchx.schedulers.local._records.MAX_RECORDS", 5)
+    directory = records_directory("local_cwd", create=True)
+    assert directory is not None
+    now = time.time()
+    for n in range(7):
+        write_record(directory, a_record(f"done-{n}", AppState.SUCCEEDED, this_process()))
+        os.utime(record_path(directory, f"done-{n}"), (now - 100 + n, now - 100 + n))
+    read: list[str] = []
+    real_read = _records.read_record
+
+    def counting_read(path: str) -> AppRecord | None:
+        read.append(os.path.basename(path))
+        return real_read(path)
+
+    monkeypatch.setattr("asynctorchx.schedulers.local._records.read_record", counting_read)
+    prune_records(directory, now)
+    assert read == ["done-0.json", "done-1.json"]
+    kept = sorted(name[: -len(".json")] for name in os.listdir(directory) if name != "cancel")
+    assert kept == [f"done-{n}" for n in range(2, 7)]
 
 
 def test_an_unsafe_state_directory_is_never_used(state: Path, tmp_path: Path) -> None:
