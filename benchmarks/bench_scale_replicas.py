@@ -18,6 +18,10 @@ Sides:
   are imported before the clock starts (``runner.scheduler_run_opts``), as the other
   sides import theirs (the import is benchmark 6's), and the app records go to a fresh
   state directory (``_harness.isolated_state_dir``).
+* ``ours_next``: the same, for a second app of the same N run right after a first one (not
+  measured) through the same runner: what a long-lived process (a service) pays per app,
+  beside ``ours``'s first app of a fresh process (which also pays, once per process, the
+  record's cattrs hooks and the watchdog's start). Its ``rss_mb`` is the peak over both apps.
 * ``floor``: N ``anyio.open_process(["true"])`` with no pipes, started one after the other
   from one task, then all awaited. Python 3.11's asyncio reaps each child with a thread of
   its own (``ThreadedChildWatcher``), so this floor is not one thread.
@@ -29,12 +33,15 @@ Sides:
 * ``torchx``: ``LocalScheduler.submit`` then its wait loop at ``wait_interval=0.1``; not
   run above N = 1000 (a thread and 5 fds per replica: ~1 min per trial at N = 1000).
 
-``python benchmarks/bench_scale_replicas.py [--smoke] [--trials N]`` prints the table and
-writes ``benchmarks/results/scale_replicas.json`` (``scale_replicas-smoke.json``).
+``python benchmarks/bench_scale_replicas.py [--smoke] [--trials N] [--n 1,10]`` prints the
+table and writes ``benchmarks/results/scale_replicas.json`` (``scale_replicas-smoke.json``;
+with ``--n``, only those N, into ``scale_replicas-n-1-10.json``, leaving the full run's file
+alone).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -60,7 +67,7 @@ from _harness import (
 )
 
 METRICS = ["seconds", "ms_per_replica", "cpu_ms_per_replica", "rss_mb", "threads", "fds"]
-SIDES = ("ours", "torchx", "floor", "floor_capture")
+SIDES = ("ours", "ours_next", "torchx", "floor", "floor_capture")
 #: TorchX is not run above this N (one thread per replica; minutes per trial).
 TORCHX_MAX_N = 1000
 
@@ -81,6 +88,20 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
     """One app of ``p["n"]`` replicas of ``true`` through ``get_runner()``, run to ``wait``:
     ``seconds``, ``ms_per_replica``, ``rss_mb``, ``threads``, ``fds``.
     """
+    return _ours_apps(p, apps_before=0)
+
+
+def ours_next(p: dict[str, Any]) -> dict[str, Any]:
+    """As :func:`ours`, measuring a second app of ``p["n"]`` replicas run in the same runner
+    right after a first one (not measured): ``seconds``, ``ms_per_replica``, ``rss_mb`` (the
+    peak over both apps), ``threads``, ``fds``.
+    """
+    return _ours_apps(p, apps_before=1)
+
+
+def _ours_apps(p: dict[str, Any], apps_before: int) -> dict[str, Any]:
+    """Run ``apps_before`` apps of ``p["n"]`` replicas through one ``get_runner()``, then
+    measure one more (see :func:`ours`)."""
     import anyio
     from _sides import ours_app, ours_module, tmpdir
 
@@ -89,10 +110,13 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
     n = int(p["n"])
 
     async def main() -> dict[str, Any]:
-        app = ours_app("sc", "true", [], num_replicas=n)
-        cfg = {"log_dir": tmpdir()}
         async with get_runner() as runner:
             runner.scheduler_run_opts("local_cwd")  # imports the scheduler's modules first
+            for _ in range(apps_before):
+                app = ours_app("sc", "true", [], num_replicas=n)
+                await runner.wait(await runner.run(app, "local_cwd", {"log_dir": tmpdir()}))
+            app = ours_app("sc", "true", [], num_replicas=n)
+            cfg = {"log_dir": tmpdir()}
             t0, cpu0 = time.perf_counter(), time.process_time()
             peaks: list[tuple[int, int]] = []
             async with anyio.create_task_group() as tg:
@@ -234,9 +258,9 @@ def torchx(p: dict[str, Any]) -> dict[str, Any]:
     return res
 
 
-def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
-    """Orchestrate benchmark 3; returns summary rows."""
-    ns = [1, 10] if smoke else [1, 10, 100, 300, 1000, 3000]
+def run(smoke: bool, trials: int, only_n: list[int] | None = None) -> list[dict[str, Any]]:
+    """Orchestrate benchmark 3 (``only_n``: only these N); returns summary rows."""
+    ns = only_n or ([1, 10] if smoke else [1, 10, 100, 300, 1000, 3000])
     return orchestrate(
         "3 N replicas",
         Path(__file__),
@@ -250,14 +274,33 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
     )
 
 
+def _take_n_option() -> list[int] | None:
+    """Remove ``--n 1,10`` from ``sys.argv`` (the harness parses the rest); return its N."""
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--n", default="")
+    known, rest = ap.parse_known_args()
+    sys.argv[1:] = rest
+    return [int(x) for x in known.n.split(",") if x.strip()] or None
+
+
 if __name__ == "__main__":
     if is_driver():
         driver_main(
-            {"ours": ours, "floor": floor, "floor_capture": floor_capture, "torchx": torchx}
+            {
+                "ours": ours,
+                "ours_next": ours_next,
+                "floor": floor,
+                "floor_capture": floor_capture,
+                "torchx": torchx,
+            }
         )
     else:
+        only_n = _take_n_option()
         ns = bench_args(default_trials=5)
         desc = machine()
-        rows = run(ns.smoke, ns.trials)
+        rows = run(ns.smoke, ns.trials, only_n)
         print(table(rows))
-        save("scale_replicas-smoke" if ns.smoke else "scale_replicas", rows, desc)
+        name = "scale_replicas-smoke" if ns.smoke else "scale_replicas"
+        if only_n:
+            name += "-n-" + "-".join(str(n) for n in only_n)
+        save(name, rows, desc)
