@@ -16,8 +16,9 @@ objects in memory and has no such need; off Linux (no ``/proc``) nothing is iden
 and nothing is signalled from another process.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: the record classes' field types stay
+# types, not strings, so the converter builds their hooks without resolving them
+# (``typing.get_type_hints``) at a process's first record write.
 import contextlib
 import functools
 import os
@@ -42,7 +43,7 @@ class ProcessIdentity:
     boot_id: str
 
     @classmethod
-    def of(cls, pid: int) -> ProcessIdentity | None:
+    def of(cls, pid: int) -> "ProcessIdentity | None":
         """The identity of the process ``pid`` now; None if it is gone or off Linux.
 
         Args:
@@ -54,7 +55,7 @@ class ProcessIdentity:
         return cls(pid, stat[2], boot_id())
 
     @classmethod
-    def of_child(cls, pid: int) -> ProcessIdentity | None:
+    def of_child(cls, pid: int) -> "ProcessIdentity | None":
         """The identity of this process's child ``pid``; None if it is no longer one.
 
         The child may already have ended and been reaped (asyncio's child watcher reaps

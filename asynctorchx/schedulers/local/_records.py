@@ -40,8 +40,9 @@ run, more records are kept). The app's log files are not touched (they are in
 ``log_dir``, or in a temporary directory its scheduler removed when it closed).
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: the record classes' field types stay
+# types, not strings, so the converter builds their hooks without resolving them
+# (``typing.get_type_hints``) at a process's first record write.
 import contextlib
 import json
 import logging
