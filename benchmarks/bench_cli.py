@@ -17,10 +17,10 @@ Two cases: ``records=0``, a new user's empty state directory; ``records=1000``, 
 directory of a user who has run 1000 apps (``~/.local/state/asynctorchx`` then holds 1000
 finished ``local_cwd`` records, the most the scheduler keeps). Those records are written
 before the timed run, each one an ``utils.echo`` record as the scheduler writes it (~1 KB),
-last written one minute apart over the past 17 hours. The first submit of a process prunes
-the records directory: until commit cd4b78b it read every record (0.13-0.27 s here), now
-only those that go; this case keeps that cost from coming back. TorchX keeps no records,
-so its side and the floor run the same command in both cases.
+last written one minute apart over the past 17 hours, and synced to disk. The first submit
+of a process prunes the records directory: until commit cd4b78b it read every record
+(0.13-0.27 s here), now only those that go; this case keeps that cost from coming back.
+TorchX keeps no records, so its side and the floor run the same command in both cases.
 
 ``python benchmarks/bench_cli.py [--smoke] [--trials N]`` prints the table and writes
 ``benchmarks/results/cli.json`` (``cli-smoke.json``).
@@ -73,6 +73,7 @@ def _write_records(count: int) -> None:
     Each is the record the scheduler writes for ``utils.echo --msg hi`` (its role, one
     replica, the supervisor's identity), with its own app id; their modification times are
     one minute apart, the newest a minute ago, so none is old enough to be pruned by age.
+    They are flushed to disk (``os.sync``) before the timed run.
     """
     import time
 
@@ -123,6 +124,9 @@ def _write_records(count: int) -> None:
         )
         write_record(directory, record)
         os.utime(record_path(directory, app_id), (written, written))
+    # written long ago, a user's records are on disk: without this, the kernel writing
+    # these ~1000 files back during the timed run added ~60 ms to it
+    os.sync()
 
 
 def ours(p: dict[str, Any]) -> dict[str, Any]:
