@@ -18,6 +18,11 @@ Unlike TorchX, registered components are merged over the builtins (a registered 
 wins) instead of hiding them all. A module's component candidates are its public
 functions defined in that module; those that break a linter rule are left out of
 :func:`get_components`, and :func:`get_component` names the broken rules.
+
+:func:`get_components` (``asynctorchx builtins``) imports and lints every module.
+:func:`get_component` looks only where the name points (``utils.echo``: the builtin
+module ``utils``, its function ``echo``; TorchX scans everything for it), and scans
+everything only when the name is found nowhere, to suggest close names.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, TypeGuard
 
 import attrs
 
@@ -41,6 +47,9 @@ from asynctorchx.specs import file_linter
 from asynctorchx.specs.api import AppDef
 from asynctorchx.specs.file_linter import get_fn_docstring
 from asynctorchx.util import entrypoints
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 #: The entry point group searched for user-registered component modules.
 ENTRY_POINT_GROUP: str = "asynctorchx.components"
@@ -114,24 +123,75 @@ def _lint(path: str | None, fn_name: str) -> list[str]:
     ]
 
 
+def _component_def(
+    module: ModuleType, fn_name: str, fn: Callable[..., AppDef], name: str
+) -> ComponentDef:
+    """The component ``name``: ``fn``, defined in ``module`` as ``fn_name``, linted."""
+    path = getattr(module, "__file__", None)
+    return ComponentDef(
+        name=name,
+        fn=fn,
+        description=get_fn_docstring(fn)[0],
+        module=module.__name__,
+        path=str(Path(path).resolve()) if path else None,
+        validation_errors=_lint(path, fn_name),
+    )
+
+
+def _is_candidate(fn: object, module: ModuleType, fn_name: str) -> TypeGuard[Callable[..., AppDef]]:
+    """Whether ``fn`` (``module``'s attribute ``fn_name``) is a component candidate: a
+    public function defined in ``module`` itself (not one it imports)."""
+    return (
+        inspect.isfunction(fn) and not fn_name.startswith("_") and fn.__module__ == module.__name__
+    )
+
+
 def _components_of(base: ModuleType, prefix: str) -> dict[str, ComponentDef]:
     found: dict[str, ComponentDef] = {}
     for module in _iter_modules(base):
-        path = getattr(module, "__file__", None)
         rel = module_relname(module, base)
         for fn_name, fn in inspect.getmembers(module, inspect.isfunction):
-            if fn_name.startswith("_") or fn.__module__ != module.__name__:
+            if not _is_candidate(fn, module, fn_name):
                 continue
             name = ".".join(part for part in (prefix, rel, fn_name) if part)
-            found[name] = ComponentDef(
-                name=name,
-                fn=fn,
-                description=get_fn_docstring(fn)[0],
-                module=module.__name__,
-                path=str(Path(path).resolve()) if path else None,
-                validation_errors=_lint(path, fn_name),
-            )
+            found[name] = _component_def(module, fn_name, fn, name)
     return found
+
+
+def _submodule(base: ModuleType, rel: str) -> ModuleType | None:
+    """The submodule ``rel`` (``"sub.train"``, ``""``: ``base``) of ``base``, imported, as
+    :func:`_iter_modules` finds it: every part but the last a regular package, each part
+    listed by :func:`pkgutil.iter_modules` in its parent's ``__path__``. ``None`` when
+    there is no such submodule; an error importing one that exists propagates."""
+    module = base
+    for part in rel.split(".") if rel else []:
+        path = getattr(module, "__path__", None)
+        if path is None:
+            return None
+        if not any(info.name == part for info in pkgutil.iter_modules(path)):
+            return None
+        module = importlib.import_module(f"{module.__name__}.{part}")
+    return module
+
+
+def _component_in(base: ModuleType, prefix: str, name: str) -> ComponentDef | None:
+    """The component ``name`` among those :func:`_components_of` gives for ``base`` and
+    ``prefix``, importing only the one module the name points to; ``None`` if absent."""
+    rest = name
+    if prefix:
+        if not name.startswith(prefix + "."):
+            return None
+        rest = name[len(prefix) + 1 :]
+    rel, _, fn_name = rest.rpartition(".")
+    if not fn_name:
+        return None
+    module = _submodule(base, rel)
+    if module is None:
+        return None
+    fn = getattr(module, fn_name, None)
+    if not _is_candidate(fn, module, fn_name):
+        return None
+    return _component_def(module, fn_name, fn, name)
 
 
 class ComponentsFinder(abc.ABC):
@@ -191,6 +251,20 @@ class CustomComponentsFinder(ComponentsFinder):
         return [_load_file(self._filepath, self._function_name)]
 
 
+def _entry_point_module(entry_point: EntryPoint) -> ModuleType:
+    """The module an ``asynctorchx.components`` entry point names (imported)."""
+    loaded = entry_point.load()
+    if isinstance(loaded, ModuleType):
+        return loaded
+    return importlib.import_module(entry_point.value)
+
+
+def _entry_point_prefix(entry_point: EntryPoint) -> str:
+    """The name prefix of an entry point's components: its name, none when it starts
+    with ``_``."""
+    return "" if entry_point.name.startswith("_") else entry_point.name
+
+
 def _load_components() -> dict[str, ComponentDef]:
     """Scan the builtins and the entry points now: every component, valid or not.
 
@@ -200,13 +274,30 @@ def _load_components() -> dict[str, ComponentDef]:
     """
     components = _components_of(importlib.import_module(BUILTINS_PACKAGE), "")
     for entry_point in entrypoints.entry_points(ENTRY_POINT_GROUP):
-        loaded = entry_point.load()
-        module = (
-            loaded if isinstance(loaded, ModuleType) else importlib.import_module(entry_point.value)
-        )
-        prefix = "" if entry_point.name.startswith("_") else entry_point.name
-        components.update(_components_of(module, prefix))
+        module = _entry_point_module(entry_point)
+        components.update(_components_of(module, _entry_point_prefix(entry_point)))
     return components
+
+
+def _find_component(name: str) -> ComponentDef | None:
+    """The component ``name`` (no ``:``), as :func:`_load_components` would give it,
+    looking only where the name points.
+
+    The sources are tried from the last entry point back to the builtins (the order in
+    which a later one wins in :func:`_load_components`); of each, only the module the
+    name names is imported and only that function linted (``utils.echo``: module
+    ``utils`` of the builtins, function ``echo``). An entry point whose prefix the name
+    does not start with is not loaded, so a broken plugin breaks only its own names.
+    ``None`` when no source has it.
+    """
+    for entry_point in reversed(list(entrypoints.entry_points(ENTRY_POINT_GROUP))):
+        prefix = _entry_point_prefix(entry_point)
+        if prefix and not name.startswith(prefix + "."):
+            continue
+        found = _component_in(_entry_point_module(entry_point), prefix, name)
+        if found is not None:
+            return found
+    return _component_in(importlib.import_module(BUILTINS_PACKAGE), "", name)
 
 
 #: The components found by the last scan, until :func:`reload` (TorchX's
@@ -323,8 +414,11 @@ def get_component(name: str) -> ComponentDef:
     """
     if ":" in name:
         return _load_file_component(name)
-    components = _all_components()
-    component = components.get(name)
+    # the last scan when there is one (TorchX's cache); else only where the name points
+    component = _components.get(name) if _components is not None else _find_component(name)
+    if component is None:
+        components = _all_components()  # to suggest close names (or a name found only so)
+        component = components.get(name)
     if component is None:
         import difflib
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -179,3 +181,83 @@ def test_builtin_source_is_a_runnable_copy(name: str, tmp_path: Path) -> None:
     }[name]
     builtin = finder.get_component(name)
     assert materialize_appdef(component.fn, argv) == materialize_appdef(builtin.fn, argv)
+
+
+def test_lookup_by_name_imports_only_the_named_module() -> None:
+    """`run utils.echo` imports the builtin module `utils` alone (no other builtin, not
+    `component_test_base` and its `unittest`), and finds what the full scan finds."""
+    code = (
+        "import sys\n"
+        "from asynctorchx.specs import finder\n"
+        "echo = finder.get_component('utils.echo')\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('asynctorchx.components.'))\n"
+        "print(loaded, 'unittest' in sys.modules, finder._components is None)\n"
+        "scanned = finder._load_components()['utils.echo']\n"
+        "print(echo == scanned)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == ["['asynctorchx.components.utils'] False True", "True"]
+
+
+def test_lookup_by_name_of_an_invalid_builtin_names_the_rule() -> None:
+    with pytest.raises(ComponentValidationException, match="parse_nnodes"):
+        finder.get_component("dist.parse_nnodes")
+
+
+@pytest.mark.parametrize(
+    "name", ["utils.nope", "nope.echo", "utils.echo.x", "utils._helper", "utils.os", "echo"]
+)
+def test_lookup_by_name_of_no_component(name: str) -> None:
+    """Unknown modules, functions, private names and imported functions are no component."""
+    with pytest.raises(ComponentNotFoundException, match="`asynctorchx builtins` lists"):
+        finder.get_component(name)
+
+
+def _install_components(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entries: str) -> None:
+    package = tmp_path / "my_comps"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "train.py").write_text(COMPONENT_FILE)
+    (package / "plain").mkdir()  # a directory without __init__.py: not scanned
+    (package / "plain" / "train.py").write_text(COMPONENT_FILE)
+    (tmp_path / "my_utils.py").write_text(COMPONENT_FILE.replace("def greet", "def echo"))
+    dist = tmp_path / "my_comps-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-comps\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[asynctorchx.components]\n" + entries)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    finder.reload()
+
+
+def test_lookup_by_name_finds_registered_components_as_the_scan_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _install_components(
+        tmp_path, monkeypatch, "foo = my_comps\n_hidden = my_comps.sub.train\nutils = my_utils\n"
+    )
+    assert finder.get_component("utils.echo").module == "my_utils"  # registered wins
+    assert finder.get_component("utils.sh").module == "asynctorchx.components.utils"
+    assert finder.get_component("foo.sub.train.greet").module == "my_comps.sub.train"
+    assert finder.get_component("greet").module == "my_comps.sub.train"  # `_`: no prefix
+    with pytest.raises(ComponentValidationException, match="'who'"):
+        finder.get_component("foo.sub.train.broken")
+    assert finder._components is None  # none of these scanned everything
+    with pytest.raises(ComponentNotFoundException):
+        finder.get_component("foo.plain.train.greet")  # not a package: the scan skips it
+    scanned = finder._load_components()
+    for name in ("utils.echo", "utils.sh", "foo.sub.train.greet", "greet"):
+        finder.reload()
+        assert finder.get_component(name) == scanned[name]
+
+
+def test_a_broken_plugin_breaks_only_its_own_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _install_components(tmp_path, monkeypatch, "foo = my_comps\nbroken = no_such_module\n")
+    assert finder.get_component("utils.echo").module == "asynctorchx.components.utils"
+    assert finder.get_component("foo.sub.train.greet").module == "my_comps.sub.train"
+    with pytest.raises(ModuleNotFoundError, match="no_such_module"):
+        finder.get_component("broken.echo")
