@@ -14,7 +14,6 @@ interface by :class:`SyncSchedulerAdapter`; the Runner wraps one for you.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import entry_points
 from typing import Any
 
 from asynctorchx.schedulers._sync_adapter import SyncSchedulerAdapter, is_sync_scheduler
@@ -25,6 +24,7 @@ from asynctorchx.schedulers.api import (
     SchedulerFactory,
     Stream,
 )
+from asynctorchx.util.entrypoints import entry_points
 
 #: name -> (factory, scheduler class), each ``module:attribute``, imported on first use.
 _BUILTINS: dict[str, tuple[str, str]] = {
@@ -105,7 +105,9 @@ def get_scheduler_factories() -> dict[str, SchedulerFactory]:
     """Return scheduler name -> factory ``factory(session_name, **kwargs) -> Scheduler``.
 
     The entry point group ``asynctorchx.schedulers``, when any package registers it,
-    replaces the built-ins. The first entry is the default scheduler.
+    replaces the built-ins. The first entry is the default scheduler. The installed entry
+    points are read once for as long as none is installed or removed
+    (:func:`asynctorchx.util.entrypoints.entry_points`), so calling this again is cheap.
     """
     registered = entry_points(group="asynctorchx.schedulers")
     if registered:

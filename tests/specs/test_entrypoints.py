@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
+import shutil
 from pathlib import Path
 from types import ModuleType
 
@@ -93,3 +96,67 @@ def test_resetting_torchx_cache_variable_rescans(installed: Path) -> None:
     assert "plug.added" not in finder.get_components()  # still the cached scan
     finder._components = None
     assert "plug.added" in finder.get_components()
+
+
+def _moved_on(directory: Path, before: int) -> None:
+    """Make sure ``directory``'s modification time is past ``before`` (ns), as a change
+    later than one tick of the file system's clock leaves it (importlib.metadata's own
+    directory lookups rely on it too)."""
+    later = max(directory.stat().st_mtime_ns, before + 10_000_000)
+    os.utime(directory, ns=(later, later))
+
+
+def _install(directory: Path, name: str, entries: str) -> Path:
+    """Write the distribution ``name`` into ``directory``, ``entries`` its
+    ``entry_points.txt``."""
+    before = directory.stat().st_mtime_ns
+    dist = directory / f"{name}-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(entries)
+    _moved_on(directory, before)
+    return dist
+
+
+def test_a_distribution_installed_or_removed_later_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert list(entrypoints.entry_points("late.group")) == []
+    dist = _install(tmp_path, "late_plugin", "[late.group]\nx = late_plugin:x\n")
+    assert [entry.name for entry in entrypoints.entry_points("late.group")] == ["x"]
+    before = tmp_path.stat().st_mtime_ns
+    shutil.rmtree(dist)
+    _moved_on(tmp_path, before)
+    assert list(entrypoints.entry_points("late.group")) == []
+
+
+def test_a_directory_put_on_sys_path_later_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _install(tmp_path, "path_plugin", "[path.group]\ny = path_plugin:y\n")
+    assert list(entrypoints.entry_points("path.group")) == []
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert [entry.name for entry in entrypoints.entry_points("path.group")] == ["y"]
+
+
+def test_installed_entry_points_are_read_once_while_nothing_changes(
+    installed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several groups asked in a row (a CLI run asks three times) are one read; a patched
+    ``importlib.metadata.entry_points`` is called, not bypassed."""
+    reads: list[None] = []
+    real = importlib.metadata.entry_points
+
+    def counted() -> object:
+        reads.append(None)
+        return real()
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", counted)
+    assert sorted(entrypoints.entry_points("my.group").names) == ["fn", "mod"]
+    assert entrypoints.entry_points("asynctorchx.components").names == {"plug"}
+    assert list(entrypoints.entry_points("asynctorchx.schedulers")) == []
+    assert len(reads) == 1
+    entrypoints.invalidate_caches()  # after an entry_points.txt was edited in place
+    assert sorted(entrypoints.entry_points("my.group").names) == ["fn", "mod"]
+    assert len(reads) == 2

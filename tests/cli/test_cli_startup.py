@@ -1,0 +1,52 @@
+"""What one ``asynctorchx run`` reads and imports before its app starts (benchmark 6)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from asynctorchx.cli.main import run_cli
+from asynctorchx.util import entrypoints
+from tests.isolation import isolate_from_user_config
+
+
+def test_run_reads_the_installed_entry_points_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The scheduler registry (asked by the CLI and by the runner) and the component
+    finder share one read of the installed distributions."""
+    isolate_from_user_config(tmp_path, monkeypatch)
+    monkeypatch.setenv("ASYNCTORCHX_STATE_DIR", str(tmp_path / "state"))
+    reads: list[None] = []
+    real = importlib.metadata.distributions
+
+    def counted(**kwargs: object) -> object:  # what every read of the entry points lists
+        reads.append(None)
+        return real(**kwargs)
+
+    monkeypatch.setattr(importlib.metadata, "distributions", counted)
+    entrypoints.invalidate_caches()  # an earlier test's read does not count
+    assert run_cli(["run", "-s", "local_cwd", "utils.echo", "--msg", "hi"]) == 0
+    assert "echo/0 hi" in capsys.readouterr().out
+    assert len(reads) == 1
+
+
+def test_run_imports_no_other_component_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run utils.echo`` imports the builtin module ``utils`` only: not the other
+    builtins, nor ``component_test_base`` (and its ``unittest``)."""
+    code = (
+        "import sys\n"
+        "from asynctorchx.cli.main import run_cli\n"
+        "assert run_cli(['run', '--dryrun', '-s', 'local_cwd', 'utils.echo']) == 0\n"
+        "components = [m for m in sys.modules if m.startswith('asynctorchx.components.')]\n"
+        "print(sorted(components), 'unittest' in sys.modules, file=sys.stderr)\n"
+    )
+    isolate_from_user_config(tmp_path, monkeypatch)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stderr.splitlines()[-1] == "['asynctorchx.components.utils'] False"
