@@ -22,17 +22,19 @@ Sections:
 
 from __future__ import annotations
 
-import configparser
 import logging
 import os
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from asynctorchx import schedulers
 from asynctorchx.errors import ConfigError, ConfigFileEncodingError, UnknownSchedulerException
 from asynctorchx.schedulers import SchedulerFactory, get_scheduler_class
 from asynctorchx.specs.api import CfgVal, get_type_name, runopt, runopts
+
+if TYPE_CHECKING:
+    import configparser
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +122,8 @@ def _read(path: str) -> configparser.ConfigParser:
         ConfigFileEncodingError: the file is not valid UTF-8.
         ConfigError: the file cannot be read or is not valid INI.
     """
+    import configparser  # only when a file is there to read (most runs have none)
+
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
     try:
@@ -336,6 +340,8 @@ def load(scheduler: str, f: TextIO, cfg: dict[str, CfgVal], opts: runopts | None
         ConfigError: the file is not valid INI or a value cannot be cast.
         UnknownSchedulerException: ``opts`` is ``None`` and no scheduler has that name.
     """
+    import configparser
+
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
@@ -458,6 +464,8 @@ def dump(
             except ImportError:  # a backend whose client library is not installed
                 logger.info("skipping scheduler %s: its module does not import", name)
         by_name = read
+    import configparser
+
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     for name, opts in by_name.items():
