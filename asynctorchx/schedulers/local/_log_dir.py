@@ -13,16 +13,20 @@ whose path is too long ends a submit with ``NotADirectoryError``, ``PermissionEr
   removes the ones it created and raises
   :class:`~asynctorchx.errors.InvalidLogDirError` (or the ``UnsafeLogPathError`` of
   ``prepare_log_dirs``), so a refused submit leaves nothing behind.
+
+In the scheduler's own temporary log directory (0700, made by the first submit) the
+directory itself and the session's are made and checked once, not at every submit:
+both functions take the set of those ``trusted`` directories.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 from asynctorchx.errors import InvalidLogDirError, UnsafeLogPathError
-from asynctorchx.schedulers.local._log_files import missing_directories, prepare_log_dirs
+from asynctorchx.schedulers.local._log_files import prepare_log_dirs
 
 #: The longest file name in a replica's log directory (``combined.log.idx``, ``SUCCESS``).
 _LONGEST_FILE = "combined.log.idx"
@@ -33,9 +37,9 @@ _PATH_MAX = 4096
 _FIX = "choose a log_dir that is a directory you can write to (or leave log_dir unset)"
 
 
-def _existing_ancestor(path: str) -> str:
-    """The nearest of ``path`` and its parents that exists."""
-    while not os.path.lexists(path):
+def _existing_ancestor(path: str, trusted: Container[str]) -> str:
+    """The nearest of ``path`` and its parents that exists (a ``trusted`` one is taken to)."""
+    while path not in trusted and not os.path.lexists(path):
         parent = os.path.dirname(path)
         if parent == path:
             break
@@ -50,19 +54,34 @@ def _limit(path: str, name: str, default: int) -> int:
         return default
 
 
-def check_log_dir(root: str, replica_dirs: Sequence[str]) -> None:
+def check_log_dir(
+    root: str, replica_dirs: Sequence[str], trusted: Container[str] = frozenset()
+) -> None:
     """Check that the replicas' log directories can be made under ``root``; create nothing.
 
     Args:
         root: the ``log_dir`` (its links resolved), or the scheduler's temporary one.
         replica_dirs: each replica's log directory, below ``root``.
+        trusted: directories the scheduler made and checked itself (see
+            :func:`create_log_dirs`): taken to exist and to be writable, not asked again.
 
     Raises:
         InvalidLogDirError: the first existing directory on the way is not a directory
             or not writable by this user, or a log path (or a part of it) is longer than
             the file system allows.
     """
-    ancestor = _existing_ancestor(replica_dirs[0] if replica_dirs else root)
+    ancestor = _existing_ancestor(replica_dirs[0] if replica_dirs else root, trusted)
+    if ancestor not in trusted:
+        _check_writable(root, ancestor)
+    name_max = _limit(ancestor, "PC_NAME_MAX", _NAME_MAX)
+    path_max = _limit(ancestor, "PC_PATH_MAX", _PATH_MAX)
+    for replica_dir in replica_dirs:
+        _check_lengths(root, replica_dir, name_max, path_max)
+
+
+def _check_writable(root: str, ancestor: str) -> None:
+    """Refuse ``ancestor`` (the first existing directory on the way to the log
+    directories) when it is not a directory this user can create files in."""
     if not os.path.isdir(ancestor):
         reason = "it is not a directory" if ancestor == root else f"{ancestor!r} is a file"
         raise InvalidLogDirError(root, reason, _FIX)
@@ -70,34 +89,45 @@ def check_log_dir(root: str, replica_dirs: Sequence[str]) -> None:
         raise InvalidLogDirError(
             root, f"this user (uid {os.geteuid()}) cannot create files in {ancestor!r}", _FIX
         )
-    name_max = _limit(ancestor, "PC_NAME_MAX", _NAME_MAX)
-    path_max = _limit(ancestor, "PC_PATH_MAX", _PATH_MAX)
-    for replica_dir in replica_dirs:
-        longest = os.path.join(replica_dir, _LONGEST_FILE)
-        too_long = [part for part in longest.split(os.sep) if len(os.fsencode(part)) > name_max]
-        if too_long:
-            raise InvalidLogDirError(
-                root,
-                f"the path part {too_long[0][:40]!r}... is {len(os.fsencode(too_long[0]))}"
-                f" bytes long, more than the file system's {name_max}",
-                "shorten the directory names of log_dir (session and role names are at most"
-                " 100 characters)",
-            )
-        if len(os.fsencode(longest)) >= path_max:
-            raise InvalidLogDirError(
-                root,
-                f"its log paths would be {len(os.fsencode(longest))} bytes long, more than"
-                f" the file system's {path_max}",
-                "choose a log_dir with a shorter path",
-            )
 
 
-def create_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
+def _check_lengths(root: str, replica_dir: str, name_max: int, path_max: int) -> None:
+    """Refuse a replica's log paths longer than the file system allows (a part longer
+    than ``name_max`` bytes, a whole path of ``path_max`` bytes or more)."""
+    longest = os.path.join(replica_dir, _LONGEST_FILE)
+    too_long = [part for part in longest.split(os.sep) if len(os.fsencode(part)) > name_max]
+    if too_long:
+        raise InvalidLogDirError(
+            root,
+            f"the path part {too_long[0][:40]!r}... is {len(os.fsencode(too_long[0]))}"
+            f" bytes long, more than the file system's {name_max}",
+            "shorten the directory names of log_dir (session and role names are at most"
+            " 100 characters)",
+        )
+    if len(os.fsencode(longest)) >= path_max:
+        raise InvalidLogDirError(
+            root,
+            f"its log paths would be {len(os.fsencode(longest))} bytes long, more than"
+            f" the file system's {path_max}",
+            "choose a log_dir with a shorter path",
+        )
+
+
+def create_log_dirs(
+    root: str, replica_dirs: Sequence[str], trusted: set[str] | None = None
+) -> None:
     """Make the replicas' log directories (``_log_files.prepare_log_dirs``), all or none.
 
     Args:
         root: the log root (``log_dir``, or the scheduler's temporary directory).
         replica_dirs: each replica's log directory, below ``root``.
+        trusted: for the scheduler's own temporary log directory (0700: no other user
+            can change what is in it), the directories it already made and checked
+            (``root`` and the session's directory), which are not made or checked again
+            (a submit then costs the three ``mkdir`` of the app, role and replica
+            directories and no ``lstat``); the caller adds them once a submit succeeded.
+            When one of them is gone (removed by this user), the set is emptied and
+            every directory made and checked again.
 
     Raises:
         UnsafeLogPathError: a directory or file on the way is not safe (see
@@ -106,25 +136,25 @@ def create_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
             the way, a read-only file system); the directories created by this call are
             removed.
     """
-    missing = _missing_directories(root, replica_dirs)
+    created: list[str] = []
     try:
-        prepare_log_dirs(root, replica_dirs)
+        prepare_log_dirs(root, replica_dirs, trusted=trusted or (), created=created)
+        return
     except UnsafeLogPathError:
-        _remove_empty(missing)
+        _remove_empty(created)
         raise
     except OSError as error:
-        _remove_empty(missing)
-        where = error.filename if isinstance(error.filename, str) else root
-        raise InvalidLogDirError(where, error.strerror or str(error), _FIX) from error
+        _remove_empty(created)
+        if not trusted or not isinstance(error, FileNotFoundError):
+            raise _invalid_log_dir(root, error) from error
+    # a trusted directory was removed since it was checked: make and check them all again
+    trusted.clear()
+    create_log_dirs(root, replica_dirs)
 
 
-def _missing_directories(root: str, replica_dirs: Sequence[str]) -> list[str]:
-    """Every directory from the top of ``root`` down to each replica's that does not exist
-    yet, parents first."""
-    missing: dict[str, None] = {}
-    for directory in [root, *replica_dirs]:
-        missing.update(dict.fromkeys(missing_directories(directory, missing)))
-    return list(missing)
+def _invalid_log_dir(root: str, error: OSError) -> InvalidLogDirError:
+    where = error.filename if isinstance(error.filename, str) else root
+    return InvalidLogDirError(where, error.strerror or str(error), _FIX)
 
 
 def _remove_empty(directories: Sequence[str]) -> None:

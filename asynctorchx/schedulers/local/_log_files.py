@@ -294,7 +294,13 @@ def open_log_file(path: str) -> int:
     return fd
 
 
-def prepare_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
+def prepare_log_dirs(
+    root: str,
+    replica_dirs: Sequence[str],
+    *,
+    trusted: Container[str] = (),
+    created: list[str] | None = None,
+) -> None:
     """Create the log directories of an app under ``root``, private, before it starts.
 
     ``root`` is the ``log_dir`` run option (or the scheduler's temporary directory); it
@@ -309,12 +315,21 @@ def prepare_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
     Args:
         root: the log root; the replica directories are below it.
         replica_dirs: each replica's log directory.
+        trusted: directories (``root`` and those below it) that this process made
+            itself and already checked by these rules, and that no other user can have
+            replaced since (the scheduler's own temporary log directory, 0700): they
+            are neither created nor checked again.
+        created: the directories this call creates are appended to it, parents first
+            (so the caller can remove them when the submit is refused).
 
     Raises:
         UnsafeLogPathError: a directory or log file fails the rules above.
-        OSError: a directory could not be created (no permission, not a directory).
+        OSError: a directory could not be created (no permission, not a directory);
+            ``FileNotFoundError`` too when a ``trusted`` directory was removed.
     """
-    _make_root(root)
+    made = [] if created is None else created
+    if root not in trusted:
+        _make_root(root, made)
     known: dict[str, bool] = {root: False}  # directory -> created by this call
     for replica_dir in replica_dirs:
         prefix = root.rstrip(os.sep) + os.sep
@@ -326,10 +341,12 @@ def prepare_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
         fresh = False
         for part in parts:
             path = os.path.join(path, part)
-            created = known.get(path)
-            if created is None:
-                created = known[path] = _make_private_dir(path)
-            fresh = fresh or created
+            made_now = known.get(path)
+            if made_now is None:
+                made_now = known[path] = path not in trusted and _make_private_dir(path)
+                if made_now:
+                    made.append(path)
+            fresh = fresh or made_now
         if not fresh:  # an existing directory: what is in it is not known to be ours
             for name in STREAM_FILES:
                 log_path = os.path.join(replica_dir, f"{name}.log")
@@ -357,12 +374,14 @@ def missing_directories(path: str, known: Container[str] = ()) -> list[str]:
     return missing
 
 
-def _make_root(root: str) -> None:
-    """Create ``root`` and its missing parents (0700), then check it."""
+def _make_root(root: str, created: list[str]) -> None:
+    """Create ``root`` and its missing parents (0700, each appended to ``created``), then
+    check it."""
     missing = missing_directories(root)
     for directory in missing:
         with contextlib.suppress(FileExistsError):
             os.mkdir(directory, DIRECTORY_MODE)
+            created.append(directory)
         _check_root(directory)
     if not missing:
         _check_root(root)

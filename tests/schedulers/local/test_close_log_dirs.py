@@ -6,11 +6,14 @@ without ``log_dir`` and one with it, its ``close()`` deletes the user's ``log_di
 
 from __future__ import annotations
 
+import shutil
+import stat
 from pathlib import Path
 
 import anyio
 
 from asynctorchx.schedulers.local import create_cwd_scheduler
+from asynctorchx.specs.api import AppState
 from tests.schedulers.local.test_scheduler import LIMIT, sh_app
 
 
@@ -32,3 +35,25 @@ async def test_close_removes_the_temporary_log_dir_and_keeps_a_given_one(tmp_pat
     assert not temporary_dir.exists()
     assert (given / "precious.txt").read_text() == "kept"
     assert [log.read_text() for log in given.rglob("combined.log")] == ["given\n"]
+
+
+async def test_a_removed_temporary_log_dir_is_made_again_by_the_next_submit() -> None:
+    """The temporary log directory and its session directory are made and checked once:
+    when this user removes them between two submits, the next submit makes them again
+    (0700) and its logs land where its ``ui_url`` says."""
+    async with create_cwd_scheduler("test") as scheduler:
+        with anyio.fail_after(LIMIT):
+            first = await scheduler.wait(await scheduler.submit(sh_app("echo first"), {}))
+            assert first is not None and first.ui_url is not None
+            first_dir = Path(first.ui_url.removeprefix("file://"))
+            temporary = first_dir.parent.parent
+            shutil.rmtree(temporary)
+            second = await scheduler.wait(await scheduler.submit(sh_app("echo second"), {}))
+        assert second is not None and second.ui_url is not None
+        second_dir = Path(second.ui_url.removeprefix("file://"))
+        assert second_dir.parent.parent == temporary
+        assert second.state == AppState.SUCCEEDED
+        assert [log.read_text() for log in second_dir.rglob("combined.log")] == ["second\n"]
+        assert stat.S_IMODE(temporary.stat().st_mode) == 0o700
+        assert stat.S_IMODE(second_dir.parent.stat().st_mode) == 0o700
+    assert not temporary.exists()
