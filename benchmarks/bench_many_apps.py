@@ -2,7 +2,10 @@
 
 M = 50, 500 (smoke: 10). ``seconds``: wall from the first submit to the last wait
 returning; ``cpu_ms_per_app``: the driver's own CPU time (user + system, not its
-children's) over the same span, per app (on shared cores the steadier figure to compare);
+children's) over the same span, per app (on shared cores the steadier figure to compare),
+and its two parts, ``user_ms_per_app`` and ``system_ms_per_app`` (``getrusage``: the
+system part is mostly the file system's work, which varies with what other programs do
+to the disk, the user part is the driver's Python);
 ``threads``: the most OS threads seen in the driver (sampled every 1 ms for ours and the
 floor, threads only, at each poll for TorchX). Ours: one task per app
 (submit then wait) in one task group, one runner. TorchX: one thread, submit all, then
@@ -26,6 +29,7 @@ raises ``IndexError`` on the 101st unfinished app.
 
 from __future__ import annotations
 
+import resource
 import sys
 import time
 from pathlib import Path
@@ -48,12 +52,24 @@ from _harness import (
 )
 
 
-def _res(m: int, t0: float, cpu0: float) -> dict[str, float]:
-    """``seconds`` since ``t0`` (``perf_counter``) and ``cpu_ms_per_app`` since ``cpu0``
-    (``process_time``), for ``m`` apps."""
+def _clock() -> tuple[float, float, float]:
+    """Now: wall (``perf_counter``), and this process's user and system CPU seconds."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return time.perf_counter(), usage.ru_utime, usage.ru_stime
+
+
+def _res(m: int, start: tuple[float, float, float]) -> dict[str, float]:
+    """``seconds`` since ``start`` (a :func:`_clock`), and the CPU per app since then for
+    ``m`` apps: ``cpu_ms_per_app`` and its parts ``user_ms_per_app`` and
+    ``system_ms_per_app``."""
+    wall, user, system = _clock()
+    user_ms = (user - start[1]) * 1000.0 / m
+    system_ms = (system - start[2]) * 1000.0 / m
     return {
-        "seconds": time.perf_counter() - t0,
-        "cpu_ms_per_app": (time.process_time() - cpu0) * 1000.0 / m,
+        "seconds": wall - start[0],
+        "cpu_ms_per_app": user_ms + system_ms,
+        "user_ms_per_app": user_ms,
+        "system_ms_per_app": system_ms,
     }
 
 
@@ -76,14 +92,14 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
                 handle = await runner.run(ours_app(f"m{i}", "sleep", ["1"]), "local_cwd")
                 await runner.wait(handle)
 
-            t0, cpu0 = time.perf_counter(), time.process_time()
+            start = _clock()
             async with anyio.create_task_group() as outer:
                 outer.start_soon(sample_usage, peaks, False)  # threads only
                 async with anyio.create_task_group() as tg:
                     for i in range(int(p["m"])):
                         tg.start_soon(one, i)
                 outer.cancel_scope.cancel()
-            res = _res(int(p["m"]), t0, cpu0)
+            res = _res(int(p["m"]), start)
         return {**res, "threads": max(t for t, _ in peaks)}
 
     return anyio.run(main)
@@ -96,7 +112,7 @@ def floor(p: dict[str, Any]) -> dict[str, Any]:
     async def main() -> dict[str, Any]:
         peaks = [(threads_now(), 0)]
 
-        t0, cpu0 = time.perf_counter(), time.process_time()
+        start = _clock()
         async with anyio.create_task_group() as outer:
             outer.start_soon(sample_usage, peaks, False)  # threads only
             procs = [
@@ -107,7 +123,7 @@ def floor(p: dict[str, Any]) -> dict[str, Any]:
                 for proc in procs:
                     tg.start_soon(proc.wait)
             outer.cancel_scope.cancel()
-        res = _res(int(p["m"]), t0, cpu0)
+        res = _res(int(p["m"]), start)
         for proc in procs:
             await proc.aclose()
         return {**res, "threads": max(t for t, _ in peaks)}
@@ -124,7 +140,7 @@ def torchx(p: dict[str, Any]) -> dict[str, Any]:
 
     sched = tx_cwd_scheduler(cache_size=max(100, int(p["m"])))
     cfg = {"log_dir": tmpdir()}
-    t0, cpu0 = time.perf_counter(), time.process_time()
+    start = _clock()
     ids = [sched.submit(tx_app(f"m{i}", "sleep", ["1"]), cfg) for i in range(int(p["m"]))]
     peak = threads_now()
     pending = set(ids)
@@ -137,7 +153,7 @@ def torchx(p: dict[str, Any]) -> dict[str, Any]:
         peak = max(peak, threads_now())
         if pending:
             time.sleep(0.1)
-    res = _res(int(p["m"]), t0, cpu0)
+    res = _res(int(p["m"]), start)
     sched.close()
     return {**res, "threads": peak}
 
@@ -149,7 +165,7 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
         "4 M apps",
         Path(__file__),
         [{"m": m} for m in ms],
-        ["seconds", "cpu_ms_per_app", "threads"],
+        ["seconds", "cpu_ms_per_app", "user_ms_per_app", "system_ms_per_app", "threads"],
         trials,
         skip=default_skips(),
     )
