@@ -44,12 +44,14 @@ async def test_a_removed_temporary_log_dir_is_made_again_by_the_next_submit() ->
     async with create_cwd_scheduler("test") as scheduler:
         with anyio.fail_after(LIMIT):
             first = await scheduler.wait(await scheduler.submit(sh_app("echo first"), {}))
-            assert first is not None and first.ui_url is not None
+            assert first is not None
+            assert first.ui_url is not None
             first_dir = Path(first.ui_url.removeprefix("file://"))
             temporary = first_dir.parent.parent
             shutil.rmtree(temporary)
             second = await scheduler.wait(await scheduler.submit(sh_app("echo second"), {}))
-        assert second is not None and second.ui_url is not None
+        assert second is not None
+        assert second.ui_url is not None
         second_dir = Path(second.ui_url.removeprefix("file://"))
         assert second_dir.parent.parent == temporary
         assert second.state == AppState.SUCCEEDED
