@@ -147,10 +147,24 @@ def _t6(rows: Rows) -> list[tuple[str, str, bool | None]]:
     """Issue 6: faster than TorchX; issue 15: within 0.3x of it. TorchX's CLI waits with a
     1 s poll, so its time is ~0.3 s or ~1.2 s depending on whether the replica ended before
     its first poll: the slowest TorchX run is shown beside the median."""
-    o, t = _get(rows, "6", "seconds", "ours"), _get(rows, "6", "seconds", "torchx")
+    empty = "records=0" if "records=0" in _cases(rows, "6") else None
+    o, t = _get(rows, "6", "seconds", "ours", empty), _get(rows, "6", "seconds", "torchx", empty)
     if o is None or t is None:
         return [("faster than TorchX", "not run", None), ("within 0.3x of TorchX", "not run", None)]
     ratio = o["median"] / t["median"]
+    full = _get(rows, "6", "seconds", "ours", "records=1000")
+    kept = []
+    if full is not None:
+        # a state directory a regular user has must not slow every run (the records'
+        # pruning once read all of them at each process's first submit)
+        slower = full["median"] / o["median"]
+        kept = [
+            (
+                "1000 app records in the state directory: within 1.2x of none",
+                f"{full['median']:.3f} s = {slower:.2f}x",
+                slower <= 1.2,
+            )
+        ]
     return [
         (
             "faster than TorchX",
@@ -162,6 +176,7 @@ def _t6(rows: Rows) -> list[tuple[str, str, bool | None]]:
             f"{ratio:.2f}x (TorchX median {t['median']:.3f} s, max {t['max']:.3f} s)",
             ratio <= 0.3,
         ),
+        *kept,
     ]
 
 
