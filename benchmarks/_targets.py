@@ -88,6 +88,17 @@ def _t3(rows: Rows) -> list[tuple[str, str, bool | None]]:
                 ratio <= 1.2 and th["max"] <= 1,
             )
         )
+        following = _get(rows, "3", "seconds", "ours_next", case)
+        if following is not None:
+            # a service's steady state: the next app of the same N in the same runner
+            share = following["median"] / c["median"]
+            out.append(
+                (
+                    f"{case}: the next app in the same runner within 1.2x of the capturing floor",
+                    f"{following['median'] * 1000:.1f} ms = {share:.2f}x",
+                    share <= 1.2,
+                )
+            )
     per = {}
     for case in _cases(rows, "3"):
         row = _get(rows, "3", "ms_per_replica", "ours", case)
