@@ -21,7 +21,7 @@ import signal
 import socket
 import tempfile
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -123,6 +123,19 @@ def _required_parts(request: pytest.FixtureRequest) -> None:
 def docker_image() -> str:
     """The local busybox test image ``asynctorchx-test/busybox:latest`` (never pulled)."""
     return DOCKER_TEST_IMAGE
+
+
+@pytest.fixture
+async def docker_apps() -> AsyncIterator[list[str]]:
+    """``local_docker`` app ids a test started: deleted after it (containers and cancel
+    markers), whatever it asserted."""
+    from asynctorchx.schedulers.docker_scheduler import create_scheduler
+
+    started: list[str] = []
+    yield started
+    async with create_scheduler("cleanup") as sched:
+        for app_id in started:
+            await sched.delete(app_id)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -52,22 +51,12 @@ def sleeper(image: str, name: str = "sleeper", replicas: int = 2) -> AppDef:
     return AppDef(name, [Role("r", image, entrypoint="sleep", args=["600"], num_replicas=replicas)])
 
 
-@pytest.fixture
-async def apps() -> AsyncIterator[list[str]]:
-    """App ids to delete after the test (whatever it asserted)."""
-    started: list[str] = []
-    yield started
-    async with create_scheduler("cleanup") as sched:
-        for app_id in started:
-            await sched.delete(app_id)
-
-
 # --------------------------------------------------------------------------- item 9
 
 
 @pytest.mark.docker
 async def test_docker_rm_during_a_log_follow_ends_the_follow(
-    docker_image: str, apps: list[str]
+    docker_image: str, docker_apps: list[str]
 ) -> None:
     """`docker rm -f` at any moment of a follow ends it cleanly (issue 12, item 9).
 
@@ -79,7 +68,7 @@ async def test_docker_rm_during_a_log_follow_ends_the_follow(
         for attempt in range(8):
             app = AppDef("rmf", [Role("r", docker_image, entrypoint="sh", args=["-c", script])])
             app_id = await sched.submit(app, {})
-            apps.append(app_id)
+            docker_apps.append(app_id)
             name = container_name(app_id, "r", 0)
 
             async def remove(delay: float = attempt * 0.005, name: str = name) -> None:
@@ -99,14 +88,14 @@ async def test_docker_rm_during_a_log_follow_ends_the_follow(
 
 @pytest.mark.docker
 async def test_docker_rm_after_the_first_line_ends_the_follow(
-    docker_image: str, apps: list[str]
+    docker_image: str, docker_apps: list[str]
 ) -> None:
     app = AppDef(
         "rmf", [Role("r", docker_image, entrypoint="sh", args=["-c", "echo hi; sleep 600"])]
     )
     async with create_scheduler("t") as sched:
         app_id = await sched.submit(app, {})
-        apps.append(app_id)
+        docker_apps.append(app_id)
         lines = []
         with anyio.fail_after(LIMIT):
             async for line in sched.log_iter(app_id, "r", 0, should_tail=True):
@@ -121,7 +110,7 @@ async def test_docker_rm_after_the_first_line_ends_the_follow(
 
 @pytest.mark.docker
 async def test_runner_delete_leaves_nothing_of_the_app_on_the_engine(
-    docker_image: str, apps: list[str]
+    docker_image: str, docker_apps: list[str]
 ) -> None:
     """Runner.delete of a running, a cancelled and a finished app (issue 12 item 13)."""
     from asynctorchx.runner import get_runner
@@ -132,7 +121,7 @@ async def test_runner_delete_leaves_nothing_of_the_app_on_the_engine(
         cancelled = await runner.run(sleeper(docker_image, "cancelled"), "local_docker")
         done = AppDef("done", [Role("r", docker_image, entrypoint="true")])
         finished = await runner.run(done, "local_docker")
-        apps.extend(handle.rsplit("/", 1)[-1] for handle in (first, cancelled, finished))
+        docker_apps.extend(handle.rsplit("/", 1)[-1] for handle in (first, cancelled, finished))
         await runner.cancel(cancelled)
         with anyio.fail_after(LIMIT):
             assert (await runner.wait(cancelled)).state == AppState.CANCELLED  # type: ignore[union-attr]
@@ -152,14 +141,14 @@ async def test_runner_delete_leaves_nothing_of_the_app_on_the_engine(
 
 @pytest.mark.docker
 async def test_scheduler_delete_stops_a_running_app_gracefully_first(
-    docker_image: str, apps: list[str]
+    docker_image: str, docker_apps: list[str]
 ) -> None:
     """delete cancels a running app (the stop signal reaches it) before removing it."""
     script = "echo up; sleep 600"
     app = AppDef("graceful", [Role("r", docker_image, entrypoint="sh", args=["-c", script])])
     async with create_scheduler("t") as sched:
         app_id = await sched.submit(app, {})
-        apps.append(app_id)
+        docker_apps.append(app_id)
         with anyio.fail_after(LIMIT):
             async for line in sched.log_iter(app_id, "r", 0, should_tail=True):
                 assert line == "up\n"
@@ -230,11 +219,11 @@ async def _leave(how: str, image: str, cfg: dict[str, bool]) -> str:
 @pytest.mark.parametrize("how", ["normal", "exception", "close", "sigterm"])
 @pytest.mark.parametrize("cancel_on_close", [False, True])
 async def test_leaving_the_runner_detaches_or_cancels_as_the_run_option_says(
-    docker_image: str, apps: list[str], how: str, cancel_on_close: bool
+    docker_image: str, docker_apps: list[str], how: str, cancel_on_close: bool
 ) -> None:
     """Issue 12 item 8: detached by default (TorchX), cancelled with ``cancel_on_close``."""
     app_id = await _leave(how, docker_image, {"cancel_on_close": cancel_on_close})
-    apps.append(app_id)
+    docker_apps.append(app_id)
     assert len(containers(app_id)) == 2
     async with create_scheduler("other-process") as sched:
         described = await sched.describe(app_id)

@@ -17,7 +17,7 @@ import sys
 import tarfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -59,16 +59,6 @@ def _docker(*args: str) -> str:
 def _inspect(app_id: str) -> list[dict[str, object]]:
     ids = _docker("ps", "-a", "-q", "--filter", f"label=torchx.pytorch.org/app-id={app_id}").split()
     return json.loads(_docker("inspect", *ids)) if ids else []
-
-
-@pytest.fixture
-async def apps() -> AsyncIterator[list[str]]:
-    """App ids to delete (containers and cancel markers) after the test."""
-    started: list[str] = []
-    yield started
-    async with create_scheduler("cleanup") as sched:
-        for app_id in started:
-            await sched.delete(app_id)
 
 
 @pytest.fixture
@@ -262,7 +252,7 @@ def test_dockerignore_rules(tmp_path: Path) -> None:
 
 @pytest.mark.docker
 async def test_two_roles_several_replicas_succeed_with_right_logs(
-    docker_image: str, apps: list[str]
+    docker_image: str, docker_apps: list[str]
 ) -> None:
     app = AppDef(
         "two-roles",
@@ -275,7 +265,7 @@ async def test_two_roles_several_replicas_succeed_with_right_logs(
     )  # fmt: skip
     async with create_scheduler("t") as sched:
         app_id = await sched.submit(app, {})
-        apps.append(app_id)
+        docker_apps.append(app_id)
         done = await sched.wait(app_id, timeout=LIMIT)
         assert done is not None
         assert done.state == AppState.SUCCEEDED
@@ -302,12 +292,12 @@ async def test_two_roles_several_replicas_succeed_with_right_logs(
 
 @pytest.mark.docker
 async def test_failing_replica_is_failed_with_its_exit_code(
-    docker_image: str, apps: list[str]
+    docker_image: str, docker_apps: list[str]
 ) -> None:
     app = AppDef("fails", [sh("r", docker_image, "exit $((${replica_id} * 7))", num_replicas=2)])
     async with create_scheduler("t") as sched:
         app_id = await sched.submit(app, {})
-        apps.append(app_id)
+        docker_apps.append(app_id)
         done = await sched.wait(app_id, timeout=LIMIT)
         assert done is not None
         assert done.state == AppState.FAILED
@@ -322,7 +312,7 @@ async def test_failing_replica_is_failed_with_its_exit_code(
 
 @pytest.mark.docker
 async def test_retries_restart_count_and_wait_returns_at_the_end(
-    docker_image: str, apps: list[str], tmp_path: Path
+    docker_image: str, docker_apps: list[str], tmp_path: Path
 ) -> None:
     # `flaky` fails on its first run only (a counter on a bind mount); `doomed` always fails.
     flaky = sh(
@@ -336,9 +326,9 @@ async def test_retries_restart_count_and_wait_returns_at_the_end(
     doomed = sh("doomed", docker_image, "echo try; exit 4", max_retries=2)
     async with create_scheduler("t") as sched:
         ok_id = await sched.submit(AppDef("flaky", [flaky]), {})
-        apps.append(ok_id)
+        docker_apps.append(ok_id)
         bad_id = await sched.submit(AppDef("doomed", [doomed]), {})
-        apps.append(bad_id)
+        docker_apps.append(bad_id)
         ok = await sched.wait(ok_id, timeout=LIMIT)
         bad = await sched.wait(bad_id, timeout=LIMIT)
         assert ok is not None
@@ -353,13 +343,13 @@ async def test_retries_restart_count_and_wait_returns_at_the_end(
 
 @pytest.mark.docker
 async def test_cancel_is_fast_cancelled_and_stops_every_container(
-    docker_image: str, apps: list[str]
+    docker_image: str, docker_apps: list[str]
 ) -> None:
     app = AppDef("cancel-me", [Role("r", docker_image, entrypoint="sleep", args=["600"],
                                     num_replicas=3)])  # fmt: skip
     async with create_scheduler("t") as sched:
         app_id = await sched.submit(app, {})
-        apps.append(app_id)
+        docker_apps.append(app_id)
         started = time.monotonic()
         await sched.cancel(app_id)
         elapsed = time.monotonic() - started
@@ -376,7 +366,7 @@ async def test_cancel_is_fast_cancelled_and_stops_every_container(
         # a stop_timeout of 0 kills a program that ignores the stop signal
         stubborn = AppDef("stubborn", [sh("r", docker_image, "trap '' TERM; sleep 600 & wait")])
         stubborn_id = await sched.submit(stubborn, {"init": False})
-        apps.append(stubborn_id)
+        docker_apps.append(stubborn_id)
         await sched.cancel(stubborn_id, stop_timeout=0)
         after = await sched.describe(stubborn_id)
         assert after is not None
@@ -385,7 +375,7 @@ async def test_cancel_is_fast_cancelled_and_stops_every_container(
         polite = AppDef("polite", [sh("r", docker_image, "trap 'exit 0' TERM; sleep 600 & wait",
                                       num_replicas=2)])  # fmt: skip
         polite_id = await sched.submit(polite, {"init": False})
-        apps.append(polite_id)
+        docker_apps.append(polite_id)
         await sched.cancel(polite_id)
         ended = await sched.wait(polite_id, timeout=LIMIT)
         assert ended is not None
@@ -397,7 +387,7 @@ async def test_cancel_is_fast_cancelled_and_stops_every_container(
 
 @pytest.mark.docker
 async def test_replicas_reach_rank0_by_hostname(
-    docker_image: str, apps: list[str], network: str
+    docker_image: str, docker_apps: list[str], network: str
 ) -> None:
     server = (
         'if [ "${replica_id}" = 0 ]; then nc -l -p 29500; else'
@@ -407,7 +397,7 @@ async def test_replicas_reach_rank0_by_hostname(
     app = AppDef("rdzv", [sh("node", docker_image, server, num_replicas=2)])
     async with create_scheduler("t") as sched:
         app_id = await sched.submit(app, {"network": network})
-        apps.append(app_id)
+        docker_apps.append(app_id)
         done = await sched.wait(app_id, timeout=LIMIT)
         logs = [
             [x async for x in sched.log_iter(app_id, "node", 0)],
@@ -422,7 +412,7 @@ async def test_replicas_reach_rank0_by_hostname(
 
 @pytest.mark.docker
 async def test_mounts_and_env_are_visible_inside(
-    docker_image: str, apps: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    docker_image: str, docker_apps: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "in.txt").write_text("from-host\n")
     volume = f"asynctorchx-test-{uuid.uuid4().hex[:8]}"
@@ -441,7 +431,7 @@ async def test_mounts_and_env_are_visible_inside(
     try:
         async with create_scheduler("t") as sched:
             app_id = await sched.submit(AppDef("mounts", [role]), cfg)
-            apps.append(app_id)
+            docker_apps.append(app_id)
             done = await sched.wait(app_id, timeout=LIMIT)
             assert done is not None
             assert done.state == AppState.SUCCEEDED
@@ -454,12 +444,12 @@ async def test_mounts_and_env_are_visible_inside(
 
 @pytest.mark.docker
 async def test_a_second_instance_describes_lists_and_tails(
-    docker_image: str, apps: list[str]
+    docker_image: str, docker_apps: list[str]
 ) -> None:
     app = AppDef("shared", [sh("r", docker_image, "echo one; sleep 0.3; echo two", num_replicas=2)])
     async with create_scheduler("first") as first:
         app_id = await first.submit(app, {})
-        apps.append(app_id)
+        docker_apps.append(app_id)
     # the app outlives the scheduler that started it
     async with create_scheduler("second") as second:
         tailed = [x async for x in second.log_iter(app_id, "r", 1, should_tail=True)]
@@ -477,7 +467,7 @@ async def test_a_second_instance_describes_lists_and_tails(
 
 @pytest.mark.docker
 async def test_list_agrees_with_wait_and_describe_right_after_the_end(
-    docker_image: str, apps: list[str]
+    docker_image: str, docker_apps: list[str]
 ) -> None:
     # wait returns at the die event; the engine's container listing still says
     # "running" for a moment then, and list must not contradict wait or describe.
@@ -486,7 +476,7 @@ async def test_list_agrees_with_wait_and_describe_right_after_the_end(
     async with create_scheduler("t") as sched:
         for _ in range(3):
             app_id = await sched.submit(AppDef("ends", [sh("r", docker_image, "sleep 0.5")]), {})
-            apps.append(app_id)
+            docker_apps.append(app_id)
             done = await sched.wait(app_id, timeout=LIMIT)
             listed = {a.app_id: a.state for a in await sched.list()}
             assert done is not None
@@ -496,7 +486,7 @@ async def test_list_agrees_with_wait_and_describe_right_after_the_end(
 
 @pytest.mark.docker
 async def test_log_iter_since_until_and_tail_across_restarts(
-    docker_image: str, apps: list[str], tmp_path: Path
+    docker_image: str, docker_apps: list[str], tmp_path: Path
 ) -> None:
     role = sh(
         "r",
@@ -507,7 +497,7 @@ async def test_log_iter_since_until_and_tail_across_restarts(
     )
     async with create_scheduler("t") as sched:
         app_id = await sched.submit(AppDef("tail", [role]), {})
-        apps.append(app_id)
+        docker_apps.append(app_id)
         tailed = [x async for x in sched.log_iter(app_id, "r", 0, should_tail=True)]
         assert tailed == ["run-0\n", "run-1\n", "run-2\n"]
         done = await sched.wait(app_id, timeout=LIMIT)
@@ -523,7 +513,7 @@ async def test_log_iter_since_until_and_tail_across_restarts(
 @pytest.mark.docker
 @pytest.mark.parametrize("should_tail", [False, True])
 async def test_log_iter_returns_lines_over_16_kib_whole(
-    docker_image: str, apps: list[str], tmp_path: Path, should_tail: bool
+    docker_image: str, docker_apps: list[str], tmp_path: Path, should_tail: bool
 ) -> None:
     # The engine splits a line over 16 KiB into several frames with the same timestamp;
     # `docker logs` has every byte, and so must log_iter. The replica writes the long
@@ -539,7 +529,7 @@ async def test_log_iter_returns_lines_over_16_kib_whole(
         if not should_tail:
             (tmp_path / "go").touch()
         app_id = await sched.submit(AppDef("long-lines", [role]), {})
-        apps.append(app_id)
+        docker_apps.append(app_id)
         if not should_tail:
             done = await sched.wait(app_id, timeout=LIMIT)
             assert done is not None
@@ -560,7 +550,7 @@ async def test_log_iter_returns_lines_over_16_kib_whole(
 
 @pytest.mark.docker
 async def test_workspace_build_and_build_error(
-    docker_image: str, apps: list[str], tmp_path: Path
+    docker_image: str, docker_apps: list[str], tmp_path: Path
 ) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -570,7 +560,7 @@ async def test_workspace_build_and_build_error(
     role = sh("r", docker_image, "cat hello.txt; ls skip.log 2>/dev/null || echo no-log")
     async with create_scheduler("t") as sched:
         app_id = await sched.submit(AppDef("ws", [role]), {}, workspace=str(ws))
-        apps.append(app_id)
+        docker_apps.append(app_id)
         assert role.image.startswith("sha256:")
         done = await sched.wait(app_id, timeout=LIMIT)
         assert done is not None
@@ -590,10 +580,10 @@ async def test_workspace_build_and_build_error(
 
 
 @pytest.mark.docker
-async def test_labels_match_torchx(docker_image: str, apps: list[str]) -> None:
+async def test_labels_match_torchx(docker_image: str, docker_apps: list[str]) -> None:
     async with create_scheduler("t") as sched:
         app_id = await sched.submit(AppDef("labels", [sh("worker", docker_image, "true")]), {})
-        apps.append(app_id)
+        docker_apps.append(app_id)
         await sched.wait(app_id, timeout=LIMIT)
     (info,) = _inspect(app_id)
     labels = info["Config"]["Labels"]  # type: ignore[index]
@@ -719,7 +709,7 @@ def _tasks_but_the_proxys() -> set[asyncio.Task[object]]:
 
 @pytest.mark.docker
 async def test_cancelling_wait_closes_the_events_stream(
-    docker_image: str, apps: list[str], tmp_path: Path
+    docker_image: str, docker_apps: list[str], tmp_path: Path
 ) -> None:
     proxy = _EngineProxy(tmp_path / "engine.sock")
     async with anyio.create_task_group() as tg:
@@ -728,7 +718,7 @@ async def test_cancelling_wait_closes_the_events_stream(
             app_id = await sched.submit(
                 AppDef("waited", [Role("r", docker_image, entrypoint="sleep", args=["600"])]), {}
             )
-            apps.append(app_id)
+            docker_apps.append(app_id)
             tasks_before = _tasks_but_the_proxys()
             async with anyio.create_task_group() as waiting:
                 waiting.start_soon(sched.wait, app_id)
@@ -747,7 +737,7 @@ async def test_cancelling_wait_closes_the_events_stream(
 
 @pytest.mark.docker
 async def test_wait_returns_when_a_restart_fails_without_an_event(
-    docker_image: str, apps: list[str], tmp_path: Path
+    docker_image: str, docker_apps: list[str], tmp_path: Path
 ) -> None:
     # The replica exits 1 once its bind source is removed; the engine then fails to start
     # it again and marks it exited without logging any event.
@@ -762,7 +752,7 @@ async def test_wait_returns_when_a_restart_fails_without_an_event(
     )
     async with create_scheduler("t") as sched:
         app_id = await sched.submit(AppDef("lost-source", [role]), {})
-        apps.append(app_id)
+        docker_apps.append(app_id)
         async with anyio.create_task_group() as tg:
             results: list[object] = []
 
@@ -781,13 +771,13 @@ async def test_wait_returns_when_a_restart_fails_without_an_event(
 
 @pytest.mark.docker
 async def test_wait_for_state_change_and_cancel_while_restarting(
-    docker_image: str, apps: list[str]
+    docker_image: str, docker_apps: list[str]
 ) -> None:
     async with create_scheduler("t") as sched:
         app_id = await sched.submit(
             AppDef("watched", [Role("r", docker_image, entrypoint="sleep", args=["600"])]), {}
         )
-        apps.append(app_id)
+        docker_apps.append(app_id)
         running = await sched.describe(app_id)
         assert running is not None
         assert running.state == AppState.RUNNING
@@ -808,7 +798,7 @@ async def test_wait_for_state_change_and_cancel_while_restarting(
         # always failing: the engine keeps restarting it (with its back-off) until cancelled
         flapping = await sched.submit(AppDef("flapping", [sh("r", docker_image, "exit 3",
                                                               max_retries=1000)]), {})  # fmt: skip
-        apps.append(flapping)
+        docker_apps.append(flapping)
         await sched.cancel(flapping)
         done = await sched.wait(flapping, timeout=LIMIT)
         assert done is not None

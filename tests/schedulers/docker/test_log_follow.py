@@ -7,8 +7,6 @@ the frames it consumed already): either way every line comes once, in order.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import anyio
 import pytest
 
@@ -18,26 +16,16 @@ from asynctorchx.specs.api import AppDef, AppState, Role
 LIMIT = 120.0  # seconds: a safety bound on awaits, never a timing guess
 
 
-@pytest.fixture
-async def apps() -> AsyncIterator[list[str]]:
-    """App ids to delete after the test."""
-    started: list[str] = []
-    yield started
-    async with create_scheduler("cleanup") as sched:
-        for app_id in started:
-            await sched.delete(app_id)
-
-
 @pytest.mark.docker
 @pytest.mark.parametrize("count", [20_000, 300_000])  # a few frames / a burst it forgets
 async def test_a_follow_of_a_log_written_without_pause_yields_every_line_once_in_order(
-    docker_image: str, apps: list[str], count: int
+    docker_image: str, docker_apps: list[str], count: int
 ) -> None:
     script = f'i=0; while [ $i -lt {count} ]; do echo "line $i"; i=$((i + 1)); done'
     role = Role(name="r", image=docker_image, entrypoint="sh", args=["-c", script])
     async with create_scheduler("t") as sched:
         app_id = await sched.submit(AppDef("flowing", [role]), {})
-        apps.append(app_id)
+        docker_apps.append(app_id)
         with anyio.fail_after(LIMIT):
             followed = [line async for line in sched.log_iter(app_id, "r", 0, should_tail=True)]
             done = await sched.wait(app_id)
