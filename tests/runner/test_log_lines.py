@@ -12,7 +12,7 @@ from asynctorchx.runner import Runner
 from asynctorchx.specs.api import AppDef, Role, parse_app_handle
 from tests.isolation import isolate_from_user_config
 from tests.runner.fake_scheduler import create_fake
-from tests.schedulers.sync_scheduler import PortedScheduler
+from tests.schedulers.sync_scheduler import Made, PortedScheduler
 
 LIMIT = 30  # seconds: a safety bound, never a timing guess
 
@@ -51,28 +51,18 @@ async def test_an_awaited_log_is_the_same_iterator_opened() -> None:
 
 
 async def test_closing_an_unopened_log_never_opens_it() -> None:
-    made: list[PortedScheduler] = []
-
-    def factory(session_name: str, **kwargs: object) -> PortedScheduler:
-        made.append(PortedScheduler(session_name))
-        return made[-1]
-
+    factory = Made(PortedScheduler)
     async with Runner("s", {"p": factory}, handle_signals=False, trackers={}) as runner:
         handle = await runner.run(_app(), "p")
         lines = runner.log_lines(handle, "r")
         await lines.aclose()
         assert [line async for line in lines] == []
-        assert made[0].described == 0  # no status was asked
-        assert made[0].followers == []
+        assert factory.one.described == 0  # no status was asked
+        assert factory.one.followers == []
 
 
 async def test_two_tasks_cannot_step_one_log_at_once() -> None:
-    made: list[PortedScheduler] = []
-
-    def factory(session_name: str, **kwargs: object) -> PortedScheduler:
-        made.append(PortedScheduler(session_name))
-        return made[-1]
-
+    factory = Made(PortedScheduler)
     async with Runner("s", {"p": factory}, handle_signals=False, trackers={}) as runner:
         handle = await runner.run(_app(), "p")
         lines = await runner.log_lines(handle, "r", should_tail=True)
@@ -82,5 +72,5 @@ async def test_two_tasks_cannot_step_one_log_at_once() -> None:
                 await anyio.wait_all_tasks_blocked()
                 with pytest.raises(RuntimeError, match="already being read"):
                     await lines.__anext__()
-                made[0].write(parse_app_handle(handle).app_id, "line\n")
+                factory.one.write(parse_app_handle(handle).app_id, "line\n")
         await lines.aclose()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any
 from unittest.mock import MagicMock
 
 import anyio
@@ -23,7 +22,7 @@ from asynctorchx.schedulers import SyncSchedulerAdapter
 from asynctorchx.schedulers.api import DescribeAppResponse, Stream
 from asynctorchx.specs.api import AppDef, AppState, Role, parse_app_handle
 from tests.isolation import isolate_from_user_config
-from tests.schedulers.sync_scheduler import PortedScheduler, TorchXShapedScheduler
+from tests.schedulers.sync_scheduler import Made, PortedScheduler, TorchXShapedScheduler
 
 LIMIT = 30  # seconds: a safety bound, never a timing guess
 
@@ -39,23 +38,6 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _app(name: str = "sleepy") -> AppDef:
     return AppDef(name=name, roles=[Role(name="r", image=".", entrypoint="true")])
-
-
-class Made:
-    """A factory that keeps what it made (the Runner wraps it in an adapter)."""
-
-    def __init__(self, cls: type[Any]) -> None:
-        self.cls = cls
-        self.made: list[Any] = []
-
-    def __call__(self, session_name: str, **kwargs: Any) -> Any:
-        self.made.append(self.cls(session_name, **kwargs))
-        return self.made[-1]
-
-    @property
-    def one(self) -> Any:
-        (sched,) = self.made
-        return sched
 
 
 def _runner(factory: Made, name: str = "ported") -> Runner:

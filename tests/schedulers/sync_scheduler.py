@@ -193,3 +193,20 @@ class TorchXShapedScheduler:
 
     def close(self) -> None:
         self.closes += 1
+
+
+class Made:
+    """A factory that keeps what it made (the Runner wraps it in an adapter)."""
+
+    def __init__(self, cls: type[Any]) -> None:
+        self.cls = cls
+        self.made: list[Any] = []
+
+    def __call__(self, session_name: str, **kwargs: Any) -> Any:
+        self.made.append(self.cls(session_name, **kwargs))
+        return self.made[-1]
+
+    @property
+    def one(self) -> Any:
+        (sched,) = self.made
+        return sched
