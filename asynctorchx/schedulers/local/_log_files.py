@@ -354,17 +354,10 @@ def prepare_log_dirs(
                 _check_existing_file(log_path + ".idx")
 
 
-def missing_directories(path: str, known: Container[str] = ()) -> list[str]:
-    """``path`` and those of its parents that do not exist yet, parents first.
-
-    Args:
-        path: a directory path.
-        known: paths already known not to exist: the walk up stops at the first of
-            them, which is left out with its parents (the replica directories of one
-            role share every parent: one ``lstat`` each instead of one per level).
-    """
+def _missing_directories(path: str) -> list[str]:
+    """``path`` and those of its parents that do not exist yet, parents first."""
     missing: list[str] = []
-    while path not in known and not os.path.lexists(path):
+    while not os.path.lexists(path):
         missing.append(path)
         parent = os.path.dirname(path)
         if parent == path:
@@ -377,7 +370,7 @@ def missing_directories(path: str, known: Container[str] = ()) -> list[str]:
 def _make_root(root: str, created: list[str]) -> None:
     """Create ``root`` and its missing parents (0700, each appended to ``created``), then
     check it."""
-    missing = missing_directories(root)
+    missing = _missing_directories(root)
     for directory in missing:
         with contextlib.suppress(FileExistsError):
             os.mkdir(directory, DIRECTORY_MODE)
