@@ -26,6 +26,18 @@ def sleeper() -> contextlib.AbstractAsyncContextManager[anyio.abc.Process]:
     return killed_on_exit(["sleep", "600"], start_new_session=True)
 
 
+async def read_until_ready(host: anyio.abc.Process) -> bytes:
+    """What ``host`` printed up to and including its ``ready`` line."""
+    assert host.stdout is not None
+    output = b""
+    with anyio.fail_after(LIMIT):
+        async for chunk in host.stdout:
+            output += chunk
+            if output.endswith(b"ready\n"):
+                break
+    return output
+
+
 async def test_the_watchdog_kills_the_groups_left_at_end_of_file() -> None:
     async with sleeper() as tied, sleeper() as untied:
         watchdog = await anyio.open_process(
@@ -81,13 +93,7 @@ async def test_the_replicas_of_a_sigkilled_host_end(case: str) -> None:
         stderr=subprocess.DEVNULL,
     )
     async with host:
-        assert host.stdout is not None
-        output = b""
-        with anyio.fail_after(LIMIT):
-            async for chunk in host.stdout:
-                output += chunk
-                if output.endswith(b"ready\n"):
-                    break
+        output = await read_until_ready(host)
         pids = [int(line.split()[1]) for line in output.decode().splitlines()[:-1]]
         assert len(pids) == (1 if case == "fork" else 2)
         host.kill()
@@ -135,13 +141,7 @@ async def test_a_burst_of_starts_is_tied_whole() -> None:
         [sys.executable, "-c", BURST_HOST], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     async with host:
-        assert host.stdout is not None
-        output = b""
-        with anyio.fail_after(LIMIT):
-            async for chunk in host.stdout:
-                output += chunk
-                if output.endswith(b"ready\n"):
-                    break
+        output = await read_until_ready(host)
         lines = output.decode().splitlines()
         pid = int(lines[0].split()[1])
         host.kill()
