@@ -48,7 +48,7 @@ async def test_ddp_example_trains_across_two_slurm_nodes(
     with anyio.fail_after(LIMIT):
         done = await anyio.run_process(argv, cwd=tmp_path, env=env, check=False)
     output = done.stdout.decode() + done.stderr.decode()
-    assert done.returncode == 0, output
+    assert done.returncode == 0, output + _replica_errors(job_dir)
     assert "SUCCEEDED" in output
     (job_id,) = re.findall(r"slurm://torchx/(\d+)", done.stdout.decode())[:1]
     out = [(job_dir / f"slurm-{job_id}-ddp_train-{k}.out").read_text() for k in (0, 1)]
@@ -70,3 +70,13 @@ async def test_ddp_example_trains_across_two_slurm_nodes(
 
     saved = torch.load(checkpoint)
     assert (saved["world_size"], saved["step"]) == (2, STEPS)
+
+
+def _replica_errors(job_dir: Path) -> str:
+    """The last lines of each replica's stderr in ``job_dir``, to say why a job failed (the
+    directory goes with the test's ``tmp_path``)."""
+    tails = [
+        f"\n--- {path.name}:\n" + "\n".join(path.read_text(errors="replace").splitlines()[-15:])
+        for path in sorted(job_dir.glob("slurm-*.err"))
+    ]
+    return "".join(tails)
