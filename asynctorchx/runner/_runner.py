@@ -367,10 +367,7 @@ class Runner(SubmitMethods):
         """
         with api_event("list", scheduler, cfg=cfg):
             sched = await self._host.get(scheduler)
-            if cfg is not None and sched._list_accepts_cfg():
-                apps = await sched.list(cfg=cfg)
-            else:
-                apps = await sched.list()
+            apps = await (sched.list() if cfg is None else sched.list(cfg=cfg))
         for app in apps:
             app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
             submitted = self._apps.get(app.app_handle)

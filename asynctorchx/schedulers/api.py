@@ -161,7 +161,7 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         validate_app(app)
         self._check_retry_policies(app)
-        call_validate(self._validate, app, self.backend, resolved)
+        self._validate(app, self.backend, resolved)
         dryrun_info = self._submit_dryrun(app, resolved)
         for role in app.roles:
             dryrun_info = role.pre_proc(self.backend, dryrun_info)
@@ -229,7 +229,7 @@ class Scheduler(abc.ABC, Generic[T]):
                 has such an option (TorchX's ``list(cfg)`` after 0.7.0: the Kubernetes
                 ``namespace``); the others list every app they know. A third-party
                 backend written against TorchX 0.7.0 may omit the parameter (see
-                :meth:`_list_accepts_cfg`).
+                the adapter in ``SyncSchedulerAdapter``).
         """
 
     async def describe_native(self, app_id: str) -> Any | None:
@@ -247,16 +247,6 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         del app_id  # no raw description in the default
         return None
-
-    def _list_accepts_cfg(self) -> bool:
-        """Return True when this scheduler's :meth:`list` takes run options (``cfg``).
-
-        TorchX's ``Scheduler.list(cfg)`` (after 0.7.0) lets a backend list with run
-        options (a namespace, a partition); a backend whose ``list`` has a ``cfg``
-        parameter receives them from ``Runner.list(scheduler, cfg)``, the others list
-        every app they know and the options are not used.
-        """
-        return "cfg" in inspect.signature(self.list).parameters
 
     async def exists(self, app_id: str) -> bool:
         """Return True if the app was submitted and is still known."""
@@ -448,51 +438,6 @@ class Scheduler(abc.ABC, Generic[T]):
         """Check the app can run on this scheduler; the default accepts every app."""
 
 
-def call_validate(
-    validate: Callable[..., None], app: AppDef, backend: str, resolved: Mapping[str, CfgVal]
-) -> None:
-    """Call a scheduler's ``_validate`` with the arguments its signature takes.
-
-    TorchX 0.7.0's ``Scheduler._validate(app, scheduler)`` takes two arguments; TorchX's
-    newer API (and ours) adds the resolved run options, ``_validate(app, scheduler,
-    cfg)``. A scheduler ported from either works unchanged.
-
-    Args:
-        validate: the bound ``_validate`` method.
-        app: the app being dry-run.
-        backend: the scheduler's registered name.
-        resolved: the resolved run options.
-
-    Raises:
-        Exception: whatever ``validate`` raises, unchanged.
-    """
-    if _takes_run_options(validate):
-        validate(app, backend, resolved)
-    else:
-        validate(app, backend)
-
-
-def _takes_run_options(validate: Callable[..., None]) -> bool:
-    """Whether ``validate`` (bound or not) takes the run options as its third argument."""
-    function = getattr(validate, "__func__", None) or validate
-    return _takes_three(function, hasattr(validate, "__self__"))
-
-
-@functools.cache
-def _takes_three(function: Callable[..., None], bound: bool) -> bool:
-    """Whether ``function`` accepts three positional arguments after ``self`` if bound."""
-    try:
-        parameters = list(inspect.signature(function).parameters.values())
-    except (TypeError, ValueError):  # no signature (a C function, a mock): pass them all
-        return True
-    if bound:
-        parameters = parameters[1:]
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
-        return True
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sum(p.kind in positional for p in parameters) >= 3
-
-
 class SchedulerFactory(Protocol):
     """What the registry maps a scheduler name to (TorchX's ``SchedulerFactory``).
 
@@ -511,6 +456,5 @@ __all__ = [
     "Scheduler",
     "SchedulerFactory",
     "Stream",
-    "call_validate",
     "validate_app_id",
 ]

@@ -52,7 +52,7 @@ class FakeScheduler(Scheduler[AppDef]):
             return None
         return DescribeAppResponse(app_id=app_id, state=AppState.SUCCEEDED)
 
-    async def list(self) -> list[ListAppResponse]:
+    async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         return [ListAppResponse(app_id=a, state=AppState.SUCCEEDED) for a in self.apps]
 
     async def _cancel_existing(self, app_id: str) -> None:

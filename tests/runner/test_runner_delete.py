@@ -37,7 +37,7 @@ class Recording(Scheduler[AppDef]):
         state = self.states.get(app_id)
         return None if state is None else DescribeAppResponse(app_id=app_id, state=state)
 
-    async def list(self) -> list[ListAppResponse]:
+    async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         return [ListAppResponse(app_id=a, state=s) for a, s in self.states.items()]
 
     async def _cancel_existing(self, app_id: str) -> None:

@@ -15,6 +15,7 @@ from asynctorchx.runner import Runner
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, Role, Workspace
 from tests.runner.fake_scheduler import FakeScheduler, create_class_opts, create_fake
+from tests.schedulers.sync_scheduler import TorchXShapedScheduler
 
 LIMIT = 30  # seconds: a safety bound, never a timing guess
 
@@ -96,11 +97,12 @@ async def test_list_passes_cfg_to_a_scheduler_that_takes_it() -> None:
     assert sched.list_cfgs == [None, {"label": "beta"}]
 
 
-async def test_list_with_cfg_on_a_scheduler_without_it_lists_every_app() -> None:
-    async with _runner() as runner:
+async def test_list_with_cfg_on_a_torchx_070_scheduler_without_it_lists_every_app() -> None:
+    runner = Runner("torchx", {"shaped": TorchXShapedScheduler}, handle_signals=False)  # type: ignore[dict-item]
+    async with runner:
         with anyio.fail_after(LIMIT):
-            await runner.run(_app(), "fake")
-            apps = await runner.list("fake", {"label": "x"})
+            await runner.run(_app(), "shaped")
+            apps = await runner.list("shaped", {"label": "x"})
     assert [a.app_id for a in apps] == ["fake-0"]
 
 

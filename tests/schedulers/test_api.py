@@ -40,7 +40,7 @@ class FakeEventlessScheduler(Scheduler[str]):
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[str]:
         return AppDryRunInfo("request", str)
 
-    async def list(self) -> list[ListAppResponse]:
+    async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         return []
 
     async def _cancel_existing(self, app_id: str) -> None:
@@ -146,14 +146,6 @@ def test_a_retry_policy_the_backend_cannot_honour_is_refused_at_dry_run(
     assert scheduler.submit_dryrun(AppDef("app", [role]), cfg).request is not None
 
 
-class TorchX07Validate(FakeEventlessScheduler):
-    """A scheduler ported from TorchX 0.7.0: ``_validate(app, scheduler)``, two arguments."""
-
-    def _validate(self, app: AppDef, scheduler: str) -> None:  # type: ignore[override]
-        if app.name == "refused":
-            raise ValueError(f"{scheduler} refuses {app.name}")
-
-
 class NewerValidate(FakeEventlessScheduler):
     """TorchX's newer form, ours too: ``_validate(app, scheduler, cfg)``."""
 
@@ -163,14 +155,10 @@ class NewerValidate(FakeEventlessScheduler):
             raise ValueError(f"{scheduler} refuses {app.name}")
 
 
-@pytest.mark.parametrize("scheduler_class", [TorchX07Validate, NewerValidate])
-def test_validate_is_called_with_the_arguments_its_signature_takes(
-    scheduler_class: type[FakeEventlessScheduler],
-) -> None:
-    scheduler = scheduler_class([RUN])
+def test_validate_is_called_with_the_app_the_backend_and_the_resolved_options() -> None:
+    scheduler = NewerValidate([RUN])
     role = Role(name="worker", image="img", entrypoint="echo")
     assert scheduler.submit_dryrun(AppDef(name="ok", roles=[role]), {}).request == "request"
     with pytest.raises(ValueError, match="fake_eventless refuses refused"):
         scheduler.submit_dryrun(AppDef(name="refused", roles=[role]), {})
-    if isinstance(scheduler, NewerValidate):
-        assert scheduler.seen_cfg == {}
+    assert scheduler.seen_cfg == {}

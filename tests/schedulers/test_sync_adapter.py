@@ -140,3 +140,18 @@ async def test_the_dry_run_of_a_ported_scheduler_is_its_own() -> None:
     assert dryrun.request == info.request
     with pytest.raises(InvalidRunConfigException, match="labl"):
         adapter.submit_dryrun(info.request, {"labl": "x"})
+
+
+class TorchX07Validate(PortedScheduler):
+    """Ported from TorchX 0.7.0: ``_validate(app, scheduler)``, two arguments."""
+
+    def _validate(self, app: AppDef, scheduler: str) -> None:  # type: ignore[override]
+        if app.name == "refused":
+            raise ValueError(f"{scheduler} refuses {app.name}")
+
+
+def test_a_torchx_070_validate_of_two_arguments_is_called_with_two() -> None:
+    adapter = SyncSchedulerAdapter(TorchX07Validate("s"))
+    assert adapter.submit_dryrun(_info("ok").request, {}).request.name == "ok"
+    with pytest.raises(ValueError, match="ported refuses refused"):
+        adapter.submit_dryrun(_info("refused").request, {})
