@@ -22,7 +22,6 @@ from asynctorchx.runner.tracker import (
     tracker_config_env_var_name,
 )
 from asynctorchx.specs.api import (
-    MISSING,
     AppDef,
     AppDryRunInfo,
     AppHandle,
@@ -304,11 +303,7 @@ class SubmitMethods:
         workspace: Workspace | str | None,
         parent_run_id: str | None,
     ) -> AppDryRunInfo[Any]:
-        """:meth:`dryrun` without its usage event."""
-        if not app.roles:
-            raise ValueError(
-                f"No roles for app: {app.name}. Did you forget to add roles to AppDef?"
-            )
+        """:meth:`dryrun` without its usage event (the scheduler validates the app)."""
         if ENV_TORCHX_PARENT_RUN_ID in os.environ:
             parent_run_id = os.environ[ENV_TORCHX_PARENT_RUN_ID]
             logger.info("using %s=%s as the parent run id", ENV_TORCHX_PARENT_RUN_ID, parent_run_id)
@@ -319,16 +314,6 @@ class SubmitMethods:
 
             trackers = runner_api.get_configured_trackers()
         for role in app.roles:
-            if not role.entrypoint or role.entrypoint == MISSING:
-                raise ValueError(
-                    f"No entrypoint for role: {role.name}."
-                    " Did you forget to call role.runs(entrypoint, args, env)?"
-                )
-            if role.num_replicas <= 0:
-                raise ValueError(
-                    f"Non-positive replicas for role: {role.name}."
-                    " Did you forget to set role.num_replicas?"
-                )
             role.env[ENV_TORCHX_JOB_ID] = make_app_handle(scheduler, self._name, macros.app_id)
             if parent_run_id:
                 role.env[ENV_TORCHX_PARENT_RUN_ID] = parent_run_id

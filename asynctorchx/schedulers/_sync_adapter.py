@@ -44,6 +44,7 @@ import anyio
 from asynctorchx.errors import SchedulerClosedError
 from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse, Stream
 from asynctorchx.schedulers.api import Scheduler
+from asynctorchx.schedulers.toolkit import validate_app
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, Role, runopts
 
 #: The methods of TorchX's interface that do I/O (``torchx.schedulers.api.Scheduler``
@@ -245,7 +246,8 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         """Dry-run ``app`` as the wrapped scheduler's interface asks.
 
         A ported subclass of ours is validated and dry-run by our base class's steps
-        (its ``_validate`` and ``_submit_dryrun``); any other as
+        (its ``_validate`` and ``_submit_dryrun``); any other is checked by
+        :func:`~asynctorchx.schedulers.toolkit.validate_app`, then asked as
         ``torchx.runner.api.Runner.dryrun`` asks it: ``_validate``, then its own
         ``submit_dryrun(app, resolved)``.
 
@@ -255,6 +257,7 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         """
         if isinstance(self.scheduler, Scheduler):
             return super().dryrun_resolved(app, resolved)
+        validate_app(app)
         self._validate(app, self.backend, resolved)
         return cast("AppDryRunInfo[Any]", self.scheduler.submit_dryrun(app, resolved))
 

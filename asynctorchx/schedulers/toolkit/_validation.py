@@ -60,8 +60,11 @@ def validate_app(app: AppDef) -> None:
             :func:`check_resource`).
         InvalidNameException: a role name is not valid (see :func:`validate_name`).
     """
+    # TorchX's words where TorchX checks the same rule (torchx.runner.api.Runner.dryrun)
     if not app.roles:
-        raise InvalidAppDefException(f"app {app.name!r} has no roles: add at least one Role")
+        raise InvalidAppDefException(
+            f"No roles for app: {app.name}. Did you forget to add roles to AppDef?"
+        )
     seen: set[str] = set()
     for role in app.roles:
         validate_name("role name", role.name)
@@ -70,14 +73,15 @@ def validate_app(app: AppDef) -> None:
                 f"app {app.name!r} has two roles named {role.name!r}: give each role its own name"
             )
         seen.add(role.name)
-        if role.num_replicas < 1:
-            raise InvalidAppDefException(
-                f"role {role.name!r} of app {app.name!r} has num_replicas={role.num_replicas}:"
-                " use 1 or more"
-            )
         if not role.entrypoint or role.entrypoint == MISSING:
             raise InvalidAppDefException(
-                f"role {role.name!r} of app {app.name!r} has no entrypoint: set Role.entrypoint"
+                f"No entrypoint for role: {role.name}."
+                " Did you forget to call role.runs(entrypoint, args, env)?"
+            )
+        if role.num_replicas < 1:
+            raise InvalidAppDefException(
+                f"Non-positive replicas for role: {role.name}."
+                " Did you forget to set role.num_replicas?"
             )
         check_env(role.env, f"role {role.name!r} env")
         check_resource(role)

@@ -91,9 +91,12 @@ def test_apps_no_backend_can_run_are_refused_with_the_fix() -> None:
     echo = Role("worker", image="", entrypoint="echo")
     validate_app(_app(echo, Role("reader", image="", entrypoint="cat")))
     cases = {
-        "has no roles": _app(),
+        r"No roles for app: .*Did you forget to add roles": _app(),
         "two roles named 'worker'": _app(echo, Role("worker", image="", entrypoint="cat")),
-        "has no entrypoint": _app(Role("w", image="", entrypoint="")),
+        r"No entrypoint for role: w\. Did you forget": _app(Role("w", image="", entrypoint="")),
+        r"Non-positive replicas for role: w\. Did you forget": _app(
+            Role("w", image="", entrypoint="true", num_replicas=0)
+        ),
     }
     for message, app in cases.items():
         with pytest.raises(InvalidAppDefException, match=message):
