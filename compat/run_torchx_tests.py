@@ -146,6 +146,19 @@ def prepare_torchx_side(source: Path, root: Path) -> None:
 _IDENT = r"(?<![\w/.:-])torchx(?=\.[A-Za-z_])(?!\.pytorch\.org|\.apps\b)"
 
 
+#: TorchX tests patch these names of ``torchx.runner.api``; asynctorchx has no patch
+#: points there, so the patch goes where our runner looks the name up.
+PATCH_TARGETS = {
+    "asynctorchx.runner.api.log_event": "asynctorchx.runner._submit.log_event",
+    "asynctorchx.runner.api.get_configured_trackers": (
+        "asynctorchx.runner._submit.get_configured_trackers"
+    ),
+    "asynctorchx.runner.api.get_scheduler_factories": (
+        "asynctorchx.runner._get_runner.get_scheduler_factories"
+    ),
+}
+
+
 #: the asynctorchx package measured (set by main: --package-path or the installed one)
 OURS: list[Path] = []
 
@@ -171,7 +184,10 @@ def rewrite(text: str) -> str:
     text = re.sub(r"^(\s*)import torchx$", r"\1import asynctorchx", text, flags=re.M)
     text = re.sub(r"^(\s*)from torchx import", r"\1from asynctorchx import", text, flags=re.M)
     text = re.sub(r"^(\s*)import torchx\.", r"\1import asynctorchx.", text, flags=re.M)
-    return re.sub(_IDENT, "asynctorchx", text)
+    text = re.sub(_IDENT, "asynctorchx", text)
+    for name, target in PATCH_TARGETS.items():
+        text = text.replace(f'"{name}"', f'"{target}"')
+    return text
 
 
 def tolerant_imports(text: str) -> str:

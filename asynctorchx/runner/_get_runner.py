@@ -11,7 +11,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from asynctorchx.runner._runner import Runner
-from asynctorchx.runner.config import Sections
+from asynctorchx.runner.config import (
+    Sections,
+    get_component_defaults,
+    get_scheduler_factories,
+    load_sections,
+)
+from asynctorchx.runner.tracker import get_configured_trackers
 
 
 def get_runner(
@@ -41,9 +47,6 @@ def get_runner(
     Raises:
         ConfigError: a ``.torchxconfig`` file is unreadable.
     """
-    from asynctorchx.runner import api as runner_api  # its names can be patched, as TorchX's
-    from asynctorchx.runner.config import get_component_defaults, load_sections
-
     if name:
         warnings.warn(
             f"custom session names are deprecated (got {name!r}); call get_runner() without"
@@ -57,9 +60,9 @@ def get_runner(
         component_defaults = get_component_defaults(sections=config_sections)
     return Runner(
         name or "torchx",
-        runner_api.get_scheduler_factories(),
+        get_scheduler_factories(),
         component_defaults,
         scheduler_params=scheduler_params,
-        trackers=runner_api.get_configured_trackers(sections=config_sections),
+        trackers=get_configured_trackers(sections=config_sections),
         handle_signals=handle_signals,
     )

@@ -11,14 +11,16 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal, overload
 
 from asynctorchx.errors import MalformedAppHandleException
 from asynctorchx.runner._hosting import SchedulerHost
+from asynctorchx.runner.events import log_event
 from asynctorchx.runner.tracker import (
     ENV_TORCHX_JOB_ID,
     ENV_TORCHX_PARENT_RUN_ID,
     ENV_TORCHX_TRACKERS,
+    get_configured_trackers,
     tracker_config_env_var_name,
 )
 from asynctorchx.specs.api import (
@@ -31,9 +33,6 @@ from asynctorchx.specs.api import (
     make_app_handle,
     parse_app_handle,
 )
-
-if TYPE_CHECKING:
-    from asynctorchx.runner.events import log_event
 
 # The logger of runner/api.py before the split: logging configurations naming it work.
 logger = logging.getLogger("asynctorchx.runner.api")
@@ -50,10 +49,6 @@ def api_event(
 ) -> log_event:
     """The usage event of one Runner API call (see :mod:`asynctorchx.runner.events`).
 
-    ``log_event`` is looked up in :mod:`asynctorchx.runner.api` at each call, so that
-    patching ``asynctorchx.runner.api.log_event`` takes effect, as TorchX's
-    ``torchx.runner.api`` uses it.
-
     Args:
         api: the Runner method's name.
         scheduler: the scheduler's registered name, when known.
@@ -62,9 +57,7 @@ def api_event(
         cfg: the run options, recorded as JSON (as TorchX) when given.
         workspace: the workspace given to the call, recorded as text.
     """
-    from asynctorchx.runner import api as runner_api
-
-    return runner_api.log_event(
+    return log_event(
         api,
         scheduler,
         app_id,
@@ -307,12 +300,7 @@ class SubmitMethods:
         if ENV_TORCHX_PARENT_RUN_ID in os.environ:
             parent_run_id = os.environ[ENV_TORCHX_PARENT_RUN_ID]
             logger.info("using %s=%s as the parent run id", ENV_TORCHX_PARENT_RUN_ID, parent_run_id)
-        if self._trackers is not None:
-            trackers = self._trackers
-        else:  # through runner.api, where TorchX code patches it (torchx.runner.api)
-            from asynctorchx.runner import api as runner_api
-
-            trackers = runner_api.get_configured_trackers()
+        trackers = self._trackers if self._trackers is not None else get_configured_trackers()
         for role in app.roles:
             role.env[ENV_TORCHX_JOB_ID] = make_app_handle(scheduler, self._name, macros.app_id)
             if parent_run_id:

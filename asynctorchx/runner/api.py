@@ -12,12 +12,10 @@ This module only re-exports; each concern lives in its own private module:
   :meth:`Runner.log_stream`;
 - :mod:`asynctorchx.runner._events`: :class:`StateEvent`, :class:`LogEvent`
   (:data:`AppEvent`) and the resumable event stream behind :meth:`Runner.events`;
-- :mod:`asynctorchx.runner._get_runner`: :func:`get_runner`, which calls this module's
-  ``get_scheduler_factories`` (patchable here, as ``torchx.runner.api``'s; the backends
-  stay unimported until a scheduler is made);
+- :mod:`asynctorchx.runner._get_runner`: :func:`get_runner` (the backends stay
+  unimported until a scheduler is made);
 - :mod:`asynctorchx.runner.events`: ``log_event``, the usage event the Runner records
-  around each API call, looked up here at each call (as ``torchx.runner.api``'s, it can
-  be patched as ``asynctorchx.runner.api.log_event``).
+  around each API call.
 
 The tracker environment variable names and helpers (:mod:`asynctorchx.runner.tracker`)
 and the spec and scheduler names ``torchx.runner.api`` imports stay importable from here.
@@ -34,10 +32,8 @@ from asynctorchx.errors import (
 )
 from asynctorchx.runner._events import AppEvent, LogEvent, StateEvent
 from asynctorchx.runner._get_runner import get_runner
-from asynctorchx.runner._hosting import scheduler_params_from_env
 from asynctorchx.runner._log_lines import LogLines
 from asynctorchx.runner._logs import LogLine
-from asynctorchx.runner._logs import _Reader as _Reader
 from asynctorchx.runner._runner import Runner
 from asynctorchx.runner._submit import logger
 from asynctorchx.runner.config import get_scheduler_factories
@@ -68,9 +64,6 @@ from asynctorchx.specs.api import (
     parse_app_handle,
     runopts,
 )
-
-# The private helpers runner/api.py defined before the split stay importable from here.
-_scheduler_params_from_env = scheduler_params_from_env
 
 __all__ = [
     "ENV_TORCHX_JOB_ID",

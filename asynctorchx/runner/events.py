@@ -7,10 +7,6 @@ normally or by an exception, the event (its scheduler, app id, run config, CPU a
 time, and the exception's traceback if any) is logged as one JSON line at ``DEBUG`` on
 the ``asynctorchx.runner.events`` logger. Nothing is sent anywhere: attach a handler to
 that logger to collect the events.
-
-The Runner looks ``log_event`` up in :mod:`asynctorchx.runner.api` at each call, so
-``unittest.mock.patch("asynctorchx.runner.api.log_event")`` replaces it, as TorchX's
-tests patch ``torchx.runner.api.log_event``.
 """
 
 from __future__ import annotations

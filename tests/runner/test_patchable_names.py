@@ -1,8 +1,8 @@
-"""The runner's module-level names can be replaced, as TorchX's users and tests do.
+"""The config module's public names can be replaced, as TorchX's users do.
 
-``torchx.runner.api.get_scheduler_factories``, ``torchx.runner.config.get_scheduler_factories``
-and ``torchx.runner.config.DEFAULT_CONFIG_DIRS`` are module attributes that code patches
-(e.g. to register a test scheduler); the functions read them through their module.
+``torchx.runner.config.get_scheduler_factories`` and ``DEFAULT_CONFIG_DIRS`` are public
+module attributes that code patches (e.g. to register a test scheduler); the config
+functions read them through their module.
 """
 
 from __future__ import annotations
@@ -15,17 +15,8 @@ from unittest.mock import patch
 
 import pytest
 
-from asynctorchx.runner import config, get_runner
-from asynctorchx.runner.api import get_scheduler_factories
+from asynctorchx.runner import config
 from tests.runner.fake_scheduler import create_class_opts
-
-
-def test_get_runner_uses_the_factories_named_in_runner_api() -> None:
-    assert "local_cwd" in get_scheduler_factories()  # the real registry
-    fake = {"fake": create_class_opts}
-    with patch("asynctorchx.runner.api.get_scheduler_factories", return_value=fake):
-        runner = get_runner(component_defaults={}, config_sections={})
-    assert runner.scheduler_backends() == ["fake"]
 
 
 def test_config_functions_use_the_factories_named_in_runner_config() -> None:

@@ -6,8 +6,6 @@ them (the reference is TorchX 0.7.0's ``torchx.runner.api.Runner.dryrun``).
 
 from __future__ import annotations
 
-from unittest.mock import patch
-
 import pytest
 
 from asynctorchx import tracker
@@ -51,13 +49,14 @@ async def test_dryrun_puts_the_tracker_env_in_each_replicas_request(
         assert param.env[tracker_api.ENV_TORCHX_PARENT_RUN_ID] == "parent-1"
 
 
-async def test_the_trackers_are_read_through_runner_api_at_each_dry_run() -> None:
-    # TorchX code replaces torchx.runner.api.get_configured_trackers to set trackers
+async def test_a_runner_made_without_trackers_reads_them_at_each_dry_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     app = AppDef("app", [Role("r", "x", entrypoint="true")])
-    configured = {"mine": "file:///cfg"}
     runner = Runner("sess", {"local_cwd": create_cwd_scheduler}, handle_signals=False)
     async with runner:
-        with patch("asynctorchx.runner.api.get_configured_trackers", return_value=configured):
-            await runner.dryrun(app, "local_cwd")
+        monkeypatch.setenv(tracker_api.ENV_TORCHX_TRACKERS, "mine")
+        monkeypatch.setenv(tracker_api.tracker_config_env_var_name("mine"), "file:///cfg")
+        await runner.dryrun(app, "local_cwd")
     assert app.roles[0].env[tracker_api.ENV_TORCHX_TRACKERS] == "mine"
     assert app.roles[0].env["TORCHX_TRACKER_MINE_CONFIG"] == "file:///cfg"

@@ -24,27 +24,29 @@ def _runner() -> Runner:
     return Runner("s", {"fake": create_fake}, handle_signals=False)
 
 
-async def test_every_api_call_goes_through_the_patchable_log_event() -> None:
-    with patch("asynctorchx.runner.api.log_event") as events:
-        async with _runner() as runner:
-            handle = await runner.run(_app(), "fake", cfg={"flag": True})
-            await runner.status(handle)
-            await runner.wait(handle)
-            await runner.describe(handle)
-            await runner.list("fake")
-            async for _ in runner.log_lines(handle, "r"):
-                pass
-            await runner.cancel(handle)
-            await runner.delete(handle)
-    apis = [call.args[0] for call in events.call_args_list]
+async def test_every_api_call_logs_one_event(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="asynctorchx.runner.events")
+    async with _runner() as runner:
+        handle = await runner.run(_app(), "fake", cfg={"flag": True})
+        await runner.status(handle)
+        await runner.wait(handle)
+        await runner.describe(handle)
+        await runner.list("fake")
+        async for _ in runner.log_lines(handle, "r"):
+            pass
+        await runner.cancel(handle)
+        await runner.delete(handle)
+    events = {e.api: e for e in (TorchxEvent.deserialize(r.getMessage()) for r in caplog.records)}
     for api in ("run", "dryrun", "schedule", "status", "wait", "describe", "list"):
-        assert api in apis
+        assert api in events
     for api in ("log_lines", "cancel", "delete"):
-        assert api in apis
-    status = next(c for c in events.call_args_list if c.args[0] == "status")
-    assert status.args[1:] == ("fake", handle.rsplit("/", 1)[-1])
-    run = next(c for c in events.call_args_list if c.args[0] == "run")
-    assert json.loads(run.kwargs["runcfg"]) == {"flag": True}
+        assert api in events
+    assert (events["status"].scheduler, events["status"].app_id) == (
+        "fake",
+        handle.rsplit("/", 1)[-1],
+    )
+    assert events["run"].runcfg is not None
+    assert json.loads(events["run"].runcfg) == {"flag": True}
 
 
 async def test_the_event_is_logged_at_debug_with_its_timing_and_app_id(
