@@ -8,8 +8,8 @@ backend, so ``AppDef("my app/x")`` gets the same kind of id on ``local_cwd`` as 
 
 from __future__ import annotations
 
-import random
 import re
+import secrets
 import string
 
 from asynctorchx.errors import InvalidAppIdException
@@ -22,9 +22,6 @@ MAX_NAME_LENGTH = 100
 #: Length of the random suffix of :func:`make_app_id`.
 SUFFIX_LENGTH = 10
 
-#: The operating system's randomness (``os.urandom``), as :mod:`secrets` draws from; importing
-#: :mod:`secrets` itself would also import :mod:`hmac` and OpenSSL's :mod:`hashlib` (~4 ms).
-_SYSTEM_RANDOM = random.SystemRandom()
 _OUTSIDE_ID = re.compile(r"[^A-Za-z0-9_.\-]+")
 _DOTS = re.compile(r"\.{2,}")
 
@@ -47,9 +44,8 @@ def make_app_id(app_name: str) -> str:
     """Return a new unique app id: ``{sanitised name}-{10 random characters}``.
 
     The suffix is a lowercase letter then 9 lowercase letters or digits (about 2^51
-    values), drawn from the operating system's randomness (``os.urandom``, through
-    :class:`random.SystemRandom`, as :mod:`secrets` draws): unpredictable, so ids and the
-    paths named after them cannot be guessed ahead. Like TorchX's
+    values), drawn by :mod:`secrets` (the operating system's randomness): unpredictable,
+    so ids and the paths named after them cannot be guessed ahead. Like TorchX's
     ``torchx.schedulers.ids.make_unique`` (64 bits of ``os.urandom``) it makes two
     submissions of one ``AppDef`` distinct. The id passes :func:`validate_app_id`.
 
@@ -57,8 +53,8 @@ def make_app_id(app_name: str) -> str:
         app_name: the app's name; see :func:`sanitize_app_name`.
     """
     alphabet = string.ascii_lowercase + string.digits
-    suffix = _SYSTEM_RANDOM.choice(string.ascii_lowercase) + "".join(
-        _SYSTEM_RANDOM.choice(alphabet) for _ in range(SUFFIX_LENGTH - 1)
+    suffix = secrets.choice(string.ascii_lowercase) + "".join(
+        secrets.choice(alphabet) for _ in range(SUFFIX_LENGTH - 1)
     )
     return f"{sanitize_app_name(app_name)}-{suffix}"
 
