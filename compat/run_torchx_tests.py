@@ -146,8 +146,8 @@ def prepare_torchx_side(source: Path, root: Path) -> None:
 _IDENT = r"(?<![\w/.:-])torchx(?=\.[A-Za-z_])(?!\.pytorch\.org|\.apps\b)"
 
 
-#: TorchX tests patch these names of ``torchx.runner.api``; asynctorchx has no patch
-#: points there, so the patch goes where our runner looks the name up.
+#: TorchX tests patch these module attributes; asynctorchx has no patch points there
+#: (those modules only re-export), so the patch goes where our code looks the name up.
 PATCH_TARGETS = {
     "asynctorchx.runner.api.log_event": "asynctorchx.runner._submit.log_event",
     "asynctorchx.runner.api.get_configured_trackers": (
@@ -155,6 +155,12 @@ PATCH_TARGETS = {
     ),
     "asynctorchx.runner.api.get_scheduler_factories": (
         "asynctorchx.runner._get_runner.get_scheduler_factories"
+    ),
+    "asynctorchx.schedulers.local_scheduler.make_unique": (
+        "asynctorchx.schedulers.local._scheduler.make_unique"
+    ),
+    "asynctorchx.schedulers.docker_scheduler.make_unique": (
+        "asynctorchx.schedulers.docker._request.make_unique"
     ),
 }
 

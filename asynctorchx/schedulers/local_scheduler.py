@@ -4,9 +4,8 @@ TorchX's module is ``torchx.schedulers.local_scheduler``; this one keeps that pa
 the scheduler registry's ``asynctorchx.schedulers.local_scheduler:create_cwd_scheduler``
 and ``:create_dir_scheduler``) working. The code now lives in the subpackage
 :mod:`asynctorchx.schedulers.local`, which documents the schedulers; every name is
-re-exported from there, with TorchX's module-level helpers ``make_unique`` (the app
-id generator: the local schedulers draw each app id through this module's name, so
-replacing it here gives fixed ids), ``_join_PATH`` and ``ENV_CUDA_VISIBLE_DEVICES``.
+re-exported from there, with TorchX's public module-level names ``make_unique`` and
+``ENV_CUDA_VISIBLE_DEVICES``.
 """
 
 from asynctorchx.schedulers.ids import make_unique as make_unique
@@ -26,10 +25,6 @@ from asynctorchx.schedulers.local import (
 from asynctorchx.schedulers.local._request import (
     ENV_CUDA_VISIBLE_DEVICES as ENV_CUDA_VISIBLE_DEVICES,
 )
-from asynctorchx.schedulers.local._request import join_path
-
-#: TorchX's name (``torchx.schedulers.local_scheduler._join_PATH``) of ``join_path``.
-_join_PATH = join_path  # noqa: N816 -- TorchX's name
 
 __all__ = [
     "DEFAULT_STOP_TIMEOUT",

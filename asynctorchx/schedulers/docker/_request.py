@@ -25,6 +25,7 @@ from asynctorchx import __version__
 from asynctorchx.errors import InvalidAppDefException
 from asynctorchx.schedulers.docker._options import NETWORK, parse_env_items
 from asynctorchx.schedulers.docker._run_kwargs import run_kwargs
+from asynctorchx.schedulers.ids import make_unique
 from asynctorchx.schedulers.toolkit import UnknownDeviceError, get_device_mounts
 from asynctorchx.specs.api import (
     AppDef,
@@ -262,18 +263,6 @@ def _default_env(cfg: Mapping[str, CfgVal]) -> dict[str, str]:
     return default_env
 
 
-def _draw_app_id(app_name: str) -> str:
-    """A new app id for ``app_name``, drawn by ``docker_scheduler.make_unique``.
-
-    Looked up in :mod:`asynctorchx.schedulers.docker_scheduler` at each call, so code
-    that replaces ``make_unique`` there (for a fixed id, as TorchX's tests patch
-    ``torchx.schedulers.docker_scheduler.make_unique``) gets that id.
-    """
-    from asynctorchx.schedulers import docker_scheduler
-
-    return docker_scheduler.make_unique(app_name)
-
-
 def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
     """Build the request for ``app``: a new app id and one container per replica.
 
@@ -291,7 +280,7 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
             or a negative count.
     """
     default_env = _default_env(cfg)
-    app_id = _draw_app_id(app.name)
+    app_id = make_unique(app.name)
     options = _Options(
         app_id=app_id,
         app_json=to_json(app),

@@ -503,18 +503,3 @@ def gpu_count() -> int:
     except (OSError, subprocess.SubprocessError):
         return 0
     return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
-
-
-def draw_app_id(app_name: str) -> str:
-    """A new app id for ``app_name``, drawn by ``local_scheduler.make_unique``.
-
-    Looked up in :mod:`asynctorchx.schedulers.local_scheduler` at each call, so code
-    that replaces ``make_unique`` there (for a fixed id, as TorchX's tests patch
-    ``torchx.schedulers.local_scheduler.make_unique``) gets that id.
-
-    Args:
-        app_name: the app's name (``AppDef.name``).
-    """
-    from asynctorchx.schedulers import local_scheduler
-
-    return local_scheduler.make_unique(app_name)

@@ -29,6 +29,7 @@ from asynctorchx.schedulers.api import (
     Scheduler,
     Stream,
 )
+from asynctorchx.schedulers.ids import make_unique
 from asynctorchx.schedulers.local._change_watch import ChangeWatch
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._error_files import read_error_file
@@ -43,7 +44,6 @@ from asynctorchx.schedulers.local._request import (
     PopenRequest,
     RequestContext,
     build_popen_request,
-    draw_app_id,
     gpu_count,
     local_run_opts,
 )
@@ -240,7 +240,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
             ValueError: the image provider rejects a role's image.
         """
         validate_name("session name", self.session_name)  # a directory of every log path
-        app_id = draw_app_id(app.name)
+        app_id = make_unique(app.name)
         root = self._base_log_dir(cfg)
         context = RequestContext(
             app_id=app_id,

@@ -1,8 +1,7 @@
-"""TorchX's module-level hooks of ``torchx.schedulers.local_scheduler``, and GPU assignment.
+"""TorchX's public names of ``torchx.schedulers.local_scheduler``, and GPU assignment.
 
-``make_unique`` (the app-id generator, replaced for a fixed id), ``_join_PATH`` and
-``LocalScheduler._cuda_device_count`` (how many GPUs the host has, replaced to test GPU
-assignment on a host without GPUs).
+``make_unique`` (the app-id generator) and ``LocalScheduler._cuda_device_count`` (how
+many GPUs the host has, replaced to test GPU assignment on a host without GPUs).
 """
 
 from __future__ import annotations
@@ -36,23 +35,15 @@ def _cuda(app: AppDef, gpus: int, auto: bool = True) -> dict[str, list[str | Non
     }
 
 
-def test_make_unique_replaced_in_local_scheduler_gives_the_app_id() -> None:
+def test_the_app_id_fills_the_app_id_macro_and_the_job_id() -> None:
     app = AppDef("app", [Role("r", "x", entrypoint="echo", args=["${app_id}"])])
-    with patch("asynctorchx.schedulers.local_scheduler.make_unique", return_value="app-42"):
-        info = create_cwd_scheduler("sess").submit_dryrun(app, {})
-    assert info.request.app_id == "app-42"
+    info = create_cwd_scheduler("sess").submit_dryrun(app, {})
+    app_id = info.request.app_id
+    assert app_id.startswith("app-")
     param = info.request.role_params["r"][0]
-    assert param.args[-1] == "app-42"
-    assert param.env["TORCHX_JOB_ID"] == "local_cwd://sess/app-42"
+    assert param.args[-1] == app_id
+    assert param.env["TORCHX_JOB_ID"] == f"local_cwd://sess/{app_id}"
     assert local_scheduler.make_unique("app") != local_scheduler.make_unique("app")
-
-
-def test_join_path_leaves_out_empty_parts_and_stray_separators() -> None:
-    sep = os.pathsep
-    assert local_scheduler._join_PATH(f"/a{sep}", None, "", f"{sep}/b", "/c") == sep.join(
-        ["/a", "/b", "/c"]
-    )
-    assert local_scheduler._join_PATH() == ""
 
 
 def test_each_gpu_replica_gets_its_own_devices_in_role_order() -> None:
