@@ -18,6 +18,11 @@ and open http://127.0.0.1:8000/. The endpoints:
 - ``DELETE /jobs/{id}``: cancel the job (404 for an id the service does not know).
 - ``GET /``: a page (``index.html``) listing the jobs with each replica's live output.
 
+Only this machine's pages may use it (``guard.py``): ``POST`` and ``DELETE`` must be
+``Content-Type: application/json`` and same-origin, the ``Host`` must be one of
+``ASYNCTORCHX_WEB_HOSTS`` (127.0.0.1 and localhost by default), and a client beyond
+loopback must send ``Authorization: Bearer`` with the token of ``ASYNCTORCHX_WEB_TOKEN``.
+
 The runner belongs to the application's lifespan: entered when the server starts,
 left when it stops, which terminates the ``local_cwd``/``local_dir`` jobs still
 running. It is made with ``handle_signals=False`` because the server owns the signals.
@@ -40,6 +45,7 @@ from asynctorchx.runner import Runner, get_runner
 from asynctorchx.specs import parse_app_handle
 
 from .events import JobEvents
+from .guard import guarded
 from .jobs import BadRequest, Job, error, jobs_of, known_job, runner_of, submit
 
 PAGE = Path(__file__).with_name("index.html")
@@ -131,8 +137,15 @@ async def page(request: Request) -> Response:
     return HTMLResponse(PAGE.read_text())
 
 
-def create_app() -> Starlette:
-    """Return the service: its routes, and the lifespan that owns the runner."""
+def create_app(hosts: list[str] | None = None, token: str | None = None) -> Starlette:
+    """Return the service: its routes, its guard, and the lifespan that owns the runner.
+
+    Args:
+        hosts: the host names it answers to (see :func:`guard.guarded`); ``None``: those
+            of ``ASYNCTORCHX_WEB_HOSTS``, else 127.0.0.1 and localhost.
+        token: the bearer token clients beyond loopback must send; ``None``: that of
+            ``ASYNCTORCHX_WEB_TOKEN``, else such clients are refused.
+    """
     return Starlette(
         routes=[
             Route("/", page),
@@ -141,6 +154,7 @@ def create_app() -> Starlette:
             Route("/jobs/{id}", cancel_job, methods=["DELETE"]),
             Route("/jobs/{id}/events", JobEvents(), methods=["GET"]),
         ],
+        middleware=guarded(hosts, token),
         lifespan=lifespan,
     )
 

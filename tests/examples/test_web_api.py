@@ -9,6 +9,7 @@ jobs are tested against a real server (test_web_server.py).
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -25,22 +26,33 @@ if TYPE_CHECKING:
 FOREVER = job_script("import time", "print('started')", "time.sleep(600)")
 
 
+#: what a POST or DELETE must say it sends (the guard refuses anything else)
+JSON = {"Content-Type": "application/json"}
+
+
 @contextlib.asynccontextmanager
-async def service() -> AsyncIterator[tuple[httpx.AsyncClient, Runner]]:
-    """The service started (its lifespan entered), a client to it, and its runner."""
+async def service(
+    token: str | None = None, client_address: str = "127.0.0.1"
+) -> AsyncIterator[tuple[httpx.AsyncClient, Runner]]:
+    """The service started (its lifespan entered), a client to it, and its runner.
+
+    Args:
+        token: the service's bearer token for clients beyond loopback.
+        client_address: the address the requests come from.
+    """
     import httpx
     from starlette.types import Receive, Scope, Send
 
     from examples.web.app import create_app
 
-    app = create_app()
+    app = create_app(hosts=["127.0.0.1", "localhost"], token=token)
     async with app.router.lifespan_context(app) as state:
 
         async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
             await app({**scope, "state": dict(state)}, receive, send)
 
-        transport = httpx.ASGITransport(app=with_state)
-        async with httpx.AsyncClient(transport=transport, base_url="http://web") as client:
+        transport = httpx.ASGITransport(app=with_state, client=(client_address, 50000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             yield client, state["runner"]
 
 
@@ -104,7 +116,7 @@ async def test_a_bad_job_is_answered_400_with_what_to_fix(body: Any, message: st
 
 async def test_a_body_that_is_not_json_is_answered_400() -> None:
     async with service() as (client, _):
-        response = await client.post("/jobs", content=b"{not json")
+        response = await client.post("/jobs", content=b"{not json", headers=JSON)
         assert response.status_code == 400
         assert response.json()["error"].startswith("the body is not JSON")
 
@@ -112,7 +124,7 @@ async def test_a_body_that_is_not_json_is_answered_400() -> None:
 async def test_delete_cancels_a_running_job() -> None:
     async with service() as (client, runner):
         job = await submit(client, {"command": FOREVER})
-        response = await client.delete(f"/jobs/{job['id']}")
+        response = await client.delete(f"/jobs/{job['id']}", headers=JSON)
         assert response.status_code == 202
         assert response.json() == {"id": job["id"], "app_handle": job["app_handle"]}
         status = await runner.wait(job["app_handle"])
@@ -123,7 +135,7 @@ async def test_delete_cancels_a_running_job() -> None:
 
 async def test_an_unknown_job_is_answered_404() -> None:
     async with service() as (client, _):
-        response = await client.delete("/jobs/echo-nope")
+        response = await client.delete("/jobs/echo-nope", headers=JSON)
         assert response.status_code == 404
         assert response.json() == {"error": "no job 'echo-nope'"}
 
@@ -135,6 +147,57 @@ async def test_the_page_follows_the_jobs_with_event_sources() -> None:
         assert response.headers["content-type"].startswith("text/html")
         assert "new EventSource(" in response.text
         assert 'fetch("/jobs"' in response.text
+
+
+# ---------------------------------------------------------------------- the guard
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "message"),
+    [
+        ({"Content-Type": "text/plain"}, 415, "POST needs 'Content-Type: application/json'"),
+        ({}, 415, "got None"),
+        ({**JSON, "Origin": "http://evil.example"}, 403, "Origin 'http://evil.example'"),
+        ({**JSON, "Origin": "http://127.0.0.1:8001"}, 403, "is not this service"),
+        ({**JSON, "Host": "evil.example"}, 400, "Invalid host header"),
+    ],
+)
+async def test_what_another_sites_page_can_send_starts_nothing(
+    headers: dict[str, str], status: int, message: str
+) -> None:
+    async with service() as (client, _):
+        body = json.dumps({"command": ["true"]})
+        response = await client.post("/jobs", content=body, headers=headers)
+        assert response.status_code == status
+        assert message in response.text
+        assert (await client.get("/jobs")).json() == []
+
+
+async def test_the_services_own_origin_may_submit_and_cancel() -> None:
+    async with service() as (client, _):
+        own = {**JSON, "Origin": "http://127.0.0.1"}
+        response = await client.post("/jobs", json={"command": FOREVER}, headers=own)
+        assert response.status_code == 201, response.text
+        cancel = await client.delete(f"/jobs/{response.json()['id']}", headers=own)
+        assert cancel.status_code == 202
+
+
+async def test_a_client_beyond_loopback_needs_the_token() -> None:
+    async with service(client_address="192.0.2.7") as (client, _):
+        response = await client.get("/jobs")
+        assert response.status_code == 403
+        assert "ASYNCTORCHX_WEB_TOKEN" in response.json()["error"]
+    async with service(token="s3cret", client_address="192.0.2.7") as (client, _):
+        for sent in ({}, {"Authorization": "Bearer wrong"}):
+            response = await client.post("/jobs", json={"command": ["true"]}, headers=sent)
+            assert response.status_code == 401
+        assert (await client.get("/jobs", headers={"Authorization": "Bearer wrong"})).json() == {
+            "error": "send 'Authorization: Bearer <token>' with the token of ASYNCTORCHX_WEB_TOKEN"
+        }
+        granted = {"Authorization": "Bearer s3cret"}
+        response = await client.post("/jobs", json={"command": ["true"]}, headers=granted)
+        assert response.status_code == 201, response.text
+        assert len((await client.get("/jobs", headers=granted)).json()) == 1
 
 
 # ---------------------------------------------------------------------- events

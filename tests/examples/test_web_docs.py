@@ -43,6 +43,7 @@ def test_the_page_shows_excerpts_of_each_module_of_the_example() -> None:
     assert {path for path, _, _ in _excerpts()} == {
         "examples/web/app.py",
         "examples/web/events.py",
+        "examples/web/guard.py",
         "examples/web/jobs.py",
     }
 
