@@ -11,6 +11,8 @@ cannot pass by skipping them (as ``ASYNCTORCHX_REQUIRE_DOCKER`` in tests/conftes
 from __future__ import annotations
 
 import contextlib
+import functools
+import http.server
 import importlib.util
 import json
 import os
@@ -19,11 +21,15 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
+
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
 
 REPO = Path(__file__).resolve().parents[2]
 #: the modules of the ``web`` extra the tests import
@@ -70,6 +76,58 @@ def _web_parts(request: pytest.FixtureRequest) -> None:
     if request.node.get_closest_marker("browser") is not None:
         missing = None if chromium_paths() else f"no chromium/chromedriver: {BROWSER_HINT}"
         _require("ASYNCTORCHX_REQUIRE_BROWSER", missing)
+
+
+# ---------------------------------------------------------------------- a browser
+
+#: a name of another site, which the browser resolves to 127.0.0.1 (as a DNS-rebinding
+#: attacker's name would be), so that its pages are another origin on this machine
+FOREIGN_NAME = "evil.example"
+#: the flags that let Chromium run headless in a container, without reaching out
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1100,680",
+    f"--host-resolver-rules=MAP {FOREIGN_NAME} 127.0.0.1",
+)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    """A headless Chromium with a fresh profile, driven through chromedriver."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    paths = chromium_paths()
+    assert paths is not None  # the browser marker skipped the test otherwise
+    options = webdriver.ChromeOptions()
+    options.binary_location = paths[0]
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(paths[1]))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def until(driver: WebDriver, condition: Callable[[WebDriver], Any], what: str) -> Any:
+    """Wait (30 s at most) until ``condition`` holds on the page; fail saying ``what``.
+
+    Args:
+        driver: the browser.
+        condition: called with ``driver``; the wait ends when it returns a true value.
+        what: what is awaited, for the failure's message.
+    """
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    return WebDriverWait(driver, 30, poll_frequency=0.05).until(condition, f"waited for {what}")
 
 
 # ---------------------------------------------------------------------- a real server
@@ -176,6 +234,32 @@ def cutting_proxy(server: Server) -> Iterator[Proxy]:
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(30)
+
+
+@contextlib.contextmanager
+def foreign_site(pages: dict[str, str], directory: Path) -> Iterator[int]:
+    """Serve ``pages`` as static files on another port of 127.0.0.1: another site's origin.
+
+    Yields the port. Browsers treat ``http://127.0.0.1:<port>`` (and
+    ``http://evil.example:<port>``, see :data:`FOREIGN_NAME`) as an origin other than the
+    service's, as they would a site on the Internet.
+
+    Args:
+        pages: file name to HTML.
+        directory: where the files are written (created).
+    """
+    directory.mkdir()
+    for name, html in pages.items():
+        (directory / name).write_text(html)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as site:
+        thread = threading.Thread(target=site.serve_forever, name="foreign site")
+        thread.start()
+        try:
+            yield site.server_address[1]
+        finally:
+            site.shutdown()
+            thread.join()
 
 
 # ---------------------------------------------------------------------- Server-Sent Events

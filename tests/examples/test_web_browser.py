@@ -16,13 +16,12 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.examples.conftest import REPO, chromium_paths, cutting_proxy, job_script, serve
+from tests.examples.conftest import REPO, cutting_proxy, job_script, serve, until
 
 if TYPE_CHECKING:
     from selenium.webdriver.remote.webdriver import WebDriver
@@ -31,44 +30,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.browser
 
 SCREENSHOT = REPO / "docs" / "images" / "web-example.png"
-#: the flags that let Chromium run headless in a container, without reaching out
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1100,680",
-)
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[WebDriver]:
-    """A headless Chromium with a fresh profile, driven through chromedriver."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    paths = chromium_paths()
-    assert paths is not None  # the browser marker skipped the test otherwise
-    options = webdriver.ChromeOptions()
-    options.binary_location = paths[0]
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(paths[1]))
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def _until(driver: WebDriver, condition: Callable[[WebDriver], Any], what: str) -> Any:
-    """Wait (30 s at most) until ``condition`` holds on the page; fail saying ``what``."""
-    from selenium.webdriver.support.wait import WebDriverWait
-
-    return WebDriverWait(driver, 30, poll_frequency=0.05).until(condition, f"waited for {what}")
 
 
 def _submit(driver: WebDriver, body: dict[str, Any] | None) -> None:
@@ -92,7 +53,7 @@ def _card(driver: WebDriver, name: str) -> WebElement:
                 return article
         return None
 
-    found: WebElement = _until(driver, card, f"the card of job {name}")
+    found: WebElement = until(driver, card, f"the card of job {name}")
     return found
 
 
@@ -133,13 +94,13 @@ def test_the_page_shows_each_replicas_lines_live_then_the_jobs_end(
         browser.get(server.url)
         _submit(browser, None)  # the page's example: utils.echo
         echo = _card(browser, "utils.echo")
-        _until(browser, lambda _: _state(echo) == "SUCCEEDED", "the echo job's end")
+        until(browser, lambda _: _state(echo) == "SUCCEEDED", "the echo job's end")
         assert _outputs(echo) == {"echo/0": "hello from the browser"}
 
         _submit(browser, {"command": ticker, "replicas": 2, "name": "ticker"})
         card = _card(browser, "ticker")
         expected_so_far = "step 0 of 5\nstep 1 of 5\nstep 2 of 5"
-        _until(
+        until(
             browser,
             lambda _: _outputs(card) == {"ticker/0": expected_so_far, "ticker/1": expected_so_far},
             "the first lines of both replicas",
@@ -150,7 +111,7 @@ def test_the_page_shows_each_replicas_lines_live_then_the_jobs_end(
             shutil.copyfile(tmp_path / "web-example.png", SCREENSHOT)
 
         (tmp_path / "go").touch()
-        _until(browser, lambda _: _state(card) == "SUCCEEDED", "the ticker job's end")
+        until(browser, lambda _: _state(card) == "SUCCEEDED", "the ticker job's end")
         expected = "\n".join([*(f"step {i} of 5" for i in range(5)), "done"])
         assert _outputs(card) == {"ticker/0": expected, "ticker/1": expected}
 
@@ -165,14 +126,14 @@ def test_the_page_cancels_a_job_and_shows_what_is_wrong_with_a_bad_one(
         browser.get(server.url)
         _submit(browser, {"component": "utils.nope"})
         error = browser.find_element(By.ID, "error")
-        _until(browser, lambda _: error.text != "", "the error message")
+        until(browser, lambda _: error.text != "", "the error message")
         assert error.text.startswith("no component 'utils.nope'")
 
         _submit(browser, {"command": forever, "name": "forever"})
         card = _card(browser, "forever")
-        _until(browser, lambda _: _outputs(card) == {"forever/0": "waiting"}, "its first line")
+        until(browser, lambda _: _outputs(card) == {"forever/0": "waiting"}, "its first line")
         card.find_element(By.CSS_SELECTOR, "button.cancel").click()
-        _until(browser, lambda _: _state(card) == "CANCELLED", "the job's cancellation")
+        until(browser, lambda _: _state(card) == "CANCELLED", "the job's cancellation")
         assert error.text == ""  # cleared by the successful submission
 
 
@@ -190,11 +151,11 @@ def test_the_page_resumes_a_dropped_stream_without_repeating_or_missing_lines(
         _submit(browser, {"command": job, "name": "resumed"})
         card = _card(browser, "resumed")
         first = "step 0\nstep 1\nstep 2"
-        _until(browser, lambda _: _outputs(card) == {"resumed/0": first}, "the first lines")
+        until(browser, lambda _: _outputs(card) == {"resumed/0": first}, "the first lines")
 
         proxy.cut()  # the page's EventSource loses its connection while the job runs
         (tmp_path / "go").touch()
-        _until(browser, lambda _: _state(card) == "SUCCEEDED", "the job's end")
+        until(browser, lambda _: _state(card) == "SUCCEEDED", "the job's end")
         assert _outputs(card) == {"resumed/0": "\n".join(f"step {i}" for i in range(6))}
 
     requests = server.log.read_text().count(f"GET /jobs/{_job_id(card)}/events ")
