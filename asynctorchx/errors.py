@@ -289,6 +289,42 @@ class OpenFileLimitError(AsyncTorchXError, OSError):
         self.app_id = app_id
 
 
+class ReplicaLaunchError(AsyncTorchXError, OSError):
+    """A replica of ``local_cwd``/``local_dir`` could not start its entrypoint.
+
+    Raised by ``submit`` (``schedule``) when a replica of the app's first attempt cannot
+    be started: the entrypoint is not on the replica's ``PATH`` (nor, on ``local_dir``,
+    in the image directory), the file is not executable, or the kernel cannot run it.
+    The replicas of the app already started are stopped: nothing of it runs. TorchX lets
+    ``subprocess``'s ``FileNotFoundError`` / ``OSError`` through; this is an ``OSError``
+    with the same ``errno`` and ``filename``, whose message names the replica, what was
+    looked at and the fix.
+
+    Args:
+        errno_value: the system's error number (``ENOENT``, ``EACCES``, ``ENOEXEC``...).
+        role: the replica's role.
+        replica_id: the replica's index in its role.
+        entrypoint: the program the role names (as the process was given it).
+        reason: what is wrong, naming what was looked at (the ``PATH``, the directory).
+        fix: how to fix it.
+    """
+
+    def __init__(
+        self, errno_value: int, role: str, replica_id: int, entrypoint: str, reason: str, fix: str
+    ) -> None:
+        super().__init__(
+            errno_value,
+            f"replica {role}/{replica_id} could not start {entrypoint!r}: {reason}; {fix}",
+            entrypoint,
+        )
+        self.role = role
+        self.replica_id = replica_id
+        self.entrypoint = entrypoint
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 class KubernetesConfigError(SchedulerUnavailableError):
     """No usable kubeconfig: the ``kubernetes`` scheduler does not know which cluster to use.
 

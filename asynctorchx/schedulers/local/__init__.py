@@ -29,6 +29,9 @@ TorchX's leaves out:
   hard limit, once (``_file_limits``); a submit whose replicas cannot get their pipes
   raises :class:`~asynctorchx.errors.OpenFileLimitError` with nothing left running, and a
   replica whose output could not all reach its logs ends ``FAILED``, never ``SUCCEEDED``;
+* a replica whose entrypoint is missing, not executable or not runnable fails the submit
+  with :class:`~asynctorchx.errors.ReplicaLaunchError` (naming the replica, the ``PATH``
+  searched or the file, and the fix; ``_launch_errors``), nothing of the app left running;
 * apps are seen from any process of the same user: the supervising process keeps a
   record of each app (0600 JSON through the one cattrs converter, atomically replaced,
   in ``$ASYNCTORCHX_STATE_DIR``, else ``$XDG_STATE_HOME/asynctorchx``, else

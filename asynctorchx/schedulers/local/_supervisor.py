@@ -42,6 +42,7 @@ import anyio.lowlevel
 from asynctorchx.schedulers.local import _parent_death, _subreaper
 from asynctorchx.schedulers.local._error_files import keep_error_file
 from asynctorchx.schedulers.local._file_limits import raise_open_file_limit, start_error
+from asynctorchx.schedulers.local._launch_errors import launch_error
 from asynctorchx.schedulers.local._log_files import ReplicaLogWriter
 from asynctorchx.schedulers.local._process_groups import ProcessGroups, signal_group
 from asynctorchx.schedulers.local._process_identity import ProcessIdentity
@@ -393,7 +394,7 @@ async def _run_process(
     environment = app.environment if on_started is not None else os.environ
     env = {**environment, **replica.param.env, _subreaper.TOKEN_VARIABLE: replica.token}
     try:
-        process = await _open_process(replica.param, writer, env, first=on_started is not None)
+        process = await _open_process(replica, writer, env, first=on_started is not None)
         if process is None:
             replica.state = AppState.FAILED
             replica.exit_code = 127
@@ -429,16 +430,19 @@ async def _run_process(
 
 
 async def _open_process(
-    param: ReplicaParam, writer: ReplicaLogWriter, env: dict[str, str], *, first: bool
+    replica: LocalReplica, writer: ReplicaLogWriter, env: dict[str, str], *, first: bool
 ) -> anyio.abc.Process | None:
-    """Start the process of ``param`` in a session of its own, with environment ``env``.
+    """Start the replica's process in a session of its own, with environment ``env``.
 
     Returns None when a restart could not start it (the reason is written to its
     stderr log).
 
     Raises:
-        OSError: the process of a first attempt (``first``) could not start.
+        ReplicaLaunchError: the entrypoint of a first attempt (``first``) is missing or
+            cannot be run.
+        OSError: the process of a first attempt could not start for another reason.
     """
+    param = replica.param
     try:
         async with _start_lane():
             process = await anyio.open_process(
@@ -454,11 +458,14 @@ async def _open_process(
                 _parent_death.tie(process.pid)
             return process
     except OSError as error:
-        if first:
-            raise
-        writer.write(
-            "stderr", f"asynctorchx: could not start {param.args[0]!r}: {error}\n".encode()
+        typed = launch_error(
+            replica.role_name, replica.replica_id, param.args, param.cwd, env, error
         )
+        if first and typed is error:
+            raise
+        if first:
+            raise typed from error
+        writer.write("stderr", f"asynctorchx: {typed}\n".encode())
         return None
 
 

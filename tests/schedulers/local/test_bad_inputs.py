@@ -7,20 +7,24 @@ named in an error that says how to fix it, raised before anything starts or is c
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 from pathlib import Path
 
+import attrs
 import pytest
 
 from asynctorchx.errors import (
     InvalidLogDirError,
     InvalidNameException,
     InvalidRunConfigException,
+    ReplicaLaunchError,
     UnsafeLogPathError,
 )
-from asynctorchx.schedulers.local import create_cwd_scheduler
+from asynctorchx.schedulers.local import create_cwd_scheduler, create_dir_scheduler
 from asynctorchx.specs.api import AppDef, AppState, Role
+from tests.processes import alive
 
 LIMIT = 30  # seconds: a deadline for a hung test, never a guess at timing
 
@@ -141,3 +145,88 @@ async def test_a_300_character_app_name_runs_under_a_shortened_app_id(tmp_path: 
         assert status is not None
         assert status.state == AppState.SUCCEEDED
     assert len(app_id) <= 111
+
+
+# ---------------------------------------------------------------------- entrypoints
+
+
+def _processes_marked(marker: str) -> list[int]:
+    """The live processes whose environment has ``MARKER=marker``."""
+    wanted = f"MARKER={marker}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                environment = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            except OSError:  # gone, or not ours to read
+                continue
+            if wanted in environment and alive(int(entry)):
+                found.append(int(entry))
+    return found
+
+
+def _with_a_running_role(bad: Role, marker: str) -> AppDef:
+    """An app of ``bad`` after a role of two replicas that run until stopped."""
+    env = {"MARKER": marker}
+    sleeper = Role("ok", bad.image, entrypoint="sleep", args=["600"], num_replicas=2, env=env)
+    return AppDef("launch", [sleeper, attrs.evolve(bad, env={**bad.env, "MARKER": marker})])
+
+
+async def test_a_missing_entrypoint_names_the_replica_the_path_and_the_fix(
+    tmp_path: Path,
+) -> None:
+    path = f"{tmp_path / 'bin'}:/usr/bin:/bin"
+    bad = Role("trainer", "x", entrypoint="fz-no-such-binary", env={"PATH": path})
+    async with create_cwd_scheduler("test") as scheduler:
+        with pytest.raises(ReplicaLaunchError) as caught:
+            await scheduler.submit(_with_a_running_role(bad, tmp_path.name), {})
+        assert await scheduler.list() == []
+    assert _processes_marked(tmp_path.name) == []
+    error = caught.value
+    assert (error.errno, error.filename) == (errno.ENOENT, "fz-no-such-binary")
+    assert (error.role, error.replica_id, error.entrypoint) == ("trainer", 0, "fz-no-such-binary")
+    # the role's PATH comes first, then this process's (the local schedulers' rule)
+    prefix = "replica trainer/0 could not start 'fz-no-such-binary': no program of that name"
+    assert str(error).startswith(f"{prefix} on the replica's PATH '{path}:")
+    assert str(error).endswith(
+        "'; install it, give the entrypoint as an absolute path, or put its directory on PATH"
+        " (the role's env; local_cwd's prepend_cwd=True puts the current directory first)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "content", "errno_value", "words"),
+    [
+        (
+            0o644,
+            "#!/bin/sh\necho hi\n",
+            errno.EACCES,
+            "is not executable (mode 100644); make it"
+            " executable (`chmod +x {file}`), or make the entrypoint its interpreter",
+        ),
+        (
+            0o755,
+            "echo hi\n",
+            errno.ENOEXEC,
+            "is executable but not a program this machine can"
+            " run (no '#!' line, or built for another machine); begin it with a '#!' line",
+        ),
+    ],
+)
+async def test_an_image_file_that_cannot_run_names_the_file_and_the_fix(
+    tmp_path: Path, mode: int, content: str, errno_value: int, words: str
+) -> None:
+    image = tmp_path / "image"
+    image.mkdir()
+    file = image / "train.sh"
+    file.write_text(content)
+    file.chmod(mode)
+    bad = Role("trainer", str(image), entrypoint="train.sh")
+    async with create_dir_scheduler("test") as scheduler:
+        with pytest.raises(ReplicaLaunchError) as caught:
+            await scheduler.submit(_with_a_running_role(bad, tmp_path.name), {})
+        assert await scheduler.list() == []
+    assert _processes_marked(tmp_path.name) == []
+    assert caught.value.errno == errno_value
+    expected = f"replica trainer/0 could not start {str(file)!r}: {str(file)!r} "
+    assert str(caught.value).startswith(expected + words.format(file=file))

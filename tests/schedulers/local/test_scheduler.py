@@ -18,7 +18,12 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from asynctorchx.errors import InvalidAppIdException, SchedulerClosedError, UnknownAppException
+from asynctorchx.errors import (
+    InvalidAppIdException,
+    ReplicaLaunchError,
+    SchedulerClosedError,
+    UnknownAppException,
+)
 from asynctorchx.schedulers.api import Stream
 from asynctorchx.schedulers.local import (
     LocalDirectoryImageProvider,
@@ -189,7 +194,7 @@ async def test_entrypoint_that_does_not_exist_raises_and_starts_nothing() -> Non
         ],
     )
     async with create_cwd_scheduler("test") as scheduler:
-        with pytest.raises(FileNotFoundError):
+        with pytest.raises(ReplicaLaunchError, match="replica bad/0 could not start"):
             await scheduler.submit(app, {})
         assert await scheduler.list() == []
 
