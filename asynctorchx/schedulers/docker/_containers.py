@@ -52,7 +52,8 @@ async def create_and_start(engine: Engine, job: DockerJob, network_id: str) -> N
         network_id: the id of the network the containers join (by id, not by name).
 
     Raises:
-        DockerEngineError: the engine refused a container (the message says why).
+        DockerEngineError: the engine refused a container: its words, then the replica
+            and the value refused (see :func:`refused`).
     """
 
     async def one(container: DockerContainer) -> None:
@@ -60,10 +61,13 @@ async def create_and_start(engine: Engine, job: DockerJob, network_id: str) -> N
         config["HostConfig"]["NetworkMode"] = network_id
         endpoint = config["NetworkingConfig"]["EndpointsConfig"].pop(job.network)
         config["NetworkingConfig"]["EndpointsConfig"][network_id] = endpoint
-        created = await engine.json(
-            "containers/create", "POST", params={"name": container.name}, data=config
-        )
-        await engine.call(f"containers/{created['Id']}/start")
+        try:
+            created = await engine.json(
+                "containers/create", "POST", params={"name": container.name}, data=config
+            )
+            await engine.call(f"containers/{created['Id']}/start")
+        except DockerEngineError as err:
+            raise refused(err, container) from err
 
     try:
         await gather(functools.partial(one, container) for container in job.containers)
@@ -72,6 +76,37 @@ async def create_and_start(engine: Engine, job: DockerJob, network_id: str) -> N
             with contextlib.suppress(Exception):
                 await delete_app(engine, job.app_id)
         raise
+
+
+def refused(err: DockerEngineError, container: DockerContainer) -> DockerEngineError:
+    """The engine's refusal of ``container``, naming its replica and the value refused.
+
+    The engine's words (``Minimum memory limit allowed is 6MB``) name neither the app's
+    role nor the field of the request; this adds them, e.g. ``(replica trainer/0:
+    Resource(memMB=1))``, for the fields the engine's words are about: memory (and
+    ``/dev/shm``, sized by ``memMB`` too), CPUs, devices, the image.
+
+    Args:
+        err: what the engine answered.
+        container: the container it refused.
+    """
+    labels, host = container.config["Labels"], container.config["HostConfig"]
+    words = err.message.lower()
+    if ("memory" in words or "shm" in words) and "Memory" in host:
+        value = f"Resource(memMB={host['Memory'] // 2**20})"
+    elif "cpu" in words and "NanoCpus" in host:
+        value = f"Resource(cpu={host['NanoCpus'] / 1e9:g})"
+    elif "device" in words and host.get("Devices"):
+        value = f"devices {[device['PathOnHost'] for device in host['Devices']]}"
+    elif "device" in words and host.get("DeviceRequests"):
+        value = f"Resource(gpu={host['DeviceRequests'][0]['Count']})"
+    elif "image" in words:
+        value = f"image {container.image!r}"
+    else:
+        value = f"container {container.name!r}"
+    replica = f"{labels[LABEL_ROLE_NAME]}/{labels[LABEL_REPLICA_ID]}"
+    message = f"{err.message} (replica {replica}: {value}); change it and submit again"
+    return DockerEngineError(err.status, message, err.request)
 
 
 # --------------------------------------------------------------------------- read

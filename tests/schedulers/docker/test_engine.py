@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import uuid
 from pathlib import Path
@@ -13,8 +14,10 @@ import pytest
 
 from asynctorchx.errors import DockerEngineError, SchedulerUnavailableError
 from asynctorchx.schedulers.docker._engine import Engine
+from asynctorchx.schedulers.docker._request import LABEL_ROLE_NAME
 from asynctorchx.schedulers.docker_scheduler import create_scheduler
-from asynctorchx.specs.api import AppDef, Role
+from asynctorchx.specs.api import AppDef, Resource, Role
+from tests.conftest import DOCKER_TEST_IMAGE
 
 
 @pytest.mark.docker
@@ -41,6 +44,35 @@ async def test_submitting_an_image_the_engine_cannot_get_says_how_to_fix_it() ->
             await sched.submit(app, {})
     assert caught.value.status >= 400
     assert image in str(caught.value)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(
+    ("resource", "engine_words", "value"),
+    [
+        (Resource(cpu=1, gpu=0, memMB=1), "Minimum memory limit allowed is", "Resource(memMB=1)"),
+        (Resource(cpu=4096, gpu=0, memMB=64), "Range of CPUs is from", "Resource(cpu=4096)"),
+    ],
+)
+async def test_a_refused_resource_names_the_replica_and_the_value_in_the_engines_words(
+    resource: Resource, engine_words: str, value: str
+) -> None:
+    role = f"trainer-{uuid.uuid4().hex[:8]}"
+    app = AppDef("refused", [Role(role, DOCKER_TEST_IMAGE, entrypoint="true", resource=resource)])
+    async with create_scheduler("t") as sched:
+        with pytest.raises(DockerEngineError) as caught:
+            await sched.submit(app, {})
+    message = caught.value.message
+    assert message.startswith(engine_words)
+    assert message.endswith(f" (replica {role}/0: {value}); change it and submit again")
+    assert (caught.value.status, caught.value.request) == (400, "POST containers/create")
+    engine = Engine(None, "t")
+    try:
+        labelled = json.dumps({"label": [f"{LABEL_ROLE_NAME}={role}"]})
+        left = await engine.json("containers/json", params={"all": "1", "filters": labelled})
+    finally:
+        await engine.close()
+    assert left == []
 
 
 async def test_no_engine_on_a_request_is_unavailable_not_an_aiodocker_error(
