@@ -41,8 +41,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 VERSION = "0.7.0"
-DEFAULT_TORCHX_PYTHON = "/work/ci-base/benchmarks/.venv-torchx/bin/python"
-DEFAULT_MIRROR = "/work/.mirror/pytorch+torchx/repo"
+#: TorchX 0.7.0's venv: the one the benchmarks and .ci/run make
+DEFAULT_TORCHX_PYTHON = str(REPO / "benchmarks" / ".venv-torchx" / "bin" / "python")
+#: a git mirror of pytorch/torchx (``git clone --mirror``), when neither option names one
+MIRROR_VARIABLE = "ASYNCTORCHX_TORCHX_MIRROR"
 DOCKER_TEST_IMAGE = "asynctorchx-test/busybox:latest"
 
 #: TorchX's unit tests of specs, runner, components and the local and Docker schedulers
@@ -96,6 +98,11 @@ def source_tree(args: argparse.Namespace, tmp: Path) -> Path:
     """A TorchX source tree (``.../torchx``) with the tests."""
     if args.source:
         return Path(args.source).resolve() / "torchx"
+    if not args.mirror:
+        sys.exit(
+            "no TorchX source: give --source (a checkout of pytorch/torchx at v0.7.0) or"
+            f" --mirror (a `git clone --mirror` of it), or set {MIRROR_VARIABLE}"
+        )
     dest = tmp / "source"
     dest.mkdir()
     archive = subprocess.run(
@@ -324,7 +331,11 @@ def main() -> None:
     """Prepare both sides, run them, print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", help="a TorchX 0.7.0 source checkout (the dir holding torchx/)")
-    parser.add_argument("--mirror", default=DEFAULT_MIRROR, help="git dir of pytorch/torchx")
+    parser.add_argument(
+        "--mirror",
+        default=os.environ.get(MIRROR_VARIABLE, ""),
+        help=f"git dir of pytorch/torchx (default: ${MIRROR_VARIABLE})",
+    )
     parser.add_argument("--torchx-python", default=DEFAULT_TORCHX_PYTHON)
     parser.add_argument("--side", choices=["both", "ours", "torchx"], default="both")
     parser.add_argument(

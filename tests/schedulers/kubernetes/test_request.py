@@ -38,7 +38,9 @@ from asynctorchx.specs import (
     VolumeMount,
 )
 
-VENV = os.environ.get("ASYNCTORCHX_TORCHX_K8S_VENV", "/work/venv-torchx-k8s")
+VENV = os.environ.get(
+    "ASYNCTORCHX_TORCHX_K8S_VENV", str(Path(__file__).parents[3] / "benchmarks/.venv-torchx-k8s")
+)
 BUILD_VENV = (
     f"python3 -m venv {VENV} && {VENV}/bin/pip install torchx==0.7.0 kubernetes"
     " (and set ASYNCTORCHX_TORCHX_K8S_VENV to that venv)"
