@@ -7,6 +7,7 @@ released together once every one of them printed its first line (a barrier of fi
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -135,6 +136,7 @@ async def test_an_entrypoint_that_is_not_executable_raises_and_starts_nothing(
 ) -> None:
     # replicas start through a wrapper on Linux: its exec failure must still be the
     # submit's error, as a direct start's is
+    from asynctorchx.errors import ReplicaLaunchError
     from asynctorchx.schedulers.local import create_cwd_scheduler
     from asynctorchx.specs.api import AppDef, Role
 
@@ -142,6 +144,7 @@ async def test_an_entrypoint_that_is_not_executable_raises_and_starts_nothing(
     script.write_text("#!/bin/sh\necho hi\n")
     role = Role("r", str(tmp_path), entrypoint=str(script))
     async with create_cwd_scheduler("test") as scheduler:
-        with pytest.raises(PermissionError):
+        with pytest.raises(ReplicaLaunchError, match=f"chmod \\+x {script}") as caught:
             await scheduler.submit(AppDef("noexec", [role]), {})
+        assert caught.value.errno == errno.EACCES
         assert await scheduler.list() == []
