@@ -7,8 +7,11 @@ TorchX's leaves out:
   its whole process tree can be signalled; all replicas of an app start concurrently;
 * each replica's process group is tied to this process by one watchdog process per host
   (started with the first replica): when this process is gone, even by ``SIGKILL``, the
-  watchdog kills every replica group still running; the limits (a descendant that left
-  its group, the instant between a fork and its registration) are in ``_parent_death``;
+  watchdog kills every replica group still running, then every process of their
+  sessions or carrying their ``ASYNCTORCHX_REPLICA_TOKEN`` (daemons included); the
+  limits (a descendant that left the session and cleared its environment, the instants
+  between a fork and its registration and between a reap and its sweep) are in
+  ``_parent_death``;
 * daemons: on Linux this process becomes a child subreaper when it first starts a
   replica, so a descendant that left its replica's group with ``setsid`` (a double
   fork) is re-parented to it; each replica's descendants, known by the

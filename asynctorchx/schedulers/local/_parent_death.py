@@ -8,12 +8,19 @@ Here, the first replica start of this process also starts a *watchdog*: a tiny P
 program (:data:`WATCHDOG_PROGRAM`, ``sys.executable -I -S -c``) in a session of its own,
 whose stdin is the read end of a pipe. Only this process holds the write end (it is
 ``O_CLOEXEC``, and replicas are started with ``close_fds``). :func:`tie` writes
-``+<pgid>`` once a replica's process started (in its own session: its process group is
-its pid), :func:`untie` writes ``-<pgid>`` once it was reaped; each is one ``os.write``
-shorter than ``PIPE_BUF``, so it reaches the pipe whole from any thread. The watchdog
-keeps the set of live groups; at end of file, which the kernel gives it when the last
+``+<pgid> <token>`` once a replica's process started (in its own session: its process
+group and session are its pid; the token is its ``ASYNCTORCHX_REPLICA_TOKEN``, see
+:mod:`._subreaper`), :func:`untie` writes ``-<pgid>`` once it was reaped; each is one
+``os.write`` shorter than ``PIPE_BUF``, so it reaches the pipe whole from any thread. The
+watchdog keeps the live groups; at end of file, which the kernel gives it when the last
 holder of the write end is gone (this process was killed, crashed or simply exited), it
-sends ``SIGKILL`` to every group still in the set and exits. It ignores ``SIGINT``,
+sends ``SIGKILL`` to every group still tied, then looks through ``/proc`` for the
+processes that left those groups but are still in the replica's session or carry its
+token in their environment (a daemon's ``setsid``, a ``setpgid``): those are orphans of
+init by then, not children of this dead process. It kills each through a pid file
+descriptor (opened, then checked again, so a reused pid is never hit), awaits their
+exits, and looks again until none is found (what they forked meanwhile), then exits.
+With no replica left tied (a normal exit), it does not look. It ignores ``SIGINT``,
 ``SIGTERM`` and ``SIGHUP`` and has a session of its own, so a terminal's Ctrl-C or a
 signal to this process's group does not end it before this process has cleaned up; end
 of file is what ends it, so it never outlives this process.
@@ -38,17 +45,18 @@ the next write, and told every group still tied.
 Limits:
 
 * POSIX only (``os.posix_spawn``); elsewhere replicas are not tied.
-* The whole process group of each replica is killed, not only its main process; but a
-  process that left the group (a daemon's ``setsid``) escapes the watchdog: while this
-  process lives, the subreaper ends those (:mod:`._subreaper`).
+* A descendant that left both the replica's session and its environment (``setsid``
+  then ``env -i``, a set-user-ID program whose environment cannot be read) is not found
+  and outlives a killed host (``tests/schedulers/local/test_parent_death.py`` shows
+  it). The ``/proc`` search needs Linux's ``pidfd_open`` (5.3); elsewhere only the
+  groups are killed.
 * A host killed between a replica's ``fork`` and its ``+pgid`` write (the start's own
-  few hundred microseconds) leaves that replica untied.
+  few hundred microseconds) leaves that replica untied; one killed between a replica's
+  reap (its ``-pgid``) and the sweep of its daemons (:mod:`._subreaper`) leaves those.
 * Everything holding the write end keeps the watchdog waiting: a child forked from
   Python (``os.fork``, ``multiprocessing``'s ``fork``) closes its copy at once
   (``os.register_at_fork``), but a child forked by native code without ``exec`` keeps
   it, and the replicas are then killed only once that child is gone too.
-* A replica that changes its own process group (``setpgid``) leaves the watchdog's
-  reach like a daemon does.
 """
 
 from __future__ import annotations
@@ -73,13 +81,14 @@ READ_INTERVAL = 0.05
 #: The size asked for the watchdog's pipe (bytes; Linux's default limit for a user).
 PIPE_SIZE = 1 << 20
 
-#: The watchdog: reads ``+pgid``/``-pgid`` lines on stdin, kills what is left at EOF.
+#: The watchdog: reads ``+pgid token``/``-pgid`` lines on stdin, kills what is left at
+#: EOF: the groups, then every process of their sessions or with their tokens.
 WATCHDOG_PROGRAM = f"""\
-import os, signal, time
+import os, select, signal, time
 for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
     signal.signal(s, signal.SIG_IGN)
 os.chdir("/")
-groups = set()
+groups = {{}}
 pending = b""
 while True:
     chunk = os.read(0, 65536)
@@ -89,15 +98,55 @@ while True:
     pending = lines.pop()
     for line in lines:
         if line[:1] == b"+":
-            groups.add(int(line[1:]))
+            pgid, _, token = line[1:].partition(b" ")
+            groups[int(pgid)] = token
         elif line[:1] == b"-":
-            groups.discard(int(line[1:]))
+            groups.pop(int(line[1:]), None)
     time.sleep({READ_INTERVAL})
 for pgid in groups:
     try:
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
         pass
+tokens = {{b"{_subreaper.TOKEN_VARIABLE}=" + token for token in groups.values() if token}}
+
+def replicas_own(pid):
+    try:
+        with open(f"/proc/{{pid}}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        if fields[0] == b"Z":
+            return False
+        if int(fields[3]) in groups:
+            return True
+        with open(f"/proc/{{pid}}/environ", "rb") as environ:
+            return not tokens.isdisjoint(environ.read().split(b"\\0"))
+    except (OSError, IndexError, ValueError):
+        return False
+
+while groups and hasattr(os, "pidfd_open"):
+    killed = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid() or not replicas_own(entry):
+            continue
+        try:
+            pidfd = os.pidfd_open(int(entry))
+        except OSError:
+            continue
+        try:
+            if replicas_own(entry):  # still: the pidfd is that process, not a reused pid
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                killed.append(pidfd)
+                continue
+        except OSError:
+            pass
+        os.close(pidfd)
+    if not killed:
+        break
+    for pidfd in killed:  # until each exited: a second look finds what they forked
+        exited = select.poll()
+        exited.register(pidfd, select.POLLIN)
+        exited.poll()
+        os.close(pidfd)
 """
 
 
@@ -108,7 +157,7 @@ class _Watchdog:
         self.lock = threading.Lock()
         self.pid: int | None = None
         self.fd: int | None = None
-        self.tied: set[int] = set()
+        self.tied: dict[int, str] = {}  # process group -> its replica's token
         self.unavailable = False
 
     def start(self) -> bool:
@@ -162,7 +211,7 @@ class _Watchdog:
             self.pid = None
         if not self.start():
             return False
-        return self.write("".join(f"+{pgid}\n" for pgid in self.tied))
+        return self.write("".join(f"+{pgid} {token}\n" for pgid, token in self.tied.items()))
 
     def write(self, text: str) -> bool:
         """Write ``text`` to the watchdog (lock held); False when it could not."""
@@ -193,7 +242,7 @@ class _Watchdog:
             os.close(self.fd)
         self.lock = threading.Lock()
         self.pid = self.fd = None
-        self.tied = set()
+        self.tied = {}
 
 
 _watchdog = _Watchdog()
@@ -201,22 +250,24 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_watchdog.forget)
 
 
-def tie(pgid: int) -> None:
-    """Have the watchdog kill the process group ``pgid`` if this process dies first.
+def tie(pgid: int, token: str = "") -> None:
+    """Have the watchdog kill the replica ``pgid`` and its daemons if this process dies first.
 
     Called once a replica's process started in its own session (``pgid`` is its pid);
     starts the watchdog at the first call of the process. Does nothing when
     :data:`enabled` is False or no watchdog can be started here.
 
     Args:
-        pgid: the replica's process group (its pid).
+        pgid: the replica's process group and session (its pid).
+        token: the replica's :data:`~._subreaper.TOKEN_VARIABLE` (hex digits), which its
+            descendants inherit; empty: only its session is searched.
     """
     if not enabled:
         return
     with _watchdog.lock:
         if pgid not in _watchdog.tied:
-            _watchdog.tied.add(pgid)
-            _watchdog.send(f"+{pgid}\n")
+            _watchdog.tied[pgid] = token
+            _watchdog.send(f"+{pgid} {token}\n")
 
 
 def untie(pgid: int) -> None:
@@ -227,7 +278,7 @@ def untie(pgid: int) -> None:
     """
     with _watchdog.lock:
         if pgid in _watchdog.tied:
-            _watchdog.tied.discard(pgid)
+            del _watchdog.tied[pgid]
             _watchdog.send(f"-{pgid}\n")
 
 

@@ -37,8 +37,9 @@ Limits (documented in :mod:`asynctorchx.schedulers.local` too):
 * The subreaper setting is process-wide and stays on: orphans of children that other
   code of the program started are re-parented here too, and are left unreaped (as
   said above, we only reap what we identified).
-* When this process itself dies, its orphans go to init (or an outer subreaper); a
-  daemon that escaped its replica's session survives a host killed by ``SIGKILL``.
+* When this process itself dies, its orphans go to init (or an outer subreaper); the
+  watchdog of :mod:`._parent_death` then finds the replicas' descendants by the same
+  session and token and kills them.
 """
 
 from __future__ import annotations

@@ -455,7 +455,7 @@ async def _open_process(
                 start_new_session=True,
             )
             if process.returncode is None:  # its own session: its group is its pid
-                _parent_death.tie(process.pid)
+                _parent_death.tie(process.pid, env[_subreaper.TOKEN_VARIABLE])
             return process
     except OSError as error:
         typed = launch_error(

@@ -8,13 +8,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import anyio
 import anyio.abc
 import pytest
 
 from asynctorchx.schedulers.local._parent_death import WATCHDOG_PROGRAM
-from tests.processes import await_end, killed_on_exit
+from tests.processes import alive, await_end, killed_on_exit
 
 LIMIT = 30  # seconds
 
@@ -153,3 +154,120 @@ async def test_a_burst_of_starts_is_tied_whole() -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         assert lines[1] == "warnings 0"
+
+
+# ---------------------------------------------------------------------- daemons
+
+#: Replicas that leave a process outside their process group, which prints
+#: ``daemon <pid>`` and creates the file ``started``: "setsid" (a daemon's double
+#: fork), "setpgid" (a group of its own in the replica's session), "env -i" (setsid,
+#: and none of the replica's environment: the documented limit).
+DAEMONS = {
+    "setsid": "(setsid sh -c 'echo daemon $$; : > started; exec sleep 600 >/dev/null 2>&1' &)",
+    "setpgid": (
+        f"{sys.executable} -c 'import os, time; os.setpgid(0, 0);"
+        ' print("daemon", os.getpid(), flush=True); open("started", "w").close();'
+        " time.sleep(600)' &"
+    ),
+    "env -i": (
+        "(setsid env -i sh -c 'echo daemon $$; : > started; exec sleep 600 >/dev/null 2>&1' &)"
+    ),
+}
+
+
+def daemon_script(tmp_path: Path, case: str) -> Path:
+    """The replica's script: start the daemon, wait until it started, print, sleep."""
+    script = tmp_path / "daemon.sh"
+    script.write_text(
+        f"{DAEMONS[case]}\n"
+        "while [ ! -e started ]; do sleep 0.01; done\n"
+        "echo main $$\n"
+        "exec sleep 600\n"
+    )
+    return script
+
+
+#: A host that runs one replica of ``sh <script>`` through the API and prints its lines.
+API_HOST = textwrap.dedent(
+    """
+    import anyio
+    from asynctorchx.schedulers.local import create_cwd_scheduler
+    from asynctorchx.specs.api import AppDef, Role
+
+    async def main():
+        async with create_cwd_scheduler("host") as scheduler:
+            role = Role("r", "x", entrypoint="sh", args=[{script!r}])
+            app_id = await scheduler.submit(AppDef("host", [role]), {{}})
+            async for line in scheduler.log_iter(app_id, "r", 0, should_tail=True):
+                print(line, end="", flush=True)
+
+    anyio.run(main)
+    """
+)
+
+
+def _watchdog_of(host: int) -> int:
+    """The pid of the watchdog among the children of ``host``."""
+    tasks = Path(f"/proc/{host}/task")
+    children = [int(c) for task in tasks.iterdir() for c in (task / "children").read_text().split()]
+    program = WATCHDOG_PROGRAM.encode()
+    (watchdog,) = [c for c in children if program in Path(f"/proc/{c}/cmdline").read_bytes()]
+    return watchdog
+
+
+async def _left_by_a_killed_host(command: list[str], tmp_path: Path) -> list[str]:
+    """Run ``command`` (in ``tmp_path``) until its replica printed ``daemon <pid>`` and
+    ``main <pid>``, SIGKILL it, await the end of its watchdog; return which of the two
+    are still alive (and end them)."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # where a killed host leaves its logs
+    pids: dict[str, int] = {}
+    async with killed_on_exit(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    ) as host:
+        assert host.stdout is not None
+        output = b""
+        with anyio.fail_after(LIMIT):
+            async for chunk in host.stdout:
+                output += chunk
+                for line in output.decode().splitlines():
+                    *_, name, pid = ["", "", *line.split()]
+                    if name in ("daemon", "main"):
+                        pids[name] = int(pid)
+                if len(pids) == 2:
+                    break
+        watchdog = _watchdog_of(host.pid)
+        host.kill()
+        await host.wait()
+    try:
+        with anyio.fail_after(LIMIT):
+            await await_end(watchdog)  # its work is done: it kills, then awaits each end
+        return [name for name, pid in pids.items() if alive(pid)]
+    finally:
+        for pid in pids.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with anyio.fail_after(LIMIT):
+                await await_end(pid)
+
+
+@pytest.mark.parametrize("case", ["setsid", "setpgid"])
+async def test_no_process_of_a_replica_survives_its_sigkilled_host(
+    case: str, tmp_path: Path
+) -> None:
+    command = [sys.executable, "-c", API_HOST.format(script=str(daemon_script(tmp_path, case)))]
+    assert await _left_by_a_killed_host(command, tmp_path) == []
+
+
+async def test_no_daemon_survives_a_sigkilled_cli(tmp_path: Path) -> None:
+    script = daemon_script(tmp_path, "setsid")
+    command = [sys.executable, "-m", "asynctorchx", "run", "-s", "local_cwd"]
+    assert await _left_by_a_killed_host([*command, "utils.sh", "sh", str(script)], tmp_path) == []
+
+
+async def test_the_limit_a_daemon_without_the_replicas_session_and_environment(
+    tmp_path: Path,
+) -> None:
+    # documented in _parent_death and _subreaper: nothing of the replica is left on it
+    script = daemon_script(tmp_path, "env -i")
+    command = [sys.executable, "-c", API_HOST.format(script=str(script))]
+    assert await _left_by_a_killed_host(command, tmp_path) == ["daemon"]
