@@ -29,7 +29,7 @@ def _found(entrypoint: str, cwd: str, env: Mapping[str, str]) -> str | None:
     """
     if "/" in entrypoint:
         path = os.path.join(cwd, entrypoint)
-        return path if os.path.lexists(path) else None
+        return path if os.path.exists(path) else None
     for directory in os.get_exec_path(dict(env)):
         path = os.path.join(directory or ".", entrypoint)
         if os.path.isfile(path):
@@ -77,14 +77,10 @@ def launch_error(
                 f"there is no file {os.path.join(where, entrypoint)!r}",
                 "fix the role's entrypoint, or create that file",
             )
-        hint = ""
-        if os.path.isfile(os.path.join(where, entrypoint)):
-            hint = f" ({entrypoint!r} in {where!r} is not looked up: the directory is not on it)"
         return typed(
-            f"no program of that name on the replica's PATH {path!r}{hint}",
+            f"no program of that name on the replica's PATH {path!r}",
             "install it, give the entrypoint as an absolute path, or put its directory on"
-            " PATH (the role's env; local_cwd's prepend_cwd=True puts the current directory"
-            " first)",
+            " the role's PATH (Role.env)",
         )
     if error.errno == errno.EACCES and found is not None:
         mode = "a directory" if os.path.isdir(found) else f"mode {os.stat(found).st_mode:o}"

@@ -189,8 +189,8 @@ async def test_a_missing_entrypoint_names_the_replica_the_path_and_the_fix(
     prefix = "replica trainer/0 could not start 'fz-no-such-binary': no program of that name"
     assert str(error).startswith(f"{prefix} on the replica's PATH '{path}:")
     assert str(error).endswith(
-        "'; install it, give the entrypoint as an absolute path, or put its directory on PATH"
-        " (the role's env; local_cwd's prepend_cwd=True puts the current directory first)"
+        "'; install it, give the entrypoint as an absolute path, or put its directory on"
+        " the role's PATH (Role.env)"
     )
 
 
