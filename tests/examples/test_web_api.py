@@ -32,20 +32,24 @@ JSON = {"Content-Type": "application/json"}
 
 @contextlib.asynccontextmanager
 async def service(
-    token: str | None = None, client_address: str = "127.0.0.1"
+    token: str | None = None,
+    client_address: str = "127.0.0.1",
+    hosts: tuple[str, ...] | None = ("127.0.0.1", "localhost"),
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Runner]]:
     """The service started (its lifespan entered), a client to it, and its runner.
 
     Args:
-        token: the service's bearer token for clients beyond loopback.
+        token: the service's bearer token for clients beyond loopback (``None``: the
+            environment's).
         client_address: the address the requests come from.
+        hosts: the host names it answers to (``None``: the environment's).
     """
     import httpx
     from starlette.types import Receive, Scope, Send
 
     from examples.web.app import create_app
 
-    app = create_app(hosts=["127.0.0.1", "localhost"], token=token)
+    app = create_app(hosts=None if hosts is None else list(hosts), token=token)
     async with app.router.lifespan_context(app) as state:
 
         async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
@@ -198,6 +202,19 @@ async def test_a_client_beyond_loopback_needs_the_token() -> None:
         response = await client.post("/jobs", json={"command": ["true"]}, headers=granted)
         assert response.status_code == 201, response.text
         assert len((await client.get("/jobs", headers=granted)).json()) == 1
+
+
+async def test_the_hosts_and_the_token_come_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ASYNCTORCHX_WEB_HOSTS", "jobs.example, localhost")
+    monkeypatch.setenv("ASYNCTORCHX_WEB_TOKEN", "s3cret")
+    async with service(client_address="192.0.2.7", hosts=None) as (client, _):
+        granted = {"Authorization": "Bearer s3cret"}
+        assert (await client.get("/jobs", headers=granted)).status_code == 400  # 127.0.0.1
+        named = {**granted, "Host": "jobs.example"}
+        assert (await client.get("/jobs", headers=named)).json() == []
+        assert (await client.get("/jobs", headers={"Host": "jobs.example"})).status_code == 401
 
 
 # ---------------------------------------------------------------------- events
