@@ -22,8 +22,9 @@ from asynctorchx.errors import (
     ReplicaLaunchError,
     UnsafeLogPathError,
 )
+from asynctorchx.schedulers.api import Stream
 from asynctorchx.schedulers.local import create_cwd_scheduler, create_dir_scheduler
-from asynctorchx.specs.api import AppDef, AppState, Role
+from asynctorchx.specs.api import AppDef, AppState, RetryPolicy, Role
 from tests.processes import alive
 
 LIMIT = 30  # seconds: a deadline for a hung test, never a guess at timing
@@ -230,3 +231,27 @@ async def test_an_image_file_that_cannot_run_names_the_file_and_the_fix(
     assert caught.value.errno == errno_value
     expected = f"replica trainer/0 could not start {str(file)!r}: {str(file)!r} "
     assert str(caught.value).startswith(expected + words.format(file=file))
+
+
+async def test_a_restart_that_cannot_start_says_why_in_the_replicas_stderr(
+    tmp_path: Path,
+) -> None:
+    # the first attempt runs, removes its own program and fails: the restart finds none
+    program = tmp_path / "once.sh"
+    program.write_text(f"#!/bin/sh\nrm {program}\nexit 1\n")
+    program.chmod(0o755)
+    role = Role(
+        "trainer", "x", entrypoint=str(program), max_retries=1, retry_policy=RetryPolicy.REPLICA
+    )
+    async with create_cwd_scheduler("test") as scheduler:
+        app_id = await scheduler.submit(AppDef("restart", [role]), {})
+        status = await scheduler.wait(app_id, timeout=LIMIT)
+        assert status is not None
+        assert status.state == AppState.FAILED
+        stderr = [
+            line async for line in scheduler.log_iter(app_id, "trainer", 0, streams=Stream.STDERR)
+        ]
+    assert stderr == [
+        f"asynctorchx: replica trainer/0 could not start {str(program)!r}: there is no file"
+        f" {str(program)!r}; fix the role's entrypoint, or create that file\n"
+    ]
