@@ -12,7 +12,10 @@ Every message names the bad value and says how to fix it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from asynctorchx.specs.api import AppStatus
 
 
 class AsyncTorchXError(Exception):
@@ -147,7 +150,7 @@ class SchedulerUnavailableError(AsyncTorchXError, RuntimeError):
 
 
 class SchedulerClosedError(AsyncTorchXError, RuntimeError):
-    """A method was called on a scheduler (or runner) after ``close()``."""
+    """A method was called on a scheduler (or runner, or app group) after ``close()``."""
 
 
 class WorkspaceBuildError(AsyncTorchXError, RuntimeError):
@@ -535,3 +538,65 @@ class EntryPointNotFoundError(AsyncTorchXError, KeyError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class AppGroupFailed(AsyncTorchXError):
+    """An app of a ``fail_fast`` group ended ``FAILED`` or ``UNKNOWN``; the others were cancelled.
+
+    Raised by ``async with runner.group(fail_fast=True) as group:`` once every app of
+    the group is terminal (or the group's ``stop_timeout`` passed). The message names
+    the app that failed first and its status.
+
+    Args:
+        failed: the handle of the app that failed first.
+        statuses: ``{handle: final AppStatus}`` of every app of the group, in start
+            order; an app still running after the stop timeout is left out (see
+            ``stragglers``).
+        stragglers: the handles of the apps that were not terminal ``stop_timeout``
+            seconds after they were cancelled.
+    """
+
+    def __init__(
+        self,
+        failed: str,
+        statuses: Mapping[str, AppStatus],
+        stragglers: Iterable[str] = (),
+    ) -> None:
+        state = statuses[failed].state.name
+        left = list(stragglers)
+        message = (
+            f"app {failed!r} ended {state}, so the group cancelled its other apps:"
+            f" `error.statuses` holds every app's final status, `asynctorchx log {failed}`"
+            " shows why it failed"
+        )
+        if left:
+            message += f"; still not terminal after the stop timeout: {', '.join(left)}"
+        super().__init__(message)
+        self.failed = failed
+        self.statuses = dict(statuses)
+        self.stragglers = left
+
+
+class AppGroupStopTimeout(AsyncTorchXError, TimeoutError):
+    """Apps of a group were still not terminal ``stop_timeout`` seconds after being cancelled.
+
+    Raised when leaving ``async with runner.group(...)`` by an exception or a
+    cancellation (or by a ``fail_fast`` failure) cancelled the group's apps and some did
+    not end in time; when another exception is already propagating it is not raised,
+    the stragglers are logged instead. A ``TimeoutError``.
+
+    Args:
+        stragglers: the handles of the apps still not terminal.
+        stop_timeout: the group's stop timeout (seconds).
+    """
+
+    def __init__(self, stragglers: Iterable[str], stop_timeout: float) -> None:
+        left = list(stragglers)
+        super().__init__(
+            f"{len(left)} app(s) of the group were still not terminal {stop_timeout:g} s"
+            f" after being cancelled: {', '.join(left)}. Check them with `asynctorchx"
+            " status <handle>` and cancel them with `asynctorchx cancel <handle>`, or give"
+            " the group a longer `stop_timeout`"
+        )
+        self.stragglers = left
+        self.stop_timeout = stop_timeout
