@@ -7,6 +7,7 @@ yields :data:`AppEvent`, a :class:`StateEvent` or a :class:`LogEvent`) and
 
 from __future__ import annotations
 
+from asynctorchx.runner._group import AppGroup
 from asynctorchx.runner._signals import TERMINATION_SIGNALS, can_own_signals, terminate_on_signals
 from asynctorchx.runner.api import (
     AppEvent,
@@ -23,6 +24,7 @@ from asynctorchx.runner.config import get_component_defaults, get_config, get_co
 __all__ = [
     "TERMINATION_SIGNALS",
     "AppEvent",
+    "AppGroup",
     "LogEvent",
     "LogLine",
     "LogLines",

@@ -28,10 +28,12 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
+import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from asynctorchx.errors import UnknownAppException
 from asynctorchx.runner._events import AppEvent, app_event_stream
+from asynctorchx.runner._group import AppGroup, stop_groups
 from asynctorchx.runner._hosting import SchedulerHost, scheduler_params_from_env
 from asynctorchx.runner._log_lines import LogLines
 from asynctorchx.runner._logs import LogLine, merged_log_stream
@@ -103,6 +105,7 @@ class Runner(SubmitMethods):
             {**scheduler_params_from_env(), **(scheduler_params or {})},
         )
         self._apps: dict[AppHandle, AppDef] = {}
+        self._groups: set[AppGroup] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -126,6 +129,8 @@ class Runner(SubmitMethods):
         tb: TracebackType | None,
     ) -> None:
         try:
+            with anyio.CancelScope(shield=True):  # another task's groups, still open
+                await stop_groups(self._groups)
             await self._host.__aexit__(exc_type, exc, tb)
         finally:
             await self._leave_signal_block()
@@ -138,10 +143,37 @@ class Runner(SubmitMethods):
     async def close(self) -> None:
         """Close every scheduler it opened (ending local replicas, ``cancel_on_close`` apps).
 
-        Idempotent; the runner cannot be used afterwards. Inside ``async with`` it returns
-        once every scheduler is closed; the block's end then only exits the task group.
+        First the apps of every :meth:`group` still open are cancelled and awaited, each
+        group for at most its ``stop_timeout`` (what a SIGTERM or SIGHUP does to a
+        runner that owns the signals). Idempotent; the runner cannot be used afterwards.
+        Inside ``async with`` it returns once every scheduler is closed; the block's end
+        then only exits the task group.
         """
+        await stop_groups(self._groups)
         await self._host.close()
+
+    def group(self, fail_fast: bool = False, stop_timeout: float = 60.0) -> AppGroup:
+        """Return a group of apps that end with its block: ``async with runner.group() as g:``.
+
+        The rule of an anyio task group (``anyio.create_task_group``), for apps on any
+        scheduler: leaving the block normally waits until every app started in it
+        (``g.run``, ``g.run_component``) is terminal; leaving it by an exception or a
+        cancellation (an enclosing ``anyio.fail_after``, Ctrl-C) cancels every app not
+        terminal and waits, shielded, until each ends, at most ``stop_timeout`` seconds,
+        then lets the exception through. A SIGTERM or SIGHUP to a runner that owns the
+        signals does the same before the process ends. See :class:`AppGroup`.
+
+        Args:
+            fail_fast (bool): the first app that ends ``FAILED`` or ``UNKNOWN`` cancels
+                the block and the other apps; the block then raises
+                :class:`~asynctorchx.errors.AppGroupFailed` with every app's final
+                status. ``False``: failures raise nothing, read the statuses.
+            stop_timeout (float): seconds to wait for cancelled apps to end (> 0).
+
+        Raises:
+            TypeError, ValueError: ``stop_timeout`` is not a positive finite number.
+        """
+        return AppGroup(self, self._groups, fail_fast=fail_fast, stop_timeout=stop_timeout)
 
     # ------------------------------------------------------------------ inspect and act
 

@@ -1,0 +1,348 @@
+"""Apps under structured concurrency: :meth:`Runner.group` returns an :class:`AppGroup`.
+
+The rule of ``anyio.create_task_group()``, for apps on any scheduler: leaving the block
+normally waits for every app started in it; leaving it by an exception or a
+cancellation cancels every app that is not terminal and waits, shielded, until each has
+ended (at most ``stop_timeout`` seconds), then lets the exception through as itself.
+
+One task per app follows it with one ``Runner.wait`` (an event on the backends that have
+events, else the scheduler's one batched poll). Each follower runs in a
+shielded scope of its own, so that a cancellation of the block does not stop the waits
+the stop needs; the group cancels those scopes when it ends.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from asynctorchx.errors import AppGroupFailed, AppGroupStopTimeout, SchedulerClosedError
+from asynctorchx.schedulers.toolkit import Notifier, gather
+from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppHandle, AppState, AppStatus, CfgVal
+
+if TYPE_CHECKING:
+    from asynctorchx.runner._runner import Runner
+    from asynctorchx.specs.api import Workspace
+
+logger = logging.getLogger(__name__)
+
+#: The final states that stop a ``fail_fast`` group.
+FAILING_STATES = frozenset({AppState.FAILED, AppState.UNKNOWN})
+
+
+class AppGroup(anyio.AsyncContextManagerMixin):
+    """Apps started together and stopped together: ``async with runner.group() as group:``.
+
+    Made by :meth:`Runner.group`, which documents the arguments. Start apps with
+    :meth:`run` and :meth:`run_component`; follow them with :meth:`wait` and
+    :meth:`as_completed`. Entering it twice raises ``RuntimeError`` (anyio's
+    ``AsyncContextManagerMixin``).
+
+    Leaving the block:
+
+    - normally: waits until every app started in it is terminal, as a task group waits
+      for its tasks;
+    - by an exception or a cancellation (an enclosing ``anyio.move_on_after`` or
+      ``fail_after``, Ctrl-C): cancels every app that is not terminal, on whatever
+      scheduler it runs, and waits until each is terminal, shielded from the
+      cancellation, at most ``stop_timeout`` seconds; then the exception propagates as
+      itself (the apps still running are logged, not raised);
+    - ``fail_fast=True`` and an app ended ``FAILED`` or ``UNKNOWN``: the block is
+      cancelled (as a task group cancels its host on a task's error), the other apps
+      are cancelled as above, and :class:`~asynctorchx.errors.AppGroupFailed` is raised
+      with every app's final status.
+
+    Raises:
+        AppGroupFailed: on leaving, ``fail_fast`` and an app failed.
+        AppGroupStopTimeout: on leaving, apps were cancelled (``fail_fast``) and some
+            were still not terminal after ``stop_timeout`` seconds.
+        Exception: on leaving, the first error of a follower (the scheduler could not
+            be asked about an app), as itself; the other apps are cancelled first.
+    """
+
+    def __init__(
+        self,
+        runner: Runner,
+        open_groups: set[AppGroup],
+        fail_fast: bool = False,
+        stop_timeout: float = 60.0,
+    ) -> None:
+        if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)):
+            raise TypeError(f"stop_timeout={stop_timeout!r}: give the seconds as a number")
+        if not (stop_timeout > 0 and math.isfinite(stop_timeout)):
+            raise ValueError(
+                f"stop_timeout={stop_timeout!r}: give a positive, finite number of seconds"
+                " (how long leaving the block waits for cancelled apps to end)"
+            )
+        self._runner = runner
+        self._open_groups = open_groups
+        self._fail_fast = fail_fast
+        self._stop_timeout = float(stop_timeout)
+        self._handles: list[AppHandle] = []
+        self._final: dict[AppHandle, AppStatus] = {}
+        self._ended: list[AppHandle] = []  # in the order the apps ended
+        self._following: set[AppHandle] = set()
+        self._changed = Notifier()
+        self._tasks: TaskGroup | None = None
+        self._scope: anyio.CancelScope | None = None  # the block, then the final wait
+        self._followers: list[anyio.CancelScope] = []
+        self._failed: AppHandle | None = None
+        self._error: Exception | None = None
+        self._stopping = False
+
+    @property
+    def handles(self) -> list[AppHandle]:
+        """The handles of the apps started in the group, in start order (a copy)."""
+        return list(self._handles)
+
+    @asynccontextmanager
+    async def __asynccontextmanager__(self) -> AsyncIterator[AppGroup]:
+        error: BaseException | None = None
+        stragglers: list[AppHandle] = []
+        self._open_groups.add(self)
+        try:
+            async with anyio.create_task_group() as self._tasks:
+                # The block's exception is caught inside the task group and raised after
+                # it: a task group would wrap it in an ExceptionGroup.
+                try:
+                    with anyio.CancelScope() as self._scope:
+                        yield self
+                        await self._all_followed()
+                except BaseException as exc:
+                    error = exc
+                if error is not None or self._failed is not None or self._error is not None:
+                    stragglers = await self._stop()
+                for follower in self._followers:
+                    follower.cancel()
+        finally:
+            self._tasks = None
+            self._open_groups.discard(self)
+            # Here too when exiting the task group raised the enclosing scope's
+            # cancellation again: the stragglers must not be lost with it.
+            self._raise(error, stragglers)
+
+    def _raise(self, error: BaseException | None, stragglers: list[AppHandle]) -> None:
+        """Raise what leaving the block raises (as a task group: an error wins over a
+        cancellation): the block's error, else a follower's, else the ``fail_fast``
+        failure, the stragglers then only logged; else the stragglers, else the block's
+        cancellation."""
+        first = error if isinstance(error, Exception) else None
+        first = first or self._error
+        if first is None and self._failed is not None:
+            first = AppGroupFailed(self._failed, self._statuses(), stragglers)
+        if first is not None:
+            if stragglers:
+                logger.error("%s", AppGroupStopTimeout(stragglers, self._stop_timeout))
+            if self._error is not None and first is not self._error:
+                logger.error("an app of the group could not be followed", exc_info=self._error)
+            raise first
+        if stragglers:
+            raise AppGroupStopTimeout(stragglers, self._stop_timeout) from error
+        if error is not None:
+            raise error
+
+    # ------------------------------------------------------------------ start apps
+
+    async def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: Workspace | str | None = None,
+    ) -> AppHandle:
+        """Start ``app`` on ``scheduler`` in the group, as :meth:`Runner.run`; return its handle.
+
+        The dry run (and a workspace build) can be cancelled; the submit itself is
+        shielded, so an app the scheduler accepted is always followed and stopped with
+        the group, never left behind by a cancellation.
+
+        Args:
+            app (AppDef): the app.
+            scheduler (str): the scheduler's registered name (``local_cwd``, ``slurm``...).
+            cfg (Mapping[str, CfgVal] | None): the scheduler's run options; ``None``: its
+                defaults.
+            workspace (Workspace | str | None): as :meth:`Runner.run`.
+
+        Raises:
+            SchedulerClosedError: the group is not entered, or it is stopping its apps.
+            ValueError, UnknownSchedulerException, InvalidRunConfigException: as
+                :meth:`Runner.dryrun`.
+        """
+        self._check_open()
+        return await self._schedule(await self._runner.dryrun(app, scheduler, cfg, workspace))
+
+    async def run_component(
+        self,
+        component: str,
+        component_args: list[str] | Mapping[str, Any],
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: Workspace | str | None = None,
+    ) -> AppHandle:
+        """Start component ``component`` in the group, as :meth:`Runner.run_component`.
+
+        Args:
+            component (str): a builtin (``utils.sh``), an entry point or ``path.py:fn``.
+            component_args (list[str] | Mapping[str, Any]): the component's arguments.
+            scheduler (str): the scheduler's registered name.
+            cfg (Mapping[str, CfgVal] | None): the scheduler's run options.
+            workspace (Workspace | str | None): as :meth:`Runner.run_component`.
+
+        Returns:
+            The app handle (str).
+
+        Raises:
+            SchedulerClosedError: as :meth:`run`.
+            ComponentNotFoundException, ComponentValidationException, ValueError: as
+                :meth:`Runner.run_component`.
+        """
+        self._check_open()
+        info = await self._runner.dryrun_component(
+            component, component_args, scheduler, cfg, workspace
+        )
+        return await self._schedule(info)
+
+    def _check_open(self) -> None:
+        if self._tasks is None:
+            raise SchedulerClosedError(
+                "this app group is not open: start apps inside"
+                " `async with runner.group() as group:`"
+            )
+        if self._stopping:
+            raise SchedulerClosedError(
+                "this app group is stopping its apps (an app failed, or the block is being"
+                " left): start no more apps in it"
+            )
+
+    async def _schedule(self, info: AppDryRunInfo[Any]) -> AppHandle:
+        """Submit ``info`` (shielded) and start following the app."""
+        self._check_open()
+        assert self._tasks is not None
+        assert info.app is not None
+        assert info.scheduler is not None
+        with anyio.CancelScope(shield=True):
+            handle = await self._runner.schedule(info)
+            self._handles.append(handle)
+            self._following.add(handle)
+            follower = anyio.CancelScope(shield=True)
+            self._followers.append(follower)
+            self._tasks.start_soon(self._follow, handle, follower)
+            if self._stopping:  # another task is stopping the group: this one stops too
+                await self._cancel(handle)
+        return handle
+
+    # ------------------------------------------------------------------ follow apps
+
+    async def _follow(self, handle: AppHandle, follower: anyio.CancelScope) -> None:
+        """Wait for the app's end and record it (one follower task per app)."""
+        try:
+            with follower:
+                status = await self._final_status(handle)
+                self._final[handle] = status
+                self._ended.append(handle)
+                if self._fail_fast and status.state in FAILING_STATES and not self._failed:
+                    self._failed = handle
+                    self._interrupt()
+        except Exception as exc:
+            if self._error is None:
+                self._error = exc
+            self._interrupt()
+        finally:
+            self._following.discard(handle)
+            self._changed.notify()
+
+    async def _final_status(self, handle: AppHandle) -> AppStatus:
+        status = await self._runner.wait(handle)
+        if status is None or not status.is_terminal():  # the scheduler forgot the app
+            return AppStatus(AppState.UNKNOWN, msg="the scheduler no longer knows this app")
+        return status
+
+    def _interrupt(self) -> None:
+        """Cancel the block (or the wait for every app that follows it)."""
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _all_followed(self) -> None:
+        """Return once no app is followed any more (each ended, or its follower failed)."""
+        while True:
+            changed = self._changed.event
+            if not self._following:
+                return
+            await changed.wait()
+
+    async def _cancel(self, handle: AppHandle) -> None:
+        try:
+            await self._runner.cancel(handle)
+        except Exception:  # the app stays a straggler, named with the others
+            logger.warning("could not cancel %s", handle, exc_info=True)
+
+    async def _stop(self) -> list[AppHandle]:
+        """Cancel every app not terminal, wait (shielded) at most ``stop_timeout`` s.
+
+        Returns:
+            The handles of the apps still not terminal (the stragglers).
+        """
+        self._stopping = True
+        with anyio.CancelScope(shield=True) as scope:
+            scope.deadline = anyio.current_time() + self._stop_timeout
+            running = [handle for handle in self._handles if handle not in self._final]
+            await gather(functools.partial(self._cancel, handle) for handle in running)
+            await self._all_followed()
+        return [handle for handle in self._handles if handle not in self._final]
+
+    def _statuses(self) -> dict[AppHandle, AppStatus]:
+        return {handle: self._final[handle] for handle in self._handles if handle in self._final}
+
+    # ------------------------------------------------------------------ await apps
+
+    async def wait(self) -> dict[AppHandle, AppStatus]:
+        """Wait until every app started so far is terminal; return their final statuses.
+
+        Returns:
+            ``{handle: AppStatus}`` in start order. An app its scheduler no longer knows
+            ends ``UNKNOWN``.
+        """
+        await self._all_followed()
+        return self._statuses()
+
+    async def as_completed(self) -> AsyncIterator[tuple[AppHandle, AppStatus]]:
+        """Yield ``(handle, final AppStatus)`` as each app of the group ends.
+
+        Ends once every app started so far, including those started while iterating, has
+        been yielded. Several iterations may run at once; each sees every app.
+        """
+        index = 0
+        while True:
+            changed = self._changed.event
+            while index < len(self._ended):
+                handle = self._ended[index]
+                index += 1
+                yield handle, self._final[handle]
+            if not self._following:
+                return
+            await changed.wait()
+
+
+async def stop_groups(groups: Iterable[AppGroup]) -> None:
+    """Cancel the apps of open groups and wait for them (a runner closing, a signal).
+
+    Never raises: the apps still running after each group's ``stop_timeout`` are logged.
+
+    Args:
+        groups: the groups still open.
+    """
+
+    async def stop(group: AppGroup) -> None:
+        stragglers = await group._stop()
+        if stragglers:
+            logger.error("%s", AppGroupStopTimeout(stragglers, group._stop_timeout))
+
+    with anyio.CancelScope(shield=True):
+        await gather(functools.partial(stop, group) for group in list(groups))

@@ -1,0 +1,62 @@
+"""What the app group tests share: apps that say when they run, and counts of what is left."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from asynctorchx.runner import Runner
+from asynctorchx.specs import AppDef, AppState, Role
+
+LIMIT = 60  # seconds: a safety bound on every await, never a timing guess
+
+# Args go through macro substitution (string.Template, as in TorchX): `$$$$` reaches sh as `$$`.
+PRINTS_PID_AND_SLEEPS = "echo pid $$$$; exec sleep 600"
+
+
+def sh_app(name: str, script: str, image: str | None = None, num_replicas: int = 1) -> AppDef:
+    """An app of one role ``r`` running ``sh -c script`` (image: the current directory,
+    which ``local_dir`` runs it in)."""
+    role = Role(
+        "r",
+        image=os.getcwd() if image is None else image,
+        entrypoint="sh",
+        args=["-c", script],
+        num_replicas=num_replicas,
+    )
+    return AppDef(name, roles=[role])
+
+
+async def first_line(runner: Runner, handle: str) -> str:
+    """The first log line of replica 0 (awaited: the replica runs once it is there)."""
+    async for line in runner.log_lines(handle, "r", 0, should_tail=True):
+        return line
+    raise AssertionError(f"{handle} printed nothing")
+
+
+def processes_of(handles: Iterable[str]) -> list[int]:
+    """The live processes of these apps: those whose TORCHX_JOB_ID is one of ``handles``."""
+    wanted = {f"TORCHX_JOB_ID={handle}".encode() for handle in handles}
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            environ = set(Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"))
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if environ & wanted and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+async def states(runner: Runner, handles: Iterable[str]) -> list[AppState]:
+    """Each app's state as its scheduler tells it now."""
+    found = []
+    for handle in handles:
+        status = await runner.status(handle)
+        assert status is not None, handle
+        found.append(status.state)
+    return found
