@@ -1,0 +1,323 @@
+"""``Runner.group()`` on ``local_docker``, ``slurm`` and ``kubernetes``: nothing outlives it.
+
+These backends' apps outlive the runner (``local_docker`` without ``cancel_on_close``,
+Slurm and Kubernetes jobs always): only the group stops them. Each test counts, right
+after the block, what is left running of the apps it made (containers, Slurm jobs,
+Kubernetes jobs), and asserts zero. Real systems: the Docker engine
+(``bash scripts/docker-engine.sh start``), the Slurm cluster
+(``bash scripts/slurm-cluster.sh start``) and the cluster of
+``tests/schedulers/kubernetes/conftest.py`` (its fake API server, or a real one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from asynctorchx.errors import AppGroupFailed
+from asynctorchx.runner import AppGroup, Runner
+from asynctorchx.schedulers import get_scheduler_factories
+from asynctorchx.specs import AppState, CfgVal, parse_app_handle
+from tests.conftest import DOCKER_TEST_IMAGE
+from tests.isolation import isolate_from_user_config
+from tests.processes import killed_on_exit
+from tests.runner.group_apps import LIMIT, sh_app, states
+from tests.schedulers.kubernetes.conftest import IMAGE as KUBERNETES_IMAGE
+from tests.schedulers.kubernetes.conftest import Cluster, connected
+from tests.schedulers.slurm.conftest import slurm_cluster  # noqa: F401 (the fixture)
+
+pytestmark = pytest.mark.timeout(4 * LIMIT)
+
+#: Slurm job states of a job still holding (or waiting for) its nodes.
+SLURM_ALIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED"}
+
+
+class Backend:
+    """One backend under test: its runner, its apps and a count of what is left."""
+
+    name: str
+    image: str = ""
+    cfg: dict[str, CfgVal] = {}
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.handles: list[str] = []  # every app the test made
+
+    async def run(self, group: AppGroup, name: str, script: str) -> str:
+        app = sh_app(name, script, image=self.image)
+        handle = await group.run(app, self.name, self.cfg)
+        self.handles.append(handle)
+        return handle
+
+    async def start(self, group: AppGroup, script: str = "exec sleep 600") -> str:
+        """Start an app running ``script`` in ``group``; return once it runs."""
+        handle = await self.run(group, "group", script)
+        self.drive_start(handle)
+        with anyio.fail_after(LIMIT):
+            async for status in self.runner.watch(handle):
+                if status.state == AppState.RUNNING:
+                    return handle
+        raise AssertionError(f"{handle} ended before it ran")
+
+    async def fail(self, group: AppGroup) -> str:
+        """Start an app that exits 3 in ``group``."""
+        handle = await self.run(group, "fails", "exit 3")
+        self.drive_exit(handle, 3)
+        return handle
+
+    async def succeed(self, group: AppGroup) -> str:
+        """Start an app that exits 0 in ``group``."""
+        handle = await self.run(group, "ok", "exit 0")
+        self.drive_exit(handle, 0)
+        return handle
+
+    def drive_start(self, handle: str) -> None:
+        """Make the app's replica run (only a fake cluster needs it)."""
+
+    def drive_exit(self, handle: str, exit_code: int) -> None:
+        """Make the app's replica end with ``exit_code`` (only a fake cluster needs it)."""
+
+    async def left(self, handles: list[str]) -> int:
+        """How many of these apps still run (containers, jobs) on the backend itself."""
+        raise NotImplementedError
+
+
+class Docker(Backend):
+    name = "local_docker"
+    image = DOCKER_TEST_IMAGE
+
+    async def left(self, handles: list[str]) -> int:
+        count = 0
+        for handle in handles:
+            label = f"label=torchx.pytorch.org/app-id={parse_app_handle(handle).app_id}"
+            done = await anyio.run_process(["docker", "ps", "-q", "--filter", label])
+            count += len(done.stdout.split())
+        return count
+
+
+class Slurm(Backend):
+    name = "slurm"
+
+    def __init__(self, runner: Runner, job_dir: Path) -> None:
+        super().__init__(runner)
+        self.cfg = {"job_dir": str(job_dir), "time": "5"}
+
+    async def left(self, handles: list[str]) -> int:
+        ids = {parse_app_handle(handle).app_id for handle in handles}
+        done = await anyio.run_process(["squeue", "-h", "-o", "%i %T"])
+        listed = (line.split() for line in done.stdout.decode().splitlines())
+        return len({job.split("+")[0] for job, state in listed if state in SLURM_ALIVE} & ids)
+
+
+class Kubernetes(Backend):
+    name = "kubernetes"
+    image = KUBERNETES_IMAGE
+    cfg = {"queue": "default"}
+
+    def __init__(self, runner: Runner, cluster: Cluster, observer: Any) -> None:
+        super().__init__(runner)
+        self.cluster = cluster
+        self.observer = observer  # a scheduler of its own: the cluster's view
+
+    def drive_start(self, handle: str) -> None:
+        self.cluster.start(parse_app_handle(handle).app_id, "r-0")
+
+    def drive_exit(self, handle: str, exit_code: int) -> None:
+        self.cluster.run(parse_app_handle(handle).app_id, "r-0", exit_code=exit_code)
+
+    async def left(self, handles: list[str]) -> int:
+        count = 0
+        for handle in handles:
+            app_id = parse_app_handle(handle).app_id
+            response = await self.observer.describe(app_id)
+            if response is not None and response.state not in (
+                AppState.SUCCEEDED,
+                AppState.FAILED,
+                AppState.CANCELLED,
+            ):
+                count += 1
+            await self.observer.delete(app_id)  # the test's jobs go with it
+        return count
+
+
+@contextlib.asynccontextmanager
+async def _backend(
+    name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Backend]:
+    """The backend ``name`` with a runner of its own (a context manager, not a fixture: the
+    fake API server's task group must be entered and left in the test's own task)."""
+    factories = get_scheduler_factories()
+    if name == "local_docker":
+        async with Runner("torchx", factories, scheduler_params={}) as runner:
+            docker = Docker(runner)
+            try:
+                yield docker
+            finally:
+                with anyio.CancelScope(shield=True):  # the containers go too
+                    for handle in docker.handles:
+                        await runner.delete(handle)
+    elif name == "slurm":
+        tick = {"poll_interval": 0.2}
+        async with Runner("torchx", factories, scheduler_params=tick) as runner:
+            yield Slurm(runner, tmp_path / "jobs")
+    else:
+        async with connected(tmp_path) as (cluster, observer):
+            kubeconfig = {"kubeconfig": cluster.kubeconfig}
+            async with Runner("torchx", factories, scheduler_params=kubeconfig) as runner:
+                yield Kubernetes(runner, cluster, observer)
+
+
+DOCKER = pytest.param("local_docker", marks=pytest.mark.docker)
+
+
+@pytest.fixture(params=[DOCKER, "slurm", "kubernetes"])
+def backend_name(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    isolate_from_user_config(tmp_path, monkeypatch)
+    monkeypatch.chdir(tmp_path)  # the slurm scheduler writes .torchxslurmjobdirs here
+    if request.param == "slurm":
+        request.getfixturevalue("slurm_cluster")  # skips (or fails) without a cluster
+    return str(request.param)
+
+
+async def test_leaving_normally_waits_for_every_app(
+    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    async with _backend(backend_name, request, tmp_path) as backend:
+        with anyio.fail_after(LIMIT):
+            async with backend.runner.group() as group:
+                ok = await backend.succeed(group)
+                failed = await backend.fail(group)
+        statuses = await group.wait()
+        assert [statuses[ok].state, statuses[failed].state] == [
+            AppState.SUCCEEDED,
+            AppState.FAILED,
+        ]
+        assert await backend.left(group.handles) == 0
+
+
+async def test_an_exception_in_the_block_stops_every_app(
+    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    async with _backend(backend_name, request, tmp_path) as backend:
+        group = backend.runner.group()
+
+        async def block() -> None:
+            async with group:
+                await backend.start(group)
+                await backend.start(group)
+                raise LookupError("raised in the block")
+
+        with pytest.raises(LookupError, match="raised in the block"), anyio.fail_after(LIMIT):
+            await block()
+        assert await states(backend.runner, group.handles) == [AppState.CANCELLED] * 2
+        assert await backend.left(group.handles) == 0
+
+
+async def test_an_enclosing_cancel_scope_stops_every_app(
+    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    async with _backend(backend_name, request, tmp_path) as backend:
+        with anyio.fail_after(LIMIT), anyio.CancelScope() as enclosing:
+            async with backend.runner.group() as group:
+                await backend.start(group)
+                await backend.start(group)
+                enclosing.cancel()
+                await anyio.sleep_forever()
+        assert enclosing.cancelled_caught
+        assert await states(backend.runner, group.handles) == [AppState.CANCELLED] * 2
+        assert await backend.left(group.handles) == 0
+
+
+async def test_fail_fast_stops_the_others(
+    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    async with _backend(backend_name, request, tmp_path) as backend:
+        group = backend.runner.group(fail_fast=True)
+
+        async def block() -> None:
+            async with group:
+                await backend.start(group)
+                await backend.fail(group)
+                await anyio.sleep_forever()  # cancelled by the failure
+
+        with pytest.raises(AppGroupFailed) as raised, anyio.fail_after(LIMIT):
+            await block()
+        running, failing = group.handles
+        assert raised.value.failed == failing
+        assert {handle: status.state for handle, status in raised.value.statuses.items()} == {
+            running: AppState.CANCELLED,
+            failing: AppState.FAILED,
+        }
+        assert await backend.left(group.handles) == 0
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import anyio
+    from asynctorchx.runner import get_runner
+    from asynctorchx.specs import AppState
+    from tests.runner.group_apps import sh_app
+
+    scheduler, image = sys.argv[1], None if sys.argv[2] == "-" else sys.argv[2]
+    cfg = dict(arg.split("=", 1) for arg in sys.argv[3:])
+
+    async def main():
+        async with get_runner() as runner, runner.group() as group:
+            handle = await group.run(sh_app("s", "exec sleep 600", image=image), scheduler, cfg)
+            print(handle, flush=True)
+            async for status in runner.watch(handle):
+                if status.state == AppState.RUNNING:
+                    break
+            print("ready", flush=True)
+            await anyio.sleep_forever()
+
+    anyio.run(main)
+    """
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("backend_name", [DOCKER, "slurm"])
+async def test_a_signal_to_a_plain_script_stops_the_group(
+    backend_name: str,
+    signum: signal.Signals,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    isolate_from_user_config(tmp_path, monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    if backend_name == "slurm":
+        request.getfixturevalue("slurm_cluster")
+    async with _backend(backend_name, request, tmp_path) as backend:
+        args = [backend.name, backend.image or "-"]
+        args += [f"{key}={value}" for key, value in backend.cfg.items()]
+        repo = Path(__file__).resolve().parents[2]
+        env = {**os.environ, "PYTHONPATH": str(repo)}
+        command = [sys.executable, "-c", SCRIPT, *args]
+        async with killed_on_exit(command, cwd=tmp_path, env=env, stderr=None) as process:
+            assert process.stdout is not None
+            with anyio.fail_after(LIMIT):
+                output = b""
+                async for chunk in process.stdout:
+                    output += chunk
+                    if output.endswith(b"ready\n"):
+                        break
+                (handle,) = output.decode().split()[:-1]
+                backend.handles.append(handle)
+                assert await backend.left([handle]) == 1
+                process.send_signal(signum)
+                assert await process.wait() == -signum
+        assert await backend.left([handle]) == 0
