@@ -6,7 +6,9 @@ cancellation cancels every app that is not terminal and waits, shielded, until e
 ended (at most ``stop_timeout`` seconds), then lets the exception through as itself.
 
 One task per app follows it with one ``Runner.wait`` (an event on the backends that have
-events, else the scheduler's one batched poll). Each follower runs in a
+events, else the scheduler's one batched poll); with a recording OpenTelemetry tracer
+(the ``otel`` extra, :mod:`asynctorchx.runner._tracing`) it follows each change of state
+instead (``Runner.watch``), to give each its span event. Each follower runs in a
 shielded scope of its own, so that a cancellation of the block does not stop the waits
 the stop needs; the group cancels those scopes when it ends.
 """
@@ -17,13 +19,14 @@ import functools
 import logging
 import math
 from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from asynctorchx.errors import AppGroupFailed, AppGroupStopTimeout, SchedulerClosedError
+from asynctorchx.runner._tracing import AppTrace, GroupTrace, open_group_trace
 from asynctorchx.schedulers.toolkit import Notifier, gather
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppHandle, AppState, AppStatus, CfgVal
 
@@ -93,6 +96,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._tasks: TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None  # the block, then the final wait
         self._followers: list[anyio.CancelScope] = []
+        self._trace: GroupTrace | None = None
         self._failed: AppHandle | None = None
         self._error: Exception | None = None
         self._stopping = False
@@ -104,6 +108,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[AppGroup]:
+        self._trace = open_group_trace(self._fail_fast, self._stop_timeout)
         error: BaseException | None = None
         stragglers: list[AppHandle] = []
         self._open_groups.add(self)
@@ -112,9 +117,10 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 # The block's exception is caught inside the task group and raised after
                 # it: a task group would wrap it in an ExceptionGroup.
                 try:
-                    with anyio.CancelScope() as self._scope:
-                        yield self
-                        await self._all_followed()
+                    with self._trace.current() if self._trace else nullcontext():
+                        with anyio.CancelScope() as self._scope:
+                            yield self
+                            await self._all_followed()
                 except BaseException as exc:
                     error = exc
                 if error is not None or self._failed is not None or self._error is not None:
@@ -124,6 +130,8 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         finally:
             self._tasks = None
             self._open_groups.discard(self)
+            if self._trace is not None:
+                self._trace.end(error or self._error, self._failed)
             # Here too when exiting the task group raised the enclosing scope's
             # cancellation again: the stragglers must not be lost with it.
             self._raise(error, stragglers)
@@ -227,26 +235,38 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         assert self._tasks is not None
         assert info.app is not None
         assert info.scheduler is not None
+        trace = self._trace.app(info.app, info.scheduler) if self._trace else None
         with anyio.CancelScope(shield=True):
-            handle = await self._runner.schedule(info)
+            try:
+                handle = await self._runner.schedule(info)
+            except BaseException as exc:
+                if trace is not None:
+                    trace.not_submitted(exc)
+                raise
+            if trace is not None:
+                trace.submitted(handle)
             self._handles.append(handle)
             self._following.add(handle)
             follower = anyio.CancelScope(shield=True)
             self._followers.append(follower)
-            self._tasks.start_soon(self._follow, handle, follower)
+            self._tasks.start_soon(self._follow, handle, follower, trace)
             if self._stopping:  # another task is stopping the group: this one stops too
                 await self._cancel(handle)
         return handle
 
     # ------------------------------------------------------------------ follow apps
 
-    async def _follow(self, handle: AppHandle, follower: anyio.CancelScope) -> None:
+    async def _follow(
+        self, handle: AppHandle, follower: anyio.CancelScope, trace: AppTrace | None
+    ) -> None:
         """Wait for the app's end and record it (one follower task per app)."""
         try:
             with follower:
-                status = await self._final_status(handle)
+                status = await self._final_status(handle, trace)
                 self._final[handle] = status
                 self._ended.append(handle)
+                if trace is not None:
+                    trace.ended(status)
                 if self._fail_fast and status.state in FAILING_STATES and not self._failed:
                     self._failed = handle
                     self._interrupt()
@@ -255,11 +275,19 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 self._error = exc
             self._interrupt()
         finally:
+            if trace is not None and handle not in self._final:
+                trace.ended(None)  # not followed to its end: a straggler, or an error
             self._following.discard(handle)
             self._changed.notify()
 
-    async def _final_status(self, handle: AppHandle) -> AppStatus:
-        status = await self._runner.wait(handle)
+    async def _final_status(self, handle: AppHandle, trace: AppTrace | None) -> AppStatus:
+        status = None
+        if trace is None:
+            status = await self._runner.wait(handle)
+        else:
+            async with aclosing(self._runner.watch(handle)) as statuses:  # type: ignore[type-var]
+                async for status in statuses:
+                    trace.changed(status)
         if status is None or not status.is_terminal():  # the scheduler forgot the app
             return AppStatus(AppState.UNKNOWN, msg="the scheduler no longer knows this app")
         return status

@@ -1,0 +1,190 @@
+"""Lifecycle traces of an app group, with the optional ``otel`` extra (OpenTelemetry).
+
+``pip install 'asynctorchx[otel]'`` installs ``opentelemetry-api``; the program
+configures a tracer provider (the SDK and an exporter) as for any instrumented library.
+Then each :class:`~asynctorchx.runner.AppGroup` is a span ``asynctorchx.group``, current
+inside its block, and each app started in it a child span ``asynctorchx.app`` from its
+submit to its terminal state, with:
+
+- an event at each state the app is seen in: ``submitted`` when the scheduler accepted
+  it, then the state's name in lower case (``pending``, ``running``, and the terminal
+  one: ``succeeded``, ``failed``, ``cancelled`` or ``unknown``);
+- the attributes ``asynctorchx.scheduler``, ``asynctorchx.app.name``,
+  ``asynctorchx.app.roles`` (the role names), ``asynctorchx.app.replicas`` (the replica
+  count, every role), then ``asynctorchx.app.id`` and ``asynctorchx.app.handle`` once
+  submitted, and at the end ``asynctorchx.app.state`` (the final state) and
+  ``asynctorchx.app.exit_code`` (the first non-zero exit code of a replica, else 0; left
+  out when the scheduler does not say);
+- status ``ERROR`` unless the app succeeded.
+
+Without the extra nothing of OpenTelemetry is imported: :func:`open_group_trace`
+returns ``None`` and a group follows each app with one ``wait``. With the API but no
+recording tracer provider (the default), it returns ``None`` too, so tracing costs
+nothing until the program turns it on.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+from asynctorchx.specs.api import AppDef, AppHandle, AppState, AppStatus, parse_app_handle
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+
+def open_group_trace(fail_fast: bool, stop_timeout: float) -> GroupTrace | None:
+    """Start the span of a group; ``None`` when OpenTelemetry is absent or not recording.
+
+    Args:
+        fail_fast: the group's ``fail_fast``, recorded on its span.
+        stop_timeout: the group's ``stop_timeout`` (seconds), recorded on its span.
+    """
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        return None
+    tracer = trace.get_tracer("asynctorchx")
+    span = tracer.start_span(
+        "asynctorchx.group",
+        attributes={
+            "asynctorchx.group.fail_fast": fail_fast,
+            "asynctorchx.group.stop_timeout": stop_timeout,
+        },
+    )
+    if not span.is_recording():  # no provider configured: nothing to record
+        return None
+    return GroupTrace(tracer, span)
+
+
+class GroupTrace:
+    """The span of one group, parent of its apps' spans.
+
+    Args:
+        tracer: the ``asynctorchx`` tracer.
+        span: the group's span, started.
+    """
+
+    def __init__(self, tracer: Tracer, span: Span) -> None:
+        self._tracer = tracer
+        self._span = span
+
+    def current(self) -> AbstractContextManager[object]:
+        """Make the group's span current (the block's own spans become its children)."""
+        from opentelemetry import trace
+
+        # end() records what left the block, once
+        return trace.use_span(
+            self._span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        )
+
+    def app(self, app: AppDef, scheduler: str) -> AppTrace:
+        """Start the span of ``app``, about to be submitted to ``scheduler``.
+
+        Args:
+            app: the app.
+            scheduler: the scheduler's registered name.
+        """
+        from opentelemetry import trace
+
+        span = self._tracer.start_span(
+            "asynctorchx.app",
+            context=trace.set_span_in_context(self._span),
+            attributes={
+                "asynctorchx.scheduler": scheduler,
+                "asynctorchx.app.name": app.name,
+                "asynctorchx.app.roles": [role.name for role in app.roles],
+                "asynctorchx.app.replicas": sum(role.num_replicas for role in app.roles),
+            },
+        )
+        return AppTrace(span)
+
+    def end(self, error: BaseException | None, failed: AppHandle | None) -> None:
+        """End the group's span.
+
+        Args:
+            error: what left the block, if anything did.
+            failed: the app that failed a ``fail_fast`` group, if one did.
+        """
+        from opentelemetry.trace import Status, StatusCode
+
+        if error is not None:
+            self._span.record_exception(error)
+            self._span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+        elif failed is not None:
+            self._span.set_status(Status(StatusCode.ERROR, f"{failed} failed"))
+        self._span.end()
+
+
+class AppTrace:
+    """The span of one app of a group.
+
+    Args:
+        span: the app's span, started.
+    """
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+        self._state: AppState | None = None
+
+    def submitted(self, handle: AppHandle) -> None:
+        """The scheduler accepted the app as ``handle``.
+
+        Args:
+            handle: the app's handle.
+        """
+        self._span.set_attribute("asynctorchx.app.handle", handle)
+        self._span.set_attribute("asynctorchx.app.id", parse_app_handle(handle).app_id)
+        self._span.add_event("submitted")
+        self._state = AppState.SUBMITTED
+
+    def not_submitted(self, error: BaseException) -> None:
+        """The submit failed with ``error``; the span ends.
+
+        Args:
+            error: the submit's error.
+        """
+        from opentelemetry.trace import Status, StatusCode
+
+        self._span.record_exception(error)
+        self._span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+        self._span.end()
+
+    def changed(self, status: AppStatus) -> None:
+        """The app was seen in ``status``: an event if its state is new.
+
+        Args:
+            status: the app's status.
+        """
+        if status.state != self._state:
+            self._state = status.state
+            self._span.add_event(status.state.name.lower())
+
+    def ended(self, status: AppStatus | None) -> None:
+        """The app ended in ``status`` (``None``: it was not followed to its end); the span ends.
+
+        Args:
+            status: its final status, or ``None``.
+        """
+        from opentelemetry.trace import Status, StatusCode
+
+        if status is None:
+            self._span.set_status(Status(StatusCode.ERROR, "still running when the group ended"))
+            self._span.end()
+            return
+        self.changed(status)
+        self._span.set_attribute("asynctorchx.app.state", status.state.name)
+        codes = [
+            replica.exit_code
+            for role in status.roles
+            for replica in role.replicas
+            if replica.exit_code is not None
+        ]
+        if codes:
+            self._span.set_attribute(
+                "asynctorchx.app.exit_code", next((code for code in codes if code), 0)
+            )
+        if status.state != AppState.SUCCEEDED:
+            self._span.set_status(Status(StatusCode.ERROR, status.msg or status.state.name))
+        self._span.end()
