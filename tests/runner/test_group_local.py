@@ -18,9 +18,11 @@ import pytest
 
 from asynctorchx.errors import AppGroupFailed, AppGroupStopTimeout, SchedulerClosedError
 from asynctorchx.runner import AppGroup, Runner, get_runner
+from asynctorchx.schedulers import get_scheduler_factories
 from asynctorchx.specs import AppState
 from tests.isolation import isolate_from_user_config
 from tests.processes import killed_on_exit
+from tests.runner.fake_scheduler import FakeScheduler
 from tests.runner.group_apps import (
     LIMIT,
     PRINTS_PID_AND_SLEEPS,
@@ -300,3 +302,28 @@ async def test_a_signal_to_a_plain_script_stops_the_group(
             process.send_signal(signum)
             assert await process.wait() == -signum
     assert processes_of(handles) == []
+
+
+class _LostScheduler(FakeScheduler):
+    """Its ``wait`` fails, as a cluster whose API server went away."""
+
+    async def wait(self, app_id: str, timeout: float | None = None) -> None:
+        raise ConnectionError(f"lost the API server while waiting for {app_id}")
+
+
+async def test_an_app_that_cannot_be_followed_stops_the_group_with_its_error() -> None:
+    factories = {**get_scheduler_factories(), "lost": _LostScheduler}
+    async with Runner("torchx", factories) as runner:
+        group = runner.group()
+
+        async def block() -> None:
+            async with group:
+                await _start_sleepers(runner, group, "local_cwd", 1)
+                await group.run(sh_app("lost", "true"), "lost")
+                await anyio.sleep_forever()  # cancelled by the follower's error
+
+        with pytest.raises(ConnectionError, match="lost the API server"), anyio.fail_after(LIMIT):
+            await block()
+        sleeper, _ = group.handles
+        assert processes_of([sleeper]) == []
+        assert await states(runner, [sleeper]) == [AppState.CANCELLED]
