@@ -7,21 +7,23 @@ and its two parts, ``user_ms_per_app`` and ``system_ms_per_app`` (``getrusage``:
 system part is mostly the file system's work, which varies with what other programs do
 to the disk, the user part is the driver's Python);
 ``threads``: the most OS threads seen in the driver (sampled every 1 ms for ours and the
-floor, threads only, at each poll for TorchX). Ours: one task per app
-(submit then wait) in one task group, one runner. TorchX: one thread, submit all, then
-poll ``describe`` of each every 0.1 s (its ``Runner.wait`` loop). The issue lists no
-floor (the ideal is 1 s); we add one to show what bounds the figure: M ``sleep 1``
-started with ``anyio.open_process`` one after the other from one task, then all awaited
-(asyncio's default child watcher on 3.11 reaps each with its own thread, so the floor is
-not one thread). Starting a process costs 1-6 ms of the loop's time here (``fork_exec``
-waits for the child's ``exec``), so M = 500 cannot finish before ~1 s + 500 starts.
-Ours runs through ``get_runner()`` with no arguments and ``runner.run(app, "local_cwd")``
-with default run options (a temporary log directory), as a user writes it: its default
-``cache_size`` (100) bounds the finished apps it keeps, never the running ones. The
-scheduler's modules are imported before the clock starts (the import is benchmark 6's),
-and the app records go to a fresh state directory (``_harness.isolated_state_dir``).
-TorchX's scheduler is created with ``cache_size=max(100, M)``: at its default 100 it
-raises ``IndexError`` on the 101st unfinished app.
+floor, threads only, at each poll for TorchX). Ours: one task per app (submit then wait) in
+one task group, one runner; ``ours_group``: the same apps started in one ``runner.group()``
+(submitted from a task group inside it), awaited by the group's end (``vs_ours``: the
+group's cost over ``Runner.wait`` calls in a task group). TorchX: one thread, submit all,
+then poll ``describe`` of each every 0.1 s (its ``Runner.wait`` loop). The issue lists no
+floor (the ideal is 1 s); we add one to show what bounds the figure: M ``sleep 1`` started
+with ``anyio.open_process`` one after the other from one task, then all awaited (asyncio's
+default child watcher on 3.11 reaps each with its own thread, so the floor is not one
+thread). Starting a process costs 1-6 ms of the loop's time here (``fork_exec`` waits for
+the child's ``exec``), so M = 500 cannot finish before ~1 s + 500 starts. Ours runs through
+``get_runner()`` with no arguments and ``runner.run(app, "local_cwd")`` with default run
+options (a temporary log directory), as a user writes it: its default ``cache_size`` (100)
+bounds the finished apps it keeps, never the running ones. The scheduler's modules are
+imported before the clock starts (the import is benchmark 6's), and the app records go to a
+fresh state directory (``_harness.isolated_state_dir``). TorchX's scheduler is created with
+``cache_size=max(100, M)``: at its default 100 it raises ``IndexError`` on the 101st
+unfinished app.
 
 ``python benchmarks/bench_many_apps.py [--smoke] [--trials N]`` prints the table and writes
 ``benchmarks/results/many_apps.json`` (``many_apps-smoke.json``).
@@ -105,6 +107,32 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
     return anyio.run(main)
 
 
+def ours_group(p: dict[str, Any]) -> dict[str, Any]:
+    """As :func:`ours`, the apps in one ``runner.group()``: the group's follower (one
+    ``Runner.wait`` per app) replaces the task's own wait; the block's end awaits them."""
+    import anyio
+    from _sides import ours_app, ours_module
+
+    isolated_state_dir()
+    get_runner = ours_module("asynctorchx.runner").get_runner
+
+    async def main() -> dict[str, Any]:
+        peaks = [(threads_now(), 0)]
+        async with get_runner() as runner:
+            runner.scheduler_run_opts("local_cwd")  # imports the scheduler's modules first
+            start = _clock()
+            async with anyio.create_task_group() as outer:
+                outer.start_soon(sample_usage, peaks, False)  # threads only
+                async with runner.group() as group, anyio.create_task_group() as tg:
+                    for i in range(int(p["m"])):
+                        tg.start_soon(group.run, ours_app(f"m{i}", "sleep", ["1"]), "local_cwd")
+                outer.cancel_scope.cancel()
+            res = _res(int(p["m"]), start)
+        return {**res, "threads": max(t for t, _ in peaks)}
+
+    return anyio.run(main)
+
+
 def floor(p: dict[str, Any]) -> dict[str, Any]:
     """Start ``p["m"]`` ``sleep 1`` with anyio and await them all: ``seconds``, peak ``threads``."""
     import anyio
@@ -167,13 +195,15 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
         [{"m": m} for m in ms],
         ["seconds", "cpu_ms_per_app", "user_ms_per_app", "system_ms_per_app", "threads"],
         trials,
+        sides=("ours", "ours_group", "torchx", "floor"),
         skip=default_skips(),
+        refs=("torchx", "floor", "ours"),
     )
 
 
 if __name__ == "__main__":
     if is_driver():
-        driver_main({"ours": ours, "torchx": torchx, "floor": floor})
+        driver_main({"ours": ours, "ours_group": ours_group, "torchx": torchx, "floor": floor})
     else:
         ns = bench_args(default_trials=3)
         desc = machine()
