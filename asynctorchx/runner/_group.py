@@ -45,8 +45,8 @@ class AppGroup(anyio.AsyncContextManagerMixin):
 
     Made by :meth:`Runner.group`, which documents the arguments. Start apps with
     :meth:`run` and :meth:`run_component`; follow them with :meth:`wait` and
-    :meth:`as_completed`. Entering it twice raises ``RuntimeError`` (anyio's
-    ``AsyncContextManagerMixin``).
+    :meth:`as_completed`. A group is entered once, as a task group: entering it again
+    raises ``RuntimeError``.
 
     Leaving the block:
 
@@ -56,7 +56,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
       ``fail_after``, Ctrl-C): cancels every app that is not terminal, on whatever
       scheduler it runs, and waits until each is terminal, shielded from the
       cancellation, at most ``stop_timeout`` seconds; then the exception propagates as
-      itself (the apps still running are logged, not raised);
+      itself. Apps still running then are logged when an error propagates, and raised
+      as :class:`~asynctorchx.errors.AppGroupStopTimeout` (from the cancellation) when
+      the block was cancelled;
     - ``fail_fast=True`` and an app ended ``FAILED`` or ``UNKNOWN``: the block is
       cancelled (as a task group cancels its host on a task's error), the other apps
       are cancelled as above, and :class:`~asynctorchx.errors.AppGroupFailed` is raised
@@ -64,8 +66,8 @@ class AppGroup(anyio.AsyncContextManagerMixin):
 
     Raises:
         AppGroupFailed: on leaving, ``fail_fast`` and an app failed.
-        AppGroupStopTimeout: on leaving, apps were cancelled (``fail_fast``) and some
-            were still not terminal after ``stop_timeout`` seconds.
+        AppGroupStopTimeout: on leaving by a cancellation, some apps were still not
+            terminal ``stop_timeout`` seconds after being cancelled.
         Exception: on leaving, the first error of a follower (the scheduler could not
             be asked about an app), as itself; the other apps are cancelled first.
     """
@@ -100,6 +102,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._failed: AppHandle | None = None
         self._error: Exception | None = None
         self._stopping = False
+        self._entered = False
 
     @property
     def handles(self) -> list[AppHandle]:
@@ -108,6 +111,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[AppGroup]:
+        if self._entered:
+            raise RuntimeError("an app group is entered once: make another with runner.group()")
+        self._entered = True
         self._trace = open_group_trace(self._fail_fast, self._stop_timeout)
         error: BaseException | None = None
         stragglers: list[AppHandle] = []

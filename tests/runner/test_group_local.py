@@ -243,8 +243,11 @@ async def test_a_group_refuses_apps_outside_its_block_and_bad_timeouts() -> None
             pass
         with pytest.raises(SchedulerClosedError, match=r"async with runner\.group"):
             await group.run(sh_app("late", "true"), "local_cwd")
+        with pytest.raises(RuntimeError, match="entered once"):
+            async with group:
+                pass
         with pytest.raises(RuntimeError, match="already been entered"):
-            async with group, group:
+            async with runner.group() as fresh, fresh:
                 pass
         for bad in (0, -1.0, float("inf"), float("nan")):
             with pytest.raises(ValueError, match="stop_timeout"):
