@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import aclosing, asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -93,7 +93,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._handles: list[AppHandle] = []
         self._final: dict[AppHandle, AppStatus] = {}
         self._ended: list[AppHandle] = []  # in the order the apps ended
-        self._following: set[AppHandle] = set()
+        self._following: set[_Submit] = set()  # the apps not yet ended, by their submit
         self._changed = Notifier()
         self._tasks: TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None  # the block, then the final wait
@@ -130,7 +130,11 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 except BaseException as exc:
                     error = exc
                 if error is not None or self._failed is not None or self._error is not None:
-                    stragglers = await self._stop()
+                    try:
+                        stragglers = await self._stop()
+                    except BaseException as exc:  # cancelled (Ctrl-C) while it stopped them
+                        error = error or exc
+                        stragglers = self._stragglers()
                 for follower in self._followers:
                     follower.cancel()
         finally:
@@ -236,38 +240,44 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             )
 
     async def _schedule(self, info: AppDryRunInfo[Any]) -> AppHandle:
-        """Submit ``info`` (shielded) and start following the app."""
+        """Submit ``info`` from the app's follower task; return the handle once accepted.
+
+        The submit runs in the follower (shielded), and this task waits for it through
+        any cancellation (raised afterwards): an app the scheduler accepted is always
+        followed and stopped with the group, even on Ctrl-C.
+        """
         self._check_open()
         assert self._tasks is not None
         assert info.app is not None
         assert info.scheduler is not None
         trace = self._trace.app(info.app, info.scheduler) if self._trace else None
-        with anyio.CancelScope(shield=True):
-            try:
-                handle = await self._runner.schedule(info)
-            except BaseException as exc:
-                if trace is not None:
-                    trace.not_submitted(exc)
-                raise
-            if trace is not None:
-                trace.submitted(handle)
-            self._handles.append(handle)
-            self._following.add(handle)
-            follower = anyio.CancelScope(shield=True)
-            self._followers.append(follower)
-            self._tasks.start_soon(self._follow, handle, follower, trace)
-            if self._stopping:  # another task is stopping the group: this one stops too
-                await self._cancel(handle)
-        return handle
+        follower = anyio.CancelScope(shield=True)
+        self._followers.append(follower)
+        submit = _Submit(info)
+        self._following.add(submit)  # a submit in flight is waited for as an app is
+        self._tasks.start_soon(self._follow, submit, follower, trace)
+        interrupted = await _wait_through(submit.done.wait, submit.done.is_set)
+        if submit.error is not None:
+            raise submit.error
+        if interrupted is not None:
+            raise interrupted
+        assert submit.handle is not None
+        return submit.handle
 
     # ------------------------------------------------------------------ follow apps
 
     async def _follow(
-        self, handle: AppHandle, follower: anyio.CancelScope, trace: AppTrace | None
+        self, submit: _Submit, follower: anyio.CancelScope, trace: AppTrace | None
     ) -> None:
-        """Wait for the app's end and record it (one follower task per app)."""
+        """Submit the app, then wait for its end and record it (one task per app)."""
+        handle = None
         try:
             with follower:
+                handle = await self._submit(submit, trace)
+                if handle is None:
+                    return
+                if self._stopping:  # the group is stopping: this app stops too
+                    await self._cancel(handle, math.inf)
                 status = await self._final_status(handle, trace)
                 self._final[handle] = status
                 self._ended.append(handle)
@@ -281,10 +291,31 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 self._error = exc
             self._interrupt()
         finally:
-            if trace is not None and handle not in self._final:
+            if submit.handle is None and submit.error is None:  # cut short by the group's end
+                submit.error = SchedulerClosedError("the group ended before the app was submitted")
+                if trace is not None:
+                    trace.not_submitted(submit.error)
+            submit.done.set()
+            if trace is not None and handle is not None and handle not in self._final:
                 trace.ended(None)  # not followed to its end: a straggler, or an error
-            self._following.discard(handle)
+            self._following.discard(submit)
             self._changed.notify()
+
+    async def _submit(self, submit: _Submit, trace: AppTrace | None) -> AppHandle | None:
+        """Schedule the app; ``None`` (and the error kept for ``run``) if refused."""
+        try:
+            handle = await self._runner.schedule(submit.info)
+        except Exception as exc:
+            submit.error = exc
+            if trace is not None:
+                trace.not_submitted(exc)
+            return None
+        if trace is not None:
+            trace.submitted(handle)
+        self._handles.append(handle)
+        submit.handle = handle
+        submit.done.set()
+        return handle
 
     async def _final_status(self, handle: AppHandle, trace: AppTrace | None) -> AppStatus:
         status = None
@@ -311,24 +342,34 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 return
             await changed.wait()
 
-    async def _cancel(self, handle: AppHandle) -> None:
-        try:
-            await self._runner.cancel(handle)
-        except Exception:  # the app stays a straggler, named with the others
-            logger.warning("could not cancel %s", handle, exc_info=True)
+    async def _cancel(self, handle: AppHandle, deadline: float) -> None:
+        with anyio.CancelScope(shield=True, deadline=deadline):
+            try:
+                await self._runner.cancel(handle)
+            except Exception:  # the app stays a straggler, named with the others
+                logger.warning("could not cancel %s", handle, exc_info=True)
 
     async def _stop(self) -> list[AppHandle]:
-        """Cancel every app not terminal, wait (shielded) at most ``stop_timeout`` s.
+        """Cancel every app not terminal; wait for them at most ``stop_timeout`` s.
+
+        The cancels run in tasks of the group, shielded; this task waits through any
+        cancellation, and raises it once the wait is over.
 
         Returns:
             The handles of the apps still not terminal (the stragglers).
         """
         self._stopping = True
-        with anyio.CancelScope(shield=True) as scope:
-            scope.deadline = anyio.current_time() + self._stop_timeout
-            running = [handle for handle in self._handles if handle not in self._final]
-            await gather(functools.partial(self._cancel, handle) for handle in running)
-            await self._all_followed()
+        deadline = anyio.current_time() + self._stop_timeout
+        if self._tasks is not None:
+            for handle in self._handles:
+                if handle not in self._final:
+                    self._tasks.start_soon(self._cancel, handle, deadline)
+        interrupted = await _wait_through(self._all_followed, lambda: not self._following, deadline)
+        if interrupted is not None:
+            raise interrupted
+        return self._stragglers()
+
+    def _stragglers(self) -> list[AppHandle]:
         return [handle for handle in self._handles if handle not in self._final]
 
     def _statuses(self) -> dict[AppHandle, AppStatus]:
@@ -362,6 +403,41 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             if not self._following:
                 return
             await changed.wait()
+
+
+class _Submit:
+    """One app of a group, from its submit: the request, then its handle or the error."""
+
+    __slots__ = ("done", "error", "handle", "info")
+
+    def __init__(self, info: AppDryRunInfo[Any]) -> None:
+        self.info = info
+        self.done = anyio.Event()  # set once the handle or the error is known
+        self.handle: AppHandle | None = None
+        self.error: Exception | None = None
+
+
+async def _wait_through(
+    wait: Callable[[], Awaitable[None]], finished: Callable[[], bool], deadline: float = math.inf
+) -> BaseException | None:
+    """Await ``wait()`` until ``finished()`` (or ``deadline``), through any cancellation.
+
+    anyio's shield stops anyio's cancellations, not asyncio's own ``Task.cancel()``, which
+    is what Ctrl-C does to the main task of ``anyio.run``: such a cancellation is kept
+    and the wait resumed.
+
+    Returns:
+        The last cancellation (or ``KeyboardInterrupt``) that came meanwhile, for the
+        caller to raise once its work is done; ``None`` if none came.
+    """
+    interrupted: BaseException | None = None
+    while not finished() and anyio.current_time() < deadline:
+        try:
+            with anyio.CancelScope(shield=True, deadline=deadline):
+                await wait()
+        except BaseException as exc:
+            interrupted = exc
+    return interrupted
 
 
 async def stop_groups(groups: Iterable[AppGroup]) -> None:
