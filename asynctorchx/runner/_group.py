@@ -94,6 +94,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._final: dict[AppHandle, AppStatus] = {}
         self._ended: list[AppHandle] = []  # in the order the apps ended
         self._following: set[_Submit] = set()  # the apps not yet ended, by their submit
+        self._cancelling = 0  # cancel requests in flight
         self._changed = Notifier()
         self._tasks: TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None  # the block, then the final wait
@@ -334,20 +335,30 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         if self._scope is not None:
             self._scope.cancel()
 
+    def _settled(self) -> bool:
+        """No app is followed any more (each ended, or its follower failed), and no cancel
+        request is in flight: a scheduler may call an app cancelled before its cancel
+        returns (``local_docker`` does, while its containers stop)."""
+        return not self._following and not self._cancelling
+
     async def _all_followed(self) -> None:
-        """Return once no app is followed any more (each ended, or its follower failed)."""
+        """Return once :meth:`_settled`."""
         while True:
             changed = self._changed.event
-            if not self._following:
+            if self._settled():
                 return
             await changed.wait()
 
     async def _cancel(self, handle: AppHandle, deadline: float) -> None:
-        with anyio.CancelScope(shield=True, deadline=deadline):
-            try:
+        self._cancelling += 1
+        try:
+            with anyio.CancelScope(shield=True, deadline=deadline):
                 await self._runner.cancel(handle)
-            except Exception:  # the app stays a straggler, named with the others
-                logger.warning("could not cancel %s", handle, exc_info=True)
+        except Exception:  # the app stays a straggler, named with the others
+            logger.warning("could not cancel %s", handle, exc_info=True)
+        finally:
+            self._cancelling -= 1
+            self._changed.notify()
 
     async def _stop(self) -> list[AppHandle]:
         """Cancel every app not terminal; wait for them at most ``stop_timeout`` s.
@@ -364,7 +375,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             for handle in self._handles:
                 if handle not in self._final:
                     self._tasks.start_soon(self._cancel, handle, deadline)
-        interrupted = await _wait_through(self._all_followed, lambda: not self._following, deadline)
+        interrupted = await _wait_through(self._all_followed, self._settled, deadline)
         if interrupted is not None:
             raise interrupted
         return self._stragglers()
