@@ -5,12 +5,15 @@ normally waits for every app started in it; leaving it by an exception or a
 cancellation cancels every app that is not terminal and waits, shielded, until each has
 ended (at most ``stop_timeout`` seconds), then lets the exception through as itself.
 
-One task per app follows it with one ``Runner.wait`` (an event on the backends that have
-events, else the scheduler's one batched poll); with a recording OpenTelemetry tracer
-(the ``otel`` extra, :mod:`asynctorchx.runner._tracing`) it follows each change of state
-instead (``Runner.watch``), to give each its span event. Each follower runs in a
-shielded scope of its own, so that a cancellation of the block does not stop the waits
-the stop needs; the group cancels those scopes when it ends.
+One task per app, its follower, submits it and then follows it with one ``Runner.wait``
+(an event on the backends that have events, else the scheduler's one batched poll);
+with a recording OpenTelemetry tracer (the ``otel`` extra,
+:mod:`asynctorchx.runner._tracing`) it follows each change of state instead
+(``Runner.watch``), to give each its span event. Each follower runs in a shielded scope
+of its own, so that a cancellation of the block does not stop the submits and waits the
+stop needs; the group cancels those scopes when it ends. The tasks that wait for
+followers and cancels (``run``, the stop) wait through asyncio's own cancellation too
+(Ctrl-C), which anyio's shields do not stop (:func:`_wait_through`).
 """
 
 from __future__ import annotations
