@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio.streams.text import TextReceiveStream
 
 from asynctorchx.errors import AppGroupFailed
 from asynctorchx.runner import AppGroup, Runner
@@ -289,7 +290,7 @@ SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-@pytest.mark.parametrize("backend_name", [DOCKER, "slurm"])
+@pytest.mark.parametrize("backend_name", [DOCKER, "slurm", "kubernetes"])
 async def test_a_signal_to_a_plain_script_stops_the_group(
     backend_name: str,
     signum: signal.Signals,
@@ -306,16 +307,21 @@ async def test_a_signal_to_a_plain_script_stops_the_group(
         args += [f"{key}={value}" for key, value in backend.cfg.items()]
         repo = Path(__file__).resolve().parents[2]
         env = {**os.environ, "PYTHONPATH": str(repo)}
+        if isinstance(backend, Kubernetes):  # a runner's parameter from TORCHX_* variables
+            env["TORCHX_KUBECONFIG"] = backend.cluster.kubeconfig
         command = [sys.executable, "-c", SCRIPT, *args]
         async with killed_on_exit(command, cwd=tmp_path, env=env, stderr=None) as process:
             assert process.stdout is not None
             with anyio.fail_after(LIMIT):
-                output = b""
-                async for chunk in process.stdout:
+                output = ""
+                async for chunk in TextReceiveStream(process.stdout):
+                    started = "\n" in output
                     output += chunk
-                    if output.endswith(b"ready\n"):
+                    if output.endswith("ready\n"):
                         break
-                (handle,) = output.decode().split()[:-1]
+                    if not started and "\n" in output:  # the handle: a fake cluster's pod starts
+                        backend.drive_start(output.partition("\n")[0])
+                (handle,) = output.split()[:-1]
                 backend.handles.append(handle)
                 assert await backend.left([handle]) == 1
                 process.send_signal(signum)
