@@ -330,3 +330,34 @@ async def test_an_app_that_cannot_be_followed_stops_the_group_with_its_error() -
         sleeper, _ = group.handles
         assert processes_of([sleeper]) == []
         assert await states(runner, [sleeper]) == [AppState.CANCELLED]
+
+
+class _ForgetfulScheduler(FakeScheduler):
+    """Forgets each app at once, as a cluster that purged a job's record."""
+
+    async def describe(self, app_id: str) -> None:
+        return None
+
+
+async def test_an_app_its_scheduler_forgets_ends_unknown_and_fails_a_fail_fast_group() -> None:
+    factories = {**get_scheduler_factories(), "forgetful": _ForgetfulScheduler}
+    async with Runner("torchx", factories) as runner:
+        async with runner.group() as group:
+            forgotten = await group.run(sh_app("forgotten", "true"), "forgetful")
+        assert (await group.wait())[forgotten].state == AppState.UNKNOWN
+
+        group = runner.group(fail_fast=True)
+
+        async def block() -> None:
+            async with group:
+                await _start_sleepers(runner, group, "local_cwd", 1)
+                await group.run(sh_app("forgotten", "true"), "forgetful")
+                await anyio.sleep_forever()  # cancelled by the UNKNOWN app
+
+        with pytest.raises(AppGroupFailed) as raised, anyio.fail_after(LIMIT):
+            await block()
+        sleeper, forgotten = group.handles
+        assert raised.value.failed == forgotten
+        assert raised.value.statuses[forgotten].state == AppState.UNKNOWN
+        assert raised.value.statuses[sleeper].state == AppState.CANCELLED
+        assert processes_of([sleeper]) == []
