@@ -21,10 +21,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from asynctorchx.errors import AppGroupFailed
-from asynctorchx.runner import get_runner
-from asynctorchx.specs import AppState
+from asynctorchx.runner import Runner, get_runner
+from asynctorchx.schedulers import get_scheduler_factories
+from asynctorchx.specs import AppState, parse_app_handle
 from tests.isolation import isolate_from_user_config
 from tests.runner.group_apps import LIMIT, sh_app
+from tests.schedulers.kubernetes.conftest import IMAGE as KUBERNETES_IMAGE
+from tests.schedulers.kubernetes.conftest import connected
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,9 +66,9 @@ async def test_each_app_is_a_span_of_the_group_from_submit_to_its_end(
     finished = spans.get_finished_spans()
     (group_span,) = _by_name(finished, "asynctorchx.group")
     apps = {
-        span.attributes["asynctorchx.app.handle"]: span
+        dict(span.attributes or {})["asynctorchx.app.handle"]: span
         for span in _by_name(finished, "asynctorchx.app")
-    }  # type: ignore[index]
+    }
     assert set(apps) == {ok, bad}
     for span in (*apps.values(), *_by_name(finished, "the block's own")):
         assert span.parent is not None
@@ -183,3 +186,34 @@ def test_without_the_extra_nothing_of_opentelemetry_is_imported(tmp_path: Path) 
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "SUCCEEDED\n"
+
+
+async def test_a_kubernetes_app_span_has_an_event_per_state(
+    spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    async with connected(tmp_path) as (cluster, observer):
+        params = {"kubeconfig": cluster.kubeconfig}
+        async with Runner("torchx", get_scheduler_factories(), scheduler_params=params) as runner:
+            app = sh_app("traced", "exit 3", image=KUBERNETES_IMAGE)
+            with anyio.fail_after(LIMIT):
+                async with runner.group() as group:
+                    handle = await group.run(app, "kubernetes", {"queue": "default"})
+                    app_id = parse_app_handle(handle).app_id
+                    for state in (AppState.PENDING, AppState.RUNNING):
+                        async for status in runner.watch(handle):  # the test's own view
+                            if status.state == state:
+                                break
+                        await anyio.wait_all_tasks_blocked()  # the group's follower saw it too
+                        if state == AppState.PENDING:
+                            cluster.start(app_id, "r-0")  # on a fake cluster; a real pod runs
+                        elif cluster.fake is not None:
+                            cluster.fake.finish_pod(cluster.pod(app_id, "r-0"), 3)
+            await observer.delete(app_id)
+    (span,) = _by_name(spans.get_finished_spans(), "asynctorchx.app")
+    names = [event.name for event in span.events]
+    if cluster.fake is not None:  # a real cluster may go through a state between two looks
+        assert names == ["submitted", "pending", "running", "failed"]
+    assert (names[0], names[-1]) == ("submitted", "failed")
+    assert span.attributes is not None
+    assert span.attributes["asynctorchx.scheduler"] == "kubernetes"
+    assert span.attributes["asynctorchx.app.exit_code"] == 3
