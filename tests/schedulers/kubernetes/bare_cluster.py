@@ -1,0 +1,613 @@
+"""What a bare API server lacks, for the ``kubernetes`` tests: STAND-INS for Volcano and a kubelet.
+
+``scripts/kube-apiserver.sh`` runs a real kube-apiserver with etcd, but no scheduler,
+controller manager, kubelet or Volcano: pods stay Pending and nobody acts on a job. Here:
+
+- :data:`CRDS`: minimal definitions of the custom resources the scheduler uses (Volcano's
+  ``Job`` with its ``status`` subresource, Volcano's bus ``Command``), schemas that keep
+  every field; the server stores, lists, watches and patches them as any CRD.
+- :class:`VolcanoStandIn`: a STAND-IN for Volcano's job controller, a task watching jobs,
+  commands and pods on the real server: it creates one pod per task (``{job}-{task}-0``,
+  on the stand-in node), moves the job's phase as the pods' phases move (Pending, Running,
+  Completed, Failed), acts on ``AbortJob`` commands (Aborting, pods deleted, Aborted) and,
+  as the garbage collector would, deletes a deleted job's pods.
+- :class:`KubeletStandIn`: a STAND-IN for the kubelet's ``/containerLogs`` endpoint on
+  127.0.0.1 (HTTPS, self-signed), registered as the Node ``asynctorchx-standin``: the real API
+  server proxies ``pods/{name}/log`` to it, with ``follow``, ``timestamps`` and
+  ``sinceTime`` as it forwards them.
+- The test plays the container runtime: :meth:`BareCluster.start_pod` and
+  :meth:`BareCluster.finish_pod` patch the pod's status
+  (its ``status`` subresource) as the kubelet would.
+- :class:`LoopbackProxy`: a TCP forwarder the scheduler connects through, so a test can cut
+  its connections (a network fault; TLS passes through untouched).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.parse
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import h11
+import httpx2
+from anyio.streams.tls import TLSListener
+from lightkube import KubeConfig
+from lightkube.config import client_adapter
+from lightkube.config.client_adapter import ConnectionParams
+
+from tests.schedulers.kubernetes.fake_apiserver import _Notifier, _now, _parse_time, _timestamp
+
+NODE = "asynctorchx-standin"
+_JOBS = "/apis/batch.volcano.sh/v1alpha1"
+_COMMANDS = "/apis/bus.volcano.sh/v1alpha1"
+_KEEP_ALL = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+
+
+def _crd(group: str, kind: str, plural: str, version: str, status: bool) -> dict[str, Any]:
+    served: dict[str, Any] = {"name": version, "served": True, "storage": True, "schema": _KEEP_ALL}
+    if status:
+        served["subresources"] = {"status": {}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "versions": [served],
+        },
+    }
+
+
+#: The custom resources the tests use, as minimal definitions (not Volcano's own).
+CRDS = [
+    _crd("batch.volcano.sh", "Job", "jobs", "v1alpha1", status=True),
+    _crd("bus.volcano.sh", "Command", "commands", "v1alpha1", status=False),
+]
+
+
+def http_client(kubeconfig: str) -> httpx2.AsyncClient:
+    """An HTTP client with the kubeconfig's server, TLS and credentials (lightkube's adapter)."""
+    config = KubeConfig.from_file(kubeconfig).get()
+    return client_adapter.AsyncClient(
+        config, ConnectionParams(timeout=httpx2.Timeout(30, read=None))
+    )
+
+
+async def _checked(response: httpx2.Response, *ok: int) -> dict[str, Any]:
+    if response.status_code not in (ok or (200, 201)):
+        raise AssertionError(f"{response.request.method} {response.request.url}: {response.text}")
+    return dict(response.json())
+
+
+def _self_signed() -> ssl.SSLContext:
+    with tempfile.TemporaryDirectory() as directory:
+        key, cert = Path(directory, "key.pem"), Path(directory, "cert.pem")
+        command = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+        command += ["-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)]
+        subprocess.run(command, check=True, capture_output=True)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(cert, key)
+    return context
+
+
+class KubeletStandIn:
+    """A STAND-IN for a kubelet's log endpoint: ``GET /containerLogs/{ns}/{pod}/{container}``.
+
+    Logs are what the test writes (:meth:`write`); a follow ends when :meth:`end` is called.
+    """
+
+    def __init__(self) -> None:
+        self.logs: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        self.ended: set[tuple[str, str]] = set()
+        self.changed = _Notifier()
+        self.port = 0
+        self.requests: list[str] = []
+        self._streams: list[anyio.CancelScope] = []
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[KubeletStandIn]:
+        """Serve HTTPS on 127.0.0.1 (a free port) until the block ends.
+
+        The API server speaks only HTTPS to kubelets and, without
+        ``--kubelet-certificate-authority``, takes any certificate: a self-signed one
+        made with ``openssl`` serves.
+        """
+        tcp = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        self.port = tcp.extra(anyio.abc.SocketAttribute.local_port)
+        listener = TLSListener(tcp, _self_signed(), standard_compatible=False)
+        async with listener, anyio.create_task_group() as task_group:
+            task_group.start_soon(listener.serve, self._connection, task_group)
+            try:
+                yield self
+            finally:
+                task_group.cancel_scope.cancel()
+
+    def write(self, namespace: str, pod: str, *lines: str, same_time: bool = False) -> None:
+        """Append lines to a pod's log (``same_time``: all at the last line's time)."""
+        log = self.logs.setdefault((namespace, pod), [])
+        stamp = (
+            log[-1][0] if same_time and log else max(time.time_ns(), log[-1][0] + 1 if log else 0)
+        )
+        for line in lines:
+            log.append((stamp, line if line.endswith("\n") else line + "\n"))
+            if not same_time:
+                stamp += 1000
+        self.changed.notify()
+
+    async def wait_for_requests(self, count: int) -> None:
+        """Wait until ``count`` log requests came in so far."""
+        while True:
+            changed = self.changed.event
+            if len(self.requests) >= count:
+                return
+            await changed.wait()
+
+    def end(self, namespace: str, pod: str) -> None:
+        """The container ended: follows of its log end after the last line."""
+        self.ended.add((namespace, pod))
+        self.changed.notify()
+
+    async def _connection(self, stream: anyio.abc.ByteStream) -> None:
+        with contextlib.suppress(
+            anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream
+        ):
+            async with stream:
+                await self._serve(stream)
+
+    async def _serve(self, stream: anyio.abc.ByteStream) -> None:
+        connection = h11.Connection(h11.SERVER)
+        request: h11.Request | None = None
+        while request is None:
+            event = connection.next_event()
+            if event is h11.NEED_DATA:
+                connection.receive_data(await stream.receive())
+            elif isinstance(event, h11.Request):
+                request = event
+            elif isinstance(event, h11.ConnectionClosed):
+                return
+        target = urllib.parse.urlsplit(request.target.decode())
+        self.requests.append(request.target.decode())
+        self.changed.notify()
+        query = {key: values[-1] for key, values in urllib.parse.parse_qs(target.query).items()}
+        parts = target.path.strip("/").split("/")
+        if len(parts) != 4 or parts[0] != "containerLogs":
+            await stream.send(
+                connection.send(h11.Response(status_code=404, headers=[("content-length", "0")]))
+            )
+            await stream.send(connection.send(h11.EndOfMessage()))
+            return
+        key = (parts[1], parts[2])
+        headers = [("content-type", "text/plain"), ("transfer-encoding", "chunked")]
+        await stream.send(connection.send(h11.Response(status_code=200, headers=headers)))
+        since = _parse_time(query["sinceTime"]) if "sinceTime" in query else None
+        stamps = query.get("timestamps") in ("true", "1")
+        follow = query.get("follow") in ("true", "1")
+        sent = 0
+        with anyio.CancelScope() as scope:
+            self._streams.append(scope)
+            try:
+                while True:
+                    changed = self.changed.event
+                    lines = self.logs.get(key, [])
+                    for ns, line in lines[sent:]:
+                        if since is None or ns >= since:
+                            prefix = (_timestamp(ns) + " ") if stamps else ""
+                            await stream.send(
+                                connection.send(h11.Data(data=(prefix + line).encode()))
+                            )
+                    sent = len(lines)
+                    if not follow or key in self.ended:
+                        await stream.send(connection.send(h11.EndOfMessage()))
+                        return
+                    await changed.wait()
+            finally:
+                self._streams.remove(scope)
+
+
+class LoopbackProxy:
+    """A TCP forwarder on 127.0.0.1 to ``port``; :meth:`cut` breaks every open connection."""
+
+    def __init__(self, port: int) -> None:
+        self.upstream = port
+        self.port = 0
+        self.connections = 0
+        self._scopes: list[anyio.CancelScope] = []
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[LoopbackProxy]:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        async with listener, anyio.create_task_group() as task_group:
+            task_group.start_soon(listener.serve, self._forward, task_group)
+            try:
+                yield self
+            finally:
+                task_group.cancel_scope.cancel()
+
+    def cut(self) -> int:
+        """Close every connection open now; return how many."""
+        cut = list(self._scopes)
+        for scope in cut:
+            scope.cancel()
+        return len(cut)
+
+    async def _forward(self, client: anyio.abc.SocketStream) -> None:
+        self.connections += 1
+        with anyio.CancelScope() as scope:
+            self._scopes.append(scope)
+            try:
+                async with client, await anyio.connect_tcp("127.0.0.1", self.upstream) as server:
+
+                    async def pipe(
+                        source: anyio.abc.SocketStream, sink: anyio.abc.SocketStream
+                    ) -> None:
+                        with contextlib.suppress(
+                            anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError
+                        ):
+                            async for data in source:
+                                await sink.send(data)
+                        scope.cancel()
+
+                    async with anyio.create_task_group() as pipes:
+                        pipes.start_soon(pipe, client, server)
+                        pipes.start_soon(pipe, server, client)
+            finally:
+                self._scopes.remove(scope)
+
+
+def _pod_from_task(job: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
+    namespace, job_name = job["metadata"]["namespace"], job["metadata"]["name"]
+    template = task["template"]
+    name = f"{job_name}-{task['name']}-0"
+    labels = dict(template["metadata"].get("labels") or {})
+    labels.update({"volcano.sh/job-name": job_name, "volcano.sh/task-spec": task["name"]})
+    owner = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "name": job_name,
+        "uid": job["metadata"]["uid"],
+        "controller": True,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": template["metadata"].get("annotations") or {},
+            "ownerReferences": [owner],
+        },
+        "spec": {**template["spec"], "hostname": name, "subdomain": job_name, "nodeName": NODE},
+    }
+
+
+def _phase_of(pods: list[dict[str, Any]]) -> str | None:
+    """Volcano's job phase for its pods' phases (no retries: a failed pod fails the job)."""
+    phases = [(pod.get("status") or {}).get("phase") for pod in pods]
+    if any(phase == "Failed" for phase in phases):
+        return "Failed"
+    if phases and all(phase == "Succeeded" for phase in phases):
+        return "Completed"
+    if phases and all(phase in ("Running", "Succeeded") for phase in phases):
+        return "Running"
+    return None
+
+
+class VolcanoStandIn:
+    """A STAND-IN for Volcano's job controller on a bare API server (see the module doc)."""
+
+    def __init__(self, http: httpx2.AsyncClient, namespace: str) -> None:
+        self.http = http
+        self.namespace = namespace
+        #: job name -> monotonic time its phase was last set (the server answered the patch)
+        self.phase_times: dict[tuple[str, str], float] = {}
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Watch jobs, commands and pods; act on each event. Started once the watches are open."""
+        async with anyio.create_task_group() as task_group:
+            for path, handle in (
+                (f"{_JOBS}/namespaces/{self.namespace}/jobs", self._job),
+                (f"{_COMMANDS}/namespaces/{self.namespace}/commands", self._command),
+                (f"/api/v1/namespaces/{self.namespace}/pods", self._pod),
+            ):
+                await task_group.start(self._watch, path, handle)
+            task_status.started()
+
+    async def _watch(
+        self, path: str, handle: Any, *, task_status: anyio.abc.TaskStatus[None]
+    ) -> None:
+        """List, then watch from the list; when the server ends the watch, list again."""
+        started = False
+        while True:
+            listed = await _checked(await self.http.get(path))
+            if started:  # what happened while no watch was open
+                for item in listed["items"]:
+                    await handle("MODIFIED", item)
+            params = {"watch": "true", "resourceVersion": listed["metadata"]["resourceVersion"]}
+            async with self.http.stream("GET", path, params=params) as response:
+                if not started:
+                    task_status.started()
+                    started = True
+                async for line in response.aiter_lines():
+                    if line.strip():
+                        event = json.loads(line)
+                        if event["type"] != "ERROR":
+                            await handle(event["type"], event["object"])
+
+    async def _job(self, kind: str, job: dict[str, Any]) -> None:
+        name = job["metadata"]["name"]
+        if kind == "DELETED":  # the garbage collector's part: the job's pods go
+            for pod in await self._pods_of(name):
+                await self._delete_pod(pod["metadata"]["name"])
+        elif kind in ("ADDED", "MODIFIED") and not job.get("status"):
+            for task in job["spec"]["tasks"]:
+                await _checked(
+                    await self.http.post(
+                        f"/api/v1/namespaces/{self.namespace}/pods", json=_pod_from_task(job, task)
+                    ),
+                    201,
+                    409,
+                )
+            await self._set_phase(name, "Pending")
+
+    async def _command(self, kind: str, command: dict[str, Any]) -> None:
+        if kind == "DELETED" or command.get("action") != "AbortJob":
+            return
+        job_name = command["target"]["name"]
+        deleted = await self.http.delete(
+            f"{_COMMANDS}/namespaces/{self.namespace}/commands/{command['metadata']['name']}"
+        )
+        if deleted.status_code == 404:  # acted on already
+            return
+        job = await self.http.get(f"{_JOBS}/namespaces/{self.namespace}/jobs/{job_name}")
+        if job.status_code == 404:
+            return
+        phase = ((job.json().get("status") or {}).get("state") or {}).get("phase")
+        if phase in ("Completed", "Failed", "Aborted"):
+            return
+        await self._set_phase(job_name, "Aborting")
+        for pod in await self._pods_of(job_name):
+            await self._delete_pod(pod["metadata"]["name"])
+        await self._set_phase(job_name, "Aborted")
+
+    async def _pod(self, kind: str, pod: dict[str, Any]) -> None:
+        job_name = (pod["metadata"].get("labels") or {}).get("volcano.sh/job-name")
+        if kind != "MODIFIED" or not job_name:
+            return
+        response = await self.http.get(f"{_JOBS}/namespaces/{self.namespace}/jobs/{job_name}")
+        if response.status_code == 404:
+            return
+        current = ((response.json().get("status") or {}).get("state") or {}).get("phase")
+        if current in ("Aborting", "Aborted", "Completed", "Failed"):
+            return
+        phase = _phase_of(await self._pods_of(job_name))
+        if phase is not None and phase != current:
+            await self._set_phase(job_name, phase)
+
+    async def _pods_of(self, job_name: str) -> list[dict[str, Any]]:
+        listed = await _checked(
+            await self.http.get(
+                f"/api/v1/namespaces/{self.namespace}/pods",
+                params={"labelSelector": f"volcano.sh/job-name={job_name}"},
+            )
+        )
+        return list(listed["items"])
+
+    async def _delete_pod(self, name: str) -> None:
+        # no kubelet confirms a graceful deletion: remove at once
+        await self.http.delete(
+            f"/api/v1/namespaces/{self.namespace}/pods/{name}", params={"gracePeriodSeconds": "0"}
+        )
+
+    async def _set_phase(self, job_name: str, phase: str) -> None:
+        patch = {"status": {"state": {"phase": phase, "lastTransitionTime": _now()}}}
+        await _checked(
+            await self.http.patch(
+                f"{_JOBS}/namespaces/{self.namespace}/jobs/{job_name}/status",
+                content=json.dumps(patch),
+                headers={"content-type": "application/merge-patch+json"},
+            ),
+            200,
+            404,
+        )
+        self.phase_times[(job_name, phase)] = time.monotonic()
+
+
+class BareCluster:
+    """A bare API server made usable for the tests: CRDs, a node, the stand-ins, pod controls.
+
+    Args:
+        http: a client to the server (admin credentials).
+        kubelet: the kubelet stand-in (its port is the node's kubelet port).
+        namespace: where the tests' jobs go.
+    """
+
+    def __init__(
+        self,
+        http: httpx2.AsyncClient,
+        kubelet: KubeletStandIn,
+        namespace: str = "default",
+    ) -> None:
+        self.http = http
+        self.kubelet = kubelet
+        self.namespace = namespace
+        self.volcano = VolcanoStandIn(http, namespace)
+        self.renewals = 0
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def running(cls, kubeconfig: str) -> AsyncIterator[BareCluster]:
+        """Install the CRDs and the stand-in node, run the stand-ins until the block ends."""
+        async with (
+            http_client(kubeconfig) as http,
+            KubeletStandIn().serving() as kubelet,
+            anyio.create_task_group() as task_group,
+        ):
+            cluster = cls(http, kubelet)
+            await cluster._install()
+            await task_group.start(cluster.volcano.run)
+            try:
+                yield cluster
+            finally:
+                task_group.cancel_scope.cancel()
+
+    async def _install(self) -> None:
+        base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        for crd in CRDS:
+            await _checked(await self.http.post(base, json=crd), 201, 409)
+        for crd in CRDS:  # served once Established: watch the CRD for that condition
+            name = crd["metadata"]["name"]
+            params = {"watch": "true", "fieldSelector": f"metadata.name={name}"}
+            async with self.http.stream("GET", base, params=params) as response:
+                async for line in response.aiter_lines():
+                    conditions = (
+                        json.loads(line)["object"].get("status", {}).get("conditions") or []
+                    )
+                    if any(
+                        c["type"] == "Established" and c["status"] == "True" for c in conditions
+                    ):
+                        break
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": NODE},
+        }
+        await _checked(await self.http.post("/api/v1/nodes", json=node), 201, 409)
+        status = {
+            "status": {
+                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": self.kubelet.port}},
+            }
+        }
+        await _checked(
+            await self.http.patch(
+                f"/api/v1/nodes/{NODE}/status",
+                content=json.dumps(status),
+                headers={"content-type": "application/merge-patch+json"},
+            )
+        )
+
+    async def renew_job_storage(self) -> None:
+        """Change the Volcano job CRD's spec (a new short name) and return once the server
+        replaced the jobs' storage and watch cache: it has then ended every jobs watch open
+        before, and answers ``410`` to a watch from a version older than the new cache."""
+        self.renewals += 1
+        patch = {"spec": {"names": {"shortNames": [f"vcjob{self.renewals}x{time.time_ns()}"]}}}
+        path = f"{_JOBS}/namespaces/{self.namespace}/jobs"
+        listed = await _checked(await self.http.get(path))
+        params = {"watch": "true", "resourceVersion": listed["metadata"]["resourceVersion"]}
+        async with self.http.stream("GET", path, params=params) as probe:
+            await _checked(
+                await self.http.patch(
+                    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobs.batch.volcano.sh",
+                    content=json.dumps(patch),
+                    headers={"content-type": "application/merge-patch+json"},
+                )
+            )
+            async for _ in probe.aiter_lines():  # ends with the old storage
+                pass
+
+    async def _patch_pod_status(self, pod: str, status: dict[str, Any]) -> None:
+        await _checked(
+            await self.http.patch(
+                f"/api/v1/namespaces/{self.namespace}/pods/{pod}/status",
+                content=json.dumps({"status": status}),
+                headers={"content-type": "application/merge-patch+json"},
+            )
+        )
+
+    @staticmethod
+    def _container(pod: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        container = pod["spec"]["containers"][0]
+        return {
+            "name": container["name"],
+            "state": state,
+            "ready": "running" in state,
+            "restartCount": 0,
+            "image": container["image"],
+            "imageID": "",
+        }
+
+    async def get_pod(self, pod: str) -> dict[str, Any] | None:
+        """The pod as the server has it, or ``None``."""
+        response = await self.http.get(f"/api/v1/namespaces/{self.namespace}/pods/{pod}")
+        return None if response.status_code == 404 else await _checked(response)
+
+    async def _existing_pod(self, pod: str) -> dict[str, Any]:
+        """The pod, awaited on a watch until the Volcano stand-in created it."""
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        listed = await _checked(
+            await self.http.get(path, params={"fieldSelector": f"metadata.name={pod}"})
+        )
+        if listed["items"]:
+            return dict(listed["items"][0])
+        params = {
+            "watch": "true",
+            "fieldSelector": f"metadata.name={pod}",
+            "resourceVersion": listed["metadata"]["resourceVersion"],
+        }
+        async with self.http.stream("GET", path, params=params) as response:
+            async for line in response.aiter_lines():
+                event = json.loads(line)
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    return dict(event["object"])
+        raise AssertionError(f"the watch of pod {pod} ended before it was created")
+
+    async def start_pod(self, pod: str) -> None:
+        """The kubelet's part: the pod's container is running."""
+        found = await self._existing_pod(pod)
+        running = self._container(found, {"running": {"startedAt": _now()}})
+        await self._patch_pod_status(
+            pod, {"phase": "Running", "podIP": "10.0.0.7", "containerStatuses": [running]}
+        )
+
+    async def finish_pod(self, pod: str, exit_code: int) -> None:
+        """The kubelet's part: the container ended with ``exit_code``; its log follow ends."""
+        found = await self._existing_pod(pod)
+        if (found.get("status") or {}).get("phase") == "Pending":
+            await self.start_pod(pod)
+        terminated = {
+            "terminated": {
+                "exitCode": exit_code,
+                "reason": "Completed" if exit_code == 0 else "Error",
+                "startedAt": _now(),
+                "finishedAt": _now(),
+            }
+        }
+        self.kubelet.end(self.namespace, pod)
+        await self._patch_pod_status(
+            pod,
+            {
+                "phase": "Succeeded" if exit_code == 0 else "Failed",
+                "containerStatuses": [self._container(found, terminated)],
+            },
+        )
+
+    def write_log(self, pod: str, *lines: str, same_time: bool = False) -> None:
+        """The container writes ``lines`` (the kubelet stand-in serves them)."""
+        self.kubelet.write(self.namespace, pod, *lines, same_time=same_time)
+
+
+__all__ = [
+    "CRDS",
+    "NODE",
+    "BareCluster",
+    "KubeletStandIn",
+    "LoopbackProxy",
+    "VolcanoStandIn",
+    "http_client",
+]
