@@ -100,7 +100,10 @@ def test_the_docs_have_samples_and_every_marker_names_a_known_part() -> None:
 def test_python_sample_runs(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     if block.part == "slurm":
         request.getfixturevalue("slurm_cluster")
-    if block.part == "kubernetes" and not os.environ.get("ASYNCTORCHX_KUBECONFIG"):
+    if block.part == "kubernetes" and (
+        not os.environ.get("ASYNCTORCHX_KUBECONFIG")
+        or os.environ.get("ASYNCTORCHX_KUBE_BARE") == "1"  # a bare API server runs no pod
+    ):
         pytest.skip("needs a cluster with Volcano: set ASYNCTORCHX_KUBECONFIG (docs/kubernetes.md)")
     done = subprocess.run(
         [sys.executable, "-c", block.code],
