@@ -28,6 +28,7 @@ from lightkube.config.kubeconfig import SingleConfig
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Pod
+from lightkube.types import PatchType
 
 from asynctorchx.errors import (
     KubernetesApiError,
@@ -241,6 +242,21 @@ class ApiServer:
                 return False
             raise
         return True
+
+    async def annotate_job(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        """Add ``annotations`` to the job (a merge patch of its metadata).
+
+        Args:
+            namespace: its namespace.
+            name: its name.
+            annotations: key -> value.
+        """
+        client, _ = self._clients()
+        patch = {"metadata": {"annotations": annotations}}
+        with self._errors(f"PATCH {VOLCANO_GROUP} job {namespace}/{name}"):
+            await client.patch(
+                VolcanoJob, name, patch, namespace=namespace, patch_type=PatchType.MERGE
+            )
 
     async def abort_job(self, namespace: str, job: dict[str, Any]) -> None:
         """Abort the job with a Volcano ``AbortJob`` command (what ``vcctl job suspend`` does).

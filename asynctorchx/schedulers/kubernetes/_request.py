@@ -74,6 +74,9 @@ ANNOTATION_ISTIO_SIDECAR = "sidecar.istio.io/inject"
 #: A ``Resource.capabilities`` key copied to the pod's node selector.
 LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 
+#: The job annotation with the image pull timeout in seconds (run option ``image_pull_timeout``).
+ANNOTATION_PULL_TIMEOUT = "asynctorchx/image-pull-timeout"
+
 #: The env var holding the rank 0 host on the first replica of the first role.
 RANK0_ENV = "TORCHX_RANK0_HOST"
 #: Local images (built from a workspace) are image ids with this prefix.
@@ -133,8 +136,9 @@ def parse_app_id(app_id: str) -> tuple[str, str]:
 def kubernetes_runopts() -> runopts:
     """Return the run options of the ``kubernetes`` scheduler (TorchX's names).
 
-    ``namespace`` (default ``default``), ``queue`` (required: the Volcano queue),
-    ``image_repo``, ``service_account``, ``priority_class``; every option is a ``str``.
+    TorchX's ``namespace`` (default ``default``), ``queue`` (required: the Volcano
+    queue), ``image_repo``, ``service_account``, ``priority_class`` (each a ``str``), and
+    ours: ``image_pull_timeout`` (``int`` seconds; unset: none).
     """
     opts = runopts()
     opts.add("namespace", type_=str, help="Kubernetes namespace of the job", default="default")
@@ -147,6 +151,12 @@ def kubernetes_runopts() -> runopts:
     )
     opts.add("service_account", type_=str, help="service account of every pod")
     opts.add("priority_class", type_=str, help="PriorityClass name of the job")
+    opts.add(
+        "image_pull_timeout",
+        type_=int,
+        help="seconds after a pod's creation when a failing image pull ends the app FAILED"
+        " (unset: the app stays PENDING, showing the pull error)",
+    )
     return opts
 
 
@@ -420,8 +430,9 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = Non
         job_name: the job's name; ``None``: a new unique one.
 
     Raises:
-        InvalidRunConfigException: ``queue`` is missing, an option is not a ``str``, or a
-            local image has no ``image_repo``.
+        InvalidRunConfigException: ``queue`` is missing, an option is not a ``str``, a
+            local image has no ``image_repo``, or ``image_pull_timeout`` is not a positive
+            ``int``.
         TypeError: a mount is not a bind, volume or device mount.
     """
     queue = _str_option(cfg, "queue")
@@ -438,4 +449,14 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = Non
         _str_option(cfg, "priority_class"),
         job_name,
     )
+    timeout = cfg.get("image_pull_timeout")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
+            raise InvalidRunConfigException(
+                f"run option 'image_pull_timeout' must be a positive number of seconds,"
+                f" got {timeout!r}",
+                "image_pull_timeout",
+            )
+        # read back by _state.pull_timeout; the manifest is TorchX's when the option is unset
+        resource["metadata"]["annotations"] = {ANNOTATION_PULL_TIMEOUT: str(timeout)}
     return KubernetesJob(namespace, resource, images)

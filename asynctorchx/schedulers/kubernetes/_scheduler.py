@@ -9,8 +9,10 @@ run options and app ids (``{namespace}:{job}``). It differs on purpose (see
   one watch per resource kind and namespace for every waiter of the scheduler;
 - ``cancel`` aborts the job (a Volcano ``AbortJob`` command) and keeps it, ending
   ``CANCELLED``; :meth:`KubernetesScheduler.delete` removes it;
-- ``describe`` reports each replica from its pod (state, exit code, hostname) and
-  ``None`` for an unknown app;
+- ``describe`` reports each replica from its pod (state, exit code, hostname, why it
+  waits) and ``None`` for an unknown app; a pod that can never start (or fails to pull
+  its image past ``image_pull_timeout``) ends the app ``FAILED`` with the reason, and
+  ``wait`` then aborts the job (see ``_state``);
 - ``log_iter`` supports ``since`` (``sinceTime``), ``until``, and follows across dropped
   connections and Volcano's retries without duplicating or losing lines;
 - local images are renamed to ``image_repo`` but not pushed (no Docker client here).
@@ -19,6 +21,8 @@ run options and app ids (``{namespace}:{job}``). It differs on purpose (see
 from __future__ import annotations
 
 import contextlib
+import functools
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -33,14 +37,22 @@ from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ORGANIZATION,
     LABEL_REPLICA_ID,
     LABEL_ROLE_NAME,
+    LABEL_UNIQUE_NAME,
     ORGANIZATION,
     KubernetesJob,
     build_job,
     kubernetes_runopts,
     parse_app_id,
 )
-from asynctorchx.schedulers.kubernetes._state import describe_job, job_state
-from asynctorchx.schedulers.toolkit import LogQuery
+from asynctorchx.schedulers.kubernetes._state import (
+    ANNOTATION_FAILED,
+    describe_job,
+    job_failure,
+    job_state,
+    pull_deadline,
+    pull_timeout,
+)
+from asynctorchx.schedulers.toolkit import LogQuery, race
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
@@ -150,7 +162,9 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         if job is None:
             return None
         pods, _ = await self.api.list_pods(namespace, {"volcano.sh/job-name": name})
-        return describe_job(app_id, job, {pod["metadata"]["name"]: pod for pod in pods})
+        return describe_job(
+            app_id, job, {pod["metadata"]["name"]: pod for pod in pods}, time.time()
+        )
 
     async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         """List the Volcano jobs of one namespace (one request).
@@ -170,26 +184,89 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
 
     # ------------------------------------------------------------------ wait
 
+    def _job_pods(self, pods: Informer, name: str) -> dict[str, dict[str, Any]]:
+        """The job's pods in the pods watch's cache (none before it is synced)."""
+        if not pods.synced:
+            return {}
+        return {
+            key: pod
+            for key, pod in pods.objects.items()
+            if (pod["metadata"].get("labels") or {}).get(LABEL_UNIQUE_NAME) == name
+        }
+
     async def _await_job(
         self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
     ) -> DescribeAppResponse | None:
+        """Await ``done(state)`` on the shared jobs and pods watches.
+
+        The state is the job's phase, or ``FAILED`` when a pod's waiting reason ends the
+        app (:func:`._state.job_failure`); an image pull timeout passing is no event, so
+        its deadline is awaited too. When a pod's reason ended the app, the job is
+        annotated with it and aborted, so nothing of a failed app stays pending.
+        """
         namespace, name = parse_app_id(app_id)
-        jobs = self.informer("jobs", namespace)
+        jobs, pods = self.informer("jobs", namespace), self.informer("pods", namespace)
+        seen: set[str] = set()
         with anyio.fail_after(timeout):
             if await self.api.get_job(namespace, name) is None:
                 return None
-
-            def check() -> bool | None:
+            planned: float | None = None
+            while (outcome := await self._change(jobs, pods, name, done, seen, planned)) == "plan":
                 job = jobs.objects.get(name)
-                if job is None:  # not in the cache: deleted, or its ADDED not read yet
-                    return None if name not in seen else False
-                seen.add(name)
-                return True if done(job_state(job)) else None
-
-            seen: set[str] = set()
-            if not await jobs.wait_until(check):
+                planned = None if job is None else _next_deadline(job, self._job_pods(pods, name))
+            if outcome == "gone":
                 return None
+            await self._abort_failed(namespace, name, self._job_pods(pods, name))
             return await self.describe(app_id)
+
+    async def _change(
+        self,
+        jobs: Informer,
+        pods: Informer,
+        name: str,
+        done: Callable[[AppState], bool],
+        seen: set[str],
+        planned: float | None,
+    ) -> str:
+        """One wait on both watches: ``done``, ``gone`` (deleted), or ``plan`` (a new pull
+        deadline, or the planned one passed)."""
+
+        def check() -> str | None:
+            job = jobs.objects.get(name)
+            if job is None:  # not in the cache: deleted, or its ADDED not read yet
+                return None if name not in seen else "gone"
+            seen.add(name)
+            job_pods = self._job_pods(pods, name)
+            failed = job_failure(job, job_pods, time.time())
+            if done(AppState.FAILED if failed is not None else job_state(job)):
+                return "done"
+            return "plan" if _next_deadline(job, job_pods) != planned else None
+
+        outcome: list[str] = []
+
+        async def until(informer: Informer) -> None:
+            outcome.append(await informer.wait_until(check))
+
+        async def deadline() -> None:
+            if planned is None:
+                await anyio.sleep_forever()
+            await anyio.sleep(max(float(planned or 0) - time.time(), 0))
+            outcome.append("plan")
+
+        await race([functools.partial(until, jobs), functools.partial(until, pods), deadline])
+        return outcome[0]
+
+    async def _abort_failed(
+        self, namespace: str, name: str, pods: Mapping[str, Mapping[str, Any]]
+    ) -> None:
+        """Annotate and abort a job that a pod's waiting reason ended (once)."""
+        job = await self.api.get_job(namespace, name)
+        if job is None or ANNOTATION_FAILED in (job["metadata"].get("annotations") or {}):
+            return
+        failed = job_failure(job, pods, time.time())
+        if failed is not None:
+            await self.api.annotate_job(namespace, name, {ANNOTATION_FAILED: failed})
+            await self.api.abort_job(namespace, job)
 
     async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
         """Await the app's terminal state on the jobs watch; return its description.
@@ -308,6 +385,14 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         async with contextlib.aclosing(lines) as produced:
             async for line in produced:
                 yield line
+
+
+def _next_deadline(job: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]]) -> float | None:
+    """The earliest future image pull deadline of the job's pods, or ``None``."""
+    now = time.time()
+    deadlines = [pull_deadline(pod, pull_timeout(job)) for pod in pods.values()]
+    future = [deadline for deadline in deadlines if deadline is not None and deadline > now]
+    return min(future) if future else None
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:

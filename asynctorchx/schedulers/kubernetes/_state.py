@@ -4,17 +4,60 @@ The app's state is the Volcano job's phase, TorchX's table
 (``torchx.schedulers.kubernetes_scheduler.JOB_STATE``): Volcano decides whether a failed
 pod ends the job or is retried. Each replica's state, exit code and hostname come from
 its pod (TorchX 0.7.0 reads only the job's task counts and reports no hostname).
+
+A pod that cannot start says why in its container's ``waiting`` reason (set by the
+kubelet, https://kubernetes.io/docs/concepts/containers/images/#imagepullbackoff) or in
+its ``PodScheduled`` condition (``Unschedulable``, set by the scheduler); Volcano's phase
+stays ``Pending`` whatever the reason. :data:`WAITING_REASONS` says what each reason does:
+it is shown in the replica's and the app's message, and the reasons no retry can fix, or
+an image pull failing longer than the job's pull timeout, end the app ``FAILED``
+(TorchX 0.7.0 leaves such an app ``PENDING`` for ever).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from asynctorchx.schedulers._responses import DescribeAppResponse
-from asynctorchx.schedulers.kubernetes._request import LABEL_REPLICA_ID, LABEL_ROLE_NAME
+from asynctorchx.schedulers.kubernetes._request import (
+    ANNOTATION_PULL_TIMEOUT,
+    LABEL_REPLICA_ID,
+    LABEL_ROLE_NAME,
+)
 from asynctorchx.schedulers.toolkit import describe_app, role_statuses
-from asynctorchx.specs.api import AppState, ReplicaStatus, Role, is_terminal
+from asynctorchx.specs.api import NONE, AppState, ReplicaStatus, Role, is_terminal
+
+#: The job annotation with why the scheduler ended the app ``FAILED`` (it then aborted
+#: the job, so the reason outlives the pods).
+ANNOTATION_FAILED = "asynctorchx/failed"
+
+
+class Verdict(enum.Enum):
+    """What a pod's waiting reason does to the app."""
+
+    #: shown in the messages; the app stays as Volcano says (the cause can go away).
+    SHOW = "show"
+    #: the app ends ``FAILED``: no retry can fix it.
+    FAIL = "fail"
+    #: the app ends ``FAILED`` once it lasted past the job's image pull timeout.
+    FAIL_AFTER_PULL_TIMEOUT = "fail after the image pull timeout"
+
+
+#: Why a pod waits -> what it does to the app. The container reasons are the kubelet's
+#: (``k8s.io/kubernetes/pkg/kubelet/images``, ``.../kuberuntime``); ``Unschedulable`` is
+#: the ``PodScheduled`` condition's reason.
+WAITING_REASONS: Mapping[str, Verdict] = {
+    "ErrImagePull": Verdict.FAIL_AFTER_PULL_TIMEOUT,
+    "ImagePullBackOff": Verdict.FAIL_AFTER_PULL_TIMEOUT,
+    "InvalidImageName": Verdict.FAIL,
+    "ErrImageNeverPull": Verdict.FAIL,
+    "CreateContainerConfigError": Verdict.SHOW,  # a missing Secret or ConfigMap may appear
+    "CreateContainerError": Verdict.SHOW,
+    "Unschedulable": Verdict.SHOW,  # a node may join
+}
 
 #: Volcano job phase -> app state (TorchX's table, plus ``Completing``).
 JOB_STATE: Mapping[str, AppState] = {
@@ -89,8 +132,96 @@ def hostname(pod: Mapping[str, Any]) -> str:
     return str((pod.get("status") or {}).get("podIP") or "")
 
 
+def waiting_reason(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Why the pod cannot start, if :data:`WAITING_REASONS` knows it: ``(reason, message)``.
+
+    Init containers are read first (they run first), then containers, then the
+    ``PodScheduled`` condition.
+
+    Args:
+        pod: the pod (a JSON dict).
+    """
+    status = pod.get("status") or {}
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for container in status.get(key) or []:
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            reason = str(waiting.get("reason") or "")
+            if reason in WAITING_REASONS:
+                return reason, str(waiting.get("message") or "")
+    for condition in status.get("conditions") or []:
+        if (
+            condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+        ):
+            return "Unschedulable", str(condition.get("message") or "")
+    return None
+
+
+def pull_timeout(job: Mapping[str, Any]) -> float | None:
+    """The job's image pull timeout in seconds (:data:`ANNOTATION_PULL_TIMEOUT`), or ``None``.
+
+    Args:
+        job: the Volcano job (a JSON dict).
+    """
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    try:
+        return float(annotations[ANNOTATION_PULL_TIMEOUT])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _created(pod: Mapping[str, Any]) -> float | None:
+    stamp = (pod.get("metadata") or {}).get("creationTimestamp")
+    if not stamp:
+        return None
+    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+
+
+def pull_deadline(pod: Mapping[str, Any], timeout: float | None) -> float | None:
+    """When a pod failing to pull its image ends the app (epoch seconds), else ``None``.
+
+    The timeout counts from the pod's creation.
+
+    Args:
+        pod: the pod (a JSON dict).
+        timeout: the job's image pull timeout in seconds, or ``None`` (no limit).
+    """
+    found = waiting_reason(pod)
+    created = _created(pod)
+    if timeout is None or found is None or created is None:
+        return None
+    if WAITING_REASONS[found[0]] is not Verdict.FAIL_AFTER_PULL_TIMEOUT:
+        return None
+    return created + timeout
+
+
+def pod_failure(pod: Mapping[str, Any], timeout: float | None, now: float) -> str | None:
+    """The message that ends the app ``FAILED`` because of this pod, or ``None``.
+
+    Args:
+        pod: the pod (a JSON dict).
+        timeout: the job's image pull timeout in seconds, or ``None`` (no limit).
+        now: the current time (epoch seconds).
+    """
+    found = waiting_reason(pod)
+    if found is None:
+        return None
+    reason, message = found
+    verdict = WAITING_REASONS[reason]
+    deadline = pull_deadline(pod, timeout)
+    if verdict is Verdict.FAIL:
+        return f"{reason}: {message}" if message else reason
+    if verdict is Verdict.FAIL_AFTER_PULL_TIMEOUT and deadline is not None and now >= deadline:
+        return f"{reason} for longer than the image pull timeout ({timeout:g} s): {message}"
+    return None
+
+
 def _replica(
-    task: Mapping[str, Any], pod: Mapping[str, Any] | None, app: AppState
+    task: Mapping[str, Any],
+    pod: Mapping[str, Any] | None,
+    app: AppState,
+    failure: str | None,
 ) -> ReplicaStatus:
     labels = task["template"]["metadata"]["labels"]
     role, replica_id = labels[LABEL_ROLE_NAME], int(labels[LABEL_REPLICA_ID])
@@ -98,9 +229,15 @@ def _replica(
         state = app if is_terminal(app) else AppState.PENDING
         return ReplicaStatus(replica_id, state, role, "")
     state = POD_STATE.get(str((pod.get("status") or {}).get("phase")), AppState.UNKNOWN)
-    if app == AppState.CANCELLED and not is_terminal(state):
+    found = waiting_reason(pod)
+    shown = NONE if found is None else (f"{found[0]}: {found[1]}" if found[1] else found[0])
+    if failure is not None:
+        state, shown = AppState.FAILED, failure
+    elif app == AppState.CANCELLED and not is_terminal(state):
         state = AppState.CANCELLED
-    return ReplicaStatus(replica_id, state, role, hostname(pod), exit_code=exit_code(pod))
+    return ReplicaStatus(
+        replica_id, state, role, hostname(pod), structured_error_msg=shown, exit_code=exit_code(pod)
+    )
 
 
 def _roles(tasks: list[Mapping[str, Any]]) -> list[Role]:
@@ -122,30 +259,80 @@ def _roles(tasks: list[Mapping[str, Any]]) -> list[Role]:
     return list(roles.values())
 
 
+def _tasks(job: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
+        task
+        for task in (job.get("spec") or {}).get("tasks") or []
+        if LABEL_ROLE_NAME in ((task.get("template") or {}).get("metadata") or {}).get("labels", {})
+    ]
+
+
+def job_failure(
+    job: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]], now: float
+) -> str | None:
+    """Why the app ends ``FAILED`` though Volcano's phase says otherwise, else ``None``.
+
+    The job's :data:`ANNOTATION_FAILED` (the scheduler already decided and aborted the
+    job), else the first pod whose waiting reason ends the app (:func:`pod_failure`),
+    as ``{role}/{replica} {reason}: {message}``. A job Volcano ended is not re-judged.
+
+    Args:
+        job: the Volcano job (a JSON dict).
+        pods: pod name -> pod, for the job's pods.
+        now: the current time (epoch seconds).
+    """
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(ANNOTATION_FAILED):
+        return str(annotations[ANNOTATION_FAILED])
+    if is_terminal(job_state(job)):
+        return None
+    name, timeout = job["metadata"]["name"], pull_timeout(job)
+    for task in _tasks(job):
+        pod = pods.get(f"{name}-{task['name']}-0")
+        failure = None if pod is None else pod_failure(pod, timeout, now)
+        if failure is not None:
+            labels = task["template"]["metadata"]["labels"]
+            return f"{labels[LABEL_ROLE_NAME]}/{labels[LABEL_REPLICA_ID]} {failure}"
+    return None
+
+
 def describe_job(
-    app_id: str, job: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]]
+    app_id: str, job: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]], now: float
 ) -> DescribeAppResponse:
     """Describe the app of a Volcano job from the job and its pods.
+
+    Each replica's ``structured_error_msg`` is its pod's waiting reason
+    (:func:`waiting_reason`); the app's ``msg`` lists them. :func:`job_failure` ends the
+    app ``FAILED``.
 
     Args:
         app_id: the app's id (``{namespace}:{job}``).
         job: the Volcano job.
         pods: pod name -> pod, for the job's pods (others are ignored).
+        now: the current time (epoch seconds), for the image pull timeout.
     """
     name = job["metadata"]["name"]
-    state = job_state(job)
-    tasks = [
-        task
-        for task in (job.get("spec") or {}).get("tasks") or []
-        if LABEL_ROLE_NAME in ((task.get("template") or {}).get("metadata") or {}).get("labels", {})
+    failed = job_failure(job, pods, now)
+    state = AppState.FAILED if failed is not None else job_state(job)
+    timeout = pull_timeout(job)
+    replicas = []
+    for task in _tasks(job):
+        pod = pods.get(f"{name}-{task['name']}-0")
+        failure = None if pod is None or failed is None else pod_failure(pod, timeout, now)
+        replicas.append(_replica(task, pod, state, failure))
+    roles = _roles(_tasks(job))
+    shown = [
+        f"{r.role}/{r.id} {r.structured_error_msg}"
+        for r in replicas
+        if r.structured_error_msg != NONE
     ]
-    replicas = [_replica(task, pods.get(f"{name}-{task['name']}-0"), state) for task in tasks]
-    roles = _roles(tasks)
+    msg = failed if failed is not None else ("; ".join(shown) if shown else None)
     return describe_app(
         app_id,
         role_statuses(replicas, [role.name for role in roles]),
         cancelled=state == AppState.CANCELLED,
         num_restarts=int((job.get("status") or {}).get("retryCount") or 0),
+        msg=msg,
         roles=roles,
         state=state,
     )

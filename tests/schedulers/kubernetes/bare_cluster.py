@@ -15,8 +15,8 @@ controller manager, kubelet or Volcano: pods stay Pending and nobody acts on a j
   127.0.0.1 (HTTPS, self-signed), registered as the Node ``asynctorchx-standin``: the real API
   server proxies ``pods/{name}/log`` to it, with ``follow``, ``timestamps`` and
   ``sinceTime`` as it forwards them.
-- The test plays the container runtime: :meth:`BareCluster.start_pod` and
-  :meth:`BareCluster.finish_pod` patch the pod's status
+- The test plays the container runtime: :meth:`BareCluster.start_pod`,
+  :meth:`BareCluster.finish_pod` and :meth:`BareCluster.wait_pod` patch the pod's status
   (its ``status`` subresource) as the kubelet would.
 - :class:`LoopbackProxy`: a TCP forwarder the scheduler connects through, so a test can cut
   its connections (a network fault; TLS passes through untouched).
@@ -596,6 +596,24 @@ class BareCluster:
                 "containerStatuses": [self._container(found, terminated)],
             },
         )
+
+    async def wait_pod(self, pod: str, reason: str, message: str = "") -> None:
+        """The kubelet's part: the container waits (``ErrImagePull``, ``InvalidImageName``...)."""
+        found = await self._existing_pod(pod)
+        waiting = self._container(found, {"waiting": {"reason": reason, "message": message}})
+        await self._patch_pod_status(pod, {"phase": "Pending", "containerStatuses": [waiting]})
+
+    async def unschedulable(self, pod: str, message: str) -> None:
+        """The scheduler's part: the pod cannot be placed (its ``PodScheduled`` condition)."""
+        await self._existing_pod(pod)
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": _now(),
+        }
+        await self._patch_pod_status(pod, {"phase": "Pending", "conditions": [condition]})
 
     def write_log(self, pod: str, *lines: str, same_time: bool = False) -> None:
         """The container writes ``lines`` (the kubelet stand-in serves them)."""

@@ -102,6 +102,14 @@ class Cluster:
         elif self.bare is not None:
             await self.bare.finish_pod(pod, exit_code)
 
+    async def cannot_start(self, app_id: str, task: str, reason: str, message: str) -> None:
+        """The pod's container waits for ``reason`` (the kubelet's ``ErrImagePull``...), or
+        the scheduler finds it ``Unschedulable``; a full cluster finds the reason itself."""
+        if self.bare is not None and reason == "Unschedulable":
+            await self.bare.unschedulable(self.pod(app_id, task), message)
+        elif self.bare is not None:
+            await self.bare.wait_pod(self.pod(app_id, task), reason, message)
+
     async def run(
         self, app_id: str, task: str, lines: tuple[str, ...] = (), exit_code: int = 0
     ) -> None:

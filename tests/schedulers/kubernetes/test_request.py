@@ -267,3 +267,13 @@ def test_bad_run_options() -> None:
     with pytest.raises(InvalidRunConfigException) as no_repo:
         build_job(local, {"queue": "q"})
     assert no_repo.value.cfg_key == "image_repo"
+    with pytest.raises(InvalidRunConfigException, match=r"image_pull_timeout.*got -5") as bad:
+        build_job(app, {"queue": "q", "image_pull_timeout": -5})
+    assert bad.value.cfg_key == "image_pull_timeout"
+
+
+def test_an_image_pull_timeout_is_a_job_annotation_and_only_then() -> None:
+    app = _app(CASES[0]["app"])
+    assert "annotations" not in build_job(app, {"queue": "q"}).resource["metadata"]
+    timed = build_job(_app(CASES[0]["app"]), {"queue": "q", "image_pull_timeout": 120})
+    assert timed.resource["metadata"]["annotations"] == {"asynctorchx/image-pull-timeout": "120"}

@@ -16,7 +16,7 @@ from asynctorchx.errors import (
 )
 from asynctorchx.schedulers.api import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes import KubernetesScheduler, create_scheduler
-from asynctorchx.specs import AppDef, AppState, RetryPolicy, Role
+from asynctorchx.specs import AppDef, AppState, Resource, RetryPolicy, Role
 from tests.schedulers.kubernetes.conftest import IMAGE, connected
 from tests.schedulers.kubernetes.fake_apiserver import FakeApiServer
 
@@ -271,6 +271,67 @@ async def test_100_apps_share_one_watch_per_kind(tmp_path: Path) -> None:
         assert pods.lists <= 2
         for app_id in app_ids:
             await scheduler.delete(app_id)
+
+
+async def test_an_image_that_can_never_be_pulled_fails_the_app_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    async with connected(tmp_path) as (cluster, scheduler):
+        app = sh_app("badimage", "true")
+        app.roles[0].image = "Not/A:Valid:Image"
+        app_id = await scheduler.submit(app, CFG)
+        why = 'couldn\'t parse image reference "Not/A:Valid:Image": invalid reference format'
+        await cluster.cannot_start(app_id, "role0-0", "InvalidImageName", why)
+        response = await scheduler.wait(app_id, timeout=60)
+        assert response is not None
+        assert response.state == AppState.FAILED
+        assert response.msg.startswith("role0/0 InvalidImageName: ")
+        # wait aborted the job: nothing of it stays pending, and the reason stays
+        assert await scheduler.wait(app_id, timeout=60) == response
+        kept = await scheduler.describe(app_id)
+        assert kept is not None
+        assert (kept.state, kept.msg) == (AppState.FAILED, response.msg)
+        await scheduler.delete(app_id)
+
+
+async def test_a_failing_pull_shows_then_fails_the_app_after_the_timeout(tmp_path: Path) -> None:
+    async with connected(tmp_path) as (cluster, scheduler):
+        app = sh_app("nopull", "true")
+        app.roles[0].image = "registry.invalid/none:1"
+        app_id = await scheduler.submit(app, {**CFG, "image_pull_timeout": 3})
+        why = 'Back-off pulling image "registry.invalid/none:1"'
+        await cluster.cannot_start(app_id, "role0-0", "ImagePullBackOff", why)
+        shown = await scheduler.describe(app_id)
+        assert shown is not None
+        if shown.state == AppState.PENDING:  # read within the 3 s
+            assert shown.msg == f"role0/0 ImagePullBackOff: {why}"
+        # no event marks the timeout: wait awaits its deadline
+        response = await scheduler.wait(app_id, timeout=60)
+        assert response is not None
+        assert response.state == AppState.FAILED
+        assert "image pull timeout (3 s)" in response.msg
+        await scheduler.delete(app_id)
+
+
+async def test_an_unschedulable_pod_shows_why_and_stays_pending(tmp_path: Path) -> None:
+    async with connected(tmp_path) as (cluster, scheduler):
+        app = sh_app("toobig", "true")
+        app.roles[0].resource = Resource(cpu=4096, gpu=0, memMB=1024)
+        app_id = await scheduler.submit(app, CFG)
+        why = "0/1 nodes are available: 1 Insufficient cpu."
+        await cluster.cannot_start(app_id, "role0-0", "Unschedulable", why)
+        response = await scheduler.wait_for_state_change(app_id, AppState.SUBMITTED, timeout=60)
+        assert response is not None
+        assert response.state == AppState.PENDING  # a node may join: not an end
+        described = await scheduler.describe(app_id)
+        assert described is not None
+        assert described.msg.startswith("role0/0 Unschedulable: ")
+        assert (
+            described.roles_statuses[0]
+            .replicas[0]
+            .structured_error_msg.startswith("Unschedulable: ")
+        )
+        await scheduler.delete(app_id)
 
 
 async def test_bad_input_raises_typed_errors(tmp_path: Path) -> None:

@@ -1,0 +1,144 @@
+"""The ``kubernetes`` state tables without I/O: why a pod waits, and when that ends the app."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from asynctorchx.schedulers.kubernetes._request import app_to_resource
+from asynctorchx.schedulers.kubernetes._state import (
+    ANNOTATION_FAILED,
+    ANNOTATION_PULL_TIMEOUT,
+    WAITING_REASONS,
+    Verdict,
+    describe_job,
+    pod_failure,
+    waiting_reason,
+)
+from asynctorchx.specs import AppDef, AppState, Role
+
+CREATED = "2026-01-01T00:00:00Z"
+T0 = 1767225600.0  # CREATED in epoch seconds
+
+
+def waiting_pod(reason: str, message: str = "") -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "creationTimestamp": CREATED},
+        "spec": {},
+        "status": {
+            "phase": "Pending",
+            "containerStatuses": [
+                {"name": "c", "state": {"waiting": {"reason": reason, "message": message}}}
+            ],
+        },
+    }
+
+
+def unschedulable_pod(message: str) -> dict[str, Any]:
+    condition = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+    }
+    return {
+        "metadata": {"name": "p", "creationTimestamp": CREATED},
+        "status": {"phase": "Pending", "conditions": [condition]},
+    }
+
+
+def job(phase: str | None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    app = AppDef("app", roles=[Role("trainer", image="img", entrypoint="sh", num_replicas=2)])
+    resource = app_to_resource(app, "default", None, job_name="app-x")
+    resource["metadata"]["annotations"] = annotations or {}
+    if phase is not None:
+        resource["status"] = {"state": {"phase": phase}}
+    return resource
+
+
+@pytest.mark.parametrize(
+    ("reason", "verdict"),
+    [
+        ("ErrImagePull", Verdict.FAIL_AFTER_PULL_TIMEOUT),
+        ("ImagePullBackOff", Verdict.FAIL_AFTER_PULL_TIMEOUT),
+        ("InvalidImageName", Verdict.FAIL),
+        ("ErrImageNeverPull", Verdict.FAIL),
+        ("CreateContainerConfigError", Verdict.SHOW),
+        ("Unschedulable", Verdict.SHOW),
+    ],
+)
+def test_each_reason_has_its_verdict(reason: str, verdict: Verdict) -> None:
+    assert WAITING_REASONS[reason] is verdict
+
+
+def test_waiting_reasons_come_from_containers_and_the_scheduled_condition() -> None:
+    assert waiting_reason(waiting_pod("ErrImagePull", "not found")) == (
+        "ErrImagePull",
+        "not found",
+    )
+    assert waiting_reason(unschedulable_pod("0/3 nodes are available")) == (
+        "Unschedulable",
+        "0/3 nodes are available",
+    )
+    # a normal start is no reason to report
+    assert waiting_reason(waiting_pod("ContainerCreating")) is None
+
+
+def test_unrecoverable_reasons_fail_at_once_pull_failures_after_the_timeout() -> None:
+    assert pod_failure(waiting_pod("InvalidImageName", "bad"), None, T0) == "InvalidImageName: bad"
+    pulling = waiting_pod("ImagePullBackOff", "Back-off pulling image")
+    assert pod_failure(pulling, None, T0 + 10_000) is None  # no timeout: never
+    assert pod_failure(pulling, 60, T0 + 59) is None
+    assert pod_failure(pulling, 60, T0 + 60) == (
+        "ImagePullBackOff for longer than the image pull timeout (60 s): Back-off pulling image"
+    )
+    assert pod_failure(waiting_pod("CreateContainerConfigError"), 60, T0 + 600) is None
+
+
+def test_a_waiting_reason_shows_in_the_replica_and_app_messages() -> None:
+    pods = {"app-x-trainer-0-0": waiting_pod("ErrImagePull", "pull access denied")}
+    response = describe_job("default:app-x", job("Pending"), pods, T0)
+    assert response.state == AppState.PENDING
+    replica = response.roles_statuses[0].replicas[0]
+    assert replica.state == AppState.PENDING
+    assert replica.structured_error_msg == "ErrImagePull: pull access denied"
+    assert response.msg == "trainer/0 ErrImagePull: pull access denied"
+
+
+def test_an_invalid_image_fails_the_app_with_the_reason() -> None:
+    pods = {
+        "app-x-trainer-0-0": waiting_pod("ContainerCreating"),
+        "app-x-trainer-1-0": waiting_pod("InvalidImageName", 'invalid image "A:"'),
+    }
+    response = describe_job("default:app-x", job("Pending"), pods, T0)
+    assert response.state == AppState.FAILED
+    assert response.msg == 'trainer/1 InvalidImageName: invalid image "A:"'
+    failed = response.roles_statuses[0].replicas[1]
+    assert (failed.state, failed.structured_error_msg) == (
+        AppState.FAILED,
+        'InvalidImageName: invalid image "A:"',
+    )
+    assert response.roles_statuses[0].replicas[0].state == AppState.PENDING
+
+
+def test_a_pull_failure_fails_the_app_after_the_jobs_timeout() -> None:
+    pods = {"app-x-trainer-0-0": waiting_pod("ErrImagePull", "not found")}
+    timed = job("Pending", {ANNOTATION_PULL_TIMEOUT: "30"})
+    assert describe_job("default:app-x", timed, pods, T0 + 29).state == AppState.PENDING
+    late = describe_job("default:app-x", timed, pods, T0 + 31)
+    assert late.state == AppState.FAILED
+    assert "image pull timeout (30 s)" in late.msg
+
+
+def test_the_failure_annotation_outlives_the_aborted_jobs_pods() -> None:
+    aborted = job("Aborted", {ANNOTATION_FAILED: "trainer/0 InvalidImageName: bad"})
+    response = describe_job("default:app-x", aborted, {}, T0)
+    assert response.state == AppState.FAILED
+    assert response.msg == "trainer/0 InvalidImageName: bad"
+    assert {r.state for r in response.roles_statuses[0].replicas} == {AppState.FAILED}
+
+
+def test_a_job_volcano_ended_is_not_judged_again() -> None:
+    pods = {"app-x-trainer-0-0": waiting_pod("InvalidImageName", "bad")}
+    assert describe_job("default:app-x", job("Aborted"), pods, T0).state == AppState.CANCELLED
