@@ -11,8 +11,9 @@ the first waiter that finds nobody reading the watch reads its next event for ev
 then wakes them all; the open watch is handed to the next reader, not reopened. It is
 reopened only when the server ends it (from the last ``resourceVersion`` seen, bookmarks
 included), when its connection breaks, or when its reader was cancelled mid-read; after
-a ``410 Gone`` the kind is listed again. It is closed when the last waiter leaves (and
-the next waiter lists again, since nothing kept the cache current meanwhile).
+a ``410 Gone`` the kind is listed again, and a list whose connection broke is made
+again. It is closed when the last waiter leaves (and the next waiter lists again, since
+nothing kept the cache current meanwhile).
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ class Informer:
         self._leading = True
         try:
             if not self.synced:
-                await self._list()
+                await self._list_again_if_dropped()
             else:
                 await self._read_one()
         except Exception as error:
@@ -135,6 +136,19 @@ class Informer:
         self.objects = {item["metadata"]["name"]: item for item in items}
         self.resource_version = version
         self.synced = True
+
+    async def _list_again_if_dropped(self) -> None:
+        """List; a connection dropped mid-list is retried as a dropped watch is (a list
+        is idempotent), at most :data:`MAX_RECONNECTS` times in a row."""
+        try:
+            await self._list()
+        except KubernetesUnreachableError:
+            self._failed_connects += 1
+            if self._failed_connects >= MAX_RECONNECTS:
+                raise
+            await anyio.sleep(min(RECONNECT_DELAY * 2**self._failed_connects, 2.0))
+            return
+        self._failed_connects = 0
 
     async def _open(self) -> AsyncIterator[dict[str, Any]]:
         if self._events is not None:
