@@ -8,6 +8,10 @@ template. The manifest is the one ``torchx.schedulers.kubernetes_scheduler`` of 
 serializes it (camelCase keys, ``None`` left out); the differences are listed in
 ``docs/kubernetes.md`` and checked by ``tests/schedulers/kubernetes/test_request.py``.
 
+A role's pod overlay (torchx-nightly's :mod:`asynctorchx.specs.overlays`, namespace
+``kubernetes``, kind ``V1Pod``) is merged into each of its pods before TorchX's labels are
+set: node selectors, tolerations, volumes. Without one the manifest is TorchX 0.7.0's.
+
 Rank 0 discovery is Volcano's: the job's ``svc`` plugin creates a headless service named
 after the job (every pod is ``{job}-{task}-0.{job}``) and the ``env`` plugin gives every
 pod ``VC_{TASK}_HOSTS``, the DNS names of a task's pods; ``macros.rank0_env`` names the
@@ -38,6 +42,7 @@ from asynctorchx.specs.api import (
     macros,
     runopts,
 )
+from asynctorchx.specs.overlays import apply_overlay, get_overlay
 
 #: Volcano's API group, version and plural of its ``Job`` custom resource.
 VOLCANO_GROUP = "batch.volcano.sh"
@@ -326,6 +331,11 @@ def _task(
         replica_role.env[RANK0_ENV] = "localhost"
     name = task_name(role.name, replica_id)
     template = role_to_pod(name, replica_role, service_account)
+    overlay = get_overlay(role, "kubernetes", "V1Pod")
+    if overlay:  # the nightly's pod overlay: only the pod's metadata and spec are kept
+        apply_overlay(template, overlay)
+        template = {"metadata": template.get("metadata") or {}, "spec": template["spec"]}
+        template["metadata"].setdefault("labels", {})
     template["metadata"]["labels"].update(pod_labels(app, role_index, role, replica_id, job_name))
     task: dict[str, Any] = {"name": name, "replicas": 1, "template": template}
     if role.max_retries > 0:
@@ -357,7 +367,8 @@ def app_to_resource(
         job_name: the job's name; ``None``: a new :func:`make_job_name`.
 
     Raises:
-        TypeError: a mount is not a bind, volume or device mount.
+        TypeError: a mount is not a bind, volume or device mount, or a role's pod overlay
+            cannot merge with its pod (see :func:`~asynctorchx.specs.overlays.apply_overlay`).
     """
     name = job_name if job_name is not None else make_job_name(app.name)
     tasks = [

@@ -21,6 +21,7 @@ import pytest
 
 from asynctorchx.errors import InvalidAppIdException, InvalidRunConfigException
 from asynctorchx.schedulers.kubernetes._request import (
+    LABEL_ROLE_NAME,
     LABEL_VERSION,
     build_job,
     clean_name,
@@ -37,6 +38,7 @@ from asynctorchx.specs import (
     Role,
     VolumeMount,
 )
+from asynctorchx.specs.overlays import set_overlay
 
 VENV = os.environ.get(
     "ASYNCTORCHX_TORCHX_K8S_VENV", str(Path(__file__).parents[3] / "benchmarks/.venv-torchx-k8s")
@@ -277,3 +279,29 @@ def test_an_image_pull_timeout_is_a_job_annotation_and_only_then() -> None:
     assert "annotations" not in build_job(app, {"queue": "q"}).resource["metadata"]
     timed = build_job(_app(CASES[0]["app"]), {"queue": "q", "image_pull_timeout": 120})
     assert timed.resource["metadata"]["annotations"] == {"asynctorchx/image-pull-timeout": "120"}
+
+
+def test_a_pod_overlay_lands_in_every_pod_of_its_role_under_torchx_labels() -> None:
+    app = _app(CASES[1]["app"])  # two roles
+    role = app.roles[0]
+    set_overlay(role, "kubernetes", "V1Pod", {"spec": {"nodeSelector": {"gpu": "a100"}}})
+    set_overlay(
+        role,
+        "kubernetes",
+        "V1Pod",
+        {
+            "metadata": {"labels": {LABEL_ROLE_NAME: "overridden", "team": "x"}},
+            "spec": {"tolerations": [{"key": "gpu", "operator": "Exists"}]},
+        },
+    )
+    tasks = build_job(app, {"queue": "q"}).resource["spec"]["tasks"]
+    mine = [t for t in tasks if t["template"]["metadata"]["labels"][LABEL_ROLE_NAME] == role.name]
+    assert len(mine) == role.num_replicas
+    for task in mine:
+        template = task["template"]
+        assert template["spec"]["nodeSelector"]["gpu"] == "a100"  # merged into the selector
+        assert template["spec"]["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
+        assert template["metadata"]["labels"]["team"] == "x"  # TorchX's labels win
+    others = [t for t in tasks if t not in mine]
+    assert others
+    assert all("tolerations" not in t["template"]["spec"] for t in others)
