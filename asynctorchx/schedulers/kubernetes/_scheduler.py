@@ -216,7 +216,9 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 planned = None if job is None else _next_deadline(job, self._job_pods(pods, name))
             if outcome == "gone":
                 return None
-            await self._abort_failed(namespace, name, self._job_pods(pods, name))
+            cached, job_pods = jobs.objects.get(name), self._job_pods(pods, name)
+            if cached is not None and job_failure(cached, job_pods, time.time()) is not None:
+                await self._abort_failed(namespace, name, job_pods)
             return await self.describe(app_id)
 
     async def _change(
@@ -259,7 +261,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     async def _abort_failed(
         self, namespace: str, name: str, pods: Mapping[str, Mapping[str, Any]]
     ) -> None:
-        """Annotate and abort a job that a pod's waiting reason ended (once)."""
+        """Annotate and abort a job that a pod's waiting reason ended (once; read fresh,
+        since the cache said so)."""
         job = await self.api.get_job(namespace, name)
         if job is None or ANNOTATION_FAILED in (job["metadata"].get("annotations") or {}):
             return
