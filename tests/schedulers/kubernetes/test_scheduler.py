@@ -17,6 +17,7 @@ from asynctorchx.errors import (
 from asynctorchx.schedulers.api import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes import KubernetesScheduler, create_scheduler
 from asynctorchx.specs import AppDef, AppState, Resource, RetryPolicy, Role
+from asynctorchx.specs.overlays import JOIN, set_overlay
 from tests.schedulers.kubernetes.conftest import IMAGE, connected
 from tests.schedulers.kubernetes.fake_apiserver import FakeApiServer
 
@@ -331,6 +332,38 @@ async def test_an_unschedulable_pod_shows_why_and_stays_pending(tmp_path: Path) 
             .replicas[0]
             .structured_error_msg.startswith("Unschedulable: ")
         )
+        await scheduler.delete(app_id)
+
+
+async def test_a_pod_overlay_reaches_the_pods_the_server_accepts(tmp_path: Path) -> None:
+    async with connected(tmp_path) as (cluster, scheduler):
+        app = sh_app("overlay", "true")
+        overlay = {
+            "spec": {
+                "nodeSelector": {"accelerator": "a100"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "volumes": [{"name": "scratch", "emptyDir": {}}],
+                JOIN("containers", on="name"): [
+                    {"name": "role0-0", "volumeMounts": [{"name": "scratch", "mountPath": "/x"}]}
+                ],
+            }
+        }
+        set_overlay(app.roles[0], "kubernetes", "V1Pod", overlay)
+        app_id = await scheduler.submit(app, CFG)
+        pending = await scheduler.wait_for_state_change(app_id, AppState.SUBMITTED, timeout=60)
+        assert pending is not None
+        namespace, name = app_id.split(":")
+        job = await scheduler.api.get_job(namespace, name)
+        assert job is not None  # the server stored the overlaid template as it was sent
+        spec = job["spec"]["tasks"][0]["template"]["spec"]
+        assert spec["nodeSelector"] == {"accelerator": "a100"}
+        assert spec["volumes"][-1] == {"name": "scratch", "emptyDir": {}}
+        mounts = spec["containers"][0]["volumeMounts"]
+        assert {"name": "scratch", "mountPath": "/x"} in mounts
+        if cluster.bare is not None:  # the server validated and created the pod from it
+            pod = await cluster.bare.get_pod(cluster.pod(app_id, "role0-0"))
+            assert pod is not None
+            assert pod["spec"]["tolerations"][0]["key"] == "gpu"
         await scheduler.delete(app_id)
 
 
