@@ -1,8 +1,16 @@
 """Benchmark 10: the ``kubernetes`` scheduler against a raw watch client and TorchX 0.7.0.
 
-Every side talks to the same FAKE API server (``tests/schedulers/kubernetes/fake_apiserver.py``,
-with its fake Volcano), run by this script in its own process (``--serve``, our venv) for each
-trial, so no side shares an event loop with the server. The side reaches it through the
+Every side talks to the same API server: the FAKE one (``tests/schedulers/kubernetes/
+fake_apiserver.py``, with its fake Volcano), and, when ``ASYNCTORCHX_KUBECONFIG`` names a bare
+real one (``ASYNCTORCHX_KUBE_BARE=1``, ``scripts/kube-apiserver.sh``), that server too, with the
+stand-ins of ``tests/schedulers/kubernetes/bare_cluster.py`` (Volcano's controller; the
+kubelet's pod status patches) run by this script. The server (or, for the real one, the
+stand-ins) runs in its own process (``--serve``, our venv) for each trial, so no side shares
+an event loop with it. On the real server "the job's ``Completed`` event is made" is when the
+stand-in sent its status patch (so the latency includes the server receiving, storing and
+sending it), and requests are counted from the server's
+``apiserver_request_total`` for jobs and pods (a watch counts once it ends), less the
+stand-ins' own. The side reaches it through the
 kubeconfig the fake writes, and steers it over a line-per-request control socket: "finish this
 job's pods after so many seconds" (the server records, on the monotonic clock, when it made the
 job's ``Completed`` event) and "how many API requests so far". Two cases:
@@ -83,10 +91,11 @@ TORCHX_K8S_PY = TORCHX_K8S_VENV / "bin" / "python"
 # ---------------------------------------------------------------- the fake server's process
 
 
-def serve() -> None:
-    """``--serve``: run the fake API server and its control socket until killed (our venv).
+def serve(real: str | None) -> None:
+    """``--serve [KUBECONFIG]``: run the fake API server (or the bare real one's stand-ins) and
+    a control socket until killed (our venv).
 
-    Prints one JSON line: ``kubeconfig``, ``url`` and ``control`` (the control socket's port).
+    Prints one JSON line: ``kubeconfig`` and ``control`` (the control socket's port).
     """
     sys.path.insert(0, str(REPO))
     import tempfile
@@ -95,45 +104,91 @@ def serve() -> None:
     from anyio.abc import SocketStream, TaskGroup
     from anyio.streams.buffered import BufferedByteReceiveStream
 
+    from tests.schedulers.kubernetes.bare_cluster import BareCluster
     from tests.schedulers.kubernetes.fake_apiserver import PODS, FakeApiServer
 
     finished: dict[str, float] = {}
+    own = [0]  # the stand-ins' own requests on jobs and pods (real server)
 
-    async def finish_after(server: FakeApiServer, job: str, delay: float) -> None:
+    async def finish_fake(server: FakeApiServer, job: str, delay: float) -> None:
         await anyio.sleep(delay)
         for (namespace, name), pod in list(server.objects[PODS].items()):
             if namespace == NAMESPACE and pod["metadata"]["labels"]["volcano.sh/job-name"] == job:
                 server.finish_pod(name, 0)
         finished[job] = time.monotonic()  # the job's Completed event is made: not yet sent
 
-    def answer(server: FakeApiServer, tasks: TaskGroup, request: dict[str, Any]) -> Any:
+    async def finish_real(cluster: BareCluster, job: str, delay: float) -> None:
+        await anyio.sleep(delay)
+        await cluster.finish_pod(f"{job}-r-0-0", 0)
+
+    async def real_requests(cluster: BareCluster) -> int:
+        text = (await cluster.http.get("/metrics")).text
+        total = 0
+        for line in text.splitlines():
+            if line.startswith("apiserver_request_total{") and (
+                'resource="jobs"' in line or 'resource="pods"' in line
+            ):
+                total += int(float(line.rsplit(" ", 1)[1]))
+        return total - own[0]
+
+    async def answer(server: Any, tasks: TaskGroup, request: dict[str, Any]) -> Any:
         if request["op"] == "finish_after":
-            tasks.start_soon(finish_after, server, request["job"], request["delay"])
+            finish = finish_real if real else finish_fake
+            tasks.start_soon(finish, server, request["job"], request["delay"])
             return {}
         if request["op"] == "when":
+            if real:
+                return {"t": server.volcano.phase_times.get((request["job"], "Completed"))}
             return {"t": finished.get(request["job"])}
+        if real:
+            return {"requests": await real_requests(server)}
         return {"requests": len(server.requests)}
 
-    async def control(server: FakeApiServer, tasks: TaskGroup, stream: SocketStream) -> None:
+    async def control(server: Any, tasks: TaskGroup, stream: SocketStream) -> None:
         buffered = BufferedByteReceiveStream(stream)
         async with stream:
             with contextlib.suppress(anyio.EndOfStream, anyio.IncompleteRead):
                 while True:
                     line = await buffered.receive_until(b"\n", 1 << 16)
-                    reply = answer(server, tasks, json.loads(line))
+                    reply = await answer(server, tasks, json.loads(line))
                     await stream.send(json.dumps(reply).encode() + b"\n")
+
+    def count(request: Any) -> None:
+        if "/jobs" in request.url.path or "/pods" in request.url.path:
+            own[0] += 1
 
     async def main() -> None:
         directory = Path(tempfile.mkdtemp(prefix="atx-bench-k8s-"))
-        async with FakeApiServer().running(directory) as server, anyio.create_task_group() as tg:
+        async with contextlib.AsyncExitStack() as stack:
+            if real:
+                server: Any = await stack.enter_async_context(BareCluster.running(real))
+                # every trial starts from an empty namespace (a test server: nothing else there)
+                await server.http.delete(
+                    f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NAMESPACE}/jobs"
+                )
+                await server.http.delete(
+                    f"/api/v1/namespaces/{NAMESPACE}/pods", params={"gracePeriodSeconds": "0"}
+                )
+                server.http.event_hooks["request"].append(_async(count))
+                kubeconfig = real
+            else:
+                server = await stack.enter_async_context(FakeApiServer().running(directory))
+                kubeconfig = str(server.kubeconfig)
+            tg = await stack.enter_async_context(anyio.create_task_group())
             listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
             port = listener.extra(anyio.abc.SocketAttribute.local_port)
-            info = {"kubeconfig": str(server.kubeconfig), "url": server.url, "control": port}
-            print(json.dumps(info), flush=True)
+            print(json.dumps({"kubeconfig": kubeconfig, "control": port}), flush=True)
             async with listener:
                 await listener.serve(lambda stream: control(server, tg, stream))
 
     anyio.run(main)
+
+
+def _async(function: Any) -> Any:
+    async def hook(value: Any) -> None:
+        function(value)
+
+    return hook
 
 
 class Control:
@@ -175,11 +230,21 @@ class Control:
         self.sock.close()
 
 
+#: The bare real API server the ``server=real`` cases use, if any.
+REAL_KUBECONFIG = (
+    os.environ.get("ASYNCTORCHX_KUBECONFIG")
+    if os.environ.get("ASYNCTORCHX_KUBE_BARE") == "1"
+    else None
+)
+
+
 @contextlib.contextmanager
-def fake_server() -> Iterator[tuple[dict[str, Any], Control]]:
-    """Start the fake server's process; yield its description and its control socket."""
+def fake_server(p: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Control]]:
+    """Start the server's process (``p["server"]``: fake, or the real one's stand-ins); yield
+    its description and its control socket."""
+    real = [str(REAL_KUBECONFIG)] if p.get("server") == "real" else []
     proc = subprocess.Popen(
-        [str(OUR_PY), str(Path(__file__).resolve()), "--serve"],
+        [str(OUR_PY), str(Path(__file__).resolve()), "--serve", *real],
         stdout=subprocess.PIPE,
         cwd=REPO,
         text=True,
@@ -241,7 +306,7 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
                 task_group.cancel_scope.cancel()
         return _rates(first, after_start, last, started, ended)
 
-    with fake_server() as (info, control):
+    with fake_server(p) as (info, control):
         return anyio.run({"event": event, "watch": watch}[p["case"]], info, control)
 
 
@@ -258,7 +323,9 @@ def _rates(first: int, after_start: int, last: int, started: float, ended: float
 def floor(p: dict[str, Any]) -> dict[str, Any]:
     """One trial of a raw watch client (httpx2): one jobs watch, each end event read off it."""
     import anyio
-    import httpx2
+
+    sys.path.insert(0, str(REPO))
+    from tests.schedulers.kubernetes.bare_cluster import http_client
 
     jobs = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NAMESPACE}/jobs"
     task = {
@@ -269,13 +336,13 @@ def floor(p: dict[str, Any]) -> dict[str, Any]:
 
     async def event(info: dict[str, Any], control: Control) -> dict[str, Any]:
         latencies: list[float] = []
-        async with httpx2.AsyncClient(base_url=info["url"], timeout=None) as client:
+        async with http_client(info["kubeconfig"]) as client:
             listed = (await client.get(jobs)).json()
             query = {"watch": "true", "resourceVersion": listed["metadata"]["resourceVersion"]}
             async with client.stream("GET", jobs, params=query) as stream:
                 lines = stream.aiter_lines()
                 for index in range(WARMUP + int(p["samples"])):
-                    name = f"floor-{index}"
+                    name = f"floor-{index}-{os.getpid()}"
                     manifest = {
                         "apiVersion": "batch.volcano.sh/v1alpha1",
                         "kind": "Job",
@@ -288,13 +355,14 @@ def floor(p: dict[str, Any]) -> dict[str, Any]:
                         obj = json.loads(line)["object"]
                         if (
                             obj["metadata"]["name"] == name
-                            and obj["status"]["state"]["phase"] == "Completed"
+                            and (obj.get("status") or {}).get("state", {}).get("phase")
+                            == "Completed"
                         ):
                             break
                     latencies.append(control.latency_ms(name, time.monotonic()))
         return {"latency_ms": latencies[WARMUP:]}
 
-    with fake_server() as (info, control):
+    with fake_server(p) as (info, control):
         return anyio.run(event, info, control)
 
 
@@ -313,7 +381,9 @@ def poll(p: dict[str, Any]) -> dict[str, Any]:
             await scheduler.describe(app_id)
             return control.requests() - before
 
-    with fake_server() as (info, control):
+    # counted on the fake server, which counts each request as it comes: a describe makes
+    # the same requests on any server
+    with fake_server({**p, "server": "fake"}) as (info, control):
         per_describe = anyio.run(one_describe, info, control)
     rate = int(p["apps"]) * per_describe * 60.0 / TICK
     note = f"computed: apps x {per_describe} requests per describe x 60 / {TICK:g} s"
@@ -329,7 +399,7 @@ def torchx(p: dict[str, Any]) -> dict[str, Any]:
 
     if importlib.util.find_spec("kubernetes") is None:
         return _in_k8s_venv(p)
-    with fake_server() as (info, control):
+    with fake_server(p) as (info, control):
         os.environ["KUBECONFIG"] = info["kubeconfig"]  # read when kubernetes is imported
         from torchx.runner import get_runner
         from torchx.specs import AppDef, Role
@@ -392,6 +462,37 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
     if "torchx" not in skip and not TORCHX_K8S_PY.exists():
         skip["torchx"] = f"{TORCHX_K8S_PY} missing (torchx==0.7.0 + kubernetes)"
     window = 3.0 if smoke else 60.0
+    real: list[dict[str, Any]] = []
+    if REAL_KUBECONFIG:
+        real = [
+            *orchestrate(
+                "10 kubernetes event->wait, real API server",
+                script,
+                [{"case": "event", "samples": 3 if smoke else 20, "tick": TICK, "server": "real"}],
+                ["latency_ms"],
+                trials,
+                skip=skip,
+            ),
+            *orchestrate(
+                "10 kubernetes requests/min, real API server",
+                script,
+                [
+                    {
+                        "case": "watch",
+                        "apps": apps,
+                        "window": window,
+                        "tick": TICK,
+                        "max_trials": 1,
+                        "server": "real",
+                    }
+                    for apps in ((1, 10) if smoke else (1, 10, 100))
+                ],
+                ["requests_per_min", "after_start_per_min"],
+                trials,
+                sides=("ours", "torchx", "poll"),
+                skip=skip,
+            ),
+        ]
     return [
         *orchestrate(
             "10 kubernetes event->wait",
@@ -413,6 +514,7 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
             sides=("ours", "torchx", "poll"),
             skip=skip,
         ),
+        *real,
     ]
 
 
@@ -475,7 +577,7 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 if __name__ == "__main__":
     if "--serve" in sys.argv:
-        serve()
+        serve(sys.argv[sys.argv.index("--serve") + 1] if sys.argv[-1] != "--serve" else None)
     elif is_driver():
         driver_main({"ours": ours, "floor": floor, "poll": poll, "torchx": torchx})
     else:

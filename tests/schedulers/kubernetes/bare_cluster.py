@@ -311,7 +311,7 @@ class VolcanoStandIn:
     def __init__(self, http: httpx2.AsyncClient, namespace: str) -> None:
         self.http = http
         self.namespace = namespace
-        #: job name -> monotonic time its phase was last set (the server answered the patch)
+        #: (job, phase) -> monotonic time the stand-in sent the patch setting that phase
         self.phase_times: dict[tuple[str, str], float] = {}
 
     async def run(
@@ -415,6 +415,7 @@ class VolcanoStandIn:
 
     async def _set_phase(self, job_name: str, phase: str) -> None:
         patch = {"status": {"state": {"phase": phase, "lastTransitionTime": _now()}}}
+        self.phase_times[(job_name, phase)] = time.monotonic()
         await _checked(
             await self.http.patch(
                 f"{_JOBS}/namespaces/{self.namespace}/jobs/{job_name}/status",
@@ -424,7 +425,6 @@ class VolcanoStandIn:
             200,
             404,
         )
-        self.phase_times[(job_name, phase)] = time.monotonic()
 
 
 class BareCluster:
