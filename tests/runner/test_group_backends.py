@@ -6,7 +6,7 @@ after the block, what is left running of the apps it made (containers, Slurm job
 Kubernetes jobs), and asserts zero. Real systems: the Docker engine
 (``bash scripts/docker-engine.sh start``), the Slurm cluster
 (``bash scripts/slurm-cluster.sh start``) and the cluster of
-``tests/schedulers/kubernetes/conftest.py`` (its fake API server, or a real one).
+``tests/schedulers/kubernetes/conftest.py`` (a real API server, bare or full).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Backend:
     async def start(self, group: AppGroup, script: str = "exec sleep 600") -> str:
         """Start an app running ``script`` in ``group``; return once it runs."""
         handle = await self.run(group, "group", script)
-        self.drive_start(handle)
+        await self.drive_start(handle)
         with anyio.fail_after(LIMIT):
             async for status in self.runner.watch(handle):
                 if status.state == AppState.RUNNING:
@@ -72,20 +72,20 @@ class Backend:
     async def fail(self, group: AppGroup) -> str:
         """Start an app that exits 3 in ``group``."""
         handle = await self.run(group, "fails", "exit 3")
-        self.drive_exit(handle, 3)
+        await self.drive_exit(handle, 3)
         return handle
 
     async def succeed(self, group: AppGroup) -> str:
         """Start an app that exits 0 in ``group``."""
         handle = await self.run(group, "ok", "exit 0")
-        self.drive_exit(handle, 0)
+        await self.drive_exit(handle, 0)
         return handle
 
-    def drive_start(self, handle: str) -> None:
-        """Make the app's replica run (only a fake cluster needs it)."""
+    async def drive_start(self, handle: str) -> None:
+        """Make the app's replica run (only a fake or bare cluster needs it)."""
 
-    def drive_exit(self, handle: str, exit_code: int) -> None:
-        """Make the app's replica end with ``exit_code`` (only a fake cluster needs it)."""
+    async def drive_exit(self, handle: str, exit_code: int) -> None:
+        """Make the app's replica end with ``exit_code`` (only a fake or bare cluster needs it)."""
 
     async def left(self, handles: list[str]) -> int:
         """How many of these apps still run (containers, jobs) on the backend itself."""
@@ -129,11 +129,11 @@ class Kubernetes(Backend):
         self.cluster = cluster
         self.observer = observer  # a scheduler of its own: the cluster's view
 
-    def drive_start(self, handle: str) -> None:
-        self.cluster.start(parse_app_handle(handle).app_id, "r-0")
+    async def drive_start(self, handle: str) -> None:
+        await self.cluster.start(parse_app_handle(handle).app_id, "r-0")
 
-    def drive_exit(self, handle: str, exit_code: int) -> None:
-        self.cluster.run(parse_app_handle(handle).app_id, "r-0", exit_code=exit_code)
+    async def drive_exit(self, handle: str, exit_code: int) -> None:
+        await self.cluster.run(parse_app_handle(handle).app_id, "r-0", exit_code=exit_code)
 
     async def left(self, handles: list[str]) -> int:
         count = 0
@@ -320,7 +320,7 @@ async def test_a_signal_to_a_plain_script_stops_the_group(
                     if output.endswith("ready\n"):
                         break
                     if not started and "\n" in output:  # the handle: a fake cluster's pod starts
-                        backend.drive_start(output.partition("\n")[0])
+                        await backend.drive_start(output.partition("\n")[0])
                 (handle,) = output.split()[:-1]
                 backend.handles.append(handle)
                 assert await backend.left([handle]) == 1

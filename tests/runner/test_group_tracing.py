@@ -205,9 +205,9 @@ async def test_a_kubernetes_app_span_has_an_event_per_state(
                                 break
                         await anyio.wait_all_tasks_blocked()  # the group's follower saw it too
                         if state == AppState.PENDING:
-                            cluster.start(app_id, "r-0")  # on a fake cluster; a real pod runs
-                        elif cluster.fake is not None:
-                            cluster.fake.finish_pod(cluster.pod(app_id, "r-0"), 3)
+                            await cluster.start(app_id, "r-0")  # on a bare cluster; a real pod runs
+                        else:
+                            await cluster.finish(app_id, "r-0", 3)
             await observer.delete(app_id)
     (span,) = _by_name(spans.get_finished_spans(), "asynctorchx.app")
     names = [event.name for event in span.events]
