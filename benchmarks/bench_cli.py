@@ -63,7 +63,7 @@ def _cli(argv: list[str]) -> dict[str, Any]:
     res = timed_process_rss(argv)
     if res["rc"] != 0:
         raise RuntimeError(f"{argv[0]} exited {res['rc']}: {res['stderr'].strip()[-200:]}")
-    lost = 0 if "hi" in res["stdout"].split() else 1
+    lost = 0 if "hi" in (res["stdout"] + res["stderr"]).split() else 1
     return {"seconds": res["wall"], "rss_mb": res["max_rss_mb"], "lost": lost}
 
 

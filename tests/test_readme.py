@@ -41,7 +41,7 @@ def test_readme_first_command_runs_echo_on_local_cwd(tmp_path: Path) -> None:
         timeout=60,
     )
     assert out.returncode == 0, out.stderr
-    assert "echo/0 hello from asynctorchx\n" in out.stdout
+    assert "echo/0 hello from asynctorchx\n" in out.stderr
 
 
 def test_an_editable_install_is_visible_to_type_checkers(tmp_path: Path) -> None:

@@ -216,15 +216,16 @@ async def _follow(
 ) -> int:
     """Wait for the app (printing its logs when ``tail``); return 0 if it succeeded, else 1.
 
-    With ``as_json`` the logs go to stderr and the final status is one JSON line on
-    stdout. The logs of a failed in-process app are kept (:func:`_keep_failed_logs`).
+    The logs go to stderr, as ``torchx.cli.cmd_run`` prints them, so that stdout holds
+    the app handle alone (``APP_ID=$(asynctorchx run --wait --log ...)``); with
+    ``as_json`` the final status is one JSON line on stdout. The logs of a failed
+    in-process app are kept (:func:`_keep_failed_logs`).
     """
     note(f"asynctorchx: waiting for {handle} (Ctrl-C cancels it)")
     if tail:
-        log_file = sys.stderr if as_json else sys.stdout
         async with runner.log_stream(handle, should_tail=True) as lines:
             async for line in lines:
-                print_line(line, log_file)
+                print_line(line, sys.stderr)
     status = await runner.wait(handle)
     if status is not None and status.state != AppState.SUCCEEDED:
         status = await _keep_failed_logs(status, temporary_logs)

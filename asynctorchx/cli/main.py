@@ -46,6 +46,8 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run a component on a scheduler",
         description="Run a component: `asynctorchx run -s local_cwd utils.echo --msg hi`."
         " Everything after the component name is passed to the component untouched."
+        " stdout gets the app handle alone (as `torchx run`); the app's logs and every"
+        " progress message go to stderr."
         " An app that lives in this process (local_cwd, local_dir) is followed until it"
         " ends; when it fails and no `log_dir` run option was given, its logs are copied"
         " out of the temporary directory the scheduler removes on exit, to"
@@ -88,7 +90,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--json",
         action="store_true",
         help='print JSON Lines on stdout: {"app_handle": ...} once submitted, then'
-        ' {"app_handle": ..., "status": {...}} if run waits (logs then go to stderr);'
+        ' {"app_handle": ..., "status": {...}} if run waits (logs stay on stderr);'
         ' with --dryrun one {"scheduler", "app", "request"} object',
     )
     p.add_argument(

@@ -84,7 +84,7 @@ def test_run_echo_prints_the_message_and_exits_0(env: dict[str, str]) -> None:
     handle = out.stdout.splitlines()[0]
     assert handle.startswith("local_cwd://torchx/")
     assert any(
-        line.endswith(" hello from cli") and "/0 " in line for line in out.stdout.splitlines()
+        line.endswith(" hello from cli") and "/0 " in line for line in out.stderr.splitlines()
     )
     assert "SUCCEEDED" in out.stderr
 
@@ -92,7 +92,7 @@ def test_run_echo_prints_the_message_and_exits_0(env: dict[str, str]) -> None:
 def test_failing_sh_exits_1(env: dict[str, str]) -> None:
     out = cli(env, "run", "utils.sh", "sh", "-c", "echo failing; exit 7")
     assert out.returncode == 1
-    assert "failing" in out.stdout
+    assert "failing" in out.stderr
     assert "FAILED" in out.stderr
     assert "Traceback" not in out.stderr
 
@@ -113,7 +113,7 @@ def test_scheduler_args_and_config_reach_the_run(env: dict[str, str], tmp_path: 
     )
     out = cli(env, "run", "utils.echo")
     assert out.returncode == 0, out.stderr
-    assert any(line.endswith(" configured") for line in out.stdout.splitlines())
+    assert any(line.endswith(" configured") for line in out.stderr.splitlines())
     assert logs.is_dir()
     flagged = tmp_path / "logs-from-flag"
     out = cli(env, "run", "-cfg", f"log_dir={flagged}", "utils.echo")
@@ -268,10 +268,10 @@ async def test_a_stop_signal_cancels_the_app_and_leaves_no_replica(
     )
     pid = None
     async with proc:
-        assert proc.stdout is not None
+        assert proc.stderr is not None
         buffered = b""
         with anyio.fail_after(LIMIT):
-            async for chunk in proc.stdout:
+            async for chunk in proc.stderr:
                 buffered += chunk
                 ready = [ln for ln in buffered.decode().splitlines() if " ready " in ln]
                 if ready:
@@ -294,8 +294,8 @@ async def test_an_ignored_sighup_stays_ignored_as_under_nohup(
     proc = await anyio.open_process(command, env=env)
     with anyio.fail_after(LIMIT):
         async with proc:
-            assert proc.stdout is not None
-            await _read_until(proc.stdout, " ready")
+            assert proc.stderr is not None
+            await _read_until(proc.stderr, " ready")
             proc.send_signal(signal.SIGHUP)
             (tmp_path / "go").touch()
             code = await proc.wait()
@@ -330,12 +330,9 @@ async def test_cancel_says_it_is_requested_at_once_then_the_end_state(
     with anyio.fail_after(LIMIT):
         async with await anyio.open_process(as_in_a_terminal(*command), env=env) as run:
             assert run.stdout is not None
-            buffered = b""
-            async for chunk in run.stdout:  # the handle, then the replica's `ready`
-                buffered += chunk
-                if b" ready\n" in buffered:
-                    break
-            handle = buffered.decode().splitlines()[0]
+            assert run.stderr is not None
+            handle = (await _read_until(run.stdout, "://")).strip()
+            await _read_until(run.stderr, " ready")
             cancel = await anyio.open_process(as_in_a_terminal("cancel", handle), env=env)
             async with cancel:
                 assert cancel.stderr is not None
@@ -366,8 +363,8 @@ async def test_second_sigint_during_cancel_still_leaves_no_replica(
     # the bound encloses `async with proc`: when it expires, leaving the block kills the CLI
     with anyio.fail_after(LIMIT):
         async with proc:
-            assert proc.stdout is not None
-            pid = int((await _read_until(proc.stdout, " ready ")).split()[-1])
+            assert proc.stderr is not None
+            pid = int((await _read_until(proc.stderr, " ready ")).split()[-1])
             assert _alive(pid)
             proc.send_signal(signal.SIGINT)
             # the replica got SIGTERM: the CLI now awaits its end (idle until SIGKILL)
@@ -402,7 +399,7 @@ def test_ddp_example_trains_with_two_processes(env: dict[str, str], tmp_path: Pa
         timeout=300,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "step 200/200 loss" in out.stdout
+    assert "step 200/200 loss" in out.stderr
     assert checkpoint.is_file()
     import torch
 

@@ -34,7 +34,7 @@ def test_run_follows_an_in_process_app_whatever_its_scheduler_name(
     assert run_cli(["run", "-s", "cluster_in_process", "utils.echo"]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines()[0].startswith("cluster_in_process://torchx/")
-    assert any(line.startswith("echo/0 ran ") for line in out.splitlines())
+    assert any(line.startswith("echo/0 ran ") for line in err.splitlines())
     assert "SUCCEEDED" in err
 
 

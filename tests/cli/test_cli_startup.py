@@ -31,7 +31,7 @@ def test_run_reads_the_installed_entry_points_once(
     monkeypatch.setattr(importlib.metadata, "distributions", counted)
     entrypoints.invalidate_caches()  # an earlier test's read does not count
     assert run_cli(["run", "-s", "local_cwd", "utils.echo", "--msg", "hi"]) == 0
-    assert "echo/0 hi" in capsys.readouterr().out
+    assert "echo/0 hi" in capsys.readouterr().err
     assert len(reads) == 1
 
 

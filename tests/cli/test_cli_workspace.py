@@ -116,7 +116,8 @@ def test_an_unchanged_torchx_command_runs_the_script_of_the_current_directory(
     images = _docker("ps", "-a", "--filter", label, "--format", "{{.Image}}").split()
     try:
         assert ran.returncode == 0, ran.stderr
-        assert ran.stdout.splitlines()[1:] == ["sh/0 hello from the workspace"]
+        assert ran.stdout == f"local_docker://torchx/{app_id}\n"
+        assert "sh/0 hello from the workspace" in ran.stderr.splitlines()
         assert f"building workspace {tmp_path} into the image of role sh..." in ran.stderr
         assert "asynctorchx: built workspace in " in ran.stderr
     finally:

@@ -215,19 +215,23 @@ def _watchdog_of(host: int) -> int:
     return watchdog
 
 
-async def _left_by_a_killed_host(command: list[str], tmp_path: Path) -> list[str]:
+async def _left_by_a_killed_host(
+    command: list[str], tmp_path: Path, logs_on_stderr: bool = False
+) -> list[str]:
     """Run ``command`` (in ``tmp_path``) until its replica printed ``daemon <pid>`` and
-    ``main <pid>``, SIGKILL it, await the end of its watchdog; return which of the two
-    are still alive (and end them)."""
+    ``main <pid>`` (on stdout, or stderr with ``logs_on_stderr``: the CLI's ``run``),
+    SIGKILL it, await the end of its watchdog; return which of the two are still alive
+    (and end them)."""
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # where a killed host leaves its logs
     pids: dict[str, int] = {}
-    async with killed_on_exit(
-        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    ) as host:
-        assert host.stdout is not None
+    pipes = (subprocess.DEVNULL, subprocess.PIPE)
+    out, err = pipes if logs_on_stderr else pipes[::-1]
+    async with killed_on_exit(command, cwd=tmp_path, env=env, stdout=out, stderr=err) as host:
+        logs = host.stderr if logs_on_stderr else host.stdout
+        assert logs is not None
         output = b""
         with anyio.fail_after(LIMIT):
-            async for chunk in host.stdout:
+            async for chunk in logs:
                 output += chunk
                 for line in output.decode().splitlines():
                     *_, name, pid = ["", "", *line.split()]
@@ -261,7 +265,8 @@ async def test_no_process_of_a_replica_survives_its_sigkilled_host(
 async def test_no_daemon_survives_a_sigkilled_cli(tmp_path: Path) -> None:
     script = daemon_script(tmp_path, "setsid")
     command = [sys.executable, "-m", "asynctorchx", "run", "-s", "local_cwd"]
-    assert await _left_by_a_killed_host([*command, "utils.sh", "sh", str(script)], tmp_path) == []
+    command += ["utils.sh", "sh", str(script)]
+    assert await _left_by_a_killed_host(command, tmp_path, logs_on_stderr=True) == []
 
 
 async def test_the_limit_a_daemon_without_the_replicas_session_and_environment(
