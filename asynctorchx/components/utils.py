@@ -226,23 +226,25 @@ else:
 print(f"copied {src} -> {dst}")
 """
 
-# Evaluates the booth function and writes {"booth_eval": value} to
-# <tracker_base>/<trial_idx>/result.json (through fsspec when installed).
+# Evaluates the booth function and writes {"booth_eval": value}, JSON indented by 2, to
+# the file <tracker_base>/<trial_idx>: what TorchX's booth app writes through
+# `FsspecResultTracker(tracker_base)[trial_idx] = ...` (torchx.runtime.tracking), and where
+# that tracker reads it back. Through fsspec's mapper when fsspec is installed (URLs such
+# as s3://... work), else as a local file.
 _BOOTH_PROGRAM = """\
 import json, os, sys
 x1, x2, trial, base = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
 value = (x1 + 2 * x2 - 7) ** 2 + (2 * x1 + x2 - 5) ** 2
-path = base.rstrip("/") + "/" + trial + "/result.json"
+result = json.dumps({"booth_eval": value}, indent=2).encode("utf-8")
 try:
     import fsspec
 except ImportError:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    opener = open
+    os.makedirs(base, exist_ok=True)
+    with open(os.path.join(base, trial), "wb") as out:
+        out.write(result)
 else:
-    opener = fsspec.open
-with opener(path, "w") as out:
-    json.dump({"booth_eval": value}, out)
-print(f"booth({x1}, {x2}) = {value} -> {path}")
+    fsspec.get_mapper(base, create=True)[trial] = result
+print(f"booth({x1}, {x2}) = {value} -> {base.rstrip('/')}/{trial}")
 """
 
 
@@ -280,8 +282,10 @@ def booth(
 ) -> AppDef:
     """Evaluates the booth function, ``f(x1, x2) = (x1 + 2*x2 - 7)^2 + (2*x1 + x2 - 5)^2``.
 
-    The result is written as ``{"booth_eval": f}`` to
-    ``{tracker_base}/{trial_idx}/result.json``.
+    The result is written as ``{"booth_eval": f}`` (JSON) to the file
+    ``{tracker_base}/{trial_idx}``, so that TorchX's
+    ``FsspecResultTracker(tracker_base)[trial_idx]`` (``torchx.runtime.tracking``)
+    reads it, as it reads what TorchX's booth app writes.
 
     Args:
         x1: x1

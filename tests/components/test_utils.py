@@ -149,10 +149,66 @@ def test_booth_evaluates_and_records(tmp_path: Path) -> None:
     assert app.name == "torchx-utils-booth"
     out = run_role(only_role(app), tmp_path)
     assert out.returncode == 0, out.stderr
-    assert json.loads((base / "4" / "result.json").read_text()) == {"booth_eval": 0.0}
+    assert json.loads((base / "4").read_text()) == {"booth_eval": 0.0}
     app = utils.booth(0.0, 0.0, tracker_base=str(base))
     assert run_role(only_role(app), tmp_path).returncode == 0
-    assert json.loads((base / "0" / "result.json").read_text()) == {"booth_eval": 74.0}
+    assert json.loads((base / "0").read_text()) == {"booth_eval": 74.0}
+
+
+# Runs in TorchX's venv: what TorchX's tracker reads of trials 0 and 7 of argv[1], and
+# what it reads after TorchX's own booth app has written trial 7 again on the same base.
+_READ_WITH_TORCHX = """
+import json, sys
+from torchx.apps.utils import booth_main
+from torchx.runtime.tracking import FsspecResultTracker
+tracker = FsspecResultTracker(sys.argv[1])
+ours = [tracker[0], tracker[7]]
+booth_main.main(["--x1", "1", "--x2", "3", "--trial_idx", "7", "--tracker_base", sys.argv[1]])
+print(json.dumps([*ours, tracker[7]]))
+"""
+
+
+@pytest.mark.parametrize("with_fsspec", [True, False], ids=["fsspec", "no-fsspec"])
+def test_torchx_result_tracker_reads_what_booth_wrote(tmp_path: Path, with_fsspec: bool) -> None:
+    from tests.schedulers.slurm.conftest import BUILD_TORCHX_VENV, torchx_python
+
+    torchx = torchx_python()
+    if torchx is None:
+        pytest.skip(f"no TorchX 0.7.0 venv; build it with: {BUILD_TORCHX_VENV}")
+    base = tmp_path / "tracker"
+    hide = tmp_path / "no-fsspec"
+    hide.mkdir()
+    (hide / "fsspec.py").write_text("raise ImportError('hidden by the test')\n")
+    # TorchX's venv has fsspec; this one is run with fsspec hidden (the plain-file path)
+    python = str(torchx) if with_fsspec else sys.executable
+    env = {**os.environ, "PYTHONPATH": "" if with_fsspec else str(hide)}
+    for x1, x2, trial in ((0.0, 0.0, 0), (1.0, 2.0, 7)):
+        role = only_role(utils.booth(x1, x2, trial_idx=trial, tracker_base=str(base)))
+        replica = macros.Values(
+            img_root=str(tmp_path), app_id="app-1", replica_id="0", rank0_env="RANK0"
+        ).apply(role)
+        done = subprocess.run(
+            [python, *replica.args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=LIMIT,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+    read = subprocess.run(
+        [str(torchx), "-c", _READ_WITH_TORCHX, str(base)],
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        check=False,
+    )
+    assert read.returncode == 0, read.stderr
+    assert json.loads(read.stdout) == [
+        {"booth_eval": 74.0},
+        {"booth_eval": 5.0},
+        {"booth_eval": 0.0},  # TorchX's app wrote over ours: x1=1, x2=3
+    ]
 
 
 @pytest.mark.parametrize(
