@@ -470,6 +470,30 @@ class InvalidLogDirError(InvalidRunConfigException):
         self.log_dir = log_dir
 
 
+class InvalidJobDirError(InvalidRunConfigException):
+    """``slurm``'s ``job_dir`` run option cannot receive the workspace.
+
+    Raised at dry run, before anything is copied or submitted, by the directory
+    workspace (:class:`asynctorchx.workspace.dir_workspace.DirWorkspaceMixin`, TorchX's
+    ``torchx.workspace.dir_workspace``): when a workspace other than the current
+    directory is given without ``job_dir`` (the job would run in the current directory,
+    without the workspace's files), or when ``job_dir`` is a file, a directory that is
+    not empty, or cannot be created. TorchX skips the copy silently without ``job_dir``,
+    and lets ``os.mkdir``'s ``FileExistsError`` through. An
+    :class:`InvalidRunConfigException` whose ``cfg_key`` is ``job_dir``.
+
+    Args:
+        job_dir: the option's value, or ``None`` when it was not given.
+        reason: what is wrong.
+        fix: how to fix it.
+    """
+
+    def __init__(self, job_dir: str | None, reason: str, fix: str) -> None:
+        name = "no job_dir" if job_dir is None else f"job_dir {job_dir!r}"
+        super().__init__(f"{name}: {reason}; {fix}", "job_dir")
+        self.job_dir = job_dir
+
+
 class ConfigFileEncodingError(ConfigError):
     """A ``.torchxconfig`` file is not valid UTF-8 (the encoding TorchX reads it in).
 

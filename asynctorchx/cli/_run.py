@@ -241,7 +241,7 @@ async def _follow(
 
 
 def _workspace(run: RunSettings, scheduler_class: type[Scheduler[Any]]) -> str | None:
-    """The directory ``run`` builds into role 0's image, or ``None``.
+    """The directory ``run`` builds into role 0's image (copies, for ``slurm``), or ``None``.
 
     As ``torchx.cli.cmd_run``: ``--workspace`` (or ``[cli:run]``) when given (``""``
     builds nothing), else the current directory when the scheduler builds workspaces
@@ -254,28 +254,41 @@ def _workspace(run: RunSettings, scheduler_class: type[Scheduler[Any]]) -> str |
 
 @asynccontextmanager
 async def _announce_builds(
-    app: AppDef, workspace: str | None, scheduler_class: type[Scheduler[Any]]
+    app: AppDef,
+    workspace: str | None,
+    scheduler_class: type[Scheduler[Any]],
+    cfg: Mapping[str, CfgVal],
 ) -> AsyncIterator[None]:
     """Say on stderr when the workspace builds of ``app`` start and what they gave.
 
     The roles built are those with their own ``workspace``, and role 0 when
-    ``workspace`` is given; nothing is said when the scheduler builds no workspace.
+    ``workspace`` is given; nothing is said when the scheduler builds no workspace. A
+    directory workspace (``slurm``'s
+    :class:`~asynctorchx.workspace.dir_workspace.DirWorkspaceMixin`) is copied into
+    ``job_dir``; without ``job_dir`` nothing is copied, and nothing is said.
     """
+    from asynctorchx.workspace.dir_workspace import DirWorkspaceMixin
+
     built = [
         role
         for index, role in enumerate(app.roles)
         if role.workspace is not None or (index == 0 and workspace)
     ]
-    if not built or not scheduler_class.supports_workspace():
+    copied = issubclass(scheduler_class, DirWorkspaceMixin)
+    if not built or not scheduler_class.supports_workspace() or (copied and not cfg.get("job_dir")):
         yield
         return
     where = f" {workspace}" if workspace else ""
     names = ", ".join(role.name for role in built)
-    note(f"asynctorchx: building workspace{where} into the image of role {names}...")
+    if copied:
+        note(f"asynctorchx: copying workspace{where} into job_dir {cfg['job_dir']}...")
+    else:
+        note(f"asynctorchx: building workspace{where} into the image of role {names}...")
     started = anyio.current_time()
     yield
     images = ", ".join(f"{role.name}: {role.image}" for role in built)
-    note(f"asynctorchx: built workspace in {anyio.current_time() - started:.1f}s ({images})")
+    done = "copied" if copied else "built"
+    note(f"asynctorchx: {done} workspace in {anyio.current_time() - started:.1f}s ({images})")
 
 
 def _settings(args: argparse.Namespace, sections: config.Sections) -> RunSettings:
@@ -312,7 +325,7 @@ async def run(args: argparse.Namespace) -> int:
             config.apply(run.scheduler, cfg, opts, sections=sections)
             scheduler_class = runner.scheduler_class(run.scheduler)
             workspace = _workspace(run, scheduler_class)
-            async with _announce_builds(app, workspace, scheduler_class):
+            async with _announce_builds(app, workspace, scheduler_class, cfg):
                 info = await runner.dryrun(app, run.scheduler, cfg, workspace, run.parent_run_id)
             if run.dryrun:
                 _print_dryrun(info, args.json)

@@ -3,11 +3,13 @@
 A scheduler builds a workspace in ``build_workspace_and_update_role`` (see
 :class:`WorkspaceMixin`); the runner calls it at dry run. ``local_docker`` builds the
 directory into an image, honouring its ``.dockerignore``
-(:mod:`asynctorchx.schedulers.docker`); the local schedulers run in the directory itself.
+(:mod:`asynctorchx.schedulers.docker`); ``slurm`` copies it into ``job_dir``, honouring
+its ``.torchxignore`` (:mod:`asynctorchx.workspace.dir_workspace`, with TorchX's
+``TORCHX_IGNORE``); the local schedulers run in the directory itself.
 
-TorchX's ``walk_workspace(fs, path, ignore_name)`` and ``TORCHX_IGNORE``
-(``.torchxignore``) are not mirrored: they walk an ``fsspec`` file system, and
-asynctorchx builds local directories only, without depending on fsspec.
+TorchX's ``walk_workspace(fs, path, ignore_name)`` is not mirrored: it walks an
+``fsspec`` file system, and asynctorchx copies local directories only, without
+depending on fsspec.
 """
 
 from __future__ import annotations

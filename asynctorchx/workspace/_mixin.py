@@ -37,9 +37,10 @@ class WorkspaceMixin(abc.ABC, Generic[T]):
     ``isinstance(scheduler, WorkspaceMixin)`` is true for a subclass, and also for any
     scheduler whose class overrides ``build_workspace_and_update_role``
     (:meth:`~asynctorchx.schedulers.api.Scheduler.supports_workspace`): of the
-    built-in schedulers, ``local_docker``'s. The local schedulers run in the directory
-    itself and build nothing, as in TorchX. TorchX's Kubernetes and Slurm schedulers
-    build workspaces; ours do not yet, so they are not counted.
+    built-in schedulers, ``local_docker``'s, and ``slurm``'s (a
+    :class:`~asynctorchx.workspace.dir_workspace.DirWorkspaceMixin`, as TorchX's). The
+    local schedulers run in the directory itself and build nothing, as in TorchX.
+    TorchX's Kubernetes scheduler builds workspaces; ours does not yet.
     """
 
     @classmethod

@@ -127,3 +127,59 @@ def test_an_unchanged_torchx_command_runs_the_script_of_the_current_directory(
         for image in images:
             if image != DOCKER_TEST_IMAGE:
                 subprocess.run(["docker", "rmi", image], capture_output=True, check=False)
+
+
+def _slurm_dryrun(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``asynctorchx run --dryrun -s slurm ARGS utils.echo`` in ``cwd`` (no cluster needed:
+    the request is built, and the workspace copied, without Slurm's commands)."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("TORCHX")}
+    env["HOME"] = str(cwd)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "asynctorchx",
+            "run",
+            "--dryrun",
+            "-s",
+            "slurm",
+            *args,
+            "utils.echo",
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        check=False,
+    )
+
+
+def test_slurm_copies_the_workspace_into_job_dir_and_refuses_what_it_cannot_copy(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "main.py").write_text("")
+    # the default workspace is the current directory, where a job without job_dir runs
+    plain = _slurm_dryrun(tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert "workspace" not in plain.stderr
+    job_dir = tmp_path / "job"
+    copied = _slurm_dryrun(tmp_path, "-cfg", f"job_dir={job_dir}")
+    assert copied.returncode == 0, copied.stderr
+    assert f"copying workspace {tmp_path} into job_dir {job_dir}..." in copied.stderr
+    assert (job_dir / "main.py").is_file()
+    # job_dir now holds the copy: a second run into it is refused, in one line
+    again = _slurm_dryrun(tmp_path, "-cfg", f"job_dir={job_dir}")
+    assert again.returncode == 1
+    assert again.stderr.splitlines()[-1] == (
+        f"asynctorchx run: error: job_dir '{job_dir}': the directory is not empty;"
+        " give a new directory (it is created) or an empty one, or copy nothing"
+        " (run --workspace '', Runner.run(..., workspace=None))"
+    )
+    # another directory than the one the job runs in needs job_dir
+    other = tmp_path / "other"
+    other.mkdir()
+    refused = _slurm_dryrun(tmp_path, "--workspace", str(other))
+    assert refused.returncode == 1
+    assert "no job_dir: the job would run in the current directory" in refused.stderr
+    assert "set the slurm run option job_dir" in refused.stderr

@@ -45,6 +45,7 @@ from asynctorchx.schedulers.slurm._request import (
 from asynctorchx.schedulers.slurm._state import SlurmComponent, describe_job, job_state
 from asynctorchx.schedulers.toolkit import LogQuery, gather_results
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, is_terminal, runopts
+from asynctorchx.workspace.dir_workspace import DirWorkspaceMixin
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +63,11 @@ def _positive_seconds(value: float | str) -> float:
     return seconds
 
 
-class SlurmScheduler(Scheduler[SlurmBatchRequest]):
+class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
     """Runs each app as one Slurm heterogeneous job (one component per role replica).
+
+    As TorchX's, a workspace is copied into ``job_dir``, where the job runs
+    (:class:`~asynctorchx.workspace.dir_workspace.DirWorkspaceMixin`).
 
     Args:
         session_name: the runner session (part of app handles).

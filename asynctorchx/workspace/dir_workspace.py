@@ -1,0 +1,204 @@
+"""The directory workspace: a copy of the workspace in ``job_dir`` (``slurm``'s).
+
+TorchX 0.7.0's ``torchx.workspace.dir_workspace.DirWorkspaceMixin`` (the base of its
+``SlurmScheduler``) copies the workspace into the ``job_dir`` run option, leaving out
+what the workspace's ``.torchxignore`` names, and points the role's image (so
+``${img_root}``) at ``job_dir``, where the job then runs. The copy is made at dry run, as
+every workspace build is.
+
+Ours differs where TorchX fails late or silently, and refuses with
+:class:`~asynctorchx.errors.InvalidJobDirError` before anything is copied:
+
+- no ``job_dir`` with a workspace other than the current directory: TorchX copies
+  nothing and the job runs in the current directory, without the workspace's files.
+  Without ``job_dir`` and with the current directory as the workspace (what ``run``
+  gives by default) nothing needs copying, as in TorchX;
+- a ``job_dir`` that is a file, a directory that is not empty, or that cannot be
+  created (TorchX's ``os.mkdir`` raises). An empty directory is used as it is.
+
+A copy that fails half-way is removed: ``job_dir`` is left as it was found.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import shutil
+from collections.abc import Mapping
+
+import anyio.to_thread
+
+from asynctorchx.errors import InvalidJobDirError
+from asynctorchx.specs.api import CfgVal, Role
+from asynctorchx.workspace._mixin import WorkspaceMixin
+
+#: The ignore file of a directory workspace (TorchX's ``torchx.workspace.api.TORCHX_IGNORE``).
+TORCHX_IGNORE = ".torchxignore"
+
+
+class DirWorkspaceMixin(WorkspaceMixin[None]):
+    """A scheduler whose roles run in a copy of the workspace, in ``job_dir``.
+
+    As ``torchx.workspace.dir_workspace.DirWorkspaceMixin``: subclass it before the
+    scheduler; the scheduler declares the ``job_dir`` run option and runs the job there.
+    """
+
+    async def build_workspace_and_update_role(
+        self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """Copy ``workspace`` into ``cfg["job_dir"]`` and set ``role.image`` to it.
+
+        Files and directories that ``workspace/.torchxignore`` matches are left out,
+        matched as TorchX's ``walk_workspace`` matches them
+        (:func:`read_torchxignore`). The copy runs in a worker thread. Without
+        ``job_dir``, a workspace that is the current directory is
+        left where it is (the job runs there) and ``role`` is not changed.
+
+        Args:
+            role: the role to run in the copy (changed in place).
+            workspace: the directory to copy.
+            cfg: the resolved run options (``job_dir`` is read).
+
+        Raises:
+            InvalidJobDirError: no ``job_dir`` while ``workspace`` is not the current
+                directory; or ``job_dir`` is a file, not empty, or cannot be created.
+            NotADirectoryError: ``workspace`` is not a directory.
+            OSError: a file of the workspace cannot be read, or the copy cannot be
+                written (what was copied is removed).
+        """
+        job_dir = cfg.get("job_dir")
+        if job_dir is not None and not isinstance(job_dir, str):
+            raise InvalidJobDirError(str(job_dir), "not a path", "give a directory path")
+        copy = await anyio.to_thread.run_sync(copy_workspace, workspace, job_dir)
+        if copy is not None:
+            role.image = copy
+
+
+def copy_workspace(workspace: str, job_dir: str | None) -> str | None:
+    """Copy ``workspace`` into ``job_dir``, honouring ``workspace/.torchxignore``.
+
+    Args:
+        workspace: the directory to copy.
+        job_dir: where to copy it (created with its parents when missing; an empty
+            directory is used as it is), or ``None``: then ``workspace`` must be the
+            current directory, and nothing is copied.
+
+    Returns:
+        The absolute path of the copy, or ``None`` when nothing was copied.
+
+    Raises:
+        InvalidJobDirError: see :meth:`DirWorkspaceMixin.build_workspace_and_update_role`.
+        NotADirectoryError: ``workspace`` is not a directory.
+        OSError: reading or writing failed (what was copied is removed).
+    """
+    root = os.path.realpath(os.path.expanduser(workspace))
+    if not os.path.isdir(root):
+        raise NotADirectoryError(f"workspace {workspace!r} is not a directory: pass a directory")
+    if job_dir is None:
+        if root != os.path.realpath(os.getcwd()):
+            raise InvalidJobDirError(
+                None,
+                f"the job would run in the current directory, not in workspace {workspace!r}",
+                "set the slurm run option job_dir (e.g. -cfg job_dir=/shared/jobs/run-1), a"
+                " new directory the workspace is copied into, or run from the workspace",
+            )
+        return None
+    target = os.path.abspath(os.path.expanduser(job_dir))
+    created = _prepare(job_dir, target)
+    try:
+        _copy_tree(root, target)
+    except BaseException:
+        if created:
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            for name in os.listdir(target):
+                path = os.path.join(target, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+        raise
+    return target
+
+
+def _prepare(job_dir: str, target: str) -> bool:
+    """Make sure ``target`` is a new or empty directory; return whether it was created."""
+    fix = (
+        "give a new directory (it is created) or an empty one, or copy nothing"
+        " (run --workspace '', Runner.run(..., workspace=None))"
+    )
+    if os.path.isdir(target):
+        if os.listdir(target):
+            raise InvalidJobDirError(job_dir, "the directory is not empty", fix)
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise InvalidJobDirError(job_dir, "this user cannot write in it", fix)
+        return False
+    if os.path.lexists(target):
+        raise InvalidJobDirError(job_dir, "it is a file", fix)
+    try:
+        os.makedirs(target)
+    except OSError as err:
+        raise InvalidJobDirError(job_dir, f"it cannot be created ({err.strerror})", fix) from err
+    return True
+
+
+def read_torchxignore(text: str) -> list[str]:
+    """Return the patterns of a ``.torchxignore`` file, in order.
+
+    As TorchX 0.7.0's ``walk_workspace`` reads them: what follows a ``#`` is a comment,
+    blank lines and ``.`` are skipped. A pattern is an ``fnmatch`` pattern over the path
+    relative to the workspace (``*`` also matches ``/``, so ``*.pyc`` leaves out every
+    ``.pyc`` file), a leading ``!`` re-includes, and the last pattern that matches
+    decides. TorchX's docstring calls these ``.dockerignore``'s rules; they are not
+    (there ``*`` stops at ``/``), and ours follow what TorchX does, so that a
+    ``.torchxignore`` leaves out the same files.
+
+    Args:
+        text: the file's text.
+    """
+    patterns = (line.partition("#")[0].strip() for line in text.splitlines())
+    return [pattern for pattern in patterns if pattern not in ("", ".")]
+
+
+def _last_match(path: str, patterns: list[str]) -> tuple[int, bool]:
+    """The index of the last pattern matching ``path`` (-1: none), and whether it ignores."""
+    found, ignored = -1, False
+    for index, pattern in enumerate(patterns):
+        negated = pattern.startswith("!")
+        if fnmatch.fnmatchcase(path, pattern[1:] if negated else pattern):
+            found, ignored = index, not negated
+    return found, ignored
+
+
+def _copy_tree(root: str, target: str) -> None:
+    """Copy the files of ``root`` that ``.torchxignore`` keeps into ``target``.
+
+    A directory that a pattern leaves out is not entered; inside a directory kept by a
+    pattern (``!dir``), only the patterns after that one apply, as in TorchX's
+    ``walk_workspace``. Symbolic links are copied as links. ``target`` itself is
+    skipped when it lies in ``root`` (a ``job_dir`` inside the workspace).
+    """
+    ignore_file = os.path.join(root, TORCHX_IGNORE)
+    patterns: list[str] = []
+    if os.path.isfile(ignore_file):
+        with open(ignore_file, encoding="utf-8") as fh:
+            patterns = read_torchxignore(fh.read())
+    real_target = os.path.realpath(target)
+    todo = [("", 0)]  # (directory relative to root, index of its first pattern)
+    while todo:
+        rel_dir, first = todo.pop()
+        rules = patterns[first:]
+        with os.scandir(os.path.join(root, rel_dir)) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                rel = posixpath.join(rel_dir, entry.name) if rel_dir else entry.name
+                index, ignored = _last_match(rel, rules)
+                if ignored:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if os.path.realpath(entry.path) != real_target:
+                        todo.append((rel, first + index + 1))
+                    continue
+                destination = os.path.join(target, rel)
+                os.makedirs(os.path.dirname(destination), exist_ok=True)
+                shutil.copy2(entry.path, destination, follow_symlinks=False)
