@@ -15,6 +15,16 @@ Two floors, the same log bytes written the same way in the same run:
 
 Ours' rows carry ``vs_async_floor`` (ours / async floor, medians). TorchX:
 ``LocalScheduler.log_iter`` (non-tailing).
+
+Beside ``log_iter`` (``ours``), the paths a user of the Runner takes, each through
+``get_runner()`` with its defaults over the same finished app (issue 21):
+
+* ``runner_log_lines``: ``Runner.log_lines`` of the replica;
+* ``runner_events``: ``Runner.events`` of the app, to its end (state events too, one log
+  event per line);
+* ``runner_resume``: ``Runner.events`` resumed from the cursor of the event two before
+  the end, to the end (``seconds`` only: the cost of a resume, which must not grow with
+  the log).
 """
 
 from __future__ import annotations
@@ -69,6 +79,89 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
             "seconds": secs,
             "mb_per_s": _mb(p) / secs,
             "note": None if n == p["lines"] else f"read {n} lines",
+        }
+
+    return anyio.run(main)
+
+
+async def _finished_app(runner: Any, p: dict[str, Any], logs: str) -> str:
+    """Run the writer through ``runner`` (``local_cwd``) to its end; return its handle."""
+    from _sides import ours_app
+
+    app = ours_app("tp", sys.executable, ["-c", WRITE, str(p["lines"]), str(p["width"])])
+    handle: str = await runner.run(app, "local_cwd", {"log_dir": logs})
+    await runner.wait(handle, wait_interval=0.1)
+    return handle
+
+
+def _runner_side(read: Any) -> Any:
+    """A side reading a finished app with ``read(runner, handle)`` through ``get_runner()``:
+    ``seconds``, ``mb_per_s``."""
+
+    def side(p: dict[str, Any]) -> dict[str, Any]:
+        import anyio
+        from _sides import ours_module, tmpdir
+
+        get_runner = ours_module("asynctorchx.runner").get_runner
+
+        async def main() -> dict[str, Any]:
+            logs = tmpdir()
+            async with get_runner() as runner:
+                handle = await _finished_app(runner, p, logs)
+                t0 = time.perf_counter()
+                n = await read(runner, handle)
+                secs = time.perf_counter() - t0
+            shutil.rmtree(logs, ignore_errors=True)
+            return {
+                "seconds": secs,
+                "mb_per_s": _mb(p) / secs,
+                "note": None if n == p["lines"] else f"read {n} lines",
+            }
+
+        return anyio.run(main)
+
+    return side
+
+
+async def _log_lines(runner: Any, handle: str) -> int:
+    n = 0
+    async for _line in runner.log_lines(handle, "r", 0):
+        n += 1
+    return n
+
+
+async def _events(runner: Any, handle: str) -> int:
+    n = 0
+    async with runner.events(handle) as events:
+        async for event in events:
+            n += event.kind == "log"
+    return n
+
+
+def runner_resume(p: dict[str, Any]) -> dict[str, Any]:
+    """Resume ``Runner.events`` two events before the end of a finished app: ``seconds``."""
+    import anyio
+    from _sides import ours_module, tmpdir
+
+    get_runner = ours_module("asynctorchx.runner").get_runner
+
+    async def main() -> dict[str, Any]:
+        logs = tmpdir()
+        async with get_runner() as runner:
+            handle = await _finished_app(runner, p, logs)
+            cursors = []
+            async with runner.events(handle) as events:
+                async for event in events:
+                    cursors.append(event.cursor)
+                    del cursors[:-3]
+            t0 = time.perf_counter()
+            async with runner.events(handle, cursor=cursors[0]) as events:
+                rest = [event async for event in events]
+            secs = time.perf_counter() - t0
+        shutil.rmtree(logs, ignore_errors=True)
+        return {
+            "seconds": secs,
+            "note": None if len(rest) == 2 else f"resumed with {len(rest)} events, not 2",
         }
 
     return anyio.run(main)
@@ -176,6 +269,32 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
         sides=(*SIDES, "async_floor"),
         skip=default_skips(),
     )
+    # the Runner's paths beside log_iter and the floor, 1,000,000 x 100 B (issue 21), and
+    # the resume at 1,000 lines, whose time the resume at 1,000,000 must stay within 2x of
+    runner_cases: list[dict[str, Any]] = [
+        {"lines": 1_000 if smoke else 1_000_000, "width": 100},
+        {"lines": 1_000, "width": 100, "runner": "resume only"},
+    ]
+    runner_sides = ("ours", "async_floor", "runner_log_lines", "runner_events", "runner_resume")
+    rows += orchestrate(
+        "5 log throughput",
+        Path(__file__),
+        runner_cases[:1],
+        ["mb_per_s", "seconds"],
+        trials,
+        sides=runner_sides,
+        refs=("async_floor",),
+    )
+    if not smoke:
+        rows += orchestrate(
+            "5 log throughput",
+            Path(__file__),
+            runner_cases[1:],
+            ["seconds"],
+            trials,
+            sides=("runner_resume",),
+            refs=(),
+        )
     _add_async_floor_ratio(rows)
     return rows
 
@@ -188,7 +307,7 @@ def _add_async_floor_ratio(rows: list[dict[str, Any]]) -> None:
         if r["side"] == "async_floor" and r["metric"] == "mb_per_s" and r.get("median")
     }
     for r in rows:
-        if r["side"] == "ours" and r["metric"] == "mb_per_s" and "median" in r:
+        if r["side"] != "async_floor" and r["metric"] == "mb_per_s" and "median" in r:
             floor_mb = floors.get(r["case"])
             if floor_mb:
                 r["vs_async_floor"] = r["median"] / floor_mb
@@ -197,7 +316,17 @@ def _add_async_floor_ratio(rows: list[dict[str, Any]]) -> None:
 
 if __name__ == "__main__":
     if is_driver():
-        driver_main({"ours": ours, "floor": floor, "torchx": torchx, "async_floor": async_floor})
+        driver_main(
+            {
+                "ours": ours,
+                "floor": floor,
+                "torchx": torchx,
+                "async_floor": async_floor,
+                "runner_log_lines": _runner_side(_log_lines),
+                "runner_events": _runner_side(_events),
+                "runner_resume": runner_resume,
+            }
+        )
     else:
         ns = bench_args(default_trials=3)
         print(table(run(ns.smoke, ns.trials)))
