@@ -22,6 +22,7 @@ from asynctorchx.errors import InvalidAppDefException
 from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse, Stream
 from asynctorchx.schedulers.toolkit import (
     BatchedPoller,
+    LogBlock,
     LogQuery,
     gather_results,
     validate_app,
@@ -434,8 +435,58 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement _log_iter")
 
+    def log_blocks(self, app_id: str, query: LogQuery, start: int = 0) -> AsyncIterator[LogBlock]:
+        """The log lines ``query`` asks for, a block at a time, each with a position.
+
+        A block is ``(position, lines)``: the lines (with their ``\\n``) and where the
+        first of them is, as a position this backend reads again from with ``start``: the
+        same lines come again from there. ``Runner.events`` resumes a log from a block's
+        position and the number of its lines already delivered, and ``Runner.log_lines``
+        yields the lines; neither adds a step per line. A backend with a re-readable
+        position implements :meth:`_log_blocks` (the local schedulers: the byte offset in
+        the log file); the fallback reads :meth:`log_iter` from the start, a line a block,
+        its position the number of lines before it, so a resume re-reads the log.
+
+        Args:
+            app_id: the app's id on this scheduler.
+            query: the replica, filters and follow mode (see :meth:`log_iter`).
+            start: a position given before (0: the log's start).
+
+        Raises:
+            ValueError, UnknownAppException: as :meth:`log_iter`.
+        """
+        return self._log_blocks(app_id, query, start)
+
+    def _log_blocks(self, app_id: str, query: LogQuery, start: int) -> AsyncIterator[LogBlock]:
+        """A backend's :meth:`log_blocks`; this fallback counts the lines of :meth:`log_iter`."""
+        lines = self.log_iter(
+            app_id,
+            query.role_name,
+            query.k,
+            query.regex,
+            query.since,
+            query.until,
+            query.should_tail,
+            streams=query.streams,
+        )
+        return _counted(lines, start)
+
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Check the app can run on this scheduler; the default accepts every app."""
+
+
+async def _counted(lines: AsyncIterator[str], start: int) -> AsyncIterator[LogBlock]:
+    """``lines`` from the ``start``-th on, one a block, positioned by their index."""
+    index = 0
+    close = getattr(lines, "aclose", None)
+    try:
+        async for line in lines:
+            if index >= start:
+                yield index, (line,)
+            index += 1
+    finally:
+        if close is not None:
+            await close()
 
 
 class SchedulerFactory(Protocol):

@@ -48,7 +48,13 @@ from asynctorchx.schedulers.local._records import (
     records_directory,
     supervisor_gone,
 )
-from asynctorchx.schedulers.toolkit import LogQuery, describe_app, role_statuses, tail_file
+from asynctorchx.schedulers.toolkit import (
+    LogBlock,
+    LogQuery,
+    describe_app,
+    role_statuses,
+    tail_blocks,
+)
 from asynctorchx.specs.api import AppState, ReplicaStatus, is_terminal
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -230,13 +236,16 @@ class RecordedApps:
                     return response
                 await watch.wait()
 
-    def log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str] | None:
-        """The log lines of a recorded app's replica (``LocalScheduler.log_iter``); None
+    def log_blocks(
+        self, app_id: str, query: LogQuery, start: int
+    ) -> AsyncIterator[LogBlock] | None:
+        """The log lines of a recorded app's replica (``LocalScheduler.log_blocks``); None
         when the app is not recorded.
 
         Args:
             app_id: an app id already validated.
             query: the role, replica, stream and filters.
+            start: the byte offset in the log file to read from.
 
         Raises:
             ValueError: the app has no such role or replica.
@@ -256,7 +265,7 @@ class RecordedApps:
         view = _RecordView(record_path(directory, app_id), record)
         supervisor = record.supervisor.pid if record.supervisor is not None else None
         watched = [replica.log_dir, directory]
-        return _follow(path, query, view, ChangeWatch(watched, supervisor))
+        return _follow(path, query, start, view, ChangeWatch(watched, supervisor))
 
     async def cancel(self, app_id: str) -> None:
         """Ask for the recorded app's end (see the module); a finished app is left alone.
@@ -284,17 +293,18 @@ class RecordedApps:
 
 
 async def _follow(
-    path: str, query: LogQuery, view: _RecordView, watch: ChangeWatch
-) -> AsyncIterator[str]:
-    """Yield the lines of ``path`` (see ``tail_file``), woken by ``watch`` when following."""
+    path: str, query: LogQuery, start: int, view: _RecordView, watch: ChangeWatch
+) -> AsyncIterator[LogBlock]:
+    """Yield the blocks of ``path`` (see ``tail_blocks``), woken by ``watch`` when following."""
     with watch if query.should_tail else contextlib.nullcontext(watch):
-        lines = tail_file(
+        blocks = tail_blocks(
             path,
             query,
+            start=start,
             wait_for_change=watch.wait,
             is_finished=view.is_finished,
             time_of=TimeIndex(path + ".idx").time_of,
         )
-        async with contextlib.aclosing(lines):  # type: ignore[type-var]
-            async for line in lines:
-                yield line
+        async with contextlib.aclosing(blocks):  # type: ignore[type-var]
+            async for block in blocks:
+                yield block

@@ -50,11 +50,13 @@ from asynctorchx.schedulers.local._request import (
 from asynctorchx.schedulers.local._success_file import write_success_file
 from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
 from asynctorchx.schedulers.toolkit import (
+    LogBlock,
     LogQuery,
     describe_app,
     gather,
+    lines_of,
     role_statuses,
-    tail_file,
+    tail_blocks,
     validate_app_id,
     validate_name,
 )
@@ -490,19 +492,25 @@ class LocalScheduler(Scheduler[PopenRequest]):
         app.request_cancel()
 
     def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
+        """The lines of :meth:`_log_blocks` from the log's start (checked at the call)."""
+        return lines_of(self._log_blocks(app_id, query, 0))
+
+    def _log_blocks(self, app_id: str, query: LogQuery, start: int) -> AsyncIterator[LogBlock]:
         """Iterate over the log lines of the replica ``query`` names, as they come.
 
         See :meth:`Scheduler.log_iter`. The file is ``<replica_log_dir>/<stream>.log``
         (``combined`` unless ``query.streams`` says otherwise), read by the toolkit's
-        :func:`~asynctorchx.schedulers.toolkit.tail_file`: lines keep their ``\\n``,
+        :func:`~asynctorchx.schedulers.toolkit.tail_blocks`: lines keep their ``\\n``,
         invalid UTF-8 becomes U+FFFD, a follower (``should_tail``) is woken by the
         replica's output and ends once the app is terminal and every line was yielded,
         and ``since``/``until`` use the file's time index. Retries append to the same
         files. The checks below are made when this is called, not at the first line.
+        A block's position is the byte offset of its first line in the file.
 
         Args:
             app_id: the app's id.
             query: the role, replica, stream and filters (see :class:`LogQuery`).
+            start: the byte offset to read from (0 or a block's position).
 
         Raises:
             UnknownAppException: the scheduler does not keep the app.
@@ -511,7 +519,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         """
         app = self._get(app_id)
         if app is None:
-            recorded = self._recorded.log_iter(app_id, query)
+            recorded = self._recorded.log_blocks(app_id, query, start)
             if recorded is None:
                 handle = make_app_handle(self.backend, self.session_name, app_id)
                 raise UnknownAppException(handle)
@@ -521,9 +529,10 @@ class LocalScheduler(Scheduler[PopenRequest]):
         )
         replica = app.replicas[query.role_name][query.k]
         path = os.path.join(replica.log_dir, f"{query.stream_or(Stream.COMBINED).value}.log")
-        return tail_file(
+        return tail_blocks(
             path,
             query,
+            start=start,
             wake=lambda: replica.output.event,
             is_finished=lambda: is_terminal(app.state),
             time_of=TimeIndex(path + ".idx").time_of,

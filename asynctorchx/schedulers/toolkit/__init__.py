@@ -52,9 +52,12 @@ from asynctorchx.schedulers.toolkit._state import (
 )
 from asynctorchx.schedulers.toolkit._tail import (
     READ_SIZE,
+    LogBlock,
     Notifier,
+    lines_of,
     open_for_reading,
     symlink_error,
+    tail_blocks,
     tail_file,
 )
 from asynctorchx.schedulers.toolkit._validation import (
@@ -74,6 +77,7 @@ __all__ = [
     "READ_SIZE",
     "BatchedPoller",
     "LineAssembler",
+    "LogBlock",
     "LogQuery",
     "Notifier",
     "UnknownDeviceError",
@@ -88,6 +92,7 @@ __all__ = [
     "get_device_mounts",
     "has_long_line",
     "line_spans",
+    "lines_of",
     "make_app_id",
     "open_for_reading",
     "piece_end",
@@ -96,6 +101,7 @@ __all__ = [
     "sanitize_app_name",
     "split_lines",
     "symlink_error",
+    "tail_blocks",
     "tail_file",
     "validate_app",
     "validate_app_id",
