@@ -46,6 +46,7 @@ from asynctorchx.schedulers.api import (
     SchedulerFactory,
     Stream,
 )
+from asynctorchx.schedulers.toolkit import LogBlock, LogQuery
 from asynctorchx.specs.api import (
     AppDef,
     AppHandle,
@@ -458,14 +459,13 @@ class Runner(SubmitMethods):
                 (which returns the same iterator, opened), as TorchX raises it at the call.
         """
 
-        async def open_log() -> AsyncIterator[str]:
+        async def open_log() -> AsyncIterator[LogBlock]:
             with handle_event("log_lines", app_handle):
                 sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
                 if await self.status(app_handle) is None:
                     raise UnknownAppException(app_handle)
-                return sched.log_iter(
-                    app_id, role_name, k, regex, since, until, should_tail, streams=streams
-                )
+                query = LogQuery(role_name, k, regex, since, until, should_tail, streams)
+                return sched.log_blocks(app_id, query)
 
         return LogLines(open_log)
 
