@@ -1,7 +1,7 @@
 """The async Runner: ``async with get_runner() as runner:`` then run, watch, tail, cancel.
 
 See :class:`Runner` (TorchX's ``torchx.runner`` API as coroutines; its ``events`` stream
-yields :data:`AppEvent`, a :class:`StateEvent` or a :class:`LogEvent`) and
+(:class:`EventStream`) yields :data:`AppEvent`, a :class:`StateEvent` or a :class:`LogEvent`) and
 :mod:`asynctorchx.runner.config` for the ``.torchxconfig`` file.
 """
 
@@ -11,6 +11,7 @@ from asynctorchx.runner._group import AppGroup
 from asynctorchx.runner._signals import TERMINATION_SIGNALS, can_own_signals, terminate_on_signals
 from asynctorchx.runner.api import (
     AppEvent,
+    EventStream,
     LogEvent,
     LogLine,
     LogLines,
@@ -25,6 +26,7 @@ __all__ = [
     "TERMINATION_SIGNALS",
     "AppEvent",
     "AppGroup",
+    "EventStream",
     "LogEvent",
     "LogLine",
     "LogLines",

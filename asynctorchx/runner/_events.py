@@ -11,39 +11,57 @@ Events: a :class:`StateEvent` for the current state at once and at each change
 (``Scheduler.wait_for_state_change``, as ``Runner.watch``), a :class:`LogEvent` for each
 line of each log stream of each replica; the terminal state comes last, once every log
 reader has ended. Each event carries a cursor (:class:`Position`): its sequence number,
-zero-padded, then the resume position (the lines delivered per role, replica and stream,
-and the last state delivered). Cursors of one stream sort as its events.
+zero-padded, then the resume position (per role, replica and stream, a position the
+scheduler reads its log again from and the lines delivered from there, and the last
+state delivered). Cursors of one stream sort as its events.
 
-Resuming re-reads each log stream from its start and skips the lines already delivered
-(the Scheduler interface has no offsets): the cost is reading the logs again (a local
-file, a Docker engine's or the kubelet's log, a Slurm file over the shared filesystem),
-not sending them again. A backend that drops lines meanwhile (a purged log, a retried
-replica whose new container or pod starts a new log) makes the count skip lines the
-client did not see; the local schedulers append every attempt to the same files.
+Resuming reads each log stream again from its position (``Scheduler.log_blocks``) and
+skips the lines delivered from there: on the local schedulers a byte offset of the log
+file, so the skipped lines are at most one read block's (64 KiB) and a resume costs the
+same at the end of a log of 1,000 or 1,000,000 lines. A scheduler without positions
+(the fallback of ``Scheduler.log_blocks``) counts lines from the log's start and reads
+it again. A backend that drops lines meanwhile (a purged log, a retried replica whose
+new container or pod starts a new log) makes the count skip lines the client did not
+see; the local schedulers append every attempt to the same files.
+
+The readers hand the stream a block's events at once (one send, one sequencing, one
+time per block, at most :data:`EVENTS_PER_BATCH` events), and :class:`EventStream`
+yields them one by one: a send and a receive per event (each a pass through the event
+loop) held ``Runner.events`` to 2% of the throughput of a bare async generator
+(benchmark 5, ``runner_events``).
 """
 
 from __future__ import annotations
 
 import builtins
+import collections
 import hashlib
 import json
 import string
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
 import anyio
 import attrs
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import (
+    MemoryObjectReceiveStream,
+    MemoryObjectSendStream,
+    MemoryObjectStreamStatistics,
+)
 
 from asynctorchx.errors import InvalidCursorError, UnknownAppException
-from asynctorchx.runner._logs import Producer, _Reader, deliver, fan_in
+from asynctorchx.runner._logs import Producer, deliver, fan_in
 from asynctorchx.schedulers.api import DescribeAppResponse, Scheduler, Stream
+from asynctorchx.schedulers.toolkit import LogQuery
 from asynctorchx.specs.api import AppState, AppStatus
 
-#: Events buffered between the readers and the consumer; past it, readers wait.
-EVENTS_BUFFER_SIZE = 1024
+#: Batches of events buffered between the readers and the consumer; past it, readers
+#: wait. A batch is a state event, or at most :data:`EVENTS_PER_BATCH` lines of one read.
+EVENTS_BUFFER_SIZE = 16
+#: The most log events in one batch.
+EVENTS_PER_BATCH = 1024
 
 #: Digits of the sequence number that starts every cursor (string order == event order).
 _SEQUENCE_DIGITS = 12
@@ -52,7 +70,7 @@ _SEQUENCE_DIGITS = 12
 _MAX_CURSOR = 64 * 1024
 #: Hexadecimal digits of each digest in a cursor (the app's, its log streams').
 _DIGEST_HEX = 8
-#: Most digits of a line count in a cursor.
+#: Most digits of a position or a line count in a cursor.
 _MAX_COUNT_DIGITS = 18
 
 #: A log stream of an app: (role, replica id, stream name).
@@ -150,15 +168,18 @@ def _digest(text: str) -> str:
 
 @attrs.define
 class Position:
-    """How far a stream went: events sent, lines sent per log stream, the last state.
+    """How far a stream went: events sent, each log stream's position, the last state.
 
-    Its cursor is ``{sequence}.{app}{layout}.{state}.{count}-{count}-...``: the sequence
+    Its cursor is ``{sequence}.{app}{layout}.{state}.{log}-{log}-...``: the sequence
     number zero-padded to 12 digits (so cursors sort as events), a digest of the app
     (scheduler and app id; any handle of the app resumes its stream) and one of its log
-    streams, the last state's name (``-``: none yet), and the lines sent per log stream,
-    in the order of ``streams``. Its length grows with the app: a count and a ``-`` per
-    log stream (two per replica where stdout and stderr are apart), so an app of 1000
-    replicas has cursors of 4 to 14 kB.
+    streams, the last state's name (``-``: none yet), and per log stream, in the order
+    of ``streams``, ``{position}:{lines}`` (the scheduler's position of a block, in
+    decimal, and the lines delivered from it), or nothing before its first line. Its
+    size grows by one byte per log stream (two per replica where stdout and stderr are
+    apart) plus, once a stream delivered lines, the digits of its position and count:
+    an app of 128 replicas whose logs have not started has cursors of about 300 bytes,
+    and each stream that wrote a 100 MB log adds about 12 more.
 
     Args:
         backend: the scheduler's name.
@@ -166,7 +187,8 @@ class Position:
         streams: the app's log streams ``(role, replica id, stream)``, sorted.
         sequence: the number of the last event sent (0: none).
         state: the last state sent, ``None`` before the first.
-        lines: lines sent per log stream, in the order of ``streams`` (default: zeros).
+        logs: per log stream, in the order of ``streams``: the position read from and
+            the lines delivered from it (default: ``(0, 0)``, the start).
     """
 
     backend: str
@@ -174,23 +196,30 @@ class Position:
     streams: tuple[StreamKey, ...]
     sequence: int = 0
     state: AppState | None = None
-    lines: builtins.list[int] = attrs.field()
+    logs: builtins.list[tuple[int, int]] = attrs.field()
     app: str = attrs.field(init=False)
     layout: str = attrs.field(init=False)
 
-    @lines.default
-    def _no_lines(self) -> builtins.list[int]:
-        return [0] * len(self.streams)
+    @logs.default
+    def _log_starts(self) -> builtins.list[tuple[int, int]]:
+        return [(0, 0)] * len(self.streams)
 
     def __attrs_post_init__(self) -> None:
         self.app = _digest(f"{self.backend}/{self.app_id}")
         self.layout = _digest(json.dumps(self.streams))
 
+    def head(self) -> str:
+        """The cursor's part after the sequence number, up to its log part."""
+        state = "-" if self.state is None else self.state.name
+        return f".{self.app}{self.layout}.{state}."
+
+    def log_parts(self) -> builtins.list[str]:
+        """Each log stream's part of the cursor."""
+        return [f"{at}:{lines}" if lines else "" for at, lines in self.logs]
+
     def cursor(self) -> str:
         """Encode the position as a cursor (see the class docstring)."""
-        state = "-" if self.state is None else self.state.name
-        counts = "-".join(map(str, self.lines))
-        return f"{self.sequence:0{_SEQUENCE_DIGITS}d}.{self.app}{self.layout}.{state}.{counts}"
+        return f"{self.sequence:0{_SEQUENCE_DIGITS}d}{self.head()}{'-'.join(self.log_parts())}"
 
     def resume(self, cursor: str, app_handle: str) -> None:
         """Move to the position ``cursor`` (a :meth:`cursor` of this app's stream) says.
@@ -200,8 +229,8 @@ class Position:
             app_handle: the app's handle (for the error message).
 
         Raises:
-            InvalidCursorError: the cursor is malformed, of another app, or counts the
-                lines of other log streams than the app has now.
+            InvalidCursorError: the cursor is malformed, of another app, or holds the
+                positions of other log streams than the app has now.
         """
 
         def invalid(reason: str) -> InvalidCursorError:
@@ -212,24 +241,37 @@ class Position:
         parts = cursor.split(".")
         if len(parts) != 4 or not _is_number(parts[0], _SEQUENCE_DIGITS):
             raise invalid("it is not four parts joined by '.', the first a 12-digit number")
-        sequence, digests, state, counts = parts
+        sequence, digests, state, logs = parts
         if len(digests) != 2 * _DIGEST_HEX or digests.strip(string.hexdigits):
             raise invalid(f"its second part is not {2 * _DIGEST_HEX} hexadecimal digits")
         if digests[:_DIGEST_HEX] != self.app:
             raise invalid("it was made by the event stream of another app")
         if digests[_DIGEST_HEX:] != self.layout:
             raise invalid(
-                "it counts the lines of other log streams than this app's"
+                "it holds the positions of other log streams than this app's"
                 f" ({len(self.streams)} streams now)"
             )
         if state != "-" and state not in AppState.__members__:
             raise invalid(f"{state!r} is not a state name")
-        lines = counts.split("-") if counts else []
-        if len(lines) != len(self.streams) or not all(_is_number(n, None) for n in lines):
-            raise invalid(f"its last part is not {len(self.streams)} line counts joined by '-'")
+        positions = [_log_position(part) for part in logs.split("-")]
+        if len(positions) != len(self.streams) or None in positions:
+            raise invalid(
+                f"its last part is not {len(self.streams)} log positions ('position:lines',"
+                " or nothing) joined by '-'"
+            )
         self.sequence = int(sequence)
         self.state = None if state == "-" else AppState[state]
-        self.lines = [int(n) for n in lines]
+        self.logs = [position for position in positions if position is not None]
+
+
+def _log_position(part: str) -> tuple[int, int] | None:
+    """A log stream's part of a cursor as ``(position, lines)``; None: malformed."""
+    if not part:
+        return 0, 0
+    at, _, lines = part.partition(":")
+    if not (_is_number(at, None) and _is_number(lines, None)) or lines.strip("0") == "":
+        return None
+    return int(at), int(lines)
 
 
 def _is_number(text: str, digits: int | None) -> bool:
@@ -239,7 +281,7 @@ def _is_number(text: str, digits: int | None) -> bool:
 
 
 class _Sequencer:
-    """Numbers the events and sends them one at a time, so cursors follow the stream.
+    """Numbers the events and sends them a batch at a time, so cursors follow the stream.
 
     One lock covers numbering and sending: the event numbered ``n`` is the ``n``-th to
     enter the stream, and its cursor counts exactly the events before it and itself.
@@ -247,22 +289,38 @@ class _Sequencer:
 
     def __init__(self, position: Position) -> None:
         self.position = position
-        self._lock = anyio.Lock(fast_acquire=True)  # send() yields once per event
+        self._lock = anyio.Lock(fast_acquire=True)
 
-    async def send_line(
-        self, send: MemoryObjectSendStream[AppEvent], index: int, line: str
+    async def send_lines(
+        self,
+        send: MemoryObjectSendStream[Sequence[AppEvent]],
+        index: int,
+        at: int,
+        before: int,
+        lines: Sequence[str],
     ) -> bool:
-        """Send one line of log stream ``index``; ``False`` once the consumer left."""
+        """Send lines of log stream ``index``: read from position ``at``, ``before`` lines
+        delivered from it already; ``False`` once the consumer left."""
         async with self._lock:
             position = self.position
-            position.sequence += 1
-            position.lines[index] += 1
+            parts = position.log_parts()
+            head = f"{position.head()}{''.join(part + '-' for part in parts[:index])}{at}:"
+            tail = "".join("-" + part for part in parts[index + 1 :])
             role, k, stream = position.streams[index]
             now = datetime.now(timezone.utc)
-            event = LogEvent(position.cursor(), role, k, stream, line, now)
-            return await deliver(send, event)
+            sequence = position.sequence
+            events: builtins.list[AppEvent] = []
+            for count, line in enumerate(lines, before + 1):
+                sequence += 1
+                cursor = f"{sequence:012d}{head}{count}{tail}"  # 12: _SEQUENCE_DIGITS
+                events.append(LogEvent(cursor, role, k, stream, line, now))
+            position.sequence = sequence
+            position.logs[index] = (at, before + len(lines))
+            return await deliver(send, events)
 
-    async def send_state(self, send: MemoryObjectSendStream[AppEvent], status: AppStatus) -> bool:
+    async def send_state(
+        self, send: MemoryObjectSendStream[Sequence[AppEvent]], status: AppStatus
+    ) -> bool:
         """Send ``status`` unless its state is the last one sent; ``False``: consumer left."""
         async with self._lock:
             position = self.position
@@ -270,7 +328,54 @@ class _Sequencer:
                 return True
             position.sequence += 1
             position.state = status.state
-            return await deliver(send, StateEvent(position.cursor(), status.state, status))
+            return await deliver(send, [StateEvent(position.cursor(), status.state, status)])
+
+
+class EventStream:
+    """The events of :meth:`Runner.events`, in order: iterate it, or :meth:`receive` each.
+
+    For one task at a time. The readers hand it batches (see the module docstring);
+    the events come one by one, those of a batch already received without an await, so
+    a cancellation of the consumer takes effect at its own next await or once that
+    batch is consumed.
+
+    Args:
+        batches: the receiving end the readers send batches of events to.
+    """
+
+    def __init__(self, batches: MemoryObjectReceiveStream[Sequence[AppEvent]]) -> None:
+        self._batches = batches
+        self._pending: collections.deque[AppEvent] = collections.deque()
+
+    def __aiter__(self) -> AsyncIterator[AppEvent]:
+        """The events, to the stream's end."""
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[AppEvent]:
+        pending = self._pending
+        while True:
+            while pending:
+                yield pending.popleft()
+            try:
+                batch = await self._batches.receive()
+            except anyio.EndOfStream:
+                return
+            pending.extend(batch)
+
+    async def receive(self) -> AppEvent:
+        """Return the next event.
+
+        Raises:
+            anyio.EndOfStream: the stream ended (after the terminal state).
+        """
+        while not self._pending:
+            self._pending.extend(await self._batches.receive())
+        return self._pending.popleft()
+
+    def statistics(self) -> MemoryObjectStreamStatistics:
+        """The buffer of batches between the readers and this stream (anyio's statistics):
+        ``max_buffer_size`` is :data:`EVENTS_BUFFER_SIZE` batches."""
+        return self._batches.statistics()
 
 
 @attrs.define
@@ -287,7 +392,7 @@ class _AppEvents:
     readers_done: anyio.Event = attrs.field(factory=anyio.Event)
     first_sent: anyio.Event = attrs.field(factory=anyio.Event)
 
-    async def follow_state(self, send: MemoryObjectSendStream[AppEvent]) -> None:
+    async def follow_state(self, send: MemoryObjectSendStream[Sequence[AppEvent]]) -> None:
         """Send the current state, then each change; the terminal one after every line."""
         status = self.first
         if not status.is_terminal() and not await self.sequencer.send_state(send, status):
@@ -305,23 +410,32 @@ class _AppEvents:
             await self.readers_done.wait()
         await self.sequencer.send_state(send, status)
 
-    def log_reader(self, index: int) -> Producer[AppEvent]:
-        """The producer that follows log stream ``index``, skipping the lines already sent."""
+    def log_reader(self, index: int) -> Producer[Sequence[AppEvent]]:
+        """The producer that follows log stream ``index`` from its position."""
         role, k, stream = self.sequencer.position.streams[index]
-        skip = self.sequencer.position.lines[index]
-        reader = _Reader(self.sched, self.app_id, role, k, None, True, Stream(stream))
+        start, skip = self.sequencer.position.logs[index]
+        query = LogQuery(role, k, should_tail=True, streams=Stream(stream))
         self.readers_left += 1
 
-        async def follow(send: MemoryObjectSendStream[AppEvent]) -> None:
+        async def follow(send: MemoryObjectSendStream[Sequence[AppEvent]]) -> None:
             await self.first_sent.wait()
-            iterator = reader.lines()
-            async with aclosing(iterator):  # type: ignore[type-var]
-                skipped = 0
-                async for line in iterator:
-                    if skipped < skip:
-                        skipped += 1
-                    elif not await self.sequencer.send_line(send, index, line):
-                        return
+            blocks = self.sched.log_blocks(self.app_id, query, start)
+            at, before, left = start, 0, skip
+            async with aclosing(blocks):  # type: ignore[type-var]
+                async for block_at, block in blocks:
+                    if block_at != at:  # a new position: its lines are counted from it
+                        at, before = block_at, 0
+                    lines = list(block)
+                    if left:  # delivered before the resume
+                        skipped = lines[:left]
+                        del lines[:left]
+                        left -= len(skipped)
+                        before += len(skipped)
+                    for first in range(0, len(lines), EVENTS_PER_BATCH):
+                        batch = lines[first : first + EVENTS_PER_BATCH]
+                        if not await self.sequencer.send_lines(send, index, at, before, batch):
+                            return
+                        before += len(batch)
             self.readers_left -= 1
             if not self.readers_left:
                 self.readers_done.set()
@@ -350,7 +464,7 @@ async def app_event_stream(
     first: AppStatus,
     status_of: Callable[[DescribeAppResponse | None], AppStatus | None],
     cursor: str | None,
-) -> AsyncIterator[MemoryObjectReceiveStream[AppEvent]]:
+) -> AsyncIterator[EventStream]:
     """Stream the events of app ``app_id`` (see :meth:`Runner.events`).
 
     Args:
@@ -363,8 +477,8 @@ async def app_event_stream(
         cursor: resume after the event that carried it; ``None``: from the start.
 
     Raises:
-        InvalidCursorError: ``cursor`` is malformed, of another app, or counts the lines
-            of other log streams than the app has.
+        InvalidCursorError: ``cursor`` is malformed, of another app, or holds the
+            positions of other log streams than the app has.
         UnknownAppException: (when read) the app disappeared while followed.
         Exception: (when read) the first error of a log reader, as itself.
     """
@@ -379,5 +493,5 @@ async def app_event_stream(
         position.resume(cursor, app_handle)
     app = _AppEvents(sched, app_id, app_handle, first, status_of, _Sequencer(position))
     readers = [app.log_reader(index) for index in range(len(streams))]
-    async with fan_in([app.follow_state, *readers], EVENTS_BUFFER_SIZE) as events:
-        yield events
+    async with fan_in([app.follow_state, *readers], EVENTS_BUFFER_SIZE) as batches:
+        yield EventStream(batches)

@@ -32,7 +32,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from asynctorchx.errors import UnknownAppException
-from asynctorchx.runner._events import AppEvent, app_event_stream
+from asynctorchx.runner._events import EventStream, app_event_stream
 from asynctorchx.runner._group import AppGroup, stop_groups
 from asynctorchx.runner._hosting import SchedulerHost, scheduler_params_from_env
 from asynctorchx.runner._log_lines import LogLines
@@ -520,7 +520,7 @@ class Runner(SubmitMethods):
     @asynccontextmanager
     async def events(
         self, app_handle: AppHandle, cursor: str | None = None
-    ) -> AsyncIterator[MemoryObjectReceiveStream[AppEvent]]:
+    ) -> AsyncIterator[EventStream]:
         """One ordered stream of the app's state changes and log lines, resumable by cursor.
 
         Usage: ``async with runner.events(handle, cursor=last) as events: async for event
@@ -531,14 +531,18 @@ class Runner(SubmitMethods):
         stdout and stderr apart when the scheduler keeps them apart
         (``Scheduler.supported_log_streams``), else ``combined``; each stream's lines in
         order. The terminal state comes last, after every line; then the stream ends.
-        Readers wait while 1024 events are buffered. Leaving the block (or cancelling its
-        task) stops every reader; the app runs on.
+        Readers wait while 16 batches of events (each at most one read's lines, 1024
+        events) are buffered. Leaving the block (or cancelling its task) stops every
+        reader; the app runs on.
 
         ``cursor``: an event's ``cursor``; the stream resumes right after that event, with
-        no event repeated or missed: each log is read again from its start and the lines
-        already delivered are skipped (re-reading costs what reading cost; see
-        :mod:`asynctorchx.runner._events`), and the state is sent again only if it
-        changed. Cursors sort as their events (string order).
+        no event repeated or missed: each log is read again from the position of the
+        block its last delivered line came from (``Scheduler.log_blocks``: a byte offset
+        on the local schedulers, so a resume costs the same however long the log; other
+        schedulers read it again from its start) and the lines already delivered are
+        skipped, and the state is sent again only if it changed. Cursors sort as their
+        events (string order); their size is described in
+        :class:`asynctorchx.runner._events.Position`.
 
         Args:
             app_handle (str): ``{scheduler}://{session}/{app_id}``.
@@ -548,7 +552,7 @@ class Runner(SubmitMethods):
         Raises:
             UnknownAppException: the scheduler does not know the app.
             InvalidCursorError: ``cursor`` is malformed, was made for another app, or
-                counts other log streams than the app has.
+                holds the positions of other log streams than the app has.
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
             Exception: (when read) the first error of a log reader, as itself;
                 ``UnknownAppException`` if the app is deleted while followed.

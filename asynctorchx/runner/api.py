@@ -30,7 +30,7 @@ from asynctorchx.errors import (
     UnknownAppException,
     UnknownSchedulerException,
 )
-from asynctorchx.runner._events import AppEvent, LogEvent, StateEvent
+from asynctorchx.runner._events import AppEvent, EventStream, LogEvent, StateEvent
 from asynctorchx.runner._get_runner import get_runner
 from asynctorchx.runner._log_lines import LogLines
 from asynctorchx.runner._logs import LogLine
@@ -77,6 +77,7 @@ __all__ = [
     "AppStatus",
     "CfgVal",
     "DescribeAppResponse",
+    "EventStream",
     "InvalidCursorError",
     "ListAppResponse",
     "LogEvent",

@@ -13,14 +13,13 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from asynctorchx.errors import InvalidCursorError, UnknownAppException
-from asynctorchx.runner import AppEvent
+from asynctorchx.runner import AppEvent, EventStream
 
 from .jobs import error, known_job, runner_of
 
@@ -32,9 +31,7 @@ SHUTDOWN_GRACE = 5
 RECONNECT_DELAY = 1000
 
 
-async def _next_event(
-    events: MemoryObjectReceiveStream[AppEvent], shutdown: anyio.Event
-) -> AppEvent | None:
+async def _next_event(events: EventStream, shutdown: anyio.Event) -> AppEvent | None:
     """The next event; ``None`` once the stream ended or the server is shutting down.
 
     An event dropped here at shutdown is not lost: the client resumes from the last
@@ -58,7 +55,7 @@ async def _next_event(
 
 
 async def _server_sent(
-    events: MemoryObjectReceiveStream[AppEvent], shutdown: anyio.Event
+    events: EventStream, shutdown: anyio.Event
 ) -> AsyncIterator[ServerSentEvent]:
     """Each event as a Server-Sent Event, until the last one or the server's shutdown.
 
