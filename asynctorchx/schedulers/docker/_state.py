@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from asynctorchx.schedulers.api import DescribeAppResponse
@@ -23,7 +23,13 @@ from asynctorchx.schedulers.docker._request import (
     LABEL_REPLICA_ID,
     LABEL_ROLE_NAME,
 )
-from asynctorchx.schedulers.toolkit import app_state, describe_app, role_statuses
+from asynctorchx.schedulers.toolkit import (
+    app_state,
+    describe_app,
+    format_rfc3339_ns,
+    parse_rfc3339_ns,
+    role_statuses,
+)
 from asynctorchx.specs.api import NONE, AppDef, AppState, ReplicaStatus, Role
 from asynctorchx.specs.converter import from_json
 
@@ -47,32 +53,14 @@ CANCEL_RACE_NS = 1_000_000_000
 
 #: The exit code in a container listing's ``Status`` text (``docker ps``'s STATUS column).
 _EXITED = re.compile(r"Exited \((-?\d+)\)")
-_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 
 
 # --------------------------------------------------------------------------- times
 
-
-def parse_ts_ns(text: str | None) -> int | None:
-    """Parse the engine's RFC 3339 time (up to 9 fraction digits) into ns since the epoch.
-
-    Args:
-        text: the time as the engine writes it (``FinishedAt``, ``Created``, a log stamp).
-
-    Returns:
-        ns since the epoch, or ``None`` for no time, the engine's zero time
-        (``0001-01-01...``: never happened) or a text that is not RFC 3339.
-    """
-    if not text or text.startswith("0001-01-01"):
-        return None
-    match = _RFC3339.match(text)
-    if match is None:
-        return None
-    base, frac, zone = match.groups()
-    zone = "+00:00" if zone == "Z" else zone
-    seconds = int(datetime.fromisoformat(base + zone).timestamp())
-    nanos = int((frac or "0")[:9].ljust(9, "0"))
-    return seconds * 1_000_000_000 + nanos
+#: The engine's RFC 3339 times (the toolkit's parser and format, under this module's
+#: names of before).
+parse_ts_ns = parse_rfc3339_ns
+rfc3339 = format_rfc3339_ns
 
 
 def engine_time(when: datetime) -> str:
@@ -93,16 +81,6 @@ def ns_to_engine(ns: int) -> str:
         ns: nanoseconds since the epoch.
     """
     return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
-
-
-def rfc3339(ns: int) -> str:
-    """Format ``ns`` since the epoch as the engine's RFC 3339 UTC time, 9 fraction digits.
-
-    Args:
-        ns: nanoseconds since the epoch.
-    """
-    base = datetime.fromtimestamp(ns // 1_000_000_000, timezone.utc)
-    return f"{base:%Y-%m-%dT%H:%M:%S}.{ns % 1_000_000_000:09d}Z"
 
 
 # --------------------------------------------------------------------------- events

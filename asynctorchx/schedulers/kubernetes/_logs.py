@@ -27,33 +27,12 @@ from asynctorchx.errors import KubernetesApiError
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
 from asynctorchx.schedulers.kubernetes._informer import Informer
 from asynctorchx.schedulers.kubernetes._state import job_state
-from asynctorchx.schedulers.toolkit import LineAssembler, LogQuery, race
+from asynctorchx.schedulers.toolkit import LineAssembler, LogQuery, parse_rfc3339_ns, race
 from asynctorchx.specs.api import is_terminal
 
 #: Seconds a follower waits for the pods watch to show why a log stream ended cleanly
 #: before it reconnects anyway (the server may end a follow of a running container).
 CLEAN_END_GRACE = 5.0
-
-
-def parse_timestamp(text: str) -> int:
-    """RFC 3339 time (``Z`` or an offset, any fraction) -> nanoseconds since the epoch.
-
-    Args:
-        text: the kubelet's timestamp, e.g. ``2024-05-01T10:00:00.123456789Z``.
-
-    Raises:
-        ValueError: ``text`` is not such a time.
-    """
-    main, zone = text[:19], text[19:]
-    fraction = ""
-    if zone.startswith("."):
-        end = 1
-        while end < len(zone) and zone[end].isdigit():
-            end += 1
-        fraction, zone = zone[1:end], zone[end:]
-    offset = "+00:00" if zone in ("Z", "z", "") else zone
-    seconds = int(datetime.fromisoformat(main + offset).timestamp())
-    return seconds * 1_000_000_000 + int(fraction.ljust(9, "0")[:9] or "0")
 
 
 def since_time(ns: int) -> str:
@@ -144,9 +123,8 @@ class _Reader:
 
     def _keep(self, line: str) -> str | None:
         stamp, _, text = line.partition(" ")
-        try:
-            ns = parse_timestamp(stamp)
-        except ValueError:
+        ns = parse_rfc3339_ns(stamp)
+        if ns is None:
             return line
         if not self._fresh(ns):
             return None

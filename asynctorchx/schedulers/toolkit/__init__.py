@@ -43,6 +43,7 @@ from asynctorchx.schedulers.toolkit._lines import (
 )
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
 from asynctorchx.schedulers.toolkit._polling import BatchedPoller
+from asynctorchx.schedulers.toolkit._rfc3339 import format_rfc3339_ns, parse_rfc3339_ns
 from asynctorchx.schedulers.toolkit._state import (
     LIVE_PRECEDENCE,
     app_state,
@@ -87,6 +88,7 @@ __all__ = [
     "check_resource",
     "describe_app",
     "earliest_error",
+    "format_rfc3339_ns",
     "gather",
     "gather_results",
     "get_device_mounts",
@@ -95,6 +97,7 @@ __all__ = [
     "lines_of",
     "make_app_id",
     "open_for_reading",
+    "parse_rfc3339_ns",
     "piece_end",
     "race",
     "role_statuses",
