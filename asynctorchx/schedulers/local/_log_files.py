@@ -40,7 +40,6 @@ from asynctorchx.schedulers.toolkit import (
     has_long_line,
     line_spans,
     open_for_reading,
-    piece_end,
     symlink_error,
     whole_pieces_end,
 )
@@ -77,15 +76,19 @@ class LogFile:
         self.size = os.fstat(self._data_fd).st_size  # a retry appends to the same file
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Append ``data`` and its time to the index (raises ``OSError``, e.g. disk full)."""
+        """Append ``data`` and its time to the index (raises ``OSError``, e.g. disk full).
+
+        The index entry is written first, so a reader in another process never reads
+        bytes whose write end (a cut line's, in ``combined.log``) it cannot see yet.
+        """
         if self._data_fd < 0:
             self._open()
+        self.size += len(data)
+        os.write(self._index_fd, _INDEX_ENTRY.pack(self.size, time.time()))
         view = memoryview(data)
         while view:
             written = os.write(self._data_fd, view)
             view = view[written:]
-        self.size += len(data)
-        os.write(self._index_fd, _INDEX_ENTRY.pack(self.size, time.time()))
 
     def close(self) -> None:
         """Close both files; idempotent."""
@@ -103,11 +106,14 @@ class ReplicaLogWriter:
     ``stderr.log`` receive the bytes as read.
 
     A line of more than :data:`~asynctorchx.schedulers.toolkit.MAX_LINE_BYTES`
-    bytes (4 MiB, its ``\\n`` included) goes to ``combined.log`` in pieces, each ended
-    by a ``\\n`` of its own (cut at a UTF-8 character boundary), so that a stream that
-    never writes a newline (``\\r`` progress bars) holds at most that much memory
-    and still never interleaves with the other stream. ``stdout.log`` and
-    ``stderr.log`` keep the bytes as written.
+    bytes (4 MiB, its ``\\n`` included) goes to ``combined.log`` in the pieces the
+    readers cut it into (:mod:`asynctorchx.schedulers.toolkit._lines`), each its own
+    write and nothing added, so that a stream that never writes a newline (``\\r``
+    progress bars) holds at most that much memory and the other stream's lines go
+    between its pieces, never inside them. An unterminated last line of a stream is
+    its own write too. The readers of ``combined.log`` end a line at every write that
+    does not end with ``\\n`` (:meth:`TimeIndex.cuts`), so they give back exactly
+    these pieces. ``stdout.log`` and ``stderr.log`` keep the bytes as written.
 
     Args:
         directory: the replica's log directory (private, made by :func:`prepare_log_dirs`).
@@ -156,46 +162,44 @@ class ReplicaLogWriter:
                     else:
                         self._write_combined(chunk[: end + 1])
                     partial += chunk[end + 1 :]
-                if len(partial) >= self._max_line_bytes:
+                if len(partial) > self._max_line_bytes:
                     self._write_pieces(partial)
             except OSError as error:
                 self.error = error
         self._on_write()
 
     def _write_combined(self, lines: bytes | bytearray) -> None:
-        """Write whole lines to combined, splitting those over the limit."""
+        """Write whole lines to combined, each piece of one over the limit its own write."""
         limit = self._max_line_bytes
+        combined = self.files["combined"]
         if len(lines) <= limit or not has_long_line(lines, len(lines), limit):
-            self.files["combined"].write(lines)
+            combined.write(lines)
             return
-        for start, stop in line_spans(lines, len(lines), None):
-            line = bytearray(lines[start:stop])
-            self._write_pieces(line)
-            self.files["combined"].write(line)
+        with memoryview(lines) as view:
+            start = 0
+            for begin, stop in line_spans(lines, len(lines), limit):
+                if view[stop - 1] != 0x0A:  # a piece: the index records where it ends
+                    if begin > start:
+                        combined.write(view[start:begin])
+                    combined.write(view[begin:stop])
+                    start = stop
+            if start < len(view):
+                combined.write(view[start:])
 
     def _write_pieces(self, partial: bytearray) -> None:
-        """Write the whole pieces of the over-long line ``partial`` to combined.
-
-        Each piece is at most ``max_line_bytes - 1`` bytes and gets a ``\\n``; what is
-        left in ``partial`` (shorter than the limit) waits for the line's end.
-        """
-        if len(partial) < self._max_line_bytes:
-            return
-        limit = self._max_line_bytes - 1
+        """Write the whole pieces of the unterminated line ``partial`` (over the limit) to
+        combined, each its own write; the rest (at most the limit) waits for more."""
+        limit = self._max_line_bytes
         combined = self.files["combined"]
+        end = whole_pieces_end(partial, limit)
         with memoryview(partial) as view:
-            content = len(view) - (view[-1] == 0x0A)  # a complete line's newline stays
-            end = whole_pieces_end(view[:content], limit)
-            start = 0
-            while start < end:
-                stop = piece_end(view, start, limit)
-                combined.write(view[start:stop])  # written from where it is, not copied
-                combined.write(b"\n")
-                start = stop
+            for begin, stop in line_spans(partial, end, limit):
+                combined.write(view[begin:stop])  # written from where it is, not copied
         del partial[:end]
 
     def finish(self, stream: str) -> None:
-        """``stream`` reached end of file: flush its unterminated last line to combined.
+        """``stream`` reached end of file: flush its unterminated last line to combined
+        (its own write: the readers end the line there).
 
         Followers are woken only when that wrote something (the app's end wakes them
         anyway).
@@ -245,6 +249,22 @@ class TimeIndex:
             if position == len(self._ends):
                 return None
         return self._times[position]
+
+    def cuts(self, low: int, high: int) -> list[int]:
+        """The ends of the writes in ``low < end <= high`` (byte offsets of the log).
+
+        In ``combined.log`` every write ends with ``\\n`` but a piece of a line over the
+        limit and a stream's unterminated last line: a reader ends a line at such an end
+        (``tail_blocks``'s ``cuts``), so pieces and lines of two streams never join.
+
+        Args:
+            low: the offset the reader's bytes start at.
+            high: the offset they end at.
+        """
+        ends = self._ends
+        if not ends or ends[-1] < high:
+            self._load()
+        return ends[bisect.bisect_right(ends, low) : bisect.bisect_right(ends, high)]
 
     def _load(self) -> None:
         try:

@@ -261,11 +261,13 @@ class RecordedApps:
         (replica,) = (
             r for r in record.replicas if r.role == query.role_name and r.replica_id == query.k
         )
-        path = os.path.join(replica.log_dir, f"{query.stream_or(Stream.COMBINED).value}.log")
+        stream = query.stream_or(Stream.COMBINED)
+        path = os.path.join(replica.log_dir, f"{stream.value}.log")
         view = _RecordView(record_path(directory, app_id), record)
         supervisor = record.supervisor.pid if record.supervisor is not None else None
         watched = [replica.log_dir, directory]
-        return _follow(path, query, start, view, ChangeWatch(watched, supervisor))
+        combined = stream == Stream.COMBINED
+        return _follow(path, query, start, combined, view, ChangeWatch(watched, supervisor))
 
     async def cancel(self, app_id: str) -> None:
         """Ask for the recorded app's end (see the module); a finished app is left alone.
@@ -293,9 +295,11 @@ class RecordedApps:
 
 
 async def _follow(
-    path: str, query: LogQuery, start: int, view: _RecordView, watch: ChangeWatch
+    path: str, query: LogQuery, start: int, combined: bool, view: _RecordView, watch: ChangeWatch
 ) -> AsyncIterator[LogBlock]:
-    """Yield the blocks of ``path`` (see ``tail_blocks``), woken by ``watch`` when following."""
+    """Yield the blocks of ``path`` (see ``tail_blocks``; ``combined``: the replica's
+    ``combined.log``, whose write ends cut lines), woken by ``watch`` when following."""
+    index = TimeIndex(path + ".idx")
     with watch if query.should_tail else contextlib.nullcontext(watch):
         blocks = tail_blocks(
             path,
@@ -303,7 +307,8 @@ async def _follow(
             start=start,
             wait_for_change=watch.wait,
             is_finished=view.is_finished,
-            time_of=TimeIndex(path + ".idx").time_of,
+            time_of=index.time_of,
+            cuts=index.cuts if combined else None,
         )
         async with contextlib.aclosing(blocks):  # type: ignore[type-var]
             async for block in blocks:

@@ -528,14 +528,17 @@ class LocalScheduler(Scheduler[PopenRequest]):
             app_id, {name: len(replicas) for name, replicas in app.replicas.items()}
         )
         replica = app.replicas[query.role_name][query.k]
-        path = os.path.join(replica.log_dir, f"{query.stream_or(Stream.COMBINED).value}.log")
+        stream = query.stream_or(Stream.COMBINED)
+        path = os.path.join(replica.log_dir, f"{stream.value}.log")
+        index = TimeIndex(path + ".idx")
         return tail_blocks(
             path,
             query,
             start=start,
             wake=lambda: replica.output.event,
             is_finished=lambda: is_terminal(app.state),
-            time_of=TimeIndex(path + ".idx").time_of,
+            time_of=index.time_of,
+            cuts=index.cuts if stream == Stream.COMBINED else None,
         )
 
 

@@ -191,6 +191,7 @@ def tail_file(
     offload_reads: bool = False,
     wait_for_change: Callable[[], Awaitable[object]] | None = None,
     max_line_bytes: int = MAX_LINE_BYTES,
+    cuts: Callable[[int, int], list[int]] | None = None,
 ) -> AsyncIterator[str]:
     """Yield the lines of the log file at ``path`` that ``query`` asks for, with their ``\\n``.
 
@@ -206,6 +207,7 @@ def tail_file(
             offload_reads=offload_reads,
             wait_for_change=wait_for_change,
             max_line_bytes=max_line_bytes,
+            cuts=cuts,
         )
     )
 
@@ -221,6 +223,7 @@ async def tail_blocks(
     offload_reads: bool = False,
     wait_for_change: Callable[[], Awaitable[object]] | None = None,
     max_line_bytes: int = MAX_LINE_BYTES,
+    cuts: Callable[[int, int], list[int]] | None = None,
 ) -> AsyncIterator[LogBlock]:
     """Yield the lines of the log file at ``path`` that ``query`` asks for, a block at a time.
 
@@ -252,6 +255,10 @@ async def tail_blocks(
         max_line_bytes: a line longer than this many bytes is yielded in pieces (see
             :mod:`asynctorchx.schedulers.toolkit._lines`), so memory stays bounded
             whatever the file holds (default :data:`MAX_LINE_BYTES`, 4 MiB).
+        cuts: for a file whose writer ends a line without ``\\n`` by ending a write
+            there (the local ``combined.log``: a piece of a long line, a stream's
+            unterminated last line): returns the ends of the writes in ``(low, high]``;
+            a line also ends at each that does not follow a ``\\n``.
 
     Raises:
         UnsafeLogPathError: ``path`` is a symbolic link.
@@ -264,7 +271,8 @@ async def tail_blocks(
     if fd < 0:
         return
     reader = _Reader(fd, offload_reads)
-    splitter = _BlockSplitter(_selector(query, time_of, max_line_bytes), max_line_bytes, start)
+    selector = _selector(query, time_of, max_line_bytes)
+    splitter = _BlockSplitter(selector, max_line_bytes, start, cuts)
     try:
         if start:
             os.lseek(fd, start, os.SEEK_SET)
@@ -287,6 +295,10 @@ async def tail_blocks(
         os.close(fd)
 
 
+#: The ends of the writes in ``(low, high]`` (byte offsets): a reader of a file whose writer
+#: ends a line without ``\n`` by ending its write there (``combined.log``).
+_Cuts = Callable[[int, int], list[int]]
+
 #: Picks the lines of ``data`` (whole lines, whole pieces of a long one, or the file's
 #: unterminated end) whose first byte is at ``offset`` in the file: the kept lines, and
 #: whether a line past ``until`` was met.
@@ -300,11 +312,12 @@ class _BlockSplitter:
     line joined with them), so the selector can make the lines from it directly.
     """
 
-    __slots__ = ("_limit", "_offset", "_pending", "_pending_size", "_select")
+    __slots__ = ("_cuts", "_limit", "_offset", "_pending", "_pending_size", "_select")
 
-    def __init__(self, select: _Select, limit: int, start: int) -> None:
+    def __init__(self, select: _Select, limit: int, start: int, cuts: _Cuts | None) -> None:
         self._select = select
         self._limit = limit
+        self._cuts = cuts
         self._pending: list[bytes] = []  # an unterminated last line, waiting for its end
         self._pending_size = 0
         self._offset = start  # offset in the file of the held line's first byte
@@ -312,6 +325,15 @@ class _BlockSplitter:
     def feed(self, chunk: bytes) -> tuple[int, Iterable[str], bool]:
         """The offset of the lines ``chunk`` (the file's next bytes, not empty) completes,
         the lines, and whether a line past ``until`` was met."""
+        if self._cuts is not None:
+            held_end = self._offset + self._pending_size  # the held line has no "\n"
+            cuts = [
+                cut
+                for cut in self._cuts(self._offset, held_end + len(chunk))
+                if cut <= held_end or chunk[cut - held_end - 1] != 0x0A
+            ]
+            if cuts:
+                return self._feed_cut(chunk, cuts)
         end = chunk.rfind(b"\n") + 1  # whole lines end here
         if end:
             if self._pending:
@@ -335,12 +357,46 @@ class _BlockSplitter:
         self._offset += len(data)
         return (offset, *self._select(data, offset))
 
+    def _feed_cut(self, chunk: bytes, cuts: list[int]) -> tuple[int, Iterable[str], bool]:
+        """:meth:`feed` where the writer ended lines without ``\\n`` (``cuts``, offsets)."""
+        data = b"".join([*self._pending, chunk])
+        offset = self._offset
+        ends = [cut - offset for cut in cuts]
+        end = max(data.rfind(b"\n") + 1, ends[-1])
+        self._pending = [data[end:]] if end < len(data) else []
+        self._pending_size = len(data) - end
+        self._offset += end
+        lines, past_until = self._split(data, offset, [cut for cut in ends if cut < end] + [end])
+        if self._pending_size > self._limit:  # a long line goes on: its whole pieces now
+            more = self.feed(b"") if not past_until else (0, (), True)
+            return offset, [*lines, *more[1]], more[2]
+        return offset, lines, past_until
+
+    def _split(self, data: bytes, offset: int, ends: list[int]) -> tuple[list[str], bool]:
+        """The lines of ``data`` (at ``offset`` in the file), each run up to an end of
+        ``ends`` selected apart; and whether a line past ``until`` was met."""
+        kept: list[str] = []
+        start = 0
+        for end in ends:
+            if end > start:
+                lines, past_until = self._select(data[start:end], offset + start)
+                kept += lines
+                if past_until:
+                    return kept, True
+            start = end
+        return kept, False
+
     def finish(self) -> LogBlock:
         """The held unterminated line (in pieces if over the limit), at the end of the file."""
         last = b"".join(self._pending)
         self._pending = []
         self._pending_size = 0
-        return self._offset, self._select(last, self._offset)[0]
+        offset = self._offset
+        ends = [len(last)]
+        if self._cuts is not None and last:
+            cuts = self._cuts(offset, offset + len(last))
+            ends = [cut - offset for cut in cuts if last[cut - offset - 1] != 0x0A] + ends
+        return offset, self._split(last, offset, ends)[0]
 
 
 def _selector(

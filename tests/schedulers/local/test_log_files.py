@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from asynctorchx.schedulers.local._log_files import ReplicaLogWriter
+from asynctorchx.schedulers.local._log_files import ReplicaLogWriter, TimeIndex
 from asynctorchx.schedulers.toolkit import READ_SIZE, LogQuery, tail_file
 
 
@@ -81,19 +81,41 @@ async def test_a_line_over_the_limit_is_read_in_pieces_with_every_byte(tmp_path:
         assert len(lines) == 2 + 2 * -(-len(progress) // limit)
 
 
-def test_the_writer_splits_a_line_over_the_limit_in_combined_only(tmp_path: Path) -> None:
+async def test_combined_reads_back_a_long_lines_pieces_with_the_other_streams_lines_between(
+    tmp_path: Path,
+) -> None:
     limit = 8
     writer = ReplicaLogWriter(str(tmp_path), lambda: None, max_line_bytes=limit)
-    progress = b"\r1%\r2%\r3%\r4%\r5%\r6%"  # 18 bytes, no newline
+    progress = "\r1%\r2%\r3%\r4%\ré%\r6%".encode()  # 19 bytes, no newline, a 2-byte character
     for byte in range(len(progress)):  # any chunking: here one byte at a time
         writer.write("stdout", progress[byte : byte + 1])
-        assert len(writer._partial["stdout"]) < limit  # memory stays bounded
+        assert len(writer._partial["stdout"]) <= limit  # memory stays bounded
     writer.write("stderr", b"an err\n")  # a line of its own, never inside the bar
     writer.write("stdout", b"\r7%\n")
-    writer.finish("stdout")
+    writer.write("stderr", b"tail")  # the streams' unterminated last lines stay apart
+    writer.write("stdout", b"end")
     writer.finish("stderr")
+    writer.finish("stdout")
     writer.close()
-    assert (tmp_path / "stdout.log").read_bytes() == progress + b"\r7%\n"
-    combined = (tmp_path / "combined.log").read_bytes().split(b"\n")
-    assert combined == [b"\r1%\r2%\r", b"3%\r4%\r5", b"an err", b"%\r6%\r7%", b""]
-    assert max(len(line) + 1 for line in combined) <= limit
+    assert (tmp_path / "stdout.log").read_bytes() == progress + b"\r7%\nend"
+    combined = (tmp_path / "combined.log").read_bytes()
+    assert len(combined) == len(progress) + len(b"an err\n\r7%\ntailend")  # nothing added
+    done = anyio.Event()
+    done.set()
+    index = TimeIndex(str(tmp_path / "combined.log.idx"))
+    for read_size in (READ_SIZE, 1, 5):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("asynctorchx.schedulers.toolkit._tail.READ_SIZE", read_size)
+            lines = [
+                line
+                async for line in tail_file(
+                    str(tmp_path / "combined.log"),
+                    LogQuery("worker"),
+                    wake=lambda: done,
+                    is_finished=lambda: True,
+                    max_line_bytes=limit,
+                    cuts=index.cuts,
+                )
+            ]
+        # a cut piece lacks its "\n" and the next piece of its stream continues it
+        assert lines == ["\r1%\r2%\r3", "%\r4%\ré%", "an err\n", "\r6%\r7%\n", "tail", "end"]
