@@ -616,10 +616,11 @@ class FakeApiServer:
         while True:
             changed = self.changed.event
             lines = self.logs.get(key, [])
-            for ns, line in lines[sent:]:
+            new = lines[sent:]  # lines written while a yield waits are sent next time
+            sent += len(new)
+            for ns, line in new:
                 if since is None or ns >= since:
                     yield ((_timestamp(ns) + " ") if stamps else "").encode() + line.encode()
-            sent = len(lines)
             pod = self.objects[PODS].get(key)
             if (
                 not follow
