@@ -9,6 +9,7 @@ over one 64 KiB read) to stdout and stderr, so the resumes land inside read bloc
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -21,8 +22,21 @@ import anyio
 import pytest
 
 from asynctorchx.runner import LogEvent, Runner, StateEvent, get_runner
-from asynctorchx.specs.api import AppDef, AppState, Role, is_terminal
+from asynctorchx.schedulers.kubernetes import create_scheduler
+from asynctorchx.specs.api import (
+    AppDef,
+    AppState,
+    BindMount,
+    Resource,
+    Role,
+    is_terminal,
+    parse_app_handle,
+)
 from tests.isolation import isolate_from_user_config
+from tests.schedulers.kubernetes.conftest import IMAGE
+from tests.schedulers.kubernetes.fake_apiserver import FakeApiServer
+from tests.schedulers.slurm.conftest import SlurmCluster
+from tests.schedulers.slurm.conftest import slurm_cluster as slurm_cluster  # the fixture
 
 LIMIT = 120  # seconds: a safety bound, never a timing guess
 LINES = 20_000  # per stream
@@ -92,13 +106,27 @@ def _expected(lines: int) -> dict[str, list[str]]:
 
 
 class _Collected:
-    """What a reader got so far: the lines per stream, the last cursor, the end."""
+    """What a reader got so far: the lines per stream, the last cursor, the end.
 
-    def __init__(self) -> None:
+    Args:
+        go: the file whose creation lets the app write its second half.
+        half: the lines of both streams before the app waits for ``go``.
+    """
+
+    def __init__(self, go: Path, half: int) -> None:
+        self.go = go
+        self.half = half
         self.lines: dict[str, list[str]] = defaultdict(list)
         self.cursor: str | None = None
         self.cursors: list[str] = []
         self.final: AppState | None = None
+        self._progress = anyio.Event()
+
+    async def wait_for_lines(self, count: int) -> None:
+        """Await the reader having ``count`` lines (of every stream together)."""
+        while self.line_count < count:
+            progress = self._progress = anyio.Event()
+            await progress.wait()
 
     @property
     def line_count(self) -> int:
@@ -108,6 +136,7 @@ class _Collected:
         assert self.final is None, "an event after the terminal state"
         self.cursor = cursor
         self.cursors.append(cursor)
+        self._progress.set()
         if kind == "log":
             self.lines[stream].append(line)
         elif is_terminal(AppState[state]):
@@ -125,8 +154,8 @@ async def _read_here(runner: Runner, handle: str, got: _Collected, count: int) -
                     assert isinstance(event, StateEvent)
                     got.take("state", event.cursor, "", "", event.state.name)
                 taken += 1
-                if got.line_count == LINES:  # the first half of both streams: let it go on
-                    Path("go").touch()
+                if got.line_count == got.half:  # the first half of both streams: go on
+                    got.go.touch()
                 if taken == count:
                     return  # the reader drops the stream
 
@@ -148,36 +177,145 @@ async def _read_elsewhere(handle: str, got: _Collected, count: int) -> None:
         )
 
 
-async def test_local_readers_dropped_and_restarted_anywhere_get_every_line_once() -> None:
+async def _drop_and_resume(
+    runner: Runner, handle: str, got: _Collected, restarts: int = 3
+) -> tuple[int, int]:
+    """Read the app's events to their end, dropping the stream after a random number
+    of events each time and resuming from the last cursor; ``restarts`` of the resumes
+    (among the first 40) in a new process. Returns the seed and how many drops came
+    before ``got.go`` existed (while the app was still writing)."""
     seed = random.randrange(1 << 32)
     chooser = random.Random(seed)
+    drops = running_drops = 0
+    elsewhere = set(chooser.sample(range(40), restarts))
+    while got.final is None:
+        count = chooser.choice([1, 2, 7, chooser.randrange(1, 1000)])
+        if drops in elsewhere:
+            count = min(count, 50)
+            if got.line_count + count >= got.half:  # it might wait for the second half
+                got.go.touch()
+            await _read_elsewhere(handle, got, count)
+        else:
+            await _read_here(runner, handle, got, count)
+        drops += 1
+        if not got.go.exists():
+            running_drops = drops
+    return seed, running_drops
+
+
+def _assert_once(got: _Collected, expected: dict[str, list[str]], seed: int) -> None:
+    assert got.final == AppState.SUCCEEDED, f"seed {seed}"
+    assert got.cursors == sorted(got.cursors), f"seed {seed}: cursors out of order"
+    assert len(set(got.cursors)) == len(got.cursors), f"seed {seed}: an event twice"
+    for stream, lines in expected.items():
+        assert len(got.lines[stream]) == len(lines), f"seed {seed}, {stream}"
+        assert got.lines[stream] == lines, f"seed {seed}, {stream}"
+
+
+async def test_local_readers_dropped_and_restarted_anywhere_get_every_line_once() -> None:
     app = AppDef(
         "once",
         [Role("w", ".", entrypoint=sys.executable, args=["-c", WRITER, str(LINES)])],
     )
     async with get_runner(handle_signals=False) as runner:
         handle = await runner.run(app, "local_cwd")
-        got = _Collected()
-        drops = running_drops = 0
-        elsewhere = set(chooser.sample(range(40), 3))  # readers restarted in a new process
-        while got.final is None:
-            count = chooser.choice([1, 2, 7, chooser.randrange(1, 1000)])
-            if drops in elsewhere:
-                count = min(count, 50)
-                if got.line_count + count >= LINES:  # it might wait for the second half
-                    Path("go").touch()
-                await _read_elsewhere(handle, got, count)
-            else:
-                await _read_here(runner, handle, got, count)
-            drops += 1
-            if not Path("go").exists():
-                running_drops = drops
-    assert got.final == AppState.SUCCEEDED, f"seed {seed}"
+        got = _Collected(Path("go"), LINES)
+        seed, running_drops = await _drop_and_resume(runner, handle, got)
     assert running_drops >= 20, f"seed {seed}: {running_drops} drops while the app wrote"
-    assert got.cursors == sorted(got.cursors), f"seed {seed}: cursors out of order"
-    assert len(set(got.cursors)) == len(got.cursors), f"seed {seed}: an event twice"
-    expected = _expected(LINES)
-    for stream in ("stdout", "stderr"):
-        lines = got.lines[stream]
-        assert len(lines) == len(expected[stream]), f"seed {seed}, {stream}, {drops} drops"
-        assert lines == expected[stream], f"seed {seed}, {stream}"
+    _assert_once(got, _expected(LINES), seed)
+
+
+#: The shell's writer (a container or a cluster node has no Python): ``$1`` numbered
+#: lines to stdout and stderr, waiting halfway for the file ``$2``.
+SH_WRITER = (
+    'i=0; while [ "$i" -lt "$1" ]; do'
+    ' if [ "$i" -eq $(($1 / 2)) ]; then while [ ! -e "$2" ]; do sleep 0.05; done; fi;'
+    ' echo "out $i"; echo "err $i" >&2; i=$((i + 1)); done'
+)
+SH_LINES = 1000  # per stream
+
+
+def _sh_expected() -> dict[str, list[str]]:
+    return {
+        stream: [f"{name} {i}\n" for i in range(SH_LINES)]
+        for stream, name in (("stdout", "out"), ("stderr", "err"))
+    }
+
+
+@pytest.mark.docker
+async def test_local_docker_readers_dropped_and_restarted_get_every_line_once(
+    docker_image: str, docker_apps: list[str], tmp_path: Path
+) -> None:
+    signal = tmp_path / "signal"
+    signal.mkdir()
+    role = Role(
+        "w",
+        docker_image,
+        entrypoint="sh",
+        args=["-c", SH_WRITER, "sh", str(SH_LINES), "/signal/go"],
+        mounts=[BindMount(str(signal), "/signal")],
+    )
+    async with get_runner(handle_signals=False) as runner:
+        handle = await runner.run(AppDef("once", [role]), "local_docker")
+        docker_apps.append(parse_app_handle(handle).app_id)
+        got = _Collected(signal / "go", SH_LINES)
+        seed, running_drops = await _drop_and_resume(runner, handle, got)
+    assert running_drops >= 5, f"seed {seed}: {running_drops} drops while the app wrote"
+    _assert_once(got, _sh_expected(), seed)
+
+
+async def test_slurm_readers_dropped_and_restarted_get_every_line_once(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    job_dir = tmp_path / "job"
+    role = Role(
+        "w",
+        "",
+        entrypoint="sh",
+        args=["-c", SH_WRITER, "sh", str(SH_LINES), str(tmp_path / "go")],
+        resource=Resource(cpu=1, gpu=0, memMB=100),
+    )
+    async with get_runner(handle_signals=False) as runner:
+        handle = await runner.run(AppDef("once", [role]), "slurm", {"job_dir": str(job_dir)})
+        try:
+            got = _Collected(tmp_path / "go", SH_LINES)
+            seed, running_drops = await _drop_and_resume(runner, handle, got, restarts=1)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await runner.cancel(handle)
+    assert running_drops >= 2, f"seed {seed}: {running_drops} drops while the app wrote"
+    _assert_once(got, _sh_expected(), seed)
+
+
+async def test_kubernetes_readers_dropped_while_the_pod_logs_get_every_line_once(
+    tmp_path: Path,
+) -> None:
+    lines = 4000
+    async with FakeApiServer().running(tmp_path) as fake:
+        factory = functools.partial(create_scheduler, kubeconfig=str(fake.kubeconfig))
+        app = AppDef("once", [Role("role0", IMAGE, entrypoint="sh", args=["-c", "true"])])
+        async with Runner(
+            "s", {"kubernetes": factory}, handle_signals=False, trackers={}
+        ) as runner:
+            handle = await runner.run(app, "kubernetes", {"queue": "default"})
+            app_id = parse_app_handle(handle).app_id
+            pod = f"{app_id.partition(':')[2]}-role0-0-0"
+            got = _Collected(tmp_path / "go", 2 * lines)  # never reached: the writer ends it
+            async with anyio.create_task_group() as app_side:
+
+                async def write() -> None:
+                    """The pod logs in bursts, some lines sharing one time, each burst once
+                    the reader is within 50 lines of the last; then it ends."""
+                    fake.start_pod(pod)
+                    for first in range(0, lines, 40):
+                        burst = [str(n) for n in range(first, first + 40)]
+                        fake.write_log(pod, *burst[:20])
+                        fake.write_log(pod, *burst[20:], same_time=True)
+                        await got.wait_for_lines(first + 40 - 50)
+                    got.go.touch()
+                    fake.finish_pod(pod, 0)
+
+                app_side.start_soon(write)
+                seed, running_drops = await _drop_and_resume(runner, handle, got, restarts=0)
+    assert running_drops >= 10, f"seed {seed}: {running_drops} drops while the pod logged"
+    _assert_once(got, {"combined": [f"{n}\n" for n in range(lines)]}, seed)
