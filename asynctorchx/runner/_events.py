@@ -184,8 +184,8 @@ class Position:
     decimal, and the lines delivered from it), or nothing before its first line. Its
     size grows by one byte per log stream (two per replica where stdout and stderr are
     apart) plus, once a stream delivered lines, the digits of its position and count:
-    an app of 128 replicas whose logs have not started has cursors of about 300 bytes,
-    and each stream that wrote a 100 MB log adds about 12 more.
+    an app of 128 replicas whose logs have not started has cursors of 287 bytes, and
+    each stream 100 MB into its log adds 12 more (``docs/orchestration.md``).
 
     Args:
         backend: the scheduler's name.

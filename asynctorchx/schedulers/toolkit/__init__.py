@@ -13,8 +13,11 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
   :func:`role_statuses`, :func:`earliest_error`;
 - logs: :class:`LogQuery` (what ``log_iter`` was asked), :class:`LineAssembler` and
   :func:`split_lines` (bytes -> lines, lines longer than :data:`MAX_LINE_BYTES` cut at a
-  character boundary), :func:`tail_file` and :class:`Notifier` (follow a file, woken by
-  its writer), :func:`open_for_reading` (never through a planted symlink);
+  character boundary, nothing added), :func:`tail_blocks` (a file's lines a read at a
+  time, each :data:`LogBlock` with the byte offset to read again from),
+  :func:`tail_file` and :func:`lines_of` (their lines one by one) and :class:`Notifier`
+  (follow a file, woken by its writer), :func:`open_for_reading` (never through a
+  planted symlink), :func:`parse_rfc3339_ns` and :func:`format_rfc3339_ns` (log stamps);
 - concurrency: :func:`gather`, :func:`gather_results`, :func:`race` (the first error
   raised as itself);
 - watching without events: :class:`BatchedPoller` (one poll per tick for every waiter).
