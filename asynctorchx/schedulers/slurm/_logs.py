@@ -8,7 +8,7 @@ directory (``{job_id} = {job_dir}`` lines); this module writes and reads the sam
 either tool finds the other's logs.
 
 The files may be on a shared filesystem (NFS, Lustre) where a read can block: they are
-read off the event loop (:func:`~asynctorchx.schedulers.toolkit.tail_file` with
+read off the event loop (:func:`~asynctorchx.schedulers.toolkit.tail_blocks` with
 ``offload_reads=True``). Slurm pushes nothing when a file grows or a job ends, so a
 follower wakes at each poll tick of the scheduler's batched poller.
 """
@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import anyio
 
 from asynctorchx.schedulers._responses import Stream
-from asynctorchx.schedulers.toolkit import LogQuery, tail_file
+from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, tail_blocks
 
 #: TorchX's file of job directories, in the current directory
 #: (``torchx.schedulers.slurm_scheduler.SLURM_JOB_DIRS``).
@@ -90,10 +90,12 @@ def follow_log(
     path: str,
     query: LogQuery,
     *,
+    start: int = 0,
     next_poll: Callable[[], Awaitable[object]],
     is_finished: Callable[[], bool],
-) -> AsyncIterator[str]:
-    """Yield the lines of the log file at ``path`` that ``query`` asks for.
+) -> AsyncIterator[LogBlock]:
+    """Yield the lines of the log file at ``path`` that ``query`` asks for, a read at a
+    time from byte ``start`` (``toolkit.tail_blocks``: each block with its offset).
 
     Without ``query.should_tail``: the lines there now. With it: at end of file the
     reader awaits ``next_poll()``, the scheduler's next batched ``squeue`` poll of this
@@ -104,6 +106,7 @@ def follow_log(
         path: the replica's log file.
         query: regex and should_tail (``since``/``until`` are ignored: Slurm's files
             have no time per line, as in TorchX).
+        start: the byte offset to read from (0, or a block's offset given before).
         next_poll: awaits the job's next state poll.
         is_finished: whether the job was last seen terminal (or is unknown).
 
@@ -111,9 +114,10 @@ def follow_log(
         Exception: the error ``next_poll`` raised (Slurm's commands failing), after the
             lines read so far.
     """
-    return tail_file(
+    return tail_blocks(
         path,
         query,
+        start=start,
         is_finished=is_finished if query.should_tail else lambda: True,
         wait_for_change=next_poll,
         offload_reads=True,

@@ -15,6 +15,7 @@ differences:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -43,7 +44,7 @@ from asynctorchx.schedulers.slurm._request import (
     slurm_runopts,
 )
 from asynctorchx.schedulers.slurm._state import SlurmComponent, describe_job, job_state
-from asynctorchx.schedulers.toolkit import LogQuery, gather_results
+from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, gather_results, lines_of
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, is_terminal, runopts
 from asynctorchx.workspace.dir_workspace import DirWorkspaceMixin
 
@@ -301,16 +302,22 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             kept.pop(app_id, None)
 
     def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
+        """The lines of :meth:`_log_blocks` from the file's start."""
+        return lines_of(self._log_blocks(app_id, query, 0))
+
+    def _log_blocks(self, app_id: str, query: LogQuery, start: int) -> AsyncIterator[LogBlock]:
         """Read a replica's ``slurm-{job_id}-{role}-{k}.out`` or ``.err`` file.
 
         ``streams``: ``STDOUT`` reads ``.out``, ``STDERR`` and ``None`` read ``.err``
         (TorchX's default). ``since``/``until`` are ignored (a warning is logged): the
         files have no time per line, as in TorchX. ``should_tail`` follows the file until
-        the job is terminal, woken at each ``squeue`` tick of the batched poller.
+        the job is terminal, woken at each ``squeue`` tick of the batched poller. A
+        block's position is the byte offset of its first line in the file.
 
         Args:
             app_id: the job id.
             query: the replica, filters and follow mode.
+            start: the byte offset to read from (0 or a block's position).
 
         Raises:
             ValueError: ``streams`` is ``COMBINED`` (here, before any I/O), or the app has
@@ -323,9 +330,11 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             logger.warning(
                 "slurm log files have no time per line: since/until are ignored for %s", name
             )
-        return self._read_log(app_id, query, name)
+        return self._read_log(app_id, query, name, start)
 
-    async def _read_log(self, app_id: str, query: LogQuery, name: str) -> AsyncIterator[str]:
+    async def _read_log(
+        self, app_id: str, query: LogQuery, name: str, start: int
+    ) -> AsyncIterator[LogBlock]:
         response = await self.describe(app_id)
         if response is None:
             raise UnknownAppException(app_id)
@@ -336,14 +345,16 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             (await read_job_dirs()).get(app_id),
             *work_dirs,
         )
-        lines = follow_log(
+        blocks = follow_log(
             os.path.join(directory, name),
             query,
+            start=start,
             next_poll=functools.partial(self._poller().next_poll, app_id),
             is_finished=functools.partial(self._seen_terminal, app_id),
         )
-        async for line in lines:
-            yield line
+        async with contextlib.aclosing(blocks):  # type: ignore[type-var]
+            async for block in blocks:
+                yield block
 
     def _seen_terminal(self, app_id: str) -> bool:
         components = self._last_seen.get(app_id)
