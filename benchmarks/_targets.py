@@ -133,6 +133,8 @@ def _t5(rows: Rows) -> list[tuple[str, str, bool | None]]:
     """Issue 15: at least 80% of the async-generator floor; the share of ``cat`` beside it."""
     out: list[tuple[str, str, bool | None]] = []
     for case in _cases(rows, "5"):
+        if "runner=" in case:  # the resume-only case: judged in _t5_runner
+            continue
         target = f"{case}: >= 80% of the async-generator floor"
         o = _get(rows, "5", "mb_per_s", "ours", case)
         a = _get(rows, "5", "mb_per_s", "async_floor", case)
@@ -151,6 +153,33 @@ def _t5(rows: Rows) -> list[tuple[str, str, bool | None]]:
                 share >= 0.8 if lines >= 100_000 else None,
             )
         )
+    return out + _t5_runner(rows)
+
+
+def _t5_runner(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    """Issue 21: the Runner's paths beside the async floor over 1,000,000 lines, and the
+    cost of a resume of Runner.events two events before the end."""
+    out: list[tuple[str, str, bool | None]] = []
+    case = "lines=1000000 width=100"
+    floor = _get(rows, "5", "mb_per_s", "async_floor", case)
+    for side, share in (("ours", 1.0), ("runner_log_lines", 0.8), ("runner_events", 0.25)):
+        target = f"{case} {side}: >= {share:.0%} of the async-generator floor (issue 21)"
+        row = _get(rows, "5", "mb_per_s", side, case)
+        if row is None or floor is None:
+            out.append((target, "not run", None))
+            continue
+        measured = row["median"] / floor["median"]
+        text = f"{row['median']:.0f} MB/s = {measured:.0%} of {floor['median']:.0f} MB/s"
+        out.append((target, text, measured >= share))
+    big = _get(rows, "5", "seconds", "runner_resume", case)
+    small = _get(rows, "5", "seconds", "runner_resume", "lines=1000 width=100 runner=resume only")
+    target = "resume 2 events before the end: < 50 ms at 1,000,000 lines, within 2x of 1,000"
+    if big is None or small is None:
+        out.append((target, "not run", None))
+    else:
+        ratio = big["median"] / small["median"]
+        text = f"{big['median'] * 1000:.2f} ms, {ratio:.2f}x {small['median'] * 1000:.2f} ms"
+        out.append((target, text, big["median"] < 0.05 and ratio <= 2))
     return out
 
 
