@@ -1,6 +1,6 @@
 """Replica logs of ``local_docker``: a container's log read, or followed across restarts.
 
-:func:`log_lines` makes the engine's log requests (``GET /containers/{id}/logs``, Docker
+:func:`log_blocks` makes the engine's log requests (``GET /containers/{id}/logs``, Docker
 Engine API) for one replica: a single read, or a follow across the restarts of its
 restart policy until it stopped for good (TorchX 0.7.0's
 ``torchx.schedulers.docker_scheduler`` follows one run only), awaiting the engine's
@@ -31,7 +31,7 @@ from asynctorchx.schedulers.docker._state import (
     event_action,
     ns_to_engine,
 )
-from asynctorchx.schedulers.toolkit import LogQuery, race
+from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, race
 
 #: How many of the last frames a follower compares with the log's end (:func:`_caught_up`).
 CAUGHT_UP_FRAMES = 32
@@ -52,13 +52,17 @@ FLOWING_SECONDS = 0.05
 GONE = frozenset({404, 409})
 
 
-async def log_lines(
-    engine: Engine, info: Mapping[str, Any], query: LogQuery
-) -> AsyncGenerator[str, None]:
-    """Stream a container's log from the engine as whole lines (an async generator).
+async def log_blocks(
+    engine: Engine, info: Mapping[str, Any], query: LogQuery, start: int = 0
+) -> AsyncGenerator[LogBlock, None]:
+    """Stream a container's log from the engine as whole lines, a received chunk's at a
+    time (an async generator of ``toolkit.LogBlock``).
 
-    Lines keep their ``\\n`` (frames are reassembled per stream; a last line without one
-    is yielded as it is when its run ends). Of ``query``: ``since`` keeps the lines the
+    A block's position is the number of lines (that ``query`` keeps) before it: the
+    engine serves a log by time, not by offset, so a resume from a position reads the
+    log again from its start and skips that many lines (``start``). Lines keep their
+    ``\\n`` (frames are reassembled per stream; a last line without one is yielded as
+    it is when its run ends). Of ``query``: ``since`` keeps the lines the
     engine stamped at or after it (a naive ``datetime`` is local time); ``until`` the
     lines stamped at or before it, and a follow stops then; ``should_tail`` follows the
     container, across restarts by its restart policy, until it has stopped for good (or
@@ -69,6 +73,7 @@ async def log_lines(
         engine: the engine.
         info: the container's inspect.
         query: what to read (its role and replica are the container's).
+        start: the number of lines to skip (0, or a block's position).
     """
     stream = query.stream_or(Stream.COMBINED)
     params = {
@@ -87,11 +92,15 @@ async def log_lines(
     else:
         source = _read_logs(engine, cid, lines, params, final=True)
     pattern = query.pattern
+    index = 0  # lines kept before this block
     async with contextlib.aclosing(source) as produced:
         async for block in produced:
-            for line in block:
-                if pattern is None or pattern.search(line) is not None:  # query.matches
-                    yield line
+            if pattern is not None:
+                block = [line for line in block if pattern.search(line) is not None]
+            if index + len(block) > start:
+                skipped = max(start - index, 0)
+                yield index + skipped, block[skipped:] if skipped else block
+            index += len(block)
 
 
 async def _read_logs(

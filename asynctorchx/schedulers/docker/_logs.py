@@ -4,7 +4,7 @@
   frames as whole lines per stream (demultiplexing, stamps, a follower's deduplication),
   and its constants (``REREAD_NS``, ``MAX_REMEMBERED_FRAMES``, ``MAX_REMEMBERED_BYTES``,
   ``STDOUT``, ``STDERR``);
-- :mod:`asynctorchx.schedulers.docker._log_follow`: :func:`log_lines`, the log requests of
+- :mod:`asynctorchx.schedulers.docker._log_follow`: :func:`log_blocks`, the log requests of
   a read or of a follow across restarts (``CAUGHT_UP_FRAMES``, ``DRAIN_QUIET_SECONDS``,
   ``GONE``).
 """
@@ -15,7 +15,7 @@ from asynctorchx.schedulers.docker._log_follow import (
     CAUGHT_UP_FRAMES,
     DRAIN_QUIET_SECONDS,
     GONE,
-    log_lines,
+    log_blocks,
 )
 from asynctorchx.schedulers.docker._log_frames import (
     MAX_REMEMBERED_BYTES,
@@ -36,5 +36,5 @@ __all__ = [
     "STDERR",
     "STDOUT",
     "LogLines",
-    "log_lines",
+    "log_blocks",
 ]

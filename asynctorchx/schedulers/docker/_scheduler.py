@@ -55,7 +55,7 @@ from asynctorchx.schedulers.api import (
 )
 from asynctorchx.schedulers.docker import _containers
 from asynctorchx.schedulers.docker._engine import Engine
-from asynctorchx.schedulers.docker._logs import log_lines
+from asynctorchx.schedulers.docker._logs import log_blocks
 from asynctorchx.schedulers.docker._network import ensure_network
 from asynctorchx.schedulers.docker._options import run_opts
 from asynctorchx.schedulers.docker._request import (
@@ -67,8 +67,10 @@ from asynctorchx.schedulers.docker._request import (
 from asynctorchx.schedulers.docker._watch import watch
 from asynctorchx.schedulers.docker._workspace import build_workspace
 from asynctorchx.schedulers.toolkit import (
+    LogBlock,
     LogQuery,
     gather,
+    lines_of,
     validate_app_id,
     validate_stop_timeout,
 )
@@ -467,8 +469,14 @@ class DockerScheduler(Scheduler[DockerJob]):
 
     # ------------------------------------------------------------------ logs
 
-    async def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
-        """Stream a replica's log from the engine (``log_iter``'s backend, an async generator).
+    def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
+        """The lines of :meth:`_log_blocks` from the log's start."""
+        return lines_of(self._log_blocks(app_id, query, 0))
+
+    async def _log_blocks(
+        self, app_id: str, query: LogQuery, start: int
+    ) -> AsyncIterator[LogBlock]:
+        """Stream a replica's log from the engine, a received chunk's lines at a time.
 
         Lines are whole and keep their ``\\n``, however long (frames are reassembled per
         stream; a last line without one is yielded as it is when its run ends). ``since``
@@ -477,11 +485,13 @@ class DockerScheduler(Scheduler[DockerJob]):
         its restart policy until it stopped for good (or is removed, also by ``docker rm
         -f`` in the middle of the follow: the iteration ends, nothing is raised) and
         every line was yielded, awaiting the engine's events (no polling); ``streams`` defaults to
-        combined. See :func:`~asynctorchx.schedulers.docker._logs.log_lines`.
+        combined. A block's position is the number of lines before it: a resume reads
+        the log again (see :func:`~asynctorchx.schedulers.docker._logs.log_blocks`).
 
         Args:
             app_id: the app.
             query: the replica, filters and follow mode (already validated).
+            start: the lines to skip (0, or a block's position).
 
         Raises:
             InvalidAppIdException: ``app_id`` is not a valid id.
@@ -492,9 +502,10 @@ class DockerScheduler(Scheduler[DockerJob]):
         info = await _containers.find_container(self._engine, app_id, query)
         if info is None:
             raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
-        async with contextlib.aclosing(log_lines(self._engine, info, query)) as produced:
-            async for line in produced:
-                yield line
+        blocks = log_blocks(self._engine, info, query, start)
+        async with contextlib.aclosing(blocks) as produced:
+            async for block in produced:
+                yield block
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
