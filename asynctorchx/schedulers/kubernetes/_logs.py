@@ -27,7 +27,13 @@ from asynctorchx.errors import KubernetesApiError
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
 from asynctorchx.schedulers.kubernetes._informer import Informer
 from asynctorchx.schedulers.kubernetes._state import job_state
-from asynctorchx.schedulers.toolkit import LineAssembler, LogQuery, parse_rfc3339_ns, race
+from asynctorchx.schedulers.toolkit import (
+    LineAssembler,
+    LogBlock,
+    LogQuery,
+    parse_rfc3339_ns,
+    race,
+)
 from asynctorchx.specs.api import is_terminal
 
 #: Seconds a follower waits for the pods watch to show why a log stream ended cleanly
@@ -79,8 +85,9 @@ class _Reader:
         since = self.query.since_timestamp
         return since_time(int(since * 1_000_000_000)) if since is not None else None
 
-    async def read(self, pod: str, follow: bool) -> AsyncIterator[str]:
-        """Yield the new lines of one log request (its end flushes a partial line).
+    async def read(self, pod: str, follow: bool) -> AsyncIterator[list[str]]:
+        """Yield the new lines of one log request, a received chunk's at a time (its end
+        flushes a partial line).
 
         Args:
             pod: the pod.
@@ -96,16 +103,23 @@ class _Reader:
             self.namespace, pod, self.container, follow, self._since()
         ) as chunks:
             async for chunk in chunks:
-                for line in assembler.feed(chunk):
-                    kept = self._keep(line)
-                    if kept is not None:
-                        yield kept
-                    if self.done:
-                        return
-            for line in assembler.flush():
-                kept = self._keep(line)
-                if kept is not None:
-                    yield kept
+                if block := self._kept(assembler.feed(chunk)):
+                    yield block
+                if self.done:
+                    return
+            if block := self._kept(assembler.flush()):
+                yield block
+
+    def _kept(self, lines: list[str]) -> list[str]:
+        """The lines to yield of ``lines`` (up to the first past ``until``)."""
+        kept: list[str] = []
+        for line in lines:
+            text = self._keep(line)
+            if text is not None:
+                kept.append(text)
+            if self.done:
+                break
+        return kept
 
     def _fresh(self, ns: int) -> bool:
         """Whether a line of time ``ns`` was not read before (and count it as read)."""
@@ -141,7 +155,7 @@ def _pod_of(pods: Informer, name: str) -> dict[str, Any] | None:
     return pods.objects.get(name)
 
 
-async def log_lines(
+async def log_blocks(
     api: ApiServer,
     jobs: Informer,
     pods: Informer,
@@ -149,8 +163,12 @@ async def log_lines(
     pod: str,
     container: str,
     query: LogQuery,
-) -> AsyncGenerator[str, None]:
-    """Yield the replica's log lines as ``query`` asks (see the module).
+    start: int = 0,
+) -> AsyncGenerator[LogBlock, None]:
+    """Yield the replica's log lines as ``query`` asks (see the module), a received
+    chunk's at a time, each block positioned by the number of lines before it: the
+    kubelet serves a log by time, so a resume from a position reads the log again and
+    skips that many lines (``start``).
 
     Args:
         api: the API server.
@@ -160,24 +178,35 @@ async def log_lines(
         pod: the replica's pod name.
         container: its container's name.
         query: filters and follow mode.
+        start: the lines to skip (0, or a block's position).
 
     Raises:
         KubernetesApiError: the server refused the log request.
     """
     reader = _Reader(api, pods.namespace, container, query)
-    if not query.should_tail:
-        try:
-            async for line in reader.read(pod, follow=False):
-                yield line
-        except KubernetesApiError as error:
-            if error.status not in (400, 404):  # not started yet, or gone: no lines
-                raise
-        except StreamBroken:
-            return
+    index = 0  # lines before the next block
+    if query.should_tail:
+        source = _follow(reader, jobs, pods, job_name, pod)
+    else:
+        source = _read_once(reader, pod)
+    async with contextlib.aclosing(source) as blocks:
+        async for block in blocks:
+            if index + len(block) > start:
+                skipped = max(start - index, 0)
+                yield index + skipped, block[skipped:] if skipped else block
+            index += len(block)
+
+
+async def _read_once(reader: _Reader, pod: str) -> AsyncGenerator[list[str], None]:
+    """The lines there now, a chunk's at a time; none if the pod has not started or is gone."""
+    try:
+        async for block in reader.read(pod, follow=False):
+            yield block
+    except KubernetesApiError as error:
+        if error.status not in (400, 404):  # not started yet, or gone: no lines
+            raise
+    except StreamBroken:
         return
-    async with contextlib.aclosing(_follow(reader, jobs, pods, job_name, pod)) as lines:
-        async for line in lines:
-            yield line
 
 
 def _app_over(jobs: Informer, job_name: str) -> bool:
@@ -191,7 +220,7 @@ async def _await(informer: Informer, check: Callable[[], bool]) -> None:
 
 async def _follow(
     reader: _Reader, jobs: Informer, pods: Informer, job_name: str, pod: str
-) -> AsyncGenerator[str, None]:
+) -> AsyncGenerator[list[str], None]:
     """Follow the pod's log until the app is terminal and its last container's log ended.
 
     A container's log is complete once a follow opened after it terminated ended
@@ -207,8 +236,8 @@ async def _follow(
             reader.position = _Position(uid)
         terminated = (current.get("status") or {}).get("phase") in ("Succeeded", "Failed")
         try:
-            async for line in reader.read(pod, follow=True):
-                yield line
+            async for block in reader.read(pod, follow=True):
+                yield block
         except StreamBroken:
             continue
         except KubernetesApiError as error:

@@ -32,7 +32,7 @@ from asynctorchx.errors import UnknownAppException
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
 from asynctorchx.schedulers.kubernetes._informer import Informer
-from asynctorchx.schedulers.kubernetes._logs import log_lines
+from asynctorchx.schedulers.kubernetes._logs import log_blocks
 from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ORGANIZATION,
     LABEL_REPLICA_ID,
@@ -52,7 +52,7 @@ from asynctorchx.schedulers.kubernetes._state import (
     pull_deadline,
     pull_timeout,
 )
-from asynctorchx.schedulers.toolkit import LogQuery, race
+from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, lines_of, race
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
@@ -347,14 +347,22 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
 
     # ------------------------------------------------------------------ logs
 
-    async def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
-        """Yield a replica's log lines (``log_iter``'s backend; see :mod:`._logs`).
+    def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
+        """The lines of :meth:`_log_blocks` from the log's start."""
+        return lines_of(self._log_blocks(app_id, query, 0))
+
+    async def _log_blocks(
+        self, app_id: str, query: LogQuery, start: int
+    ) -> AsyncIterator[LogBlock]:
+        """Yield a replica's log lines a received chunk's at a time (see :mod:`._logs`;
+        a block's position is the number of lines before it).
 
         Only the combined stream exists (the kubelet keeps one log per container).
 
         Args:
             app_id: ``{namespace}:{job}``.
             query: the replica, filters and follow mode.
+            start: the lines to skip (0, or a block's position).
 
         Raises:
             InvalidAppIdException: ``app_id`` is not of that form.
@@ -376,7 +384,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             counts[role] = counts.get(role, 0) + 1
         query.check_replica(app_id, counts)
         task_name = replicas[(query.role_name, query.k)]
-        lines = log_lines(
+        blocks = log_blocks(
             self.api,
             self.informer("jobs", namespace),
             self.informer("pods", namespace),
@@ -384,10 +392,11 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             f"{name}-{task_name}-0",
             task_name,
             query,
+            start,
         )
-        async with contextlib.aclosing(lines) as produced:
-            async for line in produced:
-                yield line
+        async with contextlib.aclosing(blocks) as produced:
+            async for block in produced:
+                yield block
 
 
 def _next_deadline(job: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]]) -> float | None:
