@@ -156,9 +156,9 @@ _IDENT = r"(?<![\w/.:-])torchx(?=\.[A-Za-z_])(?!\.pytorch\.org|\.apps\b)"
 #: TorchX tests patch these module attributes; asynctorchx has no patch points there
 #: (those modules only re-export), so the patch goes where our code looks the name up.
 PATCH_TARGETS = {
-    "asynctorchx.runner.api.log_event": "asynctorchx.runner._submit.log_event",
+    "asynctorchx.runner.api.log_event": "asynctorchx.runner._runner.log_event",
     "asynctorchx.runner.api.get_configured_trackers": (
-        "asynctorchx.runner._submit.get_configured_trackers"
+        "asynctorchx.runner._runner.get_configured_trackers"
     ),
     "asynctorchx.runner.api.get_scheduler_factories": (
         "asynctorchx.runner._get_runner.get_scheduler_factories"

@@ -4,8 +4,6 @@ This module only re-exports; each concern lives in its own private module:
 
 - :mod:`asynctorchx.runner._runner`: :class:`Runner` (TorchX's
   ``torchx.runner.api.Runner``, as coroutines, plus ``watch`` and ``log_stream``);
-- :mod:`asynctorchx.runner._submit`: the submit path :class:`Runner` inherits
-  (``run``, ``dryrun``, ``schedule`` and their component forms);
 - :mod:`asynctorchx.runner._hosting`: how the runner creates its schedulers on first
   use and hosts each in a task of its task group;
 - :mod:`asynctorchx.runner._logs`: :class:`LogLine` and the merged log stream behind
@@ -34,8 +32,7 @@ from asynctorchx.runner._events import AppEvent, EventStream, LogEvent, StateEve
 from asynctorchx.runner._get_runner import get_runner
 from asynctorchx.runner._log_lines import LogLines
 from asynctorchx.runner._logs import LogLine
-from asynctorchx.runner._runner import Runner
-from asynctorchx.runner._submit import logger
+from asynctorchx.runner._runner import Runner, logger
 from asynctorchx.runner.config import get_scheduler_factories
 from asynctorchx.runner.events import log_event
 from asynctorchx.runner.tracker import (
