@@ -28,8 +28,8 @@ import pytest
 
 from asynctorchx.runner import get_runner
 from asynctorchx.schedulers.local import create_cwd_scheduler
+from asynctorchx.schedulers.local._app_views import RecordedApps
 from asynctorchx.schedulers.local._process_identity import ProcessIdentity
-from asynctorchx.schedulers.local._recorded_apps import RecordedApps
 from asynctorchx.schedulers.local._records import (
     AppRecord,
     ReplicaRecord,
@@ -303,7 +303,8 @@ def _seen_by_nobody(app_id: str, state_dir: Path) -> list[str]:
             os.setuid(entry.pw_uid)
             os.environ["ASYNCTORCHX_STATE_DIR"] = str(state_dir)
             recorded = RecordedApps("local_cwd", "torchx")
-            described = recorded.describe(app_id)
+            view = recorded.read(app_id)
+            described = None if view is None else view.describe()
             listed = recorded.list(lambda _: False)
             words = f"{None if described is None else described.state.name} {len(listed)}"
             os.write(write_end, words.encode())

@@ -63,9 +63,10 @@ created in it), ``_log_files`` (log files and their
 time index), ``_success_file`` (TorchX's ``SUCCESS`` file, written when an app
 ends), ``_error_files`` (TorchElastic error files), ``_child_watcher`` (reaping
 children on Python < 3.12), ``_records`` (the app records on disk), ``_process_identity``
-(knowing a process again: pid, start time, boot), ``_recorded_apps`` (other processes'
-apps, from their records), ``_change_watch`` (waking their followers: inotify, pid file
-descriptors), ``_scheduler`` (``LocalScheduler``) and ``_factories`` (its factories).
+(knowing a process again: pid, start time, boot), ``_app_views`` (one view of an app,
+this process's or another's, for every query), ``_change_watch`` (waking the followers
+of other processes' apps: inotify, pid file descriptors), ``_scheduler``
+(``LocalScheduler``) and ``_factories`` (its factories).
 """
 
 from asynctorchx.schedulers.local._factories import (

@@ -327,9 +327,11 @@ def record_ids(directory: str) -> Iterator[str]:
 def supervisor_gone(record: AppRecord) -> bool:
     """Whether the process that wrote ``record`` is known to be gone.
 
-    False when it was not identified (off Linux): it is then taken to be running.
+    False when it was not identified (off Linux): it is then taken to be running; False
+    for this very process (no look at ``/proc``).
     """
-    return record.supervisor is not None and not record.supervisor.is_running()
+    supervisor = record.supervisor
+    return supervisor is not None and supervisor != this_process() and not supervisor.is_running()
 
 
 def is_finished(record: AppRecord) -> bool:

@@ -27,17 +27,14 @@ from asynctorchx.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
     Scheduler,
-    Stream,
 )
 from asynctorchx.schedulers.ids import make_unique
+from asynctorchx.schedulers.local._app_views import AppView, LiveApp, RecordedApps
 from asynctorchx.schedulers.local._change_watch import ChangeWatch
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
-from asynctorchx.schedulers.local._error_files import read_error_file
 from asynctorchx.schedulers.local._evicted_logs import EvictedLogs
 from asynctorchx.schedulers.local._log_dir import check_log_dir, create_log_dirs
-from asynctorchx.schedulers.local._log_files import TimeIndex
 from asynctorchx.schedulers.local._process_groups import ProcessGroups
-from asynctorchx.schedulers.local._recorded_apps import RecordedApps
 from asynctorchx.schedulers.local._records import RecordKeeper, cancel_request_path
 from asynctorchx.schedulers.local._request import (
     ImageProvider,
@@ -52,11 +49,8 @@ from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
 from asynctorchx.schedulers.toolkit import (
     LogBlock,
     LogQuery,
-    describe_app,
     gather,
     lines_of,
-    role_statuses,
-    tail_blocks,
     validate_app_id,
     validate_name,
 )
@@ -65,7 +59,6 @@ from asynctorchx.specs.api import (
     AppDryRunInfo,
     AppState,
     CfgVal,
-    ReplicaStatus,
     is_terminal,
     make_app_handle,
     runopts,
@@ -189,8 +182,9 @@ class LocalScheduler(Scheduler[PopenRequest]):
                 self._trusted_log_dirs.clear()
 
     async def _terminate_and_wait(self, app: LocalApp) -> None:
-        self._request_cancel(app)
-        await self._wait_terminal(app)
+        view = LiveApp(app, self.backend, self.session_name)
+        await view.cancel()
+        await view.wait_until(is_terminal)
 
     async def _terminate_all(self) -> None:
         """Cancel every running app and await their ends, all at once (the toolkit's
@@ -373,17 +367,24 @@ class LocalScheduler(Scheduler[PopenRequest]):
 
     # ----------------------------------------------------------------- queries
 
-    def _get(self, app_id: str) -> LocalApp | None:
+    def _view(self, app_id: str) -> AppView | None:
+        """The app as every query sees it: kept in memory by this scheduler, else
+        recorded by another process (see ``_app_views``); None when neither."""
         validate_app_id(app_id)
-        return self._apps.get(app_id)
+        app = self._apps.get(app_id)
+        if app is not None:
+            return LiveApp(app, self.backend, self.session_name)
+        return self._recorded.read(app_id)
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
-        """Describe the app, or return None if this scheduler does not keep it.
+        """Describe the app, or return None if this scheduler does not know it.
 
-        Built by the toolkit's :func:`~asynctorchx.schedulers.toolkit.describe_app`:
-        a finished app's state is :func:`~asynctorchx.schedulers.toolkit.app_state` of
-        its replicas (as the supervisor set it), a failed app's structured error is the
-        earliest of its failed replicas' TorchElastic error files (TorchX's rule in
+        An app this scheduler keeps, or one another process of this user recorded (see
+        ``_app_views``). Built from the app's record by the toolkit's
+        :func:`~asynctorchx.schedulers.toolkit.describe_app`: a finished app's state is
+        :func:`~asynctorchx.schedulers.toolkit.app_state` of its replicas (as the
+        supervisor set it), a failed app's structured error is the earliest of its
+        failed replicas' TorchElastic error files (TorchX's rule in
         ``torchx.schedulers.local_scheduler``).
 
         Args:
@@ -392,38 +393,29 @@ class LocalScheduler(Scheduler[PopenRequest]):
         Raises:
             InvalidAppIdException: ``app_id`` is not a valid app id.
         """
-        app = self._get(app_id)
-        if app is None:
-            return self._recorded.describe(app_id)
-        replicas = [
-            ReplicaStatus(
-                id=replica.replica_id,
-                state=replica.state,
-                role=replica.role_name,
-                hostname="localhost",
-                structured_error_msg=read_error_file(replica.error_file),
-                exit_code=replica.exit_code,
-            )
-            for replica in app.all_replicas()
-        ]
-        return describe_app(
-            app_id,
-            role_statuses(replicas, list(app.replicas)),
-            cancelled=app.cancelled,
-            num_restarts=app.num_restarts + sum(r.restarts for r in app.all_replicas()),
-            ui_url=f"file://{app.request.log_dir}",
-            roles=app.app.roles if app.app is not None else (),
-            state=app.state,
-        )
+        view = self._view(app_id)
+        return None if view is None else view.describe()
 
     async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         """List the apps this scheduler keeps (those running, and at most ``cache_size``
         finished ones), then the apps of its session recorded by other processes of this
-        user (see ``_recorded_apps``)."""
+        user (see ``_app_views``)."""
         kept = [
             ListAppResponse(app_id=app_id, state=app.state) for app_id, app in self._apps.items()
         ]
         return kept + self._recorded.list(lambda app_id: app_id in self._apps)
+
+    async def _wait_until(
+        self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
+    ) -> DescribeAppResponse | None:
+        """Await the app's state until ``done`` holds (woken by its changes, no polling);
+        return its description then, None for an unknown app."""
+        view = self._view(app_id)
+        if view is None:
+            return None
+        with anyio.fail_after(timeout):
+            await view.wait_until(done)
+        return view.describe()
 
     async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
         """Await the app's terminal state (an await on its processes' exit, no polling).
@@ -435,14 +427,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
             TimeoutError: ``timeout`` seconds passed first.
             InvalidAppIdException: ``app_id`` is not a valid app id.
         """
-        app = self._get(app_id)
-        if app is None:
-            return await self._recorded.wait_until(
-                app_id, lambda response: is_terminal(response.state), timeout
-            )
-        with anyio.fail_after(timeout):
-            await self._wait_terminal(app)
-        return await self.describe(app_id)
+        return await self._wait_until(app_id, is_terminal, timeout)
 
     async def wait_for_state_change(
         self, app_id: str, state: AppState, timeout: float | None = None
@@ -455,41 +440,12 @@ class LocalScheduler(Scheduler[PopenRequest]):
             TimeoutError: ``timeout`` seconds passed first.
             InvalidAppIdException: ``app_id`` is not a valid app id.
         """
-        app = self._get(app_id)
-        if app is None:
-            return await self._recorded.wait_until(
-                app_id,
-                lambda response: response.state != state or is_terminal(response.state),
-                timeout,
-            )
-        with anyio.fail_after(timeout):
-            await self._wait_until(app, lambda: app.state != state or is_terminal(app.state))
-        return await self.describe(app_id)
-
-    @staticmethod
-    async def _wait_until(app: LocalApp, done: Callable[[], bool]) -> None:
-        """Await ``app.changed`` until ``done()`` holds (the event is taken before the
-        check, so a change between the check and the await is never missed)."""
-        while True:
-            event = app.changed.event
-            if done():
-                return
-            await event.wait()
-
-    @classmethod
-    async def _wait_terminal(cls, app: LocalApp) -> None:
-        await cls._wait_until(app, lambda: is_terminal(app.state))
+        return await self._wait_until(app_id, lambda now: now != state or is_terminal(now), timeout)
 
     async def _cancel_existing(self, app_id: str) -> None:
-        app = self._apps.get(app_id)
-        if app is None:  # another process's app (see _recorded_apps)
-            await self._recorded.cancel(app_id)
-            return
-        self._request_cancel(app)
-
-    @staticmethod
-    def _request_cancel(app: LocalApp) -> None:
-        app.request_cancel()
+        view = self._view(app_id)
+        if view is not None:
+            await view.cancel()
 
     def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
         """The lines of :meth:`_log_blocks` from the log's start (checked at the call)."""
@@ -513,33 +469,14 @@ class LocalScheduler(Scheduler[PopenRequest]):
             start: the byte offset to read from (0 or a block's position).
 
         Raises:
-            UnknownAppException: the scheduler does not keep the app.
+            UnknownAppException: the scheduler does not know the app.
             ValueError: the app has no such role or replica.
             InvalidAppIdException: ``app_id`` is not a valid app id.
         """
-        app = self._get(app_id)
-        if app is None:
-            recorded = self._recorded.log_blocks(app_id, query, start)
-            if recorded is None:
-                handle = make_app_handle(self.backend, self.session_name, app_id)
-                raise UnknownAppException(handle)
-            return recorded
-        query.check_replica(
-            app_id, {name: len(replicas) for name, replicas in app.replicas.items()}
-        )
-        replica = app.replicas[query.role_name][query.k]
-        stream = query.stream_or(Stream.COMBINED)
-        path = os.path.join(replica.log_dir, f"{stream.value}.log")
-        index = TimeIndex(path + ".idx")
-        return tail_blocks(
-            path,
-            query,
-            start=start,
-            wake=lambda: replica.output.event,
-            is_finished=lambda: is_terminal(app.state),
-            time_of=index.time_of,
-            cuts=index.cuts if stream == Stream.COMBINED else None,
-        )
+        view = self._view(app_id)
+        if view is None:
+            raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
+        return view.log_blocks(query, start)
 
 
 __all__ = ["LocalScheduler"]

@@ -1,0 +1,406 @@
+"""One view of a local app, whether this process supervises it or another one recorded it.
+
+What a ``LocalScheduler`` answers of an app (``describe``, ``wait``, ``log_iter``,
+``cancel``) is answered here, once, from the app's record (:class:`~._records.AppRecord`):
+for an app of this process the record it writes, built in memory
+(:func:`~._records.record_of`) with its live process state, for an app of another
+process of this user the record read from disk (:mod:`._records`). The two views differ
+only in how they learn of a change and how they cancel. TorchX's
+``torchx.schedulers.local_scheduler`` knows only the apps of its own process: ``status``
+from a second terminal exits 1 there.
+
+Rules for the recorded apps:
+
+* Only this user's records are read (private directories, the file's owner and the
+  uid inside checked); another user's app is "not found", never shown.
+* The apps this very process supervises are not read from records: its schedulers hold
+  them in memory, where ``cache_size`` decides how many finished ones stay known.
+* A record that says the app runs while its supervisor is gone (killed by ``SIGKILL``,
+  crashed) is reported ``FAILED``, with a message saying the supervisor died.
+* ``cancel`` leaves a cancel request for the supervisor (which then ends the replicas
+  the graceful way and records ``CANCELLED``), and sends ``SIGTERM`` to each replica's
+  process group only after checking it is still the recorded process (pid, start time
+  and boot: :func:`~._process_identity.signal_group_if_same`), never to a recycled pid.
+* ``list`` shows the recorded apps of the scheduler's session, running or ended, until
+  their records are pruned.
+* Followers (``log_iter`` with ``should_tail``, ``wait``) are woken by the files
+  changing and by the supervisor's exit (:mod:`._change_watch`: inotify and a pid file
+  descriptor, else a poll every :data:`~._change_watch.POLL_INTERVAL` seconds).
+
+The apps of this process wake their followers with in-memory events (no polling).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+
+import anyio
+import anyio.lowlevel
+
+from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Stream
+from asynctorchx.schedulers.local._change_watch import ChangeWatch
+from asynctorchx.schedulers.local._error_files import read_error_file
+from asynctorchx.schedulers.local._log_files import TimeIndex
+from asynctorchx.schedulers.local._process_identity import signal_group_if_same, this_process
+from asynctorchx.schedulers.local._records import (
+    AppRecord,
+    cancel_request_path,
+    is_finished,
+    read_record,
+    record_ids,
+    record_of,
+    record_path,
+    records_directory,
+    supervisor_gone,
+)
+from asynctorchx.schedulers.local._supervisor import LocalApp
+from asynctorchx.schedulers.toolkit import (
+    LogBlock,
+    LogQuery,
+    Notifier,
+    describe_app,
+    role_statuses,
+    tail_blocks,
+)
+from asynctorchx.specs.api import AppState, ReplicaStatus, is_terminal
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def settled_state(record: AppRecord) -> tuple[AppState, str | None]:
+    """The app's state as a reader must report it, and the message that goes with it.
+
+    The recorded state, except ``FAILED`` when the record says the app runs and its
+    supervisor is gone.
+
+    Args:
+        record: the app's record.
+    """
+    if is_terminal(record.state) or not supervisor_gone(record):
+        return record.state, None
+    pid = record.supervisor.pid if record.supervisor is not None else "?"
+    return AppState.FAILED, (
+        f"the process that supervised the app (pid {pid}) died while it was"
+        f" {record.state.name} (killed by SIGKILL, or crashed) without recording its end;"
+        " its replicas were ended with it"
+    )
+
+
+def describe_record(record: AppRecord) -> DescribeAppResponse:
+    """The ``DescribeAppResponse`` of an app from its record (``LocalScheduler.describe``).
+
+    Built by the toolkit's :func:`~asynctorchx.schedulers.toolkit.describe_app`: a
+    failed app's structured error is the earliest of its failed replicas' TorchElastic
+    error files (TorchX's rule in ``torchx.schedulers.local_scheduler``).
+
+    Args:
+        record: the app's record.
+    """
+    state, msg = settled_state(record)
+    replicas = [
+        ReplicaStatus(
+            id=replica.replica_id,
+            state=(
+                AppState.FAILED
+                if msg is not None and not is_terminal(replica.state)
+                else replica.state
+            ),
+            role=replica.role,
+            hostname="localhost",
+            structured_error_msg=read_error_file(os.path.join(replica.log_dir, "error.json")),
+            exit_code=replica.exit_code,
+        )
+        for replica in record.replicas
+    ]
+    names = [role.name for role in record.roles] or list(
+        dict.fromkeys(replica.role for replica in record.replicas)
+    )
+    return describe_app(
+        record.app_id,
+        role_statuses(replicas, names),
+        cancelled=record.cancelled,
+        num_restarts=record.num_restarts + sum(r.restarts for r in record.replicas),
+        msg=msg,
+        ui_url=f"file://{record.log_dir}",
+        roles=record.roles,
+        state=state,
+    )
+
+
+class _Changes:
+    """An in-memory :class:`Notifier` awaited the way a :class:`ChangeWatch` is: the event
+    is taken before each look, so a change between the look and the await is never missed."""
+
+    def __init__(self, notifier: Notifier) -> None:
+        self._notifier = notifier
+        self._event: anyio.Event | None = None
+
+    def __enter__(self) -> _Changes:
+        self._event = self._notifier.event
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+    async def wait(self) -> None:
+        """Return once the notifier was notified since the last return (or since entered)."""
+        assert self._event is not None, "enter the watch first"
+        await self._event.wait()
+        self._event = self._notifier.event
+
+
+class AppView(abc.ABC):
+    """A local app as every query sees it: its record, its state, its changes, its cancel.
+
+    Subclasses say where the record comes from, how a change is awaited and how the app
+    is cancelled; describing, waiting and reading the logs are written once here.
+    """
+
+    app_id: str
+
+    @abc.abstractmethod
+    def record(self) -> AppRecord | None:
+        """The app's record now; None once it is gone."""
+
+    def state(self) -> AppState | None:
+        """The app's state now (as :func:`settled_state` says); None once it is gone."""
+        record = self.record()
+        return None if record is None else settled_state(record)[0]
+
+    def is_finished(self) -> bool:
+        """Whether nothing more will be written: the app ended, or its supervisor died."""
+        record = self.record()
+        return record is None or is_finished(record)
+
+    @abc.abstractmethod
+    def log_dirs(self) -> Mapping[str, Sequence[str]]:
+        """Each role's replica log directories, in replica order."""
+
+    @abc.abstractmethod
+    def watch(self, role: str | None = None, k: int = 0) -> _Changes | ChangeWatch:
+        """What wakes a follower: a change of the app, or with ``role``, of that replica's
+        logs too."""
+
+    @abc.abstractmethod
+    async def cancel(self) -> None:
+        """Ask for the app's end; a finished app is left alone."""
+
+    def describe(self) -> DescribeAppResponse | None:
+        """The app's description (see :func:`describe_record`); None once it is gone."""
+        record = self.record()
+        return None if record is None else describe_record(record)
+
+    async def wait_until(self, done: Callable[[AppState], bool]) -> None:
+        """Await the app's state until ``done`` holds for it, or the app is gone.
+
+        Args:
+            done: the condition on its state.
+        """
+        with self.watch() as watch:
+            while (state := self.state()) is not None and not done(state):
+                await watch.wait()
+
+    def log_blocks(self, query: LogQuery, start: int) -> AsyncIterator[LogBlock]:
+        """The log lines of the replica ``query`` names (``LocalScheduler.log_blocks``).
+
+        Args:
+            query: the role, replica, stream and filters.
+            start: the byte offset in the log file to read from.
+
+        Raises:
+            ValueError: the app has no such role or replica.
+        """
+        log_dirs = self.log_dirs()
+        query.check_replica(self.app_id, {role: len(dirs) for role, dirs in log_dirs.items()})
+        stream = query.stream_or(Stream.COMBINED)
+        path = os.path.join(log_dirs[query.role_name][query.k], f"{stream.value}.log")
+        watch = self.watch(query.role_name, query.k)
+        return _follow(path, query, start, stream == Stream.COMBINED, self.is_finished, watch)
+
+
+class LiveApp(AppView):
+    """An app this process supervises: its record built in memory, woken by its events.
+
+    Args:
+        app: the supervised app.
+        backend: the scheduler's name.
+        session: the scheduler's session.
+    """
+
+    def __init__(self, app: LocalApp, backend: str, session: str) -> None:
+        self.app_id = app.request.app_id
+        self.app = app
+        self._backend = backend
+        self._session = session
+
+    def record(self) -> AppRecord:
+        """The record this process would write of the app now."""
+        return record_of(self.app, self._backend, self._session)
+
+    def state(self) -> AppState:
+        """The app's state, as its supervisor set it."""
+        return self.app.state
+
+    def is_finished(self) -> bool:
+        """Whether the app ended."""
+        return is_terminal(self.app.state)
+
+    def log_dirs(self) -> Mapping[str, Sequence[str]]:
+        """Each role's replica log directories (the request's)."""
+        return self.app.request.role_log_dirs
+
+    def watch(self, role: str | None = None, k: int = 0) -> _Changes:
+        """The app's change events, or a replica's output events (set too when the app
+        ends)."""
+        return _Changes(self.app.changed if role is None else self.app.replicas[role][k].output)
+
+    async def cancel(self) -> None:
+        """Ask every replica to terminate (SIGTERM, ``stop_timeout``, SIGKILL)."""
+        self.app.request_cancel()
+
+
+class RecordedApp(AppView):
+    """An app another process of this user supervises, read from its record at each look.
+
+    Args:
+        directory: the records directory.
+        record: the app's record, as first read (its replicas and supervisor).
+    """
+
+    def __init__(self, directory: str, record: AppRecord) -> None:
+        self.app_id = record.app_id
+        self._directory = directory
+        self._backend = record.backend
+        self._replicas = record.replicas
+        self._supervisor = record.supervisor.pid if record.supervisor is not None else None
+
+    def record(self) -> AppRecord | None:
+        """The app's record, read again (a look taken before a watch began could miss
+        the change the watch then waits for)."""
+        return read_recorded(self._directory, self.app_id, self._backend)
+
+    def log_dirs(self) -> Mapping[str, Sequence[str]]:
+        """Each role's replica log directories, from the record first read."""
+        log_dirs: dict[str, list[str]] = {}
+        for replica in self._replicas:
+            log_dirs.setdefault(replica.role, []).append(replica.log_dir)
+        return log_dirs
+
+    def watch(self, role: str | None = None, k: int = 0) -> ChangeWatch:
+        """inotify on the records directory (and the replica's log directory), and the
+        supervisor's exit."""
+        watched = [self._directory]
+        if role is not None:
+            watched.insert(0, self.log_dirs()[role][k])
+        return ChangeWatch(watched, self._supervisor)
+
+    async def cancel(self) -> None:
+        """Leave a cancel request, then SIGTERM each replica group still the recorded one.
+
+        Raises:
+            OSError: the cancel request could not be written (disk full).
+        """
+        record = self.record()
+        if record is None or is_finished(record):
+            return
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(cancel_request_path(self._directory, self.app_id), flags, 0o600))
+        for replica in record.replicas:
+            alive = not is_terminal(replica.state)
+            if alive and replica.process is not None and replica.pgid is not None:
+                signal_group_if_same(replica.process, replica.pgid, signal.SIGTERM)
+        await anyio.lowlevel.checkpoint()
+
+
+def read_recorded(directory: str, app_id: str, backend: str) -> AppRecord | None:
+    """The record of ``app_id`` in ``directory``; None when there is none this process may
+    use (not a record of ``backend``'s ``app_id``, or this process's own app: its
+    scheduler's memory is the truth).
+
+    Args:
+        directory: the records directory.
+        app_id: an app id already validated.
+        backend: the scheduler's name.
+    """
+    record = read_record(record_path(directory, app_id))
+    if record is None or record.app_id != app_id or record.backend != backend:
+        return None
+    if record.supervisor is not None and record.supervisor == this_process():
+        return None
+    return record
+
+
+class RecordedApps:
+    """The apps of ``backend`` recorded by the other processes of this user.
+
+    Args:
+        backend: the scheduler's name.
+        session: the scheduler's session (``list`` shows that session's apps).
+    """
+
+    def __init__(self, backend: str, session: str) -> None:
+        self.backend = backend
+        self.session = session
+
+    def read(self, app_id: str) -> RecordedApp | None:
+        """The recorded app ``app_id``; None when it has no record this process may use.
+
+        Args:
+            app_id: an app id already validated.
+        """
+        directory = records_directory(self.backend, create=False)
+        record = None if directory is None else read_recorded(directory, app_id, self.backend)
+        return None if directory is None or record is None else RecordedApp(directory, record)
+
+    def list(self, known: Callable[[str], bool]) -> list[ListAppResponse]:
+        """The apps of this session recorded by other processes, running or ended.
+
+        An ended app (its supervisor finished, or died) is listed with its final state
+        until its record is pruned, as ``docker ps -a`` or ``squeue`` list finished
+        jobs: ``asynctorchx list`` after ``asynctorchx run`` shows the run. The apps
+        ``known(app_id)`` says the caller holds in memory are left out.
+
+        Args:
+            known: whether the calling scheduler already lists the app.
+        """
+        directory = records_directory(self.backend, create=False)
+        if directory is None:
+            return []
+        listed = []
+        for app_id in sorted(record_ids(directory)):
+            record = None if known(app_id) else read_recorded(directory, app_id, self.backend)
+            if record is not None and record.session == self.session:
+                state, _ = settled_state(record)  # a dead supervisor's app: FAILED
+                listed.append(ListAppResponse(app_id=app_id, state=state))
+        return listed
+
+
+async def _follow(
+    path: str,
+    query: LogQuery,
+    start: int,
+    combined: bool,
+    finished: Callable[[], bool],
+    watch: _Changes | ChangeWatch,
+) -> AsyncIterator[LogBlock]:
+    """Yield the blocks of ``path`` (see ``tail_blocks``; ``combined``: the replica's
+    ``combined.log``, whose write ends cut lines), woken by ``watch`` when following."""
+    index = TimeIndex(path + ".idx")
+    with watch if query.should_tail else contextlib.nullcontext(watch):
+        blocks = tail_blocks(
+            path,
+            query,
+            start=start,
+            wait_for_change=watch.wait,
+            is_finished=finished,
+            time_of=index.time_of,
+            cuts=index.cuts if combined else None,
+        )
+        async with contextlib.aclosing(blocks):  # type: ignore[type-var]
+            async for block in blocks:
+                yield block
