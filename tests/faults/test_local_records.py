@@ -24,6 +24,7 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
+import attrs
 import pytest
 
 from asynctorchx.runner import get_runner
@@ -37,7 +38,7 @@ from asynctorchx.schedulers.local._records import (
     records_directory,
     write_record,
 )
-from asynctorchx.specs.api import AppState
+from asynctorchx.specs.api import AppState, is_terminal
 from tests.processes import await_end
 
 LIMIT = 30  # seconds
@@ -281,6 +282,25 @@ async def test_cancel_never_signals_a_recycled_pid(state: Path) -> None:
             blocker.kill()
             await blocker.wait()
             await blocker.aclose()
+
+
+async def test_a_waiter_sees_an_end_recorded_after_its_first_look(state: Path) -> None:
+    # the end lands between the look that found the app and the watch of its waiter: the
+    # waiter must look again once watching, not trust its first look
+    supervisor = ProcessIdentity.of(os.getppid())  # running, and not this process
+    assert supervisor is not None
+    directory = records_directory("local_cwd", create=True)
+    assert directory is not None
+    running = fake_record("app-ends", supervisor, supervisor)
+    write_record(directory, running)
+    view = RecordedApps("local_cwd", "torchx").read("app-ends")
+    assert view is not None
+    write_record(directory, attrs.evolve(running, state=AppState.SUCCEEDED))
+    with anyio.fail_after(LIMIT):
+        await view.wait_until(is_terminal)
+    described = view.describe()
+    assert described is not None
+    assert described.state == AppState.SUCCEEDED
 
 
 # --------------------------------------------------------------------------- privacy
