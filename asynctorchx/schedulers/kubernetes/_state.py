@@ -217,14 +217,22 @@ def pod_failure(pod: Mapping[str, Any], timeout: float | None, now: float) -> st
     return None
 
 
-def _replica(
-    task: Mapping[str, Any],
+def replica_status(
+    role: str,
+    replica_id: int,
     pod: Mapping[str, Any] | None,
     app: AppState,
     failure: str | None,
 ) -> ReplicaStatus:
-    labels = task["template"]["metadata"]["labels"]
-    role, replica_id = labels[LABEL_ROLE_NAME], int(labels[LABEL_REPLICA_ID])
+    """One replica's status from its pod (either job API).
+
+    Args:
+        role: the role's name.
+        replica_id: the replica's id.
+        pod: its pod (a JSON dict), or ``None`` (not created yet, or removed).
+        app: the app's state.
+        failure: why this pod ended the app ``FAILED`` (:func:`pod_failure`), or ``None``.
+    """
     if pod is None:  # not created yet, or removed (an aborted job's pods are deleted)
         state = app if is_terminal(app) else AppState.PENDING
         return ReplicaStatus(replica_id, state, role, "")
@@ -265,6 +273,20 @@ def _tasks(job: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         for task in (job.get("spec") or {}).get("tasks") or []
         if LABEL_ROLE_NAME in ((task.get("template") or {}).get("metadata") or {}).get("labels", {})
     ]
+
+
+def replicas_message(replicas: list[ReplicaStatus]) -> str | None:
+    """The app's message listing why replicas wait: ``{role}/{id} {reason}: ...``, or ``None``.
+
+    Args:
+        replicas: the replicas' statuses.
+    """
+    shown = [
+        f"{r.role}/{r.id} {r.structured_error_msg}"
+        for r in replicas
+        if r.structured_error_msg != NONE
+    ]
+    return "; ".join(shown) if shown else None
 
 
 def job_failure(
@@ -319,14 +341,14 @@ def describe_job(
     for task in _tasks(job):
         pod = pods.get(f"{name}-{task['name']}-0")
         failure = None if pod is None or failed is None else pod_failure(pod, timeout, now)
-        replicas.append(_replica(task, pod, state, failure))
+        labels = task["template"]["metadata"]["labels"]
+        replicas.append(
+            replica_status(
+                labels[LABEL_ROLE_NAME], int(labels[LABEL_REPLICA_ID]), pod, state, failure
+            )
+        )
     roles = _roles(_tasks(job))
-    shown = [
-        f"{r.role}/{r.id} {r.structured_error_msg}"
-        for r in replicas
-        if r.structured_error_msg != NONE
-    ]
-    msg = failed if failed is not None else ("; ".join(shown) if shown else None)
+    msg = failed if failed is not None else replicas_message(replicas)
     return describe_app(
         app_id,
         role_statuses(replicas, [role.name for role in roles]),
