@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -34,7 +34,7 @@ from asynctorchx.schedulers.toolkit import (
     parse_rfc3339_ns,
     race,
 )
-from asynctorchx.specs.api import is_terminal
+from asynctorchx.specs.api import AppState, is_terminal
 
 #: Seconds a follower waits for the pods watch to show why a log stream ended cleanly
 #: before it reconnects anyway (the server may end a follow of a running container).
@@ -151,8 +151,16 @@ class _Reader:
         return text if self.query.matches(text) else None
 
 
-def _pod_of(pods: Informer, name: str) -> dict[str, Any] | None:
-    return pods.objects.get(name)
+#: A replica's pod name, or how to find it in the pods watch's cache (``None``: no pod yet);
+#: a JobSet's pod names have a random suffix and change when the Job retries a pod.
+PodName = str | Callable[[], str | None]
+#: The app state of a job object (Volcano's ``Job`` or a ``JobSet``).
+AppStateOf = Callable[[Mapping[str, Any]], AppState]
+
+
+def _pod_of(pods: Informer, pod: PodName) -> dict[str, Any] | None:
+    name = pod() if callable(pod) else pod
+    return None if name is None else pods.objects.get(name)
 
 
 async def log_blocks(
@@ -160,10 +168,11 @@ async def log_blocks(
     jobs: Informer,
     pods: Informer,
     job_name: str,
-    pod: str,
+    pod: PodName,
     container: str,
     query: LogQuery,
     start: int = 0,
+    app_state: AppStateOf = job_state,
 ) -> AsyncGenerator[LogBlock, None]:
     """Yield the replica's log lines as ``query`` asks (see the module), a received
     chunk's at a time, each block positioned by the number of lines before it: the
@@ -172,13 +181,15 @@ async def log_blocks(
 
     Args:
         api: the API server.
-        jobs: the shared jobs watch of the namespace.
+        jobs: the shared jobs (or JobSets) watch of the namespace.
         pods: the shared pods watch of the namespace.
         job_name: the job.
-        pod: the replica's pod name.
+        pod: the replica's pod name (a ``str`` when not following), or how to find it
+            in ``pods``' cache.
         container: its container's name.
         query: filters and follow mode.
         start: the lines to skip (0, or a block's position).
+        app_state: the app state of the job (Volcano's by default).
 
     Raises:
         KubernetesApiError: the server refused the log request.
@@ -186,9 +197,9 @@ async def log_blocks(
     reader = _Reader(api, pods.namespace, container, query)
     index = 0  # lines before the next block
     if query.should_tail:
-        source = _follow(reader, jobs, pods, job_name, pod)
+        source = _follow(reader, jobs, pods, job_name, pod, app_state)
     else:
-        source = _read_once(reader, pod)
+        source = _read_once(reader, pod() if callable(pod) else pod)
     async with contextlib.aclosing(source) as blocks:
         async for block in blocks:
             if index + len(block) > start:
@@ -197,8 +208,10 @@ async def log_blocks(
             index += len(block)
 
 
-async def _read_once(reader: _Reader, pod: str) -> AsyncGenerator[list[str], None]:
+async def _read_once(reader: _Reader, pod: str | None) -> AsyncGenerator[list[str], None]:
     """The lines there now, a chunk's at a time; none if the pod has not started or is gone."""
+    if pod is None:
+        return
     try:
         async for block in reader.read(pod, follow=False):
             yield block
@@ -209,9 +222,9 @@ async def _read_once(reader: _Reader, pod: str) -> AsyncGenerator[list[str], Non
         return
 
 
-def _app_over(jobs: Informer, job_name: str) -> bool:
+def _app_over(jobs: Informer, job_name: str, app_state: AppStateOf) -> bool:
     job = jobs.objects.get(job_name)
-    return job is None or is_terminal(job_state(job))
+    return job is None or is_terminal(app_state(job))
 
 
 async def _await(informer: Informer, check: Callable[[], bool]) -> None:
@@ -219,7 +232,12 @@ async def _await(informer: Informer, check: Callable[[], bool]) -> None:
 
 
 async def _follow(
-    reader: _Reader, jobs: Informer, pods: Informer, job_name: str, pod: str
+    reader: _Reader,
+    jobs: Informer,
+    pods: Informer,
+    job_name: str,
+    pod: PodName,
+    app_state: AppStateOf,
 ) -> AsyncGenerator[list[str], None]:
     """Follow the pod's log until the app is terminal and its last container's log ended.
 
@@ -228,7 +246,7 @@ async def _follow(
     """
     complete_uid = ""  # the container whose log was read to its end
     while not reader.done:
-        current = await _started_pod(jobs, pods, job_name, pod, complete_uid)
+        current = await _started_pod(jobs, pods, job_name, pod, complete_uid, app_state)
         if current is None:
             return
         uid = current["metadata"].get("uid", "")
@@ -236,7 +254,7 @@ async def _follow(
             reader.position = _Position(uid)
         terminated = (current.get("status") or {}).get("phase") in ("Succeeded", "Failed")
         try:
-            async for block in reader.read(pod, follow=True):
+            async for block in reader.read(current["metadata"]["name"], follow=True):
                 yield block
         except StreamBroken:
             continue
@@ -253,7 +271,7 @@ async def _follow(
             await _await(pods, functools.partial(_ended, pods, pod, uid))
 
 
-def _ended(pods: Informer, pod: str, uid: str) -> bool:
+def _ended(pods: Informer, pod: PodName, uid: str) -> bool:
     """Whether the container ``uid`` of the pod is over (terminated, replaced, gone)."""
     current = _pod_of(pods, pod)
     if current is None or current["metadata"].get("uid", "") != uid:
@@ -267,7 +285,12 @@ def _finished_read(current: dict[str, Any], read_uid: str) -> bool:
 
 
 async def _started_pod(
-    jobs: Informer, pods: Informer, job_name: str, pod: str, read_uid: str
+    jobs: Informer,
+    pods: Informer,
+    job_name: str,
+    pod: PodName,
+    read_uid: str,
+    app_state: AppStateOf,
 ) -> dict[str, Any] | None:
     """Await the pod with a container to read (started, and not the finished one read);
     ``None`` once the app is terminal with nothing more to read.
@@ -280,7 +303,7 @@ async def _started_pod(
         return (current.get("status") or {}).get("phase") not in (None, "Pending")
 
     def ready() -> bool:
-        return pods.synced and jobs.synced and (readable() or _app_over(jobs, job_name))
+        return pods.synced and jobs.synced and (readable() or _app_over(jobs, job_name, app_state))
 
     # both watches are read until one of them shows the pod readable or the app over
     await race([functools.partial(_await, pods, ready), functools.partial(_await, jobs, ready)])
