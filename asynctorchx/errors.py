@@ -402,6 +402,24 @@ class VolcanoNotInstalledError(SchedulerUnavailableError):
         self.server = server
 
 
+class JobSetNotInstalledError(SchedulerUnavailableError):
+    """The cluster has no ``jobset.x-k8s.io/v1alpha2`` ``JobSet`` resource (run option
+    ``job_api=jobset``).
+
+    Args:
+        server: the API server's URL.
+    """
+
+    def __init__(self, server: str) -> None:
+        super().__init__(
+            f"JobSet is not installed on the cluster at {server}: the API has no"
+            " jobset.x-k8s.io/v1alpha2 jobsets. Install it (see"
+            " https://jobset.sigs.k8s.io/docs/installation/), or use the run option"
+            " job_api=volcano"
+        )
+        self.server = server
+
+
 class UnsafeLogPathError(AsyncTorchXError, PermissionError):
     """A log directory or log file is not safe to write to or read from.
 

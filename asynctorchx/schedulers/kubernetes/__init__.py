@@ -1,9 +1,12 @@
-"""``kubernetes``: run an app as a Volcano ``Job`` on a Kubernetes cluster, over lightkube.
+"""``kubernetes``: run an app as a Volcano ``Job`` (or a ``JobSet``) on Kubernetes, over lightkube.
 
 The public face of the subpackage; one private module per concern:
 
 - ``_request``: the Volcano ``Job`` manifest (:class:`KubernetesJob`), names, labels and
   run options; no I/O.
+- ``_jobset_request`` and ``_jobset_state``: the ``JobSet`` manifest (run option
+  ``job_api=jobset``, Kueue's label with ``queue``) and its state table; no I/O.
+- ``_jobapi``: what differs per job API (Volcano, JobSet), one small strategy each.
 - ``_apiserver``: the API server connection, the only module that imports lightkube; it
   maps lightkube's and httpx's errors to :mod:`asynctorchx.errors`.
 - ``_state``: Volcano job phases and pod phases to app and replica states (pure).
@@ -18,7 +21,9 @@ TorchX's import path is :mod:`asynctorchx.schedulers.kubernetes_scheduler` (as
 
 from __future__ import annotations
 
+from asynctorchx.schedulers.kubernetes._jobset_state import JOBSET_STATE
 from asynctorchx.schedulers.kubernetes._request import (
+    JOB_APIS,
     LABEL_APP_NAME,
     LABEL_INSTANCE_TYPE,
     LABEL_KUBE_APP_NAME,
@@ -41,6 +46,8 @@ from asynctorchx.schedulers.kubernetes._scheduler import KubernetesScheduler, cr
 from asynctorchx.schedulers.kubernetes._state import JOB_STATE, POD_STATE
 
 __all__ = [
+    "JOBSET_STATE",
+    "JOB_APIS",
     "JOB_STATE",
     "LABEL_APP_NAME",
     "LABEL_INSTANCE_TYPE",

@@ -31,16 +31,25 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
 from asynctorchx.errors import (
+    JobSetNotInstalledError,
     KubernetesApiError,
     KubernetesConfigError,
     KubernetesUnreachableError,
     SchedulerClosedError,
     VolcanoNotInstalledError,
 )
+from asynctorchx.schedulers.kubernetes._jobset_request import JOBSET_GROUP, JOBSET_VERSION
 from asynctorchx.schedulers.kubernetes._request import VOLCANO_GROUP, VOLCANO_VERSION
 
 #: The Volcano ``Job`` and the ``Command`` that aborts one, as lightkube generic resources.
 VolcanoJob = create_namespaced_resource(VOLCANO_GROUP, VOLCANO_VERSION, "Job", "jobs")
+#: The ``JobSet`` (run option ``job_api=jobset``) as a lightkube generic resource.
+JobSetResource = create_namespaced_resource(JOBSET_GROUP, JOBSET_VERSION, "JobSet", "jobsets")
+#: The job kinds by plural: (API group, version, lightkube resource, error when missing).
+JOB_KINDS: dict[str, tuple[str, str, Any, type[Exception]]] = {
+    "jobs": (VOLCANO_GROUP, VOLCANO_VERSION, VolcanoJob, VolcanoNotInstalledError),
+    "jobsets": (JOBSET_GROUP, JOBSET_VERSION, JobSetResource, JobSetNotInstalledError),
+}
 VolcanoCommand = create_namespaced_resource("bus.volcano.sh", "v1alpha1", "Command", "commands")
 #: Seconds a single request may take (connect, read, write) before it counts as failed.
 REQUEST_TIMEOUT = 30.0
@@ -98,7 +107,7 @@ class ApiServer:
         self._client: AsyncClient | None = None
         self._http: httpx2.AsyncClient | None = None
         self._closed = False
-        self._volcano_checked = False
+        self._checked: set[str] = set()
 
     # ------------------------------------------------------------------ connection
 
@@ -173,89 +182,108 @@ class ApiServer:
                 self.server, str(error) or type(error).__name__
             ) from None
 
-    async def check_volcano(self) -> None:
-        """Check (once) that the server has Volcano's ``Job`` resource.
+    async def check_kind(self, plural: str = "jobs") -> None:
+        """Check (once) that the server has the job kind: Volcano's ``Job`` or ``JobSet``.
+
+        Args:
+            plural: ``jobs`` (Volcano) or ``jobsets``.
 
         Raises:
-            VolcanoNotInstalledError: its API group is missing (the CRD is not installed).
+            VolcanoNotInstalledError: Volcano's API group is missing (no CRD).
+            JobSetNotInstalledError: JobSet's API group is missing (no CRD).
         """
-        if self._volcano_checked:
+        if plural in self._checked:
             return
+        group, version, _, missing = JOB_KINDS[plural]
         _, http = self._clients()
-        path = f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}"
+        path = f"/apis/{group}/{version}"
         with self._errors(_request_name("GET", path)):
             response = await http.get(path)
         if response.status_code == 404:
-            raise VolcanoNotInstalledError(self.server)
+            raise missing(self.server)
         if response.is_error:
             raise _status_error(response, _request_name("GET", path))
-        self._volcano_checked = True
+        self._checked.add(plural)
 
     # ------------------------------------------------------------------ jobs
 
-    async def create_job(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
-        """Create a Volcano job; return it as the server stored it.
+    async def create_job(
+        self, namespace: str, manifest: dict[str, Any], plural: str = "jobs"
+    ) -> dict[str, Any]:
+        """Create a Volcano job (or a JobSet); return it as the server stored it.
 
         Args:
             namespace: its namespace.
-            manifest: the ``Job`` manifest.
+            manifest: the ``Job`` (or ``JobSet``) manifest.
+            plural: ``jobs`` (Volcano) or ``jobsets``.
         """
-        await self.check_volcano()
+        await self.check_kind(plural)
+        group, _, resource, _ = JOB_KINDS[plural]
         client, _ = self._clients()
-        with self._errors(f"POST {VOLCANO_GROUP} jobs in {namespace}"):
+        with self._errors(f"POST {group} {plural} in {namespace}"):
             body = {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
-            created = await client.create(VolcanoJob.from_dict(body))
+            created = await client.create(resource.from_dict(body))
         return dict(created)
 
-    async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """Return the job, or ``None`` if the server has no such job.
+    async def get_job(
+        self, namespace: str, name: str, plural: str = "jobs"
+    ) -> dict[str, Any] | None:
+        """Return the job (or JobSet), or ``None`` if the server has no such object.
 
         Args:
             namespace: its namespace.
             name: its name.
+            plural: ``jobs`` (Volcano) or ``jobsets``.
         """
-        await self.check_volcano()
+        await self.check_kind(plural)
+        group, _, resource, _ = JOB_KINDS[plural]
         client, _ = self._clients()
         try:
-            with self._errors(f"GET {VOLCANO_GROUP} job {namespace}/{name}"):
-                found = await client.get(VolcanoJob, name, namespace=namespace)
+            with self._errors(f"GET {group} {plural} {namespace}/{name}"):
+                found = await client.get(resource, name, namespace=namespace)
         except KubernetesApiError as error:
             if error.status == 404:
                 return None
             raise
         return dict(found)
 
-    async def delete_job(self, namespace: str, name: str) -> bool:
-        """Delete the job (its pods go with it); ``False`` if it did not exist.
+    async def delete_job(self, namespace: str, name: str, plural: str = "jobs") -> bool:
+        """Delete the job or JobSet (its pods go with it); ``False`` if it did not exist.
 
         Args:
             namespace: its namespace.
             name: its name.
+            plural: ``jobs`` (Volcano) or ``jobsets``.
         """
-        await self.check_volcano()
+        await self.check_kind(plural)
+        group, _, resource, _ = JOB_KINDS[plural]
         client, _ = self._clients()
         try:
-            with self._errors(f"DELETE {VOLCANO_GROUP} job {namespace}/{name}"):
-                await client.delete(VolcanoJob, name, namespace=namespace)
+            with self._errors(f"DELETE {group} {plural} {namespace}/{name}"):
+                await client.delete(resource, name, namespace=namespace)
         except KubernetesApiError as error:
             if error.status == 404:
                 return False
             raise
         return True
 
-    async def annotate_job(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        """Add ``annotations`` to the job (a merge patch of its metadata).
+    async def annotate_job(
+        self, namespace: str, name: str, annotations: dict[str, str], plural: str = "jobs"
+    ) -> None:
+        """Add ``annotations`` to the job or JobSet (a merge patch of its metadata).
 
         Args:
             namespace: its namespace.
             name: its name.
             annotations: key -> value.
+            plural: ``jobs`` (Volcano) or ``jobsets``.
         """
+        group, _, resource, _ = JOB_KINDS[plural]
         client, _ = self._clients()
         patch = {"metadata": {"annotations": annotations}}
-        with self._errors(f"PATCH {VOLCANO_GROUP} job {namespace}/{name}"):
+        with self._errors(f"PATCH {group} {plural} {namespace}/{name}"):
             await client.patch(
-                VolcanoJob, name, patch, namespace=namespace, patch_type=PatchType.MERGE
+                resource, name, patch, namespace=namespace, patch_type=PatchType.MERGE
             )
 
     async def abort_job(self, namespace: str, job: dict[str, Any]) -> None:
@@ -292,16 +320,20 @@ class ApiServer:
         with self._errors(f"POST bus.volcano.sh commands in {namespace}"):
             await client.create(VolcanoCommand.from_dict(command))
 
-    async def list_jobs(self, namespace: str) -> tuple[list[dict[str, Any]], str]:
-        """Return the namespace's jobs and the list's ``resourceVersion``.
+    async def list_jobs(
+        self, namespace: str, plural: str = "jobs"
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Return the namespace's jobs (or JobSets) and the list's ``resourceVersion``.
 
         Args:
             namespace: the namespace.
+            plural: ``jobs`` (Volcano) or ``jobsets``.
         """
-        await self.check_volcano()
+        await self.check_kind(plural)
+        group, _, resource, _ = JOB_KINDS[plural]
         client, _ = self._clients()
-        with self._errors(f"GET {VOLCANO_GROUP} jobs in {namespace}"):
-            listed = client.list(VolcanoJob, namespace=namespace)
+        with self._errors(f"GET {group} {plural} in {namespace}"):
+            listed = client.list(resource, namespace=namespace)
             items = [dict(job) async for job in listed]
             return items, listed.resourceVersion
 
@@ -348,13 +380,13 @@ class ApiServer:
         resource_version: str,
         labels: dict[str, str] | None = None,
     ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
-        """Watch ``jobs`` or ``pods`` from ``resource_version``; yield the events' iterator.
+        """Watch ``jobs``, ``jobsets`` or ``pods`` from ``resource_version``; yield the events.
 
         Each event is the API's ``{"type": ..., "object": ...}`` (``ADDED``,
         ``MODIFIED``, ``DELETED``, ``BOOKMARK``, ``ERROR``); bookmarks are asked for.
 
         Args:
-            plural: ``jobs`` (Volcano) or ``pods``.
+            plural: ``jobs`` (Volcano), ``jobsets`` or ``pods``.
             namespace: the namespace.
             resource_version: where to start (a list's version).
             labels: label -> value every object has, or ``None``.
@@ -362,8 +394,9 @@ class ApiServer:
         Raises:
             StreamBroken: the connection broke (while iterating).
         """
-        if plural == "jobs":
-            path = f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/namespaces/{namespace}/jobs"
+        if plural in JOB_KINDS:
+            group, version, _, _ = JOB_KINDS[plural]
+            path = f"/apis/{group}/{version}/namespaces/{namespace}/{plural}"
         else:
             path = f"/api/v1/namespaces/{namespace}/pods"
         params = {

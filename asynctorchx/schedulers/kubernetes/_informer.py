@@ -41,7 +41,7 @@ class Informer:
 
     Args:
         api: the API server connection.
-        plural: ``jobs`` (Volcano) or ``pods``.
+        plural: ``jobs`` (Volcano), ``jobsets`` or ``pods``.
         namespace: the namespace.
         labels: label -> value every object has (pods: TorchX's managed-by label).
 
@@ -128,8 +128,8 @@ class Informer:
 
     async def _list(self) -> None:
         await self._close()
-        if self.plural == "jobs":
-            items, version = await self.api.list_jobs(self.namespace)
+        if self.plural != "pods":
+            items, version = await self.api.list_jobs(self.namespace, self.plural)
         else:
             items, version = await self.api.list_pods(self.namespace, self.labels)
         self.lists += 1

@@ -91,9 +91,11 @@ SHM_VOLUME = "dshm"
 
 _OUTSIDE_RFC1123 = re.compile(r"[^a-z0-9\-]")
 _NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_APP_ID = re.compile(rf"(?P<namespace>{_NAME}):(?P<name>{_NAME})")
+_APP_ID = re.compile(rf"(?P<namespace>{_NAME}):(?:(?P<api>jobset):)?(?P<name>{_NAME})")
 #: The longest job name: the job's headless service is a DNS label (63 characters).
 MAX_JOB_NAME = 63
+#: The values of the run option ``job_api``.
+JOB_APIS = ("volcano", "jobset")
 
 
 def clean_name(name: str) -> str:
@@ -108,7 +110,7 @@ def clean_name(name: str) -> str:
     return _OUTSIDE_RFC1123.sub("", name.lower()).lstrip("-")
 
 
-def make_job_name(app_name: str) -> str:
+def make_job_name(app_name: str, max_length: int = MAX_JOB_NAME, letter_first: bool = False) -> str:
     """Return a new unique job name for an app: its cleaned name plus a random suffix.
 
     The suffix is :func:`~asynctorchx.schedulers.toolkit.make_app_id`'s (10 lowercase
@@ -116,38 +118,64 @@ def make_job_name(app_name: str) -> str:
 
     Args:
         app_name: ``AppDef.name``.
+        max_length: the longest name (63: a DNS label).
+        letter_first: drop leading digits (an RFC 1035 label, as JobSet's names must be).
     """
     unique = clean_name(make_app_id(app_name))
     name, _, suffix = unique.rpartition("-")
-    name = name[: MAX_JOB_NAME - len(suffix) - 1].strip("-") or "app"
-    return f"{name}-{suffix}"
+    name = name[: max_length - len(suffix) - 1].strip("-")
+    if letter_first:
+        name = name.lstrip("0123456789-")
+    return f"{name or 'app'}-{suffix}"
 
 
 def parse_app_id(app_id: str) -> tuple[str, str]:
-    """Split an app id ``{namespace}:{job name}`` (TorchX's form) into its two parts.
+    """Split an app id ``{namespace}:{job name}`` (TorchX's form; a JobSet's is
+    ``{namespace}:jobset:{name}``) into the namespace and the name.
 
     Args:
         app_id: the id :meth:`KubernetesScheduler.schedule` returned.
 
     Raises:
-        InvalidAppIdException: it is not two RFC 1123 names joined by ``:``.
+        InvalidAppIdException: it is not two RFC 1123 names joined by ``:`` (or
+            ``:jobset:``).
+    """
+    namespace, _, name = parse_app_ref(app_id)
+    return namespace, name
+
+
+def parse_app_ref(app_id: str) -> tuple[str, str, str]:
+    """Split an app id into namespace, job API (``volcano`` or ``jobset``) and name.
+
+    Args:
+        app_id: ``{namespace}:{job}`` (Volcano) or ``{namespace}:jobset:{jobset}``.
+
+    Raises:
+        InvalidAppIdException: it is neither.
     """
     match = _APP_ID.fullmatch(app_id) if isinstance(app_id, str) else None
     if match is None:
         raise InvalidAppIdException(str(app_id))
-    return match["namespace"], match["name"]
+    return match["namespace"], match["api"] or "volcano", match["name"]
 
 
 def kubernetes_runopts() -> runopts:
     """Return the run options of the ``kubernetes`` scheduler (TorchX's names).
 
-    TorchX's ``namespace`` (default ``default``), ``queue`` (required: the Volcano
-    queue), ``image_repo``, ``service_account``, ``priority_class`` (each a ``str``), and
-    ours: ``image_pull_timeout`` (``int`` seconds; unset: none).
+    TorchX's ``namespace`` (default ``default``), ``queue`` (the Volcano queue, required
+    with ``job_api=volcano``; Kueue's LocalQueue with ``job_api=jobset``), ``image_repo``,
+    ``service_account``, ``priority_class`` (each a ``str``), and ours:
+    ``image_pull_timeout`` (``int`` seconds; unset: none) and ``job_api`` (``volcano``,
+    the default, or ``jobset``).
     """
     opts = runopts()
     opts.add("namespace", type_=str, help="Kubernetes namespace of the job", default="default")
-    opts.add("queue", type_=str, help="Volcano queue of the job", required=True)
+    opts.add(
+        "queue",
+        type_=str,
+        help="job_api=volcano: the Volcano queue (required); job_api=jobset: the Kueue"
+        " LocalQueue (optional; the JobSet is then created suspended for Kueue to admit)",
+    )
     opts.add(
         "image_repo",
         type_=str,
@@ -162,6 +190,13 @@ def kubernetes_runopts() -> runopts:
         help="seconds after a pod's creation when a failing image pull ends the app FAILED"
         " (unset: the app stays PENDING, showing the pull error)",
     )
+    opts.add(
+        "job_api",
+        type_=str,
+        help="the Kubernetes job API: volcano (a Volcano Job, TorchX's manifest) or jobset"
+        " (a jobset.x-k8s.io/v1alpha2 JobSet, one replicated job per role)",
+        default="volcano",
+    )
     return opts
 
 
@@ -174,11 +209,14 @@ class KubernetesJob:
         resource: the Volcano ``Job`` manifest, as JSON-ready dicts and lists.
         images_to_push: local image -> (repository, tag) it was renamed to; TorchX
             pushes them at submission, this scheduler leaves that to the user.
+        job_api: ``volcano`` (``resource`` is a Volcano ``Job``) or ``jobset`` (a
+            ``JobSet``).
     """
 
     namespace: str
     resource: dict[str, Any]
     images_to_push: dict[str, tuple[str, str]] = attrs.field(factory=dict)
+    job_api: str = "volcano"
 
     @property
     def name(self) -> str:
@@ -394,7 +432,12 @@ def app_to_resource(
     }
 
 
-def _str_option(cfg: Mapping[str, CfgVal], key: str) -> str | None:
+def str_option(cfg: Mapping[str, CfgVal], key: str) -> str | None:
+    """The run option ``key`` as a ``str`` or ``None``.
+
+    Raises:
+        InvalidRunConfigException: it is set to something else.
+    """
     value = cfg.get(key)
     if value is None or isinstance(value, str):
         return value
@@ -446,28 +489,58 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = Non
             ``int``.
         TypeError: a mount is not a bind, volume or device mount.
     """
-    queue = _str_option(cfg, "queue")
+    queue = str_option(cfg, "queue")
     if not queue:
         raise InvalidRunConfigException(
-            "run option 'queue' (the Volcano queue) is required", "queue"
+            "run option 'queue' (the Volcano queue) is required with job_api=volcano", "queue"
         )
-    namespace = _str_option(cfg, "namespace") or "default"
-    images = push_images(app, _str_option(cfg, "image_repo"))
+    namespace = str_option(cfg, "namespace") or "default"
+    images = push_images(app, str_option(cfg, "image_repo"))
     resource = app_to_resource(
         app,
         queue,
-        _str_option(cfg, "service_account"),
-        _str_option(cfg, "priority_class"),
+        str_option(cfg, "service_account"),
+        str_option(cfg, "priority_class"),
         job_name,
     )
-    timeout = cfg.get("image_pull_timeout")
-    if timeout is not None:
-        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
-            raise InvalidRunConfigException(
-                f"run option 'image_pull_timeout' must be a positive number of seconds,"
-                f" got {timeout!r}",
-                "image_pull_timeout",
-            )
-        # read back by _state.pull_timeout; the manifest is TorchX's when the option is unset
-        resource["metadata"]["annotations"] = {ANNOTATION_PULL_TIMEOUT: str(timeout)}
+    # read back by _state.pull_timeout; the manifest is TorchX's when the option is unset
+    resource["metadata"].update(pull_timeout_annotation(cfg))
     return KubernetesJob(namespace, resource, images)
+
+
+def pull_timeout_annotation(cfg: Mapping[str, CfgVal]) -> dict[str, dict[str, str]]:
+    """``{"annotations": {...}}`` with the run option ``image_pull_timeout``, or ``{}``.
+
+    Args:
+        cfg: the resolved run options.
+
+    Raises:
+        InvalidRunConfigException: ``image_pull_timeout`` is not a positive ``int``.
+    """
+    timeout = cfg.get("image_pull_timeout")
+    if timeout is None:
+        return {}
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
+        raise InvalidRunConfigException(
+            f"run option 'image_pull_timeout' must be a positive number of seconds,"
+            f" got {timeout!r}",
+            "image_pull_timeout",
+        )
+    return {"annotations": {ANNOTATION_PULL_TIMEOUT: str(timeout)}}
+
+
+def job_api(cfg: Mapping[str, CfgVal]) -> str:
+    """The run option ``job_api``: ``volcano`` (unset) or ``jobset``.
+
+    Args:
+        cfg: the resolved run options.
+
+    Raises:
+        InvalidRunConfigException: any other value.
+    """
+    value = str_option(cfg, "job_api") or "volcano"
+    if value not in JOB_APIS:
+        raise InvalidRunConfigException(
+            f"run option 'job_api' is {value!r}; use one of: {', '.join(JOB_APIS)}", "job_api"
+        )
+    return value

@@ -1,8 +1,10 @@
-"""The ``kubernetes`` scheduler class: Volcano jobs submitted, watched and tailed over lightkube.
+"""The ``kubernetes`` scheduler class: Volcano jobs (or JobSets) submitted, watched and tailed.
 
 TorchX's ``torchx.schedulers.kubernetes_scheduler`` is the reference: same manifest,
-run options and app ids (``{namespace}:{job}``). It differs on purpose (see
-``docs/kubernetes.md``):
+run options and app ids (``{namespace}:{job}``). The run option ``job_api=jobset``
+submits a ``JobSet`` instead (app id ``{namespace}:jobset:{name}``; Kueue with
+``queue``); what differs per job API is a small strategy (:mod:`._jobapi`). It differs
+from TorchX on purpose (see ``docs/kubernetes.md``):
 
 - ``wait``/``wait_for_state_change`` await the API's watch (list, then watch from the
   list's ``resourceVersion``; relist on ``410 Gone``; a dropped connection is reopened),
@@ -32,23 +34,18 @@ from asynctorchx.errors import UnknownAppException
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
 from asynctorchx.schedulers.kubernetes._informer import Informer
-from asynctorchx.schedulers.kubernetes._logs import log_blocks
+from asynctorchx.schedulers.kubernetes._jobapi import STRATEGIES, JobApi, for_cfg
+from asynctorchx.schedulers.kubernetes._logs import PodName, log_blocks
 from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ORGANIZATION,
-    LABEL_REPLICA_ID,
-    LABEL_ROLE_NAME,
     LABEL_UNIQUE_NAME,
     ORGANIZATION,
     KubernetesJob,
-    build_job,
     kubernetes_runopts,
-    parse_app_id,
+    parse_app_ref,
 )
 from asynctorchx.schedulers.kubernetes._state import (
     ANNOTATION_FAILED,
-    describe_job,
-    job_failure,
-    job_state,
     pull_deadline,
     pull_timeout,
 )
@@ -68,7 +65,8 @@ POD_LABELS = {LABEL_ORGANIZATION: ORGANIZATION}
 
 
 class KubernetesScheduler(Scheduler[KubernetesJob]):
-    """The ``kubernetes`` scheduler: one Volcano ``Job`` per app, one pod per replica.
+    """The ``kubernetes`` scheduler: one Volcano ``Job`` (or ``JobSet``) per app, one pod
+    per replica.
 
     Args:
         session_name: the runner session (it appears in app handles).
@@ -84,6 +82,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         KubernetesUnreachableError: the API server does not answer.
         KubernetesApiError: the server refused a request (its message is kept).
         VolcanoNotInstalledError: the cluster has no Volcano ``Job`` resource.
+        JobSetNotInstalledError: the cluster has no ``JobSet`` resource (``job_api=jobset``).
         SchedulerClosedError: the scheduler was closed.
     """
 
@@ -101,10 +100,11 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         await self.api.close()
 
     def informer(self, plural: str, namespace: str) -> Informer:
-        """The shared watch of ``jobs`` or ``pods`` in ``namespace`` (created on first use).
+        """The shared watch of ``jobs``, ``jobsets`` or ``pods`` in ``namespace`` (made on
+        first use).
 
         Args:
-            plural: ``jobs`` or ``pods``.
+            plural: ``jobs`` (Volcano), ``jobsets`` or ``pods``.
             namespace: the namespace.
         """
         key = (plural, namespace)
@@ -124,61 +124,80 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     def _submit_dryrun(
         self, app: AppDef, cfg: Mapping[str, CfgVal]
     ) -> AppDryRunInfo[KubernetesJob]:
-        return AppDryRunInfo(build_job(app, cfg), str)
+        return AppDryRunInfo(for_cfg(cfg).build(app, cfg), str)
 
     # ------------------------------------------------------------------ submit
 
     async def schedule(self, dryrun_info: AppDryRunInfo[KubernetesJob]) -> str:
-        """Create the Volcano job; return the app id ``{namespace}:{job name}``.
+        """Create the Volcano job (or JobSet); return the app id.
+
+        The app id is ``{namespace}:{job name}`` (TorchX's), or
+        ``{namespace}:jobset:{name}`` for a JobSet (run option ``job_api=jobset``).
 
         Args:
             dryrun_info: the request of :meth:`submit_dryrun`.
 
         Raises:
-            KubernetesApiError: the server (or Volcano's admission webhook) refused the
+            KubernetesApiError: the server (or an admission webhook) refused the
                 manifest; the message is the server's.
-            VolcanoNotInstalledError: the cluster has no Volcano.
+            VolcanoNotInstalledError: the cluster has no Volcano (``job_api=volcano``).
+            JobSetNotInstalledError: the cluster has no JobSet (``job_api=jobset``).
         """
         job = dryrun_info.request
-        created = await self.api.create_job(job.namespace, job.resource)
-        return f"{job.namespace}:{created['metadata']['name']}"
+        strategy = STRATEGIES[job.job_api]
+        created = await self.api.create_job(job.namespace, job.resource, strategy.plural)
+        return strategy.app_id(job.namespace, created["metadata"]["name"])
+
+    def _ref(self, app_id: str) -> tuple[JobApi, str, str]:
+        """The app's job API, namespace and job name (raises ``InvalidAppIdException``)."""
+        namespace, api, name = parse_app_ref(app_id)
+        return STRATEGIES[api], namespace, name
 
     # ------------------------------------------------------------------ describe, list
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
         """Describe the app from its job and pods (two requests); ``None`` if no such job.
 
-        The state is the job's Volcano phase (TorchX's table); each replica's state,
-        exit code and hostname (``{pod}.{job}``, its DNS name) come from its pod.
+        The state is the job's Volcano phase (TorchX's table), or the JobSet's
+        conditions (:mod:`._jobset_state`); each replica's state, exit code and hostname
+        (its DNS name on the job's headless service) come from its pod.
 
         Args:
-            app_id: ``{namespace}:{job}``.
+            app_id: ``{namespace}:{job}`` or ``{namespace}:jobset:{name}``.
 
         Raises:
             InvalidAppIdException: ``app_id`` is not of that form.
         """
-        namespace, name = parse_app_id(app_id)
-        job = await self.api.get_job(namespace, name)
+        strategy, namespace, name = self._ref(app_id)
+        job = await self.api.get_job(namespace, name, strategy.plural)
         if job is None:
             return None
-        pods, _ = await self.api.list_pods(namespace, {"volcano.sh/job-name": name})
-        return describe_job(
+        pods, _ = await self.api.list_pods(namespace, strategy.pod_labels(name))
+        return strategy.describe(
             app_id, job, {pod["metadata"]["name"]: pod for pod in pods}, time.time()
         )
 
     async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
-        """List the Volcano jobs of one namespace (one request).
+        """List the Volcano jobs (or JobSets) of one namespace (one request).
 
         Args:
             cfg: run options; their ``namespace`` picks the namespace (TorchX's
-                ``list(cfg)``), else the kubeconfig context's.
+                ``list(cfg)``), else the kubeconfig context's; their ``job_api`` the
+                kind (``volcano`` when unset).
+
+        Raises:
+            InvalidRunConfigException: ``job_api`` is neither ``volcano`` nor ``jobset``.
         """
         namespace = self.api.default_namespace
         if cfg and isinstance(cfg.get("namespace"), str) and cfg["namespace"]:
             namespace = str(cfg["namespace"])
-        jobs, _ = await self.api.list_jobs(namespace)
+        strategy = for_cfg(cfg or {})
+        jobs, _ = await self.api.list_jobs(namespace, strategy.plural)
         return [
-            ListAppResponse(app_id=f"{namespace}:{job['metadata']['name']}", state=job_state(job))
+            ListAppResponse(
+                app_id=strategy.app_id(namespace, job["metadata"]["name"]),
+                state=strategy.state(job),
+            )
             for job in jobs
         ]
 
@@ -202,27 +221,31 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         The state is the job's phase, or ``FAILED`` when a pod's waiting reason ends the
         app (:func:`._state.job_failure`); an image pull timeout passing is no event, so
         its deadline is awaited too. When a pod's reason ended the app, the job is
-        annotated with it and aborted, so nothing of a failed app stays pending.
+        annotated with it (and a Volcano job aborted, so nothing of it stays pending).
         """
-        namespace, name = parse_app_id(app_id)
-        jobs, pods = self.informer("jobs", namespace), self.informer("pods", namespace)
+        strategy, namespace, name = self._ref(app_id)
+        jobs = self.informer(strategy.plural, namespace)
+        pods = self.informer("pods", namespace)
         seen: set[str] = set()
         with anyio.fail_after(timeout):
-            if await self.api.get_job(namespace, name) is None:
+            if await self.api.get_job(namespace, name, strategy.plural) is None:
                 return None
             planned: float | None = None
-            while (outcome := await self._change(jobs, pods, name, done, seen, planned)) == "plan":
+            while (
+                outcome := await self._change(strategy, jobs, pods, name, done, seen, planned)
+            ) == "plan":
                 job = jobs.objects.get(name)
                 planned = None if job is None else _next_deadline(job, self._job_pods(pods, name))
             if outcome == "gone":
                 return None
             cached, job_pods = jobs.objects.get(name), self._job_pods(pods, name)
-            if cached is not None and job_failure(cached, job_pods, time.time()) is not None:
-                await self._abort_failed(namespace, name, job_pods)
+            if cached is not None and strategy.failure(cached, job_pods, time.time()):
+                await self._abort_failed(strategy, namespace, name, job_pods)
             return await self.describe(app_id)
 
     async def _change(
         self,
+        strategy: JobApi,
         jobs: Informer,
         pods: Informer,
         name: str,
@@ -239,8 +262,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 return None if name not in seen else "gone"
             seen.add(name)
             job_pods = self._job_pods(pods, name)
-            failed = job_failure(job, job_pods, time.time())
-            if done(AppState.FAILED if failed is not None else job_state(job)):
+            failed = strategy.failure(job, job_pods, time.time())
+            if done(AppState.FAILED if failed is not None else strategy.state(job)):
                 return "done"
             return "plan" if _next_deadline(job, job_pods) != planned else None
 
@@ -259,17 +282,20 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         return outcome[0]
 
     async def _abort_failed(
-        self, namespace: str, name: str, pods: Mapping[str, Mapping[str, Any]]
+        self,
+        strategy: JobApi,
+        namespace: str,
+        name: str,
+        pods: Mapping[str, Mapping[str, Any]],
     ) -> None:
-        """Annotate and abort a job that a pod's waiting reason ended (once; read fresh,
-        since the cache said so)."""
-        job = await self.api.get_job(namespace, name)
+        """Record the reason on a job that a pod's waiting reason ended, and stop it as
+        the job API does (once; read fresh, since the cache said so)."""
+        job = await self.api.get_job(namespace, name, strategy.plural)
         if job is None or ANNOTATION_FAILED in (job["metadata"].get("annotations") or {}):
             return
-        failed = job_failure(job, pods, time.time())
+        failed = strategy.failure(job, pods, time.time())
         if failed is not None:
-            await self.api.annotate_job(namespace, name, {ANNOTATION_FAILED: failed})
-            await self.api.abort_job(namespace, job)
+            await strategy.stop_failed(self.api, namespace, job, failed)
 
     async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
         """Await the app's terminal state on the jobs watch; return its description.
@@ -314,36 +340,38 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     # ------------------------------------------------------------------ cancel, delete
 
     async def cancel(self, app_id: str) -> None:
-        """Abort the app's job (a Volcano ``AbortJob`` command); the job is kept.
+        """Stop the app as its job API does; a no-op for an unknown or finished app.
 
-        Volcano deletes the pods and the job ends ``Aborted`` (``CANCELLED``). A no-op
-        for an unknown or finished app. Does not wait: ``await wait(app_id)``.
+        A Volcano job is aborted (a Volcano ``AbortJob`` command): Volcano deletes the
+        pods and the job ends ``Aborted`` (``CANCELLED``), kept until :meth:`delete`. A
+        JobSet is deleted with its Jobs and pods (see :meth:`._jobapi.JobSet.cancel` for
+        why), so the app is then unknown. Does not wait: ``await wait(app_id)``.
 
         Args:
-            app_id: ``{namespace}:{job}``.
+            app_id: ``{namespace}:{job}`` or ``{namespace}:jobset:{name}``.
 
         Raises:
             InvalidAppIdException: ``app_id`` is not of that form.
         """
-        namespace, name = parse_app_id(app_id)
-        job = await self.api.get_job(namespace, name)
-        if job is not None and not is_terminal(job_state(job)):
-            await self.api.abort_job(namespace, job)
+        strategy, namespace, name = self._ref(app_id)
+        job = await self.api.get_job(namespace, name, strategy.plural)
+        if job is not None and not is_terminal(strategy.state(job)):
+            await strategy.cancel(self.api, namespace, job)
 
     async def _cancel_existing(self, app_id: str) -> None:
         await self.cancel(app_id)
 
     async def delete(self, app_id: str) -> None:
-        """Delete the app's job and its pods (running ones are killed); idempotent.
+        """Delete the app's job (or JobSet) and its pods (running ones are killed); idempotent.
 
         Args:
-            app_id: ``{namespace}:{job}``.
+            app_id: ``{namespace}:{job}`` or ``{namespace}:jobset:{name}``.
 
         Raises:
             InvalidAppIdException: ``app_id`` is not of that form.
         """
-        namespace, name = parse_app_id(app_id)
-        await self.api.delete_job(namespace, name)
+        strategy, namespace, name = self._ref(app_id)
+        await self.api.delete_job(namespace, name, strategy.plural)
 
     # ------------------------------------------------------------------ logs
 
@@ -357,10 +385,12 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         """Yield a replica's log lines a received chunk's at a time (see :mod:`._logs`;
         a block's position is the number of lines before it).
 
-        Only the combined stream exists (the kubelet keeps one log per container).
+        Only the combined stream exists (the kubelet keeps one log per container). A
+        JobSet replica's pod is found by its labels and completion index (its name has
+        a random suffix), in a fresh list, or in the pods watch when following.
 
         Args:
-            app_id: ``{namespace}:{job}``.
+            app_id: ``{namespace}:{job}`` or ``{namespace}:jobset:{name}``.
             query: the replica, filters and follow mode.
             start: the lines to skip (0, or a block's position).
 
@@ -369,34 +399,50 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             UnknownAppException: there is no such job.
             ValueError: no such role or replica, or a stream other than combined.
         """
-        namespace, name = parse_app_id(app_id)
+        strategy, namespace, name = self._ref(app_id)
         if query.streams not in (None, Stream.COMBINED):
             raise ValueError("the kubernetes scheduler has only the combined log stream")
-        job = await self.api.get_job(namespace, name)
+        job = await self.api.get_job(namespace, name, strategy.plural)
         if job is None:
             raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
-        replicas: dict[tuple[str, int], str] = {}
-        for task in job["spec"]["tasks"]:
-            labels = task["template"]["metadata"]["labels"]
-            replicas[(labels[LABEL_ROLE_NAME], int(labels[LABEL_REPLICA_ID]))] = task["name"]
+        containers = strategy.containers(job)
         counts: dict[str, int] = {}
-        for role, _ in replicas:
+        for role, _ in containers:
             counts[role] = counts.get(role, 0) + 1
         query.check_replica(app_id, counts)
-        task_name = replicas[(query.role_name, query.k)]
+        pods = self.informer("pods", namespace)
+        pod: PodName | None
+        if query.should_tail:  # looked up in the pods watch's cache (replaced on a relist)
+            pod = functools.partial(_pod_in, strategy, pods, job, query.role_name, query.k)
+        else:
+            listed: list[dict[str, Any]] = []
+            if not strategy.fixed_pod_names:  # a JobSet's: looked up in a fresh list
+                listed, _ = await self.api.list_pods(namespace, strategy.pod_labels(name))
+            by_name = {each["metadata"]["name"]: each for each in listed}
+            pod = strategy.pod_name(job, by_name, query.role_name, query.k)
+            if pod is None:
+                return
         blocks = log_blocks(
             self.api,
-            self.informer("jobs", namespace),
-            self.informer("pods", namespace),
+            self.informer(strategy.plural, namespace),
+            pods,
             name,
-            f"{name}-{task_name}-0",
-            task_name,
+            pod,
+            containers[(query.role_name, query.k)],
             query,
             start,
+            strategy.state,
         )
         async with contextlib.aclosing(blocks) as produced:
             async for block in produced:
                 yield block
+
+
+def _pod_in(
+    strategy: JobApi, pods: Informer, job: Mapping[str, Any], role: str, replica_id: int
+) -> str | None:
+    """The replica's pod name in the pods watch's current cache."""
+    return strategy.pod_name(job, pods.objects, role, replica_id)
 
 
 def _next_deadline(job: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]]) -> float | None:

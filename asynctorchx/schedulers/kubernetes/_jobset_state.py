@@ -1,0 +1,223 @@
+"""JobSet and pod states to asynctorchx states (``job_api=jobset``): pure decision tables.
+
+A JobSet reports its end in ``status.conditions`` (``Completed`` or ``Failed`` with
+status ``True``, and ``status.terminalState``), its suspension in ``spec.suspend`` and
+the ``Suspended`` condition, and its progress per replicated job in
+``status.replicatedJobsStatus`` (``ready``, ``succeeded``, ``failed``, ``active``,
+``suspended`` child Jobs); see JobSet's ``api/jobset/v1alpha2/jobset_types.go``.
+:func:`jobset_state` reads them in that order (:data:`JOBSET_STATE` is the table); each
+replica comes from its pod, found by the labels and annotation the JobSet and Job
+controllers set (a pod's name has a random suffix), and a pod that cannot start says why
+as under Volcano (:mod:`._state`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from asynctorchx.schedulers._responses import DescribeAppResponse
+from asynctorchx.schedulers.kubernetes._jobset_request import (
+    ANNOTATION_COMPLETION_INDEX,
+    LABEL_KUEUE_QUEUE,
+    LABEL_REPLICATED_JOB,
+    replicated_jobs,
+)
+from asynctorchx.schedulers.kubernetes._request import LABEL_ROLE_NAME
+from asynctorchx.schedulers.kubernetes._state import (
+    ANNOTATION_FAILED,
+    pod_failure,
+    pull_timeout,
+    replica_status,
+    replicas_message,
+)
+from asynctorchx.schedulers.toolkit import describe_app, role_statuses
+from asynctorchx.specs.api import AppState, Role, is_terminal
+
+#: What the JobSet shows -> the app's state, first match wins.
+JOBSET_STATE: Mapping[str, AppState] = {
+    "Completed": AppState.SUCCEEDED,  # condition Completed=True (or terminalState)
+    "Failed": AppState.FAILED,  # condition Failed=True (or terminalState)
+    "Suspended": AppState.PENDING,  # spec.suspend, or condition Suspended=True
+    "NoStatus": AppState.SUBMITTED,  # the controller has not written a status yet
+    "AllJobsReady": AppState.RUNNING,  # every child Job ready (or succeeded)
+    "Starting": AppState.PENDING,  # some child Job's pods are not all running yet
+}
+
+
+def _true_conditions(jobset: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    status = jobset.get("status") or {}
+    return {
+        str(c.get("type")): c for c in status.get("conditions") or [] if c.get("status") == "True"
+    }
+
+
+def jobset_case(jobset: Mapping[str, Any]) -> str:
+    """Which row of :data:`JOBSET_STATE` the JobSet is in.
+
+    Args:
+        jobset: the JobSet (a JSON dict).
+    """
+    status = jobset.get("status") or {}
+    conditions = _true_conditions(jobset)
+    for end in ("Completed", "Failed"):
+        if end in conditions or status.get("terminalState") == end:
+            return end
+    if (jobset.get("spec") or {}).get("suspend") or "Suspended" in conditions:
+        return "Suspended"
+    if not status:
+        return "NoStatus"
+    counts = {str(r.get("name")): r for r in status.get("replicatedJobsStatus") or []}
+    for rjob in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        done = counts.get(str(rjob.get("name"))) or {}
+        if int(done.get("ready") or 0) + int(done.get("succeeded") or 0) < int(
+            rjob.get("replicas") or 1
+        ):
+            return "Starting"
+    return "AllJobsReady"
+
+
+def jobset_state(jobset: Mapping[str, Any]) -> AppState:
+    """The app state of a JobSet (:data:`JOBSET_STATE`).
+
+    Args:
+        jobset: the JobSet (a JSON dict).
+    """
+    return JOBSET_STATE[jobset_case(jobset)]
+
+
+def jobset_message(jobset: Mapping[str, Any]) -> str | None:
+    """What the JobSet itself says: why it waits (suspended: for Kueue's admission when
+    it has a queue) or how it ended (its condition's message); else ``None``.
+
+    Args:
+        jobset: the JobSet (a JSON dict).
+    """
+    case = jobset_case(jobset)
+    condition = _true_conditions(jobset).get(case) or {}
+    if case == "Suspended":
+        queue = ((jobset.get("metadata") or {}).get("labels") or {}).get(LABEL_KUEUE_QUEUE)
+        if queue:
+            return f"waiting for Kueue to admit it from queue {queue!r} (the JobSet is suspended)"
+        return "the JobSet is suspended (spec.suspend)"
+    if case in ("Completed", "Failed") and condition.get("message"):
+        return str(condition["message"])
+    return None
+
+
+def _created(pod: Mapping[str, Any]) -> datetime:
+    stamp = str((pod.get("metadata") or {}).get("creationTimestamp") or "1970-01-01T00:00:00Z")
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def replica_pods(
+    jobset: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]]
+) -> dict[tuple[str, int], Mapping[str, Any]]:
+    """Each replica's pod: ``(role, replica id)`` -> the newest pod of that index.
+
+    A pod belongs to replica ``k`` of role ``r`` when its ``replicatedjob-name`` label is
+    ``r``'s replicated job and its ``batch.kubernetes.io/job-completion-index``
+    annotation is ``k``; a retried index has several pods, the newest is the replica's.
+
+    Args:
+        jobset: the JobSet (a JSON dict).
+        pods: pod name -> pod, for the JobSet's pods.
+    """
+    roles = {rjob: role for role, rjob, _ in replicated_jobs(jobset)}
+    found: dict[tuple[str, int], Mapping[str, Any]] = {}
+    for pod in pods.values():
+        metadata = pod.get("metadata") or {}
+        role = roles.get(str((metadata.get("labels") or {}).get(LABEL_REPLICATED_JOB)))
+        index = (metadata.get("annotations") or {}).get(ANNOTATION_COMPLETION_INDEX)
+        if role is None or index is None or not str(index).isdigit():
+            continue
+        key = (role, int(index))
+        if key not in found or _created(pod) >= _created(found[key]):
+            found[key] = pod
+    return found
+
+
+def jobset_failure(
+    jobset: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]], now: float
+) -> str | None:
+    """Why the app ends ``FAILED`` though the JobSet says otherwise, else ``None``.
+
+    The JobSet's ``asynctorchx/failed`` annotation, else the first replica whose pod's
+    waiting reason ends the app (:func:`._state.pod_failure`). An ended JobSet is not
+    re-judged.
+
+    Args:
+        jobset: the JobSet (a JSON dict).
+        pods: pod name -> pod, for the JobSet's pods.
+        now: the current time (epoch seconds).
+    """
+    annotations = (jobset.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(ANNOTATION_FAILED):
+        return str(annotations[ANNOTATION_FAILED])
+    if is_terminal(jobset_state(jobset)):
+        return None
+    timeout = pull_timeout(jobset)
+    for (role, replica_id), pod in sorted(replica_pods(jobset, pods).items()):
+        failure = pod_failure(pod, timeout, now)
+        if failure is not None:
+            return f"{role}/{replica_id} {failure}"
+    return None
+
+
+def _roles(jobset: Mapping[str, Any]) -> list[Role]:
+    roles = []
+    for rjob in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        job_spec = rjob["template"]["spec"]
+        labels = job_spec["template"]["metadata"]["labels"]
+        container = job_spec["template"]["spec"]["containers"][0]
+        command = list(container.get("command") or [""])
+        roles.append(
+            Role(
+                name=labels.get(LABEL_ROLE_NAME, rjob["name"]),
+                image=str(container.get("image", "")),
+                entrypoint=command[0],
+                args=command[1:],
+                num_replicas=int(job_spec["parallelism"]),
+            )
+        )
+    return roles
+
+
+def describe_jobset(
+    app_id: str, jobset: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]], now: float
+) -> DescribeAppResponse:
+    """Describe the app of a JobSet from the JobSet and its pods.
+
+    The app's ``msg`` is why a pod ended it ``FAILED`` (:func:`jobset_failure`), else
+    how the JobSet ended, else the replicas' waiting reasons, else why the JobSet waits
+    (:func:`jobset_message`).
+
+    Args:
+        app_id: the app's id (``{namespace}:jobset:{name}``).
+        jobset: the JobSet.
+        pods: pod name -> pod, for the JobSet's pods (others are ignored).
+        now: the current time (epoch seconds), for the image pull timeout.
+    """
+    failed = jobset_failure(jobset, pods, now)
+    state = AppState.FAILED if failed is not None else jobset_state(jobset)
+    timeout = pull_timeout(jobset)
+    by_replica = replica_pods(jobset, pods)
+    replicas = []
+    for role, _, count in replicated_jobs(jobset):
+        for replica_id in range(count):
+            pod = by_replica.get((role, replica_id))
+            failure = None if pod is None or failed is None else pod_failure(pod, timeout, now)
+            replicas.append(replica_status(role, replica_id, pod, state, failure))
+    roles = _roles(jobset)
+    said = jobset_message(jobset)
+    msg = failed or (said if is_terminal(state) else None) or replicas_message(replicas) or said
+    return describe_app(
+        app_id,
+        role_statuses(replicas, [role.name for role in roles]),
+        cancelled=state == AppState.CANCELLED,
+        num_restarts=int((jobset.get("status") or {}).get("restarts") or 0),
+        msg=msg,
+        roles=roles,
+        state=state,
+    )

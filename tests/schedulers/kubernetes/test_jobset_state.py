@@ -1,0 +1,143 @@
+"""The JobSet state table without I/O: conditions, suspension, readiness, pods by index."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from asynctorchx.schedulers.kubernetes._jobset_request import (
+    ANNOTATION_COMPLETION_INDEX,
+    LABEL_REPLICATED_JOB,
+    build_jobset,
+)
+from asynctorchx.schedulers.kubernetes._jobset_state import (
+    JOBSET_STATE,
+    describe_jobset,
+    jobset_case,
+    jobset_message,
+    jobset_state,
+    replica_pods,
+)
+from asynctorchx.specs import AppDef, AppState, Role
+
+T0 = 1767225600.0
+
+
+def jobset(
+    status: dict[str, Any] | None = None, queue: str | None = None, suspend: bool | None = None
+) -> dict[str, Any]:
+    app = AppDef("app", roles=[Role("trainer", image="img", entrypoint="sh", num_replicas=2)])
+    resource = build_jobset(app, {"queue": queue} if queue else {}, "app-x").resource
+    if suspend is not None:
+        resource["spec"]["suspend"] = suspend
+    if status is not None:
+        resource["status"] = status
+    return resource
+
+
+def condition(kind: str, message: str = "", status: str = "True") -> dict[str, str]:
+    return {"type": kind, "status": status, "reason": kind, "message": message}
+
+
+def counts(**values: int) -> dict[str, Any]:
+    return {"replicatedJobsStatus": [{"name": "trainer", **values}], "restarts": 0}
+
+
+def pod(index: int, phase: str, created: str = "2026-01-01T00:00:00Z") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"app-x-trainer-0-{index}-{phase.lower()[:5]}",
+            "creationTimestamp": created,
+            "labels": {LABEL_REPLICATED_JOB: "trainer"},
+            "annotations": {ANNOTATION_COMPLETION_INDEX: str(index)},
+        },
+        "spec": {"hostname": f"app-x-trainer-0-{index}", "subdomain": "app-x"},
+        "status": {"phase": phase},
+    }
+
+
+@pytest.mark.parametrize(
+    ("resource", "case"),
+    [
+        (jobset(), "NoStatus"),
+        (jobset(queue="q"), "Suspended"),  # created suspended for Kueue, no status yet
+        (jobset(counts(suspended=1), suspend=False), "Starting"),
+        (jobset({"conditions": [condition("Suspended")]}, suspend=False), "Suspended"),
+        (jobset(counts(active=1)), "Starting"),
+        (jobset(counts(active=1, ready=1)), "AllJobsReady"),
+        (jobset(counts(succeeded=1)), "AllJobsReady"),
+        (
+            jobset({"conditions": [condition("Completed")], "terminalState": "Completed"}),
+            "Completed",
+        ),
+        (jobset({"conditions": [condition("Failed")]}), "Failed"),
+        (jobset({"terminalState": "Failed"}, queue="q"), "Failed"),  # an end beats suspend
+        (jobset({"conditions": [condition("Completed", status="False")], **counts()}), "Starting"),
+    ],
+)
+def test_each_jobset_shows_its_row(resource: dict[str, Any], case: str) -> None:
+    assert jobset_case(resource) == case
+    assert jobset_state(resource) == JOBSET_STATE[case]
+
+
+def test_the_table() -> None:
+    assert dict(JOBSET_STATE) == {
+        "Completed": AppState.SUCCEEDED,
+        "Failed": AppState.FAILED,
+        "Suspended": AppState.PENDING,
+        "NoStatus": AppState.SUBMITTED,
+        "AllJobsReady": AppState.RUNNING,
+        "Starting": AppState.PENDING,
+    }
+
+
+def test_a_suspended_jobset_says_it_waits_for_its_queue() -> None:
+    assert jobset_message(jobset(queue="team-a")) == (
+        "waiting for Kueue to admit it from queue 'team-a' (the JobSet is suspended)"
+    )
+    assert jobset_message(jobset(suspend=True)) == "the JobSet is suspended (spec.suspend)"
+    failed = jobset({"conditions": [condition("Failed", "jobset failed due to x")]})
+    assert jobset_message(failed) == "jobset failed due to x"
+    assert jobset_message(jobset(counts(active=1))) is None
+
+
+def test_replicas_come_from_their_index_and_the_newest_pod_wins() -> None:
+    retried = pod(1, "Running", created="2026-01-01T00:01:00Z")
+    pods = {
+        "a": pod(0, "Succeeded"),
+        "b": pod(1, "Failed"),
+        "c": retried,
+        "other": {"metadata": {"name": "other", "labels": {}, "annotations": {}}},
+    }
+    found = replica_pods(jobset(), pods)
+    assert set(found) == {("trainer", 0), ("trainer", 1)}
+    assert found[("trainer", 1)] is retried
+
+
+def test_describe_reports_replicas_hostnames_and_waiting_reasons() -> None:
+    waiting = pod(1, "Pending")
+    waiting["status"]["containerStatuses"] = [
+        {"name": "trainer", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "m"}}}
+    ]
+    resource = jobset(counts(active=1))
+    response = describe_jobset(
+        "default:jobset:app-x", resource, {"a": pod(0, "Running"), "b": waiting}, T0
+    )
+    assert response.state == AppState.PENDING
+    assert response.msg == "trainer/1 ImagePullBackOff: m"
+    (role,) = response.roles_statuses
+    assert [(r.id, r.state, r.hostname) for r in role.replicas] == [
+        (0, AppState.RUNNING, "app-x-trainer-0-0.app-x"),
+        (1, AppState.PENDING, "app-x-trainer-0-1.app-x"),
+    ]
+    invalid = pod(1, "Pending")
+    invalid["status"]["containerStatuses"] = [
+        {"name": "trainer", "state": {"waiting": {"reason": "InvalidImageName", "message": "bad"}}}
+    ]
+    failed = describe_jobset("default:jobset:app-x", resource, {"b": invalid}, T0)
+    assert (failed.state, failed.msg) == (AppState.FAILED, "trainer/1 InvalidImageName: bad")
+    assert failed.roles_statuses[0].replicas[0].state == AppState.FAILED  # no pod, app over
+    ended = jobset({"conditions": [condition("Completed", "done")], "restarts": 2})
+    done = describe_jobset("default:jobset:app-x", ended, {"b": invalid}, T0)
+    assert (done.state, done.msg, done.num_restarts) == (AppState.SUCCEEDED, "done", 2)
