@@ -1,4 +1,5 @@
-"""What a bare API server lacks, for the ``kubernetes`` tests: STAND-INS for Volcano and a kubelet.
+"""What a bare API server lacks, for the ``kubernetes`` tests: STAND-INS for Volcano, JobSet,
+Kueue and a kubelet.
 
 ``scripts/kube-apiserver.sh`` runs a real kube-apiserver with etcd, but no scheduler,
 controller manager, kubelet or Volcano: pods stay Pending and nobody acts on a job. Here:
@@ -11,6 +12,15 @@ controller manager, kubelet or Volcano: pods stay Pending and nobody acts on a j
   on the stand-in node), moves the job's phase as the pods' phases move (Pending, Running,
   Completed, Failed), acts on ``AbortJob`` commands (Aborting, pods deleted, Aborted) and,
   as the garbage collector would, deletes a deleted job's pods.
+- :class:`JobSetStandIn`: a STAND-IN for JobSet's controller and the Job controller under
+  it (no ``batch/v1`` Jobs are made): for an unsuspended JobSet it creates each replicated
+  job's pods as an Indexed Job does (``{jobset}-{rjob}-0-{k}-xxxxx``, hostname
+  ``{jobset}-{rjob}-0-{k}``, subdomain the JobSet, the ``batch.kubernetes.io/job-completion-index``
+  annotation and label, JobSet's labels, ``JOB_COMPLETION_INDEX``), writes
+  ``status.replicatedJobsStatus`` and the ``Suspended``/``Completed``/``Failed``
+  conditions as JobSet does, deletes the pods of a suspended or deleted JobSet, and never
+  retries a failed pod. :meth:`BareCluster.admit` plays Kueue admitting a workload (it
+  sets ``spec.suspend: false``).
 - :class:`KubeletStandIn`: a STAND-IN for the kubelet's ``/containerLogs`` endpoint on
   127.0.0.1 (HTTPS, self-signed), registered as the Node ``asynctorchx-standin``: the real API
   server proxies ``pods/{name}/log`` to it, with ``follow``, ``timestamps`` and
@@ -26,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import secrets
 import ssl
 import subprocess
 import tempfile
@@ -49,6 +60,10 @@ from tests.schedulers.kubernetes.fake_apiserver import _Notifier, _now, _parse_t
 NODE = "asynctorchx-standin"
 _JOBS = "/apis/batch.volcano.sh/v1alpha1"
 _COMMANDS = "/apis/bus.volcano.sh/v1alpha1"
+_JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2"
+_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+_RJOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
 _KEEP_ALL = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
 
 
@@ -73,6 +88,7 @@ def _crd(group: str, kind: str, plural: str, version: str, status: bool) -> dict
 CRDS = [
     _crd("batch.volcano.sh", "Job", "jobs", "v1alpha1", status=True),
     _crd("bus.volcano.sh", "Command", "commands", "v1alpha1", status=False),
+    _crd("jobset.x-k8s.io", "JobSet", "jobsets", "v1alpha2", status=True),
 ]
 
 
@@ -305,25 +321,22 @@ def _phase_of(pods: list[dict[str, Any]]) -> str | None:
     return None
 
 
-class VolcanoStandIn:
-    """A STAND-IN for Volcano's job controller on a bare API server (see the module doc)."""
+class _Watching:
+    """A controller stand-in: list-then-watch some paths, calling a handler per event."""
 
     def __init__(self, http: httpx2.AsyncClient, namespace: str) -> None:
         self.http = http
         self.namespace = namespace
-        #: (job, phase) -> monotonic time the stand-in sent the patch setting that phase
-        self.phase_times: dict[tuple[str, str], float] = {}
+
+    def watched(self) -> list[tuple[str, Any]]:
+        raise NotImplementedError
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Watch jobs, commands and pods; act on each event. Started once the watches are open."""
+        """Watch the paths; act on each event. Started once the watches are open."""
         async with anyio.create_task_group() as task_group:
-            for path, handle in (
-                (f"{_JOBS}/namespaces/{self.namespace}/jobs", self._job),
-                (f"{_COMMANDS}/namespaces/{self.namespace}/commands", self._command),
-                (f"/api/v1/namespaces/{self.namespace}/pods", self._pod),
-            ):
+            for path, handle in self.watched():
                 await task_group.start(self._watch, path, handle)
             task_status.started()
 
@@ -347,6 +360,22 @@ class VolcanoStandIn:
                         event = json.loads(line)
                         if event["type"] != "ERROR":
                             await handle(event["type"], event["object"])
+
+
+class VolcanoStandIn(_Watching):
+    """A STAND-IN for Volcano's job controller on a bare API server (see the module doc)."""
+
+    def __init__(self, http: httpx2.AsyncClient, namespace: str) -> None:
+        super().__init__(http, namespace)
+        #: (job, phase) -> monotonic time the stand-in sent the patch setting that phase
+        self.phase_times: dict[tuple[str, str], float] = {}
+
+    def watched(self) -> list[tuple[str, Any]]:
+        return [
+            (f"{_JOBS}/namespaces/{self.namespace}/jobs", self._job),
+            (f"{_COMMANDS}/namespaces/{self.namespace}/commands", self._command),
+            (f"/api/v1/namespaces/{self.namespace}/pods", self._pod),
+        ]
 
     async def _job(self, kind: str, job: dict[str, Any]) -> None:
         name = job["metadata"]["name"]
@@ -427,6 +456,196 @@ class VolcanoStandIn:
         )
 
 
+def _jobset_pod(jobset: dict[str, Any], rjob: dict[str, Any], index: int) -> dict[str, Any]:
+    """The pod an Indexed Job of the JobSet makes for ``index`` (named as the Job controller
+    names it: the hostname plus a random suffix)."""
+    name = jobset["metadata"]["name"]
+    template = rjob["template"]["spec"]["template"]
+    host = f"{name}-{rjob['name']}-0-{index}"
+    labels = dict(template["metadata"].get("labels") or {})
+    labels.update(
+        {
+            _JOBSET_NAME: name,
+            _RJOB_NAME: rjob["name"],
+            "jobset.sigs.k8s.io/job-index": "0",
+            _COMPLETION_INDEX: str(index),
+            "job-name": f"{name}-{rjob['name']}-0",
+        }
+    )
+    annotations = dict(template["metadata"].get("annotations") or {})
+    annotations.update({_COMPLETION_INDEX: str(index), _JOBSET_NAME: name})
+    spec = json.loads(json.dumps(template["spec"]))
+    for container in spec["containers"]:
+        path = f"metadata.annotations['{_COMPLETION_INDEX}']"
+        container.setdefault("env", []).append(
+            {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {"fieldPath": path}}}
+        )
+    owner = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "name": name,
+        "uid": jobset["metadata"]["uid"],
+        "controller": True,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{host}-{secrets.token_hex(3)[:5]}",
+            "namespace": jobset["metadata"]["namespace"],
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [owner],
+        },
+        "spec": {**spec, "hostname": host, "subdomain": name, "nodeName": NODE},
+    }
+
+
+def _condition(kind: str, status: bool, reason: str, message: str) -> dict[str, str]:
+    return {
+        "type": kind,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": _now(),
+    }
+
+
+class JobSetStandIn(_Watching):
+    """A STAND-IN for JobSet's controller (and the Job controller under it); see the module."""
+
+    def watched(self) -> list[tuple[str, Any]]:
+        return [
+            (f"{_JOBSETS}/namespaces/{self.namespace}/jobsets", self._jobset),
+            (f"/api/v1/namespaces/{self.namespace}/pods", self._pod),
+        ]
+
+    def _path(self, name: str) -> str:
+        return f"{_JOBSETS}/namespaces/{self.namespace}/jobsets/{name}"
+
+    async def _jobset(self, kind: str, jobset: dict[str, Any]) -> None:
+        name = jobset["metadata"]["name"]
+        if kind == "DELETED":  # the garbage collector's part: the JobSet's pods go
+            await self._delete_pods(name)
+            return
+        status = jobset.get("status") or {}
+        if kind not in ("ADDED", "MODIFIED") or status.get("terminalState"):
+            return
+        conditions = {c["type"]: c for c in status.get("conditions") or []}
+        was_suspended = (conditions.get("Suspended") or {}).get("status") == "True"
+        rjobs = jobset["spec"]["replicatedJobs"]
+        if jobset["spec"].get("suspend"):
+            if not was_suspended:  # suspended Jobs: the Job controller deletes their pods
+                await self._delete_pods(name)
+                counts = [{"suspended": 1} for _ in rjobs]
+                suspended = _condition("Suspended", True, "SuspendedJobs", "jobset is suspended")
+                await self._write(jobset, counts, [suspended])
+            return
+        if status and not was_suspended:
+            return
+        for rjob in rjobs:
+            for index in range(int(rjob["template"]["spec"]["completions"])):
+                await _checked(
+                    await self.http.post(
+                        f"/api/v1/namespaces/{self.namespace}/pods",
+                        json=_jobset_pod(jobset, rjob, index),
+                    ),
+                    201,
+                )
+        resumed = [_condition("Suspended", False, "ResumeJobs", "jobset is resumed")]
+        await self._write(jobset, [{"active": 1} for _ in rjobs], resumed if was_suspended else [])
+
+    async def _pod(self, kind: str, pod: dict[str, Any]) -> None:
+        name = (pod["metadata"].get("labels") or {}).get(_JOBSET_NAME)
+        if kind != "MODIFIED" or not name:
+            return
+        response = await self.http.get(self._path(name))
+        if response.status_code == 404:
+            return
+        jobset = response.json()
+        status = jobset.get("status") or {}
+        if status.get("terminalState") or jobset["spec"].get("suspend"):
+            return
+        pods = await self._pods_of(name)
+        counts = []
+        for rjob in jobset["spec"]["replicatedJobs"]:
+            phases = [
+                (each.get("status") or {}).get("phase")
+                for each in pods
+                if each["metadata"]["labels"].get(_RJOB_NAME) == rjob["name"]
+            ]
+            complete = phases.count("Succeeded") == int(rjob["template"]["spec"]["completions"])
+            failed = "Failed" in phases  # backoffLimit 0: the Job fails with its first pod
+            ready = all(phase in ("Running", "Succeeded") for phase in phases)
+            counts.append(
+                {
+                    "succeeded": int(complete),
+                    "failed": int(failed),
+                    "ready": int(ready and not complete and not failed),
+                    "active": int(not complete and not failed),
+                }
+            )
+        conditions = []
+        if any(count["failed"] for count in counts):
+            message = "jobset failed due to one or more job failures"
+            conditions.append(_condition("Failed", True, "FailedJobs", message))
+        elif all(count["succeeded"] for count in counts):
+            message = "jobset completed successfully"
+            conditions.append(_condition("Completed", True, "AllJobsCompleted", message))
+        await self._write(jobset, counts, conditions)
+
+    async def _write(
+        self,
+        jobset: dict[str, Any],
+        counts: list[dict[str, int]],
+        conditions: list[dict[str, str]],
+    ) -> None:
+        """Write the JobSet's status as its controller does: the replicated jobs' counts and
+        the conditions (merged by type), ``terminalState`` once it ended."""
+        status = jobset.get("status") or {}
+        merged = {c["type"]: c for c in status.get("conditions") or []}
+        merged.update({c["type"]: c for c in conditions})
+        rjobs = [
+            {"name": rjob["name"], "ready": 0, "succeeded": 0, "failed": 0, "active": 0}
+            | {"suspended": 0}
+            | count
+            for rjob, count in zip(jobset["spec"]["replicatedJobs"], counts, strict=True)
+        ]
+        patch: dict[str, Any] = {
+            "conditions": list(merged.values()),
+            "restarts": 0,
+            "replicatedJobsStatus": rjobs,
+        }
+        for end in ("Completed", "Failed"):
+            if (merged.get(end) or {}).get("status") == "True":
+                patch["terminalState"] = end
+        await _checked(
+            await self.http.patch(
+                self._path(jobset["metadata"]["name"]) + "/status",
+                content=json.dumps({"status": patch}),
+                headers={"content-type": "application/merge-patch+json"},
+            ),
+            200,
+            404,
+        )
+
+    async def _pods_of(self, name: str) -> list[dict[str, Any]]:
+        listed = await _checked(
+            await self.http.get(
+                f"/api/v1/namespaces/{self.namespace}/pods",
+                params={"labelSelector": f"{_JOBSET_NAME}={name}"},
+            )
+        )
+        return list(listed["items"])
+
+    async def _delete_pods(self, name: str) -> None:
+        for pod in await self._pods_of(name):
+            await self.http.delete(
+                f"/api/v1/namespaces/{self.namespace}/pods/{pod['metadata']['name']}",
+                params={"gracePeriodSeconds": "0"},
+            )
+
+
 class BareCluster:
     """A bare API server made usable for the tests: CRDs, a node, the stand-ins, pod controls.
 
@@ -446,6 +665,7 @@ class BareCluster:
         self.kubelet = kubelet
         self.namespace = namespace
         self.volcano = VolcanoStandIn(http, namespace)
+        self.jobset = JobSetStandIn(http, namespace)
         self.renewals = 0
 
     @classmethod
@@ -460,6 +680,7 @@ class BareCluster:
             cluster = cls(http, kubelet)
             await cluster._install()
             await task_group.start(cluster.volcano.run)
+            await task_group.start(cluster.jobset.run)
             try:
                 yield cluster
             finally:
@@ -615,6 +836,37 @@ class BareCluster:
         }
         await self._patch_pod_status(pod, {"phase": "Pending", "conditions": [condition]})
 
+    async def jobset_pod(self, jobset: str, rjob: str, index: int) -> str:
+        """The name of the newest pod of replica ``index`` of a JobSet's replicated job,
+        awaited on a watch until the JobSet stand-in created it."""
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        selector = f"{_JOBSET_NAME}={jobset},{_RJOB_NAME}={rjob},{_COMPLETION_INDEX}={index}"
+        listed = await _checked(await self.http.get(path, params={"labelSelector": selector}))
+        if listed["items"]:
+            newest = max(listed["items"], key=lambda pod: pod["metadata"]["creationTimestamp"])
+            return str(newest["metadata"]["name"])
+        params = {
+            "watch": "true",
+            "labelSelector": selector,
+            "resourceVersion": listed["metadata"]["resourceVersion"],
+        }
+        async with self.http.stream("GET", path, params=params) as response:
+            async for line in response.aiter_lines():
+                event = json.loads(line)
+                if event["type"] == "ADDED":
+                    return str(event["object"]["metadata"]["name"])
+        raise AssertionError(f"the watch of {selector} ended before the pod was created")
+
+    async def admit(self, jobset: str) -> None:
+        """Kueue's part: it admitted the JobSet's workload and unsuspends the JobSet."""
+        await _checked(
+            await self.http.patch(
+                f"{_JOBSETS}/namespaces/{self.namespace}/jobsets/{jobset}",
+                content=json.dumps({"spec": {"suspend": False}}),
+                headers={"content-type": "application/merge-patch+json"},
+            )
+        )
+
     def write_log(self, pod: str, *lines: str, same_time: bool = False) -> None:
         """The container writes ``lines`` (the kubelet stand-in serves them)."""
         self.kubelet.write(self.namespace, pod, *lines, same_time=same_time)
@@ -624,6 +876,7 @@ __all__ = [
     "CRDS",
     "NODE",
     "BareCluster",
+    "JobSetStandIn",
     "KubeletStandIn",
     "LoopbackProxy",
     "VolcanoStandIn",
