@@ -2,7 +2,8 @@
 
 The server stores, validates (the pods), watches and proxies logs for real; JobSet's
 controller, the Job controller and Kueue are the STAND-INS of ``bare_cluster.py``, so
-these tests run on the bare server only.
+these tests run on the bare server only (the one about a cluster without JobSet runs on
+the fake server, which has no JobSet API group).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from asynctorchx.errors import JobSetNotInstalledError
 from asynctorchx.schedulers.api import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes import KubernetesScheduler
 from asynctorchx.specs import AppDef, AppState, Role
@@ -181,3 +183,12 @@ async def test_a_jobset_pod_that_can_never_start_fails_the_app(tmp_path: Path) -
         assert kept is not None
         assert (kept.state, kept.msg) == (AppState.FAILED, response.msg)
         await scheduler.delete(app_id)
+
+
+async def test_a_cluster_without_jobset_raises_a_typed_error(tmp_path: Path) -> None:
+    # the fake server: it has no JobSet API group, as a cluster without JobSet's CRD
+    async with connected(tmp_path, fake_only="a cluster without the JobSet CRD") as (_, scheduler):
+        with pytest.raises(JobSetNotInstalledError, match="JobSet is not installed"):
+            await scheduler.submit(app("nojs", 1), CFG)
+        with pytest.raises(JobSetNotInstalledError, match="job_api=volcano"):
+            await scheduler.describe("default:jobset:nojs-x")
