@@ -13,14 +13,14 @@ controller manager, kubelet or Volcano: pods stay Pending and nobody acts on a j
   Completed, Failed), acts on ``AbortJob`` commands (Aborting, pods deleted, Aborted) and,
   as the garbage collector would, deletes a deleted job's pods.
 - :class:`JobSetStandIn`: a STAND-IN for JobSet's controller and the Job controller under
-  it (no ``batch/v1`` Jobs are made): for an unsuspended JobSet it creates each replicated
-  job's pods as an Indexed Job does (``{jobset}-{rjob}-0-{k}-xxxxx``, hostname
-  ``{jobset}-{rjob}-0-{k}``, subdomain the JobSet, the ``batch.kubernetes.io/job-completion-index``
-  annotation and label, JobSet's labels, ``JOB_COMPLETION_INDEX``), writes
-  ``status.replicatedJobsStatus`` and the ``Suspended``/``Completed``/``Failed``
-  conditions as JobSet does, deletes the pods of a suspended or deleted JobSet, and never
-  retries a failed pod. :meth:`BareCluster.admit` plays Kueue admitting a workload (it
-  sets ``spec.suspend: false``).
+  it: for an unsuspended JobSet it creates each replicated job's ``batch/v1`` Job (which
+  the real server validates; nothing acts on it) and its pods as an Indexed Job does
+  (``{jobset}-{rjob}-0-{k}-xxxxx``, hostname ``{jobset}-{rjob}-0-{k}``, subdomain the
+  JobSet, the ``batch.kubernetes.io/job-completion-index`` annotation and label, JobSet's
+  labels, ``JOB_COMPLETION_INDEX``), writes ``status.replicatedJobsStatus`` and the
+  ``Suspended``/``Completed``/``Failed`` conditions as JobSet does, deletes the pods of a
+  suspended or deleted JobSet, and never retries a failed pod. :meth:`BareCluster.admit`
+  plays Kueue admitting a workload (it sets ``spec.suspend: false``).
 - :class:`KubeletStandIn`: a STAND-IN for the kubelet's ``/containerLogs`` endpoint on
   127.0.0.1 (HTTPS, self-signed), registered as the Node ``asynctorchx-standin``: the real API
   server proxies ``pods/{name}/log`` to it, with ``follow``, ``timestamps`` and
@@ -501,6 +501,32 @@ def _jobset_pod(jobset: dict[str, Any], rjob: dict[str, Any], index: int) -> dic
     }
 
 
+def _child_job(jobset: dict[str, Any], rjob: dict[str, Any]) -> dict[str, Any]:
+    """The batch/v1 Job JobSet makes for job index 0 of a replicated job."""
+    name = jobset["metadata"]["name"]
+    labels = {_JOBSET_NAME: name, _RJOB_NAME: rjob["name"], "jobset.sigs.k8s.io/job-index": "0"}
+    spec = json.loads(json.dumps(rjob["template"]["spec"]))
+    spec["template"]["metadata"].setdefault("labels", {}).update(labels)
+    owner = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "name": name,
+        "uid": jobset["metadata"]["uid"],
+        "controller": True,
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"{name}-{rjob['name']}-0",
+            "namespace": jobset["metadata"]["namespace"],
+            "labels": labels,
+            "ownerReferences": [owner],
+        },
+        "spec": spec,
+    }
+
+
 def _condition(kind: str, status: bool, reason: str, message: str) -> dict[str, str]:
     return {
         "type": kind,
@@ -525,8 +551,12 @@ class JobSetStandIn(_Watching):
 
     async def _jobset(self, kind: str, jobset: dict[str, Any]) -> None:
         name = jobset["metadata"]["name"]
-        if kind == "DELETED":  # the garbage collector's part: the JobSet's pods go
+        if kind == "DELETED":  # the garbage collector's part: the JobSet's Jobs and pods go
             await self._delete_pods(name)
+            await self.http.delete(
+                f"/apis/batch/v1/namespaces/{self.namespace}/jobs",
+                params={"labelSelector": f"{_JOBSET_NAME}={name}"},
+            )
             return
         status = jobset.get("status") or {}
         if kind not in ("ADDED", "MODIFIED") or status.get("terminalState"):
@@ -544,6 +574,16 @@ class JobSetStandIn(_Watching):
         if status and not was_suspended:
             return
         for rjob in rjobs:
+            # the child Job, as JobSet makes it: the real server validates its template
+            # as a batch/v1 Job (no Job controller acts on it; the pods are made here)
+            await _checked(
+                await self.http.post(
+                    f"/apis/batch/v1/namespaces/{self.namespace}/jobs",
+                    json=_child_job(jobset, rjob),
+                ),
+                201,
+                409,
+            )
             for index in range(int(rjob["template"]["spec"]["completions"])):
                 await _checked(
                     await self.http.post(

@@ -81,6 +81,11 @@ async def test_a_two_role_jobset_succeeds_with_logs_and_hostnames(tmp_path: Path
         assert response is not None
         assert response.state == AppState.SUCCEEDED
         assert response.msg == "jobset completed successfully"
+        # the replicated job's template is a Job the real server accepted
+        child = await cluster.http.get(f"/apis/batch/v1/namespaces/default/jobs/{name}-role0-0")
+        assert child.status_code == 200
+        spec = child.json()["spec"]
+        assert (spec["parallelism"], spec["completions"], spec["backoffLimit"]) == (2, 2, 0)
         replicas = [
             (replica.role, replica.id, replica.state, replica.hostname)
             for role in response.roles_statuses
