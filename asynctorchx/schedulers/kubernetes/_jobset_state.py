@@ -106,9 +106,12 @@ def jobset_message(jobset: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _created(pod: Mapping[str, Any]) -> datetime:
+def _newness(pod: Mapping[str, Any]) -> tuple[datetime, bool]:
+    """Creation time (whole seconds), then not failed: a replacement is made for a failed
+    pod, so on a tie the pod that has not failed is the newer."""
     stamp = str((pod.get("metadata") or {}).get("creationTimestamp") or "1970-01-01T00:00:00Z")
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    failed = (pod.get("status") or {}).get("phase") == "Failed"
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")), not failed
 
 
 def replica_pods(
@@ -118,7 +121,8 @@ def replica_pods(
 
     A pod belongs to replica ``k`` of role ``r`` when its ``replicatedjob-name`` label is
     ``r``'s replicated job and its ``batch.kubernetes.io/job-completion-index``
-    annotation is ``k``; a retried index has several pods, the newest is the replica's.
+    annotation is ``k``; a retried index has several pods, the newest is the replica's
+    (by creation time, which has whole seconds: on a tie, the one that has not failed).
 
     Args:
         jobset: the JobSet (a JSON dict).
@@ -133,7 +137,7 @@ def replica_pods(
         if role is None or index is None or not str(index).isdigit():
             continue
         key = (role, int(index))
-        if key not in found or _created(pod) >= _created(found[key]):
+        if key not in found or _newness(pod) > _newness(found[key]):
             found[key] = pod
     return found
 

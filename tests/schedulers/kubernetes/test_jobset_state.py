@@ -141,3 +141,11 @@ def test_describe_reports_replicas_hostnames_and_waiting_reasons() -> None:
     ended = jobset({"conditions": [condition("Completed", "done")], "restarts": 2})
     done = describe_jobset("default:jobset:app-x", ended, {"b": invalid}, T0)
     assert (done.state, done.msg, done.num_restarts) == (AppState.SUCCEEDED, "done", 2)
+
+
+def test_on_a_creation_time_tie_the_pod_that_has_not_failed_is_the_replica() -> None:
+    replacement = pod(0, "Pending")
+    replacement["metadata"]["name"] = "app-x-trainer-0-0-new"
+    for order in ([pod(0, "Failed"), replacement], [replacement, pod(0, "Failed")]):
+        found = replica_pods(jobset(), {each["metadata"]["name"]: each for each in order})
+        assert found[("trainer", 0)] is replacement
