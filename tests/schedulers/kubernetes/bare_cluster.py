@@ -19,7 +19,8 @@ controller manager, kubelet or Volcano: pods stay Pending and nobody acts on a j
   JobSet, the ``batch.kubernetes.io/job-completion-index`` annotation and label, JobSet's
   labels, ``JOB_COMPLETION_INDEX``), writes ``status.replicatedJobsStatus`` and the
   ``Suspended``/``Completed``/``Failed`` conditions as JobSet does, deletes the pods of a
-  suspended or deleted JobSet, and never retries a failed pod. :meth:`BareCluster.admit`
+  suspended or deleted JobSet, and replaces a failed pod while the Job's ``backoffLimit``
+  allows. :meth:`BareCluster.admit`
   plays Kueue admitting a workload (it sets ``spec.suspend: false``).
 - :class:`KubeletStandIn`: a STAND-IN for the kubelet's ``/containerLogs`` endpoint on
   127.0.0.1 (HTTPS, self-signed), registered as the Node ``asynctorchx-standin``: the real API
@@ -609,13 +610,34 @@ class JobSetStandIn(_Watching):
         pods = await self._pods_of(name)
         counts = []
         for rjob in jobset["spec"]["replicatedJobs"]:
-            phases = [
-                (each.get("status") or {}).get("phase")
-                for each in pods
-                if each["metadata"]["labels"].get(_RJOB_NAME) == rjob["name"]
+            mine = [
+                each for each in pods if each["metadata"]["labels"].get(_RJOB_NAME) == rjob["name"]
             ]
+            live = [each for each in mine if (each.get("status") or {}).get("phase") != "Failed"]
+            # the Job controller's part: a failed pod is replaced while failures stay
+            # within the Job's backoffLimit; past it, the Job fails
+            failed = len(mine) - len(live) > int(rjob["template"]["spec"].get("backoffLimit") or 0)
+            index = pod["metadata"]["annotations"].get(_COMPLETION_INDEX)
+            replaced = any(
+                each["metadata"]["annotations"].get(_COMPLETION_INDEX) == index for each in live
+            )
+            this = [each for each in mine if each["metadata"]["name"] == pod["metadata"]["name"]]
+            if (
+                this
+                and not failed
+                and not replaced
+                and (this[0].get("status") or {}).get("phase") == "Failed"
+            ):
+                replacement = _jobset_pod(jobset, rjob, int(index))
+                await _checked(
+                    await self.http.post(
+                        f"/api/v1/namespaces/{self.namespace}/pods", json=replacement
+                    ),
+                    201,
+                )
+                live.append(replacement)
+            phases = [(each.get("status") or {}).get("phase") for each in live]
             complete = phases.count("Succeeded") == int(rjob["template"]["spec"]["completions"])
-            failed = "Failed" in phases  # backoffLimit 0: the Job fails with its first pod
             ready = all(phase in ("Running", "Succeeded") for phase in phases)
             counts.append(
                 {
@@ -876,14 +898,16 @@ class BareCluster:
         }
         await self._patch_pod_status(pod, {"phase": "Pending", "conditions": [condition]})
 
-    async def jobset_pod(self, jobset: str, rjob: str, index: int) -> str:
-        """The name of the newest pod of replica ``index`` of a JobSet's replicated job,
-        awaited on a watch until the JobSet stand-in created it."""
+    async def jobset_pod(self, jobset: str, rjob: str, index: int, other_than: str = "") -> str:
+        """The name of the newest pod of replica ``index`` of a JobSet's replicated job
+        (other than ``other_than``: a replaced one), awaited on a watch until the JobSet
+        stand-in created it."""
         path = f"/api/v1/namespaces/{self.namespace}/pods"
         selector = f"{_JOBSET_NAME}={jobset},{_RJOB_NAME}={rjob},{_COMPLETION_INDEX}={index}"
         listed = await _checked(await self.http.get(path, params={"labelSelector": selector}))
-        if listed["items"]:
-            newest = max(listed["items"], key=lambda pod: pod["metadata"]["creationTimestamp"])
+        found = [pod for pod in listed["items"] if pod["metadata"]["name"] != other_than]
+        if found:
+            newest = max(found, key=lambda pod: pod["metadata"]["creationTimestamp"])
             return str(newest["metadata"]["name"])
         params = {
             "watch": "true",
@@ -893,7 +917,7 @@ class BareCluster:
         async with self.http.stream("GET", path, params=params) as response:
             async for line in response.aiter_lines():
                 event = json.loads(line)
-                if event["type"] == "ADDED":
+                if event["type"] == "ADDED" and event["object"]["metadata"]["name"] != other_than:
                     return str(event["object"]["metadata"]["name"])
         raise AssertionError(f"the watch of {selector} ended before the pod was created")
 

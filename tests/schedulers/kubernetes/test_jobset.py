@@ -18,7 +18,7 @@ import pytest
 from asynctorchx.errors import JobSetNotInstalledError
 from asynctorchx.schedulers.api import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes import KubernetesScheduler
-from asynctorchx.specs import AppDef, AppState, Role
+from asynctorchx.specs import AppDef, AppState, RetryPolicy, Role
 from tests.schedulers.kubernetes.bare_cluster import BareCluster
 from tests.schedulers.kubernetes.conftest import BARE, IMAGE, connected
 
@@ -197,3 +197,39 @@ async def test_a_cluster_without_jobset_raises_a_typed_error(tmp_path: Path) -> 
             await scheduler.submit(app("nojs", 1), CFG)
         with pytest.raises(JobSetNotInstalledError, match="job_api=volcano"):
             await scheduler.describe("default:jobset:nojs-x")
+
+
+async def test_a_followed_log_goes_on_in_the_retried_pod(tmp_path: Path) -> None:
+    async with bare(tmp_path) as (cluster, scheduler):
+        retried = app("js-retry", 1)
+        retried.roles[0].max_retries = 1
+        retried.roles[0].retry_policy = RetryPolicy.REPLICA  # the Job's backoffLimit
+        app_id = await scheduler.submit(retried, CFG)
+        name = name_of(app_id)
+        first = await cluster.jobset_pod(name, "role0", 0)
+        await cluster.start_pod(first)
+        lines: list[str] = []
+        read = anyio.Event()
+
+        async def follow() -> None:
+            async for line in scheduler.log_iter(app_id, "role0", 0, should_tail=True):
+                lines.append(line)
+                read.set()
+
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(follow)
+            cluster.write_log(first, "first")
+            await read.wait()
+            await cluster.finish_pod(first, 1)  # the Job controller replaces the pod
+            second = await cluster.jobset_pod(name, "role0", 0, other_than=first)
+            await cluster.start_pod(second)
+            cluster.write_log(second, "second")
+            await cluster.finish_pod(second, 0)
+        assert lines == ["first\n", "second\n"]
+        response = await scheduler.wait(app_id, timeout=60)
+        assert response is not None
+        assert response.state == AppState.SUCCEEDED
+        (replica,) = response.roles_statuses[0].replicas
+        assert (replica.state, replica.exit_code) == (AppState.SUCCEEDED, 0)  # the new pod
+        assert second != first
+        await scheduler.delete(app_id)
