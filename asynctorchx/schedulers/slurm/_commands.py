@@ -16,6 +16,7 @@ is the source and ``sacct`` a fallback).
 from __future__ import annotations
 
 import collections
+import os
 import re
 import subprocess
 from collections.abc import Collection, Sequence
@@ -196,7 +197,7 @@ class SlurmCommands:
         return parse_squeue(_text(done.stdout))
 
     async def sacct(self, job_ids: Collection[str]) -> dict[str, list[SlurmComponent]] | None:
-        """The accounting records of ``job_ids`` (``sacct -P -n -X``); ``None`` without accounting.
+        """The accounting records of ``job_ids`` (``sacct -P -n -X -j id,id,...``), ONE call.
 
         Args:
             job_ids: job ids of apps.
@@ -210,17 +211,31 @@ class SlurmCommands:
         """
         if not job_ids:
             return {}
-        argv = [
-            "sacct",
-            "-P",
-            "-n",
-            "-X",
-            f"--delimiter={FIELD_SEPARATOR}",
-            "-o",
-            SACCT_FIELDS,
-            "-j",
-            ",".join(job_ids),
-        ]
+        listed = await self._sacct(["-j", ",".join(job_ids)])
+        if listed is None:
+            return None
+        return {job_id: listed[job_id] for job_id in job_ids if job_id in listed}
+
+    async def sacct_mine(self, starttime: str) -> dict[str, list[SlurmComponent]] | None:
+        """The current user's jobs accounting knows since ``starttime``, in ONE ``sacct`` call.
+
+        ``sacct -P -n -X -S starttime --user=<uid>``: without ``--user`` root would be
+        shown every user's jobs.
+
+        Args:
+            starttime: sacct's ``--starttime`` (``now-1days``).
+
+        Returns:
+            job id -> its components; ``None`` without accounting (as :meth:`sacct`).
+
+        Raises:
+            SlurmCommandError: sacct failed for another reason.
+        """
+        return await self._sacct(["-S", starttime, f"--user={os.getuid()}"])
+
+    async def _sacct(self, selection: list[str]) -> dict[str, list[SlurmComponent]] | None:
+        argv = ["sacct", "-P", "-n", "-X", f"--delimiter={FIELD_SEPARATOR}"]
+        argv += ["-o", SACCT_FIELDS, *selection]
         try:
             done = await self.run(argv, check=False)
         except SlurmNotInstalledError:
@@ -230,8 +245,7 @@ class SlurmCommands:
             if _NO_ACCOUNTING in stderr:
                 return None
             raise SlurmCommandError(argv, done.returncode, stderr)
-        listed = parse_sacct(_text(done.stdout))
-        return {job_id: listed[job_id] for job_id in job_ids if job_id in listed}
+        return parse_sacct(_text(done.stdout))
 
     async def exit_codes(self, job_id: str) -> dict[int | None, tuple[int | None, int]]:
         """Each component's exit code and restarts (``scontrol -o show job``).

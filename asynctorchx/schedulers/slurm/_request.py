@@ -59,12 +59,18 @@ _TIME_UNLIMITED = ("INFINITE", "UNLIMITED")
 _NAME_FORBIDDEN = re.compile(r"[\s'\"\\$`]")
 
 
+#: How far back ``list`` reads accounting unless the ``history`` run option says otherwise.
+DEFAULT_HISTORY = "1days"
+
+
 def slurm_runopts() -> runopts:
     """Return the run options of the Slurm scheduler.
 
     The names, types and meaning are those of ``torchx.schedulers.slurm_scheduler``
     (``partition``, ``time``, ``comment``, ``constraint``, ``mail-user``, ``mail-type``,
-    ``job_dir``), plus ``account`` and ``qos``. Every option is an optional ``str``.
+    ``job_dir``), plus ``account`` and ``qos``, and ``history``, which bounds what ``list``
+    reads of accounting (:data:`DEFAULT_HISTORY` by default; TorchX's ``list`` reads it all).
+    Every option is an optional ``str``.
 
     Returns:
         A new :class:`~asynctorchx.specs.runopts`; never raises.
@@ -89,6 +95,13 @@ def slurm_runopts() -> runopts:
     )
     opts.add("account", type_=str, help="account charged for every component")
     opts.add("qos", type_=str, help="quality of service of every component")
+    opts.add(
+        "history",
+        type_=str,
+        default=DEFAULT_HISTORY,
+        help="list only: how far back to read accounting (sacct) for ended jobs, e.g."
+        " 2hours, 7days; 0: only the jobs squeue shows",
+    )
     return opts
 
 

@@ -43,7 +43,12 @@ from asynctorchx.schedulers.slurm._request import (
     build_batch_request,
     slurm_runopts,
 )
-from asynctorchx.schedulers.slurm._state import SlurmComponent, describe_job, job_state
+from asynctorchx.schedulers.slurm._state import (
+    SlurmComponent,
+    describe_job,
+    job_state,
+    sacct_start,
+)
 from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, gather_results, lines_of
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, is_terminal, runopts
 from asynctorchx.workspace.dir_workspace import DirWorkspaceMixin
@@ -251,20 +256,36 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         )
 
     async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
-        """List the current user's jobs that ``squeue -t all`` knows.
+        """List the current user's jobs: what ``squeue`` shows, and accounting's history.
 
-        That is every pending or running job, and the jobs that ended less than
-        ``MinJobAge`` (300 s by default) ago. (TorchX lists ``sacct``'s records, which
-        needs accounting.)
+        ``squeue --me -t all`` gives every pending or running job and those that ended
+        less than ``MinJobAge`` ago; with accounting, one ``sacct`` call adds the jobs
+        that ended since ``history`` ago (run option, default ``1days``), with their
+        final states. squeue's state wins for a job both list. (TorchX lists only
+        ``sacct --json``'s records, from 1970 on, which needs accounting.)
+
+        Args:
+            cfg: run options; only ``history`` is read (``0``: squeue only).
+
+        Returns:
+            The jobs by ascending job id.
 
         Raises:
+            InvalidRunConfigException: ``cfg`` has an unknown key or a bad ``history``.
             SlurmNotInstalledError: ``squeue`` is not on ``PATH``.
-            SlurmCommandError: squeue failed.
+            SlurmCommandError: squeue or sacct failed.
         """
+        history = self.run_opts().resolve(cfg or {}).get("history")
+        start = sacct_start(str(history))
         jobs = await self.commands.squeue_mine()
+        if start is not None and self._accounting is not False:
+            past = await self.commands.sacct_mine(start)
+            self._accounting = past is not None
+            for job_id, components in (past or {}).items():
+                jobs.setdefault(job_id, components)
         return [
-            ListAppResponse(app_id=job_id, state=job_state(components))
-            for job_id, components in jobs.items()
+            ListAppResponse(app_id=job_id, state=job_state(jobs[job_id]))
+            for job_id in sorted(jobs, key=int)
         ]
 
     async def cancel(self, app_id: str) -> None:

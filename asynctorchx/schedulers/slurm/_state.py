@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
+from asynctorchx.errors import InvalidRunConfigException
 from asynctorchx.schedulers._responses import DescribeAppResponse
 from asynctorchx.schedulers.toolkit import app_state, describe_app, role_statuses
 from asynctorchx.specs.api import AppState, ReplicaStatus, Role, is_terminal
@@ -67,6 +68,7 @@ SLURM_STATES: Mapping[str, AppState] = {
 }
 
 _JOB_ID = re.compile(r"(\d+)(?:\+(\d+))?")
+_HISTORY = re.compile(r"(\d+)(seconds|minutes|hours|days|weeks)?")
 _SCONTROL_FIELD = re.compile(r"(?:^|\s)(JobId|HetJobOffset|ExitCode|Restarts)=(\S+)")
 
 
@@ -216,6 +218,31 @@ def parse_sacct(text: str) -> dict[str, list[SlurmComponent]]:
             )
         )
     return _group(components)
+
+
+def sacct_start(history: str) -> str | None:
+    """The ``sacct --starttime`` of the ``history`` run option of ``list``.
+
+    Args:
+        history: how far back ``list`` reads accounting: a count and a unit of sacct(1)'s
+            ``now-`` form (``seconds``, the default, ``minutes``, ``hours``, ``days``,
+            ``weeks``), e.g. ``7days``; ``0``: no history, only what squeue shows.
+
+    Returns:
+        ``now-7days`` for ``7days``; ``None`` for a zero count.
+
+    Raises:
+        InvalidRunConfigException: ``history`` is not a count with an optional unit.
+    """
+    match = _HISTORY.fullmatch(history.strip())
+    if match is None:
+        raise InvalidRunConfigException(
+            f"run option 'history' is {history!r}: expected a count and an optional unit"
+            " (seconds, minutes, hours, days, weeks), e.g. `-cfg history=7days`;"
+            " 0 lists only the jobs squeue shows",
+            "history",
+        )
+    return f"now-{history.strip()}" if int(match.group(1)) else None
 
 
 def parse_scontrol_jobs(text: str) -> dict[int | None, tuple[int | None, int]]:

@@ -13,8 +13,9 @@ the value under test. Deliberate differences, normalised before comparing:
   uses ``SLURM_JOB_NODELIST_HET_GROUP_0``, a node NAME, which may not resolve (the local
   cluster's ``n1``...``n4`` do not) and is unset in a job of one component.
 
-Not compared because TorchX 0.7.0 lacks them: the ``account`` and ``qos`` options, and the
-checks of ``time``, of unknown options and of role names (TorchX accepts anything there).
+Not compared because TorchX 0.7.0 lacks them: the ``account``, ``qos`` and ``history``
+options, and the checks of ``time``, of unknown options and of role names (TorchX accepts
+anything there).
 """
 
 from __future__ import annotations
@@ -301,7 +302,7 @@ def test_role_name_that_breaks_the_script_is_refused(name: str) -> None:
         build_batch_request(app, {})
 
 
-def test_runopts_are_torchx_ones_plus_account_and_qos() -> None:
+def test_runopts_are_torchx_ones_plus_account_qos_and_history() -> None:
     names = {name for name, _ in slurm_runopts()}
     assert names == {
         "partition",
@@ -313,4 +314,5 @@ def test_runopts_are_torchx_ones_plus_account_and_qos() -> None:
         "job_dir",
         "account",
         "qos",
+        "history",
     }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from asynctorchx.errors import InvalidRunConfigException
 from asynctorchx.schedulers.slurm._state import (
     FIELD_SEPARATOR,
     SlurmComponent,
@@ -17,6 +18,7 @@ from asynctorchx.schedulers.slurm._state import (
     parse_sacct,
     parse_scontrol_jobs,
     parse_squeue,
+    sacct_start,
     slurm_state,
 )
 from asynctorchx.specs import AppState, Role
@@ -157,3 +159,18 @@ def test_describe_job_keeps_submitted_roles_and_exit_codes() -> None:
     assert response.num_restarts == 0
     (replica,) = response.roles_statuses[0].replicas
     assert (replica.exit_code, replica.state, replica.hostname) == (3, AppState.FAILED, "n1")
+
+
+@pytest.mark.parametrize(
+    ("history", "start"),
+    [("1days", "now-1days"), ("90", "now-90"), (" 2weeks ", "now-2weeks"), ("0", None)],
+)
+def test_history_is_sacct_starttime_or_none(history: str, start: str | None) -> None:
+    assert sacct_start(history) == start
+
+
+@pytest.mark.parametrize("history", ["-1days", "1 day", "yesterday", "", "1d"])
+def test_bad_history_names_the_option_and_the_form(history: str) -> None:
+    with pytest.raises(InvalidRunConfigException, match=r"'history'.*7days") as caught:
+        sacct_start(history)
+    assert caught.value.cfg_key == "history"
