@@ -73,6 +73,47 @@ def slurm_cluster() -> SlurmCluster:
     return cluster
 
 
+_FIX_ACCOUNTING = "start it with accounting: bash scripts/slurm-cluster.sh start"
+
+
+@pytest.fixture(scope="session")
+def slurm_accounting(slurm_cluster: SlurmCluster) -> SlurmCluster:
+    """The cluster, when it has accounting (``sacct`` answers); else a skip (a failure in CI).
+
+    ``scripts/slurm-cluster.sh start`` starts it with accounting (``--no-accounting``
+    without); ``.ci/run`` starts it with.
+    """
+    done = subprocess.run(
+        ["sacct", "-n", "-X", "-j", "1"], capture_output=True, text=True, timeout=15, check=False
+    )
+    if done.returncode != 0:
+        reason = f"the Slurm cluster has no accounting ({done.stderr.strip()}); {_FIX_ACCOUNTING}"
+        if os.environ.get("ASYNCTORCHX_REQUIRE_SLURM") == "1":
+            pytest.fail(f"ASYNCTORCHX_REQUIRE_SLURM=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    return slurm_cluster
+
+
+@pytest.fixture
+def no_accounting_conf(slurm_cluster: SlurmCluster, tmp_path: Path) -> dict[str, str]:
+    """An environment whose Slurm commands see the cluster as one without accounting.
+
+    ``SLURM_CONF`` names a copy of the cluster's ``slurm.conf`` with
+    ``AccountingStorageType=accounting_storage/none``: the same controller, but ``sacct``
+    exits 1 with "Slurm accounting storage is disabled", as on a cluster without
+    accounting (sacct(1) decides that from the configuration it reads).
+    """
+    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+    lines = [
+        line
+        for line in conf.read_text().splitlines()
+        if not line.startswith(("AccountingStorage", "JobCompType"))
+    ]
+    copy = tmp_path / "slurm-no-accounting.conf"
+    copy.write_text("\n".join([*lines, "AccountingStorageType=accounting_storage/none", ""]))
+    return {**os.environ, "SLURM_CONF": str(copy)}
+
+
 #: How to get the TorchX 0.7.0 venv the comparison and interop tests run TorchX in.
 BUILD_TORCHX_VENV = (
     "python3 -m venv benchmarks/.venv-torchx &&"
