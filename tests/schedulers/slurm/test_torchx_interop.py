@@ -1,31 +1,24 @@
 """Interop with TorchX 0.7.0's ``torchx.schedulers.slurm_scheduler`` on the real cluster.
 
 TorchX runs in its own venv (a subprocess per call, from the test's directory so that both
-tools share ``.torchxslurmjobdirs``). Checked both ways:
+tools share ``.torchxslurmjobdirs``). Checked both ways, through the cluster's real
+``sacct`` (``scripts/slurm-cluster.sh start`` runs slurmdbd with MariaDB):
 
-- an app WE submit: TorchX's ``describe`` and ``log_iter``;
+- an app WE submit: TorchX's ``describe``, ``log_iter``, ``list`` and ``cancel``;
 - an app TORCHX submits: our ``describe``, ``log_iter``, ``cancel`` and ``wait``.
 
-What TorchX cannot do on a cluster without accounting (the cluster of
-``scripts/slurm-cluster.sh``, and many real ones): its ``describe`` runs
-``sacct --parsable2 -j ID`` with ``check=True``, and sacct exits 1 ("Slurm accounting storage
-is disabled"), so ``describe`` raises ``CalledProcessError``. Its ``log_iter`` calls
-``describe`` before opening the file (``LogIterator``), and its ``cancel`` calls it through
-``exists``: both fail the same way, for our apps and for its own. Only its ``submit`` works
-there. :func:`test_torchx_without_accounting_fails_in_sacct` asserts exactly that.
-
-:func:`test_torchx_describes_and_reads_our_app_with_accounting` then checks what TorchX
-reads of our app where accounting exists: TorchX runs with a stand-in ``sacct`` first on
-its ``PATH`` that prints, for the real job, what ``sacct --parsable2`` prints (its default
-columns, from ``squeue -t all``; TorchX reads ``JobID``, ``JobName`` and ``State``). The
-job, its component names and ids, its log files and ``.torchxslurmjobdirs`` are real.
+TorchX reads only ``sacct``: its ``describe`` runs ``sacct --parsable2 -j ID`` with
+``check=True``, its ``log_iter`` calls ``describe`` before opening the file
+(``LogIterator``), its ``cancel`` calls it through ``exists``, and its ``list`` runs
+``sacct --json``. On a cluster without accounting sacct exits 1 ("Slurm accounting storage
+is disabled") and all four raise ``CalledProcessError``; only ``submit`` works.
+:func:`test_torchx_without_accounting_fails_in_sacct` asserts exactly that, with TorchX's
+Slurm commands reading a ``slurm.conf`` without accounting (``no_accounting_conf``).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import stat
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -76,6 +69,8 @@ try:
         result = list(lines)
     elif call["op"] == "cancel":
         result = scheduler.cancel(call["app_id"])
+    elif call["op"] == "list":
+        result = {app.app_id: app.state.name for app in scheduler.list()}
     else:
         role = specs.Role(
             name=call["role"],
@@ -89,17 +84,6 @@ try:
 except subprocess.CalledProcessError as error:
     result = {"CalledProcessError": error.cmd, "returncode": error.returncode}
 print(json.dumps(result))
-"""
-
-# What `sacct --parsable2 -j ID` prints where accounting exists (its default columns),
-# answered from squeue for the stand-in test. Exits 2 on any other call.
-_STAND_IN_SACCT = """#!/bin/sh
-if [ "$#" -ne 3 ] || [ "$1" != --parsable2 ] || [ "$2" != -j ]; then
-    echo "stand-in sacct: unexpected arguments: $*" >&2
-    exit 2
-fi
-echo "JobID|JobName|Partition|Account|AllocCPUS|State|ExitCode"
-exec squeue -h -t all -j "$3" -o "%i|%j|%P|%a|%C|%T|"
 """
 
 
@@ -134,12 +118,9 @@ async def scheduler(
 
 
 async def _torchx_call(
-    python: Path, directory: Path, path_first: Path | None = None, **call: Any
+    python: Path, directory: Path, env: dict[str, str] | None = None, **call: Any
 ) -> tuple[Any, str]:
     """Run one call of TorchX's slurm scheduler in its venv; return its result and stderr."""
-    env = dict(os.environ)
-    if path_first is not None:
-        env["PATH"] = f"{path_first}{os.pathsep}{env['PATH']}"
     with anyio.fail_after(LIMIT):
         done = await anyio.run_process(
             [str(python), "-c", _TORCHX_CALL, json.dumps(call)],
@@ -152,11 +133,6 @@ async def _torchx_call(
     return json.loads(done.stdout.decode().splitlines()[-1]), stderr
 
 
-async def _accounting_enabled() -> bool:
-    done = await anyio.run_process(["sacct", "-n", "-j", "1"], check=False)
-    return done.returncode == 0
-
-
 async def _submit_ours(scheduler: SlurmScheduler, tmp_path: Path, script: str) -> str:
     app = AppDef(name="ours", roles=[_role("talker", script, num_replicas=2)])
     job_id = await scheduler.submit(app, {"job_dir": str(tmp_path / "ours"), "time": "5"})
@@ -167,10 +143,8 @@ async def _submit_ours(scheduler: SlurmScheduler, tmp_path: Path, script: str) -
 
 
 async def test_torchx_without_accounting_fails_in_sacct(
-    scheduler: SlurmScheduler, torchx: Path, tmp_path: Path
+    scheduler: SlurmScheduler, torchx: Path, tmp_path: Path, no_accounting_conf: dict[str, str]
 ) -> None:
-    if await _accounting_enabled():
-        pytest.skip("this cluster has accounting: TorchX's describe works (see the next test)")
     job_id = await _submit_ours(scheduler, tmp_path, "echo out $SLURM_PROCID")
     sacct = ["sacct", "--parsable2", "-j", job_id]
     for call in (
@@ -179,25 +153,25 @@ async def test_torchx_without_accounting_fails_in_sacct(
         | {"should_tail": False},
         {"op": "cancel", "app_id": job_id},
     ):
-        result, stderr = await _torchx_call(torchx, tmp_path, **call)
+        result, stderr = await _torchx_call(torchx, tmp_path, no_accounting_conf, **call)
         assert result == {"CalledProcessError": sacct, "returncode": 1}, call
         assert "Slurm accounting storage is disabled" in stderr
+    listed, _ = await _torchx_call(torchx, tmp_path, no_accounting_conf, op="list")
+    assert listed == {"CalledProcessError": ["sacct", "--json", "-S1970-01-01-00:00:01"]} | {
+        "returncode": 1
+    }
     # our own view of the app is unaffected
     response = await scheduler.describe(job_id)
     assert response is not None
     assert response.state == AppState.SUCCEEDED
 
 
-async def test_torchx_describes_and_reads_our_app_with_accounting(
-    scheduler: SlurmScheduler, torchx: Path, tmp_path: Path
+async def test_torchx_describes_reads_and_lists_our_app_through_sacct(
+    scheduler: SlurmScheduler, slurm_accounting: SlurmCluster, torchx: Path, tmp_path: Path
 ) -> None:
     script = "echo out ${replica_id}; echo err ${replica_id} >&2"  # macro: the replica id
     job_id = await _submit_ours(scheduler, tmp_path, script)
-    stand_in = tmp_path / "stand-in-bin"
-    stand_in.mkdir()
-    (stand_in / "sacct").write_text(_STAND_IN_SACCT)
-    (stand_in / "sacct").chmod(stat.S_IRWXU)
-    described, _ = await _torchx_call(torchx, tmp_path, stand_in, op="describe", app_id=job_id)
+    described, _ = await _torchx_call(torchx, tmp_path, op="describe", app_id=job_id)
     assert described == {
         "state": "SUCCEEDED",
         "msg": "COMPLETED",
@@ -209,7 +183,6 @@ async def test_torchx_describes_and_reads_our_app_with_accounting(
         lines, _ = await _torchx_call(
             torchx,
             tmp_path,
-            stand_in,
             op="log_iter",
             app_id=job_id,
             role="talker",
@@ -221,7 +194,6 @@ async def test_torchx_describes_and_reads_our_app_with_accounting(
         errors, _ = await _torchx_call(
             torchx,
             tmp_path,
-            stand_in,
             op="log_iter",
             app_id=job_id,
             role="talker",
@@ -230,6 +202,32 @@ async def test_torchx_describes_and_reads_our_app_with_accounting(
             should_tail=False,
         )
         assert errors == [f"err {k}\n"]
+    listed, _ = await _torchx_call(torchx, tmp_path, op="list")
+    assert listed[job_id] == "SUCCEEDED"  # its component 1 is listed too, under its own id
+
+
+async def test_torchx_cancels_our_running_app(
+    scheduler: SlurmScheduler, slurm_accounting: SlurmCluster, torchx: Path, tmp_path: Path
+) -> None:
+    marker = f"marker-{uuid.uuid4().hex}"
+    app = AppDef(name="ours", roles=[_role("sleeper", f": {marker}; echo started; sleep 300")])
+    job_id = await scheduler.submit(app, {"job_dir": str(tmp_path / "ours"), "time": "5"})
+    try:
+        logs = scheduler.log_iter(job_id, "sleeper", streams=Stream.STDOUT, should_tail=True)
+        with anyio.fail_after(LIMIT):
+            async with aclosing(logs):  # type: ignore[type-var]
+                assert await anext(logs) == "started\n"  # it runs
+        described, _ = await _torchx_call(torchx, tmp_path, op="describe", app_id=job_id)
+        assert described["state"] == "RUNNING"
+        cancelled, _ = await _torchx_call(torchx, tmp_path, op="cancel", app_id=job_id)
+        assert cancelled is None
+        response = await scheduler.wait(job_id, timeout=LIMIT)
+        assert response is not None
+        assert response.state == AppState.CANCELLED
+        assert await _processes_with(marker) == []
+    finally:
+        with anyio.CancelScope(shield=True):
+            await scheduler.cancel(job_id)
 
 
 async def _processes_with(marker: str) -> list[str]:
