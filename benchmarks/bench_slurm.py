@@ -18,9 +18,16 @@ seconds). Three cases:
   tick, what independent pollers such as TorchX's ``Runner.wait`` do; with many apps the loop
   cannot keep up and the figure is as many calls as ``squeue`` can answer in a row).
 
+* ``forgotten``: ``apps`` jobs watched at once by one scheduler, half of them ended and
+  already forgotten by ``squeue`` (past ``MinJobAge``: only ``sacct`` knows them), half held
+  and released once the watch began, each writing the clock as its last act;
+  ``squeue_per_tick`` and ``sacct_per_tick`` = calls per poll of the scheduler's batched
+  poller (the target is at most one of each), ``latency_ms`` = a released job's stamp to its
+  ``wait`` returning. Ours only: it needs the cluster's accounting (``MinJobAge=5``).
+
 TorchX's side needs ``sacct``: its ``describe`` runs ``sacct --parsable2 -j ID`` with
-``check=True``. On a cluster without accounting (the local one) sacct exits 1, so the side
-reports itself unavailable with sacct's message, after trying.
+``check=True``. On a cluster without accounting (``start --no-accounting``) sacct exits 1,
+so the side reports itself unavailable with sacct's message, after trying.
 
 Usage: ``.venv/bin/python benchmarks/bench_slurm.py [--smoke] [--trials N]``; prints a table
 and writes ``benchmarks/results/slurm.json``.
@@ -92,7 +99,7 @@ def _app(script: list[str]) -> Any:
     return AppDef(name="bench", roles=[role])
 
 
-def _submit_raw(script: list[str], directory: str) -> str:
+def _submit_raw(script: list[str], directory: str, *options: str) -> str:
     """Submit the same job as ours, with sbatch directly: the floor needs no scheduler."""
     from asynctorchx.schedulers.slurm import build_batch_request
 
@@ -100,7 +107,10 @@ def _submit_raw(script: list[str], directory: str) -> str:
     path = os.path.join(directory, "bench.sh")
     Path(path).write_text(request.materialize())
     done = subprocess.run(
-        [*request.cmd, f"--chdir={directory}", path], capture_output=True, text=True, check=True
+        [*request.cmd, *options, f"--chdir={directory}", path],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return done.stdout.strip().split(";")[0]
 
@@ -128,6 +138,23 @@ def _squeue_states(job_id: str) -> list[str]:
         ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], capture_output=True, text=True
     )
     return done.stdout.split()
+
+
+def _forgotten_jobs(count: int, directory: str) -> list[str]:
+    """``count`` ended jobs that ``squeue`` no longer lists (polled for, at most 150 s)."""
+    if subprocess.run(["sacct", "-n", "-j", "1"], capture_output=True).returncode != 0:
+        raise Unavailable(f"the cluster has no accounting; run: {START_CLUSTER}")
+    job_ids = [_submit_raw(["-c", "true"], directory) for _ in range(count)]
+    deadline = time.monotonic() + 150
+    while subprocess.run(
+        ["squeue", "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip():
+        if time.monotonic() > deadline:
+            raise Unavailable("squeue still lists ended jobs after 150 s (MinJobAge too long?)")
+        time.sleep(1)
+    return job_ids
 
 
 def _stamp_latency_ms(stamp: str) -> float:
@@ -189,7 +216,36 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
             _scancel(job_ids)
         return {"squeue_per_s": calls / elapsed, "squeue_per_tick": calls * TICK / elapsed}
 
-    return anyio.run({"end": end, "start": start, "watch": watch}[p["case"]])
+    async def forgotten() -> dict[str, Any]:
+        old = _forgotten_jobs(int(p["apps"]) // 2, directory)
+        stamps = [os.path.join(directory, f"stamp{index}") for index in range(len(old))]
+        held = {_submit_raw(["-c", STAMP, stamp], directory, "--hold"): stamp for stamp in stamps}
+        latencies: list[float] = []
+        try:
+            slurm = SlurmScheduler("bench", poll_interval=TICK)
+            async with slurm:
+
+                async def wait(job_id: str) -> None:
+                    await slurm.wait(job_id)
+                    if job_id in held:
+                        latencies.append(_stamp_latency_ms(held[job_id]))
+
+                async with anyio.create_task_group() as task_group:
+                    for job_id in [*old, *held]:
+                        task_group.start_soon(wait, job_id)
+                    await anyio.run_process(["scontrol", "release", ",".join(held)])
+                polls = slurm._poller().polls
+                counts = slurm.commands.counts
+        finally:
+            _scancel(list(held))
+        return {
+            "squeue_per_tick": counts["squeue"] / polls,
+            "sacct_per_tick": counts["sacct"] / polls,
+            "latency_ms": latencies,
+        }
+
+    cases = {"end": end, "start": start, "watch": watch, "forgotten": forgotten}
+    return anyio.run(cases[p["case"]])
 
 
 def floor(p: dict[str, Any]) -> dict[str, Any]:
@@ -304,6 +360,16 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
             trials,
             sides=("ours", "floor"),
             skip=everything,
+        ),
+        *orchestrate(
+            "9 slurm half forgotten",
+            script,
+            [{"case": "forgotten", "apps": 10 if smoke else 100, "tick": TICK}],
+            ["squeue_per_tick", "sacct_per_tick", "latency_ms"],
+            trials,
+            sides=("ours",),
+            skip=everything,
+            refs=(),
         ),
     ]
 
