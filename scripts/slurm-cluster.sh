@@ -20,7 +20,8 @@
 #   - one slurmd per node: `slurmd -N n1` ... `slurmd -N n4` (Debian builds Slurm with
 #     multiple-slurmd support), each on its own port with its own spool directory.
 # It then waits at most $WAIT_S seconds for `sinfo` to show the 4 nodes idle and prints the
-# time taken. Logs are in $STATE/log. Jobs run as root or as any local user.
+# time taken. Logs are in $STATE/log. Jobs run as root or as any local user (with accounting,
+# a user with an association: root has one).
 # `start` on a cluster that is up in the other configuration restarts slurmctld (and starts
 # or stops slurmdbd and MariaDB): running jobs survive it.
 # See docs/slurm-cluster.md for the measured start times, memory and known behaviour.
@@ -128,11 +129,8 @@ write_munge_key() {
     chmod 0600 "$MUNGE_DIR/munge.key"
 }
 
-write_config() {
-    if [ -f "$CONF" ] && ! grep -qF "$MARK" "$CONF"; then
-        die "$CONF exists and was not written by this script; move it away first"
-    fi
-    mkdir -p "$CONF_DIR" "$LOGDIR" "$STATE/ctld" "$STATE/spool"
+# Print the slurm.conf of the configuration asked for.
+render_config() {
     local host
     host="$(hostname -s)"
     {
@@ -168,6 +166,9 @@ write_config() {
             echo "AccountingStoragePort=$DBD_PORT"
             # the munge socket of connections to slurmdbd (slurm.conf(5), AccountingStoragePass)
             echo "AccountingStoragePass=$MUNGE_SOCKET"
+            # as production clusters: a job needs an association, a valid account and QOS,
+            # refused at submission otherwise (root's association comes with the cluster)
+            echo "AccountingStorageEnforce=associations,limits,qos"
         else
             echo "AccountingStorageType=accounting_storage/none"
         fi
@@ -191,7 +192,15 @@ write_config() {
         done
         local IFS=,
         echo "PartitionName=debug Nodes=${NODES[*]} Default=YES MaxTime=INFINITE State=UP"
-    } >"$CONF.tmp"
+    }
+}
+
+write_config() {
+    if [ -f "$CONF" ] && ! grep -qF "$MARK" "$CONF"; then
+        die "$CONF exists and was not written by this script; move it away first"
+    fi
+    mkdir -p "$CONF_DIR" "$LOGDIR" "$STATE/ctld" "$STATE/spool"
+    render_config >"$CONF.tmp"
     chmod 0644 "$CONF.tmp"
     CONF_CHANGED=0
     cmp -s "$CONF.tmp" "$CONF" || CONF_CHANGED=1
@@ -349,7 +358,7 @@ conf_accounting() {
 start_cluster() {
     local t0
     t0="$(now_ms)"
-    if controller_up && nodes_up && [ "$(conf_accounting)" = "$ACCOUNTING" ] &&
+    if controller_up && nodes_up && [ "$(render_config)" = "$(cat "$CONF" 2>/dev/null)" ] &&
         { [ "$ACCOUNTING" = 0 ] || dbd_answers; }; then
         echo "slurm cluster already up: $(sinfo -h -o '%P %D %T' | tr '\n' ' ')"
         return 0
