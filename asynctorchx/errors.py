@@ -254,12 +254,17 @@ class SlurmSubmitError(SlurmCommandError, InvalidRunConfigException):
         stderr: Slurm's message.
         option: the run option or resource that Slurm refused (``partition``, ``time``,
             ``constraint``, ``memMB``...).
+        value: the option's value in the job, when known: Slurm's message does not
+            always name it (``Invalid qos specification``).
     """
 
-    def __init__(self, argv: list[str], returncode: int, stderr: str, option: str) -> None:
+    def __init__(
+        self, argv: list[str], returncode: int, stderr: str, option: str, value: str | None = None
+    ) -> None:
         SlurmCommandError.__init__(self, argv, returncode, stderr)
+        refused = f"{option}={value!r}" if value is not None else repr(option)
         message = (
-            f"Slurm refused {option!r} of this job: {stderr.strip()} (`{' '.join(argv)}`"
+            f"Slurm refused {refused} of this job: {stderr.strip()} (`{' '.join(argv)}`"
             f" exited with {returncode}); fix {option!r} and submit again"
         )
         self.args = (message,)

@@ -19,7 +19,7 @@ import collections
 import os
 import re
 import subprocess
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import anyio
 
@@ -129,12 +129,16 @@ class SlurmCommands:
             raise SlurmCommandError(list(argv), done.returncode, _text(done.stderr))
         return done
 
-    async def sbatch(self, argv: Sequence[str], cwd: str | None = None) -> str:
+    async def sbatch(
+        self, argv: Sequence[str], cwd: str | None = None, options: Mapping[str, str] | None = None
+    ) -> str:
         """Submit a job with ``argv`` (``sbatch --parsable ... script``); return its id.
 
         Args:
             argv: the whole sbatch command, ``--parsable`` included.
             cwd: the directory to submit from.
+            options: the job's ``#SBATCH`` options by name (``account`` -> ``ml``), so that
+                the error names the value Slurm refused.
 
         Returns:
             The job id (for a heterogeneous job, the leader's); ``;cluster`` is dropped.
@@ -149,7 +153,8 @@ class SlurmCommands:
         if done.returncode != 0:
             option = option_of_sbatch_error(stderr)
             if option is not None:
-                raise SlurmSubmitError(list(argv), done.returncode, stderr, option)
+                value = (options or {}).get(option)
+                raise SlurmSubmitError(list(argv), done.returncode, stderr, option, value)
             raise SlurmCommandError(list(argv), done.returncode, stderr)
         job_id = _text(done.stdout).strip().split(";", 1)[0]
         if not job_id.isdigit():

@@ -154,7 +154,13 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             if job_dir is not None:
                 argv.append(f"--chdir={job_dir}")
             argv.append(os.path.join(directory, "torchx-sbatch.sh"))
-            job_id = await self.commands.sbatch(argv)
+            options = {
+                name: value
+                for replica in request.replicas.values()
+                for name, value in replica.sbatch_opts.items()
+                if value is not None
+            }
+            job_id = await self.commands.sbatch(argv, options=options)
         if job_id in self._last_seen:  # an id reused after a controller restart
             await self.delete(job_id)
         self._job_dirs[job_id] = job_dir or os.getcwd()

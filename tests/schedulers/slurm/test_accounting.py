@@ -20,6 +20,8 @@ from typing import NamedTuple
 import anyio
 import pytest
 
+from asynctorchx.components.utils import echo
+from asynctorchx.errors import InvalidRunConfigException, SlurmSubmitError
 from asynctorchx.runner import Runner
 from asynctorchx.schedulers.api import Stream
 from asynctorchx.schedulers.slurm import SlurmCommands, SlurmScheduler, create_scheduler
@@ -189,3 +191,26 @@ async def test_without_accounting_a_forgotten_job_is_unknown_and_unlisted(
         assert forgotten.failed not in listed
         await scheduler.describe(forgotten.succeeded[0])
         assert commands.counts["sacct"] == 1  # "accounting storage is disabled": asked once
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("account", "Invalid account or account/partition combination specified"),
+        ("qos", "Invalid qos specification"),
+    ],
+)
+async def test_bad_account_or_qos_is_refused_before_the_job_is_queued(
+    slurm_accounting: SlurmCluster, elsewhere: Path, option: str, message: str
+) -> None:
+    # the cluster enforces associations and QOS (AccountingStorageEnforce), as production ones
+    scheduler = SlurmScheduler("test", poll_interval=TICK)
+    async with scheduler:
+        with pytest.raises(SlurmSubmitError) as caught:
+            await scheduler.submit(echo(), {option: "no-such-one", "job_dir": str(elsewhere)})
+    assert caught.value.cfg_key == option
+    assert isinstance(caught.value, InvalidRunConfigException)
+    assert f"Slurm refused {option}='no-such-one'" in str(caught.value)
+    assert message in str(caught.value)  # Slurm's own words
+    assert scheduler.commands.counts["sbatch"] == 1
+    assert list(elsewhere.glob("slurm-*")) == []  # nothing ran
