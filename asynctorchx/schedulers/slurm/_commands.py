@@ -202,7 +202,7 @@ class SlurmCommands:
         return parse_squeue(_text(done.stdout))
 
     async def sacct(self, job_ids: Collection[str]) -> dict[str, list[SlurmComponent]] | None:
-        """The accounting records of ``job_ids`` (``sacct -P -n -X -j id,id,...``), ONE call.
+        """The accounting records of ``job_ids`` (``sacct -P -n -D -j id,id,...``), ONE call.
 
         Args:
             job_ids: job ids of apps.
@@ -224,7 +224,7 @@ class SlurmCommands:
     async def sacct_mine(self, starttime: str) -> dict[str, list[SlurmComponent]] | None:
         """The current user's jobs accounting knows since ``starttime``, in ONE ``sacct`` call.
 
-        ``sacct -P -n -X -S starttime --user=<uid>``: without ``--user`` root would be
+        ``sacct -P -n -D -S starttime --user=<uid>``: without ``--user`` root would be
         shown every user's jobs.
 
         Args:
@@ -239,7 +239,8 @@ class SlurmCommands:
         return await self._sacct(["-S", starttime, f"--user={os.getuid()}"])
 
     async def _sacct(self, selection: list[str]) -> dict[str, list[SlurmComponent]] | None:
-        argv = ["sacct", "-P", "-n", "-X", f"--delimiter={FIELD_SEPARATOR}"]
+        # every run (-D: restarts) and the steps (the .batch step's exit code), not -X
+        argv = ["sacct", "-P", "-n", "-D", f"--delimiter={FIELD_SEPARATOR}"]
         argv += ["-o", SACCT_FIELDS, *selection]
         try:
             done = await self.run(argv, check=False)

@@ -187,9 +187,9 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         """Describe the job: app, role and replica states, nodes and exit codes.
 
         One ``squeue -h -t all`` call; ``sacct`` when squeue no longer lists the job and
-        the cluster has accounting; ``scontrol show job`` once when the job has ended,
-        for its exit code. A job neither lists is described by its last seen state, with
-        a ``msg`` saying so; one this scheduler never saw is unknown.
+        the cluster has accounting; ``scontrol show job`` once when a job squeue lists has
+        ended, for its exit codes and restarts. A job neither lists is described by its
+        last seen state, with a ``msg`` saying so; one this scheduler never saw is unknown.
 
         Args:
             app_id: the job id.
@@ -232,7 +232,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
     async def _read_exit_codes(
         self, ended: list[str], listed: Mapping[str, list[SlurmComponent]]
     ) -> None:
-        """Read once (``scontrol``) the exit codes of jobs that ended and have none yet."""
+        """Read once (``scontrol``) the exit codes and restarts of ended jobs squeue lists."""
         for job_id in listed:
             if job_id not in ended:
                 self._exit_codes.pop(job_id, None)  # requeued: its codes are stale
@@ -240,10 +240,9 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             job_id
             for job_id in ended
             if job_id not in self._exit_codes
-            and any(
-                component.exit_code is None and component.state != "COMPLETED"
-                for component in listed[job_id]
-            )
+            # squeue's components: neither exit code nor restarts (sacct's carry both); a
+            # COMPLETED job too, as it may have been requeued before it succeeded
+            and any(component.restarts is None for component in listed[job_id])
         ]
         codes = await gather_results(
             functools.partial(self.commands.exit_codes, job_id) for job_id in todo
@@ -252,7 +251,9 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
 
     def _response(self, job_id: str, components: list[SlurmComponent]) -> DescribeAppResponse:
         codes = self._exit_codes.get(job_id, {})
-        restarts = [restart for _, restart in codes.values()]
+        restarts = [restart for _, restart in codes.values()] or [
+            component.restarts for component in components if component.restarts is not None
+        ]
         merged = [_with_exit_code(component, codes) for component in components]
         return describe_job(
             job_id,

@@ -68,6 +68,7 @@ SLURM_STATES: Mapping[str, AppState] = {
 }
 
 _JOB_ID = re.compile(r"(\d+)(?:\+(\d+))?")
+_BATCH_STEP = re.compile(r"(\d+)(?:\+0)?\.batch")
 _HISTORY = re.compile(r"(\d+)(seconds|minutes|hours|days|weeks)?")
 _SCONTROL_FIELD = re.compile(r"(?:^|\s)(JobId|HetJobOffset|ExitCode|Restarts)=(\S+)")
 
@@ -85,6 +86,8 @@ class SlurmComponent:
         name: its job name, ``{role}-{replica_id}`` for a component we submitted.
         work_dir: the directory it runs in, where its log files are.
         exit_code: its exit code once known (from ``scontrol``/``sacct``), else ``None``.
+        restarts: how often Slurm requeued it, from ``sacct -D``; ``None``: not known
+            (``squeue`` does not say).
     """
 
     app_id: str
@@ -95,6 +98,7 @@ class SlurmComponent:
     name: str = ""
     work_dir: str = ""
     exit_code: int | None = None
+    restarts: int | None = None
 
     @property
     def app_state(self) -> AppState:
@@ -187,37 +191,61 @@ def parse_exit_code(text: str) -> int | None:
 
 
 def parse_sacct(text: str) -> dict[str, list[SlurmComponent]]:
-    """Parse the output of ``sacct -P -n -X -o`` :data:`SACCT_FIELDS`.
+    """Parse the output of ``sacct -P -n -D -o`` :data:`SACCT_FIELDS`.
+
+    ``-D`` lists every run of a requeued job, oldest first: the last one is the
+    component, the ones before it its restarts. Steps are listed after their job; the
+    ``.batch`` step carries the batch script's exit code, which is what ``scontrol`` gives
+    every component of the job (the job's own ``ExitCode`` is ``0:0`` when it was
+    cancelled, where the batch step's is ``0:15``).
 
     Args:
         text: sacct's stdout with :data:`FIELD_SEPARATOR` as ``--delimiter``.
 
     Returns:
-        app id -> its components by offset, with their exit codes. Job steps
-        (``12.batch``), array tasks and malformed lines are skipped; never raises.
+        app id -> its components by offset, with exit codes (once ended) and restarts. Other steps
+        (``12.0``, ``12.extern``), array tasks and malformed lines are skipped; never raises.
     """
-    components: list[SlurmComponent] = []
+    last: dict[tuple[str, int | None], SlurmComponent] = {}
+    runs: dict[tuple[str, int | None], int] = {}
+    batch: dict[str, int | None] = {}
     for line in text.splitlines():
         fields = line.split(FIELD_SEPARATOR)
         if len(fields) != 7:
             continue
         job_id, state, nodes, reason, name, work_dir, exit_code = fields
+        step = _BATCH_STEP.fullmatch(job_id.strip())
+        if step is not None:
+            code = parse_exit_code(exit_code)
+            if code is not None:  # empty when Slurm cancelled the step of a failed run
+                batch[step.group(1)] = code
+            continue
         ids = _split_job_id(job_id.strip())
         if ids is None:
             continue
-        components.append(
-            SlurmComponent(
-                ids[0],
-                ids[1],
-                state.split(" ", 1)[0],
-                "" if nodes == "None assigned" else nodes,
-                reason,
-                name,
-                work_dir,
-                parse_exit_code(exit_code),
-            )
+        if ids[1] in (None, 0):
+            batch.pop(ids[0], None)  # a new run: the batch step of the one before is stale
+        runs[ids] = runs.get(ids, 0) + 1
+        last[ids] = SlurmComponent(
+            ids[0],
+            ids[1],
+            state.split(" ", 1)[0],
+            "" if nodes == "None assigned" else nodes,
+            reason,
+            name,
+            work_dir,
+            parse_exit_code(exit_code),
         )
-    return _group(components)
+    return _group(
+        attrs.evolve(
+            component,
+            exit_code=batch.get(component.app_id, component.exit_code)
+            if is_terminal(component.app_state)
+            else None,  # a run not over yet has no exit code (sacct prints 0:0)
+            restarts=runs[key] - 1,
+        )
+        for key, component in last.items()
+    )
 
 
 def sacct_start(history: str) -> str | None:

@@ -96,17 +96,50 @@ def test_exit_codes() -> None:
     assert parse_exit_code("n/a") is None
 
 
-def test_sacct_skips_steps_and_reads_exit_codes() -> None:
+def test_sacct_components_take_the_batch_steps_exit_code() -> None:
+    # sacct -P -n -D of a 2-component job whose component 1 exited 4 (Slurm 22.05.8)
     text = "\n".join(
         [
-            _line("12+0", "FAILED", "n1", "NonZeroExitCode", "echo-0", "/w", "3:0"),
-            _line("12+0.batch", "FAILED", "n1", "", "batch", "", "3:0"),
-            _line("12+1", "CANCELLED by 0", "None assigned", "None", "echo-1", "/w", "0:15"),
+            _line("101+0", "FAILED", "n1", "None", "a-0", "/w", "4:0"),
+            _line("101+0.batch", "FAILED", "n1", "", "batch", "", "4:0"),
+            _line("101+0.0", "COMPLETED", "n1", "", "true", "", "0:0"),
+            _line("101+1", "FAILED", "n2", "None", "a-1", "/w", "4:0"),
+            _line("101+1.0", "FAILED", "n2", "", "sh", "", "4:0"),
         ]
     )
-    first, second = parse_sacct(text)["12"]
-    assert (first.state, first.exit_code, first.replica) == ("FAILED", 3, ("echo", 0))
-    assert (second.state, second.nodes, second.exit_code) == ("CANCELLED", "", 143)
+    first, second = parse_sacct(text)["101"]
+    assert (first.state, first.exit_code, first.replica, first.restarts) == (
+        "FAILED",
+        4,
+        ("a", 0),
+        0,
+    )
+    assert (second.offset, second.nodes, second.exit_code, second.work_dir) == (1, "n2", 4, "/w")
+
+
+def test_sacct_cancelled_job_exit_code_is_its_batch_steps_signal() -> None:
+    # the job's own ExitCode is 0:0 once cancelled; scontrol (and the batch step) say 0:15
+    text = "\n".join(
+        [
+            _line("568", "CANCELLED by 0", "n1", "None", "wrap", "/w", "0:0"),
+            _line("568.batch", "CANCELLED", "n1", "", "batch", "", "0:15"),
+        ]
+    )
+    (job,) = parse_sacct(text)["568"]
+    assert (job.state, job.exit_code, job.app_state) == ("CANCELLED", 143, AppState.CANCELLED)
+
+
+def test_sacct_requeued_job_is_its_last_run_with_its_restarts() -> None:
+    text = "\n".join(
+        [
+            _line("559", "REQUEUED", "n1", "None", "sh-0", "/w", "0:0"),
+            _line("559.batch", "FAILED", "n1", "", "batch", "", "2:0"),
+            _line("559.0", "FAILED", "n1", "", "sh", "", "2:0"),
+            _line("559", "PENDING", "None assigned", "BeginTime", "sh-0", "/w", "0:0"),
+        ]
+    )
+    (job,) = parse_sacct(text)["559"]
+    assert (job.state, job.nodes, job.exit_code, job.restarts) == ("PENDING", "", None, 1)
 
 
 def test_scontrol_exit_codes_per_component() -> None:
@@ -174,3 +207,18 @@ def test_bad_history_names_the_option_and_the_form(history: str) -> None:
     with pytest.raises(InvalidRunConfigException, match=r"'history'.*7days") as caught:
         sacct_start(history)
     assert caught.value.cfg_key == "history"
+
+
+def test_sacct_batch_step_without_exit_code_leaves_the_jobs() -> None:
+    # the second run of a job requeued once (max_retries=1) that failed again
+    text = "\n".join(
+        [
+            _line("688", "REQUEUED", "n1", "None", "bad-0", "/w", "0:0"),
+            _line("688.batch", "FAILED", "n1", "", "batch", "", "2:0"),
+            _line("688.0", "FAILED", "n1", "", "sh", "", "2:0"),
+            _line("688", "FAILED", "n1", "None", "bad-0", "/w", "1:0"),
+            _line("688.batch", "CANCELLED", "n1", "", "batch", "", ""),
+        ]
+    )
+    (job,) = parse_sacct(text)["688"]
+    assert (job.state, job.exit_code, job.restarts) == ("FAILED", 1, 1)
