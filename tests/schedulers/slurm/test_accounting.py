@@ -23,13 +23,25 @@ import pytest
 from asynctorchx.components.utils import echo
 from asynctorchx.errors import InvalidRunConfigException, SlurmSubmitError
 from asynctorchx.runner import Runner
-from asynctorchx.schedulers.api import Stream
+from asynctorchx.schedulers.api import DescribeAppResponse, Stream
 from asynctorchx.schedulers.slurm import SlurmCommands, SlurmScheduler, create_scheduler
-from asynctorchx.specs import AppState
+from asynctorchx.specs import AppDef, AppState, Resource, Role
 from tests.schedulers.slurm.conftest import SlurmCluster
 
 LIMIT = 150  # seconds: a bound for squeue to forget a job (MinJobAge + one purge period)
 TICK = 0.2  # seconds between two polls of the schedulers under test
+
+
+def _role(name: str, script: str, num_replicas: int = 1, max_retries: int = 0) -> Role:
+    return Role(
+        name=name,
+        image="",
+        entrypoint="sh",
+        args=["-c", script],
+        num_replicas=num_replicas,
+        max_retries=max_retries,
+        resource=Resource(cpu=1, gpu=0, memMB=100),
+    )
 
 
 class Forgotten(NamedTuple):
@@ -214,3 +226,76 @@ async def test_bad_account_or_qos_is_refused_before_the_job_is_queued(
     assert message in str(caught.value)  # Slurm's own words
     assert scheduler.commands.counts["sbatch"] == 1
     assert list(elsewhere.glob("slurm-*")) == []  # nothing ran
+
+
+def _view(response: DescribeAppResponse | None) -> tuple[object, ...]:
+    """What a user reads of an ended app: state, restarts, each replica's fields."""
+    assert response is not None
+    replicas = [
+        (r.role, r.id, r.state, r.exit_code, r.hostname)
+        for status in response.roles_statuses
+        for r in status.replicas
+    ]
+    return response.state, response.num_restarts, replicas
+
+
+async def _squeue_reason(job_id: str) -> str:
+    done = await anyio.run_process(["squeue", "-h", "-j", job_id, "-o", "%r"], check=False)
+    return done.stdout.decode().strip()
+
+
+async def _squeue_forgets(job_ids: list[str]) -> None:
+    with anyio.fail_after(LIMIT):
+        while _listed_by_squeue(job_ids):  # the condition, not a timing guess
+            await anyio.sleep(1)
+
+
+async def test_hetjob_requeue_and_outside_scancel_read_alike_from_squeue_and_sacct(
+    slurm_accounting: SlurmCluster, elsewhere: Path
+) -> None:
+    if len(slurm_accounting.nodes) < 3:
+        pytest.skip("3 components need 3 nodes")
+    scheduler = SlurmScheduler("test", poll_interval=TICK)
+    seen: dict[str, tuple[object, ...]] = {}
+    job_ids: list[str] = []
+    async with scheduler:
+        try:
+            het = AppDef(
+                name="het",
+                roles=[_role("trainer", "true", num_replicas=2), _role("reader", "exit 0")],
+            )
+            job_ids.append(job_id := await scheduler.submit(het, {"job_dir": str(elsewhere)}))
+            seen[job_id] = _view(await scheduler.wait(job_id, timeout=LIMIT))
+            assert seen[job_id][0] == AppState.SUCCEEDED
+
+            flaky = AppDef(name="flaky", roles=[_role("bad", "exit 2", max_retries=1)])
+            job_ids.append(job_id := await scheduler.submit(flaky, {"job_dir": str(elsewhere)}))
+            # its batch script requeues it once after failing; Slurm then holds it for 120 s
+            # (PENDING, reason BeginTime, which squeue shows and a state change does not)
+            with anyio.fail_after(LIMIT):
+                while await _squeue_reason(job_id) != "BeginTime":
+                    await anyio.sleep(TICK)
+            await anyio.run_process(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
+            # (an operator's release: run it again now)
+            seen[job_id] = _view(await scheduler.wait(job_id, timeout=LIMIT))
+            assert seen[job_id][:2] == (AppState.FAILED, 1)
+
+            sleeper = AppDef(name="sleeper", roles=[_role("sleeper", "echo started; sleep 300")])
+            job_ids.append(job_id := await scheduler.submit(sleeper, {"job_dir": str(elsewhere)}))
+            with anyio.fail_after(LIMIT):
+                response = await scheduler.describe(job_id)
+                while response is not None and response.state != AppState.RUNNING:
+                    response = await scheduler.wait_for_state_change(job_id, response.state)
+            await anyio.run_process(["scancel", job_id])  # from outside the scheduler
+            seen[job_id] = _view(await scheduler.wait(job_id, timeout=LIMIT))
+            assert seen[job_id][0] == AppState.CANCELLED
+        finally:
+            with anyio.CancelScope(shield=True):
+                for job_id in job_ids:
+                    await scheduler.cancel(job_id)
+    await _squeue_forgets(job_ids)
+    accounting = SlurmScheduler("test", poll_interval=TICK)  # sees them only through sacct
+    async with accounting:
+        for job_id in job_ids:
+            assert _view(await accounting.describe(job_id)) == seen[job_id], job_id
+    assert accounting.commands.counts["scontrol"] == 0
