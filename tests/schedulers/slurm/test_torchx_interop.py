@@ -166,11 +166,26 @@ async def test_torchx_without_accounting_fails_in_sacct(
     assert response.state == AppState.SUCCEEDED
 
 
+async def _components_recorded(job_id: str) -> None:
+    """Poll sacct until it lists the job's components (``ID+0``).
+
+    For a few seconds after a heterogeneous job ended (4 s measured), sacct lists it as
+    one job named ``allocation``, without its components: TorchX then finds no role.
+    """
+    with anyio.fail_after(LIMIT):
+        while True:
+            done = await anyio.run_process(["sacct", "-n", "-X", "-o", "JobID", "-j", job_id])
+            if f"{job_id}+0" in done.stdout.decode():
+                return
+            await anyio.sleep(TICK)
+
+
 async def test_torchx_describes_reads_and_lists_our_app_through_sacct(
     scheduler: SlurmScheduler, slurm_accounting: SlurmCluster, torchx: Path, tmp_path: Path
 ) -> None:
     script = "echo out ${replica_id}; echo err ${replica_id} >&2"  # macro: the replica id
     job_id = await _submit_ours(scheduler, tmp_path, script)
+    await _components_recorded(job_id)
     described, _ = await _torchx_call(torchx, tmp_path, op="describe", app_id=job_id)
     assert described == {
         "state": "SUCCEEDED",
