@@ -23,7 +23,7 @@ seconds). Three cases:
   and released once the watch began, each writing the clock as its last act;
   ``squeue_per_tick`` and ``sacct_per_tick`` = calls per poll of the scheduler's batched
   poller (the target is at most one of each), ``latency_ms`` = a released job's stamp to its
-  ``wait`` returning. Ours only: it needs the cluster's accounting (``MinJobAge=5``).
+  ``wait`` returning. Ours only: it needs the cluster's accounting (``MinJobAge=10``).
 
 TorchX's side needs ``sacct``: its ``describe`` runs ``sacct --parsable2 -j ID`` with
 ``check=True``. On a cluster without accounting (``start --no-accounting``) sacct exits 1,

@@ -1,8 +1,8 @@
 """Jobs past ``MinJobAge``: squeue forgot them, accounting (``sacct``) remembers them.
 
-On the cluster of ``scripts/slurm-cluster.sh start`` (accounting on, ``MinJobAge=5``) a
-finished job leaves ``squeue`` 5 to about 65 s after its end (slurmctld purges old jobs
-in batches). The module's jobs are submitted once, by the CLI in a process of their own,
+On the cluster of ``scripts/slurm-cluster.sh start`` (accounting on, ``MinJobAge=10``) a
+finished job leaves ``squeue`` about 20 s after its end (slurmctld purges old jobs in
+batches). The module's jobs are submitted once, by the CLI in a process of their own,
 and every test reads them after squeue forgot them, from processes and directories that
 did not submit them: through the Runner, the CLI, and the scheduler's batched watch.
 """
