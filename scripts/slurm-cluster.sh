@@ -252,7 +252,8 @@ db_answers() {
 # mariadbd on its own data directory, socket and port, started directly (no systemd),
 # running as the mysql user; then the slurm_acct_db database and its user.
 start_database() {
-    # a small InnoDB: the accounting of test jobs needs little (90 MB resident instead of 230)
+    # a small InnoDB: test jobs need little (measured: 94 MB resident, a 25 MB data directory
+    # instead of 113 MB with the default redo log)
     local sizes=(--innodb-log-file-size=8M --innodb-buffer-pool-size=16M
         --innodb-lock-wait-timeout=900) # slurmdbd's recommended value (it logs an error otherwise)
     if [ ! -d "$DB_DIR/mysql" ]; then
