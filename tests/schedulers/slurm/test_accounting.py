@@ -246,9 +246,14 @@ def _view(response: DescribeAppResponse | None) -> tuple[object, ...]:
     return response.state, restarts, replicas
 
 
-async def _squeue_reason(job_id: str) -> str:
-    done = await anyio.run_process(["squeue", "-h", "-j", job_id, "-o", "%r"], check=False)
+async def _squeue_state_and_reason(job_id: str) -> str:
+    done = await anyio.run_process(["squeue", "-h", "-j", job_id, "-o", "%T %r"], check=False)
     return done.stdout.decode().strip()
+
+
+async def _process_args() -> list[str]:
+    done = await anyio.run_process(["ps", "-eww", "-o", "args"])
+    return done.stdout.decode().splitlines()
 
 
 async def _squeue_forgets(job_ids: list[str]) -> None:
@@ -279,9 +284,13 @@ async def test_hetjob_requeue_and_outside_scancel_read_alike_from_squeue_and_sac
             flaky = AppDef(name="flaky", roles=[_role("flaky", second_run_succeeds, max_retries=1)])
             job_ids.append(job_id := await scheduler.submit(flaky, {"job_dir": str(elsewhere)}))
             # its batch script requeues it once after it failed; Slurm holds it for 120 s
-            # (PENDING, reason BeginTime, which squeue shows and a state change does not)
+            # (reason BeginTime, which squeue shows and a state change does not). Released
+            # while the first run's slurmstepd still runs, the second run is killed at once
+            # (FAILED 1:0, batch step CANCELLED): it is released once they are gone.
             with anyio.fail_after(LIMIT):
-                while await _squeue_reason(job_id) != "BeginTime":
+                while await _squeue_state_and_reason(job_id) != "PENDING BeginTime" or any(
+                    line.startswith(f"slurmstepd: [{job_id}.") for line in await _process_args()
+                ):
                     await anyio.sleep(TICK)
             await anyio.run_process(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
             # (an operator's release: run it again now)
