@@ -66,9 +66,13 @@ def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _submit(cwd: Path, job_dir: Path, script: str) -> str:
-    """Submit ``utils.sh sh -c script`` with the CLI (its own process); return the job id."""
+    """Submit ``utils.sh sh -c script`` with the CLI (its own process); return the job id.
+
+    ``--workspace ''``: the jobs share ``job_dir`` and need no copy of the current directory.
+    """
+    cfg = f"job_dir={job_dir}"
     ran = _cli(
-        cwd, "run", "-s", "slurm", "-cfg", f"job_dir={job_dir}", "utils.sh", "sh", "-c", script
+        cwd, "run", "--workspace", "", "-s", "slurm", "-cfg", cfg, "utils.sh", "sh", "-c", script
     )
     assert ran.returncode == 0, ran.stderr
     handle = ran.stdout.splitlines()[0]
