@@ -114,7 +114,7 @@ nodes_in_state() {
 }
 
 nodes_up() {
-    [ "$(nodes_in_state 'idle|mixed|allocated|completing')" -eq "${#NODES[@]}" ]
+    [ "$(nodes_in_state 'idle|mixed|allocated|completing|planned')" -eq "${#NODES[@]}" ]
 }
 
 write_munge_key() {

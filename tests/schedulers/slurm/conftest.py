@@ -18,7 +18,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 _FIX = "start one with: bash scripts/slurm-cluster.sh start"
-_UP_STATES = {"idle", "mixed", "allocated", "completing"}
+_UP_STATES = {
+    "idle",
+    "mixed",
+    "allocated",
+    "completing",
+    "planned",
+}  # planned: held for a pending job
 
 
 class SlurmCluster(NamedTuple):
