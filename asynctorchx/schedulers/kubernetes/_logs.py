@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -47,7 +47,7 @@ def since_time(ns: int) -> str:
     Args:
         ns: nanoseconds since the epoch.
     """
-    moment = datetime.fromtimestamp(ns // 1_000_000_000, timezone.utc)
+    moment = datetime.fromtimestamp(ns // 1_000_000_000, UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -1,4 +1,4 @@
-"""Reap child processes without a thread per child on Python 3.10 and 3.11.
+"""Reap child processes without a thread per child on Python 3.11.
 
 Before 3.12, asyncio's default child watcher (``ThreadedChildWatcher``) blocks one
 thread in ``waitpid`` for every live child: 1000 replicas, 1000 threads. Linux's pid
@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from asynctorchx.schedulers.local import _subreaper
 
-if TYPE_CHECKING:  # annotations only (typing has them from 3.11 on)
-    from typing_extensions import TypeVarTuple, Unpack
+if TYPE_CHECKING:  # annotations only
+    from typing import TypeVarTuple
 
     Ts = TypeVarTuple("Ts")
 
@@ -44,7 +44,7 @@ def _pidfd_supported() -> bool:
 
 
 def use_pidfd_child_watcher() -> None:
-    """Make asyncio reap children through pidfds (3.10/3.11 on Linux, from the main thread).
+    """Make asyncio reap children through pidfds (3.11 on Linux, from the main thread).
 
     The watcher is asyncio's process-wide one, so it serves every event loop, in any
     thread, including loops started after the one that installed it has ended (an
@@ -105,8 +105,8 @@ def _registering_watcher_class() -> type[Any]:
             def add_child_handler(
                 self,
                 pid: int,
-                callback: Callable[[int, int, Unpack[Ts]], object],
-                *args: Unpack[Ts],
+                callback: Callable[[int, int, *Ts], object],
+                *args: *Ts,
             ) -> None:
                 loop = asyncio.get_running_loop()
                 _subreaper.register(pid)
@@ -120,8 +120,8 @@ def _registering_watcher_class() -> type[Any]:
                 loop: Any,
                 pid: int,
                 pidfd: int,
-                callback: Callable[[int, int, Unpack[Ts]], object],
-                args: tuple[Unpack[Ts]],
+                callback: Callable[[int, int, *Ts], object],
+                args: tuple[*Ts],
             ) -> None:
                 loop._remove_reader(pidfd)
                 try:

@@ -9,7 +9,7 @@ microseconds, so the fraction is parsed apart.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 _RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 
@@ -42,5 +42,5 @@ def format_rfc3339_ns(ns: int) -> str:
     Args:
         ns: nanoseconds since the epoch.
     """
-    base = datetime.fromtimestamp(ns // 1_000_000_000, timezone.utc)
+    base = datetime.fromtimestamp(ns // 1_000_000_000, UTC)
     return f"{base:%Y-%m-%dT%H:%M:%S}.{ns % 1_000_000_000:09d}Z"

@@ -33,7 +33,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,22 +48,20 @@ _COMMANDS_PREFIX = "/apis/bus.volcano.sh/v1alpha1"
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _timestamp(ns: int) -> str:
     """RFC 3339 with nanoseconds, as the kubelet writes log timestamps."""
     seconds, nanos = divmod(ns, 1_000_000_000)
-    stamp = datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{stamp}.{nanos:09d}Z"
 
 
 def _parse_time(text: str) -> int:
     """RFC 3339 (fraction optional) to nanoseconds since the epoch."""
     main, _, rest = text.rstrip("Z").partition(".")
-    seconds = int(
-        datetime.strptime(main, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
-    )
+    seconds = int(datetime.strptime(main, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp())
     return seconds * 1_000_000_000 + int((rest or "0").ljust(9, "0")[:9])
 
 

@@ -1,6 +1,6 @@
 """Local apps run from any event loop of the process, one after another or side by side.
 
-The local scheduler makes asyncio (3.10/3.11) reap children through pidfds; the watcher
+The local scheduler makes asyncio (3.11) reap children through pidfds; the watcher
 it installs is process-wide, so it must serve loops other than the one that installed
 it, including after that loop has ended.
 """

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
@@ -49,7 +49,7 @@ def test_a_bad_regex_is_refused_naming_it() -> None:
 
 
 def test_time_bounds_are_seconds_since_the_epoch() -> None:
-    since = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    since = datetime(2026, 1, 1, tzinfo=UTC)
     query = LogQuery("r", since=since)
     assert (query.since_timestamp, query.until_timestamp) == (since.timestamp(), None)
     assert query.has_time_bounds

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import UTC
 from pathlib import Path
 
 import anyio
@@ -81,10 +82,10 @@ async def test_since_and_until_use_the_writers_time_index(tmp_path: Path) -> Non
     writer = Writer(tmp_path / "out.log")
     writer.write(b"early\nmiddle\nlate\nlater\n")
     times = {0: 10.0, 6: 20.0, 13: 30.0, 18: 40.0}  # byte offset of each line -> when
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     def at(seconds: float) -> datetime:
-        return datetime.fromtimestamp(seconds, timezone.utc)
+        return datetime.fromtimestamp(seconds, UTC)
 
     query = LogQuery("r", since=at(15), until=at(30))
     got = [line async for line in writer.tail(query, time_of=times.get)]
