@@ -69,8 +69,9 @@ _SEQUENCE_DIGITS = 12
 _MAX_CURSOR = 64 * 1024
 #: Hexadecimal digits of each digest in a cursor (the app's, its log streams').
 _DIGEST_HEX = 8
-#: Most digits of a position or a line count in a cursor.
-_MAX_COUNT_DIGITS = 18
+#: Most digits of a position or a line count in a cursor: a ``local_docker`` position is
+#: the engine's stamp in ns (19 digits) times 10^6 plus a count (25 digits).
+_MAX_COUNT_DIGITS = 30
 
 #: A log stream of an app: (role, replica id, stream name).
 StreamKey = tuple[str, int, str]
@@ -184,7 +185,8 @@ class Position:
     size grows by one byte per log stream (two per replica where stdout and stderr are
     apart) plus, once a stream delivered lines, the digits of its position and count:
     an app of 128 replicas whose logs have not started has cursors of 287 bytes, and
-    each stream 100 MB into its log adds 12 more (``docs/orchestration.md``).
+    each stream 100 MB into its log adds 12 more (``docs/orchestration.md``), about 30 on
+    ``local_docker``, whose positions are the engine's stamps.
 
     Args:
         backend: the scheduler's name.

@@ -58,22 +58,26 @@ async def log_blocks(
     """Stream a container's log from the engine as whole lines, a received chunk's at a
     time (an async generator of ``toolkit.LogBlock``).
 
-    A block's position is the number of lines (that ``query`` keeps) before it: the
-    engine serves a log by time, not by offset, so a resume from a position reads the
-    log again from its start and skips that many lines (``start``). Lines keep their
-    ``\\n`` (frames are reassembled per stream; a last line without one is yielded as
-    it is when its run ends). Of ``query``: ``since`` keeps the lines the
+    Lines keep their ``\\n`` (frames are reassembled per stream; a last line without one
+    is yielded as it is when its run ends). Of ``query``: ``since`` keeps the lines the
     engine stamped at or after it (a naive ``datetime`` is local time); ``until`` the
     lines stamped at or before it, and a follow stops then; ``should_tail`` follows the
     container, across restarts by its restart policy, until it has stopped for good (or
     is removed) and every line was yielded, awaiting the engine's events (no polling);
     ``streams`` picks stdout, stderr or combined (the default); ``regex`` filters.
 
+    A block's position, for stdout or stderr, is :meth:`LogLines.position` before it: the
+    engine's stamp of the last line delivered and how many lines had that stamp, so a
+    resume asks the engine for the log from that stamp and drops that many lines: its
+    cost does not grow with the log. The two streams' stamps can interleave out of order
+    in the combined log, so a combined read's position is the number of lines before
+    the block, and its resume reads the log again and skips them.
+
     Args:
         engine: the engine.
         info: the container's inspect.
         query: what to read (its role and replica are the container's).
-        start: the number of lines to skip (0, or a block's position).
+        start: 0, or a block's position given before.
     """
     stream = query.stream_or(Stream.COMBINED)
     params = {
@@ -86,18 +90,23 @@ async def log_blocks(
     since = query.since
     since_ns = int(since.timestamp() * 1_000_000) * 1000 if since is not None else None
     lines = LogLines(since_ns, bool(info["Config"].get("Tty")), rereads=query.should_tail)
+    counted = stream == Stream.COMBINED
+    if start and not counted:
+        lines.resume_at(start)
     cid = info["Id"]
     if query.should_tail:
         source = _tail(engine, cid, lines, params, query.until)
     else:
         source = _read_logs(engine, cid, lines, params, final=True)
     pattern = query.pattern
-    index = 0  # lines kept before this block
+    index = 0  # a combined read: lines kept before this block
     async with contextlib.aclosing(source) as produced:
         async for block in produced:
             if pattern is not None:
                 block = [line for line in block if pattern.search(line) is not None]
-            if index + len(block) > start:
+            if not counted:
+                yield lines.block_position, block
+            elif index + len(block) > start:
                 skipped = max(start - index, 0)
                 yield index + skipped, block[skipped:] if skipped else block
             index += len(block)

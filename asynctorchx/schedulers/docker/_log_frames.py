@@ -39,6 +39,10 @@ _Frames = bytes | list[_Frame]
 #: The stream numbers of the engine's multiplexed frame header.
 STDOUT, STDERR = 1, 2
 
+#: A position (:meth:`LogLines.position`) is ``stamp_ns * POSITION_SCALE + count``: the
+#: engine's stamp of the last line delivered and how many lines with that stamp were.
+POSITION_SCALE = 10**6
+
 
 def _stamp_text(ns: int) -> bytes:
     """``ns`` since the epoch as the engine stamps a log frame: RFC 3339 in UTC with 9
@@ -120,6 +124,44 @@ class LogLines:
         }
         #: The newest stamp of the frames forgotten to bound memory (ns), or None.
         self._forgotten_ns: int | None = None
+        #: The stamp of the last line ended (as the engine writes it) and how many lines
+        #: ended with that stamp: where a read can start again (:meth:`position`).
+        self._mark: bytes | bytearray = b""
+        self._marks = 0
+        #: A resume's start (:meth:`resume_at`): the stamp whose first ``_skip_count``
+        #: lines every request drops, and how many it has still to drop.
+        self._skip_stamp = b""
+        self._skip_count = self._skip_left = 0
+        #: Where the lines of the last :meth:`take` or :meth:`flush` start: its
+        #: :meth:`position` before, or the block before's if that ended in a piece of a
+        #: line cut at the 4 MiB bound (no stamp falls inside a line: the reader counts
+        #: the pieces from the line's start).
+        self.block_position = 0
+        self._cut = False
+
+    def position(self) -> int:
+        """Where reading again gives the lines after those taken so far: the stamp of the
+        last line ended and how many lines ended with it (0: the start).
+
+        The engine serves a log from a time (``since``, inclusive), and each stream's
+        stamps never go back, so a read of one stream from that stamp that drops that
+        many lines stamped with it goes on exactly after them (:meth:`resume_at`).
+        """
+        if not self._mark:
+            return 0
+        return self._ns_of(self._mark) * POSITION_SCALE + self._marks
+
+    def resume_at(self, position: int) -> None:
+        """Start reading after ``position`` (a :meth:`position` of one stream's read).
+
+        Args:
+            position: the stamp (ns) times :data:`POSITION_SCALE` plus the lines to drop.
+        """
+        stamp, self._skip_count = divmod(position, POSITION_SCALE)
+        self._skip_stamp = self._mark = _stamp_text(stamp)
+        self._marks = self._skip_count
+        self.since_ns = stamp if self.since_ns is None else max(stamp, self.since_ns)
+        self._since_stamp = _stamp_text(self.since_ns)
 
     def resume_ns(self) -> int | None:
         """The ``since`` of the next request (ns since the epoch), or ``None`` (the start)."""
@@ -143,6 +185,7 @@ class LogLines:
         self._replayable = replayable
         self._replay_max = newest
         self._replay_stamp = b"" if newest < 0 else _stamp_text(newest)
+        self._skip_left = self._skip_count
         return self.resume_ns()
 
     def take(self, body: bytearray, at_eof: bool) -> list[str]:
@@ -152,15 +195,21 @@ class LogLines:
             body: the response body read so far; the consumed frames are removed from it.
             at_eof: the body is complete (a TTY body's last text is then a frame).
         """
+        if not self._cut:  # else the block goes on with a cut line: the position stays
+            self.block_position = self.position()
         if not self.tty:
-            return self._take_frames(body)
-        kept: list[_Frame] = []
-        lines = []
-        for kind, payload in self._frames(body, at_eof):
-            lines.extend(self._frame(kind, payload, kept))
-        if kept:
-            newest = max(stamp for stamp, _, _ in kept)
-            self._remember(newest, len(kept), sum(len(payload) for _, _, payload in kept), kept)
+            lines = self._take_frames(body)
+        else:
+            kept: list[_Frame] = []
+            lines = []
+            for kind, payload in self._frames(body, at_eof):
+                lines.extend(self._frame(kind, payload, kept))
+            if kept:
+                newest = max(stamp for stamp, _, _ in kept)
+                size = sum(len(payload) for _, _, payload in kept)
+                self._remember(newest, len(kept), size, kept)
+        if lines:  # a last line without "\n" is a piece of a line cut at the 4 MiB bound
+            self._cut = not lines[-1].endswith("\n")
         return lines
 
     def _take_frames(self, body: bytearray) -> list[str]:
@@ -183,6 +232,7 @@ class LogLines:
         run_kind = STDOUT
         since, second = self._since_stamp, self._second[0] + b"."
         newest: bytes | bytearray = self._newest_stamp
+        mark, marks = self._mark, self._marks
         stamp: bytes | bytearray  # as the engine writes it; b"": none
         pos, size = 0, len(body)
         while size - pos >= 8:  # header: stream, 0, 0, 0, big-endian payload size
@@ -206,6 +256,10 @@ class LogLines:
             if stamp:  # b"": no stamp
                 if stamp < since:
                     continue
+                if self._skip_left and self._skipped(stamp, body[end - 1] == 0x0A):
+                    continue  # delivered before the resume
+                if body[end - 1] == 0x0A:  # a line ends: the position moves on
+                    mark, marks = stamp, (marks + 1 if stamp == mark else 1)
                 if stamp > newest:
                     newest = stamp
             if kind != run_kind and run:
@@ -214,6 +268,7 @@ class LogLines:
             run_kind = kind
             run.append(body[begin:end])
         self._set_newest(newest)
+        self._mark, self._marks = mark, marks
         return lines + self._end_take(body, pos, run_kind, run)
 
     def _take_frames_again(self, body: bytearray) -> list[str]:
@@ -226,6 +281,7 @@ class LogLines:
         since, second = self._since_stamp, self._second[0] + b"."
         newest: bytes | bytearray = self._newest_stamp
         replay = self._replay_stamp
+        mark, marks = self._mark, self._marks
         spans: list[tuple[int, int]] = []  # the spans of body kept
         kept_from = kept_to = kept = 0  # the current span, and the frames kept
         kept_newest: bytes | bytearray = b""
@@ -253,23 +309,26 @@ class LogLines:
             if stamp:  # b"": no stamp
                 if stamp < since:
                     continue
-                if stamp <= replay and self._replayed(self._ns_of(stamp), kind, bytes(payload)):
-                    continue  # consumed in an earlier request
+                if (
+                    stamp <= replay and self._replayed(self._ns_of(stamp), kind, bytes(payload))
+                ) or (self._skip_left and self._skipped(stamp, body[end - 1] == 0x0A)):
+                    continue  # consumed in an earlier request, or before the resume
+                if body[end - 1] == 0x0A:  # a line ends: the position moves on
+                    mark, marks = stamp, (marks + 1 if stamp == mark else 1)
                 if frame_start != kept_to:  # a frame was dropped: a new span
                     spans.append((kept_from, kept_to))
                     kept_from = frame_start
                 kept_to = end
                 kept += 1
-                if stamp > newest:
-                    newest = kept_newest = stamp
-                elif stamp > kept_newest:
+                if stamp > kept_newest:
                     kept_newest = stamp
             if kind != run_kind and run:
                 lines += self._assemblers[run_kind].feed(b"".join(run))
                 run = []
             run_kind = kind
             run.append(payload)
-        self._set_newest(newest)
+        self._set_newest(max(newest, kept_newest))
+        self._mark, self._marks = mark, marks
         if kept:
             spans.append((kept_from, kept_to))
             self._keep(body, spans, kept, kept_newest)
@@ -424,8 +483,19 @@ class LogLines:
         return stamp
 
     def flush(self) -> list[str]:
-        """Return the unfinished line of each stream as it is (a run's end), and forget it."""
-        return [line for assembler in self._assemblers.values() for line in assembler.flush()]
+        """Return the unfinished line of each stream as it is (a run's end), and forget it.
+
+        The line ends there: the position moves past it (its last frame, the newest).
+        """
+        self.block_position = self.position()
+        self._cut = False
+        lines = [line for assembler in self._assemblers.values() for line in assembler.flush()]
+        if lines and self._newest_stamp:
+            if self._newest_stamp == self._mark:
+                self._marks += 1
+            else:
+                self._mark, self._marks = self._newest_stamp, 1
+        return lines
 
     def _frames(self, body: bytearray, at_eof: bool) -> list[tuple[int, bytes]]:
         """A TTY body's frames: raw text, one frame a line."""
@@ -450,12 +520,26 @@ class LogLines:
                     return []
                 if stamp <= self._replay_max and self._replayed(stamp, kind, payload):
                     return []  # consumed in an earlier request
+                text, ends_line = _stamp_text(stamp), payload.endswith(b"\n")
+                if self._skip_left and self._skipped(text, ends_line):
+                    return []  # delivered before the resume
+                if ends_line:
+                    self._marks = self._marks + 1 if text == self._mark else 1
+                    self._mark = text
                 if self.rereads:
                     kept.append((stamp, kind, payload))
                 if self.newest_ns is None or stamp > self.newest_ns:
                     self.newest_ns = stamp
                     self._newest_stamp = _stamp_text(stamp)
         return self._assemblers[kind].feed(payload)
+
+    def _skipped(self, stamp: bytes | bytearray, ends_line: bool) -> bool:
+        """Whether a frame stamped ``stamp`` is one of the lines (or a piece of one) a
+        resume drops (:meth:`resume_at`); each dropped line is counted off."""
+        if stamp != self._skip_stamp:
+            return False
+        self._skip_left -= ends_line
+        return True
 
     def _remember(self, newest: int, count: int, size: int, frames: _Frames) -> None:
         """Remember one read's ``count`` frames (``size`` bytes, the newest stamped

@@ -485,13 +485,15 @@ class DockerScheduler(Scheduler[DockerJob]):
         its restart policy until it stopped for good (or is removed, also by ``docker rm
         -f`` in the middle of the follow: the iteration ends, nothing is raised) and
         every line was yielded, awaiting the engine's events (no polling); ``streams`` defaults to
-        combined. A block's position is the number of lines before it: a resume reads
-        the log again (see :func:`~asynctorchx.schedulers.docker._logs.log_blocks`).
+        combined. A block's position, for stdout or stderr, is the engine's stamp of the
+        last line before it and how many lines had that stamp: a resume reads from that
+        stamp, not the log's start (a combined read's counts lines and reads again; see
+        :func:`~asynctorchx.schedulers.docker._logs.log_blocks`).
 
         Args:
             app_id: the app.
             query: the replica, filters and follow mode (already validated).
-            start: the lines to skip (0, or a block's position).
+            start: 0, or a block's position given before.
 
         Raises:
             InvalidAppIdException: ``app_id`` is not a valid id.
