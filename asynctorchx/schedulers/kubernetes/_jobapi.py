@@ -10,6 +10,7 @@ pick the same strategy. A strategy is pure except :meth:`JobApi.cancel` and
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,7 +45,7 @@ from asynctorchx.specs.api import AppDef, AppState, CfgVal, is_terminal
 Obj = Mapping[str, Any]
 
 
-class JobApi:
+class JobApi(abc.ABC):
     """What differs between job APIs; subclasses fill it in.
 
     Attributes:
@@ -58,43 +59,43 @@ class JobApi:
     plural = ""
     fixed_pod_names = False
 
+    @abc.abstractmethod
     def app_id(self, namespace: str, name: str) -> str:
         """The app id of a job ``name`` in ``namespace``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def build(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> KubernetesJob:
         """The request for ``app`` (see the builders for what they raise)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def pod_labels(self, name: str) -> dict[str, str]:
         """The labels that select the job's pods."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def state(self, job: Obj) -> AppState:
         """The app state the job object alone says (``list`` and log followers use it)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def failure(self, job: Obj, pods: Mapping[str, Obj], now: float) -> str | None:
         """Why a pod ends the app ``FAILED`` though the job says otherwise, else ``None``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def describe(
         self, app_id: str, job: Obj, pods: Mapping[str, Obj], now: float
     ) -> DescribeAppResponse:
         """The app's description from the job and its pods (name -> pod)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def containers(self, job: Obj) -> dict[tuple[str, int], str]:
         """(role, replica id) -> the replica's container name."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def pod_name(self, job: Obj, pods: Mapping[str, Obj], role: str, replica_id: int) -> str | None:
         """The replica's current pod name (``pods``: name -> pod), or ``None`` if none yet."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def cancel(self, api: ApiServer, namespace: str, job: dict[str, Any]) -> None:
         """Stop the app (a no-op once it ended)."""
-        raise NotImplementedError
 
     async def stop_failed(
         self, api: ApiServer, namespace: str, job: dict[str, Any], reason: str
