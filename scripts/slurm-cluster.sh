@@ -384,8 +384,15 @@ start_cluster() {
         reconfigure=1
     fi
     if ! pid_alive "$STATE/slurmctld.pid"; then
-        # -i: ignore unreadable state left by an earlier run instead of refusing to start
-        start_daemon slurmctld "$STATE/slurmctld.pid" "$LOGDIR/slurmctld.out" slurmctld -i
+        # -i: ignore unreadable state left by an earlier run instead of refusing to start.
+        # -c: a controller started anew (not restarted for a slurm.conf change above) forgets
+        # the jobs of an earlier run: their steps died with that run's slurmd, and a requeued
+        # one was seen to hold two nodes in COMPLETING across the restart, so the next test
+        # run's multi-node jobs could not start.
+        local clear=(-c)
+        [ "$reconfigure" = 1 ] && clear=()
+        start_daemon slurmctld "$STATE/slurmctld.pid" "$LOGDIR/slurmctld.out" \
+            slurmctld "${clear[@]}" -i
     fi
     if [ "$ACCOUNTING" = 0 ]; then
         stop_pidfiles slurmdbd "$STATE/slurmdbd.pid"
