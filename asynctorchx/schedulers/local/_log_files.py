@@ -6,7 +6,7 @@ Layout (TorchX's ``torchx.schedulers.local_scheduler``):
 index ``<name>.log.idx`` records, for every write, the file's size after it and the
 wall-clock time (``struct "<Qd"``: bytes, seconds since the epoch), so ``since``/``until``
 can be honoured (TorchX ignores them). ``LocalScheduler.log_iter`` reads the files with
-the toolkit's :func:`~asynctorchx.schedulers.toolkit.tail_file`, giving it
+the toolkit's :func:`~asynctorchx.schedulers.toolkit.tail_blocks`, giving it
 :meth:`TimeIndex.time_of`.
 
 Files are written with plain ``os.write`` on local files: page cache I/O that does not

@@ -15,7 +15,7 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
   :func:`split_lines` (bytes -> lines, lines longer than :data:`MAX_LINE_BYTES` cut at a
   character boundary, nothing added), :func:`tail_blocks` (a file's lines a read at a
   time, each :data:`LogBlock` with the byte offset to read again from),
-  :func:`tail_file` and :func:`lines_of` (their lines one by one) and :class:`Notifier`
+  :func:`lines_of` (their lines one by one) and :class:`Notifier`
   (follow a file, woken by its writer), :func:`open_for_reading` (never through a
   planted symlink), :func:`parse_rfc3339_ns` and :func:`format_rfc3339_ns` (log stamps);
 - concurrency: :func:`gather`, :func:`gather_results`, :func:`race` (the first error
@@ -62,7 +62,6 @@ from asynctorchx.schedulers.toolkit._tail import (
     open_for_reading,
     symlink_error,
     tail_blocks,
-    tail_file,
 )
 from asynctorchx.schedulers.toolkit._validation import (
     check_env,
@@ -108,7 +107,6 @@ __all__ = [
     "split_lines",
     "symlink_error",
     "tail_blocks",
-    "tail_file",
     "validate_app",
     "validate_app_id",
     "validate_name",

@@ -156,7 +156,7 @@ def _pauser(
     if wait_for_change is not None:
         return lambda: wait_for_change
     if wake is None:
-        raise TypeError("tail_file needs wake or wait_for_change")
+        raise TypeError("tail_blocks needs wake or wait_for_change")
     return lambda: wake().wait
 
 
@@ -179,37 +179,6 @@ async def lines_of(blocks: AsyncIterator[LogBlock]) -> AsyncIterator[str]:
         async for _, lines in blocks:
             for line in lines:
                 yield line
-
-
-def tail_file(
-    path: str,
-    query: LogQuery,
-    *,
-    wake: Callable[[], anyio.Event] | None = None,
-    is_finished: Callable[[], bool],
-    time_of: Callable[[int], float | None] | None = None,
-    offload_reads: bool = False,
-    wait_for_change: Callable[[], Awaitable[object]] | None = None,
-    max_line_bytes: int = MAX_LINE_BYTES,
-    cuts: Callable[[int, int], list[int]] | None = None,
-) -> AsyncIterator[str]:
-    """Yield the lines of the log file at ``path`` that ``query`` asks for, with their ``\\n``.
-
-    The lines of :func:`tail_blocks` from the file's start, one by one (same arguments).
-    """
-    return lines_of(
-        tail_blocks(
-            path,
-            query,
-            wake=wake,
-            is_finished=is_finished,
-            time_of=time_of,
-            offload_reads=offload_reads,
-            wait_for_change=wait_for_change,
-            max_line_bytes=max_line_bytes,
-            cuts=cuts,
-        )
-    )
 
 
 async def tail_blocks(

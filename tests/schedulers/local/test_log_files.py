@@ -1,6 +1,6 @@
 """The local schedulers' log reader on files built byte by byte: what crosses a read boundary.
 
-The reader is the toolkit's ``tail_file``, as ``LocalScheduler.log_iter`` calls it.
+The reader is the toolkit's ``tail_blocks``, as ``LocalScheduler.log_iter`` calls it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from asynctorchx.schedulers.local._log_files import ReplicaLogWriter, TimeIndex
-from asynctorchx.schedulers.toolkit import READ_SIZE, LogQuery, tail_file
+from asynctorchx.schedulers.toolkit import READ_SIZE, LogQuery, lines_of, tail_blocks
 
 
 async def read_all(path: Path, regex: str | None = None) -> list[str]:
@@ -19,8 +19,13 @@ async def read_all(path: Path, regex: str | None = None) -> list[str]:
     done.set()
     return [
         line
-        async for line in tail_file(
-            str(path), LogQuery("worker", regex=regex), wake=lambda: done, is_finished=lambda: True
+        async for line in lines_of(
+            tail_blocks(
+                str(path),
+                LogQuery("worker", regex=regex),
+                wake=lambda: done,
+                is_finished=lambda: True,
+            )
         )
     ]
 
@@ -66,12 +71,14 @@ async def test_a_line_over_the_limit_is_read_in_pieces_with_every_byte(tmp_path:
             patch.setattr("asynctorchx.schedulers.toolkit._tail.READ_SIZE", read_size)
             lines = [
                 line
-                async for line in tail_file(
-                    str(path),
-                    LogQuery("worker"),
-                    wake=lambda: done,
-                    is_finished=lambda: True,
-                    max_line_bytes=limit,
+                async for line in lines_of(
+                    tail_blocks(
+                        str(path),
+                        LogQuery("worker"),
+                        wake=lambda: done,
+                        is_finished=lambda: True,
+                        max_line_bytes=limit,
+                    )
                 )
             ]
         assert "".join(lines).encode() == path.read_bytes()
@@ -108,13 +115,15 @@ async def test_combined_reads_back_a_long_lines_pieces_with_the_other_streams_li
             patch.setattr("asynctorchx.schedulers.toolkit._tail.READ_SIZE", read_size)
             lines = [
                 line
-                async for line in tail_file(
-                    str(tmp_path / "combined.log"),
-                    LogQuery("worker"),
-                    wake=lambda: done,
-                    is_finished=lambda: True,
-                    max_line_bytes=limit,
-                    cuts=index.cuts,
+                async for line in lines_of(
+                    tail_blocks(
+                        str(tmp_path / "combined.log"),
+                        LogQuery("worker"),
+                        wake=lambda: done,
+                        is_finished=lambda: True,
+                        max_line_bytes=limit,
+                        cuts=index.cuts,
+                    )
                 )
             ]
         # a cut piece lacks its "\n" and the next piece of its stream continues it

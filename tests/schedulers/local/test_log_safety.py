@@ -18,7 +18,7 @@ import pytest
 from asynctorchx.errors import UnsafeLogPathError
 from asynctorchx.schedulers.local import create_cwd_scheduler
 from asynctorchx.schedulers.local._log_files import LogFile
-from asynctorchx.schedulers.toolkit import LogQuery, tail_file
+from asynctorchx.schedulers.toolkit import LogQuery, lines_of, tail_blocks
 from asynctorchx.specs.api import AppDef, Role
 
 NOBODY = 65534
@@ -140,7 +140,9 @@ async def test_reading_refuses_to_follow_a_symlink(tmp_path: Path) -> None:
     link.symlink_to(secret)
     done = anyio.Event()
     done.set()
-    lines = tail_file(str(link), LogQuery("worker"), wake=lambda: done, is_finished=lambda: True)
+    lines = lines_of(
+        tail_blocks(str(link), LogQuery("worker"), wake=lambda: done, is_finished=lambda: True)
+    )
     with pytest.raises(UnsafeLogPathError, match="symbolic link"):
         [line async for line in lines]
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asynctorchx.schedulers.toolkit import LogQuery, split_lines, tail_file
+from asynctorchx.schedulers.toolkit import LogQuery, lines_of, split_lines, tail_blocks
 from asynctorchx.schedulers.toolkit._lines import iter_lines
 
 # every line boundary of str.splitlines (only b"\n" may end a line) and broken UTF-8
@@ -62,8 +62,10 @@ def test_a_file_read_back_in_any_block_size_gives_the_rules_lines(
     path.write_bytes(data)
 
     async def read(regex: str | None) -> list[str]:
-        lines = tail_file(
-            str(path), LogQuery("r", regex=regex), wake=anyio.Event, is_finished=lambda: True
+        lines = lines_of(
+            tail_blocks(
+                str(path), LogQuery("r", regex=regex), wake=anyio.Event, is_finished=lambda: True
+            )
         )
         return [line async for line in lines]
 

@@ -1,4 +1,4 @@
-"""tail_file: a log file followed by notification, never by a timer."""
+"""tail_blocks: a log file followed by notification, never by a timer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from asynctorchx.schedulers.toolkit import LogQuery, Notifier, tail_file
+from asynctorchx.schedulers.toolkit import LogQuery, Notifier, lines_of, tail_blocks
 
 
 class Writer:
@@ -31,12 +31,14 @@ class Writer:
         self.notifier.notify()
 
     def tail(self, query: LogQuery, **kwargs: object):  # type: ignore[no-untyped-def]
-        return tail_file(
-            str(self.path),
-            query,
-            wake=lambda: self.notifier.event,
-            is_finished=lambda: self.finished,
-            **kwargs,  # type: ignore[arg-type]
+        return lines_of(
+            tail_blocks(
+                str(self.path),
+                query,
+                wake=lambda: self.notifier.event,
+                is_finished=lambda: self.finished,
+                **kwargs,  # type: ignore[arg-type]
+            )
         )
 
 
@@ -108,7 +110,9 @@ async def test_a_writer_that_cannot_notify_is_followed_at_each_change_it_reports
                 file.write(script.pop(0))
 
     query = LogQuery("r", should_tail=True)
-    lines = tail_file(str(path), query, is_finished=lambda: not script, wait_for_change=next_poll)
+    lines = lines_of(
+        tail_blocks(str(path), query, is_finished=lambda: not script, wait_for_change=next_poll)
+    )
     with anyio.fail_after(10):
         got = [line async for line in lines]
     assert got == ["one\n", "two\n", "three\n"]
