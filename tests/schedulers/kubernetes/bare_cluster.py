@@ -481,13 +481,6 @@ def _jobset_pod(jobset: dict[str, Any], rjob: dict[str, Any], index: int) -> dic
         container.setdefault("env", []).append(
             {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {"fieldPath": path}}}
         )
-    owner = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "name": name,
-        "uid": jobset["metadata"]["uid"],
-        "controller": True,
-    }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -496,9 +489,20 @@ def _jobset_pod(jobset: dict[str, Any], rjob: dict[str, Any], index: int) -> dic
             "namespace": jobset["metadata"]["namespace"],
             "labels": labels,
             "annotations": annotations,
-            "ownerReferences": [owner],
+            "ownerReferences": [_owned_by(jobset)],
         },
         "spec": {**spec, "hostname": host, "subdomain": name, "nodeName": NODE},
+    }
+
+
+def _owned_by(jobset: dict[str, Any]) -> dict[str, Any]:
+    """The owner reference the JobSet controller puts on what it makes."""
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "name": jobset["metadata"]["name"],
+        "uid": jobset["metadata"]["uid"],
+        "controller": True,
     }
 
 
@@ -508,13 +512,6 @@ def _child_job(jobset: dict[str, Any], rjob: dict[str, Any]) -> dict[str, Any]:
     labels = {_JOBSET_NAME: name, _RJOB_NAME: rjob["name"], "jobset.sigs.k8s.io/job-index": "0"}
     spec = json.loads(json.dumps(rjob["template"]["spec"]))
     spec["template"]["metadata"].setdefault("labels", {}).update(labels)
-    owner = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "name": name,
-        "uid": jobset["metadata"]["uid"],
-        "controller": True,
-    }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -522,7 +519,7 @@ def _child_job(jobset: dict[str, Any], rjob: dict[str, Any]) -> dict[str, Any]:
             "name": f"{name}-{rjob['name']}-0",
             "namespace": jobset["metadata"]["namespace"],
             "labels": labels,
-            "ownerReferences": [owner],
+            "ownerReferences": [_owned_by(jobset)],
         },
         "spec": spec,
     }
