@@ -2,8 +2,9 @@
 
 Run through the CLI, ``asynctorchx run --wait -s slurm``, as a user would. Each replica is
 one Slurm component on its own node running ``torchrun``, which rendezvouses at
-``$TORCHX_RANK0_HOST:29500`` (the script exports the first node's address; on the local
-cluster every virtual node is 127.0.0.1). The replicas' ``python`` is the one first on
+``$TORCHX_RANK0_HOST`` on a port free when the test starts (the script exports the first
+node's address; on the local cluster every virtual node is 127.0.0.1, so torch's default
+29500 would meet any other rendezvous on this machine). The replicas' ``python`` is the one first on
 ``PATH`` when ``sbatch`` runs (Slurm exports the submitter's environment): this venv's.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 from pathlib import Path
 
@@ -42,7 +44,8 @@ async def test_ddp_example_trains_across_two_slurm_nodes(
     argv = [
         *(sys.executable, "-m", "asynctorchx.cli.main", "run", "--wait"),
         *("-s", "slurm", "-cfg", f"job_dir={job_dir},time=10"),
-        *("dist.ddp", "-j", "2x1", "--script", str(EXAMPLE), "--"),
+        *("dist.ddp", "-j", "2x1", "--rdzv_port", str(_free_port())),
+        *("--script", str(EXAMPLE), "--"),
         *("--steps", str(STEPS), "--log_every", "10", "--checkpoint", str(checkpoint)),
     ]
     with anyio.fail_after(LIMIT):
@@ -70,6 +73,14 @@ async def test_ddp_example_trains_across_two_slurm_nodes(
 
     saved = torch.load(checkpoint)
     assert (saved["world_size"], saved["step"]) == (2, STEPS)
+
+
+def _free_port() -> int:
+    """A TCP port of 127.0.0.1 that no one listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _replica_errors(job_dir: Path) -> str:
