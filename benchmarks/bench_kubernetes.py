@@ -276,7 +276,7 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
     """One trial of our ``KubernetesScheduler`` for case ``p["case"]``."""
     import anyio
 
-    from asynctorchx.schedulers.kubernetes import KubernetesScheduler
+    from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
     from asynctorchx.specs import AppDef, Role
 
     app = AppDef(name="bench", roles=[Role(**_role_fields())])
@@ -370,7 +370,7 @@ def poll(p: dict[str, Any]) -> dict[str, Any]:
     """``watch`` case, computed: one loop per app calling our ``describe`` every ``TICK``."""
     import anyio
 
-    from asynctorchx.schedulers.kubernetes import KubernetesScheduler
+    from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
     from asynctorchx.specs import AppDef, Role
 
     async def one_describe(info: dict[str, Any], control: Control) -> int:

@@ -101,7 +101,7 @@ def _app(script: list[str]) -> Any:
 
 def _submit_raw(script: list[str], directory: str, *options: str) -> str:
     """Submit the same job as ours, with sbatch directly: the floor needs no scheduler."""
-    from asynctorchx.schedulers.slurm import build_batch_request
+    from asynctorchx.schedulers.slurm_scheduler import build_batch_request
 
     request = build_batch_request(_app(script), {"time": "5"})
     path = os.path.join(directory, "bench.sh")
@@ -166,7 +166,7 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
     _check_cluster()
     import anyio
 
-    from asynctorchx.schedulers.slurm import SlurmScheduler
+    from asynctorchx.schedulers.slurm_scheduler import SlurmScheduler
     from asynctorchx.specs import AppState
 
     directory = tempfile.mkdtemp(prefix="atx-bench-slurm-")

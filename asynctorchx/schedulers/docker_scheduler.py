@@ -1,9 +1,8 @@
 """``local_docker``: run each replica of an app as a Docker container (TorchX's import path).
 
 TorchX code imports ``torchx.schedulers.docker_scheduler``; this module keeps that path
-and re-exports the public names, with TorchX's ``make_unique`` (the app-id generator:
-``local_docker`` draws its ids through this module's name, so replacing it here gives a
-fixed id, as TorchX's tests do). The scheduler now lives in the subpackage
+and is the one public import path of ``local_docker``'s names, with TorchX's
+``make_unique`` (the app-id generator). The scheduler lives in the subpackage
 :mod:`asynctorchx.schedulers.docker`, one private module per concern (the engine, the
 request, the state tables, watch, logs, network, workspace); its docstring lists them,
 and :mod:`asynctorchx.schedulers.docker._scheduler` documents where ``local_docker``
@@ -12,25 +11,25 @@ differs from TorchX 0.7.0's ``torchx.schedulers.docker_scheduler``.
 
 from __future__ import annotations
 
-from asynctorchx.schedulers.docker import (
-    DEFAULT_GRACE_S,
-    DEFAULT_STOP_TIMEOUT,
+from asynctorchx.schedulers.docker._options import NETWORK, DockerOpts
+from asynctorchx.schedulers.docker._ping import has_docker
+from asynctorchx.schedulers.docker._request import (
     LABEL_APP_DEF,
     LABEL_APP_ID,
     LABEL_CANCELLED_AT,
     LABEL_REPLICA_ID,
     LABEL_ROLE_NAME,
     LABEL_VERSION,
-    NETWORK,
     RANK0_ENV,
     DockerContainer,
     DockerJob,
-    DockerOpts,
-    DockerScheduler,
     container_name,
+)
+from asynctorchx.schedulers.docker._scheduler import (
+    DEFAULT_GRACE_S,
+    DEFAULT_STOP_TIMEOUT,
+    DockerScheduler,
     create_scheduler,
-    has_docker,
-    make_app_id,
 )
 from asynctorchx.schedulers.ids import make_unique as make_unique
 
@@ -52,6 +51,5 @@ __all__ = [
     "container_name",
     "create_scheduler",
     "has_docker",
-    "make_app_id",
     "make_unique",
 ]

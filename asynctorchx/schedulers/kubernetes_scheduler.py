@@ -1,4 +1,6 @@
-"""TorchX's import path ``torchx.schedulers.kubernetes_scheduler``: a thin re-export.
+"""``kubernetes`` at TorchX's import path ``torchx.schedulers.kubernetes_scheduler``.
+
+The one public import path of the backend's names.
 
 The code lives in :mod:`asynctorchx.schedulers.kubernetes` (``_scheduler.py``,
 ``_request.py``, ``_state.py``, ``_informer.py``, ``_logs.py``, ``_apiserver.py``).
@@ -6,22 +8,52 @@ The code lives in :mod:`asynctorchx.schedulers.kubernetes` (``_scheduler.py``,
 
 from __future__ import annotations
 
-from asynctorchx.schedulers.kubernetes import (
-    JOB_STATE,
+from asynctorchx.schedulers.kubernetes._jobset_state import JOBSET_STATE
+from asynctorchx.schedulers.kubernetes._request import (
+    JOB_APIS,
+    LABEL_APP_NAME,
+    LABEL_INSTANCE_TYPE,
+    LABEL_KUBE_APP_NAME,
+    LABEL_ORGANIZATION,
+    LABEL_REPLICA_ID,
+    LABEL_ROLE_INDEX,
+    LABEL_ROLE_NAME,
+    LABEL_UNIQUE_NAME,
+    LABEL_VERSION,
+    RESERVED_MEMMB,
+    RESERVED_MILLICPU,
+    RETRY_POLICIES,
     KubernetesJob,
-    KubernetesScheduler,
     app_to_resource,
-    create_scheduler,
+    kubernetes_runopts,
     pod_labels,
     role_to_pod,
 )
+from asynctorchx.schedulers.kubernetes._scheduler import KubernetesScheduler, create_scheduler
+from asynctorchx.schedulers.kubernetes._state import JOB_STATE, POD_STATE
 
 __all__ = [
+    "JOBSET_STATE",
+    "JOB_APIS",
     "JOB_STATE",
+    "LABEL_APP_NAME",
+    "LABEL_INSTANCE_TYPE",
+    "LABEL_KUBE_APP_NAME",
+    "LABEL_ORGANIZATION",
+    "LABEL_REPLICA_ID",
+    "LABEL_ROLE_INDEX",
+    "LABEL_ROLE_NAME",
+    "LABEL_UNIQUE_NAME",
+    "LABEL_VERSION",
+    "POD_STATE",
+    "RESERVED_MEMMB",
+    "RESERVED_MILLICPU",
+    "RETRY_POLICIES",
     "KubernetesJob",
     "KubernetesScheduler",
     "app_to_resource",
     "create_scheduler",
+    "kubernetes_runopts",
     "pod_labels",
     "role_to_pod",
 ]

@@ -1,4 +1,6 @@
-"""TorchX's import path ``torchx.schedulers.slurm_scheduler``: a thin re-export.
+"""The ``slurm`` scheduler at TorchX's import path ``torchx.schedulers.slurm_scheduler``.
+
+The one public import path of the backend's names.
 
 The code lives in :mod:`asynctorchx.schedulers.slurm` (``_scheduler.py``, ``_request.py``,
 ``_state.py``, ``_commands.py``, ``_logs.py``).
@@ -6,18 +8,31 @@ The code lives in :mod:`asynctorchx.schedulers.slurm` (``_scheduler.py``, ``_req
 
 from __future__ import annotations
 
-from asynctorchx.schedulers.slurm import (
-    SLURM_STATES,
+from asynctorchx.schedulers.slurm._commands import SlurmCommands
+from asynctorchx.schedulers.slurm._request import (
     SlurmBatchRequest,
     SlurmReplicaRequest,
+    build_batch_request,
+    check_time,
+    slurm_runopts,
+)
+from asynctorchx.schedulers.slurm._scheduler import (
+    DEFAULT_POLL_INTERVAL,
     SlurmScheduler,
     create_scheduler,
 )
+from asynctorchx.schedulers.slurm._state import SLURM_STATES, SlurmComponent
 
 __all__ = [
+    "DEFAULT_POLL_INTERVAL",
     "SLURM_STATES",
     "SlurmBatchRequest",
+    "SlurmCommands",
+    "SlurmComponent",
     "SlurmReplicaRequest",
     "SlurmScheduler",
+    "build_batch_request",
+    "check_time",
     "create_scheduler",
+    "slurm_runopts",
 ]

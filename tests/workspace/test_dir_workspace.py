@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from asynctorchx.errors import InvalidJobDirError, InvalidRunConfigException
-from asynctorchx.schedulers.slurm import SlurmScheduler
+from asynctorchx.schedulers.slurm_scheduler import SlurmScheduler
 from asynctorchx.specs.api import Role
 from asynctorchx.workspace import WorkspaceMixin
 from asynctorchx.workspace.dir_workspace import TORCHX_IGNORE, DirWorkspaceMixin, copy_workspace

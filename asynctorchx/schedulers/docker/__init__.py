@@ -1,6 +1,6 @@
 """``local_docker``: run each replica of an app as a Docker container, over aiodocker.
 
-The public face of the subpackage; one private module per concern:
+One private module per concern:
 
 - ``_engine``: the engine connection, the only module that imports aiodocker; it maps
   aiodocker's errors to :mod:`asynctorchx.errors`.
@@ -22,54 +22,8 @@ The public face of the subpackage; one private module per concern:
 - ``_scheduler``: :class:`DockerScheduler` composing them, and :func:`create_scheduler`.
 
 App ids follow the one policy of every backend,
-:func:`~asynctorchx.schedulers.toolkit.make_app_id` (re-exported here);
-:func:`container_name` is Docker's own.
+:func:`~asynctorchx.schedulers.toolkit.make_app_id`; :func:`container_name` is Docker's own.
 
-TorchX's import path is :mod:`asynctorchx.schedulers.docker_scheduler` (as
-``torchx.schedulers.docker_scheduler``); it re-exports the same names.
+This package is the implementation; its public names are imported from
+:mod:`asynctorchx.schedulers.docker_scheduler`, TorchX's import path.
 """
-
-from __future__ import annotations
-
-from asynctorchx.schedulers.docker._options import NETWORK, DockerOpts
-from asynctorchx.schedulers.docker._ping import has_docker
-from asynctorchx.schedulers.docker._request import (
-    LABEL_APP_DEF,
-    LABEL_APP_ID,
-    LABEL_CANCELLED_AT,
-    LABEL_REPLICA_ID,
-    LABEL_ROLE_NAME,
-    LABEL_VERSION,
-    RANK0_ENV,
-    DockerContainer,
-    DockerJob,
-    container_name,
-)
-from asynctorchx.schedulers.docker._scheduler import (
-    DEFAULT_GRACE_S,
-    DEFAULT_STOP_TIMEOUT,
-    DockerScheduler,
-    create_scheduler,
-)
-from asynctorchx.schedulers.toolkit import make_app_id
-
-__all__ = [
-    "DEFAULT_GRACE_S",
-    "DEFAULT_STOP_TIMEOUT",
-    "LABEL_APP_DEF",
-    "LABEL_APP_ID",
-    "LABEL_CANCELLED_AT",
-    "LABEL_REPLICA_ID",
-    "LABEL_ROLE_NAME",
-    "LABEL_VERSION",
-    "NETWORK",
-    "RANK0_ENV",
-    "DockerContainer",
-    "DockerJob",
-    "DockerOpts",
-    "DockerScheduler",
-    "container_name",
-    "create_scheduler",
-    "has_docker",
-    "make_app_id",
-]

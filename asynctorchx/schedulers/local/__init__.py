@@ -67,34 +67,7 @@ children on Python < 3.12), ``_records`` (the app records on disk), ``_process_i
 this process's or another's, for every query), ``_change_watch`` (waking the followers
 of other processes' apps: inotify, pid file descriptors), ``_scheduler``
 (``LocalScheduler``) and ``_factories`` (its factories).
+
+This package is the implementation; its public names are imported from
+:mod:`asynctorchx.schedulers.local_scheduler`, TorchX's import path.
 """
-
-from asynctorchx.schedulers.local._factories import (
-    create_cwd_scheduler,
-    create_dir_scheduler,
-    create_scheduler,
-)
-from asynctorchx.schedulers.local._request import (
-    DEFAULT_STOP_TIMEOUT,
-    CWDImageProvider,
-    ImageProvider,
-    LocalDirectoryImageProvider,
-    LocalOpts,
-    PopenRequest,
-    ReplicaParam,
-)
-from asynctorchx.schedulers.local._scheduler import LocalScheduler
-
-__all__ = [
-    "DEFAULT_STOP_TIMEOUT",
-    "CWDImageProvider",
-    "ImageProvider",
-    "LocalDirectoryImageProvider",
-    "LocalOpts",
-    "LocalScheduler",
-    "PopenRequest",
-    "ReplicaParam",
-    "create_cwd_scheduler",
-    "create_dir_scheduler",
-    "create_scheduler",
-]

@@ -11,35 +11,7 @@ Follows ``torchx.schedulers.slurm_scheduler``. The modules, one concern each:
 
 ``scripts/slurm-cluster.sh`` starts a local cluster (see ``docs/slurm-cluster.md``);
 ``docs/slurm.md`` describes the run options and how ``wait`` works.
+
+This package is the implementation; its public names are imported from
+:mod:`asynctorchx.schedulers.slurm_scheduler`, TorchX's import path.
 """
-
-from __future__ import annotations
-
-from asynctorchx.schedulers.slurm._commands import SlurmCommands
-from asynctorchx.schedulers.slurm._request import (
-    SlurmBatchRequest,
-    SlurmReplicaRequest,
-    build_batch_request,
-    check_time,
-    slurm_runopts,
-)
-from asynctorchx.schedulers.slurm._scheduler import (
-    DEFAULT_POLL_INTERVAL,
-    SlurmScheduler,
-    create_scheduler,
-)
-from asynctorchx.schedulers.slurm._state import SLURM_STATES, SlurmComponent
-
-__all__ = [
-    "DEFAULT_POLL_INTERVAL",
-    "SLURM_STATES",
-    "SlurmBatchRequest",
-    "SlurmCommands",
-    "SlurmComponent",
-    "SlurmReplicaRequest",
-    "SlurmScheduler",
-    "build_batch_request",
-    "check_time",
-    "create_scheduler",
-    "slurm_runopts",
-]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from asynctorchx.schedulers import docker, docker_scheduler
+from asynctorchx.schedulers import docker_scheduler
 from asynctorchx.schedulers.docker_scheduler import (
     DockerOpts,
     DockerScheduler,
@@ -22,13 +22,6 @@ from asynctorchx.schedulers.docker_scheduler import (
 from asynctorchx.specs.api import AppDef, Resource, Role
 
 LIMIT = 120.0  # seconds: a safety bound on a build, never a timing guess
-
-
-def test_torchx_module_path_reexports_the_package() -> None:
-    # plus TorchX's module-level make_unique, through which ids are drawn
-    assert docker_scheduler.__all__ == [*docker.__all__, "make_unique"]
-    for name in docker.__all__:
-        assert getattr(docker_scheduler, name) is getattr(docker, name)
 
 
 def test_docker_opts_types_every_run_option() -> None:

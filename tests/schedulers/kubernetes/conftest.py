@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from asynctorchx.schedulers.kubernetes import KubernetesScheduler
+from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
 from tests.schedulers.kubernetes.bare_cluster import BareCluster, LoopbackProxy
 from tests.schedulers.kubernetes.fake_apiserver import FakeApiServer
 

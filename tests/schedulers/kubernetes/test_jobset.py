@@ -17,7 +17,7 @@ import pytest
 
 from asynctorchx.errors import JobSetNotInstalledError
 from asynctorchx.schedulers.api import DescribeAppResponse
-from asynctorchx.schedulers.kubernetes import KubernetesScheduler
+from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asynctorchx.specs import AppDef, AppState, RetryPolicy, Role
 from tests.schedulers.kubernetes.bare_cluster import BareCluster
 from tests.schedulers.kubernetes.conftest import BARE, IMAGE, connected

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from asynctorchx.errors import InvalidAppDefException, InvalidRunConfigException
-from asynctorchx.schedulers.kubernetes import KubernetesScheduler
 from asynctorchx.schedulers.kubernetes._jobset_request import (
     ANNOTATION_COMPLETION_INDEX,
     LABEL_KUEUE_QUEUE,
@@ -23,6 +22,7 @@ from asynctorchx.schedulers.kubernetes._request import (
     LABEL_UNIQUE_NAME,
     parse_app_ref,
 )
+from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asynctorchx.specs import AppDef, RetryPolicy, Role
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from asynctorchx.schedulers.local import (
+from asynctorchx.schedulers.local_scheduler import (
     CWDImageProvider,
     LocalDirectoryImageProvider,
     create_cwd_scheduler,

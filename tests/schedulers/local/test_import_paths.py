@@ -8,14 +8,18 @@ import typing
 
 import pytest
 
-from asynctorchx.schedulers import get_scheduler_factories, local, local_scheduler
+from asynctorchx.schedulers import get_scheduler_factories, local_scheduler
 
 
-def test_torchx_module_path_reexports_the_package() -> None:
-    # torchx.schedulers.local_scheduler is where TorchX code imports these names from
-    assert local_scheduler.__all__ == local.__all__
-    for name in local.__all__:
-        assert getattr(local_scheduler, name) is getattr(local, name)
+@pytest.mark.parametrize("backend", ["local", "docker", "slurm", "kubernetes"])
+def test_a_backends_names_have_one_import_path_torchxs(backend: str) -> None:
+    # torchx.schedulers.<backend>_scheduler is where TorchX code imports these names from;
+    # the subpackage is the implementation and exports nothing of its own
+    face = importlib.import_module(f"asynctorchx.schedulers.{backend}_scheduler")
+    package = importlib.import_module(f"asynctorchx.schedulers.{backend}")
+    assert face.__all__
+    assert all(hasattr(face, name) for name in face.__all__)
+    assert not [name for name in vars(package) if not name.startswith("_")]
 
 
 @pytest.mark.parametrize(
@@ -29,11 +33,11 @@ def test_registry_targets_create_the_local_schedulers(name: str, target: str) ->
     module_name, _, attribute = target.partition(":")
     factory = getattr(importlib.import_module(module_name), attribute)
     created = factory("session")
-    assert isinstance(created, local.LocalScheduler)
+    assert isinstance(created, local_scheduler.LocalScheduler)
     assert created.backend == name
     assert created.session_name == "session"
     registered = get_scheduler_factories()[name]("session")
-    assert isinstance(registered, local.LocalScheduler)
+    assert isinstance(registered, local_scheduler.LocalScheduler)
     assert registered.backend == name
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from asynctorchx.schedulers.slurm import build_batch_request
+from asynctorchx.schedulers.slurm_scheduler import build_batch_request
 from asynctorchx.specs import AppDef, Resource, Role
 from tests.schedulers.slurm.conftest import SlurmCluster
 

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from asynctorchx.errors import InvalidRunConfigException
-from asynctorchx.schedulers.slurm import (
+from asynctorchx.schedulers.slurm_scheduler import (
     SlurmBatchRequest,
     build_batch_request,
     check_time,

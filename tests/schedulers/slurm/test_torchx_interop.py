@@ -29,7 +29,7 @@ import anyio
 import pytest
 
 from asynctorchx.schedulers.api import Stream
-from asynctorchx.schedulers.slurm import SlurmScheduler
+from asynctorchx.schedulers.slurm_scheduler import SlurmScheduler
 from asynctorchx.specs import AppDef, AppState, Resource, Role
 from tests.schedulers.slurm.conftest import BUILD_TORCHX_VENV, SlurmCluster, torchx_python
 
