@@ -6,7 +6,7 @@ TorchX's ``torchx tracker`` (``torchx.cli.cmd_tracker``): ``tracker list jobs
 prints the job's sources (the runs and artifacts it consumed), which TorchX 0.7.0 leaves
 unimplemented; ``--descendants-only`` is refused (a tracker records only sources).
 
-The trackers are those of :mod:`asynctorchx.runner.tracker`: ``[torchx:tracker]`` in the
+The trackers are those of :mod:`asynctorchx.tracker.api`: ``[torchx:tracker]`` in the
 ``.torchxconfig`` or ``$TORCHX_TRACKERS``, each built from a ``torchx.tracker`` entry
 point or a ``module.path:factory`` path.
 """
@@ -20,7 +20,7 @@ from tabulate import tabulate
 
 from asynctorchx.cli._output import UsageError
 from asynctorchx.errors import ConfigError
-from asynctorchx.runner.tracker import TrackerBase, build_trackers, get_configured_trackers
+from asynctorchx.tracker.api import TrackerBase, build_trackers, get_configured_trackers
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from asynctorchx.runner.config import (
     get_scheduler_factories,
     load_sections,
 )
-from asynctorchx.runner.tracker import get_configured_trackers
+from asynctorchx.tracker.api import get_configured_trackers
 
 
 def get_runner(
@@ -38,7 +38,7 @@ def get_runner(
         config_sections: the ``.torchxconfig`` sections already read
             (:func:`asynctorchx.runner.config.load_sections`); ``None``: the files are
             read here, once. The component defaults and the trackers
-            (:mod:`asynctorchx.runner.tracker`, with their environment variables) are
+            (:mod:`asynctorchx.tracker.api`, with their environment variables) are
             taken from them when the runner is made.
         handle_signals: whether the runner owns SIGTERM and SIGHUP while entered
             (``None``: when the program left them at their defaults); see :class:`Runner`.

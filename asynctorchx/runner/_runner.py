@@ -39,13 +39,6 @@ from asynctorchx.runner._log_lines import LogLines
 from asynctorchx.runner._logs import LogLine, merged_log_stream
 from asynctorchx.runner._signals import can_own_signals, terminate_on_signals
 from asynctorchx.runner.events import log_event
-from asynctorchx.runner.tracker import (
-    ENV_TORCHX_JOB_ID,
-    ENV_TORCHX_PARENT_RUN_ID,
-    ENV_TORCHX_TRACKERS,
-    get_configured_trackers,
-    tracker_config_env_var_name,
-)
 from asynctorchx.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -65,6 +58,13 @@ from asynctorchx.specs.api import (
     make_app_handle,
     parse_app_handle,
     runopts,
+)
+from asynctorchx.tracker.api import (
+    ENV_TORCHX_JOB_ID,
+    ENV_TORCHX_PARENT_RUN_ID,
+    ENV_TORCHX_TRACKERS,
+    get_configured_trackers,
+    tracker_config_env_var_name,
 )
 
 # The logger of runner/api.py before the split: logging configurations naming it work.
@@ -129,7 +129,7 @@ class Runner:
             the ``TORCHX_*`` environment variables, which become parameters by removing the
             prefix (``TORCHX_FOO=1`` -> ``foo="1"``).
         trackers: ``{tracker name: config or None}`` that :meth:`dryrun` passes to the
-            replicas (see :mod:`asynctorchx.runner.tracker`); ``None``: read from the
+            replicas (see :mod:`asynctorchx.tracker.api`); ``None``: read from the
             config files and the environment at each dry run, as TorchX does.
         handle_signals: who owns SIGTERM and SIGHUP while the runner is entered
             (see :func:`~asynctorchx.runner.terminate_on_signals`). ``True``: the runner
@@ -414,7 +414,7 @@ class Runner:
         """Return what :meth:`run` would submit, without submitting it (``print()`` it).
 
         Validates the app and injects into every role's env ``TORCHX_JOB_ID`` and, from
-        the tracker config (:mod:`asynctorchx.runner.tracker`), ``TORCHX_PARENT_RUN_ID``
+        the tracker config (:mod:`asynctorchx.tracker.api`), ``TORCHX_PARENT_RUN_ID``
         (``$TORCHX_PARENT_RUN_ID`` wins over ``parent_run_id``), ``TORCHX_TRACKERS`` and
         ``TORCHX_TRACKER_<NAME>_CONFIG``. With ``workspace``, the scheduler may build it
         into an image for role 0 (``local_docker``). Arguments: as :meth:`run`.

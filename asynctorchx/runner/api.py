@@ -15,7 +15,7 @@ This module only re-exports; each concern lives in its own private module:
 - :mod:`asynctorchx.runner.events`: ``log_event``, the usage event the Runner records
   around each API call.
 
-The tracker environment variable names and helpers (:mod:`asynctorchx.runner.tracker`)
+The tracker environment variable names and helpers (:mod:`asynctorchx.tracker.api`)
 and the spec and scheduler names ``torchx.runner.api`` imports stay importable from here.
 """
 
@@ -35,13 +35,6 @@ from asynctorchx.runner._logs import LogLine
 from asynctorchx.runner._runner import Runner, logger
 from asynctorchx.runner.config import get_scheduler_factories
 from asynctorchx.runner.events import log_event
-from asynctorchx.runner.tracker import (
-    ENV_TORCHX_JOB_ID,
-    ENV_TORCHX_PARENT_RUN_ID,
-    ENV_TORCHX_TRACKERS,
-    get_configured_trackers,
-    tracker_config_env_var_name,
-)
 from asynctorchx.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -60,6 +53,13 @@ from asynctorchx.specs.api import (
     make_app_handle,
     parse_app_handle,
     runopts,
+)
+from asynctorchx.tracker.api import (
+    ENV_TORCHX_JOB_ID,
+    ENV_TORCHX_PARENT_RUN_ID,
+    ENV_TORCHX_TRACKERS,
+    get_configured_trackers,
+    tracker_config_env_var_name,
 )
 
 __all__ = [

@@ -1,8 +1,8 @@
 """Experiment trackers, at TorchX's import path ``torchx.tracker``.
 
-A thin re-export: the code lives in :mod:`asynctorchx.runner.tracker` (the environment
-variables the Runner gives each replica, and building the configured trackers). See
-:mod:`asynctorchx.tracker.api`.
+TorchX's ``torchx.tracker`` re-exports ``torchx.tracker.api``; so does this package. See
+:mod:`asynctorchx.tracker.api` (the environment variables the Runner gives each replica,
+and building the configured trackers).
 """
 
 from asynctorchx.tracker.api import (

@@ -21,7 +21,7 @@ import anyio
 import pytest
 
 from asynctorchx.runner import get_runner
-from asynctorchx.schedulers.local import create_cwd_scheduler
+from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
 from asynctorchx.specs.api import AppDef, AppState, Role
 
 LIMIT = 60  # seconds: a deadline for a hung test, never a guess at timing
@@ -63,7 +63,7 @@ HOST = textwrap.dedent(
     import hashlib, json, resource, sys
     import anyio
     from asynctorchx.schedulers.api import Stream
-    from asynctorchx.schedulers.local import create_cwd_scheduler
+    from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
     from asynctorchx.specs.api import AppDef, Role
 
     writer, records = sys.argv[1], int(sys.argv[2])

@@ -55,7 +55,7 @@ async def expect_all_end(pids: list[int]) -> None:
 SIGKILLED_HOST = textwrap.dedent(
     """
     import anyio
-    from asynctorchx.schedulers.local import create_cwd_scheduler
+    from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
     from asynctorchx.specs.api import AppDef, Role
 
     async def main():
@@ -134,7 +134,7 @@ async def pids_of(scheduler: Any, app_id: str, k: int = 0, count: int = 2) -> di
 
 
 async def test_cancel_ends_a_daemon_that_left_the_group_and_reaps_it(tmp_path: Path) -> None:
-    from asynctorchx.schedulers.local import create_cwd_scheduler
+    from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
     from asynctorchx.specs.api import AppState
 
     async with create_cwd_scheduler("test") as scheduler:
@@ -158,7 +158,7 @@ async def test_cancel_ends_a_daemon_that_left_the_group_and_reaps_it(tmp_path: P
 async def test_wait_is_not_held_by_a_daemon_keeping_the_output_pipe(tmp_path: Path) -> None:
     # the replica exits at once; its daemon keeps stdout open: wait must not take the
     # drain timeout (5 s) and the daemon must be gone
-    from asynctorchx.schedulers.local import create_cwd_scheduler
+    from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
     from asynctorchx.specs.api import AppState
 
     async with create_cwd_scheduler("test") as scheduler:
@@ -202,7 +202,7 @@ async def test_an_exception_in_the_runner_block_ends_the_daemons(tmp_path: Path)
 
 async def test_the_program_keeps_the_exit_status_of_its_own_children(tmp_path: Path) -> None:
     # this process is a subreaper now: the sweeps must never reap what other code started
-    from asynctorchx.schedulers.local import create_cwd_scheduler
+    from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
 
     own = subprocess.Popen(["sh", "-c", "read x; exit 7"], stdin=subprocess.PIPE)
     async with create_cwd_scheduler("test") as scheduler:
@@ -271,7 +271,8 @@ WATCHED_HOST = textwrap.dedent(
     """
     import os
     import anyio
-    from asynctorchx.schedulers.local import _parent_death, create_cwd_scheduler
+    from asynctorchx.schedulers.local import _parent_death
+    from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
     from asynctorchx.specs.api import AppDef, Role
 
     def children():

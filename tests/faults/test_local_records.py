@@ -28,7 +28,6 @@ import attrs
 import pytest
 
 from asynctorchx.runner import get_runner
-from asynctorchx.schedulers.local import create_cwd_scheduler
 from asynctorchx.schedulers.local._app_views import RecordedApps
 from asynctorchx.schedulers.local._process_identity import ProcessIdentity
 from asynctorchx.schedulers.local._records import (
@@ -38,6 +37,7 @@ from asynctorchx.schedulers.local._records import (
     records_directory,
     write_record,
 )
+from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
 from asynctorchx.specs.api import AppState, is_terminal
 from tests.processes import await_end
 

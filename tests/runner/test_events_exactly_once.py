@@ -22,7 +22,7 @@ import anyio
 import pytest
 
 from asynctorchx.runner import LogEvent, Runner, StateEvent, get_runner
-from asynctorchx.schedulers.kubernetes import create_scheduler
+from asynctorchx.schedulers.kubernetes_scheduler import create_scheduler
 from asynctorchx.specs.api import (
     AppDef,
     AppState,

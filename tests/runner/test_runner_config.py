@@ -9,8 +9,8 @@ import pytest
 
 from asynctorchx.errors import ConfigError
 from asynctorchx.runner import config
-from asynctorchx.runner.tracker import get_configured_trackers, tracker_config_env_var_name
 from asynctorchx.specs.api import CfgVal, runopts
+from asynctorchx.tracker.api import get_configured_trackers, tracker_config_env_var_name
 
 
 def _opts() -> runopts:

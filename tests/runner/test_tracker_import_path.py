@@ -10,15 +10,12 @@ import pytest
 
 from asynctorchx import tracker
 from asynctorchx.runner import Runner
-from asynctorchx.runner import tracker as runner_tracker
-from asynctorchx.schedulers.local import create_cwd_scheduler
+from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
 from asynctorchx.specs.api import AppDef, Role
 from asynctorchx.tracker import api as tracker_api
 
 
-def test_torchx_tracker_api_path_reexports_the_runner_tracker_names() -> None:
-    for name in tracker_api.__all__:
-        assert getattr(tracker_api, name) is getattr(runner_tracker, name)
+def test_torchx_tracker_reexports_the_tracker_api_names() -> None:
     for name in tracker.__all__:
         assert getattr(tracker, name) is getattr(tracker_api, name)
     assert (tracker_api.ENV_TORCHX_JOB_ID, tracker_api.ENV_TORCHX_TRACKERS) == (

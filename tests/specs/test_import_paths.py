@@ -65,7 +65,7 @@ TORCHX_SPECS_NAMES_FROM_API = [
 ]
 
 # The public names of TorchX 0.7.0's torchx.runner.api that asynctorchx has (the
-# tracker names come from torchx.tracker.api there, asynctorchx.runner.tracker here).
+# tracker names come from torchx.tracker.api there, asynctorchx.tracker.api here).
 TORCHX_RUNNER_API_NAMES = [
     "ENV_TORCHX_JOB_ID",
     "ENV_TORCHX_PARENT_RUN_ID",

@@ -15,7 +15,7 @@ from asynctorchx.errors import (
     VolcanoNotInstalledError,
 )
 from asynctorchx.schedulers.api import DescribeAppResponse
-from asynctorchx.schedulers.kubernetes import KubernetesScheduler, create_scheduler
+from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler, create_scheduler
 from asynctorchx.specs import AppDef, AppState, Resource, RetryPolicy, Role
 from asynctorchx.specs.overlays import JOIN, set_overlay
 from tests.schedulers.kubernetes.conftest import IMAGE, connected

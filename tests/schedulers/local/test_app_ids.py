@@ -6,7 +6,7 @@ from pathlib import Path
 
 import anyio
 
-from asynctorchx.schedulers.local import create_cwd_scheduler
+from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
 from asynctorchx.specs.api import AppDef, AppState, Role
 
 LIMIT = 30  # seconds: a deadline for a hung test, never a guess at timing

@@ -23,7 +23,7 @@ from asynctorchx.errors import (
     UnsafeLogPathError,
 )
 from asynctorchx.schedulers.api import Stream
-from asynctorchx.schedulers.local import create_cwd_scheduler, create_dir_scheduler
+from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler, create_dir_scheduler
 from asynctorchx.specs.api import AppDef, AppState, RetryPolicy, Role
 from tests.processes import alive
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 
-from asynctorchx.schedulers.local import create_cwd_scheduler
+from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
 from asynctorchx.specs.api import AppDef, AppState, Role
 
 LIMIT = 30  # seconds; each step awaits an event, this only bounds a hang

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 
-from asynctorchx.schedulers.local import create_cwd_scheduler
+from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
 from asynctorchx.specs.api import AppState
 from tests.schedulers.local.test_scheduler import LIMIT, sh_app
 

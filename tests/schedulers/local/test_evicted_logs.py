@@ -12,9 +12,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from asynctorchx.schedulers.local import create_cwd_scheduler
 from asynctorchx.schedulers.local._evicted_logs import EVICTED_DIRECTORY
 from asynctorchx.schedulers.local._scheduler import LocalScheduler
+from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
 from asynctorchx.specs.api import AppDef, AppState, Role
 
 LIMIT = 30  # seconds: a deadline for a hung test, never a guess at timing

@@ -16,8 +16,8 @@ import anyio
 import pytest
 
 from asynctorchx.errors import UnsafeLogPathError
-from asynctorchx.schedulers.local import create_cwd_scheduler
 from asynctorchx.schedulers.local._log_files import LogFile
+from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
 from asynctorchx.schedulers.toolkit import LogQuery, lines_of, tail_blocks
 from asynctorchx.specs.api import AppDef, Role
 

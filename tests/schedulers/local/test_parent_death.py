@@ -191,7 +191,7 @@ def daemon_script(tmp_path: Path, case: str) -> Path:
 API_HOST = textwrap.dedent(
     """
     import anyio
-    from asynctorchx.schedulers.local import create_cwd_scheduler
+    from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
     from asynctorchx.specs.api import AppDef, Role
 
     async def main():

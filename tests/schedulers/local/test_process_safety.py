@@ -24,7 +24,7 @@ LIMIT = 60  # seconds: a deadline for a hung test, never a guess at timing
 FD_HOST = textwrap.dedent(
     """
     import anyio, json, os, resource, sys
-    from asynctorchx.schedulers.local import create_cwd_scheduler
+    from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
     from asynctorchx.specs.api import AppDef, Role
 
     extra, hard_extra, replicas, barrier, marker = sys.argv[1:6]
@@ -137,7 +137,7 @@ async def test_an_entrypoint_that_is_not_executable_raises_and_starts_nothing(
     # replicas start through a wrapper on Linux: its exec failure must still be the
     # submit's error, as a direct start's is
     from asynctorchx.errors import ReplicaLaunchError
-    from asynctorchx.schedulers.local import create_cwd_scheduler
+    from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
     from asynctorchx.specs.api import AppDef, Role
 
     script = tmp_path / "not-executable"

@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from asynctorchx.schedulers.local import _records, create_cwd_scheduler
+from asynctorchx.schedulers.local import _records
 from asynctorchx.schedulers.local._process_identity import ProcessIdentity, this_process
 from asynctorchx.schedulers.local._records import (
     MAX_RECORD_AGE,
@@ -28,6 +28,7 @@ from asynctorchx.schedulers.local._records import (
     records_directory,
     write_record,
 )
+from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
 from asynctorchx.specs.api import AppDef, AppState, Role
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc and inotify")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from asynctorchx.schedulers.local import DEFAULT_STOP_TIMEOUT, create_cwd_scheduler
+from asynctorchx.schedulers.local_scheduler import DEFAULT_STOP_TIMEOUT, create_cwd_scheduler
 
 
 def test_stop_timeout_is_a_float_of_seconds_with_a_default() -> None:

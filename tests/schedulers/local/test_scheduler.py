@@ -25,7 +25,7 @@ from asynctorchx.errors import (
     UnknownAppException,
 )
 from asynctorchx.schedulers.api import Stream
-from asynctorchx.schedulers.local import (
+from asynctorchx.schedulers.local_scheduler import (
     LocalDirectoryImageProvider,
     LocalScheduler,
     PopenRequest,

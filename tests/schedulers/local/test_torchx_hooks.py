@@ -14,7 +14,7 @@ from unittest.mock import patch
 import pytest
 
 from asynctorchx.schedulers import local_scheduler
-from asynctorchx.schedulers.local import LocalScheduler, create_cwd_scheduler
+from asynctorchx.schedulers.local_scheduler import LocalScheduler, create_cwd_scheduler
 from asynctorchx.specs.api import AppDef, Resource, Role
 
 

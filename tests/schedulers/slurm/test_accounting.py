@@ -24,7 +24,7 @@ from asynctorchx.components.utils import echo
 from asynctorchx.errors import InvalidRunConfigException, SlurmSubmitError
 from asynctorchx.runner import Runner
 from asynctorchx.schedulers.api import DescribeAppResponse, Stream
-from asynctorchx.schedulers.slurm import SlurmCommands, SlurmScheduler, create_scheduler
+from asynctorchx.schedulers.slurm_scheduler import SlurmCommands, SlurmScheduler, create_scheduler
 from asynctorchx.specs import AppDef, AppState, Resource, Role
 from tests.schedulers.slurm.conftest import SlurmCluster
 

@@ -25,7 +25,7 @@ from asynctorchx.errors import (
 )
 from asynctorchx.runner import Runner
 from asynctorchx.schedulers.api import Stream
-from asynctorchx.schedulers.slurm import SlurmScheduler, create_scheduler
+from asynctorchx.schedulers.slurm_scheduler import SlurmScheduler, create_scheduler
 from asynctorchx.specs import AppDef, AppState, Resource, Role
 from tests.schedulers.slurm.conftest import SlurmCluster
 
