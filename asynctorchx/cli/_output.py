@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any, TextIO
 
-from asynctorchx.runner.api import LogLine
+from asynctorchx.runner import LogLine
 
 
 class UsageError(Exception):

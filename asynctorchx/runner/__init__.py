@@ -7,20 +7,12 @@ See :class:`Runner` (TorchX's ``torchx.runner`` API as coroutines; its ``events`
 
 from __future__ import annotations
 
+from asynctorchx.runner._events import AppEvent, EventStream, LogEvent, StateEvent
 from asynctorchx.runner._group import AppGroup
+from asynctorchx.runner._log_lines import LogLines
+from asynctorchx.runner._logs import LogLine
 from asynctorchx.runner._signals import TERMINATION_SIGNALS, can_own_signals, terminate_on_signals
-from asynctorchx.runner.api import (
-    AppEvent,
-    EventStream,
-    LogEvent,
-    LogLine,
-    LogLines,
-    Runner,
-    StateEvent,
-    get_runner,
-)
-from asynctorchx.runner.config import apply as apply_config
-from asynctorchx.runner.config import get_component_defaults, get_config, get_configs
+from asynctorchx.runner.api import Runner, get_runner
 
 __all__ = [
     "TERMINATION_SIGNALS",
@@ -32,11 +24,7 @@ __all__ = [
     "LogLines",
     "Runner",
     "StateEvent",
-    "apply_config",
     "can_own_signals",
-    "get_component_defaults",
-    "get_config",
-    "get_configs",
     "get_runner",
     "terminate_on_signals",
 ]

@@ -1,6 +1,8 @@
 """The async Runner, at the import path ``torchx.runner.api`` has in TorchX.
 
-This module only re-exports; each concern lives in its own private module:
+This module re-exports the names TorchX 0.7.0's ``torchx.runner.api`` has; the names
+asynctorchx adds (``LogLine``, ``LogLines``, the events of :meth:`Runner.events`) are
+imported from :mod:`asynctorchx.runner`. Each concern lives in its own private module:
 
 - :mod:`asynctorchx.runner._runner`: :class:`Runner` (TorchX's
   ``torchx.runner.api.Runner``, as coroutines, plus ``watch`` and ``log_stream``);
@@ -21,29 +23,13 @@ and the spec and scheduler names ``torchx.runner.api`` imports stay importable f
 
 from __future__ import annotations
 
-from asynctorchx.errors import (
-    InvalidCursorError,
-    SchedulerClosedError,
-    SessionMismatchException,
-    UnknownAppException,
-    UnknownSchedulerException,
-)
-from asynctorchx.runner._events import AppEvent, EventStream, LogEvent, StateEvent
+from asynctorchx.errors import UnknownAppException
 from asynctorchx.runner._get_runner import get_runner
-from asynctorchx.runner._log_lines import LogLines
-from asynctorchx.runner._logs import LogLine
 from asynctorchx.runner._runner import Runner, logger
 from asynctorchx.runner.config import get_scheduler_factories
 from asynctorchx.runner.events import log_event
-from asynctorchx.schedulers.api import (
-    DescribeAppResponse,
-    ListAppResponse,
-    Scheduler,
-    SchedulerFactory,
-    Stream,
-)
+from asynctorchx.schedulers.api import ListAppResponse, Scheduler, SchedulerFactory, Stream
 from asynctorchx.specs.api import (
-    MISSING,
     AppDef,
     AppDryRunInfo,
     AppHandle,
@@ -66,29 +52,17 @@ __all__ = [
     "ENV_TORCHX_JOB_ID",
     "ENV_TORCHX_PARENT_RUN_ID",
     "ENV_TORCHX_TRACKERS",
-    "MISSING",
     "AppDef",
     "AppDryRunInfo",
-    "AppEvent",
     "AppHandle",
     "AppStatus",
     "CfgVal",
-    "DescribeAppResponse",
-    "EventStream",
-    "InvalidCursorError",
     "ListAppResponse",
-    "LogEvent",
-    "LogLine",
-    "LogLines",
     "Runner",
     "Scheduler",
-    "SchedulerClosedError",
     "SchedulerFactory",
-    "SessionMismatchException",
-    "StateEvent",
     "Stream",
     "UnknownAppException",
-    "UnknownSchedulerException",
     "get_configured_trackers",
     "get_runner",
     "get_scheduler_factories",

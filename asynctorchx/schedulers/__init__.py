@@ -8,7 +8,9 @@ Backends are imported only when their factory is called (or its class asked for 
 :func:`get_scheduler_class`), so ``local_cwd`` never imports aiodocker.
 
 A synchronous, TorchX-style scheduler (:func:`is_sync_scheduler`) is given the async
-interface by :class:`SyncSchedulerAdapter`; the Runner wraps one for you.
+interface by :class:`SyncSchedulerAdapter`; the Runner wraps one for you. The response
+types (``DescribeAppResponse``, ``ListAppResponse``) and ``Stream`` are imported from
+:mod:`asynctorchx.schedulers.api`, as in TorchX.
 """
 
 from __future__ import annotations
@@ -17,13 +19,7 @@ import importlib
 from typing import Any
 
 from asynctorchx.schedulers._sync_adapter import SyncSchedulerAdapter, is_sync_scheduler
-from asynctorchx.schedulers.api import (
-    DescribeAppResponse,
-    ListAppResponse,
-    Scheduler,
-    SchedulerFactory,
-    Stream,
-)
+from asynctorchx.schedulers.api import Scheduler, SchedulerFactory
 from asynctorchx.util.entrypoints import entry_points
 
 #: name -> (factory, scheduler class), each ``module:attribute``, imported on first use.
@@ -121,11 +117,8 @@ def get_default_scheduler_name() -> str:
 
 
 __all__ = [
-    "DescribeAppResponse",
-    "ListAppResponse",
     "Scheduler",
     "SchedulerFactory",
-    "Stream",
     "SyncSchedulerAdapter",
     "get_default_scheduler_name",
     "get_scheduler_class",

@@ -1,6 +1,8 @@
 """The application spec: ``AppDef``, ``Role``, ``Resource``, ``macros``, ``runopts``, status.
 
-Mirrors ``torchx.specs``: TorchX code ports by changing the import. The private
+Mirrors ``torchx.specs``: TorchX code ports by changing the import. Names TorchX has only
+in ``torchx.specs.api`` (``AppStatusError``, ``Mount``, ``ParsedAppHandle``) are imported
+from :mod:`asynctorchx.specs.api` only. The private
 ``_named_resource_factories`` is TorchX's registry of named resources (name -> function
 returning a ``Resource``): add to it to register one at run time, or patch it here.
 """
@@ -32,13 +34,10 @@ from asynctorchx.specs.api import (
     AppHandle,
     AppState,
     AppStatus,
-    AppStatusError,
     BindMount,
     CfgVal,
     DeviceMount,
-    Mount,
     MountType,
-    ParsedAppHandle,
     ReplicaState,
     ReplicaStatus,
     Resource,
@@ -70,15 +69,12 @@ __all__ = [
     "AppHandle",
     "AppState",
     "AppStatus",
-    "AppStatusError",
     "BindMount",
     "CfgVal",
     "DeviceMount",
     "InvalidRunConfigException",
     "MalformedAppHandleException",
-    "Mount",
     "MountType",
-    "ParsedAppHandle",
     "ReplicaState",
     "ReplicaStatus",
     "Resource",

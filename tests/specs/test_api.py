@@ -18,7 +18,6 @@ from asynctorchx.specs import (
     AppDef,
     AppState,
     AppStatus,
-    AppStatusError,
     BindMount,
     DeviceMount,
     ReplicaStatus,
@@ -34,7 +33,7 @@ from asynctorchx.specs import (
     parse_mounts,
     runopts,
 )
-from asynctorchx.specs.api import get_type_name
+from asynctorchx.specs.api import AppStatusError, get_type_name
 from asynctorchx.specs.converter import converter, from_json, to_json
 
 # --------------------------------------------------------------------------- handles

@@ -76,8 +76,8 @@ TORCHX_RUNNER_API_NAMES = [
     "tracker_config_env_var_name",
 ]
 
-# torchx.runner exports Runner and get_runner; asynctorchx adds LogLine (log_stream).
-RUNNER_NAMES = ["LogLine", "Runner", "get_runner"]
+# torchx.runner exports Runner and get_runner (asynctorchx.runner adds LogLine, the events).
+RUNNER_NAMES = ["Runner", "get_runner"]
 
 
 def _import(module: str, name: str) -> object:
