@@ -268,25 +268,9 @@ def torchrun(
     Raises:
         ValueError: not exactly one of ``script`` and ``m``, or a malformed ``j``.
     """
-    return ddp(
-        *script_args,
-        script=script,
-        m=m,
-        image=image,
-        name=name,
-        h=h,
-        cpu=cpu,
-        gpu=gpu,
-        memMB=memMB,
-        j=j,
-        env=env,
-        max_retries=max_retries,
-        rdzv_port=rdzv_port,
-        rdzv_backend=rdzv_backend,
-        mounts=mounts,
-        debug=debug,
-        tee=tee,
-    )
+    arguments = dict(locals())  # ddp's keyword arguments, by the same names
+    del arguments["script_args"]
+    return ddp(*script_args, **arguments)
 
 
 def spmd(

@@ -18,6 +18,7 @@ These definitions may change; users are expected to register their own resources
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 
 from asynctorchx.specs.api import Resource
 
@@ -82,164 +83,36 @@ def _make(instance_type: str) -> Resource:
 
 # One function per instance type, named as TorchX names them (``aws_p3_2xlarge``), so
 # code calling ``named_resources_aws.aws_p3_2xlarge()`` ports unchanged.
-def aws_t3_medium() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``t3.medium``."""
-    return _make("t3.medium")
-
-
-def aws_m5_2xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``m5.2xlarge``."""
-    return _make("m5.2xlarge")
-
-
-def aws_p3_2xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``p3.2xlarge``."""
-    return _make("p3.2xlarge")
-
-
-def aws_p3_8xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``p3.8xlarge``."""
-    return _make("p3.8xlarge")
-
-
-def aws_p3_16xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``p3.16xlarge``."""
-    return _make("p3.16xlarge")
-
-
-def aws_p3dn_24xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``p3dn.24xlarge``."""
-    return _make("p3dn.24xlarge")
-
-
-def aws_p4d_24xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``p4d.24xlarge``."""
-    return _make("p4d.24xlarge")
-
-
-def aws_p4de_24xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``p4de.24xlarge``."""
-    return _make("p4de.24xlarge")
-
-
-def aws_p5_48xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``p5.48xlarge``."""
-    return _make("p5.48xlarge")
-
-
-def aws_g4dn_xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g4dn.xlarge``."""
-    return _make("g4dn.xlarge")
-
-
-def aws_g4dn_2xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g4dn.2xlarge``."""
-    return _make("g4dn.2xlarge")
-
-
-def aws_g4dn_4xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g4dn.4xlarge``."""
-    return _make("g4dn.4xlarge")
-
-
-def aws_g4dn_8xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g4dn.8xlarge``."""
-    return _make("g4dn.8xlarge")
-
-
-def aws_g4dn_16xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g4dn.16xlarge``."""
-    return _make("g4dn.16xlarge")
-
-
-def aws_g4dn_12xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g4dn.12xlarge``."""
-    return _make("g4dn.12xlarge")
-
-
-def aws_g4dn_metal() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g4dn.metal``."""
-    return _make("g4dn.metal")
-
-
-def aws_g5_xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g5.xlarge``."""
-    return _make("g5.xlarge")
-
-
-def aws_g5_2xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g5.2xlarge``."""
-    return _make("g5.2xlarge")
-
-
-def aws_g5_4xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g5.4xlarge``."""
-    return _make("g5.4xlarge")
-
-
-def aws_g5_8xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g5.8xlarge``."""
-    return _make("g5.8xlarge")
-
-
-def aws_g5_16xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g5.16xlarge``."""
-    return _make("g5.16xlarge")
-
-
-def aws_g5_12xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g5.12xlarge``."""
-    return _make("g5.12xlarge")
-
-
-def aws_g5_24xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g5.24xlarge``."""
-    return _make("g5.24xlarge")
-
-
-def aws_g5_48xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``g5.48xlarge``."""
-    return _make("g5.48xlarge")
-
-
-def aws_trn1_2xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``trn1.2xlarge``."""
-    return _make("trn1.2xlarge")
-
-
-def aws_trn1_32xlarge() -> Resource:
-    """Return a fresh :class:`Resource` for the EC2 instance type ``trn1.32xlarge``."""
-    return _make("trn1.32xlarge")
-
+aws_t3_medium = partial(_make, "t3.medium")
+aws_m5_2xlarge = partial(_make, "m5.2xlarge")
+aws_p3_2xlarge = partial(_make, "p3.2xlarge")
+aws_p3_8xlarge = partial(_make, "p3.8xlarge")
+aws_p3_16xlarge = partial(_make, "p3.16xlarge")
+aws_p3dn_24xlarge = partial(_make, "p3dn.24xlarge")
+aws_p4d_24xlarge = partial(_make, "p4d.24xlarge")
+aws_p4de_24xlarge = partial(_make, "p4de.24xlarge")
+aws_p5_48xlarge = partial(_make, "p5.48xlarge")
+aws_g4dn_xlarge = partial(_make, "g4dn.xlarge")
+aws_g4dn_2xlarge = partial(_make, "g4dn.2xlarge")
+aws_g4dn_4xlarge = partial(_make, "g4dn.4xlarge")
+aws_g4dn_8xlarge = partial(_make, "g4dn.8xlarge")
+aws_g4dn_16xlarge = partial(_make, "g4dn.16xlarge")
+aws_g4dn_12xlarge = partial(_make, "g4dn.12xlarge")
+aws_g4dn_metal = partial(_make, "g4dn.metal")
+aws_g5_xlarge = partial(_make, "g5.xlarge")
+aws_g5_2xlarge = partial(_make, "g5.2xlarge")
+aws_g5_4xlarge = partial(_make, "g5.4xlarge")
+aws_g5_8xlarge = partial(_make, "g5.8xlarge")
+aws_g5_16xlarge = partial(_make, "g5.16xlarge")
+aws_g5_12xlarge = partial(_make, "g5.12xlarge")
+aws_g5_24xlarge = partial(_make, "g5.24xlarge")
+aws_g5_48xlarge = partial(_make, "g5.48xlarge")
+aws_trn1_2xlarge = partial(_make, "trn1.2xlarge")
+aws_trn1_32xlarge = partial(_make, "trn1.32xlarge")
 
 #: ``aws_<instance type>`` to a function returning a fresh :class:`Resource` per call.
 NAMED_RESOURCES: Mapping[str, Callable[[], Resource]] = {
-    "aws_t3.medium": aws_t3_medium,
-    "aws_m5.2xlarge": aws_m5_2xlarge,
-    "aws_p3.2xlarge": aws_p3_2xlarge,
-    "aws_p3.8xlarge": aws_p3_8xlarge,
-    "aws_p3.16xlarge": aws_p3_16xlarge,
-    "aws_p3dn.24xlarge": aws_p3dn_24xlarge,
-    "aws_p4d.24xlarge": aws_p4d_24xlarge,
-    "aws_p4de.24xlarge": aws_p4de_24xlarge,
-    "aws_p5.48xlarge": aws_p5_48xlarge,
-    "aws_g4dn.xlarge": aws_g4dn_xlarge,
-    "aws_g4dn.2xlarge": aws_g4dn_2xlarge,
-    "aws_g4dn.4xlarge": aws_g4dn_4xlarge,
-    "aws_g4dn.8xlarge": aws_g4dn_8xlarge,
-    "aws_g4dn.16xlarge": aws_g4dn_16xlarge,
-    "aws_g4dn.12xlarge": aws_g4dn_12xlarge,
-    "aws_g4dn.metal": aws_g4dn_metal,
-    "aws_g5.xlarge": aws_g5_xlarge,
-    "aws_g5.2xlarge": aws_g5_2xlarge,
-    "aws_g5.4xlarge": aws_g5_4xlarge,
-    "aws_g5.8xlarge": aws_g5_8xlarge,
-    "aws_g5.16xlarge": aws_g5_16xlarge,
-    "aws_g5.12xlarge": aws_g5_12xlarge,
-    "aws_g5.24xlarge": aws_g5_24xlarge,
-    "aws_g5.48xlarge": aws_g5_48xlarge,
-    "aws_trn1.2xlarge": aws_trn1_2xlarge,
-    "aws_trn1.32xlarge": aws_trn1_32xlarge,
+    f"aws_{instance_type}": partial(_make, instance_type) for instance_type in _TABLE
 }
 
 
