@@ -37,10 +37,6 @@ from asynctorchx.errors import (
     UnknownSchedulerException,
 )
 from asynctorchx.specs._app import AppDef, RetryPolicy, Role
-from asynctorchx.specs._app import _int_replicas as _int_replicas
-from asynctorchx.specs._app import _non_negative as _non_negative
-from asynctorchx.specs._app import _null_resource as _null_resource
-from asynctorchx.specs._app_handle import _APP_HANDLE as _APP_HANDLE
 from asynctorchx.specs._app_handle import (
     AppHandle,
     ParsedAppHandle,
@@ -48,7 +44,6 @@ from asynctorchx.specs._app_handle import (
     parse_app_handle,
 )
 from asynctorchx.specs._dryrun import AppDryRunInfo
-from asynctorchx.specs._mounts import _MOUNT_KEYS as _MOUNT_KEYS
 from asynctorchx.specs._mounts import (
     BindMount,
     DeviceMount,
@@ -59,9 +54,6 @@ from asynctorchx.specs._mounts import (
 )
 from asynctorchx.specs._resource import ALL, MISSING, NONE, NULL_RESOURCE, Resource, macros
 from asynctorchx.specs._runopts import CfgVal, cfg_pairs, get_type_name, runopt, runopts
-from asynctorchx.specs._runopts import _cast as _cast
-from asynctorchx.specs._runopts import _container_kind as _container_kind
-from asynctorchx.specs._status import _TERMINAL_STATES as _TERMINAL_STATES
 from asynctorchx.specs._status import (
     AppState,
     AppStatus,

@@ -59,9 +59,6 @@ from asynctorchx.specs.file_linter import TorchXArgumentHelpFormatter, get_fn_do
 
 logger = logging.getLogger(__name__)
 
-#: TorchX's name of the help formatter (``torchx.specs.builders`` imports it too).
-_HelpFormatter = TorchXArgumentHelpFormatter
-
 _PRIMITIVES: dict[type[Any], str] = {str: "str", int: "int", float: "float", bool: "bool"}
 
 
@@ -344,32 +341,6 @@ def create_args_parser(
         if "default" not in kwargs:
             kwargs["required"] = True
         parser.add_argument(*flags, dest=name, **kwargs)
-    return parser
-
-
-def _create_args_parser(
-    cmpnt_fn: Callable[..., AppDef],
-    cmpnt_defaults: Mapping[str, str] | None = None,
-    config: Mapping[str, Any] | None = None,
-) -> argparse.ArgumentParser:
-    """TorchX's private name and signature (``torchx.specs.builders._create_args_parser``).
-
-    Kept for code written against TorchX that imported it (TorchX's own
-    ``ComponentTestCase`` did); new code calls :func:`create_args_parser`.
-
-    Args:
-        cmpnt_fn: the component function.
-        cmpnt_defaults: string defaults that replace the declared ones.
-        config: argument values given as data: those arguments become optional on the
-            command line (see :func:`parse_args`).
-
-    Raises:
-        ComponentValidationException: as :func:`create_args_parser`.
-        ComponentUsageError: ``config`` names an argument ``cmpnt_fn`` does not take.
-    """
-    parser = create_args_parser(cmpnt_fn, cmpnt_defaults)
-    if config:
-        _accept_config(cmpnt_fn, parser, config)
     return parser
 
 

@@ -20,7 +20,7 @@ import inspect
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, NoReturn
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
@@ -201,7 +201,7 @@ class _Missing:
     def __init__(self, qualified: str, cause: Exception) -> None:
         self._qualified, self._cause = qualified, cause
 
-    def _fail(self, *args: Any, **kwargs: Any) -> Any:
+    def _fail(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise ImportError(f"asynctorchx has no {self._qualified} ({self._cause})")
 
     __call__ = _fail
@@ -218,8 +218,28 @@ class _Missing:
         return self._fail()
 
 
+def _torchx_private(qualified_name: str) -> Any:
+    """TorchX's private names that TorchX's tests import and asynctorchx does not keep.
+
+    Raises:
+        KeyError: ``qualified_name`` is not one of them.
+    """
+    if qualified_name == "asynctorchx.specs.api._TERMINAL_STATES":
+        from asynctorchx.specs._status import _TERMINAL_STATES
+
+        return _TERMINAL_STATES
+    if qualified_name == "asynctorchx.specs.builders._create_args_parser":
+        from asynctorchx.specs.builders import create_args_parser
+
+        return create_args_parser  # TorchX's tests pass the component function alone
+    raise KeyError(qualified_name)
+
+
 def names(module_name: str, wanted: list[str]) -> tuple[Any, ...]:
-    """``from module_name import *wanted``, a placeholder for each name that is missing."""
+    """``from module_name import *wanted``, a placeholder for each name that is missing.
+
+    A TorchX private name the package does not keep comes from :func:`_torchx_private`.
+    """
     try:
         module: Any = importlib.import_module(module_name)
     except ImportError as error:
@@ -229,6 +249,11 @@ def names(module_name: str, wanted: list[str]) -> tuple[Any, ...]:
         try:
             found.append(getattr(module, name))
         except AttributeError:
+            try:
+                found.append(_torchx_private(f"{module_name}.{name}"))
+                continue
+            except KeyError:
+                pass
             try:
                 found.append(importlib.import_module(f"{module_name}.{name}"))
             except ImportError as error:

@@ -206,16 +206,3 @@ def test_get_builtin_source_has_imports_and_the_function() -> None:
     assert "def echo(" in source
     assert "import " in source.split("def echo(")[0]
     compile(source, "echo.py", "exec")
-
-
-def test_torchx_private_create_args_parser_is_the_parser_with_defaults_and_config() -> None:
-    """``builders._create_args_parser(fn, defaults, config)``: TorchX's name, still importable."""
-    parser = builders._create_args_parser(comp, {"a": "from-defaults"})
-    assert parser.parse_args([]).a == "from-defaults"
-    assert builders._create_args_parser(comp).format_help() == (
-        builders.create_args_parser(comp).format_help()
-    )
-    configured = builders._create_args_parser(comp, None, {"a": "given"})
-    assert configured.parse_args([]).a is None  # not required any more: config gives it
-    with pytest.raises(SystemExit):
-        builders._create_args_parser(comp).parse_args([])  # --a is required
