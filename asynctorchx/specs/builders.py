@@ -46,7 +46,7 @@ from typing import Any, NoReturn
 import attrs
 
 from asynctorchx.errors import ComponentValidationException
-from asynctorchx.specs._runopts import parse_bool
+from asynctorchx.specs._runopts import parse_bool, runopts
 from asynctorchx.specs.api import (
     AppDef,
     BindMount,
@@ -391,17 +391,6 @@ def parse_args(
     return values
 
 
-def _is_primitive(kind: type[Any], value: Any) -> bool:
-    """Whether ``value`` is a value of the primitive type ``kind`` as given in data."""
-    if kind is bool:
-        return isinstance(value, bool)
-    if kind is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, kind)
-
-
 def _check_data_value(fn_name: str, name: str, ptype: ParamType, value: Any) -> None:
     """Refuse a value given as data (not text) that does not have the parameter's type.
 
@@ -417,22 +406,22 @@ def _check_data_value(fn_name: str, name: str, ptype: ParamType, value: Any) -> 
     if isinstance(value, str) or (value is None and ptype.optional):
         return
     if ptype.kind == "primitive":
-        fits = _is_primitive(ptype.item, value)
+        fits = runopts.is_type(value, ptype.item)
         wanted = ptype.item.__name__
     elif ptype.kind == "list":
         fits = isinstance(value, (list, tuple)) and all(
-            _is_primitive(ptype.item, item) for item in value
+            runopts.is_type(item, ptype.item) for item in value
         )
         wanted = f"a list of {ptype.item.__name__}"
     else:
 
         def item_fits(item: Any) -> bool:
             if ptype.list_values:
-                return isinstance(item, list) and all(_is_primitive(ptype.item, x) for x in item)
-            return _is_primitive(ptype.item, item)
+                return isinstance(item, list) and all(runopts.is_type(x, ptype.item) for x in item)
+            return runopts.is_type(item, ptype.item)
 
         fits = isinstance(value, Mapping) and all(
-            _is_primitive(ptype.key, k) and item_fits(v) for k, v in value.items()
+            runopts.is_type(k, ptype.key) and item_fits(v) for k, v in value.items()
         )
         wanted = f"a dict of {ptype.key.__name__} to {ptype.item.__name__}"
     if not fits:
