@@ -268,11 +268,6 @@ def _check_docstring(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Linte
     ]
 
 
-def validate_function(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[LinterMessage]:
-    """Apply the three rules to one parsed function; see the module docstring."""
-    return [*_check_docstring(func), *_check_args(func), *_check_return(func)]
-
-
 def validate_source(
     source: str, function_name: str, filename: str = "<string>"
 ) -> list[LinterMessage]:
@@ -299,7 +294,7 @@ def validate_source(
         ]
     for node in module.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function_name:
-            return validate_function(node)
+            return [*_check_docstring(node), *_check_args(node), *_check_return(node)]
     return [
         LinterMessage(
             "not-found",

@@ -118,9 +118,7 @@ def module_relname(module: ModuleType, relative_to: ModuleType) -> str:
 def _lint(path: str | None, fn_name: str) -> list[str]:
     if path is None:
         return ["the source file of the function is unknown, so it cannot be checked"]
-    return [
-        message.description for message in file_linter.errors(file_linter.validate(path, fn_name))
-    ]
+    return [message.description for message in file_linter.validate(path, fn_name)]
 
 
 def _component_def(
