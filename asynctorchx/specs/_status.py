@@ -16,7 +16,6 @@ from typing import Any
 
 import attrs
 
-from asynctorchx.specs import _yaml
 from asynctorchx.specs._resource import NONE
 
 
@@ -209,12 +208,15 @@ class AppStatus:
     def __repr__(self) -> str:
         """Return the status as the YAML document ``torchx.specs.api.AppStatus`` prints.
 
-        Keys sorted under ``AppStatus:``; states written as ``FAILED (5)``; a
+        Written by PyYAML's ``yaml.dump``, as TorchX does: keys sorted under
+        ``AppStatus:``, block style; states written as ``FAILED (5)``; a
         ``structured_error_msg`` holding JSON is written as the structure it encodes.
         TorchX writes a replica's state as a PyYAML Python-object tag; here it reads
         like the app's state.
         """
-        return _yaml.dump({"AppStatus": _status_dict(self)})
+        import yaml  # only a printed status needs it
+
+        return yaml.dump({"AppStatus": _status_dict(self)})
 
     def __str__(self) -> str:
         return repr(self)
