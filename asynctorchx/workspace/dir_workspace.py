@@ -31,7 +31,7 @@ import anyio.to_thread
 
 from asynctorchx.errors import InvalidJobDirError
 from asynctorchx.specs.api import CfgVal, Role
-from asynctorchx.workspace._mixin import WorkspaceMixin
+from asynctorchx.workspace.api import WorkspaceMixin
 
 #: The ignore file of a directory workspace (TorchX's ``torchx.workspace.api.TORCHX_IGNORE``).
 TORCHX_IGNORE = ".torchxignore"
