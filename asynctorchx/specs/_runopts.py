@@ -95,7 +95,7 @@ class runopts:
         return key in self._opts
 
     @staticmethod
-    def is_type(obj: CfgVal, tp: Any) -> bool:
+    def is_type(obj: object, tp: Any) -> bool:
         """Return True if ``obj`` is of type ``tp``.
 
         Unlike ``isinstance`` it accepts the container types of run options:

@@ -42,9 +42,7 @@ class Shared(ClassOptsScheduler):
             roles_statuses=[RoleStatus(app.roles[0].name, [replica])],
         )
 
-    async def list(  # type: ignore[override]
-        self, cfg: Mapping[str, CfgVal] | None = None
-    ) -> list[ListAppResponse]:
+    async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         Shared.list_cfgs.append(cfg)
         return [ListAppResponse(a, AppState.SUCCEEDED, name="echo") for a in Shared.store]
 

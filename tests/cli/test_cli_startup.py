@@ -6,6 +6,7 @@ import importlib.metadata
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ def test_run_reads_the_installed_entry_points_once(
     reads: list[None] = []
     real = importlib.metadata.distributions
 
-    def counted(**kwargs: object) -> object:  # what every read of the entry points lists
+    def counted(**kwargs: Any) -> Any:  # what every read of the entry points lists
         reads.append(None)
         return real(**kwargs)
 

@@ -57,7 +57,8 @@ def typed(
 
 
 def values(app: AppDef) -> tuple[object, ...]:
-    return eval(app.metadata["values"])  # our own repr of plain values
+    decoded: tuple[object, ...] = eval(app.metadata["values"])  # our own repr of plain values
+    return decoded
 
 
 def test_defaults_apply() -> None:
@@ -270,7 +271,7 @@ def test_an_async_component_is_refused_before_it_is_called() -> None:
 
     # refused up front: no coroutine is created, so no "never awaited" warning either
     with pytest.raises(ComponentValidationException, match="async def"):
-        materialize_appdef(later, [])
+        materialize_appdef(later, [])  # type: ignore[arg-type]
 
 
 def test_component_errors_propagate() -> None:

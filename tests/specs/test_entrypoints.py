@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -31,7 +32,7 @@ def unannotated(x) -> AppDef:
 
 
 @pytest.fixture
-def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (tmp_path / "my_plugin.py").write_text(PLUGIN)
     dist = tmp_path / "my_plugin-1.0.dist-info"
     dist.mkdir()
