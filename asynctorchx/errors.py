@@ -22,6 +22,13 @@ class AsyncTorchXError(Exception):
     """Base class of every error raised on purpose by asynctorchx."""
 
 
+class _ReadableKeyError(KeyError):
+    """A ``KeyError`` whose ``str`` is its message (a plain ``KeyError`` quotes it)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class InvalidRunConfigException(AsyncTorchXError, ValueError):
     """A scheduler run config (``cfg``) does not match the scheduler's ``runopts``.
 
@@ -145,6 +152,22 @@ class ConfigError(AsyncTorchXError, ValueError):
     """A ``.torchxconfig`` file is missing, unreadable or has a bad value."""
 
 
+class ConfigFileNotFoundError(ConfigError, FileNotFoundError):
+    """``$TORCHXCONFIG`` names no file: a ``FileNotFoundError`` as in
+    ``torchx.runner.config``, and a :class:`ConfigError`; the message says what is
+    missing and how to fix it."""
+
+
+class MountOptionError(AsyncTorchXError, _ReadableKeyError, ValueError):
+    """A mount description (:func:`asynctorchx.specs.parse_mounts`) misses a key or has an
+    unknown one.
+
+    A ``KeyError``, as ``torchx.specs.parse_mounts`` raises for these (code written
+    for TorchX catches that), and a ``ValueError``, as for every other bad mount.
+    ``str(error)`` is the message itself.
+    """
+
+
 class SchedulerUnavailableError(AsyncTorchXError, RuntimeError):
     """A scheduler cannot be used here (no Docker engine, unsupported event loop)."""
 
@@ -157,7 +180,7 @@ class WorkspaceBuildError(AsyncTorchXError, RuntimeError):
     """Building a workspace image failed; the message holds the build log."""
 
 
-class UnknownNamedResourceException(AsyncTorchXError, KeyError):
+class UnknownNamedResourceException(AsyncTorchXError, _ReadableKeyError):
     """No named resource is registered under the given name (``named_resources[name]``).
 
     A ``KeyError`` so that ``named_resources`` behaves as a mapping; unlike a plain
@@ -173,17 +196,12 @@ class UnknownNamedResourceException(AsyncTorchXError, KeyError):
             hint = f"Registered named resources: {sorted(known)}"
         # TorchX's sentences first (``torchx.specs._NamedResourcesLibrary``), then how to
         # add one
-        message = (
+        super().__init__(
             f"No named resource found for `{name}`. {hint} Register your own under the entry"
             " point group `asynctorchx.named_resources`, or in"
             " `asynctorchx.specs._named_resource_factories`."
         )
-        super().__init__(message)
         self.name = name
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 class DockerEngineError(AsyncTorchXError, RuntimeError):
@@ -561,7 +579,7 @@ class InvalidResourceError(AsyncTorchXError, TypeError, ValueError):
         self.value = value
 
 
-class EntryPointNotFoundError(AsyncTorchXError, KeyError):
+class EntryPointNotFoundError(AsyncTorchXError, _ReadableKeyError):
     """No entry point of that name in its group (:func:`asynctorchx.util.entrypoints.load`).
 
     A ``KeyError``, as TorchX's ``torchx.util.entrypoints.load`` raises; ``str(error)``
@@ -575,16 +593,12 @@ class EntryPointNotFoundError(AsyncTorchXError, KeyError):
 
     def __init__(self, group: str, name: str, installed: Iterable[str]) -> None:
         names = ", ".join(sorted(installed)) or "none"
-        self.message = (
+        super().__init__(
             f"no entry point {name!r} in group {group!r} (it has: {names}): register it"
             f' under [project.entry-points."{group}"] and reinstall the package'
         )
-        super().__init__(self.message)
         self.group = group
         self.name = name
-
-    def __str__(self) -> str:
-        return self.message
 
 
 class AppGroupFailed(AsyncTorchXError):

@@ -29,7 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from asynctorchx import schedulers
-from asynctorchx.errors import ConfigError, ConfigFileEncodingError, UnknownSchedulerException
+from asynctorchx.errors import (
+    ConfigError,
+    ConfigFileEncodingError,
+    ConfigFileNotFoundError,
+    UnknownSchedulerException,
+)
 from asynctorchx.schedulers import SchedulerFactory, get_scheduler_class
 from asynctorchx.specs.api import CfgVal, get_type_name, runopt, runopts
 
@@ -64,22 +69,6 @@ def get_scheduler_factories() -> dict[str, SchedulerFactory]:
     (read at each call). No backend module is imported.
     """
     return schedulers.get_scheduler_factories()
-
-
-class ConfigFileNotFoundError(ConfigError, FileNotFoundError):
-    """``$TORCHXCONFIG`` names no file: a ``FileNotFoundError`` as in
-    ``torchx.runner.config``, and a :class:`~asynctorchx.errors.ConfigError`.
-
-    Args:
-        message: what is missing and how to fix it.
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def find_configs(dirs: Iterable[str] | None = None) -> list[str]:

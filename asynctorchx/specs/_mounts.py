@@ -13,6 +13,8 @@ from typing import Union
 
 import attrs
 
+from asynctorchx.errors import MountOptionError
+
 
 class MountType(str, enum.Enum):
     """The kinds of mount a role may ask for."""
@@ -105,25 +107,6 @@ def parse_mounts(opts: list[str]) -> list[Mount]:
     return [_mount_of(group) for group in groups]
 
 
-class MountOptionError(KeyError, ValueError):
-    """A mount description misses a key or has an unknown one.
-
-    A ``KeyError``, as ``torchx.specs.parse_mounts`` raises for these (code written
-    for TorchX catches that), and a ``ValueError``, as for every other bad mount.
-    ``str(error)`` is the message itself (a plain ``KeyError`` would quote it).
-
-    Args:
-        message: what is wrong and how to fix it.
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
-
-
 def _group_mount_options(opts: list[str]) -> list[dict[str, str]]:
     """Split the items of ``opts`` into one ``{canonical key: value}`` dict per mount.
 
@@ -168,18 +151,6 @@ def _mount_of(group: dict[str, str]) -> Mount:
         )
     if "src" not in group:
         raise MountOptionError(f"mount {group} has no `src=`: say what to mount")
-    read_only = group.get("readonly", "false").lower() in ("true", "1", "yes", "")
-    if kind == MountType.BIND.value:
-        if "dst" not in group:
-            raise MountOptionError(f"bind mount {group} has no `dst=`: say where to mount it")
-        src_path = group["src"]
-        if src_path.startswith("~"):
-            src_path = os.path.expanduser(src_path)
-        return BindMount(src_path, group["dst"], read_only)
-    if kind == MountType.VOLUME.value:
-        if "dst" not in group:
-            raise MountOptionError(f"volume mount {group} has no `dst=`: say where to mount it")
-        return VolumeMount(group["src"], group["dst"], read_only)
     if kind == MountType.DEVICE.value:
         perm = group.get("perm", "rwm")
         wrong = sorted(set(perm) - set("rwm"))
@@ -190,4 +161,9 @@ def _mount_of(group: dict[str, str]) -> Mount:
                 f" permissions {perm!r} must combine r, w and m (e.g. perm=rw)"
             )
         return DeviceMount(group["src"], group.get("dst", group["src"]), perm)
-    raise AssertionError(f"unreachable: mount type {kind!r} was checked")
+    if "dst" not in group:
+        raise MountOptionError(f"{kind} mount {group} has no `dst=`: say where to mount it")
+    read_only = group.get("readonly", "false").lower() in ("true", "1", "yes", "")
+    if kind == MountType.VOLUME.value:
+        return VolumeMount(group["src"], group["dst"], read_only)
+    return BindMount(os.path.expanduser(group["src"]), group["dst"], read_only)
