@@ -160,9 +160,6 @@ PATCH_TARGETS = {
     "asynctorchx.runner.api.get_configured_trackers": (
         "asynctorchx.runner._runner.get_configured_trackers"
     ),
-    "asynctorchx.runner.api.get_scheduler_factories": (
-        "asynctorchx.runner._get_runner.get_scheduler_factories"
-    ),
     "asynctorchx.schedulers.local_scheduler.make_unique": (
         "asynctorchx.schedulers.local._scheduler.make_unique"
     ),

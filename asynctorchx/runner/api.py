@@ -1,8 +1,10 @@
 """The async Runner, at the import path ``torchx.runner.api`` has in TorchX.
 
-This module re-exports the names TorchX 0.7.0's ``torchx.runner.api`` has; the names
-asynctorchx adds (``LogLine``, ``LogLines``, the events of :meth:`Runner.events`) are
-imported from :mod:`asynctorchx.runner`. Each concern lives in its own private module:
+This module defines :func:`get_runner` (as ``torchx.runner.api.get_runner``; the backends
+stay unimported until a scheduler is made) and re-exports the other names TorchX 0.7.0's
+``torchx.runner.api`` has; the names asynctorchx adds (``LogLine``, ``LogLines``, the
+events of :meth:`Runner.events`) are imported from :mod:`asynctorchx.runner`. The rest
+lives in private modules:
 
 - :mod:`asynctorchx.runner._runner`: :class:`Runner` (TorchX's
   ``torchx.runner.api.Runner``, as coroutines, plus ``watch`` and ``log_stream``);
@@ -12,8 +14,6 @@ imported from :mod:`asynctorchx.runner`. Each concern lives in its own private m
   :meth:`Runner.log_stream`;
 - :mod:`asynctorchx.runner._events`: :class:`StateEvent`, :class:`LogEvent`
   (:data:`AppEvent`) and the resumable event stream behind :meth:`Runner.events`;
-- :mod:`asynctorchx.runner._get_runner`: :func:`get_runner` (the backends stay
-  unimported until a scheduler is made);
 - :mod:`asynctorchx.runner.events`: ``log_event``, the usage event the Runner records
   around each API call.
 
@@ -23,10 +23,18 @@ and the spec and scheduler names ``torchx.runner.api`` imports stay importable f
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
 from asynctorchx.errors import UnknownAppException
-from asynctorchx.runner._get_runner import get_runner
 from asynctorchx.runner._runner import Runner, logger
-from asynctorchx.runner.config import get_scheduler_factories
+from asynctorchx.runner.config import (
+    Sections,
+    get_component_defaults,
+    get_scheduler_factories,
+    load_sections,
+)
 from asynctorchx.runner.events import log_event
 from asynctorchx.schedulers.api import ListAppResponse, Scheduler, SchedulerFactory, Stream
 from asynctorchx.specs.api import (
@@ -47,6 +55,55 @@ from asynctorchx.tracker.api import (
     get_configured_trackers,
     tracker_config_env_var_name,
 )
+
+
+def get_runner(
+    name: str | None = None,
+    component_defaults: Mapping[str, Mapping[str, str]] | None = None,
+    *,
+    config_sections: Sections | None = None,
+    handle_signals: bool | None = None,
+    **scheduler_params: Any,
+) -> Runner:
+    """Return a :class:`Runner` over every registered scheduler; use it with ``async with``.
+
+    Args:
+        name: the session name (default ``torchx``, as TorchX; a custom name warns with
+            ``FutureWarning``, as TorchX does).
+        component_defaults: ``{component: {argument: default}}``; default: the
+            ``[component:<name>]`` sections of the ``.torchxconfig`` files.
+        config_sections: the ``.torchxconfig`` sections already read
+            (:func:`asynctorchx.runner.config.load_sections`); ``None``: the files are
+            read here, once. The component defaults and the trackers
+            (:mod:`asynctorchx.tracker.api`, with their environment variables) are
+            taken from them when the runner is made.
+        handle_signals: whether the runner owns SIGTERM and SIGHUP while entered
+            (``None``: when the program left them at their defaults); see :class:`Runner`.
+        scheduler_params: keyword arguments for every scheduler factory.
+
+    Raises:
+        ConfigError: a ``.torchxconfig`` file is unreadable.
+    """
+    if name:
+        warnings.warn(
+            f"custom session names are deprecated (got {name!r}); call get_runner() without"
+            " `name` and prefix the app name instead",
+            FutureWarning,
+            stacklevel=2,
+        )
+    if config_sections is None:
+        config_sections = load_sections()
+    if component_defaults is None:
+        component_defaults = get_component_defaults(sections=config_sections)
+    return Runner(
+        name or "torchx",
+        get_scheduler_factories(),
+        component_defaults,
+        scheduler_params=scheduler_params,
+        trackers=get_configured_trackers(sections=config_sections),
+        handle_signals=handle_signals,
+    )
+
 
 __all__ = [
     "ENV_TORCHX_JOB_ID",
