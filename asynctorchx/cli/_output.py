@@ -17,18 +17,6 @@ class UsageError(Exception):
     """A command line that parses but makes no sense; exits 2 like argparse errors."""
 
 
-def to_json(obj: object, **dumps_kwargs: object) -> str:
-    """Encode ``obj`` with the project's cattrs converter (imported only when needed).
-
-    Args:
-        obj: an attrs spec object, or a list of them.
-        **dumps_kwargs: given to :func:`json.dumps` (``indent=2``).
-    """
-    from asynctorchx.specs.converter import to_json as encode
-
-    return encode(obj, **dumps_kwargs)
-
-
 def _nulls(data: Any) -> Any:
     """``data`` with the placeholders ``<NONE>`` and ``<MISSING>`` (unset values) as ``None``."""
     from asynctorchx.specs.api import MISSING, NONE

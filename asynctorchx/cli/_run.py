@@ -23,7 +23,6 @@ from asynctorchx.cli._output import (
     note,
     print_json_line,
     print_line,
-    to_json,
     unstructure_with_nulls,
 )
 from asynctorchx.cli._run_settings import CLI_RUN_KEYS, RunSettings, from_flags, from_stdin
@@ -157,6 +156,8 @@ def _materialize(
 
 
 def _print_dryrun(info: AppDryRunInfo[object], as_json: bool) -> None:
+    from asynctorchx.specs.converter import to_json
+
     if as_json:
         request = {"scheduler": info.scheduler, "app": unstructure_with_nulls(info.app)}
         print_json_line({**request, "request": str(info)})
