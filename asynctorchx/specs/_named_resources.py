@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from importlib import metadata
 
 from asynctorchx.errors import UnknownNamedResourceException
-from asynctorchx.specs.api import NULL_RESOURCE, Resource
+from asynctorchx.specs._app import _null_resource
+from asynctorchx.specs.api import Resource
 from asynctorchx.specs.named_resources_aws import NAMED_RESOURCES as AWS_NAMED_RESOURCES
 from asynctorchx.specs.named_resources_generic import (
     NAMED_RESOURCES as GENERIC_NAMED_RESOURCES,
@@ -36,10 +37,6 @@ from asynctorchx.specs.named_resources_generic import (
 
 #: The entry point group searched for user-registered named resources.
 ENTRY_POINT_GROUP: str = "asynctorchx.named_resources"
-
-
-def _null() -> Resource:
-    return Resource.copy(NULL_RESOURCE)
 
 
 def _entry_point_factory(entry_point: metadata.EntryPoint) -> Callable[[], Resource]:
@@ -63,8 +60,8 @@ def _load() -> dict[str, Callable[[], Resource]]:
     }
     for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
         factories[entry_point.name] = _entry_point_factory(entry_point)
-    factories["NULL"] = _null
-    factories["MISSING"] = _null
+    factories["NULL"] = _null_resource
+    factories["MISSING"] = _null_resource
     return factories
 
 

@@ -11,6 +11,7 @@ Figures: ``cpu`` in logical cores, ``gpu`` in devices, ``memMB`` in MiB (1 GiB =
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 
 from asynctorchx.specs.api import Resource
 
@@ -34,14 +35,8 @@ _TABLE: dict[str, tuple[int, int, int]] = {
 }
 
 
-def _factory(cpu: int, gpu: int, mem_mb: int) -> Callable[[], Resource]:
-    def make() -> Resource:
-        return Resource(cpu=cpu, gpu=gpu, memMB=mem_mb)
-
-    return make
-
-
 #: Name to a factory returning a fresh :class:`Resource` on each call.
 NAMED_RESOURCES: Mapping[str, Callable[[], Resource]] = {
-    name: _factory(*figures) for name, figures in _TABLE.items()
+    name: partial(Resource, cpu=cpu, gpu=gpu, memMB=mem_mb)
+    for name, (cpu, gpu, mem_mb) in _TABLE.items()
 }
