@@ -7,8 +7,6 @@ TorchX added it after 0.7.0 (``torchx.workspace.api.Workspace``, exported from
 
 from __future__ import annotations
 
-import json
-
 import attrs
 
 
@@ -39,39 +37,35 @@ class Workspace:
     def from_str(workspace: str) -> Workspace:
         """Parse a workspace given on a command line or in a config file.
 
-        Accepted forms (TorchX reads YAML; we read the subset TorchX users write,
-        without depending on PyYAML):
+        As TorchX's ``Workspace.from_str``, the text is read as YAML
+        (``yaml.safe_load``):
 
         - a path: ``~/proj`` is one project at the root;
-        - a JSON object: ``{"~/proj": "proj", "~/lib": ""}``;
-        - one ``src: dst`` pair a line (a YAML block mapping); ``src:`` alone puts
-          ``src`` at the root.
+        - a mapping, in flow style (``{"~/proj": "proj", "~/lib": ""}``, JSON too) or one
+          ``src: dst`` pair a line; ``src:`` alone puts ``src`` at the root.
 
         Args:
             workspace: the text.
 
         Raises:
-            ValueError: a JSON object whose keys or values are not strings.
+            ValueError: the text is not YAML, or not a path nor a mapping of paths to
+                sub-directories (strings).
         """
-        text = workspace.strip()
-        if text.startswith("{"):
-            projects = json.loads(text)
-            if not isinstance(projects, dict) or not all(
-                isinstance(k, str) and isinstance(v, str | None) for k, v in projects.items()
-            ):
-                raise ValueError(
-                    f"workspace {workspace!r}: a JSON workspace maps paths to sub-directories,"
-                    ' e.g. {"~/proj": "proj"}'
-                )
-            return Workspace({k: v or "" for k, v in projects.items()})
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        if len(lines) == 1 and not lines[0].endswith(":") and ": " not in lines[0]:
-            return Workspace({lines[0]: ""})
-        projects = {}
-        for line in lines:
-            src, _, dst = line.partition(":")
-            projects[src.strip()] = dst.strip().strip("\"'")
-        return Workspace(projects)
+        import yaml
+
+        fix = 'a workspace maps paths to sub-directories, e.g. {"~/proj": "proj"}'
+        try:
+            projects = yaml.safe_load(workspace)
+        except yaml.YAMLError as exc:
+            why = " ".join(str(exc).split())
+            raise ValueError(f"workspace {workspace!r} is not YAML ({why}): {fix}") from None
+        if isinstance(projects, str):
+            return Workspace({projects: ""})
+        if not isinstance(projects, dict) or not all(
+            isinstance(k, str) and isinstance(v, str | None) for k, v in projects.items()
+        ):
+            raise ValueError(f"workspace {workspace!r}: {fix}")
+        return Workspace({k: v or "" for k, v in projects.items()})
 
     def __str__(self) -> str:
         """The path of a plain directory, else ``src:dst;src2`` (for logs, not parsing)."""

@@ -42,6 +42,12 @@ def test_workspace_from_a_json_list_is_refused() -> None:
         Workspace.from_str('{"a": 1}')
 
 
+def test_workspace_that_is_not_yaml_is_refused_on_one_line() -> None:
+    with pytest.raises(ValueError, match="is not YAML") as caught:
+        Workspace.from_str("a: b: c")
+    assert "\n" not in str(caught.value)
+
+
 def test_workspace_str_and_single_project() -> None:
     assert str(Workspace({"/p": ""})) == "/p"
     assert Workspace({"/p": ""}).is_unmapped_single_project()
