@@ -111,7 +111,8 @@ def _read(path: str) -> configparser.ConfigParser:
         ConfigFileEncodingError: the file is not valid UTF-8.
         ConfigError: the file cannot be read or is not valid INI.
     """
-    import configparser  # only when a file is there to read (most runs have none)
+    # only when a file is there to read (most runs have none): 1.3 ms of benchmark 6's run
+    import configparser
 
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
