@@ -40,7 +40,7 @@ import string
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import anyio
 import attrs
@@ -113,22 +113,14 @@ class StateEvent:
         return json.dumps(self.to_dict(), separators=(",", ":"))
 
 
-class _LogEventFields(NamedTuple):
-    cursor: str
-    role: str
-    replica_id: int
-    stream: str
-    line: str
-    timestamp: datetime
-
-
-class LogEvent(_LogEventFields):
+class LogEvent(tuple[str, int, str, str, datetime, int, str, int]):
     """One log line of one stream of one replica.
 
-    A named tuple, immutable: one is made per line, and an attrs class took several
-    times as long to make (benchmark 5, ``runner_events``).
+    A tuple, immutable, whose cursor is made when asked for: one event is made per line,
+    and formatting each event's cursor up front cost most of ``Runner.events``' time
+    (benchmark 5, ``runner_events``). The events of one read share one cursor format.
 
-    Args:
+    Attributes:
         cursor: pass it back to :meth:`Runner.events` to resume after this event.
         role: the role's name.
         replica_id: the replica's id ``k`` (0-based).
@@ -142,6 +134,43 @@ class LogEvent(_LogEventFields):
 
     #: The SSE ``event:`` name of this kind of event (also ``"type"`` in :meth:`to_dict`).
     kind: ClassVar[str] = "log"
+
+    @property
+    def cursor(self) -> str:
+        """Pass it back to :meth:`Runner.events` to resume after this event."""
+        sequence = self[5]
+        return self[6] % (sequence, sequence + self[7])
+
+    @property
+    def role(self) -> str:
+        """The role's name."""
+        return self[0]
+
+    @property
+    def replica_id(self) -> int:
+        """The replica's id ``k`` (0-based)."""
+        return self[1]
+
+    @property
+    def stream(self) -> str:
+        """``"stdout"``, ``"stderr"`` or ``"combined"``."""
+        return self[2]
+
+    @property
+    def line(self) -> str:
+        """The text, with its trailing ``\\n`` when the replica wrote one."""
+        return self[3]
+
+    @property
+    def timestamp(self) -> datetime:
+        """When the line was read (UTC)."""
+        return self[4]
+
+    def __repr__(self) -> str:
+        return (
+            f"LogEvent(cursor={self.cursor!r}, role={self.role!r}, replica_id={self.replica_id},"
+            f" stream={self.stream!r}, line={self.line!r}, timestamp={self.timestamp!r})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Return the event as a JSON-able dict.
@@ -316,18 +345,16 @@ class _Sequencer:
             role, k, stream = position.streams[index]
             now = datetime.now(UTC)
             first = position.sequence + 1
-            # each cursor by one %-format (an f-string with a format spec took 700 ns an
-            # event, this 500: benchmark 5, runner_events); 12 is _SEQUENCE_DIGITS, and
-            # head and tail hold digits, hex digits, a state's name and ".:-" only
+            # the cursor of the event numbered n is cursor % (n, n + lines_delta), made when
+            # asked for (LogEvent.cursor); 12 is _SEQUENCE_DIGITS, and head and tail hold
+            # digits, hex digits, a state's name and ".:-" only
             cursor = f"%012d{head}%d{tail}"
+            delta = before + 1 - first
             count = len(lines)
-            numbers = zip(
-                range(first, first + count), range(before + 1, before + 1 + count), strict=True
-            )
             new = tuple.__new__  # LogEvent(...) runs a Python __new__ per line; this is C
             events: builtins.list[AppEvent] = [
-                new(LogEvent, (cursor % pair, role, k, stream, line, now))
-                for pair, line in zip(numbers, lines, strict=True)
+                new(LogEvent, (role, k, stream, line, now, number, cursor, delta))
+                for number, line in zip(range(first, first + count), lines, strict=True)
             ]
             position.sequence += count
             position.logs[index] = (at, before + count)
