@@ -36,12 +36,11 @@ from collections.abc import Callable, Container, Sequence
 from asynctorchx.errors import UnsafeLogPathError
 from asynctorchx.schedulers.toolkit import (
     MAX_LINE_BYTES,
-    check_max_line_bytes,
+    LineAssembler,
     has_long_line,
     line_spans,
     open_for_reading,
     symlink_error,
-    whole_pieces_end,
 )
 
 _INDEX_ENTRY = struct.Struct("<Qd")
@@ -127,12 +126,14 @@ class ReplicaLogWriter:
         on_write: Callable[[], None],
         max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
-        check_max_line_bytes(max_line_bytes)
         self.directory = directory
         self.files = {
             name: LogFile(os.path.join(directory, f"{name}.log")) for name in STREAM_FILES
         }
-        self._partial: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        self._lines = {
+            "stdout": LineAssembler(max_line_bytes),
+            "stderr": LineAssembler(max_line_bytes),
+        }
         self._on_write = on_write
         self._max_line_bytes = max_line_bytes
         self.error: OSError | None = None
@@ -150,28 +151,18 @@ class ReplicaLogWriter:
         if self.error is None:
             try:
                 self.files[stream].write(chunk)
-                partial = self._partial[stream]
-                end = chunk.rfind(b"\n")
-                if end < 0:
-                    partial += chunk
-                else:
-                    if partial:
-                        partial += chunk[: end + 1]
-                        self._write_combined(partial)
-                        partial.clear()
-                    else:
-                        self._write_combined(chunk[: end + 1])
-                    partial += chunk[end + 1 :]
-                if len(partial) > self._max_line_bytes:
-                    self._write_pieces(partial)
+                self._write_combined(self._lines[stream].take(chunk))
             except OSError as error:
                 self.error = error
         self._on_write()
 
     def _write_combined(self, lines: bytes | bytearray) -> None:
-        """Write whole lines to combined, each piece of one over the limit its own write."""
+        """Write whole lines (and whole pieces of a line over the limit: each its own write)
+        to combined."""
         limit = self._max_line_bytes
         combined = self.files["combined"]
+        if not lines:
+            return
         if len(lines) <= limit or not has_long_line(lines, len(lines), limit):
             combined.write(lines)
             return
@@ -186,17 +177,6 @@ class ReplicaLogWriter:
             if start < len(view):
                 combined.write(view[start:])
 
-    def _write_pieces(self, partial: bytearray) -> None:
-        """Write the whole pieces of the unterminated line ``partial`` (over the limit) to
-        combined, each its own write; the rest (at most the limit) waits for more."""
-        limit = self._max_line_bytes
-        combined = self.files["combined"]
-        end = whole_pieces_end(partial, limit)
-        with memoryview(partial) as view:
-            for begin, stop in line_spans(partial, end, limit):
-                combined.write(view[begin:stop])  # written from where it is, not copied
-        del partial[:end]
-
     def finish(self, stream: str) -> None:
         """``stream`` reached end of file: flush its unterminated last line to combined
         (its own write: the readers end the line there).
@@ -204,15 +184,14 @@ class ReplicaLogWriter:
         Followers are woken only when that wrote something (the app's end wakes them
         anyway).
         """
-        partial = self._partial[stream]
-        if not partial:
+        rest = self._lines[stream].take_rest()
+        if not rest:
             return
         if self.error is None:
             try:
-                self.files["combined"].write(partial)
+                self.files["combined"].write(rest)
             except OSError as error:
                 self.error = error
-        partial.clear()
         self._on_write()
 
     def close(self) -> None:

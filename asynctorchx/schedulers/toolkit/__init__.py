@@ -11,13 +11,14 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
 - devices: :func:`get_device_mounts` (EFA and Neuron, TorchX's table);
 - states: :func:`app_state` (replicas -> app), :func:`describe_app`,
   :func:`role_statuses`, :func:`earliest_error`;
-- logs: :class:`LogQuery` (what ``log_iter`` was asked), :class:`LineAssembler` and
-  :func:`split_lines` (bytes -> lines, lines longer than :data:`MAX_LINE_BYTES` cut at a
-  character boundary, nothing added), :func:`tail_blocks` (a file's lines a read at a
-  time, each :data:`LogBlock` with the byte offset to read again from),
-  :func:`lines_of` (their lines one by one) and :class:`Notifier`
-  (follow a file, woken by its writer), :func:`open_for_reading` (never through a
-  planted symlink), :func:`parse_rfc3339_ns` and :func:`format_rfc3339_ns` (log stamps);
+- logs: :class:`LogQuery` (what ``log_iter`` was asked), :class:`LineAssembler`, the one
+  splitter, and :func:`iter_lines` (bytes -> lines, lines longer than
+  :data:`MAX_LINE_BYTES` cut at a character boundary, nothing added),
+  :func:`tail_blocks` (a file's lines a read at a time, each :data:`LogBlock` with the
+  byte offset to read again from), :func:`lines_of` (their lines one by one) and
+  :class:`Notifier` (follow a file, woken by its writer), :func:`open_for_reading` (never
+  through a planted symlink), :func:`parse_rfc3339_ns` and :func:`format_rfc3339_ns`
+  (log stamps);
 - concurrency: :func:`gather`, :func:`gather_results`, :func:`race` (the first error
   raised as itself);
 - watching without events: :class:`BatchedPoller` (one poll per tick for every waiter).
@@ -37,12 +38,9 @@ from asynctorchx.schedulers.toolkit._ids import (
 from asynctorchx.schedulers.toolkit._lines import (
     MAX_LINE_BYTES,
     LineAssembler,
-    check_max_line_bytes,
     has_long_line,
+    iter_lines,
     line_spans,
-    piece_end,
-    split_lines,
-    whole_pieces_end,
 )
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
 from asynctorchx.schedulers.toolkit._polling import BatchedPoller
@@ -86,7 +84,6 @@ __all__ = [
     "UnknownDeviceError",
     "app_state",
     "check_env",
-    "check_max_line_bytes",
     "check_resource",
     "describe_app",
     "earliest_error",
@@ -95,21 +92,19 @@ __all__ = [
     "gather_results",
     "get_device_mounts",
     "has_long_line",
+    "iter_lines",
     "line_spans",
     "lines_of",
     "make_app_id",
     "open_for_reading",
     "parse_rfc3339_ns",
-    "piece_end",
     "race",
     "role_statuses",
     "sanitize_app_name",
-    "split_lines",
     "symlink_error",
     "tail_blocks",
     "validate_app",
     "validate_app_id",
     "validate_name",
     "validate_stop_timeout",
-    "whole_pieces_end",
 ]

@@ -33,9 +33,6 @@ from collections.abc import Iterator
 MAX_LINE_BYTES = 4 << 20
 #: The smallest ``max_line_bytes`` accepted: room for one 4-byte UTF-8 character.
 MIN_LINE_BYTES = 4
-#: The ASCII characters other than ``\\n`` at which ``str.splitlines`` splits (``\\r``,
-#: ``\\r\\n`` as one, vertical tab, form feed, file/group/record separators).
-_OTHER_LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")
 
 
 def check_max_line_bytes(max_line_bytes: int | None) -> None:
@@ -137,68 +134,19 @@ def whole_pieces_end(data: bytes | bytearray | memoryview, limit: int) -> int:
     return start
 
 
-def split_lines(
-    data: bytes | bytearray | memoryview, end: int, max_line_bytes: int | None = None
-) -> list[str]:
-    """Decode ``data[:end]`` (whole lines: ``data[end - 1]`` is ``\\n``) and split it.
-
-    Args:
-        data: bytes holding whole lines up to ``end``.
-        end: the offset just after the last ``\\n`` to split at (0: no line). With
-            ``max_line_bytes``, ``end`` may also be the end of a piece of a long line.
-        max_line_bytes: split lines longer than this many bytes (None: no limit).
-    """
-    if end == 0:
-        return []
-    if max_line_bytes is not None and (
-        data[end - 1] != 0x0A or (end > max_line_bytes and has_long_line(data, end, max_line_bytes))
-    ):
-        view = memoryview(data)
-        return [
-            str(view[start:stop], "utf-8", "replace")
-            for start, stop in line_spans(data, end, max_line_bytes)
-        ]
-    text = str(memoryview(data)[:end], "utf-8", "replace")
-    if not _has_other_line_break(text):
-        return text.splitlines(keepends=True)  # the fast path: only "\n" ends lines here
-    pieces = text.split("\n")
-    pieces.pop()  # the empty text after the last "\n"
-    return [piece + "\n" for piece in pieces]
-
-
-def _has_other_line_break(text: str) -> bool:
-    """Whether ``text`` holds a line boundary of ``str.splitlines`` other than ``\\n``.
-
-    Without one, ``text.splitlines(keepends=True)`` splits at ``\\n`` only, which is the
-    rule, and it is faster than splitting and adding each ``\\n`` back (each test is a
-    ``memchr``-like scan, about 5 ns per 100-byte line for all of them).
-
-    Args:
-        text: the decoded text.
-    """
-    for other in _OTHER_LINE_BREAKS:
-        if other in text:
-            return True
-    if text.isascii():  # the breaks below are not ASCII
-        return False
-    return "\x85" in text or "\u2028" in text or "\u2029" in text
-
-
 def iter_lines(data: bytes, max_line_bytes: int | None = None) -> Iterator[str]:
     """The lines of ``data`` (whole lines, or a stream's unterminated end), made one by one.
 
-    The same lines as :func:`split_lines`, but each ``str`` is made by C code
-    (``io.TextIOWrapper.readline`` with ``newline="\\n"``: only ``\\n`` ends a line, no
-    translation of ``\\r``) as the caller asks for it, instead of all of them into a list
-    first: a block's lines are made and freed while they are still in the processor's
-    cache, which reads 100-byte lines back about 10% faster. The incremental UTF-8
-    decoder replaces invalid bytes as one decode of the whole block does (``\\n`` is never
-    inside a character).
+    Each ``str`` is made by C code (``io.TextIOWrapper.readline`` with ``newline="\\n"``:
+    only ``\\n`` ends a line, no translation of ``\\r``) as the caller asks for it: a
+    block's lines are made and freed while they are still in the processor's cache. The
+    incremental UTF-8 decoder replaces invalid bytes as one decode of the whole block
+    does (``\\n`` is never inside a character).
 
     Args:
         data: the bytes: lines that each end with ``\\n`` but perhaps the last.
-        max_line_bytes: split lines longer than this many bytes (None: no limit); a
-            ``data`` holding such a line is split by :func:`split_lines` instead.
+        max_line_bytes: split lines longer than this many bytes (None: no limit); ``data``
+            may then also end with a piece of a long line.
     """
     if not data:
         return iter(())
@@ -206,22 +154,31 @@ def iter_lines(data: bytes, max_line_bytes: int | None = None) -> Iterator[str]:
         data[-1] != 0x0A
         or (len(data) > max_line_bytes and has_long_line(data, len(data), max_line_bytes))
     ):
-        return iter(split_lines(data, len(data), max_line_bytes))
+        view = memoryview(data)
+        return (
+            str(view[start:stop], "utf-8", "replace")
+            for start, stop in line_spans(data, len(data), max_line_bytes)
+        )
     text = io.TextIOWrapper(io.BytesIO(data), "utf-8", "replace", newline="\n")
-    text._CHUNK_SIZE = max(len(data), 8192)  # type: ignore[attr-defined]  # decode at once
+    # decode the block at once, as the benchmark's floor does (benchmark 5, log_iter)
+    text._CHUNK_SIZE = max(len(data), 8192)  # type: ignore[attr-defined]
     return text
 
 
 class LineAssembler:
     """Assembles the lines of ONE byte stream fed in chunks of any size.
 
-    Feeding the same bytes in any chunking gives the same lines. Keep one assembler per
-    stream (stdout and stderr each have their own partial line).
+    The one splitter of the package: the local log writer, the file tail and the Docker and
+    Kubernetes log readers all cut lines with it. Feeding the same bytes in any chunking
+    gives the same lines. Keep one assembler per stream (stdout and stderr each have their
+    own partial line). It holds at most one unterminated line, of at most
+    ``max_line_bytes`` bytes when given.
 
     Args:
         max_line_bytes: split a line longer than this many bytes into pieces, each
             returned as soon as it is whole, at UTF-8 character boundaries (see the
             module's rule); None (default): lines are kept whole, however long.
+        offset: the stream's offset of the first byte fed (a file read from there).
 
     Raises:
         ValueError: ``max_line_bytes`` is under 4.
@@ -234,18 +191,55 @@ class LineAssembler:
         lines += assembler.flush()  # [] (nothing left)
     """
 
-    __slots__ = ("_limit", "_pending", "_pending_size")
+    __slots__ = ("_limit", "_pending", "_pending_size", "offset")
 
-    def __init__(self, max_line_bytes: int | None = None) -> None:
+    def __init__(self, max_line_bytes: int | None = None, offset: int = 0) -> None:
         check_max_line_bytes(max_line_bytes)
         self._limit = max_line_bytes
-        self._pending: list[bytes] = []
+        self._pending: list[bytes] = []  # joined once, when the line ends
         self._pending_size = 0
+        #: The stream's offset of the next line's first byte: where the bytes the next
+        #: :meth:`take` returns start.
+        self.offset = offset
 
     @property
     def pending_bytes(self) -> int:
         """How many bytes of an unterminated line are held."""
         return self._pending_size
+
+    def take(self, chunk: bytes | bytearray | memoryview) -> bytes:
+        """Take the stream's next bytes; return the bytes of the lines they complete.
+
+        The result holds whole lines, then (with ``max_line_bytes``) the whole pieces of
+        a line over the limit: :func:`iter_lines` with the same limit makes the lines.
+
+        Args:
+            chunk: the stream's next bytes (any length, possibly empty).
+        """
+        data = bytes(chunk)
+        end = data.rfind(b"\n") + 1
+        limit = self._limit
+        if self._pending:
+            if not end and (limit is None or self._pending_size + len(data) <= limit):
+                self._pending.append(data)  # a long line goes on: join it once, at its end
+                self._pending_size += len(data)
+                return b""
+            end += self._pending_size if end else 0
+            data = b"".join([*self._pending, data])
+        if limit is not None and len(data) - end > limit:
+            end += whole_pieces_end(memoryview(data)[end:], limit)
+        self._pending = [data[end:]] if end < len(data) else []
+        self._pending_size = len(data) - end
+        self.offset += end
+        return data if end == len(data) else data[:end]
+
+    def take_rest(self) -> bytes:
+        """End the line held (the stream ended, or its writer ended a line there): return it."""
+        rest = b"".join(self._pending)
+        self._pending = []
+        self._pending_size = 0
+        self.offset += len(rest)
+        return rest
 
     def feed(self, chunk: bytes | bytearray | memoryview) -> list[str]:
         """Take the next bytes of the stream; return the lines they complete, in order.
@@ -253,44 +247,8 @@ class LineAssembler:
         Args:
             chunk: the stream's next bytes (any length, possibly empty).
         """
-        data = bytes(chunk)
-        end = data.rfind(b"\n") + 1
-        if end == 0:  # a long line goes on: keep it, join it once when it ends
-            if data:
-                self._pending.append(data)
-                self._pending_size += len(data)
-            return self._whole_pieces()
-        if self._pending:
-            self._pending.append(data)
-            data = b"".join(self._pending)
-            end += self._pending_size
-            self._pending = []
-            self._pending_size = 0
-        lines = split_lines(data, end, self._limit)
-        if end < len(data):
-            self._pending = [data[end:]]
-            self._pending_size = len(data) - end
-            lines += self._whole_pieces()
-        return lines
-
-    def _whole_pieces(self) -> list[str]:
-        """The whole pieces of an unterminated line over the limit (the tail is kept)."""
-        limit = self._limit
-        if limit is None or self._pending_size <= limit:
-            return []
-        data = b"".join(self._pending)
-        end = whole_pieces_end(data, limit)
-        self._pending = [data[end:]]
-        self._pending_size = len(data) - end
-        return split_lines(data, end, limit)
+        return list(iter_lines(self.take(chunk), self._limit))
 
     def flush(self) -> list[str]:
         """End the stream: return its unterminated last line (no ``\\n``), if any, and forget it."""
-        if not self._pending:
-            return []
-        data = b"".join(self._pending)
-        self._pending = []
-        self._pending_size = 0
-        if self._limit is not None:
-            return split_lines(data, len(data), self._limit)
-        return [data.decode("utf-8", "replace")]
+        return list(iter_lines(self.take_rest(), self._limit))

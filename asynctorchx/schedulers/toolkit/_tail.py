@@ -20,10 +20,9 @@ import anyio.to_thread
 from asynctorchx.errors import UnsafeLogPathError
 from asynctorchx.schedulers.toolkit._lines import (
     MAX_LINE_BYTES,
-    check_max_line_bytes,
+    LineAssembler,
     iter_lines,
     line_spans,
-    whole_pieces_end,
 )
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
 
@@ -101,15 +100,6 @@ def open_for_reading(path: str) -> int:
         if error.errno == errno.ELOOP:
             raise symlink_error(path) from None
         raise
-
-
-def _lines_at(data: bytes, offset: int, limit: int) -> list[tuple[int, str]]:
-    """The whole lines (and pieces) of ``data``, each with its byte offset in the file
-    (``data[0]`` is at ``offset``)."""
-    return [
-        (offset + start, data[start:stop].decode("utf-8", "replace"))
-        for start, stop in line_spans(data, len(data), limit)
-    ]
 
 
 class _Reader:
@@ -234,14 +224,13 @@ async def tail_blocks(
         ValueError: ``max_line_bytes`` is under 4.
         OSError: the file cannot be read.
     """
-    check_max_line_bytes(max_line_bytes)
     pause = _pauser(wake, wait_for_change)
+    assembler = LineAssembler(max_line_bytes, start)
     fd = await _open(path, query, pause, is_finished)
     if fd < 0:
         return
     reader = _Reader(fd, offload_reads)
-    selector = _selector(query, time_of, max_line_bytes)
-    splitter = _BlockSplitter(selector, max_line_bytes, start, cuts)
+    select = _selector(query, time_of, max_line_bytes)
     try:
         if start:
             os.lseek(fd, start, os.SEEK_SET)
@@ -251,12 +240,15 @@ async def tail_blocks(
             chunk = await reader.read()
             if not chunk:  # end of file for now
                 if finished or not query.should_tail:
-                    yield splitter.finish()
+                    at = assembler.offset
+                    yield at, select(assembler.take_rest(), at)[0]
                     return
                 await resume()
                 continue
-            offset, lines, past_until = splitter.feed(chunk)
-            yield offset, lines
+            at = assembler.offset
+            ends = _line_ends(chunk, at + assembler.pending_bytes, cuts)
+            lines, past_until = _split(assembler, chunk, ends, select)
+            yield at, lines
             if past_until:
                 return
             await anyio.lowlevel.checkpoint()  # a long file must not hog the loop
@@ -264,108 +256,44 @@ async def tail_blocks(
         os.close(fd)
 
 
-#: The ends of the writes in ``(low, high]`` (byte offsets): a reader of a file whose writer
-#: ends a line without ``\n`` by ending its write there (``combined.log``).
-_Cuts = Callable[[int, int], list[int]]
-
-#: Picks the lines of ``data`` (whole lines, whole pieces of a long one, or the file's
+#: Picks the lines of ``data`` (whole lines, whole pieces of a long one, or a line's
 #: unterminated end) whose first byte is at ``offset`` in the file: the kept lines, and
 #: whether a line past ``until`` was met.
 _Select = Callable[[bytes, int], tuple[Iterable[str], bool]]
 
 
-class _BlockSplitter:
-    """Turns the blocks read from a file into lines, holding an unterminated last line.
+def _line_ends(
+    chunk: bytes, offset: int, cuts: Callable[[int, int], list[int]] | None
+) -> list[int]:
+    """Where in ``chunk`` (at ``offset`` in the file) a write ended a line without ``\\n``."""
+    if cuts is None:
+        return []
+    return [
+        cut - offset for cut in cuts(offset, offset + len(chunk)) if chunk[cut - offset - 1] != 0x0A
+    ]
 
-    Each block's whole lines are handed on as one ``bytes`` (one copy at most: the held
-    line joined with them), so the selector can make the lines from it directly.
-    """
 
-    __slots__ = ("_cuts", "_limit", "_offset", "_pending", "_pending_size", "_select")
-
-    def __init__(self, select: _Select, limit: int, start: int, cuts: _Cuts | None) -> None:
-        self._select = select
-        self._limit = limit
-        self._cuts = cuts
-        self._pending: list[bytes] = []  # an unterminated last line, waiting for its end
-        self._pending_size = 0
-        self._offset = start  # offset in the file of the held line's first byte
-
-    def feed(self, chunk: bytes) -> tuple[int, Iterable[str], bool]:
-        """The offset of the lines ``chunk`` (the file's next bytes, not empty) completes,
-        the lines, and whether a line past ``until`` was met."""
-        if self._cuts is not None:
-            held_end = self._offset + self._pending_size  # the held line has no "\n"
-            cuts = [
-                cut
-                for cut in self._cuts(self._offset, held_end + len(chunk))
-                if cut <= held_end or chunk[cut - held_end - 1] != 0x0A
-            ]
-            if cuts:
-                return self._feed_cut(chunk, cuts)
-        end = chunk.rfind(b"\n") + 1  # whole lines end here
-        if end:
-            if self._pending:
-                data = b"".join([*self._pending, memoryview(chunk)[:end]])
-            else:
-                data = chunk if end == len(chunk) else chunk[:end]
-            self._pending = [chunk[end:]] if end < len(chunk) else []
-            self._pending_size = len(chunk) - end
-        else:  # a long line goes on: keep it, join it once
-            self._pending.append(chunk)
-            self._pending_size += len(chunk)
-            if self._pending_size <= self._limit:
-                return self._offset, (), False
-            held = b"".join(self._pending)  # yield its whole pieces, keep the tail
-            self._pending = []  # held once, not twice, while it is decoded
-            end = whole_pieces_end(held, self._limit)
-            data = held[:end]
-            self._pending = [held[end:]]
-            self._pending_size = len(held) - end
-        offset = self._offset
-        self._offset += len(data)
-        return (offset, *self._select(data, offset))
-
-    def _feed_cut(self, chunk: bytes, cuts: list[int]) -> tuple[int, Iterable[str], bool]:
-        """:meth:`feed` where the writer ended lines without ``\\n`` (``cuts``, offsets)."""
-        data = b"".join([*self._pending, chunk])
-        offset = self._offset
-        ends = [cut - offset for cut in cuts]
-        end = max(data.rfind(b"\n") + 1, ends[-1])
-        self._pending = [data[end:]] if end < len(data) else []
-        self._pending_size = len(data) - end
-        self._offset += end
-        lines, past_until = self._split(data, offset, [cut for cut in ends if cut < end] + [end])
-        if self._pending_size > self._limit:  # a long line goes on: its whole pieces now
-            more = self.feed(b"") if not past_until else (0, (), True)
-            return offset, [*lines, *more[1]], more[2]
-        return offset, lines, past_until
-
-    def _split(self, data: bytes, offset: int, ends: list[int]) -> tuple[list[str], bool]:
-        """The lines of ``data`` (at ``offset`` in the file), each run up to an end of
-        ``ends`` selected apart; and whether a line past ``until`` was met."""
-        kept: list[str] = []
-        start = 0
-        for end in ends:
-            if end > start:
-                lines, past_until = self._select(data[start:end], offset + start)
-                kept += lines
-                if past_until:
-                    return kept, True
-            start = end
-        return kept, False
-
-    def finish(self) -> LogBlock:
-        """The held unterminated line (in pieces if over the limit), at the end of the file."""
-        last = b"".join(self._pending)
-        self._pending = []
-        self._pending_size = 0
-        offset = self._offset
-        ends = [len(last)]
-        if self._cuts is not None and last:
-            cuts = self._cuts(offset, offset + len(last))
-            ends = [cut - offset for cut in cuts if last[cut - offset - 1] != 0x0A] + ends
-        return offset, self._split(last, offset, ends)[0]
+def _split(
+    assembler: LineAssembler, chunk: bytes, ends: list[int], select: _Select
+) -> tuple[Iterable[str], bool]:
+    """The selected lines ``chunk`` completes, a line also ending at each of ``ends``; and
+    whether a line past ``until`` was met."""
+    if not ends:
+        at = assembler.offset
+        return select(assembler.take(chunk), at)
+    kept: list[str] = []
+    start = 0
+    for end in [*ends, len(chunk)]:
+        at = assembler.offset
+        data = assembler.take(chunk[start:end])
+        if end in ends:
+            data += assembler.take_rest()
+        lines, past_until = select(data, at)
+        kept += lines
+        if past_until:
+            return kept, True
+        start = end
+    return kept, False
 
 
 def _selector(
@@ -390,8 +318,9 @@ def _timed_selector(query: LogQuery, time_of: Callable[[int], float | None], lim
     def select(data: bytes, offset: int) -> tuple[list[str], bool]:
         """The kept lines of ``data``, and whether a line past ``until`` was met."""
         kept: list[str] = []
-        for line_offset, line in _lines_at(data, offset, limit):
-            when = time_of(line_offset)
+        for start, stop in line_spans(data, len(data), limit):
+            line = data[start:stop].decode("utf-8", "replace")
+            when = time_of(offset + start)
             if when is not None:
                 if since is not None and when < since:
                     continue

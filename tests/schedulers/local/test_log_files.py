@@ -96,7 +96,7 @@ async def test_combined_reads_back_a_long_lines_pieces_with_the_other_streams_li
     progress = "\r1%\r2%\r3%\r4%\ré%\r6%".encode()  # 19 bytes, no newline, a 2-byte character
     for byte in range(len(progress)):  # any chunking: here one byte at a time
         writer.write("stdout", progress[byte : byte + 1])
-        assert len(writer._partial["stdout"]) <= limit  # memory stays bounded
+        assert writer._lines["stdout"].pending_bytes <= limit  # memory stays bounded
     writer.write("stderr", b"an err\n")  # a line of its own, never inside the bar
     writer.write("stdout", b"\r7%\n")
     writer.write("stderr", b"tail")  # the streams' unterminated last lines stay apart

@@ -9,8 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asynctorchx.schedulers.toolkit import LogQuery, lines_of, split_lines, tail_blocks
-from asynctorchx.schedulers.toolkit._lines import iter_lines
+from asynctorchx.schedulers.toolkit import LogQuery, iter_lines, lines_of, tail_blocks
 
 # every line boundary of str.splitlines (only b"\n" may end a line) and broken UTF-8
 _PARTS = [
@@ -46,7 +45,7 @@ def _expected(data: bytes) -> list[str]:
 @given(_BYTES)
 def test_every_other_line_boundary_stays_inside_the_line(data: bytes) -> None:
     whole = data[: data.rfind(b"\n") + 1]
-    assert split_lines(whole, len(whole)) == _expected(whole)
+    assert list(iter_lines(whole)) == _expected(whole)
     assert list(iter_lines(data)) == _expected(data)
     assert list(iter_lines(data, 1 << 20)) == _expected(data)
 
