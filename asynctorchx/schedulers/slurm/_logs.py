@@ -7,21 +7,19 @@ TorchX finds a ``job_dir`` through the file ``.torchxslurmjobdirs`` in the curre
 directory (``{job_id} = {job_dir}`` lines); this module writes and reads the same file so
 either tool finds the other's logs.
 
-The files may be on a shared filesystem (NFS, Lustre) where a read can block: they are
-read off the event loop (:func:`~asynctorchx.schedulers.toolkit.tail_blocks` with
-``offload_reads=True``). Slurm pushes nothing when a file grows or a job ends, so a
-follower wakes at each poll tick of the scheduler's batched poller.
+The scheduler follows the files with :func:`~asynctorchx.schedulers.toolkit.tail_blocks`:
+read off the event loop (``offload_reads``: on a shared filesystem, NFS or Lustre, a read
+can block) and woken at each tick of its batched ``squeue`` poller, as Slurm pushes
+nothing when a file grows or a job ends.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 
 from asynctorchx.schedulers._responses import Stream
-from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, tail_blocks
 
 #: TorchX's file of job directories, in the current directory
 #: (``torchx.schedulers.slurm_scheduler.SLURM_JOB_DIRS``).
@@ -84,44 +82,6 @@ async def read_job_dirs() -> dict[str, str]:
         if job_id.strip() and job_dir.strip():
             job_dirs[job_id.strip()] = job_dir.strip()
     return job_dirs
-
-
-def follow_log(
-    path: str,
-    query: LogQuery,
-    *,
-    start: int = 0,
-    next_poll: Callable[[], Awaitable[object]],
-    is_finished: Callable[[], bool],
-) -> AsyncIterator[LogBlock]:
-    """Yield the lines of the log file at ``path`` that ``query`` asks for, a read at a
-    time from byte ``start`` (``toolkit.tail_blocks``: each block with its offset).
-
-    Without ``query.should_tail``: the lines there now. With it: at end of file the
-    reader awaits ``next_poll()``, the scheduler's next batched ``squeue`` poll of this
-    job (one per tick for every watcher), then reads what was added; once the job was
-    seen terminal the rest of the file is read and the iterator ends. No task of its own.
-
-    Args:
-        path: the replica's log file.
-        query: regex and should_tail (``since``/``until`` are ignored: Slurm's files
-            have no time per line, as in TorchX).
-        start: the byte offset to read from (0, or a block's offset given before).
-        next_poll: awaits the job's next state poll.
-        is_finished: whether the job was last seen terminal (or is unknown).
-
-    Raises:
-        Exception: the error ``next_poll`` raised (Slurm's commands failing), after the
-            lines read so far.
-    """
-    return tail_blocks(
-        path,
-        query,
-        start=start,
-        is_finished=is_finished if query.should_tail else lambda: True,
-        wait_for_change=next_poll,
-        offload_reads=True,
-    )
 
 
 def job_dir_or_cwd(*candidates: str | None) -> str:

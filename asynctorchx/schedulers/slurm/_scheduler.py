@@ -31,7 +31,6 @@ from asynctorchx.errors import UnknownAppException
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from asynctorchx.schedulers.slurm._commands import SlurmCommands
 from asynctorchx.schedulers.slurm._logs import (
-    follow_log,
     job_dir_or_cwd,
     log_file_name,
     read_job_dirs,
@@ -49,7 +48,7 @@ from asynctorchx.schedulers.slurm._state import (
     job_state,
     sacct_start,
 )
-from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, gather_results, lines_of
+from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, gather_results, lines_of, tail_blocks
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, is_terminal, runopts
 from asynctorchx.workspace.dir_workspace import DirWorkspaceMixin
 
@@ -384,12 +383,13 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             (await read_job_dirs()).get(app_id),
             *work_dirs,
         )
-        blocks = follow_log(
+        blocks = tail_blocks(  # woken at each squeue poll; off the loop (shared filesystems)
             os.path.join(directory, name),
             query,
             start=start,
-            next_poll=functools.partial(self._poller().next_poll, app_id),
+            wait_for_change=functools.partial(self._poller().next_poll, app_id),
             is_finished=functools.partial(self._seen_terminal, app_id),
+            offload_reads=True,
         )
         async with contextlib.aclosing(blocks):  # type: ignore[type-var]
             async for block in blocks:
