@@ -8,7 +8,7 @@ around, so the checks and filters are written once.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -105,17 +105,6 @@ class LogQuery:
             line: one log line.
         """
         return self.pattern is None or self.pattern.search(line) is not None
-
-    async def filter(self, lines: AsyncIterator[str]) -> AsyncIterator[str]:
-        """Yield the lines of ``lines`` that pass ``regex``.
-
-        Args:
-            lines: an async iterator of log lines.
-        """
-        pattern = self.pattern
-        async for line in lines:
-            if pattern is None or pattern.search(line):
-                yield line
 
     def check_replica(self, app_id: str, replica_counts: Mapping[str, int]) -> None:
         """Check that the app has this role and replica.
