@@ -35,22 +35,6 @@ MAX_LINE_BYTES = 4 << 20
 MIN_LINE_BYTES = 4
 
 
-def check_max_line_bytes(max_line_bytes: int | None) -> None:
-    """Check a ``max_line_bytes`` argument.
-
-    Args:
-        max_line_bytes: the maximum line length in bytes, or None (no limit).
-
-    Raises:
-        ValueError: it is under :data:`MIN_LINE_BYTES`.
-    """
-    if max_line_bytes is not None and max_line_bytes < MIN_LINE_BYTES:
-        raise ValueError(
-            f"max_line_bytes is {max_line_bytes}: give at least {MIN_LINE_BYTES} (bytes), room"
-            " for one UTF-8 character"
-        )
-
-
 def piece_end(data: bytes | bytearray | memoryview, start: int, limit: int) -> int:
     """Where the first piece of an over-long line starting at ``start`` ends.
 
@@ -118,22 +102,6 @@ def line_spans(
     return spans
 
 
-def whole_pieces_end(data: bytes | bytearray | memoryview, limit: int) -> int:
-    """The end of the whole pieces of ``data``, one unterminated line over ``limit`` bytes.
-
-    The rest, ``data[result:]``, is at most ``limit`` bytes: the line's tail, kept until
-    more bytes (or its end) come.
-
-    Args:
-        data: the bytes of one line, without ``\\n``, from its start.
-        limit: the maximum line length in bytes.
-    """
-    start = 0
-    while len(data) - start > limit:
-        start = piece_end(data, start, limit)
-    return start
-
-
 def iter_lines(data: bytes, max_line_bytes: int | None = None) -> Iterator[str]:
     """The lines of ``data`` (whole lines, or a stream's unterminated end), made one by one.
 
@@ -194,7 +162,11 @@ class LineAssembler:
     __slots__ = ("_limit", "_pending", "_pending_size", "offset")
 
     def __init__(self, max_line_bytes: int | None = None, offset: int = 0) -> None:
-        check_max_line_bytes(max_line_bytes)
+        if max_line_bytes is not None and max_line_bytes < MIN_LINE_BYTES:
+            raise ValueError(
+                f"max_line_bytes is {max_line_bytes}: give at least {MIN_LINE_BYTES} (bytes),"
+                " room for one UTF-8 character"
+            )
         self._limit = max_line_bytes
         self._pending: list[bytes] = []  # joined once, when the line ends
         self._pending_size = 0
@@ -226,8 +198,8 @@ class LineAssembler:
                 return b""
             end += self._pending_size if end else 0
             data = b"".join([*self._pending, data])
-        if limit is not None and len(data) - end > limit:
-            end += whole_pieces_end(memoryview(data)[end:], limit)
+        while limit is not None and len(data) - end > limit:  # whole pieces of a long line
+            end = piece_end(data, end, limit)
         self._pending = [data[end:]] if end < len(data) else []
         self._pending_size = len(data) - end
         self.offset += end

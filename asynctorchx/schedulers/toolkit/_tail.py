@@ -9,6 +9,7 @@ as soon as it is written, and an idle follower costs nothing.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
@@ -102,24 +103,6 @@ def open_for_reading(path: str) -> int:
         raise
 
 
-class _Reader:
-    """Reads blocks of an open file, on the loop's thread or (``offload``) a worker thread."""
-
-    def __init__(self, fd: int, offload: bool) -> None:
-        self.fd = fd
-        self.read: Callable[[], Awaitable[bytes]]
-        if offload:
-            self.read = self._read_offloaded
-        else:
-            self.read = self._read_here
-
-    async def _read_here(self) -> bytes:
-        return os.read(self.fd, READ_SIZE)
-
-    async def _read_offloaded(self) -> bytes:
-        return await anyio.to_thread.run_sync(os.read, self.fd, OFFLOADED_READ_SIZE)
-
-
 async def _open(
     path: str,
     query: LogQuery,
@@ -148,6 +131,11 @@ def _pauser(
     if wake is None:
         raise TypeError("tail_blocks needs wake or wait_for_change")
     return lambda: wake().wait
+
+
+async def _read(fd: int) -> bytes:
+    """Read a block of the file on the loop's thread (a local file's page cache)."""
+    return os.read(fd, READ_SIZE)
 
 
 #: A block of log lines and the position of its first line: where a reader can read the
@@ -229,7 +217,10 @@ async def tail_blocks(
     fd = await _open(path, query, pause, is_finished)
     if fd < 0:
         return
-    reader = _Reader(fd, offload_reads)
+    if offload_reads:
+        read = functools.partial(anyio.to_thread.run_sync, os.read, fd, OFFLOADED_READ_SIZE)
+    else:
+        read = functools.partial(_read, fd)
     select = _selector(query, time_of, max_line_bytes)
     try:
         if start:
@@ -237,7 +228,7 @@ async def tail_blocks(
         while True:
             resume = pause()
             finished = is_finished()
-            chunk = await reader.read()
+            chunk = await read()
             if not chunk:  # end of file for now
                 if finished or not query.should_tail:
                     at = assembler.offset
