@@ -55,38 +55,6 @@ async def deliver(send: MemoryObjectSendStream[T], item: T) -> bool:
     return True
 
 
-@attrs.frozen
-class _Reader:
-    """One replica's log, read by :meth:`Runner.log_stream` into the merged stream."""
-
-    sched: Scheduler[Any]
-    app_id: str
-    role_name: str
-    k: int
-    regex: str | None
-    should_tail: bool
-    streams: Stream | None
-
-    def lines(self) -> AsyncIterator[str]:
-        """The scheduler's ``log_iter`` for this replica (close it with ``aclosing``)."""
-        return self.sched.log_iter(
-            self.app_id,
-            self.role_name,
-            self.k,
-            self.regex,
-            should_tail=self.should_tail,
-            streams=self.streams,
-        )
-
-    async def pump(self, send: MemoryObjectSendStream[LogLine]) -> None:
-        """Send each line as a :class:`LogLine` until the log ends or the reader leaves."""
-        iterator = self.lines()
-        async with aclosing(iterator):  # type: ignore[type-var]
-            async for line in iterator:
-                if not await deliver(send, LogLine(self.role_name, self.k, line)):
-                    return
-
-
 async def _produce(
     producer: Producer[T],
     send: MemoryObjectSendStream[T],
@@ -176,10 +144,19 @@ async def merged_log_stream(
             caused in the block. An error of the block is raised as itself too, not
             inside an ``ExceptionGroup``.
     """
-    readers = [
-        _Reader(sched, app_id, role_name, k, regex, should_tail, streams).pump
-        for role_name, ids in replicas.items()
-        for k in ids
-    ]
+
+    def reader(role_name: str, k: int) -> Producer[LogLine]:
+        async def pump(send: MemoryObjectSendStream[LogLine]) -> None:
+            lines = sched.log_iter(
+                app_id, role_name, k, regex, should_tail=should_tail, streams=streams
+            )
+            async with aclosing(lines):  # type: ignore[type-var]
+                async for line in lines:
+                    if not await deliver(send, LogLine(role_name, k, line)):
+                        return
+
+        return pump
+
+    readers = [reader(role_name, k) for role_name, ids in replicas.items() for k in ids]
     async with fan_in(readers, max_buffer_size=1024) as lines:
         yield lines
