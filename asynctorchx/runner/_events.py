@@ -1,34 +1,29 @@
 """One ordered, resumable stream of an app's events: :meth:`Runner.events`.
 
-TorchX has no such stream: ``torchx.runner.api.Runner`` offers ``status``/``wait`` and
-``log_lines`` one replica at a time. A web service that shows a job live needs both
-in one ordered stream it can send as Server-Sent Events and resume after a reconnect,
-from the ``Last-Event-ID`` the browser sends back. This module builds that stream on the
-Scheduler interface only (``describe``, ``wait_for_state_change``, ``log_iter``), with
-the task-group machinery of :mod:`asynctorchx.runner._logs` (:func:`fan_in`).
+TorchX has no such stream (``torchx.runner.api.Runner`` has ``status``/``wait`` and
+``log_lines`` of one replica). A web service that shows a job live sends it as
+Server-Sent Events and resumes it from the ``Last-Event-ID`` the browser sends back. It
+is built on the Scheduler interface only (``describe``, ``wait_for_state_change``,
+``log_blocks``), with :func:`~asynctorchx.runner._logs.fan_in`.
 
-Events: a :class:`StateEvent` for the current state at once and at each change
-(``Scheduler.wait_for_state_change``, as ``Runner.watch``), a :class:`LogEvent` for each
-line of each log stream of each replica; the terminal state comes last, once every log
-reader has ended. Each event carries a cursor (:class:`Position`): its sequence number,
-zero-padded, then the resume position (per role, replica and stream, a position the
-scheduler reads its log again from and the lines delivered from there, and the last
-state delivered). Cursors of one stream sort as its events.
+Events: a :class:`StateEvent` for the current state and each change, a :class:`LogEvent`
+per line of each log stream of each replica; the terminal state comes last, once every
+log reader has ended. Each event's cursor (:class:`Position`) is its sequence number,
+zero-padded (cursors sort as events), then per log stream the position its log is read
+again from and the lines delivered from there, and the last state.
 
-Resuming reads each log stream again from its position (``Scheduler.log_blocks``) and
-skips the lines delivered from there: on the local schedulers a byte offset of the log
-file, so the skipped lines are at most one read block's (64 KiB) and a resume costs the
-same at the end of a log of 1,000 or 1,000,000 lines. A scheduler without positions
-(the fallback of ``Scheduler.log_blocks``) counts lines from the log's start and reads
-it again. A backend that drops lines meanwhile (a purged log, a retried replica whose
-new container or pod starts a new log) makes the count skip lines the client did not
-see; the local schedulers append every attempt to the same files.
+Resuming reads each stream again from its position (``Scheduler.log_blocks``: a byte
+offset on the local schedulers and Slurm) and skips the lines delivered from there, at
+most one read's, so a resume costs the same at the end of 1,000 or 1,000,000 lines. A
+scheduler without positions counts lines from the log's start; a backend that drops lines
+meanwhile (a purged log, a retried replica's new container or pod) then makes the count
+skip lines the client did not see (the local schedulers append every attempt to the same
+files).
 
-The readers hand the stream a block's events at once (one send, one sequencing, one
-time per block, at most :data:`EVENTS_PER_BATCH` events), and :class:`EventStream`
-yields them one by one: a send and a receive per event (each a pass through the event
-loop) held ``Runner.events`` to 2% of the throughput of a bare async generator
-(benchmark 5, ``runner_events``).
+The readers hand the stream one batch per read (one send, one sequencing, one time, at
+most :data:`EVENTS_PER_BATCH` events) and :class:`EventStream` yields its events one by
+one: a send and a receive per event held ``Runner.events`` to 2% of a bare async
+generator's throughput (benchmark 5, ``runner_events``).
 """
 
 from __future__ import annotations
@@ -117,18 +112,10 @@ class StateEvent:
 class LogEvent(tuple[str, int, str, str, datetime, int, str, int]):
     """One log line of one stream of one replica.
 
-    A tuple, immutable, whose cursor is made when asked for: one event is made per line,
-    and formatting each event's cursor up front cost most of ``Runner.events``' time
-    (benchmark 5, ``runner_events``). The events of one read share one cursor format.
-
-    Attributes:
-        cursor: pass it back to :meth:`Runner.events` to resume after this event.
-        role: the role's name.
-        replica_id: the replica's id ``k`` (0-based).
-        stream: ``"stdout"`` or ``"stderr"`` when the scheduler keeps them apart
-            (``Scheduler.supported_log_streams``), else ``"combined"``.
-        line: the text, with its trailing ``\\n`` when the replica wrote one.
-        timestamp: when the line was read (UTC).
+    An immutable tuple (role, replica id, stream, line, timestamp, then its sequence
+    number, its read's cursor format and line-count offset) whose cursor is formatted
+    when asked for: one event is made per line, and a cursor formatted up front for each
+    was, with the tuple, most of an event's cost (benchmark 5, ``runner_events``).
     """
 
     __slots__ = ()
@@ -154,7 +141,8 @@ class LogEvent(tuple[str, int, str, str, datetime, int, str, int]):
 
     @property
     def stream(self) -> str:
-        """``"stdout"``, ``"stderr"`` or ``"combined"``."""
+        """``"stdout"`` or ``"stderr"`` when the scheduler keeps them apart
+        (``Scheduler.supported_log_streams``), else ``"combined"``."""
         return self[2]
 
     @property
