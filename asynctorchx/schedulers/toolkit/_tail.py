@@ -46,10 +46,9 @@ class Notifier:
     anyio events fire once, so each ``notify`` sets the current event and the next
     waiter gets a fresh one. A waiter captures ``event`` *before* checking its
     condition, so a notification between the check and the await is never missed.
-    The event is made when a waiter first asks for it, not at each ``notify``: most
-    notifications (a replica's output, its start and exit) have nobody waiting, and
-    an ``anyio.Event`` per notification was ~1 us and two objects for the garbage
-    collector. Use it (``event``) inside the event loop that awaits it.
+    The event is made when a waiter first asks for it, inside the event loop that awaits
+    it (an ``anyio.Event`` needs one), so a notifier can be made anywhere and a
+    ``notify`` with nobody waiting does nothing.
     """
 
     __slots__ = ("_event",)
