@@ -9,10 +9,10 @@ whose path is too long ends a submit with ``NotADirectoryError``, ``PermissionEr
   directory on the way to the app's log directory must be a directory this user can
   write to, and no part of a log path may be longer than the file system allows;
 * :func:`create_log_dirs` runs at submit: it makes the directories (through
-  ``_log_files.prepare_log_dirs``, which checks who owns them) and, when that fails,
+  ``_prepare_log_dirs``, which checks who owns them) and, when that fails,
   removes the ones it created and raises
   :class:`~asynctorchx.errors.InvalidLogDirError` (or the ``UnsafeLogPathError`` of
-  ``prepare_log_dirs``), so a refused submit leaves nothing behind.
+  ``_prepare_log_dirs``), so a refused submit leaves nothing behind.
 
 In the scheduler's own temporary log directory (0700, made by the first submit) the
 directory itself and the session's are made and checked once, not at every submit:
@@ -23,10 +23,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Container, Sequence
 
 from asynctorchx.errors import InvalidLogDirError, UnsafeLogPathError
-from asynctorchx.schedulers.local._log_files import prepare_log_dirs
+from asynctorchx.schedulers.local._log_files import (
+    DIRECTORY_MODE,
+    STREAM_FILES,
+    foreign_file_error,
+)
+from asynctorchx.schedulers.toolkit import symlink_error
 
 #: The longest file name in a replica's log directory (``combined.log.idx``, ``SUCCESS``).
 _LONGEST_FILE = "combined.log.idx"
@@ -116,7 +122,7 @@ def _check_lengths(root: str, replica_dir: str, name_max: int, path_max: int) ->
 def create_log_dirs(
     root: str, replica_dirs: Sequence[str], trusted: set[str] | None = None
 ) -> None:
-    """Make the replicas' log directories (``_log_files.prepare_log_dirs``), all or none.
+    """Make the replicas' log directories (``_prepare_log_dirs``), all or none.
 
     Args:
         root: the log root (``log_dir``, or the scheduler's temporary directory).
@@ -131,14 +137,14 @@ def create_log_dirs(
 
     Raises:
         UnsafeLogPathError: a directory or file on the way is not safe (see
-            ``prepare_log_dirs``); the directories created by this call are removed.
+            ``_prepare_log_dirs``); the directories created by this call are removed.
         InvalidLogDirError: a directory could not be created (no permission, a file in
             the way, a read-only file system); the directories created by this call are
             removed.
     """
     created: list[str] = []
     try:
-        prepare_log_dirs(root, replica_dirs, trusted=trusted or (), created=created)
+        _prepare_log_dirs(root, replica_dirs, trusted or (), created)
         return
     except UnsafeLogPathError:
         _remove_empty(created)
@@ -162,3 +168,129 @@ def _remove_empty(directories: Sequence[str]) -> None:
     for directory in sorted(directories, key=len, reverse=True):
         with contextlib.suppress(OSError):
             os.rmdir(directory)
+
+
+def _prepare_log_dirs(
+    root: str, replica_dirs: Sequence[str], trusted: Container[str], made: list[str]
+) -> None:
+    """Create the log directories of an app under ``root``, private, before it starts.
+
+    ``root`` is the ``log_dir`` run option (or the scheduler's temporary directory); it
+    and each missing parent is created 0700. An existing ``root`` must be a directory
+    (not a symbolic link: the dry run resolved the option's links) owned by this user or
+    by root, and not writable by every user unless sticky (``/tmp`` is fine). Every
+    directory below it (session, app, role, replica) is created 0700; an existing one
+    must be a directory of this user (its mode is narrowed to 0700). When the app's
+    directory already existed, no log file of a replica may be a symbolic link or a
+    file of another user.
+
+    ``trusted`` directories are neither created nor checked again; each directory made is
+    appended to ``made``, parents first.
+    """
+    if root not in trusted:
+        _make_root(root, made)
+    known: dict[str, bool] = {root: False}  # directory -> created by this call
+    for replica_dir in replica_dirs:
+        prefix = root.rstrip(os.sep) + os.sep
+        if replica_dir.startswith(prefix):  # always, from the dry run: no relpath needed
+            parts = replica_dir[len(prefix) :].split(os.sep)
+        else:
+            parts = os.path.relpath(replica_dir, root).split(os.sep)
+        path = root
+        fresh = False
+        for part in parts:
+            path = os.path.join(path, part)
+            made_now = known.get(path)
+            if made_now is None:
+                made_now = known[path] = path not in trusted and _make_private_dir(path)
+                if made_now:
+                    made.append(path)
+            fresh = fresh or made_now
+        if not fresh:  # an existing directory: what is in it is not known to be ours
+            for name in STREAM_FILES:
+                log_path = os.path.join(replica_dir, f"{name}.log")
+                _check_existing_file(log_path)
+                _check_existing_file(log_path + ".idx")
+
+
+def _missing_directories(path: str) -> list[str]:
+    """``path`` and those of its parents that do not exist yet, parents first."""
+    missing: list[str] = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    missing.reverse()
+    return missing
+
+
+def _make_root(root: str, created: list[str]) -> None:
+    """Create ``root`` and its missing parents (0700, each appended to ``created``), then
+    check it."""
+    missing = _missing_directories(root)
+    for directory in missing:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory, DIRECTORY_MODE)
+            created.append(directory)
+        _check_root(directory)
+    if not missing:
+        _check_root(root)
+
+
+def _check_root(path: str) -> None:
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise symlink_error(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafeLogPathError(path, "is not a directory", "give a directory as log_dir")
+    if info.st_uid not in (os.geteuid(), 0):
+        raise _owner_error(path, info.st_uid)
+    if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+        raise UnsafeLogPathError(
+            path,
+            "is writable by every user (mode"
+            f" {stat.S_IMODE(info.st_mode):04o}), so another user can replace what is in it",
+            f"run `chmod o-w {path}` (or `chmod +t`), or choose a log_dir of your own",
+        )
+
+
+def _make_private_dir(path: str) -> bool:
+    """Create ``path`` 0700 and return True, or check an existing one and return False."""
+    try:
+        os.mkdir(path, DIRECTORY_MODE)
+    except FileExistsError:
+        pass
+    else:
+        return True
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise symlink_error(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafeLogPathError(path, "is not a directory", "remove it, or choose another log_dir")
+    if info.st_uid != os.geteuid():
+        raise _owner_error(path, info.st_uid)
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, DIRECTORY_MODE)
+    return False
+
+
+def _check_existing_file(path: str) -> None:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise symlink_error(path)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_nlink != 1:
+        raise foreign_file_error(path)
+
+
+def _owner_error(path: str, uid: int) -> UnsafeLogPathError:
+    return UnsafeLogPathError(
+        path,
+        f"is owned by uid {uid}, not by this user (uid {os.geteuid()}), who could then"
+        " read or redirect the logs",
+        "remove it or choose a log_dir of your own (e.g. under your home directory)",
+    )

@@ -14,24 +14,21 @@ block the event loop in practice, and a thread hop per chunk (what ``aiofiles`` 
 would cost more latency than the write itself.
 
 Safety in a shared ``log_dir`` (e.g. ``/tmp/logs``, where another local user may create
-names first): :func:`prepare_log_dirs` creates every directory of the layout with mode
-0700 and refuses one that is a symbolic link or owned by another user
-(:class:`~asynctorchx.errors.UnsafeLogPathError`); log and index files are created
-0600 with ``O_CREAT | O_EXCL | O_NOFOLLOW``, and reopened (a retry appends) only when
-the name is a regular file of this user with one link. TorchX's
+names first; the directories: :mod:`asynctorchx.schedulers.local._log_dir`): log and index
+files are created 0600 with ``O_CREAT | O_EXCL | O_NOFOLLOW``, and reopened (a retry
+appends) only when the name is a regular file of this user with one link. TorchX's
 ``torchx.schedulers.local_scheduler`` opens them by path with ``open(path, "a")``.
 """
 
 from __future__ import annotations
 
 import bisect
-import contextlib
 import errno
 import os
 import stat
 import struct
 import time
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable
 
 from asynctorchx.errors import UnsafeLogPathError
 from asynctorchx.schedulers.toolkit import (
@@ -115,7 +112,7 @@ class ReplicaLogWriter:
     these pieces. ``stdout.log`` and ``stderr.log`` keep the bytes as written.
 
     Args:
-        directory: the replica's log directory (private, made by :func:`prepare_log_dirs`).
+        directory: the replica's log directory (private, made by ``_log_dir.create_log_dirs``).
         on_write: called after every write (wakes the log followers).
         max_line_bytes: the longest line ``combined.log`` holds whole, in bytes.
     """
@@ -289,154 +286,12 @@ def open_log_file(path: str) -> int:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_nlink != 1:
         os.close(fd)
-        raise _foreign_file_error(path)
+        raise foreign_file_error(path)
     return fd
 
 
-def prepare_log_dirs(
-    root: str,
-    replica_dirs: Sequence[str],
-    *,
-    trusted: Container[str] = (),
-    created: list[str] | None = None,
-) -> None:
-    """Create the log directories of an app under ``root``, private, before it starts.
-
-    ``root`` is the ``log_dir`` run option (or the scheduler's temporary directory); it
-    and each missing parent is created 0700. An existing ``root`` must be a directory
-    (not a symbolic link: the dry run resolved the option's links) owned by this user or
-    by root, and not writable by every user unless sticky (``/tmp`` is fine). Every
-    directory below it (session, app, role, replica) is created 0700; an existing one
-    must be a directory of this user (its mode is narrowed to 0700). When the app's
-    directory already existed, no log file of a replica may be a symbolic link or a
-    file of another user.
-
-    Args:
-        root: the log root; the replica directories are below it.
-        replica_dirs: each replica's log directory.
-        trusted: directories (``root`` and those below it) that this process made
-            itself and already checked by these rules, and that no other user can have
-            replaced since (the scheduler's own temporary log directory, 0700): they
-            are neither created nor checked again.
-        created: the directories this call creates are appended to it, parents first
-            (so the caller can remove them when the submit is refused).
-
-    Raises:
-        UnsafeLogPathError: a directory or log file fails the rules above.
-        OSError: a directory could not be created (no permission, not a directory);
-            ``FileNotFoundError`` too when a ``trusted`` directory was removed.
-    """
-    made = [] if created is None else created
-    if root not in trusted:
-        _make_root(root, made)
-    known: dict[str, bool] = {root: False}  # directory -> created by this call
-    for replica_dir in replica_dirs:
-        prefix = root.rstrip(os.sep) + os.sep
-        if replica_dir.startswith(prefix):  # always, from the dry run: no relpath needed
-            parts = replica_dir[len(prefix) :].split(os.sep)
-        else:
-            parts = os.path.relpath(replica_dir, root).split(os.sep)
-        path = root
-        fresh = False
-        for part in parts:
-            path = os.path.join(path, part)
-            made_now = known.get(path)
-            if made_now is None:
-                made_now = known[path] = path not in trusted and _make_private_dir(path)
-                if made_now:
-                    made.append(path)
-            fresh = fresh or made_now
-        if not fresh:  # an existing directory: what is in it is not known to be ours
-            for name in STREAM_FILES:
-                log_path = os.path.join(replica_dir, f"{name}.log")
-                _check_existing_file(log_path)
-                _check_existing_file(log_path + ".idx")
-
-
-def _missing_directories(path: str) -> list[str]:
-    """``path`` and those of its parents that do not exist yet, parents first."""
-    missing: list[str] = []
-    while not os.path.lexists(path):
-        missing.append(path)
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    missing.reverse()
-    return missing
-
-
-def _make_root(root: str, created: list[str]) -> None:
-    """Create ``root`` and its missing parents (0700, each appended to ``created``), then
-    check it."""
-    missing = _missing_directories(root)
-    for directory in missing:
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(directory, DIRECTORY_MODE)
-            created.append(directory)
-        _check_root(directory)
-    if not missing:
-        _check_root(root)
-
-
-def _check_root(path: str) -> None:
-    info = os.lstat(path)
-    if stat.S_ISLNK(info.st_mode):
-        raise symlink_error(path)
-    if not stat.S_ISDIR(info.st_mode):
-        raise UnsafeLogPathError(path, "is not a directory", "give a directory as log_dir")
-    if info.st_uid not in (os.geteuid(), 0):
-        raise _owner_error(path, info.st_uid)
-    if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
-        raise UnsafeLogPathError(
-            path,
-            "is writable by every user (mode"
-            f" {stat.S_IMODE(info.st_mode):04o}), so another user can replace what is in it",
-            f"run `chmod o-w {path}` (or `chmod +t`), or choose a log_dir of your own",
-        )
-
-
-def _make_private_dir(path: str) -> bool:
-    """Create ``path`` 0700 and return True, or check an existing one and return False."""
-    try:
-        os.mkdir(path, DIRECTORY_MODE)
-    except FileExistsError:
-        pass
-    else:
-        return True
-    info = os.lstat(path)
-    if stat.S_ISLNK(info.st_mode):
-        raise symlink_error(path)
-    if not stat.S_ISDIR(info.st_mode):
-        raise UnsafeLogPathError(path, "is not a directory", "remove it, or choose another log_dir")
-    if info.st_uid != os.geteuid():
-        raise _owner_error(path, info.st_uid)
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        os.chmod(path, DIRECTORY_MODE)
-    return False
-
-
-def _check_existing_file(path: str) -> None:
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(info.st_mode):
-        raise symlink_error(path)
-    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_nlink != 1:
-        raise _foreign_file_error(path)
-
-
-def _owner_error(path: str, uid: int) -> UnsafeLogPathError:
-    return UnsafeLogPathError(
-        path,
-        f"is owned by uid {uid}, not by this user (uid {os.geteuid()}), who could then"
-        " read or redirect the logs",
-        "remove it or choose a log_dir of your own (e.g. under your home directory)",
-    )
-
-
-def _foreign_file_error(path: str) -> UnsafeLogPathError:
+def foreign_file_error(path: str) -> UnsafeLogPathError:
+    """The error for a log file (or directory) that this user did not create."""
     return UnsafeLogPathError(
         path,
         "exists and is not a log file of this user (another owner, another kind of file,"

@@ -267,7 +267,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
             SchedulerClosedError: the scheduler is not entered (``async with``) or closed.
             UnsafeLogPathError: a log directory is a symbolic link, or owned by another
                 user, or a log file is a link or not this user's (see
-                ``asynctorchx.schedulers.local._log_files.prepare_log_dirs``); nothing
+                ``asynctorchx.schedulers.local._log_dir.create_log_dirs``); nothing
                 was started, no directory left.
             InvalidLogDirError: a log directory could not be created (see
                 ``_log_dir.create_log_dirs``); nothing was started, no directory left.
