@@ -1,13 +1,11 @@
 """:class:`LogLines`, what :meth:`Runner.log_lines <asynctorchx.runner.Runner.log_lines>`
 returns: an async iterator of lines that can also be awaited to open the log first.
 
-TorchX's ``torchx.runner.api.Runner.log_lines`` checks the app when it is called and
-raises ``UnknownAppException`` before any line is read. An async method that returns an
-async iterator cannot check anything when called: the check needs an ``await``. So the
-returned object offers both: ``async for line in runner.log_lines(...)`` checks at the
-first step (the contract so far), and ``lines = await runner.log_lines(...)`` checks
-at once and returns the same object, opened. A web handler can then answer 404 before it
-starts a streamed response.
+TorchX's ``torchx.runner.api.Runner.log_lines`` raises ``UnknownAppException`` when
+called, before any line is read; an async method cannot check anything before an
+``await``. So ``async for line in runner.log_lines(...)`` checks at the first step, and
+``lines = await runner.log_lines(...)`` checks at once and returns the same object,
+opened (a web handler can then answer 404 before it starts a streamed response).
 """
 
 from __future__ import annotations
@@ -28,12 +26,9 @@ class LogLines(AsyncIterator[str]):
             first step.
 
     Not for two tasks at once, as an async generator: a step while another is in
-    progress raises ``RuntimeError``. ``aclose()`` (or ``contextlib.aclosing``) closes
-    the scheduler's iterator.
-
-    ``async for`` iterates one async generator that yields the lines of the scheduler's
-    blocks, with no step of its own per line: a coroutine per line (the ``__anext__``
-    of this class) cost ``Runner.log_lines`` 60% of ``log_iter``'s throughput
+    progress raises ``RuntimeError``. ``aclose()`` closes the scheduler's iterator.
+    ``async for`` iterates one async generator over the scheduler's blocks: a coroutine
+    per line (an ``__anext__`` of this class) cost 60% of ``log_iter``'s throughput
     (benchmark 5, ``runner_log_lines``).
     """
 
