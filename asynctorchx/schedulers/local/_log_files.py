@@ -9,9 +9,8 @@ can be honoured (TorchX ignores them). ``LocalScheduler.log_iter`` reads the fil
 the toolkit's :func:`~asynctorchx.schedulers.toolkit.tail_blocks`, giving it
 :meth:`TimeIndex.time_of`.
 
-Files are written with plain ``os.write`` on local files: page cache I/O that does not
-block the event loop in practice, and a thread hop per chunk (what ``aiofiles`` does)
-would cost more latency than the write itself.
+Files are written with plain ``os.write`` on the loop: local page-cache writes, which do
+not block it in practice.
 
 Safety in a shared ``log_dir`` (e.g. ``/tmp/logs``, where another local user may create
 names first; the directories: :mod:`asynctorchx.schedulers.local._log_dir`): log and index

@@ -147,7 +147,7 @@ async def lines_of(blocks: AsyncIterator[LogBlock]) -> AsyncIterator[str]:
     """Yield the lines of ``blocks``, one by one; closing this closes ``blocks``.
 
     Every line is yielded by this one generator: relaying each line through a second one
-    cost about a sixth of the throughput on large logs (benchmark 5).
+    cost about a sixth of the throughput on large logs (benchmark 5, ``log_iter``).
 
     Args:
         blocks: an async iterator of :data:`LogBlock`.
