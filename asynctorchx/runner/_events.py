@@ -31,7 +31,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import json
-import string
+import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from datetime import UTC, datetime
@@ -65,9 +65,13 @@ _SEQUENCE_DIGITS = 12
 _MAX_CURSOR = 64 * 1024
 #: Hexadecimal digits of each digest in a cursor (the app's, its log streams').
 _DIGEST_HEX = 8
-#: Most digits of a position or a line count in a cursor: a ``local_docker`` position is
-#: the engine's stamp in ns (19 digits) times 10^6 plus a count (25 digits).
-_MAX_COUNT_DIGITS = 30
+#: A cursor: sequence number (12: _SEQUENCE_DIGITS), app and log-streams digests (8 each:
+#: _DIGEST_HEX), state, log positions. A position or a line count has at most 30 digits:
+#: a ``local_docker`` position is the engine's stamp in ns (19 digits) times 10^6 plus a
+#: count (25 digits).
+_CURSOR = re.compile(r"(\d{12})\.([0-9a-f]{8})([0-9a-f]{8})\.([A-Z_]+|-)\.([\d:-]*)", re.ASCII)
+#: One log stream's part of a cursor: nothing, or a position and a line count over 0.
+_LOG_PART = re.compile(r"(?:(\d{1,30}):(0*[1-9]\d{0,29}))?", re.ASCII)
 
 #: A log stream of an app: (role, replica id, stream name).
 StreamKey = tuple[str, int, str]
@@ -261,48 +265,34 @@ class Position:
         def invalid(reason: str) -> InvalidCursorError:
             return InvalidCursorError(cursor, app_handle, reason)
 
-        if not isinstance(cursor, str) or len(cursor) > _MAX_CURSOR or not cursor.isascii():
-            raise invalid(f"a cursor is an ASCII str of at most {_MAX_CURSOR} characters")
-        parts = cursor.split(".")
-        if len(parts) != 4 or not _is_number(parts[0], _SEQUENCE_DIGITS):
-            raise invalid("it is not four parts joined by '.', the first a 12-digit number")
-        sequence, digests, state, logs = parts
-        if len(digests) != 2 * _DIGEST_HEX or digests.strip(string.hexdigits):
-            raise invalid(f"its second part is not {2 * _DIGEST_HEX} hexadecimal digits")
-        if digests[:_DIGEST_HEX] != self.app:
+        match = None
+        if isinstance(cursor, str) and len(cursor) <= _MAX_CURSOR:
+            match = _CURSOR.fullmatch(cursor)
+        if match is None:
+            raise invalid(
+                f"it is not {_SEQUENCE_DIGITS} digits, '.', {2 * _DIGEST_HEX} hexadecimal"
+                " digits, '.', a state's name or '-', '.', and log positions"
+                " ('position:lines', or nothing) joined by '-'"
+            )
+        sequence, app, layout, state, logs = match.groups()
+        if app != self.app:
             raise invalid("it was made by the event stream of another app")
-        if digests[_DIGEST_HEX:] != self.layout:
+        if layout != self.layout:
             raise invalid(
                 "it holds the positions of other log streams than this app's"
                 f" ({len(self.streams)} streams now)"
             )
         if state != "-" and state not in AppState.__members__:
             raise invalid(f"{state!r} is not a state name")
-        positions = [_log_position(part) for part in logs.split("-")]
-        if len(positions) != len(self.streams) or None in positions:
+        parts = [_LOG_PART.fullmatch(part) for part in logs.split("-")]
+        if len(parts) != len(self.streams) or None in parts:
             raise invalid(
                 f"its last part is not {len(self.streams)} log positions ('position:lines',"
                 " or nothing) joined by '-'"
             )
         self.sequence = int(sequence)
         self.state = None if state == "-" else AppState[state]
-        self.logs = [position for position in positions if position is not None]
-
-
-def _log_position(part: str) -> tuple[int, int] | None:
-    """A log stream's part of a cursor as ``(position, lines)``; None: malformed."""
-    if not part:
-        return 0, 0
-    at, _, lines = part.partition(":")
-    if not (_is_number(at, None) and _is_number(lines, None)) or lines.strip("0") == "":
-        return None
-    return int(at), int(lines)
-
-
-def _is_number(text: str, digits: int | None) -> bool:
-    """Whether ``text`` is ASCII decimal digits (exactly ``digits`` of them when given)."""
-    sized = len(text) == digits if digits is not None else 0 < len(text) <= _MAX_COUNT_DIGITS
-    return sized and text.isascii() and text.isdigit()
+        self.logs = [(int(part[1] or 0), int(part[2] or 0)) for part in parts if part is not None]
 
 
 class _Sequencer:
