@@ -1,9 +1,9 @@
-"""Follow a growing log file, woken by a :class:`Notifier` (never a polling timer).
+"""Follow a growing log file, woken when it may have grown (never by a polling timer).
 
 TorchX's ``torchx.schedulers.streams``/``LogIterator`` tail a file by sleeping between
-reads. Here the writer (a local output pump, or a backend's state watcher for files a
-cluster writes) notifies, and the reader awaits that: a new line reaches the caller
-as soon as it is written, and an idle follower costs nothing.
+reads. Here the reader awaits a change its caller reports (the local schedulers' writes,
+through a :class:`Notifier` or an inotify watch; a Slurm job's next state poll): a new
+line reaches the caller as soon as it is written, and an idle follower costs nothing.
 """
 
 from __future__ import annotations
@@ -105,31 +105,18 @@ def open_for_reading(path: str) -> int:
 async def _open(
     path: str,
     query: LogQuery,
-    pause: Callable[[], Callable[[], Awaitable[object]]],
+    wait_for_change: Callable[[], Awaitable[object]],
     is_finished: Callable[[], bool],
 ) -> int:
     """Open ``path`` once it exists; -1 if it never will (finished, or not following)."""
     while True:  # the file appears with the first output
-        resume = pause()
         finished = is_finished()
         try:
             return open_for_reading(path)
         except FileNotFoundError:
             if finished or not query.should_tail:
                 return -1
-            await resume()
-
-
-def _pauser(
-    wake: Callable[[], anyio.Event] | None,
-    wait_for_change: Callable[[], Awaitable[object]] | None,
-) -> Callable[[], Callable[[], Awaitable[object]]]:
-    """How to wait for more output; taken BEFORE the checks, so no change is missed."""
-    if wait_for_change is not None:
-        return lambda: wait_for_change
-    if wake is None:
-        raise TypeError("tail_blocks needs wake or wait_for_change")
-    return lambda: wake().wait
+            await wait_for_change()
 
 
 async def _read(fd: int) -> bytes:
@@ -163,11 +150,10 @@ async def tail_blocks(
     query: LogQuery,
     *,
     start: int = 0,
-    wake: Callable[[], anyio.Event] | None = None,
     is_finished: Callable[[], bool],
     time_of: Callable[[int], float | None] | None = None,
     offload_reads: bool = False,
-    wait_for_change: Callable[[], Awaitable[object]] | None = None,
+    wait_for_change: Callable[[], Awaitable[object]],
     max_line_bytes: int = MAX_LINE_BYTES,
     cuts: Callable[[int, int], list[int]] | None = None,
 ) -> AsyncIterator[LogBlock]:
@@ -186,18 +172,16 @@ async def tail_blocks(
             link).
         query: regex, since/until and should_tail (its role and replica are the caller's).
         start: the byte offset to read from: 0, or a block's offset given before.
-        wake: returns the event that is set at the next write (``Notifier.event``);
-            give it or ``wait_for_change``.
         is_finished: returns True once nothing more will be written to the file.
         time_of: maps a byte offset of the file to when it was written (seconds since
             the epoch), or None when unknown; needed to honour ``since``/``until``
             (without it they are ignored, as TorchX ignores them).
         offload_reads: read in a worker thread (``anyio.to_thread``), for files on a
             shared filesystem where a read can block; local files are read on the loop.
-        wait_for_change: for writers that cannot notify (a cluster writing to a shared
-            filesystem): awaited at end of file instead of the ``wake`` event, e.g. the
-            next state poll of the job (``BatchedPoller.next_poll``); ``is_finished`` is
-            asked again after it.
+        wait_for_change: awaited at end of file, returns once the file may have grown
+            since the last look (the last return, or the start), e.g. a ``ChangeWatch``'s
+            ``wait`` on the local schedulers, the job's next state poll on Slurm
+            (``BatchedPoller.next_poll``); ``is_finished`` is asked again after it.
         max_line_bytes: a line longer than this many bytes is yielded in pieces (see
             :mod:`asynctorchx.schedulers.toolkit._lines`), so memory stays bounded
             whatever the file holds (default :data:`MAX_LINE_BYTES`, 4 MiB).
@@ -211,9 +195,8 @@ async def tail_blocks(
         ValueError: ``max_line_bytes`` is under 4.
         OSError: the file cannot be read.
     """
-    pause = _pauser(wake, wait_for_change)
     assembler = LineAssembler(max_line_bytes, start)
-    fd = await _open(path, query, pause, is_finished)
+    fd = await _open(path, query, wait_for_change, is_finished)
     if fd < 0:
         return
     if offload_reads:
@@ -225,7 +208,6 @@ async def tail_blocks(
         if start:
             os.lseek(fd, start, os.SEEK_SET)
         while True:
-            resume = pause()
             finished = is_finished()
             chunk = await read()
             if not chunk:  # end of file for now
@@ -233,7 +215,7 @@ async def tail_blocks(
                     at = assembler.offset
                     yield at, select(assembler.take_rest(), at)[0]
                     return
-                await resume()
+                await wait_for_change()
                 continue
             at = assembler.offset
             ends = _line_ends(chunk, at + assembler.pending_bytes, cuts)

@@ -23,7 +23,7 @@ async def read_all(path: Path, regex: str | None = None) -> list[str]:
             tail_blocks(
                 str(path),
                 LogQuery("worker", regex=regex),
-                wake=lambda: done,
+                wait_for_change=done.wait,
                 is_finished=lambda: True,
             )
         )
@@ -75,7 +75,7 @@ async def test_a_line_over_the_limit_is_read_in_pieces_with_every_byte(tmp_path:
                     tail_blocks(
                         str(path),
                         LogQuery("worker"),
-                        wake=lambda: done,
+                        wait_for_change=done.wait,
                         is_finished=lambda: True,
                         max_line_bytes=limit,
                     )
@@ -119,7 +119,7 @@ async def test_combined_reads_back_a_long_lines_pieces_with_the_other_streams_li
                     tail_blocks(
                         str(tmp_path / "combined.log"),
                         LogQuery("worker"),
-                        wake=lambda: done,
+                        wait_for_change=done.wait,
                         is_finished=lambda: True,
                         max_line_bytes=limit,
                         cuts=index.cuts,

@@ -141,7 +141,9 @@ async def test_reading_refuses_to_follow_a_symlink(tmp_path: Path) -> None:
     done = anyio.Event()
     done.set()
     lines = lines_of(
-        tail_blocks(str(link), LogQuery("worker"), wake=lambda: done, is_finished=lambda: True)
+        tail_blocks(
+            str(link), LogQuery("worker"), wait_for_change=done.wait, is_finished=lambda: True
+        )
     )
     with pytest.raises(UnsafeLogPathError, match="symbolic link"):
         [line async for line in lines]

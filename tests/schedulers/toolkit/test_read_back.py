@@ -63,7 +63,10 @@ def test_a_file_read_back_in_any_block_size_gives_the_rules_lines(
     async def read(regex: str | None) -> list[str]:
         lines = lines_of(
             tail_blocks(
-                str(path), LogQuery("r", regex=regex), wake=anyio.Event, is_finished=lambda: True
+                str(path),
+                LogQuery("r", regex=regex),
+                wait_for_change=anyio.sleep_forever,
+                is_finished=lambda: True,
             )
         )
         return [line async for line in lines]

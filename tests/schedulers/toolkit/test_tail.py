@@ -20,6 +20,7 @@ class Writer:
         self.path = path
         self.notifier = Notifier()
         self.finished = False
+        self._seen: anyio.Event | None = None
 
     def write(self, data: bytes) -> None:
         with self.path.open("ab") as file:
@@ -30,12 +31,19 @@ class Writer:
         self.finished = True
         self.notifier.notify()
 
+    async def changed(self) -> None:
+        """Return once notified since the last return (or since the tail started)."""
+        assert self._seen is not None, "tail() first"
+        await self._seen.wait()
+        self._seen = self.notifier.event
+
     def tail(self, query: LogQuery, **kwargs: object):  # type: ignore[no-untyped-def]
+        self._seen = self.notifier.event  # taken before the first look at the file
         return lines_of(
             tail_blocks(
                 str(self.path),
                 query,
-                wake=lambda: self.notifier.event,
+                wait_for_change=self.changed,
                 is_finished=lambda: self.finished,
                 **kwargs,  # type: ignore[arg-type]
             )
