@@ -191,11 +191,7 @@ def _prepare_log_dirs(
         _make_root(root, made)
     known: dict[str, bool] = {root: False}  # directory -> created by this call
     for replica_dir in replica_dirs:
-        prefix = root.rstrip(os.sep) + os.sep
-        if replica_dir.startswith(prefix):  # always, from the dry run: no relpath needed
-            parts = replica_dir[len(prefix) :].split(os.sep)
-        else:
-            parts = os.path.relpath(replica_dir, root).split(os.sep)
+        parts = os.path.relpath(replica_dir, root).split(os.sep)
         path = root
         fresh = False
         for part in parts:
