@@ -6,9 +6,10 @@ the list's ``resourceVersion`` (client-go calls this an informer). Here every ``
 one namespace reads the same cache, fed by ONE watch connection, however many apps they
 watch.
 
-No background task: as in the toolkit's :class:`~asynctorchx.schedulers.toolkit.BatchedPoller`,
-the first waiter that finds nobody reading the watch reads its next event for everyone,
-then wakes them all; the open watch is handed to the next reader, not reopened. It is
+The waiting is the toolkit's :class:`~asynctorchx.schedulers.toolkit.SharedFeed` (as for
+the Slurm poll): the first waiter that finds nobody reading the watch reads its next
+event for everyone, then wakes them all; the open watch is handed to the next reader,
+not reopened. It is
 reopened only when the server ends it (from the last ``resourceVersion`` seen, bookmarks
 included), when its connection breaks, or when its reader was cancelled mid-read; after
 a ``410 Gone`` the kind is listed again, and a list whose connection broke is made
@@ -26,7 +27,7 @@ import anyio
 
 from asynctorchx.errors import KubernetesApiError, KubernetesUnreachableError
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
-from asynctorchx.schedulers.toolkit import Notifier
+from asynctorchx.schedulers.toolkit import SharedFeed
 
 T = TypeVar("T")
 
@@ -36,7 +37,7 @@ MAX_RECONNECTS = 5
 RECONNECT_DELAY = 0.05
 
 
-class Informer:
+class Informer(SharedFeed):
     """A cache of one kind's objects in one namespace, kept by one shared watch.
 
     Args:
@@ -56,6 +57,7 @@ class Informer:
         namespace: str,
         labels: Mapping[str, str] | None = None,
     ) -> None:
+        super().__init__()
         self.api = api
         self.plural = plural
         self.namespace = namespace
@@ -65,19 +67,9 @@ class Informer:
         self.resource_version = ""
         self.lists = 0
         self.watches = 0
-        self._notifier: Notifier | None = None
-        self._leading = False
-        self._waiters = 0
-        self._reads = 0
-        self._failure: tuple[int, Exception] | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._events: AsyncIterator[dict[str, Any]] | None = None
         self._failed_connects = 0
-
-    def _changed(self) -> Notifier:
-        if self._notifier is None:
-            self._notifier = Notifier()
-        return self._notifier
 
     async def wait_until(self, check: Callable[[], T | None]) -> T:
         """Wait until ``check()`` (called on the synced cache) returns something; return it.
@@ -89,42 +81,18 @@ class Informer:
             KubernetesUnreachableError: the watch could not be reopened.
             KubernetesApiError: the server refused the list or the watch.
         """
-        self._waiters += 1
-        try:
-            while True:
-                event = self._changed().event
-                if self.synced:
-                    found = check()
-                    if found is not None:
-                        return found
-                if not self._leading:
-                    await self._lead()
-                    continue
-                seen = self._reads
-                await event.wait()
-                if self._failure is not None and self._failure[0] > seen:
-                    raise self._failure[1]
-        finally:
-            self._waiters -= 1
-            if not self._waiters:  # nobody reads the watch now: the cache goes stale
-                self.synced = False
-                await self._close()
+        return await self.wait_for(lambda: check() if self.synced else None)
 
-    async def _lead(self) -> None:
+    async def _idle(self) -> None:
+        self.synced = False  # nobody reads the watch now: the cache goes stale
+        await self._close()
+
+    async def _read(self) -> None:
         """List (when not synced) or read the next watch event, for every waiter."""
-        self._leading = True
-        try:
-            if not self.synced:
-                await self._list_again_if_dropped()
-            else:
-                await self._read_one()
-        except Exception as error:
-            self._failure = (self._reads + 1, error)
-            raise
-        finally:
-            self._reads += 1
-            self._leading = False
-            self._changed().notify()
+        if not self.synced:
+            await self._list_again_if_dropped()
+        else:
+            await self._read_one()
 
     async def _list(self) -> None:
         await self._close()
@@ -142,13 +110,18 @@ class Informer:
         is idempotent), at most :data:`MAX_RECONNECTS` times in a row."""
         try:
             await self._list()
-        except KubernetesUnreachableError:
-            self._failed_connects += 1
-            if self._failed_connects >= MAX_RECONNECTS:
-                raise
-            await anyio.sleep(min(RECONNECT_DELAY * 2**self._failed_connects, 2.0))
+        except KubernetesUnreachableError as error:
+            await self._back_off(error)
             return
         self._failed_connects = 0
+
+    async def _back_off(self, error: KubernetesUnreachableError) -> None:
+        """Sleep before reconnecting; raise ``error`` once :data:`MAX_RECONNECTS` failed in
+        a row."""
+        self._failed_connects += 1
+        if self._failed_connects >= MAX_RECONNECTS:
+            raise error
+        await anyio.sleep(min(RECONNECT_DELAY * 2**self._failed_connects, 2.0))
 
     async def _open(self) -> AsyncIterator[dict[str, Any]]:
         if self._events is not None:
@@ -171,18 +144,12 @@ class Informer:
             events = await self._open()
             self._failed_connects = 0
             event = await events.__anext__()
-        except StopAsyncIteration:  # the server ended the watch: reopen from where it was
+        except (StopAsyncIteration, StreamBroken):  # ended or broke: reopen from where it was
             await self._close()
             return
-        except StreamBroken:
+        except KubernetesUnreachableError as error:
             await self._close()
-            return
-        except KubernetesUnreachableError:
-            await self._close()
-            self._failed_connects += 1
-            if self._failed_connects >= MAX_RECONNECTS:
-                raise
-            await anyio.sleep(min(RECONNECT_DELAY * 2**self._failed_connects, 2.0))
+            await self._back_off(error)
             return
         except BaseException:  # cancelled mid-read: the stream cannot be handed over
             await self._close()

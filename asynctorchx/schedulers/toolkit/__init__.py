@@ -21,7 +21,9 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
   (log stamps);
 - concurrency: :func:`gather`, :func:`gather_results`, :func:`race` (the first error
   raised as itself);
-- watching without events: :class:`BatchedPoller` (one poll per tick for every waiter).
+- waiting on one feed: :class:`SharedFeed` (one reader, many waiters; a Kubernetes watch
+  is one), :class:`BatchedPoller` (for backends without events: one poll per tick for
+  every waiter).
 
 ``docs/architecture.md`` walks through adding a backend with these pieces.
 """
@@ -43,7 +45,7 @@ from asynctorchx.schedulers.toolkit._lines import (
     line_spans,
 )
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
-from asynctorchx.schedulers.toolkit._polling import BatchedPoller
+from asynctorchx.schedulers.toolkit._polling import BatchedPoller, SharedFeed
 from asynctorchx.schedulers.toolkit._rfc3339 import format_rfc3339_ns, parse_rfc3339_ns
 from asynctorchx.schedulers.toolkit._state import (
     LIVE_PRECEDENCE,
@@ -81,6 +83,7 @@ __all__ = [
     "LogBlock",
     "LogQuery",
     "Notifier",
+    "SharedFeed",
     "UnknownDeviceError",
     "app_state",
     "check_env",

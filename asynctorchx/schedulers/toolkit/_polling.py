@@ -1,16 +1,19 @@
-"""The watch fallback for backends without events: ONE batched poll for every watcher.
+"""One reader, many waiters: :class:`SharedFeed`, and the batched poll built on it.
 
-Where a backend pushes state changes (process exit, Docker's ``/events``, a Kubernetes
-watch) a scheduler awaits them. Where it pushes nothing to ordinary users (Slurm:
-``strigger`` is for the SlurmUser only, ``sbatch --wait`` itself polls), state has to be
-asked for. :class:`BatchedPoller` asks once per tick for every watched key together
-(one ``squeue`` for all watched jobs), however many tasks wait, instead of each waiter
-polling on its own timer as TorchX's ``Runner.wait`` does.
+A backend learns of state changes from one feed: a Kubernetes watch (the informer of
+``kubernetes/_informer.py``), or, where the backend pushes nothing to ordinary users
+(Slurm: ``strigger`` is for the SlurmUser only, ``sbatch --wait`` itself polls), a poll.
+Either way many tasks wait on the same snapshot, each for its own condition.
+:class:`SharedFeed` is that part, written once: one waiter at a time reads the feed's
+next step for everyone and wakes them all; each re-checks its condition on the new
+snapshot. :class:`BatchedPoller` is the poll: one ``fetch`` per tick for every watched
+key together (one ``squeue`` for all watched jobs), instead of each waiter polling on
+its own timer as TorchX's ``Runner.wait`` does.
 
-No background task is needed: the first waiter to find no tick in progress runs the next
-one and the others await its result; when that waiter leaves (its app ended, or it was
-cancelled), the next waiter takes over. So the poller is only active while somebody
-waits, and cancelling any waiter never stops the others.
+No background task is needed: the first waiter to find nobody reading becomes the
+reader; when it leaves (its condition held, or it was cancelled), the next waiter takes
+over. So a feed is only read while somebody waits, and cancelling any waiter never
+stops the others.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from asynctorchx.schedulers.toolkit._tail import Notifier
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+T = TypeVar("T")
 
 #: Seconds between two polls while watched states change (the default tick).
 DEFAULT_INTERVAL = 1.0
@@ -34,7 +38,77 @@ DEFAULT_MAX_INTERVAL = 10.0
 DEFAULT_IDLE_AFTER = 60.0
 
 
-class BatchedPoller(Generic[K, V]):
+class SharedFeed:
+    """A snapshot kept by one feed, and the tasks waiting on it for their conditions.
+
+    A subclass keeps the snapshot and implements :meth:`_read` (one step of the feed:
+    a poll, a watch event); :meth:`_idle` runs when the last waiter leaves (closing a
+    watch nobody reads). :attr:`reads` counts the steps run, cancelled ones included.
+    """
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self._changed = Notifier()
+        self._reading = False
+        self._waiters = 0
+        self._failure: tuple[int, Exception] | None = None
+
+    async def _read(self) -> None:
+        """Run one step of the feed, updating the snapshot (the subclass's)."""
+        raise NotImplementedError
+
+    async def _idle(self) -> None:
+        """Called when the last waiter left (nothing to do by default)."""
+
+    async def wait_for(self, check: Callable[[], T | None], timeout: float | None = None) -> T:
+        """Wait until ``check()`` returns something other than ``None``, and return it.
+
+        ``check`` is called now and after every step of the feed, on the snapshot.
+
+        Args:
+            check: reads the snapshot; ``None`` means "not yet".
+            timeout: seconds to wait at most; ``None``: no limit.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first.
+            Exception: the error a step this waiter awaited raised (every waiter of
+                that step gets it).
+        """
+        self._waiters += 1
+        try:
+            with anyio.fail_after(timeout):
+                while True:
+                    event = self._changed.event
+                    found = check()
+                    if found is not None:
+                        return found
+                    if not self._reading:
+                        await self._lead()
+                        continue
+                    seen = self.reads
+                    await event.wait()
+                    if self._failure is not None and self._failure[0] > seen:
+                        raise self._failure[1]
+        finally:
+            self._waiters -= 1
+            if not self._waiters:
+                await self._idle()
+
+    async def _lead(self) -> None:
+        """Run the next step for everyone, then wake every waiter (also when cancelled)."""
+        self._reading = True
+        try:
+            await self._read()
+        except Exception as error:
+            self._failure = (self.reads + 1, error)
+            raise
+        finally:
+            self.reads += 1
+            self._reading = False
+            self._changed.notify()
+
+
+class BatchedPoller(SharedFeed, Generic[K, V]):
     """Polls the state of every watched key with one ``fetch`` call per tick.
 
     Args:
@@ -67,6 +141,7 @@ class BatchedPoller(Generic[K, V]):
                 raise ValueError(f"{name}={value!r}: use a positive number of seconds")
         if max_interval < interval:
             raise ValueError(f"max_interval={max_interval} is below interval={interval}")
+        super().__init__()
         self._fetch = fetch
         self.interval = float(interval)
         self.max_interval = float(max_interval)
@@ -74,29 +149,14 @@ class BatchedPoller(Generic[K, V]):
         self.polls = 0
         self._watchers: dict[K, int] = {}
         self._values: dict[K, V | None] = {}
-        self._notifier: Notifier | None = None
-        self._arrival_notifier: Notifier | None = None
-        self._polling = False
+        self._arrivals = Notifier()
         self._last_poll = -math.inf
         self._last_change = -math.inf
-        self._failure: tuple[int, Exception] | None = None
 
     @property
     def watched(self) -> int:
         """How many distinct keys are watched now."""
         return len(self._watchers)
-
-    def _changed(self) -> Notifier:
-        if self._notifier is None:
-            self._notifier = Notifier()
-        return self._notifier
-
-    def _current_interval(self, now: float) -> float:
-        idle = now - self._last_change
-        if idle <= self.idle_after:
-            return self.interval
-        doublings = int((idle - self.idle_after) // self.interval) + 1
-        return min(self.max_interval, math.ldexp(self.interval, min(doublings, 32)))
 
     async def wait_until(
         self, key: K, done: Callable[[V | None], bool], timeout: float | None = None
@@ -114,12 +174,17 @@ class BatchedPoller(Generic[K, V]):
             TimeoutError: ``timeout`` seconds passed first.
             Exception: the error ``fetch`` raised at a tick this waiter awaited.
         """
+
+        def check() -> tuple[V | None] | None:
+            if key in self._values and done(value := self._values[key]):
+                return (value,)
+            return None
+
         self._watchers[key] = self._watchers.get(key, 0) + 1
         if key not in self._values:
-            self._arrivals().notify()  # a sleeping tick polls at once for a new key
+            self._arrivals.notify()  # a sleeping tick polls at once for a new key
         try:
-            with anyio.fail_after(timeout):
-                return await self._wait(key, done)
+            return (await self.wait_for(check, timeout))[0]
         finally:
             self._watchers[key] -= 1
             if not self._watchers[key]:
@@ -143,59 +208,26 @@ class BatchedPoller(Generic[K, V]):
         after = self.polls
         return await self.wait_until(key, lambda value: self.polls > after, timeout)
 
-    async def _wait(self, key: K, done: Callable[[V | None], bool]) -> V | None:
-        while True:
-            event = self._changed().event
-            if key in self._values:
-                value = self._values[key]
-                if done(value):
-                    return value
-            if not self._polling:
-                await self._lead()
-                continue
-            seen = self.polls
-            await event.wait()
-            if self._failure is not None and self._failure[0] > seen:
-                raise self._failure[1]
-
-    async def _lead(self) -> None:
-        """Run the next tick for everyone, then wake every waiter (also when cancelled)."""
-        self._polling = True
-        try:
-            await self._until_tick()
-            keys = list(self._watchers)
-            try:
-                values = await self._fetch(keys)
-            except Exception as error:
-                self._failure = (self.polls + 1, error)
-                raise
-            finally:
-                self.polls += 1
-                self._last_poll = anyio.current_time()
-            self._store(keys, values)
-        finally:
-            self._polling = False
-            self._changed().notify()
-
-    async def _until_tick(self) -> None:
-        """Sleep until the next tick is due, or a key with no value yet is watched."""
-        while True:
-            arrival = self._arrivals().event
-            if any(key not in self._values for key in self._watchers):
-                return
+    async def _read(self) -> None:
+        """Sleep until the tick is due (or a key with no value yet is watched), then poll."""
+        while all(key in self._values for key in self._watchers):
+            arrival = self._arrivals.event
             now = anyio.current_time()
-            deadline = self._last_poll + self._current_interval(now)
-            if now >= deadline:
-                return
-            with anyio.move_on_after(deadline - now):
+            idle = now - self._last_change
+            interval = self.interval
+            if idle > self.idle_after:  # x2 per idle tick, up to max_interval
+                doublings = min(int((idle - self.idle_after) // self.interval) + 1, 32)
+                interval = min(self.max_interval, math.ldexp(self.interval, doublings))
+            if now >= self._last_poll + interval:
+                break
+            with anyio.move_on_after(self._last_poll + interval - now):
                 await arrival.wait()
-
-    def _arrivals(self) -> Notifier:
-        if self._arrival_notifier is None:
-            self._arrival_notifier = Notifier()
-        return self._arrival_notifier
-
-    def _store(self, keys: list[K], values: Mapping[K, V]) -> None:
+        keys = list(self._watchers)
+        try:
+            values = await self._fetch(keys)
+        finally:
+            self.polls += 1
+            self._last_poll = anyio.current_time()
         for gone in [key for key in self._values if key not in self._watchers]:
             del self._values[gone]  # nobody watches it any more
         for watched in keys:
