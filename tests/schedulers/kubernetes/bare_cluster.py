@@ -216,14 +216,15 @@ class KubeletStandIn:
             try:
                 while True:
                     changed = self.changed.event
-                    lines = self.logs.get(key, [])
-                    for ns, line in lines[sent:]:
+                    # lines written while these are sent are sent at the next turn
+                    new = self.logs.get(key, [])[sent:]
+                    sent += len(new)
+                    for ns, line in new:
                         if since is None or ns >= since:
                             prefix = (_timestamp(ns) + " ") if stamps else ""
                             await stream.send(
                                 connection.send(h11.Data(data=(prefix + line).encode()))
                             )
-                    sent = len(lines)
                     if not follow or key in self.ended:
                         await stream.send(connection.send(h11.EndOfMessage()))
                         return
