@@ -31,11 +31,19 @@ controller manager, kubelet or Volcano: pods stay Pending and nobody acts on a j
   (its ``status`` subresource) as the kubelet would.
 - :class:`LoopbackProxy`: a TCP forwarder the scheduler connects through, so a test can cut
   its connections (a network fault; TLS passes through untouched).
+
+The node and the ``default`` namespace are the server's, so one :class:`BareCluster` at a
+time may run against a server, whatever process runs it: a second one would point the
+node at its own kubelet (the first one's log requests would reach it) and its Volcano
+stand-in would make pods for the first one's jobs. :meth:`BareCluster.running` takes a
+lock file (:data:`LOCK`) for its whole block, so concurrent test runs and benchmarks
+take turns instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import secrets
 import ssl
@@ -59,6 +67,8 @@ from lightkube.config.client_adapter import ConnectionParams
 from tests.schedulers.kubernetes.fake_apiserver import _Notifier, _now, _parse_time, _timestamp
 
 NODE = "asynctorchx-standin"
+#: The lock file that lets one :class:`BareCluster` at a time run on this machine.
+LOCK = Path(tempfile.gettempdir()) / "asynctorchx-kube-standins.lock"
 _JOBS = "/apis/batch.volcano.sh/v1alpha1"
 _COMMANDS = "/apis/bus.volcano.sh/v1alpha1"
 _JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2"
@@ -706,6 +716,17 @@ class JobSetStandIn(_Watching):
             )
 
 
+@contextlib.asynccontextmanager
+async def _exclusive() -> AsyncIterator[None]:
+    """Hold :data:`LOCK` (awaiting it in a thread while another process holds it)."""
+    with LOCK.open("a") as lock:
+        await anyio.to_thread.run_sync(fcntl.flock, lock.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
 class BareCluster:
     """A bare API server made usable for the tests: CRDs, a node, the stand-ins, pod controls.
 
@@ -731,8 +752,10 @@ class BareCluster:
     @classmethod
     @contextlib.asynccontextmanager
     async def running(cls, kubeconfig: str) -> AsyncIterator[BareCluster]:
-        """Install the CRDs and the stand-in node, run the stand-ins until the block ends."""
+        """Install the CRDs and the stand-in node, run the stand-ins until the block ends
+        (once no other one runs: see :data:`LOCK`)."""
         async with (
+            _exclusive(),
             http_client(kubeconfig) as http,
             KubeletStandIn().serving() as kubelet,
             anyio.create_task_group() as task_group,
