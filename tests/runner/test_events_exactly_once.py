@@ -9,7 +9,6 @@ over one 64 KiB read) to stdout and stderr, so the resumes land inside read bloc
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import random
@@ -22,7 +21,6 @@ import anyio
 import pytest
 
 from asynctorchx.runner import LogEvent, Runner, StateEvent, get_runner
-from asynctorchx.schedulers.kubernetes_scheduler import create_scheduler
 from asynctorchx.specs.api import (
     AppDef,
     AppState,
@@ -33,8 +31,8 @@ from asynctorchx.specs.api import (
     parse_app_handle,
 )
 from tests.isolation import isolate_from_user_config
-from tests.schedulers.kubernetes.conftest import IMAGE
-from tests.schedulers.kubernetes.fake_apiserver import FakeApiServer
+from tests.schedulers.kubernetes.bare_cluster import BareCluster
+from tests.schedulers.kubernetes.conftest import BARE, IMAGE, require_real_cluster
 from tests.schedulers.slurm.conftest import SlurmCluster
 from tests.schedulers.slurm.conftest import slurm_cluster as slurm_cluster  # the fixture
 
@@ -165,7 +163,9 @@ async def _read_elsewhere(handle: str, got: _Collected, count: int) -> None:
         done = await anyio.run_process(
             [sys.executable, "-c", READER, handle, got.cursor or "-", str(count)],
             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+            check=False,
         )
+    assert done.returncode == 0, done.stderr.decode()
     for text in done.stdout.decode().splitlines():
         event = json.loads(text)
         got.take(
@@ -178,16 +178,16 @@ async def _read_elsewhere(handle: str, got: _Collected, count: int) -> None:
 
 
 async def _drop_and_resume(
-    runner: Runner, handle: str, got: _Collected, restarts: int = 3
+    runner: Runner, handle: str, got: _Collected, restarts: int = 3, among: int = 40
 ) -> tuple[int, int]:
     """Read the app's events to their end, dropping the stream after a random number
     of events each time and resuming from the last cursor; ``restarts`` of the resumes
-    (among the first 40) in a new process. Returns the seed and how many drops came
-    before ``got.go`` existed (while the app was still writing)."""
+    (among the first ``among``) in a new process. Returns the seed and how many drops
+    came before ``got.go`` existed (while the app was still writing)."""
     seed = random.randrange(1 << 32)
     chooser = random.Random(seed)
     drops = running_drops = 0
-    elsewhere = set(chooser.sample(range(40), restarts))
+    elsewhere = set(chooser.sample(range(among), restarts))
     while got.final is None:
         # under 200 events a read, so the thresholds on drops below hold for every seed
         count = chooser.choice([1, 2, 7, chooser.randrange(1, 200)])
@@ -288,35 +288,47 @@ async def test_slurm_readers_dropped_and_restarted_get_every_line_once(
     _assert_once(got, _sh_expected(), seed)
 
 
-async def test_kubernetes_readers_dropped_while_the_pod_logs_get_every_line_once(
-    tmp_path: Path,
+async def test_kubernetes_readers_dropped_and_restarted_while_the_pod_logs_get_every_line_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """On the real API server, its log proxy in front of the kubelet stand-in; two of the
+    first five resumes in a new process, which finds the cluster through ``KUBECONFIG``."""
+    kubeconfig = require_real_cluster()
+    if not BARE:
+        pytest.skip("writes the pod's log through the kubelet stand-in: a bare server only")
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
     lines = 1000
-    async with FakeApiServer().running(tmp_path) as fake:
-        factory = functools.partial(create_scheduler, kubeconfig=str(fake.kubeconfig))
-        app = AppDef("once", [Role("role0", IMAGE, entrypoint="sh", args=["-c", "true"])])
-        async with Runner(
-            "s", {"kubernetes": factory}, handle_signals=False, trackers={}
-        ) as runner:
-            handle = await runner.run(app, "kubernetes", {"queue": "default"})
-            app_id = parse_app_handle(handle).app_id
-            pod = f"{app_id.partition(':')[2]}-role0-0-0"
-            got = _Collected(tmp_path / "go", 2 * lines)  # never reached: the writer ends it
+    app = AppDef("once", [Role("role0", IMAGE, entrypoint="sh", args=["-c", "true"])])
+    async with (
+        BareCluster.running(kubeconfig) as cluster,
+        get_runner(handle_signals=False) as runner,
+    ):
+        handle = await runner.run(app, "kubernetes", {"queue": "default"})
+        app_id = parse_app_handle(handle).app_id
+        pod = f"{app_id.partition(':')[2]}-role0-0-0"
+        got = _Collected(tmp_path / "go", 2 * lines)  # never reached: the writer ends it
+        try:
             async with anyio.create_task_group() as app_side:
 
                 async def write() -> None:
                     """The pod logs in bursts, some lines sharing one time, each burst once
                     the reader is within 50 lines of the last; then it ends."""
-                    fake.start_pod(pod)
+                    await cluster.start_pod(pod)
                     for first in range(0, lines, 40):
                         burst = [str(n) for n in range(first, first + 40)]
-                        fake.write_log(pod, *burst[:20])
-                        fake.write_log(pod, *burst[20:], same_time=True)
+                        cluster.write_log(pod, *burst[:20])
+                        cluster.write_log(pod, *burst[20:], same_time=True)
                         await got.wait_for_lines(first + 40 - 50)
                     got.go.touch()
-                    fake.finish_pod(pod, 0)
+                    await cluster.finish_pod(pod, 0)
 
                 app_side.start_soon(write)
-                seed, running_drops = await _drop_and_resume(runner, handle, got, restarts=0)
+                seed, running_drops = await _drop_and_resume(
+                    runner, handle, got, restarts=2, among=5
+                )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await runner.delete(handle)
+    # the restarts were among the first five drops, all while the pod logged
     assert running_drops >= 5, f"seed {seed}: {running_drops} drops while the pod logged"
     _assert_once(got, {"combined": [f"{n}\n" for n in range(lines)]}, seed)
