@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx2
@@ -51,12 +51,26 @@ JOB_KINDS: dict[str, tuple[str, str, Any, type[Exception]]] = {
     "jobsets": (JOBSET_GROUP, JOBSET_VERSION, JobSetResource, JobSetNotInstalledError),
 }
 VolcanoCommand = create_namespaced_resource("bus.volcano.sh", "v1alpha1", "Command", "commands")
+T = TypeVar("T")
 #: Seconds a single request may take (connect, read, write) before it counts as failed.
 REQUEST_TIMEOUT = 30.0
 
 
 class StreamBroken(Exception):
     """A watch or log stream's connection broke (the caller reconnects)."""
+
+
+#: The errors of a connection that broke while a stream was read.
+BROKEN = (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.ReadTimeout)
+
+
+async def _read(stream: AsyncIterator[T]) -> AsyncIterator[T]:
+    """``stream``'s items; its connection breaking is :class:`StreamBroken`."""
+    try:
+        async for item in stream:
+            yield item
+    except BROKEN as error:
+        raise StreamBroken(str(error)) from None
 
 
 def _request_name(method: str, path: str) -> str:
@@ -171,11 +185,14 @@ class ApiServer:
                         await closing.aclose()
 
     @contextlib.contextmanager
-    def _errors(self, request: str) -> Any:
-        """Map lightkube's and httpx's errors of one request to ours."""
+    def _errors(self, request: str, missing_ok: bool = False) -> Any:
+        """Map lightkube's and httpx's errors of one request to ours (``missing_ok``: a
+        ``404`` ends the block quietly)."""
         try:
             yield
         except ApiError as error:
+            if missing_ok and error.response.status_code == 404:
+                return
             raise _api_error(error, request) from None
         except httpx2.TransportError as error:
             raise KubernetesUnreachableError(
@@ -207,6 +224,12 @@ class ApiServer:
 
     # ------------------------------------------------------------------ jobs
 
+    async def _job_kind(self, plural: str) -> tuple[AsyncClient, Any, str]:
+        """The client, lightkube resource and name (for errors) of a checked job kind."""
+        await self.check_kind(plural)
+        group, _, resource, _ = JOB_KINDS[plural]
+        return self._clients()[0], resource, f"{group} {plural}"
+
     async def create_job(
         self, namespace: str, manifest: dict[str, Any], plural: str = "jobs"
     ) -> dict[str, Any]:
@@ -217,10 +240,8 @@ class ApiServer:
             manifest: the ``Job`` (or ``JobSet``) manifest.
             plural: ``jobs`` (Volcano) or ``jobsets``.
         """
-        await self.check_kind(plural)
-        group, _, resource, _ = JOB_KINDS[plural]
-        client, _ = self._clients()
-        with self._errors(f"POST {group} {plural} in {namespace}"):
+        client, resource, kind = await self._job_kind(plural)
+        with self._errors(f"POST {kind} in {namespace}"):
             body = {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
             created = await client.create(resource.from_dict(body))
         return dict(created)
@@ -235,17 +256,10 @@ class ApiServer:
             name: its name.
             plural: ``jobs`` (Volcano) or ``jobsets``.
         """
-        await self.check_kind(plural)
-        group, _, resource, _ = JOB_KINDS[plural]
-        client, _ = self._clients()
-        try:
-            with self._errors(f"GET {group} {plural} {namespace}/{name}"):
-                found = await client.get(resource, name, namespace=namespace)
-        except KubernetesApiError as error:
-            if error.status == 404:
-                return None
-            raise
-        return dict(found)
+        client, resource, kind = await self._job_kind(plural)
+        with self._errors(f"GET {kind} {namespace}/{name}", missing_ok=True):
+            return dict(await client.get(resource, name, namespace=namespace))
+        return None
 
     async def delete_job(self, namespace: str, name: str, plural: str = "jobs") -> bool:
         """Delete the job or JobSet (its pods go with it); ``False`` if it did not exist.
@@ -255,17 +269,11 @@ class ApiServer:
             name: its name.
             plural: ``jobs`` (Volcano) or ``jobsets``.
         """
-        await self.check_kind(plural)
-        group, _, resource, _ = JOB_KINDS[plural]
-        client, _ = self._clients()
-        try:
-            with self._errors(f"DELETE {group} {plural} {namespace}/{name}"):
-                await client.delete(resource, name, namespace=namespace)
-        except KubernetesApiError as error:
-            if error.status == 404:
-                return False
-            raise
-        return True
+        client, resource, kind = await self._job_kind(plural)
+        with self._errors(f"DELETE {kind} {namespace}/{name}", missing_ok=True):
+            await client.delete(resource, name, namespace=namespace)
+            return True
+        return False
 
     async def annotate_job(
         self, namespace: str, name: str, annotations: dict[str, str], plural: str = "jobs"
@@ -278,10 +286,9 @@ class ApiServer:
             annotations: key -> value.
             plural: ``jobs`` (Volcano) or ``jobsets``.
         """
-        group, _, resource, _ = JOB_KINDS[plural]
-        client, _ = self._clients()
+        client, resource, kind = await self._job_kind(plural)
         patch = {"metadata": {"annotations": annotations}}
-        with self._errors(f"PATCH {group} {plural} {namespace}/{name}"):
+        with self._errors(f"PATCH {kind} {namespace}/{name}"):
             await client.patch(
                 resource, name, patch, namespace=namespace, patch_type=PatchType.MERGE
             )
@@ -329,10 +336,8 @@ class ApiServer:
             namespace: the namespace.
             plural: ``jobs`` (Volcano) or ``jobsets``.
         """
-        await self.check_kind(plural)
-        group, _, resource, _ = JOB_KINDS[plural]
-        client, _ = self._clients()
-        with self._errors(f"GET {group} {plural} in {namespace}"):
+        client, resource, kind = await self._job_kind(plural)
+        with self._errors(f"GET {kind} in {namespace}"):
             listed = client.list(resource, namespace=namespace)
             items = [dict(job) async for job in listed]
             return items, listed.resourceVersion
@@ -365,7 +370,7 @@ class ApiServer:
                     await response.aread()
                     raise _status_error(response, request)
                 yield response
-        except (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.ReadTimeout) as error:
+        except BROKEN as error:
             raise StreamBroken(str(error)) from None
         except httpx2.TransportError as error:
             raise KubernetesUnreachableError(
@@ -407,16 +412,7 @@ class ApiServer:
         if labels:
             params["labelSelector"] = ",".join(f"{key}={value}" for key, value in labels.items())
         async with self._stream(path, params) as response:
-
-            async def events() -> AsyncIterator[dict[str, Any]]:
-                try:
-                    async for line in response.aiter_lines():
-                        if line.strip():
-                            yield json.loads(line)
-                except (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.ReadTimeout) as error:
-                    raise StreamBroken(str(error)) from None
-
-            yield events()
+            yield (json.loads(line) async for line in _read(response.aiter_lines()) if line.strip())
 
     @contextlib.asynccontextmanager
     async def log(
@@ -440,12 +436,4 @@ class ApiServer:
             params["sinceTime"] = since_time
         path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
         async with self._stream(path, params) as response:
-
-            async def chunks() -> AsyncIterator[bytes]:
-                try:
-                    async for chunk in response.aiter_bytes():
-                        yield chunk
-                except (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.ReadTimeout) as error:
-                    raise StreamBroken(str(error)) from None
-
-            yield chunks()
+            yield _read(response.aiter_bytes())
