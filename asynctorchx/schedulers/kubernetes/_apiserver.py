@@ -327,35 +327,23 @@ class ApiServer:
         with self._errors(f"POST bus.volcano.sh commands in {namespace}"):
             await client.create(VolcanoCommand.from_dict(command))
 
-    async def list_jobs(
-        self, namespace: str, plural: str = "jobs"
+    async def list(
+        self, plural: str, namespace: str, labels: Mapping[str, str] | None = None
     ) -> tuple[list[dict[str, Any]], str]:
-        """Return the namespace's jobs (or JobSets) and the list's ``resourceVersion``.
+        """Return the namespace's jobs, JobSets or pods and the list's ``resourceVersion``.
 
         Args:
+            plural: ``jobs`` (Volcano), ``jobsets`` or ``pods``.
             namespace: the namespace.
-            plural: ``jobs`` (Volcano) or ``jobsets``.
+            labels: label -> value every object listed has, or ``None``.
         """
-        client, resource, kind = await self._job_kind(plural)
+        if plural == "pods":
+            client, resource, kind = self._clients()[0], Pod, "pods"
+        else:
+            client, resource, kind = await self._job_kind(plural)
         with self._errors(f"GET {kind} in {namespace}"):
-            listed = client.list(resource, namespace=namespace)
-            items = [dict(job) async for job in listed]
-            return items, listed.resourceVersion
-
-    async def list_pods(
-        self, namespace: str, labels: Mapping[str, str]
-    ) -> tuple[list[dict[str, Any]], str]:
-        """Return the pods with ``labels`` and the list's ``resourceVersion``.
-
-        Args:
-            namespace: the namespace.
-            labels: label -> value every pod has.
-        """
-        client, _ = self._clients()
-        with self._errors(f"GET pods in {namespace}"):
-            listed = client.list(Pod, namespace=namespace, labels=dict(labels.items()))
-            items = [dict(pod.to_dict()) async for pod in listed]
-            return items, listed.resourceVersion
+            listed = client.list(resource, namespace=namespace, labels=dict(labels or {}))
+            return [item.to_dict() async for item in listed], listed.resourceVersion
 
     # ------------------------------------------------------------------ streams
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 
@@ -30,6 +30,7 @@ from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
 from asynctorchx.schedulers.toolkit import SharedFeed
 
 T = TypeVar("T")
+Obj = TypeVar("Obj")
 
 #: Consecutive failed reconnections after which waiters get the error.
 MAX_RECONNECTS = 5
@@ -37,13 +38,14 @@ MAX_RECONNECTS = 5
 RECONNECT_DELAY = 0.05
 
 
-class Informer(SharedFeed):
+class Informer(SharedFeed, Generic[Obj]):
     """A cache of one kind's objects in one namespace, kept by one shared watch.
 
     Args:
         api: the API server connection.
         plural: ``jobs`` (Volcano), ``jobsets`` or ``pods``.
         namespace: the namespace.
+        parse: reads an object's JSON once, as it arrives (pods: ``Pod.parse``).
         labels: label -> value every object has (pods: TorchX's managed-by label).
 
     :attr:`objects` maps name -> the object as last seen; :attr:`lists` and
@@ -55,14 +57,16 @@ class Informer(SharedFeed):
         api: ApiServer,
         plural: str,
         namespace: str,
+        parse: Callable[[dict[str, Any]], Obj],
         labels: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
+        self.parse = parse
         self.api = api
         self.plural = plural
         self.namespace = namespace
         self.labels = dict(labels or {})
-        self.objects: dict[str, dict[str, Any]] = {}
+        self.objects: dict[str, Obj] = {}
         self.synced = False
         self.resource_version = ""
         self.lists = 0
@@ -96,12 +100,9 @@ class Informer(SharedFeed):
 
     async def _list(self) -> None:
         await self._close()
-        if self.plural != "pods":
-            items, version = await self.api.list_jobs(self.namespace, self.plural)
-        else:
-            items, version = await self.api.list_pods(self.namespace, self.labels)
+        items, version = await self.api.list(self.plural, self.namespace, self.labels)
         self.lists += 1
-        self.objects = {item["metadata"]["name"]: item for item in items}
+        self.objects = {item["metadata"]["name"]: self.parse(item) for item in items}
         self.resource_version = version
         self.synced = True
 
@@ -174,7 +175,7 @@ class Informer(SharedFeed):
         if kind == "DELETED":
             self.objects.pop(name, None)
         elif kind in ("ADDED", "MODIFIED") and name:
-            self.objects[name] = obj
+            self.objects[name] = self.parse(obj)
 
     async def _close(self) -> None:
         stack, self._stack, self._events = self._stack, None, None

@@ -37,6 +37,7 @@ from asynctorchx.schedulers.kubernetes._request import (
 )
 from asynctorchx.schedulers.kubernetes._state import (
     ANNOTATION_FAILED,
+    Pod,
     describe_job,
     job_failure,
     job_state,
@@ -44,7 +45,7 @@ from asynctorchx.schedulers.kubernetes._state import (
 from asynctorchx.specs.api import AppDef, AppState, CfgVal, is_terminal
 
 Obj = Mapping[str, Any]
-Pods = Mapping[str, Obj]
+Pods = Mapping[str, Pod]
 
 
 @attrs.frozen
@@ -112,13 +113,9 @@ async def _annotate_and_abort(
 def _jobset_pod(job: Obj, pods: Pods, role: str, replica_id: int) -> str | None:
     """The newest pod of the replica's index (:func:`._jobset_state.replica_pods`)."""
     name = job["metadata"]["name"]
-    mine = {
-        key: pod
-        for key, pod in pods.items()
-        if ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOBSET_NAME) == name
-    }
+    mine = {key: pod for key, pod in pods.items() if pod.labels.get(LABEL_JOBSET_NAME) == name}
     pod = replica_pods(job, mine).get((role, replica_id))
-    return None if pod is None else str(pod["metadata"]["name"])
+    return None if pod is None else pod.name
 
 
 async def _delete_jobset(api: ApiServer, namespace: str, job: dict[str, Any]) -> None:

@@ -14,7 +14,6 @@ as under Volcano (:mod:`._state`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from asynctorchx.schedulers._responses import DescribeAppResponse
@@ -27,6 +26,7 @@ from asynctorchx.schedulers.kubernetes._jobset_request import (
 from asynctorchx.schedulers.kubernetes._request import LABEL_ROLE_NAME
 from asynctorchx.schedulers.kubernetes._state import (
     ANNOTATION_FAILED,
+    Pod,
     pod_failure,
     pull_timeout,
     replica_status,
@@ -106,17 +106,13 @@ def jobset_message(jobset: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _newness(pod: Mapping[str, Any]) -> tuple[datetime, bool]:
+def _newness(pod: Pod) -> tuple[float, bool]:
     """Creation time (whole seconds), then not failed: a replacement is made for a failed
     pod, so on a tie the pod that has not failed is the newer."""
-    stamp = str((pod.get("metadata") or {}).get("creationTimestamp") or "1970-01-01T00:00:00Z")
-    failed = (pod.get("status") or {}).get("phase") == "Failed"
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")), not failed
+    return pod.created or 0.0, pod.phase != "Failed"
 
 
-def replica_pods(
-    jobset: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]]
-) -> dict[tuple[str, int], Mapping[str, Any]]:
+def replica_pods(jobset: Mapping[str, Any], pods: Mapping[str, Pod]) -> dict[tuple[str, int], Pod]:
     """Each replica's pod: ``(role, replica id)`` -> the newest pod of that index.
 
     A pod belongs to replica ``k`` of role ``r`` when its ``replicatedjob-name`` label is
@@ -129,12 +125,11 @@ def replica_pods(
         pods: pod name -> pod, for the JobSet's pods.
     """
     roles = {rjob: role for role, rjob, _ in replicated_jobs(jobset)}
-    found: dict[tuple[str, int], Mapping[str, Any]] = {}
+    found: dict[tuple[str, int], Pod] = {}
     for pod in pods.values():
-        metadata = pod.get("metadata") or {}
-        role = roles.get(str((metadata.get("labels") or {}).get(LABEL_REPLICATED_JOB)))
-        index = (metadata.get("annotations") or {}).get(ANNOTATION_COMPLETION_INDEX)
-        if role is None or index is None or not str(index).isdigit():
+        role = roles.get(str(pod.labels.get(LABEL_REPLICATED_JOB)))
+        index = pod.annotations.get(ANNOTATION_COMPLETION_INDEX)
+        if role is None or index is None or not index.isdigit():
             continue
         key = (role, int(index))
         if key not in found or _newness(pod) > _newness(found[key]):
@@ -142,9 +137,7 @@ def replica_pods(
     return found
 
 
-def jobset_failure(
-    jobset: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]], now: float
-) -> str | None:
+def jobset_failure(jobset: Mapping[str, Any], pods: Mapping[str, Pod], now: float) -> str | None:
     """Why the app ends ``FAILED`` though the JobSet says otherwise, else ``None``.
 
     The JobSet's ``asynctorchx/failed`` annotation, else the first replica whose pod's
@@ -189,7 +182,7 @@ def _roles(jobset: Mapping[str, Any]) -> list[Role]:
 
 
 def describe_jobset(
-    app_id: str, jobset: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]], now: float
+    app_id: str, jobset: Mapping[str, Any], pods: Mapping[str, Pod], now: float
 ) -> DescribeAppResponse:
     """Describe the app of a JobSet from the JobSet and its pods.
 

@@ -26,7 +26,7 @@ import attrs
 from asynctorchx.errors import KubernetesApiError
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
 from asynctorchx.schedulers.kubernetes._informer import Informer
-from asynctorchx.schedulers.kubernetes._state import job_state
+from asynctorchx.schedulers.kubernetes._state import Pod, job_state
 from asynctorchx.schedulers.toolkit import (
     LineAssembler,
     LogBlock,
@@ -154,19 +154,21 @@ class _Reader:
 #: A replica's pod name, or how to find it in the pods watch's cache (``None``: no pod yet);
 #: a JobSet's pod names have a random suffix and change when the Job retries a pod.
 PodName = str | Callable[[], str | None]
+#: The shared watch of the jobs (or JobSets) of a namespace.
+Jobs = Informer[dict[str, Any]]
 #: The app state of a job object (Volcano's ``Job`` or a ``JobSet``).
 AppStateOf = Callable[[Mapping[str, Any]], AppState]
 
 
-def _pod_of(pods: Informer, pod: PodName) -> dict[str, Any] | None:
+def _pod_of(pods: Informer[Pod], pod: PodName) -> Pod | None:
     name = pod() if callable(pod) else pod
     return None if name is None else pods.objects.get(name)
 
 
 async def log_blocks(
     api: ApiServer,
-    jobs: Informer,
-    pods: Informer,
+    jobs: Jobs,
+    pods: Informer[Pod],
     job_name: str,
     pod: PodName,
     container: str,
@@ -222,19 +224,19 @@ async def _read_once(reader: _Reader, pod: str | None) -> AsyncGenerator[list[st
         return
 
 
-def _app_over(jobs: Informer, job_name: str, app_state: AppStateOf) -> bool:
+def _app_over(jobs: Jobs, job_name: str, app_state: AppStateOf) -> bool:
     job = jobs.objects.get(job_name)
     return job is None or is_terminal(app_state(job))
 
 
-async def _await(informer: Informer, check: Callable[[], bool]) -> None:
+async def _await(informer: Informer[Any], check: Callable[[], bool]) -> None:
     await informer.wait_until(lambda: True if check() else None)
 
 
 async def _follow(
     reader: _Reader,
-    jobs: Informer,
-    pods: Informer,
+    jobs: Jobs,
+    pods: Informer[Pod],
     job_name: str,
     pod: PodName,
     app_state: AppStateOf,
@@ -249,12 +251,12 @@ async def _follow(
         current = await _started_pod(jobs, pods, job_name, pod, complete_uid, app_state)
         if current is None:
             return
-        uid = current["metadata"].get("uid", "")
+        uid = current.uid
         if uid != reader.position.uid:  # a new container (a retry): all its lines are new
             reader.position = _Position(uid)
-        terminated = (current.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        terminated = current.over
         try:
-            async for block in reader.read(current["metadata"]["name"], follow=True):
+            async for block in reader.read(current.name, follow=True):
                 yield block
         except StreamBroken:
             continue
@@ -271,36 +273,29 @@ async def _follow(
             await _await(pods, functools.partial(_ended, pods, pod, uid))
 
 
-def _ended(pods: Informer, pod: PodName, uid: str) -> bool:
+def _ended(pods: Informer[Pod], pod: PodName, uid: str) -> bool:
     """Whether the container ``uid`` of the pod is over (terminated, replaced, gone)."""
     current = _pod_of(pods, pod)
-    if current is None or current["metadata"].get("uid", "") != uid:
-        return True
-    return (current.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def _finished_read(current: dict[str, Any], read_uid: str) -> bool:
-    phase = (current.get("status") or {}).get("phase")
-    return current["metadata"].get("uid", "") == read_uid and phase in ("Succeeded", "Failed")
+    return current is None or current.uid != uid or current.over
 
 
 async def _started_pod(
-    jobs: Informer,
-    pods: Informer,
+    jobs: Jobs,
+    pods: Informer[Pod],
     job_name: str,
     pod: PodName,
     read_uid: str,
     app_state: AppStateOf,
-) -> dict[str, Any] | None:
+) -> Pod | None:
     """Await the pod with a container to read (started, and not the finished one read);
     ``None`` once the app is terminal with nothing more to read.
     """
 
     def readable() -> bool:
         current = _pod_of(pods, pod)
-        if current is None or _finished_read(current, read_uid):
+        if current is None or (current.uid == read_uid and current.over):
             return False
-        return (current.get("status") or {}).get("phase") not in (None, "Pending")
+        return current.phase not in (None, "Pending")
 
     def ready() -> bool:
         return pods.synced and jobs.synced and (readable() or _app_over(jobs, job_name, app_state))

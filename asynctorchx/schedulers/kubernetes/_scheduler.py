@@ -46,6 +46,7 @@ from asynctorchx.schedulers.kubernetes._request import (
 )
 from asynctorchx.schedulers.kubernetes._state import (
     ANNOTATION_FAILED,
+    Pod,
     pull_deadline,
     pull_timeout,
 )
@@ -93,25 +94,34 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     ) -> None:
         super().__init__("kubernetes", session_name)
         self.api = ApiServer(kubeconfig, context)
-        self._informers: dict[tuple[str, str], Informer] = {}
+        self._jobs: dict[tuple[str, str], Informer[dict[str, Any]]] = {}
+        self._pods: dict[str, Informer[Pod]] = {}
 
     async def close(self) -> None:
         """Close the connection; idempotent, never raises. Jobs keep running."""
         await self.api.close()
 
-    def informer(self, plural: str, namespace: str) -> Informer:
-        """The shared watch of ``jobs``, ``jobsets`` or ``pods`` in ``namespace`` (made on
-        first use).
+    def jobs(self, plural: str, namespace: str) -> Informer[dict[str, Any]]:
+        """The shared watch of ``jobs`` or ``jobsets`` in ``namespace`` (made on first use).
 
         Args:
-            plural: ``jobs`` (Volcano), ``jobsets`` or ``pods``.
+            plural: ``jobs`` (Volcano) or ``jobsets``.
             namespace: the namespace.
         """
         key = (plural, namespace)
-        if key not in self._informers:
-            labels = POD_LABELS if plural == "pods" else None
-            self._informers[key] = Informer(self.api, plural, namespace, labels)
-        return self._informers[key]
+        if key not in self._jobs:
+            self._jobs[key] = Informer(self.api, plural, namespace, dict)
+        return self._jobs[key]
+
+    def pods(self, namespace: str) -> Informer[Pod]:
+        """The shared watch of TorchX's pods in ``namespace`` (made on first use).
+
+        Args:
+            namespace: the namespace.
+        """
+        if namespace not in self._pods:
+            self._pods[namespace] = Informer(self.api, "pods", namespace, Pod.parse, POD_LABELS)
+        return self._pods[namespace]
 
     # ------------------------------------------------------------------ options, dry run
 
@@ -172,9 +182,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         job = await self.api.get_job(namespace, name, strategy.plural)
         if job is None:
             return None
-        pods, _ = await self.api.list_pods(namespace, strategy.pod_labels(name))
         return strategy.describe(
-            app_id, job, {pod["metadata"]["name"]: pod for pod in pods}, time.time()
+            app_id, job, await self._list_pods(strategy, namespace, name), time.time()
         )
 
     async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
@@ -192,7 +201,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         if cfg and isinstance(cfg.get("namespace"), str) and cfg["namespace"]:
             namespace = str(cfg["namespace"])
         strategy = for_cfg(cfg or {})
-        jobs, _ = await self.api.list_jobs(namespace, strategy.plural)
+        jobs, _ = await self.api.list(strategy.plural, namespace)
         return [
             ListAppResponse(
                 app_id=strategy.app_id(namespace, job["metadata"]["name"]),
@@ -203,14 +212,19 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
 
     # ------------------------------------------------------------------ wait
 
-    def _job_pods(self, pods: Informer, name: str) -> dict[str, dict[str, Any]]:
+    async def _list_pods(self, strategy: JobApi, namespace: str, name: str) -> dict[str, Pod]:
+        """The job's pods, listed now: name -> pod."""
+        listed, _ = await self.api.list("pods", namespace, strategy.pod_labels(name))
+        return {pod.name: pod for pod in map(Pod.parse, listed)}
+
+    def _job_pods(self, pods: Informer[Pod], name: str) -> dict[str, Pod]:
         """The job's pods in the pods watch's cache (none before it is synced)."""
         if not pods.synced:
             return {}
         return {
             key: pod
             for key, pod in pods.objects.items()
-            if (pod["metadata"].get("labels") or {}).get(LABEL_UNIQUE_NAME) == name
+            if pod.labels.get(LABEL_UNIQUE_NAME) == name
         }
 
     async def _await_job(
@@ -224,8 +238,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         annotated with it (and a Volcano job aborted, so nothing of it stays pending).
         """
         strategy, namespace, name = self._ref(app_id)
-        jobs = self.informer(strategy.plural, namespace)
-        pods = self.informer("pods", namespace)
+        jobs, pods = self.jobs(strategy.plural, namespace), self.pods(namespace)
         seen: set[str] = set()
         with anyio.fail_after(timeout):
             if await self.api.get_job(namespace, name, strategy.plural) is None:
@@ -246,8 +259,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     async def _change(
         self,
         strategy: JobApi,
-        jobs: Informer,
-        pods: Informer,
+        jobs: Informer[dict[str, Any]],
+        pods: Informer[Pod],
         name: str,
         done: Callable[[AppState], bool],
         seen: set[str],
@@ -269,7 +282,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
 
         outcome: list[str] = []
 
-        async def until(informer: Informer) -> None:
+        async def until(informer: Informer[Any]) -> None:
             outcome.append(await informer.wait_until(check))
 
         async def deadline() -> None:
@@ -286,7 +299,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         strategy: JobApi,
         namespace: str,
         name: str,
-        pods: Mapping[str, Mapping[str, Any]],
+        pods: Mapping[str, Pod],
     ) -> None:
         """Record the reason on a job that a pod's waiting reason ended, and stop it as
         the job API does (once; read fresh, since the cache said so)."""
@@ -410,21 +423,20 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         for role, _ in containers:
             counts[role] = counts.get(role, 0) + 1
         query.check_replica(app_id, counts)
-        pods = self.informer("pods", namespace)
+        pods = self.pods(namespace)
         pod: PodName | None
         if query.should_tail:  # looked up in the pods watch's cache (replaced on a relist)
             pod = functools.partial(_pod_in, strategy, pods, job, query.role_name, query.k)
         else:
-            listed: list[dict[str, Any]] = []
+            listed: dict[str, Pod] = {}
             if not strategy.fixed_pod_names:  # a JobSet's: looked up in a fresh list
-                listed, _ = await self.api.list_pods(namespace, strategy.pod_labels(name))
-            by_name = {each["metadata"]["name"]: each for each in listed}
-            pod = strategy.pod_name(job, by_name, query.role_name, query.k)
+                listed = await self._list_pods(strategy, namespace, name)
+            pod = strategy.pod_name(job, listed, query.role_name, query.k)
             if pod is None:
                 return
         blocks = log_blocks(
             self.api,
-            self.informer(strategy.plural, namespace),
+            self.jobs(strategy.plural, namespace),
             pods,
             name,
             pod,
@@ -439,13 +451,13 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
 
 
 def _pod_in(
-    strategy: JobApi, pods: Informer, job: Mapping[str, Any], role: str, replica_id: int
+    strategy: JobApi, pods: Informer[Pod], job: Mapping[str, Any], role: str, replica_id: int
 ) -> str | None:
     """The replica's pod name in the pods watch's current cache."""
     return strategy.pod_name(job, pods.objects, role, replica_id)
 
 
-def _next_deadline(job: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]]) -> float | None:
+def _next_deadline(job: Mapping[str, Any], pods: Mapping[str, Pod]) -> float | None:
     """The earliest future image pull deadline of the job's pods, or ``None``."""
     now = time.time()
     deadlines = [pull_deadline(pod, pull_timeout(job)) for pod in pods.values()]

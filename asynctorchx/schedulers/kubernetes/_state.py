@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+import attrs
+
 from asynctorchx.schedulers._responses import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes._request import (
     ANNOTATION_PULL_TIMEOUT,
@@ -106,42 +108,9 @@ def job_state(job: Mapping[str, Any]) -> AppState:
     return JOB_STATE.get(phase, AppState.UNKNOWN)
 
 
-def exit_code(pod: Mapping[str, Any]) -> int | None:
-    """The exit code of the pod's (first) container once it terminated, else ``None``.
-
-    Args:
-        pod: the pod (a JSON dict).
-    """
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        terminated = (status.get("state") or {}).get("terminated")
-        if terminated is not None and terminated.get("exitCode") is not None:
-            return int(terminated["exitCode"])
-    return None
-
-
-def hostname(pod: Mapping[str, Any]) -> str:
-    """The name other replicas reach the pod by: ``{hostname}.{subdomain}`` (Volcano's svc
-    plugin sets both), else its IP, else ``""``.
-
-    Args:
-        pod: the pod (a JSON dict).
-    """
-    spec = pod.get("spec") or {}
-    if spec.get("hostname") and spec.get("subdomain"):
-        return f"{spec['hostname']}.{spec['subdomain']}"
-    return str((pod.get("status") or {}).get("podIP") or "")
-
-
-def waiting_reason(pod: Mapping[str, Any]) -> tuple[str, str] | None:
-    """Why the pod cannot start, if :data:`WAITING_REASONS` knows it: ``(reason, message)``.
-
-    Init containers are read first (they run first), then containers, then the
-    ``PodScheduled`` condition.
-
-    Args:
-        pod: the pod (a JSON dict).
-    """
-    status = pod.get("status") or {}
+def _waiting(status: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first reason of :data:`WAITING_REASONS` in a pod's status: its init containers
+    (they run first), its containers, then its ``PodScheduled`` condition."""
     for key in ("initContainerStatuses", "containerStatuses"):
         for container in status.get(key) or []:
             waiting = (container.get("state") or {}).get("waiting") or {}
@@ -158,6 +127,78 @@ def waiting_reason(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def _exit_code(status: Mapping[str, Any]) -> int | None:
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated is not None and terminated.get("exitCode") is not None:
+            return int(terminated["exitCode"])
+    return None
+
+
+@attrs.frozen
+class Pod:
+    """What the scheduler reads of a pod, parsed once where the pod arrives (a list, a
+    watch event): :meth:`parse`.
+
+    Attributes:
+        name: the pod's name.
+        uid: its uid (a retry's new pod has a new one).
+        labels: its labels.
+        annotations: its annotations.
+        phase: its phase (``Pending``, ``Running``, ``Succeeded``, ``Failed``,
+            ``Unknown``), ``None`` before it has one.
+        created: its creation time (epoch seconds, whole seconds), ``None`` if unknown.
+        hostname: the name other replicas reach it by: ``{hostname}.{subdomain}``
+            (Volcano's ``svc`` plugin sets both), else its IP, else ``""``.
+        exit_code: its (first) container's exit code once it terminated, else ``None``.
+        waiting: why it cannot start, if :data:`WAITING_REASONS` knows the reason:
+            ``(reason, message)``, from its init containers (they run first), its
+            containers, then its ``PodScheduled`` condition; else ``None``.
+    """
+
+    name: str
+    uid: str = ""
+    labels: Mapping[str, str] = attrs.field(factory=dict)
+    annotations: Mapping[str, str] = attrs.field(factory=dict)
+    phase: str | None = None
+    created: float | None = None
+    hostname: str = ""
+    exit_code: int | None = None
+    waiting: tuple[str, str] | None = None
+
+    @classmethod
+    def parse(cls, pod: Mapping[str, Any]) -> Pod:
+        """Read a pod's JSON (the API's ``Pod``).
+
+        Args:
+            pod: the pod as the API server sent it.
+        """
+        metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        status = pod.get("status") or {}
+        stamp = metadata.get("creationTimestamp")
+        hostname = str(status.get("podIP") or "")
+        if spec.get("hostname") and spec.get("subdomain"):
+            hostname = f"{spec['hostname']}.{spec['subdomain']}"
+        return cls(
+            name=str(metadata.get("name") or ""),
+            uid=str(metadata.get("uid") or ""),
+            labels=dict(metadata.get("labels") or {}),
+            annotations=dict(metadata.get("annotations") or {}),
+            phase=str(status["phase"]) if status.get("phase") else None,
+            created=datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+            if stamp
+            else None,
+            hostname=hostname,
+            exit_code=_exit_code(status),
+            waiting=_waiting(status),
+        )
+
+    @property
+    def over(self) -> bool:
+        """Whether its containers ended (``Succeeded`` or ``Failed``)."""
+        return self.phase in ("Succeeded", "Failed")
+
+
 def pull_timeout(job: Mapping[str, Any]) -> float | None:
     """The job's image pull timeout in seconds (:data:`ANNOTATION_PULL_TIMEOUT`), or ``None``.
 
@@ -171,43 +212,33 @@ def pull_timeout(job: Mapping[str, Any]) -> float | None:
         return None
 
 
-def _created(pod: Mapping[str, Any]) -> float | None:
-    stamp = (pod.get("metadata") or {}).get("creationTimestamp")
-    if not stamp:
-        return None
-    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
-
-
-def pull_deadline(pod: Mapping[str, Any], timeout: float | None) -> float | None:
+def pull_deadline(pod: Pod, timeout: float | None) -> float | None:
     """When a pod failing to pull its image ends the app (epoch seconds), else ``None``.
 
     The timeout counts from the pod's creation.
 
     Args:
-        pod: the pod (a JSON dict).
+        pod: the pod.
         timeout: the job's image pull timeout in seconds, or ``None`` (no limit).
     """
-    found = waiting_reason(pod)
-    created = _created(pod)
-    if timeout is None or found is None or created is None:
+    if timeout is None or pod.waiting is None or pod.created is None:
         return None
-    if WAITING_REASONS[found[0]] is not Verdict.FAIL_AFTER_PULL_TIMEOUT:
+    if WAITING_REASONS[pod.waiting[0]] is not Verdict.FAIL_AFTER_PULL_TIMEOUT:
         return None
-    return created + timeout
+    return pod.created + timeout
 
 
-def pod_failure(pod: Mapping[str, Any], timeout: float | None, now: float) -> str | None:
+def pod_failure(pod: Pod, timeout: float | None, now: float) -> str | None:
     """The message that ends the app ``FAILED`` because of this pod, or ``None``.
 
     Args:
-        pod: the pod (a JSON dict).
+        pod: the pod.
         timeout: the job's image pull timeout in seconds, or ``None`` (no limit).
         now: the current time (epoch seconds).
     """
-    found = waiting_reason(pod)
-    if found is None:
+    if pod.waiting is None:
         return None
-    reason, message = found
+    reason, message = pod.waiting
     verdict = WAITING_REASONS[reason]
     deadline = pull_deadline(pod, timeout)
     if verdict is Verdict.FAIL:
@@ -220,7 +251,7 @@ def pod_failure(pod: Mapping[str, Any], timeout: float | None, now: float) -> st
 def replica_status(
     role: str,
     replica_id: int,
-    pod: Mapping[str, Any] | None,
+    pod: Pod | None,
     app: AppState,
     failure: str | None,
 ) -> ReplicaStatus:
@@ -229,22 +260,22 @@ def replica_status(
     Args:
         role: the role's name.
         replica_id: the replica's id.
-        pod: its pod (a JSON dict), or ``None`` (not created yet, or removed).
+        pod: its pod, or ``None`` (not created yet, or removed).
         app: the app's state.
         failure: why this pod ended the app ``FAILED`` (:func:`pod_failure`), or ``None``.
     """
     if pod is None:  # not created yet, or removed (an aborted job's pods are deleted)
         state = app if is_terminal(app) else AppState.PENDING
         return ReplicaStatus(replica_id, state, role, "")
-    state = POD_STATE.get(str((pod.get("status") or {}).get("phase")), AppState.UNKNOWN)
-    found = waiting_reason(pod)
+    state = POD_STATE.get(str(pod.phase), AppState.UNKNOWN)
+    found = pod.waiting
     shown = NONE if found is None else (f"{found[0]}: {found[1]}" if found[1] else found[0])
     if failure is not None:
         state, shown = AppState.FAILED, failure
     elif app == AppState.CANCELLED and not is_terminal(state):
         state = AppState.CANCELLED
     return ReplicaStatus(
-        replica_id, state, role, hostname(pod), structured_error_msg=shown, exit_code=exit_code(pod)
+        replica_id, state, role, pod.hostname, structured_error_msg=shown, exit_code=pod.exit_code
     )
 
 
@@ -289,9 +320,7 @@ def replicas_message(replicas: list[ReplicaStatus]) -> str | None:
     return "; ".join(shown) if shown else None
 
 
-def job_failure(
-    job: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]], now: float
-) -> str | None:
+def job_failure(job: Mapping[str, Any], pods: Mapping[str, Pod], now: float) -> str | None:
     """Why the app ends ``FAILED`` though Volcano's phase says otherwise, else ``None``.
 
     The job's :data:`ANNOTATION_FAILED` (the scheduler already decided and aborted the
@@ -319,12 +348,12 @@ def job_failure(
 
 
 def describe_job(
-    app_id: str, job: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]], now: float
+    app_id: str, job: Mapping[str, Any], pods: Mapping[str, Pod], now: float
 ) -> DescribeAppResponse:
     """Describe the app of a Volcano job from the job and its pods.
 
     Each replica's ``structured_error_msg`` is its pod's waiting reason
-    (:func:`waiting_reason`); the app's ``msg`` lists them. :func:`job_failure` ends the
+    (:attr:`Pod.waiting`); the app's ``msg`` lists them. :func:`job_failure` ends the
     app ``FAILED``.
 
     Args:

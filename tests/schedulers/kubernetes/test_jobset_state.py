@@ -19,6 +19,7 @@ from asynctorchx.schedulers.kubernetes._jobset_state import (
     jobset_state,
     replica_pods,
 )
+from asynctorchx.schedulers.kubernetes._state import Pod
 from asynctorchx.specs import AppDef, AppState, Role
 
 T0 = 1767225600.0
@@ -55,6 +56,10 @@ def pod(index: int, phase: str, created: str = "2026-01-01T00:00:00Z") -> dict[s
         "spec": {"hostname": f"app-x-trainer-0-{index}", "subdomain": "app-x"},
         "status": {"phase": phase},
     }
+
+
+def parsed(pods: dict[str, dict[str, Any]]) -> dict[str, Pod]:
+    return {name: Pod.parse(each) for name, each in pods.items()}
 
 
 @pytest.mark.parametrize(
@@ -110,9 +115,9 @@ def test_replicas_come_from_their_index_and_the_newest_pod_wins() -> None:
         "c": retried,
         "other": {"metadata": {"name": "other", "labels": {}, "annotations": {}}},
     }
-    found = replica_pods(jobset(), pods)
+    found = replica_pods(jobset(), parsed(pods))
     assert set(found) == {("trainer", 0), ("trainer", 1)}
-    assert found[("trainer", 1)] is retried
+    assert found[("trainer", 1)] == Pod.parse(retried)
 
 
 def test_describe_reports_replicas_hostnames_and_waiting_reasons() -> None:
@@ -122,7 +127,7 @@ def test_describe_reports_replicas_hostnames_and_waiting_reasons() -> None:
     ]
     resource = jobset(counts(active=1))
     response = describe_jobset(
-        "default:jobset:app-x", resource, {"a": pod(0, "Running"), "b": waiting}, T0
+        "default:jobset:app-x", resource, parsed({"a": pod(0, "Running"), "b": waiting}), T0
     )
     assert response.state == AppState.PENDING
     assert response.msg == "trainer/1 ImagePullBackOff: m"
@@ -135,11 +140,11 @@ def test_describe_reports_replicas_hostnames_and_waiting_reasons() -> None:
     invalid["status"]["containerStatuses"] = [
         {"name": "trainer", "state": {"waiting": {"reason": "InvalidImageName", "message": "bad"}}}
     ]
-    failed = describe_jobset("default:jobset:app-x", resource, {"b": invalid}, T0)
+    failed = describe_jobset("default:jobset:app-x", resource, parsed({"b": invalid}), T0)
     assert (failed.state, failed.msg) == (AppState.FAILED, "trainer/1 InvalidImageName: bad")
     assert failed.roles_statuses[0].replicas[0].state == AppState.FAILED  # no pod, app over
     ended = jobset({"conditions": [condition("Completed", "done")], "restarts": 2})
-    done = describe_jobset("default:jobset:app-x", ended, {"b": invalid}, T0)
+    done = describe_jobset("default:jobset:app-x", ended, parsed({"b": invalid}), T0)
     assert (done.state, done.msg, done.num_restarts) == (AppState.SUCCEEDED, "done", 2)
 
 
@@ -147,5 +152,5 @@ def test_on_a_creation_time_tie_the_pod_that_has_not_failed_is_the_replica() -> 
     replacement = pod(0, "Pending")
     replacement["metadata"]["name"] = "app-x-trainer-0-0-new"
     for order in ([pod(0, "Failed"), replacement], [replacement, pod(0, "Failed")]):
-        found = replica_pods(jobset(), {each["metadata"]["name"]: each for each in order})
-        assert found[("trainer", 0)] is replacement
+        found = replica_pods(jobset(), parsed({each["metadata"]["name"]: each for each in order}))
+        assert found[("trainer", 0)] == Pod.parse(replacement)

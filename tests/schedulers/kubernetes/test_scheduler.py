@@ -150,7 +150,7 @@ async def test_wait_survives_410_and_dropped_watches(tmp_path: Path) -> None:
         assert cluster.proxy is not None
         app_id = await scheduler.submit(sh_app("gone", "true"), CFG)
         result: list[DescribeAppResponse | None] = []
-        informer = scheduler.informer("jobs", "default")
+        informer = scheduler.jobs("jobs", "default")
 
         async def waiter() -> None:
             result.append(await scheduler.wait(app_id, timeout=60))
@@ -254,7 +254,7 @@ async def test_100_apps_share_one_watch_per_kind(tmp_path: Path) -> None:
     async with connected(tmp_path) as (cluster, scheduler):
         app_ids = [await scheduler.submit(sh_app(f"many{n}", "true"), CFG) for n in range(100)]
         results: dict[str, AppState] = {}
-        jobs, pods = scheduler.informer("jobs", "default"), scheduler.informer("pods", "default")
+        jobs, pods = scheduler.jobs("jobs", "default"), scheduler.pods("default")
 
         async def waiter(app_id: str) -> None:
             response = await scheduler.wait(app_id, timeout=120)

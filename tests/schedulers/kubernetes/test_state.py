@@ -11,10 +11,10 @@ from asynctorchx.schedulers.kubernetes._state import (
     ANNOTATION_FAILED,
     ANNOTATION_PULL_TIMEOUT,
     WAITING_REASONS,
+    Pod,
     Verdict,
     describe_job,
     pod_failure,
-    waiting_reason,
 )
 from asynctorchx.specs import AppDef, AppState, Role
 
@@ -22,30 +22,34 @@ CREATED = "2026-01-01T00:00:00Z"
 T0 = 1767225600.0  # CREATED in epoch seconds
 
 
-def waiting_pod(reason: str, message: str = "") -> dict[str, Any]:
-    return {
-        "metadata": {"name": "p", "creationTimestamp": CREATED},
-        "spec": {},
-        "status": {
-            "phase": "Pending",
-            "containerStatuses": [
-                {"name": "c", "state": {"waiting": {"reason": reason, "message": message}}}
-            ],
-        },
-    }
+def waiting_pod(reason: str, message: str = "") -> Pod:
+    return Pod.parse(
+        {
+            "metadata": {"name": "p", "creationTimestamp": CREATED},
+            "spec": {},
+            "status": {
+                "phase": "Pending",
+                "containerStatuses": [
+                    {"name": "c", "state": {"waiting": {"reason": reason, "message": message}}}
+                ],
+            },
+        }
+    )
 
 
-def unschedulable_pod(message: str) -> dict[str, Any]:
+def unschedulable_pod(message: str) -> Pod:
     condition = {
         "type": "PodScheduled",
         "status": "False",
         "reason": "Unschedulable",
         "message": message,
     }
-    return {
-        "metadata": {"name": "p", "creationTimestamp": CREATED},
-        "status": {"phase": "Pending", "conditions": [condition]},
-    }
+    return Pod.parse(
+        {
+            "metadata": {"name": "p", "creationTimestamp": CREATED},
+            "status": {"phase": "Pending", "conditions": [condition]},
+        }
+    )
 
 
 def job(phase: str | None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -73,16 +77,16 @@ def test_each_reason_has_its_verdict(reason: str, verdict: Verdict) -> None:
 
 
 def test_waiting_reasons_come_from_containers_and_the_scheduled_condition() -> None:
-    assert waiting_reason(waiting_pod("ErrImagePull", "not found")) == (
+    assert waiting_pod("ErrImagePull", "not found").waiting == (
         "ErrImagePull",
         "not found",
     )
-    assert waiting_reason(unschedulable_pod("0/3 nodes are available")) == (
+    assert unschedulable_pod("0/3 nodes are available").waiting == (
         "Unschedulable",
         "0/3 nodes are available",
     )
     # a normal start is no reason to report
-    assert waiting_reason(waiting_pod("ContainerCreating")) is None
+    assert waiting_pod("ContainerCreating").waiting is None
 
 
 def test_unrecoverable_reasons_fail_at_once_pull_failures_after_the_timeout() -> None:
