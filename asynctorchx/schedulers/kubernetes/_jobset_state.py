@@ -24,16 +24,8 @@ from asynctorchx.schedulers.kubernetes._jobset_request import (
     replicated_jobs,
 )
 from asynctorchx.schedulers.kubernetes._request import LABEL_ROLE_NAME
-from asynctorchx.schedulers.kubernetes._state import (
-    ANNOTATION_FAILED,
-    Pod,
-    pod_failure,
-    pull_timeout,
-    replica_status,
-    replicas_message,
-)
-from asynctorchx.schedulers.toolkit import describe_app, role_statuses
-from asynctorchx.specs.api import AppState, Role, is_terminal
+from asynctorchx.schedulers.kubernetes._state import Pod, Replicas, describe, failure
+from asynctorchx.specs.api import AppState, Role
 
 #: What the JobSet shows -> the app's state, first match wins.
 JOBSET_STATE: Mapping[str, AppState] = {
@@ -137,29 +129,25 @@ def replica_pods(jobset: Mapping[str, Any], pods: Mapping[str, Pod]) -> dict[tup
     return found
 
 
-def jobset_failure(jobset: Mapping[str, Any], pods: Mapping[str, Pod], now: float) -> str | None:
-    """Why the app ends ``FAILED`` though the JobSet says otherwise, else ``None``.
+def _replicas(jobset: Mapping[str, Any], pods: Mapping[str, Pod]) -> Replicas:
+    """Every replica of the JobSet, in order -> its pod (:func:`replica_pods`) or ``None``."""
+    found = replica_pods(jobset, pods)
+    return {
+        (role, replica_id): found.get((role, replica_id))
+        for role, _, count in replicated_jobs(jobset)
+        for replica_id in range(count)
+    }
 
-    The JobSet's ``asynctorchx/failed`` annotation, else the first replica whose pod's
-    waiting reason ends the app (:func:`._state.pod_failure`). An ended JobSet is not
-    re-judged.
+
+def jobset_failure(jobset: Mapping[str, Any], pods: Mapping[str, Pod], now: float) -> str | None:
+    """:func:`._state.failure` of a JobSet.
 
     Args:
         jobset: the JobSet (a JSON dict).
         pods: pod name -> pod, for the JobSet's pods.
         now: the current time (epoch seconds).
     """
-    annotations = (jobset.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(ANNOTATION_FAILED):
-        return str(annotations[ANNOTATION_FAILED])
-    if is_terminal(jobset_state(jobset)):
-        return None
-    timeout = pull_timeout(jobset)
-    for (role, replica_id), pod in sorted(replica_pods(jobset, pods).items()):
-        failure = pod_failure(pod, timeout, now)
-        if failure is not None:
-            return f"{role}/{replica_id} {failure}"
-    return None
+    return failure(jobset, jobset_state(jobset), _replicas(jobset, pods), now)
 
 
 def _roles(jobset: Mapping[str, Any]) -> list[Role]:
@@ -184,11 +172,8 @@ def _roles(jobset: Mapping[str, Any]) -> list[Role]:
 def describe_jobset(
     app_id: str, jobset: Mapping[str, Any], pods: Mapping[str, Pod], now: float
 ) -> DescribeAppResponse:
-    """Describe the app of a JobSet from the JobSet and its pods.
-
-    The app's ``msg`` is why a pod ended it ``FAILED`` (:func:`jobset_failure`), else
-    how the JobSet ended, else the replicas' waiting reasons, else why the JobSet waits
-    (:func:`jobset_message`).
+    """:func:`._state.describe` of a JobSet: its ``restarts``, and what it says of its
+    state (:func:`jobset_message`).
 
     Args:
         app_id: the app's id (``{namespace}:jobset:{name}``).
@@ -196,25 +181,13 @@ def describe_jobset(
         pods: pod name -> pod, for the JobSet's pods (others are ignored).
         now: the current time (epoch seconds), for the image pull timeout.
     """
-    failed = jobset_failure(jobset, pods, now)
-    state = AppState.FAILED if failed is not None else jobset_state(jobset)
-    timeout = pull_timeout(jobset)
-    by_replica = replica_pods(jobset, pods)
-    replicas = []
-    for role, _, count in replicated_jobs(jobset):
-        for replica_id in range(count):
-            pod = by_replica.get((role, replica_id))
-            failure = None if pod is None or failed is None else pod_failure(pod, timeout, now)
-            replicas.append(replica_status(role, replica_id, pod, state, failure))
-    roles = _roles(jobset)
-    said = jobset_message(jobset)
-    msg = failed or (said if is_terminal(state) else None) or replicas_message(replicas) or said
-    return describe_app(
+    return describe(
         app_id,
-        role_statuses(replicas, [role.name for role in roles]),
-        cancelled=state == AppState.CANCELLED,
-        num_restarts=int((jobset.get("status") or {}).get("restarts") or 0),
-        msg=msg,
-        roles=roles,
-        state=state,
+        jobset,
+        jobset_state(jobset),
+        _replicas(jobset, pods),
+        _roles(jobset),
+        now,
+        int((jobset.get("status") or {}).get("restarts") or 0),
+        jobset_message(jobset),
     )

@@ -320,41 +320,121 @@ def replicas_message(replicas: list[ReplicaStatus]) -> str | None:
     return "; ".join(shown) if shown else None
 
 
-def job_failure(job: Mapping[str, Any], pods: Mapping[str, Pod], now: float) -> str | None:
-    """Why the app ends ``FAILED`` though Volcano's phase says otherwise, else ``None``.
+#: Each replica of an app, ``(role, replica id)`` in the job's order, -> its pod or ``None``.
+Replicas = Mapping[tuple[str, int], "Pod | None"]
 
-    The job's :data:`ANNOTATION_FAILED` (the scheduler already decided and aborted the
-    job), else the first pod whose waiting reason ends the app (:func:`pod_failure`),
-    as ``{role}/{replica} {reason}: {message}``. A job Volcano ended is not re-judged.
+
+def failure(job: Mapping[str, Any], state: AppState, replicas: Replicas, now: float) -> str | None:
+    """Why the app ends ``FAILED`` though its job says ``state``, else ``None`` (either job API).
+
+    The job's :data:`ANNOTATION_FAILED` (the scheduler already decided and stopped the
+    job), else the first replica whose pod's waiting reason ends the app
+    (:func:`pod_failure`), as ``{role}/{replica} {reason}: {message}``. A job that
+    ended is not re-judged.
+
+    Args:
+        job: the Volcano job or JobSet (a JSON dict).
+        state: the app state the job says.
+        replicas: each replica's pod.
+        now: the current time (epoch seconds).
+    """
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(ANNOTATION_FAILED):
+        return str(annotations[ANNOTATION_FAILED])
+    if is_terminal(state):
+        return None
+    timeout = pull_timeout(job)
+    for (role, replica_id), pod in replicas.items():
+        ended = None if pod is None else pod_failure(pod, timeout, now)
+        if ended is not None:
+            return f"{role}/{replica_id} {ended}"
+    return None
+
+
+def describe(
+    app_id: str,
+    job: Mapping[str, Any],
+    state: AppState,
+    replicas: Replicas,
+    roles: list[Role],
+    now: float,
+    restarts: int = 0,
+    said: str | None = None,
+) -> DescribeAppResponse:
+    """Describe an app from its job and its replicas' pods (either job API).
+
+    Each replica's ``structured_error_msg`` is its pod's waiting reason
+    (:attr:`Pod.waiting`). :func:`failure` ends the app ``FAILED``. The app's ``msg`` is
+    that failure, else what the job says of its end, else the replicas' waiting
+    reasons, else what the job says.
+
+    Args:
+        app_id: the app's id.
+        job: the Volcano job or JobSet.
+        state: the app state the job says.
+        replicas: each replica's pod.
+        roles: the app's roles, as read back from the job.
+        now: the current time (epoch seconds), for the image pull timeout.
+        restarts: how many times the job API restarted the app.
+        said: what the job says of its state (a JobSet's condition), or ``None``.
+    """
+    failed = failure(job, state, replicas, now)
+    state = AppState.FAILED if failed is not None else state
+    timeout = pull_timeout(job)
+    statuses = [
+        replica_status(
+            role,
+            replica_id,
+            pod,
+            state,
+            None if pod is None or failed is None else pod_failure(pod, timeout, now),
+        )
+        for (role, replica_id), pod in replicas.items()
+    ]
+    msg = failed or (said if is_terminal(state) else None) or replicas_message(statuses) or said
+    return describe_app(
+        app_id,
+        role_statuses(statuses, [role.name for role in roles]),
+        cancelled=state == AppState.CANCELLED,
+        num_restarts=restarts,
+        msg=msg,
+        roles=roles,
+        state=state,
+    )
+
+
+def job_replicas(
+    job: Mapping[str, Any], pods: Mapping[str, Pod]
+) -> dict[tuple[str, int], Pod | None]:
+    """A Volcano job's replicas (one task each) -> their pods (``{job}-{task}-0``).
+
+    Args:
+        job: the Volcano job (a JSON dict).
+        pods: pod name -> pod, for the job's pods (others are ignored).
+    """
+    name, replicas = job["metadata"]["name"], {}
+    for task in _tasks(job):
+        labels = task["template"]["metadata"]["labels"]
+        key = (str(labels[LABEL_ROLE_NAME]), int(labels[LABEL_REPLICA_ID]))
+        replicas[key] = pods.get(f"{name}-{task['name']}-0")
+    return replicas
+
+
+def job_failure(job: Mapping[str, Any], pods: Mapping[str, Pod], now: float) -> str | None:
+    """:func:`failure` of a Volcano job.
 
     Args:
         job: the Volcano job (a JSON dict).
         pods: pod name -> pod, for the job's pods.
         now: the current time (epoch seconds).
     """
-    annotations = (job.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(ANNOTATION_FAILED):
-        return str(annotations[ANNOTATION_FAILED])
-    if is_terminal(job_state(job)):
-        return None
-    name, timeout = job["metadata"]["name"], pull_timeout(job)
-    for task in _tasks(job):
-        pod = pods.get(f"{name}-{task['name']}-0")
-        failure = None if pod is None else pod_failure(pod, timeout, now)
-        if failure is not None:
-            labels = task["template"]["metadata"]["labels"]
-            return f"{labels[LABEL_ROLE_NAME]}/{labels[LABEL_REPLICA_ID]} {failure}"
-    return None
+    return failure(job, job_state(job), job_replicas(job, pods), now)
 
 
 def describe_job(
     app_id: str, job: Mapping[str, Any], pods: Mapping[str, Pod], now: float
 ) -> DescribeAppResponse:
-    """Describe the app of a Volcano job from the job and its pods.
-
-    Each replica's ``structured_error_msg`` is its pod's waiting reason
-    (:attr:`Pod.waiting`); the app's ``msg`` lists them. :func:`job_failure` ends the
-    app ``FAILED``.
+    """:func:`describe` of a Volcano job (its ``retryCount`` is the app's restarts).
 
     Args:
         app_id: the app's id (``{namespace}:{job}``).
@@ -362,28 +442,6 @@ def describe_job(
         pods: pod name -> pod, for the job's pods (others are ignored).
         now: the current time (epoch seconds), for the image pull timeout.
     """
-    name = job["metadata"]["name"]
-    failed = job_failure(job, pods, now)
-    state = AppState.FAILED if failed is not None else job_state(job)
-    timeout = pull_timeout(job)
-    replicas = []
-    for task in _tasks(job):
-        pod = pods.get(f"{name}-{task['name']}-0")
-        failure = None if pod is None or failed is None else pod_failure(pod, timeout, now)
-        labels = task["template"]["metadata"]["labels"]
-        replicas.append(
-            replica_status(
-                labels[LABEL_ROLE_NAME], int(labels[LABEL_REPLICA_ID]), pod, state, failure
-            )
-        )
-    roles = _roles(_tasks(job))
-    msg = failed if failed is not None else replicas_message(replicas)
-    return describe_app(
-        app_id,
-        role_statuses(replicas, [role.name for role in roles]),
-        cancelled=state == AppState.CANCELLED,
-        num_restarts=int((job.get("status") or {}).get("retryCount") or 0),
-        msg=msg,
-        roles=roles,
-        state=state,
-    )
+    restarts = int((job.get("status") or {}).get("retryCount") or 0)
+    replicas = job_replicas(job, pods)
+    return describe(app_id, job, job_state(job), replicas, _roles(_tasks(job)), now, restarts)
