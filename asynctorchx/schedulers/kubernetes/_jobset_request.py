@@ -44,9 +44,9 @@ from asynctorchx.schedulers.kubernetes._request import (
     push_images,
     role_to_pod,
     str_option,
+    with_overlay,
 )
 from asynctorchx.specs.api import AppDef, CfgVal, RetryPolicy, Role, macros
-from asynctorchx.specs.overlays import apply_overlay, get_overlay
 
 #: JobSet's API group, version and plural.
 JOBSET_GROUP = "jobset.x-k8s.io"
@@ -145,11 +145,7 @@ def _pod_template(
     container["env"].insert(0, {"name": REPLICA_ID_ENV, "valueFrom": index})
     if priority_class is not None:  # Kueue reads a workload's priority from its pods
         template["spec"]["priorityClassName"] = priority_class
-    overlay = get_overlay(role, "kubernetes", "V1Pod")
-    if overlay:
-        apply_overlay(template, overlay)
-        template = {"metadata": template.get("metadata") or {}, "spec": template["spec"]}
-        template["metadata"].setdefault("labels", {})
+    template = with_overlay(role, template)
     labels = pod_labels(app, role_index, role, 0, name)
     del labels[LABEL_REPLICA_ID]  # one template for every replica: the completion index
     template["metadata"]["labels"].update(labels)

@@ -24,7 +24,13 @@ from asynctorchx.schedulers.kubernetes._jobset_request import (
     replicated_jobs,
 )
 from asynctorchx.schedulers.kubernetes._request import LABEL_ROLE_NAME
-from asynctorchx.schedulers.kubernetes._state import Pod, Replicas, describe, failure
+from asynctorchx.schedulers.kubernetes._state import (
+    Pod,
+    Replicas,
+    describe,
+    failure,
+    read_role,
+)
 from asynctorchx.specs.api import AppState, Role
 
 #: What the JobSet shows -> the app's state, first match wins.
@@ -154,18 +160,8 @@ def _roles(jobset: Mapping[str, Any]) -> list[Role]:
     roles = []
     for rjob in (jobset.get("spec") or {}).get("replicatedJobs") or []:
         job_spec = rjob["template"]["spec"]
-        labels = job_spec["template"]["metadata"]["labels"]
-        container = job_spec["template"]["spec"]["containers"][0]
-        command = list(container.get("command") or [""])
-        roles.append(
-            Role(
-                name=labels.get(LABEL_ROLE_NAME, rjob["name"]),
-                image=str(container.get("image", "")),
-                entrypoint=command[0],
-                args=command[1:],
-                num_replicas=int(job_spec["parallelism"]),
-            )
-        )
+        name = job_spec["template"]["metadata"]["labels"].get(LABEL_ROLE_NAME, rjob["name"])
+        roles.append(read_role(name, job_spec["template"], int(job_spec["parallelism"])))
     return roles
 
 

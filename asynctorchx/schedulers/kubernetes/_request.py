@@ -308,6 +308,26 @@ def role_to_pod(name: str, role: Role, service_account: str | None) -> dict[str,
     }
 
 
+def with_overlay(role: Role, template: dict[str, Any]) -> dict[str, Any]:
+    """The pod template with the role's pod overlay merged in (torchx-nightly's
+    :mod:`asynctorchx.specs.overlays`, kind ``V1Pod``): only its metadata and spec are kept.
+
+    Args:
+        role: the role (its overlay, if any).
+        template: the pod template :func:`role_to_pod` made.
+
+    Raises:
+        TypeError: the overlay cannot merge with the pod.
+    """
+    overlay = get_overlay(role, "kubernetes", "V1Pod")
+    if not overlay:
+        return template
+    apply_overlay(template, overlay)
+    merged = {"metadata": template.get("metadata") or {}, "spec": template["spec"]}
+    merged["metadata"].setdefault("labels", {})
+    return merged
+
+
 def pod_labels(
     app: AppDef, role_index: int, role: Role, replica_id: int, job_name: str
 ) -> dict[str, str]:
@@ -368,12 +388,7 @@ def _task(
     if first:
         replica_role.env[RANK0_ENV] = "localhost"
     name = task_name(role.name, replica_id)
-    template = role_to_pod(name, replica_role, service_account)
-    overlay = get_overlay(role, "kubernetes", "V1Pod")
-    if overlay:  # the nightly's pod overlay: only the pod's metadata and spec are kept
-        apply_overlay(template, overlay)
-        template = {"metadata": template.get("metadata") or {}, "spec": template["spec"]}
-        template["metadata"].setdefault("labels", {})
+    template = with_overlay(role, role_to_pod(name, replica_role, service_account))
     template["metadata"]["labels"].update(pod_labels(app, role_index, role, replica_id, job_name))
     task: dict[str, Any] = {"name": name, "replicas": 1, "template": template}
     if role.max_retries > 0:

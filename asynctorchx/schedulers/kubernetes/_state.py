@@ -279,22 +279,28 @@ def replica_status(
     )
 
 
+def read_role(name: str, pod_template: Mapping[str, Any], replicas: int) -> Role:
+    """The role a pod template was made from, as far as the template says (image, command).
+
+    Args:
+        name: the role's name.
+        pod_template: a replica's pod template (its first container is the role's).
+        replicas: the role's number of replicas.
+    """
+    container = pod_template["spec"]["containers"][0]
+    command = list(container.get("command") or [""])
+    image = str(container.get("image", ""))
+    return Role(name, image, entrypoint=command[0], args=command[1:], num_replicas=replicas)
+
+
 def _roles(tasks: list[Mapping[str, Any]]) -> list[Role]:
     roles: dict[str, Role] = {}
     for task in tasks:
         name = task["template"]["metadata"]["labels"][LABEL_ROLE_NAME]
         if name in roles:
             roles[name].num_replicas += 1
-            continue
-        container = task["template"]["spec"]["containers"][0]
-        command = list(container.get("command") or [""])
-        roles[name] = Role(
-            name=name,
-            image=str(container.get("image", "")),
-            entrypoint=command[0],
-            args=command[1:],
-            num_replicas=1,
-        )
+        else:
+            roles[name] = read_role(name, task["template"], 1)
     return list(roles.values())
 
 
