@@ -1,4 +1,4 @@
-"""BatchedPoller: one fetch per tick for every waiter, whatever their number.
+"""SharedFeed and BatchedPoller: one reader for every waiter, whatever their number.
 
 Run under trio's MockClock with autojump: sleeps take no real time, and the clock
 says exactly when each poll ran, so no assertion guesses at timing.
@@ -14,7 +14,7 @@ import pytest
 import trio
 import trio.testing
 
-from asynctorchx.schedulers.toolkit import BatchedPoller
+from asynctorchx.schedulers.toolkit import BatchedPoller, SharedFeed
 
 
 class Jobs:
@@ -164,3 +164,42 @@ def test_a_caller_looping_on_next_poll_is_served_once_per_tick() -> None:
     times = [when for when, _ in seen]
     assert times == [0.0, 3.0, 6.0, 9.0, 12.0, 15.0]  # the first at once, then one a tick
     assert poller.polls == 6
+
+
+class Counter(SharedFeed):
+    """A feed whose every step takes one second and counts up; it notes going idle."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.value = 0
+        self.idled = 0
+
+    async def _read(self) -> None:
+        await anyio.sleep(1.0)
+        self.value += 1
+
+    async def _idle(self) -> None:
+        self.idled += 1
+
+
+def test_a_shared_feed_steps_once_for_all_waiters_and_idles_when_the_last_leaves() -> None:
+    feed = Counter()
+    got: list[int] = []
+
+    async def main() -> None:
+        async def wait(target: int) -> None:
+            got.append(await feed.wait_for(lambda: feed.value if feed.value >= target else None))
+
+        async with anyio.create_task_group() as task_group:
+            for target in (3, 1, 2, 3):
+                task_group.start_soon(wait, target)
+        assert anyio.current_time() == 3.0  # three steps of one second, shared by all four
+        assert feed.reads == 3
+        assert feed.idled == 1  # once, when the last of the four left
+        with pytest.raises(TimeoutError):  # the only waiter leaves mid-step
+            await feed.wait_for(lambda: None, timeout=0.5)
+        assert feed.idled == 2
+        assert await feed.wait_for(lambda: feed.value or None) == 3  # no step needed
+
+    run(main)
+    assert got == [1, 2, 3, 3]
