@@ -27,7 +27,7 @@ MB = 10^6 bytes of log text (``lines * width``). Ours' rows carry ``vs_floor`` (
 holds the scheduler and one block of lines at a time, never the log (compare the smoke
 size with the full one). Every read checks the line count and that each line is whole
 (``width`` bytes; the engine splits lines over 16 KiB into several frames, which
-``tests/schedulers/docker/test_logs.py`` covers). TorchX's ``DockerScheduler`` is not
+``tests/schedulers/docker/test_log_frames.py`` covers). TorchX's ``DockerScheduler`` is not
 run (its ``log_iter`` reads through docker-py, a different floor). Skipped, with the
 reason, when no Docker engine answers.
 

@@ -16,8 +16,8 @@ One private module per concern:
   remove).
 - ``_network``: the bridge network, created once across processes.
 - ``_watch``: ``wait``/``wait_for_state_change`` over the engine's events stream.
-- ``_log_frames``: log frames to whole lines; ``_log_follow``: a log read, or followed
-  across restarts (``_logs`` re-exports both).
+- ``_logs``: log frames to whole lines with positions; a log read, or followed across
+  restarts.
 - ``_workspace``: ``.dockerignore``, build contexts and the workspace build.
 - ``_scheduler``: :class:`DockerScheduler` composing them, and :func:`create_scheduler`.
 

@@ -1,40 +1,573 @@
-"""Replica logs of ``local_docker``: a thin re-export of the two modules that now hold them.
+"""Replica logs of ``local_docker``: the engine's log frames as lines, read or followed.
 
-- :mod:`asynctorchx.schedulers.docker._log_frames`: :class:`LogLines`, the engine's log
-  frames as whole lines per stream (demultiplexing, stamps, a follower's deduplication),
-  and its constants (``REREAD_NS``, ``MAX_REMEMBERED_FRAMES``, ``MAX_REMEMBERED_BYTES``,
-  ``STDOUT``, ``STDERR``);
-- :mod:`asynctorchx.schedulers.docker._log_follow`: :func:`log_blocks`, the log requests of
-  a read or of a follow across restarts (``CAUGHT_UP_FRAMES``, ``DRAIN_QUIET_SECONDS``,
-  ``GONE``).
+The engine serves a container's log (``GET /containers/{id}/logs``, Docker Engine API)
+as frames: an 8-byte header (stream, 0, 0, 0, big-endian size) unless the container has
+a TTY, then, with ``timestamps=1``, the engine's stamp of the frame (RFC 3339 in UTC with
+9 fraction digits, Docker's ``RFC3339NanoFixed``), a space and the payload. The engine
+makes a frame of each line, or of each 16 KiB of a longer line, stamped alike.
+
+:class:`LogLines` turns the frames of one or several requests into whole lines per stream
+(the toolkit's line rule) and keeps, per stream, a position: the stamp of the last line
+ended and how many lines ended with it. A stream's stamps never go back, so a request from
+that stamp (``since``, inclusive) that drops that many lines there goes on exactly after
+them: a follower's next request and a reader resumed from a block's position (in this
+process or another) read no line twice and lose none, and the engine sends only the log
+after the position. :func:`log_blocks` makes the requests: one read, or a follow across
+the restarts of the container's restart policy (TorchX 0.7.0's
+``torchx.schedulers.docker_scheduler`` follows one run only), woken by the engine's events.
 """
 
 from __future__ import annotations
 
-from asynctorchx.schedulers.docker._log_follow import (
-    CAUGHT_UP_FRAMES,
-    DRAIN_QUIET_SECONDS,
-    GONE,
-    log_blocks,
+import contextlib
+import functools
+import math
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+import anyio
+
+from asynctorchx.errors import DockerEngineError
+from asynctorchx.schedulers.api import Stream
+from asynctorchx.schedulers.docker._engine import Engine, EventStream, StreamBody
+from asynctorchx.schedulers.docker._state import (
+    STATE_EVENTS,
+    STOP_EVENTS,
+    engine_time,
+    event_action,
+    ns_to_engine,
 )
-from asynctorchx.schedulers.docker._log_frames import (
-    MAX_REMEMBERED_BYTES,
-    MAX_REMEMBERED_FRAMES,
-    REREAD_NS,
-    STDERR,
-    STDOUT,
-    LogLines,
+from asynctorchx.schedulers.toolkit import (
+    MAX_LINE_BYTES,
+    LineAssembler,
+    LogBlock,
+    LogQuery,
+    format_rfc3339_ns,
+    parse_rfc3339_ns,
+    race,
 )
 
-__all__ = [
-    "CAUGHT_UP_FRAMES",
-    "DRAIN_QUIET_SECONDS",
-    "GONE",
-    "MAX_REMEMBERED_BYTES",
-    "MAX_REMEMBERED_FRAMES",
-    "REREAD_NS",
-    "STDERR",
-    "STDOUT",
-    "LogLines",
-    "log_blocks",
-]
+#: The stream numbers of the engine's frame header.
+STDOUT, STDERR = 1, 2
+
+#: A stream's position is ``stamp_ns * POSITION_SCALE + count`` (0: the start); a
+#: combined read's is stdout's plus stderr's times :data:`COMBINED_SCALE` (more than any
+#: stream's position until the year 2286).
+POSITION_SCALE = 10**6
+COMBINED_SCALE = 10**25
+
+#: A follower's next request starts for a stream without a line going on no earlier than
+#: this long (ns) before the newest frame it consumed. Positions alone are exact, but
+#: would read again from a quiet stream's last line (or the log's start when it wrote
+#: none), however much the other stream wrote since. The engine stamps a frame when it
+#: reads it from the container's pipe and writes the two streams' frames to one log in
+#: turn, so a frame not consumed yet is written after the newest one consumed and stamped
+#: at most moments before it.
+REREAD_NS = 1_000_000_000
+
+#: How many frames of the log's end a follower reads (``tail``) to tell whether it has
+#: consumed the whole log before it requests the log again (:func:`_caught_up`).
+CAUGHT_UP_FRAMES = 32
+
+#: Seconds without data after which a follow read on after the container stopped is
+#: closed; a choice of speed, never of lines (benchmark 7 logs, the follow row).
+DRAIN_QUIET_SECONDS = 0.1
+
+#: While a followed log flows, how long one read of it waits alone (seconds) before the
+#: follower awaits the engine's events beside it (a race, whose task group costs ~0.1 ms:
+#: more than the frames of a chunk), and how often, at most, the events the engine has
+#: already sent are taken meanwhile; a choice of speed, never of lines (benchmark 7 logs,
+#: the follow row).
+FLOWING_SECONDS = 0.05
+
+#: The engine's answers to a log request for a container that is removed (404) or being
+#: removed or dead (409: "can not get logs from container which is dead or marked for
+#: removal"): its log is gone, so a read or a follow ends there.
+GONE = frozenset({404, 409})
+
+
+def _text(ns: int) -> bytes:
+    """``ns`` since the epoch as the engine stamps a frame (fixed width: text order is
+    time order)."""
+    return format_rfc3339_ns(ns).encode()
+
+
+def _ns(stamp: bytes | bytearray) -> int:
+    """The ns since the epoch of a stamp as :func:`_text` writes it."""
+    return parse_rfc3339_ns(stamp.decode()) or 0
+
+
+def _tty_frames(body: bytearray, at_eof: bool) -> bytearray:
+    """Take the whole lines (at its end, all) of a TTY container's raw log ``body`` as
+    stdout frames of the multiplexed body."""
+    end = len(body) if at_eof else body.rfind(b"\n") + 1
+    framed = bytearray()
+    start = 0
+    while start < end:  # "\r" (a terminal's "\r\n") stays in the line
+        stop = body.find(b"\n", start, end) + 1 or end
+        framed += bytes([STDOUT, 0, 0, 0]) + (stop - start).to_bytes(4, "big") + body[start:stop]
+        start = stop
+    del body[:end]
+    return framed
+
+
+def _stamp(body: bytes | bytearray, start: int, end: int) -> tuple[bytes, int]:
+    """The stamp of the frame ``body[start:end]`` as :func:`_text` writes it, and where its
+    payload starts. A stamp in another RFC 3339 form (an offset, fewer digits) is written
+    so; the engine's zero time is no stamp (b""), nor is a frame without one (its whole
+    text is the payload)."""
+    space = body.find(b" ", start, min(start + 40, end))
+    text = bytes(body[start:space]).decode("ascii", "replace") if space > 0 else ""
+    if text.startswith("0001-01-01"):
+        return b"", space + 1
+    ns = parse_rfc3339_ns(text)
+    return (b"", start) if ns is None else (_text(ns), space + 1)
+
+
+class LogLines:
+    """Whole log lines from the engine's frames of one container, over several requests.
+
+    Each stream's frames go to its own
+    :class:`~asynctorchx.schedulers.toolkit.LineAssembler`, so a line the engine split
+    into 16 KiB frames comes whole, and one over
+    :data:`~asynctorchx.schedulers.toolkit.MAX_LINE_BYTES` (4 MiB) comes in pieces, each
+    but the last without its ``\\n``, no byte added or lost. Per stream it keeps where its
+    lines stopped (the stamp of the last line ended and how many lines ended with it) and
+    the bytes of the line going on; :meth:`begin_request` starts the next request there,
+    and the frames it sends again are dropped, so memory is bounded by a read and a line.
+
+    Args:
+        since_ns: drop frames stamped before this (ns since the epoch), or ``None``.
+        tty: the container has a TTY: the body is raw text, a frame a line, all stdout.
+        streams: the streams read (:data:`STDOUT`, :data:`STDERR` or both).
+    """
+
+    def __init__(self, since_ns: int | None, tty: bool, streams: tuple[int, ...]) -> None:
+        self.tty = tty
+        self.streams = streams
+        self._since = b"" if since_ns is None else _text(since_ns)
+        self._assemblers = {kind: LineAssembler(MAX_LINE_BYTES) for kind in (STDOUT, STDERR)}
+        # Per stream, indexed by its number: the stamp of the last line ended (b"": none)
+        # and how many lines ended with it; the bytes of the line going on consumed and
+        # their stamp; a request's start: frames stamped before `_floor` are dropped, and
+        # at `_floor` the first `_skip_lines` lines then `_skip_bytes` bytes.
+        self._mark: list[bytes | bytearray] = [b""] * 3
+        self._count = [0] * 3
+        self._fed = [0] * 3
+        self._part: list[bytes | bytearray] = [b""] * 3
+        self._floor: list[bytes | bytearray] = [self._since] * 3
+        self._skip_lines = [0] * 3
+        self._skip_bytes = [0] * 3
+        self._newest: bytes | bytearray = b""
+        #: Where the lines of the last :meth:`take` or :meth:`flush` start: the
+        #: :meth:`position` before them, or the block before's while a stream is in a line
+        #: cut at the 4 MiB bound (a position falls only between lines).
+        self.block_position = 0
+
+    def position(self) -> int:
+        """Where reading again gives the lines after those taken so far (0: the start)."""
+        position = 0
+        for kind in reversed(self.streams):
+            mark = self._mark[kind]
+            stream = _ns(mark) * POSITION_SCALE + self._count[kind] if mark else 0
+            position = position * COMBINED_SCALE + stream
+        return position
+
+    def resume_at(self, position: int) -> None:
+        """Start reading after ``position`` (a :meth:`position` of a read of these streams).
+
+        Args:
+            position: per stream, its last line's stamp (ns) times :data:`POSITION_SCALE`
+                plus how many lines ended with it, combined as :meth:`position` does.
+        """
+        for kind in self.streams:
+            position, stream = divmod(position, COMBINED_SCALE)
+            stamp, self._count[kind] = divmod(stream, POSITION_SCALE)
+            self._mark[kind] = _text(stamp) if stamp else b""
+        self.block_position = self.position()
+
+    def begin_request(self) -> int | None:
+        """Set where the next request starts; return its ``since`` (ns), or ``None``.
+
+        Per stream: at the line going on, else at the last line ended (no earlier than
+        :data:`REREAD_NS` before the newest frame consumed), else at ``since_ns``.
+        """
+        recent = _text(max(_ns(self._newest) - REREAD_NS, 0)) if self._newest else b""
+        for kind in self.streams:
+            mark = self._mark[kind]
+            going_on = self._part[kind] if self._fed[kind] else b""
+            floor = max(going_on or max(mark, recent), self._since)
+            self._floor[kind] = floor
+            self._skip_lines[kind] = self._count[kind] if floor == mark else 0
+            self._skip_bytes[kind] = self._fed[kind]
+        floors = [self._floor[kind] for kind in self.streams]
+        return _ns(min(floors)) if all(floors) else None
+
+    def take(self, body: bytearray, at_eof: bool) -> list[str]:
+        """Consume the whole frames at the start of ``body``; return the lines they end.
+
+        Consecutive payloads of one stream go to its assembler at once (the same lines as
+        frame by frame), so a read of 100-byte lines is decoded once, not once a line;
+        stamps are compared as the engine writes them. The work is per frame: 1 M frames
+        for 100 MB of 100-byte lines (benchmark 7 logs).
+
+        Args:
+            body: the response body read so far; the frames consumed are removed from it.
+            at_eof: the body is complete (a TTY body's last text is then a frame).
+        """
+        self._start_block()
+        if self.tty:  # raw text, a frame a line: framed as the multiplexed body is
+            body = _tty_frames(body, at_eof)
+        mark, count, fed, part, floor = self._mark, self._count, self._fed, self._part, self._floor
+        skipping = any(self._skip_lines) or any(self._skip_bytes)
+        newest = self._newest
+        run: list[bytearray] = []  # payloads of consecutive frames of one stream
+        lines: list[str] = []
+        run_kind = STDOUT
+        stamp: bytes | bytearray
+        pos, size = 0, len(body)
+        while size - pos >= 8:  # header: stream, 0, 0, 0, big-endian payload size
+            start = pos + 8
+            end = start + int.from_bytes(body[pos + 4 : start], "big")
+            if end > size:
+                break
+            kind = STDERR if body[pos] == STDERR else STDOUT
+            pos = end
+            # "<stamp>Z " in the engine's fixed form, not its zero time ("0001-...")
+            if (
+                end - start > 30
+                and body[start + 29] == 0x5A
+                and body[start + 30] == 0x20
+                and body[start] != 0x30
+            ):
+                stamp, begin = body[start : start + 30], start + 31
+            else:
+                stamp, begin = _stamp(body, start, end)
+            if stamp:
+                if stamp < floor[kind]:
+                    continue  # before this request's start for this stream
+                if skipping and stamp == floor[kind]:
+                    begin = self._skip(kind, begin, end, body[end - 1] == 0x0A)
+                    skipping = any(self._skip_lines) or any(self._skip_bytes)
+                    if begin == end:
+                        continue  # consumed before this request
+                newest = max(newest, stamp)
+            if body[end - 1] != 0x0A:
+                fed[kind] += end - begin
+                part[kind] = stamp
+            elif stamp == mark[kind]:  # a line ends: the position moves on
+                count[kind] += 1
+                fed[kind] = 0
+            else:
+                mark[kind], count[kind], fed[kind] = stamp, 1, 0
+            if kind != run_kind and run:
+                lines += self._assemblers[run_kind].feed(b"".join(run))
+                run = []
+            run_kind = kind
+            run.append(body[begin:end])
+        del body[:pos]
+        self._newest = newest
+        return lines + self._assemblers[run_kind].feed(b"".join(run)) if run else lines
+
+    def _skip(self, kind: int, begin: int, end: int, ends_line: bool) -> int:
+        """Drop what a frame of ``kind`` at its stream's floor repeats: a line (or piece of
+        one) counted in the position, or bytes of the line going on; return where the
+        payload left starts."""
+        if self._skip_lines[kind]:
+            self._skip_lines[kind] -= ends_line
+            return end
+        dropped = min(self._skip_bytes[kind], end - begin)
+        self._skip_bytes[kind] -= dropped
+        return begin + dropped
+
+    def _start_block(self) -> None:
+        """Set :attr:`block_position` for the lines taken next: the position, unless a
+        stream is in a line cut at the 4 MiB bound (a piece of it taken)."""
+        if all(self._fed[k] <= self._assemblers[k].pending_bytes for k in self.streams):
+            self.block_position = self.position()
+
+    def flush(self) -> list[str]:
+        """Return each stream's unfinished line as it is (a run's end), and forget it.
+
+        The line ends there: its stream's position moves past it.
+        """
+        self._start_block()
+        lines: list[str] = []
+        for kind in self.streams:
+            if last := self._assemblers[kind].flush():
+                lines += last
+                stamp = self._part[kind]
+                self._count[kind] = self._count[kind] + 1 if stamp == self._mark[kind] else 1
+                self._mark[kind], self._fed[kind] = stamp, 0
+        return lines
+
+    def consumed_end(self, tail: bytes | bytearray) -> bool:
+        """Whether the log whose last frames are ``tail`` (the engine's ``tail``, a
+        multiplexed body) is consumed to its end.
+
+        It is when the log's last frame ends a line this reader counted: its stream's
+        last stamp and number of lines with it are the position's (the count is known
+        once the tail holds a frame of that stream stamped earlier). A reader's frames are
+        the log's first, in order, so nothing is after them. False when unsure.
+
+        Args:
+            tail: a log response's body: the last frames of the log.
+        """
+        last: list[tuple[int, bytes]] = []
+        pos = 0
+        while len(tail) - pos >= 8:
+            start = pos + 8
+            pos = start + int.from_bytes(tail[pos + 4 : start], "big")
+            kind = STDERR if tail[start - 8] == STDERR else STDOUT
+            stamp, _ = _stamp(tail, start, pos)
+            last.append((kind, stamp if tail[pos - 1 : pos] == b"\n" else b""))
+        if not last or not last[-1][1]:
+            return False
+        kind, stamp = last[-1]
+        same = [frame for frame in last if frame[0] == kind]
+        counted = len([frame for frame in same if frame[1] == stamp])
+        known = any(other and other < stamp for _, other in same)
+        return known and self._mark[kind] == stamp and self._count[kind] >= counted
+
+
+async def log_blocks(
+    engine: Engine, info: Mapping[str, Any], query: LogQuery, start: int = 0
+) -> AsyncGenerator[LogBlock, None]:
+    """Stream a container's log from the engine as whole lines, a received chunk's at a
+    time (an async generator of ``toolkit.LogBlock``).
+
+    Lines keep their ``\\n`` (a last line without one is yielded as it is when its run
+    ends). Of ``query``: ``since`` keeps the lines the engine stamped at or after it (a
+    naive ``datetime`` is local time); ``until`` the lines stamped at or before it, and a
+    follow stops then; ``should_tail`` follows the container, across restarts by its
+    restart policy, until it has stopped for good (or is removed) and every line was
+    yielded, awaiting the engine's events (no polling); ``streams`` picks stdout, stderr
+    or combined (the default); ``regex`` filters.
+
+    A block's position is :meth:`LogLines.position` before it: per stream, the engine's
+    stamp of the last line delivered and how many lines had that stamp. A read from
+    ``start`` asks the engine for the log from those stamps and drops those lines, so
+    its cost does not grow with the log.
+
+    Args:
+        engine: the engine.
+        info: the container's inspect.
+        query: what to read (its role and replica are the container's).
+        start: 0, or a block's position given before for the same ``streams``.
+    """
+    stream = query.stream_or(Stream.COMBINED)
+    params = {
+        "stdout": "1" if stream != Stream.STDERR else "0",
+        "stderr": "1" if stream != Stream.STDOUT else "0",
+        "timestamps": "1",
+    }
+    if query.until is not None:
+        params["until"] = engine_time(query.until)
+    since = query.since
+    since_ns = int(since.timestamp() * 1_000_000) * 1000 if since is not None else None
+    kinds = {Stream.STDOUT: (STDOUT,), Stream.STDERR: (STDERR,)}.get(stream, (STDOUT, STDERR))
+    lines = LogLines(since_ns, bool(info["Config"].get("Tty")), kinds)
+    lines.resume_at(start)
+    cid = info["Id"]
+    if query.should_tail:
+        source = _tail(engine, cid, lines, params, query.until)
+    else:
+        source = _read_logs(engine, cid, lines, params)
+    pattern = query.pattern
+    async with contextlib.aclosing(source) as produced:
+        async for block in produced:
+            if pattern is not None:
+                block = [line for line in block if pattern.search(line) is not None]
+            yield lines.block_position, block
+
+
+def _request(lines: LogLines, params: Mapping[str, str], follow: bool) -> dict[str, str]:
+    """The parameters of the next log request of ``lines`` (see :meth:`LogLines.begin_request`)."""
+    query = dict(params, follow="1" if follow else "0")
+    since = lines.begin_request()
+    if since is not None:
+        query["since"] = ns_to_engine(since)
+    return query
+
+
+async def _read_logs(
+    engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str]
+) -> AsyncGenerator[list[str], None]:
+    """Yield the lines the engine has now (one ``GET /containers/{id}/logs``), a block
+    at a time (the lines of a chunk received), then the unfinished last lines: the
+    container's run is over.
+
+    A container removed (or being removed) meanwhile has no log any more: the read ends
+    with the lines it got (the engine's 404 or 409, see :data:`GONE`).
+    """
+    if not await _caught_up(engine, cid, lines, params):
+        try:
+            async with engine.stream(
+                f"containers/{cid}/logs", _request(lines, params, False)
+            ) as body:
+                while not body.eof:
+                    await body.fill()
+                    if block := lines.take(body.buffer, body.eof):
+                        yield block
+        except DockerEngineError as err:
+            if err.status not in GONE:
+                raise
+            # removed (`docker rm -f`) meanwhile: its log went with it; the lines read are kept
+    if last := lines.flush():
+        yield last
+
+
+async def _caught_up(engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str]) -> bool:
+    """Whether a follower has consumed the container's whole log as it is now.
+
+    The log's last :data:`CAUGHT_UP_FRAMES` frames (the engine's ``tail``, which the
+    engine reads from the log's end) tell (:meth:`LogLines.consumed_end`): a request
+    from the position would make the engine decode the whole log again to skip what is
+    before it (``json-file``), ~1 s of its CPU a 100 MB log (benchmark 7 logs, the
+    follow row). False for a TTY container or nothing consumed: the caller reads.
+    """
+    if lines.tty or not lines.position():
+        return False
+    query = dict(params, follow="0", tail=str(CAUGHT_UP_FRAMES))
+    try:
+        async with engine.stream(f"containers/{cid}/logs", query) as body:
+            while not body.eof:
+                await body.fill()
+            return lines.consumed_end(body.buffer)
+    except DockerEngineError as err:
+        if err.status not in GONE:
+            raise
+        return False  # removed meanwhile: the caller's read ends the same way
+
+
+async def _tail(
+    engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str], until: datetime | None
+) -> AsyncGenerator[list[str], None]:
+    """Follow the container's log across restarts until it stopped for good (blocks of lines).
+
+    Subscribes to the container's events first, then loops: inspect; a running
+    container's log is followed until a ``die``/``stop``/``destroy`` event (the engine
+    may keep a follow open after the exit, or end it before the last lines: the next
+    read goes on from the position); a stopped one's log is read to its end; a
+    restarting (or not yet started) one is awaited on its next event. Ends when the
+    container is stopped for good, removed (also by ``docker rm -f`` in the middle of a
+    read: the engine's 404 or 409 ends it, never raised), or ``until`` passed.
+    """
+    deadline = math.inf
+    if until is not None:
+        deadline = anyio.current_time() + (until.timestamp() - time.time())
+    filters = {"type": ["container"], "container": [cid], "event": list(STATE_EVENTS)}
+    async with engine.events(filters) as events:
+        while anyio.current_time() < deadline:
+            status = await _container_status(engine, cid)
+            if status in (None, "removing"):
+                break  # removed (`docker rm -f`), or being removed: its log goes with it
+            if status in ("running", "paused"):
+                async for block in _follow(engine, cid, lines, params, events, deadline):
+                    yield block
+                continue
+            async for block in _read_logs(engine, cid, lines, params):
+                yield block
+            if status not in ("restarting", "created"):
+                return  # exited or dead: stopped for good, every line yielded
+            waits: list[Callable[[], Awaitable[Any]]] = [events.fill]
+            if status == "restarting":  # a failed restart logs no event
+                waits.append(functools.partial(engine.wait_stopped, cid))
+            if deadline < math.inf:
+                waits.append(functools.partial(anyio.sleep_until, deadline))
+            await race(waits)
+            events.pop()  # each event only prompts the next inspect
+    # until passed while following (the lines stamped up to it), or the container is
+    # being removed (the lines the engine still serves, if any)
+    async for block in _read_logs(engine, cid, lines, params):
+        yield block
+
+
+async def _more(body: StreamBody, events: EventStream, deadline: float, stopped: bool) -> bool:
+    """Await more of a followed log, an event or ``deadline``; False: stop following
+    (once ``stopped``, nothing came for :data:`DRAIN_QUIET_SECONDS`).
+
+    While the log flows its next chunk is awaited alone (for up to
+    :data:`FLOWING_SECONDS`); only a log that pauses is raced with the events.
+    """
+    if stopped:  # read what the engine still sends, while it sends
+        with anyio.move_on_after(DRAIN_QUIET_SECONDS):
+            await body.fill()
+            return True
+        return False
+    with anyio.move_on_after(min(FLOWING_SECONDS, deadline - anyio.current_time())):
+        await body.fill()
+        return True
+    waits: list[Callable[[], Awaitable[Any]]] = [body.fill, events.fill]
+    if deadline < math.inf:
+        waits.append(functools.partial(anyio.sleep_until, deadline))
+    await race(waits)
+    return True
+
+
+async def _container_status(engine: Engine, cid: str) -> str | None:
+    """The container's ``State.Status`` (``running``, ``exited``...); ``None``: removed."""
+    try:
+        info = await engine.json(f"containers/{cid}/json")
+    except DockerEngineError as err:
+        if err.status == 404:
+            return None
+        raise
+    return str(info["State"].get("Status"))
+
+
+async def _follow(
+    engine: Engine,
+    cid: str,
+    lines: LogLines,
+    params: Mapping[str, str],
+    events: EventStream,
+    deadline: float,
+) -> AsyncIterator[list[str]]:
+    """Follow a running container's log until it stops (an event) or ``deadline``, yielding
+    the lines of each chunk received as a block.
+
+    Once it stopped, the follow is read on while the engine sends (the engine serves a
+    log behind the writer faster on the follow it has open than on a new read), so the
+    next read usually finds the log consumed (:func:`_caught_up`).
+
+    Returns at once when the engine refuses the follow because the container is removed
+    or being removed (:data:`GONE`); the caller's next inspect sees it gone.
+    """
+    stopped = False
+    next_events = anyio.current_time() + FLOWING_SECONDS
+    try:
+        async with engine.stream(f"containers/{cid}/logs", _request(lines, params, True)) as body:
+            while True:
+                if block := lines.take(body.buffer, body.eof):
+                    yield block
+                if not stopped:
+                    if anyio.current_time() >= next_events:
+                        with anyio.move_on_after(0):  # the events already sent, no wait
+                            await events.fill()
+                        next_events = anyio.current_time() + FLOWING_SECONDS
+                    stopped = any(event_action(e) in STOP_EVENTS for e in events.pop())
+                if body.eof or anyio.current_time() >= deadline:
+                    break
+                if not await _more(body, events, deadline, stopped):
+                    break
+    except DockerEngineError as err:
+        if err.status not in GONE:
+            raise
+        return  # removed (or being removed) before the follow opened: the caller inspects
+    if body.eof and not stopped:
+        await _stop_event(events, deadline)
+
+
+async def _stop_event(events: EventStream, deadline: float) -> None:
+    """Await the container's stop event (or ``deadline``) after the engine ended a follow.
+
+    The engine ends the follow when the process is exiting, and its die event is on its
+    way (the engine logs it once the exit is recorded): awaiting it lets the next inspect
+    see the run's end instead of reopening the follow in a busy loop.
+    """
+    with anyio.move_on_after(max(deadline - anyio.current_time(), 0.0)):
+        while not any(event_action(event) in STOP_EVENTS for event in await events.next_batch()):
+            pass

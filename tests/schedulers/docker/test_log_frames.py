@@ -1,137 +1,162 @@
-"""``local_docker``'s log frames to lines at the engine's rate: batching, bounded memory.
+"""``local_docker``'s log frames to lines, without an engine: streams, line bounds, requests.
 
 Bodies are shaped as ``GET /containers/{id}/logs`` with ``timestamps=1`` returns them
-(Docker Engine API): an 8-byte header per frame, then ``<RFC 3339 time> <payload>``.
+(Docker Engine API): an 8-byte header per frame (stream, 0, 0, 0, big-endian size), then
+``<RFC 3339 time> <payload>``; the engine splits a line over 16 KiB into frames of one
+stamp. A follower's next request starts at its position (the engine's ``since`` is
+inclusive, so it sends again the frames stamped there), and each line comes once.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from asynctorchx.schedulers.docker import _log_frames as _logs
-from asynctorchx.schedulers.docker._log_frames import LogLines
-from asynctorchx.schedulers.docker._state import rfc3339
+from asynctorchx.schedulers.docker._logs import REREAD_NS, STDERR, STDOUT, LogLines
+from asynctorchx.schedulers.toolkit import MAX_LINE_BYTES, format_rfc3339_ns
 
 T0 = 1_714_564_800 * 1_000_000_000  # 2024-05-01T12:00:00Z in ns
-STDOUT, STDERR = 1, 2
-
-
-def frame(kind: int, at_ns: int, payload: bytes) -> bytes:
-    data = rfc3339(at_ns).encode() + b" " + payload
-    return bytes([kind, 0, 0, 0]) + len(data).to_bytes(4, "big") + data
-
-
-@pytest.mark.parametrize("rereads", [True, False])
-def test_interleaved_streams_and_long_lines_come_whole_and_in_order(rereads: bool) -> None:
-    long = b"y" * (40 * 1024) + b"\n"  # the engine splits it into 16 KiB frames
-    frames = [frame(STDOUT, T0, b"out 1\nout ")]
-    frames += [frame(STDERR, T0 + 1, long[i : i + 16384]) for i in range(0, len(long), 16384)]
-    frames += [frame(STDOUT, T0 + 2, b"2\n"), frame(STDOUT, T0 + 2_000_000_000, b"caf\xc3")]
-    frames += [frame(STDOUT, T0 + 2_000_000_001, b"\xa9 \r done\n")]
-    body = b"".join(frames)
-    for cut in (1, 9, 100, len(body)):  # any split of the body into reads
-        lines = LogLines(None, tty=False, rereads=rereads)
-        lines.begin_request()
-        got: list[str] = []
-        buffer = bytearray()
-        for start in range(0, len(body), cut):
-            buffer += body[start : start + cut]
-            got += lines.take(buffer, at_eof=start + cut >= len(body))
-        assert got == ["out 1\n", long.decode(), "out 2\n", "caf\xe9 \r done\n"]
-        assert buffer == b""
-
-
-def test_a_follower_remembers_a_bounded_number_of_frames_and_repeats_none(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(_logs, "MAX_REMEMBERED_FRAMES", 4)
-    frames = [frame(STDOUT, T0 + i * 1000, f"l{i}\n".encode()) for i in range(11)]
-    lines = LogLines(None, tty=False)
-    lines.begin_request()
-    first = lines.take(bytearray(b"".join(frames[:10])), at_eof=False)
-    assert first == [f"l{i}\n" for i in range(10)]
-    resume = lines.begin_request()
-    assert resume is not None
-    assert resume > T0 + 5 * 1000  # after every frame it forgot (all within REREAD_NS)
-    # the engine's since is inclusive: it sends again every frame stamped from resume on
-    again = [f for i, f in enumerate(frames) if T0 + i * 1000 >= resume]
-    assert lines.take(bytearray(b"".join(again)), at_eof=True) == ["l10\n"]
-
-
-def test_a_follower_remembers_a_bounded_number_of_bytes_and_repeats_none(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    line = b"y" * (16 * 1024 - 1) + b"\n"  # lines of the engine's largest frame
-    monkeypatch.setattr(_logs, "MAX_REMEMBERED_BYTES", 4 * len(frame(STDOUT, T0, line)))
-    frames = [frame(STDOUT, T0 + i * 1000, line) for i in range(11)]
-    lines = LogLines(None, tty=False)
-    lines.begin_request()
-    for i in range(10):  # ten reads of one frame each
-        assert lines.take(bytearray(frames[i]), at_eof=False) == [line.decode()]
-    resume = lines.begin_request()
-    assert resume is not None
-    assert resume > T0 + 5 * 1000  # after every frame it forgot (all within REREAD_NS)
-    again = [f for i, f in enumerate(frames) if T0 + i * 1000 >= resume]
-    assert lines.take(bytearray(b"".join(again)), at_eof=True) == [line.decode()]
-
-
-def test_frames_dropped_inside_a_read_are_not_remembered_twice() -> None:
-    # request 1: a, b; request 2 (since is inclusive): a, b again around new c and d;
-    # request 3: all four again, then e. Each line comes once, none is lost.
-    a, b, c, d, e = (frame(STDOUT, T0 + i, f"{n}\n".encode()) for i, n in enumerate("abcde"))
-    lines = LogLines(None, tty=False)
-    lines.begin_request()
-    assert lines.take(bytearray(a + b), at_eof=False) == ["a\n", "b\n"]
-    lines.begin_request()
-    assert lines.take(bytearray(c + a + d + b), at_eof=False) == ["c\n", "d\n"]
-    lines.begin_request()
-    assert lines.take(bytearray(a + b + c + d + e), at_eof=True) == ["e\n"]
-
-
-def test_identical_frames_of_a_long_line_over_three_requests_come_once_each() -> None:
-    piece = b"z" * 16384  # the engine splits the line into identical frames of one stamp
-    p, q = frame(STDOUT, T0, piece), frame(STDOUT, T0, b"\n")
-    lines = LogLines(None, tty=False)
-    lines.begin_request()
-    assert lines.take(bytearray(p), at_eof=False) == []
-    lines.begin_request()  # sends the first piece again, then the second; then it ends
-    assert lines.take(bytearray(p + p), at_eof=False) == []
-    lines.begin_request()  # the whole line again
-    assert lines.take(bytearray(p + p + p + q), at_eof=True) == [(piece * 3).decode() + "\n"]
-
-
-def test_a_follower_after_a_burst_reads_on_after_the_stop_however_far_behind(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(_logs, "MAX_REMEMBERED_FRAMES", 4)
-    frames = [frame(STDOUT, T0 + i * 1000, f"l{i}\n".encode()) for i in range(10)]
-    lines = LogLines(None, tty=False)
-    lines.begin_request()
-    lines.take(bytearray(b"".join(frames[:3])), at_eof=False)
-    newest = T0 + 2 * 1000
-    assert not lines.worth_draining(newest + 3_000_000_000)  # nothing forgotten yet
-    for f in frames[3:]:  # more frames than it remembers: a burst, some forgotten
-        lines.take(bytearray(f), at_eof=False)
-    assert lines.worth_draining(T0 + 9 * 1000 + 3_000_000_000)
-    assert not lines.worth_draining(0)  # the stop's time unknown
+BOTH = (STDOUT, STDERR)
 
 
 def stamped(kind: int, stamp: bytes, payload: bytes) -> bytes:
-    """A frame stamped with ``stamp`` as written (not the engine's fixed 9-digit UTC form)."""
     data = stamp + b" " + payload
     return bytes([kind, 0, 0, 0]) + len(data).to_bytes(4, "big") + data
 
 
-@pytest.mark.parametrize("rereads", [True, False])
-def test_stamps_in_other_forms_are_compared_by_their_time(rereads: bool) -> None:
+def frame(kind: int, at_ns: int, payload: bytes) -> bytes:
+    return stamped(kind, format_rfc3339_ns(at_ns).encode(), payload)
+
+
+def engine_frames(kind: int, at_ns: int, line: bytes) -> bytes:
+    """``line`` as the engine serves it: 16 KiB frames, all stamped ``at_ns``."""
+    return b"".join(frame(kind, at_ns, line[i : i + 16384]) for i in range(0, len(line), 16384))
+
+
+def request(lines: LogLines, log: list[tuple[int, bytes]], chunk: int = 1 << 30) -> list[str]:
+    """A request of ``lines`` to an engine holding ``log`` ((stamp, frame) in log order),
+    its body taken ``chunk`` bytes at a time."""
+    since = lines.begin_request()
+    body = b"".join(data for at, data in log if since is None or at >= since)
+    got: list[str] = []
+    buffer = bytearray()
+    for start in range(0, len(body), chunk):
+        buffer += body[start : start + chunk]
+        got += lines.take(buffer, at_eof=start + chunk >= len(body))
+    assert buffer == b""
+    return got
+
+
+def test_interleaved_streams_and_long_lines_come_whole_in_order_in_any_chunking() -> None:
+    long = b"y" * (40 * 1024) + b"\n"
+    body = b"".join(
+        [
+            frame(STDOUT, T0, b"out 1\n"),
+            engine_frames(STDERR, T0 + 1, long),
+            frame(STDOUT, T0 + 2, b"out 2\n"),
+            frame(STDOUT, T0 + 3, b"caf\xc3\xa9 \r done\n"),
+        ]
+    )
+    for chunk in (1, 9, 100, len(body)):
+        got = request(LogLines(None, False, BOTH), [(T0, body)], chunk)
+        assert got == ["out 1\n", long.decode(), "out 2\n", "caf\xe9 \r done\n"]
+
+
+def test_a_line_over_the_bound_comes_in_pieces_that_are_the_whole_line() -> None:
+    long = ("é" * (MAX_LINE_BYTES // 2 + 1000)).encode() + b"\n"  # 2-byte characters
+    got = request(LogLines(None, False, BOTH), [(T0, engine_frames(STDOUT, T0, long))])
+    assert len(got) == 2
+    assert not got[0].endswith("\n")  # a cut piece lacks its "\n"
+    assert all(len(piece.encode()) <= MAX_LINE_BYTES for piece in got)
+    assert "".join(got).encode() == long  # cut between characters, no byte added or lost
+
+
+def test_a_line_under_the_bound_split_by_the_engine_comes_whole() -> None:
+    long = b"x" * (MAX_LINE_BYTES - 1) + b"\n"
+    log = [(T0, engine_frames(STDOUT, T0, long)), (T0 + 1, frame(STDOUT, T0 + 1, b"next\n"))]
+    assert request(LogLines(None, False, BOTH), log) == [long.decode(), "next\n"]
+
+
+def test_frames_before_since_are_dropped_and_a_last_line_is_flushed() -> None:
+    lines = LogLines(T0, False, BOTH)
+    log = [(T0 - 1, frame(STDOUT, T0 - 1, b"old\n")), (T0, frame(STDOUT, T0, b"new\nlast"))]
+    assert request(lines, [(T0, b"".join(data for _, data in log))]) == ["new\n"]
+    assert lines.flush() == ["new\nlast"[4:]]
+
+
+def test_stamps_in_other_forms_are_compared_by_their_time() -> None:
     old = stamped(STDOUT, b"2024-05-01T12:00:00.4Z", b"old\n")  # T0 + 0.4 s, 1 digit
     at = stamped(STDERR, b"2024-05-01T14:00:00.5+02:00", b"at\n")  # T0 + 0.5 s, offset
     after = frame(STDOUT, T0 + 600_000_000, b"after\n")
-    lines = LogLines(T0 + 500_000_000, tty=False, rereads=rereads)  # since T0 + 0.5 s
-    lines.begin_request()
-    assert lines.take(bytearray(old + at), at_eof=False) == ["at\n"]
-    assert lines.newest_ns == T0 + 500_000_000
-    if rereads:  # a follower's next request sends the frame in the offset form again
-        lines.begin_request()
-    assert lines.take(bytearray((at if rereads else b"") + after), at_eof=True) == ["after\n"]
-    assert lines.newest_ns == T0 + 600_000_000
+    lines = LogLines(T0 + 500_000_000, False, BOTH)  # since T0 + 0.5 s
+    log = [(T0 + 400_000_000, old), (T0 + 500_000_000, at)]
+    assert request(lines, log) == ["at\n"]
+    assert request(lines, [*log, (T0 + 600_000_000, after)]) == ["after\n"]
+
+
+def test_a_followers_next_request_drops_what_it_consumed_of_each_stream() -> None:
+    # stdout and stderr interleave, lines share stamps, the engine's stamps of the two
+    # streams are a little out of order in the log; the first follow ends anywhere
+    log = [
+        (T0, frame(STDOUT, T0, b"o1\n")),
+        (T0, frame(STDOUT, T0, b"o2\n")),
+        (T0 + 5, frame(STDERR, T0 + 5, b"e1\n")),
+        (T0 + 3, frame(STDOUT, T0 + 3, b"o3\n")),
+        (T0 + 5, frame(STDERR, T0 + 5, b"e2\n")),
+        (T0 + 6, frame(STDOUT, T0 + 6, b"o4\n")),
+    ]
+    every = ["o1\n", "o2\n", "e1\n", "o3\n", "e2\n", "o4\n"]
+    for cut in range(len(log) + 1):
+        lines = LogLines(None, False, BOTH)
+        first = request(lines, log[:cut])
+        assert first + request(lines, log) == every, cut
+
+
+def test_identical_frames_of_a_long_line_over_three_requests_come_once() -> None:
+    piece = b"z" * 16384  # the engine splits the line into identical frames of one stamp
+    p, q = (T0, frame(STDOUT, T0, piece)), (T0, frame(STDOUT, T0, b"\n"))
+    lines = LogLines(None, False, BOTH)
+    assert request(lines, [p]) == []
+    assert request(lines, [p, p]) == []  # the first piece again, then the second
+    assert request(lines, [p, p, p, q]) == [(piece * 3).decode() + "\n"]
+
+
+def test_pieces_of_a_cut_line_are_not_repeated_by_the_next_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from asynctorchx.schedulers.docker import _logs
+
+    monkeypatch.setattr(_logs, "MAX_LINE_BYTES", 10)
+    a, b = (T0, frame(STDOUT, T0, b"a" * 16)), (T0, frame(STDOUT, T0, b"b" * 6 + b"\n"))
+    lines = LogLines(None, False, BOTH)
+    assert request(lines, [a]) == ["a" * 10]
+    assert request(lines, [a, b]) == ["a" * 6 + "b" * 4, "bb\n"]
+
+
+def test_a_quiet_stream_is_read_again_from_a_second_before_the_newest_frame() -> None:
+    lines = LogLines(None, False, BOTH)
+    request(
+        lines,
+        [
+            (T0, frame(STDERR, T0, b"e\n")),
+            (T0 + 5 * REREAD_NS, frame(STDOUT, T0 + 5 * REREAD_NS, b"o\n")),
+        ],
+    )
+    assert lines.begin_request() == T0 + 4 * REREAD_NS
+
+
+def test_a_tty_body_is_raw_lines_with_their_carriage_returns() -> None:
+    body = format_rfc3339_ns(T0).encode() + b" a\r\n" + format_rfc3339_ns(T0 + 1).encode() + b" b"
+    lines = LogLines(None, True, BOTH)
+    assert request(lines, [(T0, body)], chunk=7) == ["a\r\n"]
+    assert lines.flush() == ["b"]
+
+
+def test_a_reader_knows_when_the_logs_end_is_consumed() -> None:
+    log = [frame(STDOUT, T0 + i // 2, f"line {i}\n".encode()) for i in range(40)]
+    lines = LogLines(None, False, BOTH)
+    request(lines, [(T0, b"".join(log))])
+    assert lines.consumed_end(b"".join(log[-32:]))  # the engine's `tail=32`, nothing after
+    more = [*log[-31:], frame(STDOUT, T0 + 19, b"line 40\n")]  # a third line of T0 + 19
+    assert not lines.consumed_end(b"".join(more))
+    assert not lines.consumed_end(b"".join([frame(STDOUT, T0 + 19, b"x\n")] * 2))  # unsure
+    assert not LogLines(None, False, BOTH).consumed_end(b"".join(log[-32:]))
