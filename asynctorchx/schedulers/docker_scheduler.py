@@ -11,8 +11,8 @@ differs from TorchX 0.7.0's ``torchx.schedulers.docker_scheduler``.
 
 from __future__ import annotations
 
+from asynctorchx.schedulers.docker._engine import has_docker
 from asynctorchx.schedulers.docker._options import NETWORK, DockerOpts
-from asynctorchx.schedulers.docker._ping import has_docker
 from asynctorchx.schedulers.docker._request import (
     LABEL_APP_DEF,
     LABEL_APP_ID,

@@ -3,9 +3,8 @@
 One private module per concern:
 
 - ``_engine``: the engine connection, the only module that imports aiodocker; it maps
-  aiodocker's errors to :mod:`asynctorchx.errors`.
+  aiodocker's errors to :mod:`asynctorchx.errors`; :func:`has_docker`.
 - ``_options``: the run options (``env``'s forms) and :class:`DockerOpts`.
-- ``_ping``: :func:`has_docker`, whether an engine answers.
 - ``_request``: the dry-run request (:class:`DockerJob`, :class:`DockerContainer`),
   labels, names and run options; no I/O.
 - ``_run_kwargs``: a request's container as docker-py's ``containers.run`` keywords

@@ -12,12 +12,14 @@ aiodocker or aiohttp raises is mapped here, once, to :mod:`asynctorchx.errors`:
 
 aiodocker is imported on first use only (so importing the scheduler never imports it);
 it runs on asyncio only, so under trio every call raises
-:class:`~asynctorchx.errors.SchedulerUnavailableError`.
+:class:`~asynctorchx.errors.SchedulerUnavailableError`. :func:`has_docker` asks through
+an :class:`Engine` too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import io
@@ -434,3 +436,40 @@ class Engine:
                     except StopAsyncIteration:
                         return
                 yield item
+
+
+async def _answers(docker_host: str | None, timeout: float) -> bool:
+    engine = Engine(docker_host, "has_docker")
+    try:
+        with anyio.fail_after(timeout):
+            await engine.connect()
+    except Exception:  # no aiodocker, no engine, a URL it cannot reach: not usable
+        return False
+    finally:
+        await engine.close()
+    return True
+
+
+def has_docker(docker_host: str | None = None, timeout: float = 2.0) -> bool:
+    """Return True if a Docker engine answers and ``local_docker`` can use it.
+
+    TorchX's ``torchx.schedulers.docker_scheduler.has_docker``, which is true when the
+    ``docker`` client library is installed and ``docker.from_env()`` reaches the engine.
+    Here: aiodocker is installed and the engine answers ``GET /version``, asked as the
+    scheduler asks (the same ``DOCKER_HOST``, Docker context and TLS settings). It is
+    synchronous, as TorchX's, and blocks for at most about ``timeout`` seconds (the
+    request runs on an event loop of its own, in a thread), also when called from a
+    running event loop.
+
+    Args:
+        docker_host: the engine's URL (``unix://...``, ``tcp://host:port``...); None:
+            ``DOCKER_HOST``, the Docker context, else the default socket, as aiodocker
+            finds it.
+        timeout: the most seconds to wait for the engine's answer.
+
+    Returns:
+        False when aiodocker is not installed or no engine answers within ``timeout``;
+        True otherwise. Never raises.
+    """
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, _answers(docker_host, timeout)).result()
