@@ -26,7 +26,8 @@ import io
 import json
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
+from contextlib import AbstractContextManager as ContextManager
 from typing import Any
 
 import anyio
@@ -79,14 +80,12 @@ class StreamBody:
 
     Args:
         response: the aiohttp response, owned by :meth:`Engine.stream` (it closes it).
-        request: the request, as ``GET path``, for error messages.
-        where: the engine's address, for error messages.
+        errors: maps the errors raised inside it (:meth:`Engine._errors` of the request).
     """
 
-    def __init__(self, response: Any, request: str, where: str) -> None:
+    def __init__(self, response: Any, errors: Callable[[], ContextManager[None]]) -> None:
         self._response = response
-        self._request = request
-        self._where = where
+        self._errors = errors
         self.buffer = bytearray()
         self.eof = False
 
@@ -98,13 +97,8 @@ class StreamBody:
         """
         if self.eof:
             return
-        try:
+        with self._errors():
             chunk: bytes = await self._response.content.readany()
-        except Exception as err:
-            mapped = _mapped_error(err, self._request, self._where)
-            if mapped is None:
-                raise
-            raise mapped from err
         if chunk:
             self.buffer.extend(chunk)
         else:
@@ -175,17 +169,13 @@ class Engine:
         """The engine's address as configured (``""``: the default), to key per-engine state."""
         return self.docker_host or os.environ.get("DOCKER_HOST") or ""
 
-    @property
-    def _where(self) -> str:
-        return self.docker_host or os.environ.get("DOCKER_HOST") or "the default socket"
-
     @contextlib.contextmanager
     def _errors(self, request: str) -> Iterator[None]:
         """Map aiodocker's and aiohttp's errors raised inside to :mod:`asynctorchx.errors`."""
         try:
             yield
         except Exception as err:
-            mapped = _mapped_error(err, request, self._where)
+            mapped = _mapped_error(err, request, self.key or "the default socket")
             if mapped is None:
                 raise
             raise mapped from err
@@ -216,6 +206,7 @@ class Engine:
         async with self._lock:
             if self._docker is not None:
                 return self._docker
+            where = self.key or "the default socket"
             try:
                 import aiodocker
             except ImportError as err:
@@ -226,14 +217,14 @@ class Engine:
                 docker = aiodocker.Docker(url=self.docker_host)
             except (aiodocker.DockerError, ValueError, OSError) as err:
                 raise SchedulerUnavailableError(
-                    f"no Docker engine found at {self._where} ({err}): {_START_ENGINE}"
+                    f"no Docker engine found at {where} ({err}): {_START_ENGINE}"
                 ) from err
             try:
                 await docker.version()
             except (aiodocker.DockerError, OSError) as err:
                 await docker.close()
                 raise SchedulerUnavailableError(
-                    f"no Docker engine answers at {self._where} ({err}): {_START_ENGINE}"
+                    f"no Docker engine answers at {where} ({err}): {_START_ENGINE}"
                 ) from err
             self._docker = docker
             return docker
@@ -309,7 +300,7 @@ class Engine:
             DockerEngineError: the engine answered 4xx/5xx.
         """
         async with self._response(path, params) as response:
-            yield StreamBody(response, f"GET {path}", self._where)
+            yield StreamBody(response, functools.partial(self._errors, f"GET {path}"))
 
     @contextlib.asynccontextmanager
     async def _response(self, path: str, params: Mapping[str, str]) -> AsyncIterator[Any]:
@@ -345,7 +336,7 @@ class Engine:
         since = time.time_ns() - EVENTS_SKEW_NS if since_ns is None else since_ns
         params = {"filters": json.dumps(dict(filters)), "since": ns_to_engine(since)}
         async with self._response("events", params) as response:
-            yield EventStream(response, "GET events", self._where)
+            yield EventStream(response, functools.partial(self._errors, "GET events"))
 
     async def wait_stopped(self, cid: str) -> None:
         """Return when the container is next not running (the engine's wait endpoint).
@@ -417,25 +408,19 @@ class Engine:
             DockerEngineError: the engine refused the build or a step failed.
         """
         docker = await self._client()
-        request = "POST build"
-        with self._errors(request):
-            stream = docker.images.build(
-                fileobj=io.BytesIO(context),
-                encoding="identity",
-                path_dockerfile=dockerfile,
-                labels=dict(labels),
-                pull=False,
-                forcerm=True,  # a failed step's container is removed too
-                stream=True,
-            )
-        async with contextlib.aclosing(stream) as items:
-            while True:
-                with self._errors(request):
-                    try:
-                        item: dict[str, Any] = await items.__anext__()
-                    except StopAsyncIteration:
-                        return
-                yield item
+        stream = docker.images.build(
+            fileobj=io.BytesIO(context),
+            encoding="identity",
+            path_dockerfile=dockerfile,
+            labels=dict(labels),
+            pull=False,
+            forcerm=True,  # a failed step's container is removed too
+            stream=True,
+        )
+        with self._errors("POST build"):
+            async with contextlib.aclosing(stream) as items:
+                async for item in items:
+                    yield item
 
 
 async def _answers(docker_host: str | None, timeout: float) -> bool:

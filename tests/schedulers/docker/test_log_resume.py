@@ -7,6 +7,9 @@ bytes the engine sends are counted (a counting wrapper of the log response's bod
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+
 import pytest
 
 from asynctorchx.runner import LogEvent, get_runner
@@ -20,15 +23,25 @@ LINES = 100_000  # of 60 bytes: a 6 MB log (with the engine's stamps and headers
 def log_bytes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The bytes of every log response the engine sent (``containers/{id}/logs``)."""
     sent = [0]
-    fill = _engine.StreamBody.fill
+    stream = _engine.Engine.stream
 
-    async def counted(body: _engine.StreamBody) -> None:
-        before = len(body.buffer)
-        await fill(body)
-        if "/logs" in body._request:
-            sent[0] += len(body.buffer) - before
+    @contextlib.asynccontextmanager
+    async def counted(
+        engine: _engine.Engine, path: str, params: Mapping[str, str]
+    ) -> AsyncIterator[_engine.StreamBody]:
+        async with stream(engine, path, params) as body:
+            fill = body.fill
 
-    monkeypatch.setattr(_engine.StreamBody, "fill", counted)
+            async def fill_counted() -> None:
+                before = len(body.buffer)
+                await fill()
+                if path.endswith("/logs"):
+                    sent[0] += len(body.buffer) - before
+
+            body.fill = fill_counted  # type: ignore[method-assign]
+            yield body
+
+    monkeypatch.setattr(_engine.Engine, "stream", counted)
     return sent
 
 
