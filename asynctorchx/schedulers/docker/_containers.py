@@ -29,7 +29,12 @@ from asynctorchx.schedulers.docker._request import (
     DockerContainer,
     DockerJob,
 )
-from asynctorchx.schedulers.docker._state import describe_from, listed_state, replica_state
+from asynctorchx.schedulers.docker._state import (
+    describe_from,
+    listed_state,
+    replica_of,
+    replica_state,
+)
 from asynctorchx.schedulers.toolkit import LogQuery, app_state, gather, gather_results
 from asynctorchx.specs.api import AppState, is_terminal
 
@@ -112,14 +117,15 @@ def refused(err: DockerEngineError, container: DockerContainer) -> DockerEngineE
 # --------------------------------------------------------------------------- read
 
 
-async def list_containers(engine: Engine, app_id: str) -> list[dict[str, Any]]:
+async def list_containers(engine: Engine, app_id: str | None) -> list[dict[str, Any]]:
     """The listing entries (``GET /containers/json``) of every container of the app.
 
     Args:
         engine: the engine.
-        app_id: the app.
+        app_id: the app; ``None``: every app's (asynctorchx's and TorchX's).
     """
-    filters = json.dumps({"label": [f"{LABEL_APP_ID}={app_id}"]})
+    label = LABEL_APP_ID if app_id is None else f"{LABEL_APP_ID}={app_id}"
+    filters = json.dumps({"label": [label]})
     listed: list[dict[str, Any]] = await engine.json(
         "containers/json", params={"all": "1", "filters": filters}
     )
@@ -172,16 +178,26 @@ async def inspect_and_marker(
     Returns:
         the inspects of the containers still there, and the cancel time (ns) or ``None``.
     """
-    result: dict[str, Any] = {"inspected": [], "marker": None}
+    if not marker:
+        return await _inspect_all(engine, ids), None
+    inspected, cancelled = await gather_results(
+        [
+            functools.partial(_inspect_all, engine, ids),
+            functools.partial(cancelled_at, engine, app_id),
+        ]
+    )
+    return inspected, cancelled
 
-    async def get_marker() -> None:
-        result["marker"] = await cancelled_at(engine, app_id)
 
-    async def get_inspected() -> None:
-        result["inspected"] = await _inspect_all(engine, ids)
+async def inspect_app(engine: Engine, app_id: str) -> tuple[list[dict[str, Any]], int | None]:
+    """The inspects of the app's containers and its cancel time (ns) or ``None``.
 
-    await gather([get_inspected, get_marker] if marker else [get_inspected])
-    return result["inspected"], result["marker"]
+    Args:
+        engine: the engine.
+        app_id: the app.
+    """
+    ids = [container["Id"] for container in await list_containers(engine, app_id)]
+    return await inspect_and_marker(engine, app_id, ids) if ids else ([], None)
 
 
 async def describe(engine: Engine, app_id: str) -> DescribeAppResponse | None:
@@ -194,14 +210,8 @@ async def describe(engine: Engine, app_id: str) -> DescribeAppResponse | None:
     Returns:
         the description, or ``None`` if the engine has no container of the app.
     """
-    listed = await list_containers(engine, app_id)
-    if not listed:
-        return None
-    ids = [container["Id"] for container in listed]
-    inspected, cancelled = await inspect_and_marker(engine, app_id, ids)
-    if not inspected:
-        return None
-    return describe_from(app_id, inspected, cancelled)
+    inspected, cancelled = await inspect_app(engine, app_id)
+    return describe_from(app_id, inspected, cancelled) if inspected else None
 
 
 async def _cancelled_apps(engine: Engine) -> set[str]:
@@ -258,16 +268,12 @@ async def list_apps(engine: Engine) -> list[ListAppResponse]:
     Args:
         engine: the engine.
     """
-    filters = json.dumps({"label": [LABEL_APP_ID]})
-    listing, cancelled = await gather_results(
+    listed, cancelled = await gather_results(
         [
-            functools.partial(
-                engine.json, "containers/json", params={"all": "1", "filters": filters}
-            ),
+            functools.partial(list_containers, engine, None),
             functools.partial(_cancelled_apps, engine),
         ]
     )
-    listed: list[dict[str, Any]] = listing
     per_app = await _replica_states(engine, listed, cancelled)
     states = {app_id: app_state(found.values()) for app_id, found in per_app.items() if found}
 
@@ -281,12 +287,6 @@ async def list_apps(engine: Engine) -> list[ListAppResponse]:
         functools.partial(describe_cancelled, app_id) for app_id in sorted(listed_apps & cancelled)
     )
     return [ListAppResponse(app_id=app_id, state=state) for app_id, state in sorted(states.items())]
-
-
-def _replica_of(container: dict[str, Any]) -> tuple[str, int]:
-    """The role and replica id of a container listing entry (from its labels)."""
-    labels = container["Labels"]
-    return str(labels.get(LABEL_ROLE_NAME)), int(labels.get(LABEL_REPLICA_ID, "0"))
 
 
 async def find_container(engine: Engine, app_id: str, query: LogQuery) -> dict[str, Any] | None:
@@ -310,11 +310,11 @@ async def find_container(engine: Engine, app_id: str, query: LogQuery) -> dict[s
         return None
     replica_counts: dict[str, int] = {}
     for container in containers:
-        role, replica_id = _replica_of(container)
+        role, replica_id = replica_of(container["Labels"])
         replica_counts[role] = max(replica_counts.get(role, 0), replica_id + 1)
     query.check_replica(app_id, replica_counts)
     for container in containers:
-        if _replica_of(container) == (query.role_name, query.k):
+        if replica_of(container["Labels"]) == (query.role_name, query.k):
             info: dict[str, Any] = await engine.json(f"containers/{container['Id']}/json")
             return info
     raise ValueError(

@@ -21,7 +21,8 @@ from asynctorchx import __version__
 from asynctorchx.errors import DockerEngineError
 from asynctorchx.schedulers.docker._engine import Engine, EventStream
 from asynctorchx.schedulers.docker._request import LABEL_VERSION
-from asynctorchx.schedulers.docker._state import event_action, event_id, parse_ts_ns
+from asynctorchx.schedulers.docker._state import event_action, event_id
+from asynctorchx.schedulers.toolkit import parse_rfc3339_ns
 
 #: A network older than this (s) is settled: no concurrent create of its name is running.
 NETWORK_SETTLE_S = 10.0
@@ -51,7 +52,7 @@ def _settled_network(found: list[dict[str, Any]]) -> str | None:
     horizon = time.time_ns() - int(NETWORK_SETTLE_S * 1e9)
     settled = []
     for net in found:
-        created = parse_ts_ns(net.get("Created"))
+        created = parse_rfc3339_ns(net.get("Created"))
         if created is None or created < horizon:
             settled.append((created or 0, str(net["Id"])))
     return min(settled)[1] if settled else None
@@ -143,7 +144,7 @@ async def _network_winner(
     need = {str(net["Id"]) for net in found} | ({mine} if mine else set())
     created: list[str] = []
     gone: set[str] = set()
-    stamps = [parse_ts_ns(net.get("Created")) or 0 for net in found]
+    stamps = [parse_rfc3339_ns(net.get("Created")) or 0 for net in found]
     oldest_young_ns = min(stamps) if stamps else time.time_ns()
     patience = oldest_young_ns / 1e9 + NETWORK_SETTLE_S - time.time()
     with anyio.move_on_after(max(patience, 0.0)):
@@ -162,4 +163,4 @@ async def _network_winner(
     found = await _networks_named(engine, name)
     if not found:
         return None
-    return min((parse_ts_ns(net.get("Created")) or 0, str(net["Id"])) for net in found)[1]
+    return min((parse_rfc3339_ns(net.get("Created")) or 0, str(net["Id"])) for net in found)[1]

@@ -57,11 +57,6 @@ _EXITED = re.compile(r"Exited \((-?\d+)\)")
 
 # --------------------------------------------------------------------------- times
 
-#: The engine's RFC 3339 times (the toolkit's parser and format, under this module's
-#: names of before).
-parse_ts_ns = parse_rfc3339_ns
-rfc3339 = format_rfc3339_ns
-
 
 def engine_time(when: datetime) -> str:
     """Format ``when`` as the engine's ``since``/``until`` (seconds.nanoseconds since epoch).
@@ -134,7 +129,7 @@ def replica_state(
     finished = status in ("exited", "dead") or (status == "created" and bool(state.get("Error")))
     if not finished:
         return LIVE_STATES.get(status, AppState.UNKNOWN), None
-    finished_ns = parse_ts_ns(state.get("FinishedAt"))
+    finished_ns = parse_rfc3339_ns(state.get("FinishedAt"))
     if cancelled_at_ns is not None and (finished_ns is None or finished_ns >= cancelled_at_ns):
         return AppState.CANCELLED, exit_code
     if status == "exited" and exit_code == 0:
@@ -224,7 +219,7 @@ def exit_for_good(
         "Running": False,
         "Restarting": False,
         "ExitCode": exit_code,
-        "FinishedAt": rfc3339(died_ns),  # the engine's is a little earlier
+        "FinishedAt": format_rfc3339_ns(died_ns),  # the engine's is a little earlier
     }
     return exited
 
@@ -232,9 +227,17 @@ def exit_for_good(
 # --------------------------------------------------------------------------- describe
 
 
-def _replica_key(info: Mapping[str, Any]) -> tuple[str, int]:
-    labels = info["Config"]["Labels"]
+def replica_of(labels: Mapping[str, str]) -> tuple[str, int]:
+    """The role and replica id of a container, from its labels (TorchX's).
+
+    Args:
+        labels: a container's labels (its listing entry's or its inspect's).
+    """
     return labels.get(LABEL_ROLE_NAME, ""), int(labels.get(LABEL_REPLICA_ID, "0"))
+
+
+def _replica_key(info: Mapping[str, Any]) -> tuple[str, int]:
+    return replica_of(info["Config"]["Labels"])
 
 
 def _submitted_app(labels: Mapping[str, str]) -> AppDef | None:

@@ -16,7 +16,7 @@ from asynctorchx.schedulers.api import DescribeAppResponse
 from asynctorchx.schedulers.docker._containers import (
     cancelled_at,
     inspect_and_marker,
-    list_containers,
+    inspect_app,
 )
 from asynctorchx.schedulers.docker._engine import Engine, EventStream
 from asynctorchx.schedulers.docker._request import LABEL_APP_ID
@@ -64,9 +64,7 @@ async def watch(
         "event": [*STATE_EVENTS, "kill"],
     }
     async with engine.events(filters) as events:
-        listed = await list_containers(engine, app_id)
-        ids = [container["Id"] for container in listed]
-        inspected, cancelled = await inspect_and_marker(engine, app_id, ids)
+        inspected, cancelled = await inspect_app(engine, app_id)
         watcher = _Watcher(engine, app_id, done, inspected, cancelled)
         return await watcher.run(events)
 

@@ -16,10 +16,10 @@ from asynctorchx.schedulers.docker._state import (
     describe_from,
     exit_for_good,
     listed_state,
-    parse_ts_ns,
     replica_state,
-    rfc3339,
 )
+from asynctorchx.schedulers.toolkit import format_rfc3339_ns as rfc3339
+from asynctorchx.schedulers.toolkit import parse_rfc3339_ns as parse_ts_ns
 from asynctorchx.specs.api import AppState
 
 #: 2024-05-01T12:00:00Z in ns since the epoch: when the replicas below finish or die.
