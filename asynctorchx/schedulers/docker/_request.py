@@ -60,15 +60,6 @@ _PART_LENGTH = 30
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-def _format_container(container: DockerContainer) -> str:
-    body = json.dumps(container.config, indent=2, sort_keys=True)
-    return (
-        f"- name: {container.name}\n  image: {container.image}\n"
-        f"  command: {json.dumps(container.command)}\n  create config: "
-        + body.replace("\n", "\n  ")
-    )
-
-
 @attrs.define
 class DockerContainer:
     """One replica's container, as ``schedule`` will create it (the dry-run request).
@@ -105,7 +96,11 @@ class DockerContainer:
         return run_kwargs(self.name, self.config)
 
     def __str__(self) -> str:
-        return _format_container(self)
+        body = json.dumps(self.config, indent=2, sort_keys=True).replace("\n", "\n  ")
+        return (
+            f"- name: {self.name}\n  image: {self.image}\n"
+            f"  command: {json.dumps(self.command)}\n  create config: {body}"
+        )
 
 
 @attrs.define
@@ -236,17 +231,6 @@ def check_bind_sources(app: AppDef) -> None:
 # --------------------------------------------------------------------------- the request
 
 
-@attrs.frozen
-class _Options:
-    """The run options every container of a job shares."""
-
-    app_id: str
-    app_json: str
-    network: str
-    use_init: bool
-    privileged: bool
-
-
 def _default_env(cfg: Mapping[str, CfgVal]) -> dict[str, str]:
     """The environment every replica gets: ``copy_env`` matches, then ``env`` items."""
     default_env: dict[str, str] = {}
@@ -281,18 +265,19 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
     """
     default_env = _default_env(cfg)
     app_id = make_unique(app.name)
-    options = _Options(
-        app_id=app_id,
-        app_json=to_json(app),
-        network=str(cfg.get("network") or NETWORK),
-        use_init=cfg.get("init", True) is not False,
-        privileged=cfg.get("privileged") is True,
-    )
+    # what every container shares: its HostConfig's start and its labels' app part
+    shared_host: dict[str, Any] = {
+        "NetworkMode": str(cfg.get("network") or NETWORK),
+        "Init": cfg.get("init", True) is not False,
+    }
+    if cfg.get("privileged") is True:
+        shared_host["Privileged"] = True
+    labels = {LABEL_VERSION: __version__, LABEL_APP_ID: app_id, LABEL_APP_DEF: to_json(app)}
     rank0 = container_name(app_id, app.roles[0].name, 0)
     job = DockerJob(
         app_id=app_id,
         containers=[],
-        network=options.network,
+        network=shared_host["NetworkMode"],
         cancel_on_close=cfg.get("cancel_on_close") is True,
     )
     for role in app.roles:
@@ -303,17 +288,14 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
             replica = values.apply(role)
             name = container_name(app_id, role.name, replica_id)
             env = {**default_env, **replica.env, RANK0_ENV: rank0}
-            job.containers.append(_container(replica, replica_id, name, env, options))
+            replica_labels = {
+                **labels,
+                LABEL_ROLE_NAME: role.name,
+                LABEL_REPLICA_ID: str(replica_id),
+            }
+            host = _host_config(replica, shared_host)
+            job.containers.append(_container(replica, name, env, replica_labels, host))
     return job
-
-
-def _device_entry(mount: DeviceMount) -> dict[str, str]:
-    """One ``HostConfig.Devices`` entry (Docker Engine API) for a device mount."""
-    return {
-        "PathOnHost": mount.src_path,
-        "PathInContainer": mount.dst_path,
-        "CgroupPermissions": mount.permissions,
-    }
 
 
 def _devices(role: Role) -> list[dict[str, str]]:
@@ -333,7 +315,14 @@ def _devices(role: Role) -> list[dict[str, str]]:
     except UnknownDeviceError as error:
         raise UnknownDeviceError(f"role {role.name!r}: {error}") from None
     mounts = [*resource_mounts, *(m for m in role.mounts if isinstance(m, DeviceMount))]
-    return [_device_entry(mount) for mount in mounts]
+    return [
+        {
+            "PathOnHost": m.src_path,
+            "PathInContainer": m.dst_path,
+            "CgroupPermissions": m.permissions,
+        }
+        for m in mounts
+    ]
 
 
 def _mounts(role: Role) -> list[dict[str, Any]]:
@@ -341,31 +330,21 @@ def _mounts(role: Role) -> list[dict[str, Any]]:
     mounts: list[dict[str, Any]] = []
     for mount in role.mounts:
         if isinstance(mount, BindMount):
-            mounts.append(
-                {
-                    "Type": "bind",
-                    "Source": os.path.abspath(mount.src_path),
-                    "Target": mount.dst_path,
-                    "ReadOnly": mount.read_only,
-                }
-            )
+            kind, source = "bind", os.path.abspath(mount.src_path)
         elif isinstance(mount, VolumeMount):
-            mounts.append(
-                {
-                    "Type": "volume",
-                    "Source": mount.src,
-                    "Target": mount.dst_path,
-                    "ReadOnly": mount.read_only,
-                }
-            )
+            kind, source = "volume", mount.src
+        else:
+            continue
+        mounts.append(
+            {"Type": kind, "Source": source, "Target": mount.dst_path, "ReadOnly": mount.read_only}
+        )
     return mounts
 
 
-def _host_config(role: Role, options: _Options) -> dict[str, Any]:
-    """The ``HostConfig`` of a replica of ``role``: network, init, resources, restarts."""
-    host: dict[str, Any] = {"NetworkMode": options.network, "Init": options.use_init}
-    if options.privileged:
-        host["Privileged"] = True
+def _host_config(role: Role, shared: dict[str, Any]) -> dict[str, Any]:
+    """The ``HostConfig`` of a replica of ``role``: ``shared`` (network, init, privileged),
+    resources, devices, mounts, restarts."""
+    host = dict(shared)
     resource = role.resource
     if resource.memMB > 0:
         host["Memory"] = int(resource.memMB) * 1024 * 1024
@@ -387,25 +366,19 @@ def _host_config(role: Role, options: _Options) -> dict[str, Any]:
 
 
 def _container(
-    role: Role, replica_id: int, name: str, env: dict[str, str], options: _Options
+    role: Role, name: str, env: dict[str, str], labels: dict[str, str], host: dict[str, Any]
 ) -> DockerContainer:
-    """The container ``name`` of replica ``replica_id`` of ``role`` (macros applied)."""
-    host = _host_config(role, options)
+    """The container ``name`` of a replica of ``role`` (macros applied)."""
+    network = host["NetworkMode"]
     config: dict[str, Any] = {
         "Image": role.image,
         "Entrypoint": [role.entrypoint],
         "Cmd": list(role.args),
         "Env": [f"{key}={value}" for key, value in env.items()],
         "Hostname": name,
-        "Labels": {
-            LABEL_VERSION: __version__,
-            LABEL_APP_ID: options.app_id,
-            LABEL_ROLE_NAME: role.name,
-            LABEL_REPLICA_ID: str(replica_id),
-            LABEL_APP_DEF: options.app_json,
-        },
+        "Labels": labels,
         "HostConfig": host,
-        "NetworkingConfig": {"EndpointsConfig": {options.network: {"Aliases": [name]}}},
+        "NetworkingConfig": {"EndpointsConfig": {network: {"Aliases": [name]}}},
     }
     if role.port_map:
         # exposed only, as documentation: replicas reach each other on the network by
