@@ -1,8 +1,10 @@
-"""Resuming ``Runner.events`` on ``local_docker`` reads from the engine's stamp, not the start.
+"""Resuming a ``local_docker`` log reads from the engine's stamps, not the start.
 
-A position is the engine's stamp of the last line delivered and how many lines had it,
-so a resume near the end of a long log gets only the log's end from the engine: the
-bytes the engine sends are counted (a counting wrapper of the log response's body).
+A position is, per stream, the engine's stamp of the last line delivered and how many
+lines had it, so a resume near the end of a long log gets only the log's end from the
+engine (``Runner.events``, stdout and stderr apart), and a combined read resumes from any
+block's position with that block's lines then the rest: the bytes the engine sends are
+counted (a counting wrapper of the log response's body).
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from collections.abc import AsyncIterator, Mapping
 import pytest
 
 from asynctorchx.runner import LogEvent, get_runner
+from asynctorchx.schedulers.api import Stream
 from asynctorchx.schedulers.docker import _engine
+from asynctorchx.schedulers.docker_scheduler import create_scheduler
+from asynctorchx.schedulers.toolkit import LogQuery
 from asynctorchx.specs.api import AppDef, Role, parse_app_handle
 
 LINES = 100_000  # of 60 bytes: a 6 MB log (with the engine's stamps and headers, ~10 MB)
@@ -72,3 +77,43 @@ async def test_resume_near_the_end_of_a_long_log_does_not_read_it_again(
     # the whole log was read once; the resume gets at most the engine's last chunk
     assert whole > 6_000_000
     assert log_bytes[0] < 100_000, f"the resume got {log_bytes[0]} of {whole} bytes"
+
+
+@pytest.mark.docker
+async def test_a_combined_read_resumes_from_any_blocks_position(
+    docker_image: str, docker_apps: list[str], log_bytes: list[int]
+) -> None:
+    # stdout and stderr interleaved, some lines longer than the engine's 16 KiB frames
+    script = (
+        'i=0; while [ $i -lt 3000 ]; do echo "out $i"; echo "err $i" >&2;'
+        ' [ $((i % 500)) -eq 7 ] && head -c 40000 /dev/zero | tr "\\0" x && echo;'
+        " i=$((i+1)); done"
+    )
+    role = Role("r", docker_image, entrypoint="sh", args=["-c", script])
+    async with create_scheduler("t") as sched:
+        app_id = await sched.submit(AppDef("combined", [role]), {})
+        docker_apps.append(app_id)
+        await sched.wait(app_id)
+        query = LogQuery("r", 0, streams=Stream.COMBINED)
+
+        async def read(start: int) -> list[tuple[int, list[str]]]:
+            return [(at, list(lines)) async for at, lines in sched.log_blocks(app_id, query, start)]
+
+        blocks = await read(0)
+        every = [line for _, lines in blocks for line in lines]
+        assert sorted(every) == sorted(
+            [f"out {i}\n" for i in range(3000)]
+            + [f"err {i}\n" for i in range(3000)]
+            + ["x" * 40000 + "\n"] * 6
+        )
+        whole = log_bytes[0]
+        for index in range(1, len(blocks), max(len(blocks) // 7, 1)):
+            position = blocks[index][0]
+            first = next(i for i, (at, _) in enumerate(blocks) if at == position)
+            before = sum(len(lines) for _, lines in blocks[:first])
+            log_bytes[0] = 0
+            again = [line for _, lines in await read(position) for line in lines]
+            assert again == every[before:], (index, position)
+        # near the end, the engine sends the log from the earlier stream's stamp (written
+        # in one burst, stdout may run a pipe's read ahead of stderr), not from the start
+        assert log_bytes[0] < whole / 2, (log_bytes[0], whole)
