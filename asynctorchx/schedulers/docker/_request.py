@@ -23,7 +23,7 @@ import attrs
 
 from asynctorchx import __version__
 from asynctorchx.errors import InvalidAppDefException
-from asynctorchx.schedulers.docker._options import NETWORK, parse_env_items
+from asynctorchx.schedulers.docker._options import NETWORK
 from asynctorchx.schedulers.docker._run_kwargs import run_kwargs
 from asynctorchx.schedulers.ids import make_unique
 from asynctorchx.schedulers.toolkit import UnknownDeviceError, get_device_mounts
@@ -239,11 +239,9 @@ def _default_env(cfg: Mapping[str, CfgVal]) -> dict[str, str]:
         for pattern in copy_env:
             for key in fnmatch.filter(os.environ.keys(), pattern):
                 default_env[key] = os.environ[key]
-    cfg_env = cfg.get("env")
+    cfg_env = cfg.get("env")  # a dict once resolved (DockerRunOpts.resolve reads the list form)
     if isinstance(cfg_env, dict):
         default_env.update(cfg_env)
-    elif isinstance(cfg_env, list):  # the earlier form, when not resolved by the run options
-        default_env.update(parse_env_items(cfg_env))
     return default_env
 
 
