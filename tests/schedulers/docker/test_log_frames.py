@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from asynctorchx.schedulers.docker._logs import REREAD_NS, STDERR, STDOUT, LogLines
+from asynctorchx.schedulers.docker._logs import (
+    COMBINED_SCALE,
+    REREAD_NS,
+    STDERR,
+    STDOUT,
+    LogLines,
+)
 from asynctorchx.schedulers.toolkit import MAX_LINE_BYTES, format_rfc3339_ns
 
 T0 = 1_714_564_800 * 1_000_000_000  # 2024-05-01T12:00:00Z in ns
@@ -151,12 +157,37 @@ def test_a_tty_body_is_raw_lines_with_their_carriage_returns() -> None:
     assert lines.flush() == ["b"]
 
 
-def test_a_reader_knows_when_the_logs_end_is_consumed() -> None:
-    log = [frame(STDOUT, T0 + i // 2, f"line {i}\n".encode()) for i in range(40)]
+def test_a_read_from_a_position_takes_the_rest_from_the_logs_tail_when_it_reaches_back() -> None:
+    log = [frame(STDOUT, T0 + i, f"line {i}\n".encode()) for i in range(40)]
     lines = LogLines(None, False, BOTH)
     request(lines, [(T0, b"".join(log))])
-    assert lines.consumed_end(b"".join(log[-32:]))  # the engine's `tail=32`, nothing after
-    more = [*log[-31:], frame(STDOUT, T0 + 19, b"line 40\n")]  # a third line of T0 + 19
-    assert not lines.consumed_end(b"".join(more))
-    assert not lines.consumed_end(b"".join([frame(STDOUT, T0 + 19, b"x\n")] * 2))  # unsure
-    assert not LogLines(None, False, BOTH).consumed_end(b"".join(log[-32:]))
+    # the next request: the engine's tail=32 of the log, two more lines written meanwhile
+    more = [*log, frame(STDOUT, T0 + 40, b"line 40\n"), frame(STDOUT, T0 + 41, b"line 41\n")]
+    lines.begin_request()
+    tail = b"".join(more[-32:])
+    assert lines.reaches_back(tail[:5], at_eof=False) is None  # no whole frame yet
+    assert lines.reaches_back(tail, at_eof=False)  # a frame consumed (stderr is quiet)
+    assert lines.take(bytearray(tail), at_eof=True) == ["line 40\n", "line 41\n"]
+    lines.begin_request()
+    far = [frame(STDOUT, T0 + 100 + i, b"x\n") for i in range(40)]  # more than the tail
+    assert lines.reaches_back(b"".join(far[-32:]), at_eof=True) is False
+    assert lines.reaches_back(b"", at_eof=True) is False  # an empty log
+    assert not LogLines(None, False, BOTH).reaches_back(tail, at_eof=True)  # no floor
+
+
+def test_a_combined_read_resumed_from_a_position_does_not_trust_the_tail() -> None:
+    log = [(T0 + 1, frame(STDERR, T0 + 1, b"e\n"))]
+    log += [(T0 + 10 + i, frame(STDOUT, T0 + 10 + i, b"o\n")) for i in range(40)]
+    lines = LogLines(None, False, BOTH)
+    request(lines, log)
+    tail = b"".join(data for _, data in log[-32:])  # stdout's frames only
+    resumed = LogLines(None, False, BOTH)
+    resumed.resume_at(lines.position())
+    resumed.begin_request()
+    assert resumed.reaches_back(tail, at_eof=True) is False  # stderr's may be before it
+    lines.begin_request()
+    assert lines.reaches_back(tail, at_eof=True)  # it consumed the log's first frames, in order
+    stdout = LogLines(None, False, (STDOUT,))  # one stream: its frames are in order
+    stdout.resume_at(lines.position() % COMBINED_SCALE)
+    stdout.begin_request()
+    assert stdout.reaches_back(tail, at_eof=True)
