@@ -1,8 +1,8 @@
 """``local_docker``'s follow of a log still flowing when its container exits (Docker Engine API).
 
 A follower from ``submit`` falls behind a replica that writes without pause; at the exit it
-either reads its follow on to the end or switches to a read from its newest frame (and drops
-the frames it consumed already): either way every line comes once, in order.
+reads its follow on while the engine sends, then takes what is left from the log's tail or
+from its position (dropping what it consumed already): every line comes once, in order.
 """
 
 from __future__ import annotations
