@@ -68,7 +68,7 @@ COMBINED_SCALE = 10**25
 REREAD_NS = 1_000_000_000
 
 #: How many frames of the log's end a read from a position asks for first (``tail``):
-#: when they reach back to the position, they are the rest of the log (:func:`_read_logs`).
+#: when they reach back to the position, they are the rest of the log (:func:`_open`).
 #: More than the lines of an engine's chunk (~500 of 100 B), so a resume from a block's
 #: position near the end is served from the tail.
 TAIL_FRAMES = 1024
@@ -384,52 +384,60 @@ async def log_blocks(
             yield lines.block_position, block
 
 
-def _request(lines: LogLines, params: Mapping[str, str], follow: bool) -> dict[str, str]:
-    """The parameters of the next log request of ``lines`` (see :meth:`LogLines.begin_request`)."""
-    query = dict(params, follow="1" if follow else "0")
-    since = lines.begin_request()
-    if since is not None:
-        query["since"] = ns_to_engine(since)
-    return query
-
-
-async def _read_logs(
-    engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str]
-) -> AsyncGenerator[list[str], None]:
-    """Yield the lines the engine has now, a block at a time (the lines of a chunk
-    received), then the unfinished last lines: the container's run is over.
+@contextlib.asynccontextmanager
+async def _open(
+    engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str], follow: bool
+) -> AsyncIterator[StreamBody]:
+    """Open the next log request of ``lines``, from its position (a followed one if
+    ``follow``).
 
     From a position, the log's last :data:`TAIL_FRAMES` frames are asked for first
     (``tail``): the engine reads them from the log's end, where a request from a time
     decodes the whole log to skip what is before it (``json-file``: for 1 M lines of
     100 B, ``docker logs --since`` the last line's stamp took 4.4-5.7 s against 0.02 s
     for ``--tail 32``, 2026-11-26 12:50 UTC, load average 6). When they reach back to
-    the position (:meth:`LogLines.reaches_back`) they are the rest, so a follower's last
-    read (benchmark 7 logs, the follow row) and a resume near the end cost the tail
-    only; else the log is asked for from the position (``since``). A container removed
-    (or being removed) meanwhile has no log any more: the read ends with the lines it
-    got (the engine's 404 or 409, see :data:`GONE`).
+    the position (:meth:`LogLines.reaches_back`) they hold the rest, so a follower's last
+    read (benchmark 7 logs, the follow row), its follow after a restart and a resume near
+    the end cost the tail only; else the log is asked for from the position (``since``).
+
+    Raises:
+        DockerEngineError: the engine refused the request (404 or 409: the container is
+            removed or being removed, see :data:`GONE`).
     """
     path = f"containers/{cid}/logs"
-    query = _request(lines, params, False)
-    requests = [query]
-    if "since" in query and not lines.tty:
-        requests.insert(0, dict(params, follow="0", tail=str(TAIL_FRAMES)))
+    query = dict(params, follow="1" if follow else "0")
+    since = lines.begin_request()
+    if since is not None and not lines.tty:
+        async with engine.stream(path, dict(query, tail=str(TAIL_FRAMES))) as body:
+            while (rest := lines.reaches_back(body.buffer, body.eof)) is None:
+                await body.fill()
+            if rest:
+                yield body
+                return
+    if since is not None:
+        query["since"] = ns_to_engine(since)
+    async with engine.stream(path, query) as body:
+        yield body
+
+
+async def _read_logs(
+    engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str]
+) -> AsyncGenerator[list[str], None]:
+    """Yield the lines the engine has now (from the position, :func:`_open`), a block at
+    a time (the lines of a chunk received), then the unfinished last lines: the
+    container's run is over.
+
+    A container removed (or being removed) meanwhile has no log any more: the read ends
+    with the lines it got (the engine's 404 or 409, see :data:`GONE`).
+    """
     try:
-        for request in requests:
-            async with engine.stream(path, request) as body:
-                if "tail" in request:
-                    while (rest := lines.reaches_back(body.buffer, body.eof)) is None:
-                        await body.fill()
-                    if not rest:
-                        continue  # more was written than the tail holds
-                while True:
-                    if block := lines.take(body.buffer, body.eof):
-                        yield block
-                    if body.eof:
-                        break
-                    await body.fill()
-            break
+        async with _open(engine, cid, lines, params, follow=False) as body:
+            while True:
+                if block := lines.take(body.buffer, body.eof):
+                    yield block
+                if body.eof:
+                    break
+                await body.fill()
     except DockerEngineError as err:
         if err.status not in GONE:
             raise
@@ -527,7 +535,7 @@ async def _follow(
 
     Once it stopped, the follow is read on while the engine sends (the engine serves a
     log behind the writer faster on the follow it has open than on a new read), so the
-    next read usually finds the rest in the log's tail (:func:`_read_logs`).
+    next read usually finds the rest in the log's tail (:func:`_open`).
 
     Returns at once when the engine refuses the follow because the container is removed
     or being removed (:data:`GONE`); the caller's next inspect sees it gone.
@@ -535,7 +543,7 @@ async def _follow(
     stopped = False
     next_events = anyio.current_time() + FLOWING_SECONDS
     try:
-        async with engine.stream(f"containers/{cid}/logs", _request(lines, params, True)) as body:
+        async with _open(engine, cid, lines, params, follow=True) as body:
             while True:
                 if block := lines.take(body.buffer, body.eof):
                     yield block
