@@ -29,12 +29,12 @@ TorchX's leaves out:
 * ``since``/``until`` are honoured by ``log_iter``; the temporary log directory is
   removed when the scheduler closes;
 * file descriptors: the first start raises this process's soft ``RLIMIT_NOFILE`` to its
-  hard limit, once (``_file_limits``); a submit whose replicas cannot get their pipes
+  hard limit, once (``_supervisor``); a submit whose replicas cannot get their pipes
   raises :class:`~asynctorchx.errors.OpenFileLimitError` with nothing left running, and a
   replica whose output could not all reach its logs ends ``FAILED``, never ``SUCCEEDED``;
 * a replica whose entrypoint is missing, not executable or not runnable fails the submit
   with :class:`~asynctorchx.errors.ReplicaLaunchError` (naming the replica, the ``PATH``
-  searched or the file, and the fix; ``_launch_errors``), nothing of the app left running;
+  searched or the file, and the fix; ``_supervisor``), nothing of the app left running;
 * apps are seen from any process of the same user: the supervising process keeps a
   record of each app (0600 JSON through the one cattrs converter, atomically replaced,
   in ``$ASYNCTORCHX_STATE_DIR``, else ``$XDG_STATE_HOME/asynctorchx``, else
@@ -55,14 +55,13 @@ directly asks with ``async with terminate_on_signals(scheduler):``
 (:mod:`asynctorchx.runner`).
 
 The private modules, one concern each: ``_request`` (the dry-run request, image
-providers, run options), ``_supervisor`` (running and restarting replicas),
-``_process_groups`` (the live process groups), ``_file_limits`` (the open-file
-limit), ``_parent_death`` (tying replicas to this process), ``_subreaper`` (ending the
+providers, run options), ``_supervisor`` (starting, running and restarting
+replicas: their process groups, the open-file limit, launch errors, TorchElastic
+error files), ``_parent_death`` (tying replicas to this process), ``_subreaper`` (ending the
 daemons of replicas), ``_log_dir`` (checking ``log_dir`` before anything is
 created in it), ``_log_files`` (log files and their
-time index), ``_success_file`` (TorchX's ``SUCCESS`` file, written when an app
-ends), ``_error_files`` (TorchElastic error files), ``_child_watcher`` (reaping
-children on Python < 3.12), ``_records`` (the app records on disk), ``_process_identity``
+time index), ``_child_watcher`` (reaping children on Python < 3.12), ``_records``
+(the app records on disk, and TorchX's ``SUCCESS`` file), ``_process_identity``
 (knowing a process again: pid, start time, boot), ``_app_views`` (one view of an app,
 this process's or another's, for every query), ``_change_watch`` (waking the followers
 of other processes' apps: inotify, pid file descriptors), ``_scheduler``

@@ -43,7 +43,6 @@ import anyio.lowlevel
 
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Stream
 from asynctorchx.schedulers.local._change_watch import ChangeWatch
-from asynctorchx.schedulers.local._error_files import read_error_file
 from asynctorchx.schedulers.local._log_files import TimeIndex
 from asynctorchx.schedulers.local._process_identity import signal_group_if_same, this_process
 from asynctorchx.schedulers.local._records import (
@@ -57,7 +56,7 @@ from asynctorchx.schedulers.local._records import (
     records_directory,
     supervisor_gone,
 )
-from asynctorchx.schedulers.local._supervisor import LocalApp
+from asynctorchx.schedulers.local._supervisor import LocalApp, read_error_file
 from asynctorchx.schedulers.toolkit import (
     LogBlock,
     LogQuery,

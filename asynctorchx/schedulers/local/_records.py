@@ -44,6 +44,9 @@ records (4-6 ms of CPU), so it is done at most once every :data:`PRUNE_INTERVAL`
 record may outlive its 7 days, and a backend exceed its 1000 records, by that hour's apps.
 The time of the last pruning is that of the stamp file ``<state directory>/.<backend>.pruned``
 (beside the backend's directory), made only once the backend has records.
+
+TorchX's ``SUCCESS`` file (:func:`write_success_file`) is written the same private,
+atomic way, in the app's log directory, when the app ends.
 """
 
 # No ``from __future__ import annotations`` here: the record classes' field types stay
@@ -53,15 +56,16 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import stat
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 import attrs
 
-from asynctorchx.schedulers.local._private_files import replace_private_file
 from asynctorchx.schedulers.local._process_identity import ProcessIdentity, this_process
 from asynctorchx.schedulers.local._supervisor import LocalApp
 from asynctorchx.schedulers.toolkit import Notifier
@@ -82,6 +86,8 @@ MAX_RECORD_AGE = 7 * 24 * 3600.0
 MAX_RECORDS = 1000
 #: Seconds from one pruning of a backend's records to the next (one hour; see the module).
 PRUNE_INTERVAL = 3600.0
+#: The file's name in an app's log directory (TorchX's).
+SUCCESS_FILE = "SUCCESS"
 _DIRECTORY_MODE = 0o700
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -264,6 +270,96 @@ def cancel_request_path(directory: str, app_id: str) -> str:
 
 
 # --------------------------------------------------------------------------- files
+
+
+def replace_private_file(directory: str, name: str, data: bytes) -> None:
+    """Make ``<directory>/<name>`` hold ``data``, atomically, mode 0600.
+
+    Written whole to a temporary file of the same directory, created 0600 with ``O_CREAT
+    | O_EXCL | O_NOFOLLOW`` (a planted symbolic link is never followed), then renamed over
+    the old one with ``os.replace``: a reader sees the old file or the new one.
+
+    Args:
+        directory: an existing directory of this user (the temporary file goes there,
+            so the rename never crosses filesystems).
+        name: the file's name in ``directory``.
+        data: the whole content.
+
+    Raises:
+        OSError: it could not be written (a full disk, a removed directory); the old
+            file, if any, stays whole and no temporary file is left.
+    """
+    temporary = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(temporary, os.path.join(directory, name))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def success_info(app: LocalApp, now: float | None = None) -> dict[str, Any]:
+    """The content of ``app``'s ``SUCCESS`` file (TorchX's keys).
+
+    Args:
+        app: the app, normally terminal.
+        now: ``last_updated``, seconds since the epoch (default: the current time).
+    """
+    roles = {
+        role_name: [
+            {
+                "replica_id": replica.replica_id,
+                "pid": replica.pid,
+                "exitcode": replica.exit_code,
+                "stdout": replica.param.stdout,
+                "stderr": replica.param.stderr,
+                "error_file": replica.error_file,
+            }
+            for replica in replicas
+        ]
+        for role_name, replicas in app.replicas.items()
+    }
+    return {
+        "app_id": app.request.app_id,
+        "log_dir": app.request.log_dir,
+        "final_state": app.state.name,
+        "last_updated": time.time() if now is None else now,
+        "roles": roles,
+    }
+
+
+def write_success_file(app: LocalApp) -> None:
+    """Write ``<app log dir>/SUCCESS`` (TorchX's): the app ended and its logs are complete.
+
+    As TorchX's ``torchx.schedulers.local_scheduler``, written once the app has ended
+    and its log files are closed, whatever its final state (the name says the logs were
+    closed successfully), as TorchX's ``json.dumps(info, indent=2)``: ``app_id``,
+    ``log_dir``, ``final_state``, ``last_updated`` (seconds since the epoch) and, per
+    role, its replicas' ``replica_id``, ``pid``, ``exitcode``, ``stdout``, ``stderr`` and
+    ``error_file``. It is written before any waiter of the app wakes, so a caller of
+    ``wait`` finds it. Unlike TorchX's (``open(path, "w")``) it is written by
+    :func:`replace_private_file` (0600, atomic, a planted link replaced, never followed).
+    A failure (the log directory removed, a full disk) is logged as a warning, never
+    raised: the app has ended either way.
+
+    Args:
+        app: the app that has just ended.
+    """
+    directory = app.request.log_dir
+    data = json.dumps(success_info(app), indent=2).encode()
+    try:
+        replace_private_file(directory, SUCCESS_FILE, data)
+    except OSError as error:
+        logger.warning(
+            "%s: could not write %s in %s: %s", app.request.app_id, SUCCESS_FILE, directory, error
+        )
 
 
 def write_record(directory: str, record: AppRecord) -> None:

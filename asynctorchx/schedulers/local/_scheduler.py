@@ -34,8 +34,11 @@ from asynctorchx.schedulers.local._change_watch import ChangeWatch
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._evicted_logs import EvictedLogs
 from asynctorchx.schedulers.local._log_dir import check_log_dir, create_log_dirs
-from asynctorchx.schedulers.local._process_groups import ProcessGroups
-from asynctorchx.schedulers.local._records import RecordKeeper, cancel_request_path
+from asynctorchx.schedulers.local._records import (
+    RecordKeeper,
+    cancel_request_path,
+    write_success_file,
+)
 from asynctorchx.schedulers.local._request import (
     ImageProvider,
     PopenRequest,
@@ -44,7 +47,6 @@ from asynctorchx.schedulers.local._request import (
     gpu_count,
     local_run_opts,
 )
-from asynctorchx.schedulers.local._success_file import write_success_file
 from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
 from asynctorchx.schedulers.toolkit import (
     LogBlock,
@@ -123,7 +125,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
         #: the temporary log directory and its session directory, once made and checked
         #: (see ``_log_dir.create_log_dirs``)
         self._trusted_log_dirs: set[str] = set()
-        self._process_groups = ProcessGroups()
         self._records = RecordKeeper(backend, session_name)
         self._recorded = RecordedApps(backend, session_name)
         self._recording = False
@@ -325,7 +326,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
     ) -> None:
         """Run ``app`` (see :func:`supervise`), then count it among the finished apps."""
         try:
-            await supervise(app, self._process_groups, self._keep, task_status=task_status)
+            await supervise(app, self._keep, task_status=task_status)
         finally:
             self._finish(app)
 
@@ -360,7 +361,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
 
     def _changed(self, app: LocalApp) -> None:
         """At every change of ``app``: once it ended, write its ``SUCCESS`` file (before
-        any waiter wakes, see ``_success_file``); then have its record written."""
+        any waiter wakes, see ``_records``); then have its record written."""
         if is_terminal(app.state):
             write_success_file(app)
         self._records.changed(app)

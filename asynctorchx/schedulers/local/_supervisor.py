@@ -21,17 +21,29 @@ done here with awaits:
   left, disk full) never ends ``SUCCEEDED``: it is ``FAILED``, as lost output is; an
   app whose replicas cannot get their pipes fails to start whole
   (:class:`~asynctorchx.errors.OpenFileLimitError`); the soft open-file limit is raised
-  to the hard one before the first start (:mod:`._file_limits`);
+  to the hard one before the first start (:func:`raise_open_file_limit`);
+* a replica whose entrypoint is missing, not executable or not runnable fails the start
+  with :class:`~asynctorchx.errors.ReplicaLaunchError` (:func:`launch_error`);
 * ``max_retries`` with ``RetryPolicy.REPLICA`` restarts the failed replica,
-  with ``RetryPolicy.APPLICATION`` every replica.
+  with ``RetryPolicy.APPLICATION`` every replica; a restart moves the previous
+  attempt's TorchElastic error file aside (``error.json.<ms since the epoch>``).
+
+Every replica is started in a session of its own (``start_new_session``, as TorchX's
+``torchx.schedulers.local_scheduler`` does), so its process id is also the id of a
+process group holding its whole tree: :func:`signal_group` reaches every process it
+started.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 
@@ -39,16 +51,13 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from asynctorchx.errors import OpenFileLimitError, ReplicaLaunchError
 from asynctorchx.schedulers.local import _parent_death, _subreaper
-from asynctorchx.schedulers.local._error_files import keep_error_file
-from asynctorchx.schedulers.local._file_limits import raise_open_file_limit, start_error
-from asynctorchx.schedulers.local._launch_errors import launch_error
 from asynctorchx.schedulers.local._log_files import ReplicaLogWriter
-from asynctorchx.schedulers.local._process_groups import ProcessGroups, signal_group
 from asynctorchx.schedulers.local._process_identity import ProcessIdentity
 from asynctorchx.schedulers.local._request import PopenRequest, ReplicaParam
 from asynctorchx.schedulers.toolkit import Notifier, app_state
-from asynctorchx.specs.api import AppDef, AppState, RetryPolicy, is_terminal
+from asynctorchx.specs.api import NONE, AppDef, AppState, RetryPolicy, is_terminal
 
 logger = logging.getLogger(__name__)
 
@@ -235,7 +244,6 @@ class _StartCounter:
 
 async def supervise(
     app: LocalApp,
-    groups: ProcessGroups,
     on_running: Callable[[LocalApp], None],
     *,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
@@ -254,7 +262,6 @@ async def supervise(
 
     Args:
         app: the app to run.
-        groups: where each replica's process group is registered while it lives.
         on_running: called with ``app`` once every replica of the first attempt started.
         task_status: told once every replica of the first attempt started.
 
@@ -276,7 +283,7 @@ async def supervise(
                     on_started = None if started else counter.replica_started
                     for replica in app.all_replicas():
                         task_group.start_soon(
-                            _run_replica, app, replica, groups, on_started, task_group.cancel_scope
+                            _run_replica, app, replica, on_started, task_group.cancel_scope
                         )
                     if not started:
                         await counter.all_started.wait()
@@ -321,7 +328,6 @@ def _mark_unfinished_failed(app: LocalApp) -> None:
 async def _run_replica(
     app: LocalApp,
     replica: LocalReplica,
-    groups: ProcessGroups,
     on_started: Callable[[], None] | None,
     attempt_scope: anyio.CancelScope,
 ) -> None:
@@ -340,7 +346,7 @@ async def _run_replica(
                 on_started()
             return
         try:
-            await _run_process(app, replica, groups, on_started if first else None)
+            await _run_process(app, replica, on_started if first else None)
         except OSError as error:  # the first attempt could not start: fail the start
             if app.start_error is None:
                 app.start_error = start_error(app.request.app_id, error)
@@ -372,7 +378,6 @@ async def _run_replica(
 async def _run_process(
     app: LocalApp,
     replica: LocalReplica,
-    groups: ProcessGroups,
     on_started: Callable[[], None] | None,
 ) -> None:
     """Start the replica's process, pump its output to the logs, await its exit.
@@ -385,8 +390,9 @@ async def _run_process(
         replica.request_terminate()
     replica.exited = anyio.Event()
     replica.exit_code = None
-    if replica.restarts or app.num_restarts:
-        keep_error_file(replica.error_file)
+    if replica.restarts or app.num_restarts:  # the previous attempt's error file, aside
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(replica.error_file, f"{replica.error_file}.{int(time.time() * 1000)}")
     writer = ReplicaLogWriter(replica.log_dir, replica.output.notify)
     replica.token = _subreaper.new_token()
     replica.swept = replica.group_ended = False
@@ -400,7 +406,6 @@ async def _run_process(
             replica.exit_code = 127
             return
         replica.started(process)
-        groups.add(process.pid)
         _subreaper.register(process.pid)
         replica.state = AppState.RUNNING
         app.notify_changed()
@@ -410,7 +415,6 @@ async def _run_process(
             returncode, state = await _pump_until_exit(app, replica, process, writer)
         finally:
             await _reap(process, "" if replica.swept else replica.token, replica.group_ended)
-            groups.discard(process.pid)
         replica.exit_code = returncode
         replica.state = state
         if writer.error is not None and state == AppState.SUCCEEDED:
@@ -596,3 +600,165 @@ async def _pump(
     finally:
         writer.finish(name)
         drained.set()
+
+
+def signal_group(pid: int | None, signum: int) -> bool:
+    """Send ``signum`` to the process group led by ``pid``; a gone group is fine.
+
+    Args:
+        pid: the group leader's process id (the replica's), or None (nothing is sent).
+        signum: the signal, e.g. ``signal.SIGTERM``.
+
+    Returns:
+        False when the group has no process left (``ESRCH``) or ``pid`` is None: an
+        empty group can never get members again (joining a group needs a member of
+        it), and its id is free for a new group once the leader's pid is reused.
+    """
+    if pid is None:
+        return False
+    try:
+        os.killpg(pid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member this user cannot signal: the group still exists
+        pass
+    return True
+
+
+def read_error_file(path: str) -> str:
+    """The text of the TorchElastic error file at ``path``, or ``NONE`` if it cannot be read.
+
+    Each replica gets ``TORCHELASTIC_ERROR_FILE=<replica_log_dir>/error.json``; as in
+    TorchX's ``torchx.schedulers.local_scheduler``, a replica's status shows it.
+
+    Args:
+        path: the replica's error file.
+    """
+    try:
+        with open(path, encoding="utf-8") as error_file:
+            return error_file.read()
+    except OSError:
+        return NONE
+
+
+_raised_open_file_limit = False
+
+
+def raise_open_file_limit() -> None:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit, once per process; never raises.
+
+    Each live replica holds file descriptors here (its two pipes, a pid file descriptor,
+    up to six log files while it writes): the common soft limit of 1024 runs out near a
+    hundred replicas. As servers do (nginx's ``worker_rlimit_nofile``), the soft limit is
+    raised to the hard one (at most 2**20, Linux's default ``fs.nr_open``, when the hard
+    limit is unlimited); the hard limit is never changed. Descriptors may then be numbered
+    above 1023, which ``select.select`` cannot watch. TorchX's
+    ``torchx.schedulers.local_scheduler`` leaves the limit alone. A failure is logged at
+    debug level and leaves the limit as it was.
+    """
+    global _raised_open_file_limit
+    if _raised_open_file_limit or sys.platform == "win32":
+        return
+    _raised_open_file_limit = True
+    import resource
+
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (OSError, ValueError) as error:
+        logger.debug("could not raise the open-file limit: %s", error)
+
+
+def start_error(app_id: str, error: OSError) -> OSError:
+    """The error a failed first start of ``app_id`` raises: ``error`` itself, or, when
+    this process ran out of file descriptors (``EMFILE``, ``ENFILE``), an
+    :class:`~asynctorchx.errors.OpenFileLimitError` caused by it.
+
+    Args:
+        app_id: the app whose replica could not start.
+        error: what starting the replica raised.
+    """
+    if error.errno in (errno.EMFILE, errno.ENFILE):
+        typed = OpenFileLimitError(error.errno, app_id, str(error))
+        typed.__cause__ = error
+        return typed
+    return error
+
+
+_INTERPRETER_FIX = (
+    "or make the entrypoint its interpreter and the file its first argument"
+    " (entrypoint 'sh' or 'python3', args [file, ...])"
+)
+
+
+def launch_error(
+    role: str,
+    replica_id: int,
+    args: list[str],
+    cwd: str | None,
+    env: Mapping[str, str],
+    error: OSError,
+) -> OSError:
+    """The typed error of a replica whose process could not start; else ``error`` itself.
+
+    ``subprocess`` reports a missing program as ``[Errno 2] No such file or directory``
+    and a file the kernel cannot run as ``[Errno 8] Exec format error``, naming neither
+    the replica nor the ``PATH`` searched. This looks where the start looked: the
+    replica's own ``PATH`` (its environment) and its working directory.
+
+    Args:
+        role: the replica's role.
+        replica_id: its index in the role.
+        args: its argument list, ``[entrypoint, *args]``.
+        cwd: its working directory (the image directory), or ``None`` for this process's.
+        env: its whole environment (whose ``PATH`` the start searched).
+        error: what starting it raised.
+
+    Returns:
+        A :class:`~asynctorchx.errors.ReplicaLaunchError` for a program that is missing,
+        not executable or not runnable, or a working directory that is missing; ``error``
+        for anything else (e.g. no file descriptor left, which :func:`start_error` maps).
+    """
+    entrypoint, where = args[0], cwd or os.getcwd()
+    search = os.get_exec_path(dict(env))
+    if "/" in entrypoint:  # a path, relative to the working directory
+        found: str | None = os.path.join(where, entrypoint)
+    else:
+        found = shutil.which(entrypoint, mode=os.F_OK, path=os.pathsep.join(search))
+    found = found if found is not None and os.path.exists(found) else None
+
+    def typed(reason: str, fix: str) -> ReplicaLaunchError:
+        return ReplicaLaunchError(error.errno or 0, role, replica_id, entrypoint, reason, fix)
+
+    if error.errno in (errno.ENOENT, errno.ENOTDIR):
+        if cwd is not None and error.filename == cwd:
+            return typed(
+                f"its working directory {cwd!r} does not exist", "create it, or fix the image"
+            )
+        if "/" in entrypoint:
+            return typed(
+                f"there is no file {os.path.join(where, entrypoint)!r}",
+                "fix the role's entrypoint, or create that file",
+            )
+        return typed(
+            f"no program of that name on the replica's PATH {os.pathsep.join(search)!r}",
+            "install it, give the entrypoint as an absolute path, or put its directory on"
+            " the role's PATH (Role.env)",
+        )
+    if error.errno == errno.EACCES and found is not None:
+        mode = "a directory" if os.path.isdir(found) else f"mode {os.stat(found).st_mode:o}"
+        return typed(
+            f"{found!r} is not executable ({mode})",
+            f"make it executable (`chmod +x {found}`), {_INTERPRETER_FIX}",
+        )
+    if error.errno == errno.ENOEXEC:
+        shown = found if found is not None else entrypoint
+        return typed(
+            f"{shown!r} is executable but not a program this machine can run (no '#!' line,"
+            " or built for another machine)",
+            "begin it with a '#!' line naming its interpreter (e.g. '#!/bin/sh'), "
+            + _INTERPRETER_FIX,
+        )
+    return error

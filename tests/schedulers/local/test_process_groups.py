@@ -1,4 +1,4 @@
-"""Signalling a replica's process group (``_process_groups.signal_group``)."""
+"""Signalling a replica's process group (``_supervisor.signal_group``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from asynctorchx.schedulers.local._process_groups import signal_group
+from asynctorchx.schedulers.local._supervisor import signal_group
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
 
