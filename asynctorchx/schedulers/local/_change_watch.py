@@ -11,14 +11,14 @@ terminal) has no in-memory event to await. It watches instead:
   readable once it exited: a supervisor killed by ``SIGKILL`` writes nothing more, yet
   its followers wake and end.
 
-Both descriptors are awaited with :func:`anyio.wait_readable` (anyio 4.7; asyncio and
-trio alike), no thread and no timer: an idle follower costs two file descriptors and
-nothing else. Events arriving between a reader's check and its await stay queued in the
-descriptor, so none is missed. Why not a library: ``watchfiles`` blocks a worker thread
-per watcher, ``asyncinotify``/``aionotify`` are asyncio-only; the few calls are here.
+Both descriptors are awaited with :func:`anyio.wait_readable` (asyncio and trio alike),
+no thread and no timer: an idle follower costs two file descriptors and nothing else.
+Events arriving between a reader's check and its await stay queued in the descriptor, so
+none is missed. Why not a library: ``watchfiles`` blocks a worker thread per watcher,
+``asyncinotify``/``aionotify`` are asyncio-only; the few calls are here.
 
 Where inotify is not available (not Linux, no ``libc`` symbol, the per-user watch
-limit reached, anyio older than 4.7), :meth:`ChangeWatch.wait` falls back to sleeping
+limit reached), :meth:`ChangeWatch.wait` falls back to sleeping
 :data:`POLL_INTERVAL` seconds, after which the reader looks again (the file's size,
 the record): the documented polling fallback.
 """
@@ -27,59 +27,27 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
-import functools
 import logging
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 from types import TracebackType
-from typing import Any
 
 import anyio
+
+from asynctorchx.schedulers.local._process_identity import libc
+from asynctorchx.schedulers.toolkit import race
 
 logger = logging.getLogger(__name__)
 
 #: Seconds between two looks of a follower when inotify is not available.
 POLL_INTERVAL = 0.1
 
-_IN_MODIFY = 0x002
-_IN_ATTRIB = 0x004
-_IN_CLOSE_WRITE = 0x008
-_IN_MOVED_TO = 0x080
-_IN_CREATE = 0x100
-_IN_DELETE = 0x200
-_IN_DELETE_SELF = 0x400
-_WATCHED_EVENTS = (
-    _IN_MODIFY
-    | _IN_ATTRIB
-    | _IN_CLOSE_WRITE
-    | _IN_MOVED_TO
-    | _IN_CREATE
-    | _IN_DELETE
-    | _IN_DELETE_SELF
-)
-_IN_NONBLOCK = os.O_NONBLOCK
-_IN_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-
-
-@functools.lru_cache(maxsize=1)
-def _libc() -> Any | None:
-    """The C library with ``inotify_init1``, None where there is none."""
-    if sys.platform != "linux" or not hasattr(anyio, "wait_readable"):
-        return None
-    try:
-        # the symbols this process already has (libc is loaded): ``find_library`` would
-        # run ``ldconfig -p`` in a child process, ~6 ms at the first app's start
-        libc = ctypes.CDLL(None, use_errno=True)
-        if not hasattr(libc, "inotify_init1"):
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.inotify_init1.argtypes = [ctypes.c_int]
-        libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-    except (OSError, AttributeError):
-        return None
-    return libc
+#: IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE |
+#: IN_DELETE_SELF (``<sys/inotify.h>``)
+_WATCHED_EVENTS = 0x002 | 0x004 | 0x008 | 0x080 | 0x100 | 0x200 | 0x400
 
 
 class ChangeWatch:
@@ -131,31 +99,26 @@ class ChangeWatch:
         if self._inotify < 0:
             await anyio.sleep(POLL_INTERVAL)
             return
-        if self._pidfd < 0:
-            await anyio.wait_readable(self._inotify)
-        else:
-            async with anyio.create_task_group() as task_group:
-                for fd in (self._inotify, self._pidfd):
-                    task_group.start_soon(_readable_then_cancel, fd, task_group.cancel_scope)
+        fds = [fd for fd in (self._inotify, self._pidfd) if fd >= 0]
+        await race(partial(anyio.wait_readable, fd) for fd in fds)
         _drain(self._inotify)
-
-
-async def _readable_then_cancel(fd: int, scope: anyio.CancelScope) -> None:
-    await anyio.wait_readable(fd)
-    scope.cancel()
 
 
 def _open_inotify(directories: Sequence[str]) -> int:
     """An inotify descriptor watching ``directories``; -1 when inotify is not available."""
-    libc = _libc()
-    if libc is None:
+    if sys.platform != "linux":
         return -1
-    fd = int(libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
+    try:
+        c = libc()
+        c.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        fd = int(c.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
+    except (OSError, AttributeError):  # no such C library or symbol
+        return -1
     if fd < 0:
         logger.debug("inotify_init1: %s; followers poll", os.strerror(ctypes.get_errno()))
         return -1
     for directory in directories:
-        if libc.inotify_add_watch(fd, os.fsencode(directory), _WATCHED_EVENTS) < 0:
+        if c.inotify_add_watch(fd, os.fsencode(directory), _WATCHED_EVENTS) < 0:
             error = ctypes.get_errno()
             if error in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
                 continue  # nothing there (yet): the other watches and the pidfd remain

@@ -20,6 +20,7 @@ and nothing is signalled from another process.
 # types, not strings, so the converter builds their hooks without resolving them
 # (``typing.get_type_hints``) at a process's first record write.
 import contextlib
+import ctypes
 import functools
 import os
 import select
@@ -49,10 +50,10 @@ class ProcessIdentity:
         Args:
             pid: the process id.
         """
-        stat = _stat(pid)
+        stat = proc_stat(pid)
         if stat is None:
             return None
-        return cls(pid, stat[2], boot_id())
+        return cls(pid, stat[4], boot_id())
 
     @classmethod
     def of_child(cls, pid: int) -> "ProcessIdentity | None":
@@ -65,18 +66,18 @@ class ProcessIdentity:
         Args:
             pid: the child's process id, just started.
         """
-        stat = _stat(pid)
-        if stat is None or stat[3] != os.getpid():
+        stat = proc_stat(pid)
+        if stat is None or stat[1] != os.getpid():
             return None
-        return cls(pid, stat[2], boot_id())
+        return cls(pid, stat[4], boot_id())
 
     def is_running(self) -> bool:
         """Whether this very process still runs (same start time and boot, not exited)."""
-        stat = _stat(self.pid)
+        stat = proc_stat(self.pid)
         return (
             stat is not None
             and stat[0] != "Z"
-            and stat[2] == self.start_time
+            and stat[4] == self.start_time
             and self.boot_id == boot_id()
         )
 
@@ -91,26 +92,31 @@ def boot_id() -> str:
         return ""
 
 
-def _stat(pid: int) -> tuple[str, int, int, int] | None:
-    """``(state, process group, start time, parent)`` of ``pid``; None if gone or
-    unreadable."""
+def read_proc(path: str) -> bytes:
+    """The whole content of the ``/proc`` file ``path``.
+
+    Raises:
+        OSError: it could not be opened or read (the process is gone, off Linux).
+    """
+    with open(path, "rb") as file:
+        return file.read()
+
+
+def proc_stat(pid: int) -> tuple[str, int, int, int, int] | None:
+    """``(state, parent, process group, session, start time)`` of ``pid`` from
+    ``/proc/<pid>/stat``; None if it is gone or unreadable (off Linux)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
+        fields = read_proc(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()
         # after the command's ")": field 3 (state) is fields[0], so field N is fields[N - 3]
-        return fields[0].decode(), int(fields[2]), int(fields[19]), int(fields[1])
+        return fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])
     except (OSError, IndexError, ValueError):
         return None
 
 
-def process_group_of(pid: int) -> int | None:
-    """The process group of ``pid`` now; None if it is gone or off Linux.
-
-    Args:
-        pid: the process id.
-    """
-    stat = _stat(pid)
-    return None if stat is None else stat[1]
+@functools.lru_cache(maxsize=1)
+def libc() -> ctypes.CDLL:
+    """The C library's symbols, as this process already has them loaded (Linux)."""
+    return ctypes.CDLL(None, use_errno=True)
 
 
 _self: tuple[int, ProcessIdentity | None] | None = None
@@ -150,7 +156,8 @@ def signal_group_if_same(identity: ProcessIdentity, pgid: int, signum: int) -> b
     except OSError:  # gone (ProcessLookupError), or pidfd_open not in this kernel
         return False
     try:
-        if not identity.is_running() or process_group_of(identity.pid) != pgid:
+        stat = proc_stat(identity.pid)
+        if not identity.is_running() or stat is None or stat[2] != pgid:
             return False
         try:
             signal.pidfd_send_signal(pidfd, signum)

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import logging
 import os
 import signal
@@ -55,6 +54,8 @@ import threading
 
 import anyio
 import anyio.lowlevel
+
+from asynctorchx.schedulers.local._process_identity import libc, proc_stat, read_proc
 
 logger = logging.getLogger(__name__)
 
@@ -89,14 +90,9 @@ def _make_subreaper() -> bool:
         return False
     try:
         os.close(os.pidfd_open(os.getpid()))
-        # the symbols this process already has (libc is loaded): ``find_library`` would
-        # run ``ldconfig -p`` in a child process, ~6 ms at the first replica's start
-        libc = ctypes.CDLL(None, use_errno=True)
-        if not hasattr(libc, "prctl"):
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        if libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
-    except OSError as error:
+    except (OSError, AttributeError) as error:  # the latter: no prctl in this C library
         logger.debug("not a child subreaper, daemons of replicas may escape: %s", error)
         return False
     return True
@@ -137,7 +133,7 @@ def _children() -> list[int]:
         tasks = os.listdir(f"/proc/{me}/task")
         found: list[int] = []
         for task in tasks:
-            found.extend(int(pid) for pid in _read(f"/proc/{me}/task/{task}/children").split())
+            found.extend(int(pid) for pid in read_proc(f"/proc/{me}/task/{task}/children").split())
         return found
     except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN
         pass
@@ -149,42 +145,17 @@ def _children() -> list[int]:
             pid = int(entry)
             if pid in _replica_pids:  # a child, never swept: spare reading it
                 continue
-            stat = _stat(pid)
+            stat = proc_stat(pid)
             if stat is not None and stat[1] == me:
                 found.append(pid)
     return found
-
-
-def _read(path: str) -> bytes:
-    """The whole content of the ``/proc`` file ``path`` (raw reads: no file object).
-
-    Raises:
-        OSError: it could not be opened or read.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
-
-
-def _stat(pid: int) -> tuple[str, int, int, int] | None:
-    """``(state, parent pid, process group, session)`` of ``pid``, None if it is gone."""
-    try:
-        fields = _read(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-    return fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3])
 
 
 def _token(pid: int) -> str | None:
     """The replica token in ``pid``'s environment, None if absent or unreadable."""
     prefix = TOKEN_VARIABLE.encode() + b"="
     try:
-        environ = _read(f"/proc/{pid}/environ")
+        environ = read_proc(f"/proc/{pid}/environ")
     except OSError:
         return None
     for entry in environ.split(b"\0"):
@@ -208,10 +179,10 @@ def _identified(replicas: dict[str, int]) -> list[int]:
     for pid in children:
         if pid in _replica_pids:  # a live replica's main process: never swept, not read
             continue
-        stat = _stat(pid)
+        stat = proc_stat(pid)
         if stat is None or stat[1] != me:
             continue
-        state, _, pgrp, session = stat
+        state, _, pgrp, session, _ = stat
         token = _known_tokens.get(pid)
         if state != "Z":
             token = _token(pid) or token
