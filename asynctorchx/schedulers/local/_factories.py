@@ -25,11 +25,11 @@ def create_cwd_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
 
     Args:
         session_name: the runner session.
-        **kwargs: passed to :class:`LocalScheduler` (``cache_size``, ``extra_paths``).
+        **kwargs: ``cache_size`` and ``extra_paths`` go to :class:`LocalScheduler`; the
+            others are ignored (the runner passes every ``TORCHX_*`` parameter to every
+            factory, as TorchX does).
     """
-    return LocalScheduler(
-        session_name, image_provider_class=CWDImageProvider, backend="local_cwd", **_known(kwargs)
-    )
+    return create_scheduler(session_name, **_known(kwargs))
 
 
 def create_dir_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
@@ -37,13 +37,10 @@ def create_dir_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
 
     Args:
         session_name: the runner session.
-        **kwargs: passed to :class:`LocalScheduler` (``cache_size``, ``extra_paths``).
+        **kwargs: as :func:`create_cwd_scheduler`.
     """
-    return LocalScheduler(
-        session_name,
-        image_provider_class=LocalDirectoryImageProvider,
-        backend="local_dir",
-        **_known(kwargs),
+    return create_scheduler(
+        session_name, image_provider_class=LocalDirectoryImageProvider, **_known(kwargs)
     )
 
 
@@ -62,7 +59,8 @@ def create_scheduler(
 
     Args:
         session_name: the runner session.
-        cache_size: how many finished apps are kept (see :class:`LocalScheduler`).
+        cache_size: how many finished apps are kept (see :class:`LocalScheduler`); a
+            string (a ``TORCHX_CACHE_SIZE`` parameter) is read as an integer.
         extra_paths: directories put in front of every replica's ``PATH``.
         image_provider_class: builds the image provider from the run config (default
             :class:`CWDImageProvider`, as TorchX's).
@@ -85,13 +83,7 @@ def create_scheduler(
 
 
 def _known(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """Keep the keyword arguments LocalScheduler takes (the runner passes every
-    ``TORCHX_*`` parameter to every factory, as TorchX does)."""
-    known = {"cache_size", "extra_paths"}
-    params = {key: value for key, value in kwargs.items() if key in known}
-    if "cache_size" in params:
-        params["cache_size"] = int(params["cache_size"])
-    return params
+    return {key: kwargs[key] for key in ("cache_size", "extra_paths") if key in kwargs}
 
 
 __all__ = [
