@@ -30,20 +30,17 @@ for a change that the start or end record already holds (a replica's start just 
 the app's, its exit just before the app's end). The record outlives its supervisor as
 the app's final state.
 
-Pruning (:func:`prune_records`, at a scheduler's first submit when due, see
-:func:`prune_due`): a finished record (terminal, or whose supervisor is gone) is removed
-when it was last written more than :data:`MAX_RECORD_AGE` seconds (7 days) ago, and the
-oldest finished ones while a backend has more than :data:`MAX_RECORDS` (1000) records.
-Records are read oldest first and only while one may go, so a full directory costs the
-records that go, not all of them. A running app's record is never pruned (it counts
-towards the 1000: while more than 1000 apps run, more records are kept). The app's log
-files are not touched (they are in ``log_dir``, or in a temporary directory its scheduler
-removed when it closed). Pruning a full directory still reads the time of each of its 1000
-records (4-6 ms of CPU), so it is done at most once every :data:`PRUNE_INTERVAL` seconds
-(an hour) per backend across the user's processes, not at every process's first app: a
-record may outlive its 7 days, and a backend exceed its 1000 records, by that hour's apps.
-The time of the last pruning is that of the stamp file ``<state directory>/.<backend>.pruned``
-(beside the backend's directory), made only once the backend has records.
+Pruning (:func:`prune_records`, at a scheduler's first submit): a finished record
+(terminal, or whose supervisor is gone) is removed when it was last written more than
+:data:`MAX_RECORD_AGE` seconds (7 days) ago, and the oldest finished ones while a
+backend has more than :data:`MAX_RECORDS` (1000) records. Records are read oldest first
+and only while one may go, so a full directory costs the records that go, not all of
+them. A running app's record is never pruned (it counts towards the 1000: while more
+than 1000 apps run, more records are kept). The app's log files are not touched (they
+are in ``log_dir``, or in a temporary directory its scheduler removed when it closed).
+Pruning a full directory reads the time of each of its 1000 records (an ``lstat`` each):
+benchmark 6's row ``records=1000`` (the CLI with a full state directory within 1.2x of
+an empty one) guards that cost.
 
 TorchX's ``SUCCESS`` file (:func:`write_success_file`) is written the same private,
 atomic way, in the app's log directory, when the app ends.
@@ -84,8 +81,6 @@ COALESCE_SECONDS = 0.05
 MAX_RECORD_AGE = 7 * 24 * 3600.0
 #: Records kept per backend at most: the oldest finished ones beyond are pruned.
 MAX_RECORDS = 1000
-#: Seconds from one pruning of a backend's records to the next (one hour; see the module).
-PRUNE_INTERVAL = 3600.0
 #: The file's name in an app's log directory (TorchX's).
 SUCCESS_FILE = "SUCCESS"
 _DIRECTORY_MODE = 0o700
@@ -439,8 +434,6 @@ def prune_records(directory: str, now: float | None = None) -> None:
     """Remove the finished records of ``directory`` the rule of the module says.
 
     Also removes temporary files and cancel requests an hour old (a writer that died).
-    When ``directory`` has records, stamps the pruning (:func:`prune_due`); an empty one
-    is not stamped (making the stamp file would cost more than looking again).
 
     Args:
         directory: the records directory.
@@ -466,41 +459,6 @@ def prune_records(directory: str, now: float | None = None) -> None:
                 excess -= 1
     for folder in (directory, os.path.join(directory, "cancel")):
         _remove_stale(folder, now)
-    if written:
-        _stamp(directory, now)
-
-
-def _stamp_path(directory: str) -> str:
-    """The stamp file of the last pruning of the records ``directory`` (see the module)."""
-    state, backend = os.path.split(directory)
-    return os.path.join(state, f".{backend}.pruned")
-
-
-def prune_due(directory: str, now: float | None = None) -> bool:
-    """Whether the records of ``directory`` are to be pruned now: the last pruning's stamp
-    is :data:`PRUNE_INTERVAL` seconds old or more, missing, or in the future (the clock
-    went back).
-
-    Args:
-        directory: the records directory (from :func:`records_directory`).
-        now: the time, in seconds since the epoch (default: now).
-    """
-    now = time.time() if now is None else now
-    with contextlib.suppress(OSError):
-        if 0.0 <= now - os.lstat(_stamp_path(directory)).st_mtime < PRUNE_INTERVAL:
-            return False
-    return True
-
-
-def _stamp(directory: str, now: float) -> None:
-    """Set the stamp of the last pruning of ``directory`` to ``now`` (best effort: without
-    it, the next first submit prunes again)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(_stamp_path(directory), os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600)
-        try:
-            os.utime(fd, (now, now))
-        finally:
-            os.close(fd)
 
 
 def _remove_stale(folder: str, now: float) -> None:
@@ -543,15 +501,14 @@ class RecordKeeper:
 
     @property
     def directory(self) -> str | None:
-        """The records directory (created, and pruned when due, on first use); None if
-        unusable."""
+        """The records directory (created, and pruned, on first use); None if unusable."""
         if not self._resolved:
             self._resolved = True
             try:
                 self._directory = records_directory(self.backend, create=True)
             except OSError as error:
                 logger.warning("no app records for %s: %s", self.backend, error)
-            if self._directory is not None and prune_due(self._directory):
+            if self._directory is not None:
                 prune_records(self._directory)
         return self._directory
 
