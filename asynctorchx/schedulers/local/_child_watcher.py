@@ -5,7 +5,9 @@ thread in ``waitpid`` for every live child: 1000 replicas, 1000 threads. Linux's
 file descriptors let the event loop itself learn of an exit (``PidfdChildWatcher``,
 the default from 3.12 on). :func:`use_pidfd_child_watcher` installs it for the running
 loop when that is safe: asyncio, the main thread, a kernel with ``pidfd_open``.
-Elsewhere (trio, other threads, 3.12+) nothing changes.
+Elsewhere (trio, other threads, 3.12+) nothing changes. Benchmark 4's "no worker
+threads" (peak threads 1 at M = 500 apps) and benchmark 3's thread count guard it on
+Python 3.11; it goes when ``requires-python`` reaches 3.12.
 
 The watcher installed here also tells :mod:`._subreaper` which children it reaps (from
 the ``fork`` on, before ``open_process`` returns the process): those are never

@@ -29,7 +29,8 @@ The watchdog reads its pipe at most every :data:`READ_INTERVAL` seconds (it slee
 each read that got data; idle, it blocks in ``read``): a write to a pipe whose reader is
 blocked wakes that reader, and on a busy host the scheduler then often runs it at once,
 so each start and each reap paid a context switch (0.16 ms per write on average on two
-cores, p90 0.22 ms, against 1.4 us for writes into a pipe whose reader sleeps). The
+cores, p90 0.22 ms, against 1.4 us for writes into a pipe whose reader sleeps; benchmark
+3's ms-per-replica row guards it, ``bench_spawn.py`` shows it alone). The
 pipe is enlarged to 1 MiB where Linux allows (``F_SETPIPE_SZ``) so that the lines of a
 burst of starts wait in it; the price is that the groups are killed up to
 :data:`READ_INTERVAL` seconds later after this process is gone.

@@ -80,6 +80,7 @@ def _start_lane() -> anyio.Lock:
     the Nth fork copies the pipes of the N - 1 before it: the cost per replica grew with
     N (1.5 ms at N = 1000, 3.2 ms at 3000). Taking turns gives the loop one iteration
     between two starts, in which exited replicas are reaped and their pipes closed.
+    Guarded by benchmark 3's ms-per-replica row (flat from N = 100 up).
     """
     try:
         return _START_LANE.get()
@@ -132,7 +133,8 @@ class LocalReplica:
     def identity(self) -> ProcessIdentity | None:
         """Its main process's identity (:mod:`._process_identity`), read when first asked
         (its record), not at the ``fork``, when reading ``/proc/<pid>/stat`` waits while the
-        child is in ``exec``; None before it started or once it was reaped unasked.
+        child is in ``exec`` (benchmark 3's ms-per-replica row); None before it started or
+        once it was reaped unasked.
         """
         process = self._unidentified
         if process is not None:
@@ -178,7 +180,8 @@ class LocalApp:
         #: the file whose existence is a cancel request from another process, if any
         self.cancel_request: str | None = None
         #: this process's environment, read once for the first attempt's replicas
-        #: (copying os.environ took 31 us per replica); set by supervise
+        #: (copying os.environ took 31 us per replica: benchmark 3's ms-per-replica
+        #: row); set by supervise
         self.environment: Mapping[str, str] = os.environ
         self.replicas: dict[str, list[LocalReplica]] = {
             role_name: [
