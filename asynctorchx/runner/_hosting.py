@@ -48,12 +48,11 @@ def scheduler_params_from_env() -> dict[str, str]:
     The name loses its ``TORCHX_`` prefix and is lower-cased (``TORCHX_FOO=1`` ->
     ``foo="1"``), as ``torchx.runner.api.Runner`` does. Never raises.
     """
-    params: dict[str, str] = {}
-    for key, value in os.environ.items():
-        lower = key.lower()
-        if lower.startswith("torchx_"):
-            params[lower.removeprefix("torchx_")] = value
-    return params
+    return {
+        key.lower().removeprefix("torchx_"): value
+        for key, value in os.environ.items()
+        if key.lower().startswith("torchx_")
+    }
 
 
 class SchedulerHost:

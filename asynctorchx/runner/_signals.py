@@ -50,19 +50,12 @@ class _Hub:
     """The one signal receiver of an event loop and the objects it closes."""
 
     def __init__(self) -> None:
-        self.closeables: dict[int, SupportsClose] = {}
+        self.closeables: dict[object, SupportsClose] = {}  # one key per open block
         self.hosted = False
         self.changed = Notifier()
-        self.next_key = 0
-
-    def register(self, closeable: SupportsClose) -> int:
-        key = self.next_key
-        self.next_key += 1
-        self.closeables[key] = closeable
-        return key
 
     async def serve(
-        self, key: int, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+        self, key: object, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Host the receiver whenever no other block does, until ``key`` leaves.
 
@@ -156,7 +149,8 @@ async def terminate_on_signals(closeable: SupportsClose) -> AsyncIterator[None]:
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("terminate_on_signals needs the main thread: only it gets signals")
     hub = _hub()
-    key = hub.register(closeable)
+    key = object()
+    hub.closeables[key] = closeable
     try:
         async with anyio.create_task_group() as task_group:
             await task_group.start(hub.serve, key)

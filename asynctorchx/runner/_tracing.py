@@ -107,14 +107,7 @@ class GroupTrace:
             error: what left the block, if anything did.
             failed: the app that failed a ``fail_fast`` group, if one did.
         """
-        from opentelemetry.trace import Status, StatusCode
-
-        if error is not None:
-            self._span.record_exception(error)
-            self._span.set_status(Status(StatusCode.ERROR, type(error).__name__))
-        elif failed is not None:
-            self._span.set_status(Status(StatusCode.ERROR, f"{failed} failed"))
-        self._span.end()
+        _end(self._span, None if failed is None else f"{failed} failed", error)
 
 
 class AppTrace:
@@ -145,11 +138,7 @@ class AppTrace:
         Args:
             error: the submit's error.
         """
-        from opentelemetry.trace import Status, StatusCode
-
-        self._span.record_exception(error)
-        self._span.set_status(Status(StatusCode.ERROR, type(error).__name__))
-        self._span.end()
+        _end(self._span, error=error)
 
     def changed(self, status: AppStatus) -> None:
         """The app was seen in ``status``: an event if its state is new.
@@ -167,11 +156,8 @@ class AppTrace:
         Args:
             status: its final status, or ``None``.
         """
-        from opentelemetry.trace import Status, StatusCode
-
         if status is None:
-            self._span.set_status(Status(StatusCode.ERROR, "still running when the group ended"))
-            self._span.end()
+            _end(self._span, "still running when the group ended")
             return
         self.changed(status)
         self._span.set_attribute("asynctorchx.app.state", status.state.name)
@@ -185,6 +171,18 @@ class AppTrace:
             self._span.set_attribute(
                 "asynctorchx.app.exit_code", next((code for code in codes if code), 0)
             )
-        if status.state != AppState.SUCCEEDED:
-            self._span.set_status(Status(StatusCode.ERROR, status.msg or status.state.name))
-        self._span.end()
+        failed = status.state != AppState.SUCCEEDED
+        _end(self._span, status.msg or status.state.name if failed else None)
+
+
+def _end(span: Span, error_status: str | None = None, error: BaseException | None = None) -> None:
+    """End ``span``: status ``ERROR`` with ``error_status``, or with the type of ``error``
+    (recorded on the span), when either is given."""
+    from opentelemetry.trace import Status, StatusCode
+
+    if error is not None:
+        span.record_exception(error)
+        error_status = type(error).__name__
+    if error_status is not None:
+        span.set_status(Status(StatusCode.ERROR, error_status))
+    span.end()
