@@ -111,7 +111,7 @@ def _registering_watcher_class() -> type[Any]:
                 *args: *Ts,
             ) -> None:
                 loop = asyncio.get_running_loop()
-                _subreaper.register(pid)
+                _subreaper.OWN_CHILDREN.add(pid)
                 pidfd = os.pidfd_open(pid)
                 loop._add_reader(  # type: ignore[attr-defined]
                     pidfd, self._reap, loop, pid, pidfd, callback, args
@@ -133,7 +133,7 @@ def _registering_watcher_class() -> type[Any]:
                     returncode = 255
                 finally:
                     os.close(pidfd)
-                    _subreaper.unregister(pid)
+                    _subreaper.OWN_CHILDREN.discard(pid)
                 callback(pid, returncode, *args)
 
             def remove_child_handler(self, pid: int) -> bool:

@@ -197,7 +197,7 @@ class _Watchdog:
             with contextlib.suppress(OSError):  # above the user's limit: the default stays
                 fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         self.pid, self.fd = pid, write_fd
-        _subreaper.register(pid)  # ours, reaped here: the sweeps after exits skip it
+        _subreaper.OWN_CHILDREN.add(pid)  # ours, reaped here: the sweeps after exits skip it
         return True
 
     def restart(self) -> bool:
@@ -208,7 +208,7 @@ class _Watchdog:
         if self.pid is not None:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, os.WNOHANG)
-            _subreaper.unregister(self.pid)
+            _subreaper.OWN_CHILDREN.discard(self.pid)
             self.pid = None
         if not self.start():
             return False

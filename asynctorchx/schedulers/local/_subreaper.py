@@ -46,11 +46,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import logging
 import os
 import signal
 import sys
-import threading
 
 import anyio
 import anyio.lowlevel
@@ -64,28 +64,21 @@ TOKEN_VARIABLE = "ASYNCTORCHX_REPLICA_TOKEN"
 
 _PR_SET_CHILD_SUBREAPER = 36
 
-_lock = threading.Lock()
-_enabled: bool | None = None
 #: The children this process started itself and reaps itself (replica main processes,
-#: the watchdog of :mod:`._parent_death`): never descendants to sweep, never read.
-_replica_pids: set[int] = set()
+#: the watchdog of :mod:`._parent_death`, what :mod:`._child_watcher` watches): never
+#: descendants to sweep, so never read by one. Their owners add each once started and
+#: discard it once reaped.
+OWN_CHILDREN: set[int] = set()
 #: Tokens read from adopted children while alive, so their zombies stay identifiable.
 _known_tokens: dict[int, str] = {}
 
 
+@functools.cache
 def enable() -> bool:
     """Make this process a child subreaper, once; return whether it is one.
 
     False off Linux, without ``pidfd_open``, or when ``prctl`` fails; never raises.
     """
-    global _enabled
-    with _lock:
-        if _enabled is None:
-            _enabled = _make_subreaper()
-        return _enabled
-
-
-def _make_subreaper() -> bool:
     if sys.platform != "linux" or not hasattr(os, "pidfd_open"):
         return False
     try:
@@ -102,27 +95,6 @@ def new_token() -> str:
     """A fresh token for one replica process (its :data:`TOKEN_VARIABLE`): 32 random hex
     digits."""
     return os.urandom(16).hex()
-
-
-def register(pid: int) -> None:
-    """Record ``pid`` as a child this process started itself (a replica's main process,
-    the watchdog) and reaps itself: never a descendant to sweep, so never read by one.
-
-    Args:
-        pid: the child's process id, once started.
-    """
-    with _lock:
-        _replica_pids.add(pid)
-
-
-def unregister(pid: int) -> None:
-    """Forget ``pid`` once its owner reaped it; an unknown pid is fine.
-
-    Args:
-        pid: the child's process id.
-    """
-    with _lock:
-        _replica_pids.discard(pid)
 
 
 def _children() -> list[int]:
@@ -142,7 +114,7 @@ def _children() -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             pid = int(entry)
-            if pid in _replica_pids:  # a child, never swept: spare reading it
+            if pid in OWN_CHILDREN:  # a child, never swept: spare reading it
                 continue
             stat = proc_stat(pid)
             if stat is not None and stat[1] == me:
@@ -176,7 +148,7 @@ def _identified(replicas: dict[str, int]) -> list[int]:
         for gone in [pid for pid in _known_tokens if pid not in live]:
             del _known_tokens[gone]  # reaped: the pid may be reused
     for pid in children:
-        if pid in _replica_pids:  # a live replica's main process: never swept, not read
+        if pid in OWN_CHILDREN:  # a live replica's main process: never swept, not read
             continue
         stat = proc_stat(pid)
         if stat is None or stat[1] != me:

@@ -409,7 +409,7 @@ async def _run_process(
             replica.exit_code = 127
             return
         replica.started(process)
-        _subreaper.register(process.pid)
+        _subreaper.OWN_CHILDREN.add(process.pid)
         replica.state = AppState.RUNNING
         app.notify_changed()
         if on_started is not None:
@@ -551,7 +551,7 @@ async def _reap(process: anyio.abc.Process, token: str, group_ended: bool) -> No
                 await process.wait()
             await process.aclose()
         finally:
-            _subreaper.unregister(process.pid)
+            _subreaper.OWN_CHILDREN.discard(process.pid)
             _parent_death.untie(process.pid)  # reaped: its pid may be reused from now on
         if not group_ended:
             signal_group(process.pid, signal.SIGKILL)
