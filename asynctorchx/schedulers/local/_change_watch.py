@@ -67,11 +67,6 @@ class ChangeWatch:
         self._inotify = -1
         self._pidfd = -1
 
-    @property
-    def polling(self) -> bool:
-        """Whether this watch falls back to polling (no inotify here)."""
-        return self._inotify < 0
-
     def __enter__(self) -> ChangeWatch:
         self._inotify = _open_inotify(self._directories)
         if self._pid is not None and hasattr(os, "pidfd_open"):

@@ -24,7 +24,6 @@ at the default ``cache_size``) requires no worker threads: that row guards this 
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
 import os
 import shutil
@@ -56,13 +55,7 @@ class EvictedLogs:
         self._moved: collections.deque[str] = collections.deque()
         self._count = 0
         self._last = 0.0
-        self._made: set[str] = set()
         self._wake: Notifier | None = None
-
-    @property
-    def waiting(self) -> int:
-        """How many moved directories wait to be removed."""
-        return len(self._moved)
 
     def evict(self, log_dir: str, root: str, task_group: anyio.abc.TaskGroup | None) -> None:
         """Move ``log_dir`` aside to be removed soon; remove it now when it cannot be moved.
@@ -83,10 +76,7 @@ class EvictedLogs:
         self._count += 1
         target = os.path.join(evicted, str(self._count))
         try:
-            if evicted not in self._made:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(evicted, 0o700)
-                self._made.add(evicted)
+            os.makedirs(evicted, 0o700, exist_ok=True)
             os.rename(log_dir, target)
         except FileNotFoundError:
             return  # already gone (the app removed its own logs)

@@ -50,6 +50,7 @@ atomic way, in the app's log directory, when the app ends.
 # types, not strings, so the converter builds their hooks without resolving them
 # (``typing.get_type_hints``) at a process's first record write.
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -381,19 +382,13 @@ def read_record(path: str) -> AppRecord | None:
         path: the record file.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
-            return None
-        with os.fdopen(os.dup(fd), "rb") as file:
+        with open(os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC), "rb") as file:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+                return None
             data = file.read()
     except OSError:
         return None
-    finally:
-        os.close(fd)
     try:
         raw = json.loads(data)
         if not isinstance(raw, dict) or raw.get("version") != RECORD_VERSION:
@@ -492,25 +487,22 @@ class RecordKeeper:
     def __init__(self, backend: str, session: str) -> None:
         self.backend = backend
         self.session = session
-        self._directory: str | None = None
-        self._resolved = False
         # app id -> (app, time.monotonic() of its first change since its last write),
         # in the order of those first changes: the front is due first
         self._dirty: dict[str, tuple[LocalApp, float]] = {}
         self._wake = Notifier()
 
-    @property
+    @functools.cached_property
     def directory(self) -> str | None:
         """The records directory (created, and pruned, on first use); None if unusable."""
-        if not self._resolved:
-            self._resolved = True
-            try:
-                self._directory = records_directory(self.backend, create=True)
-            except OSError as error:
-                logger.warning("no app records for %s: %s", self.backend, error)
-            if self._directory is not None:
-                prune_records(self._directory)
-        return self._directory
+        try:
+            directory = records_directory(self.backend, create=True)
+        except OSError as error:
+            logger.warning("no app records for %s: %s", self.backend, error)
+            return None
+        if directory is not None:
+            prune_records(directory)
+        return directory
 
     def changed(self, app: LocalApp) -> None:
         """``app`` changed: its record is written :data:`COALESCE_SECONDS` from its first

@@ -173,7 +173,6 @@ class LocalApp:
         self.restart_requested = False
         self.start_error: OSError | None = None
         self.num_restarts = 0
-        self.last_updated = time.monotonic()
         self.changed = Notifier()
         #: called at every change (the scheduler writes the app's record)
         self.on_change: Callable[[LocalApp], None] | None = None
@@ -204,7 +203,6 @@ class LocalApp:
     def set_state(self, state: AppState) -> None:
         """Set the app's state and wake its waiters (and, once terminal, its log followers)."""
         self.state = state
-        self.last_updated = time.monotonic()
         self.notify_changed()
         if is_terminal(state):
             for replica in self.all_replicas():
