@@ -78,9 +78,9 @@ _watcher_class: type[Any] | None = None
 def _registering_watcher_class() -> type[Any]:
     """The class of the watcher :func:`use_pidfd_child_watcher` installs, made on first use.
 
-    An ``asyncio.AbstractChildWatcher`` (gone from asyncio in 3.14, hence made lazily)
-    that, as 3.12's ``PidfdChildWatcher``, opens a pidfd for each child and watches it
-    on the running loop, so it does not depend on a loop it was attached to. It keeps
+    3.11's ``asyncio.PidfdChildWatcher`` (gone from asyncio in 3.14, hence made lazily)
+    made to work as 3.12's: it opens a pidfd for each child and watches it on the
+    running loop, so it does not depend on a loop it was attached to. It keeps
     :mod:`._subreaper` told of the children it watches (registered at
     ``add_child_handler``, unregistered once reaped).
     """
@@ -88,18 +88,9 @@ def _registering_watcher_class() -> type[Any]:
     if _watcher_class is None:
         import asyncio
 
-        class RegisteringWatcher(asyncio.AbstractChildWatcher):
-            def __enter__(self) -> RegisteringWatcher:
-                return self
-
-            def __exit__(self, *exc_info: object) -> None:
-                pass
-
+        class RegisteringWatcher(asyncio.PidfdChildWatcher):
             def is_active(self) -> bool:
                 return True
-
-            def close(self) -> None:
-                pass
 
             def attach_loop(self, loop: Any) -> None:
                 pass
@@ -135,9 +126,6 @@ def _registering_watcher_class() -> type[Any]:
                     os.close(pidfd)
                     _subreaper.OWN_CHILDREN.discard(pid)
                 callback(pid, returncode, *args)
-
-            def remove_child_handler(self, pid: int) -> bool:
-                return False  # asyncio never calls it for a running child it started
 
         _watcher_class = RegisteringWatcher
     return _watcher_class
