@@ -145,20 +145,26 @@ async def terminate_on_signals(closeable: SupportsClose) -> AsyncIterator[None]:
 
     Raises:
         RuntimeError: not called in the main thread (only it can receive signals).
+        BaseException: what the block raised, as itself (never in an ExceptionGroup).
     """
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("terminate_on_signals needs the main thread: only it gets signals")
     hub = _hub()
     key = object()
     hub.closeables[key] = closeable
+    error: BaseException | None = None
     try:
         async with anyio.create_task_group() as task_group:
             await task_group.start(hub.serve, key)
             try:
                 yield
+            except BaseException as exc:  # raised below as itself, not in an ExceptionGroup
+                error = exc
             finally:
                 del hub.closeables[key]
                 hub.changed.notify()
                 task_group.cancel_scope.cancel()
     finally:
         hub.closeables.pop(key, None)
+    if error is not None:
+        raise error

@@ -158,3 +158,15 @@ async def test_under_nohup_sigterm_still_ends_the_replicas_and_sighup_stays_igno
         await process.aclose()
     assert returncode == -signal.SIGTERM
     assert not alive(pids[0])
+
+
+async def test_an_error_of_the_block_comes_out_of_terminate_on_signals_as_itself() -> None:
+    from asynctorchx.runner import terminate_on_signals
+
+    class Closeable:
+        async def close(self) -> None:
+            pass
+
+    with pytest.raises(KeyError, match="the block's own"):
+        async with terminate_on_signals(Closeable()):
+            raise KeyError("the block's own")
