@@ -23,7 +23,7 @@ import logging
 import os
 import warnings
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, overload
@@ -156,7 +156,7 @@ class Runner:
     ) -> None:
         self._name = name
         self._handle_signals = handle_signals
-        self._signal_block: AbstractAsyncContextManager[None] | None = None
+        self._entered = AsyncExitStack()  # the signal block, then the host
         self._trackers = None if trackers is None else dict(trackers)
         self._component_defaults = {k: dict(v) for k, v in (component_defaults or {}).items()}
         self._host = SchedulerHost(
@@ -171,15 +171,15 @@ class Runner:
 
     async def __aenter__(self) -> Runner:
         own = can_own_signals() if self._handle_signals is None else self._handle_signals
-        if own:  # entered first, left last: a signal during close still closes cleanly
-            block = terminate_on_signals(self)
-            await block.__aenter__()
-            self._signal_block = block
+        stack = AsyncExitStack()
         try:
-            await self._host.__aenter__()
+            if own:  # entered first, left last: a signal during close still closes cleanly
+                await stack.enter_async_context(terminate_on_signals(self))
+            await stack.enter_async_context(self._host)
         except BaseException:
-            await self._leave_signal_block()
+            await stack.aclose()
             raise
+        self._entered = stack
         return self
 
     async def __aexit__(
@@ -188,17 +188,12 @@ class Runner:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        entered, self._entered = self._entered, AsyncExitStack()
         try:
             with anyio.CancelScope(shield=True):  # another task's groups, still open
                 await stop_groups(self._groups)
-            await self._host.__aexit__(exc_type, exc, tb)
         finally:
-            await self._leave_signal_block()
-
-    async def _leave_signal_block(self) -> None:
-        block, self._signal_block = self._signal_block, None
-        if block is not None:
-            await block.__aexit__(None, None, None)
+            await entered.aclose()  # the host (closing the schedulers), then the signal block
 
     async def close(self) -> None:
         """Close every scheduler it opened (ending local replicas, ``cancel_on_close`` apps).
