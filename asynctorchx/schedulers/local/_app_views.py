@@ -54,6 +54,7 @@ from asynctorchx.schedulers.local._records import (
     record_of,
     record_path,
     records_directory,
+    replace_private_file,
     supervisor_gone,
 )
 from asynctorchx.schedulers.local._supervisor import LocalApp, read_error_file
@@ -66,8 +67,6 @@ from asynctorchx.schedulers.toolkit import (
     tail_blocks,
 )
 from asynctorchx.specs.api import AppState, ReplicaStatus, is_terminal
-
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def settled_state(record: AppRecord) -> tuple[AppState, str | None]:
@@ -306,9 +305,8 @@ class RecordedApp(AppView):
         record = self.record()
         if record is None or is_finished(record):
             return
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-        with contextlib.suppress(FileExistsError):
-            os.close(os.open(cancel_request_path(self._directory, self.app_id), flags, 0o600))
+        request = cancel_request_path(self._directory, self.app_id)
+        replace_private_file(os.path.dirname(request), os.path.basename(request), b"")
         for replica in record.replicas:
             alive = not is_terminal(replica.state)
             if alive and replica.process is not None and replica.pgid is not None:
