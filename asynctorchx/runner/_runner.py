@@ -420,34 +420,25 @@ class Runner:
             InvalidRunConfigException: ``cfg`` does not match the scheduler's run options.
         """
         with api_event("dryrun", scheduler, cfg=cfg, workspace=workspace):
-            return await self._dryrun(app, scheduler, cfg, workspace, parent_run_id)
-
-    async def _dryrun(
-        self,
-        app: AppDef,
-        scheduler: str,
-        cfg: Mapping[str, CfgVal] | None,
-        workspace: Workspace | str | None,
-        parent_run_id: str | None,
-    ) -> AppDryRunInfo[Any]:
-        """:meth:`dryrun` without its usage event (the scheduler validates the app)."""
-        if ENV_TORCHX_PARENT_RUN_ID in os.environ:
-            parent_run_id = os.environ[ENV_TORCHX_PARENT_RUN_ID]
-            logger.info("using %s=%s as the parent run id", ENV_TORCHX_PARENT_RUN_ID, parent_run_id)
-        trackers = self._trackers if self._trackers is not None else get_configured_trackers()
-        for role in app.roles:
-            role.env[ENV_TORCHX_JOB_ID] = make_app_handle(scheduler, self._name, macros.app_id)
-            if parent_run_id:
-                role.env[ENV_TORCHX_PARENT_RUN_ID] = parent_run_id
-            if trackers:
-                role.env[ENV_TORCHX_TRACKERS] = ",".join(trackers)
-                for tracker, config in trackers.items():
-                    if config:
-                        role.env[tracker_config_env_var_name(tracker)] = config
-        dryrun_info = await self._host.dryrun(scheduler, app, cfg or {}, workspace)
-        dryrun_info.app = app
-        dryrun_info.scheduler = scheduler
-        return dryrun_info
+            if ENV_TORCHX_PARENT_RUN_ID in os.environ:
+                parent_run_id = os.environ[ENV_TORCHX_PARENT_RUN_ID]
+                logger.info(
+                    "using %s=%s as the parent run id", ENV_TORCHX_PARENT_RUN_ID, parent_run_id
+                )
+            trackers = self._trackers if self._trackers is not None else get_configured_trackers()
+            for role in app.roles:
+                role.env[ENV_TORCHX_JOB_ID] = make_app_handle(scheduler, self._name, macros.app_id)
+                if parent_run_id:
+                    role.env[ENV_TORCHX_PARENT_RUN_ID] = parent_run_id
+                if trackers:
+                    role.env[ENV_TORCHX_TRACKERS] = ",".join(trackers)
+                    for tracker, config in trackers.items():
+                        if config:
+                            role.env[tracker_config_env_var_name(tracker)] = config
+            dryrun_info = await self._host.dryrun(scheduler, app, cfg or {}, workspace)
+            dryrun_info.app = app
+            dryrun_info.scheduler = scheduler
+            return dryrun_info
 
     # ------------------------------------------------------------------ inspect and act
 
