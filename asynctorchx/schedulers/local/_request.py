@@ -324,7 +324,20 @@ def build_popen_request(
         log_dirs: list[str] = []
         for replica_id in range(role.num_replicas):
             replica_log_dir = os.path.join(context.app_log_dir, role.name, str(replica_id))
-            param = _replica_param(template, replica_id, img_root, replica_log_dir, cfg, context)
+            values = macros.Values(
+                img_root=img_root,
+                app_id=context.app_id,
+                replica_id=str(replica_id),
+                rank0_env="TORCHX_RANK0_HOST",
+            )
+            param = context.image_provider.get_replica_param(
+                img_root,
+                apply_macros(template, values),
+                stdout=os.path.join(replica_log_dir, "stdout.log"),
+                stderr=os.path.join(replica_log_dir, "stderr.log"),
+                combined=os.path.join(replica_log_dir, "combined.log"),
+            )
+            add_environment(param, cfg, replica_log_dir, role.name, context)
             devices = gpu_assignments.get((role.name, replica_id))
             if devices is not None:
                 param.env[ENV_CUDA_VISIBLE_DEVICES] = devices
@@ -335,33 +348,6 @@ def build_popen_request(
         request.max_retries[role.name] = role.max_retries
         request.retry_policies[role.name] = role.retry_policy
     return request
-
-
-def _replica_param(
-    template: Role,
-    replica_id: int,
-    img_root: str,
-    replica_log_dir: str,
-    cfg: Mapping[str, CfgVal],
-    context: RequestContext,
-) -> ReplicaParam:
-    """The :class:`ReplicaParam` of replica ``replica_id`` of the role ``template`` (a
-    copy of the user's role), macros applied."""
-    values = macros.Values(
-        img_root=img_root,
-        app_id=context.app_id,
-        replica_id=str(replica_id),
-        rank0_env="TORCHX_RANK0_HOST",
-    )
-    param = context.image_provider.get_replica_param(
-        img_root,
-        apply_macros(template, values),
-        stdout=os.path.join(replica_log_dir, "stdout.log"),
-        stderr=os.path.join(replica_log_dir, "stderr.log"),
-        combined=os.path.join(replica_log_dir, "combined.log"),
-    )
-    add_environment(param, cfg, replica_log_dir, template.name, context)
-    return param
 
 
 def apply_macros(template: Role, values: macros.Values) -> Role:
@@ -440,16 +426,9 @@ def add_environment(
             front.insert(0, param.cwd)
         else:
             front.append(param.cwd)
-    env["PATH"] = join_path(*front, os.environ.get("PATH"))
-
-
-def join_path(*parts: str | None) -> str:
-    """Join ``PATH`` parts, leaving out empty ones (and stray separators at their ends).
-
-    Args:
-        *parts: directories or ``PATH`` values, in order; None and ``""`` are skipped.
-    """
-    return os.pathsep.join(part.strip(os.pathsep) for part in parts if part)
+    # empty parts left out, and stray separators at their ends
+    parts = (*front, os.environ.get("PATH"))
+    env["PATH"] = os.pathsep.join(part.strip(os.pathsep) for part in parts if part)
 
 
 def cuda_visible_devices(
