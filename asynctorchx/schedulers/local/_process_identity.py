@@ -119,16 +119,14 @@ def libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-_self: tuple[int, ProcessIdentity | None] | None = None
-
-
 def this_process() -> ProcessIdentity | None:
     """The identity of this process (read again after a fork); None off Linux."""
-    global _self
-    pid = os.getpid()
-    if _self is None or _self[0] != pid:
-        _self = (pid, ProcessIdentity.of(pid))
-    return _self[1]
+    return _identity_of(os.getpid())
+
+
+@functools.lru_cache(maxsize=1)  # one entry: this process's pid, another after a fork
+def _identity_of(pid: int) -> ProcessIdentity | None:
+    return ProcessIdentity.of(pid)
 
 
 def signal_group_if_same(identity: ProcessIdentity, pgid: int, signum: int) -> bool:
