@@ -1,33 +1,24 @@
 """A synchronous, TorchX-style scheduler behind the async :class:`Scheduler` interface.
 
 A TorchX scheduler plugin (``torchx.schedulers.api.Scheduler``) has plain ``def``
-methods, whether it was ported by rewriting its ``torchx`` imports to ``asynctorchx`` (a
+methods, whether ported by rewriting its ``torchx`` imports to ``asynctorchx`` (a
 subclass of our :class:`Scheduler`) or not (an object with TorchX's interface, a
-``MagicMock``). :class:`SyncSchedulerAdapter` gives it our async interface; the Runner
-wraps every scheduler its factory makes for which :func:`is_sync_scheduler` is true.
+``MagicMock``). The Runner wraps every scheduler its factory makes for which
+:func:`is_sync_scheduler` is true in a :class:`SyncSchedulerAdapter`:
 
-- A wrapped method that is a plain function runs in a worker thread
-  (``anyio.to_thread.run_sync``) under the adapter's own ``anyio.CapacityLimiter`` of
-  ``max_threads``; a coroutine function (a partly ported scheduler) is awaited.
-- A method the wrapped object inherits from our base class (or lacks, for names TorchX
-  0.7.0's interface lacks) runs as the base class's, on the adapter: ``cancel`` then
-  calls the wrapped ``describe`` and ``_cancel_existing``, as TorchX's base class does,
-  and ``wait`` polls the wrapped ``describe`` through the base class's
-  :class:`~asynctorchx.schedulers.toolkit.BatchedPoller` (a synchronous scheduler has
-  no events; TorchX's ``Runner.wait`` polls too).
-- ``log_iter``'s plain iterator is advanced in a worker thread, one line per step, and
-  closed (in a thread, shielded) when the reader stops early.
+- a wrapped plain method runs in a worker thread under the adapter's own
+  ``anyio.CapacityLimiter``; a coroutine function (a partly ported scheduler) is awaited;
+- a method the wrapped object inherits from our base class, or lacks, runs as the base
+  class's on the adapter: ``cancel`` calls the wrapped ``describe`` and
+  ``_cancel_existing`` as TorchX's base class does, and ``wait`` polls the wrapped
+  ``describe`` with the base class's batched poller (TorchX's ``Runner.wait`` polls too);
+- ``log_iter``'s plain iterator is advanced in a worker thread, a line a step, and closed
+  (in a thread, shielded) when the reader stops early.
 
-Cancellation: a worker thread cannot be interrupted, so a task cancelled during a call
-waits for that call to return (anyio's ``abandon_on_cancel=False``) and is cancelled at
-its next checkpoint: no call outlives the task that made it.
-
-Closing: ``close`` calls the wrapped ``close`` once; from then on every other call raises
-:class:`~asynctorchx.errors.SchedulerClosedError` (the next step of a log iterator too).
-Calls in flight are not waited for: a log follower may block until its app ends, which
-only ``close`` may bring about.
-
-Every method raises whatever the wrapped scheduler raises, unchanged.
+A worker thread cannot be interrupted: a task cancelled during a call waits for it to
+return and is cancelled at its next checkpoint. After ``close`` (the wrapped ``close``,
+once) every other call raises :class:`~asynctorchx.errors.SchedulerClosedError`. Errors of
+the wrapped scheduler reach the caller unchanged.
 """
 
 from __future__ import annotations
@@ -36,7 +27,6 @@ import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import aclosing
-from datetime import datetime
 from typing import Any, cast
 
 import anyio
@@ -44,34 +34,22 @@ import anyio
 from asynctorchx.errors import SchedulerClosedError
 from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse, Stream
 from asynctorchx.schedulers.api import Scheduler
-from asynctorchx.schedulers.toolkit import validate_app
-from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, Role, runopts
+from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, validate_app
+from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, runopts
 
-#: The methods of TorchX's interface that do I/O (``torchx.schedulers.api.Scheduler``
-#: and ``torchx.workspace.api.WorkspaceMixin``); one that is a plain function makes a
+#: TorchX's methods that do I/O (``torchx.schedulers.api.Scheduler``,
+#: ``torchx.workspace.api.WorkspaceMixin``); one that is a plain function makes a
 #: scheduler synchronous.
 TORCHX_IO_METHODS = (
-    "schedule",
-    "describe",
-    "list",
-    "exists",
-    "cancel",
-    "_cancel_existing",
-    "submit",
-    "build_workspace_and_update_role",
-    "close",
+    *("schedule", "describe", "list", "exists", "cancel", "_cancel_existing", "submit"),
+    *("build_workspace_and_update_role", "close"),
 )
-
-_END = object()
 
 
 def is_sync_scheduler(scheduler: object) -> bool:
-    """Return True when ``scheduler`` has a TorchX interface method that is a plain function.
-
-    Checked per method over :data:`TORCHX_IO_METHODS` (a method the object lacks does not
-    count): a ported subclass of our :class:`Scheduler` that keeps ``def`` methods and a
-    ``MagicMock`` are synchronous; an ``AsyncMock``, an async scheduler and an adapter
-    are not.
+    """Return True when ``scheduler`` has a method of :data:`TORCHX_IO_METHODS` that is a
+    plain function (a ported ``def`` scheduler, a ``MagicMock``; not an ``AsyncMock``,
+    an async scheduler or an adapter).
 
     Args:
         scheduler: what a scheduler factory returned.
@@ -83,20 +61,11 @@ def is_sync_scheduler(scheduler: object) -> bool:
 
 
 def _parameters(function: Callable[..., Any] | None) -> Mapping[str, inspect.Parameter]:
-    """The parameters of ``function`` (bound); none when it has no signature."""
+    """The parameters of ``function``; none when it has no signature (None, C code)."""
     try:
         return inspect.signature(function).parameters  # type: ignore[arg-type]
-    except (TypeError, ValueError):  # None, a C function
+    except (TypeError, ValueError):
         return {}
-
-
-def _positional_count(function: Callable[..., Any]) -> int:
-    """How many positional arguments ``function`` (bound) takes; many for ``*args`` or
-    when it has no signature (a C function, a mock)."""
-    parameters = _parameters(function).values()
-    if not parameters or any(p.kind is p.VAR_POSITIONAL for p in parameters):
-        return 99
-    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
 
 
 def _class_for(wrapped: type) -> type[SyncSchedulerAdapter]:
@@ -113,7 +82,6 @@ def _class_for(wrapped: type) -> type[SyncSchedulerAdapter]:
     namespace = {
         "__module__": __name__,
         "__qualname__": name,
-        "__doc__": f"SyncSchedulerAdapter for {wrapped.__qualname__}.",
         "supported_log_streams": frozenset(streams),
         "apps_live_in_process": getattr(wrapped, "apps_live_in_process", False) is True,
         "supported_retry_policies": getattr(
@@ -128,19 +96,18 @@ class SyncSchedulerAdapter(Scheduler[Any]):
     """Our async :class:`Scheduler` interface over a synchronous TorchX-style scheduler.
 
     ``SyncSchedulerAdapter(scheduler)`` is an instance of a subclass made for
-    ``type(scheduler)``, whose class attributes answer the capability questions from the
-    wrapped class: :meth:`supports_workspace`, ``supported_log_streams`` (every stream
-    when the class does not say, as in TorchX 0.7.0), ``apps_live_in_process`` and
+    ``type(scheduler)`` whose class attributes come from the wrapped class:
+    :meth:`supports_workspace`, ``supported_log_streams`` (every stream when the class
+    does not say, as in TorchX 0.7.0), ``apps_live_in_process`` and
     ``supported_retry_policies``. Run options are the wrapped ``run_opts()``
-    (:meth:`class_run_opts` is ``None``: the Runner asks the instance). A factory may
-    return an adapter itself to choose ``max_threads``; the Runner does not wrap it again.
+    (:meth:`class_run_opts` is ``None``). A factory may return an adapter itself to
+    choose ``max_threads``; the Runner does not wrap it again.
 
     Args:
-        scheduler: the synchronous scheduler (kept as :attr:`scheduler`). Its ``backend``
-            and ``session_name`` are used when they are strings; else its class name and
-            ``""``.
+        scheduler: the synchronous scheduler (:attr:`scheduler`). Its ``backend`` and
+            ``session_name`` are used when they are strings; else its class name and ``""``.
         max_threads: how many of its calls may run at once, each in a worker thread
-            (>= 1; 40, anyio's default limiter's size). ``1`` serializes them as a
+            (>= 1; 40 as anyio's default limiter). ``1`` serializes them as a
             single-threaded TorchX program does; a log follower then holds the thread.
         poll_interval: seconds between two polls of ``describe`` for ``wait`` (> 0);
             ``None``: the wrapped scheduler's ``poll_interval`` if it has one, else 1.0.
@@ -190,14 +157,14 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         return None if foreign or inherited or not callable(method) else method
 
     async def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Await ``method(*args, **kwargs)`` (:meth:`_run`) unless the adapter is closed."""
+        """:meth:`_run`, unless the adapter is closed."""
         if self._closed:
             raise SchedulerClosedError(f"{self!r} is closed")
         return await self._run(method, *args, **kwargs)
 
     async def _run(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Await ``method(*args, **kwargs)``: directly for a coroutine function, else in a
-        worker thread (and its result too, if a plain function returned an awaitable)."""
+        worker thread (and an awaitable it returns)."""
         if inspect.iscoroutinefunction(method):
             return await method(*args, **kwargs)
         call = functools.partial(method, *args, **kwargs)
@@ -211,8 +178,7 @@ class SyncSchedulerAdapter(Scheduler[Any]):
             NotImplementedError: the wrapped object lacks a method our base class leaves
                 abstract (``schedule``, ``describe``, ``list``, ``_cancel_existing``).
         """
-        method = self._own(name, torchx=torchx)
-        if method is not None:
+        if (method := self._own(name, torchx=torchx)) is not None:
             return await self._call(method, *args, **kwargs)
         if name in ("schedule", "describe", "list", "_cancel_existing"):
             raise NotImplementedError(f"{type(self.scheduler).__name__} has no {name}()")
@@ -237,24 +203,16 @@ class SyncSchedulerAdapter(Scheduler[Any]):
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Call the wrapped ``_validate``: ``(app, scheduler)`` for TorchX 0.7.0's form,
         ``(app, scheduler, cfg)`` for TorchX's newer one (and ours)."""
-        validate = getattr(self.scheduler, "_validate", None)
-        if callable(validate):
-            args = (app, scheduler, cfg)
-            validate(*args[: min(3, _positional_count(validate))])
+        if callable(validate := getattr(self.scheduler, "_validate", None)):
+            params = _parameters(validate).values()
+            many = not params or any(p.kind is p.VAR_POSITIONAL for p in params)
+            validate(*(app, scheduler, cfg)[: 3 if many else len(params)])
 
     def dryrun_resolved(self, app: AppDef, resolved: Mapping[str, CfgVal]) -> AppDryRunInfo[Any]:
-        """Dry-run ``app`` as the wrapped scheduler's interface asks.
-
-        A ported subclass of ours is validated and dry-run by our base class's steps
-        (its ``_validate`` and ``_submit_dryrun``); any other is checked by
-        :func:`~asynctorchx.schedulers.toolkit.validate_app`, then asked as
-        ``torchx.runner.api.Runner.dryrun`` asks it: ``_validate``, then its own
-        ``submit_dryrun(app, resolved)``.
-
-        Args:
-            app: the app to make a request for.
-            resolved: the run options, resolved.
-        """
+        """Dry-run ``app``: a ported subclass of ours by our base class's steps; any other
+        after :func:`~asynctorchx.schedulers.toolkit.validate_app`, as TorchX's
+        ``torchx.runner.api.Runner.dryrun`` asks it (``_validate``, then its own
+        ``submit_dryrun(app, resolved)``)."""
         if isinstance(self.scheduler, Scheduler):
             return super().dryrun_resolved(app, resolved)
         validate_app(app)
@@ -262,7 +220,6 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         return cast("AppDryRunInfo[Any]", self.scheduler.submit_dryrun(app, resolved))
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[Any]:
-        """The ported scheduler's ``_submit_dryrun``."""
         return cast("AppDryRunInfo[Any]", self.scheduler._submit_dryrun(app, cfg))
 
     async def build_workspace_and_update_role(
@@ -279,103 +236,67 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         return cast(str, await self._delegate("submit", app, cfg, workspace))
 
     async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
-        """Return the app id of the wrapped ``schedule(dryrun_info)``."""
         return cast(str, await self._delegate("schedule", dryrun_info))
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
-        """Return the wrapped ``describe(app_id)``."""
         return cast("DescribeAppResponse | None", await self._delegate("describe", app_id))
 
     async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
-        """Return the wrapped ``list()``; ``list(cfg)`` when it takes ``cfg`` (TorchX after
-        0.7.0) and one is given."""
+        """The wrapped ``list()``; ``list(cfg)`` when it takes ``cfg`` (TorchX after 0.7.0)."""
         if cfg is not None and "cfg" in _parameters(self._own("list")):
             return cast("list[ListAppResponse]", await self._delegate("list", cfg=cfg))
         return cast("list[ListAppResponse]", await self._delegate("list"))
 
     async def exists(self, app_id: str) -> bool:
-        """Return the wrapped ``exists``, else whether ``describe`` knows the app."""
         return bool(await self._delegate("exists", app_id))
 
     async def cancel(self, app_id: str) -> None:
-        """Call the wrapped ``cancel``, else ``_cancel_existing`` if the app exists."""
+        """The wrapped ``cancel``, else ``_cancel_existing`` of a known, running app."""
         await self._delegate("cancel", app_id)
 
     async def _cancel_existing(self, app_id: str) -> None:
-        """Call the wrapped ``_cancel_existing(app_id)``."""
         await self._delegate("_cancel_existing", app_id)
 
     async def delete(self, app_id: str) -> None:
-        """Call the wrapped ``delete`` of our interface, else our base class's ``delete``."""
+        """The wrapped ``delete`` of our interface, else our base class's."""
         await self._delegate("delete", app_id, torchx=False)
 
     async def describe_native(self, app_id: str) -> Any | None:
-        """Return the wrapped ``describe_native`` of our interface, else None."""
         return await self._delegate("describe_native", app_id, torchx=False)
 
-    async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
-        """The wrapped ``wait`` of ours, else poll ``describe`` (see the module docstring)."""
-        return cast(
-            "DescribeAppResponse | None",
-            await self._delegate("wait", app_id, timeout, torchx=False),
-        )
+    async def _log_blocks(
+        self, app_id: str, query: LogQuery, start: int
+    ) -> AsyncIterator[LogBlock]:
+        """:meth:`log_iter`'s lines from the ``start``-th on, a line a block, positioned by
+        its index: a resume reads the log again from its start."""
+        args = (query.role_name, query.k, query.regex, query.since, query.until)
+        lines = self.log_iter(app_id, *args, query.should_tail, streams=query.streams)
+        async with aclosing(lines):  # type: ignore[type-var]
+            index = 0
+            async for line in lines:
+                if index >= start:
+                    yield index, (line,)
+                index += 1
 
-    async def wait_for_state_change(
-        self, app_id: str, state: AppState, timeout: float | None = None
-    ) -> DescribeAppResponse | None:
-        """The wrapped ``wait_for_state_change`` of ours, else poll ``describe``."""
-        response = await self._delegate(
-            "wait_for_state_change", app_id, state, timeout, torchx=False
-        )
-        return cast("DescribeAppResponse | None", response)
-
-    def log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        regex: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        should_tail: bool = False,
-        streams: Stream | None = None,
-    ) -> AsyncIterator[str]:
-        """Iterate over the wrapped ``log_iter``'s lines, as they are.
-
-        Called with TorchX's arguments (``streams`` by keyword) at the first step; a plain
-        iterator is advanced in a worker thread, one line per step, and closed when the
-        iteration ends early (see the module docstring); an async one is iterated as is.
-        The arguments are TorchX's (``torchx.schedulers.api.Scheduler.log_iter``), handed
-        to the wrapped scheduler, which applies them.
-
-        Args:
-            app_id: the app's id on this scheduler.
-            role_name: the role whose replica is read.
-            k: the replica id (0-based).
-            regex: keep only lines in which it matches.
-            since: the first line's time.
-            until: the last line's time.
-            should_tail: follow the log until the app is terminal.
-            streams: stdout, stderr or combined; ``None``: the scheduler's default.
-        """
-        return self._lines((app_id, role_name, k, regex, since, until, should_tail), streams)
-
-    async def _lines(self, args: tuple[Any, ...], streams: Stream | None) -> AsyncIterator[str]:
+    async def log_iter(self, app_id: str, *args: Any, **kwargs: Any) -> AsyncIterator[str]:
+        """The wrapped ``log_iter(app_id, *args, **kwargs)``'s lines, as they are (TorchX's
+        arguments, applied by the wrapped scheduler; see the module docstring)."""
         method = self._own("log_iter")
-        if method is None:  # ours: the base class's log_iter reads the async _log_iter
-            lines: Any = self.scheduler.log_iter(*args, streams=streams)
+        if method is None:  # ours: the base class's log_iter, on its _log_blocks
+            lines: Any = self.scheduler.log_iter(app_id, *args, **kwargs)
         elif inspect.isasyncgenfunction(method):
-            lines = method(*args, streams=streams)
+            lines = method(app_id, *args, **kwargs)
         else:
-            lines = await self._call(method, *args, streams=streams)
+            lines = await self._call(method, app_id, *args, **kwargs)
         if hasattr(lines, "__anext__"):
             async with aclosing(lines):
                 async for line in lines:
                     yield line
             return
         iterator: Iterator[str] = await self._call(iter, lines)
+        end = object()
         try:
-            while (line := await self._call(next, iterator, _END)) is not _END:
+            while (line := await self._call(next, iterator, end)) is not end:
                 yield cast(str, line)
         finally:
             if callable(close := getattr(iterator, "close", None)):

@@ -25,6 +25,7 @@ from asynctorchx.schedulers.toolkit import (
     LogBlock,
     LogQuery,
     gather_results,
+    lines_of,
     validate_app,
     validate_app_id,
 )
@@ -50,23 +51,26 @@ class Scheduler(abc.ABC, Generic[T]):
         session_name: the runner session; it appears in app handles.
 
     Use it as ``async with scheduler:`` or call ``await scheduler.close()``; closing
-    is idempotent and never raises. Subclasses implement ``schedule``,
-    ``_submit_dryrun``, ``describe``, ``list``, ``_cancel_existing``, ``log_iter`` and
-    should override ``wait`` with an event-driven await.
+    is idempotent and never raises. The public methods are written here once; a
+    backend implements ``schedule``, ``_submit_dryrun``, ``describe``, ``list``,
+    ``_cancel_existing`` and ``_log_blocks``, and where it has more to offer the hooks
+    ``_wait_until`` (events instead of polling), ``_describe_many``, ``_remove`` and
+    ``describe_native`` (see ``docs/architecture.md``, "Adding a backend").
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Scheduler[T]:
         """Refuse a backend that reads no logs, when it is made rather than when read.
 
-        A backend implements :meth:`_log_iter` (ours) or overrides :meth:`log_iter`
-        itself (a scheduler ported from TorchX's ``torchx.schedulers.api.Scheduler``).
+        A backend implements :meth:`_log_blocks` (ours) or overrides :meth:`log_iter`
+        itself (a scheduler ported from TorchX's ``torchx.schedulers.api.Scheduler``,
+        run through ``SyncSchedulerAdapter``).
 
         Raises:
-            TypeError: ``cls`` overrides neither.
+            TypeError: ``cls`` does neither.
         """
-        if cls._log_iter is Scheduler._log_iter and cls.log_iter is Scheduler.log_iter:
+        if cls._log_blocks is Scheduler._log_blocks and cls.log_iter is Scheduler.log_iter:
             raise TypeError(
-                f"Can't instantiate {cls.__name__}: a scheduler implements _log_iter"
+                f"Can't instantiate {cls.__name__}: a scheduler implements _log_blocks"
                 " (or overrides log_iter, as a TorchX scheduler does)"
             )
         return super().__new__(cls)
@@ -256,20 +260,9 @@ class Scheduler(abc.ABC, Generic[T]):
     async def cancel(self, app_id: str) -> None:
         """Cancel the app; a no-op for an unknown or already finished app (idempotent).
 
+        Describes the app and, when it is known and not terminal, calls the backend's
+        :meth:`_cancel_existing` (TorchX's ``torchx.schedulers.api.Scheduler.cancel``).
         Does not wait for the app to end: ``await wait(app_id)`` for that.
-        """
-        if await self.exists(app_id):
-            await self._cancel_existing(app_id)
-
-    async def delete(self, app_id: str) -> None:
-        """Delete the app: cancel it if it still runs, then remove what is kept of it.
-
-        TorchX's ``torchx.schedulers.api.Scheduler.delete`` (added after TorchX 0.7.0):
-        idempotent, a no-op for an unknown or already deleted app. This default only
-        calls :meth:`cancel` when :meth:`describe` says the app is not terminal, for a
-        backend that keeps nothing of a finished app; a backend that keeps something
-        (records, log files, containers, volumes) overrides it to remove that too, after
-        which :meth:`describe` returns ``None``.
 
         Args:
             app_id: the app's id on this scheduler.
@@ -279,11 +272,37 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         response = await self.describe(app_id)
         if response is not None and not is_terminal(response.state):
-            await self.cancel(app_id)
+            await self._cancel_existing(app_id)
+
+    async def delete(self, app_id: str) -> None:
+        """Delete the app: cancel it if it still runs, then remove what is kept of it.
+
+        TorchX's ``torchx.schedulers.api.Scheduler.delete`` (added after TorchX 0.7.0):
+        idempotent, a no-op for an unknown or already deleted app. Cancels as
+        :meth:`cancel` does, then calls the backend's :meth:`_remove` (even for an app
+        :meth:`describe` no longer knows, so that what is left of it goes too); after it
+        :meth:`describe` returns ``None`` on a backend that keeps something of an app.
+
+        Args:
+            app_id: the app's id on this scheduler.
+
+        Raises:
+            InvalidAppIdException: ``app_id`` is not a valid id (backends that check it).
+        """
+        await self.cancel(app_id)
+        await self._remove(app_id)
 
     @abc.abstractmethod
     async def _cancel_existing(self, app_id: str) -> None:
-        """Cancel an app known to exist."""
+        """Stop an app that :meth:`describe` knows and says is not terminal.
+
+        Returns once the backend took the request; the app's end is what :meth:`wait`
+        awaits.
+        """
+
+    async def _remove(self, app_id: str) -> None:
+        """Remove what the backend keeps of an app :meth:`delete` cancelled (if it ran):
+        records, containers, volumes, jobs. The default keeps nothing, so removes nothing."""
 
     #: Seconds between two polls of the fallback :meth:`wait` (backends without events).
     poll_interval: float = 1.0
@@ -313,6 +332,70 @@ class Scheduler(abc.ABC, Generic[T]):
     #: when both are here, else the combined log), never the scheduler's name.
     supported_log_streams: ClassVar[frozenset[Stream]] = frozenset(Stream)
 
+    async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
+        """Wait until the app reaches a terminal state and return its description.
+
+        Returns ``None`` for an unknown app. Awaits the backend's :meth:`_wait_until`: an
+        event where the backend has events (process exits, Docker's events stream, a
+        Kubernetes watch), else the batched poll of :meth:`describe`. Cancelling the
+        awaiting task stops only the wait.
+
+        Args:
+            app_id: the app's id on this scheduler.
+            timeout: seconds to wait at most; ``None``: no limit.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed before the app ended.
+            InvalidAppIdException: ``app_id`` is not a valid id (backends that check it).
+        """
+        return await self._wait_until(app_id, is_terminal, timeout)
+
+    async def wait_for_state_change(
+        self, app_id: str, state: AppState, timeout: float | None = None
+    ) -> DescribeAppResponse | None:
+        """Wait until the app's state is no longer ``state``; return its description.
+
+        Returns at once if it already differs (or is terminal), ``None`` for an unknown
+        app. What ``Runner.watch`` awaits between two states; awaited as :meth:`wait` is.
+
+        Args:
+            app_id: the app's id on this scheduler.
+            state: the state the caller last saw.
+            timeout: seconds to wait at most; ``None``: no limit.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first.
+            InvalidAppIdException: ``app_id`` is not a valid id (backends that check it).
+        """
+        return await self._wait_until(app_id, lambda now: now != state or is_terminal(now), timeout)
+
+    async def _wait_until(
+        self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
+    ) -> DescribeAppResponse | None:
+        """Await the app until ``done(its state)`` holds; return its description then.
+
+        The hook behind :meth:`wait` and :meth:`wait_for_state_change`. This default is
+        the fallback for backends without events: every waiter of this scheduler shares
+        one :class:`~asynctorchx.schedulers.toolkit.BatchedPoller` of
+        :meth:`_describe_many` each :attr:`poll_interval` seconds, backing off while
+        nothing changes. A backend with events overrides it.
+
+        Args:
+            app_id: the app's id on this scheduler.
+            done: the condition on the app's state.
+            timeout: seconds to wait at most; ``None``: no limit.
+
+        Returns:
+            the first description whose state ``done`` accepts; ``None`` once the app is
+            unknown.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed first.
+        """
+        return await self._poller().wait_until(
+            app_id, lambda response: response is None or done(response.state), timeout
+        )
+
     def _poller(self) -> BatchedPoller[str, DescribeAppResponse]:
         """The one poller of this scheduler instance, shared by every fallback waiter."""
         if self._batched_poller is None:
@@ -339,53 +422,6 @@ class Scheduler(abc.ABC, Generic[T]):
             if response is not None
         }
 
-    async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
-        """Wait until the app reaches a terminal state and return its description.
-
-        Returns ``None`` for an unknown app.
-
-        This base implementation is the documented fallback for backends that have no
-        events (:class:`~asynctorchx.schedulers.toolkit.BatchedPoller`): every waiter of
-        this scheduler shares one poll of :meth:`_describe_many` each
-        :attr:`poll_interval` seconds, backing off while nothing changes. Backends with
-        events (processes, Docker, Kubernetes) override it with an event-driven await.
-
-        Args:
-            app_id: the app's id on this scheduler.
-            timeout: seconds to wait at most; ``None``: no limit.
-
-        Raises:
-            TimeoutError: ``timeout`` seconds passed before the app ended.
-        """
-        return await self._poller().wait_until(
-            app_id, lambda response: response is None or is_terminal(response.state), timeout
-        )
-
-    async def wait_for_state_change(
-        self, app_id: str, state: AppState, timeout: float | None = None
-    ) -> DescribeAppResponse | None:
-        """Wait until the app's state is no longer ``state``; return its description.
-
-        Returns at once if it already differs (or is terminal), ``None`` for an unknown
-        app. What ``Runner.watch`` awaits between two states. This base implementation is
-        the batched polling fallback described in :meth:`wait`.
-
-        Args:
-            app_id: the app's id on this scheduler.
-            state: the state the caller last saw.
-            timeout: seconds to wait at most; ``None``: no limit.
-
-        Raises:
-            TimeoutError: ``timeout`` seconds passed first.
-        """
-        return await self._poller().wait_until(
-            app_id,
-            lambda response: (
-                response is None or response.state != state or is_terminal(response.state)
-            ),
-            timeout,
-        )
-
     def log_iter(
         self,
         app_id: str,
@@ -400,8 +436,9 @@ class Scheduler(abc.ABC, Generic[T]):
         """Iterate over the log lines of replica ``k`` of ``role_name`` (an async iterator).
 
         TorchX's signature (``torchx.schedulers.api.Scheduler.log_iter``); the arguments
-        become one :class:`~asynctorchx.schedulers.toolkit.LogQuery` handed to the
-        backend's :meth:`_log_iter`. Lines keep their ``\\n``.
+        become one :class:`~asynctorchx.schedulers.toolkit.LogQuery`, and the lines are
+        those of the backend's :meth:`_log_blocks` from the log's start. Lines keep their
+        ``\\n``.
 
         Args:
             app_id: the app's id on this scheduler.
@@ -420,20 +457,7 @@ class Scheduler(abc.ABC, Generic[T]):
             UnknownAppException: the scheduler does not know the app.
         """
         query = LogQuery(role_name, k, regex, since, until, should_tail, streams)
-        return self._log_iter(app_id, query)
-
-    def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
-        """Iterate over the log lines ``query`` asks for (a backend's implementation).
-
-        Every backend implements it (an async generator) or overrides :meth:`log_iter`;
-        a scheduler that does neither cannot be instantiated (see ``__new__``), so it
-        fails when it is made, not when a user first asks for a line.
-
-        Args:
-            app_id: the app's id on this scheduler.
-            query: the replica, filters and follow mode, already validated.
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not implement _log_iter")
+        return lines_of(self._log_blocks(app_id, query, 0))
 
     def log_blocks(self, app_id: str, query: LogQuery, start: int = 0) -> AsyncIterator[LogBlock]:
         """The log lines ``query`` asks for, a block at a time, each with a position.
@@ -442,10 +466,7 @@ class Scheduler(abc.ABC, Generic[T]):
         first of them is, as a position this backend reads again from with ``start``: the
         same lines come again from there. ``Runner.events`` resumes a log from a block's
         position and the number of its lines already delivered, and ``Runner.log_lines``
-        yields the lines; neither adds a step per line. A backend with a re-readable
-        position implements :meth:`_log_blocks` (the local schedulers: the byte offset in
-        the log file); the fallback reads :meth:`log_iter` from the start, a line a block,
-        its position the number of lines before it, so a resume re-reads the log.
+        yields the lines; neither adds a step per line.
 
         Args:
             app_id: the app's id on this scheduler.
@@ -458,35 +479,23 @@ class Scheduler(abc.ABC, Generic[T]):
         return self._log_blocks(app_id, query, start)
 
     def _log_blocks(self, app_id: str, query: LogQuery, start: int) -> AsyncIterator[LogBlock]:
-        """A backend's :meth:`log_blocks`; this fallback counts the lines of :meth:`log_iter`."""
-        lines = self.log_iter(
-            app_id,
-            query.role_name,
-            query.k,
-            query.regex,
-            query.since,
-            query.until,
-            query.should_tail,
-            streams=query.streams,
-        )
-        return _counted(lines, start)
+        """Read the log ``query`` asks for from the position ``start`` (the backend's hook).
+
+        The hook behind :meth:`log_iter` and :meth:`log_blocks`: an async iterator of
+        blocks whose positions this backend reads again from (the local schedulers and
+        Slurm: a byte offset in the log file; Docker and Kubernetes: the engine's stamp
+        and a count). Checks that need no I/O should raise when it is called, not at the
+        first block.
+
+        Args:
+            app_id: the app's id on this scheduler.
+            query: the replica, filters and follow mode, already validated.
+            start: 0, or a block's position given before.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement _log_blocks")
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Check the app can run on this scheduler; the default accepts every app."""
-
-
-async def _counted(lines: AsyncIterator[str], start: int) -> AsyncIterator[LogBlock]:
-    """``lines`` from the ``start``-th on, one a block, positioned by their index."""
-    index = 0
-    close = getattr(lines, "aclose", None)
-    try:
-        async for line in lines:
-            if index >= start:
-                yield index, (line,)
-            index += 1
-    finally:
-        if close is not None:
-            await close()
 
 
 class SchedulerFactory(Protocol):

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar
 
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
-from asynctorchx.schedulers.toolkit import LogQuery
+from asynctorchx.schedulers.toolkit import LogBlock, LogQuery
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 
 
@@ -58,8 +58,11 @@ class FakeScheduler(Scheduler[AppDef]):
     async def _cancel_existing(self, app_id: str) -> None:
         return None
 
-    async def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
-        yield f"ran {app_id}\n"
+    async def _log_blocks(
+        self, app_id: str, query: LogQuery, start: int
+    ) -> AsyncIterator[LogBlock]:
+        if start == 0:
+            yield 0, (f"ran {app_id}\n",)
 
 
 class ClassOptsScheduler(FakeScheduler):

@@ -23,7 +23,7 @@ from asynctorchx.runner import AppEvent, LogEvent, Runner, StateEvent, get_runne
 from asynctorchx.runner._events import EVENTS_BUFFER_SIZE, EVENTS_PER_BATCH
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from asynctorchx.schedulers.slurm._logs import log_file_name as slurm_log_file_name
-from asynctorchx.schedulers.toolkit import LogQuery
+from asynctorchx.schedulers.toolkit import LogBlock, LogQuery
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
@@ -398,16 +398,18 @@ class ScriptedScheduler(Scheduler[AppDef]):
             await self.changed.wait()
         return await self.describe(app_id)
 
-    async def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
+    async def _log_blocks(
+        self, app_id: str, query: LogQuery, start: int
+    ) -> AsyncIterator[LogBlock]:
         assert query.streams == Stream.COMBINED
-        sent = 0
+        sent = start  # a position is the number of lines before a block
         while True:
             if self.log_error is not None:
                 raise self.log_error
             lines = self.logs[app_id]
             while sent < len(lines):
                 sent += 1
-                yield lines[sent - 1]
+                yield sent - 1, (lines[sent - 1],)
             if app_id not in self.states or is_terminal(self.states[app_id]):
                 return
             await self.changed.wait()

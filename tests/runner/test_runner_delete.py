@@ -11,7 +11,7 @@ import pytest
 from asynctorchx.errors import MalformedAppHandleException, SessionMismatchException
 from asynctorchx.runner import Runner
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
-from asynctorchx.schedulers.toolkit import LogQuery
+from asynctorchx.schedulers.toolkit import LogBlock, LogQuery
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, Role
 
 LIMIT = 30  # seconds: a safety bound, never a timing guess
@@ -44,9 +44,11 @@ class Recording(Scheduler[AppDef]):
         self.cancelled.append(app_id)
         self.states[app_id] = AppState.CANCELLED
 
-    async def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
+    async def _log_blocks(
+        self, app_id: str, query: LogQuery, start: int
+    ) -> AsyncIterator[LogBlock]:
         return
-        yield ""  # an async generator with no lines
+        yield 0, ()  # an async generator with no lines
 
 
 def _app() -> AppDef:

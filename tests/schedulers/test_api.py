@@ -15,7 +15,7 @@ import pytest
 from asynctorchx.errors import InvalidAppDefException, InvalidNameException
 from asynctorchx.schedulers import get_scheduler_factories
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
-from asynctorchx.schedulers.toolkit import LogQuery
+from asynctorchx.schedulers.toolkit import LogBlock, LogQuery
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, RetryPolicy, Role
 
 
@@ -46,9 +46,11 @@ class FakeEventlessScheduler(Scheduler[str]):
     async def _cancel_existing(self, app_id: str) -> None:
         pass
 
-    async def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
+    async def _log_blocks(
+        self, app_id: str, query: LogQuery, start: int
+    ) -> AsyncIterator[LogBlock]:
         raise ValueError("no logs")
-        yield ""  # an async generator, as every backend's
+        yield 0, ()  # an async generator, as every backend's
 
 
 RUN = AppState.RUNNING
@@ -71,7 +73,7 @@ def test_a_backend_that_reads_no_logs_cannot_be_made() -> None:
         async def _cancel_existing(self, app_id: str) -> None:
             pass
 
-    with pytest.raises(TypeError, match="_log_iter"):
+    with pytest.raises(TypeError, match="_log_blocks"):
         NoLogs("no_logs", "test")
 
     class TorchXStyle(NoLogs):
@@ -162,3 +164,21 @@ def test_validate_is_called_with_the_app_the_backend_and_the_resolved_options() 
     with pytest.raises(ValueError, match="fake_eventless refuses refused"):
         scheduler.submit_dryrun(AppDef(name="refused", roles=[role]), {})
     assert scheduler.seen_cfg == {}
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_no_built_in_backend_rewrites_a_public_method_of_the_base(backend: str) -> None:
+    # wait, cancel, delete, log_iter... are written once in Scheduler; a backend fills hooks
+    cls = type(get_scheduler_factories()[backend]("test"))
+    concrete = [
+        name
+        for name, member in vars(Scheduler).items()
+        if callable(member)
+        and not name.startswith("_")
+        and not getattr(member, "__isabstractmethod__", False)
+        # empty defaults a backend fills, as in TorchX: what it holds, its workspace build
+        and name not in ("close", "build_workspace_and_update_role", "describe_native")
+    ]
+    assert {"wait", "wait_for_state_change", "cancel", "delete", "log_iter"} <= set(concrete)
+    rewritten = [name for name in concrete if getattr(cls, name) is not getattr(Scheduler, name)]
+    assert rewritten == [], f"{cls.__name__} rewrites {rewritten}"

@@ -42,7 +42,7 @@ import contextlib
 import functools
 import logging
 import warnings
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -70,7 +70,6 @@ from asynctorchx.schedulers.toolkit import (
     LogBlock,
     LogQuery,
     gather,
-    lines_of,
     validate_app_id,
     validate_stop_timeout,
 )
@@ -80,7 +79,6 @@ from asynctorchx.specs.api import (
     AppState,
     CfgVal,
     Role,
-    is_terminal,
     make_app_handle,
     runopts,
 )
@@ -99,7 +97,7 @@ def _stop_timeout(stop_timeout: float | None, grace: float | None, where: str) -
     Args:
         stop_timeout: the value passed under the current name, or ``None``.
         grace: the value passed under the deprecated name, or ``None``.
-        where: the call, for the messages (``DockerScheduler.cancel``).
+        where: the call, for the messages (``DockerScheduler()``).
 
     Raises:
         TypeError: both were passed.
@@ -341,25 +339,19 @@ class DockerScheduler(Scheduler[DockerJob]):
         """
         return await _containers.list_apps(self._engine)
 
-    # ------------------------------------------------------------------ wait
+    # ------------------------------------------------------------------ hooks
 
-    async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
-        """Await the app's terminal state on the engine and return its description.
+    async def _wait_until(
+        self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
+    ) -> DescribeAppResponse | None:
+        """Await ``done(state)`` on the engine's events stream (behind ``wait``).
 
-        An await on the engine's events stream for the app's containers (subscribed before
-        the first inspect, so no event is missed); each ``die``, ``stop``, ``start`` or
+        An await on the engine's events for the app's containers (subscribed before the
+        first inspect, so no event is missed); each ``die``, ``stop``, ``start`` or
         ``destroy`` prompts an inspect of that container. A container its restart policy
         restarts is ``restarting`` when its ``die`` arrives (the engine decides before it
-        logs the event), so this returns at the app's terminal state, not at a first exit.
-        No polling; cancelling the awaiting task closes the stream.
-
-        Args:
-            app_id: the app.
-            timeout: seconds to wait at most (``None``: no limit).
-
-        Returns:
-            the app's description once it is terminal; ``None`` if the engine has no
-            container of the app (or all were removed meanwhile).
+        logs the event), so ``wait`` returns at the app's terminal state, not at a first
+        exit. No polling; cancelling the awaiting task closes the stream.
 
         Raises:
             InvalidAppIdException: ``app_id`` is not a valid id.
@@ -368,110 +360,25 @@ class DockerScheduler(Scheduler[DockerJob]):
         """
         validate_app_id(app_id)
         with anyio.fail_after(timeout):
-            return await watch(self._engine, app_id, lambda response: is_terminal(response.state))
+            return await watch(self._engine, app_id, lambda response: done(response.state))
 
-    async def wait_for_state_change(
-        self, app_id: str, state: AppState, timeout: float | None = None
-    ) -> DescribeAppResponse | None:
-        """Await the app's state differing from ``state`` (an await on engine events).
+    async def _cancel_existing(self, app_id: str) -> None:
+        """Record the cancel in the engine (the marker volume), then stop every container
+        at once: the stop signal, then SIGKILL after :attr:`stop_timeout` seconds (rounded
+        up to whole seconds, as the engine takes them); returns once all have stopped."""
+        await _containers.stop_all(self._engine, app_id, self.stop_timeout)
 
-        Returns at once if it already differs or is terminal. Awaited as :meth:`wait` is.
+    async def _remove(self, app_id: str) -> None:
+        """Remove every container of the app and its cancel marker volume (``delete``).
 
-        Args:
-            app_id: the app.
-            state: the state to wait out.
-            timeout: seconds to wait at most (``None``: no limit).
-
-        Returns:
-            the app's description, or ``None`` for an unknown (or removed) app.
-
-        Raises:
-            InvalidAppIdException: ``app_id`` is not a valid id.
-            TimeoutError: ``timeout`` seconds passed first.
-            SchedulerUnavailableError: no engine, or it closed the events stream.
+        Nothing of the app is left on the engine; the shared ``torchx`` network, which
+        holds no state of any app, stays (TorchX never removes it either). Removal is
+        never a side effect of ``describe``, ``wait`` or ``cancel``.
         """
-        validate_app_id(app_id)
-        with anyio.fail_after(timeout):
-            return await watch(
-                self._engine,
-                app_id,
-                lambda response: response.state != state or is_terminal(response.state),
-            )
-
-    # ------------------------------------------------------------------ cancel, delete
-
-    async def cancel(
-        self, app_id: str, stop_timeout: float | None = None, *, grace: float | None = None
-    ) -> None:
-        """Stop every container of the app concurrently; the app ends CANCELLED.
-
-        A no-op for an unknown or already finished app. Otherwise as
-        :meth:`_cancel_existing`; returns when all containers have stopped.
-
-        Args:
-            app_id: the app.
-            stop_timeout: seconds between the stop signal and SIGKILL (default: the
-                scheduler's :attr:`stop_timeout`), rounded up to whole seconds as the
-                engine takes them.
-            grace: deprecated name of ``stop_timeout`` (a ``DeprecationWarning``).
-
-        Raises:
-            InvalidAppIdException: ``app_id`` is not a valid id.
-            TypeError: both ``stop_timeout`` and ``grace`` were passed.
-            InvalidRunConfigException: ``stop_timeout`` is NaN, infinite or negative.
-        """
-        stop_timeout = _stop_timeout(stop_timeout, grace, "DockerScheduler.cancel")
-        validate_app_id(app_id)
-        response = await self.describe(app_id)
-        if response is None or is_terminal(response.state):
-            return
-        await self._cancel_existing(app_id, stop_timeout)
-
-    async def _cancel_existing(self, app_id: str, stop_timeout: float | None = None) -> None:
-        """Cancel an app known to exist: the one stop path of :meth:`cancel`.
-
-        Records the cancellation in the engine first (the marker volume), then stops all
-        containers at once: the stop signal, then SIGKILL after ``stop_timeout`` seconds.
-
-        Args:
-            app_id: the app.
-            stop_timeout: seconds before SIGKILL (default: the scheduler's
-                :attr:`stop_timeout`).
-        """
-        if stop_timeout is None:
-            stop_timeout = self.stop_timeout
-        await _containers.stop_all(self._engine, app_id, stop_timeout)
-
-    async def delete(self, app_id: str) -> None:
-        """Delete the app: cancel it if it still runs, then remove everything of it.
-
-        TorchX's ``torchx.schedulers.api.Scheduler.delete`` (added after TorchX 0.7.0). A
-        running app is first cancelled as :meth:`cancel` does (the stop signal, then
-        SIGKILL after :attr:`stop_timeout` seconds), then its containers and its cancel
-        marker volume are removed: nothing of the app is left on the engine, and
-        :meth:`describe` returns ``None``. The shared ``torchx`` network, which holds no
-        state of any app, stays (TorchX never removes it either). Idempotent: an unknown
-        or already deleted app is a no-op. Removal is never a side effect of
-        ``describe``, ``wait`` or ``cancel``.
-
-        Args:
-            app_id: the app.
-
-        Raises:
-            InvalidAppIdException: ``app_id`` is not a valid id.
-        """
-        validate_app_id(app_id)
-        response = await self.describe(app_id)
-        if response is not None and not is_terminal(response.state):
-            await self._cancel_existing(app_id)
         await _containers.delete_app(self._engine, app_id)
         self._cancel_on_close.discard(app_id)
 
     # ------------------------------------------------------------------ logs
-
-    def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
-        """The lines of :meth:`_log_blocks` from the log's start."""
-        return lines_of(self._log_blocks(app_id, query, 0))
 
     async def _log_blocks(
         self, app_id: str, query: LogQuery, start: int

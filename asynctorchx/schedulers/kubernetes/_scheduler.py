@@ -50,13 +50,12 @@ from asynctorchx.schedulers.kubernetes._state import (
     pull_deadline,
     pull_timeout,
 )
-from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, lines_of, race
+from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, race
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
     AppState,
     CfgVal,
-    is_terminal,
     make_app_handle,
     runopts,
 )
@@ -227,10 +226,13 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             if pod.labels.get(LABEL_UNIQUE_NAME) == name
         }
 
-    async def _await_job(
+    async def _wait_until(
         self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
     ) -> DescribeAppResponse | None:
-        """Await ``done(state)`` on the shared jobs and pods watches.
+        """Await ``done(state)`` on the shared jobs and pods watches (behind ``wait``).
+
+        Every waiter of this scheduler shares one watch per kind and namespace (see
+        :mod:`._informer`); the description is read fresh when the watch shows the change.
 
         The state is the job's phase, or ``FAILED`` when a pod's waiting reason ends the
         app (:func:`._state.job_failure`); an image pull timeout passing is no event, so
@@ -310,87 +312,27 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         if failed is not None:
             await strategy.stop_failed(self.api, namespace, job, failed)
 
-    async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
-        """Await the app's terminal state on the jobs watch; return its description.
-
-        Every waiter of this scheduler shares one watch of the namespace's jobs (see
-        :mod:`._informer`); the description is read fresh when the watch shows the end.
-
-        Args:
-            app_id: ``{namespace}:{job}``.
-            timeout: seconds to wait at most (``None``: no limit).
-
-        Returns:
-            the description, or ``None`` for an unknown (or deleted) app.
-
-        Raises:
-            InvalidAppIdException: ``app_id`` is not of that form.
-            TimeoutError: ``timeout`` seconds passed first.
-        """
-        return await self._await_job(app_id, is_terminal, timeout)
-
-    async def wait_for_state_change(
-        self, app_id: str, state: AppState, timeout: float | None = None
-    ) -> DescribeAppResponse | None:
-        """Await the app's state differing from ``state`` (on the shared jobs watch).
-
-        Args:
-            app_id: ``{namespace}:{job}``.
-            state: the state to wait out.
-            timeout: seconds to wait at most (``None``: no limit).
-
-        Returns:
-            the description, or ``None`` for an unknown (or deleted) app.
-
-        Raises:
-            InvalidAppIdException: ``app_id`` is not of that form.
-            TimeoutError: ``timeout`` seconds passed first.
-        """
-        return await self._await_job(
-            app_id, lambda current: current != state or is_terminal(current), timeout
-        )
-
     # ------------------------------------------------------------------ cancel, delete
 
-    async def cancel(self, app_id: str) -> None:
-        """Stop the app as its job API does; a no-op for an unknown or finished app.
+    async def _cancel_existing(self, app_id: str) -> None:
+        """Stop the app as its job API does (behind ``cancel``).
 
         A Volcano job is aborted (a Volcano ``AbortJob`` command): Volcano deletes the
-        pods and the job ends ``Aborted`` (``CANCELLED``), kept until :meth:`delete`. A
-        JobSet is deleted with its Jobs and pods (see :meth:`._jobapi.JobSet.cancel` for
-        why), so the app is then unknown. Does not wait: ``await wait(app_id)``.
-
-        Args:
-            app_id: ``{namespace}:{job}`` or ``{namespace}:jobset:{name}``.
-
-        Raises:
-            InvalidAppIdException: ``app_id`` is not of that form.
+        pods and the job ends ``Aborted`` (``CANCELLED``), kept until ``delete``. A JobSet
+        is deleted with its Jobs and pods (see :meth:`._jobapi.JobSet.cancel` for why),
+        so the app is then unknown.
         """
         strategy, namespace, name = self._ref(app_id)
         job = await self.api.get_job(namespace, name, strategy.plural)
-        if job is not None and not is_terminal(strategy.state(job)):
+        if job is not None:
             await strategy.cancel(self.api, namespace, job)
 
-    async def _cancel_existing(self, app_id: str) -> None:
-        await self.cancel(app_id)
-
-    async def delete(self, app_id: str) -> None:
-        """Delete the app's job (or JobSet) and its pods (running ones are killed); idempotent.
-
-        Args:
-            app_id: ``{namespace}:{job}`` or ``{namespace}:jobset:{name}``.
-
-        Raises:
-            InvalidAppIdException: ``app_id`` is not of that form.
-        """
+    async def _remove(self, app_id: str) -> None:
+        """Delete the app's job (or JobSet) and its pods (``delete``); idempotent."""
         strategy, namespace, name = self._ref(app_id)
         await self.api.delete_job(namespace, name, strategy.plural)
 
     # ------------------------------------------------------------------ logs
-
-    def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
-        """The lines of :meth:`_log_blocks` from the log's start."""
-        return lines_of(self._log_blocks(app_id, query, 0))
 
     async def _log_blocks(
         self, app_id: str, query: LogQuery, start: int

@@ -2,7 +2,7 @@
 
 Its lifetime (a task group hosting the supervisors, the temporary log directory, the
 SIGTERM handler), the dry run and ``schedule``, and the queries: ``describe``,
-``list``, ``wait``, ``wait_for_state_change``, ``cancel`` and ``log_iter``, as in
+``list``, and the hooks behind ``wait``, ``cancel`` and ``log_iter``, as in
 TorchX's ``torchx.schedulers.local_scheduler``. The replicas themselves are run by
 :mod:`._supervisor`.
 """
@@ -52,7 +52,6 @@ from asynctorchx.schedulers.toolkit import (
     LogBlock,
     LogQuery,
     gather,
-    lines_of,
     validate_app_id,
     validate_name,
 )
@@ -410,7 +409,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
     ) -> DescribeAppResponse | None:
         """Await the app's state until ``done`` holds (woken by its changes, no polling);
-        return its description then, None for an unknown app."""
+        return its description then, None for an unknown app. Every log line is written
+        before a terminal state is seen."""
         view = self._view(app_id)
         if view is None:
             return None
@@ -418,39 +418,10 @@ class LocalScheduler(Scheduler[PopenRequest]):
             await view.wait_until(done)
         return view.describe()
 
-    async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
-        """Await the app's terminal state (an await on its processes' exit, no polling).
-
-        Returns its description then, or None for an unknown app. Every log line is
-        written before this returns. Cancelling the awaiting task stops only the wait.
-
-        Raises:
-            TimeoutError: ``timeout`` seconds passed first.
-            InvalidAppIdException: ``app_id`` is not a valid app id.
-        """
-        return await self._wait_until(app_id, is_terminal, timeout)
-
-    async def wait_for_state_change(
-        self, app_id: str, state: AppState, timeout: float | None = None
-    ) -> DescribeAppResponse | None:
-        """Await the app's next change away from ``state`` (an event, no polling).
-
-        See :meth:`Scheduler.wait_for_state_change`.
-
-        Raises:
-            TimeoutError: ``timeout`` seconds passed first.
-            InvalidAppIdException: ``app_id`` is not a valid app id.
-        """
-        return await self._wait_until(app_id, lambda now: now != state or is_terminal(now), timeout)
-
     async def _cancel_existing(self, app_id: str) -> None:
         view = self._view(app_id)
         if view is not None:
             await view.cancel()
-
-    def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
-        """The lines of :meth:`_log_blocks` from the log's start (checked at the call)."""
-        return lines_of(self._log_blocks(app_id, query, 0))
 
     def _log_blocks(self, app_id: str, query: LogQuery, start: int) -> AsyncIterator[LogBlock]:
         """Iterate over the log lines of the replica ``query`` names, as they come.

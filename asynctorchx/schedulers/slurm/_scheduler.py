@@ -48,7 +48,7 @@ from asynctorchx.schedulers.slurm._state import (
     job_state,
     sacct_start,
 )
-from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, gather_results, lines_of, tail_blocks
+from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, gather_results, tail_blocks
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, is_terminal, runopts
 from asynctorchx.workspace.dir_workspace import DirWorkspaceMixin
 
@@ -161,7 +161,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             }
             job_id = await self.commands.sbatch(argv, options=options)
         if job_id in self._last_seen:  # an id reused after a controller restart
-            await self.delete(job_id)
+            await self._remove(job_id)
         self._job_dirs[job_id] = job_dir or os.getcwd()
         if job_dir is not None:
             await save_job_dir(job_id, job_dir)
@@ -305,43 +305,15 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             for job_id in sorted(jobs, key=int)
         ]
 
-    async def cancel(self, app_id: str) -> None:
-        """Cancel the job (``scancel``): every component, processes included; idempotent.
-
-        A job that ended, or that Slurm does not know, is left alone (``scancel`` exits 0
-        for those). Returns once Slurm took the request: ``await wait(app_id)`` for the
-        ``CANCELLED`` state (Slurm reports it once every process is gone).
-
-        Args:
-            app_id: the job id; an id that is not a Slurm job id is a no-op.
-
-        Raises:
-            SlurmNotInstalledError: ``scancel`` is not on ``PATH``.
-            SlurmCommandError: scancel failed (no controller answers).
-        """
-        if app_id.isdigit():
-            await self.commands.scancel(app_id)
-
     async def _cancel_existing(self, app_id: str) -> None:
-        await self.cancel(app_id)
+        """Cancel the job with ``scancel``: every component, processes included. Slurm
+        reports ``CANCELLED`` once every process is gone (what ``wait`` awaits)."""
+        await self.commands.scancel(app_id)
 
-    async def delete(self, app_id: str) -> None:
-        """Cancel the job and forget what this scheduler kept of it.
-
-        Args:
-            app_id: the job id.
-
-        Raises:
-            SlurmNotInstalledError: ``scancel`` is not on ``PATH``.
-            SlurmCommandError: scancel failed.
-        """
-        await self.cancel(app_id)
+    async def _remove(self, app_id: str) -> None:
+        """Forget what this scheduler kept of the job (``delete``); Slurm keeps its own."""
         for kept in (self._last_seen, self._exit_codes, self._roles, self._job_dirs):
             kept.pop(app_id, None)
-
-    def _log_iter(self, app_id: str, query: LogQuery) -> AsyncIterator[str]:
-        """The lines of :meth:`_log_blocks` from the file's start."""
-        return lines_of(self._log_blocks(app_id, query, 0))
 
     def _log_blocks(self, app_id: str, query: LogQuery, start: int) -> AsyncIterator[LogBlock]:
         """Read a replica's ``slurm-{job_id}-{role}-{k}.out`` or ``.err`` file.

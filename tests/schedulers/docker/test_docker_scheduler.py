@@ -204,11 +204,6 @@ async def test_stop_timeout_is_the_grace_period_and_grace_its_deprecated_name(
         assert sched.grace == 5.0
     with pytest.raises(TypeError, match="stop_timeout only"):
         DockerScheduler("t", stop_timeout=1, grace=2)
-    with (
-        pytest.warns(DeprecationWarning, match="use stop_timeout"),
-        pytest.raises(SchedulerUnavailableError),
-    ):
-        await sched.cancel("app-1", grace=0)
     await sched.close()
 
 
@@ -367,7 +362,9 @@ async def test_cancel_is_fast_cancelled_and_stops_every_container(
         stubborn = AppDef("stubborn", [sh("r", docker_image, "trap '' TERM; sleep 600 & wait")])
         stubborn_id = await sched.submit(stubborn, {"init": False})
         docker_apps.append(stubborn_id)
-        await sched.cancel(stubborn_id, stop_timeout=0)
+        sched.stop_timeout = 0  # the scheduler's, read at each cancel
+        await sched.cancel(stubborn_id)
+        sched.stop_timeout = DEFAULT_STOP_TIMEOUT
         after = await sched.describe(stubborn_id)
         assert after is not None
         assert after.state == AppState.CANCELLED
@@ -731,7 +728,8 @@ async def test_cancelling_wait_closes_the_events_stream(
             running = await sched.describe(app_id)
             assert running is not None
             assert running.state == AppState.RUNNING
-            await sched.cancel(app_id, stop_timeout=0)
+            sched.stop_timeout = 0
+            await sched.cancel(app_id)
         tg.cancel_scope.cancel()
 
 
