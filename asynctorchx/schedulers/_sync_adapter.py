@@ -1,24 +1,12 @@
 """A synchronous, TorchX-style scheduler behind the async :class:`Scheduler` interface.
 
-A TorchX scheduler plugin (``torchx.schedulers.api.Scheduler``) has plain ``def``
-methods, whether ported by rewriting its ``torchx`` imports to ``asynctorchx`` (a
-subclass of our :class:`Scheduler`) or not (an object with TorchX's interface, a
-``MagicMock``). The Runner wraps every scheduler its factory makes for which
-:func:`is_sync_scheduler` is true in a :class:`SyncSchedulerAdapter`:
-
-- a wrapped plain method runs in a worker thread under the adapter's own
-  ``anyio.CapacityLimiter``; a coroutine function (a partly ported scheduler) is awaited;
-- a method the wrapped object inherits from our base class, or lacks, runs as the base
-  class's on the adapter: ``cancel`` calls the wrapped ``describe`` and
-  ``_cancel_existing`` as TorchX's base class does, and ``wait`` polls the wrapped
-  ``describe`` with the base class's batched poller (TorchX's ``Runner.wait`` polls too);
-- ``log_iter``'s plain iterator is advanced in a worker thread, a line a step, and closed
-  (in a thread, shielded) when the reader stops early.
-
-A worker thread cannot be interrupted: a task cancelled during a call waits for it to
-return and is cancelled at its next checkpoint. After ``close`` (the wrapped ``close``,
-once) every other call raises :class:`~asynctorchx.errors.SchedulerClosedError`. Errors of
-the wrapped scheduler reach the caller unchanged.
+The Runner wraps each scheduler for which :func:`is_sync_scheduler` is true (a TorchX
+plugin ported by rewriting its imports, an object with TorchX's interface, a ``MagicMock``).
+A wrapped plain method runs in a worker thread under the adapter's limiter; one the wrapped
+object lacks or inherits from our base class runs as the base class's (``wait`` polls the
+wrapped ``describe``, as TorchX's ``Runner.wait`` does). A plain ``log_iter`` is advanced in
+a thread and closed (shielded) when the reader stops early. A task cancelled during a call
+waits for its thread. After ``close`` every call raises ``SchedulerClosedError``.
 """
 
 from __future__ import annotations
@@ -37,9 +25,7 @@ from asynctorchx.schedulers.api import Scheduler
 from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, validate_app
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, runopts
 
-#: TorchX's methods that do I/O (``torchx.schedulers.api.Scheduler``,
-#: ``torchx.workspace.api.WorkspaceMixin``); one that is a plain function makes a
-#: scheduler synchronous.
+#: TorchX's methods that do I/O (``torchx.schedulers.api.Scheduler``, ``WorkspaceMixin``).
 TORCHX_IO_METHODS = (
     *("schedule", "describe", "list", "exists", "cancel", "_cancel_existing", "submit"),
     *("build_workspace_and_update_role", "close"),
@@ -47,13 +33,8 @@ TORCHX_IO_METHODS = (
 
 
 def is_sync_scheduler(scheduler: object) -> bool:
-    """Return True when ``scheduler`` has a method of :data:`TORCHX_IO_METHODS` that is a
-    plain function (a ported ``def`` scheduler, a ``MagicMock``; not an ``AsyncMock``,
-    an async scheduler or an adapter).
-
-    Args:
-        scheduler: what a scheduler factory returned.
-    """
+    """Whether a method of :data:`TORCHX_IO_METHODS` of ``scheduler`` (what a factory
+    returned) is a plain function: a ported ``def`` scheduler, a ``MagicMock``."""
     if isinstance(scheduler, SyncSchedulerAdapter):
         return False
     methods = (getattr(scheduler, name, None) for name in TORCHX_IO_METHODS)
@@ -80,8 +61,6 @@ def _class_for(wrapped: type) -> type[SyncSchedulerAdapter]:
         workspace = callable(getattr(wrapped, "build_workspace_and_update_role", None))
     name = f"SyncSchedulerAdapter[{wrapped.__qualname__}]"
     namespace = {
-        "__module__": __name__,
-        "__qualname__": name,
         "supported_log_streams": frozenset(streams),
         "apps_live_in_process": getattr(wrapped, "apps_live_in_process", False) is True,
         "supported_retry_policies": getattr(
@@ -95,22 +74,16 @@ def _class_for(wrapped: type) -> type[SyncSchedulerAdapter]:
 class SyncSchedulerAdapter(Scheduler[Any]):
     """Our async :class:`Scheduler` interface over a synchronous TorchX-style scheduler.
 
-    ``SyncSchedulerAdapter(scheduler)`` is an instance of a subclass made for
-    ``type(scheduler)`` whose class attributes come from the wrapped class:
-    :meth:`supports_workspace`, ``supported_log_streams`` (every stream when the class
-    does not say, as in TorchX 0.7.0), ``apps_live_in_process`` and
-    ``supported_retry_policies``. Run options are the wrapped ``run_opts()``
-    (:meth:`class_run_opts` is ``None``). A factory may return an adapter itself to
-    choose ``max_threads``; the Runner does not wrap it again.
+    An instance of a subclass made for ``type(scheduler)``, with the wrapped class's
+    capability attributes (every log stream when it does not say, as TorchX 0.7.0).
 
     Args:
-        scheduler: the synchronous scheduler (:attr:`scheduler`). Its ``backend`` and
-            ``session_name`` are used when they are strings; else its class name and ``""``.
-        max_threads: how many of its calls may run at once, each in a worker thread
-            (>= 1; 40 as anyio's default limiter). ``1`` serializes them as a
-            single-threaded TorchX program does; a log follower then holds the thread.
+        scheduler: the synchronous scheduler (:attr:`scheduler`); its ``backend`` and
+            ``session_name`` when they are strings, else its class name and ``""``.
+        max_threads: calls that may run at once, each in a worker thread (>= 1); ``1``
+            serializes them as a single-threaded TorchX program does.
         poll_interval: seconds between two polls of ``describe`` for ``wait`` (> 0);
-            ``None``: the wrapped scheduler's ``poll_interval`` if it has one, else 1.0.
+            ``None``: the wrapped scheduler's ``poll_interval``, else 1.0.
 
     Raises:
         ValueError: ``max_threads`` is below 1, or ``poll_interval`` is not positive.
@@ -135,22 +108,17 @@ class SyncSchedulerAdapter(Scheduler[Any]):
             raise ValueError(f"max_threads={max_threads!r}: use an int >= 1")
         if poll_interval is not None and not poll_interval > 0:
             raise ValueError(f"poll_interval={poll_interval!r}: use a number of seconds > 0")
-        wrapped_interval = getattr(scheduler, "poll_interval", None)
-        if poll_interval is None and isinstance(wrapped_interval, (int, float)):
-            poll_interval = float(wrapped_interval) if wrapped_interval > 0 else None
+        wrapped = getattr(scheduler, "poll_interval", None)
+        if poll_interval is None and isinstance(wrapped, (int, float)) and wrapped > 0:
+            poll_interval = float(wrapped)
         self.poll_interval = poll_interval or self.poll_interval
         #: The synchronous scheduler this adapter calls.
         self.scheduler = scheduler
         self._limiter = anyio.CapacityLimiter(max_threads)
         self._closed = False
 
-    def __repr__(self) -> str:
-        return f"SyncSchedulerAdapter({self.scheduler!r})"
-
     def _own(self, name: str, *, torchx: bool = True) -> Callable[..., Any] | None:
-        """The wrapped object's own method ``name``; None when it lacks it, inherits our
-        base class's, or (``torchx=False``: a name TorchX 0.7.0 lacks) is not one of our
-        schedulers (a ``MagicMock`` has every name)."""
+        """The wrapped own ``name`` (``torchx=False``: only on a subclass of ours), or None."""
         method = getattr(self.scheduler, name, None)
         inherited = getattr(method, "__func__", None) is Scheduler.__dict__.get(name)
         foreign = not torchx and not isinstance(self.scheduler, Scheduler)
@@ -159,12 +127,11 @@ class SyncSchedulerAdapter(Scheduler[Any]):
     async def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """:meth:`_run`, unless the adapter is closed."""
         if self._closed:
-            raise SchedulerClosedError(f"{self!r} is closed")
+            raise SchedulerClosedError(f"SyncSchedulerAdapter({self.scheduler!r}) is closed")
         return await self._run(method, *args, **kwargs)
 
     async def _run(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Await ``method(*args, **kwargs)``: directly for a coroutine function, else in a
-        worker thread (and an awaitable it returns)."""
+        """Await ``method(*args, **kwargs)``, in a worker thread unless a coroutine."""
         if inspect.iscoroutinefunction(method):
             return await method(*args, **kwargs)
         call = functools.partial(method, *args, **kwargs)
@@ -172,12 +139,8 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         return await result if inspect.isawaitable(result) else result
 
     async def _delegate(self, name: str, *args: Any, torchx: bool = True, **kwargs: Any) -> Any:
-        """Call the wrapped object's own ``name``, else the base class's on the adapter.
-
-        Raises:
-            NotImplementedError: the wrapped object lacks a method our base class leaves
-                abstract (``schedule``, ``describe``, ``list``, ``_cancel_existing``).
-        """
+        """Call the wrapped object's own ``name``, else the base class's on the adapter
+        (``NotImplementedError`` for one the base class leaves abstract)."""
         if (method := self._own(name, torchx=torchx)) is not None:
             return await self._call(method, *args, **kwargs)
         if name in ("schedule", "describe", "list", "_cancel_existing"):
@@ -201,18 +164,14 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         return cast(runopts, self.scheduler.run_opts())
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        """Call the wrapped ``_validate``: ``(app, scheduler)`` for TorchX 0.7.0's form,
-        ``(app, scheduler, cfg)`` for TorchX's newer one (and ours)."""
+        """The wrapped ``_validate(app, scheduler)`` (TorchX 0.7.0), or with ``cfg`` (ours)."""
         if callable(validate := getattr(self.scheduler, "_validate", None)):
             params = _parameters(validate).values()
             many = not params or any(p.kind is p.VAR_POSITIONAL for p in params)
             validate(*(app, scheduler, cfg)[: 3 if many else len(params)])
 
     def dryrun_resolved(self, app: AppDef, resolved: Mapping[str, CfgVal]) -> AppDryRunInfo[Any]:
-        """Dry-run ``app``: a ported subclass of ours by our base class's steps; any other
-        after :func:`~asynctorchx.schedulers.toolkit.validate_app`, as TorchX's
-        ``torchx.runner.api.Runner.dryrun`` asks it (``_validate``, then its own
-        ``submit_dryrun(app, resolved)``)."""
+        """Ours: our steps; else ``validate_app``, then as TorchX's ``Runner.dryrun`` asks."""
         if isinstance(self.scheduler, Scheduler):
             return super().dryrun_resolved(app, resolved)
         validate_app(app)
@@ -229,12 +188,6 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         if (method := self._own("build_workspace_and_update_role")) is not None:
             await self._call(method, role, workspace, cfg)
 
-    async def submit(
-        self, app: AppDef, cfg: Mapping[str, CfgVal], workspace: str | None = None
-    ) -> str:
-        """Return the wrapped ``submit``'s app id, else our base class's ``submit``'s."""
-        return cast(str, await self._delegate("submit", app, cfg, workspace))
-
     async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         return cast(str, await self._delegate("schedule", dryrun_info))
 
@@ -247,9 +200,6 @@ class SyncSchedulerAdapter(Scheduler[Any]):
             return cast("list[ListAppResponse]", await self._delegate("list", cfg=cfg))
         return cast("list[ListAppResponse]", await self._delegate("list"))
 
-    async def exists(self, app_id: str) -> bool:
-        return bool(await self._delegate("exists", app_id))
-
     async def cancel(self, app_id: str) -> None:
         """The wrapped ``cancel``, else ``_cancel_existing`` of a known, running app."""
         await self._delegate("cancel", app_id)
@@ -261,14 +211,11 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         """The wrapped ``delete`` of our interface, else our base class's."""
         await self._delegate("delete", app_id, torchx=False)
 
-    async def describe_native(self, app_id: str) -> Any | None:
-        return await self._delegate("describe_native", app_id, torchx=False)
-
     async def _log_blocks(
         self, app_id: str, query: LogQuery, start: int
     ) -> AsyncIterator[LogBlock]:
-        """:meth:`log_iter`'s lines from the ``start``-th on, a line a block, positioned by
-        its index: a resume reads the log again from its start."""
+        """:meth:`log_iter`'s lines from the ``start``-th on, a line a block (a resume reads
+        the log again)."""
         args = (query.role_name, query.k, query.regex, query.since, query.until)
         lines = self.log_iter(app_id, *args, query.should_tail, streams=query.streams)
         async with aclosing(lines):  # type: ignore[type-var]
@@ -279,8 +226,7 @@ class SyncSchedulerAdapter(Scheduler[Any]):
                 index += 1
 
     async def log_iter(self, app_id: str, *args: Any, **kwargs: Any) -> AsyncIterator[str]:
-        """The wrapped ``log_iter(app_id, *args, **kwargs)``'s lines, as they are (TorchX's
-        arguments, applied by the wrapped scheduler; see the module docstring)."""
+        """The wrapped ``log_iter``'s lines, as they are (it applies TorchX's arguments)."""
         method = self._own("log_iter")
         if method is None:  # ours: the base class's log_iter, on its _log_blocks
             lines: Any = self.scheduler.log_iter(app_id, *args, **kwargs)
