@@ -180,12 +180,6 @@ class DockerScheduler(Scheduler[DockerJob]):
         )
         return self.stop_timeout
 
-    # ------------------------------------------------------------------ the client
-
-    async def _client(self) -> None:
-        """Open the engine connection (and check the engine answers) on first use."""
-        await self._engine.connect()
-
     async def close(self) -> None:
         """Cancel the ``cancel_on_close`` apps, then close the engine connection.
 
@@ -257,7 +251,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         """
         job = dryrun_info.request
         await self._engine.ensure_images({container.image for container in job.containers})
-        network_id = await self._ensure_network(job.network)
+        network_id = await ensure_network(self._engine, job.network)
         if job.cancel_on_close:  # before the start: a close meanwhile cancels it too
             self._cancel_on_close.add(job.app_id)
         try:
@@ -266,16 +260,6 @@ class DockerScheduler(Scheduler[DockerJob]):
             self._cancel_on_close.discard(job.app_id)
             raise
         return job.app_id
-
-    async def _ensure_network(self, name: str) -> str:
-        """Return the id of the bridge network ``name``, creating it once when missing.
-
-        See :func:`~asynctorchx.schedulers.docker._network.ensure_network`.
-
-        Args:
-            name: the network's name.
-        """
-        return await ensure_network(self._engine, name)
 
     async def build_workspace_and_update_role(
         self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]

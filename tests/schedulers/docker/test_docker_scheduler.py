@@ -32,6 +32,7 @@ from asynctorchx.errors import (
 )
 from asynctorchx.schedulers import get_scheduler_factories
 from asynctorchx.schedulers.api import DescribeAppResponse, Stream
+from asynctorchx.schedulers.docker._network import ensure_network
 from asynctorchx.schedulers.docker._workspace import build_context, is_ignored, parse_dockerignore
 from asynctorchx.schedulers.docker_scheduler import (
     DEFAULT_STOP_TIMEOUT,
@@ -599,7 +600,7 @@ async def test_network_created_once_when_two_schedulers_race(network: str) -> No
         ids: list[str] = []
 
         async def ensure(sched: DockerScheduler) -> None:
-            ids.append(await sched._ensure_network(network))
+            ids.append(await ensure_network(sched._engine, network))
 
         async with anyio.create_task_group() as tg:
             for sched in (one, two, one, two):
@@ -608,19 +609,20 @@ async def test_network_created_once_when_two_schedulers_race(network: str) -> No
         listed = _docker("network", "ls", "-q", "--no-trunc", "--filter", f"name=^{network}$")
         assert listed.split() == ids[:1]
         # an existing network is used as it is
-        assert await one._ensure_network(network) == ids[0]
+        assert await ensure_network(one._engine, network) == ids[0]
 
 
 _ENSURE_IN_CHILD = """
 import sys, anyio
+from asynctorchx.schedulers.docker._network import ensure_network
 from asynctorchx.schedulers.docker_scheduler import create_scheduler
 
 async def main() -> None:
     async with create_scheduler("child") as sched:
-        await sched._client()
+        await sched._engine.connect()
         print("ready", flush=True)
         sys.stdin.readline()  # the parent releases every child at once
-        print(await sched._ensure_network(sys.argv[1]), flush=True)
+        print(await ensure_network(sched._engine, sys.argv[1]), flush=True)
 
 anyio.run(main)
 """
