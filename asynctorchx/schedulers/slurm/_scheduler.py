@@ -244,7 +244,8 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             # squeue's components have neither exit code nor restarts (sacct's carry both);
             # a COMPLETED one exited 0, and is asked for its restarts only when submitted
             # here with max_retries (one scontrol per ended job doubles wait's latency when
-            # 50 jobs end at once: 1.2 s instead of 0.5 s median)
+            # 50 jobs end at once: 1.2 s instead of 0.5 s median; guarded by benchmark 9's
+            # "end -> wait" row, benchmarks/README.md)
             and any(
                 component.restarts is None
                 and (component.state != "COMPLETED" or self._may_requeue(job_id))
