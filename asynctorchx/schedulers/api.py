@@ -15,7 +15,6 @@ import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from datetime import datetime
-from types import TracebackType
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from asynctorchx.errors import InvalidAppDefException
@@ -83,12 +82,7 @@ class Scheduler(abc.ABC, Generic[T]):
     async def __aenter__(self) -> Scheduler[T]:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def close(self) -> None:

@@ -17,7 +17,6 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
 from functools import partial
-from types import TracebackType
 
 import anyio
 import anyio.abc
@@ -143,12 +142,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._task_group = task_group
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         task_group = self._task_group
         try:
             await self.close()
