@@ -91,36 +91,6 @@ DEFAULT_STOP_TIMEOUT = 10.0
 DEFAULT_GRACE_S = DEFAULT_STOP_TIMEOUT
 
 
-def _stop_timeout(stop_timeout: float | None, grace: float | None, where: str) -> float | None:
-    """Resolve ``stop_timeout`` and its deprecated alias ``grace`` (seconds).
-
-    Args:
-        stop_timeout: the value passed under the current name, or ``None``.
-        grace: the value passed under the deprecated name, or ``None``.
-        where: the call, for the messages (``DockerScheduler()``).
-
-    Raises:
-        TypeError: both were passed.
-        InvalidRunConfigException: the value is not a finite number of seconds, 0 or more
-            (the toolkit's :func:`~asynctorchx.schedulers.toolkit.validate_stop_timeout`).
-    """
-    if grace is None:
-        resolved = stop_timeout
-    elif stop_timeout is not None:
-        raise TypeError(f"{where}: pass stop_timeout only (grace is its deprecated name)")
-    else:
-        warnings.warn(
-            f"{where}: grace is deprecated, use stop_timeout (the same seconds, the name every"
-            " scheduler uses)",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        resolved = grace
-    if resolved is None:
-        return None
-    return validate_stop_timeout(resolved, f"{where} stop_timeout", cfg_key=None)
-
-
 class DockerScheduler(Scheduler[DockerJob]):
     """The ``local_docker`` scheduler: one Docker container per replica.
 
@@ -165,8 +135,16 @@ class DockerScheduler(Scheduler[DockerJob]):
         grace: float | None = None,
     ) -> None:
         super().__init__("local_docker", session_name)
-        resolved = _stop_timeout(stop_timeout, grace, "DockerScheduler()")
-        self.stop_timeout = DEFAULT_STOP_TIMEOUT if resolved is None else resolved
+        if grace is not None:
+            if stop_timeout is not None:
+                raise TypeError("DockerScheduler(): pass stop_timeout only (grace is deprecated)")
+            message = "DockerScheduler(): grace is deprecated, use stop_timeout (the same seconds)"
+            warnings.warn(message, DeprecationWarning, stacklevel=2)
+            stop_timeout = grace
+        self.stop_timeout = DEFAULT_STOP_TIMEOUT
+        if stop_timeout is not None:
+            where = "DockerScheduler() stop_timeout"
+            self.stop_timeout = validate_stop_timeout(stop_timeout, where, cfg_key=None)
         self.docker_host = docker_host
         self._engine = Engine(docker_host, session_name)
         #: Apps this scheduler submitted with ``cancel_on_close``: :meth:`close` cancels them.
