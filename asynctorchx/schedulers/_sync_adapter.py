@@ -200,12 +200,11 @@ class SyncSchedulerAdapter(Scheduler[Any]):
             return cast("list[ListAppResponse]", await self._delegate("list", cfg=cfg))
         return cast("list[ListAppResponse]", await self._delegate("list"))
 
-    async def cancel(self, app_id: str) -> None:
-        """The wrapped ``cancel``, else ``_cancel_existing`` of a known, running app."""
-        await self._delegate("cancel", app_id)
-
     async def _cancel_existing(self, app_id: str) -> None:
-        await self._delegate("_cancel_existing", app_id)
+        """The wrapped own ``cancel`` (called for a running app only, as TorchX's
+        ``Runner.cancel`` does), else its ``_cancel_existing``."""
+        name = "cancel" if self._own("cancel") else "_cancel_existing"
+        await self._delegate(name, app_id)
 
     async def delete(self, app_id: str) -> None:
         """The wrapped ``delete`` of our interface, else our base class's."""
