@@ -26,7 +26,6 @@ from asynctorchx.schedulers.docker._request import (
 from asynctorchx.schedulers.toolkit import (
     app_state,
     describe_app,
-    format_rfc3339_ns,
     parse_rfc3339_ns,
     role_statuses,
 )
@@ -47,9 +46,6 @@ LIVE_STATES: dict[str, AppState] = {
 STATE_EVENTS = ("create", "start", "die", "stop", "destroy", "pause", "unpause")
 #: Container events after which a followed log has ended (the process is gone).
 STOP_EVENTS = frozenset({"die", "stop", "destroy"})
-
-#: A ``die`` this close after a cancel (ns) may be of an exit that came before it.
-CANCEL_RACE_NS = 1_000_000_000
 
 #: The exit code in a container listing's ``Status`` text (``docker ps``'s STATUS column).
 _EXITED = re.compile(r"Exited \((-?\d+)\)")
@@ -149,79 +145,6 @@ def listed_state(container: Mapping[str, Any]) -> AppState:
         code = int(match.group(1)) if match else None
         return AppState.SUCCEEDED if code == 0 else AppState.FAILED
     return LIVE_STATES.get(status, AppState.UNKNOWN)
-
-
-def _will_restart(info: Mapping[str, Any], exit_code: int) -> bool | None:
-    """Whether the engine restarts the container after it exited ``exit_code`` unsignalled.
-
-    Moby's restart manager: ``on-failure`` restarts a non-zero exit while
-    ``RestartCount`` is under ``MaximumRetryCount`` (0: no limit), ``no`` never does;
-    ``None`` for ``always``/``unless-stopped`` and unknown policies (not decided here).
-    """
-    policy = (info.get("HostConfig") or {}).get("RestartPolicy") or {}
-    name = policy.get("Name") or "no"
-    if name not in ("no", "on-failure"):
-        return None
-    maximum = int(policy.get("MaximumRetryCount") or 0)
-    restarts = int(info.get("RestartCount") or 0)
-    return name == "on-failure" and exit_code != 0 and (maximum == 0 or restarts < maximum)
-
-
-def exit_for_good(
-    info: Mapping[str, Any],
-    events: list[dict[str, Any]],
-    killed_ns: int | None,
-    cancelled_at_ns: int | None,
-) -> dict[str, Any] | None:
-    """The container's inspect after a ``die`` the engine will not restart, or ``None``.
-
-    Built from the last inspect (taken while it ran) and the ``die`` event, with the
-    engine's own restart rule (moby's restart manager): an API signal (a ``kill`` event
-    since it started, as ``docker stop`` and the scheduler's cancel send) cancels any
-    restart; otherwise ``on-failure`` restarts a non-zero exit while ``RestartCount`` is
-    under ``MaximumRetryCount`` (0: no limit), ``always``/``unless-stopped`` always do,
-    ``no`` never. ``None`` whenever unsure (a restart, more than one ``die``, another
-    event, an unknown policy, an exit racing a cancel): the caller inspects then.
-
-    Args:
-        info: the container's last inspect, taken while it was running.
-        events: the container's new events, oldest first.
-        killed_ns: when a ``kill`` event for it arrived since its last start (ns), or None.
-        cancelled_at_ns: when the app was cancelled (ns), or None.
-
-    Returns:
-        ``info`` with its ``State`` as the engine will record the exit (``exited``, the
-        event's exit code, ``FinishedAt`` the event's time), or ``None``.
-    """
-    actions = [event_action(event) for event in events]
-    if actions.count("die") != 1 or not set(actions) <= {"die", "stop"}:
-        return None
-    state = info.get("State") or {}
-    if state.get("Status") != "running":
-        return None  # the last inspect is not of this run
-    die = events[actions.index("die")]
-    try:
-        exit_code = int(((die.get("Actor") or {}).get("Attributes") or {})["exitCode"])
-        died_ns = int(die["timeNano"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    if killed_ns is None:
-        if _will_restart(info, exit_code) is not False:
-            return None
-        if cancelled_at_ns is not None and died_ns - CANCEL_RACE_NS <= cancelled_at_ns:
-            return None  # exited on its own about when the cancel came: FinishedAt decides
-    elif cancelled_at_ns is not None and killed_ns < cancelled_at_ns:
-        return None  # signalled by someone before the cancel: FinishedAt decides
-    exited = dict(info)
-    exited["State"] = {
-        **state,
-        "Status": "exited",
-        "Running": False,
-        "Restarting": False,
-        "ExitCode": exit_code,
-        "FinishedAt": format_rfc3339_ns(died_ns),  # the engine's is a little earlier
-    }
-    return exited
 
 
 # --------------------------------------------------------------------------- describe

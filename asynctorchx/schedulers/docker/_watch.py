@@ -14,7 +14,6 @@ from typing import Any
 
 from asynctorchx.schedulers.api import DescribeAppResponse
 from asynctorchx.schedulers.docker._containers import (
-    cancelled_at,
     inspect_and_marker,
     inspect_app,
 )
@@ -23,9 +22,7 @@ from asynctorchx.schedulers.docker._request import LABEL_APP_ID
 from asynctorchx.schedulers.docker._state import (
     STATE_EVENTS,
     describe_from,
-    event_action,
     event_id,
-    exit_for_good,
 )
 from asynctorchx.schedulers.toolkit import race
 
@@ -39,10 +36,11 @@ async def watch(
     """Describe the app after every event of its containers until ``done`` says so.
 
     Subscribes to the app's container events, then lists and inspects its containers.
-    Each event prompts a fresh inspect of its container, except that a ``die`` the
-    engine will not restart is answered at once from the event (see ``exit_for_good``):
-    an inspect right after a ``die`` waits ~50 ms for the engine to finish its exit
-    handling, and ``wait`` should return sooner. A container that is ``restarting`` is
+    Each event prompts a fresh inspect of its container. An inspect right after a
+    ``die`` waits (~50 ms) for the engine to finish its exit handling: a terminal state
+    is returned only once the engine has recorded every container stopped (answering
+    from the ``die`` event itself let ``wait`` return while ``docker ps`` still listed the
+    container as running). A container that is ``restarting`` is
     also awaited on the engine's wait endpoint: when the engine fails to start it again
     (its bind source is gone, say) it marks it exited without logging any event.
 
@@ -61,7 +59,7 @@ async def watch(
     filters = {
         "type": ["container"],
         "label": [f"{LABEL_APP_ID}={app_id}"],
-        "event": [*STATE_EVENTS, "kill"],
+        "event": list(STATE_EVENTS),
     }
     async with engine.events(filters) as events:
         inspected, cancelled = await inspect_app(engine, app_id)
@@ -70,7 +68,7 @@ async def watch(
 
 
 class _Watcher:
-    """The state of one :func:`watch`: the containers' last inspects, kills, the cancel."""
+    """The state of one :func:`watch`: the containers' last inspects and the cancel."""
 
     def __init__(
         self,
@@ -84,7 +82,6 @@ class _Watcher:
         self.app_id = app_id
         self.done = done
         self.containers = {info["Id"]: info for info in inspected}
-        self.killed: dict[str, int] = {}  # container -> when it was last sent a signal (ns)
         self.cancelled_at_ns = cancelled_at_ns
 
     async def run(self, events: EventStream) -> DescribeAppResponse | None:
@@ -94,23 +91,15 @@ class _Watcher:
             if self.done(response):
                 return response
             prompted = await self._next_prompts(events)
-            if not prompted:
-                continue
-            decided = await self._from_die_events(prompted)
-            if decided is not None:
-                return decided
-            await self._inspect_again(prompted)
+            if prompted:
+                await self._inspect_again(prompted)
         return None
 
     def _describe(self, containers: dict[str, dict[str, Any]]) -> DescribeAppResponse:
         return describe_from(self.app_id, list(containers.values()), self.cancelled_at_ns)
 
     async def _next_prompts(self, events: EventStream) -> EventsById:
-        """Await new events (or a restarting container's stop); return them by container.
-
-        ``kill`` events are not prompts: they are remembered (an API signal means the
-        engine will not restart the container) until the container starts again.
-        """
+        """Await new events (or a restarting container's stop); return them by container."""
         prompted: EventsById = {}
         restarting = [
             cid
@@ -124,40 +113,13 @@ class _Watcher:
             ]
         )
         for event in events.pop():
-            cid, action = event_id(event), event_action(event)
-            if action == "kill":  # an API signal: the engine will not restart it
-                self.killed.setdefault(cid, int(event.get("timeNano") or 0))
-                continue
-            if action == "start":
-                self.killed.pop(cid, None)
-            prompted.setdefault(cid, []).append(event)
+            prompted.setdefault(event_id(event), []).append(event)
         return prompted
 
     async def _backstop(self, cid: str, prompted: EventsById) -> None:
         """Add ``cid`` to ``prompted`` once the restarting container is next not running."""
         await self.engine.wait_stopped(cid)
         prompted.setdefault(cid, [])
-
-    async def _from_die_events(self, prompted: EventsById) -> DescribeAppResponse | None:
-        """The awaited description if every prompt is a ``die`` decided from its event."""
-        if not all(
-            cid in self.containers and any(event_action(e) == "die" for e in evs)
-            for cid, evs in prompted.items()
-        ):
-            return None
-        if self.cancelled_at_ns is None:
-            self.cancelled_at_ns = await cancelled_at(self.engine, self.app_id)
-        exits = {
-            cid: exit_for_good(
-                self.containers[cid], evs, self.killed.get(cid), self.cancelled_at_ns
-            )
-            for cid, evs in prompted.items()
-        }
-        found = {cid: info for cid, info in exits.items() if info is not None}
-        if len(found) != len(exits):
-            return None
-        response = self._describe({**self.containers, **found})
-        return response if self.done(response) else None
 
     async def _inspect_again(self, prompted: EventsById) -> None:
         """Inspect the prompted containers (and the cancel marker while not cancelled)."""

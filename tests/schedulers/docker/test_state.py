@@ -12,9 +12,7 @@ import pytest
 
 from asynctorchx.schedulers.docker._request import LABEL_REPLICA_ID, LABEL_ROLE_NAME
 from asynctorchx.schedulers.docker._state import (
-    CANCEL_RACE_NS,
     describe_from,
-    exit_for_good,
     listed_state,
     replica_state,
 )
@@ -186,95 +184,3 @@ def test_an_app_without_replicas_is_unknown() -> None:
 
 
 # --------------------------------------------------------------------------- exit for good
-
-
-def running(policy: str = "no", maximum: int = 0, restarts: int = 0) -> dict[str, Any]:
-    """A container's inspect taken while it ran, with its restart policy."""
-    return {
-        "Id": "c1",
-        "State": {"Status": "running", "Running": True, "ExitCode": 0, "FinishedAt": ""},
-        "HostConfig": {"RestartPolicy": {"Name": policy, "MaximumRetryCount": maximum}},
-        "RestartCount": restarts,
-    }
-
-
-def die(exit_code: int, at_ns: int = T0) -> dict[str, Any]:
-    return {
-        "Type": "container",
-        "Action": "die",
-        "Actor": {"ID": "c1", "Attributes": {"exitCode": str(exit_code)}},
-        "timeNano": at_ns,
-    }
-
-
-def test_without_restart_policy_a_die_is_the_final_exit() -> None:
-    exited = exit_for_good(running("no"), [die(3)], killed_ns=None, cancelled_at_ns=None)
-    assert exited is not None
-    assert exited["State"]["Status"] == "exited"
-    assert parse_ts_ns(exited["State"]["FinishedAt"]) == T0
-    assert replica_state(exited["State"], None) == (AppState.FAILED, 3)
-
-
-def test_on_failure_restarts_a_failure_while_under_its_maximum() -> None:
-    info = running("on-failure", maximum=3, restarts=2)
-    assert exit_for_good(info, [die(1)], None, None) is None  # the engine restarts it
-    # a success is never restarted
-    success = exit_for_good(info, [die(0)], None, None)
-    assert success is not None
-    assert replica_state(success["State"], None) == (AppState.SUCCEEDED, 0)
-
-
-def test_on_failure_stops_restarting_at_its_maximum() -> None:
-    info = running("on-failure", maximum=3, restarts=3)
-    exited = exit_for_good(info, [die(1)], None, None)
-    assert exited is not None
-    assert replica_state(exited["State"], None) == (AppState.FAILED, 1)
-
-
-def test_on_failure_without_maximum_always_restarts_a_failure() -> None:
-    info = running("on-failure", maximum=0, restarts=1000)
-    assert exit_for_good(info, [die(1)], None, None) is None
-
-
-@pytest.mark.parametrize("policy", ["always", "unless-stopped"])
-def test_always_restarting_policies_are_never_decided_from_the_event(policy: str) -> None:
-    assert exit_for_good(running(policy), [die(0)], None, None) is None
-
-
-def test_a_kill_after_the_cancel_ends_the_container_whatever_its_policy() -> None:
-    info = running("on-failure", maximum=0)
-    cancelled_at = T0 - S
-    exited = exit_for_good(info, [die(143)], killed_ns=T0 - S // 2, cancelled_at_ns=cancelled_at)
-    assert exited is not None
-    assert replica_state(exited["State"], cancelled_at) == (AppState.CANCELLED, 143)
-    # a kill with no cancel (someone ran `docker stop`): no restart either
-    stopped = exit_for_good(running("always"), [die(137)], killed_ns=T0 - S, cancelled_at_ns=None)
-    assert stopped is not None
-    assert replica_state(stopped["State"], None) == (AppState.FAILED, 137)
-
-
-def test_a_kill_before_the_cancel_is_left_to_the_engine_finish_time() -> None:
-    info = running("no")
-    assert exit_for_good(info, [die(137)], killed_ns=T0 - 2 * S, cancelled_at_ns=T0 - S) is None
-
-
-def test_an_exit_about_when_the_cancel_came_is_left_to_the_engine_finish_time() -> None:
-    info = running("no")
-    assert exit_for_good(info, [die(0, at_ns=T0)], None, T0 - CANCEL_RACE_NS // 2) is None
-    assert exit_for_good(info, [die(0, at_ns=T0)], None, T0 - CANCEL_RACE_NS) is None
-    # an exit well after the cancel is decided from the event: the cancel ended it
-    later = exit_for_good(info, [die(0, at_ns=T0)], None, T0 - 2 * CANCEL_RACE_NS)
-    assert later is not None
-    assert replica_state(later["State"], T0 - 2 * CANCEL_RACE_NS) == (AppState.CANCELLED, 0)
-
-
-def test_anything_but_a_single_die_is_left_to_an_inspect() -> None:
-    info = running("no")
-    start = {"Action": "start", "Actor": {"ID": "c1"}, "timeNano": T0 + 1}
-    assert exit_for_good(info, [die(0), die(0, T0 + S)], None, None) is None
-    assert exit_for_good(info, [die(0), start], None, None) is None
-    assert exit_for_good(info, [{"Action": "stop", "Actor": {"ID": "c1"}}], None, None) is None
-    no_code = {"Action": "die", "Actor": {"ID": "c1", "Attributes": {}}, "timeNano": T0}
-    assert exit_for_good(info, [no_code], None, None) is None
-    not_running = {**info, "State": {"Status": "restarting"}}
-    assert exit_for_good(not_running, [die(0)], None, None) is None
