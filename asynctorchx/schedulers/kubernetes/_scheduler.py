@@ -14,7 +14,7 @@ from TorchX on purpose (see ``docs/kubernetes.md``):
 - ``describe`` reports each replica from its pod (state, exit code, hostname, why it
   waits) and ``None`` for an unknown app; a pod that can never start (or fails to pull
   its image past ``image_pull_timeout``) ends the app ``FAILED`` with the reason, and
-  ``wait`` then aborts the job (see ``_state``);
+  ``wait`` then stops the job and keeps it (see ``_state`` and ``_jobapi``);
 - ``log_iter`` supports ``since`` (``sinceTime``), ``until``, and follows across dropped
   connections and Volcano's retries without duplicating or losing lines;
 - local images are renamed to ``image_repo`` but not pushed (no Docker client here).
@@ -236,8 +236,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
 
         The state is the job's phase, or ``FAILED`` when a pod's waiting reason ends the
         app (:func:`._state.job_failure`); an image pull timeout passing is no event, so
-        its deadline is awaited too. When a pod's reason ended the app, the job is
-        annotated with it (and a Volcano job aborted, so nothing of it stays pending).
+        its deadline is awaited too. The answer is :meth:`_describe_and_stop`'s.
         """
         strategy, namespace, name = self._ref(app_id)
         jobs, pods = self.jobs(strategy.plural, namespace), self.pods(namespace)
@@ -253,10 +252,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 planned = None if job is None else _next_deadline(job, self._job_pods(pods, name))
             if outcome == "gone":
                 return None
-            cached, job_pods = jobs.objects.get(name), self._job_pods(pods, name)
-            if cached is not None and strategy.failure(cached, job_pods, time.time()):
-                await self._abort_failed(strategy, namespace, name, job_pods)
-            return await self.describe(app_id)
+            return await self._describe_and_stop(app_id)
 
     async def _change(
         self,
@@ -296,21 +292,24 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         await race([functools.partial(until, jobs), functools.partial(until, pods), deadline])
         return outcome[0]
 
-    async def _abort_failed(
-        self,
-        strategy: JobApi,
-        namespace: str,
-        name: str,
-        pods: Mapping[str, Pod],
-    ) -> None:
-        """Record the reason on a job that a pod's waiting reason ended, and stop it as
-        the job API does (once; read fresh, since the cache said so)."""
+    async def _describe_and_stop(self, app_id: str) -> DescribeAppResponse | None:
+        """Describe the app from a fresh read; when a pod's waiting reason ends it, stop
+        the job as its job API does (once: the reason's annotation marks it done).
+
+        Read fresh, not from the watches' caches: they go stale (unsynced) as soon as
+        the last waiter leaves them.
+        """
+        strategy, namespace, name = self._ref(app_id)
         job = await self.api.get_job(namespace, name, strategy.plural)
-        if job is None or ANNOTATION_FAILED in (job["metadata"].get("annotations") or {}):
-            return
-        failed = strategy.failure(job, pods, time.time())
-        if failed is not None:
+        if job is None:
+            return None
+        pods, now = await self._list_pods(strategy, namespace, name), time.time()
+        failed = strategy.failure(job, pods, now)
+        if failed is not None and ANNOTATION_FAILED not in (
+            job["metadata"].get("annotations") or {}
+        ):
             await strategy.stop_failed(self.api, namespace, job, failed)
+        return strategy.describe(app_id, job, pods, now)
 
     # ------------------------------------------------------------------ cancel, delete
 

@@ -288,6 +288,9 @@ async def test_an_image_that_can_never_be_pulled_fails_the_app_with_the_reason(
         assert response.state == AppState.FAILED
         assert response.msg.startswith("role0/0 InvalidImageName: ")
         # wait aborted the job: nothing of it stays pending, and the reason stays
+        job = await scheduler.api.get_job("default", app_id.partition(":")[2])
+        assert job is not None
+        assert job["metadata"]["annotations"]["asynctorchx/failed"] == response.msg
         assert await scheduler.wait(app_id, timeout=60) == response
         kept = await scheduler.describe(app_id)
         assert kept is not None
