@@ -51,6 +51,9 @@ JOB_KINDS: dict[str, tuple[str, str, Any, type[Exception]]] = {
     "jobsets": (JOBSET_GROUP, JOBSET_VERSION, JobSetResource, JobSetNotInstalledError),
 }
 VolcanoCommand = create_namespaced_resource("bus.volcano.sh", "v1alpha1", "Command", "commands")
+KUEUE_GROUP = "kueue.x-k8s.io"
+#: Kueue's ``Workload``: what holds a queued JobSet's quota.
+KueueWorkload = create_namespaced_resource(KUEUE_GROUP, "v1beta1", "Workload", "workloads")
 T = TypeVar("T")
 #: Seconds a single request may take (connect, read, write) before it counts as failed.
 REQUEST_TIMEOUT = 30.0
@@ -275,23 +278,47 @@ class ApiServer:
             return True
         return False
 
-    async def annotate_job(
-        self, namespace: str, name: str, annotations: dict[str, str], plural: str = "jobs"
+    async def patch_job(
+        self, namespace: str, name: str, patch: dict[str, Any], plural: str = "jobs"
     ) -> None:
-        """Add ``annotations`` to the job or JobSet (a merge patch of its metadata).
+        """Merge ``patch`` into the job or JobSet (a JSON merge patch, RFC 7386).
 
         Args:
             namespace: its namespace.
             name: its name.
-            annotations: key -> value.
+            patch: the fields to set, e.g. ``{"metadata": {"annotations": {...}}}``.
             plural: ``jobs`` (Volcano) or ``jobsets``.
         """
         client, resource, kind = await self._job_kind(plural)
-        patch = {"metadata": {"annotations": annotations}}
         with self._errors(f"PATCH {kind} {namespace}/{name}"):
             await client.patch(
                 resource, name, patch, namespace=namespace, patch_type=PatchType.MERGE
             )
+
+    async def deactivate_workloads(self, namespace: str, owner_uid: str) -> None:
+        """Deactivate the Kueue workloads of a job (``spec.active: false``): Kueue evicts
+        them and stops counting their quota at once (Kueue's ``Workload`` API); a cluster
+        without Kueue has none.
+
+        Args:
+            namespace: the job's namespace.
+            owner_uid: the job's uid (Kueue labels its workloads ``kueue.x-k8s.io/job-uid``).
+        """
+        client, _ = self._clients()
+        labels: dict[str, Any] = {"kueue.x-k8s.io/job-uid": owner_uid}
+        names: list[str] = []  # none where Kueue is not installed (404)
+        with self._errors(f"GET {KUEUE_GROUP} workloads in {namespace}", missing_ok=True):
+            listed: Any = client.list(KueueWorkload, namespace=namespace, labels=labels)
+            names = [item.metadata.name async for item in listed]
+        for name in names:
+            with self._errors(f"PATCH {KUEUE_GROUP} workloads {namespace}/{name}", missing_ok=True):
+                await client.patch(
+                    KueueWorkload,
+                    name,
+                    {"spec": {"active": False}},
+                    namespace=namespace,
+                    patch_type=PatchType.MERGE,
+                )
 
     async def abort_job(self, namespace: str, job: dict[str, Any]) -> None:
         """Abort the job with a Volcano ``AbortJob`` command (what ``vcctl job suspend`` does).

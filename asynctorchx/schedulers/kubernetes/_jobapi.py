@@ -106,7 +106,11 @@ async def _annotate_and_abort(
     api: ApiServer, namespace: str, job: dict[str, Any], reason: str
 ) -> None:
     """Record ``reason`` on the job, then abort it (nothing of it stays queued)."""
-    await api.annotate_job(namespace, job["metadata"]["name"], {ANNOTATION_FAILED: reason})
+    await api.patch_job(
+        namespace,
+        job["metadata"]["name"],
+        {"metadata": {"annotations": {ANNOTATION_FAILED: reason}}},
+    )
     await api.abort_job(namespace, job)
 
 
@@ -129,13 +133,20 @@ async def _delete_jobset(api: ApiServer, namespace: str, job: dict[str, Any]) ->
     await api.delete_job(namespace, job["metadata"]["name"], "jobsets")
 
 
-async def _annotate_jobset(
+async def _stop_failed_jobset(
     api: ApiServer, namespace: str, job: dict[str, Any], reason: str
 ) -> None:
-    """Record ``reason`` on the JobSet (its controller stops what failed)."""
-    await api.annotate_job(
-        namespace, job["metadata"]["name"], {ANNOTATION_FAILED: reason}, "jobsets"
-    )
+    """Release what the JobSet holds and keep it, ``FAILED`` with ``reason``.
+
+    Kept rather than deleted (as :func:`_delete_jobset` does): a deleted JobSet is an
+    unknown app, and its reason would be lost. Its Kueue workload is deactivated first
+    (Kueue then stops counting its quota, and no longer unsuspends it), then one patch
+    records the reason and sets ``spec.suspend`` (the JobSet controller deletes the pods,
+    which free their nodes). The annotation goes last: it marks the stop as done.
+    """
+    await api.deactivate_workloads(namespace, job["metadata"].get("uid", ""))
+    patch = {"metadata": {"annotations": {ANNOTATION_FAILED: reason}}, "spec": {"suspend": True}}
+    await api.patch_job(namespace, job["metadata"]["name"], patch, "jobsets")
 
 
 #: A Volcano ``Job``: one task (one pod, ``{job}-{task}-0``) per replica; TorchX's app ids.
@@ -174,7 +185,7 @@ JOBSET = JobApi(
     },
     pod_name=_jobset_pod,
     cancel=_delete_jobset,
-    stop_failed=_annotate_jobset,
+    stop_failed=_stop_failed_jobset,
 )
 
 #: The job APIs by run option value.

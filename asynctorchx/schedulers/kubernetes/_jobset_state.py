@@ -25,6 +25,7 @@ from asynctorchx.schedulers.kubernetes._jobset_request import (
 )
 from asynctorchx.schedulers.kubernetes._request import LABEL_ROLE_NAME
 from asynctorchx.schedulers.kubernetes._state import (
+    ANNOTATION_FAILED,
     Pod,
     Replicas,
     describe,
@@ -36,7 +37,7 @@ from asynctorchx.specs.api import AppState, Role
 #: What the JobSet shows -> the app's state, first match wins.
 JOBSET_STATE: Mapping[str, AppState] = {
     "Completed": AppState.SUCCEEDED,  # condition Completed=True (or terminalState)
-    "Failed": AppState.FAILED,  # condition Failed=True (or terminalState)
+    "Failed": AppState.FAILED,  # condition Failed=True (or terminalState), or ANNOTATION_FAILED
     "Suspended": AppState.PENDING,  # spec.suspend, or condition Suspended=True
     "NoStatus": AppState.SUBMITTED,  # the controller has not written a status yet
     "AllJobsReady": AppState.RUNNING,  # every child Job ready (or succeeded)
@@ -59,6 +60,8 @@ def jobset_case(jobset: Mapping[str, Any]) -> str:
     """
     status = jobset.get("status") or {}
     conditions = _true_conditions(jobset)
+    if ANNOTATION_FAILED in ((jobset.get("metadata") or {}).get("annotations") or {}):
+        return "Failed"  # the scheduler stopped it (a pod could never start); it stays suspended
     for end in ("Completed", "Failed"):
         if end in conditions or status.get("terminalState") == end:
             return end

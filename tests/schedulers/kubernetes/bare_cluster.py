@@ -21,7 +21,8 @@ controller manager, kubelet or Volcano: pods stay Pending and nobody acts on a j
   ``Suspended``/``Completed``/``Failed`` conditions as JobSet does, deletes the pods of a
   suspended or deleted JobSet, and replaces a failed pod while the Job's ``backoffLimit``
   allows. :meth:`BareCluster.admit`
-  plays Kueue admitting a workload (it sets ``spec.suspend: false``).
+  plays Kueue admitting a workload (it creates the JobSet's ``Workload``, labelled
+  ``kueue.x-k8s.io/job-uid``, and sets ``spec.suspend: false``).
 - :class:`KubeletStandIn`: a STAND-IN for the kubelet's ``/containerLogs`` endpoint on
   127.0.0.1 (HTTPS, self-signed), registered as the Node ``asynctorchx-standin``: the real API
   server proxies ``pods/{name}/log`` to it, with ``follow``, ``timestamps`` and
@@ -72,6 +73,7 @@ LOCK = Path(tempfile.gettempdir()) / "asynctorchx-kube-standins.lock"
 _JOBS = "/apis/batch.volcano.sh/v1alpha1"
 _COMMANDS = "/apis/bus.volcano.sh/v1alpha1"
 _JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2"
+_WORKLOADS = "/apis/kueue.x-k8s.io/v1beta1/namespaces"
 _COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 _JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 _RJOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -100,6 +102,7 @@ CRDS = [
     _crd("batch.volcano.sh", "Job", "jobs", "v1alpha1", status=True),
     _crd("bus.volcano.sh", "Command", "commands", "v1alpha1", status=False),
     _crd("jobset.x-k8s.io", "JobSet", "jobsets", "v1alpha2", status=True),
+    _crd("kueue.x-k8s.io", "Workload", "workloads", "v1beta1", status=True),
 ]
 
 
@@ -944,13 +947,58 @@ class BareCluster:
 
     async def admit(self, jobset: str) -> None:
         """Kueue's part: it admitted the JobSet's workload and unsuspends the JobSet."""
+        path = f"{_JOBSETS}/namespaces/{self.namespace}/jobsets/{jobset}"
+        stored = await _checked(await self.http.get(path))
+        workload = {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "Workload",
+            "metadata": {
+                "name": f"jobset-{jobset}",
+                "labels": {"kueue.x-k8s.io/job-uid": stored["metadata"]["uid"]},
+                "ownerReferences": [_owned_by(stored)],
+            },
+            "spec": {"active": True, "queueName": "team-a"},
+        }
+        await _checked(
+            await self.http.post(f"{_WORKLOADS}/{self.namespace}/workloads", json=workload), 201
+        )
         await _checked(
             await self.http.patch(
-                f"{_JOBSETS}/namespaces/{self.namespace}/jobsets/{jobset}",
+                path,
                 content=json.dumps({"spec": {"suspend": False}}),
                 headers={"content-type": "application/merge-patch+json"},
             )
         )
+
+    async def workload(self, jobset: str) -> dict[str, Any]:
+        """The JobSet's Kueue workload (made by :meth:`admit`)."""
+        path = f"{_WORKLOADS}/{self.namespace}/workloads/jobset-{jobset}"
+        return await _checked(await self.http.get(path))
+
+    async def jobset_pods_gone(self, jobset: str) -> None:
+        """Return once the JobSet has no pod (awaited on a pods watch)."""
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        selector = f"{_JOBSET_NAME}={jobset}"
+        listed = await _checked(await self.http.get(path, params={"labelSelector": selector}))
+        left = {pod["metadata"]["name"] for pod in listed["items"]}
+        params = {
+            "watch": "true",
+            "labelSelector": selector,
+            "resourceVersion": listed["metadata"]["resourceVersion"],
+        }
+        if not left:
+            return
+        async with self.http.stream("GET", path, params=params) as response:
+            async for line in response.aiter_lines():
+                event = json.loads(line)
+                name = event["object"]["metadata"]["name"]
+                if event["type"] == "DELETED":
+                    left.discard(name)
+                elif event["type"] == "ADDED":
+                    left.add(name)
+                if not left:
+                    return
+        raise AssertionError(f"the watch of {selector} ended with pods left: {sorted(left)}")
 
     def write_log(self, pod: str, *lines: str, same_time: bool = False) -> None:
         """The container writes ``lines`` (the kubelet stand-in serves them)."""

@@ -174,19 +174,39 @@ async def test_a_queue_sets_kueues_label_and_suspends_until_admitted(tmp_path: P
         await scheduler.delete(app_id)
 
 
-async def test_a_jobset_pod_that_can_never_start_fails_the_app(tmp_path: Path) -> None:
+@pytest.mark.parametrize("queued", [False, True], ids=["no-queue", "kueue"])
+async def test_a_jobset_pod_that_can_never_start_fails_the_app_and_is_stopped(
+    tmp_path: Path, queued: bool
+) -> None:
     async with bare(tmp_path) as (cluster, scheduler):
-        bad = app("js-badimage", 1)
-        app_id = await scheduler.submit(bad, CFG)
-        pod = await cluster.jobset_pod(name_of(app_id), "role0", 0)
+        cfg = {**CFG, "queue": "team-a"} if queued else CFG
+        app_id = await scheduler.submit(app("js-badimage", 1), cfg)
+        name = name_of(app_id)
+        if queued:
+            await cluster.admit(name)
+        pod = await cluster.jobset_pod(name, "role0", 0)
         await cluster.wait_pod(pod, "InvalidImageName", "invalid reference format")
         response = await scheduler.wait(app_id, timeout=60)
         assert response is not None
         assert response.state == AppState.FAILED
         assert response.msg == "role0/0 InvalidImageName: invalid reference format"
-        kept = await scheduler.describe(app_id)  # the reason is kept on the JobSet
+        # stopped: nothing of it holds a node or Kueue's quota, and it is kept
+        stored = await scheduler.api.get_job("default", name, "jobsets")
+        assert stored is not None
+        assert stored["spec"]["suspend"] is True
+        if queued:
+            assert (await cluster.workload(name))["spec"]["active"] is False
+        await cluster.jobset_pods_gone(name)
+        # what a user sees afterwards: still FAILED with the reason, not an unknown app
+        kept = await scheduler.describe(app_id)
         assert kept is not None
         assert (kept.state, kept.msg) == (AppState.FAILED, response.msg)
+        listed = await scheduler.list(CFG)
+        assert (app_id, AppState.FAILED) in [(each.app_id, each.state) for each in listed]
+        lines = [line async for line in scheduler.log_iter(app_id, "role0", should_tail=True)]
+        assert lines == []  # a follower ends: the app is over
+        await scheduler.cancel(app_id)  # finished: a no-op, the JobSet stays
+        assert await scheduler.describe(app_id) is not None
         await scheduler.delete(app_id)
 
 

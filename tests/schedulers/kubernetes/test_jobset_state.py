@@ -19,7 +19,7 @@ from asynctorchx.schedulers.kubernetes._jobset_state import (
     jobset_state,
     replica_pods,
 )
-from asynctorchx.schedulers.kubernetes._state import Pod
+from asynctorchx.schedulers.kubernetes._state import ANNOTATION_FAILED, Pod
 from asynctorchx.specs import AppDef, AppState, Role
 
 T0 = 1767225600.0
@@ -58,6 +58,12 @@ def pod(index: int, phase: str, created: str = "2026-01-01T00:00:00Z") -> dict[s
     }
 
 
+def stopped_for_a_pod() -> dict[str, Any]:
+    resource = jobset(counts(suspended=1), suspend=True)
+    resource["metadata"]["annotations"] = {ANNOTATION_FAILED: "trainer/0 InvalidImageName: x"}
+    return resource
+
+
 def parsed(pods: dict[str, dict[str, Any]]) -> dict[str, Pod]:
     return {name: Pod.parse(each) for name, each in pods.items()}
 
@@ -79,6 +85,7 @@ def parsed(pods: dict[str, dict[str, Any]]) -> dict[str, Pod]:
         (jobset({"conditions": [condition("Failed")]}), "Failed"),
         (jobset({"terminalState": "Failed"}, queue="q"), "Failed"),  # an end beats suspend
         (jobset({"conditions": [condition("Completed", status="False")], **counts()}), "Starting"),
+        (stopped_for_a_pod(), "Failed"),  # suspended by the scheduler, with the reason
     ],
 )
 def test_each_jobset_shows_its_row(resource: dict[str, Any], case: str) -> None:
