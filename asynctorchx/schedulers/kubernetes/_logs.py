@@ -4,7 +4,7 @@ The log is always asked for with ``timestamps=true`` (the kubelet prefixes each 
 with its RFC 3339 time, which is stripped before the line is yielded). The times serve
 ``since`` (the ``sinceTime`` parameter, then a local filter), ``until`` (stop at the
 first later line) and resuming: when a follow connection breaks, it is reopened with
-``sinceTime`` at the last line's time, and the lines already yielded at that time are
+``sinceTime`` at the last line's time and the lines already yielded at that time are
 skipped, so no line is duplicated or lost (several lines can share one time).
 
 ``should_tail`` follows the pod until the app is terminal: when Volcano replaces the pod
@@ -14,10 +14,8 @@ await on the scheduler's shared pods watch (:mod:`._informer`), not a poll.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -26,11 +24,11 @@ import attrs
 from asynctorchx.errors import KubernetesApiError
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
 from asynctorchx.schedulers.kubernetes._informer import Informer
-from asynctorchx.schedulers.kubernetes._state import Pod, job_state
+from asynctorchx.schedulers.kubernetes._state import Pod
 from asynctorchx.schedulers.toolkit import (
     LineAssembler,
-    LogBlock,
     LogQuery,
+    format_rfc3339_ns,
     parse_rfc3339_ns,
     race,
 )
@@ -39,16 +37,6 @@ from asynctorchx.specs.api import AppState, is_terminal
 #: Seconds a follower waits for the pods watch to show why a log stream ended cleanly
 #: before it reconnects anyway (the server may end a follow of a running container).
 CLEAN_END_GRACE = 5.0
-
-
-def since_time(ns: int) -> str:
-    """``sinceTime`` for a time in nanoseconds: whole seconds, rounded down (inclusive).
-
-    Args:
-        ns: nanoseconds since the epoch.
-    """
-    moment = datetime.fromtimestamp(ns // 1_000_000_000, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @attrs.define
@@ -66,8 +54,15 @@ class _Position:
     count: int = 0
 
 
-class _Reader:
-    """Reads one pod's log stream(s), resuming at its :class:`_Position`."""
+class LogReader:
+    """Reads one replica's log stream(s), resuming at its position (see the module).
+
+    Args:
+        api: the API server.
+        namespace: the pod's namespace.
+        container: the replica's container.
+        query: filters (regex, since, until).
+    """
 
     def __init__(self, api: ApiServer, namespace: str, container: str, query: LogQuery) -> None:
         self.api = api
@@ -76,14 +71,7 @@ class _Reader:
         self.query = query
         self.position = _Position()
         self.done = False  # a line after ``until`` was seen
-        self._skip = 0
-        self._seen = 0
-
-    def _since(self) -> str | None:
-        if self.position.last_ns >= 0:
-            return since_time(self.position.last_ns)
-        since = self.query.since_timestamp
-        return since_time(int(since * 1_000_000_000)) if since is not None else None
+        self._skip = self._seen = 0
 
     async def read(self, pod: str, follow: bool) -> AsyncIterator[list[str]]:
         """Yield the new lines of one log request, a received chunk's at a time (its end
@@ -98,62 +86,61 @@ class _Reader:
             KubernetesApiError: the pod is gone (404) or not started (400).
         """
         assembler = LineAssembler()
-        self._skip, self._seen = self.position.count, 0
         async with self.api.log(
-            self.namespace, pod, self.container, follow, self._since()
+            self.namespace, pod, self.container, follow, self.begin()
         ) as chunks:
             async for chunk in chunks:
-                if block := self._kept(assembler.feed(chunk)):
+                if block := self.take(assembler.feed(chunk)):
                     yield block
                 if self.done:
                     return
-            if block := self._kept(assembler.flush()):
+            if block := self.take(assembler.flush()):
                 yield block
 
-    def _kept(self, lines: list[str]) -> list[str]:
-        """The lines to yield of ``lines`` (up to the first past ``until``)."""
-        kept: list[str] = []
-        for line in lines:
-            text = self._keep(line)
-            if text is not None:
-                kept.append(text)
-            if self.done:
-                break
-        return kept
+    def begin(self) -> str | None:
+        """Start a request: return its ``sinceTime`` (the last line's time, else ``since``)."""
+        self._skip, self._seen = self.position.count, 0
+        since = self.position.last_ns
+        if since < 0 and self.query.since is not None:
+            since = int(self.query.since.timestamp() * 1_000_000_000)
+        return format_rfc3339_ns(since) if since >= 0 else None
 
-    def _fresh(self, ns: int) -> bool:
-        """Whether a line of time ``ns`` was not read before (and count it as read)."""
-        position = self.position
-        if ns < position.last_ns:
-            return False
-        if ns == position.last_ns:
+    def take(self, lines: list[str]) -> list[str]:
+        """The lines of a request to yield, up to the first past ``until``; the position
+        counts each new one read.
+
+        Args:
+            lines: the request's next lines, as the kubelet sent them (time first).
+        """
+        kept: list[str] = []
+        position, query = self.position, self.query
+        since, until = query.since_timestamp, query.until_timestamp
+        for line in lines:
+            stamp, _, text = line.partition(" ")
+            ns = parse_rfc3339_ns(stamp)
+            if ns is None:  # no time (not the kubelet's): kept as it is
+                if query.matches(line):
+                    kept.append(line)
+                continue
+            if ns < position.last_ns:
+                continue
+            if ns > position.last_ns:
+                position.last_ns, position.count, self._skip = ns, 0, 0
             self._seen += 1
             if self._seen <= self._skip:
-                return False
+                continue
             position.count += 1
-            return True
-        position.last_ns, position.count, self._skip = ns, 1, 0
-        return True
-
-    def _keep(self, line: str) -> str | None:
-        stamp, _, text = line.partition(" ")
-        ns = parse_rfc3339_ns(stamp)
-        if ns is None:
-            return line
-        if not self._fresh(ns):
-            return None
-        since, until = self.query.since_timestamp, self.query.until_timestamp
-        if until is not None and ns > until * 1_000_000_000:
-            self.done = True
-            return None
-        if since is not None and ns < since * 1_000_000_000:
-            return None
-        return text if self.query.matches(text) else None
+            if until is not None and ns > until * 1_000_000_000:
+                self.done = True
+                break
+            if (since is None or ns >= since * 1_000_000_000) and query.matches(text):
+                kept.append(text)
+        return kept
 
 
-#: A replica's pod name, or how to find it in the pods watch's cache (``None``: no pod yet);
-#: a JobSet's pod names have a random suffix and change when the Job retries a pod.
-PodName = str | Callable[[], str | None]
+#: How to find the replica's pod in the pods watch's cache (``None``: no pod yet); a
+#: JobSet's pod names have a random suffix and change when the Job retries a pod.
+PodName = Callable[[], str | None]
 #: The shared watch of the jobs (or JobSets) of a namespace.
 Jobs = Informer[dict[str, Any]]
 #: The app state of a job object (Volcano's ``Job`` or a ``JobSet``).
@@ -161,59 +148,12 @@ AppStateOf = Callable[[Mapping[str, Any]], AppState]
 
 
 def _pod_of(pods: Informer[Pod], pod: PodName) -> Pod | None:
-    name = pod() if callable(pod) else pod
+    name = pod()
     return None if name is None else pods.objects.get(name)
 
 
-async def log_blocks(
-    api: ApiServer,
-    jobs: Jobs,
-    pods: Informer[Pod],
-    job_name: str,
-    pod: PodName,
-    container: str,
-    query: LogQuery,
-    start: int = 0,
-    app_state: AppStateOf = job_state,
-) -> AsyncGenerator[LogBlock, None]:
-    """Yield the replica's log lines as ``query`` asks (see the module), a received
-    chunk's at a time, each block positioned by the number of lines before it: the
-    kubelet serves a log by time, so a resume from a position reads the log again and
-    skips that many lines (``start``).
-
-    Args:
-        api: the API server.
-        jobs: the shared jobs (or JobSets) watch of the namespace.
-        pods: the shared pods watch of the namespace.
-        job_name: the job.
-        pod: the replica's pod name (a ``str`` when not following), or how to find it
-            in ``pods``' cache.
-        container: its container's name.
-        query: filters and follow mode.
-        start: the lines to skip (0, or a block's position).
-        app_state: the app state of the job (Volcano's by default).
-
-    Raises:
-        KubernetesApiError: the server refused the log request.
-    """
-    reader = _Reader(api, pods.namespace, container, query)
-    index = 0  # lines before the next block
-    if query.should_tail:
-        source = _follow(reader, jobs, pods, job_name, pod, app_state)
-    else:
-        source = _read_once(reader, pod() if callable(pod) else pod)
-    async with contextlib.aclosing(source) as blocks:
-        async for block in blocks:
-            if index + len(block) > start:
-                skipped = max(start - index, 0)
-                yield index + skipped, block[skipped:] if skipped else block
-            index += len(block)
-
-
-async def _read_once(reader: _Reader, pod: str | None) -> AsyncGenerator[list[str], None]:
+async def read_once(reader: LogReader, pod: str) -> AsyncGenerator[list[str], None]:
     """The lines there now, a chunk's at a time; none if the pod has not started or is gone."""
-    if pod is None:
-        return
     try:
         async for block in reader.read(pod, follow=False):
             yield block
@@ -224,17 +164,12 @@ async def _read_once(reader: _Reader, pod: str | None) -> AsyncGenerator[list[st
         return
 
 
-def _app_over(jobs: Jobs, job_name: str, app_state: AppStateOf) -> bool:
-    job = jobs.objects.get(job_name)
-    return job is None or is_terminal(app_state(job))
-
-
 async def _await(informer: Informer[Any], check: Callable[[], bool]) -> None:
     await informer.wait_until(lambda: True if check() else None)
 
 
-async def _follow(
-    reader: _Reader,
+async def follow(
+    reader: LogReader,
     jobs: Jobs,
     pods: Informer[Pod],
     job_name: str,
@@ -245,6 +180,17 @@ async def _follow(
 
     A container's log is complete once a follow opened after it terminated ended
     cleanly (the kubelet then sends everything and closes); any other end is resumed.
+
+    Args:
+        reader: the replica's reader.
+        jobs: the shared jobs (or JobSets) watch of the namespace.
+        pods: the shared pods watch of the namespace.
+        job_name: the job.
+        pod: how to find the replica's pod in ``pods``' cache.
+        app_state: the app state of the job.
+
+    Raises:
+        KubernetesApiError: the server refused the log request.
     """
     complete_uid = ""  # the container whose log was read to its end
     while not reader.done:
@@ -298,7 +244,9 @@ async def _started_pod(
         return current.phase not in (None, "Pending")
 
     def ready() -> bool:
-        return pods.synced and jobs.synced and (readable() or _app_over(jobs, job_name, app_state))
+        job = jobs.objects.get(job_name)
+        over = job is None or is_terminal(app_state(job))
+        return pods.synced and jobs.synced and (readable() or over)
 
     # both watches are read until one of them shows the pod readable or the app over
     await race([functools.partial(_await, pods, ready), functools.partial(_await, jobs, ready)])

@@ -35,7 +35,7 @@ from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Sch
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
 from asynctorchx.schedulers.kubernetes._informer import Informer
 from asynctorchx.schedulers.kubernetes._jobapi import STRATEGIES, JobApi, for_cfg
-from asynctorchx.schedulers.kubernetes._logs import PodName, log_blocks
+from asynctorchx.schedulers.kubernetes._logs import LogReader, follow, read_once
 from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ORGANIZATION,
     LABEL_UNIQUE_NAME,
@@ -365,30 +365,27 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             counts[role] = counts.get(role, 0) + 1
         query.check_replica(app_id, counts)
         pods = self.pods(namespace)
-        pod: PodName | None
+        reader = LogReader(self.api, namespace, containers[(query.role_name, query.k)], query)
         if query.should_tail:  # looked up in the pods watch's cache (replaced on a relist)
             pod = functools.partial(_pod_in, strategy, pods, job, query.role_name, query.k)
+            jobs = self.jobs(strategy.plural, namespace)
+            source = follow(reader, jobs, pods, name, pod, strategy.state)
         else:
             listed: dict[str, Pod] = {}
             if not strategy.fixed_pod_names:  # a JobSet's: looked up in a fresh list
                 listed = await self._list_pods(strategy, namespace, name)
-            pod = strategy.pod_name(job, listed, query.role_name, query.k)
-            if pod is None:
+            named = strategy.pod_name(job, listed, query.role_name, query.k)
+            if named is None:
                 return
-        blocks = log_blocks(
-            self.api,
-            self.jobs(strategy.plural, namespace),
-            pods,
-            name,
-            pod,
-            containers[(query.role_name, query.k)],
-            query,
-            start,
-            strategy.state,
-        )
-        async with contextlib.aclosing(blocks) as produced:
-            async for block in produced:
-                yield block
+            source = read_once(reader, named)
+        # the kubelet serves a log by time: a resume reads it again and skips ``start`` lines
+        index = 0  # lines before the next block
+        async with contextlib.aclosing(source) as blocks:
+            async for block in blocks:
+                if index + len(block) > start:
+                    skipped = max(start - index, 0)
+                    yield index + skipped, block[skipped:] if skipped else block
+                index += len(block)
 
 
 def _pod_in(

@@ -1,0 +1,33 @@
+"""The log reader's resume rule without I/O: (time, count) across lines sharing a time."""
+
+from __future__ import annotations
+
+from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
+from asynctorchx.schedulers.kubernetes._logs import LogReader
+from asynctorchx.schedulers.toolkit import LogQuery, format_rfc3339_ns
+
+T1, T2 = 1_767_225_600_000_000_001, 1_767_225_600_000_000_002
+#: What one request returns, as lines: three lines sharing T1, then two sharing T2.
+SENT = [
+    f"{format_rfc3339_ns(T1)} head\n",
+    f"{format_rfc3339_ns(T1)} middle\n",
+    f"{format_rfc3339_ns(T1)} tail\n",
+    f"{format_rfc3339_ns(T2)} x\n",
+    f"{format_rfc3339_ns(T2)} y\n",
+]
+TEXTS = ["head\n", "middle\n", "tail\n", "x\n", "y\n"]
+
+
+def reader() -> LogReader:
+    return LogReader(ApiServer(), "default", "c", LogQuery("role0"))
+
+
+def test_a_read_again_after_any_number_of_lines_yields_the_rest_once() -> None:
+    for delivered in range(len(SENT) + 1):
+        resumed = reader()
+        resumed.begin()
+        assert resumed.take(SENT[:delivered]) == TEXTS[:delivered]
+        # the connection broke there: the kubelet sends again from sinceTime (inclusive)
+        since = resumed.begin()
+        again = SENT[3:] if since == format_rfc3339_ns(T2) else SENT
+        assert resumed.take(again) == TEXTS[delivered:]
