@@ -182,7 +182,8 @@ async def test_a_jobset_pod_that_can_never_start_fails_the_app_and_is_stopped(
         cfg = {**CFG, "queue": "team-a"} if queued else CFG
         app_id = await scheduler.submit(app("js-badimage", 1), cfg)
         name = name_of(app_id)
-        if queued:
+        if queued:  # admitted once suspended (the stand-in wrote its Suspended condition)
+            await scheduler.wait_for_state_change(app_id, AppState.SUBMITTED, timeout=30)
             await cluster.admit(name)
         pod = await cluster.jobset_pod(name, "role0", 0)
         await cluster.wait_pod(pod, "InvalidImageName", "invalid reference format")
