@@ -5,7 +5,11 @@ with its RFC 3339 time, which is stripped before the line is yielded). The times
 ``since`` (the ``sinceTime`` parameter, then a local filter), ``until`` (stop at the
 first later line) and resuming: when a follow connection breaks, it is reopened with
 ``sinceTime`` at the last line's time and the lines already yielded at that time are
-skipped, so no line is duplicated or lost (several lines can share one time).
+skipped, so no line is duplicated or lost (several lines can share one time). Lines
+follow the toolkit's rule (:mod:`asynctorchx.schedulers.toolkit._lines`): a line over
+:data:`~asynctorchx.schedulers.toolkit.MAX_LINE_BYTES` (its time included) comes in
+pieces; the pieces after the first carry no time of their own and count as lines of
+their first piece's time.
 
 ``should_tail`` follows the pod until the app is terminal: when Volcano replaces the pod
 (a retry) the new pod's log follows; the wait for a pod to start or be replaced is an
@@ -26,6 +30,7 @@ from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
 from asynctorchx.schedulers.kubernetes._informer import Informer
 from asynctorchx.schedulers.kubernetes._state import Pod
 from asynctorchx.schedulers.toolkit import (
+    MAX_LINE_BYTES,
     LineAssembler,
     LogQuery,
     format_rfc3339_ns,
@@ -72,6 +77,8 @@ class LogReader:
         self.position = _Position()
         self.done = False  # a line after ``until`` was seen
         self._skip = self._seen = 0
+        self._in_line = False  # the last line read was a piece of a long line
+        self._line_ns: int | None = None  # the time of the line of the pieces
 
     async def read(self, pod: str, follow: bool) -> AsyncIterator[list[str]]:
         """Yield the new lines of one log request, a received chunk's at a time (its end
@@ -85,7 +92,7 @@ class LogReader:
             StreamBroken: the connection broke (the caller resumes).
             KubernetesApiError: the pod is gone (404) or not started (400).
         """
-        assembler = LineAssembler()
+        assembler = LineAssembler(MAX_LINE_BYTES)
         async with self.api.log(
             self.namespace, pod, self.container, follow, self.begin()
         ) as chunks:
@@ -99,15 +106,15 @@ class LogReader:
 
     def begin(self) -> str | None:
         """Start a request: return its ``sinceTime`` (the last line's time, else ``since``)."""
-        self._skip, self._seen = self.position.count, 0
+        self._skip, self._seen, self._in_line = self.position.count, 0, False
         since = self.position.last_ns
         if since < 0 and self.query.since is not None:
             since = int(self.query.since.timestamp() * 1_000_000_000)
         return format_rfc3339_ns(since) if since >= 0 else None
 
     def take(self, lines: list[str]) -> list[str]:
-        """The lines of a request to yield, up to the first past ``until``; the position
-        counts each new one read.
+        """The lines (pieces) of a request to yield, up to the first past ``until``; the
+        position counts each new one read (a long line's pieces have its first's time).
 
         Args:
             lines: the request's next lines, as the kubelet sent them (time first).
@@ -116,8 +123,12 @@ class LogReader:
         position, query = self.position, self.query
         since, until = query.since_timestamp, query.until_timestamp
         for line in lines:
-            stamp, _, text = line.partition(" ")
-            ns = parse_rfc3339_ns(stamp)
+            piece, self._in_line = self._in_line, not line.endswith("\n")
+            if piece:
+                ns, text = self._line_ns, line
+            else:
+                stamp, _, text = line.partition(" ")
+                ns = self._line_ns = parse_rfc3339_ns(stamp)
             if ns is None:  # no time (not the kubelet's): kept as it is
                 if query.matches(line):
                     kept.append(line)

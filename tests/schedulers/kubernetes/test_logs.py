@@ -1,4 +1,4 @@
-"""The log reader's resume rule without I/O: (time, count) across lines sharing a time."""
+"""The log reader's resume rule without I/O: (time, count) across lines and long lines' pieces."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ from asynctorchx.schedulers.kubernetes._logs import LogReader
 from asynctorchx.schedulers.toolkit import LogQuery, format_rfc3339_ns
 
 T1, T2 = 1_767_225_600_000_000_001, 1_767_225_600_000_000_002
-#: What one request returns, as lines: three lines sharing T1, then two sharing T2.
+#: What one request returns, as lines: a long line at T1 in three pieces (only the first
+#: carries the kubelet's time), then two lines sharing T2.
 SENT = [
-    f"{format_rfc3339_ns(T1)} head\n",
-    f"{format_rfc3339_ns(T1)} middle\n",
-    f"{format_rfc3339_ns(T1)} tail\n",
+    f"{format_rfc3339_ns(T1)} head",
+    "middle",
+    "tail\n",
     f"{format_rfc3339_ns(T2)} x\n",
     f"{format_rfc3339_ns(T2)} y\n",
 ]
-TEXTS = ["head\n", "middle\n", "tail\n", "x\n", "y\n"]
+TEXTS = ["head", "middle", "tail\n", "x\n", "y\n"]
 
 
 def reader() -> LogReader:

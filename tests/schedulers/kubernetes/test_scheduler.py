@@ -16,6 +16,7 @@ from asynctorchx.errors import (
 )
 from asynctorchx.schedulers.api import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler, create_scheduler
+from asynctorchx.schedulers.toolkit import MAX_LINE_BYTES, LogQuery
 from asynctorchx.specs import AppDef, AppState, Resource, RetryPolicy, Role
 from asynctorchx.specs.overlays import JOIN, set_overlay
 from tests.schedulers.kubernetes.conftest import IMAGE, connected
@@ -231,6 +232,33 @@ async def test_log_follow_resumes_after_a_dropped_connection(tmp_path: Path) -> 
         # through the real server's log proxy, with what it forwards to the kubelet
         assert all("timestamps=true" in request for request in kubelet.requests)
         assert any("sinceTime=" in request for request in kubelet.requests[follows:])
+        await scheduler.delete(app_id)
+
+
+async def test_a_line_over_the_bound_comes_in_pieces_that_resume_exactly(tmp_path: Path) -> None:
+    async with connected(tmp_path) as (cluster, scheduler):
+        app_id = await scheduler.submit(sh_app("toolong", "true"), CFG)
+        long = "é" * (5 << 20)  # 10 MiB of 2-byte characters, no byte lost or added
+        await cluster.run(app_id, "role0-0", ("before", long, "after"))
+        assert await scheduler.wait(app_id, timeout=60) is not None
+        query = LogQuery("role0", 0)
+        blocks = [block async for block in scheduler.log_blocks(app_id, query)]
+        lines = [line for _, block in blocks for line in block]
+        assert lines[0] == "before\n"
+        assert lines[-1] == "after\n"
+        pieces = lines[1:-1]
+        assert len(pieces) == 3  # the toolkit's rule: at most MAX_LINE_BYTES each
+        assert all(len(piece.encode()) <= MAX_LINE_BYTES for piece in pieces)
+        assert all(not piece.endswith("\n") for piece in pieces[:-1])
+        assert "".join(pieces) == long + "\n"
+        # a resume from any position gives exactly the lines (pieces) after it
+        for start in range(len(lines)):
+            again = [
+                line
+                async for _, block in scheduler.log_blocks(app_id, query, start)
+                for line in block
+            ]
+            assert again == lines[start:]
         await scheduler.delete(app_id)
 
 
