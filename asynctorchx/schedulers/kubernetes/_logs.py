@@ -246,19 +246,27 @@ async def _started_pod(
 ) -> Pod | None:
     """Await the pod with a container to read (started, and not the finished one read);
     ``None`` once the app is terminal with nothing more to read.
-    """
 
-    def readable() -> bool:
-        current = _pod_of(pods, pod)
-        if current is None or (current.uid == read_uid and current.over):
-            return False
-        return current.phase not in (None, "Pending")
+    The pod is the one the check found: looked up again after the await, the cache may
+    already name the retry's new pod, still pending, and the follow would end early.
+    """
+    found: list[Pod | None] = []
 
     def ready() -> bool:
-        job = jobs.objects.get(job_name)
-        over = job is None or is_terminal(app_state(job))
-        return pods.synced and jobs.synced and (readable() or over)
+        if not (pods.synced and jobs.synced):
+            return False
+        current = _pod_of(pods, pod)
+        if current is not None and (
+            (current.uid == read_uid and current.over) or current.phase in (None, "Pending")
+        ):
+            current = None  # not started, or the finished container already read
+        if current is None:
+            job = jobs.objects.get(job_name)
+            if job is not None and not is_terminal(app_state(job)):
+                return False
+        found.append(current)
+        return True
 
     # both watches are read until one of them shows the pod readable or the app over
     await race([functools.partial(_await, pods, ready), functools.partial(_await, jobs, ready)])
-    return _pod_of(pods, pod) if readable() else None
+    return found[0]
