@@ -11,6 +11,11 @@ follow the toolkit's rule (:mod:`asynctorchx.schedulers.toolkit._lines`): a line
 pieces; the pieces after the first carry no time of their own and count as lines of
 their first piece's time.
 
+A block's position (:meth:`LogReader.read`) is the same (time, count) before its first
+line, as one integer (:func:`encode_position`): a reader given it asks the kubelet from
+that time on and skips the lines counted, so a resume reads what came after that time,
+not the log again from its start.
+
 ``should_tail`` follows the pod until the app is terminal: when Volcano replaces the pod
 (a retry) the new pod's log follows; the wait for a pod to start or be replaced is an
 await on the scheduler's shared pods watch (:mod:`._informer`), not a poll.
@@ -59,6 +64,32 @@ class _Position:
     count: int = 0
 
 
+#: A position's count of lines at one time is its last 10 digits: a kubelet's times are
+#: ns (19 digits), so a position has at most 29, within the Runner's cursor's 30.
+_COUNT_SCALE = 10_000_000_000
+
+
+def encode_position(position: _Position) -> int:
+    """``position``'s time and count as one integer; 0 before any line (the log's start)."""
+    if position.last_ns < 0:
+        return 0
+    return position.last_ns * _COUNT_SCALE + position.count
+
+
+def decode_position(start: int) -> _Position:
+    """The position :func:`encode_position` gave as ``start``, its container not known.
+
+    Raises:
+        ValueError: ``start`` is negative or its count does not fit.
+    """
+    if start < 0:
+        raise ValueError(f"a kubernetes log position is not negative: {start}")
+    if start == 0:
+        return _Position()
+    last_ns, count = divmod(start, _COUNT_SCALE)
+    return _Position("", last_ns, count)
+
+
 class LogReader:
     """Reads one replica's log stream(s), resuming at its position (see the module).
 
@@ -80,9 +111,10 @@ class LogReader:
         self._in_line = False  # the last line read was a piece of a long line
         self._line_ns: int | None = None  # the time of the line of the pieces
 
-    async def read(self, pod: str, follow: bool) -> AsyncIterator[list[str]]:
+    async def read(self, pod: str, follow: bool) -> AsyncIterator[tuple[int, list[str]]]:
         """Yield the new lines of one log request, a received chunk's at a time (its end
-        flushes a partial line).
+        flushes a partial line), each block with the position before its first line
+        (:func:`encode_position`).
 
         Args:
             pod: the pod.
@@ -97,12 +129,14 @@ class LogReader:
             self.namespace, pod, self.container, follow, self.begin()
         ) as chunks:
             async for chunk in chunks:
+                at = encode_position(self.position)
                 if block := self.take(assembler.feed(chunk)):
-                    yield block
+                    yield at, block
                 if self.done:
                     return
+            at = encode_position(self.position)
             if block := self.take(assembler.flush()):
-                yield block
+                yield at, block
 
     def begin(self) -> str | None:
         """Start a request: return its ``sinceTime`` (the last line's time, else ``since``)."""
@@ -163,7 +197,7 @@ def _pod_of(pods: Informer[Pod], pod: PodName) -> Pod | None:
     return None if name is None else pods.objects.get(name)
 
 
-async def read_once(reader: LogReader, pod: str) -> AsyncGenerator[list[str], None]:
+async def read_once(reader: LogReader, pod: str) -> AsyncGenerator[tuple[int, list[str]], None]:
     """The lines there now, a chunk's at a time; none if the pod has not started or is gone."""
     try:
         async for block in reader.read(pod, follow=False):
@@ -186,7 +220,7 @@ async def follow(
     job_name: str,
     pod: PodName,
     app_state: AppStateOf,
-) -> AsyncGenerator[list[str], None]:
+) -> AsyncGenerator[tuple[int, list[str]], None]:
     """Follow the pod's log until the app is terminal and its last container's log ended.
 
     A container's log is complete once a follow opened after it terminated ended
@@ -209,7 +243,9 @@ async def follow(
         if current is None:
             return
         uid = current.uid
-        if uid != reader.position.uid:  # a new container (a retry): all its lines are new
+        if not reader.position.uid:  # the first container read, maybe from a position given
+            reader.position.uid = uid
+        elif uid != reader.position.uid:  # a new container (a retry): all its lines are new
             reader.position = _Position(uid)
         terminated = current.over
         try:

@@ -35,7 +35,7 @@ from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Sch
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
 from asynctorchx.schedulers.kubernetes._informer import Informer
 from asynctorchx.schedulers.kubernetes._jobapi import STRATEGIES, JobApi, for_cfg
-from asynctorchx.schedulers.kubernetes._logs import LogReader, follow, read_once
+from asynctorchx.schedulers.kubernetes._logs import LogReader, decode_position, follow, read_once
 from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ORGANIZATION,
     LABEL_UNIQUE_NAME,
@@ -337,7 +337,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         self, app_id: str, query: LogQuery, start: int
     ) -> AsyncIterator[LogBlock]:
         """Yield a replica's log lines a received chunk's at a time (see :mod:`._logs`;
-        a block's position is the number of lines before it).
+        a block's position is the kubelet's time of the line before it and how many lines
+        had that time, so a resume asks for the log from that time on).
 
         Only the combined stream exists (the kubelet keeps one log per container). A
         JobSet replica's pod is found by its labels and completion index (its name has
@@ -346,12 +347,13 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         Args:
             app_id: ``{namespace}:{job}`` or ``{namespace}:jobset:{name}``.
             query: the replica, filters and follow mode.
-            start: the lines to skip (0, or a block's position).
+            start: 0 (the log's start), or a block's position.
 
         Raises:
             InvalidAppIdException: ``app_id`` is not of that form.
             UnknownAppException: there is no such job.
-            ValueError: no such role or replica, or a stream other than combined.
+            ValueError: no such role or replica, a stream other than combined, or
+                ``start`` is not a position.
         """
         strategy, namespace, name = self._ref(app_id)
         if query.streams not in (None, Stream.COMBINED):
@@ -366,6 +368,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         query.check_replica(app_id, counts)
         pods = self.pods(namespace)
         reader = LogReader(self.api, namespace, containers[(query.role_name, query.k)], query)
+        reader.position = decode_position(start)
         if query.should_tail:  # looked up in the pods watch's cache (replaced on a relist)
             pod = functools.partial(_pod_in, strategy, pods, job, query.role_name, query.k)
             jobs = self.jobs(strategy.plural, namespace)
@@ -378,14 +381,9 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             if named is None:
                 return
             source = read_once(reader, named)
-        # the kubelet serves a log by time: a resume reads it again and skips ``start`` lines
-        index = 0  # lines before the next block
         async with contextlib.aclosing(source) as blocks:
             async for block in blocks:
-                if index + len(block) > start:
-                    skipped = max(start - index, 0)
-                    yield index + skipped, block[skipped:] if skipped else block
-                index += len(block)
+                yield block
 
 
 def _pod_in(

@@ -251,14 +251,22 @@ async def test_a_line_over_the_bound_comes_in_pieces_that_resume_exactly(tmp_pat
         assert all(len(piece.encode()) <= MAX_LINE_BYTES for piece in pieces)
         assert all(not piece.endswith("\n") for piece in pieces[:-1])
         assert "".join(pieces) == long + "\n"
-        # a resume from any position gives exactly the lines (pieces) after it
-        for start in range(len(lines)):
+        # a resume from any block's position gives exactly the lines (pieces) from that
+        # block on; past the first, the kubelet is asked from the block's time on
+        offset = 0
+        for at, block in blocks:
+            requests = len(cluster.bare.kubelet.requests) if cluster.bare is not None else 0
             again = [
                 line
-                async for _, block in scheduler.log_blocks(app_id, query, start)
-                for line in block
+                async for _, again_block in scheduler.log_blocks(app_id, query, at)
+                for line in again_block
             ]
-            assert again == lines[start:]
+            assert again == lines[offset:]
+            if cluster.bare is not None:
+                (request,) = cluster.bare.kubelet.requests[requests:]
+                assert ("sinceTime=" in request) == (at != 0)
+            offset += len(list(block))
+        assert len(blocks) > 1
         await scheduler.delete(app_id)
 
 
