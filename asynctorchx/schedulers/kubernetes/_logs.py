@@ -24,7 +24,7 @@ await on the scheduler's shared pods watch (:mod:`._informer`), not a poll.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -220,11 +220,15 @@ async def follow(
     job_name: str,
     pod: PodName,
     app_state: AppStateOf,
+    listed_pod: Callable[[], Awaitable[Pod | None]],
 ) -> AsyncGenerator[tuple[int, list[str]], None]:
     """Follow the pod's log until the app is terminal and its last container's log ended.
 
     A container's log is complete once a follow opened after it terminated ended
     cleanly (the kubelet then sends everything and closes); any other end is resumed.
+    The two watches are not in step: the jobs watch can show the app ended while the
+    pods watch still shows the replica's last container pending, so the end is checked
+    against the replica's pod listed then (``listed_pod``) before the follow stops.
 
     Args:
         reader: the replica's reader.
@@ -233,6 +237,7 @@ async def follow(
         job_name: the job.
         pod: how to find the replica's pod in ``pods``' cache.
         app_state: the app state of the job.
+        listed_pod: the replica's pod as the server lists it now (``None``: none).
 
     Raises:
         KubernetesApiError: the server refused the log request.
@@ -240,8 +245,10 @@ async def follow(
     complete_uid = ""  # the container whose log was read to its end
     while not reader.done:
         current = await _started_pod(jobs, pods, job_name, pod, complete_uid, app_state)
-        if current is None:
-            return
+        if current is None:  # the app ended: unless the pods watch lags behind the jobs'
+            current = await listed_pod()
+            if current is None or not _readable(current, complete_uid):
+                return
         uid = current.uid
         if not reader.position.uid:  # the first container read, maybe from a position given
             reader.position.uid = uid
@@ -272,6 +279,11 @@ def _ended(pods: Informer[Pod], pod: PodName, uid: str) -> bool:
     return current is None or current.uid != uid or current.over
 
 
+def _readable(pod: Pod, read_uid: str) -> bool:
+    """Whether ``pod`` has a container to read: started, and not the finished one read."""
+    return pod.phase not in (None, "Pending") and not (pod.uid == read_uid and pod.over)
+
+
 async def _started_pod(
     jobs: Jobs,
     pods: Informer[Pod],
@@ -292,9 +304,7 @@ async def _started_pod(
         if not (pods.synced and jobs.synced):
             return False
         current = _pod_of(pods, pod)
-        if current is not None and (
-            (current.uid == read_uid and current.over) or current.phase in (None, "Pending")
-        ):
+        if current is not None and not _readable(current, read_uid):
             current = None  # not started, or the finished container already read
         if current is None:
             job = jobs.objects.get(job_name)

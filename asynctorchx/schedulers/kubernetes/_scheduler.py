@@ -372,7 +372,13 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         if query.should_tail:  # looked up in the pods watch's cache (replaced on a relist)
             pod = functools.partial(_pod_in, strategy, pods, job, query.role_name, query.k)
             jobs = self.jobs(strategy.plural, namespace)
-            source = follow(reader, jobs, pods, name, pod, strategy.state)
+
+            async def listed_pod() -> Pod | None:
+                listed = await self._list_pods(strategy, namespace, name)
+                named = strategy.pod_name(job, listed, query.role_name, query.k)
+                return None if named is None else listed.get(named)
+
+            source = follow(reader, jobs, pods, name, pod, strategy.state, listed_pod)
         else:
             listed: dict[str, Pod] = {}
             if not strategy.fixed_pod_names:  # a JobSet's: looked up in a fresh list
