@@ -102,16 +102,21 @@ async def _abort(api: ApiServer, namespace: str, job: dict[str, Any]) -> None:
         await api.abort_job(namespace, job)
 
 
-async def _annotate_and_abort(
+async def _abort_and_annotate(
     api: ApiServer, namespace: str, job: dict[str, Any], reason: str
 ) -> None:
-    """Record ``reason`` on the job, then abort it (nothing of it stays queued)."""
+    """Abort the job (nothing of it stays queued), then record ``reason`` on it.
+
+    The annotation goes last: it marks the stop as done (it is not tried again) and makes
+    the job read ``FAILED`` (:func:`._state.job_state`), so it is written only once the
+    abort was sent.
+    """
+    await api.abort_job(namespace, job)
     await api.patch_job(
         namespace,
         job["metadata"]["name"],
         {"metadata": {"annotations": {ANNOTATION_FAILED: reason}}},
     )
-    await api.abort_job(namespace, job)
 
 
 def _jobset_pod(job: Obj, pods: Pods, role: str, replica_id: int) -> str | None:
@@ -164,7 +169,7 @@ VOLCANO = JobApi(
         f"{job['metadata']['name']}-{_tasks(job)[(role, replica_id)]}-0"
     ),
     cancel=_abort,
-    stop_failed=_annotate_and_abort,
+    stop_failed=_abort_and_annotate,
     fixed_pod_names=True,
 )
 

@@ -97,11 +97,15 @@ def job_phase(job: Mapping[str, Any]) -> str | None:
 
 
 def job_state(job: Mapping[str, Any]) -> AppState:
-    """The app state of a Volcano job: ``SUBMITTED`` before it has a phase.
+    """The app state of a Volcano job: ``SUBMITTED`` before it has a phase, ``FAILED``
+    once the scheduler stopped it for a pod that could never start (its
+    :data:`ANNOTATION_FAILED`; Volcano's own phase is then ``Aborted``).
 
     Args:
         job: the Volcano job (a JSON dict).
     """
+    if ANNOTATION_FAILED in ((job.get("metadata") or {}).get("annotations") or {}):
+        return AppState.FAILED
     phase = job_phase(job)
     if phase is None:
         return AppState.SUBMITTED

@@ -331,6 +331,9 @@ async def test_an_image_that_can_never_be_pulled_fails_the_app_with_the_reason(
         for kept in (await scheduler.wait(app_id, timeout=60), await scheduler.describe(app_id)):
             assert kept is not None
             assert (kept.state, kept.msg) == (AppState.FAILED, response.msg)
+        # list says the same (it reads the job alone, not its pods)
+        (listed,) = [app for app in await scheduler.list() if app.app_id == app_id]
+        assert listed.state == AppState.FAILED
         await scheduler.delete(app_id)
 
 
