@@ -137,11 +137,9 @@ async def _inspect_all(engine: Engine, ids: list[str]) -> list[dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
 
     async def inspect(cid: str) -> None:
-        try:
-            results[cid] = await engine.json(f"containers/{cid}/json")
-        except DockerEngineError as err:
-            if err.status != 404:  # removed meanwhile
-                raise
+        info = await engine.json_if_found(f"containers/{cid}/json")
+        if info is not None:
+            results[cid] = info
 
     await gather(functools.partial(inspect, cid) for cid in ids)
     return [results[cid] for cid in ids if cid in results]
@@ -154,12 +152,9 @@ async def cancelled_at(engine: Engine, app_id: str) -> int | None:
         engine: the engine.
         app_id: the app.
     """
-    try:
-        volume = await engine.json(f"volumes/{CANCEL_MARKER_PREFIX}{app_id}")
-    except DockerEngineError as err:
-        if err.status == 404:
-            return None
-        raise
+    volume = await engine.json_if_found(f"volumes/{CANCEL_MARKER_PREFIX}{app_id}")
+    if volume is None:
+        return None
     labels = volume.get("Labels") or {}
     return int(labels.get(LABEL_CANCELLED_AT, "0"))
 

@@ -262,6 +262,20 @@ class Engine:
                 path, method, params=dict(params) if params else None, data=data
             )
 
+    async def json_if_found(self, path: str) -> Any:
+        """:meth:`json` of a ``GET`` of ``path``, or ``None`` when the engine answers 404
+        (no such container or volume: never made, or removed meanwhile).
+
+        Raises:
+            DockerEngineError: the engine answered another 4xx/5xx.
+        """
+        try:
+            return await self.json(path)
+        except DockerEngineError as err:
+            if err.status == 404:
+                return None
+            raise
+
     async def call(
         self, path: str, method: str = "POST", *, params: Mapping[str, str] | None = None
     ) -> None:

@@ -513,13 +513,8 @@ async def _more(body: StreamBody, events: EventStream, deadline: float, stopped:
 
 async def _container_status(engine: Engine, cid: str) -> str | None:
     """The container's ``State.Status`` (``running``, ``exited``...); ``None``: removed."""
-    try:
-        info = await engine.json(f"containers/{cid}/json")
-    except DockerEngineError as err:
-        if err.status == 404:
-            return None
-        raise
-    return str(info["State"].get("Status"))
+    info = await engine.json_if_found(f"containers/{cid}/json")
+    return None if info is None else str(info["State"].get("Status"))
 
 
 async def _follow(
