@@ -177,13 +177,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         Raises:
             InvalidAppIdException: ``app_id`` is not of that form.
         """
-        strategy, namespace, name = self._ref(app_id)
-        job = await self.api.get_job(namespace, name, strategy.plural)
-        if job is None:
-            return None
-        return strategy.describe(
-            app_id, job, await self._list_pods(strategy, namespace, name), time.time()
-        )
+        return await self._describe(app_id, stop_failed=False)
 
     async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         """List the Volcano jobs (or JobSets) of one namespace (one request).
@@ -236,7 +230,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
 
         The state is the job's phase, or ``FAILED`` when a pod's waiting reason ends the
         app (:func:`._state.job_failure`); an image pull timeout passing is no event, so
-        its deadline is awaited too. The answer is :meth:`_describe_and_stop`'s.
+        its deadline is awaited too. The answer is :meth:`_describe`'s, stopping a failed job.
         """
         strategy, namespace, name = self._ref(app_id)
         jobs, pods = self.jobs(strategy.plural, namespace), self.pods(namespace)
@@ -252,7 +246,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 planned = None if job is None else _next_deadline(job, self._job_pods(pods, name))
             if outcome == "gone":
                 return None
-            return await self._describe_and_stop(app_id)
+            return await self._describe(app_id, stop_failed=True)
 
     async def _change(
         self,
@@ -292,9 +286,10 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         await race([functools.partial(until, jobs), functools.partial(until, pods), deadline])
         return outcome[0]
 
-    async def _describe_and_stop(self, app_id: str) -> DescribeAppResponse | None:
-        """Describe the app from a fresh read; when a pod's waiting reason ends it, stop
-        the job as its job API does (once: the reason's annotation marks it done).
+    async def _describe(self, app_id: str, stop_failed: bool) -> DescribeAppResponse | None:
+        """Describe the app from a fresh read of its job and pods (two requests); with
+        ``stop_failed``, when a pod's waiting reason ends it, first stop the job as its
+        job API does (once: the reason's annotation marks it done).
 
         Read fresh, not from the watches' caches: they go stale (unsynced) as soon as
         the last waiter leaves them.
@@ -304,7 +299,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         if job is None:
             return None
         pods, now = await self._list_pods(strategy, namespace, name), time.time()
-        failed = strategy.failure(job, pods, now)
+        failed = strategy.failure(job, pods, now) if stop_failed else None
         if failed is not None and ANNOTATION_FAILED not in (
             job["metadata"].get("annotations") or {}
         ):
