@@ -231,6 +231,9 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         The state is the job's phase, or ``FAILED`` when a pod's waiting reason ends the
         app (:func:`._state.job_failure`); an image pull timeout passing is no event, so
         its deadline is awaited too. The answer is :meth:`_describe`'s, stopping a failed job.
+        The caches can be behind that fresh read (their watch has not delivered the change
+        yet): when the fresh state is not one ``done`` accepts, the wait goes on until the
+        caches change, so the answer always satisfies ``done``.
         """
         strategy, namespace, name = self._ref(app_id)
         jobs, pods = self.jobs(strategy.plural, namespace), self.pods(namespace)
@@ -239,14 +242,23 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             if await self.api.get_job(namespace, name, strategy.plural) is None:
                 return None
             planned: float | None = None
-            while (
-                outcome := await self._change(strategy, jobs, pods, name, done, seen, planned)
-            ) == "plan":
+            judged: tuple[object, ...] = ()
+            while True:
+                outcome = await self._change(
+                    strategy, jobs, pods, name, done, seen, planned, judged
+                )
+                if outcome == "gone":
+                    return None
                 job = jobs.objects.get(name)
-                planned = None if job is None else _next_deadline(job, self._job_pods(pods, name))
-            if outcome == "gone":
-                return None
-            return await self._describe(app_id, stop_failed=True)
+                if outcome == "plan":
+                    planned = (
+                        None if job is None else _next_deadline(job, self._job_pods(pods, name))
+                    )
+                    continue
+                response = await self._describe(app_id, stop_failed=True)
+                if response is None or done(response.state):
+                    return response
+                judged = _snapshot(job, self._job_pods(pods, name))
 
     async def _change(
         self,
@@ -257,9 +269,11 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         done: Callable[[AppState], bool],
         seen: set[str],
         planned: float | None,
+        judged: tuple[object, ...],
     ) -> str:
         """One wait on both watches: ``done``, ``gone`` (deleted), or ``plan`` (a new pull
-        deadline, or the planned one passed)."""
+        deadline, or the planned one passed). ``judged`` is the caches' :func:`_snapshot`
+        a fresh read already found behind: not judged again until it changes."""
 
         def check() -> str | None:
             job = jobs.objects.get(name)
@@ -267,6 +281,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 return None if name not in seen else "gone"
             seen.add(name)
             job_pods = self._job_pods(pods, name)
+            if judged and _snapshot(job, job_pods) == judged:
+                return None
             failed = strategy.failure(job, job_pods, time.time())
             if done(AppState.FAILED if failed is not None else strategy.state(job)):
                 return "done"
@@ -392,6 +408,11 @@ def _pod_in(
 ) -> str | None:
     """The replica's pod name in the pods watch's current cache."""
     return strategy.pod_name(job, pods.objects, role, replica_id)
+
+
+def _snapshot(job: Mapping[str, Any] | None, pods: Mapping[str, Pod]) -> tuple[object, ...]:
+    """What the caches hold of one app: its job (with its ``resourceVersion``) and pods."""
+    return (job, sorted(pods.items()))
 
 
 def _next_deadline(job: Mapping[str, Any], pods: Mapping[str, Pod]) -> float | None:

@@ -32,7 +32,7 @@ import json
 import time
 import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -138,6 +138,8 @@ class FakeApiServer:
         self._streams: list[tuple[str, anyio.CancelScope]] = []
         self._bookmarks = 0
         self._streams_changed = _Notifier()
+        self._requested = _Notifier()
+        self._watches_held = False
 
     # ------------------------------------------------------------------ serving
 
@@ -224,6 +226,7 @@ class FakeApiServer:
         query = {key: values[-1] for key, values in urllib.parse.parse_qs(target.query).items()}
         method = request.method.decode()
         self.requests.append((method, target.path + ("?" + target.query if target.query else "")))
+        self._requested.notify()
         try:
             streamer = self._route(method, target.path, query, body)
         except _Response as answer:
@@ -434,6 +437,9 @@ class FakeApiServer:
             bookmarks_seen = self._bookmarks
             while True:
                 changed = self.changed.event
+                if self._watches_held:
+                    await changed.wait()
+                    continue
                 for rv, event_type, obj in list(self.events[kind]):
                     if rv <= last:
                         continue
@@ -758,6 +764,25 @@ class FakeApiServer:
         for scope in cut:
             scope.cancel()
         return len(cut)
+
+    @contextlib.contextmanager
+    def watches_held(self) -> Iterator[None]:
+        """Deliver no watch event meanwhile (a watch that lags behind the server's state);
+        the held events follow on exit."""
+        self._watches_held = True
+        try:
+            yield
+        finally:
+            self._watches_held = False
+            self.changed.notify()
+
+    async def wait_for_requests(self, predicate: Callable[[str, str], bool], count: int) -> None:
+        """Wait until at least ``count`` requests satisfy ``predicate`` (see :meth:`count`)."""
+        while True:
+            requested = self._requested.event
+            if self.count(predicate) >= count:
+                return
+            await requested.wait()
 
     def count(self, predicate: Callable[[str, str], bool]) -> int:
         """How many requests so far satisfy ``predicate(method, path_and_query)``."""

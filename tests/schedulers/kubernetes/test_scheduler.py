@@ -26,6 +26,7 @@ CFG = {"queue": "default"}
 #: Why some tests run on the fake server only.
 RETRIES = "Volcano's retries (RestartJob) are its controller's logic, absent from a bare server"
 BOOKMARK = "a real server sends bookmarks when it chooses; the fake sends one on demand"
+LAGGING = "holding a watch's events back while the server moves on needs the fake"
 WEBHOOK = (
     "a missing Volcano, and Volcano's admission webhook refusing a queue, need a server"
     " without the CRDs the other tests share, and a webhook"
@@ -186,6 +187,46 @@ async def test_wait_for_state_change_returns_on_each_change(tmp_path: Path) -> N
         assert running.state == AppState.RUNNING
         await cluster.finish(app_id, "role0-0")
         await scheduler.delete(app_id)
+
+
+async def test_wait_for_state_change_answers_a_new_state_while_the_watch_lags(
+    tmp_path: Path,
+) -> None:
+    """The fresh read behind the answer can be ahead of the watches' cache; the answer is
+    still a state other than the one the caller last saw (what ``Runner.watch`` relies on)."""
+    async with connected(tmp_path, fake_only=LAGGING) as (cluster, scheduler):
+        fake = cluster.fake
+        assert fake is not None
+        app_id = await scheduler.submit(sh_app("lag", "sleep 5"), CFG)
+        pending = await scheduler.wait_for_state_change(app_id, AppState.SUBMITTED, timeout=10)
+        assert pending is not None
+        assert pending.state == AppState.PENDING
+        finished: list[DescribeAppResponse | None] = []
+        changed: list[DescribeAppResponse | None] = []
+
+        async def wait() -> None:  # keeps the watches open, so their cache can lag
+            finished.append(await scheduler.wait(app_id, timeout=10))
+
+        async def wait_for_change() -> None:
+            changed.append(
+                await scheduler.wait_for_state_change(app_id, AppState.RUNNING, timeout=10)
+            )
+
+        def pod_list(method: str, path: str) -> bool:
+            return method == "GET" and "/pods?" in path and "watch=" not in path
+
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(wait)
+            await fake.wait_for_streams("jobs")
+            await fake.wait_for_streams("pods")
+            with fake.watches_held():
+                fake.start_pod(cluster.pod(app_id, "role0-0"))  # the cache still says PENDING
+                lists = fake.count(pod_list)
+                task_group.start_soon(wait_for_change)
+                await fake.wait_for_requests(pod_list, lists + 1)  # its fresh read: RUNNING
+            fake.finish_pod(cluster.pod(app_id, "role0-0"), 0)
+        assert [response and response.state for response in changed] == [AppState.SUCCEEDED]
+        assert [response and response.state for response in finished] == [AppState.SUCCEEDED]
 
 
 async def test_a_bookmark_is_not_a_change(tmp_path: Path) -> None:
