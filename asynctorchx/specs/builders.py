@@ -43,8 +43,6 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
-import attrs
-
 from asynctorchx.errors import ComponentValidationException
 from asynctorchx.specs._runopts import parse_bool, runopts
 from asynctorchx.specs.api import (
@@ -59,29 +57,11 @@ from asynctorchx.specs.file_linter import TorchXArgumentHelpFormatter, get_fn_do
 
 logger = logging.getLogger(__name__)
 
-_PRIMITIVES: dict[type[Any], str] = {str: "str", int: "int", float: "float", bool: "bool"}
-
-
-@attrs.define
-class ParamType:
-    """How one component parameter is read from the command line.
-
-    Args:
-        kind: ``"primitive"`` (str/int/float/bool), ``"list"`` or ``"dict"``.
-        item: the primitive type of the value, of a list's items or of a dict's values.
-        key: the primitive type of a dict's keys (``str`` otherwise).
-        optional: the annotation allows ``None``.
-        list_values: a dict's values are lists of ``item`` (``Dict[str, List[str]]``).
-    """
-
-    kind: str
-    item: type[Any]
-    key: type[Any] = str
-    optional: bool = False
-    list_values: bool = False
+_PRIMITIVES = (str, int, float, bool)
 
 
 def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
+    """``(T, True)`` for ``Optional[T]`` / ``T | None``, else ``(annotation, False)``."""
     origin = typing.get_origin(annotation)
     if origin is typing.Union or origin is types.UnionType:
         members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
@@ -90,38 +70,59 @@ def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
-def param_type(fn_name: str, name: str, annotation: Any) -> ParamType:
-    """Return how the parameter ``name`` annotated ``annotation`` is parsed.
+def _supported(tp: Any) -> bool:
+    """Whether the command line can give ``tp``: a primitive, ``list[P]``, ``dict[P, P]``
+    or ``dict[P, list[P]]``."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is list:
+        return len(args) == 1 and args[0] in _PRIMITIVES
+    if typing.get_origin(tp) is dict:
+        return (
+            len(args) == 2
+            and args[0] in _PRIMITIVES
+            and (
+                args[1] in _PRIMITIVES
+                or (typing.get_origin(args[1]) is list and _supported(args[1]))
+            )
+        )
+    return tp in _PRIMITIVES
+
+
+def _annotations(fn: Callable[..., Any]) -> dict[str, Any]:
+    """Each parameter's annotation, resolved, keyed by name.
 
     Raises:
-        ComponentValidationException: the annotation is missing or not one of the
-            supported types (see the module docstring).
+        ComponentValidationException: an annotation does not resolve, is missing or is
+            not one of the supported types (see the module docstring), or ``fn`` takes
+            ``**kwargs``.
     """
-    if annotation is inspect.Parameter.empty:
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception as exc:  # a NameError/TypeError from a bad annotation
         raise ComponentValidationException(
-            f"argument {name!r} of component {fn_name!r} has no type annotation:"
-            f" annotate it, e.g. `{name}: str`"
-        )
-    inner, optional = _unwrap_optional(annotation)
-    if inner in _PRIMITIVES:
-        return ParamType("primitive", inner, optional=optional)
-    origin = typing.get_origin(inner)
-    args = typing.get_args(inner)
-    if origin is list and len(args) == 1 and args[0] in _PRIMITIVES:
-        return ParamType("list", args[0], optional=optional)
-    if origin is dict and len(args) == 2 and args[0] in _PRIMITIVES:
-        if args[1] in _PRIMITIVES:
-            return ParamType("dict", args[1], key=args[0], optional=optional)
-        value_args = typing.get_args(args[1])
-        if typing.get_origin(args[1]) is list and value_args and value_args[0] in _PRIMITIVES:
-            return ParamType(
-                "dict", value_args[0], key=args[0], optional=optional, list_values=True
+            f"cannot resolve the type annotations of component {fn.__name__!r}: {exc}"
+        ) from exc
+    annotations: dict[str, Any] = {}
+    for name, param in inspect.signature(fn).parameters.items():
+        if param.kind == inspect.Parameter.VAR_KEYWORD:
+            raise ComponentValidationException(
+                f"component {fn.__name__!r} takes **{name}: components cannot take"
+                " **kwargs; declare each argument"
             )
-    raise ComponentValidationException(
-        f"argument {name!r} of component {fn_name!r} has the unsupported type"
-        f" {annotation!r}: use str, int, float, bool, list[str], dict[str, str],"
-        " dict[str, list[str]] or Optional of one of them"
-    )
+        annotation = hints.get(name, param.annotation)
+        if annotation is inspect.Parameter.empty:
+            raise ComponentValidationException(
+                f"argument {name!r} of component {fn.__name__!r} has no type annotation:"
+                f" annotate it, e.g. `{name}: str`"
+            )
+        if not _supported(_unwrap_optional(annotation)[0]):
+            raise ComponentValidationException(
+                f"argument {name!r} of component {fn.__name__!r} has the unsupported type"
+                f" {annotation!r}: use str, int, float, bool, list[str], dict[str, str],"
+                " dict[str, list[str]] or Optional of one of them"
+            )
+        annotations[name] = annotation
+    return annotations
 
 
 def _parse_bool(text: str) -> bool:
@@ -130,15 +131,6 @@ def _parse_bool(text: str) -> bool:
 
 
 _parse_bool.__name__ = "bool"  # argparse names the type in its message: "invalid bool value"
-
-
-def _convert(fn_name: str, name: str, tp: type[Any], text: str) -> Any:
-    try:
-        return _parse_bool(text) if tp is bool else tp(text)
-    except ValueError:
-        raise ComponentValidationException(
-            f"component {fn_name!r}: argument --{name}: {text!r} is not a valid {_PRIMITIVES[tp]}"
-        ) from None
 
 
 def _unquote(value: str) -> str:
@@ -168,11 +160,13 @@ def split_dict(text: str) -> dict[str, str]:
     return pairs
 
 
-def decode(fn_name: str, name: str, ptype: ParamType, value: Any) -> Any:
-    """Turn the parsed ``value`` of parameter ``name`` into the annotated type.
+def decode(fn_name: str, name: str, tp: Any, value: Any) -> Any:
+    """Turn the parsed ``value`` of parameter ``name`` into its type ``tp``.
 
-    Values that are not strings (a declared default such as ``None`` or ``[]``) are
-    returned as they are.
+    ``tp`` is the annotation without ``Optional``. A list's items are separated by
+    ``,``; a dict is read by :func:`split_dict`, and a ``dict[P, list[P]]``'s values
+    as lists. Values that are not strings (a declared default such as ``None`` or
+    ``[]``) are returned as they are.
 
     Raises:
         ComponentValidationException: the text does not parse as the type; the message
@@ -180,31 +174,28 @@ def decode(fn_name: str, name: str, ptype: ParamType, value: Any) -> Any:
     """
     if not isinstance(value, str):
         return value
-    if ptype.kind == "primitive":
-        return _convert(fn_name, name, ptype.item, value)
-    if ptype.kind == "list":
-        items = [item.strip() for item in value.split(",")] if value.strip() else []
-        return [_convert(fn_name, name, ptype.item, item) for item in items]
-    try:
-        pairs = split_dict(value)
-    except ValueError as exc:
-        raise ComponentValidationException(
-            f"component {fn_name!r}: argument --{name}: {exc}; write KEY=VALUE pairs"
-            " separated by ',' or ';', e.g. `--env FOO=1,BAR=2`"
-        ) from None
-    if ptype.list_values:  # FOO=a,b;BAR=c -> {"FOO": ["a", "b"], "BAR": ["c"]}
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is list:
+        items = value.split(",") if value.strip() else []
+        return [decode(fn_name, name, args[0], item.strip()) for item in items]
+    if typing.get_origin(tp) is dict:
+        try:
+            pairs = split_dict(value)
+        except ValueError as exc:
+            raise ComponentValidationException(
+                f"component {fn_name!r}: argument --{name}: {exc}; write KEY=VALUE pairs"
+                " separated by ',' or ';', e.g. `--env FOO=1,BAR=2`"
+            ) from None
         return {
-            _convert(fn_name, name, ptype.key, key): [
-                _convert(fn_name, name, ptype.item, piece.strip())
-                for piece in item.split(",")
-                if piece.strip()
-            ]
+            decode(fn_name, name, args[0], key): decode(fn_name, name, args[1], item)
             for key, item in pairs.items()
         }
-    return {
-        _convert(fn_name, name, ptype.key, key): _convert(fn_name, name, ptype.item, item)
-        for key, item in pairs.items()
-    }
+    try:
+        return _parse_bool(value) if tp is bool else tp(value)
+    except ValueError:
+        raise ComponentValidationException(
+            f"component {fn_name!r}: argument --{name}: {value!r} is not a valid {tp.__name__}"
+        ) from None
 
 
 class ComponentUsageError(ComponentValidationException, SystemExit):
@@ -256,29 +247,6 @@ class _RemainderAction(argparse.Action):
         setattr(namespace, self.dest, given)
 
 
-def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(fn)
-    except Exception as exc:  # a NameError/TypeError from a bad annotation
-        raise ComponentValidationException(
-            f"cannot resolve the type annotations of component {fn.__name__!r}: {exc}"
-        ) from exc
-
-
-def _param_types(fn: Callable[..., Any]) -> dict[str, ParamType]:
-    hints = _type_hints(fn)
-    result: dict[str, ParamType] = {}
-    for name, param in inspect.signature(fn).parameters.items():
-        if param.kind == inspect.Parameter.VAR_KEYWORD:
-            raise ComponentValidationException(
-                f"component {fn.__name__!r} takes **{name}: components cannot take"
-                " **kwargs; declare each argument"
-            )
-        annotation = hints.get(name, param.annotation)
-        result[name] = param_type(fn.__name__, name, annotation)
-    return result
-
-
 def create_args_parser(
     fn: Callable[..., AppDef], defaults: Mapping[str, str] | None = None
 ) -> argparse.ArgumentParser:
@@ -296,7 +264,7 @@ def create_args_parser(
             type, or ``fn`` takes ``**kwargs``.
     """
     signature = inspect.signature(fn)
-    types_by_name = _param_types(fn)
+    annotations = _annotations(fn)
     defaults = dict(defaults or {})
     unknown = sorted(set(defaults) - set(signature.parameters))
     if unknown:  # a stale [component:x] key must not break a run (TorchX ignores them)
@@ -318,29 +286,24 @@ def create_args_parser(
         "--help", action="help", default=argparse.SUPPRESS, help="show this help and exit"
     )
     for name, param in signature.parameters.items():
-        ptype = types_by_name[name]
         kwargs: dict[str, Any] = {"help": helps.get(name, " ")}
-        if ptype.kind == "primitive":
-            kwargs["type"] = _parse_bool if ptype.item is bool else ptype.item
-            kwargs["metavar"] = _PRIMITIVES[ptype.item].upper()
-        else:
-            kwargs["type"] = str
-            kwargs["metavar"] = "K=V,..." if ptype.kind == "dict" else "V,..."
         if param.default is not inspect.Parameter.empty:
             kwargs["default"] = param.default
         if name in defaults:
             kwargs["default"] = defaults[name]
         if param.kind == inspect.Parameter.VAR_POSITIONAL:
-            kwargs.pop("type")
-            kwargs["metavar"] = name
-            kwargs["nargs"] = argparse.REMAINDER
-            kwargs["action"] = _RemainderAction  # default None, as TorchX's
-            parser.add_argument(name, **kwargs)
+            # default None, as TorchX's
+            parser.add_argument(
+                name, metavar=name, nargs=argparse.REMAINDER, action=_RemainderAction, **kwargs
+            )
             continue
+        tp = _unwrap_optional(annotations[name])[0]
+        if tp in _PRIMITIVES:  # lists and dicts are decoded from the text after parsing
+            kwargs.update(type=_parse_bool if tp is bool else tp, metavar=tp.__name__.upper())
+        else:
+            kwargs["metavar"] = "K=V,..." if typing.get_origin(tp) is dict else "V,..."
         flags = [f"-{name}", f"--{name}"] if len(name) == 1 else [f"--{name}"]
-        if "default" not in kwargs:
-            kwargs["required"] = True
-        parser.add_argument(*flags, dest=name, **kwargs)
+        parser.add_argument(*flags, dest=name, required="default" not in kwargs, **kwargs)
     return parser
 
 
@@ -369,29 +332,51 @@ def parse_args(
         SystemExit: ``--help`` was given (argparse prints the help and exits 0).
     """
     parser = create_args_parser(fn, defaults)
-    if config:
-        _accept_config(fn, parser, config)
-    namespace = parser.parse_args(list(argv))
-    types_by_name = _param_types(fn)
     parameters = inspect.signature(fn).parameters
-    for name, value in (config or {}).items():
-        ptype = types_by_name[name]
+    config = config or {}
+    unknown = sorted(set(config) - set(parameters))
+    if unknown:
+        raise ComponentUsageError(
+            f"component {fn.__name__!r} has no argument {', '.join(map(repr, unknown))}:"
+            f" it takes {', '.join(parameters) or 'no arguments'}",
+            parser.format_usage().strip(),
+        )
+    for action in parser._actions:  # what config gives is not required on the command line
+        if action.dest in config:
+            action.required = False
+    namespace = parser.parse_args(list(argv))
+    annotations = _annotations(fn)
+    for name, value in config.items():
+        annotation = annotations[name]
         if parameters[name].kind == inspect.Parameter.VAR_POSITIONAL:
-            ptype = ParamType("list", ptype.item)  # *args: given as a list of its items
-        _check_data_value(fn.__name__, name, ptype, value)
+            annotation = list[annotation]  # type: ignore[valid-type]  # given as a list
+        _check_data_value(fn.__name__, name, annotation, value)
         setattr(namespace, name, value)
     values: dict[str, Any] = {}
-    for name, param in inspect.signature(fn).parameters.items():
+    for name, param in parameters.items():
         value = getattr(namespace, name)
         if param.kind == inspect.Parameter.VAR_POSITIONAL:
             rest = list(value or [])
             values[name] = rest[1:] if rest[:1] == ["--"] else rest
         else:
-            values[name] = decode(fn.__name__, name, types_by_name[name], value)
+            tp = _unwrap_optional(annotations[name])[0]
+            values[name] = decode(fn.__name__, name, tp, value)
     return values
 
 
-def _check_data_value(fn_name: str, name: str, ptype: ParamType, value: Any) -> None:
+def _fits(value: Any, tp: Any) -> bool:
+    """Whether ``value`` is of the supported type ``tp`` (see :func:`_supported`)."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is list:
+        return isinstance(value, list | tuple) and all(_fits(item, args[0]) for item in value)
+    if typing.get_origin(tp) is dict:
+        return isinstance(value, Mapping) and all(
+            _fits(key, args[0]) and _fits(item, args[1]) for key, item in value.items()
+        )
+    return runopts.is_type(value, tp)
+
+
+def _check_data_value(fn_name: str, name: str, annotation: Any, value: Any) -> None:
     """Refuse a value given as data (not text) that does not have the parameter's type.
 
     A string is decoded as on the command line; ``None`` is accepted for an optional
@@ -403,54 +388,15 @@ def _check_data_value(fn_name: str, name: str, ptype: ParamType, value: Any) -> 
         ComponentValidationException: the value does not have the type; the message
             names the argument, the value and the fix.
     """
-    if isinstance(value, str) or (value is None and ptype.optional):
+    tp, optional = _unwrap_optional(annotation)
+    if isinstance(value, str) or (value is None and optional) or _fits(value, tp):
         return
-    if ptype.kind == "primitive":
-        fits = runopts.is_type(value, ptype.item)
-        wanted = ptype.item.__name__
-    elif ptype.kind == "list":
-        fits = isinstance(value, (list, tuple)) and all(
-            runopts.is_type(item, ptype.item) for item in value
-        )
-        wanted = f"a list of {ptype.item.__name__}"
-    else:
-
-        def item_fits(item: Any) -> bool:
-            if ptype.list_values:
-                return isinstance(item, list) and all(runopts.is_type(x, ptype.item) for x in item)
-            return runopts.is_type(item, ptype.item)
-
-        fits = isinstance(value, Mapping) and all(
-            runopts.is_type(k, ptype.key) and item_fits(v) for k, v in value.items()
-        )
-        wanted = f"a dict of {ptype.key.__name__} to {ptype.item.__name__}"
-    if not fits:
-        raise ComponentValidationException(
-            f"argument {name!r} of component {fn_name!r} is {value!r}"
-            f" ({type(value).__name__}): give {wanted}, or its command-line text"
-            f" as a string (e.g. {str(value)!r})"
-        )
-
-
-def _accept_config(
-    fn: Callable[..., AppDef], parser: argparse.ArgumentParser, config: Mapping[str, Any]
-) -> None:
-    """Make the arguments ``config`` gives optional on the command line.
-
-    Raises:
-        ComponentUsageError: ``config`` names an argument ``fn`` does not take.
-    """
-    params = inspect.signature(fn).parameters
-    unknown = sorted(set(config) - set(params))
-    if unknown:
-        raise ComponentUsageError(
-            f"component {fn.__name__!r} has no argument {', '.join(map(repr, unknown))}:"
-            f" it takes {', '.join(params) or 'no arguments'}",
-            parser.format_usage().strip(),
-        )
-    for action in parser._actions:
-        if action.dest in config:
-            action.required = False
+    wanted = tp.__name__ if tp in _PRIMITIVES else str(tp).replace("typing.", "")
+    raise ComponentValidationException(
+        f"argument {name!r} of component {fn_name!r} is {value!r}"
+        f" ({type(value).__name__}): give a {wanted}, or its command-line text"
+        f" as a string (e.g. {str(value)!r})"
+    )
 
 
 def materialize_appdef(
@@ -511,14 +457,12 @@ __all__ = [
     "BindMount",
     "ComponentUsageError",
     "DeviceMount",
-    "ParamType",
     "VolumeMount",
     "create_args_parser",
     "decode",
     "get_fn_docstring",
     "make_app_handle",
     "materialize_appdef",
-    "param_type",
     "parse_args",
     "parse_mounts",
     "split_dict",
