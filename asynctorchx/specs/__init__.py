@@ -1,8 +1,8 @@
 """The application spec: ``AppDef``, ``Role``, ``Resource``, ``macros``, ``runopts``, status.
 
 Mirrors ``torchx.specs``: TorchX code ports by changing the import. Names TorchX has only
-in ``torchx.specs.api`` (``AppStatusError``, ``Mount``, ``ParsedAppHandle``) are imported
-from :mod:`asynctorchx.specs.api` only. The private
+in ``torchx.specs.api`` (``AppStatusError``, ``Mount``, ``ParsedAppHandle``) are left out
+of ``__all__``: import them from :mod:`asynctorchx.specs.api`. The private
 ``_named_resource_factories`` is TorchX's registry of named resources (name -> function
 returning a ``Resource``): add to it to register one at run time, or patch it here.
 """
@@ -11,12 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from asynctorchx.errors import (
-    InvalidRunConfigException,
-    MalformedAppHandleException,
-    UnknownAppException,
-    UnknownSchedulerException,
-)
 from asynctorchx.specs._named_resources import (
     _named_resource_factories as _named_resource_factories,  # TorchX's registry, patchable here
 )
@@ -24,37 +18,10 @@ from asynctorchx.specs._named_resources import (
     _NamedResourcesLibrary as _NamedResourcesLibrary,  # TorchX's class name
 )
 from asynctorchx.specs._named_resources import get_named_resources, named_resources, resource
-from asynctorchx.specs.api import (
-    ALL,
-    MISSING,
-    NONE,
-    NULL_RESOURCE,
-    AppDef,
-    AppDryRunInfo,
-    AppHandle,
-    AppState,
-    AppStatus,
-    BindMount,
-    CfgVal,
-    DeviceMount,
-    MountType,
-    ReplicaState,
-    ReplicaStatus,
-    Resource,
-    RetryPolicy,
-    Role,
-    RoleStatus,
-    VolumeMount,
-    Workspace,
-    get_type_name,
-    is_terminal,
-    macros,
-    make_app_handle,
-    parse_app_handle,
-    parse_mounts,
-    runopt,
-    runopts,
-)
+
+# every name of asynctorchx.specs.api; the ones below (not those TorchX has in
+# torchx.specs.api only) make the public face
+from asynctorchx.specs.api import *  # noqa: F403
 
 if TYPE_CHECKING:
     from asynctorchx.specs.builders import materialize_appdef
