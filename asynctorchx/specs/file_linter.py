@@ -141,13 +141,15 @@ def _is_primitive_list(node: ast.expr) -> bool:
     )
 
 
+def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
+    """The parameters a component's command line gives: positional, ``*args``, keyword-only."""
+    vararg = [func.args.vararg] if func.args.vararg is not None else []
+    return [*func.args.posonlyargs, *func.args.args, *vararg, *func.args.kwonlyargs]
+
+
 def _check_args(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[LinterMessage]:
     messages: list[LinterMessage] = []
-    params = [*func.args.posonlyargs, *func.args.args]
-    if func.args.vararg is not None:
-        params.append(func.args.vararg)
-    params += func.args.kwonlyargs
-    for arg in params:
+    for arg in _params(func):
         if arg.annotation is None:
             messages.append(
                 LinterMessage(
@@ -250,10 +252,6 @@ def _check_docstring(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Linte
                 severity="warning",
             )
         ]
-    names = [arg.arg for arg in [*func.args.posonlyargs, *func.args.args]]
-    if func.args.vararg is not None:
-        names.append(func.args.vararg.arg)
-    names += [arg.arg for arg in func.args.kwonlyargs]
     return [
         LinterMessage(
             "docstring",
@@ -263,7 +261,7 @@ def _check_docstring(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Linte
             func.col_offset,
             severity="warning",
         )
-        for name in names
+        for name in [arg.arg for arg in _params(func)]
         if name not in documented
     ]
 
