@@ -99,12 +99,9 @@ class Resource:
 
         A capability given here wins over the same key in ``original``.
         """
-        merged = {**original.capabilities, **capabilities}
-        return Resource(
-            cpu=original.cpu,
-            gpu=original.gpu,
-            memMB=original.memMB,
-            capabilities=merged,
+        return attrs.evolve(
+            original,
+            capabilities={**original.capabilities, **capabilities},
             devices=dict(original.devices),
         )
 
