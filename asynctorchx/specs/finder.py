@@ -325,21 +325,6 @@ def get_components() -> dict[str, ComponentDef]:
     return {name: c for name, c in _all_components().items() if not c.validation_errors}
 
 
-def _load_file_component(name: str) -> ComponentDef:
-    file_part, _, fn_name = name.rpartition(":")
-    if not fn_name or not file_part:
-        raise ComponentNotFoundException(
-            f"{name!r} is not a component name: use a builtin (`utils.echo`) or"
-            " `path/to/file.py:function`"
-        )
-    component = _load_file(file_part, fn_name, name)
-    if component.validation_errors:
-        raise ComponentValidationException(
-            f"component {name!r} is not valid: " + "; ".join(component.validation_errors)
-        )
-    return component
-
-
 def _load_file(file_part: str, fn_name: str, name: str | None = None) -> ComponentDef:
     """Import ``fn_name`` from the file ``file_part`` unless the linter finds errors.
 
@@ -410,10 +395,16 @@ def get_component(name: str) -> ComponentDef:
         ComponentValidationException: the function breaks a component rule (the message
             lists them).
     """
-    if ":" in name:
-        return _load_file_component(name)
-    # the last scan when there is one (TorchX's cache); else only where the name points
-    component = _components.get(name) if _components is not None else _find_component(name)
+    file_part, colon, fn_name = name.rpartition(":")
+    if colon and (not file_part or not fn_name):
+        raise ComponentNotFoundException(
+            f"{name!r} is not a component name: use a builtin (`utils.echo`) or"
+            " `path/to/file.py:function`"
+        )
+    if colon:
+        component: ComponentDef | None = _load_file(file_part, fn_name, name)
+    else:  # the last scan when there is one (TorchX's cache); else only where the name points
+        component = _components.get(name) if _components is not None else _find_component(name)
     if component is None:
         components = _all_components()  # to suggest close names (or a name found only so)
         component = components.get(name)
