@@ -23,7 +23,6 @@ running event loop (there, ``async with get_runner()`` directly).
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import os
 import unittest
@@ -104,24 +103,14 @@ class ComponentTestCase(unittest.TestCase):
                 ``ValueError`` for a ``cache_size`` that is not positive).
         """
         del interval
-        run = functools.partial(
-            _run_component, component, dict(args or {}), dict(scheduler_params or {}), scheduler
-        )
-        return anyio.run(run, timeout)
+        from asynctorchx.runner import get_runner  # the layer above: imported when used
 
+        async def run() -> AppStatus | None:
+            app = component(**dict(args or {}))
+            async with get_runner(component_defaults={}, **dict(scheduler_params or {})) as runner:
+                handle = await runner.run(app, scheduler)
+                with anyio.move_on_after(timeout):
+                    return await runner.wait(handle)
+                return await runner.status(handle)
 
-async def _run_component(
-    component: Callable[..., AppDef],
-    args: dict[str, Any],
-    scheduler_params: dict[str, Any],
-    scheduler: str,
-    timeout: float | None,
-) -> AppStatus | None:
-    from asynctorchx.runner import get_runner
-
-    app = component(**args)
-    async with get_runner(component_defaults={}, **scheduler_params) as runner:
-        handle = await runner.run(app, scheduler)
-        with anyio.move_on_after(timeout):
-            return await runner.wait(handle)
-        return await runner.status(handle)
+        return anyio.run(run)
