@@ -16,6 +16,25 @@ from asynctorchx.specs import resource
 from asynctorchx.specs.api import NONE, AppDef, Resource, Role, parse_mounts
 
 
+def _small_app(
+    name: str, image: str, entrypoint: str, args: list[str], replicas: int = 1
+) -> AppDef:
+    """An app of one role named ``name``, each replica on 1 CPU and 1024 MB (TorchX's figures)."""
+    return AppDef(
+        name=name,
+        roles=[
+            Role(
+                name=name,
+                image=image,
+                entrypoint=entrypoint,
+                args=args,
+                num_replicas=replicas,
+                resource=Resource(cpu=1, gpu=0, memMB=1024),
+            )
+        ],
+    )
+
+
 def echo(msg: str = "hello world", image: str = IMAGE, num_replicas: int = 1) -> AppDef:
     """Echos a message to stdout (calls echo)
 
@@ -24,19 +43,7 @@ def echo(msg: str = "hello world", image: str = IMAGE, num_replicas: int = 1) ->
         image: image to use
         num_replicas: number of replicas to run
     """
-    return AppDef(
-        name="echo",
-        roles=[
-            Role(
-                name="echo",
-                image=image,
-                entrypoint="echo",
-                args=[msg],
-                num_replicas=num_replicas,
-                resource=Resource(cpu=1, gpu=0, memMB=1024),
-            )
-        ],
-    )
+    return _small_app("echo", image, "echo", [msg], num_replicas)
 
 
 def touch(file: str, image: str = IMAGE) -> AppDef:
@@ -46,19 +53,7 @@ def touch(file: str, image: str = IMAGE) -> AppDef:
         file: file to create
         image: the image to use
     """
-    return AppDef(
-        name="touch",
-        roles=[
-            Role(
-                name="touch",
-                image=image,
-                entrypoint="touch",
-                args=[file],
-                num_replicas=1,
-                resource=Resource(cpu=1, gpu=0, memMB=1024),
-            )
-        ],
-    )
+    return _small_app("touch", image, "touch", [file])
 
 
 def sh(
@@ -259,18 +254,7 @@ def copy(src: str, dst: str, image: str = IMAGE) -> AppDef:
         dst: the destination file location
         image: the image that contains the copy app
     """
-    return AppDef(
-        name="torchx-utils-copy",
-        roles=[
-            Role(
-                name="torchx-utils-copy",
-                image=image,
-                entrypoint="python",
-                args=["-c", _COPY_PROGRAM, src, dst],
-                resource=Resource(cpu=1, gpu=0, memMB=1024),
-            )
-        ],
-    )
+    return _small_app("torchx-utils-copy", image, "python", ["-c", _COPY_PROGRAM, src, dst])
 
 
 def booth(
@@ -294,15 +278,5 @@ def booth(
         tracker_base: URI of the tracker's base output directory (e.g. s3://foo/bar)
         image: the image that contains the booth app
     """
-    return AppDef(
-        name="torchx-utils-booth",
-        roles=[
-            Role(
-                name="torchx-utils-booth",
-                image=image,
-                entrypoint="python",
-                args=["-c", _BOOTH_PROGRAM, str(x1), str(x2), str(trial_idx), tracker_base],
-                resource=Resource(cpu=1, gpu=0, memMB=1024),
-            )
-        ],
-    )
+    args = ["-c", _BOOTH_PROGRAM, str(x1), str(x2), str(trial_idx), tracker_base]
+    return _small_app("torchx-utils-booth", image, "python", args)
