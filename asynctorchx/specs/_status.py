@@ -238,30 +238,15 @@ def _parsed_error(structured_error_msg: str) -> Any:
 
 
 def _status_dict(status: AppStatus) -> dict[str, Any]:
-    return {
-        "state": repr(status.state),
-        "num_restarts": status.num_restarts,
-        "msg": status.msg,
-        "structured_error_msg": _parsed_error(status.structured_error_msg),
-        "ui_url": status.ui_url,
-        "roles": [
-            {
-                "role": role_status.role,
-                "replicas": [
-                    {
-                        "id": replica.id,
-                        "state": repr(replica.state),
-                        "role": replica.role,
-                        "hostname": replica.hostname,
-                        "structured_error_msg": replica.structured_error_msg,
-                        "exit_code": replica.exit_code,
-                    }
-                    for replica in role_status.replicas
-                ],
-            }
-            for role_status in status.roles
-        ],
-    }
+    """The status as :meth:`AppStatus.__repr__` dumps it: its fields, states as
+    ``FAILED (5)``, the app's error parsed, the replicas' ``hostaddr`` left out."""
+    data = attrs.asdict(
+        status,
+        filter=attrs.filters.exclude(attrs.fields(ReplicaStatus).hostaddr),
+        value_serializer=lambda _, __, value: repr(value) if isinstance(value, AppState) else value,
+    )
+    data["structured_error_msg"] = _parsed_error(status.structured_error_msg)
+    return data
 
 
 #: The width at which :meth:`AppStatus.format` wraps an error message (characters).
