@@ -6,13 +6,12 @@ As ``torchx.specs.api.AppDryRunInfo`` (TorchX 0.7.0). Re-exported by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 import attrs
 
 from asynctorchx.specs._app import AppDef
-from asynctorchx.specs._runopts import CfgVal
 
 T = TypeVar("T")
 
@@ -50,16 +49,6 @@ class AppDryRunInfo(Generic[T]):
         """TorchX's name of :attr:`scheduler` (read-only)."""
         return self.scheduler
 
-    @property
-    def _cfg(self) -> Mapping[str, CfgVal]:
-        """Gone (see the class docs); reading it raises ``AttributeError``."""
-        raise AttributeError(
-            "AppDryRunInfo._cfg is gone: a scheduler keeps the run options it needs in its request"
-        )
-
-    def __str__(self) -> str:
-        return self.fmt(self.request)
-
     def __repr__(self) -> str:
-        """The formatted request, as ``str(info)`` (``torchx.specs.api.AppDryRunInfo``)."""
+        """The formatted request; ``str(info)`` is the same (``torchx.specs.api.AppDryRunInfo``)."""
         return self.fmt(self.request)
