@@ -283,29 +283,45 @@ class runopts:
         return str(self)
 
 
-def cfg_pairs(cfg_str: str) -> dict[str, str]:
+def split_pairs(text: str, key: str) -> dict[str, str]:
     """Split ``"a=1,b=x;y,c=2"`` into ``{"a": "1", "b": "x;y", "c": "2"}``.
 
-    A separator (``,`` or ``;``) followed by ``name=`` starts a new pair; any other
-    separator is part of the value (a list's items).
+    A separator (``,`` or ``;``) followed by a key and ``=`` starts a new pair; any
+    other separator is part of the value (a list's items). Keys and values are stripped.
+
+    Args:
+        text: the pairs.
+        key: a regular expression matching a key (what may follow a separator).
+
+    Raises:
+        ValueError: a piece has no ``=`` or an empty key; the message names it.
+    """
+    pairs: dict[str, str] = {}
+    if not text.strip():
+        return pairs
+    for piece in re.split(rf"[,;](?=\s*{key}\s*=)", text.strip()):
+        name, sep, value = piece.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"{piece!r} is not KEY=VALUE")
+        pairs[name.strip()] = value.strip()
+    return pairs
+
+
+def cfg_pairs(cfg_str: str) -> dict[str, str]:
+    """Split a run config ``"a=1,b=x;y,c=2"`` into ``{"a": "1", "b": "x;y", "c": "2"}``.
+
+    As :func:`split_pairs`, a key being a name (``log_dir``, ``a.b``, ``x-y``).
 
     Raises:
         InvalidRunConfigException: the string does not start with ``name=``.
     """
-    cfg_str = cfg_str.strip()
-    if not cfg_str:
-        return {}
-    pieces = re.split(r"[,;](?=\s*[A-Za-z_][\w.\-]*\s*=)", cfg_str)
-    pairs: dict[str, str] = {}
-    for piece in pieces:
-        key, sep, value = piece.partition("=")
-        if not sep or not key.strip():
-            raise InvalidRunConfigException(
-                f"cannot parse run config {cfg_str!r} at {piece!r}: write key=value pairs"
-                " separated by ',' or ';', e.g. `log_dir=/tmp/logs,prepend_cwd=true`"
-            )
-        pairs[key.strip()] = value.strip()
-    return pairs
+    try:
+        return split_pairs(cfg_str, r"[A-Za-z_][\w.\-]*")
+    except ValueError as exc:
+        raise InvalidRunConfigException(
+            f"cannot parse run config {cfg_str.strip()!r}: {exc}; write key=value pairs"
+            " separated by ',' or ';', e.g. `log_dir=/tmp/logs,prepend_cwd=true`"
+        ) from None
 
 
 #: The words a bool run option or component argument takes for True (any case).

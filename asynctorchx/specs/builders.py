@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import logging
-import re
 import shlex
 import types
 import typing
@@ -44,7 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 from asynctorchx.errors import ComponentValidationException
-from asynctorchx.specs._runopts import parse_bool, runopts
+from asynctorchx.specs._runopts import parse_bool, runopts, split_pairs
 from asynctorchx.specs.api import (
     AppDef,
     BindMount,
@@ -133,31 +132,18 @@ def _parse_bool(text: str) -> bool:
 _parse_bool.__name__ = "bool"  # argparse names the type in its message: "invalid bool value"
 
 
-def _unquote(value: str) -> str:
-    return "" if value in ("''", '""') else value
-
-
-_DICT_SPLIT = re.compile(r"[,;](?=\s*[^,;=\s]+\s*=)")
-
-
 def split_dict(text: str) -> dict[str, str]:
     """Split ``"FOO=v1,v2;BAR=v3"`` into ``{"FOO": "v1,v2", "BAR": "v3"}``.
 
     A ``,`` or ``;`` followed by ``KEY=`` starts a new pair; any other separator is
-    part of the value. ``''`` and ``""`` stand for the empty string.
+    part of the value (:func:`~asynctorchx.specs._runopts.split_pairs`). ``''`` and
+    ``""`` stand for the empty string.
 
     Raises:
         ValueError: a piece has no ``=`` or an empty key.
     """
-    pairs: dict[str, str] = {}
-    if not text.strip():
-        return pairs
-    for piece in _DICT_SPLIT.split(text.strip()):
-        key, sep, value = piece.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{piece!r} is not KEY=VALUE")
-        pairs[key.strip()] = _unquote(value.strip())
-    return pairs
+    pairs = split_pairs(text, r"[^,;=\s]+")
+    return {key: "" if value in ("''", '""') else value for key, value in pairs.items()}
 
 
 def decode(fn_name: str, name: str, tp: Any, value: Any) -> Any:
