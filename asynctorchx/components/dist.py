@@ -167,24 +167,16 @@ def ddp(
     if debug:
         run_env.update(TORCH_DEBUG_FLAGS)
 
-    torchrun = [
-        "-m",
-        "torch.distributed.run",
-        "--rdzv_backend",
-        rdzv_backend,
-        "--rdzv_endpoint",
-        endpoint,
-        "--rdzv_id",
-        macros.app_id,
-        "--nnodes",
-        nnodes_rep,
-        "--nproc_per_node",
-        str(nproc_per_node),
-        "--tee",
-        str(tee),
-        "--role",
-        "",
-    ]
+    options = {  # torchrun's flags and their values, in this order on its command line
+        "--rdzv_backend": rdzv_backend,
+        "--rdzv_endpoint": endpoint,
+        "--rdzv_id": macros.app_id,
+        "--nnodes": nnodes_rep,
+        "--nproc_per_node": str(nproc_per_node),
+        "--tee": str(tee),
+        "--role": "",
+    }
+    torchrun = ["-m", "torch.distributed.run", *(word for pair in options.items() for word in pair)]
     if rdzv_backend == "static":
         torchrun += ["--node_rank", macros.replica_id]
     torchrun += [script] if script is not None else ["-m", str(m)]
