@@ -75,15 +75,9 @@ def _supported(tp: Any) -> bool:
     args = typing.get_args(tp)
     if typing.get_origin(tp) is list:
         return len(args) == 1 and args[0] in _PRIMITIVES
-    if typing.get_origin(tp) is dict:
-        return (
-            len(args) == 2
-            and args[0] in _PRIMITIVES
-            and (
-                args[1] in _PRIMITIVES
-                or (typing.get_origin(args[1]) is list and _supported(args[1]))
-            )
-        )
+    if typing.get_origin(tp) is dict and len(args) == 2 and args[0] in _PRIMITIVES:
+        value = args[1]
+        return value in _PRIMITIVES or (typing.get_origin(value) is list and _supported(value))
     return tp in _PRIMITIVES
 
 
