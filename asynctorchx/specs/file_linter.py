@@ -44,6 +44,7 @@ _LISTS = frozenset({"list", "List"})
 _DICTS = frozenset({"dict", "Dict"})
 _OPTIONALS = frozenset({"Optional"})
 _UNIONS = frozenset({"Union"})
+_SUPPORTED = "str, int, float, bool, list[str], dict[str, str] or Optional of one of them"
 
 
 @attrs.define
@@ -147,41 +148,28 @@ def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
     return [*func.args.posonlyargs, *func.args.args, *vararg, *func.args.kwonlyargs]
 
 
+def _at(
+    node: ast.arg | ast.stmt, name: str, description: str, severity: str = "error"
+) -> LinterMessage:
+    """A message of the rule ``name`` about ``node``, at its line and column."""
+    return LinterMessage(name, description, node.lineno, node.col_offset, severity)
+
+
 def _check_args(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[LinterMessage]:
     messages: list[LinterMessage] = []
     for arg in _params(func):
         if arg.annotation is None:
-            messages.append(
-                LinterMessage(
-                    "annotation",
-                    f"argument {arg.arg!r} of {func.name!r} has no type annotation: annotate"
-                    f" it, e.g. `{arg.arg}: str`",
-                    arg.lineno,
-                    arg.col_offset,
-                )
-            )
-            continue
-        problem = _check_type(arg.annotation)
-        if problem is not None:
-            messages.append(
-                LinterMessage(
-                    "annotation",
-                    f"argument {arg.arg!r} of {func.name!r}: {problem}; use str, int,"
-                    " float, bool, list[str], dict[str, str] or Optional of one of them",
-                    arg.lineno,
-                    arg.col_offset,
-                )
-            )
-    if func.args.kwarg is not None:
-        messages.append(
-            LinterMessage(
-                "annotation",
-                f"{func.name!r} takes **{func.args.kwarg.arg}: components cannot take"
-                " **kwargs; declare each argument",
-                func.args.kwarg.lineno,
-                func.args.kwarg.col_offset,
-            )
-        )
+            why = f" has no type annotation: annotate it, e.g. `{arg.arg}: str`"
+        else:
+            problem = _check_type(arg.annotation)
+            if problem is None:
+                continue
+            why = f": {problem}; use {_SUPPORTED}"
+        messages.append(_at(arg, "annotation", f"argument {arg.arg!r} of {func.name!r}{why}"))
+    kwarg = func.args.kwarg
+    if kwarg is not None:
+        why = "components cannot take **kwargs; declare each argument"
+        messages.append(_at(kwarg, "annotation", f"{func.name!r} takes **{kwarg.arg}: {why}"))
     return messages
 
 
@@ -198,71 +186,40 @@ def _return_name(node: ast.expr | None) -> str | None:
 
 def _check_return(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[LinterMessage]:
     if isinstance(func, ast.AsyncFunctionDef):
-        return [
-            LinterMessage(
-                "return",
-                f"{func.name!r} is an `async def`: calling it returns a coroutine, not an"
-                " AppDef; make it a plain `def` (components only describe the app)",
-                func.lineno,
-                func.col_offset,
-            )
-        ]
-    returned = _return_name(func.returns)
-    if returned == "AppDef":
+        why = (
+            "calling it returns a coroutine, not an AppDef; make it a plain `def`"
+            " (components only describe the app)"
+        )
+        return [_at(func, "return", f"{func.name!r} is an `async def`: {why}")]
+    if _return_name(func.returns) == "AppDef":
         return []
     what = "has no return annotation" if func.returns is None else "is not annotated"
-    return [
-        LinterMessage(
-            "return",
-            f"{func.name!r} {what} to return AppDef: declare `-> AppDef`"
-            + ("" if func.returns is None else f" (found `{ast.unparse(func.returns)}`)"),
-            func.lineno,
-            func.col_offset,
-        )
-    ]
+    found = "" if func.returns is None else f" (found `{ast.unparse(func.returns)}`)"
+    why = f"{what} to return AppDef: declare `-> AppDef`{found}"
+    return [_at(func, "return", f"{func.name!r} {why}")]
 
 
 def _check_docstring(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[LinterMessage]:
     text = ast.get_docstring(func)
     if not text:
-        return [
-            LinterMessage(
-                "docstring",
-                f"{func.name!r} has no docstring: its --help will only name the arguments;"
-                " describe the component and each argument in a Google-style docstring"
-                " (a summary line, then `Args:`)",
-                func.lineno,
-                func.col_offset,
-                severity="warning",
-            )
-        ]
+        why = (
+            "its --help will only name the arguments; describe the component and each"
+            " argument in a Google-style docstring (a summary line, then `Args:`)"
+        )
+        return [_at(func, "docstring", f"{func.name!r} has no docstring: {why}", "warning")]
     try:
         documented = {
             param.arg_name.lstrip("*")
             for param in docstring_parser.parse(text, docstring_parser.DocstringStyle.GOOGLE).params
         }
     except docstring_parser.ParseError as exc:
-        return [
-            LinterMessage(
-                "docstring",
-                f"the docstring of {func.name!r} is not Google style ({exc}): its --help"
-                " will show the docstring as it is",
-                func.lineno,
-                func.col_offset,
-                severity="warning",
-            )
-        ]
+        why = f"is not Google style ({exc}): its --help will show the docstring as it is"
+        return [_at(func, "docstring", f"the docstring of {func.name!r} {why}", "warning")]
+    why = "is not described in the docstring's `Args:` section: its --help will be empty"
     return [
-        LinterMessage(
-            "docstring",
-            f"argument {name!r} of {func.name!r} is not described in the docstring's"
-            " `Args:` section: its --help will be empty",
-            func.lineno,
-            func.col_offset,
-            severity="warning",
-        )
-        for name in [arg.arg for arg in _params(func)]
-        if name not in documented
+        _at(func, "docstring", f"argument {arg.arg!r} of {func.name!r} {why}", "warning")
+        for arg in _params(func)
+        if arg.arg not in documented
     ]
 
 
