@@ -122,9 +122,14 @@ def _lint(path: str | None, fn_name: str) -> list[str]:
 
 
 def _component_def(
-    module: ModuleType, fn_name: str, fn: Callable[..., AppDef], name: str
+    module: ModuleType,
+    fn_name: str,
+    fn: Callable[..., AppDef],
+    name: str,
+    errors: list[str] | None = None,
 ) -> ComponentDef:
-    """The component ``name``: ``fn``, defined in ``module`` as ``fn_name``, linted."""
+    """The component ``name``: ``fn``, defined in ``module`` as ``fn_name``, linted unless
+    its linter ``errors`` are given."""
     path = getattr(module, "__file__", None)
     return ComponentDef(
         name=name,
@@ -132,7 +137,7 @@ def _component_def(
         description=get_fn_docstring(fn)[0],
         module=module.__name__,
         path=str(Path(path).resolve()) if path else None,
-        validation_errors=_lint(path, fn_name),
+        validation_errors=_lint(path, fn_name) if errors is None else errors,
     )
 
 
@@ -366,14 +371,7 @@ def _load_file(file_part: str, fn_name: str, name: str | None = None) -> Compone
     except BaseException:
         sys.modules.pop(module_name, None)
         raise
-    fn = getattr(module, fn_name)
-    return ComponentDef(
-        name=name,
-        fn=fn,
-        description=get_fn_docstring(fn)[0],
-        module=module_name,
-        path=str(resolved),
-    )
+    return _component_def(module, fn_name, getattr(module, fn_name), name, errors=[])
 
 
 def _not_loaded(name: str) -> Callable[..., AppDef]:
