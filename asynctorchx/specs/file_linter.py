@@ -42,8 +42,6 @@ import docstring_parser
 PRIMITIVES: frozenset[str] = frozenset({"str", "int", "float", "bool"})
 _LISTS = frozenset({"list", "List"})
 _DICTS = frozenset({"dict", "Dict"})
-_OPTIONALS = frozenset({"Optional"})
-_UNIONS = frozenset({"Union"})
 _SUPPORTED = "str, int, float, bool, list[str], dict[str, str] or Optional of one of them"
 
 
@@ -76,10 +74,6 @@ def _name_of(node: ast.expr) -> str | None:
     return None
 
 
-def _is_none(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and node.value is None
-
-
 def _check_type(node: ast.expr, *, allow_optional: bool = True) -> str | None:
     """Return why the annotation ``node`` is not supported, or ``None`` if it is.
 
@@ -107,7 +101,7 @@ def _check_type(node: ast.expr, *, allow_optional: bool = True) -> str | None:
 
 def _check_union(members: list[ast.expr], allow_optional: bool, refused: str) -> str | None:
     """Check a union: only ``T`` with ``None``; ``refused`` starts the message otherwise."""
-    rest = [member for member in members if not _is_none(member)]
+    rest = [m for m in members if not (isinstance(m, ast.Constant) and m.value is None)]
     if allow_optional and len(rest) == 1 and len(members) == 2:
         return _check_type(rest[0], allow_optional=False)
     return f"{refused} is not supported"
@@ -117,9 +111,9 @@ def _check_subscript(node: ast.Subscript, allow_optional: bool) -> str | None:
     """Check ``Optional[T]``, ``Union[T, None]``, ``list[P]`` and ``dict[P, P]``."""
     base = _name_of(node.value)
     args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-    if base in _OPTIONALS and allow_optional and len(args) == 1:
+    if base == "Optional" and allow_optional and len(args) == 1:
         return _check_type(args[0], allow_optional=False)
-    if base in _UNIONS and allow_optional:
+    if base == "Union" and allow_optional:
         return _check_union(args, allow_optional, "a Union other than Union[T, None]")
     if base in _LISTS or base in _DICTS:
         expected = 1 if base in _LISTS else 2
