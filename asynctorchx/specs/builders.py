@@ -374,7 +374,7 @@ def _check_data_value(fn_name: str, name: str, annotation: Any, value: Any) -> N
     wanted = tp.__name__ if tp in _PRIMITIVES else str(tp).replace("typing.", "")
     raise ComponentValidationException(
         f"argument {name!r} of component {fn_name!r} is {value!r}"
-        f" ({type(value).__name__}): give a {wanted}, or its command-line text"
+        f" ({type(value).__name__}): give a value of type {wanted}, or its command-line text"
         f" as a string (e.g. {str(value)!r})"
     )
 
