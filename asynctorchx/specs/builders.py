@@ -414,17 +414,9 @@ def materialize_appdef(
             " not an AppDef; make it a plain `def`"
         )
     values = parse_args(fn, argv, defaults, config)
-    positional: list[Any] = []
-    var_args: list[Any] = []
-    keyword: dict[str, Any] = {}
-    for name, param in inspect.signature(fn).parameters.items():
-        if param.kind == inspect.Parameter.VAR_POSITIONAL:
-            var_args = values[name]
-        elif param.kind == inspect.Parameter.KEYWORD_ONLY:
-            keyword[name] = values[name]
-        else:
-            positional.append(values[name])
-    app = fn(*positional, *var_args, **keyword)
+    call = inspect.signature(fn).bind_partial()
+    call.arguments.update(values)  # *args spread, keyword-only passed by name
+    app = fn(*call.args, **call.kwargs)
     if not isinstance(app, AppDef):
         raise ComponentValidationException(
             f"component {fn.__name__!r} returned {type(app).__name__}, not an AppDef:"
