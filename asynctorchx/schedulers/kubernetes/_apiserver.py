@@ -320,7 +320,7 @@ class ApiServer:
                     patch_type=PatchType.MERGE,
                 )
 
-    async def abort_job(self, namespace: str, job: dict[str, Any]) -> None:
+    async def abort_job(self, namespace: str, name: str, uid: str) -> None:
         """Abort the job with a Volcano ``AbortJob`` command (what ``vcctl job suspend`` does).
 
         Volcano kills the job's pods and the job ends ``Aborted``; it stays on the
@@ -328,15 +328,15 @@ class ApiServer:
 
         Args:
             namespace: its namespace.
-            job: the job, as :meth:`get_job` returned it (its name and uid are used).
+            name: its name.
+            uid: its uid (the command's owner reference).
         """
         client, _ = self._clients()
-        name = job["metadata"]["name"]
         owner = {
             "apiVersion": f"{VOLCANO_GROUP}/{VOLCANO_VERSION}",
             "kind": "Job",
             "name": name,
-            "uid": job["metadata"].get("uid", ""),
+            "uid": uid,
             "controller": True,
             "blockOwnerDeletion": True,
         }

@@ -34,7 +34,6 @@ from typing import Any
 from asynctorchx.errors import InvalidAppDefException
 from asynctorchx.schedulers.kubernetes._request import (
     LABEL_REPLICA_ID,
-    LABEL_ROLE_NAME,
     RANK0_ENV,
     KubernetesJob,
     clean_name,
@@ -212,21 +211,6 @@ def jobset_resource(
         metadata["labels"] = {LABEL_KUEUE_QUEUE: queue}
         spec["suspend"] = True
     return {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "metadata": metadata, "spec": spec}
-
-
-def replicated_jobs(jobset: Mapping[str, Any]) -> list[tuple[str, str, int]]:
-    """The JobSet's roles as ``(role name, replicated job name, replicas)``, in order.
-
-    Args:
-        jobset: the JobSet (a JSON dict), as :func:`jobset_resource` made it.
-    """
-    found = []
-    for rjob in (jobset.get("spec") or {}).get("replicatedJobs") or []:
-        job_spec = (rjob.get("template") or {}).get("spec") or {}
-        labels = ((job_spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-        if LABEL_ROLE_NAME in labels:
-            found.append((labels[LABEL_ROLE_NAME], rjob["name"], int(job_spec["parallelism"])))
-    return found
 
 
 def build_jobset(

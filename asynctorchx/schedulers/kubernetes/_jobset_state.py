@@ -5,7 +5,7 @@ status ``True``, and ``status.terminalState``), its suspension in ``spec.suspend
 the ``Suspended`` condition, and its progress per replicated job in
 ``status.replicatedJobsStatus`` (``ready``, ``succeeded``, ``failed``, ``active``,
 ``suspended`` child Jobs); see JobSet's ``api/jobset/v1alpha2/jobset_types.go``.
-:func:`jobset_state` reads them in that order (:data:`JOBSET_STATE` is the table); each
+:func:`jobset_case` reads them in that order (:data:`JOBSET_STATE` is the table); each
 replica comes from its pod, found by the labels and annotation the JobSet and Job
 controllers set (a pod's name has a random suffix), and a pod that cannot start says why
 as under Volcano (:mod:`._state`).
@@ -16,28 +16,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from asynctorchx.schedulers._responses import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes._jobset_request import (
     ANNOTATION_COMPLETION_INDEX,
+    LABEL_JOBSET_NAME,
     LABEL_KUEUE_QUEUE,
     LABEL_REPLICATED_JOB,
-    replicated_jobs,
 )
 from asynctorchx.schedulers.kubernetes._request import LABEL_ROLE_NAME
-from asynctorchx.schedulers.kubernetes._state import (
-    ANNOTATION_FAILED,
-    Pod,
-    Replicas,
-    describe,
-    failure,
-    read_role,
-)
+from asynctorchx.schedulers.kubernetes._state import Job, Pod, Replicas, read_role
 from asynctorchx.specs.api import AppState, Role
 
-#: What the JobSet shows -> the app's state, first match wins.
+#: What the JobSet shows -> the app's state, first match wins (a JobSet the scheduler
+#: stopped for a pod that could never start reads ``FAILED`` before any: :attr:`Job.failed`).
 JOBSET_STATE: Mapping[str, AppState] = {
     "Completed": AppState.SUCCEEDED,  # condition Completed=True (or terminalState)
-    "Failed": AppState.FAILED,  # condition Failed=True (or terminalState), or ANNOTATION_FAILED
+    "Failed": AppState.FAILED,  # condition Failed=True (or terminalState)
     "Suspended": AppState.PENDING,  # spec.suspend, or condition Suspended=True
     "NoStatus": AppState.SUBMITTED,  # the controller has not written a status yet
     "AllJobsReady": AppState.RUNNING,  # every child Job ready (or succeeded)
@@ -60,8 +53,6 @@ def jobset_case(jobset: Mapping[str, Any]) -> str:
     """
     status = jobset.get("status") or {}
     conditions = _true_conditions(jobset)
-    if ANNOTATION_FAILED in ((jobset.get("metadata") or {}).get("annotations") or {}):
-        return "Failed"  # the scheduler stopped it (a pod could never start); it stays suspended
     for end in ("Completed", "Failed"):
         if end in conditions or status.get("terminalState") == end:
             return end
@@ -79,32 +70,43 @@ def jobset_case(jobset: Mapping[str, Any]) -> str:
     return "AllJobsReady"
 
 
-def jobset_state(jobset: Mapping[str, Any]) -> AppState:
-    """The app state of a JobSet (:data:`JOBSET_STATE`).
-
-    Args:
-        jobset: the JobSet (a JSON dict).
-    """
-    return JOBSET_STATE[jobset_case(jobset)]
-
-
-def jobset_message(jobset: Mapping[str, Any]) -> str | None:
-    """What the JobSet itself says: why it waits (suspended: for Kueue's admission when
-    it has a queue) or how it ended (its condition's message); else ``None``.
-
-    Args:
-        jobset: the JobSet (a JSON dict).
-    """
-    case = jobset_case(jobset)
-    condition = _true_conditions(jobset).get(case) or {}
+def _message(jobset: Mapping[str, Any], case: str) -> str | None:
+    """What the JobSet in row ``case`` says: why it waits (suspended: for Kueue's
+    admission when it has a queue) or how it ended (its condition's message); else ``None``."""
     if case == "Suspended":
         queue = ((jobset.get("metadata") or {}).get("labels") or {}).get(LABEL_KUEUE_QUEUE)
         if queue:
             return f"waiting for Kueue to admit it from queue {queue!r} (the JobSet is suspended)"
         return "the JobSet is suspended (spec.suspend)"
+    condition = _true_conditions(jobset).get(case) or {}
     if case in ("Completed", "Failed") and condition.get("message"):
         return str(condition["message"])
     return None
+
+
+def parse_jobset(jobset: Mapping[str, Any]) -> Job:
+    """Read a JobSet's JSON: its state is :data:`JOBSET_STATE` of :func:`jobset_case`, its
+    restarts ``status.restarts``, what it says its suspension or ending condition's
+    message; its replicas are those of its replicated jobs made from a role (one per role,
+    ``parallelism`` pods, ``torchx.pytorch.org/role-name``), the container named after
+    the replicated job.
+
+    Args:
+        jobset: the JobSet as the API server sent it.
+    """
+    roles: list[Role] = []
+    containers: dict[tuple[str, int], str] = {}
+    for rjob in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        job_spec = (rjob.get("template") or {}).get("spec") or {}
+        template = job_spec.get("template") or {}
+        name = ((template.get("metadata") or {}).get("labels") or {}).get(LABEL_ROLE_NAME)
+        if name is None:
+            continue
+        roles.append(read_role(str(name), template, int(job_spec["parallelism"])))
+        containers.update({(name, k): str(rjob["name"]) for k in range(roles[-1].num_replicas)})
+    case = jobset_case(jobset)
+    restarts = int((jobset.get("status") or {}).get("restarts") or 0)
+    return Job.read(jobset, JOBSET_STATE[case], restarts, roles, containers, _message(jobset, case))
 
 
 def _newness(pod: Pod) -> tuple[float, bool]:
@@ -113,80 +115,28 @@ def _newness(pod: Pod) -> tuple[float, bool]:
     return pod.created or 0.0, pod.phase != "Failed"
 
 
-def replica_pods(jobset: Mapping[str, Any], pods: Mapping[str, Pod]) -> dict[tuple[str, int], Pod]:
-    """Each replica's pod: ``(role, replica id)`` -> the newest pod of that index.
+def jobset_replicas(jobset: Job, pods: Mapping[str, Pod]) -> Replicas:
+    """Each replica of the JobSet, in order -> the newest pod of its index, or ``None``.
 
-    A pod belongs to replica ``k`` of role ``r`` when its ``replicatedjob-name`` label is
-    ``r``'s replicated job and its ``batch.kubernetes.io/job-completion-index``
-    annotation is ``k``; a retried index has several pods, the newest is the replica's
-    (by creation time, which has whole seconds: on a tie, the one that has not failed).
+    A pod belongs to replica ``k`` of role ``r`` when its ``jobset-name`` label is the
+    JobSet's, its ``replicatedjob-name`` label is ``r``'s replicated job and its
+    ``batch.kubernetes.io/job-completion-index`` annotation is ``k``; a retried index has
+    several pods, the newest is the replica's (by creation time, which has whole seconds:
+    on a tie, the one that has not failed).
 
     Args:
-        jobset: the JobSet (a JSON dict).
-        pods: pod name -> pod, for the JobSet's pods.
+        jobset: the JobSet.
+        pods: pod name -> pod (others than the JobSet's are ignored).
     """
-    roles = {rjob: role for role, rjob, _ in replicated_jobs(jobset)}
-    found: dict[tuple[str, int], Pod] = {}
+    roles = {rjob: role for (role, _), rjob in jobset.containers.items()}
+    found: dict[tuple[str, int], Pod | None] = dict.fromkeys(jobset.containers)
     for pod in pods.values():
         role = roles.get(str(pod.labels.get(LABEL_REPLICATED_JOB)))
-        index = pod.annotations.get(ANNOTATION_COMPLETION_INDEX)
-        if role is None or index is None or not index.isdigit():
+        index = pod.annotations.get(ANNOTATION_COMPLETION_INDEX, "")
+        if pod.labels.get(LABEL_JOBSET_NAME) != jobset.name or role is None or not index.isdigit():
             continue
         key = (role, int(index))
-        if key not in found or _newness(pod) > _newness(found[key]):
+        old = found.get(key)
+        if key in found and (old is None or _newness(pod) > _newness(old)):
             found[key] = pod
     return found
-
-
-def _replicas(jobset: Mapping[str, Any], pods: Mapping[str, Pod]) -> Replicas:
-    """Every replica of the JobSet, in order -> its pod (:func:`replica_pods`) or ``None``."""
-    found = replica_pods(jobset, pods)
-    return {
-        (role, replica_id): found.get((role, replica_id))
-        for role, _, count in replicated_jobs(jobset)
-        for replica_id in range(count)
-    }
-
-
-def jobset_failure(jobset: Mapping[str, Any], pods: Mapping[str, Pod], now: float) -> str | None:
-    """:func:`._state.failure` of a JobSet.
-
-    Args:
-        jobset: the JobSet (a JSON dict).
-        pods: pod name -> pod, for the JobSet's pods.
-        now: the current time (epoch seconds).
-    """
-    return failure(jobset, jobset_state(jobset), _replicas(jobset, pods), now)
-
-
-def _roles(jobset: Mapping[str, Any]) -> list[Role]:
-    roles = []
-    for rjob in (jobset.get("spec") or {}).get("replicatedJobs") or []:
-        job_spec = rjob["template"]["spec"]
-        name = job_spec["template"]["metadata"]["labels"].get(LABEL_ROLE_NAME, rjob["name"])
-        roles.append(read_role(name, job_spec["template"], int(job_spec["parallelism"])))
-    return roles
-
-
-def describe_jobset(
-    app_id: str, jobset: Mapping[str, Any], pods: Mapping[str, Pod], now: float
-) -> DescribeAppResponse:
-    """:func:`._state.describe` of a JobSet: its ``restarts``, and what it says of its
-    state (:func:`jobset_message`).
-
-    Args:
-        app_id: the app's id (``{namespace}:jobset:{name}``).
-        jobset: the JobSet.
-        pods: pod name -> pod, for the JobSet's pods (others are ignored).
-        now: the current time (epoch seconds), for the image pull timeout.
-    """
-    return describe(
-        app_id,
-        jobset,
-        jobset_state(jobset),
-        _replicas(jobset, pods),
-        _roles(jobset),
-        now,
-        int((jobset.get("status") or {}).get("restarts") or 0),
-        jobset_message(jobset),
-    )

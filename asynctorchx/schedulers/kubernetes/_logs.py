@@ -24,7 +24,7 @@ await on the scheduler's shared pods watch (:mod:`._informer`), not a poll.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -33,7 +33,7 @@ import attrs
 from asynctorchx.errors import KubernetesApiError
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
 from asynctorchx.schedulers.kubernetes._informer import Informer
-from asynctorchx.schedulers.kubernetes._state import Pod
+from asynctorchx.schedulers.kubernetes._state import Job, Pod
 from asynctorchx.schedulers.toolkit import (
     MAX_LINE_BYTES,
     LineAssembler,
@@ -42,7 +42,7 @@ from asynctorchx.schedulers.toolkit import (
     parse_rfc3339_ns,
     race,
 )
-from asynctorchx.specs.api import AppState, is_terminal
+from asynctorchx.specs.api import is_terminal
 
 #: Seconds a follower waits for the pods watch to show why a log stream ended cleanly
 #: before it reconnects anyway (the server may end a follow of a running container).
@@ -183,18 +183,9 @@ class LogReader:
         return kept
 
 
-#: How to find the replica's pod in the pods watch's cache (``None``: no pod yet); a
-#: JobSet's pod names have a random suffix and change when the Job retries a pod.
-PodName = Callable[[], str | None]
-#: The shared watch of the jobs (or JobSets) of a namespace.
-Jobs = Informer[dict[str, Any]]
-#: The app state of a job object (Volcano's ``Job`` or a ``JobSet``).
-AppStateOf = Callable[[Mapping[str, Any]], AppState]
-
-
-def _pod_of(pods: Informer[Pod], pod: PodName) -> Pod | None:
-    name = pod()
-    return None if name is None else pods.objects.get(name)
+#: The replica's pod in the pods watch's current cache (``None``: no pod yet); a JobSet's
+#: pod names have a random suffix and change when the Job retries a pod.
+PodOf = Callable[[], Pod | None]
 
 
 async def read_once(reader: LogReader, pod: str) -> AsyncGenerator[tuple[int, list[str]], None]:
@@ -215,11 +206,10 @@ async def _await(informer: Informer[Any], check: Callable[[], bool]) -> None:
 
 async def follow(
     reader: LogReader,
-    jobs: Jobs,
+    jobs: Informer[Job],
     pods: Informer[Pod],
     job_name: str,
-    pod: PodName,
-    app_state: AppStateOf,
+    pod: PodOf,
     listed_pod: Callable[[], Awaitable[Pod | None]],
 ) -> AsyncGenerator[tuple[int, list[str]], None]:
     """Follow the pod's log until the app is terminal and its last container's log ended.
@@ -235,8 +225,7 @@ async def follow(
         jobs: the shared jobs (or JobSets) watch of the namespace.
         pods: the shared pods watch of the namespace.
         job_name: the job.
-        pod: how to find the replica's pod in ``pods``' cache.
-        app_state: the app state of the job.
+        pod: the replica's pod in ``pods``' cache.
         listed_pod: the replica's pod as the server lists it now (``None``: none).
 
     Raises:
@@ -244,7 +233,7 @@ async def follow(
     """
     complete_uid = ""  # the container whose log was read to its end
     while not reader.done:
-        current = await _started_pod(jobs, pods, job_name, pod, complete_uid, app_state)
+        current = await _started_pod(jobs, pods, job_name, pod, complete_uid)
         if current is None:  # the app ended: unless the pods watch lags behind the jobs'
             current = await listed_pod()
             if current is None or not _readable(current, complete_uid):
@@ -270,12 +259,12 @@ async def follow(
             complete_uid = uid
             continue
         with anyio.move_on_after(CLEAN_END_GRACE):
-            await _await(pods, functools.partial(_ended, pods, pod, uid))
+            await _await(pods, functools.partial(_ended, pod, uid))
 
 
-def _ended(pods: Informer[Pod], pod: PodName, uid: str) -> bool:
+def _ended(pod: PodOf, uid: str) -> bool:
     """Whether the container ``uid`` of the pod is over (terminated, replaced, gone)."""
-    current = _pod_of(pods, pod)
+    current = pod()
     return current is None or current.uid != uid or current.over
 
 
@@ -285,12 +274,7 @@ def _readable(pod: Pod, read_uid: str) -> bool:
 
 
 async def _started_pod(
-    jobs: Jobs,
-    pods: Informer[Pod],
-    job_name: str,
-    pod: PodName,
-    read_uid: str,
-    app_state: AppStateOf,
+    jobs: Informer[Job], pods: Informer[Pod], job_name: str, pod: PodOf, read_uid: str
 ) -> Pod | None:
     """Await the pod with a container to read (started, and not the finished one read);
     ``None`` once the app is terminal with nothing more to read.
@@ -303,12 +287,12 @@ async def _started_pod(
     def ready() -> bool:
         if not (pods.synced and jobs.synced):
             return False
-        current = _pod_of(pods, pod)
+        current = pod()
         if current is not None and not _readable(current, read_uid):
             current = None  # not started, or the finished container already read
         if current is None:
             job = jobs.objects.get(job_name)
-            if job is not None and not is_terminal(app_state(job)):
+            if job is not None and not is_terminal(job.state):
                 return False
         found.append(current)
         return True

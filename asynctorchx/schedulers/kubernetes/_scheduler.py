@@ -38,17 +38,18 @@ from asynctorchx.schedulers.kubernetes._jobapi import STRATEGIES, JobApi, for_cf
 from asynctorchx.schedulers.kubernetes._logs import LogReader, decode_position, follow, read_once
 from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ORGANIZATION,
-    LABEL_UNIQUE_NAME,
     ORGANIZATION,
     KubernetesJob,
     kubernetes_runopts,
     parse_app_ref,
 )
 from asynctorchx.schedulers.kubernetes._state import (
-    ANNOTATION_FAILED,
+    Job,
     Pod,
-    pull_deadline,
-    pull_timeout,
+    Replicas,
+    describe,
+    failure,
+    next_deadline,
 )
 from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, race
 from asynctorchx.specs.api import (
@@ -93,23 +94,23 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     ) -> None:
         super().__init__("kubernetes", session_name)
         self.api = ApiServer(kubeconfig, context)
-        self._jobs: dict[tuple[str, str], Informer[dict[str, Any]]] = {}
+        self._jobs: dict[tuple[str, str], Informer[Job]] = {}
         self._pods: dict[str, Informer[Pod]] = {}
 
     async def close(self) -> None:
         """Close the connection; idempotent, never raises. Jobs keep running."""
         await self.api.close()
 
-    def jobs(self, plural: str, namespace: str) -> Informer[dict[str, Any]]:
-        """The shared watch of ``jobs`` or ``jobsets`` in ``namespace`` (made on first use).
+    def jobs(self, job_api: JobApi, namespace: str) -> Informer[Job]:
+        """The shared watch of the job API's jobs in ``namespace`` (made on first use).
 
         Args:
-            plural: ``jobs`` (Volcano) or ``jobsets``.
+            job_api: the job API (Volcano's ``jobs`` or ``jobsets``).
             namespace: the namespace.
         """
-        key = (plural, namespace)
+        key = (job_api.plural, namespace)
         if key not in self._jobs:
-            self._jobs[key] = Informer(self.api, plural, namespace, dict)
+            self._jobs[key] = Informer(self.api, job_api.plural, namespace, job_api.parse)
         return self._jobs[key]
 
     def pods(self, namespace: str) -> Informer[Pod]:
@@ -155,7 +156,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         job = dryrun_info.request
         strategy = STRATEGIES[job.job_api]
         created = await self.api.create_job(job.namespace, job.resource, strategy.plural)
-        return strategy.app_id(job.namespace, created["metadata"]["name"])
+        return strategy.app_id(job.namespace, strategy.parse(created).name)
 
     def _ref(self, app_id: str) -> tuple[JobApi, str, str]:
         """The app's job API, namespace and job name (raises ``InvalidAppIdException``)."""
@@ -194,31 +195,21 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         if cfg and isinstance(cfg.get("namespace"), str) and cfg["namespace"]:
             namespace = str(cfg["namespace"])
         strategy = for_cfg(cfg or {})
-        jobs, _ = await self.api.list(strategy.plural, namespace)
-        return [
-            ListAppResponse(
-                app_id=strategy.app_id(namespace, job["metadata"]["name"]),
-                state=strategy.state(job),
-            )
-            for job in jobs
-        ]
+        listed, _ = await self.api.list(strategy.plural, namespace)
+        jobs = map(strategy.parse, listed)
+        return [ListAppResponse(strategy.app_id(namespace, job.name), job.state) for job in jobs]
 
     # ------------------------------------------------------------------ wait
 
-    async def _list_pods(self, strategy: JobApi, namespace: str, name: str) -> dict[str, Pod]:
-        """The job's pods, listed now: name -> pod."""
-        listed, _ = await self.api.list("pods", namespace, strategy.pod_labels(name))
-        return {pod.name: pod for pod in map(Pod.parse, listed)}
+    async def _job(self, strategy: JobApi, namespace: str, name: str) -> Job | None:
+        """The job, read now; ``None`` if there is no such job."""
+        job = await self.api.get_job(namespace, name, strategy.plural)
+        return None if job is None else strategy.parse(job)
 
-    def _job_pods(self, pods: Informer[Pod], name: str) -> dict[str, Pod]:
-        """The job's pods in the pods watch's cache (none before it is synced)."""
-        if not pods.synced:
-            return {}
-        return {
-            key: pod
-            for key, pod in pods.objects.items()
-            if pod.labels.get(LABEL_UNIQUE_NAME) == name
-        }
+    async def _listed_replicas(self, strategy: JobApi, namespace: str, job: Job) -> Replicas:
+        """The job's replicas -> their pods, listed now."""
+        listed, _ = await self.api.list("pods", namespace, strategy.pod_labels(job.name))
+        return strategy.replicas(job, {pod.name: pod for pod in map(Pod.parse, listed)})
 
     async def _wait_until(
         self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
@@ -229,17 +220,17 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         :mod:`._informer`); the description is read fresh when the watch shows the change.
 
         The state is the job's phase, or ``FAILED`` when a pod's waiting reason ends the
-        app (:func:`._state.job_failure`); an image pull timeout passing is no event, so
+        app (:func:`._state.failure`); an image pull timeout passing is no event, so
         its deadline is awaited too. The answer is :meth:`_describe`'s, stopping a failed job.
         The caches can be behind that fresh read (their watch has not delivered the change
         yet): when the fresh state is not one ``done`` accepts, the wait goes on until the
         caches change, so the answer always satisfies ``done``.
         """
         strategy, namespace, name = self._ref(app_id)
-        jobs, pods = self.jobs(strategy.plural, namespace), self.pods(namespace)
+        jobs, pods = self.jobs(strategy, namespace), self.pods(namespace)
         seen: set[str] = set()
         with anyio.fail_after(timeout):
-            if await self.api.get_job(namespace, name, strategy.plural) is None:
+            if await self._job(strategy, namespace, name) is None:
                 return None
             planned: float | None = None
             judged: tuple[object, ...] = ()
@@ -250,20 +241,19 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 if outcome == "gone":
                     return None
                 job = jobs.objects.get(name)
+                replicas = {} if job is None else _cached(strategy, job, pods)
                 if outcome == "plan":
-                    planned = (
-                        None if job is None else _next_deadline(job, self._job_pods(pods, name))
-                    )
+                    planned = None if job is None else next_deadline(job, replicas, time.time())
                     continue
                 response = await self._describe(app_id, stop_failed=True)
                 if response is None or done(response.state):
                     return response
-                judged = _snapshot(job, self._job_pods(pods, name))
+                judged = (job, replicas)
 
     async def _change(
         self,
         strategy: JobApi,
-        jobs: Informer[dict[str, Any]],
+        jobs: Informer[Job],
         pods: Informer[Pod],
         name: str,
         done: Callable[[AppState], bool],
@@ -272,21 +262,20 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         judged: tuple[object, ...],
     ) -> str:
         """One wait on both watches: ``done``, ``gone`` (deleted), or ``plan`` (a new pull
-        deadline, or the planned one passed). ``judged`` is the caches' :func:`_snapshot`
-        a fresh read already found behind: not judged again until it changes."""
+        deadline, or the planned one passed). ``judged`` is the caches' job and replicas a
+        fresh read already found behind: not judged again until they change."""
 
         def check() -> str | None:
             job = jobs.objects.get(name)
             if job is None:  # not in the cache: deleted, or its ADDED not read yet
                 return None if name not in seen else "gone"
             seen.add(name)
-            job_pods = self._job_pods(pods, name)
-            if judged and _snapshot(job, job_pods) == judged:
+            replicas, now = _cached(strategy, job, pods), time.time()
+            if judged and (job, replicas) == judged:
                 return None
-            failed = strategy.failure(job, job_pods, time.time())
-            if done(AppState.FAILED if failed is not None else strategy.state(job)):
+            if done(AppState.FAILED if failure(job, replicas, now) is not None else job.state):
                 return "done"
-            return "plan" if _next_deadline(job, job_pods) != planned else None
+            return "plan" if next_deadline(job, replicas, now) != planned else None
 
         outcome: list[str] = []
 
@@ -311,16 +300,15 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         the last waiter leaves them.
         """
         strategy, namespace, name = self._ref(app_id)
-        job = await self.api.get_job(namespace, name, strategy.plural)
+        job = await self._job(strategy, namespace, name)
         if job is None:
             return None
-        pods, now = await self._list_pods(strategy, namespace, name), time.time()
-        failed = strategy.failure(job, pods, now) if stop_failed else None
-        if failed is not None and ANNOTATION_FAILED not in (
-            job["metadata"].get("annotations") or {}
-        ):
+        replicas = await self._listed_replicas(strategy, namespace, job)
+        now = time.time()
+        failed = failure(job, replicas, now) if stop_failed else None
+        if failed is not None and job.failed is None:
             await strategy.stop_failed(self.api, namespace, job, failed)
-        return strategy.describe(app_id, job, pods, now)
+        return describe(app_id, job, replicas, now)
 
     # ------------------------------------------------------------------ cancel, delete
 
@@ -329,11 +317,11 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
 
         A Volcano job is aborted (a Volcano ``AbortJob`` command): Volcano deletes the
         pods and the job ends ``Aborted`` (``CANCELLED``), kept until ``delete``. A JobSet
-        is deleted with its Jobs and pods (see :meth:`._jobapi.JobSet.cancel` for why),
+        is deleted with its Jobs and pods (see :func:`._jobapi._delete_jobset` for why),
         so the app is then unknown.
         """
         strategy, namespace, name = self._ref(app_id)
-        job = await self.api.get_job(namespace, name, strategy.plural)
+        job = await self._job(strategy, namespace, name)
         if job is not None:
             await strategy.cancel(self.api, namespace, job)
 
@@ -369,58 +357,33 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         strategy, namespace, name = self._ref(app_id)
         if query.streams not in (None, Stream.COMBINED):
             raise ValueError("the kubernetes scheduler has only the combined log stream")
-        job = await self.api.get_job(namespace, name, strategy.plural)
+        job = await self._job(strategy, namespace, name)
         if job is None:
             raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
-        containers = strategy.containers(job)
-        counts: dict[str, int] = {}
-        for role, _ in containers:
-            counts[role] = counts.get(role, 0) + 1
-        query.check_replica(app_id, counts)
-        pods = self.pods(namespace)
-        reader = LogReader(self.api, namespace, containers[(query.role_name, query.k)], query)
+        query.check_replica(app_id, {role.name: role.num_replicas for role in job.roles})
+        replica = (query.role_name, query.k)
+        reader = LogReader(self.api, namespace, job.containers[replica], query)
         reader.position = decode_position(start)
         if query.should_tail:  # looked up in the pods watch's cache (replaced on a relist)
-            pod = functools.partial(_pod_in, strategy, pods, job, query.role_name, query.k)
-            jobs = self.jobs(strategy.plural, namespace)
+            pods = self.pods(namespace)
+
+            def pod() -> Pod | None:
+                return strategy.replicas(job, pods.objects)[replica]
 
             async def listed_pod() -> Pod | None:
-                listed = await self._list_pods(strategy, namespace, name)
-                named = strategy.pod_name(job, listed, query.role_name, query.k)
-                return None if named is None else listed.get(named)
+                return (await self._listed_replicas(strategy, namespace, job))[replica]
 
-            source = follow(reader, jobs, pods, name, pod, strategy.state, listed_pod)
-        else:
-            listed: dict[str, Pod] = {}
-            if not strategy.fixed_pod_names:  # a JobSet's: looked up in a fresh list
-                listed = await self._list_pods(strategy, namespace, name)
-            named = strategy.pod_name(job, listed, query.role_name, query.k)
-            if named is None:
+            source = follow(reader, self.jobs(strategy, namespace), pods, name, pod, listed_pod)
+        elif strategy.pod_name is not None:  # a Volcano pod's name is known
+            source = read_once(reader, strategy.pod_name(job, replica))
+        else:  # a JobSet's: looked up in a fresh list
+            listed = (await self._listed_replicas(strategy, namespace, job))[replica]
+            if listed is None:
                 return
-            source = read_once(reader, named)
+            source = read_once(reader, listed.name)
         async with contextlib.aclosing(source) as blocks:
             async for block in blocks:
                 yield block
-
-
-def _pod_in(
-    strategy: JobApi, pods: Informer[Pod], job: Mapping[str, Any], role: str, replica_id: int
-) -> str | None:
-    """The replica's pod name in the pods watch's current cache."""
-    return strategy.pod_name(job, pods.objects, role, replica_id)
-
-
-def _snapshot(job: Mapping[str, Any] | None, pods: Mapping[str, Pod]) -> tuple[object, ...]:
-    """What the caches hold of one app: its job (with its ``resourceVersion``) and pods."""
-    return (job, sorted(pods.items()))
-
-
-def _next_deadline(job: Mapping[str, Any], pods: Mapping[str, Pod]) -> float | None:
-    """The earliest future image pull deadline of the job's pods, or ``None``."""
-    now = time.time()
-    deadlines = [pull_deadline(pod, pull_timeout(job)) for pod in pods.values()]
-    future = [deadline for deadline in deadlines if deadline is not None and deadline > now]
-    return min(future) if future else None
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
@@ -438,3 +401,8 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
         kubeconfig=None if kubeconfig is None else str(kubeconfig),
         context=None if context is None else str(context),
     )
+
+
+def _cached(strategy: JobApi, job: Job, pods: Informer[Pod]) -> Replicas:
+    """The job's replicas -> their pods in the pods watch's cache (none before it is synced)."""
+    return strategy.replicas(job, pods.objects if pods.synced else {})

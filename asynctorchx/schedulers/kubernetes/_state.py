@@ -85,33 +85,6 @@ POD_STATE: Mapping[str, AppState] = {
 }
 
 
-def job_phase(job: Mapping[str, Any]) -> str | None:
-    """The job's Volcano phase, or ``None`` before the controller gave it one.
-
-    Args:
-        job: the Volcano job (a JSON dict).
-    """
-    status = job.get("status") or {}
-    phase = (status.get("state") or {}).get("phase")
-    return str(phase) if phase else None
-
-
-def job_state(job: Mapping[str, Any]) -> AppState:
-    """The app state of a Volcano job: ``SUBMITTED`` before it has a phase, ``FAILED``
-    once the scheduler stopped it for a pod that could never start (its
-    :data:`ANNOTATION_FAILED`; Volcano's own phase is then ``Aborted``).
-
-    Args:
-        job: the Volcano job (a JSON dict).
-    """
-    if ANNOTATION_FAILED in ((job.get("metadata") or {}).get("annotations") or {}):
-        return AppState.FAILED
-    phase = job_phase(job)
-    if phase is None:
-        return AppState.SUBMITTED
-    return JOB_STATE.get(phase, AppState.UNKNOWN)
-
-
 def _waiting(status: Mapping[str, Any]) -> tuple[str, str] | None:
     """The first reason of :data:`WAITING_REASONS` in a pod's status: its init containers
     (they run first), its containers, then its ``PodScheduled`` condition."""
@@ -189,9 +162,7 @@ class Pod:
             labels=dict(metadata.get("labels") or {}),
             annotations=dict(metadata.get("annotations") or {}),
             phase=str(status["phase"]) if status.get("phase") else None,
-            created=datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
-            if stamp
-            else None,
+            created=datetime.fromisoformat(str(stamp)).timestamp() if stamp else None,
             hostname=hostname,
             exit_code=_exit_code(status),
             waiting=_waiting(status),
@@ -202,18 +173,13 @@ class Pod:
         """Whether its containers ended (``Succeeded`` or ``Failed``)."""
         return self.phase in ("Succeeded", "Failed")
 
-
-def pull_timeout(job: Mapping[str, Any]) -> float | None:
-    """The job's image pull timeout in seconds (:data:`ANNOTATION_PULL_TIMEOUT`), or ``None``.
-
-    Args:
-        job: the Volcano job (a JSON dict).
-    """
-    annotations = (job.get("metadata") or {}).get("annotations") or {}
-    try:
-        return float(annotations[ANNOTATION_PULL_TIMEOUT])
-    except (KeyError, TypeError, ValueError):
-        return None
+    @property
+    def why(self) -> str | None:
+        """:attr:`waiting` as ``{reason}: {message}`` (the reason alone without a message)."""
+        if self.waiting is None:
+            return None
+        reason, message = self.waiting
+        return f"{reason}: {message}" if message else reason
 
 
 def pull_deadline(pod: Pod, timeout: float | None) -> float | None:
@@ -243,11 +209,10 @@ def pod_failure(pod: Pod, timeout: float | None, now: float) -> str | None:
     if pod.waiting is None:
         return None
     reason, message = pod.waiting
-    verdict = WAITING_REASONS[reason]
     deadline = pull_deadline(pod, timeout)
-    if verdict is Verdict.FAIL:
-        return f"{reason}: {message}" if message else reason
-    if verdict is Verdict.FAIL_AFTER_PULL_TIMEOUT and deadline is not None and now >= deadline:
+    if WAITING_REASONS[reason] is Verdict.FAIL:
+        return pod.why
+    if deadline is not None and now >= deadline:
         return f"{reason} for longer than the image pull timeout ({timeout:g} s): {message}"
     return None
 
@@ -271,9 +236,7 @@ def replica_status(
     if pod is None:  # not created yet, or removed (an aborted job's pods are deleted)
         state = app if is_terminal(app) else AppState.PENDING
         return ReplicaStatus(replica_id, state, role, "")
-    state = POD_STATE.get(str(pod.phase), AppState.UNKNOWN)
-    found = pod.waiting
-    shown = NONE if found is None else (f"{found[0]}: {found[1]}" if found[1] else found[0])
+    state, shown = POD_STATE.get(str(pod.phase), AppState.UNKNOWN), pod.why or NONE
     if failure is not None:
         state, shown = AppState.FAILED, failure
     elif app == AppState.CANCELLED and not is_terminal(state):
@@ -297,23 +260,135 @@ def read_role(name: str, pod_template: Mapping[str, Any], replicas: int) -> Role
     return Role(name, image, entrypoint=command[0], args=command[1:], num_replicas=replicas)
 
 
-def _roles(tasks: list[Mapping[str, Any]]) -> list[Role]:
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An object's (or a pod template's) labels; ``{}`` when it has none."""
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+@attrs.frozen
+class Job:
+    """What the scheduler reads of a Volcano ``Job`` or a ``JobSet``, parsed once where it
+    arrives (a get, a list, a watch event): :func:`parse_job`,
+    :func:`._jobset_state.parse_jobset`. Two reads of a job are equal when nothing the
+    scheduler reads of it changed.
+
+    Attributes:
+        name: the job's name.
+        uid: its uid (the owner of its abort command and of its Kueue workloads).
+        state: the app state the job alone says; ``FAILED`` once it has
+            :data:`ANNOTATION_FAILED`.
+        failed: its :data:`ANNOTATION_FAILED` (why the scheduler ended the app
+            ``FAILED`` and stopped it), or ``None``.
+        pull_timeout: its image pull timeout in seconds (:data:`ANNOTATION_PULL_TIMEOUT`),
+            or ``None`` (no limit).
+        restarts: how many times its job API restarted the app.
+        said: what the job says of its state (a JobSet's suspension or ending
+            condition), or ``None``.
+        roles: the app's roles, as read back from the pod templates (image, command,
+            replicas).
+        containers: each replica ``(role, replica id)``, in the job's order -> its
+            container's name (a Volcano task's, a JobSet replicated job's).
+    """
+
+    name: str
+    uid: str
+    state: AppState
+    failed: str | None
+    pull_timeout: float | None
+    restarts: int
+    said: str | None
+    roles: tuple[Role, ...]
+    containers: Mapping[tuple[str, int], str]
+
+    @classmethod
+    def read(
+        cls,
+        obj: Mapping[str, Any],
+        state: AppState,
+        restarts: int,
+        roles: list[Role],
+        containers: Mapping[tuple[str, int], str],
+        said: str | None = None,
+    ) -> Job:
+        """A job from what its job API reads (the arguments) and its metadata (``obj``'s).
+
+        Args:
+            obj: the job as the API server sent it (its metadata is read here).
+            state: the app state its job API reads from it.
+            restarts: how many times its job API restarted the app.
+            roles: its roles.
+            containers: its replicas -> their containers' names.
+            said: what it says of its state, or ``None``.
+        """
+        metadata = obj.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        failed = annotations.get(ANNOTATION_FAILED)
+        try:
+            timeout: float | None = float(annotations[ANNOTATION_PULL_TIMEOUT])
+        except (KeyError, TypeError, ValueError):
+            timeout = None
+        return cls(
+            name=str(metadata.get("name") or ""),
+            uid=str(metadata.get("uid") or ""),
+            state=AppState.FAILED if failed is not None else state,
+            failed=None if failed is None else str(failed),
+            pull_timeout=timeout,
+            restarts=restarts,
+            said=said,
+            roles=tuple(roles),
+            containers=containers,
+        )
+
+
+def parse_job(job: Mapping[str, Any]) -> Job:
+    """Read a Volcano ``Job``'s JSON: its state is :data:`JOB_STATE` of its phase
+    (``SUBMITTED`` before the controller gave it one), its restarts its ``retryCount``,
+    its replicas its tasks made from a role (one each, ``torchx.pytorch.org/role-name``).
+
+    Args:
+        job: the Volcano job as the API server sent it.
+    """
+    status = job.get("status") or {}
+    phase = (status.get("state") or {}).get("phase")
+    containers: dict[tuple[str, int], str] = {}
     roles: dict[str, Role] = {}
-    for task in tasks:
-        name = task["template"]["metadata"]["labels"][LABEL_ROLE_NAME]
+    for task in (job.get("spec") or {}).get("tasks") or []:
+        labels = _labels(task.get("template") or {})
+        if LABEL_ROLE_NAME not in labels:
+            continue
+        name = str(labels[LABEL_ROLE_NAME])
+        containers[(name, int(labels[LABEL_REPLICA_ID]))] = str(task["name"])
         if name in roles:
             roles[name].num_replicas += 1
         else:
             roles[name] = read_role(name, task["template"], 1)
-    return list(roles.values())
+    state = JOB_STATE.get(str(phase), AppState.UNKNOWN) if phase else AppState.SUBMITTED
+    restarts = int(status.get("retryCount") or 0)
+    return Job.read(job, state, restarts, list(roles.values()), containers)
 
 
-def _tasks(job: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [
-        task
-        for task in (job.get("spec") or {}).get("tasks") or []
-        if LABEL_ROLE_NAME in ((task.get("template") or {}).get("metadata") or {}).get("labels", {})
-    ]
+def volcano_pod_name(job: Job, replica: tuple[str, int]) -> str:
+    """The name Volcano gives a replica's pod: ``{job}-{task}-0``.
+
+    Args:
+        job: the Volcano job.
+        replica: ``(role, replica id)``, one of ``job.containers``.
+    """
+    return f"{job.name}-{job.containers[replica]}-0"
+
+
+#: Each replica of an app, ``(role, replica id)`` in the job's order, -> its pod or ``None``.
+Replicas = Mapping[tuple[str, int], "Pod | None"]
+
+
+def job_replicas(job: Job, pods: Mapping[str, Pod]) -> Replicas:
+    """A Volcano job's replicas -> their pods (:func:`volcano_pod_name`).
+
+    Args:
+        job: the Volcano job.
+        pods: pod name -> pod (others than the job's are ignored).
+    """
+    return {replica: pods.get(volcano_pod_name(job, replica)) for replica in job.containers}
 
 
 def replicas_message(replicas: list[ReplicaStatus]) -> str | None:
@@ -330,128 +405,76 @@ def replicas_message(replicas: list[ReplicaStatus]) -> str | None:
     return "; ".join(shown) if shown else None
 
 
-#: Each replica of an app, ``(role, replica id)`` in the job's order, -> its pod or ``None``.
-Replicas = Mapping[tuple[str, int], "Pod | None"]
+def failure(job: Job, replicas: Replicas, now: float) -> str | None:
+    """Why the app ends ``FAILED`` though its job says otherwise, else ``None`` (either
+    job API).
 
-
-def failure(job: Mapping[str, Any], state: AppState, replicas: Replicas, now: float) -> str | None:
-    """Why the app ends ``FAILED`` though its job says ``state``, else ``None`` (either job API).
-
-    The job's :data:`ANNOTATION_FAILED` (the scheduler already decided and stopped the
-    job), else the first replica whose pod's waiting reason ends the app
-    (:func:`pod_failure`), as ``{role}/{replica} {reason}: {message}``. A job that
-    ended is not re-judged.
+    The job's :attr:`Job.failed` (the scheduler already decided and stopped the job),
+    else the first replica whose pod's waiting reason ends the app (:func:`pod_failure`),
+    as ``{role}/{replica} {reason}: {message}``. A job that ended is not re-judged.
 
     Args:
-        job: the Volcano job or JobSet (a JSON dict).
-        state: the app state the job says.
+        job: the Volcano job or JobSet.
         replicas: each replica's pod.
         now: the current time (epoch seconds).
     """
-    annotations = (job.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(ANNOTATION_FAILED):
-        return str(annotations[ANNOTATION_FAILED])
-    if is_terminal(state):
+    if job.failed:
+        return job.failed
+    if is_terminal(job.state):
         return None
-    timeout = pull_timeout(job)
     for (role, replica_id), pod in replicas.items():
-        ended = None if pod is None else pod_failure(pod, timeout, now)
+        ended = None if pod is None else pod_failure(pod, job.pull_timeout, now)
         if ended is not None:
             return f"{role}/{replica_id} {ended}"
     return None
 
 
-def describe(
-    app_id: str,
-    job: Mapping[str, Any],
-    state: AppState,
-    replicas: Replicas,
-    roles: list[Role],
-    now: float,
-    restarts: int = 0,
-    said: str | None = None,
-) -> DescribeAppResponse:
+def next_deadline(job: Job, replicas: Replicas, now: float) -> float | None:
+    """The earliest image pull deadline of the replicas' pods after ``now``, or ``None``.
+
+    Args:
+        job: the Volcano job or JobSet (its image pull timeout).
+        replicas: each replica's pod.
+        now: the current time (epoch seconds).
+    """
+    deadlines = [pull_deadline(pod, job.pull_timeout) for pod in replicas.values() if pod]
+    return min((at for at in deadlines if at is not None and at > now), default=None)
+
+
+def describe(app_id: str, job: Job, replicas: Replicas, now: float) -> DescribeAppResponse:
     """Describe an app from its job and its replicas' pods (either job API).
 
     Each replica's ``structured_error_msg`` is its pod's waiting reason
     (:attr:`Pod.waiting`). :func:`failure` ends the app ``FAILED``. The app's ``msg`` is
     that failure, else what the job says of its end, else the replicas' waiting
-    reasons, else what the job says.
+    reasons, else what the job says (:attr:`Job.said`).
 
     Args:
         app_id: the app's id.
         job: the Volcano job or JobSet.
-        state: the app state the job says.
         replicas: each replica's pod.
-        roles: the app's roles, as read back from the job.
         now: the current time (epoch seconds), for the image pull timeout.
-        restarts: how many times the job API restarted the app.
-        said: what the job says of its state (a JobSet's condition), or ``None``.
     """
-    failed = failure(job, state, replicas, now)
-    state = AppState.FAILED if failed is not None else state
-    timeout = pull_timeout(job)
+    failed = failure(job, replicas, now)
+    state = AppState.FAILED if failed is not None else job.state
     statuses = [
         replica_status(
             role,
             replica_id,
             pod,
             state,
-            None if pod is None or failed is None else pod_failure(pod, timeout, now),
+            None if pod is None or failed is None else pod_failure(pod, job.pull_timeout, now),
         )
         for (role, replica_id), pod in replicas.items()
     ]
+    said = job.said
     msg = failed or (said if is_terminal(state) else None) or replicas_message(statuses) or said
     return describe_app(
         app_id,
-        role_statuses(statuses, [role.name for role in roles]),
+        role_statuses(statuses, [role.name for role in job.roles]),
         cancelled=state == AppState.CANCELLED,
-        num_restarts=restarts,
+        num_restarts=job.restarts,
         msg=msg,
-        roles=roles,
+        roles=job.roles,
         state=state,
     )
-
-
-def job_replicas(
-    job: Mapping[str, Any], pods: Mapping[str, Pod]
-) -> dict[tuple[str, int], Pod | None]:
-    """A Volcano job's replicas (one task each) -> their pods (``{job}-{task}-0``).
-
-    Args:
-        job: the Volcano job (a JSON dict).
-        pods: pod name -> pod, for the job's pods (others are ignored).
-    """
-    name, replicas = job["metadata"]["name"], {}
-    for task in _tasks(job):
-        labels = task["template"]["metadata"]["labels"]
-        key = (str(labels[LABEL_ROLE_NAME]), int(labels[LABEL_REPLICA_ID]))
-        replicas[key] = pods.get(f"{name}-{task['name']}-0")
-    return replicas
-
-
-def job_failure(job: Mapping[str, Any], pods: Mapping[str, Pod], now: float) -> str | None:
-    """:func:`failure` of a Volcano job.
-
-    Args:
-        job: the Volcano job (a JSON dict).
-        pods: pod name -> pod, for the job's pods.
-        now: the current time (epoch seconds).
-    """
-    return failure(job, job_state(job), job_replicas(job, pods), now)
-
-
-def describe_job(
-    app_id: str, job: Mapping[str, Any], pods: Mapping[str, Pod], now: float
-) -> DescribeAppResponse:
-    """:func:`describe` of a Volcano job (its ``retryCount`` is the app's restarts).
-
-    Args:
-        app_id: the app's id (``{namespace}:{job}``).
-        job: the Volcano job.
-        pods: pod name -> pod, for the job's pods (others are ignored).
-        now: the current time (epoch seconds), for the image pull timeout.
-    """
-    restarts = int((job.get("status") or {}).get("retryCount") or 0)
-    replicas = job_replicas(job, pods)
-    return describe(app_id, job, job_state(job), replicas, _roles(_tasks(job)), now, restarts)

@@ -6,20 +6,20 @@ from typing import Any
 
 import pytest
 
+from asynctorchx.schedulers.api import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes._jobset_request import (
     ANNOTATION_COMPLETION_INDEX,
+    LABEL_JOBSET_NAME,
     LABEL_REPLICATED_JOB,
     build_jobset,
 )
 from asynctorchx.schedulers.kubernetes._jobset_state import (
     JOBSET_STATE,
-    describe_jobset,
     jobset_case,
-    jobset_message,
-    jobset_state,
-    replica_pods,
+    jobset_replicas,
+    parse_jobset,
 )
-from asynctorchx.schedulers.kubernetes._state import ANNOTATION_FAILED, Pod
+from asynctorchx.schedulers.kubernetes._state import ANNOTATION_FAILED, Pod, describe
 from asynctorchx.specs import AppDef, AppState, Role
 
 T0 = 1767225600.0
@@ -50,7 +50,7 @@ def pod(index: int, phase: str, created: str = "2026-01-01T00:00:00Z") -> dict[s
         "metadata": {
             "name": f"app-x-trainer-0-{index}-{phase.lower()[:5]}",
             "creationTimestamp": created,
-            "labels": {LABEL_REPLICATED_JOB: "trainer"},
+            "labels": {LABEL_REPLICATED_JOB: "trainer", LABEL_JOBSET_NAME: "app-x"},
             "annotations": {ANNOTATION_COMPLETION_INDEX: str(index)},
         },
         "spec": {"hostname": f"app-x-trainer-0-{index}", "subdomain": "app-x"},
@@ -66,6 +66,11 @@ def stopped_for_a_pod() -> dict[str, Any]:
 
 def parsed(pods: dict[str, dict[str, Any]]) -> dict[str, Pod]:
     return {name: Pod.parse(each) for name, each in pods.items()}
+
+
+def describe_jobset(resource: dict[str, Any], pods: dict[str, Pod]) -> DescribeAppResponse:
+    jobset = parse_jobset(resource)
+    return describe("default:jobset:app-x", jobset, jobset_replicas(jobset, pods), T0)
 
 
 @pytest.mark.parametrize(
@@ -85,12 +90,16 @@ def parsed(pods: dict[str, dict[str, Any]]) -> dict[str, Pod]:
         (jobset({"conditions": [condition("Failed")]}), "Failed"),
         (jobset({"terminalState": "Failed"}, queue="q"), "Failed"),  # an end beats suspend
         (jobset({"conditions": [condition("Completed", status="False")], **counts()}), "Starting"),
-        (stopped_for_a_pod(), "Failed"),  # suspended by the scheduler, with the reason
     ],
 )
 def test_each_jobset_shows_its_row(resource: dict[str, Any], case: str) -> None:
     assert jobset_case(resource) == case
-    assert jobset_state(resource) == JOBSET_STATE[case]
+    assert parse_jobset(resource).state == JOBSET_STATE[case]
+
+
+def test_a_jobset_the_scheduler_stopped_for_a_pod_reads_failed_with_the_reason() -> None:
+    stopped = parse_jobset(stopped_for_a_pod())  # suspended by the scheduler
+    assert (stopped.state, stopped.failed) == (AppState.FAILED, "trainer/0 InvalidImageName: x")
 
 
 def test_the_table() -> None:
@@ -105,13 +114,13 @@ def test_the_table() -> None:
 
 
 def test_a_suspended_jobset_says_it_waits_for_its_queue() -> None:
-    assert jobset_message(jobset(queue="team-a")) == (
+    assert parse_jobset(jobset(queue="team-a")).said == (
         "waiting for Kueue to admit it from queue 'team-a' (the JobSet is suspended)"
     )
-    assert jobset_message(jobset(suspend=True)) == "the JobSet is suspended (spec.suspend)"
+    assert parse_jobset(jobset(suspend=True)).said == "the JobSet is suspended (spec.suspend)"
     failed = jobset({"conditions": [condition("Failed", "jobset failed due to x")]})
-    assert jobset_message(failed) == "jobset failed due to x"
-    assert jobset_message(jobset(counts(active=1))) is None
+    assert parse_jobset(failed).said == "jobset failed due to x"
+    assert parse_jobset(jobset(counts(active=1))).said is None
 
 
 def test_replicas_come_from_their_index_and_the_newest_pod_wins() -> None:
@@ -122,9 +131,15 @@ def test_replicas_come_from_their_index_and_the_newest_pod_wins() -> None:
         "c": retried,
         "other": {"metadata": {"name": "other", "labels": {}, "annotations": {}}},
     }
-    found = replica_pods(jobset(), parsed(pods))
+    found = jobset_replicas(parse_jobset(jobset()), parsed(pods))
     assert set(found) == {("trainer", 0), ("trainer", 1)}
     assert found[("trainer", 1)] == Pod.parse(retried)
+    other = pod(0, "Running")
+    other["metadata"]["labels"][LABEL_JOBSET_NAME] = "another"  # same role, another JobSet
+    assert jobset_replicas(parse_jobset(jobset()), parsed({"o": other})) == {
+        ("trainer", 0): None,
+        ("trainer", 1): None,
+    }
 
 
 def test_describe_reports_replicas_hostnames_and_waiting_reasons() -> None:
@@ -133,9 +148,7 @@ def test_describe_reports_replicas_hostnames_and_waiting_reasons() -> None:
         {"name": "trainer", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "m"}}}
     ]
     resource = jobset(counts(active=1))
-    response = describe_jobset(
-        "default:jobset:app-x", resource, parsed({"a": pod(0, "Running"), "b": waiting}), T0
-    )
+    response = describe_jobset(resource, parsed({"a": pod(0, "Running"), "b": waiting}))
     assert response.state == AppState.PENDING
     assert response.msg == "trainer/1 ImagePullBackOff: m"
     (role,) = response.roles_statuses
@@ -147,11 +160,11 @@ def test_describe_reports_replicas_hostnames_and_waiting_reasons() -> None:
     invalid["status"]["containerStatuses"] = [
         {"name": "trainer", "state": {"waiting": {"reason": "InvalidImageName", "message": "bad"}}}
     ]
-    failed = describe_jobset("default:jobset:app-x", resource, parsed({"b": invalid}), T0)
+    failed = describe_jobset(resource, parsed({"b": invalid}))
     assert (failed.state, failed.msg) == (AppState.FAILED, "trainer/1 InvalidImageName: bad")
     assert failed.roles_statuses[0].replicas[0].state == AppState.FAILED  # no pod, app over
     ended = jobset({"conditions": [condition("Completed", "done")], "restarts": 2})
-    done = describe_jobset("default:jobset:app-x", ended, parsed({"b": invalid}), T0)
+    done = describe_jobset(ended, parsed({"b": invalid}))
     assert (done.state, done.msg, done.num_restarts) == (AppState.SUCCEEDED, "done", 2)
 
 
@@ -159,5 +172,6 @@ def test_on_a_creation_time_tie_the_pod_that_has_not_failed_is_the_replica() -> 
     replacement = pod(0, "Pending")
     replacement["metadata"]["name"] = "app-x-trainer-0-0-new"
     for order in ([pod(0, "Failed"), replacement], [replacement, pod(0, "Failed")]):
-        found = replica_pods(jobset(), parsed({each["metadata"]["name"]: each for each in order}))
+        pods = parsed({each["metadata"]["name"]: each for each in order})
+        found = jobset_replicas(parse_jobset(jobset()), pods)
         assert found[("trainer", 0)] == Pod.parse(replacement)

@@ -15,6 +15,7 @@ from asynctorchx.errors import (
     VolcanoNotInstalledError,
 )
 from asynctorchx.schedulers.api import DescribeAppResponse
+from asynctorchx.schedulers.kubernetes._jobapi import VOLCANO
 from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler, create_scheduler
 from asynctorchx.schedulers.toolkit import MAX_LINE_BYTES, LogQuery
 from asynctorchx.specs import AppDef, AppState, Resource, RetryPolicy, Role
@@ -152,7 +153,7 @@ async def test_wait_survives_410_and_dropped_watches(tmp_path: Path) -> None:
         assert cluster.proxy is not None
         app_id = await scheduler.submit(sh_app("gone", "true"), CFG)
         result: list[DescribeAppResponse | None] = []
-        informer = scheduler.jobs("jobs", "default")
+        informer = scheduler.jobs(VOLCANO, "default")
 
         async def waiter() -> None:
             result.append(await scheduler.wait(app_id, timeout=60))
@@ -331,7 +332,7 @@ async def test_100_apps_share_one_watch_per_kind(tmp_path: Path) -> None:
     async with connected(tmp_path) as (cluster, scheduler):
         app_ids = [await scheduler.submit(sh_app(f"many{n}", "true"), CFG) for n in range(100)]
         results: dict[str, AppState] = {}
-        jobs, pods = scheduler.jobs("jobs", "default"), scheduler.pods("default")
+        jobs, pods = scheduler.jobs(VOLCANO, "default"), scheduler.pods("default")
 
         async def waiter(app_id: str) -> None:
             response = await scheduler.wait(app_id, timeout=120)

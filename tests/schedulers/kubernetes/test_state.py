@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from asynctorchx.schedulers.api import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes._request import app_to_resource
 from asynctorchx.schedulers.kubernetes._state import (
     ANNOTATION_FAILED,
@@ -13,7 +14,9 @@ from asynctorchx.schedulers.kubernetes._state import (
     WAITING_REASONS,
     Pod,
     Verdict,
-    describe_job,
+    describe,
+    job_replicas,
+    parse_job,
     pod_failure,
 )
 from asynctorchx.specs import AppDef, AppState, Role
@@ -61,6 +64,11 @@ def job(phase: str | None, annotations: dict[str, str] | None = None) -> dict[st
     return resource
 
 
+def describe_job(job: dict[str, Any], pods: dict[str, Pod], now: float) -> DescribeAppResponse:
+    parsed = parse_job(job)
+    return describe("default:app-x", parsed, job_replicas(parsed, pods), now)
+
+
 @pytest.mark.parametrize(
     ("reason", "verdict"),
     [
@@ -102,7 +110,7 @@ def test_unrecoverable_reasons_fail_at_once_pull_failures_after_the_timeout() ->
 
 def test_a_waiting_reason_shows_in_the_replica_and_app_messages() -> None:
     pods = {"app-x-trainer-0-0": waiting_pod("ErrImagePull", "pull access denied")}
-    response = describe_job("default:app-x", job("Pending"), pods, T0)
+    response = describe_job(job("Pending"), pods, T0)
     assert response.state == AppState.PENDING
     replica = response.roles_statuses[0].replicas[0]
     assert replica.state == AppState.PENDING
@@ -115,7 +123,7 @@ def test_an_invalid_image_fails_the_app_with_the_reason() -> None:
         "app-x-trainer-0-0": waiting_pod("ContainerCreating"),
         "app-x-trainer-1-0": waiting_pod("InvalidImageName", 'invalid image "A:"'),
     }
-    response = describe_job("default:app-x", job("Pending"), pods, T0)
+    response = describe_job(job("Pending"), pods, T0)
     assert response.state == AppState.FAILED
     assert response.msg == 'trainer/1 InvalidImageName: invalid image "A:"'
     failed = response.roles_statuses[0].replicas[1]
@@ -129,15 +137,15 @@ def test_an_invalid_image_fails_the_app_with_the_reason() -> None:
 def test_a_pull_failure_fails_the_app_after_the_jobs_timeout() -> None:
     pods = {"app-x-trainer-0-0": waiting_pod("ErrImagePull", "not found")}
     timed = job("Pending", {ANNOTATION_PULL_TIMEOUT: "30"})
-    assert describe_job("default:app-x", timed, pods, T0 + 29).state == AppState.PENDING
-    late = describe_job("default:app-x", timed, pods, T0 + 31)
+    assert describe_job(timed, pods, T0 + 29).state == AppState.PENDING
+    late = describe_job(timed, pods, T0 + 31)
     assert late.state == AppState.FAILED
     assert "image pull timeout (30 s)" in late.msg
 
 
 def test_the_failure_annotation_outlives_the_aborted_jobs_pods() -> None:
     aborted = job("Aborted", {ANNOTATION_FAILED: "trainer/0 InvalidImageName: bad"})
-    response = describe_job("default:app-x", aborted, {}, T0)
+    response = describe_job(aborted, {}, T0)
     assert response.state == AppState.FAILED
     assert response.msg == "trainer/0 InvalidImageName: bad"
     assert {r.state for r in response.roles_statuses[0].replicas} == {AppState.FAILED}
@@ -145,4 +153,4 @@ def test_the_failure_annotation_outlives_the_aborted_jobs_pods() -> None:
 
 def test_a_job_volcano_ended_is_not_judged_again() -> None:
     pods = {"app-x-trainer-0-0": waiting_pod("InvalidImageName", "bad")}
-    assert describe_job("default:app-x", job("Aborted"), pods, T0).state == AppState.CANCELLED
+    assert describe_job(job("Aborted"), pods, T0).state == AppState.CANCELLED
