@@ -129,21 +129,6 @@ def make_job_name(app_name: str, max_length: int = MAX_JOB_NAME, letter_first: b
     return f"{name or 'app'}-{suffix}"
 
 
-def parse_app_id(app_id: str) -> tuple[str, str]:
-    """Split an app id ``{namespace}:{job name}`` (TorchX's form; a JobSet's is
-    ``{namespace}:jobset:{name}``) into the namespace and the name.
-
-    Args:
-        app_id: the id :meth:`KubernetesScheduler.schedule` returned.
-
-    Raises:
-        InvalidAppIdException: it is not two RFC 1123 names joined by ``:`` (or
-            ``:jobset:``).
-    """
-    namespace, _, name = parse_app_ref(app_id)
-    return namespace, name
-
-
 def parse_app_ref(app_id: str) -> tuple[str, str, str]:
     """Split an app id into namespace, job API (``volcano`` or ``jobset``) and name.
 
@@ -360,17 +345,6 @@ def task_name(role_name: str, replica_id: int) -> str:
         replica_id: the replica's id.
     """
     return clean_name(f"{role_name}-{replica_id}")
-
-
-def pod_name(job_name: str, role_name: str, replica_id: int) -> str:
-    """Return the name Volcano gives a replica's pod: ``{job}-{task}-0``.
-
-    Args:
-        job_name: the job's name.
-        role_name: the role's name.
-        replica_id: the replica's id.
-    """
-    return f"{job_name}-{task_name(role_name, replica_id)}-0"
 
 
 def _task(

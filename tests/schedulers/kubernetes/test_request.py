@@ -26,9 +26,9 @@ from asynctorchx.schedulers.kubernetes._request import (
     build_job,
     clean_name,
     make_job_name,
-    parse_app_id,
-    pod_name,
+    parse_app_ref,
 )
+from asynctorchx.schedulers.kubernetes._state import parse_job, volcano_pod_name
 from asynctorchx.specs import (
     AppDef,
     BindMount,
@@ -243,21 +243,21 @@ def test_rank0_env_and_pod_names() -> None:
     first, second = tasks[0]["template"]["spec"], tasks[1]["template"]["spec"]
     assert {"name": "TORCHX_RANK0_HOST", "value": "localhost"} in first["containers"][0]["env"]
     assert second["containers"][0]["command"][1] == "--rdzv=VC_TRAINER0_0_HOSTS"
-    assert pod_name("train-x", "Trainer_0", 2) == "train-x-trainer0-2-0"
+    assert volcano_pod_name(parse_job(job.resource), ("Trainer_0", 2)) == "train-x-trainer0-2-0"
 
 
 def test_job_names_are_dns_labels() -> None:
     for name in ("a" * 200, "--Weird Name!!", "___", "UPPER.case_name"):
         job_name = make_job_name(name)
         assert len(job_name) <= 63
-        assert parse_app_id(f"default:{job_name}") == ("default", job_name)
+        assert parse_app_ref(f"default:{job_name}") == ("default", "volcano", job_name)
     assert make_job_name("echo") != make_job_name("echo")
 
 
 @pytest.mark.parametrize("bad", ["default", "a:b:c", "Default:x", "ns:-x", ":x", "ns/x:y"])
 def test_bad_app_ids_are_refused(bad: str) -> None:
     with pytest.raises(InvalidAppIdException):
-        parse_app_id(bad)
+        parse_app_ref(bad)
 
 
 def test_bad_run_options() -> None:
