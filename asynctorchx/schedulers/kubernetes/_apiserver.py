@@ -76,21 +76,9 @@ async def _read(stream: AsyncIterator[T]) -> AsyncIterator[T]:
         raise StreamBroken(str(error)) from None
 
 
-def _request_name(method: str, path: str) -> str:
-    return f"{method} {path}"
-
-
-def _api_error(error: ApiError, request: str) -> KubernetesApiError:
-    status = error.status
-    return KubernetesApiError(
-        int(status.code or error.response.status_code),
-        str(status.reason or ""),
-        str(status.message or error.response.text),
-        request,
-    )
-
-
 def _status_error(response: httpx2.Response, request: str) -> KubernetesApiError:
+    """The server's refusal of ``request``: its status code, and the reason and message
+    of its ``Status`` body (the body itself when it is not one)."""
     try:
         body = response.json()
     except ValueError:
@@ -196,7 +184,7 @@ class ApiServer:
         except ApiError as error:
             if missing_ok and error.response.status_code == 404:
                 return
-            raise _api_error(error, request) from None
+            raise _status_error(error.response, request) from None
         except httpx2.TransportError as error:
             raise KubernetesUnreachableError(
                 self.server, str(error) or type(error).__name__
@@ -217,12 +205,12 @@ class ApiServer:
         group, version, _, missing = JOB_KINDS[plural]
         _, http = self._clients()
         path = f"/apis/{group}/{version}"
-        with self._errors(_request_name("GET", path)):
+        with self._errors(f"GET {path}"):
             response = await http.get(path)
         if response.status_code == 404:
             raise missing(self.server)
         if response.is_error:
-            raise _status_error(response, _request_name("GET", path))
+            raise _status_error(response, f"GET {path}")
         self._checked.add(plural)
 
     # ------------------------------------------------------------------ jobs
@@ -378,12 +366,11 @@ class ApiServer:
     async def _stream(self, path: str, params: dict[str, str]) -> AsyncIterator[httpx2.Response]:
         """Open a streaming GET; a broken connection while open is :class:`StreamBroken`."""
         _, http = self._clients()
-        request = _request_name("GET", path)
         try:
             async with http.stream("GET", path, params=params) as response:
                 if response.is_error:
                     await response.aread()
-                    raise _status_error(response, request)
+                    raise _status_error(response, f"GET {path}")
                 yield response
         except BROKEN as error:
             raise StreamBroken(str(error)) from None
