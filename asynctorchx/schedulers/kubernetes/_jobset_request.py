@@ -37,9 +37,9 @@ from asynctorchx.schedulers.kubernetes._request import (
     RANK0_ENV,
     KubernetesJob,
     clean_name,
+    job_request,
     make_job_name,
     pod_labels,
-    pull_timeout_annotation,
     push_images,
     role_to_pod,
     str_option,
@@ -231,7 +231,6 @@ def build_jobset(
         InvalidAppDefException: a role's name cannot name a replicated job.
         TypeError: a mount is not a bind, volume or device mount.
     """
-    namespace = str_option(cfg, "namespace") or "default"
     images = push_images(app, str_option(cfg, "image_repo"))
     name = job_name or make_job_name(app.name, name_budget(app), letter_first=True)
     resource = jobset_resource(
@@ -241,5 +240,4 @@ def build_jobset(
         str_option(cfg, "service_account"),
         str_option(cfg, "priority_class"),
     )
-    resource["metadata"].update(pull_timeout_annotation(cfg))
-    return KubernetesJob(namespace, resource, images, job_api="jobset")
+    return job_request(cfg, resource, images, "jobset")

@@ -203,11 +203,6 @@ class KubernetesJob:
     images_to_push: dict[str, tuple[str, str]] = attrs.field(factory=dict)
     job_api: str = "volcano"
 
-    @property
-    def name(self) -> str:
-        """The job's name (``metadata.name``)."""
-        return str(self.resource["metadata"]["name"])
-
     def __str__(self) -> str:
         return json.dumps(self.resource, indent=2)
 
@@ -483,7 +478,6 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = Non
         raise InvalidRunConfigException(
             "run option 'queue' (the Volcano queue) is required with job_api=volcano", "queue"
         )
-    namespace = str_option(cfg, "namespace") or "default"
     images = push_images(app, str_option(cfg, "image_repo"))
     resource = app_to_resource(
         app,
@@ -492,30 +486,39 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = Non
         str_option(cfg, "priority_class"),
         job_name,
     )
-    # read back by _state.pull_timeout; the manifest is TorchX's when the option is unset
-    resource["metadata"].update(pull_timeout_annotation(cfg))
-    return KubernetesJob(namespace, resource, images)
+    return job_request(cfg, resource, images, "volcano")
 
 
-def pull_timeout_annotation(cfg: Mapping[str, CfgVal]) -> dict[str, dict[str, str]]:
-    """``{"annotations": {...}}`` with the run option ``image_pull_timeout``, or ``{}``.
+def job_request(
+    cfg: Mapping[str, CfgVal],
+    resource: dict[str, Any],
+    images: dict[str, tuple[str, str]],
+    api: str,
+) -> KubernetesJob:
+    """The request of a manifest, in the run option ``namespace``, with the run option
+    ``image_pull_timeout`` as the job's annotation :data:`ANNOTATION_PULL_TIMEOUT` (read
+    back by :class:`._state.Job`; when the option is unset the manifest is TorchX's).
 
     Args:
         cfg: the resolved run options.
+        resource: the Volcano ``Job`` (or ``JobSet``) manifest.
+        images: local image -> (repository, tag) it was renamed to (:func:`push_images`).
+        api: ``volcano`` or ``jobset``.
 
     Raises:
-        InvalidRunConfigException: ``image_pull_timeout`` is not a positive ``int``.
+        InvalidRunConfigException: ``namespace`` is not a ``str``, or
+            ``image_pull_timeout`` is not a positive ``int``.
     """
     timeout = cfg.get("image_pull_timeout")
-    if timeout is None:
-        return {}
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
-        raise InvalidRunConfigException(
-            f"run option 'image_pull_timeout' must be a positive number of seconds,"
-            f" got {timeout!r}",
-            "image_pull_timeout",
-        )
-    return {"annotations": {ANNOTATION_PULL_TIMEOUT: str(timeout)}}
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
+            raise InvalidRunConfigException(
+                f"run option 'image_pull_timeout' must be a positive number of seconds,"
+                f" got {timeout!r}",
+                "image_pull_timeout",
+            )
+        resource["metadata"]["annotations"] = {ANNOTATION_PULL_TIMEOUT: str(timeout)}
+    return KubernetesJob(str_option(cfg, "namespace") or "default", resource, images, api)
 
 
 def job_api(cfg: Mapping[str, CfgVal]) -> str:

@@ -106,7 +106,7 @@ def test_a_queue_adds_kueues_label_and_suspends() -> None:
 
 def test_names_fit_jobsets_pod_name_limit_and_start_with_a_letter() -> None:
     app = AppDef(name="9" + "x" * 80, roles=[Role("worker", "img", "sh", num_replicas=12)])
-    name = build_jobset(app, {}).name
+    name = build_jobset(app, {}).resource["metadata"]["name"]
     assert name[0].isalpha()
     longest = f"{name}-worker-0-11"
     assert len(longest) + POD_SUFFIX <= MAX_POD_NAME
