@@ -94,27 +94,24 @@ class Informer(SharedFeed, Generic[Obj]):
     async def _read(self) -> None:
         """List (when not synced) or read the next watch event, for every waiter."""
         if not self.synced:
-            await self._list_again_if_dropped()
+            await self._list()
         else:
             await self._read_one()
 
     async def _list(self) -> None:
+        """List (again); a connection dropped mid-list is retried as a dropped watch is (a
+        list is idempotent), at most :data:`MAX_RECONNECTS` times in a row."""
         await self._close()
-        items, version = await self.api.list(self.plural, self.namespace, self.labels)
-        self.lists += 1
-        self.objects = {item["metadata"]["name"]: self.parse(item) for item in items}
-        self.resource_version = version
-        self.synced = True
-
-    async def _list_again_if_dropped(self) -> None:
-        """List; a connection dropped mid-list is retried as a dropped watch is (a list
-        is idempotent), at most :data:`MAX_RECONNECTS` times in a row."""
         try:
-            await self._list()
+            items, version = await self.api.list(self.plural, self.namespace, self.labels)
         except KubernetesUnreachableError as error:
             await self._back_off(error)
             return
         self._failed_connects = 0
+        self.lists += 1
+        self.objects = {item["metadata"]["name"]: self.parse(item) for item in items}
+        self.resource_version = version
+        self.synced = True
 
     async def _back_off(self, error: KubernetesUnreachableError) -> None:
         """Sleep before reconnecting; raise ``error`` once :data:`MAX_RECONNECTS` failed in
@@ -127,15 +124,10 @@ class Informer(SharedFeed, Generic[Obj]):
     async def _open(self) -> AsyncIterator[dict[str, Any]]:
         if self._events is not None:
             return self._events
-        stack = contextlib.AsyncExitStack()
-        try:
-            events = await stack.enter_async_context(
-                self.api.watch(self.plural, self.namespace, self.resource_version, self.labels)
-            )
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await stack.aclose()
-            raise
+        stack = contextlib.AsyncExitStack()  # holds nothing if the watch fails to open
+        events = await stack.enter_async_context(
+            self.api.watch(self.plural, self.namespace, self.resource_version, self.labels)
+        )
         self.watches += 1
         self._stack, self._events = stack, events
         return events
