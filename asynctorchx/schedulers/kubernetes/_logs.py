@@ -24,7 +24,7 @@ await on the scheduler's shared pods watch (:mod:`._informer`), not a poll.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -107,36 +107,50 @@ class LogReader:
         self.query = query
         self.position = _Position()
         self.done = False  # a line after ``until`` was seen
+        self.ended = False  # the last request ended cleanly (see read)
         self._skip = self._seen = 0
         self._in_line = False  # the last line read was a piece of a long line
         self._line_ns: int | None = None  # the time of the line of the pieces
 
-    async def read(self, pod: str, follow: bool) -> AsyncIterator[tuple[int, list[str]]]:
+    async def read(self, pod: str, follow: bool) -> AsyncGenerator[tuple[int, list[str]], None]:
         """Yield the new lines of one log request, a received chunk's at a time (its end
         flushes a partial line), each block with the position before its first line
         (:func:`encode_position`).
+
+        A request that ends early yields no error: its connection broke, or the pod has
+        not started (400) or is gone (404); :attr:`ended` then stays ``False`` (the
+        caller resumes), and is ``True`` when the kubelet closed the log or a line past
+        ``until`` was read.
 
         Args:
             pod: the pod.
             follow: keep reading while the container runs.
 
         Raises:
-            StreamBroken: the connection broke (the caller resumes).
-            KubernetesApiError: the pod is gone (404) or not started (400).
+            KubernetesApiError: the server refused the request for another reason.
         """
+        self.ended = False
         assembler = LineAssembler(MAX_LINE_BYTES)
-        async with self.api.log(
-            self.namespace, pod, self.container, follow, self.begin()
-        ) as chunks:
-            async for chunk in chunks:
+        try:
+            async with self.api.log(
+                self.namespace, pod, self.container, follow, self.begin()
+            ) as chunks:
+                async for chunk in chunks:
+                    at = encode_position(self.position)
+                    if block := self.take(assembler.feed(chunk)):
+                        yield at, block
+                    if self.done:
+                        break
                 at = encode_position(self.position)
-                if block := self.take(assembler.feed(chunk)):
+                if not self.done and (block := self.take(assembler.flush())):
                     yield at, block
-                if self.done:
-                    return
-            at = encode_position(self.position)
-            if block := self.take(assembler.flush()):
-                yield at, block
+        except StreamBroken:
+            return
+        except KubernetesApiError as error:
+            if error.status not in (400, 404):  # not started yet, or gone: no lines
+                raise
+            return
+        self.ended = True
 
     def begin(self) -> str | None:
         """Start a request: return its ``sinceTime`` (the last line's time, else ``since``)."""
@@ -188,18 +202,6 @@ class LogReader:
 PodOf = Callable[[], Pod | None]
 
 
-async def read_once(reader: LogReader, pod: str) -> AsyncGenerator[tuple[int, list[str]], None]:
-    """The lines there now, a chunk's at a time; none if the pod has not started or is gone."""
-    try:
-        async for block in reader.read(pod, follow=False):
-            yield block
-    except KubernetesApiError as error:
-        if error.status not in (400, 404):  # not started yet, or gone: no lines
-            raise
-    except StreamBroken:
-        return
-
-
 async def _await(informer: Informer[Any], check: Callable[[], bool]) -> None:
     await informer.wait_until(lambda: True if check() else None)
 
@@ -244,17 +246,12 @@ async def follow(
         elif uid != reader.position.uid:  # a new container (a retry): all its lines are new
             reader.position = _Position(uid)
         terminated = current.over
-        try:
-            async for block in reader.read(current.name, follow=True):
-                yield block
-        except StreamBroken:
-            continue
-        except KubernetesApiError as error:
-            if error.status not in (400, 404):
-                raise
-            continue
+        async for block in reader.read(current.name, follow=True):
+            yield block
         if reader.done:
             return
+        if not reader.ended:  # broke, or not started yet, or gone: read again
+            continue
         if terminated:
             complete_uid = uid
             continue

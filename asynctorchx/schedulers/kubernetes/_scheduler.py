@@ -35,7 +35,7 @@ from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Sch
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
 from asynctorchx.schedulers.kubernetes._informer import Informer
 from asynctorchx.schedulers.kubernetes._jobapi import STRATEGIES, JobApi, for_cfg
-from asynctorchx.schedulers.kubernetes._logs import LogReader, decode_position, follow, read_once
+from asynctorchx.schedulers.kubernetes._logs import LogReader, decode_position, follow
 from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ORGANIZATION,
     ORGANIZATION,
@@ -375,12 +375,12 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
 
             source = follow(reader, self.jobs(strategy, namespace), pods, name, pod, listed_pod)
         elif strategy.pod_name is not None:  # a Volcano pod's name is known
-            source = read_once(reader, strategy.pod_name(job, replica))
+            source = reader.read(strategy.pod_name(job, replica), follow=False)
         else:  # a JobSet's: looked up in a fresh list
             listed = (await self._listed_replicas(strategy, namespace, job))[replica]
             if listed is None:
                 return
-            source = read_once(reader, listed.name)
+            source = reader.read(listed.name, follow=False)
         async with contextlib.aclosing(source) as blocks:
             async for block in blocks:
                 yield block
