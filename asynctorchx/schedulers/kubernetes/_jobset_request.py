@@ -56,7 +56,6 @@ LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 #: Labels the JobSet controller sets on the Jobs and pods it creates.
 LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 LABEL_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
-LABEL_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 #: The pod annotation the Job controller sets to the pod's index in an Indexed Job.
 ANNOTATION_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 #: The env var holding the replica id (the completion index) in every JobSet pod.

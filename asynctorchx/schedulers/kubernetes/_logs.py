@@ -12,7 +12,7 @@ pieces; the pieces after the first carry no time of their own and count as lines
 their first piece's time.
 
 A block's position (:meth:`LogReader.read`) is the same (time, count) before its first
-line, as one integer (:func:`encode_position`): a reader given it asks the kubelet from
+line, as one integer (:attr:`LogReader.position`): a reader given it asks the kubelet from
 that time on and skips the lines counted, so a resume reads what came after that time,
 not the log again from its start.
 
@@ -28,7 +28,6 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import anyio
-import attrs
 
 from asynctorchx.errors import KubernetesApiError
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
@@ -49,45 +48,9 @@ from asynctorchx.specs.api import is_terminal
 CLEAN_END_GRACE = 5.0
 
 
-@attrs.define
-class _Position:
-    """Where a container's log was read up to: the last line's time, how many lines had it.
-
-    Args:
-        uid: the pod (container) whose log this is.
-        last_ns: the time of the last line read (ns), ``-1`` before any.
-        count: how many lines read had that time.
-    """
-
-    uid: str = ""
-    last_ns: int = -1
-    count: int = 0
-
-
 #: A position's count of lines at one time is its last 10 digits: a kubelet's times are
 #: ns (19 digits), so a position has at most 29, within the Runner's cursor's 30.
 _COUNT_SCALE = 10_000_000_000
-
-
-def encode_position(position: _Position) -> int:
-    """``position``'s time and count as one integer; 0 before any line (the log's start)."""
-    if position.last_ns < 0:
-        return 0
-    return position.last_ns * _COUNT_SCALE + position.count
-
-
-def decode_position(start: int) -> _Position:
-    """The position :func:`encode_position` gave as ``start``, its container not known.
-
-    Raises:
-        ValueError: ``start`` is negative or its count does not fit.
-    """
-    if start < 0:
-        raise ValueError(f"a kubernetes log position is not negative: {start}")
-    if start == 0:
-        return _Position()
-    last_ns, count = divmod(start, _COUNT_SCALE)
-    return _Position("", last_ns, count)
 
 
 class LogReader:
@@ -98,24 +61,40 @@ class LogReader:
         namespace: the pod's namespace.
         container: the replica's container.
         query: filters (regex, since, until).
+        start: 0 (the log's start), or a block's :attr:`position`.
+
+    Raises:
+        ValueError: ``start`` is negative.
     """
 
-    def __init__(self, api: ApiServer, namespace: str, container: str, query: LogQuery) -> None:
+    def __init__(
+        self, api: ApiServer, namespace: str, container: str, query: LogQuery, start: int = 0
+    ) -> None:
+        if start < 0:
+            raise ValueError(f"a kubernetes log position is not negative: {start}")
         self.api = api
         self.namespace = namespace
         self.container = container
         self.query = query
-        self.position = _Position()
+        self.uid = ""  # the pod (container) whose log is read; "" before the first
+        # the time (ns) of the last line read (-1 before any), and how many lines had it
+        self.last_ns, self.count = divmod(start, _COUNT_SCALE) if start else (-1, 0)
         self.done = False  # a line after ``until`` was seen
         self.ended = False  # the last request ended cleanly (see read)
         self._skip = self._seen = 0
         self._in_line = False  # the last line read was a piece of a long line
         self._line_ns: int | None = None  # the time of the line of the pieces
 
+    @property
+    def position(self) -> int:
+        """Where the log was read up to as one integer: the last line's time (ns), then
+        how many lines had it (its last 10 digits); 0 before any line (the log's start)."""
+        return self.last_ns * _COUNT_SCALE + self.count if self.last_ns >= 0 else 0
+
     async def read(self, pod: str, follow: bool) -> AsyncGenerator[tuple[int, list[str]], None]:
         """Yield the new lines of one log request, a received chunk's at a time (its end
         flushes a partial line), each block with the position before its first line
-        (:func:`encode_position`).
+        (:attr:`position`).
 
         A request that ends early yields no error: its connection broke, or the pod has
         not started (400) or is gone (404); :attr:`ended` then stays ``False`` (the
@@ -136,12 +115,12 @@ class LogReader:
                 self.namespace, pod, self.container, follow, self.begin()
             ) as chunks:
                 async for chunk in chunks:
-                    at = encode_position(self.position)
+                    at = self.position
                     if block := self.take(assembler.feed(chunk)):
                         yield at, block
                     if self.done:
                         break
-                at = encode_position(self.position)
+                at = self.position
                 if not self.done and (block := self.take(assembler.flush())):
                     yield at, block
         except StreamBroken:
@@ -154,8 +133,8 @@ class LogReader:
 
     def begin(self) -> str | None:
         """Start a request: return its ``sinceTime`` (the last line's time, else ``since``)."""
-        self._skip, self._seen, self._in_line = self.position.count, 0, False
-        since = self.position.last_ns
+        self._skip, self._seen, self._in_line = self.count, 0, False
+        since = self.last_ns
         if since < 0 and self.query.since is not None:
             since = int(self.query.since.timestamp() * 1_000_000_000)
         return format_rfc3339_ns(since) if since >= 0 else None
@@ -168,7 +147,7 @@ class LogReader:
             lines: the request's next lines, as the kubelet sent them (time first).
         """
         kept: list[str] = []
-        position, query = self.position, self.query
+        query = self.query
         since, until = query.since_timestamp, query.until_timestamp
         for line in lines:
             piece, self._in_line = self._in_line, not line.endswith("\n")
@@ -181,14 +160,14 @@ class LogReader:
                 if query.matches(line):
                     kept.append(line)
                 continue
-            if ns < position.last_ns:
+            if ns < self.last_ns:
                 continue
-            if ns > position.last_ns:
-                position.last_ns, position.count, self._skip = ns, 0, 0
+            if ns > self.last_ns:
+                self.last_ns, self.count, self._skip = ns, 0, 0
             self._seen += 1
             if self._seen <= self._skip:
                 continue
-            position.count += 1
+            self.count += 1
             if until is not None and ns > until * 1_000_000_000:
                 self.done = True
                 break
@@ -241,10 +220,9 @@ async def follow(
             if current is None or not _readable(current, complete_uid):
                 return
         uid = current.uid
-        if not reader.position.uid:  # the first container read, maybe from a position given
-            reader.position.uid = uid
-        elif uid != reader.position.uid:  # a new container (a retry): all its lines are new
-            reader.position = _Position(uid)
+        if reader.uid and uid != reader.uid:  # a new container (a retry): all its lines are new
+            reader.last_ns, reader.count = -1, 0
+        reader.uid = uid  # the first container read may go on from a position given
         terminated = current.over
         async for block in reader.read(current.name, follow=True):
             yield block

@@ -35,7 +35,7 @@ from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Sch
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
 from asynctorchx.schedulers.kubernetes._informer import Informer
 from asynctorchx.schedulers.kubernetes._jobapi import STRATEGIES, JobApi, for_cfg
-from asynctorchx.schedulers.kubernetes._logs import LogReader, decode_position, follow
+from asynctorchx.schedulers.kubernetes._logs import LogReader, follow
 from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ORGANIZATION,
     ORGANIZATION,
@@ -362,8 +362,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
         query.check_replica(app_id, {role.name: role.num_replicas for role in job.roles})
         replica = (query.role_name, query.k)
-        reader = LogReader(self.api, namespace, job.containers[replica], query)
-        reader.position = decode_position(start)
+        reader = LogReader(self.api, namespace, job.containers[replica], query, start)
         if query.should_tail:  # looked up in the pods watch's cache (replaced on a relist)
             pods = self.pods(namespace)
 
