@@ -3,12 +3,13 @@
 The one public import path of the backend's names.
 
 The code lives in :mod:`asynctorchx.schedulers.kubernetes` (``_scheduler.py``,
-``_request.py``, ``_state.py``, ``_informer.py``, ``_logs.py``, ``_apiserver.py``).
+``_request.py``, ``_state.py``, ``_jobset.py``, ``_jobapi.py``, ``_informer.py``, ``_logs.py``,
+``_apiserver.py``).
 """
 
 from __future__ import annotations
 
-from asynctorchx.schedulers.kubernetes._jobset_state import JOBSET_STATE
+from asynctorchx.schedulers.kubernetes._jobset import JOBSET_STATE
 from asynctorchx.schedulers.kubernetes._request import (
     JOB_APIS,
     LABEL_APP_NAME,

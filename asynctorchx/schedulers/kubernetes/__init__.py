@@ -4,13 +4,13 @@ One private module per concern:
 
 - ``_request``: the Volcano ``Job`` manifest (:class:`KubernetesJob`), names, labels and
   run options; no I/O.
-- ``_jobset_request`` and ``_jobset_state``: the ``JobSet`` manifest (run option
-  ``job_api=jobset``, Kueue's label with ``queue``) and its state table; no I/O.
+- ``_jobset``: the ``JobSet`` manifest (run option ``job_api=jobset``, Kueue's label
+  with ``queue``) and its state table; no I/O.
 - ``_jobapi``: what differs per job API (Volcano, JobSet), one record each.
 - ``_apiserver``: the API server connection, the only module that imports lightkube; it
   maps lightkube's and httpx's errors to :mod:`asynctorchx.errors`.
 - ``_state``: Volcano job phases and pod phases to app and replica states, and the
-  typed ``Pod`` every pod is parsed into once (pure).
+  typed ``Job`` and ``Pod`` every job and pod is parsed into once (pure).
 - ``_informer``: one list-then-watch per resource kind and namespace, shared by every
   waiter of a scheduler (the toolkit's ``SharedFeed``).
 - ``_logs``: a replica's log, read or followed across dropped connections and retries.

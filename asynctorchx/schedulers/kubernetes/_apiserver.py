@@ -38,7 +38,7 @@ from asynctorchx.errors import (
     SchedulerClosedError,
     VolcanoNotInstalledError,
 )
-from asynctorchx.schedulers.kubernetes._jobset_request import JOBSET_GROUP, JOBSET_VERSION
+from asynctorchx.schedulers.kubernetes._jobset import JOBSET_GROUP, JOBSET_VERSION
 from asynctorchx.schedulers.kubernetes._request import VOLCANO_GROUP, VOLCANO_VERSION
 
 #: The Volcano ``Job`` and the ``Command`` that aborts one, as lightkube generic resources.

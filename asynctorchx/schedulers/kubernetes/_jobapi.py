@@ -16,8 +16,12 @@ from typing import Any
 import attrs
 
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
-from asynctorchx.schedulers.kubernetes._jobset_request import LABEL_JOBSET_NAME, build_jobset
-from asynctorchx.schedulers.kubernetes._jobset_state import jobset_replicas, parse_jobset
+from asynctorchx.schedulers.kubernetes._jobset import (
+    LABEL_JOBSET_NAME,
+    build_jobset,
+    jobset_replicas,
+    parse_jobset,
+)
 from asynctorchx.schedulers.kubernetes._request import KubernetesJob, build_job, job_api
 from asynctorchx.schedulers.kubernetes._state import (
     ANNOTATION_FAILED,

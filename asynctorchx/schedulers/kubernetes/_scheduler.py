@@ -169,7 +169,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         """Describe the app from its job and pods (two requests); ``None`` if no such job.
 
         The state is the job's Volcano phase (TorchX's table), or the JobSet's
-        conditions (:mod:`._jobset_state`); each replica's state, exit code and hostname
+        conditions (:mod:`._jobset`); each replica's state, exit code and hostname
         (its DNS name on the job's headless service) come from its pod.
 
         Args:

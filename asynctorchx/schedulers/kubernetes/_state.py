@@ -269,7 +269,7 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 class Job:
     """What the scheduler reads of a Volcano ``Job`` or a ``JobSet``, parsed once where it
     arrives (a get, a list, a watch event): :func:`parse_job`,
-    :func:`._jobset_state.parse_jobset`. Two reads of a job are equal when nothing the
+    :func:`._jobset.parse_jobset`. Two reads of a job are equal when nothing the
     scheduler reads of it changed.
 
     Attributes:

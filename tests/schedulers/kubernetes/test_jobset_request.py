@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from asynctorchx.errors import InvalidAppDefException, InvalidRunConfigException
-from asynctorchx.schedulers.kubernetes._jobset_request import (
+from asynctorchx.schedulers.kubernetes._jobset import (
     ANNOTATION_COMPLETION_INDEX,
     LABEL_KUEUE_QUEUE,
     MAX_POD_NAME,

@@ -7,14 +7,12 @@ from typing import Any
 import pytest
 
 from asynctorchx.schedulers.api import DescribeAppResponse
-from asynctorchx.schedulers.kubernetes._jobset_request import (
+from asynctorchx.schedulers.kubernetes._jobset import (
     ANNOTATION_COMPLETION_INDEX,
+    JOBSET_STATE,
     LABEL_JOBSET_NAME,
     LABEL_REPLICATED_JOB,
     build_jobset,
-)
-from asynctorchx.schedulers.kubernetes._jobset_state import (
-    JOBSET_STATE,
     jobset_case,
     jobset_replicas,
     parse_jobset,
