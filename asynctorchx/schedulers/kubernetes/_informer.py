@@ -137,16 +137,13 @@ class Informer(SharedFeed, Generic[Obj]):
             events = await self._open()
             self._failed_connects = 0
             event = await events.__anext__()
-        except (StopAsyncIteration, StreamBroken):  # ended or broke: reopen from where it was
-            await self._close()
+        except BaseException as error:  # the stream is reopened from where it was
+            await self._close()  # a read cancelled mid-event cannot be handed over either
+            if isinstance(error, KubernetesUnreachableError):
+                await self._back_off(error)
+            elif not isinstance(error, (StopAsyncIteration, StreamBroken)):  # ended or broke
+                raise
             return
-        except KubernetesUnreachableError as error:
-            await self._close()
-            await self._back_off(error)
-            return
-        except BaseException:  # cancelled mid-read: the stream cannot be handed over
-            await self._close()
-            raise
         self._apply(event)
 
     def _apply(self, event: dict[str, Any]) -> None:
