@@ -391,20 +391,6 @@ def job_replicas(job: Job, pods: Mapping[str, Pod]) -> Replicas:
     return {replica: pods.get(volcano_pod_name(job, replica)) for replica in job.containers}
 
 
-def replicas_message(replicas: list[ReplicaStatus]) -> str | None:
-    """The app's message listing why replicas wait: ``{role}/{id} {reason}: ...``, or ``None``.
-
-    Args:
-        replicas: the replicas' statuses.
-    """
-    shown = [
-        f"{r.role}/{r.id} {r.structured_error_msg}"
-        for r in replicas
-        if r.structured_error_msg != NONE
-    ]
-    return "; ".join(shown) if shown else None
-
-
 def failure(job: Job, replicas: Replicas, now: float) -> str | None:
     """Why the app ends ``FAILED`` though its job says otherwise, else ``None`` (either
     job API).
@@ -447,7 +433,8 @@ def describe(app_id: str, job: Job, replicas: Replicas, now: float) -> DescribeA
     Each replica's ``structured_error_msg`` is its pod's waiting reason
     (:attr:`Pod.waiting`). :func:`failure` ends the app ``FAILED``. The app's ``msg`` is
     that failure, else what the job says of its end, else the replicas' waiting
-    reasons, else what the job says (:attr:`Job.said`).
+    reasons (``{role}/{id} {reason}: {message}``, joined by ``; ``), else what the job
+    says (:attr:`Job.said`).
 
     Args:
         app_id: the app's id.
@@ -468,7 +455,12 @@ def describe(app_id: str, job: Job, replicas: Replicas, now: float) -> DescribeA
         for (role, replica_id), pod in replicas.items()
     ]
     said = job.said
-    msg = failed or (said if is_terminal(state) else None) or replicas_message(statuses) or said
+    waiting = "; ".join(
+        f"{r.role}/{r.id} {r.structured_error_msg}"
+        for r in statuses
+        if r.structured_error_msg != NONE
+    )
+    msg = failed or (said if is_terminal(state) else None) or waiting or said
     return describe_app(
         app_id,
         role_statuses(statuses, [role.name for role in job.roles]),
