@@ -42,6 +42,7 @@ from asynctorchx.schedulers.kubernetes._request import (
     KubernetesJob,
     kubernetes_runopts,
     parse_app_ref,
+    str_option,
 )
 from asynctorchx.schedulers.kubernetes._state import (
     Job,
@@ -189,11 +190,10 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 kind (``volcano`` when unset).
 
         Raises:
-            InvalidRunConfigException: ``job_api`` is neither ``volcano`` nor ``jobset``.
+            InvalidRunConfigException: ``job_api`` is neither ``volcano`` nor ``jobset``,
+                or ``namespace`` is not a ``str``.
         """
-        namespace = self.api.default_namespace
-        if cfg and isinstance(cfg.get("namespace"), str) and cfg["namespace"]:
-            namespace = str(cfg["namespace"])
+        namespace = str_option(cfg or {}, "namespace") or self.api.default_namespace
         strategy = for_cfg(cfg or {})
         listed, _ = await self.api.list(strategy.plural, namespace)
         jobs = map(strategy.parse, listed)
@@ -393,8 +393,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
         **kwargs: ``kubeconfig`` (a file) and ``context``; other keys (the Runner passes
             every ``TORCHX_*`` environment variable) are ignored.
     """
-    kubeconfig = kwargs.get("kubeconfig")
-    context = kwargs.get("context")
+    kubeconfig, context = kwargs.get("kubeconfig"), kwargs.get("context")
     return KubernetesScheduler(
         session_name,
         kubeconfig=None if kubeconfig is None else str(kubeconfig),
