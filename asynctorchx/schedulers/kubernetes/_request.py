@@ -332,16 +332,6 @@ def pod_labels(
     }
 
 
-def task_name(role_name: str, replica_id: int) -> str:
-    """Return the Volcano task (and container) name of a replica, ``{role}-{replica}`` cleaned.
-
-    Args:
-        role_name: the role's name.
-        replica_id: the replica's id.
-    """
-    return clean_name(f"{role_name}-{replica_id}")
-
-
 def _task(
     app: AppDef, role_index: int, replica_id: int, job_name: str, service_account: str | None
 ) -> dict[str, Any]:
@@ -356,7 +346,7 @@ def _task(
     replica_role = values.apply(role)
     if first:
         replica_role.env[RANK0_ENV] = "localhost"
-    name = task_name(role.name, replica_id)
+    name = clean_name(f"{role.name}-{replica_id}")  # the task's and its container's
     template = with_overlay(role, role_to_pod(name, replica_role, service_account))
     template["metadata"]["labels"].update(pod_labels(app, role_index, role, replica_id, job_name))
     task: dict[str, Any] = {"name": name, "replicas": 1, "template": template}
