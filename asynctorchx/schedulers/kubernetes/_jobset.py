@@ -163,14 +163,11 @@ def _pod_template(
     return template
 
 
-def jobset_resource(
-    app: AppDef,
-    name: str,
-    queue: str | None,
-    service_account: str | None,
-    priority_class: str | None,
-) -> dict[str, Any]:
-    """Return the ``JobSet`` manifest of ``app`` (see the module).
+def build_jobset(
+    app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = None
+) -> KubernetesJob:
+    """Return the request for ``app`` as a ``JobSet`` (run option ``job_api=jobset``; see
+    the module).
 
     Retries: a role with ``RetryPolicy.REPLICA`` gets its Job's ``backoffLimit`` =
     ``max_retries`` (the Job controller replaces the failed pod alone); with
@@ -179,18 +176,25 @@ def jobset_resource(
     JobSet has no gang minimum (Kueue admits a workload whole).
 
     Args:
-        app: the app.
-        name: the JobSet's name (at most :func:`name_budget` characters).
-        queue: the Kueue LocalQueue, or ``None`` (no Kueue: not suspended).
-        service_account: the pods' service account, or ``None``.
-        priority_class: the pods' ``PriorityClass``, or ``None``.
+        app: the app (local images are renamed in place, see
+            :func:`~asynctorchx.schedulers.kubernetes._request.push_images`).
+        cfg: the resolved run options; ``queue`` is Kueue's LocalQueue (optional; without
+            it the JobSet is not suspended), ``service_account`` and ``priority_class``
+            the pods'.
+        job_name: the JobSet's name; ``None``: a new unique one within
+            :func:`name_budget`.
 
     Raises:
-        InvalidAppDefException: two roles clean to one replicated job name, or a role's
-            name does not start with a letter.
+        InvalidRunConfigException: an option is not a ``str``, a local image has no
+            ``image_repo``, or ``image_pull_timeout`` is not a positive ``int``.
+        InvalidAppDefException: a role's name cannot name a replicated job, or two roles
+            clean to one replicated job name.
         TypeError: a mount is not a bind, volume or device mount, or an overlay cannot
             merge with the pod.
     """
+    images = push_images(app, str_option(cfg, "image_repo"))
+    name = job_name or make_job_name(app.name, name_budget(app), letter_first=True)
+    account, priority = str_option(cfg, "service_account"), str_option(cfg, "priority_class")
     rjobs: list[dict[str, Any]] = []
     restarts = 0
     for role_index, role in enumerate(app.roles):
@@ -203,13 +207,12 @@ def jobset_resource(
         replica_retries = role.retry_policy == RetryPolicy.REPLICA
         if not replica_retries:
             restarts = max(restarts, role.max_retries)
-        template = _pod_template(app, role_index, name, service_account, priority_class)
         job_spec: dict[str, Any] = {
             "parallelism": role.num_replicas,
             "completions": role.num_replicas,
             "completionMode": "Indexed",
             "backoffLimit": role.max_retries if replica_retries else 0,
-            "template": template,
+            "template": _pod_template(app, role_index, name, account, priority),
         }
         rjobs.append({"name": rjob, "replicas": 1, "template": {"spec": job_spec}})
     spec: dict[str, Any] = {
@@ -219,40 +222,16 @@ def jobset_resource(
         "failurePolicy": {"maxRestarts": restarts},
     }
     metadata: dict[str, Any] = {"name": name}
-    if queue:
+    if queue := str_option(cfg, "queue"):
         metadata["labels"] = {LABEL_KUEUE_QUEUE: queue}
         spec["suspend"] = True
-    return {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "metadata": metadata, "spec": spec}
-
-
-def build_jobset(
-    app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = None
-) -> KubernetesJob:
-    """Return the request for ``app`` as a JobSet (run option ``job_api=jobset``).
-
-    Args:
-        app: the app (local images are renamed in place, see
-            :func:`~asynctorchx.schedulers.kubernetes._request.push_images`).
-        cfg: the resolved run options; ``queue`` is Kueue's LocalQueue (optional).
-        job_name: the JobSet's name; ``None``: a new unique one within
-            :func:`name_budget`.
-
-    Raises:
-        InvalidRunConfigException: an option is not a ``str``, a local image has no
-            ``image_repo``, or ``image_pull_timeout`` is not a positive ``int``.
-        InvalidAppDefException: a role's name cannot name a replicated job.
-        TypeError: a mount is not a bind, volume or device mount.
-    """
-    images = push_images(app, str_option(cfg, "image_repo"))
-    name = job_name or make_job_name(app.name, name_budget(app), letter_first=True)
-    resource = jobset_resource(
-        app,
-        name,
-        str_option(cfg, "queue"),
-        str_option(cfg, "service_account"),
-        str_option(cfg, "priority_class"),
-    )
-    return job_request(cfg, resource, images, "jobset")
+    jobset = {
+        "apiVersion": JOBSET_API_VERSION,
+        "kind": "JobSet",
+        "metadata": metadata,
+        "spec": spec,
+    }
+    return job_request(cfg, jobset, images, "jobset")
 
 
 #: What the JobSet shows -> the app's state, first match wins (a JobSet the scheduler
