@@ -260,11 +260,6 @@ def read_role(name: str, pod_template: Mapping[str, Any], replicas: int) -> Role
     return Role(name, image, entrypoint=command[0], args=command[1:], num_replicas=replicas)
 
 
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """An object's (or a pod template's) labels; ``{}`` when it has none."""
-    return (obj.get("metadata") or {}).get("labels") or {}
-
-
 @attrs.frozen
 class Job:
     """What the scheduler reads of a Volcano ``Job`` or a ``JobSet``, parsed once where it
@@ -353,7 +348,7 @@ def parse_job(job: Mapping[str, Any]) -> Job:
     containers: dict[tuple[str, int], str] = {}
     roles: dict[str, Role] = {}
     for task in (job.get("spec") or {}).get("tasks") or []:
-        labels = _labels(task.get("template") or {})
+        labels = ((task.get("template") or {}).get("metadata") or {}).get("labels") or {}
         if LABEL_ROLE_NAME not in labels:
             continue
         name = str(labels[LABEL_ROLE_NAME])
