@@ -235,9 +235,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             planned: float | None = None
             judged: tuple[object, ...] = ()
             while True:
-                outcome = await self._change(
-                    strategy, jobs, pods, name, done, seen, planned, judged
-                )
+                outcome = await self._change(app_id, done, seen, planned, judged)
                 if outcome == "gone":
                     return None
                 job = jobs.objects.get(name)
@@ -252,10 +250,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
 
     async def _change(
         self,
-        strategy: JobApi,
-        jobs: Informer[Job],
-        pods: Informer[Pod],
-        name: str,
+        app_id: str,
         done: Callable[[AppState], bool],
         seen: set[str],
         planned: float | None,
@@ -264,6 +259,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         """One wait on both watches: ``done``, ``gone`` (deleted), or ``plan`` (a new pull
         deadline, or the planned one passed). ``judged`` is the caches' job and replicas a
         fresh read already found behind: not judged again until they change."""
+        strategy, namespace, name = self._ref(app_id)
+        jobs, pods = self.jobs(strategy, namespace), self.pods(namespace)
 
         def check() -> str | None:
             job = jobs.objects.get(name)
