@@ -137,12 +137,10 @@ def name_budget(app: AppDef) -> int:
 
 
 def _pod_template(
-    app: AppDef,
-    role_index: int,
-    name: str,
-    service_account: str | None,
-    priority_class: str | None,
+    app: AppDef, role_index: int, name: str, account: str | None, priority: str | None
 ) -> dict[str, Any]:
+    """The pod template of a role's replicas in the JobSet ``name`` (``account``: the
+    pods' service account; ``priority``: their ``PriorityClass``; ``None``: none)."""
     role = app.roles[role_index]
     rjob = replicated_job_name(role)
     values = macros.Values(
@@ -150,12 +148,12 @@ def _pod_template(
     )
     replica_role = values.apply(role)
     replica_role.env[RANK0_ENV] = hostname(name, replicated_job_name(app.roles[0]), 0)
-    template = role_to_pod(rjob, replica_role, service_account)
+    template = role_to_pod(rjob, replica_role, account)
     index = {"fieldRef": {"fieldPath": f"metadata.annotations['{ANNOTATION_COMPLETION_INDEX}']"}}
     container = template["spec"]["containers"][0]
     container["env"].insert(0, {"name": REPLICA_ID_ENV, "valueFrom": index})
-    if priority_class is not None:  # Kueue reads a workload's priority from its pods
-        template["spec"]["priorityClassName"] = priority_class
+    if priority is not None:  # Kueue reads a workload's priority from its pods
+        template["spec"]["priorityClassName"] = priority
     template = with_overlay(role, template)
     labels = pod_labels(app, role_index, role, 0, name)
     del labels[LABEL_REPLICA_ID]  # one template for every replica: the completion index

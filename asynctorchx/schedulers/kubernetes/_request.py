@@ -469,13 +469,8 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = Non
             "run option 'queue' (the Volcano queue) is required with job_api=volcano", "queue"
         )
     images = push_images(app, str_option(cfg, "image_repo"))
-    resource = app_to_resource(
-        app,
-        queue,
-        str_option(cfg, "service_account"),
-        str_option(cfg, "priority_class"),
-        job_name,
-    )
+    account, priority = str_option(cfg, "service_account"), str_option(cfg, "priority_class")
+    resource = app_to_resource(app, queue, account, priority, job_name)
     return job_request(cfg, resource, images, "volcano")
 
 
