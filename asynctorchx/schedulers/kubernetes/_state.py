@@ -439,16 +439,10 @@ def describe(app_id: str, job: Job, replicas: Replicas, now: float) -> DescribeA
     """
     failed = failure(job, replicas, now)
     state = AppState.FAILED if failed is not None else job.state
-    statuses = [
-        replica_status(
-            role,
-            replica_id,
-            pod,
-            state,
-            None if pod is None or failed is None else pod_failure(pod, job.pull_timeout, now),
-        )
-        for (role, replica_id), pod in replicas.items()
-    ]
+    statuses = []
+    for (role, replica_id), pod in replicas.items():
+        why = None if pod is None or failed is None else pod_failure(pod, job.pull_timeout, now)
+        statuses.append(replica_status(role, replica_id, pod, state, why))
     said = job.said
     waiting = "; ".join(
         f"{r.role}/{r.id} {r.structured_error_msg}"
