@@ -1,4 +1,5 @@
-"""Volcano job and pod states to asynctorchx states: pure decision tables, no I/O.
+"""Volcano job and pod states to asynctorchx states: the :class:`Job` and :class:`Pod`
+records every job and pod is parsed into once, and pure decision tables, no I/O.
 
 The app's state is the Volcano job's phase, TorchX's table
 (``torchx.schedulers.kubernetes_scheduler.JOB_STATE``): Volcano decides whether a failed
