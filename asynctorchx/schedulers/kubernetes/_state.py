@@ -265,12 +265,13 @@ def read_role(name: str, pod_template: Mapping[str, Any], replicas: int) -> Role
 class Job:
     """What the scheduler reads of a Volcano ``Job`` or a ``JobSet``, parsed once where it
     arrives (a get, a list, a watch event): :func:`parse_job`,
-    :func:`._jobset.parse_jobset`. Two reads of a job are equal when nothing the
-    scheduler reads of it changed.
+    :func:`._jobset.parse_jobset`. Two reads of a job are equal only when they are of
+    the same version (``wait`` judges a cached job again once it changed).
 
     Attributes:
         name: the job's name.
         uid: its uid (the owner of its abort command and of its Kueue workloads).
+        version: its ``metadata.resourceVersion`` (the server changes it on every write).
         state: the app state the job alone says; ``FAILED`` once it has
             :data:`ANNOTATION_FAILED`.
         failed: its :data:`ANNOTATION_FAILED` (why the scheduler ended the app
@@ -288,6 +289,7 @@ class Job:
 
     name: str
     uid: str
+    version: str
     state: AppState
     failed: str | None
     pull_timeout: float | None
@@ -326,6 +328,7 @@ class Job:
         return cls(
             name=str(metadata.get("name") or ""),
             uid=str(metadata.get("uid") or ""),
+            version=str(metadata.get("resourceVersion") or ""),
             state=AppState.FAILED if failed is not None else state,
             failed=None if failed is None else str(failed),
             pull_timeout=timeout,
