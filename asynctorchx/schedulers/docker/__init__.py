@@ -3,14 +3,15 @@
 One private module per concern:
 
 - ``_engine``: the engine connection, the only module that imports aiodocker; it maps
-  aiodocker's errors to :mod:`asynctorchx.errors`; :func:`has_docker`.
+  aiodocker's errors to :mod:`asynctorchx.errors` and reads the engine's JSON documents
+  into typed records (``Container``, ``Event``, ``Network``); :func:`has_docker`.
 - ``_options``: the run options (``env``'s forms) and :class:`DockerOpts`.
 - ``_request``: the dry-run request (:class:`DockerJob`, :class:`DockerContainer`),
   labels, names and run options; no I/O.
 - ``_run_kwargs``: a request's container as docker-py's ``containers.run`` keywords
   (:attr:`DockerContainer.kwargs`).
-- ``_state``: pure decision tables (container state to replica and app state, the
-  engine's restart rule) and the description built from inspects.
+- ``_state``: pure decision tables (container state to replica and app state) and the
+  description built from the containers' records.
 - ``_containers``: an app's containers on the engine (create, describe, list, stop,
   remove).
 - ``_network``: the bridge network, created once across processes.

@@ -14,13 +14,13 @@ import functools
 import json
 import math
 import time
-from typing import Any
+from collections.abc import Iterable
 
 import anyio
 
 from asynctorchx.errors import DockerEngineError
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse
-from asynctorchx.schedulers.docker._engine import Engine
+from asynctorchx.schedulers.docker._engine import Container, Engine
 from asynctorchx.schedulers.docker._request import (
     LABEL_APP_ID,
     LABEL_CANCELLED_AT,
@@ -29,12 +29,7 @@ from asynctorchx.schedulers.docker._request import (
     DockerContainer,
     DockerJob,
 )
-from asynctorchx.schedulers.docker._state import (
-    describe_from,
-    listed_state,
-    replica_of,
-    replica_state,
-)
+from asynctorchx.schedulers.docker._state import describe_from, replica_of, replica_state
 from asynctorchx.schedulers.toolkit import LogQuery, app_state, gather, gather_results
 from asynctorchx.specs.api import AppState, is_terminal
 
@@ -117,32 +112,26 @@ def refused(err: DockerEngineError, container: DockerContainer) -> DockerEngineE
 # --------------------------------------------------------------------------- read
 
 
-async def list_containers(engine: Engine, app_id: str | None) -> list[dict[str, Any]]:
-    """The listing entries (``GET /containers/json``) of every container of the app.
+async def list_containers(engine: Engine, app_id: str | None) -> list[Container]:
+    """Every container of the app, from the engine's listing (``GET /containers/json``).
 
     Args:
         engine: the engine.
         app_id: the app; ``None``: every app's (asynctorchx's and TorchX's).
     """
-    label = LABEL_APP_ID if app_id is None else f"{LABEL_APP_ID}={app_id}"
-    filters = json.dumps({"label": [label]})
-    listed: list[dict[str, Any]] = await engine.json(
-        "containers/json", params={"all": "1", "filters": filters}
-    )
-    return listed
+    return await engine.containers(LABEL_APP_ID if app_id is None else f"{LABEL_APP_ID}={app_id}")
 
 
-async def _inspect_all(engine: Engine, ids: list[str]) -> list[dict[str, Any]]:
-    """Inspect the containers concurrently; those removed meanwhile are left out."""
-    results: dict[str, dict[str, Any]] = {}
+async def _inspect_all(engine: Engine, ids: Iterable[str]) -> dict[str, Container]:
+    """Inspect the containers concurrently, by id; those removed meanwhile are left out."""
+    results: dict[str, Container] = {}
 
     async def inspect(cid: str) -> None:
-        info = await engine.json_if_found(f"containers/{cid}/json")
-        if info is not None:
-            results[cid] = info
+        if (container := await engine.inspect(cid)) is not None:
+            results[cid] = container
 
     await gather(functools.partial(inspect, cid) for cid in ids)
-    return [results[cid] for cid in ids if cid in results]
+    return results
 
 
 async def cancelled_at(engine: Engine, app_id: str) -> int | None:
@@ -160,8 +149,8 @@ async def cancelled_at(engine: Engine, app_id: str) -> int | None:
 
 
 async def inspect_and_marker(
-    engine: Engine, app_id: str, ids: list[str], marker: bool = True
-) -> tuple[list[dict[str, Any]], int | None]:
+    engine: Engine, app_id: str, ids: Iterable[str], marker: bool = True
+) -> tuple[dict[str, Container], int | None]:
     """Inspect the containers ``ids`` and, if ``marker``, read the cancel marker, at once.
 
     Args:
@@ -171,7 +160,7 @@ async def inspect_and_marker(
         marker: read the cancel marker too (else its time is returned as ``None``).
 
     Returns:
-        the inspects of the containers still there, and the cancel time (ns) or ``None``.
+        the containers still there, by id, and the cancel time (ns) or ``None``.
     """
     if not marker:
         return await _inspect_all(engine, ids), None
@@ -184,15 +173,15 @@ async def inspect_and_marker(
     return inspected, cancelled
 
 
-async def inspect_app(engine: Engine, app_id: str) -> tuple[list[dict[str, Any]], int | None]:
-    """The inspects of the app's containers and its cancel time (ns) or ``None``.
+async def inspect_app(engine: Engine, app_id: str) -> tuple[dict[str, Container], int | None]:
+    """The app's containers, by id, from their inspects, and its cancel time (ns) or ``None``.
 
     Args:
         engine: the engine.
         app_id: the app.
     """
-    ids = [container["Id"] for container in await list_containers(engine, app_id)]
-    return await inspect_and_marker(engine, app_id, ids) if ids else ([], None)
+    ids = [container.id for container in await list_containers(engine, app_id)]
+    return await inspect_and_marker(engine, app_id, ids) if ids else ({}, None)
 
 
 async def describe(engine: Engine, app_id: str) -> DescribeAppResponse | None:
@@ -206,7 +195,7 @@ async def describe(engine: Engine, app_id: str) -> DescribeAppResponse | None:
         the description, or ``None`` if the engine has no container of the app.
     """
     inspected, cancelled = await inspect_app(engine, app_id)
-    return describe_from(app_id, inspected, cancelled) if inspected else None
+    return describe_from(app_id, inspected.values(), cancelled) if inspected else None
 
 
 async def _cancelled_apps(engine: Engine) -> set[str]:
@@ -219,46 +208,17 @@ async def _cancelled_apps(engine: Engine) -> set[str]:
     }
 
 
-async def _replica_states(
-    engine: Engine, listed: list[dict[str, Any]], cancelled: set[str]
-) -> dict[str, dict[str, AppState]]:
-    """App id -> container id -> replica state, for the apps not cancelled.
-
-    A container the listing reports as finished is as listed: the engine lists a
-    container as exited only once its exit is recorded. One it reports as live is
-    inspected (as :func:`describe` does): the listing comes from a view of the engine
-    that lags behind an exit (right after a ``die`` event it still says ``running``),
-    while an inspect waits for the exit to be recorded. One removed meanwhile is left out.
-    """
-    per_app: dict[str, dict[str, AppState]] = {}
-    live: list[str] = []
-    for container in listed:
-        app_id = container["Labels"][LABEL_APP_ID]
-        if app_id in cancelled:
-            continue
-        state = listed_state(container)
-        per_app.setdefault(app_id, {})[container["Id"]] = state
-        if not is_terminal(state):
-            live.append(container["Id"])
-    fresh = {info["Id"]: info for info in await _inspect_all(engine, live)}
-    inspected = set(live)
-    for states in per_app.values():
-        for cid in [cid for cid in states if cid in inspected]:
-            if cid in fresh:
-                states[cid] = replica_state(fresh[cid]["State"], None)[0]
-            else:
-                del states[cid]
-    return per_app
-
-
 async def list_apps(engine: Engine) -> list[ListAppResponse]:
     """Every app the engine has containers of (asynctorchx's and TorchX's), by app id.
 
-    One container listing and one volume listing; the containers listed as finished
-    keep their listed state, those listed as live are inspected, since the listing can
-    lag behind an exit that ``wait`` and :func:`describe` already see. A cancelled app
-    is described (inspects), since only a replica's finish time tells whether the
-    cancel ended it. Every entry then agrees with :func:`describe`.
+    One container listing and one volume listing. A container the listing reports as
+    finished keeps its listed state: the engine lists a container as exited only once
+    its exit is recorded. One it reports as live is inspected (as :func:`describe`
+    does): the listing comes from a view of the engine that lags behind an exit (right
+    after a ``die`` event it still says ``running``), while an inspect waits for the exit
+    to be recorded; one removed meanwhile is left out. A cancelled app is described
+    (inspects), since only a replica's finish time tells whether the cancel ended it.
+    Every entry then agrees with :func:`describe`.
 
     Args:
         engine: the engine.
@@ -269,22 +229,31 @@ async def list_apps(engine: Engine) -> list[ListAppResponse]:
             functools.partial(_cancelled_apps, engine),
         ]
     )
-    per_app = await _replica_states(engine, listed, cancelled)
-    states = {app_id: app_state(found.values()) for app_id, found in per_app.items() if found}
+    kept = [c for c in listed if c.labels[LABEL_APP_ID] not in cancelled]
+    live = {c.id for c in kept if not is_terminal(replica_state(c, None)[0])}
+    fresh = await _inspect_all(engine, live)
+    per_app: dict[str, list[AppState]] = {}
+    for container in kept:
+        current = fresh.get(container.id) if container.id in live else container
+        if current is not None:
+            per_app.setdefault(container.labels[LABEL_APP_ID], []).append(
+                replica_state(current, None)[0]
+            )
+    states = {app_id: app_state(found) for app_id, found in per_app.items()}
 
     async def describe_cancelled(app_id: str) -> None:
         response = await describe(engine, app_id)
         if response is not None:
             states[app_id] = response.state
 
-    listed_apps = {container["Labels"][LABEL_APP_ID] for container in listed}
+    listed_apps = {container.labels[LABEL_APP_ID] for container in listed}
     await gather(
         functools.partial(describe_cancelled, app_id) for app_id in sorted(listed_apps & cancelled)
     )
     return [ListAppResponse(app_id=app_id, state=state) for app_id, state in sorted(states.items())]
 
 
-async def find_container(engine: Engine, app_id: str, query: LogQuery) -> dict[str, Any] | None:
+async def find_container(engine: Engine, app_id: str, query: LogQuery) -> Container | None:
     """Inspect the container of the replica ``query`` reads (``role_name``, ``k``).
 
     Args:
@@ -294,7 +263,8 @@ async def find_container(engine: Engine, app_id: str, query: LogQuery) -> dict[s
             containers (:meth:`~asynctorchx.schedulers.toolkit.LogQuery.check_replica`).
 
     Returns:
-        the container's inspect, or ``None`` if the engine has no container of the app.
+        the container, from its inspect, or ``None`` if the engine has no container of
+        the app.
 
     Raises:
         ValueError: the app has no role ``role_name``, the role has no replica ``k``,
@@ -305,13 +275,12 @@ async def find_container(engine: Engine, app_id: str, query: LogQuery) -> dict[s
         return None
     replica_counts: dict[str, int] = {}
     for container in containers:
-        role, replica_id = replica_of(container["Labels"])
+        role, replica_id = replica_of(container.labels)
         replica_counts[role] = max(replica_counts.get(role, 0), replica_id + 1)
     query.check_replica(app_id, replica_counts)
-    for container in containers:
-        if replica_of(container["Labels"]) == (query.role_name, query.k):
-            info: dict[str, Any] = await engine.json(f"containers/{container['Id']}/json")
-            return info
+    wanted = [c.id for c in containers if replica_of(c.labels) == (query.role_name, query.k)]
+    if wanted and (inspected := await engine.inspect(wanted[0])) is not None:
+        return inspected
     raise ValueError(
         f"replica {query.k} of role {query.role_name!r} of app {app_id!r} has no container"
         " any more (it was removed)"
@@ -352,8 +321,7 @@ async def stop_all(engine: Engine, app_id: str, stop_timeout: float) -> None:
                 raise
 
     await gather(
-        functools.partial(stop, container["Id"])
-        for container in await list_containers(engine, app_id)
+        functools.partial(stop, container.id) for container in await list_containers(engine, app_id)
     )
 
 
@@ -377,7 +345,7 @@ async def delete_app(engine: Engine, app_id: str) -> None:
                 raise
 
     await gather(
-        functools.partial(remove, f"containers/{container['Id']}", {"force": "1", "v": "1"})
+        functools.partial(remove, f"containers/{container.id}", {"force": "1", "v": "1"})
         for container in containers
     )
     await remove(f"volumes/{CANCEL_MARKER_PREFIX}{app_id}", {})

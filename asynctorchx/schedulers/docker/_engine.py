@@ -10,6 +10,10 @@ aiodocker or aiohttp raises is mapped here, once, to :mod:`asynctorchx.errors`:
 - no engine answers, or the connection broke:
   :class:`~asynctorchx.errors.SchedulerUnavailableError`.
 
+The engine's JSON documents are parsed here, once, into small frozen records holding
+only what ``local_docker`` reads: :class:`Container` (an inspect or a listing entry),
+:class:`Event` (a record of the events stream) and :class:`Network`.
+
 aiodocker is imported on first use only (so importing the scheduler never imports it);
 it runs on asyncio only, so under trio every call raises
 :class:`~asynctorchx.errors.SchedulerUnavailableError`. :func:`has_docker` asks through
@@ -25,20 +29,21 @@ import functools
 import io
 import json
 import os
+import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager as ContextManager
 from typing import Any
 
 import anyio
+import attrs
 
 from asynctorchx.errors import (
     DockerEngineError,
     SchedulerClosedError,
     SchedulerUnavailableError,
 )
-from asynctorchx.schedulers.docker._state import ns_to_engine
-from asynctorchx.schedulers.toolkit import gather
+from asynctorchx.schedulers.toolkit import gather, parse_rfc3339_ns
 
 #: Events are asked from this long before the subscription (ns): the engine sends its
 #: response head before it subscribes, and a remote engine's clock may be a little off.
@@ -49,6 +54,157 @@ EVENTS_SKEW_NS = 1_000_000_000
 _NO_CONNECTION = 900
 
 _START_ENGINE = "start one, e.g. `bash scripts/docker-engine.sh start`, or set DOCKER_HOST"
+
+#: The exit code in a container listing's ``Status`` text (``docker ps``'s STATUS column).
+_EXITED = re.compile(r"Exited \((-?\d+)\)")
+
+
+def ns_to_engine(ns: int) -> str:
+    """Format ``ns`` since the epoch as the engine's ``since``/``until`` parameter
+    (seconds.nanoseconds).
+
+    Args:
+        ns: nanoseconds since the epoch.
+    """
+    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
+
+
+@attrs.frozen
+class Container:
+    """A container as the engine reports it: what ``local_docker`` reads of it.
+
+    Made from an inspect (``GET /containers/{id}/json``, :meth:`from_inspect`) or from a
+    listing entry (``GET /containers/json``, :meth:`from_listing`), which holds less: no
+    error, finish time, restart count or TTY, and the exit code only in its ``Status``
+    text (``Exited (3) 2 seconds ago``).
+
+    Args:
+        id: the container's id.
+        name: its name, without the engine's leading ``/``.
+        hostname: ``Config.Hostname`` (the name when the engine has none).
+        image: ``Config.Image``, the image as the container was created with it.
+        labels: its labels (TorchX's ``torchx.pytorch.org/...`` among them).
+        status: ``State.Status``: ``created``, ``running``, ``restarting``, ``paused``,
+            ``removing``, ``exited`` or ``dead`` (the Docker Engine API's names).
+        exit_code: ``State.ExitCode`` (the engine says 0 while it runs); ``None`` when a
+            listing entry's text has none.
+        error: ``State.Error``: why the engine could not start it (``""``: none).
+        finished_ns: ``State.FinishedAt`` in ns since the epoch; ``None``: never
+            finished (the engine's zero time), or not known (a listing entry).
+        restart_count: ``RestartCount``: how often its restart policy restarted it.
+        tty: ``Config.Tty``: its log is raw text, not multiplexed frames.
+    """
+
+    id: str
+    name: str
+    hostname: str
+    image: str
+    labels: Mapping[str, str]
+    status: str
+    exit_code: int | None = None
+    error: str = ""
+    finished_ns: int | None = None
+    restart_count: int = 0
+    tty: bool = False
+
+    @classmethod
+    def from_inspect(cls, info: Mapping[str, Any]) -> Container:
+        """Read a container's inspect (``GET /containers/{id}/json``).
+
+        Args:
+            info: the engine's JSON document.
+        """
+        config, state = info["Config"], info["State"]
+        name = str(info.get("Name", "")).lstrip("/")
+        return cls(
+            id=str(info["Id"]),
+            name=name,
+            hostname=str(config.get("Hostname") or name),
+            image=str(config.get("Image", "")),
+            labels=dict(config.get("Labels") or {}),
+            status=str(state.get("Status", "")),
+            exit_code=state.get("ExitCode"),
+            error=str(state.get("Error") or ""),
+            finished_ns=parse_rfc3339_ns(state.get("FinishedAt")),
+            restart_count=int(info.get("RestartCount", 0)),
+            tty=bool(config.get("Tty")),
+        )
+
+    @classmethod
+    def from_listing(cls, entry: Mapping[str, Any]) -> Container:
+        """Read one entry of a container listing (``GET /containers/json``).
+
+        Args:
+            entry: the engine's JSON document of one container.
+        """
+        names = entry.get("Names") or [""]
+        name = str(names[0]).lstrip("/")
+        match = _EXITED.search(str(entry.get("Status", "")))
+        return cls(
+            id=str(entry["Id"]),
+            name=name,
+            hostname=name,
+            image=str(entry.get("Image", "")),
+            labels=dict(entry.get("Labels") or {}),
+            status=str(entry.get("State", "")),
+            exit_code=int(match.group(1)) if match else None,
+        )
+
+
+@attrs.frozen
+class Event:
+    """One record of the engine's events stream (``GET /events``).
+
+    Args:
+        id: the id of the object it is about (``Actor.ID``).
+        action: what happened (``die``, ``start``, ``create``...), without the
+            ``: detail`` some actions carry.
+        name: the object's name (``Actor.Attributes.name``; ``""`` if none).
+    """
+
+    id: str
+    action: str
+    name: str
+
+    @classmethod
+    def parse(cls, record: Mapping[str, Any]) -> Event:
+        """Read one JSON record of the events stream (its current and older fields).
+
+        Args:
+            record: the engine's JSON document of one event.
+        """
+        actor = record.get("Actor") or {}
+        action = str(record.get("Action") or record.get("status") or "")
+        return cls(
+            id=str(actor.get("ID") or record.get("id") or ""),
+            action=action.split(":", 1)[0],
+            name=str((actor.get("Attributes") or {}).get("name") or ""),
+        )
+
+
+@attrs.frozen
+class Network:
+    """A network of the engine's listing (``GET /networks``).
+
+    Args:
+        id: the network's id.
+        name: its name.
+        created_ns: when the engine created it, ns since the epoch (``None``: not said).
+    """
+
+    id: str
+    name: str
+    created_ns: int | None
+
+    @classmethod
+    def parse(cls, entry: Mapping[str, Any]) -> Network:
+        """Read one entry of a network listing.
+
+        Args:
+            entry: the engine's JSON document of one network.
+        """
+        created = parse_rfc3339_ns(entry.get("Created"))
+        return cls(id=str(entry["Id"]), name=str(entry.get("Name", "")), created_ns=created)
 
 
 def _mapped_error(err: Exception, request: str, where: str) -> Exception | None:
@@ -122,16 +278,16 @@ class EventStream(StreamBody):
                 " check `docker info`, then retry"
             )
 
-    def pop(self) -> list[dict[str, Any]]:
+    def pop(self) -> list[Event]:
         """Return the events received whole so far, oldest first, and forget them."""
         end = self.buffer.rfind(b"\n")
         if end < 0:
             return []
         raw = bytes(self.buffer[: end + 1])
         del self.buffer[: end + 1]
-        return [json.loads(line) for line in raw.splitlines() if line.strip()]
+        return [Event.parse(json.loads(line)) for line in raw.splitlines() if line.strip()]
 
-    async def next_batch(self) -> list[dict[str, Any]]:
+    async def next_batch(self) -> list[Event]:
         """Await at least one event; return every event received so far, oldest first.
 
         Raises:
@@ -275,6 +431,40 @@ class Engine:
             if err.status == 404:
                 return None
             raise
+
+    async def inspect(self, cid: str) -> Container | None:
+        """Inspect a container; ``None`` if the engine has no such container (404).
+
+        Args:
+            cid: the container's id (or name).
+
+        Raises:
+            DockerEngineError: the engine answered another 4xx/5xx.
+        """
+        info = await self.json_if_found(f"containers/{cid}/json")
+        return None if info is None else Container.from_inspect(info)
+
+    async def containers(self, label: str) -> list[Container]:
+        """List every container (running or not) that has ``label``.
+
+        Args:
+            label: the listing's ``label`` filter: ``key`` or ``key=value``.
+
+        Raises:
+            DockerEngineError: the engine refused the filter.
+        """
+        filters = json.dumps({"label": [label]})
+        listed = await self.json("containers/json", params={"all": "1", "filters": filters})
+        return [Container.from_listing(entry) for entry in listed]
+
+    async def networks(self, name: str) -> list[Network]:
+        """List the networks named exactly ``name`` (the engine's filter matches prefixes).
+
+        Args:
+            name: the network's name.
+        """
+        listed = await self.json("networks", params={"filters": json.dumps({"name": [name]})})
+        return [net for net in map(Network.parse, listed) if net.name == name]
 
     async def call(
         self, path: str, method: str = "POST", *, params: Mapping[str, str] | None = None

@@ -31,14 +31,14 @@ import anyio
 
 from asynctorchx.errors import DockerEngineError
 from asynctorchx.schedulers.api import Stream
-from asynctorchx.schedulers.docker._engine import Engine, EventStream, StreamBody
-from asynctorchx.schedulers.docker._state import (
-    STATE_EVENTS,
-    STOP_EVENTS,
-    engine_time,
-    event_action,
+from asynctorchx.schedulers.docker._engine import (
+    Container,
+    Engine,
+    EventStream,
+    StreamBody,
     ns_to_engine,
 )
+from asynctorchx.schedulers.docker._state import STATE_EVENTS, STOP_EVENTS
 from asynctorchx.schedulers.toolkit import (
     MAX_LINE_BYTES,
     LineAssembler,
@@ -334,7 +334,7 @@ class LogLines:
 
 
 async def log_blocks(
-    engine: Engine, info: Mapping[str, Any], query: LogQuery, start: int = 0
+    engine: Engine, container: Container, query: LogQuery, start: int = 0
 ) -> AsyncGenerator[LogBlock, None]:
     """Stream a container's log from the engine as whole lines, a received chunk's at a
     time (an async generator of ``toolkit.LogBlock``).
@@ -354,7 +354,7 @@ async def log_blocks(
 
     Args:
         engine: the engine.
-        info: the container's inspect.
+        container: the container, from its inspect.
         query: what to read (its role and replica are the container's).
         start: 0, or a block's position given before for the same ``streams``.
     """
@@ -365,13 +365,14 @@ async def log_blocks(
         "timestamps": "1",
     }
     if query.until is not None:
-        params["until"] = engine_time(query.until)
+        # a naive datetime is local time (datetime.timestamp's), kept to the microsecond
+        params["until"] = ns_to_engine(round(query.until.timestamp() * 1_000_000) * 1000)
     since = query.since
     since_ns = int(since.timestamp() * 1_000_000) * 1000 if since is not None else None
     kinds = {Stream.STDOUT: (STDOUT,), Stream.STDERR: (STDERR,)}.get(stream, (STDOUT, STDERR))
-    lines = LogLines(since_ns, bool(info["Config"].get("Tty")), kinds)
+    lines = LogLines(since_ns, container.tty, kinds)
     lines.resume_at(start)
-    cid = info["Id"]
+    cid = container.id
     if query.should_tail:
         source = _tail(engine, cid, lines, params, query.until)
     else:
@@ -465,7 +466,8 @@ async def _tail(
     filters = {"type": ["container"], "container": [cid], "event": list(STATE_EVENTS)}
     async with engine.events(filters) as events:
         while anyio.current_time() < deadline:
-            status = await _container_status(engine, cid)
+            found = await engine.inspect(cid)
+            status = None if found is None else found.status
             if status in (None, "removing"):
                 break  # removed (`docker rm -f`), or being removed: its log goes with it
             if status in ("running", "paused"):
@@ -511,12 +513,6 @@ async def _more(body: StreamBody, events: EventStream, deadline: float, stopped:
     return True
 
 
-async def _container_status(engine: Engine, cid: str) -> str | None:
-    """The container's ``State.Status`` (``running``, ``exited``...); ``None``: removed."""
-    info = await engine.json_if_found(f"containers/{cid}/json")
-    return None if info is None else str(info["State"].get("Status"))
-
-
 async def _follow(
     engine: Engine,
     cid: str,
@@ -547,7 +543,7 @@ async def _follow(
                         with anyio.move_on_after(0):  # the events already sent, no wait
                             await events.fill()
                         next_events = anyio.current_time() + FLOWING_SECONDS
-                    stopped = any(event_action(e) in STOP_EVENTS for e in events.pop())
+                    stopped = any(e.action in STOP_EVENTS for e in events.pop())
                 if body.eof or anyio.current_time() >= deadline:
                     break
                 if not await _more(body, events, deadline, stopped):
@@ -568,5 +564,5 @@ async def _stop_event(events: EventStream, deadline: float) -> None:
     see the run's end instead of reopening the follow in a busy loop.
     """
     with anyio.move_on_after(max(deadline - anyio.current_time(), 0.0)):
-        while not any(event_action(event) in STOP_EVENTS for event in await events.next_batch()):
+        while not any(event.action in STOP_EVENTS for event in await events.next_batch()):
             pass

@@ -10,19 +10,15 @@ concurrent creates of one name all succeed, and this module settles on one netwo
 from __future__ import annotations
 
 import contextlib
-import json
 import time
-from typing import Any
 
 import anyio
 from anyio.lowlevel import RunVar
 
 from asynctorchx import __version__
 from asynctorchx.errors import DockerEngineError
-from asynctorchx.schedulers.docker._engine import Engine, EventStream
+from asynctorchx.schedulers.docker._engine import Engine, EventStream, Network
 from asynctorchx.schedulers.docker._request import LABEL_VERSION
-from asynctorchx.schedulers.docker._state import event_action, event_id
-from asynctorchx.schedulers.toolkit import parse_rfc3339_ns
 
 #: A network older than this (s) is settled: no concurrent create of its name is running.
 NETWORK_SETTLE_S = 10.0
@@ -40,21 +36,14 @@ def _lock(engine: str, name: str) -> anyio.Lock:
     return locks.setdefault((engine, name), anyio.Lock())
 
 
-async def _networks_named(engine: Engine, name: str) -> list[dict[str, Any]]:
-    """The engine's networks named exactly ``name`` (its name filter matches prefixes)."""
-    filters = json.dumps({"name": [name]})
-    listed = await engine.json("networks", params={"filters": filters})
-    return [net for net in listed if net.get("Name") == name]
-
-
-def _settled_network(found: list[dict[str, Any]]) -> str | None:
+def _settled_network(found: list[Network]) -> str | None:
     """The oldest network of ``found`` created over ``NETWORK_SETTLE_S`` ago, if any."""
     horizon = time.time_ns() - int(NETWORK_SETTLE_S * 1e9)
-    settled = []
-    for net in found:
-        created = parse_rfc3339_ns(net.get("Created"))
-        if created is None or created < horizon:
-            settled.append((created or 0, str(net["Id"])))
+    settled = [
+        (net.created_ns or 0, net.id)
+        for net in found
+        if net.created_ns is None or net.created_ns < horizon
+    ]
     return min(settled)[1] if settled else None
 
 
@@ -85,7 +74,7 @@ async def ensure_network(engine: Engine, name: str) -> str:
     await engine.connect()  # the clear error under trio or without an engine, first
     async with _lock(engine.key, name):
         for _ in range(3):
-            found = await _networks_named(engine, name)
+            found = await engine.networks(name)
             settled = _settled_network(found)
             if settled is not None:
                 return settled
@@ -137,30 +126,26 @@ async def _network_winner(
     it has been seen too. A network whose event never comes (the engine's event
     buffer dropped it) is settled by age once it is ``NETWORK_SETTLE_S`` old.
     """
-    found = await _networks_named(engine, name)
+    found = await engine.networks(name)
     settled = _settled_network(found)
     if settled is not None:
         return settled
-    need = {str(net["Id"]) for net in found} | ({mine} if mine else set())
+    need = {net.id for net in found} | ({mine} if mine else set())
     created: list[str] = []
     gone: set[str] = set()
-    stamps = [parse_rfc3339_ns(net.get("Created")) or 0 for net in found]
-    oldest_young_ns = min(stamps) if stamps else time.time_ns()
+    oldest_young_ns = min((net.created_ns or 0 for net in found), default=time.time_ns())
     patience = oldest_young_ns / 1e9 + NETWORK_SETTLE_S - time.time()
     with anyio.move_on_after(max(patience, 0.0)):
         while not need <= set(created) | gone:
             for event in await events.next_batch():
-                if (event.get("Actor") or {}).get("Attributes", {}).get("name") != name:
+                if event.name != name:
                     continue
-                action, nid = event_action(event), event_id(event)
-                if action == "create" and nid not in created:
-                    created.append(nid)
-                elif action == "destroy":
-                    gone.add(nid)
+                if event.action == "create" and event.id not in created:
+                    created.append(event.id)
+                elif event.action == "destroy":
+                    gone.add(event.id)
     alive = [nid for nid in created if nid not in gone]
     if alive:
         return alive[0]
-    found = await _networks_named(engine, name)
-    if not found:
-        return None
-    return min((parse_rfc3339_ns(net.get("Created")) or 0, str(net["Id"])) for net in found)[1]
+    found = await engine.networks(name)
+    return min((net.created_ns or 0, net.id) for net in found)[1] if found else None

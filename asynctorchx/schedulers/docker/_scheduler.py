@@ -370,10 +370,10 @@ class DockerScheduler(Scheduler[DockerJob]):
             ValueError: the app has no role ``query.role_name`` or replica ``query.k``.
         """
         validate_app_id(app_id)
-        info = await _containers.find_container(self._engine, app_id, query)
-        if info is None:
+        container = await _containers.find_container(self._engine, app_id, query)
+        if container is None:
             raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
-        blocks = log_blocks(self._engine, info, query, start)
+        blocks = log_blocks(self._engine, container, query, start)
         async with contextlib.aclosing(blocks) as produced:
             async for block in produced:
                 yield block

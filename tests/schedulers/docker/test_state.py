@@ -1,7 +1,8 @@
 """``local_docker``'s decision tables, without an engine: container records in, states out.
 
-The records are shaped as the Docker Engine API returns them (a container inspect's
-``State``, ``HostConfig.RestartPolicy`` and ``RestartCount``; a ``die`` event).
+The records are shaped as the Docker Engine API returns them (a container inspect, whose
+``State`` varies, or a listing entry) and read as the engine's answers are
+(``Container.from_inspect``, ``Container.from_listing``).
 """
 
 from __future__ import annotations
@@ -10,12 +11,9 @@ from typing import Any
 
 import pytest
 
+from asynctorchx.schedulers.docker._engine import Container
 from asynctorchx.schedulers.docker._request import LABEL_REPLICA_ID, LABEL_ROLE_NAME
-from asynctorchx.schedulers.docker._state import (
-    describe_from,
-    listed_state,
-    replica_state,
-)
+from asynctorchx.schedulers.docker._state import describe_from, replica_state
 from asynctorchx.schedulers.toolkit import format_rfc3339_ns as rfc3339
 from asynctorchx.schedulers.toolkit import parse_rfc3339_ns as parse_ts_ns
 from asynctorchx.specs.api import AppState
@@ -36,6 +34,23 @@ def finished(
     }
 
 
+def container(k: int, state: dict[str, Any], role: str = "r") -> Container:
+    """Replica ``k`` of ``role`` in ``state``, read from its inspect as the engine returns it."""
+    return Container.from_inspect(
+        {
+            "Id": f"c{k}",
+            "Name": f"/app-{role}-{k}",
+            "Config": {
+                "Image": "img",
+                "Hostname": f"app-{role}-{k}",
+                "Labels": {LABEL_ROLE_NAME: role, LABEL_REPLICA_ID: str(k)},
+            },
+            "State": state,
+            "RestartCount": 0,
+        }
+    )
+
+
 # --------------------------------------------------------------------------- replica state
 
 
@@ -52,58 +67,67 @@ def finished(
 def test_a_live_container_is_a_live_replica_without_exit_code(
     status: str, expected: AppState
 ) -> None:
-    assert replica_state({"Status": status, "ExitCode": 0}, None) == (expected, None)
+    assert replica_state(container(0, {"Status": status, "ExitCode": 0}), None) == (expected, None)
 
 
 def test_an_exit_0_succeeds_and_any_other_exit_fails_with_its_code() -> None:
-    assert replica_state(finished("exited", 0), None) == (AppState.SUCCEEDED, 0)
-    assert replica_state(finished("exited", 7), None) == (AppState.FAILED, 7)
-    assert replica_state(finished("exited", 137), None) == (AppState.FAILED, 137)
+    assert replica_state(container(0, finished("exited", 0)), None) == (AppState.SUCCEEDED, 0)
+    assert replica_state(container(0, finished("exited", 7)), None) == (AppState.FAILED, 7)
+    assert replica_state(container(0, finished("exited", 137)), None) == (AppState.FAILED, 137)
 
 
 def test_a_dead_container_failed_even_with_exit_code_0() -> None:
-    assert replica_state(finished("dead", 0), None) == (AppState.FAILED, 0)
+    assert replica_state(container(0, finished("dead", 0)), None) == (AppState.FAILED, 0)
 
 
 def test_a_container_the_engine_could_not_start_failed() -> None:
     # e.g. its bind mount's source is gone: the engine leaves it `created` with an Error
     state = finished("created", 127, error="no such file or directory")
-    assert replica_state(state, None) == (AppState.FAILED, 127)
+    assert replica_state(container(0, state), None) == (AppState.FAILED, 127)
     # it failed before a later cancel: the cancel did not end it
-    assert replica_state(state, T0 + S) == (AppState.FAILED, 127)
+    assert replica_state(container(0, state), T0 + S) == (AppState.FAILED, 127)
 
 
 def test_a_never_started_container_of_a_cancelled_app_is_cancelled() -> None:
     # nothing will start it any more, so the app can still end
-    assert replica_state({"Status": "created", "ExitCode": 0}, T0) == (AppState.CANCELLED, None)
+    assert replica_state(container(0, {"Status": "created", "ExitCode": 0}), T0) == (
+        AppState.CANCELLED,
+        None,
+    )
 
 
 def test_a_replica_that_finished_before_the_cancel_keeps_its_result() -> None:
     cancelled_at = T0 + S
-    assert replica_state(finished("exited", 0), cancelled_at) == (AppState.SUCCEEDED, 0)
-    assert replica_state(finished("exited", 3), cancelled_at) == (AppState.FAILED, 3)
+    assert replica_state(container(0, finished("exited", 0)), cancelled_at) == (
+        AppState.SUCCEEDED,
+        0,
+    )
+    assert replica_state(container(0, finished("exited", 3)), cancelled_at) == (AppState.FAILED, 3)
 
 
 def test_a_replica_that_finished_at_or_after_the_cancel_is_cancelled_whatever_its_code() -> None:
     # a program that exits 0 on the stop signal was still ended by the cancel
-    assert replica_state(finished("exited", 0), T0) == (AppState.CANCELLED, 0)
-    assert replica_state(finished("exited", 143), T0 - S) == (AppState.CANCELLED, 143)
-    assert replica_state(finished("exited", 1, at_ns=None), T0) == (AppState.CANCELLED, 1)
+    assert replica_state(container(0, finished("exited", 0)), T0) == (AppState.CANCELLED, 0)
+    assert replica_state(container(0, finished("exited", 143)), T0 - S) == (AppState.CANCELLED, 143)
+    assert replica_state(container(0, finished("exited", 1, at_ns=None)), T0) == (
+        AppState.CANCELLED,
+        1,
+    )
 
 
 def test_an_unknown_engine_state_is_unknown() -> None:
-    assert replica_state({"Status": "frozen"}, None) == (AppState.UNKNOWN, None)
+    assert replica_state(container(0, {"Status": "frozen"}), None) == (AppState.UNKNOWN, None)
 
 
 def test_a_listing_entry_reads_the_exit_code_from_the_status_text() -> None:
-    assert listed_state({"State": "exited", "Status": "Exited (0) 2 seconds ago"}) == (
-        AppState.SUCCEEDED
-    )
-    assert listed_state({"State": "exited", "Status": "Exited (3) 1 minute ago"}) == (
-        AppState.FAILED
-    )
-    assert listed_state({"State": "dead", "Status": "Dead"}) == AppState.FAILED
-    assert listed_state({"State": "running", "Status": "Up 3 seconds"}) == AppState.RUNNING
+    def listed(state: str, status: str) -> AppState:
+        entry = {"Id": "c0", "Names": ["/c0"], "Labels": {}, "State": state, "Status": status}
+        return replica_state(Container.from_listing(entry), None)[0]
+
+    assert listed("exited", "Exited (0) 2 seconds ago") == AppState.SUCCEEDED
+    assert listed("exited", "Exited (3) 1 minute ago") == AppState.FAILED
+    assert listed("dead", "Dead") == AppState.FAILED
+    assert listed("running", "Up 3 seconds") == AppState.RUNNING
 
 
 def test_engine_times_parse_to_the_nanosecond() -> None:
@@ -114,21 +138,6 @@ def test_engine_times_parse_to_the_nanosecond() -> None:
 
 
 # --------------------------------------------------------------------------- app state
-
-
-def container(k: int, state: dict[str, Any], role: str = "r") -> dict[str, Any]:
-    """The inspect of replica ``k`` of ``role`` (as the engine returns it) in ``state``."""
-    return {
-        "Id": f"c{k}",
-        "Name": f"/app-{role}-{k}",
-        "Config": {
-            "Image": "img",
-            "Hostname": f"app-{role}-{k}",
-            "Labels": {LABEL_ROLE_NAME: role, LABEL_REPLICA_ID: str(k)},
-        },
-        "State": state,
-        "RestartCount": 0,
-    }
 
 
 def app_of(*states: dict[str, Any], cancelled_at_ns: int | None = None) -> AppState:
