@@ -6,10 +6,8 @@ One private module per concern:
   aiodocker's errors to :mod:`asynctorchx.errors` and reads the engine's JSON documents
   into typed records (``Container``, ``Event``, ``Network``); :func:`has_docker`.
 - ``_options``: the run options (``env``'s forms) and :class:`DockerOpts`.
-- ``_request``: the dry-run request (:class:`DockerJob`, :class:`DockerContainer`),
-  labels, names and run options; no I/O.
-- ``_run_kwargs``: a request's container as docker-py's ``containers.run`` keywords
-  (:attr:`DockerContainer.kwargs`).
+- ``_request``: the dry-run request (:class:`DockerJob`, :class:`DockerContainer`, also
+  as docker-py's ``containers.run`` keywords), labels, names and run options; no I/O.
 - ``_state``: pure decision tables (container state to replica and app state) and the
   description built from the containers' records.
 - ``_containers``: an app's containers on the engine (create, describe, list, stop,

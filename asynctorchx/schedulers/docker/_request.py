@@ -11,11 +11,13 @@ published on the host (TorchX ignores them).
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import hashlib
 import json
 import os
 import re
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +26,6 @@ import attrs
 from asynctorchx import __version__
 from asynctorchx.errors import InvalidAppDefException
 from asynctorchx.schedulers.docker._options import NETWORK
-from asynctorchx.schedulers.docker._run_kwargs import run_kwargs
 from asynctorchx.schedulers.ids import make_unique
 from asynctorchx.schedulers.toolkit import UnknownDeviceError, get_device_mounts
 from asynctorchx.specs.api import (
@@ -59,6 +60,27 @@ _PART_LENGTH = 30
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
+#: ``HostConfig`` fields that docker-py's ``containers.run`` takes as a keyword, and
+#: that keyword (:attr:`DockerContainer.kwargs`).
+_DOCKER_PY_KEYWORDS = {
+    "Init": "init",
+    "NanoCpus": "nano_cpus",
+    "RestartPolicy": "restart_policy",
+    "Memory": "mem_limit",
+    "ShmSize": "shm_size",
+    "NetworkMode": "network",
+}
+_MIB = 2**20
+
+
+def _docker_py_device(entry: dict[str, str]) -> str | dict[str, str]:
+    """A ``HostConfig.Devices`` entry as docker-py's ``devices`` item: TorchX's
+    ``host:container:permissions``, or the entry itself when a path holds ``:``."""
+    host, container = entry["PathOnHost"], entry["PathInContainer"]
+    if ":" in host or ":" in container:
+        return entry
+    return f"{host}:{container}:{entry['CgroupPermissions']}"
+
 
 @attrs.define
 class DockerContainer:
@@ -73,8 +95,9 @@ class DockerContainer:
             ``HostConfig``, ``NetworkingConfig``.
 
     TorchX 0.7.0's ``DockerContainer`` (``torchx.schedulers.docker_scheduler``) holds
-    docker-py's ``containers.run`` keywords instead; :attr:`kwargs` gives them, derived
-    from ``config``.
+    docker-py's ``containers.run`` keywords instead, since it creates containers through
+    docker-py; this one holds the Engine API body, since it talks to the engine through
+    aiodocker. :attr:`kwargs` gives TorchX's keywords, derived from ``config``.
     """
 
     name: str
@@ -86,14 +109,59 @@ class DockerContainer:
     def kwargs(self) -> Mapping[str, Any]:
         """The request as docker-py's ``containers.run(image, command, **kwargs)`` keywords.
 
-        TorchX's ``DockerContainer.kwargs`` (``torchx.schedulers.docker_scheduler``):
-        ``environment``, ``labels``, ``hostname``, ``mounts``, ``devices``,
-        ``device_requests``, ``privileged``, ``mem_limit``, ``shm_size``,
-        ``nano_cpus``, ``restart_policy``, ... Read-only and made from :attr:`config` at
-        each access, so the two never disagree; see
-        :func:`~asynctorchx.schedulers.docker._run_kwargs.run_kwargs` for each keyword.
+        TorchX's ``DockerContainer.kwargs`` (``torchx.schedulers.docker_scheduler``), for
+        code written against TorchX's dry run; derived from :attr:`config` (the body that
+        is sent) at each access, so the two never disagree. Passed with :attr:`image` and
+        :attr:`command` to docker-py 7's ``containers.run(..., detach=True)``, they create
+        the same container (docker-py turns each keyword back into the body field it came
+        from; what it adds is the engine's own default):
+
+        - ``name``, ``hostname``, ``environment`` (a dict), ``labels``, ``privileged``
+          (always), ``mounts`` (dicts equal to docker-py's ``docker.types.Mount``) and
+          ``devices`` (``"host:container:permissions"``, or the body's entry when a path
+          holds ``:``) are always there, as in TorchX;
+        - ``entrypoint`` is ``[]``: the command runs as given, never after the image's
+          ``ENTRYPOINT``, as the body's ``Entrypoint`` makes it (TorchX passes none);
+        - ``network`` and ``networking_config`` (the network's aliases, docker-py 7);
+        - when the body has them: ``init``, ``mem_limit`` and ``shm_size`` (``"<n>m"``
+          for whole MiB, as TorchX writes ``Resource.memMB``, else bytes),
+          ``nano_cpus``, ``device_requests`` (dicts equal to
+          ``docker.types.DeviceRequest``), ``restart_policy``, and ``ports`` (each exposed
+          port with no host binding: ``{"6006/tcp": []}`` publishes nothing).
+
+        Returns:
+            A read-only mapping of copies: changing it changes nothing that is sent;
+            change :attr:`config` for that.
         """
-        return run_kwargs(self.name, self.config)
+        config = copy.deepcopy(self.config)
+        host = config.get("HostConfig", {})
+        kwargs: dict[str, Any] = {
+            "name": self.name,
+            "hostname": config.get("Hostname", self.name),
+            "entrypoint": [],
+            "environment": dict(item.split("=", 1) for item in config.get("Env", [])),
+            "labels": config.get("Labels", {}),
+            "privileged": bool(host.get("Privileged", False)),
+            "mounts": host.get("Mounts", []),
+            "devices": [_docker_py_device(entry) for entry in host.get("Devices", [])],
+        }
+        for field, keyword in _DOCKER_PY_KEYWORDS.items():
+            if field in host:
+                kwargs[keyword] = host[field]
+        for keyword in ("mem_limit", "shm_size"):
+            if keyword in kwargs and kwargs[keyword] % _MIB == 0:
+                kwargs[keyword] = f"{kwargs[keyword] // _MIB}m"
+        if "DeviceRequests" in host:  # docker-py's DeviceRequest sets every field
+            kwargs["device_requests"] = [
+                {"Driver": "", "Count": 0, "DeviceIDs": [], "Capabilities": [], "Options": {}}
+                | request
+                for request in host["DeviceRequests"]
+            ]
+        if endpoints := config.get("NetworkingConfig", {}).get("EndpointsConfig"):
+            kwargs["networking_config"] = endpoints
+        if config.get("ExposedPorts"):
+            kwargs["ports"] = {port: [] for port in config["ExposedPorts"]}
+        return types.MappingProxyType(kwargs)
 
     def __str__(self) -> str:
         body = json.dumps(self.config, indent=2, sort_keys=True).replace("\n", "\n  ")
