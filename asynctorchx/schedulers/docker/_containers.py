@@ -148,21 +148,25 @@ async def cancelled_at(engine: Engine, app_id: str) -> int | None:
     return int(labels.get(LABEL_CANCELLED_AT, "0"))
 
 
-async def inspect_and_marker(
-    engine: Engine, app_id: str, ids: Iterable[str], marker: bool = True
+async def inspect_app(
+    engine: Engine, app_id: str, ids: list[str] | None = None, marker: bool = True
 ) -> tuple[dict[str, Container], int | None]:
-    """Inspect the containers ``ids`` and, if ``marker``, read the cancel marker, at once.
+    """Inspect the app's containers and, if ``marker``, read its cancel marker, at once.
 
     Args:
         engine: the engine.
         app_id: the app.
-        ids: the ids of containers of the app.
+        ids: the ids of the containers to inspect; ``None``: every container of the app
+            (one listing first).
         marker: read the cancel marker too (else its time is returned as ``None``).
 
     Returns:
-        the containers still there, by id, and the cancel time (ns) or ``None``.
+        the containers still there, by id, from their inspects, and the cancel time (ns)
+        or ``None``.
     """
-    if not marker:
+    if ids is None:
+        ids = [container.id for container in await list_containers(engine, app_id)]
+    if not marker or not ids:
         return await _inspect_all(engine, ids), None
     inspected, cancelled = await gather_results(
         [
@@ -171,17 +175,6 @@ async def inspect_and_marker(
         ]
     )
     return inspected, cancelled
-
-
-async def inspect_app(engine: Engine, app_id: str) -> tuple[dict[str, Container], int | None]:
-    """The app's containers, by id, from their inspects, and its cancel time (ns) or ``None``.
-
-    Args:
-        engine: the engine.
-        app_id: the app.
-    """
-    ids = [container.id for container in await list_containers(engine, app_id)]
-    return await inspect_and_marker(engine, app_id, ids) if ids else ({}, None)
 
 
 async def describe(engine: Engine, app_id: str) -> DescribeAppResponse | None:

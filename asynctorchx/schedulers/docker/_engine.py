@@ -12,7 +12,7 @@ aiodocker or aiohttp raises is mapped here, once, to :mod:`asynctorchx.errors`:
 
 The engine's JSON documents are parsed here, once, into small frozen records holding
 only what ``local_docker`` reads: :class:`Container` (an inspect or a listing entry),
-:class:`Event` (a record of the events stream) and :class:`Network`.
+:class:`Event` (a record of the events stream) and :class:`Network` (one of a listing).
 
 aiodocker is imported on first use only (so importing the scheduler never imports it);
 it runs on asyncio only, so under trio every call raises
@@ -188,23 +188,11 @@ class Network:
 
     Args:
         id: the network's id.
-        name: its name.
         created_ns: when the engine created it, ns since the epoch (``None``: not said).
     """
 
     id: str
-    name: str
     created_ns: int | None
-
-    @classmethod
-    def parse(cls, entry: Mapping[str, Any]) -> Network:
-        """Read one entry of a network listing.
-
-        Args:
-            entry: the engine's JSON document of one network.
-        """
-        created = parse_rfc3339_ns(entry.get("Created"))
-        return cls(id=str(entry["Id"]), name=str(entry.get("Name", "")), created_ns=created)
 
 
 def _mapped_error(err: Exception, request: str, where: str) -> Exception | None:
@@ -464,7 +452,11 @@ class Engine:
             name: the network's name.
         """
         listed = await self.json("networks", params={"filters": json.dumps({"name": [name]})})
-        return [net for net in map(Network.parse, listed) if net.name == name]
+        return [
+            Network(str(entry["Id"]), parse_rfc3339_ns(entry.get("Created")))
+            for entry in listed
+            if entry.get("Name") == name
+        ]
 
     async def call(
         self, path: str, method: str = "POST", *, params: Mapping[str, str] | None = None

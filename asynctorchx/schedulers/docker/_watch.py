@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 
 from asynctorchx.schedulers.api import DescribeAppResponse
-from asynctorchx.schedulers.docker._containers import inspect_and_marker, inspect_app
+from asynctorchx.schedulers.docker._containers import inspect_app
 from asynctorchx.schedulers.docker._engine import Engine
 from asynctorchx.schedulers.docker._request import LABEL_APP_ID
 from asynctorchx.schedulers.docker._state import STATE_EVENTS, describe_from
@@ -68,7 +68,7 @@ async def watch(
             prompted.update(event.id for event in events.pop())
             if not prompted:
                 continue
-            fresh, marker = await inspect_and_marker(
+            fresh, marker = await inspect_app(
                 engine, app_id, sorted(prompted), marker=cancelled_at_ns is None
             )
             if cancelled_at_ns is None:
