@@ -354,13 +354,22 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
             replica = values.apply(role)
             name = container_name(app_id, role.name, replica_id)
             env = {**default_env, **replica.env, RANK0_ENV: rank0}
-            replica_labels = {
-                **labels,
-                LABEL_ROLE_NAME: role.name,
-                LABEL_REPLICA_ID: str(replica_id),
+            config: dict[str, Any] = {
+                "Image": replica.image,
+                "Entrypoint": [replica.entrypoint],
+                "Cmd": list(replica.args),
+                "Env": [f"{key}={value}" for key, value in env.items()],
+                "Hostname": name,
+                "Labels": {**labels, LABEL_ROLE_NAME: role.name, LABEL_REPLICA_ID: str(replica_id)},
+                "HostConfig": _host_config(replica, shared_host),
+                "NetworkingConfig": {"EndpointsConfig": {job.network: {"Aliases": [name]}}},
             }
-            host = _host_config(replica, shared_host)
-            job.containers.append(_container(replica, name, env, replica_labels, host))
+            if replica.port_map:
+                # exposed only, as documentation: replicas reach each other on the network
+                # by name; nothing is published on the host (TorchX publishes nothing either)
+                config["ExposedPorts"] = {f"{port}/tcp": {} for port in replica.port_map.values()}
+            command = [replica.entrypoint, *replica.args]
+            job.containers.append(DockerContainer(name, replica.image, command, config))
     return job
 
 
@@ -413,43 +422,16 @@ def _host_config(role: Role, shared: dict[str, Any]) -> dict[str, Any]:
     host = dict(shared)
     resource = role.resource
     if resource.memMB > 0:
-        host["Memory"] = int(resource.memMB) * 1024 * 1024
-        host["ShmSize"] = int(resource.memMB) * 1024 * 1024
+        host["Memory"] = host["ShmSize"] = int(resource.memMB) * 1024 * 1024
     if resource.cpu > 0:
         host["NanoCpus"] = int(resource.cpu * 1_000_000_000)
     if resource.gpu > 0:
         # TorchX's request: CUDA (``compute``) and nvidia-smi (``utility``) in the container
         host["DeviceRequests"] = [{"Count": resource.gpu, "Capabilities": [["compute", "utility"]]}]
-    devices = _devices(role)
-    mounts = _mounts(role)
-    if mounts:
+    if mounts := _mounts(role):
         host["Mounts"] = mounts
-    if devices:
+    if devices := _devices(role):
         host["Devices"] = devices
     if role.max_retries > 0:
         host["RestartPolicy"] = {"Name": "on-failure", "MaximumRetryCount": role.max_retries}
     return host
-
-
-def _container(
-    role: Role, name: str, env: dict[str, str], labels: dict[str, str], host: dict[str, Any]
-) -> DockerContainer:
-    """The container ``name`` of a replica of ``role`` (macros applied)."""
-    network = host["NetworkMode"]
-    config: dict[str, Any] = {
-        "Image": role.image,
-        "Entrypoint": [role.entrypoint],
-        "Cmd": list(role.args),
-        "Env": [f"{key}={value}" for key, value in env.items()],
-        "Hostname": name,
-        "Labels": labels,
-        "HostConfig": host,
-        "NetworkingConfig": {"EndpointsConfig": {network: {"Aliases": [name]}}},
-    }
-    if role.port_map:
-        # exposed only, as documentation: replicas reach each other on the network by
-        # name; nothing is published on the host (TorchX publishes nothing either)
-        config["ExposedPorts"] = {f"{port}/tcp": {} for port in role.port_map.values()}
-    return DockerContainer(
-        name=name, image=role.image, command=[role.entrypoint, *role.args], config=config
-    )
