@@ -109,7 +109,7 @@ def is_ignored(rel_path: str, rules: list[_Rule]) -> bool:
     return ignored
 
 
-def build_context(workspace: str, base_image: str) -> tuple[bytes, bool]:
+def build_context(workspace: str, base_image: str) -> bytes:
     """Tar ``workspace`` into an in-memory Docker build context.
 
     Files matched by the directory's ``.dockerignore`` are left out (the Dockerfile and
@@ -122,7 +122,7 @@ def build_context(workspace: str, base_image: str) -> tuple[bytes, bool]:
         base_image: the image the default Dockerfile starts from (role 0's image).
 
     Returns:
-        the uncompressed tar bytes, and whether the default Dockerfile was generated.
+        the uncompressed tar bytes.
 
     Raises:
         NotADirectoryError: ``workspace`` is not a directory.
@@ -156,14 +156,13 @@ def build_context(workspace: str, base_image: str) -> tuple[bytes, bool]:
                 rel = f"{rel_dir}/{name}" if rel_dir else name
                 if rel in always or not is_ignored(rel, rules):
                     tar.add(os.path.join(dirpath, name), arcname=rel, recursive=False)
-        generated = not os.path.isfile(os.path.join(root, DEFAULT_DOCKERFILE))
-        if generated:
+        if not os.path.isfile(os.path.join(root, DEFAULT_DOCKERFILE)):
             content = f"FROM {base_image}\nCOPY . .\n".encode()
             info = tarfile.TarInfo(DEFAULT_DOCKERFILE)
             info.size = len(content)
             info.mode = 0o644
             tar.addfile(info, io.BytesIO(content))
-    return buffer.getvalue(), generated
+    return buffer.getvalue()
 
 
 async def build_workspace(
@@ -192,7 +191,7 @@ async def build_workspace(
         SchedulerUnavailableError: no engine (under trio, or none answers).
     """
     await engine.connect()
-    context, _ = await anyio.to_thread.run_sync(build_context, workspace, role.image)
+    context = await anyio.to_thread.run_sync(build_context, workspace, role.image)
     quiet = cfg.get("quiet") is True
     if not quiet:
         logger.info("building workspace %s into an image (this may take a while)", workspace)
