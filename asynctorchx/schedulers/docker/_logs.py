@@ -29,10 +29,10 @@ from typing import Any
 
 import anyio
 
-from asynctorchx.errors import DockerEngineError
+from asynctorchx.errors import DockerEngineError, UnknownAppException
 from asynctorchx.schedulers.api import Stream
+from asynctorchx.schedulers.docker._containers import find_container
 from asynctorchx.schedulers.docker._engine import (
-    Container,
     Engine,
     EventStream,
     StreamBody,
@@ -334,10 +334,10 @@ class LogLines:
 
 
 async def log_blocks(
-    engine: Engine, container: Container, query: LogQuery, start: int = 0
+    engine: Engine, app_id: str, handle: str, query: LogQuery, start: int = 0
 ) -> AsyncGenerator[LogBlock, None]:
-    """Stream a container's log from the engine as whole lines, a received chunk's at a
-    time (an async generator of ``toolkit.LogBlock``).
+    """Stream the log of the container of a replica of the app from the engine as whole
+    lines, a received chunk's at a time (an async generator of ``toolkit.LogBlock``).
 
     Lines keep their ``\\n`` (a last line without one is yielded as it is when its run
     ends). Of ``query``: ``since`` keeps the lines the engine stamped at or after it (a
@@ -354,10 +354,19 @@ async def log_blocks(
 
     Args:
         engine: the engine.
-        container: the container, from its inspect.
-        query: what to read (its role and replica are the container's).
+        app_id: a valid app id.
+        handle: the app's handle, named when the engine has no container of the app.
+        query: what to read (its role and replica name the container).
         start: 0, or a block's position given before for the same ``streams``.
+
+    Raises:
+        UnknownAppException: the engine has no container of the app.
+        ValueError: the app has no role ``query.role_name`` or replica ``query.k``, or
+            that replica's container was removed.
     """
+    container = await find_container(engine, app_id, query)
+    if container is None:
+        raise UnknownAppException(handle)
     stream = query.stream_or(Stream.COMBINED)
     params = {
         "stdout": "1" if stream != Stream.STDERR else "0",

@@ -38,7 +38,6 @@ Where it differs from TorchX 0.7.0, on purpose:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import warnings
@@ -47,7 +46,6 @@ from typing import Any
 
 import anyio
 
-from asynctorchx.errors import UnknownAppException
 from asynctorchx.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -342,9 +340,7 @@ class DockerScheduler(Scheduler[DockerJob]):
 
     # ------------------------------------------------------------------ logs
 
-    async def _log_blocks(
-        self, app_id: str, query: LogQuery, start: int
-    ) -> AsyncIterator[LogBlock]:
+    def _log_blocks(self, app_id: str, query: LogQuery, start: int) -> AsyncIterator[LogBlock]:
         """Stream a replica's log from the engine, a received chunk's lines at a time.
 
         Lines are whole and keep their ``\\n``, however long (frames are reassembled per
@@ -365,18 +361,14 @@ class DockerScheduler(Scheduler[DockerJob]):
             start: 0, or a block's position given before.
 
         Raises:
-            InvalidAppIdException: ``app_id`` is not a valid id.
-            UnknownAppException: the engine has no container of ``app_id``.
+            InvalidAppIdException: ``app_id`` is not a valid id (when called).
+            UnknownAppException: the engine has no container of ``app_id`` (at the first
+                block, as the next two).
             ValueError: the app has no role ``query.role_name`` or replica ``query.k``.
         """
         validate_app_id(app_id)
-        container = await _containers.find_container(self._engine, app_id, query)
-        if container is None:
-            raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
-        blocks = log_blocks(self._engine, container, query, start)
-        async with contextlib.aclosing(blocks) as produced:
-            async for block in produced:
-                yield block
+        handle = make_app_handle(self.backend, self.session_name, app_id)
+        return log_blocks(self._engine, app_id, handle, query, start)
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
