@@ -80,8 +80,8 @@ class Container:
 
     Args:
         id: the container's id.
-        name: its name, without the engine's leading ``/``.
-        hostname: ``Config.Hostname`` (the name when the engine has none).
+        hostname: ``Config.Hostname``; its name (without the engine's leading ``/``)
+            when the engine has none, and in a listing entry.
         image: ``Config.Image``, the image as the container was created with it.
         labels: its labels (TorchX's ``torchx.pytorch.org/...`` among them).
         status: ``State.Status``: ``created``, ``running``, ``restarting``, ``paused``,
@@ -96,7 +96,6 @@ class Container:
     """
 
     id: str
-    name: str
     hostname: str
     image: str
     labels: Mapping[str, str]
@@ -118,7 +117,6 @@ class Container:
         name = str(info.get("Name", "")).lstrip("/")
         return cls(
             id=str(info["Id"]),
-            name=name,
             hostname=str(config.get("Hostname") or name),
             image=str(config.get("Image", "")),
             labels=dict(config.get("Labels") or {}),
@@ -138,12 +136,10 @@ class Container:
             entry: the engine's JSON document of one container.
         """
         names = entry.get("Names") or [""]
-        name = str(names[0]).lstrip("/")
         match = _EXITED.search(str(entry.get("Status", "")))
         return cls(
             id=str(entry["Id"]),
-            name=name,
-            hostname=name,
+            hostname=str(names[0]).lstrip("/"),
             image=str(entry.get("Image", "")),
             labels=dict(entry.get("Labels") or {}),
             status=str(entry.get("State", "")),
