@@ -12,7 +12,8 @@ aiodocker or aiohttp raises is mapped here, once, to :mod:`asynctorchx.errors`:
 
 The engine's JSON documents are parsed here, once, into small frozen records holding
 only what ``local_docker`` reads: :class:`Container` (an inspect or a listing entry),
-:class:`Event` (a record of the events stream) and :class:`Network` (one of a listing).
+:class:`Event` (a record of the events stream), :class:`Network` (one of a listing) and
+:class:`BuildStep` (a record of an image build's progress).
 
 aiodocker is imported on first use only (so importing the scheduler never imports it);
 it runs on asyncio only, so under trio every call raises
@@ -189,6 +190,36 @@ class Network:
 
     id: str
     created_ns: int | None
+
+
+@attrs.frozen
+class BuildStep:
+    """One progress record of an image build (``POST /build``): what a build reports.
+
+    Args:
+        output: the build's output text (``stream``; ``""``: none).
+        image_id: the built image's id (``aux.ID``), in the build's last records.
+        error: why the build failed (``error``, else ``errorDetail``), or ``None``.
+    """
+
+    output: str = ""
+    image_id: str | None = None
+    error: str | None = None
+
+    @classmethod
+    def parse(cls, record: Mapping[str, Any]) -> BuildStep:
+        """Read one JSON record of the build's progress.
+
+        Args:
+            record: the engine's JSON document of one progress record.
+        """
+        aux = record.get("aux")
+        failed = "error" in record or "errorDetail" in record
+        return cls(
+            output=str(record.get("stream", "")),
+            image_id=str(aux["ID"]) if isinstance(aux, dict) and "ID" in aux else None,
+            error=str(record.get("error") or record.get("errorDetail")) if failed else None,
+        )
 
 
 def _mapped_error(err: Exception, request: str, where: str) -> Exception | None:
@@ -582,7 +613,7 @@ class Engine:
 
     async def build_image(
         self, context: bytes, dockerfile: str, labels: Mapping[str, str]
-    ) -> AsyncGenerator[dict[str, Any], None]:
+    ) -> AsyncGenerator[BuildStep, None]:
         """Build an image from a tar build context; yield the engine's progress records.
 
         Intermediate containers are removed, also after a failed step; the base image is
@@ -594,7 +625,7 @@ class Engine:
             labels: labels of the built image.
 
         Yields:
-            the build's JSON progress records (``stream``, ``aux``, ``error``...).
+            the build's progress records, read.
 
         Raises:
             DockerEngineError: the engine refused the build or a step failed.
@@ -612,7 +643,7 @@ class Engine:
         with self._errors("POST build"):
             async with contextlib.aclosing(stream) as items:
                 async for item in items:
-                    yield item
+                    yield BuildStep.parse(item)
 
 
 async def _answers(docker_host: str | None, timeout: float) -> bool:

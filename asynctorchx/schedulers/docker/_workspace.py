@@ -223,17 +223,15 @@ async def _build(engine: Engine, context: bytes, workspace: str, *, quiet: bool)
             context, DEFAULT_DOCKERFILE, labels={LABEL_VERSION: __version__}
         )
         async with contextlib.aclosing(stream) as items:
-            async for item in items:
-                if "stream" in item:
-                    log.append(str(item["stream"]))
-                    line = log[-1].strip("\r\n")
+            async for step in items:
+                if step.output:
+                    log.append(step.output)
+                    line = step.output.strip("\r\n")
                     if line and not quiet:
                         logger.info("%s", line)
-                aux = item.get("aux")
-                if isinstance(aux, dict) and "ID" in aux:
-                    image_id = str(aux["ID"])
-                if "error" in item or "errorDetail" in item:
-                    log.append(str(item.get("error") or item.get("errorDetail")) + "\n")
+                image_id = step.image_id or image_id
+                if step.error is not None:
+                    log.append(step.error + "\n")
                     raise WorkspaceBuildError(
                         f"building workspace {workspace!r} failed:\n{''.join(log)}"
                     )
