@@ -17,6 +17,7 @@ read the new child's ``/proc`` entries to find that out.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -31,18 +32,14 @@ if TYPE_CHECKING:  # annotations only
 
     Ts = TypeVarTuple("Ts")
 
-_pidfd_works: bool | None = None
 
-
+@functools.cache
 def _pidfd_supported() -> bool:
-    global _pidfd_works
-    if _pidfd_works is None:
-        try:
-            os.close(os.pidfd_open(os.getpid()))
-            _pidfd_works = True
-        except (AttributeError, OSError):
-            _pidfd_works = False
-    return _pidfd_works
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return True
 
 
 def use_pidfd_child_watcher() -> None:
@@ -72,9 +69,7 @@ def use_pidfd_child_watcher() -> None:
         asyncio.set_child_watcher(watcher_class())
 
 
-_watcher_class: type[Any] | None = None
-
-
+@functools.cache
 def _registering_watcher_class() -> type[Any]:
     """The class of the watcher :func:`use_pidfd_child_watcher` installs, made on first use.
 
@@ -84,48 +79,45 @@ def _registering_watcher_class() -> type[Any]:
     :mod:`._subreaper` told of the children it watches (registered at
     ``add_child_handler``, unregistered once reaped).
     """
-    global _watcher_class
-    if _watcher_class is None:
-        import asyncio
+    import asyncio
 
-        class RegisteringWatcher(asyncio.PidfdChildWatcher):
-            def is_active(self) -> bool:
-                return True
+    class RegisteringWatcher(asyncio.PidfdChildWatcher):
+        def is_active(self) -> bool:
+            return True
 
-            def attach_loop(self, loop: Any) -> None:
-                pass
+        def attach_loop(self, loop: Any) -> None:
+            pass
 
-            def add_child_handler(
-                self,
-                pid: int,
-                callback: Callable[[int, int, *Ts], object],
-                *args: *Ts,
-            ) -> None:
-                loop = asyncio.get_running_loop()
-                _subreaper.OWN_CHILDREN.add(pid)
-                pidfd = os.pidfd_open(pid)
-                loop._add_reader(  # type: ignore[attr-defined]
-                    pidfd, self._reap, loop, pid, pidfd, callback, args
-                )
+        def add_child_handler(
+            self,
+            pid: int,
+            callback: Callable[[int, int, *Ts], object],
+            *args: *Ts,
+        ) -> None:
+            loop = asyncio.get_running_loop()
+            _subreaper.OWN_CHILDREN.add(pid)
+            pidfd = os.pidfd_open(pid)
+            loop._add_reader(  # type: ignore[attr-defined]
+                pidfd, self._reap, loop, pid, pidfd, callback, args
+            )
 
-            def _reap(
-                self,
-                loop: Any,
-                pid: int,
-                pidfd: int,
-                callback: Callable[[int, int, *Ts], object],
-                args: tuple[*Ts],
-            ) -> None:
-                loop._remove_reader(pidfd)
-                try:
-                    _, status = os.waitpid(pid, 0)
-                    returncode = os.waitstatus_to_exitcode(status)
-                except ChildProcessError:  # reaped elsewhere: asyncio's own convention
-                    returncode = 255
-                finally:
-                    os.close(pidfd)
-                    _subreaper.OWN_CHILDREN.discard(pid)
-                callback(pid, returncode, *args)
+        def _reap(
+            self,
+            loop: Any,
+            pid: int,
+            pidfd: int,
+            callback: Callable[[int, int, *Ts], object],
+            args: tuple[*Ts],
+        ) -> None:
+            loop._remove_reader(pidfd)
+            try:
+                _, status = os.waitpid(pid, 0)
+                returncode = os.waitstatus_to_exitcode(status)
+            except ChildProcessError:  # reaped elsewhere: asyncio's own convention
+                returncode = 255
+            finally:
+                os.close(pidfd)
+                _subreaper.OWN_CHILDREN.discard(pid)
+            callback(pid, returncode, *args)
 
-        _watcher_class = RegisteringWatcher
-    return _watcher_class
+    return RegisteringWatcher

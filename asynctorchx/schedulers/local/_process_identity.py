@@ -25,6 +25,7 @@ import functools
 import os
 import select
 import signal
+from pathlib import Path
 
 import attrs
 
@@ -44,30 +45,20 @@ class ProcessIdentity:
     boot_id: str
 
     @classmethod
-    def of(cls, pid: int) -> "ProcessIdentity | None":
+    def of(cls, pid: int, parent: int | None = None) -> "ProcessIdentity | None":
         """The identity of the process ``pid`` now; None if it is gone or off Linux.
+
+        With ``parent`` (this process's pid, for a child just started), None too when
+        ``pid`` is no longer that process's child: it may already have ended and been
+        reaped (asyncio's child watcher reaps as soon as it exits), and its pid is then
+        not read as the identity of whatever process holds it next.
 
         Args:
             pid: the process id.
+            parent: the parent ``pid`` must have, or None for any.
         """
         stat = proc_stat(pid)
-        if stat is None:
-            return None
-        return cls(pid, stat[4], boot_id())
-
-    @classmethod
-    def of_child(cls, pid: int) -> "ProcessIdentity | None":
-        """The identity of this process's child ``pid``; None if it is no longer one.
-
-        The child may already have ended and been reaped (asyncio's child watcher reaps
-        as soon as it exits): its pid is then not read as the identity of whatever
-        process holds it next, which is not our child.
-
-        Args:
-            pid: the child's process id, just started.
-        """
-        stat = proc_stat(pid)
-        if stat is None or stat[1] != os.getpid():
+        if stat is None or (parent is not None and stat[1] != parent):
             return None
         return cls(pid, stat[4], boot_id())
 
@@ -92,21 +83,11 @@ def boot_id() -> str:
         return ""
 
 
-def read_proc(path: str) -> bytes:
-    """The whole content of the ``/proc`` file ``path``.
-
-    Raises:
-        OSError: it could not be opened or read (the process is gone, off Linux).
-    """
-    with open(path, "rb") as file:
-        return file.read()
-
-
 def proc_stat(pid: int) -> tuple[str, int, int, int, int] | None:
     """``(state, parent, process group, session, start time)`` of ``pid`` from
     ``/proc/<pid>/stat``; None if it is gone or unreadable (off Linux)."""
     try:
-        fields = read_proc(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()
+        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
         # after the command's ")": field 3 (state) is fields[0], so field N is fields[N - 3]
         return fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])
     except (OSError, IndexError, ValueError):
@@ -161,15 +142,9 @@ def signal_group_if_same(identity: ProcessIdentity, pgid: int, signum: int) -> b
             signal.pidfd_send_signal(pidfd, signum)
         except OSError:  # it exited since the check
             return False
-        if not _has_exited(pidfd):
+        if not select.select([pidfd], [], [], 0)[0]:  # the leader has not exited
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signum)
         return True
     finally:
         os.close(pidfd)
-
-
-def _has_exited(pidfd: int) -> bool:
-    """Whether the process of ``pidfd`` exited (a pid file descriptor polls readable)."""
-    readable, _, _ = select.select([pidfd], [], [], 0)
-    return bool(readable)

@@ -51,11 +51,12 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 
 import anyio
 import anyio.lowlevel
 
-from asynctorchx.schedulers.local._process_identity import libc, proc_stat, read_proc
+from asynctorchx.schedulers.local._process_identity import libc, proc_stat
 
 logger = logging.getLogger(__name__)
 
@@ -91,12 +92,6 @@ def enable() -> bool:
     return True
 
 
-def new_token() -> str:
-    """A fresh token for one replica process (its :data:`TOKEN_VARIABLE`): 32 random hex
-    digits."""
-    return os.urandom(16).hex()
-
-
 def _children() -> list[int]:
     """This process's children (``/proc/self/task/*/children``, else a scan of /proc)."""
     me = os.getpid()
@@ -104,7 +99,9 @@ def _children() -> list[int]:
         tasks = os.listdir(f"/proc/{me}/task")
         found: list[int] = []
         for task in tasks:
-            found.extend(int(pid) for pid in read_proc(f"/proc/{me}/task/{task}/children").split())
+            found.extend(
+                int(pid) for pid in Path(f"/proc/{me}/task/{task}/children").read_bytes().split()
+            )
         return found
     except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN
         pass
@@ -126,7 +123,7 @@ def _token(pid: int) -> str | None:
     """The replica token in ``pid``'s environment, None if absent or unreadable."""
     prefix = TOKEN_VARIABLE.encode() + b"="
     try:
-        environ = read_proc(f"/proc/{pid}/environ")
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
         return None
     for entry in environ.split(b"\0"):

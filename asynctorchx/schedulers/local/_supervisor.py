@@ -38,8 +38,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -140,7 +142,7 @@ class LocalReplica:
         if process is not None:
             self._unidentified = None
             if process.returncode is None:  # not reaped: the pid is still this child's
-                self._identity = ProcessIdentity.of_child(process.pid)
+                self._identity = ProcessIdentity.of(process.pid, os.getpid())
         return self._identity
 
     def request_terminate(self) -> None:
@@ -395,7 +397,7 @@ async def _run_process(
         with contextlib.suppress(FileNotFoundError):
             os.replace(replica.error_file, f"{replica.error_file}.{int(time.time() * 1000)}")
     writer = ReplicaLogWriter(replica.log_dir, replica.output.notify)
-    replica.token = _subreaper.new_token()
+    replica.token = secrets.token_hex(16)
     replica.swept = replica.group_ended = False
     # the first attempt's replicas share one read of os.environ; a restart reads it again
     environment = app.environment if on_started is not None else os.environ
@@ -642,9 +644,7 @@ def read_error_file(path: str) -> str:
         return NONE
 
 
-_raised_open_file_limit = False
-
-
+@functools.cache
 def raise_open_file_limit() -> None:
     """Raise the soft ``RLIMIT_NOFILE`` to the hard limit, once per process; never raises.
 
@@ -657,10 +657,8 @@ def raise_open_file_limit() -> None:
     ``torchx.schedulers.local_scheduler`` leaves the limit alone. A failure is logged at
     debug level and leaves the limit as it was.
     """
-    global _raised_open_file_limit
-    if _raised_open_file_limit or sys.platform == "win32":
+    if sys.platform == "win32":
         return
-    _raised_open_file_limit = True
     import resource
 
     try:
