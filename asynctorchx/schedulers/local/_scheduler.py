@@ -175,17 +175,18 @@ class LocalScheduler(Scheduler[PopenRequest]):
                 self._temp_log_dir = None
                 self._trusted_log_dirs.clear()
 
-    async def _terminate_and_wait(self, app: LocalApp) -> None:
-        view = LiveApp(app, self.backend, self.session_name)
-        await view.cancel()
-        await view.wait_until(is_terminal)
-
     async def _terminate_all(self) -> None:
         """Cancel every running app and await their ends, all at once (the toolkit's
         :func:`~asynctorchx.schedulers.toolkit.gather`: the first error is raised as
         itself)."""
+
+        async def terminate(app: LocalApp) -> None:
+            view = LiveApp(app, self.backend, self.session_name)
+            await view.cancel()
+            await view.wait_until(is_terminal)
+
         running = [app for app in self._apps.values() if not is_terminal(app.state)]
-        await gather(partial(self._terminate_and_wait, app) for app in running)
+        await gather(partial(terminate, app) for app in running)
 
     # ----------------------------------------------------------------- options
 
