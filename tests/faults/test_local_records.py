@@ -28,7 +28,7 @@ import attrs
 import pytest
 
 from asynctorchx.runner import get_runner
-from asynctorchx.schedulers.local._app_views import RecordedApps
+from asynctorchx.schedulers.local._app_views import list_recorded_apps, read_recorded_app
 from asynctorchx.schedulers.local._process_identity import ProcessIdentity
 from asynctorchx.schedulers.local._records import (
     AppRecord,
@@ -293,7 +293,7 @@ async def test_a_waiter_sees_an_end_recorded_after_its_first_look(state: Path) -
     assert directory is not None
     running = fake_record("app-ends", supervisor, supervisor)
     write_record(directory, running)
-    view = RecordedApps("local_cwd", "torchx").read("app-ends")
+    view = read_recorded_app("local_cwd", "app-ends")
     assert view is not None
     write_record(directory, attrs.evolve(running, state=AppState.SUCCEEDED))
     with anyio.fail_after(LIMIT):
@@ -322,10 +322,9 @@ def _seen_by_nobody(app_id: str, state_dir: Path) -> list[str]:
             os.setgid(entry.pw_gid)
             os.setuid(entry.pw_uid)
             os.environ["ASYNCTORCHX_STATE_DIR"] = str(state_dir)
-            recorded = RecordedApps("local_cwd", "torchx")
-            view = recorded.read(app_id)
+            view = read_recorded_app("local_cwd", app_id)
             described = None if view is None else view.describe()
-            listed = recorded.list(lambda _: False)
+            listed = list_recorded_apps("local_cwd", "torchx", lambda _: False)
             words = f"{None if described is None else described.state.name} {len(listed)}"
             os.write(write_end, words.encode())
             code = 0

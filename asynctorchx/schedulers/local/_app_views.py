@@ -332,49 +332,44 @@ def read_recorded(directory: str, app_id: str, backend: str) -> AppRecord | None
     return record
 
 
-class RecordedApps:
-    """The apps of ``backend`` recorded by the other processes of this user.
+def read_recorded_app(backend: str, app_id: str) -> RecordedApp | None:
+    """The app ``app_id`` of ``backend`` recorded by another process of this user; None
+    when it has no record this process may use.
 
     Args:
         backend: the scheduler's name.
-        session: the scheduler's session (``list`` shows that session's apps).
+        app_id: an app id already validated.
     """
+    directory = records_directory(backend, create=False)
+    record = None if directory is None else read_recorded(directory, app_id, backend)
+    return None if directory is None or record is None else RecordedApp(directory, record)
 
-    def __init__(self, backend: str, session: str) -> None:
-        self.backend = backend
-        self.session = session
 
-    def read(self, app_id: str) -> RecordedApp | None:
-        """The recorded app ``app_id``; None when it has no record this process may use.
+def list_recorded_apps(
+    backend: str, session: str, known: Callable[[str], bool]
+) -> list[ListAppResponse]:
+    """The apps of ``backend``'s ``session`` recorded by other processes, running or ended.
 
-        Args:
-            app_id: an app id already validated.
-        """
-        directory = records_directory(self.backend, create=False)
-        record = None if directory is None else read_recorded(directory, app_id, self.backend)
-        return None if directory is None or record is None else RecordedApp(directory, record)
+    An ended app (its supervisor finished, or died) is listed with its final state
+    until its record is pruned, as ``docker ps -a`` or ``squeue`` list finished
+    jobs: ``asynctorchx list`` after ``asynctorchx run`` shows the run. The apps
+    ``known(app_id)`` says the caller holds in memory are left out.
 
-    def list(self, known: Callable[[str], bool]) -> list[ListAppResponse]:
-        """The apps of this session recorded by other processes, running or ended.
-
-        An ended app (its supervisor finished, or died) is listed with its final state
-        until its record is pruned, as ``docker ps -a`` or ``squeue`` list finished
-        jobs: ``asynctorchx list`` after ``asynctorchx run`` shows the run. The apps
-        ``known(app_id)`` says the caller holds in memory are left out.
-
-        Args:
-            known: whether the calling scheduler already lists the app.
-        """
-        directory = records_directory(self.backend, create=False)
-        if directory is None:
-            return []
-        listed = []
-        for app_id in sorted(record_ids(directory)):
-            record = None if known(app_id) else read_recorded(directory, app_id, self.backend)
-            if record is not None and record.session == self.session:
-                state, _ = settled_state(record)  # a dead supervisor's app: FAILED
-                listed.append(ListAppResponse(app_id=app_id, state=state))
-        return listed
+    Args:
+        backend: the scheduler's name.
+        session: the scheduler's session.
+        known: whether the calling scheduler already lists the app.
+    """
+    directory = records_directory(backend, create=False)
+    if directory is None:
+        return []
+    listed = []
+    for app_id in sorted(record_ids(directory)):
+        record = None if known(app_id) else read_recorded(directory, app_id, backend)
+        if record is not None and record.session == session:
+            state, _ = settled_state(record)  # a dead supervisor's app: FAILED
+            listed.append(ListAppResponse(app_id=app_id, state=state))
+    return listed
 
 
 async def _follow(

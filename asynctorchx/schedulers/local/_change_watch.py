@@ -33,7 +33,6 @@ import os
 import sys
 from collections.abc import Sequence
 from functools import partial
-from types import TracebackType
 
 import anyio
 
@@ -74,12 +73,7 @@ class ChangeWatch:
                 self._pidfd = os.pidfd_open(self._pid)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         for fd in (self._inotify, self._pidfd):
             if fd >= 0:
                 os.close(fd)

@@ -28,7 +28,12 @@ from asynctorchx.schedulers.api import (
     Scheduler,
 )
 from asynctorchx.schedulers.ids import make_unique
-from asynctorchx.schedulers.local._app_views import AppView, LiveApp, RecordedApps
+from asynctorchx.schedulers.local._app_views import (
+    AppView,
+    LiveApp,
+    list_recorded_apps,
+    read_recorded_app,
+)
 from asynctorchx.schedulers.local._change_watch import ChangeWatch
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._evicted_logs import EvictedLogs
@@ -124,7 +129,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
         #: (see ``_log_dir.create_log_dirs``)
         self._trusted_log_dirs: set[str] = set()
         self._records = RecordKeeper(backend, session_name)
-        self._recorded = RecordedApps(backend, session_name)
         self._recording = False
         self._evicted_logs = EvictedLogs(cache_size)
 
@@ -369,7 +373,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         app = self._apps.get(app_id)
         if app is not None:
             return LiveApp(app, self.backend, self.session_name)
-        return self._recorded.read(app_id)
+        return read_recorded_app(self.backend, app_id)
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
         """Describe the app, or return None if this scheduler does not know it.
@@ -398,7 +402,9 @@ class LocalScheduler(Scheduler[PopenRequest]):
         kept = [
             ListAppResponse(app_id=app_id, state=app.state) for app_id, app in self._apps.items()
         ]
-        return kept + self._recorded.list(lambda app_id: app_id in self._apps)
+        return kept + list_recorded_apps(
+            self.backend, self.session_name, lambda app_id: app_id in self._apps
+        )
 
     async def _wait_until(
         self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
