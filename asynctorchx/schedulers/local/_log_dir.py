@@ -43,14 +43,18 @@ _PATH_MAX = 4096
 _FIX = "choose a log_dir that is a directory you can write to (or leave log_dir unset)"
 
 
-def _existing_ancestor(path: str, trusted: Container[str]) -> str:
-    """The nearest of ``path`` and its parents that exists (a ``trusted`` one is taken to)."""
+def _missing_directories(path: str, trusted: Container[str] = frozenset()) -> list[str]:
+    """``path`` and those of its parents that do not exist yet (a ``trusted`` one is taken
+    to), parents first."""
+    missing: list[str] = []
     while path not in trusted and not os.path.lexists(path):
+        missing.append(path)
         parent = os.path.dirname(path)
         if parent == path:
             break
         path = parent
-    return path
+    missing.reverse()
+    return missing
 
 
 def _limit(path: str, name: str, default: int) -> int:
@@ -76,7 +80,9 @@ def check_log_dir(
             or not writable by this user, or a log path (or a part of it) is longer than
             the file system allows.
     """
-    ancestor = _existing_ancestor(replica_dirs[0] if replica_dirs else root, trusted)
+    target = replica_dirs[0] if replica_dirs else root
+    missing = _missing_directories(target, trusted)
+    ancestor = os.path.dirname(missing[0]) if missing else target
     if ancestor not in trusted:
         _check_writable(root, ancestor)
     name_max = _limit(ancestor, "PC_NAME_MAX", _NAME_MAX)
@@ -209,19 +215,6 @@ def _prepare_log_dirs(
                 _check_existing_file(log_path + ".idx")
 
 
-def _missing_directories(path: str) -> list[str]:
-    """``path`` and those of its parents that do not exist yet, parents first."""
-    missing: list[str] = []
-    while not os.path.lexists(path):
-        missing.append(path)
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    missing.reverse()
-    return missing
-
-
 def _make_root(root: str, created: list[str]) -> None:
     """Create ``root`` and its missing parents (0700, each appended to ``created``), then
     check it."""
@@ -236,13 +229,7 @@ def _make_root(root: str, created: list[str]) -> None:
 
 
 def _check_root(path: str) -> None:
-    info = os.lstat(path)
-    if stat.S_ISLNK(info.st_mode):
-        raise symlink_error(path)
-    if not stat.S_ISDIR(info.st_mode):
-        raise UnsafeLogPathError(path, "is not a directory", "give a directory as log_dir")
-    if info.st_uid not in (os.geteuid(), 0):
-        raise _owner_error(path, info.st_uid)
+    info = _check_directory(path, (os.geteuid(), 0), "give a directory as log_dir")
     if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
         raise UnsafeLogPathError(
             path,
@@ -260,16 +247,28 @@ def _make_private_dir(path: str) -> bool:
         pass
     else:
         return True
+    info = _check_directory(path, (os.geteuid(),), "remove it, or choose another log_dir")
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, DIRECTORY_MODE)
+    return False
+
+
+def _check_directory(path: str, owners: tuple[int, ...], fix: str) -> os.stat_result:
+    """``path``'s ``lstat``, once it is known to be a directory (not a link) of one of
+    ``owners``; else the :class:`UnsafeLogPathError` saying why (``fix`` for a file)."""
     info = os.lstat(path)
     if stat.S_ISLNK(info.st_mode):
         raise symlink_error(path)
     if not stat.S_ISDIR(info.st_mode):
-        raise UnsafeLogPathError(path, "is not a directory", "remove it, or choose another log_dir")
-    if info.st_uid != os.geteuid():
-        raise _owner_error(path, info.st_uid)
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        os.chmod(path, DIRECTORY_MODE)
-    return False
+        raise UnsafeLogPathError(path, "is not a directory", fix)
+    if info.st_uid not in owners:
+        raise UnsafeLogPathError(
+            path,
+            f"is owned by uid {info.st_uid}, not by this user (uid {os.geteuid()}), who"
+            " could then read or redirect the logs",
+            "remove it or choose a log_dir of your own (e.g. under your home directory)",
+        )
+    return info
 
 
 def _check_existing_file(path: str) -> None:
@@ -281,12 +280,3 @@ def _check_existing_file(path: str) -> None:
         raise symlink_error(path)
     if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_nlink != 1:
         raise foreign_file_error(path)
-
-
-def _owner_error(path: str, uid: int) -> UnsafeLogPathError:
-    return UnsafeLogPathError(
-        path,
-        f"is owned by uid {uid}, not by this user (uid {os.geteuid()}), who could then"
-        " read or redirect the logs",
-        "remove it or choose a log_dir of your own (e.g. under your home directory)",
-    )

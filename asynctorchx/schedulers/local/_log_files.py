@@ -40,8 +40,6 @@ from asynctorchx.schedulers.toolkit import (
 )
 
 _INDEX_ENTRY = struct.Struct("<Qd")
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 #: Mode of the directories the local schedulers create: the owner's only.
 DIRECTORY_MODE = 0o700
 #: Mode of the log and index files: the owner's only.
@@ -271,7 +269,7 @@ def open_log_file(path: str) -> int:
             create (another owner, another kind of file, hard links).
         OSError: the file could not be created (disk full, no permission).
     """
-    flags = os.O_WRONLY | os.O_APPEND | _CLOEXEC | _NOFOLLOW
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW
     try:
         return os.open(path, flags | os.O_CREAT | os.O_EXCL, FILE_MODE)
     except FileExistsError:

@@ -85,8 +85,6 @@ MAX_RECORDS = 1000
 #: The file's name in an app's log directory (TorchX's).
 SUCCESS_FILE = "SUCCESS"
 _DIRECTORY_MODE = 0o700
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _SUFFIX = ".json"
 
 
@@ -286,7 +284,7 @@ def replace_private_file(directory: str, name: str, data: bytes) -> None:
             file, if any, stays whole and no temporary file is left.
     """
     temporary = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         try:
             view = memoryview(data)
@@ -382,7 +380,7 @@ def read_record(path: str) -> AppRecord | None:
         path: the record file.
     """
     try:
-        with open(os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC), "rb") as file:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
             info = os.fstat(file.fileno())
             if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
                 return None
