@@ -1,7 +1,6 @@
 """The logs of apps a local scheduler forgets (``cache_size``) when it runs without
-``log_dir``: gone from their path before the next waiter wakes, removed from the disk when
-the ends pause or beyond ``cache_size`` of them, and never the logs of a dry run
-scheduled again under the same app id.
+``log_dir``: gone from their path before the next waiter wakes, then removed from the
+disk, and never the logs of a dry run scheduled again under the same app id.
 """
 
 from __future__ import annotations
@@ -10,9 +9,7 @@ import os
 from pathlib import Path
 
 import anyio
-import pytest
 
-from asynctorchx.schedulers.local._evicted_logs import EVICTED_DIRECTORY
 from asynctorchx.schedulers.local._scheduler import LocalScheduler
 from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
 from asynctorchx.specs.api import AppDef, AppState, Role
@@ -34,18 +31,14 @@ async def run(scheduler: LocalScheduler, message: str) -> tuple[str, Path]:
     return app_id, Path(final.ui_url.removeprefix("file://"))
 
 
-async def moved_count(root: Path, until: int) -> None:
-    """Return once ``root/.evicted`` holds ``until`` directories (the remover's work)."""
-    evicted = root / EVICTED_DIRECTORY
+async def all_removed(root: Path) -> None:
+    """Return once ``root`` holds no log directory moved aside (the remover's work)."""
     with anyio.fail_after(LIMIT):
-        while len(os.listdir(evicted)) != until:
+        while any(name.startswith(".evicted") for name in os.listdir(root)):
             await anyio.sleep(0.01)
 
 
-async def test_a_forgotten_apps_logs_leave_at_once_and_are_removed_when_ends_pause(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr("asynctorchx.schedulers.local._evicted_logs.QUIET_SECONDS", 0.0)
+async def test_a_forgotten_apps_logs_leave_at_once_and_are_then_removed() -> None:
     async with create_cwd_scheduler("test", cache_size=1) as scheduler:
         first, first_logs = await run(scheduler, "one")
         assert (first_logs / "SUCCESS").exists()
@@ -53,28 +46,12 @@ async def test_a_forgotten_apps_logs_leave_at_once_and_are_removed_when_ends_pau
         assert await scheduler.describe(first) is None
         assert not first_logs.exists()  # before the second's waiter woke
         root = second_logs.parent.parent
-        await moved_count(root, 0)  # and then removed from the disk
+        await all_removed(root)  # and then removed from the disk
         assert (second_logs / "SUCCESS").exists()  # the kept app's logs stay
     assert not root.exists()
 
 
-async def test_forgotten_logs_wait_for_a_pause_only_up_to_cache_size(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr("asynctorchx.schedulers.local._evicted_logs.QUIET_SECONDS", 3600.0)
-    async with create_cwd_scheduler("test", cache_size=1) as scheduler:
-        for n in range(4):  # 3 forgotten: 1 may wait, the 2 older are removed
-            _, logs = await run(scheduler, str(n))
-        root = logs.parent.parent
-        await moved_count(root, 1)
-        assert os.listdir(logs.parent) == [logs.name]  # only the kept app's logs there
-    assert not root.exists()  # what waited goes with the temporary directory
-
-
-async def test_a_dry_run_scheduled_again_after_it_was_forgotten_keeps_its_new_logs(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr("asynctorchx.schedulers.local._evicted_logs.QUIET_SECONDS", 0.0)
+async def test_a_dry_run_scheduled_again_after_it_was_forgotten_keeps_its_new_logs() -> None:
     async with create_cwd_scheduler("test", cache_size=1) as scheduler:
         info = scheduler.submit_dryrun(echo_app("again"), {})
         app_id = await scheduler.schedule(info)
@@ -84,6 +61,6 @@ async def test_a_dry_run_scheduled_again_after_it_was_forgotten_keeps_its_new_lo
         final = await scheduler.wait(app_id)
         assert final is not None
         assert final.state == AppState.SUCCEEDED
-        await moved_count(other_logs.parent.parent, 0)  # every forgotten log removed
+        await all_removed(other_logs.parent.parent)  # every forgotten log removed
         lines = [line async for line in scheduler.log_iter(app_id, "worker")]
         assert lines == ["again\n"]
