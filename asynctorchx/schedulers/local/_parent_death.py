@@ -45,7 +45,8 @@ the next write, and told every group still tied.
 
 Limits:
 
-* POSIX only (``os.posix_spawn``); elsewhere replicas are not tied.
+* POSIX only, as the local schedulers are; where ``posix_spawn`` cannot start a session
+  (``setsid``), replicas are not tied.
 * A descendant that left both the replica's session and its environment (``setsid``
   then ``env -i``, a set-user-ID program whose environment cannot be read) is not found
   and outlives a killed host (``tests/schedulers/local/test_parent_death.py`` shows
@@ -165,7 +166,7 @@ class _Watchdog:
         """Start the watchdog (lock held); False when it cannot be started here."""
         if self.unavailable:
             return False
-        if not sys.executable or not hasattr(os, "posix_spawn") or os.name != "posix":
+        if not sys.executable:
             self.unavailable = True
             return False
         read_fd, write_fd = os.pipe()  # both O_CLOEXEC (PEP 446)
@@ -247,8 +248,7 @@ class _Watchdog:
 
 
 _watchdog = _Watchdog()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_watchdog.forget)
+os.register_at_fork(after_in_child=_watchdog.forget)
 
 
 def tie(pgid: int, token: str = "") -> None:

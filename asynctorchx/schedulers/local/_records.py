@@ -299,12 +299,11 @@ def replace_private_file(directory: str, name: str, data: bytes) -> None:
         raise
 
 
-def success_info(app: LocalApp, now: float | None = None) -> dict[str, Any]:
-    """The content of ``app``'s ``SUCCESS`` file (TorchX's keys).
+def success_info(app: LocalApp) -> dict[str, Any]:
+    """The content of ``app``'s ``SUCCESS`` file (TorchX's keys), ``last_updated`` now.
 
     Args:
         app: the app, normally terminal.
-        now: ``last_updated``, seconds since the epoch (default: the current time).
     """
     roles = {
         role_name: [
@@ -324,7 +323,7 @@ def success_info(app: LocalApp, now: float | None = None) -> dict[str, Any]:
         "app_id": app.request.app_id,
         "log_dir": app.request.log_dir,
         "final_state": app.state.name,
-        "last_updated": time.time() if now is None else now,
+        "last_updated": time.time(),
         "roles": roles,
     }
 

@@ -41,11 +41,11 @@ import errno
 import functools
 import logging
 import os
+import resource
 import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 
@@ -657,10 +657,6 @@ def raise_open_file_limit() -> None:
     ``torchx.schedulers.local_scheduler`` leaves the limit alone. A failure is logged at
     debug level and leaves the limit as it was.
     """
-    if sys.platform == "win32":
-        return
-    import resource
-
     try:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
