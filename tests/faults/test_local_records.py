@@ -324,7 +324,7 @@ def _seen_by_nobody(app_id: str, state_dir: Path) -> list[str]:
             os.environ["ASYNCTORCHX_STATE_DIR"] = str(state_dir)
             view = read_recorded_app("local_cwd", app_id)
             described = None if view is None else view.describe()
-            listed = list_recorded_apps("local_cwd", "torchx", lambda _: False)
+            listed = list_recorded_apps("local_cwd", "torchx", ())
             words = f"{None if described is None else described.state.name} {len(listed)}"
             os.write(write_end, words.encode())
             code = 0

@@ -36,7 +36,7 @@ import abc
 import contextlib
 import os
 import signal
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Container, Mapping, Sequence
 
 import anyio
 import anyio.lowlevel
@@ -345,27 +345,25 @@ def read_recorded_app(backend: str, app_id: str) -> RecordedApp | None:
     return None if directory is None or record is None else RecordedApp(directory, record)
 
 
-def list_recorded_apps(
-    backend: str, session: str, known: Callable[[str], bool]
-) -> list[ListAppResponse]:
+def list_recorded_apps(backend: str, session: str, known: Container[str]) -> list[ListAppResponse]:
     """The apps of ``backend``'s ``session`` recorded by other processes, running or ended.
 
     An ended app (its supervisor finished, or died) is listed with its final state
     until its record is pruned, as ``docker ps -a`` or ``squeue`` list finished
-    jobs: ``asynctorchx list`` after ``asynctorchx run`` shows the run. The apps
-    ``known(app_id)`` says the caller holds in memory are left out.
+    jobs: ``asynctorchx list`` after ``asynctorchx run`` shows the run. The apps in
+    ``known``, which the caller holds in memory, are left out.
 
     Args:
         backend: the scheduler's name.
         session: the scheduler's session.
-        known: whether the calling scheduler already lists the app.
+        known: the ids of the apps the calling scheduler already lists.
     """
     directory = records_directory(backend, create=False)
     if directory is None:
         return []
     listed = []
     for app_id in sorted(record_ids(directory)):
-        record = None if known(app_id) else read_recorded(directory, app_id, backend)
+        record = None if app_id in known else read_recorded(directory, app_id, backend)
         if record is not None and record.session == session:
             state, _ = settled_state(record)  # a dead supervisor's app: FAILED
             listed.append(ListAppResponse(app_id=app_id, state=state))

@@ -415,9 +415,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         kept = [
             ListAppResponse(app_id=app_id, state=app.state) for app_id, app in self._apps.items()
         ]
-        return kept + list_recorded_apps(
-            self.backend, self.session_name, lambda app_id: app_id in self._apps
-        )
+        return kept + list_recorded_apps(self.backend, self.session_name, self._apps)
 
     async def _wait_until(
         self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
