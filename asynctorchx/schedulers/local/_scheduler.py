@@ -1,4 +1,4 @@
-"""``LocalScheduler``: the scheduler face of the local replicas (its factories: ``_factories``).
+"""``LocalScheduler``: the scheduler face of the local replicas.
 
 Its lifetime (a task group hosting the supervisors, the temporary log directory, the
 SIGTERM handler), the dry run and ``schedule``, and the queries: ``describe``,
@@ -36,7 +36,7 @@ from asynctorchx.schedulers.local._app_views import (
 )
 from asynctorchx.schedulers.local._change_watch import ChangeWatch
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
-from asynctorchx.schedulers.local._log_dir import check_log_dir, create_log_dirs
+from asynctorchx.schedulers.local._log_files import check_log_dir, create_log_dirs
 from asynctorchx.schedulers.local._records import (
     RecordKeeper,
     cancel_request_path,
@@ -125,7 +125,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._closed = False
         self._temp_log_dir: str | None = None
         #: the temporary log directory and its session directory, once made and checked
-        #: (see ``_log_dir.create_log_dirs``)
+        #: (see ``_log_files.create_log_dirs``)
         self._trusted_log_dirs: set[str] = set()
         self._records = RecordKeeper(backend, session_name)
         self._recording = False
@@ -229,7 +229,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
             InvalidRunConfigException: ``stop_timeout`` is not a finite number of
                 seconds, 0 or more.
             InvalidLogDirError: ``log_dir`` cannot hold the logs (a file, not writable,
-                paths too long; see ``_log_dir.check_log_dir``).
+                paths too long; see ``_log_files.check_log_dir``).
             ValueError: the image provider rejects a role's image.
         """
         validate_name("session name", self.session_name)  # a directory of every log path
@@ -264,10 +264,10 @@ class LocalScheduler(Scheduler[PopenRequest]):
             SchedulerClosedError: the scheduler is not entered (``async with``) or closed.
             UnsafeLogPathError: a log directory is a symbolic link, or owned by another
                 user, or a log file is a link or not this user's (see
-                ``asynctorchx.schedulers.local._log_dir.create_log_dirs``); nothing
+                ``asynctorchx.schedulers.local._log_files.create_log_dirs``); nothing
                 was started, no directory left.
             InvalidLogDirError: a log directory could not be created (see
-                ``_log_dir.create_log_dirs``); nothing was started, no directory left.
+                ``_log_files.create_log_dirs``); nothing was started, no directory left.
             OSError: a replica could not be started (e.g. ``FileNotFoundError`` for an
                 entrypoint that does not exist); the replicas already started are killed.
         """
