@@ -571,9 +571,7 @@ def _attempt_state(app: LocalApp, replica: LocalReplica, returncode: int) -> App
     """
     if app.cancelled or (app.restart_requested and replica.terminate_requested):
         return AppState.CANCELLED
-    if returncode == 0:
-        return AppState.SUCCEEDED
-    return AppState.FAILED
+    return AppState.SUCCEEDED if returncode == 0 else AppState.FAILED
 
 
 async def _terminator(app: LocalApp, replica: LocalReplica, drained: list[anyio.Event]) -> None:
