@@ -166,9 +166,6 @@ class _Watchdog:
         """Start the watchdog (lock held); False when it cannot be started here."""
         if self.unavailable:
             return False
-        if not sys.executable:
-            self.unavailable = True
-            return False
         read_fd, write_fd = os.pipe()  # both O_CLOEXEC (PEP 446)
         try:
             if read_fd < 3:  # stdin/stdout/stderr were closed: keep clear of them
@@ -186,7 +183,8 @@ class _Watchdog:
                 ],
                 setsid=True,
             )
-        except (OSError, NotImplementedError) as error:  # the latter: no setsid here
+        # ValueError: no sys.executable (an embedded interpreter); NotImplementedError: no setsid
+        except (OSError, ValueError, NotImplementedError) as error:
             os.close(write_fd)
             self.unavailable = True
             logger.warning("replicas are not tied to this process: no watchdog (%s)", error)
@@ -217,8 +215,6 @@ class _Watchdog:
 
     def write(self, text: str) -> bool:
         """Write ``text`` to the watchdog (lock held); False when it could not."""
-        if not text:
-            return True
         assert self.fd is not None
         data = text.encode()
         while data:  # one pass for a line; more only for a restart's many lines
