@@ -96,12 +96,10 @@ def _children() -> list[int]:
     """This process's children (``/proc/self/task/*/children``, else a scan of /proc)."""
     me = os.getpid()
     try:
-        tasks = os.listdir(f"/proc/{me}/task")
         found: list[int] = []
-        for task in tasks:
-            found.extend(
-                int(pid) for pid in Path(f"/proc/{me}/task/{task}/children").read_bytes().split()
-            )
+        for task in os.listdir(f"/proc/{me}/task"):
+            children = Path(f"/proc/{me}/task/{task}/children").read_bytes()
+            found.extend(int(pid) for pid in children.split())
         return found
     except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN
         pass
@@ -250,11 +248,8 @@ async def _sweep(replicas: dict[str, int]) -> None:
 
 async def _reap(pid: int) -> None:
     """Await the exit of our child ``pid`` (its pid file descriptor), then reap it."""
-    try:
+    with contextlib.suppress(ProcessLookupError):  # gone already: reap it at once
         pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        pidfd = -1
-    if pidfd >= 0:
         try:
             await anyio.wait_readable(pidfd)
         finally:
