@@ -306,15 +306,13 @@ def build_popen_request(
             or more (NaN, infinite or negative).
         ValueError: the image provider rejects a role's image.
     """
-    stop_timeout = cfg.get("stop_timeout")
+    timeout = cfg.get("stop_timeout")
     request = PopenRequest(
         app_id=context.app_id,
         log_dir=context.app_log_dir,
         role_params={},
         role_log_dirs={},
-        stop_timeout=DEFAULT_STOP_TIMEOUT
-        if stop_timeout is None
-        else validate_stop_timeout(stop_timeout),
+        stop_timeout=validate_stop_timeout(DEFAULT_STOP_TIMEOUT if timeout is None else timeout),
     )
     gpu_assignments = cuda_visible_devices(app, cfg, context.cuda_device_count)
     for role in app.roles:
