@@ -63,8 +63,8 @@ is created in them, log files and their time index), ``_child_watcher`` (reaping
 children on Python < 3.12), ``_records``
 (the app records on disk, and TorchX's ``SUCCESS`` file), ``_process_identity``
 (knowing a process again: pid, start time, boot), ``_app_views`` (one view of an app,
-this process's or another's, for every query), ``_change_watch`` (waking the followers
-of other processes' apps: inotify, pid file descriptors), and ``_scheduler``
+this process's or another's, for every query, and waking the followers of other
+processes' apps: inotify, pid file descriptors), and ``_scheduler``
 (``LocalScheduler``; its factories are in :mod:`asynctorchx.schedulers.local_scheduler`).
 
 This package is the implementation; its public names are imported from

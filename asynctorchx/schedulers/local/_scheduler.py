@@ -30,11 +30,11 @@ from asynctorchx.schedulers.api import (
 from asynctorchx.schedulers.ids import make_unique
 from asynctorchx.schedulers.local._app_views import (
     AppView,
+    ChangeWatch,
     LiveApp,
     list_recorded_apps,
     read_recorded_app,
 )
-from asynctorchx.schedulers.local._change_watch import ChangeWatch
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._log_files import check_log_dir, create_log_dirs
 from asynctorchx.schedulers.local._records import (
@@ -309,7 +309,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
 
     async def _watch_cancel_requests(self, directory: str) -> None:
         """Cancel a running app once another process left its cancel request (woken by
-        inotify on the requests' directory, else polling; see ``_change_watch``)."""
+        inotify on the requests' directory, else polling; see ``_app_views.ChangeWatch``)."""
         with ChangeWatch([os.path.join(directory, "cancel")]) as watch:
             while True:
                 for app in list(self._apps.values()):
