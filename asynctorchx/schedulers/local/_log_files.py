@@ -101,8 +101,7 @@ class LogFile:
         os.write(self._index_fd, _INDEX_ENTRY.pack(self.size, time.time()))
         view = memoryview(data)
         while view:
-            written = os.write(self._data_fd, view)
-            view = view[written:]
+            view = view[os.write(self._data_fd, view) :]
 
     def close(self) -> None:
         """Close both files; idempotent."""
@@ -141,14 +140,10 @@ class ReplicaLogWriter:
         on_write: Callable[[], None],
         max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
-        self.directory = directory
         self.files = {
             name: LogFile(os.path.join(directory, f"{name}.log")) for name in STREAM_FILES
         }
-        self._lines = {
-            "stdout": LineAssembler(max_line_bytes),
-            "stderr": LineAssembler(max_line_bytes),
-        }
+        self._lines = {name: LineAssembler(max_line_bytes) for name in ("stdout", "stderr")}
         self._on_write = on_write
         self._max_line_bytes = max_line_bytes
         self.error: OSError | None = None
