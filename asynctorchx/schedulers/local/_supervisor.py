@@ -465,9 +465,7 @@ async def _open_process(
                 _parent_death.tie(process.pid, env[_subreaper.TOKEN_VARIABLE])
             return process
     except OSError as error:
-        typed = launch_error(
-            replica.role_name, replica.replica_id, param.args, param.cwd, env, error
-        )
+        typed = launch_error(replica, env, error)
         if first and typed is error:
             raise
         if first:
@@ -686,26 +684,17 @@ _INTERPRETER_FIX = (
 )
 
 
-def launch_error(
-    role: str,
-    replica_id: int,
-    args: list[str],
-    cwd: str | None,
-    env: Mapping[str, str],
-    error: OSError,
-) -> OSError:
+def launch_error(replica: LocalReplica, env: Mapping[str, str], error: OSError) -> OSError:
     """The typed error of a replica whose process could not start; else ``error`` itself.
 
     ``subprocess`` reports a missing program as ``[Errno 2] No such file or directory``
     and a file the kernel cannot run as ``[Errno 8] Exec format error``, naming neither
     the replica nor the ``PATH`` searched. This looks where the start looked: the
-    replica's own ``PATH`` (its environment) and its working directory.
+    replica's own ``PATH`` (its environment) and its working directory
+    (``replica.param.cwd``, the image directory, or this process's when None).
 
     Args:
-        role: the replica's role.
-        replica_id: its index in the role.
-        args: its argument list, ``[entrypoint, *args]``.
-        cwd: its working directory (the image directory), or ``None`` for this process's.
+        replica: the replica (its role, index and :class:`ReplicaParam`).
         env: its whole environment (whose ``PATH`` the start searched).
         error: what starting it raised.
 
@@ -714,7 +703,8 @@ def launch_error(
         not executable or not runnable, or a working directory that is missing; ``error``
         for anything else (e.g. no file descriptor left, which :func:`start_error` maps).
     """
-    entrypoint, where = args[0], cwd or os.getcwd()
+    cwd = replica.param.cwd
+    entrypoint, where = replica.param.args[0], cwd or os.getcwd()
     search = os.get_exec_path(dict(env))
     if "/" in entrypoint:  # a path, relative to the working directory
         found: str | None = os.path.join(where, entrypoint)
@@ -723,7 +713,9 @@ def launch_error(
     found = found if found is not None and os.path.exists(found) else None
 
     def typed(reason: str, fix: str) -> ReplicaLaunchError:
-        return ReplicaLaunchError(error.errno or 0, role, replica_id, entrypoint, reason, fix)
+        return ReplicaLaunchError(
+            error.errno or 0, replica.role_name, replica.replica_id, entrypoint, reason, fix
+        )
 
     if error.errno in (errno.ENOENT, errno.ENOTDIR):
         if cwd is not None and error.filename == cwd:
