@@ -213,14 +213,11 @@ def describe_record(record: AppRecord) -> DescribeAppResponse:
         record: the app's record.
     """
     state, msg = settled_state(record)
+    dead = msg is not None  # its supervisor died: what still ran was ended with it
     replicas = [
         ReplicaStatus(
             id=replica.replica_id,
-            state=(
-                AppState.FAILED
-                if msg is not None and not is_terminal(replica.state)
-                else replica.state
-            ),
+            state=AppState.FAILED if dead and not is_terminal(replica.state) else replica.state,
             role=replica.role,
             hostname="localhost",
             structured_error_msg=read_error_file(os.path.join(replica.log_dir, "error.json")),

@@ -57,7 +57,6 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -396,15 +395,13 @@ def read_record(path: str) -> AppRecord | None:
     return record if record.uid == os.geteuid() else None
 
 
-def record_ids(directory: str) -> Iterator[str]:
-    """The app ids that have a record in ``directory``."""
+def record_ids(directory: str) -> list[str]:
+    """The app ids that have a record in ``directory`` (none when it cannot be read)."""
     try:
         names = os.listdir(directory)
     except OSError:
-        return
-    for name in names:
-        if name.endswith(_SUFFIX) and not name.startswith("."):
-            yield name[: -len(_SUFFIX)]
+        return []
+    return [name[: -len(_SUFFIX)] for name in names if name.endswith(_SUFFIX) and name[0] != "."]
 
 
 def supervisor_gone(record: AppRecord) -> bool:
@@ -433,7 +430,7 @@ def prune_records(directory: str, now: float | None = None) -> None:
     """
     now = time.time() if now is None else now
     written: list[tuple[float, str]] = []
-    for app_id in list(record_ids(directory)):
+    for app_id in record_ids(directory):
         with contextlib.suppress(OSError):
             written.append((os.lstat(record_path(directory, app_id)).st_mtime, app_id))
     written.sort()
