@@ -193,12 +193,11 @@ _SWEEPS: anyio.lowlevel.RunVar[_Sweeps] = anyio.lowlevel.RunVar("asynctorchx_swe
 
 
 def _sweeps() -> _Sweeps:
-    try:
-        return _SWEEPS.get()
-    except LookupError:
+    sweeps = _SWEEPS.get(None)
+    if sweeps is None:
         sweeps = _Sweeps()
         _SWEEPS.set(sweeps)
-        return sweeps
+    return sweeps
 
 
 async def end_descendants(token: str, pgid: int) -> None:

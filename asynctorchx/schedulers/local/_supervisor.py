@@ -84,12 +84,11 @@ def _start_lane() -> anyio.Lock:
     between two starts, in which exited replicas are reaped and their pipes closed.
     Guarded by benchmark 3's ms-per-replica row (flat from N = 100 up).
     """
-    try:
-        return _START_LANE.get()
-    except LookupError:
+    lane = _START_LANE.get(None)
+    if lane is None:
         lane = anyio.Lock(fast_acquire=True)  # no extra yield when no start is in flight
         _START_LANE.set(lane)
-        return lane
+    return lane
 
 
 class LocalReplica:
