@@ -348,8 +348,9 @@ class LocalScheduler(Scheduler[PopenRequest]):
         It is moved aside at once, with one ``rename`` into a ``.evicted-*`` directory
         of the temporary one (a session name never starts with ``.``), so its path is
         free for the same dry run scheduled again; a task of the scheduler removes it
-        after the app's waiters have run. Never raises: what cannot be moved is removed
-        now, and what is left goes with the temporary directory at close.
+        later, not in the step that ends an app and wakes its waiters. Never raises: what
+        cannot be moved is removed now, and what is left goes with the temporary
+        directory at close.
         """
         temporary = self._temp_log_dir
         log_dir = app.request.log_dir
