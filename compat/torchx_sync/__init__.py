@@ -117,6 +117,10 @@ class SyncProxy:
 
     def __getattr__(self, name: str) -> Any:
         target = object.__getattribute__(self, "_target")
+        if name == "_to_popen_request" and not hasattr(target, name):
+            # TorchX's private LocalScheduler method, which its tests call: the dry run's
+            # request (asynctorchx keeps no such name)
+            return lambda app, cfg: target._submit_dryrun(app, cfg).request
         value = getattr(target, name)
         if callable(value) and not isinstance(value, type):
             return _blocking(value)

@@ -216,11 +216,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
         ``LocalScheduler._cuda_device_count``: the hook to override for GPU assignment."""
         return gpu_count()
 
-    def _to_popen_request(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> PopenRequest:
-        """The dry run's request, under TorchX's private name
-        (``torchx.schedulers.local_scheduler.LocalScheduler._to_popen_request``)."""
-        return self._submit_dryrun(app, cfg).request
-
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[PopenRequest]:
         """Build the request (see ``_request.build_popen_request``); create nothing.
 

@@ -93,13 +93,3 @@ def test_the_device_count_asks_nvidia_smi_through_subprocess_run(
     with patch("subprocess.run", side_effect=failed):
         assert create_cwd_scheduler("sess")._cuda_device_count() == 0
     assert local_scheduler.ENV_CUDA_VISIBLE_DEVICES == "CUDA_VISIBLE_DEVICES"
-
-
-def test_to_popen_request_is_the_dry_runs_request() -> None:
-    app = AppDef("app", [_role("a", 1, 2)])
-    scheduler = create_cwd_scheduler("sess")
-    cfg = {"auto_set_cuda_visible_devices": True}
-    with patch.object(LocalScheduler, "_cuda_device_count", return_value=2):
-        request = scheduler._to_popen_request(app, cfg)
-    assert [p.env["CUDA_VISIBLE_DEVICES"] for p in request.role_params["a"]] == ["0", "1"]
-    assert request.log_dir.endswith(f"/sess/{request.app_id}")
