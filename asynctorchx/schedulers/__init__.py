@@ -22,58 +22,45 @@ from asynctorchx.schedulers._sync_adapter import SyncSchedulerAdapter, is_sync_s
 from asynctorchx.schedulers.api import Scheduler, SchedulerFactory
 from asynctorchx.util.entrypoints import entry_points
 
-#: name -> (factory, scheduler class), each ``module:attribute``, imported on first use.
-_BUILTINS: dict[str, tuple[str, str]] = {
-    "local_cwd": (
-        "asynctorchx.schedulers.local_scheduler:create_cwd_scheduler",
-        "asynctorchx.schedulers.local_scheduler:LocalScheduler",
-    ),
-    "local_dir": (
-        "asynctorchx.schedulers.local_scheduler:create_dir_scheduler",
-        "asynctorchx.schedulers.local_scheduler:LocalScheduler",
-    ),
-    "local_docker": (
-        "asynctorchx.schedulers.docker_scheduler:create_scheduler",
-        "asynctorchx.schedulers.docker_scheduler:DockerScheduler",
-    ),
-    "slurm": (
-        "asynctorchx.schedulers.slurm_scheduler:create_scheduler",
-        "asynctorchx.schedulers.slurm_scheduler:SlurmScheduler",
-    ),
-    "kubernetes": (
-        "asynctorchx.schedulers.kubernetes_scheduler:create_scheduler",
-        "asynctorchx.schedulers.kubernetes_scheduler:KubernetesScheduler",
-    ),
+#: name -> (module of ``asynctorchx.schedulers``, factory, scheduler class), imported on
+#: first use.
+_BUILTINS: dict[str, tuple[str, str, str]] = {
+    "local_cwd": ("local_scheduler", "create_cwd_scheduler", "LocalScheduler"),
+    "local_dir": ("local_scheduler", "create_dir_scheduler", "LocalScheduler"),
+    "local_docker": ("docker_scheduler", "create_scheduler", "DockerScheduler"),
+    "slurm": ("slurm_scheduler", "create_scheduler", "SlurmScheduler"),
+    "kubernetes": ("kubernetes_scheduler", "create_scheduler", "KubernetesScheduler"),
 }
-
-
-def _import(target: str) -> Any:
-    module_name, _, attribute = target.partition(":")
-    return getattr(importlib.import_module(module_name), attribute)
 
 
 class _LazyFactory:
     """A built-in factory: imports its backend module only when called (or asked its class).
 
     Args:
-        target: the factory, ``module:function``.
-        class_target: the class the factory creates, ``module:Class``.
+        module: the backend's module under ``asynctorchx.schedulers``.
+        factory: the factory function's name in it.
+        class_name: the name of the class the factory creates.
     """
 
-    def __init__(self, target: str, class_target: str) -> None:
-        self._target = target
-        self._class_target = class_target
-        self.__name__ = target.partition(":")[2]
-        self.__doc__ = f"Create a scheduler with ``{target}`` (imported on first use)."
+    def __init__(self, module: str, factory: str, class_name: str) -> None:
+        self._module = f"asynctorchx.schedulers.{module}"
+        self._class_name = class_name
+        self.__name__ = factory
+        self.__doc__ = (
+            f"Create a scheduler with ``{self._module}.{factory}`` (imported on first use)."
+        )
 
     def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]:
-        created: Scheduler[Any] = _import(self._target)(session_name, **kwargs)
+        module = importlib.import_module(self._module)
+        created: Scheduler[Any] = getattr(module, self.__name__)(session_name, **kwargs)
         return created
 
     @property
     def scheduler_class(self) -> type[Scheduler[Any]]:
         """The class this factory creates (its module is imported, no scheduler is made)."""
-        found: type[Scheduler[Any]] = _import(self._class_target)
+        found: type[Scheduler[Any]] = getattr(
+            importlib.import_module(self._module), self._class_name
+        )
         return found
 
 
