@@ -161,13 +161,37 @@ class SlurmCommands:
             raise SlurmCommandError(list(argv), 0, f"no job id in sbatch's output {job_id!r}")
         return job_id
 
-    async def squeue(self, job_ids: Collection[str]) -> dict[str, list[SlurmComponent]]:
-        """The jobs among ``job_ids`` the controller knows, in ONE ``squeue`` call.
-
-        ``squeue -h -t all -j id,id,...``: finished jobs too, for ``MinJobAge`` seconds.
+    async def _stdout(self, argv: list[str], *, forgotten: str | None = None) -> str | None:
+        """Run ``argv`` and return its stdout.
 
         Args:
-            job_ids: job ids of apps (heterogeneous job leaders).
+            argv: the command.
+            forgotten: a message of Slurm's on stderr that means "nothing to report"
+                (a job the controller forgot, a cluster without accounting).
+
+        Returns:
+            stdout; ``None`` when the command failed saying ``forgotten``.
+
+        Raises:
+            SlurmNotInstalledError: ``argv[0]`` is not on ``PATH``.
+            SlurmCommandError: it failed otherwise.
+        """
+        done = await self.run(argv, check=False)
+        if done.returncode == 0:
+            return _text(done.stdout)
+        stderr = _text(done.stderr)
+        if forgotten is not None and forgotten in stderr:
+            return None
+        raise SlurmCommandError(argv, done.returncode, stderr)
+
+    async def squeue(self, job_ids: Collection[str] | None) -> dict[str, list[SlurmComponent]]:
+        """The jobs the controller knows, in ONE ``squeue -h -t all`` call.
+
+        Finished jobs are listed too, for ``MinJobAge`` seconds.
+
+        Args:
+            job_ids: job ids of apps (heterogeneous job leaders), asked for with ``-j``;
+                ``None``: every job of the current user (``--me``).
 
         Returns:
             job id -> its components; jobs the controller forgot are left out.
@@ -176,82 +200,47 @@ class SlurmCommands:
             SlurmNotInstalledError: ``squeue`` is not on ``PATH``.
             SlurmCommandError: squeue failed (the controller does not answer).
         """
-        if not job_ids:
+        if job_ids is not None and not job_ids:
             return {}
-        argv = ["squeue", "-h", "-t", "all", "-j", ",".join(job_ids), "-o", SQUEUE_FORMAT]
-        done = await self.run(argv, check=False)
-        if done.returncode != 0:
-            stderr = _text(done.stderr)
-            if _INVALID_JOB_ID in stderr:  # a single id that the controller forgot
-                return {}
-            raise SlurmCommandError(argv, done.returncode, stderr)
-        listed = parse_squeue(_text(done.stdout))
-        return {job_id: listed[job_id] for job_id in job_ids if job_id in listed}
+        selection = ["--me"] if job_ids is None else ["-j", ",".join(job_ids)]
+        argv = ["squeue", "-h", "-t", "all", *selection, "-o", SQUEUE_FORMAT]
+        # a single id that the controller forgot is an error of squeue's
+        listed = parse_squeue(await self._stdout(argv, forgotten=_INVALID_JOB_ID) or "")
+        return _only(listed, job_ids)
 
-    async def squeue_mine(self) -> dict[str, list[SlurmComponent]]:
-        """Every job of the current user the controller knows (``squeue --me -t all``).
+    async def sacct(
+        self, job_ids: Collection[str] | None, starttime: str | None = None
+    ) -> dict[str, list[SlurmComponent]] | None:
+        """The accounting records of jobs, in ONE ``sacct -P -n -D`` call.
 
-        Returns:
-            job id -> its components.
-
-        Raises:
-            SlurmNotInstalledError: ``squeue`` is not on ``PATH``.
-            SlurmCommandError: squeue failed.
-        """
-        done = await self.run(["squeue", "-h", "--me", "-t", "all", "-o", SQUEUE_FORMAT])
-        return parse_squeue(_text(done.stdout))
-
-    async def sacct(self, job_ids: Collection[str]) -> dict[str, list[SlurmComponent]] | None:
-        """The accounting records of ``job_ids`` (``sacct -P -n -D -j id,id,...``), ONE call.
+        Every run (``-D``: the restarts) and the steps (the ``.batch`` step's exit code).
 
         Args:
-            job_ids: job ids of apps.
+            job_ids: job ids of apps, asked for with ``-j``; ``None``: the current user's
+                jobs since ``starttime`` (``--user=<uid>``: without it root would be shown
+                every user's jobs).
+            starttime: sacct's ``--starttime`` (``now-1days``); ``None``: sacct's default
+                (today's jobs for ``job_ids=None``).
 
         Returns:
-            job id -> its components with exit codes; ``None`` when the cluster has no
-            accounting storage (``sacct`` says so) or no ``sacct`` is installed.
+            job id -> its components with exit codes and restarts; ``None`` when the
+            cluster has no accounting storage (``sacct`` says so) or no ``sacct`` is
+            installed.
 
         Raises:
             SlurmCommandError: sacct failed for another reason.
         """
-        if not job_ids:
+        if job_ids is not None and not job_ids:
             return {}
-        listed = await self._sacct(["-j", ",".join(job_ids)])
-        if listed is None:
-            return None
-        return {job_id: listed[job_id] for job_id in job_ids if job_id in listed}
-
-    async def sacct_mine(self, starttime: str) -> dict[str, list[SlurmComponent]] | None:
-        """The current user's jobs accounting knows since ``starttime``, in ONE ``sacct`` call.
-
-        ``sacct -P -n -D -S starttime --user=<uid>``: without ``--user`` root would be
-        shown every user's jobs.
-
-        Args:
-            starttime: sacct's ``--starttime`` (``now-1days``).
-
-        Returns:
-            job id -> its components; ``None`` without accounting (as :meth:`sacct`).
-
-        Raises:
-            SlurmCommandError: sacct failed for another reason.
-        """
-        return await self._sacct(["-S", starttime, f"--user={os.getuid()}"])
-
-    async def _sacct(self, selection: list[str]) -> dict[str, list[SlurmComponent]] | None:
-        # every run (-D: restarts) and the steps (the .batch step's exit code), not -X
-        argv = ["sacct", "-P", "-n", "-D", f"--delimiter={FIELD_SEPARATOR}"]
-        argv += ["-o", SACCT_FIELDS, *selection]
+        selection = ["-j", ",".join(job_ids)] if job_ids is not None else [f"--user={os.getuid()}"]
+        if starttime is not None:
+            selection += ["-S", starttime]
+        argv = ["sacct", "-P", "-n", "-D", f"--delimiter={FIELD_SEPARATOR}", "-o", SACCT_FIELDS]
         try:
-            done = await self.run(argv, check=False)
+            text = await self._stdout([*argv, *selection], forgotten=_NO_ACCOUNTING)
         except SlurmNotInstalledError:
             return None
-        if done.returncode != 0:
-            stderr = _text(done.stderr)
-            if _NO_ACCOUNTING in stderr:
-                return None
-            raise SlurmCommandError(argv, done.returncode, stderr)
-        return parse_sacct(_text(done.stdout))
+        return None if text is None else _only(parse_sacct(text), job_ids)
 
     async def exit_codes(self, job_id: str) -> dict[int | None, tuple[int | None, int]]:
         """Each component's exit code and restarts (``scontrol -o show job``).
@@ -267,13 +256,7 @@ class SlurmCommands:
             SlurmCommandError: scontrol failed for another reason.
         """
         argv = ["scontrol", "-o", "show", "job", job_id]
-        done = await self.run(argv, check=False)
-        if done.returncode != 0:
-            stderr = _text(done.stderr)
-            if _INVALID_JOB_ID in stderr:
-                return {}
-            raise SlurmCommandError(argv, done.returncode, stderr)
-        return parse_scontrol_jobs(_text(done.stdout))
+        return parse_scontrol_jobs(await self._stdout(argv, forgotten=_INVALID_JOB_ID) or "")
 
     async def scancel(self, job_id: str) -> None:
         """Cancel the job (every component of a heterogeneous job); idempotent.
@@ -287,10 +270,7 @@ class SlurmCommands:
             SlurmNotInstalledError: ``scancel`` is not on ``PATH``.
             SlurmCommandError: scancel failed (the controller does not answer).
         """
-        done = await self.run(["scancel", job_id], check=False)
-        stderr = _text(done.stderr)
-        if done.returncode != 0 and _INVALID_JOB_ID not in stderr:
-            raise SlurmCommandError(["scancel", job_id], done.returncode, stderr)
+        await self._stdout(["scancel", job_id], forgotten=_INVALID_JOB_ID)
 
     async def partition_memory_mb(self, partition: str | None) -> int | None:
         """Memory per node of ``partition`` (default: the cluster's default) in MB.
@@ -321,3 +301,12 @@ class SlurmCommands:
 
 def _text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
+
+
+def _only(
+    listed: dict[str, list[SlurmComponent]], job_ids: Collection[str] | None
+) -> dict[str, list[SlurmComponent]]:
+    """The jobs of ``listed`` among ``job_ids`` (``None``: all of them)."""
+    if job_ids is None:
+        return listed
+    return {job_id: listed[job_id] for job_id in job_ids if job_id in listed}

@@ -295,9 +295,9 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         """
         history = self.run_opts().resolve(cfg or {}).get("history")
         start = sacct_start(str(history))
-        jobs = await self.commands.squeue_mine()
+        jobs = await self.commands.squeue(None)
         if start is not None and self._accounting is not False:
-            past = await self.commands.sacct_mine(start)
+            past = await self.commands.sacct(None, start)
             self._accounting = past is not None
             for job_id, components in (past or {}).items():
                 jobs.setdefault(job_id, components)
