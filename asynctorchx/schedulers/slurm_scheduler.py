@@ -3,7 +3,7 @@
 The one public import path of the backend's names.
 
 The code lives in :mod:`asynctorchx.schedulers.slurm` (``_scheduler.py``, ``_request.py``,
-``_state.py``, ``_commands.py``, ``_logs.py``).
+``_state.py``, ``_commands.py``).
 """
 
 from __future__ import annotations

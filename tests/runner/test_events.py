@@ -22,7 +22,7 @@ from asynctorchx.errors import InvalidCursorError, UnknownAppException
 from asynctorchx.runner import AppEvent, LogEvent, Runner, StateEvent, get_runner
 from asynctorchx.runner._events import EVENTS_BUFFER_SIZE, EVENTS_PER_BATCH
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
-from asynctorchx.schedulers.slurm._logs import log_file_name as slurm_log_file_name
+from asynctorchx.schedulers.slurm._scheduler import log_file_name as slurm_log_file_name
 from asynctorchx.schedulers.toolkit import LogBlock, LogQuery
 from asynctorchx.specs.api import (
     AppDef,

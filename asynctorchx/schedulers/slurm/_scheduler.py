@@ -11,6 +11,15 @@ differences:
 - ``wait``/``wait_for_state_change`` use the base class's batched poller: Slurm pushes no
   job event to ordinary users, so every watched job is asked for in ONE ``squeue`` call
   per tick (see ``docs/slurm.md``).
+
+``srun`` writes each replica's stdout and stderr to ``slurm-{job_id}-{role}-{replica}.out``
+and ``.err`` in the job's directory (``--chdir``, the ``job_dir`` run option, else the
+directory ``sbatch`` ran in), as TorchX lays them out. TorchX finds a ``job_dir`` through
+the file ``.torchxslurmjobdirs`` in the current directory (``{job_id} = {job_dir}``
+lines); this module writes and reads the same file so either tool finds the other's logs.
+The files are followed with :func:`~asynctorchx.schedulers.toolkit.tail_blocks`, read off
+the event loop (on a shared filesystem, NFS or Lustre, a read can block) and woken at each
+tick of the batched ``squeue`` poller, as Slurm pushes nothing when a file grows.
 """
 
 from __future__ import annotations
@@ -30,12 +39,6 @@ import attrs
 from asynctorchx.errors import UnknownAppException
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from asynctorchx.schedulers.slurm._commands import SlurmCommands
-from asynctorchx.schedulers.slurm._logs import (
-    job_dir_or_cwd,
-    log_file_name,
-    read_job_dirs,
-    save_job_dir,
-)
 from asynctorchx.schedulers.slurm._request import (
     NOMEM_THRESHOLD_MB,
     SlurmBatchRequest,
@@ -56,6 +59,10 @@ logger = logging.getLogger(__name__)
 
 #: The default seconds between two ``squeue`` polls while watched jobs change.
 DEFAULT_POLL_INTERVAL = 1.0
+
+#: TorchX's file of job directories, in the current directory
+#: (``torchx.schedulers.slurm_scheduler.SLURM_JOB_DIRS``).
+JOB_DIRS_FILE = ".torchxslurmjobdirs"
 
 #: What ``describe``'s ``msg`` says of a job ``squeue`` (and ``sacct``) no longer lists.
 LAST_SEEN = "squeue no longer lists this job and there is no accounting record: last seen {}"
@@ -163,8 +170,9 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         if job_id in self._last_seen:  # an id reused after a controller restart
             await self._remove(job_id)
         self._job_dirs[job_id] = job_dir or os.getcwd()
-        if job_dir is not None:
-            await save_job_dir(job_id, job_dir)
+        if job_dir is not None:  # as TorchX does, so its log_iter finds the logs
+            async with await anyio.open_file(JOB_DIRS_FILE, "a") as file:
+                await file.write(f"{job_id} = {job_dir}\n")
         if dryrun_info._app is not None:
             self._roles[job_id] = list(dryrun_info._app.roles)
         return job_id
@@ -351,11 +359,8 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             raise UnknownAppException(app_id)
         query.check_replica(app_id, {role.name: role.num_replicas for role in response.roles})
         work_dirs = [component.work_dir for component in self._last_seen.get(app_id, [])]
-        directory = job_dir_or_cwd(
-            self._job_dirs.get(app_id),
-            (await read_job_dirs()).get(app_id),
-            *work_dirs,
-        )
+        candidates = [self._job_dirs.get(app_id), (await _read_job_dirs()).get(app_id), *work_dirs]
+        directory = next((found for found in candidates if found), os.getcwd())
         blocks = tail_blocks(  # woken at each squeue poll; off the loop (shared filesystems)
             os.path.join(directory, name),
             query,
@@ -371,6 +376,47 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
     def _seen_terminal(self, app_id: str) -> bool:
         components = self._last_seen.get(app_id)
         return components is None or is_terminal(job_state(components))
+
+
+def log_file_name(app_id: str, role_name: str, k: int, stream: Stream) -> str:
+    """The name of a replica's log file: ``slurm-{app_id}-{role}-{k}.out`` or ``.err``.
+
+    Args:
+        app_id: the job id.
+        role_name: the role.
+        k: the replica id.
+        stream: ``Stream.STDOUT`` (``.out``) or ``Stream.STDERR`` (``.err``).
+
+    Raises:
+        ValueError: ``stream`` is ``COMBINED``: Slurm writes the two streams to two files
+            and keeps no order between them (TorchX refuses it too).
+    """
+    if stream == Stream.COMBINED:
+        raise ValueError(
+            "the slurm scheduler cannot read a COMBINED log stream: srun writes stdout and"
+            " stderr to separate files; use streams=Stream.STDOUT or Stream.STDERR"
+        )
+    extension = "out" if stream == Stream.STDOUT else "err"
+    return f"slurm-{app_id}-{role_name}-{k}.{extension}"
+
+
+async def _read_job_dirs() -> dict[str, str]:
+    """Read :data:`JOB_DIRS_FILE` of the current directory: job id -> job directory.
+
+    Returns:
+        The mapping (later lines win); empty when the file does not exist or cannot be
+        read. Never raises.
+    """
+    try:
+        text = await anyio.Path(JOB_DIRS_FILE).read_text()
+    except OSError:
+        return {}
+    job_dirs: dict[str, str] = {}
+    for line in text.splitlines():
+        job_id, _, job_dir = line.partition("=")
+        if job_id.strip() and job_dir.strip():
+            job_dirs[job_id.strip()] = job_dir.strip()
+    return job_dirs
 
 
 def _has_ended(components: list[SlurmComponent]) -> bool:
