@@ -56,7 +56,6 @@ NOMEM_THRESHOLD_MB = 1000
 # days-hours, days-hours:minutes, days-hours:minutes:seconds (sbatch(1), option --time).
 _TIME_FORMAT = re.compile(r"\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}")
 _TIME_UNLIMITED = ("INFINITE", "UNLIMITED")
-_NAME_FORBIDDEN = re.compile(r"[\s'\"\\$`]")
 
 
 #: How far back ``list`` reads accounting unless the ``history`` run option says otherwise.
@@ -313,15 +312,6 @@ class SlurmBatchRequest:
         )
 
 
-def _check_role_name(role: Role) -> None:
-    """Raise ``ValueError`` when a role name would break the ``#SBATCH`` line or the shell."""
-    if not role.name or _NAME_FORBIDDEN.search(role.name):
-        raise ValueError(
-            f"role name {role.name!r} cannot be a Slurm job name: use letters, digits,"
-            " '-', '_' and '.' (no spaces, quotes, '$' or '`')"
-        )
-
-
 def build_batch_request(
     app: AppDef, cfg: Mapping[str, CfgVal], partition_memory_mb: int | None = None
 ) -> SlurmBatchRequest:
@@ -333,6 +323,11 @@ def build_batch_request(
     to expand to ``"$SLURM_JOB_ID"``. The command is ``sbatch --parsable`` with the set
     options of :data:`SBATCH_JOB_OPTIONS`. Follows ``torchx.schedulers.slurm_scheduler``
     (TorchX 0.7.0, ``SlurmScheduler._submit_dryrun``).
+
+    The app is expected valid: ``Scheduler.submit_dryrun`` checks it first with
+    :func:`~asynctorchx.schedulers.toolkit.validate_app` (at least one role, at least one
+    replica each, role names of ``[A-Za-z0-9_.-]``, which cannot break the ``#SBATCH``
+    line or the shell).
 
     Args:
         app: the app to submit.
@@ -347,8 +342,6 @@ def build_batch_request(
     Raises:
         InvalidRunConfigException: ``cfg`` has an unknown key, a value that is not a
             ``str``, or a ``time`` that is negative or malformed (see :func:`check_time`).
-        ValueError: ``app`` has no replica at all, or a role name with whitespace,
-            quotes, ``$`` or a backquote.
     """
     resolved = slurm_runopts().resolve(cfg)
     time = resolved.get("time")
@@ -359,7 +352,6 @@ def build_batch_request(
     nomem = partition_memory_mb is not None and partition_memory_mb <= NOMEM_THRESHOLD_MB
     replicas: dict[str, SlurmReplicaRequest] = {}
     for role in app.roles:
-        _check_role_name(role)
         for replica_id in range(role.num_replicas):
             values = macros.Values(
                 img_root=role.image,
@@ -371,11 +363,6 @@ def build_batch_request(
             replicas[name] = SlurmReplicaRequest.from_role(
                 name, values.apply(role), ordered, nomem=nomem
             )
-    if not replicas:
-        raise ValueError(
-            f"app {app.name!r} has no replica to run: give it at least one role with"
-            " num_replicas >= 1"
-        )
     cmd = ["sbatch", "--parsable"]
     cmd += [
         f"--{key}={ordered[key]}"

@@ -27,9 +27,14 @@ from typing import Any
 
 import pytest
 
-from asynctorchx.errors import InvalidRunConfigException
+from asynctorchx.errors import (
+    InvalidAppDefException,
+    InvalidNameException,
+    InvalidRunConfigException,
+)
 from asynctorchx.schedulers.slurm_scheduler import (
     SlurmBatchRequest,
+    SlurmScheduler,
     build_batch_request,
     check_time,
     slurm_runopts,
@@ -290,16 +295,16 @@ def test_option_of_wrong_type_is_a_run_config_error() -> None:
         build_batch_request(app, {"time": 30})
 
 
-def test_app_without_replicas_is_refused() -> None:
-    with pytest.raises(ValueError, match="no replica"):
-        build_batch_request(AppDef(name="empty"), {})
+def test_app_without_replicas_is_refused_at_dry_run() -> None:
+    with pytest.raises(InvalidAppDefException, match="No roles"):
+        SlurmScheduler("sess").submit_dryrun(AppDef(name="empty"), {})
 
 
-@pytest.mark.parametrize("name", ["two words", "new\nline", "$x", ""])
-def test_role_name_that_breaks_the_script_is_refused(name: str) -> None:
+@pytest.mark.parametrize("name", ["two words", "new\nline", "$x", "a'b", "a`b", ""])
+def test_role_name_that_breaks_the_script_is_refused_at_dry_run(name: str) -> None:
     app = AppDef(name="a", roles=[Role(name=name, image="", entrypoint="echo")])
-    with pytest.raises(ValueError, match="cannot be a Slurm job name"):
-        build_batch_request(app, {})
+    with pytest.raises(InvalidNameException, match="is not a valid name"):
+        SlurmScheduler("sess").submit_dryrun(app, {})
 
 
 def test_runopts_are_torchx_ones_plus_account_qos_and_history() -> None:
