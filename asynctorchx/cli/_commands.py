@@ -20,8 +20,8 @@ from asynctorchx.cli._run import run as _run
 from asynctorchx.errors import UnknownAppException
 from asynctorchx.runner import config
 from asynctorchx.runner.api import Runner, get_runner
-from asynctorchx.schedulers import SchedulerFactory, get_default_scheduler_name
-from asynctorchx.specs.api import runopts
+from asynctorchx.schedulers import get_default_scheduler_name, get_scheduler_factories
+from asynctorchx.specs.api import AppStatus, runopts
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -40,7 +40,7 @@ def dispatch(args: argparse.Namespace) -> int:
     async_commands: dict[str, Callable[[argparse.Namespace], Awaitable[int]]] = {
         "run": _run,
         "status": _status,
-        "describe": _describe,
+        "describe": _status,
         "log": _log,
         "cancel": _cancel,
         "delete": _delete,
@@ -81,24 +81,17 @@ def _not_found(command: str, app_handle: str, runner: Runner) -> int:
 
 
 async def _status(args: argparse.Namespace) -> int:
+    """``status`` and ``describe``: print the app's status, or the app itself."""
     async with get_runner(handle_signals=False) as runner:
-        status = await runner.status(args.app_handle)
-    if status is None:
-        return _not_found("status", args.app_handle, runner)
-    roles = [r for r in args.roles.split(",") if r] or None
-    if args.json:
-        print(json.dumps(status.to_json(roles), indent=2))
+        describe = args.command == "describe"
+        found = await (runner.describe if describe else runner.status)(args.app_handle)
+    if found is None:
+        return _not_found(args.command, args.app_handle, runner)
+    if isinstance(found, AppStatus):
+        roles = [r for r in args.roles.split(",") if r] or None
+        print(json.dumps(found.to_json(roles), indent=2) if args.json else found.format(roles))
     else:
-        print(status.format(roles))
-    return 0
-
-
-async def _describe(args: argparse.Namespace) -> int:
-    async with get_runner(handle_signals=False) as runner:
-        app = await runner.describe(args.app_handle)
-    if app is None:
-        return _not_found("describe", args.app_handle, runner)
-    print(to_json_with_nulls(app))
+        print(to_json_with_nulls(found))
     return 0
 
 
@@ -181,7 +174,9 @@ async def _delete(args: argparse.Namespace) -> int:
 async def _list(args: argparse.Namespace) -> int:
     # flags win over the [cli:list] section (`scheduler`, `scheduler_args`), as for run
     sections = config.load_sections()
-    config.warn_unknown(sections, list(_factories()), {"cli:list": ("scheduler", "scheduler_args")})
+    config.warn_unknown(
+        sections, list(get_scheduler_factories()), {"cli:list": ("scheduler", "scheduler_args")}
+    )
     defaults = config.get_configs("cli", "list", sections=sections)
     scheduler = args.scheduler or defaults.get("scheduler") or get_default_scheduler_name()
     scheduler_args = (
@@ -214,7 +209,7 @@ def _scheduler_run_opts(names: list[str] | None) -> dict[str, runopts]:
     """
 
     async def read() -> dict[str, runopts]:
-        async with Runner("torchx", _factories()) as runner:
+        async with Runner("torchx", get_scheduler_factories()) as runner:
             return {
                 name: runner.scheduler_run_opts(name)
                 for name in names or runner.scheduler_backends()
@@ -228,12 +223,6 @@ def _runopts(args: argparse.Namespace) -> int:
         print(f"{name}:")
         print(opts)
     return 0
-
-
-def _factories() -> dict[str, SchedulerFactory]:
-    from asynctorchx.schedulers import get_scheduler_factories
-
-    return dict(get_scheduler_factories())
 
 
 def _builtins(args: argparse.Namespace) -> int:
