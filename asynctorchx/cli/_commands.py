@@ -15,12 +15,13 @@ from pathlib import Path
 
 import anyio
 
+from asynctorchx import schedulers
 from asynctorchx.cli._output import UsageError, note, print_line, to_json_with_nulls
 from asynctorchx.cli._run import run as _run
 from asynctorchx.errors import UnknownAppException
 from asynctorchx.runner import config
 from asynctorchx.runner.api import Runner, get_runner
-from asynctorchx.schedulers import get_default_scheduler_name, get_scheduler_factories
+from asynctorchx.schedulers import get_default_scheduler_name
 from asynctorchx.specs.api import AppStatus, runopts
 
 
@@ -174,9 +175,8 @@ async def _delete(args: argparse.Namespace) -> int:
 async def _list(args: argparse.Namespace) -> int:
     # flags win over the [cli:list] section (`scheduler`, `scheduler_args`), as for run
     sections = config.load_sections()
-    config.warn_unknown(
-        sections, list(get_scheduler_factories()), {"cli:list": ("scheduler", "scheduler_args")}
-    )
+    known = list(schedulers.get_scheduler_factories())
+    config.warn_unknown(sections, known, {"cli:list": ("scheduler", "scheduler_args")})
     defaults = config.get_configs("cli", "list", sections=sections)
     scheduler = args.scheduler or defaults.get("scheduler") or get_default_scheduler_name()
     scheduler_args = (
@@ -209,7 +209,7 @@ def _scheduler_run_opts(names: list[str] | None) -> dict[str, runopts]:
     """
 
     async def read() -> dict[str, runopts]:
-        async with Runner("torchx", get_scheduler_factories()) as runner:
+        async with Runner("torchx", schedulers.get_scheduler_factories()) as runner:
             return {
                 name: runner.scheduler_run_opts(name)
                 for name in names or runner.scheduler_backends()
