@@ -8,6 +8,7 @@ at the first error and re-raise that error unwrapped.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -76,11 +77,8 @@ async def gather_results(calls: Iterable[Callable[[], Awaitable[Any]]]) -> list[
     listed = list(calls)
     results: list[Any] = [None] * len(listed)
 
-    def store(index: int, call: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[None]]:
-        async def run() -> None:
-            results[index] = await call()
+    async def store(index: int) -> None:
+        results[index] = await listed[index]()
 
-        return run
-
-    await gather(store(index, call) for index, call in enumerate(listed))
+    await gather(functools.partial(store, index) for index in range(len(listed)))
     return results
