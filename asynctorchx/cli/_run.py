@@ -49,23 +49,12 @@ def _cancel_signals() -> list[signal.Signals]:
     return [signum for signum in _CANCEL_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN]
 
 
-class _Interrupt:
-    """What the signal listener of ``run`` shares with the command.
-
-    The first SIGINT, SIGTERM or SIGHUP cancels :attr:`scope` (the submit, stream and wait of
-    the app); later ones only say that the app is still being cancelled.
-    """
-
-    def __init__(self) -> None:
-        self.scope = anyio.CancelScope()
-        self.received = False
-
-
-async def _listen(signals: AsyncIterator[signal.Signals], interrupt: _Interrupt) -> None:
+async def _listen(signals: AsyncIterator[signal.Signals], scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` (the submit, stream and wait of the app) at the first SIGINT, SIGTERM
+    or SIGHUP; at the next ones only say that the app is still being cancelled."""
     async for _ in signals:
-        if not interrupt.received:
-            interrupt.received = True
-            interrupt.scope.cancel()
+        if not scope.cancel_called:
+            scope.cancel()
         else:
             note(
                 "asynctorchx: still cancelling the app; replicas that ignore SIGTERM get"
@@ -74,15 +63,17 @@ async def _listen(signals: AsyncIterator[signal.Signals], interrupt: _Interrupt)
 
 
 @asynccontextmanager
-async def _interruptible() -> AsyncIterator[_Interrupt]:
+async def _interruptible() -> AsyncIterator[anyio.CancelScope]:
     """Handle SIGINT, SIGTERM and SIGHUP for the whole block, cleanup included.
+
+    Yields the scope that the first signal cancels (see :func:`_listen`).
 
     One signal receiver stays installed until the block (and so the runner inside it)
     is left: a second Ctrl-C while the app is being cancelled is absorbed instead of
     raising ``KeyboardInterrupt`` into the event loop, which would abandon the cleanup
     and leave replicas running.
     """
-    interrupt = _Interrupt()
+    interrupt = anyio.CancelScope()
     body_error: BaseException | None = None
     with anyio.open_signal_receiver(*_cancel_signals()) as signals:
         async with anyio.create_task_group() as task_group:
@@ -318,7 +309,7 @@ async def run(args: argparse.Namespace) -> int:
         get_runner(config_sections=sections, handle_signals=False) as runner,
     ):
         handle: str | None = None
-        with interrupt.scope:
+        with interrupt:
             opts = runner.scheduler_run_opts(run.scheduler)
             cfg: dict[str, CfgVal] = opts.cfg_from_str(run.scheduler_args)
             if run.scheduler_args_json is not None:
