@@ -7,7 +7,7 @@ command missing from ``PATH`` is :class:`~asynctorchx.errors.SlurmNotInstalledEr
 message; any other failure is :class:`~asynctorchx.errors.SlurmCommandError`. No other
 module of the Slurm scheduler runs a process.
 
-The commands and their output formats are those of squeue(1), sacct(1), scontrol(1),
+The commands and their output formats are those of squeue(1), sacct(1),
 sbatch(1) and scancel(1) of Slurm 22.05, which ``torchx.schedulers.slurm_scheduler`` also
 uses (TorchX reads ``sacct``, which fails on clusters without accounting; here ``squeue``
 is the source and ``sacct`` a fallback).
@@ -34,7 +34,6 @@ from asynctorchx.schedulers.slurm._state import (
     SQUEUE_FORMAT,
     SlurmComponent,
     parse_sacct,
-    parse_scontrol_jobs,
     parse_squeue,
 )
 
@@ -203,7 +202,7 @@ class SlurmCommands:
         if job_ids is not None and not job_ids:
             return {}
         selection = ["--me"] if job_ids is None else ["-j", ",".join(job_ids)]
-        argv = ["squeue", "-h", "-t", "all", *selection, "-o", SQUEUE_FORMAT]
+        argv = ["squeue", "-h", "-t", "all", *selection, "-O", SQUEUE_FORMAT]
         # a single id that the controller forgot is an error of squeue's
         listed = parse_squeue(await self._stdout(argv, forgotten=_INVALID_JOB_ID) or "")
         return _only(listed, job_ids)
@@ -241,22 +240,6 @@ class SlurmCommands:
         except SlurmNotInstalledError:
             return None
         return None if text is None else _only(parse_sacct(text), job_ids)
-
-    async def exit_codes(self, job_id: str) -> dict[int | None, tuple[int | None, int]]:
-        """Each component's exit code and restarts (``scontrol -o show job``).
-
-        Args:
-            job_id: the job's id.
-
-        Returns:
-            component offset -> ``(exit code, restarts)``; empty when the controller no
-            longer knows the job.
-
-        Raises:
-            SlurmCommandError: scontrol failed for another reason.
-        """
-        argv = ["scontrol", "-o", "show", "job", job_id]
-        return parse_scontrol_jobs(await self._stdout(argv, forgotten=_INVALID_JOB_ID) or "")
 
     async def scancel(self, job_id: str) -> None:
         """Cancel the job (every component of a heterogeneous job); idempotent.

@@ -34,7 +34,6 @@ from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
 
 import anyio
-import attrs
 
 from asynctorchx.errors import UnknownAppException
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
@@ -51,7 +50,7 @@ from asynctorchx.schedulers.slurm._state import (
     job_state,
     sacct_start,
 )
-from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, gather_results, tail_blocks
+from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, tail_blocks
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, is_terminal, runopts
 from asynctorchx.workspace.dir_workspace import DirWorkspaceMixin
 
@@ -111,7 +110,6 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         self.poll_interval = _positive_seconds(poll_interval)
         self.commands = commands if commands is not None else SlurmCommands()
         self._last_seen: dict[str, list[SlurmComponent]] = {}
-        self._exit_codes: dict[str, dict[int | None, tuple[int | None, int]]] = {}
         self._roles: dict[str, list[Role]] = {}
         self._job_dirs: dict[str, str] = {}
         self._accounting: bool | None = None  # unknown until sacct answers
@@ -193,12 +191,10 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
         """Describe the job: app, role and replica states, nodes and exit codes.
 
-        One ``squeue -h -t all`` call; ``sacct`` when squeue no longer lists the job and
-        the cluster has accounting; ``scontrol show job`` once when a job squeue lists has
-        ended, for its exit codes and restarts (a COMPLETED job exited 0: asked only when
-        submitted here with ``max_retries``, else its ``num_restarts`` is -1, unknown). A
-        job neither lists is described by its last seen state, with a ``msg`` saying so;
-        one this scheduler never saw is unknown.
+        One ``squeue -h -t all`` call (states, exit codes and restarts); ``sacct`` when
+        squeue no longer lists the job and the cluster has accounting. A job neither
+        lists is described by its last seen state, with a ``msg`` saying so; one this
+        scheduler never saw is unknown.
 
         Args:
             app_id: the job id.
@@ -225,8 +221,6 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             records = await self.commands.sacct(missing)
             self._accounting = records is not None
             listed.update(records or {})
-        ended = [job_id for job_id, found in listed.items() if _has_ended(found)]
-        await self._read_exit_codes(ended, listed)
         responses: dict[str, DescribeAppResponse] = {}
         for job_id in job_ids:
             if job_id in listed:
@@ -238,45 +232,11 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
                 responses[job_id].msg = LAST_SEEN.format(responses[job_id].msg)
         return responses
 
-    async def _read_exit_codes(
-        self, ended: list[str], listed: Mapping[str, list[SlurmComponent]]
-    ) -> None:
-        """Read once (``scontrol``) the exit codes and restarts of ended jobs squeue lists."""
-        for job_id in listed:
-            if job_id not in ended:
-                self._exit_codes.pop(job_id, None)  # requeued: its codes are stale
-        todo = [
-            job_id
-            for job_id in ended
-            if job_id not in self._exit_codes
-            # squeue's components have neither exit code nor restarts (sacct's carry both);
-            # a COMPLETED one exited 0, and is asked for its restarts only when submitted
-            # here with max_retries (one scontrol per ended job doubles wait's latency when
-            # 50 jobs end at once: 1.2 s instead of 0.5 s median; guarded by benchmark 9's
-            # "end -> wait" row, benchmarks/README.md)
-            and any(
-                component.restarts is None
-                and (component.state != "COMPLETED" or self._may_requeue(job_id))
-                for component in listed[job_id]
-            )
-        ]
-        codes = await gather_results(
-            functools.partial(self.commands.exit_codes, job_id) for job_id in todo
-        )
-        self._exit_codes.update(zip(todo, codes, strict=True))
-
-    def _may_requeue(self, job_id: str) -> bool:
-        return any(role.max_retries > 0 for role in self._roles.get(job_id, ()))
-
     def _response(self, job_id: str, components: list[SlurmComponent]) -> DescribeAppResponse:
-        codes = self._exit_codes.get(job_id, {})
-        restarts = [restart for _, restart in codes.values()] or [
-            component.restarts for component in components if component.restarts is not None
-        ]
-        merged = [_with_exit_code(component, codes) for component in components]
+        restarts = [c.restarts for c in components if c.restarts is not None]
         return describe_job(
             job_id,
-            merged,
+            components,
             roles=self._roles.get(job_id, ()),
             num_restarts=max(restarts) if restarts else -1,
         )
@@ -321,7 +281,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
 
     async def _remove(self, app_id: str) -> None:
         """Forget what this scheduler kept of the job (``delete``); Slurm keeps its own."""
-        for kept in (self._last_seen, self._exit_codes, self._roles, self._job_dirs):
+        for kept in (self._last_seen, self._roles, self._job_dirs):
             kept.pop(app_id, None)
 
     def _log_blocks(self, app_id: str, query: LogQuery, start: int) -> AsyncIterator[LogBlock]:
@@ -417,23 +377,6 @@ async def _read_job_dirs() -> dict[str, str]:
         if job_id.strip() and job_dir.strip():
             job_dirs[job_id.strip()] = job_dir.strip()
     return job_dirs
-
-
-def _has_ended(components: list[SlurmComponent]) -> bool:
-    return is_terminal(job_state(components))
-
-
-def _with_exit_code(
-    component: SlurmComponent, codes: Mapping[int | None, tuple[int | None, int]]
-) -> SlurmComponent:
-    """The component with its exit code: 0 when COMPLETED, else from ``scontrol``'s codes."""
-    if component.exit_code is not None:
-        return component
-    if component.state == "COMPLETED":
-        return attrs.evolve(component, exit_code=0)
-    if component.offset in codes:
-        return attrs.evolve(component, exit_code=codes[component.offset][0])
-    return component
 
 
 async def _write_script(directory: str, script: str) -> None:

@@ -1,12 +1,12 @@
-"""Slurm's job states and the text of ``squeue``, ``sacct`` and ``scontrol``: pure, no I/O.
+"""Slurm's job states and the text of ``squeue`` and ``sacct``: pure, no I/O.
 
 An app is one Slurm job; a heterogeneous job has one component per replica, each named
-``{role}-{replica_id}`` (see :mod:`._request`). ``squeue -h -t all -o ...`` lists every
-component of the jobs asked for (``38+0``, ``38+1``: leader id ``+`` offset) for
-``MinJobAge`` seconds after they end; ``sacct -P -X`` lists them for as long as the
-accounting database keeps them; ``scontrol -o show job`` gives each component's
-``ExitCode``. These functions turn that text into :class:`SlurmComponent` values and those
-into the ``DescribeAppResponse`` every backend returns (through the scheduler toolkit's
+``{role}-{replica_id}`` (see :mod:`._request`). ``squeue -h -t all -O ...`` lists every
+component of the jobs asked for (``38+0``, ``38+1``: leader id ``+`` offset), with its
+exit status and restarts, for ``MinJobAge`` seconds after they end; ``sacct -P -D`` lists
+them for as long as the accounting database keeps them. These functions turn that text
+into :class:`SlurmComponent` values and those into the ``DescribeAppResponse`` every
+backend returns (through the scheduler toolkit's
 :func:`~asynctorchx.schedulers.toolkit.role_statuses` and
 :func:`~asynctorchx.schedulers.toolkit.describe_app`).
 
@@ -30,9 +30,13 @@ from asynctorchx.specs.api import AppState, ReplicaStatus, Role, is_terminal
 #: separator): job names and directories may hold ``|`` or spaces, never this.
 FIELD_SEPARATOR = "\x1f"
 
-#: ``squeue -o`` fields: ``%i`` id (``leader+offset`` for a component of a
-#: heterogeneous job), ``%T`` state, ``%N`` nodes, ``%r`` reason, ``%j`` name, ``%Z`` work dir.
-SQUEUE_FORMAT = FIELD_SEPARATOR.join(["%i", "%T", "%N", "%r", "%j", "%Z"])
+#: ``squeue -O`` fields, in the order :func:`parse_squeue` reads them; in
+#: :data:`SQUEUE_FORMAT` each is printed whole (width 0) and followed by
+#: :data:`FIELD_SEPARATOR` but the last: the id (``leader+offset`` for a component of a
+#: heterogeneous job), state, nodes, reason, name, work dir, the exit status (a wait
+#: status, as scontrol's ``ExitCode`` ``code:signal``) and how often Slurm requeued it.
+SQUEUE_FIELDS = "JobArrayID,State,NodeList,Reason,Name,WorkDir,exit_code,restartcnt"
+SQUEUE_FORMAT = f"{FIELD_SEPARATOR},".join(f"{field}:0" for field in SQUEUE_FIELDS.split(","))
 
 #: ``sacct -o`` fields, in the order :func:`parse_sacct` reads them.
 SACCT_FIELDS = "JobID,State,NodeList,Reason,JobName,WorkDir,ExitCode"
@@ -70,7 +74,6 @@ SLURM_STATES: Mapping[str, AppState] = {
 _JOB_ID = re.compile(r"(\d+)(?:\+(\d+))?")
 _BATCH_STEP = re.compile(r"(\d+)(?:\+0)?\.batch")
 _HISTORY = re.compile(r"(\d+)(seconds|minutes|hours|days|weeks)?")
-_SCONTROL_FIELD = re.compile(r"(?:^|\s)(JobId|HetJobOffset|ExitCode|Restarts)=(\S+)")
 
 
 @attrs.frozen
@@ -85,9 +88,8 @@ class SlurmComponent:
         reason: why it is in that state (``None``, ``Resources``, ``NonZeroExitCode``...).
         name: its job name, ``{role}-{replica_id}`` for a component we submitted.
         work_dir: the directory it runs in, where its log files are.
-        exit_code: its exit code once known (from ``scontrol``/``sacct``), else ``None``.
-        restarts: how often Slurm requeued it, from ``sacct -D``; ``None``: not known
-            (``squeue`` does not say).
+        exit_code: its exit code once it ended, else ``None``.
+        restarts: how often Slurm requeued it; ``None``: not known.
     """
 
     app_id: str
@@ -149,26 +151,41 @@ def _group(components: Iterable[SlurmComponent]) -> dict[str, list[SlurmComponen
 
 
 def parse_squeue(text: str) -> dict[str, list[SlurmComponent]]:
-    """Parse the output of ``squeue -h -o`` :data:`SQUEUE_FORMAT`.
+    """Parse the output of ``squeue -h -O`` :data:`SQUEUE_FORMAT`.
 
     Args:
         text: squeue's stdout, one component per line.
 
     Returns:
-        app id -> its components by offset. Lines of job array tasks and lines that do
-        not have the six fields are skipped; never raises.
+        app id -> its components by offset, each with its exit code (once ended) and
+        restarts. Lines of job array tasks and lines that do not have the eight fields
+        are skipped; never raises.
     """
     components: list[SlurmComponent] = []
     for line in text.splitlines():
         fields = line.split(FIELD_SEPARATOR)
-        if len(fields) != 6:
+        if len(fields) != 8:
             continue
-        job_id, state, nodes, reason, name, work_dir = fields
+        job_id, state, nodes, reason, name, work_dir, status, restarts = fields
         ids = _split_job_id(job_id.strip())
         if ids is None:
             continue
+        status = status.strip()  # a wait status: 768 exited 3, 15 was killed by SIGTERM
+        exit_code = None
+        if is_terminal(slurm_state(state)) and status.isdigit():
+            exit_code = parse_exit_code(f"{int(status) >> 8}:{int(status) & 0x7F}")
         components.append(
-            SlurmComponent(ids[0], ids[1], state.strip(), nodes, reason, name, work_dir)
+            SlurmComponent(
+                ids[0],
+                ids[1],
+                state.strip(),
+                nodes,
+                reason,
+                name,
+                work_dir,
+                exit_code,
+                int(restarts) if restarts.strip().isdigit() else None,
+            )
         )
     return _group(components)
 
@@ -181,7 +198,8 @@ def parse_exit_code(text: str) -> int | None:
             scontrol print it.
 
     Returns:
-        The code, or ``128 + signal`` when a signal ended it (the shell's rule);
+        The code, or ``128 + signal`` when a signal ended it (the shell's rule, as for
+        squeue's wait status in :func:`parse_squeue`);
         ``None`` for text that is not ``code:signal``.
     """
     code, _, signal = text.partition(":")
@@ -195,7 +213,7 @@ def parse_sacct(text: str) -> dict[str, list[SlurmComponent]]:
 
     ``-D`` lists every run of a requeued job, oldest first: the last one is the
     component, the ones before it its restarts. Steps are listed after their job; the
-    ``.batch`` step carries the batch script's exit code, which is what ``scontrol`` gives
+    ``.batch`` step carries the batch script's exit code, which is what ``squeue`` gives
     every component of the job (the job's own ``ExitCode`` is ``0:0`` when it was
     cancelled, where the batch step's is ``0:15``).
 
@@ -271,30 +289,6 @@ def sacct_start(history: str) -> str | None:
             "history",
         )
     return f"now-{history.strip()}" if int(match.group(1)) else None
-
-
-def parse_scontrol_jobs(text: str) -> dict[int | None, tuple[int | None, int]]:
-    """Parse ``scontrol -o show job <id>``: each component's exit code and restarts.
-
-    Args:
-        text: scontrol's stdout, one ``Key=Value ...`` line per component.
-
-    Returns:
-        component offset (``None`` for a plain job) -> ``(exit code or None, restarts)``;
-        lines without a ``JobId`` are skipped. Never raises.
-    """
-    parsed: dict[int | None, tuple[int | None, int]] = {}
-    for line in text.splitlines():
-        fields = dict(_SCONTROL_FIELD.findall(line))
-        if "JobId" not in fields:
-            continue
-        offset = fields.get("HetJobOffset")
-        restarts = fields.get("Restarts", "")
-        parsed[int(offset) if offset and offset.isdigit() else None] = (
-            parse_exit_code(fields.get("ExitCode", "")),
-            int(restarts) if restarts.isdigit() else 0,
-        )
-    return parsed
 
 
 def job_state(components: Sequence[SlurmComponent]) -> AppState:

@@ -232,21 +232,14 @@ async def test_bad_account_or_qos_is_refused_before_the_job_is_queued(
 
 
 def _view(response: DescribeAppResponse | None) -> tuple[object, ...]:
-    """What a user reads of an ended app: state, restarts, each replica's fields.
-
-    squeue's view of a COMPLETED job without ``max_retries`` does not know its restarts
-    (-1): accounting's (0) is then compared as unknown too.
-    """
+    """What a user reads of an ended app: state, restarts, each replica's fields."""
     assert response is not None
     replicas = [
         (r.role, r.id, r.state, r.exit_code, r.hostname)
         for status in response.roles_statuses
         for r in status.replicas
     ]
-    restarts = response.num_restarts
-    if response.state == AppState.SUCCEEDED and restarts == 0:
-        restarts = -1
-    return response.state, restarts, replicas
+    return response.state, response.num_restarts, replicas
 
 
 async def _squeue_forgets(job_ids: list[str]) -> None:

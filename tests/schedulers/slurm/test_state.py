@@ -1,4 +1,4 @@
-"""Parsing ``squeue``/``sacct``/``scontrol`` text and Slurm states: pure, no cluster needed.
+"""Parsing ``squeue``/``sacct`` text and Slurm states: pure, no cluster needed.
 
 The sample lines are what Slurm 22.05.8 prints on the cluster of ``scripts/slurm-cluster.sh``
 for the formats :mod:`asynctorchx.schedulers.slurm._state` asks for.
@@ -16,7 +16,6 @@ from asynctorchx.schedulers.slurm._state import (
     job_state,
     parse_exit_code,
     parse_sacct,
-    parse_scontrol_jobs,
     parse_squeue,
     sacct_start,
     slurm_state,
@@ -30,11 +29,11 @@ def _line(*fields: str) -> str:
 
 SQUEUE = "\n".join(
     [
-        _line("38+0", "RUNNING", "n1", "None", "trainer-0", "/tmp/job dir|x"),
-        _line("38+1", "RUNNING", "n2", "None", "trainer-1", "/tmp/job dir|x"),
-        _line("38+2", "PENDING", "", "Resources", "ps-0", "/tmp/job dir|x"),
-        _line("40", "COMPLETED", "n3", "None", "wrap", "/root"),
-        _line("41_3", "RUNNING", "n4", "None", "array", "/root"),
+        _line("38+0", "RUNNING", "n1", "None", "trainer-0", "/tmp/job dir|x", "0", "0"),
+        _line("38+1", "RUNNING", "n2", "None", "trainer-1", "/tmp/job dir|x", "0", "0"),
+        _line("38+2", "PENDING", "", "Resources", "ps-0", "/tmp/job dir|x", "0", "0"),
+        _line("40", "COMPLETED", "n3", "None", "wrap", "/root", "0", "2"),
+        _line("41_3", "RUNNING", "n4", "None", "array", "/root", "0", "0"),
         "not a line",
         "",
     ]
@@ -46,7 +45,7 @@ def test_squeue_groups_components_by_app() -> None:
     assert sorted(jobs) == ["38", "40"]  # the array task is not an app
     trainer0, trainer1, ps0 = jobs["38"]
     assert trainer0 == SlurmComponent(
-        "38", 0, "RUNNING", "n1", "None", "trainer-0", "/tmp/job dir|x"
+        "38", 0, "RUNNING", "n1", "None", "trainer-0", "/tmp/job dir|x", None, 0
     )
     assert (trainer1.offset, trainer1.nodes, ps0.state, ps0.reason) == (
         1,
@@ -54,14 +53,16 @@ def test_squeue_groups_components_by_app() -> None:
         "PENDING",
         "Resources",
     )
-    assert jobs["40"] == [SlurmComponent("40", None, "COMPLETED", "n3", "None", "wrap", "/root")]
+    assert jobs["40"] == [
+        SlurmComponent("40", None, "COMPLETED", "n3", "None", "wrap", "/root", 0, 2)
+    ]
 
 
 def test_squeue_components_sorted_by_offset() -> None:
     text = "\n".join(
         [
-            _line("7+1", "RUNNING", "n2", "None", "b-0", "/d"),
-            _line("7+0", "RUNNING", "n1", "None", "a-0", "/d"),
+            _line("7+1", "RUNNING", "n2", "None", "b-0", "/d", "0", "0"),
+            _line("7+0", "RUNNING", "n1", "None", "a-0", "/d", "0", "0"),
         ]
     )
     assert [c.offset for c in parse_squeue(text)["7"]] == [0, 1]
@@ -142,13 +143,21 @@ def test_sacct_requeued_job_is_its_last_run_with_its_restarts() -> None:
     assert (job.state, job.nodes, job.exit_code, job.restarts) == ("PENDING", "", None, 1)
 
 
-def test_scontrol_exit_codes_per_component() -> None:
-    text = (
-        "JobId=38 JobName=a-0 HetJobId=38 HetJobOffset=0 JobState=FAILED Restarts=1 ExitCode=3:0\n"
-        "JobId=39 JobName=b-0 HetJobId=38 HetJobOffset=1 JobState=FAILED Restarts=1 ExitCode=0:9\n"
+def test_squeue_exit_status_is_an_exit_code_once_ended() -> None:
+    # squeue -O exit_code prints the wait status scontrol prints as ExitCode=code:signal
+    # (Slurm 22.05.8: 768 is 3:0, 15 is 0:15), the same for every component of a job
+    text = "\n".join(
+        [
+            _line("38+0", "FAILED", "n1", "NonZeroExitCode", "a-0", "/w", "768", "1"),
+            _line("38+1", "FAILED", "n2", "NonZeroExitCode", "b-0", "/w", "768", "1"),
+            _line("39", "CANCELLED", "n1", "None", "wrap", "/w", "15", "0"),
+            _line("40", "RUNNING", "n1", "None", "wrap", "/w", "0", "0"),
+        ]
     )
-    assert parse_scontrol_jobs(text) == {0: (3, 1), 1: (137, 1)}
-    assert parse_scontrol_jobs("JobId=5 JobName=wrap Restarts=0 ExitCode=0:0") == {None: (0, 0)}
+    jobs = parse_squeue(text)
+    assert [(c.exit_code, c.restarts) for c in jobs["38"]] == [(3, 1), (3, 1)]
+    assert jobs["39"][0].exit_code == 128 + 15
+    assert jobs["40"][0].exit_code is None  # not over: no exit code yet
 
 
 def test_replica_from_job_name() -> None:
