@@ -4,13 +4,13 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
 :class:`asynctorchx.schedulers.api.Scheduler` and takes the rest from here:
 
 - app ids: :func:`make_app_id`, :func:`sanitize_app_name`, :func:`validate_app_id`;
-- apps: :func:`validate_app` (roles, replicas, entrypoints, :func:`check_env`,
-  :func:`check_resource`) and :func:`validate_name`
+- apps: :func:`validate_app` (roles, replicas, entrypoints, resources, :func:`check_env`)
+  and :func:`validate_name`
   (role and session names, which become path parts), :func:`validate_stop_timeout`
   (the grace period before SIGKILL);
 - devices: :func:`get_device_mounts` (EFA and Neuron, TorchX's table);
 - states: :func:`app_state` (replicas -> app), :func:`describe_app`,
-  :func:`role_statuses`, :func:`earliest_error`;
+  :func:`role_statuses`;
 - logs: :class:`LogQuery` (what ``log_iter`` was asked), :class:`LineAssembler`, the one
   splitter, and :func:`iter_lines` (bytes -> lines, lines longer than
   :data:`MAX_LINE_BYTES` cut at a character boundary, nothing added),
@@ -31,8 +31,6 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
 from asynctorchx.schedulers.toolkit._concurrency import gather, gather_results, race
 from asynctorchx.schedulers.toolkit._devices import DEVICES, UnknownDeviceError, get_device_mounts
 from asynctorchx.schedulers.toolkit._ids import (
-    APP_ID_PATTERN,
-    MAX_NAME_LENGTH,
     make_app_id,
     sanitize_app_name,
     validate_app_id,
@@ -48,10 +46,8 @@ from asynctorchx.schedulers.toolkit._log_query import LogQuery
 from asynctorchx.schedulers.toolkit._polling import BatchedPoller, SharedFeed
 from asynctorchx.schedulers.toolkit._rfc3339 import format_rfc3339_ns, parse_rfc3339_ns
 from asynctorchx.schedulers.toolkit._state import (
-    LIVE_PRECEDENCE,
     app_state,
     describe_app,
-    earliest_error,
     role_statuses,
 )
 from asynctorchx.schedulers.toolkit._tail import (
@@ -65,18 +61,14 @@ from asynctorchx.schedulers.toolkit._tail import (
 )
 from asynctorchx.schedulers.toolkit._validation import (
     check_env,
-    check_resource,
     validate_app,
     validate_name,
     validate_stop_timeout,
 )
 
 __all__ = [
-    "APP_ID_PATTERN",
     "DEVICES",
-    "LIVE_PRECEDENCE",
     "MAX_LINE_BYTES",
-    "MAX_NAME_LENGTH",
     "READ_SIZE",
     "BatchedPoller",
     "LineAssembler",
@@ -87,9 +79,7 @@ __all__ = [
     "UnknownDeviceError",
     "app_state",
     "check_env",
-    "check_resource",
     "describe_app",
-    "earliest_error",
     "format_rfc3339_ns",
     "gather",
     "gather_results",

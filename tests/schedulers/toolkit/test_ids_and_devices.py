@@ -8,7 +8,6 @@ from asynctorchx.errors import InvalidAppDefException, InvalidAppIdException, In
 from asynctorchx.schedulers.devices import get_device_mounts as torchx_path_get_device_mounts
 from asynctorchx.schedulers.ids import make_unique
 from asynctorchx.schedulers.toolkit import (
-    MAX_NAME_LENGTH,
     UnknownDeviceError,
     get_device_mounts,
     make_app_id,
@@ -17,6 +16,7 @@ from asynctorchx.schedulers.toolkit import (
     validate_app_id,
     validate_name,
 )
+from asynctorchx.schedulers.toolkit._ids import MAX_NAME_LENGTH
 from asynctorchx.specs import AppDef, DeviceMount, Role
 from asynctorchx.specs.named_resources_aws import EFA_DEVICE, NEURON_DEVICE
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from asynctorchx.schedulers.toolkit import app_state, describe_app, earliest_error, role_statuses
+from asynctorchx.schedulers.toolkit import app_state, describe_app, role_statuses
+from asynctorchx.schedulers.toolkit._state import earliest_error
 from asynctorchx.specs import NONE, AppState, ReplicaStatus
 
 S, F, C = AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED
