@@ -50,12 +50,7 @@ def dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command in sync_commands:
             return sync_commands[args.command](args)
-        command = async_commands[args.command]
-
-        async def entry() -> int:
-            return await command(args)
-
-        return anyio.run(entry)
+        return anyio.run(async_commands[args.command], args)
     except UsageError as exc:
         print(f"asynctorchx {args.command}: error: {exc}", file=sys.stderr)
         return 2
