@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import secrets
 import string
+from typing import TypeGuard
 
 from asynctorchx.errors import InvalidAppIdException
 
@@ -70,6 +71,19 @@ def validate_app_id(app_id: str) -> str:
             ``[A-Za-z0-9_.-]`` (a path separator, a space), starts with ``.`` or ``-``, or
             holds ``..``.
     """
-    if not isinstance(app_id, str) or not APP_ID_PATTERN.fullmatch(app_id) or ".." in app_id:
+    if not is_safe_name(app_id):
         raise InvalidAppIdException(str(app_id))
     return app_id
+
+
+def is_safe_name(name: object) -> TypeGuard[str]:
+    """Whether ``name`` is a string of ``[A-Za-z0-9_.-]``, not starting with ``.`` or ``-``
+    and without ``..``: it cannot leave the directory it is joined to.
+
+    The rule of app ids (:func:`validate_app_id`) and of role and session names
+    (:func:`~asynctorchx.schedulers.toolkit.validate_name`, which also bounds the length).
+
+    Args:
+        name: the value to check.
+    """
+    return isinstance(name, str) and APP_ID_PATTERN.fullmatch(name) is not None and ".." not in name

@@ -18,7 +18,7 @@ from asynctorchx.errors import (
     InvalidNameException,
     InvalidRunConfigException,
 )
-from asynctorchx.schedulers.toolkit._ids import APP_ID_PATTERN, MAX_NAME_LENGTH
+from asynctorchx.schedulers.toolkit._ids import MAX_NAME_LENGTH, is_safe_name
 from asynctorchx.specs.api import MISSING, AppDef, Role
 
 
@@ -36,12 +36,7 @@ def validate_name(kind: str, name: object) -> str:
     Raises:
         InvalidNameException: ``name`` breaks the rule; the message names it.
     """
-    if (
-        not isinstance(name, str)
-        or len(name) > MAX_NAME_LENGTH
-        or not APP_ID_PATTERN.fullmatch(name)
-        or ".." in name
-    ):
+    if not is_safe_name(name) or len(name) > MAX_NAME_LENGTH:
         raise InvalidNameException(kind, name)
     return name
 
