@@ -274,13 +274,11 @@ def _silence_stdout() -> None:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    if isinstance(exc, KeyError) and exc.args:
-        text = str(exc.args[0])
-    inner = getattr(exc, "exceptions", None)  # an exception group from a task group
-    if isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], BaseException):
-        return _one_line(inner[0])
-    return " ".join(text.split())
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:  # from a task group
+        return _one_line(exc.exceptions[0])
+    # a KeyError's str quotes its message
+    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    return " ".join((text or type(exc).__name__).split())
 
 
 if __name__ == "__main__":
