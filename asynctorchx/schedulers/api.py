@@ -211,8 +211,6 @@ class Scheduler(abc.ABC, Generic[T]):
         if isinstance(hook, (classmethod, staticmethod)):
             bound: Callable[[], runopts] = hook.__get__(None, cls)
             return bound()
-        if hook is Scheduler.__dict__["_run_opts"]:
-            return runopts()
         return None
 
     @abc.abstractmethod
