@@ -58,14 +58,12 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "-s",
         "--scheduler",
-        default=None,
         action=_Once,
         help="scheduler to run on (default: local_cwd)",
     )
     p.add_argument(
         "-cfg",
         "--scheduler_args",
-        default=None,
         action=_Once,
         help="scheduler run options, `key1=v1,key2=v2` (see `asynctorchx runopts`)",
     )
@@ -74,13 +72,12 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--log", action="store_true", help="stream the app's logs (implies --wait)")
     p.add_argument(
         "--workspace",
-        default=None,
         action=_Once,
         help="a directory to build into the image of role 0 (default: the current"
         " directory, when the scheduler builds workspaces, e.g. local_docker; '' builds"
         " nothing)",
     )
-    p.add_argument("--parent_run_id", default=None, action=_Once, help="tracker parent run id")
+    p.add_argument("--parent_run_id", action=_Once, help="tracker parent run id")
     p.add_argument(
         "--tee_logs",
         action="store_true",
@@ -102,7 +99,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         " (object), component_args (object) or component_args_str (list), dryrun, wait,"
         " log, tee_logs, workspace, parent_run_id; no other flag but --json",
     )
-    p.add_argument("component", nargs="?", default=None, help="e.g. utils.echo, file.py:fn")
+    p.add_argument("component", nargs="?", help="e.g. utils.echo, file.py:fn")
     p.add_argument("component_args", nargs=argparse.REMAINDER, help="the component's args")
 
 
@@ -118,17 +115,17 @@ def _add_tracker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     listing = kinds.add_parser("list", help="list jobs, metadata, artifacts or lineage")
     what = listing.add_subparsers(dest="tracker_list", metavar="WHAT", required=True)
     jobs = what.add_parser("jobs", help="the job run ids")
-    jobs.add_argument("--parent-run-id", default=None, help="only the jobs of this parent run")
+    jobs.add_argument("--parent-run-id", help="only the jobs of this parent run")
     metadata = what.add_parser("metadata", help="a job's metadata")
     metadata.add_argument("RUN_ID", help="the job's run id (its app handle)")
     artifacts = what.add_parser("artifacts", help="a job's artifacts")
-    artifacts.add_argument("--artifact", default=None, help="only the artifact of this name")
+    artifacts.add_argument("--artifact", help="only the artifact of this name")
     artifacts.add_argument("RUN_ID", help="the job's run id (its app handle)")
     lineage = what.add_parser("lineage", help="a job's sources and descendants")
     only = lineage.add_mutually_exclusive_group()
     only.add_argument("--sources-only", action="store_true", help="only the sources")
     only.add_argument("--descendants-only", action="store_true", help="only the descendants")
-    lineage.add_argument("--artifact", default=None, help="only sources of this artifact")
+    lineage.add_argument("--artifact", help="only sources of this artifact")
     lineage.add_argument("RUN_ID", help="the job's run id (its app handle)")
 
 
@@ -161,11 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
         "identifier",
         help="SCHED://[SESSION]/APP[/ROLE[/REPLICA_IDS]] (replica ids comma-separated)",
     )
-    p.add_argument("--regex", default=None, help="only lines matching this regex")
+    p.add_argument("--regex", help="only lines matching this regex")
     p.add_argument("-t", "--tail", action="store_true", help="follow until the app ends")
     p.add_argument(
         "--streams",
-        default=None,
         choices=["stdout", "stderr", "combined"],
         help="which output (default: combined)",
     )
@@ -194,20 +190,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="List a scheduler's apps. `scheduler` and `scheduler_args` in the"
         " [cli:list] section of .torchxconfig give the defaults of -s and -cfg.",
     )
-    p.add_argument("-s", "--scheduler", default=None, help="default: local_cwd")
+    p.add_argument("-s", "--scheduler", help="default: local_cwd")
     p.add_argument(
         "-cfg",
         "--scheduler_args",
-        default=None,
         help="run options that narrow the listing, `key1=v1,key2=v2` (e.g. a namespace)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("runopts", help="print schedulers' run options")
-    p.add_argument("scheduler", nargs="?", default=None)
+    p.add_argument("scheduler", nargs="?")
 
     p = sub.add_parser("builtins", help="list the builtin components")
-    p.add_argument("--print", dest="print_name", default=None, help="print a component's source")
+    p.add_argument("--print", dest="print_name", help="print a component's source")
 
     p = sub.add_parser(
         "configure",
@@ -216,9 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
         " `torchx configure`): required options only, unless -a. Unlike TorchX, an existing"
         " file is never overwritten (--print shows what would be written).",
     )
-    p.add_argument(
-        "-s", "--schedulers", default=None, help="comma-separated (default: every scheduler)"
-    )
+    p.add_argument("-s", "--schedulers", help="comma-separated (default: every scheduler)")
     p.add_argument(
         "-a", "--all", action="store_true", help="include the optional options (with defaults)"
     )
