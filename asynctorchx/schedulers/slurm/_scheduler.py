@@ -225,21 +225,13 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         for job_id in job_ids:
             if job_id in listed:
                 self._last_seen[job_id] = listed[job_id]
-                responses[job_id] = self._response(job_id, listed[job_id])
-            elif job_id in self._last_seen:
-                components = self._last_seen[job_id]
-                responses[job_id] = self._response(job_id, components)
-                responses[job_id].msg = LAST_SEEN.format(responses[job_id].msg)
+            elif job_id not in self._last_seen:
+                continue  # never seen here, and Slurm does not know it
+            response = describe_job(job_id, self._last_seen[job_id], self._roles.get(job_id, ()))
+            if job_id not in listed:
+                response.msg = LAST_SEEN.format(response.msg)
+            responses[job_id] = response
         return responses
-
-    def _response(self, job_id: str, components: list[SlurmComponent]) -> DescribeAppResponse:
-        restarts = [c.restarts for c in components if c.restarts is not None]
-        return describe_job(
-            job_id,
-            components,
-            roles=self._roles.get(job_id, ()),
-            num_restarts=max(restarts) if restarts else -1,
-        )
 
     async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         """List the current user's jobs: what ``squeue`` shows, and accounting's history.

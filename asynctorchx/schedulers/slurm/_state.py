@@ -316,23 +316,20 @@ def _message(components: Sequence[SlurmComponent]) -> str:
 
 
 def describe_job(
-    app_id: str,
-    components: Sequence[SlurmComponent],
-    roles: Sequence[Role] = (),
-    num_restarts: int = -1,
+    app_id: str, components: Sequence[SlurmComponent], roles: Sequence[Role] = ()
 ) -> DescribeAppResponse:
     """Build the ``DescribeAppResponse`` of a job from its components.
 
     Each component is the replica its name gives (see :attr:`SlurmComponent.replica`),
     with the component's nodes as hostname and its exit code. The message is Slurm's
-    state and reason of the first component.
+    state and reason of the first component; ``num_restarts`` is the most restarts of a
+    component (``-1`` when no component says).
 
     Args:
         app_id: the job id.
         components: every component of the job (at least one).
         roles: the app's roles as submitted; ``()``: roles rebuilt from the component
             names (name and replica count only, no image), as TorchX does.
-        num_restarts: how often Slurm requeued the job; ``-1``: unknown.
 
     Returns:
         The response; never raises.
@@ -353,10 +350,11 @@ def describe_job(
         )
     if not roles:
         roles = [Role(name=name, image="", num_replicas=count) for name, count in counts.items()]
+    restarts = [component.restarts for component in components if component.restarts is not None]
     return describe_app(
         app_id,
         role_statuses(replicas, [role.name for role in roles]),
-        num_restarts=num_restarts,
+        num_restarts=max(restarts, default=-1),
         msg=_message(components),
         roles=roles,
         state=job_state(components),

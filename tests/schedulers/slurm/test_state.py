@@ -193,8 +193,10 @@ def test_describe_job_reports_roles_replicas_and_hosts() -> None:
 
 def test_describe_job_keeps_submitted_roles_and_exit_codes() -> None:
     roles = [Role(name="echo", image="/tmp", num_replicas=1)]
-    components = [SlurmComponent("9", None, "FAILED", "n1", "NonZeroExitCode", "echo-0", "/w", 3)]
-    response = describe_job("9", components, roles=roles, num_restarts=0)
+    components = [
+        SlurmComponent("9", None, "FAILED", "n1", "NonZeroExitCode", "echo-0", "/w", 3, 0)
+    ]
+    response = describe_job("9", components, roles=roles)
     assert response.state == AppState.FAILED
     assert response.msg == "FAILED (NonZeroExitCode)"
     assert response.roles == roles
