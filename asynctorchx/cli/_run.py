@@ -18,6 +18,7 @@ import anyio
 import anyio.to_thread
 import attrs
 
+from asynctorchx import schedulers
 from asynctorchx.cli._output import (
     UsageError,
     note,
@@ -283,19 +284,12 @@ async def _announce_builds(
     note(f"asynctorchx: {done} workspace in {anyio.current_time() - started:.1f}s ({images})")
 
 
-def _settings(args: argparse.Namespace, sections: config.Sections) -> RunSettings:
-    from asynctorchx.schedulers import get_scheduler_factories
-
-    config.warn_unknown(sections, list(get_scheduler_factories()), {"cli:run": CLI_RUN_KEYS})
-    defaults = config.get_configs("cli", "run", sections=sections)
-    if args.stdin:
-        return from_stdin(args, sys.stdin, defaults)
-    return from_flags(args, defaults)
-
-
 async def run(args: argparse.Namespace) -> int:
     sections = config.load_sections()  # the one read of the .torchxconfig files
-    run = _settings(args, sections)
+    known = list(schedulers.get_scheduler_factories())
+    config.warn_unknown(sections, known, {"cli:run": CLI_RUN_KEYS})
+    defaults = config.get_configs("cli", "run", sections=sections)
+    run = from_stdin(args, sys.stdin, defaults) if args.stdin else from_flags(args, defaults)
 
     # Build the app before any scheduler starts: `--help` and bad component arguments
     # end here (argparse's exit) rather than inside the runner's task group.
