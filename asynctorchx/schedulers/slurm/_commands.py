@@ -91,9 +91,8 @@ class SlurmCommands:
 
     def __init__(self, environment: dict[str, str] | None = None, max_concurrent: int = 16) -> None:
         self.environment = environment
-        self.max_concurrent = max_concurrent
         self.counts: collections.Counter[str] = collections.Counter()
-        self._limiter: anyio.CapacityLimiter | None = None
+        self._limiter = anyio.CapacityLimiter(max_concurrent)
 
     async def run(
         self, argv: Sequence[str], *, cwd: str | None = None, check: bool = True
@@ -113,8 +112,6 @@ class SlurmCommands:
             SlurmCommandError: ``check`` and it failed.
         """
         self.counts[argv[0]] += 1
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self.max_concurrent)
         try:
             async with self._limiter:
                 done = await anyio.run_process(
@@ -268,10 +265,8 @@ class SlurmCommands:
             The memory, or ``None`` when ``sinfo`` is missing, fails or does not list it.
         """
         try:
-            done = await self.run(["sinfo", "-h", "--format", "%P,%m", "--noconvert"], check=False)
-        except SlurmNotInstalledError:
-            return None
-        if done.returncode != 0:
+            done = await self.run(["sinfo", "-h", "--format", "%P,%m", "--noconvert"])
+        except (SlurmNotInstalledError, SlurmCommandError):
             return None
         for line in _text(done.stdout).splitlines():
             name, _, memory = line.strip().partition(",")
