@@ -226,13 +226,10 @@ class SyncSchedulerAdapter(Scheduler[Any]):
 
     async def log_iter(self, app_id: str, *args: Any, **kwargs: Any) -> AsyncIterator[str]:
         """The wrapped ``log_iter``'s lines, as they are (it applies TorchX's arguments)."""
-        method = self._own("log_iter")
-        if method is None:  # ours: the base class's log_iter, on its _log_blocks
-            lines: Any = self.scheduler.log_iter(app_id, *args, **kwargs)
-        elif inspect.isasyncgenfunction(method):
-            lines = method(app_id, *args, **kwargs)
-        else:
-            lines = await self._call(method, app_id, *args, **kwargs)
+        # ours inherits the base class's log_iter, on its _log_blocks; an async generator
+        # function or the base's log_iter gives an async iterator, made in the thread
+        method = self._own("log_iter") or self.scheduler.log_iter
+        lines = await self._call(method, app_id, *args, **kwargs)
         if hasattr(lines, "__anext__"):
             async with aclosing(lines):
                 async for line in lines:
