@@ -36,10 +36,7 @@ def app_state(replica_states: Iterable[AppState], *, cancelled: bool = False) ->
     if not states:
         return AppState.UNKNOWN
     if not all(is_terminal(state) for state in states):
-        for live in LIVE_PRECEDENCE:
-            if live in states:
-                return live
-        return AppState.UNKNOWN
+        return next((live for live in LIVE_PRECEDENCE if live in states), AppState.UNKNOWN)
     if all(state == AppState.SUCCEEDED for state in states):
         return AppState.SUCCEEDED
     if cancelled or AppState.CANCELLED in states:
