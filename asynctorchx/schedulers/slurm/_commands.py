@@ -70,10 +70,9 @@ def option_of_sbatch_error(stderr: str) -> str | None:
         ``partition``, ``time``, ``constraint``, ``account``, ``qos``, ``mail-type``,
         ``mail-user``, ``memMB``, ``gpu``, ``cpu``; ``None`` when the message names none.
     """
-    for pattern, option in SBATCH_OPTION_ERRORS:
-        if pattern.search(stderr):
-            return option
-    return None
+    return next(
+        (option for pattern, option in SBATCH_OPTION_ERRORS if pattern.search(stderr)), None
+    )
 
 
 class SlurmCommands:
