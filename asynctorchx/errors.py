@@ -168,6 +168,16 @@ class MountOptionError(AsyncTorchXError, _ReadableKeyError, ValueError):
     """
 
 
+class UnknownDeviceError(AsyncTorchXError, ValueError):
+    """A ``Resource.devices`` name that has no known host device file.
+
+    Raised by :func:`asynctorchx.schedulers.toolkit.get_device_mounts` (and so at a
+    ``local_docker`` dry run) for a name that is neither in its device table (EFA,
+    Neuron) nor a ``/dev/`` path; the message lists the known names. TorchX's
+    ``torchx.schedulers.devices`` only warns and drops it. A ``ValueError``.
+    """
+
+
 class SchedulerUnavailableError(AsyncTorchXError, RuntimeError):
     """A scheduler cannot be used here (no Docker engine, unsupported event loop)."""
 

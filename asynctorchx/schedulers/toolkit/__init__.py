@@ -28,8 +28,9 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
 ``docs/architecture.md`` walks through adding a backend with these pieces.
 """
 
+from asynctorchx.errors import UnknownDeviceError
 from asynctorchx.schedulers.toolkit._concurrency import gather, gather_results, race
-from asynctorchx.schedulers.toolkit._devices import DEVICES, UnknownDeviceError, get_device_mounts
+from asynctorchx.schedulers.toolkit._devices import DEVICES, get_device_mounts
 from asynctorchx.schedulers.toolkit._ids import (
     make_app_id,
     sanitize_app_name,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from asynctorchx.errors import UnknownDeviceError
 from asynctorchx.specs.api import DeviceMount
 from asynctorchx.specs.named_resources_aws import EFA_DEVICE, NEURON_DEVICE
 
@@ -18,10 +19,6 @@ DEVICES: Mapping[str, str] = {
     EFA_DEVICE: "/dev/infiniband/uverbs",
     NEURON_DEVICE: "/dev/neuron",
 }
-
-
-class UnknownDeviceError(ValueError):
-    """A ``Resource.devices`` name that is neither in :data:`DEVICES` nor a ``/dev/`` path."""
 
 
 def get_device_mounts(devices: Mapping[str, int]) -> list[DeviceMount]:
