@@ -35,9 +35,8 @@ class _Once(argparse.Action):
         values: str | Sequence[object] | None,
         option_string: str | None = None,
     ) -> None:
-        if getattr(self, "given", False):  # one parser parses one command line
+        if getattr(namespace, self.dest) is not None:  # the default is None
             parser.error(f"{'/'.join(self.option_strings)} given more than once")
-        self.given = True
         setattr(namespace, self.dest, values)
 
 
