@@ -14,6 +14,7 @@ error (argparse).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -257,12 +258,14 @@ def run_cli(argv: Sequence[str] | None = None) -> int:
 
 def _silence_stdout() -> None:
     """Point stdout at ``/dev/null`` (what the Python docs advise after ``EPIPE``)."""
-    try:
+    # ValueError: stdout has no file descriptor (an in-process caller)
+    with contextlib.suppress(OSError, ValueError):
+        stdout = sys.stdout.fileno()
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # stdout has no file descriptor (an in-process caller)
-        pass
+        try:
+            os.dup2(devnull, stdout)
+        finally:
+            os.close(devnull)
 
 
 def _one_line(exc: BaseException) -> str:

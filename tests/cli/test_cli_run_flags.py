@@ -217,3 +217,16 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(
         err = log.stderr.read()
         assert log.wait(LIMIT) == 1
     assert err == ""
+
+
+def test_a_broken_stdout_in_process_leaves_no_descriptor_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class GoneReader(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError
+
+    monkeypatch.setattr(sys, "stdout", GoneReader())
+    before = sorted(os.listdir("/proc/self/fd"))
+    assert run_cli(["builtins"]) == 1  # quietly, as when the reader of a pipe went away
+    assert sorted(os.listdir("/proc/self/fd")) == before
