@@ -167,11 +167,19 @@ KEPT_LOGS_PREFIX = "asynctorchx-failed-"
 
 def _copy_logs(source: Path) -> Path | None:
     """Copy the directory ``source`` into a new private directory (0700, a name no one
-    else can have taken) of the temp directory; ``None`` when ``source`` is gone."""
+    else can have taken) of the temp directory; ``None`` when ``source`` is gone.
+
+    Raises:
+        OSError: the copy failed (a full disk...); nothing of it is left behind.
+    """
     if not source.is_dir():
         return None
     kept = Path(tempfile.mkdtemp(prefix=f"{KEPT_LOGS_PREFIX}{source.name}-"))
-    shutil.copytree(source, kept, symlinks=True, dirs_exist_ok=True)
+    try:
+        shutil.copytree(source, kept, symlinks=True, dirs_exist_ok=True)
+    except BaseException:
+        shutil.rmtree(kept, ignore_errors=True)
+        raise
     return kept
 
 
@@ -184,7 +192,8 @@ async def _keep_failed_logs(status: AppStatus, temporary_logs: bool) -> AppStatu
     ``<temp dir>/asynctorchx-failed-<app id>-<random>`` (kept, as TorchX's
     ``torchx.schedulers.local_scheduler`` keeps its ``/tmp/torchx_*`` log directories)
     and the returned status points there. A log directory the user chose (the
-    ``log_dir`` run option) is left as is.
+    ``log_dir`` run option) is left as is. A copy that fails is removed, said on stderr,
+    and the status is returned as it was.
 
     Args:
         status: the app's final status.
@@ -197,7 +206,11 @@ async def _keep_failed_logs(status: AppStatus, temporary_logs: bool) -> AppStatu
         return status
     if Path(tempfile.gettempdir()) not in source.parents:
         return status
-    kept = await anyio.to_thread.run_sync(_copy_logs, source)
+    try:
+        kept = await anyio.to_thread.run_sync(_copy_logs, source)
+    except OSError as error:
+        note(f"asynctorchx: could not keep the logs of the run ({error}); they are removed")
+        return status
     if kept is None:
         return status
     note(f"asynctorchx: the logs of the run are kept in {kept}")

@@ -454,6 +454,28 @@ def test_a_failed_run_keeps_its_logs_where_its_url_points(
     assert _kept_dirs() == before
 
 
+async def test_a_failed_copy_of_the_logs_leaves_nothing_behind(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import shutil
+    import tempfile
+
+    from asynctorchx.cli._run import _keep_failed_logs
+    from asynctorchx.specs import AppState, AppStatus
+
+    source = Path(tempfile.mkdtemp(prefix="asynctorchx-test-logs-"))
+    try:
+        (source / "combined.log").write_text("a line\n")
+        os.mkfifo(source / "pipe")  # copytree copies the file, then fails on the pipe
+        before = _kept_dirs()
+        status = AppStatus(AppState.FAILED, ui_url=f"file://{source}")
+        assert await _keep_failed_logs(status, temporary_logs=True) == status
+        assert _kept_dirs() == before  # the partial copy was removed
+        assert "could not keep the logs of the run" in capsys.readouterr().err
+    finally:
+        shutil.rmtree(source)
+
+
 def test_a_repeated_run_flag_or_component_argument_is_a_usage_error(env: dict[str, str]) -> None:
     # TorchX refuses both rather than keep the last value silently
     for args in (
