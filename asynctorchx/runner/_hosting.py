@@ -29,7 +29,7 @@ from asynctorchx.errors import (
     UnknownSchedulerException,
 )
 from asynctorchx.runner._workspace import build_workspace, role_workspaces
-from asynctorchx.schedulers import SyncSchedulerAdapter, is_sync_scheduler
+from asynctorchx.schedulers import SyncSchedulerAdapter, get_scheduler_class, is_sync_scheduler
 from asynctorchx.schedulers.api import Scheduler, SchedulerFactory
 from asynctorchx.specs.api import (
     AppDef,
@@ -208,8 +208,8 @@ class SchedulerHost:
 
     async def for_handle(
         self, app_handle: AppHandle, check_session: bool = True
-    ) -> tuple[Scheduler[Any], str, str]:
-        """Return the hosted scheduler of ``app_handle``, its name and the app id.
+    ) -> tuple[Scheduler[Any], str]:
+        """Return the hosted scheduler of ``app_handle`` and the app id.
 
         Args:
             app_handle: ``{scheduler}://{session}/{app_id}``.
@@ -223,8 +223,7 @@ class SchedulerHost:
         parsed = parse_app_handle(app_handle)
         if check_session and parsed.session_name != self._session_name:
             raise SessionMismatchException(app_handle, parsed.session_name, self._session_name)
-        sched = await self.get(parsed.scheduler_backend)
-        return sched, parsed.scheduler_backend, parsed.app_id
+        return await self.get(parsed.scheduler_backend), parsed.app_id
 
     def _factory(self, scheduler: str) -> SchedulerFactory:
         factory = self.factories.get(scheduler)
@@ -239,22 +238,21 @@ class SchedulerHost:
         created = self._factory(scheduler)(self._session_name, **self._params)
         return SyncSchedulerAdapter(created) if is_sync_scheduler(created) else created
 
-    def _unopened_instance(self, scheduler: str) -> Scheduler[Any]:
-        """The fallback for a factory that does not name its class: one scheduler, made
-        once, never opened; :meth:`get` hosts it later, :meth:`close` closes it if not."""
-        sched = self._unopened.get(scheduler)
+    def _instance(self, scheduler: str) -> Scheduler[Any]:
+        """The hosted scheduler, else one made once and never opened: :meth:`get` hosts
+        that one later, :meth:`close` closes it if not (a factory that names no class)."""
+        sched = self._schedulers.get(scheduler) or self._unopened.get(scheduler)
         if sched is None:
-            sched = self._create(scheduler)
-            self._unopened[scheduler] = sched
+            sched = self._unopened[scheduler] = self._create(scheduler)
         return sched
 
     def scheduler_class(self, scheduler: str) -> type[Scheduler[Any]]:
         """Return the class of the scheduler called ``scheduler``, creating none if possible.
 
-        The class of the hosted scheduler, else the one its factory names
-        (:func:`~asynctorchx.schedulers.get_scheduler_class`); for a factory that names
-        none, one scheduler is created (not opened), and :meth:`get` later hosts that
-        same one. Works without entering the host.
+        The class its factory names (:func:`~asynctorchx.schedulers.get_scheduler_class`),
+        else the hosted scheduler's; for a factory that names none and no hosted
+        scheduler, one scheduler is created (not opened), and :meth:`get` later hosts
+        that same one. Works without entering the host.
 
         Args:
             scheduler: the scheduler's registered name.
@@ -262,23 +260,15 @@ class SchedulerHost:
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
         """
-        from asynctorchx.schedulers import get_scheduler_class
-
-        hosted = self._schedulers.get(scheduler)
-        if hosted is not None:
-            return type(hosted)
-        found = get_scheduler_class(self._factory(scheduler))
-        if found is not None:
-            return found
-        return type(self._unopened_instance(scheduler))
+        return get_scheduler_class(self._factory(scheduler)) or type(self._instance(scheduler))
 
     def run_opts(self, scheduler: str) -> runopts:
         """Return the run options of the scheduler called ``scheduler``.
 
-        From the hosted scheduler if there is one, else from its class
-        (:meth:`Scheduler.class_run_opts`) without creating a scheduler; a class that
-        defines ``_run_opts`` as an instance method costs one scheduler, as in
-        :meth:`scheduler_class`. Works without entering the host.
+        From its class (:meth:`Scheduler.class_run_opts`) without creating a scheduler;
+        a class that defines ``_run_opts`` as an instance method is asked through the
+        hosted scheduler, else one scheduler, as in :meth:`scheduler_class`. Works
+        without entering the host.
 
         Args:
             scheduler: the scheduler's registered name.
@@ -286,10 +276,5 @@ class SchedulerHost:
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
         """
-        hosted = self._schedulers.get(scheduler)
-        if hosted is not None:
-            return hosted.run_opts()
         opts = self.scheduler_class(scheduler).class_run_opts()
-        if opts is not None:
-            return opts
-        return self._unopened_instance(scheduler).run_opts()
+        return opts if opts is not None else self._instance(scheduler).run_opts()

@@ -514,7 +514,7 @@ class Runner:
             UnknownSchedulerException: the handle's scheduler is not registered.
         """
         with handle_event("status", app_handle):
-            sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+            sched, app_id = await self._host.for_handle(app_handle, check_session=False)
             return self._app_status(app_handle, await sched.describe(app_id))
 
     def _app_status(
@@ -552,7 +552,7 @@ class Runner:
         """
         del wait_interval  # TorchX's argument; see the docstring
         with handle_event("wait", app_handle):
-            sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+            sched, app_id = await self._host.for_handle(app_handle, check_session=False)
             return self._app_status(app_handle, await sched.wait(app_id))
 
     async def watch(self, app_handle: AppHandle) -> AsyncIterator[AppStatus]:
@@ -568,7 +568,7 @@ class Runner:
         Raises:
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
-        sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+        sched, app_id = await self._host.for_handle(app_handle, check_session=False)
         last = None
         app_status = self._app_status(app_handle, await sched.describe(app_id))
         while app_status is not None:
@@ -595,7 +595,7 @@ class Runner:
             SessionMismatchException: the handle belongs to another session.
         """
         with handle_event("cancel", app_handle):
-            sched, _, app_id = await self._host.for_handle(app_handle)
+            sched, app_id = await self._host.for_handle(app_handle)
             await sched.cancel(app_id)  # a no-op for an unknown or finished app
 
     async def delete(self, app_handle: AppHandle) -> None:
@@ -613,7 +613,7 @@ class Runner:
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
         with handle_event("delete", app_handle):
-            sched, _, app_id = await self._host.for_handle(app_handle)
+            sched, app_id = await self._host.for_handle(app_handle)
             await sched.delete(app_id)
             self._apps.pop(app_handle, None)
 
@@ -633,7 +633,7 @@ class Runner:
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
         with handle_event("describe", app_handle):
-            sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+            sched, app_id = await self._host.for_handle(app_handle, check_session=False)
             app = self._apps.get(app_handle)
             if app is None:
                 desc = await sched.describe(app_id)
@@ -684,7 +684,7 @@ class Runner:
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
         with handle_event("describe_native", app_handle):
-            sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+            sched, app_id = await self._host.for_handle(app_handle, check_session=False)
             return await sched.describe_native(app_id)
 
     # ------------------------------------------------------------------ logs
@@ -723,7 +723,7 @@ class Runner:
 
         async def open_log() -> AsyncIterator[LogBlock]:
             with handle_event("log_lines", app_handle):
-                sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+                sched, app_id = await self._host.for_handle(app_handle, check_session=False)
                 if await self.status(app_handle) is None:
                     raise UnknownAppException(app_handle)
                 query = LogQuery(role_name, k, regex, since, until, should_tail, streams)
@@ -761,7 +761,7 @@ class Runner:
                 scheduler does not support ``streams``; the first such error ends the
                 stream and is raised as itself.
         """
-        sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+        sched, app_id = await self._host.for_handle(app_handle, check_session=False)
         app_status = await self.status(app_handle)
         if app_status is None:
             raise UnknownAppException(app_handle)
@@ -819,7 +819,7 @@ class Runner:
             Exception: (when read) the first error of a log reader, as itself;
                 ``UnknownAppException`` if the app is deleted while followed.
         """
-        sched, _, app_id = await self._host.for_handle(app_handle, check_session=False)
+        sched, app_id = await self._host.for_handle(app_handle, check_session=False)
         app_status = await self.status(app_handle)
         if app_status is None:
             raise UnknownAppException(app_handle)
