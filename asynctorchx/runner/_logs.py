@@ -1,24 +1,22 @@
-"""Merged log streams: :class:`LogLine` and the readers behind :meth:`Runner.log_stream`.
+"""Merged log streams: :class:`LogLine` and :func:`fan_in`, behind :meth:`Runner.log_stream`.
 
 TorchX's ``torchx.runner.api.Runner.log_lines`` reads one replica at a time; an async
 caller can read several at once, each replica by its own task of a task group, into
 one memory object stream. :func:`fan_in` is that machinery for any producers; it also
-carries the event stream of :mod:`asynctorchx.runner._events`. Re-exported by
-:mod:`asynctorchx.runner.api` and :mod:`asynctorchx.runner`.
+carries the event stream of :mod:`asynctorchx.runner._events`. :class:`LogLine` is
+re-exported by :mod:`asynctorchx.runner`.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from contextlib import aclosing, asynccontextmanager
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from typing import TypeVar
 
 import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-
-from asynctorchx.schedulers.api import Scheduler, Stream
 
 T = TypeVar("T")
 
@@ -114,49 +112,3 @@ async def fan_in(
         raise failures[0]
     if body_error is not None:
         raise body_error
-
-
-@asynccontextmanager
-async def merged_log_stream(
-    sched: Scheduler[Any],
-    app_id: str,
-    replicas: Mapping[str, builtins.list[int]],
-    regex: str | None,
-    should_tail: bool,
-    streams: Stream | None,
-) -> AsyncIterator[MemoryObjectReceiveStream[LogLine]]:
-    """Read the logs of ``replicas`` of app ``app_id`` into one stream of :class:`LogLine`.
-
-    Each replica is read by its own task (:func:`fan_in`, 1024 lines buffered);
-    leaving the block (or cancelling its task) stops every reader and closes its log.
-
-    Args:
-        sched: the scheduler that runs the app.
-        app_id: the app's id on ``sched``.
-        replicas: ``{role: [k, ...]}`` to read.
-        regex: keep only the lines this regular expression matches.
-        should_tail: follow the logs until the app is terminal.
-        streams: stdout, stderr or combined (``None``, the default).
-
-    Raises:
-        Exception: the first error of a reader (an unknown role or replica id, an
-            unsupported ``streams``), as itself; it wins over the cancellation it
-            caused in the block. An error of the block is raised as itself too, not
-            inside an ``ExceptionGroup``.
-    """
-
-    def reader(role_name: str, k: int) -> Producer[LogLine]:
-        async def pump(send: MemoryObjectSendStream[LogLine]) -> None:
-            lines = sched.log_iter(
-                app_id, role_name, k, regex, should_tail=should_tail, streams=streams
-            )
-            async with aclosing(lines):  # type: ignore[type-var]
-                async for line in lines:
-                    if not await deliver(send, LogLine(role_name, k, line)):
-                        return
-
-        return pump
-
-    readers = [reader(role_name, k) for role_name, ids in replicas.items() for k in ids]
-    async with fan_in(readers, max_buffer_size=1024) as lines:
-        yield lines

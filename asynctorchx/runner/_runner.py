@@ -23,20 +23,20 @@ import logging
 import os
 import warnings
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, overload
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from asynctorchx.errors import MalformedAppHandleException, UnknownAppException
 from asynctorchx.runner._events import EventStream, app_event_stream
 from asynctorchx.runner._group import AppGroup, stop_groups
 from asynctorchx.runner._hosting import SchedulerHost, scheduler_params_from_env
 from asynctorchx.runner._log_lines import LogLines
-from asynctorchx.runner._logs import LogLine, merged_log_stream
+from asynctorchx.runner._logs import LogLine, Producer, deliver, fan_in
 from asynctorchx.runner._signals import can_own_signals, terminate_on_signals
 from asynctorchx.runner.events import log_event
 from asynctorchx.schedulers.api import (
@@ -723,9 +723,7 @@ class Runner:
 
         async def open_log() -> AsyncIterator[LogBlock]:
             with handle_event("log_lines", app_handle):
-                sched, app_id = await self._host.for_handle(app_handle, check_session=False)
-                if await self.status(app_handle) is None:
-                    raise UnknownAppException(app_handle)
+                sched, app_id, _ = await self._known(app_handle)
                 query = LogQuery(role_name, k, regex, since, until, should_tail, streams)
                 return sched.log_blocks(app_id, query)
 
@@ -744,9 +742,10 @@ class Runner:
 
         Usage: ``async with runner.log_stream(handle, should_tail=True) as lines:
         async for line in lines: ...``. Each replica is read by its own task (a task
-        group), lines arrive in the order they are read. ``replicas``: ``{role: [k, ...]}``
-        (default: every replica of every role of the submitted app). Leaving the block
-        (or cancelling its task) stops every reader and closes its log.
+        group, :func:`~asynctorchx.runner._logs.fan_in`, 1024 lines buffered), lines
+        arrive in the order they are read. ``replicas``: ``{role: [k, ...]}`` (default:
+        every replica of every role of the submitted app). Leaving the block (or
+        cancelling its task) stops every reader and closes its log.
 
         Args:
             app_handle (str): ``{scheduler}://{session}/{app_id}``.
@@ -761,14 +760,38 @@ class Runner:
                 scheduler does not support ``streams``; the first such error ends the
                 stream and is raised as itself.
         """
-        sched, app_id = await self._host.for_handle(app_handle, check_session=False)
-        app_status = await self.status(app_handle)
-        if app_status is None:
-            raise UnknownAppException(app_handle)
+        sched, app_id, app_status = await self._known(app_handle)
         if replicas is None:
             replicas = await self._replicas(app_handle, app_status)
-        async with merged_log_stream(sched, app_id, replicas, regex, should_tail, streams) as lines:
+
+        def reader(role_name: str, k: int) -> Producer[LogLine]:
+            async def pump(send: MemoryObjectSendStream[LogLine]) -> None:
+                lines = sched.log_iter(
+                    app_id, role_name, k, regex, should_tail=should_tail, streams=streams
+                )
+                async with aclosing(lines):  # type: ignore[type-var]
+                    async for line in lines:
+                        if not await deliver(send, LogLine(role_name, k, line)):
+                            return
+
+            return pump
+
+        readers = [reader(role_name, k) for role_name, ids in replicas.items() for k in ids]
+        async with fan_in(readers, max_buffer_size=1024) as lines:
             yield lines
+
+    async def _known(self, app_handle: AppHandle) -> tuple[Scheduler[Any], str, AppStatus]:
+        """The scheduler, app id and status of the app of ``app_handle``.
+
+        Raises:
+            UnknownAppException: the scheduler does not know the app.
+            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
+        """
+        sched, app_id = await self._host.for_handle(app_handle, check_session=False)
+        app_status = self._app_status(app_handle, await sched.describe(app_id))
+        if app_status is None:
+            raise UnknownAppException(app_handle)
+        return sched, app_id, app_status
 
     async def _replicas(
         self, app_handle: AppHandle, app_status: AppStatus
@@ -819,10 +842,7 @@ class Runner:
             Exception: (when read) the first error of a log reader, as itself;
                 ``UnknownAppException`` if the app is deleted while followed.
         """
-        sched, app_id = await self._host.for_handle(app_handle, check_session=False)
-        app_status = await self.status(app_handle)
-        if app_status is None:
-            raise UnknownAppException(app_handle)
+        sched, app_id, app_status = await self._known(app_handle)
         replicas = await self._replicas(app_handle, app_status)
         status_of = functools.partial(self._app_status, app_handle)
         stream = app_event_stream(
