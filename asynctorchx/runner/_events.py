@@ -29,6 +29,7 @@ generator's throughput (benchmark 5, ``runner_events``).
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import json
 import re
@@ -295,16 +296,76 @@ class Position:
         self.logs = [(int(part[1] or 0), int(part[2] or 0)) for part in parts if part is not None]
 
 
-class _Sequencer:
-    """Numbers the events and sends them a batch at a time, so cursors follow the stream.
+class EventStream:
+    """The events of :meth:`Runner.events`, in order: iterate it, or :meth:`receive` each.
 
-    One lock covers numbering and sending: the event numbered ``n`` is the ``n``-th to
-    enter the stream, and its cursor counts exactly the events before it and itself.
+    For one task at a time. The readers hand it batches (see the module docstring);
+    the events come one by one, those of a batch already received without an await, so
+    a cancellation of the consumer takes effect at its own next await or once that
+    batch is consumed.
+
+    Args:
+        batches: the receiving end the readers send batches of events to.
     """
 
-    def __init__(self, position: Position) -> None:
-        self.position = position
-        self._lock = anyio.Lock(fast_acquire=True)
+    def __init__(self, batches: MemoryObjectReceiveStream[Iterable[AppEvent]]) -> None:
+        self._batches = batches
+        #: The current batch's events not taken yet: one iterator that iteration and
+        #: receive() both take from, so mixing them keeps the order.
+        self._current: Iterator[AppEvent] = iter(())
+
+    def __aiter__(self) -> AsyncIterator[AppEvent]:
+        """The events, to the stream's end."""
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[AppEvent]:
+        while True:
+            current = self._current
+            for event in current:
+                yield event
+            if self._current is not current:  # receive() went on to another batch
+                continue
+            try:
+                self._current = iter(await self._batches.receive())
+            except anyio.EndOfStream:
+                return
+
+    async def receive(self) -> AppEvent:
+        """Return the next event.
+
+        Raises:
+            anyio.EndOfStream: the stream ended (after the terminal state).
+        """
+        while (event := next(self._current, None)) is None:
+            self._current = iter(await self._batches.receive())
+        return event
+
+    def statistics(self) -> MemoryObjectStreamStatistics:
+        """The buffer of batches between the readers and this stream (anyio's statistics):
+        ``max_buffer_size`` is :data:`EVENTS_BUFFER_SIZE` batches."""
+        return self._batches.statistics()
+
+
+@attrs.define
+class _AppEvents:
+    """The producers of one app's event stream and what they share.
+
+    They number the events and send them a batch at a time, so cursors follow the
+    stream: one lock covers numbering and sending, so the event numbered ``n`` is the
+    ``n``-th to enter the stream, and its cursor counts exactly the events before it and
+    itself.
+    """
+
+    sched: Scheduler[Any]
+    app_id: str
+    app_handle: str
+    first: AppStatus
+    status_of: Callable[[DescribeAppResponse | None], AppStatus | None]
+    position: Position
+    readers_left: int = 0
+    readers_done: anyio.Event = attrs.field(factory=anyio.Event)
+    first_sent: anyio.Event = attrs.field(factory=anyio.Event)
+    _lock: anyio.Lock = attrs.field(factory=functools.partial(anyio.Lock, fast_acquire=True))
 
     async def send_lines(
         self,
@@ -361,75 +422,10 @@ class _Sequencer:
             position.state = status.state
             return await deliver(send, [StateEvent(position.cursor(), status.state, status)])
 
-
-class EventStream:
-    """The events of :meth:`Runner.events`, in order: iterate it, or :meth:`receive` each.
-
-    For one task at a time. The readers hand it batches (see the module docstring);
-    the events come one by one, those of a batch already received without an await, so
-    a cancellation of the consumer takes effect at its own next await or once that
-    batch is consumed.
-
-    Args:
-        batches: the receiving end the readers send batches of events to.
-    """
-
-    def __init__(self, batches: MemoryObjectReceiveStream[Iterable[AppEvent]]) -> None:
-        self._batches = batches
-        #: The current batch's events not taken yet: one iterator that iteration and
-        #: receive() both take from, so mixing them keeps the order.
-        self._current: Iterator[AppEvent] = iter(())
-
-    def __aiter__(self) -> AsyncIterator[AppEvent]:
-        """The events, to the stream's end."""
-        return self._events()
-
-    async def _events(self) -> AsyncIterator[AppEvent]:
-        while True:
-            current = self._current
-            for event in current:
-                yield event
-            if self._current is not current:  # receive() went on to another batch
-                continue
-            try:
-                self._current = iter(await self._batches.receive())
-            except anyio.EndOfStream:
-                return
-
-    async def receive(self) -> AppEvent:
-        """Return the next event.
-
-        Raises:
-            anyio.EndOfStream: the stream ended (after the terminal state).
-        """
-        while (event := next(self._current, None)) is None:
-            self._current = iter(await self._batches.receive())
-        return event
-
-    def statistics(self) -> MemoryObjectStreamStatistics:
-        """The buffer of batches between the readers and this stream (anyio's statistics):
-        ``max_buffer_size`` is :data:`EVENTS_BUFFER_SIZE` batches."""
-        return self._batches.statistics()
-
-
-@attrs.define
-class _AppEvents:
-    """The producers of one app's event stream and what they share."""
-
-    sched: Scheduler[Any]
-    app_id: str
-    app_handle: str
-    first: AppStatus
-    status_of: Callable[[DescribeAppResponse | None], AppStatus | None]
-    sequencer: _Sequencer
-    readers_left: int = 0
-    readers_done: anyio.Event = attrs.field(factory=anyio.Event)
-    first_sent: anyio.Event = attrs.field(factory=anyio.Event)
-
     async def follow_state(self, send: MemoryObjectSendStream[Iterable[AppEvent]]) -> None:
         """Send the current state, then each change; the terminal one after every line."""
         status = self.first
-        if not status.is_terminal() and not await self.sequencer.send_state(send, status):
+        if not status.is_terminal() and not await self.send_state(send, status):
             return
         self.first_sent.set()
         while not status.is_terminal():
@@ -438,16 +434,16 @@ class _AppEvents:
             if next_status is None:
                 raise UnknownAppException(self.app_handle)
             status = next_status
-            if not status.is_terminal() and not await self.sequencer.send_state(send, status):
+            if not status.is_terminal() and not await self.send_state(send, status):
                 return
         if self.readers_left:
             await self.readers_done.wait()
-        await self.sequencer.send_state(send, status)
+        await self.send_state(send, status)
 
     def log_reader(self, index: int) -> Producer[Iterable[AppEvent]]:
         """The producer that follows log stream ``index`` from its position."""
-        role, k, stream = self.sequencer.position.streams[index]
-        start, skip = self.sequencer.position.logs[index]
+        role, k, stream = self.position.streams[index]
+        start, skip = self.position.logs[index]
         query = LogQuery(role, k, should_tail=True, streams=Stream(stream))
         self.readers_left += 1
 
@@ -467,7 +463,7 @@ class _AppEvents:
                         before += len(skipped)
                     for first in range(0, len(lines), EVENTS_PER_BATCH):
                         batch = lines[first : first + EVENTS_PER_BATCH]
-                        if not await self.sequencer.send_lines(send, index, at, before, batch):
+                        if not await self.send_lines(send, index, at, before, batch):
                             return
                         before += len(batch)
             self.readers_left -= 1
@@ -525,7 +521,7 @@ async def app_event_stream(
     position = Position(sched.backend, app_id, tuple(streams))
     if cursor is not None:
         position.resume(cursor, app_handle)
-    app = _AppEvents(sched, app_id, app_handle, first, status_of, _Sequencer(position))
+    app = _AppEvents(sched, app_id, app_handle, first, status_of, position)
     readers = [app.log_reader(index) for index in range(len(streams))]
     async with fan_in([app.follow_state, *readers], EVENTS_BUFFER_SIZE) as batches:
         yield EventStream(batches)
