@@ -23,9 +23,8 @@ import logging
 import os
 import warnings
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, aclosing, asynccontextmanager
+from contextlib import aclosing, asynccontextmanager, nullcontext
 from datetime import datetime
-from types import TracebackType
 from typing import Any, Literal, overload
 
 import anyio
@@ -116,7 +115,7 @@ def handle_event(api: str, app_handle: AppHandle) -> log_event:
     return api_event(api, scheduler, app_id)
 
 
-class Runner:
+class Runner(anyio.AsyncContextManagerMixin):
     """Runs apps on the registered schedulers and acts on them by app handle.
 
     Args:
@@ -140,7 +139,8 @@ class Runner:
             default action in the main thread, as a plain script does; TorchX's local
             scheduler protects its replicas the same way.
 
-    Use it as ``async with runner:``; every coroutine raises
+    Use it as ``async with runner:`` (``anyio.AsyncContextManagerMixin``: entering it
+    again while it is entered raises ``RuntimeError``); every coroutine raises
     :class:`~asynctorchx.errors.SchedulerClosedError` when the runner is not entered or
     already closed.
     """
@@ -156,7 +156,6 @@ class Runner:
     ) -> None:
         self._name = name
         self._handle_signals = handle_signals
-        self._entered = AsyncExitStack()  # the signal block, then the host
         self._trackers = None if trackers is None else dict(trackers)
         self._component_defaults = {k: dict(v) for k, v in (component_defaults or {}).items()}
         self._host = SchedulerHost(
@@ -169,31 +168,16 @@ class Runner:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def __aenter__(self) -> Runner:
+    @asynccontextmanager
+    async def __asynccontextmanager__(self) -> AsyncIterator[Runner]:
         own = can_own_signals() if self._handle_signals is None else self._handle_signals
-        stack = AsyncExitStack()
-        try:
-            if own:  # entered first, left last: a signal during close still closes cleanly
-                await stack.enter_async_context(terminate_on_signals(self))
-            await stack.enter_async_context(self._host)
-        except BaseException:
-            await stack.aclose()
-            raise
-        self._entered = stack
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        entered, self._entered = self._entered, AsyncExitStack()
-        try:
-            with anyio.CancelScope(shield=True):  # another task's groups, still open
-                await stop_groups(self._groups)
-        finally:
-            await entered.aclose()  # the host (closing the schedulers), then the signal block
+        # the signal block is entered first, left last: a signal during close still closes
+        async with terminate_on_signals(self) if own else nullcontext(), self._host:
+            try:
+                yield self
+            finally:
+                with anyio.CancelScope(shield=True):  # another task's groups, still open
+                    await stop_groups(self._groups)
 
     async def close(self) -> None:
         """Close every scheduler it opened (ending local replicas, ``cancel_on_close`` apps).
