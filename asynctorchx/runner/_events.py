@@ -3,8 +3,8 @@
 TorchX has no such stream (``torchx.runner.api.Runner`` has ``status``/``wait`` and
 ``log_lines`` of one replica). A web service that shows a job live sends it as
 Server-Sent Events and resumes it from the ``Last-Event-ID`` the browser sends back. It
-is built on the Scheduler interface only (``describe``, ``wait_for_state_change``,
-``log_blocks``), with :func:`~asynctorchx.runner._logs.fan_in`.
+is built on the Scheduler interface only: the states of ``Runner.watch`` (``describe``,
+``wait_for_state_change``) and ``log_blocks``, with :func:`~asynctorchx.runner._logs.fan_in`.
 
 Events: a :class:`StateEvent` for the current state and each change, a :class:`LogEvent`
 per line of each log stream of each replica; the terminal state comes last, once every
@@ -33,7 +33,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from datetime import UTC, datetime
 from itertools import repeat
@@ -49,7 +49,7 @@ from anyio.streams.memory import (
 
 from asynctorchx.errors import InvalidCursorError, UnknownAppException
 from asynctorchx.runner._logs import Producer, deliver, fan_in
-from asynctorchx.schedulers.api import DescribeAppResponse, Scheduler, Stream
+from asynctorchx.schedulers.api import Scheduler, Stream
 from asynctorchx.schedulers.toolkit import LogQuery
 from asynctorchx.specs.api import AppState, AppStatus
 
@@ -359,8 +359,7 @@ class _AppEvents:
     sched: Scheduler[Any]
     app_id: str
     app_handle: str
-    first: AppStatus
-    status_of: Callable[[DescribeAppResponse | None], AppStatus | None]
+    statuses: AsyncIterator[AppStatus]
     position: Position
     readers_left: int = 0
     readers_done: anyio.Event = attrs.field(factory=anyio.Event)
@@ -424,18 +423,14 @@ class _AppEvents:
 
     async def follow_state(self, send: MemoryObjectSendStream[Iterable[AppEvent]]) -> None:
         """Send the current state, then each change; the terminal one after every line."""
-        status = self.first
-        if not status.is_terminal() and not await self.send_state(send, status):
-            return
-        self.first_sent.set()
-        while not status.is_terminal():
-            desc = await self.sched.wait_for_state_change(self.app_id, status.state)
-            next_status = self.status_of(desc)
-            if next_status is None:
-                raise UnknownAppException(self.app_handle)
-            status = next_status
-            if not status.is_terminal() and not await self.send_state(send, status):
-                return
+        status: AppStatus | None = None
+        async with aclosing(self.statuses) as statuses:  # type: ignore[type-var]
+            async for status in statuses:
+                if not status.is_terminal() and not await self.send_state(send, status):
+                    return
+                self.first_sent.set()
+        if status is None or not status.is_terminal():  # the scheduler forgot the app
+            raise UnknownAppException(self.app_handle)
         if self.readers_left:
             await self.readers_done.wait()
         await self.send_state(send, status)
@@ -491,8 +486,7 @@ async def app_event_stream(
     app_id: str,
     app_handle: str,
     replicas: Mapping[str, builtins.list[int]],
-    first: AppStatus,
-    status_of: Callable[[DescribeAppResponse | None], AppStatus | None],
+    statuses: AsyncIterator[AppStatus],
     cursor: str | None,
 ) -> AsyncIterator[EventStream]:
     """Stream the events of app ``app_id`` (see :meth:`Runner.events`).
@@ -502,8 +496,8 @@ async def app_event_stream(
         app_id: the app's id on ``sched``.
         app_handle: the app's handle (for error messages).
         replicas: ``{role: [k, ...]}`` whose logs are read.
-        first: the app's status now.
-        status_of: turns a ``describe`` answer into a status (``None``: unknown app).
+        statuses: the app's status now, then at each change of state, ending at a
+            terminal one or when the scheduler forgets the app (``Runner.watch``).
         cursor: resume after the event that carried it; ``None``: from the start.
 
     Raises:
@@ -521,7 +515,7 @@ async def app_event_stream(
     position = Position(sched.backend, app_id, tuple(streams))
     if cursor is not None:
         position.resume(cursor, app_handle)
-    app = _AppEvents(sched, app_id, app_handle, first, status_of, position)
+    app = _AppEvents(sched, app_id, app_handle, statuses, position)
     readers = [app.log_reader(index) for index in range(len(streams))]
     async with fan_in([app.follow_state, *readers], EVENTS_BUFFER_SIZE) as batches:
         yield EventStream(batches)

@@ -17,7 +17,6 @@ unless run with its ``cancel_on_close`` option. Re-exported by
 from __future__ import annotations
 
 import builtins
-import functools
 import json
 import logging
 import os
@@ -828,11 +827,10 @@ class Runner(anyio.AsyncContextManagerMixin):
         """
         sched, app_id, app_status = await self._known(app_handle)
         replicas = await self._replicas(app_handle, app_status)
-        status_of = functools.partial(self._app_status, app_handle)
-        stream = app_event_stream(
-            sched, app_id, app_handle, replicas, app_status, status_of, cursor
-        )
-        async with stream as events:
+        statuses = self.watch(app_handle)
+        async with app_event_stream(
+            sched, app_id, app_handle, replicas, statuses, cursor
+        ) as events:
             yield events
 
     def __repr__(self) -> str:
