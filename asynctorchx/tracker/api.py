@@ -19,10 +19,10 @@ TorchX's tracker classes (``AppRun``, ``TrackerSource``, ...) are not provided.
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import logging
 import os
+import pkgutil
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -64,13 +64,13 @@ class TrackerBase(Protocol):
 
 
 def _load_path(path: str) -> object | None:
-    """Return what ``module.path:attr`` names (``None`` when it does not import)."""
-    module_path, _, attr = path.partition(":")
+    """Return what ``module.path:attr`` names (:func:`pkgutil.resolve_name`; ``None``
+    when it does not import)."""
     try:
-        module = importlib.import_module(module_path)
-        return getattr(module, attr) if attr else module
+        found: object = pkgutil.resolve_name(path)
     except (ImportError, AttributeError, ValueError):
         return None
+    return found
 
 
 def build_trackers(configured: Mapping[str, str | None]) -> list[TrackerBase]:
