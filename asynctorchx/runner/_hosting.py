@@ -86,8 +86,6 @@ class SchedulerHost:
     async def __aenter__(self) -> SchedulerHost:
         if self._closed:
             raise SchedulerClosedError("this runner is closed: create a new one with get_runner()")
-        if self._task_group is not None:
-            raise SchedulerClosedError("this runner is already entered")
         task_group = anyio.create_task_group()
         await task_group.__aenter__()
         self._task_group = task_group
