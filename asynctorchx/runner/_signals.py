@@ -95,12 +95,11 @@ _HUB: anyio.lowlevel.RunVar[_Hub] = anyio.lowlevel.RunVar("asynctorchx_signal_hu
 
 
 def _hub() -> _Hub:
-    try:
-        return _HUB.get()
-    except LookupError:
+    hub = _HUB.get(None)
+    if hub is None:
         hub = _Hub()
         _HUB.set(hub)
-        return hub
+    return hub
 
 
 def _takeable_signals() -> list[signal.Signals]:
@@ -123,11 +122,9 @@ def can_own_signals() -> bool:
     """
     if threading.current_thread() is not threading.main_thread():
         return False
-    try:
-        if _HUB.get().hosted:
-            return True
-    except LookupError:
-        pass
+    hub = _HUB.get(None)
+    if hub is not None and hub.hosted:
+        return True
     return signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)
 
 
