@@ -451,11 +451,10 @@ class _AppEvents:
                     if block_at != at:  # a new position: its lines are counted from it
                         at, before = block_at, 0
                     lines = list(block)
-                    if left:  # delivered before the resume
-                        skipped = lines[:left]
-                        del lines[:left]
-                        left -= len(skipped)
-                        before += len(skipped)
+                    skipped = min(left, len(lines))  # delivered before the resume
+                    del lines[:skipped]
+                    left -= skipped
+                    before += skipped
                     for first in range(0, len(lines), EVENTS_PER_BATCH):
                         batch = lines[first : first + EVENTS_PER_BATCH]
                         if not await self.send_lines(send, index, at, before, batch):
@@ -466,18 +465,6 @@ class _AppEvents:
                 self.readers_done.set()
 
         return follow
-
-
-def log_streams(sched: Scheduler[Any]) -> builtins.list[Stream]:
-    """The streams to read per replica: stdout and stderr apart if ``sched`` can, else combined.
-
-    Args:
-        sched: the scheduler (its ``supported_log_streams``).
-    """
-    split = [Stream.STDOUT, Stream.STDERR]
-    if all(stream in sched.supported_log_streams for stream in split):
-        return split
-    return [Stream.COMBINED]
 
 
 @asynccontextmanager
@@ -506,11 +493,12 @@ async def app_event_stream(
         UnknownAppException: (when read) the app disappeared while followed.
         Exception: (when read) the first error of a log reader, as itself.
     """
+    # stdout and stderr apart where the scheduler keeps them apart, else combined
+    kinds = [Stream.STDOUT, Stream.STDERR]
+    if not all(kind in sched.supported_log_streams for kind in kinds):
+        kinds = [Stream.COMBINED]
     streams = sorted(
-        (role, k, stream.value)
-        for role, ids in replicas.items()
-        for k in ids
-        for stream in log_streams(sched)
+        (role, k, kind.value) for role, ids in replicas.items() for k in ids for kind in kinds
     )
     position = Position(sched.backend, app_id, tuple(streams))
     if cursor is not None:
