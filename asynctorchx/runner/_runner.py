@@ -409,15 +409,14 @@ class Runner(anyio.AsyncContextManagerMixin):
                     "using %s=%s as the parent run id", ENV_TORCHX_PARENT_RUN_ID, parent_run_id
                 )
             trackers = self._trackers if self._trackers is not None else get_configured_trackers()
+            env = {ENV_TORCHX_JOB_ID: make_app_handle(scheduler, self._name, macros.app_id)}
+            if parent_run_id:
+                env[ENV_TORCHX_PARENT_RUN_ID] = parent_run_id
+            if trackers:
+                env[ENV_TORCHX_TRACKERS] = ",".join(trackers)
+            env.update({tracker_config_env_var_name(t): c for t, c in trackers.items() if c})
             for role in app.roles:
-                role.env[ENV_TORCHX_JOB_ID] = make_app_handle(scheduler, self._name, macros.app_id)
-                if parent_run_id:
-                    role.env[ENV_TORCHX_PARENT_RUN_ID] = parent_run_id
-                if trackers:
-                    role.env[ENV_TORCHX_TRACKERS] = ",".join(trackers)
-                    for tracker, config in trackers.items():
-                        if config:
-                            role.env[tracker_config_env_var_name(tracker)] = config
+                role.env.update(env)
             dryrun_info = await self._host.dryrun(scheduler, app, cfg or {}, workspace)
             dryrun_info.app = app
             dryrun_info.scheduler = scheduler
