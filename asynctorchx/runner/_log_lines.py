@@ -10,7 +10,7 @@ opened (a web handler can then answer 404 before it starts a streamed response).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator
 from contextlib import aclosing
 from typing import Any
 
@@ -37,7 +37,7 @@ class LogLines(AsyncIterator[str]):
     def __init__(self, opener: Callable[[], Awaitable[AsyncIterator[LogBlock]]]) -> None:
         self._opener: Callable[[], Awaitable[AsyncIterator[LogBlock]]] | None = opener
         self._blocks: AsyncIterator[LogBlock] | None = None
-        self._lines: AsyncIterator[str] | None = None
+        self._lines = self._read()  # started by the first step, if any
         self._running = False
 
     def __await__(self) -> Generator[Any, None, LogLines]:
@@ -62,8 +62,6 @@ class LogLines(AsyncIterator[str]):
 
     def __aiter__(self) -> AsyncIterator[str]:
         """The async generator of the lines (the same one each time)."""
-        if self._lines is None:
-            self._lines = self._read()
         return self._lines
 
     def __anext__(self) -> Awaitable[str]:
@@ -73,9 +71,9 @@ class LogLines(AsyncIterator[str]):
             StopAsyncIteration: no more lines (or the log was closed).
             UnknownAppException: (first step) the scheduler does not know the app.
         """
-        return self.__aiter__().__anext__()
+        return self._lines.__anext__()
 
-    async def _read(self) -> AsyncIterator[str]:
+    async def _read(self) -> AsyncGenerator[str]:
         await self._open()
         blocks = self._blocks
         if blocks is None:  # closed before it was opened
@@ -89,7 +87,7 @@ class LogLines(AsyncIterator[str]):
         """Close the scheduler's iterator (idempotent; an unopened log is never opened)."""
         self._opener = None
         blocks, self._blocks = self._blocks, None
-        for iterator in (self._lines, blocks):
-            close = getattr(iterator, "aclose", None)
-            if close is not None:
-                await close()
+        await self._lines.aclose()
+        close = getattr(blocks, "aclose", None)
+        if close is not None:
+            await close()
