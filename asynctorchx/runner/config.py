@@ -171,12 +171,15 @@ def load_sections(
             values = merged.setdefault(section, {})
             for key, value in parser.items(section):
                 values.setdefault(key, value)
-    if prefix is None:
-        return merged
+    return merged if prefix is None else _named(merged, prefix)
+
+
+def _named(sections: Sections, prefix: str) -> dict[str, dict[str, str]]:
+    """The ``[<prefix>:<name>]`` sections of ``sections``, keyed by ``<name>``."""
     lead = prefix + CONFIG_PREFIX_DELIM
     return {
-        section[len(lead) :]: values
-        for section, values in merged.items()
+        section[len(lead) :]: dict(values)
+        for section, values in sections.items()
         if section.startswith(lead) and len(section) > len(lead)
     }
 
@@ -287,11 +290,7 @@ def get_component_defaults(
     Raises:
         ConfigError: as :func:`load_sections`.
     """
-    return {
-        section.removeprefix("component:"): dict(values)
-        for section, values in _sections(dirs, sections).items()
-        if section.startswith("component:")
-    }
+    return _named(_sections(dirs, sections), "component")
 
 
 def scheduler_run_opts(scheduler: str) -> runopts:
