@@ -178,8 +178,9 @@ class SchedulerHost:
     ) -> AppDryRunInfo[Any]:
         """Ask the hosted scheduler ``scheduler`` for the request of ``app`` (no submit).
 
-        Workspaces are built first (which needs the resolved options, so they are
-        resolved once, before the request): each role's ``workspace``, and
+        The options are resolved once (``Scheduler.dryrun_resolved``, what
+        ``Scheduler.submit_dryrun`` does), and workspaces are built with them before the
+        request: each role's ``workspace``, and
         ``workspace`` for role 0 when it has none (see
         :mod:`asynctorchx.runner._workspace`).
 
@@ -196,11 +197,8 @@ class SchedulerHost:
             UnknownSchedulerException, SchedulerClosedError: as :meth:`get`.
         """
         sched = await self.get(scheduler)
-        builds = role_workspaces(app, workspace)
-        if not builds:
-            return sched.submit_dryrun(app, cfg)  # resolves the options once
         resolved = sched.run_opts().resolve(cfg)
-        for role, role_workspace in builds:
+        for role, role_workspace in role_workspaces(app, workspace):
             await build_workspace(sched, role, role_workspace, resolved)
         return sched.dryrun_resolved(app, resolved)
 
