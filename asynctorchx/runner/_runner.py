@@ -72,7 +72,6 @@ logger = logging.getLogger("asynctorchx.runner.api")
 def api_event(
     api: str,
     scheduler: str | None = None,
-    app_id: str | None = None,
     *,
     app_image: str | None = None,
     cfg: Mapping[str, CfgVal] | None = None,
@@ -83,7 +82,6 @@ def api_event(
     Args:
         api: the Runner method's name.
         scheduler: the scheduler's registered name, when known.
-        app_id: the app's id on its scheduler, when known.
         app_image: role 0's image, when known.
         cfg: the run options, recorded as JSON (as TorchX) when given.
         workspace: the workspace given to the call, recorded as text.
@@ -91,7 +89,6 @@ def api_event(
     return log_event(
         api,
         scheduler,
-        app_id,
         app_image=app_image,
         runcfg=json.dumps(dict(cfg), default=str) if cfg else None,
         workspace=None if workspace is None else str(workspace),
@@ -110,8 +107,8 @@ def handle_event(api: str, app_handle: AppHandle) -> log_event:
     try:
         scheduler, _, app_id = parse_app_handle(app_handle)
     except MalformedAppHandleException:  # the call itself raises it again
-        return api_event(api)
-    return api_event(api, scheduler, app_id)
+        return log_event(api)
+    return log_event(api, scheduler, app_id)
 
 
 class Runner(anyio.AsyncContextManagerMixin):
