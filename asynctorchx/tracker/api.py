@@ -19,12 +19,13 @@ TorchX's tracker classes (``AppRun``, ``TrackerSource``, ...) are not provided.
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import os
 import pkgutil
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
+
+from asynctorchx.util.entrypoints import entry_points
 
 if TYPE_CHECKING:
     from asynctorchx.runner.config import Sections
@@ -87,13 +88,10 @@ def build_trackers(configured: Mapping[str, str | None]) -> list[TrackerBase]:
     Raises:
         Exception: whatever a tracker's factory raises.
     """
-    entry_points = {
-        ep.name: ep
-        for ep in importlib.metadata.entry_points().select(group=TRACKER_ENTRY_POINT_GROUP)
-    }
+    by_name = {ep.name: ep for ep in entry_points(TRACKER_ENTRY_POINT_GROUP)}
     trackers: list[TrackerBase] = []
     for name, config in configured.items():
-        entry_point = entry_points.get(name)
+        entry_point = by_name.get(name)
         factory = entry_point.load() if entry_point is not None else _load_path(name)
         if not callable(factory):
             logger.warning(
