@@ -9,7 +9,6 @@ re-exported by :mod:`asynctorchx.runner`.
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import TypeVar
@@ -56,7 +55,7 @@ async def deliver(send: MemoryObjectSendStream[T], item: T) -> bool:
 async def _produce(
     producer: Producer[T],
     send: MemoryObjectSendStream[T],
-    failures: builtins.list[Exception],
+    failures: list[Exception],
     scope: anyio.CancelScope,
 ) -> None:
     """Run ``producer`` with its own ``send``; on an error, record it and cancel ``scope``."""
@@ -89,7 +88,7 @@ async def fan_in(
     """
     send, receive = anyio.create_memory_object_stream[T](max_buffer_size=max_buffer_size)
     body_error: BaseException | None = None
-    failures: builtins.list[Exception] = []
+    failures: list[Exception] = []
     async with anyio.create_task_group() as task_group:
         async with send:
             for producer in producers:
