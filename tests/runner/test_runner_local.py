@@ -159,6 +159,18 @@ async def test_runner_must_be_entered_and_close_is_idempotent() -> None:
             await runner.run(_sh("true"), SCHED)
 
 
+async def test_a_runner_is_entered_once_and_not_again_after_it_closed() -> None:
+    runner = get_runner()
+    async with runner:
+        with pytest.raises(RuntimeError, match="already been entered"):
+            async with runner:
+                pass
+        await runner.list(SCHED)  # the refused entry left the runner open
+    with pytest.raises(SchedulerClosedError, match="create a new one"):
+        async with runner:
+            pass
+
+
 async def test_watch_yields_running_then_succeeded() -> None:
     async with get_runner() as runner:
         handle = await runner.run(_sh(WAIT_FOR_GO), SCHED)
