@@ -37,42 +37,25 @@ from asynctorchx.schedulers.slurm._state import (
     parse_squeue,
 )
 
-#: Slurm's messages (sbatch 22.05) -> the run option or resource field they are about.
-SBATCH_OPTION_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), option)
-    for pattern, option in (
-        (r"invalid partition|partition.*not (?:valid|available)", "partition"),
-        (r"--time|time limit", "time"),
-        (r"invalid feature specification", "constraint"),
-        (r"invalid account|account.*(?:invalid|not valid)", "account"),
-        (r"invalid qos", "qos"),
-        (r"--mail-type", "mail-type"),
-        (r"--mail-user", "mail-user"),
-        (r"memory specification", "memMB"),
-        (r"gres|generic resource|gpu", "gpu"),
-        (r"cpu count|cpus-per-task", "cpu"),
-    )
+#: Slurm's messages (sbatch 22.05, searched ignoring case) -> the run option or resource
+#: field they are about.
+SBATCH_OPTION_ERRORS: tuple[tuple[str, str], ...] = (
+    (r"invalid partition|partition.*not (?:valid|available)", "partition"),
+    (r"--time|time limit", "time"),
+    (r"invalid feature specification", "constraint"),
+    (r"invalid account|account.*(?:invalid|not valid)", "account"),
+    (r"invalid qos", "qos"),
+    (r"--mail-type", "mail-type"),
+    (r"--mail-user", "mail-user"),
+    (r"memory specification", "memMB"),
+    (r"gres|generic resource|gpu", "gpu"),
+    (r"cpu count|cpus-per-task", "cpu"),
 )
 
 #: Slurm's message when a job id is not (or no longer) known to the controller.
 _INVALID_JOB_ID = "Invalid job id specified"
 #: sacct's message on a cluster without accounting storage.
 _NO_ACCOUNTING = "accounting storage is disabled"
-
-
-def option_of_sbatch_error(stderr: str) -> str | None:
-    """The run option (or resource field) an ``sbatch`` error message is about, if known.
-
-    Args:
-        stderr: sbatch's error output.
-
-    Returns:
-        ``partition``, ``time``, ``constraint``, ``account``, ``qos``, ``mail-type``,
-        ``mail-user``, ``memMB``, ``gpu``, ``cpu``; ``None`` when the message names none.
-    """
-    return next(
-        (option for pattern, option in SBATCH_OPTION_ERRORS if pattern.search(stderr)), None
-    )
 
 
 class SlurmCommands:
@@ -93,45 +76,30 @@ class SlurmCommands:
         self.counts: collections.Counter[str] = collections.Counter()
         self._limiter = anyio.CapacityLimiter(max_concurrent)
 
-    async def run(
-        self, argv: Sequence[str], *, cwd: str | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[bytes]:
-        """Run ``argv`` (no shell) and return its result.
+    async def run(self, argv: Sequence[str]) -> subprocess.CompletedProcess[bytes]:
+        """Run ``argv`` (no shell) and return its result, whatever its exit status.
 
         Args:
             argv: the command and its arguments.
-            cwd: the directory to run it in (``None``: the current one).
-            check: raise when it exits with a non-zero status.
 
         Returns:
             The completed process with its stdout and stderr as bytes.
 
         Raises:
             SlurmNotInstalledError: ``argv[0]`` is not on ``PATH``.
-            SlurmCommandError: ``check`` and it failed.
         """
         self.counts[argv[0]] += 1
         try:
             async with self._limiter:
-                done = await anyio.run_process(
-                    list(argv), cwd=cwd, env=self.environment, check=False
-                )
-        except FileNotFoundError as error:
-            if cwd is not None and error.filename == cwd:
-                raise
+                return await anyio.run_process(list(argv), env=self.environment, check=False)
+        except FileNotFoundError:
             raise SlurmNotInstalledError(argv[0]) from None
-        if check and done.returncode != 0:
-            raise SlurmCommandError(list(argv), done.returncode, _text(done.stderr))
-        return done
 
-    async def sbatch(
-        self, argv: Sequence[str], cwd: str | None = None, options: Mapping[str, str] | None = None
-    ) -> str:
+    async def sbatch(self, argv: Sequence[str], options: Mapping[str, str]) -> str:
         """Submit a job with ``argv`` (``sbatch --parsable ... script``); return its id.
 
         Args:
             argv: the whole sbatch command, ``--parsable`` included.
-            cwd: the directory to submit from.
             options: the job's ``#SBATCH`` options by name (``account`` -> ``ml``), so that
                 the error names the value Slurm refused.
 
@@ -140,16 +108,17 @@ class SlurmCommands:
 
         Raises:
             SlurmNotInstalledError: ``sbatch`` is not on ``PATH``.
-            SlurmSubmitError: sbatch refused an option; it names that option.
+            SlurmSubmitError: sbatch refused an option (one of
+                :data:`SBATCH_OPTION_ERRORS`); it names that option.
             SlurmCommandError: sbatch failed for another reason, or printed no job id.
         """
-        done = await self.run(argv, cwd=cwd, check=False)
+        done = await self.run(argv)
         stderr = _text(done.stderr)
         if done.returncode != 0:
-            option = option_of_sbatch_error(stderr)
-            if option is not None:
-                value = (options or {}).get(option)
-                raise SlurmSubmitError(list(argv), done.returncode, stderr, option, value)
+            for pattern, option in SBATCH_OPTION_ERRORS:
+                if re.search(pattern, stderr, re.IGNORECASE):
+                    value = options.get(option)
+                    raise SlurmSubmitError(list(argv), done.returncode, stderr, option, value)
             raise SlurmCommandError(list(argv), done.returncode, stderr)
         job_id = _text(done.stdout).strip().split(";", 1)[0]
         if not job_id.isdigit():
@@ -171,7 +140,7 @@ class SlurmCommands:
             SlurmNotInstalledError: ``argv[0]`` is not on ``PATH``.
             SlurmCommandError: it failed otherwise.
         """
-        done = await self.run(argv, check=False)
+        done = await self.run(argv)
         if done.returncode == 0:
             return _text(done.stdout)
         stderr = _text(done.stderr)
@@ -265,7 +234,9 @@ class SlurmCommands:
         """
         try:
             done = await self.run(["sinfo", "-h", "--format", "%P,%m", "--noconvert"])
-        except (SlurmNotInstalledError, SlurmCommandError):
+        except SlurmNotInstalledError:
+            return None
+        if done.returncode != 0:
             return None
         for line in _text(done.stdout).splitlines():
             name, _, memory = line.strip().partition(",")
