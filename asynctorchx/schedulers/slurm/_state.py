@@ -174,18 +174,9 @@ def parse_squeue(text: str) -> dict[str, list[SlurmComponent]]:
         exit_code = None
         if is_terminal(slurm_state(state)) and status.isdigit():
             exit_code = parse_exit_code(f"{int(status) >> 8}:{int(status) & 0x7F}")
+        count = int(restarts) if restarts.strip().isdigit() else None
         components.append(
-            SlurmComponent(
-                ids[0],
-                ids[1],
-                state.strip(),
-                nodes,
-                reason,
-                name,
-                work_dir,
-                exit_code,
-                int(restarts) if restarts.strip().isdigit() else None,
-            )
+            SlurmComponent(*ids, state.strip(), nodes, reason, name, work_dir, exit_code, count)
         )
     return _group(components)
 
@@ -244,16 +235,10 @@ def parse_sacct(text: str) -> dict[str, list[SlurmComponent]]:
         if ids[1] in (None, 0):
             batch.pop(ids[0], None)  # a new run: the batch step of the one before is stale
         runs[ids] = runs.get(ids, 0) + 1
-        last[ids] = SlurmComponent(
-            ids[0],
-            ids[1],
-            state.split(" ", 1)[0],
-            "" if nodes == "None assigned" else nodes,
-            reason,
-            name,
-            work_dir,
-            parse_exit_code(exit_code),
-        )
+        nodes = "" if nodes == "None assigned" else nodes
+        state = state.split(" ", 1)[0]
+        code = parse_exit_code(exit_code)
+        last[ids] = SlurmComponent(*ids, state, nodes, reason, name, work_dir, code)
     return _group(
         attrs.evolve(
             component,
