@@ -152,12 +152,13 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         job_dir = str(await anyio.Path(request.job_dir).absolute()) if request.job_dir else None
         script = request.materialize()
         with tempfile.TemporaryDirectory(prefix="asynctorchx-slurm-") as temporary:
-            directory = job_dir or temporary
-            await _write_script(directory, script)
+            path = anyio.Path(job_dir or temporary, "torchx-sbatch.sh")
+            await path.parent.mkdir(parents=True, exist_ok=True)
+            await path.write_text(script)
             argv = list(request.cmd)
             if job_dir is not None:
                 argv.append(f"--chdir={job_dir}")
-            argv.append(os.path.join(directory, "torchx-sbatch.sh"))
+            argv.append(str(path))
             options = {
                 name: value
                 for replica in request.replicas.values()
@@ -369,13 +370,6 @@ async def _read_job_dirs() -> dict[str, str]:
         if job_id.strip() and job_dir.strip():
             job_dirs[job_id.strip()] = job_dir.strip()
     return job_dirs
-
-
-async def _write_script(directory: str, script: str) -> None:
-    """Write ``torchx-sbatch.sh`` in ``directory`` (created if missing), off the loop."""
-    path = anyio.Path(directory)
-    await path.mkdir(parents=True, exist_ok=True)
-    await (path / "torchx-sbatch.sh").write_text(script)
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
