@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from asynctorchx.errors import InvalidRunConfigException
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
 from asynctorchx.schedulers.kubernetes._jobset import (
     LABEL_JOBSET_NAME,
@@ -22,7 +23,7 @@ from asynctorchx.schedulers.kubernetes._jobset import (
     jobset_replicas,
     parse_jobset,
 )
-from asynctorchx.schedulers.kubernetes._request import KubernetesJob, build_job, job_api
+from asynctorchx.schedulers.kubernetes._request import KubernetesJob, build_job, str_option
 from asynctorchx.schedulers.kubernetes._state import (
     ANNOTATION_FAILED,
     Job,
@@ -143,9 +144,14 @@ STRATEGIES: dict[str, JobApi] = {"volcano": VOLCANO, "jobset": JOBSET}
 
 
 def for_cfg(cfg: Mapping[str, CfgVal]) -> JobApi:
-    """The job API the run option ``job_api`` names.
+    """The job API the run option ``job_api`` names: ``volcano`` (unset) or ``jobset``.
 
     Raises:
-        InvalidRunConfigException: an unknown value (the message lists the values).
+        InvalidRunConfigException: any other value (the message lists the values).
     """
-    return STRATEGIES[job_api(cfg)]
+    value = str_option(cfg, "job_api") or "volcano"
+    if value not in STRATEGIES:
+        raise InvalidRunConfigException(
+            f"run option 'job_api' is {value!r}; use one of: {', '.join(STRATEGIES)}", "job_api"
+        )
+    return STRATEGIES[value]

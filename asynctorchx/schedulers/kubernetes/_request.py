@@ -504,20 +504,3 @@ def job_request(
             )
         resource["metadata"]["annotations"] = {ANNOTATION_PULL_TIMEOUT: str(timeout)}
     return KubernetesJob(str_option(cfg, "namespace") or "default", resource, images, api)
-
-
-def job_api(cfg: Mapping[str, CfgVal]) -> str:
-    """The run option ``job_api``: ``volcano`` (unset) or ``jobset``.
-
-    Args:
-        cfg: the resolved run options.
-
-    Raises:
-        InvalidRunConfigException: any other value.
-    """
-    value = str_option(cfg, "job_api") or "volcano"
-    if value not in JOB_APIS:
-        raise InvalidRunConfigException(
-            f"run option 'job_api' is {value!r}; use one of: {', '.join(JOB_APIS)}", "job_api"
-        )
-    return value
