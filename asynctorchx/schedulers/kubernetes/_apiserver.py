@@ -190,8 +190,11 @@ class ApiServer:
                 self.server, str(error) or type(error).__name__
             ) from None
 
-    async def check_kind(self, plural: str = "jobs") -> None:
-        """Check (once) that the server has the job kind: Volcano's ``Job`` or ``JobSet``.
+    # ------------------------------------------------------------------ jobs
+
+    async def _job_kind(self, plural: str) -> tuple[AsyncClient, Any, str]:
+        """The client, lightkube resource and name (for errors) of a job kind, once its
+        API group was found on the server (checked once per kind).
 
         Args:
             plural: ``jobs`` (Volcano) or ``jobsets``.
@@ -200,26 +203,18 @@ class ApiServer:
             VolcanoNotInstalledError: Volcano's API group is missing (no CRD).
             JobSetNotInstalledError: JobSet's API group is missing (no CRD).
         """
-        if plural in self._checked:
-            return
-        group, version, _, missing = JOB_KINDS[plural]
-        _, http = self._clients()
-        path = f"/apis/{group}/{version}"
-        with self._errors(f"GET {path}"):
-            response = await http.get(path)
-        if response.status_code == 404:
-            raise missing(self.server)
-        if response.is_error:
-            raise _status_error(response, f"GET {path}")
-        self._checked.add(plural)
-
-    # ------------------------------------------------------------------ jobs
-
-    async def _job_kind(self, plural: str) -> tuple[AsyncClient, Any, str]:
-        """The client, lightkube resource and name (for errors) of a checked job kind."""
-        await self.check_kind(plural)
-        group, _, resource, _ = JOB_KINDS[plural]
-        return self._clients()[0], resource, f"{group} {plural}"
+        group, version, resource, missing = JOB_KINDS[plural]
+        client, http = self._clients()
+        if plural not in self._checked:
+            path = f"/apis/{group}/{version}"
+            with self._errors(f"GET {path}"):
+                response = await http.get(path)
+            if response.status_code == 404:
+                raise missing(self.server)
+            if response.is_error:
+                raise _status_error(response, f"GET {path}")
+            self._checked.add(plural)
+        return client, resource, f"{group} {plural}"
 
     async def create_job(
         self, namespace: str, manifest: dict[str, Any], plural: str = "jobs"
