@@ -67,13 +67,6 @@ JOB_DIRS_FILE = ".torchxslurmjobdirs"
 LAST_SEEN = "squeue no longer lists this job and there is no accounting record: last seen {}"
 
 
-def _positive_seconds(value: float | str) -> float:
-    seconds = float(value)
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"poll_interval={value!r}: use a positive number of seconds")
-    return seconds
-
-
 class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
     """Runs each app as one Slurm heterogeneous job (one component per role replica).
 
@@ -107,7 +100,9 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         commands: SlurmCommands | None = None,
     ) -> None:
         super().__init__("slurm", session_name)
-        self.poll_interval = _positive_seconds(poll_interval)
+        self.poll_interval = float(poll_interval)
+        if not (math.isfinite(self.poll_interval) and self.poll_interval > 0):
+            raise ValueError(f"poll_interval={poll_interval!r}: use a positive number of seconds")
         self.commands = commands if commands is not None else SlurmCommands()
         self._last_seen: dict[str, list[SlurmComponent]] = {}
         self._roles: dict[str, list[Role]] = {}
