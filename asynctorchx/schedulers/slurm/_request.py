@@ -207,14 +207,7 @@ class SlurmReplicaRequest:
             "wait": "60",
             "kill-on-bad-exit": "1",
         }
-        return cls(
-            name=name,
-            entrypoint=role.entrypoint,
-            args=list(role.args),
-            srun_opts=srun_opts,
-            sbatch_opts=sbatch_opts,
-            env=dict(role.env),
-        )
+        return cls(name, role.entrypoint, list(role.args), srun_opts, sbatch_opts, dict(role.env))
 
     def materialize(self) -> tuple[list[str], list[str]]:
         """Return this component's ``#SBATCH`` options and its ``srun`` group.
