@@ -166,25 +166,23 @@ class SlurmReplicaRequest:
     env: dict[str, str]
 
     @classmethod
-    def from_role(
-        cls, name: str, role: Role, cfg: Mapping[str, CfgVal], nomem: bool
-    ) -> SlurmReplicaRequest:
+    def from_role(cls, name: str, role: Role, cfg: Mapping[str, CfgVal]) -> SlurmReplicaRequest:
         """Build the request of one replica, as ``torchx.schedulers.slurm_scheduler`` does.
 
         Every component is ``--requeue``-able and runs one task per node
         (``--ntasks-per-node=1``). The role's resource becomes ``--cpus-per-task``
-        (``cpu`` > 0), ``--mem`` in MB (``memMB`` > 0, unless ``nomem``) and
-        ``--gpus-per-task`` (``gpu`` > 0). The set options of :data:`SBATCH_GROUP_OPTIONS`
-        in ``cfg`` are added in ``cfg``'s order. ``srun`` writes the replica's stdout and
-        stderr to ``slurm-{job_id}-{name}.out`` and ``.err`` in the job's directory, waits
-        at most 60 s for the other tasks once one has exited, and kills them all when one
-        fails (``--kill-on-bad-exit=1``).
+        (``cpu`` > 0), ``--mem`` in MB (``memMB`` > 0; see
+        :meth:`SlurmBatchRequest.drop_memory`) and ``--gpus-per-task`` (``gpu`` > 0). The
+        set options of :data:`SBATCH_GROUP_OPTIONS` in ``cfg`` are added in ``cfg``'s
+        order. ``srun`` writes the replica's stdout and stderr to
+        ``slurm-{job_id}-{name}.out`` and ``.err`` in the job's directory, waits at most
+        60 s for the other tasks once one has exited, and kills them all when one fails
+        (``--kill-on-bad-exit=1``).
 
         Args:
             name: ``{role}-{replica_id}``.
             role: the role, its macros already substituted for this replica.
             cfg: resolved run options (see :func:`slurm_runopts`).
-            nomem: leave out ``--mem`` (the partition declares too little memory).
 
         Returns:
             The replica's request; never raises.
@@ -197,7 +195,7 @@ class SlurmReplicaRequest:
         resource = role.resource
         if resource.cpu > 0:
             sbatch_opts.setdefault("cpus-per-task", str(resource.cpu))
-        if not nomem and resource.memMB > 0:
+        if resource.memMB > 0:
             sbatch_opts.setdefault("mem", str(resource.memMB))
         if resource.gpu > 0:
             sbatch_opts.setdefault("gpus-per-task", str(resource.gpu))
@@ -296,6 +294,19 @@ class SlurmBatchRequest:
             "fi\n"
         )
 
+    def drop_memory(self, partition_memory_mb: int | None) -> None:
+        """Leave out every component's ``--mem`` when the partition declares at most
+        :data:`NOMEM_THRESHOLD_MB` per node, as ``torchx.schedulers.slurm_scheduler``
+        does (for clusters that declare no ``RealMemory``).
+
+        Args:
+            partition_memory_mb: memory per node of the target partition in MB, as
+                ``sinfo`` reports it (``None``: unknown, ``--mem`` is kept).
+        """
+        if partition_memory_mb is not None and partition_memory_mb <= NOMEM_THRESHOLD_MB:
+            for replica in self.replicas.values():
+                replica.sbatch_opts.pop("mem", None)
+
     def __repr__(self) -> str:
         """The command and the script, as ``asynctorchx run --dryrun`` prints them."""
         rule = "#----------------"
@@ -305,9 +316,7 @@ class SlurmBatchRequest:
         )
 
 
-def build_batch_request(
-    app: AppDef, cfg: Mapping[str, CfgVal], partition_memory_mb: int | None = None
-) -> SlurmBatchRequest:
+def build_batch_request(app: AppDef, cfg: Mapping[str, CfgVal]) -> SlurmBatchRequest:
     """Build the heterogeneous ``sbatch`` request of ``app``.
 
     Each replica of each role, in order, is one component named ``{role}-{replica_id}``.
@@ -325,9 +334,6 @@ def build_batch_request(
     Args:
         app: the app to submit.
         cfg: run options, checked against :func:`slurm_runopts` (unknown keys are errors).
-        partition_memory_mb: memory per node of the target partition in MB, as the caller
-            read it from ``sinfo`` (``None``: unknown). At most
-            :data:`NOMEM_THRESHOLD_MB` leaves ``--mem`` out.
 
     Returns:
         The request; nothing is written or run.
@@ -342,7 +348,6 @@ def build_batch_request(
         check_time(time)
     # keep the caller's order of options, as TorchX does; unset options are None
     ordered = {key: resolved[key] for key in [*cfg, *resolved]}
-    nomem = partition_memory_mb is not None and partition_memory_mb <= NOMEM_THRESHOLD_MB
     replicas: dict[str, SlurmReplicaRequest] = {}
     for role in app.roles:
         for replica_id in range(role.num_replicas):
@@ -353,9 +358,7 @@ def build_batch_request(
                 rank0_env=RANK0_ENV,
             )
             name = f"{role.name}-{replica_id}"
-            replicas[name] = SlurmReplicaRequest.from_role(
-                name, values.apply(role), ordered, nomem=nomem
-            )
+            replicas[name] = SlurmReplicaRequest.from_role(name, values.apply(role), ordered)
     cmd = ["sbatch", "--parsable"]
     cmd += [
         f"--{key}={ordered[key]}"

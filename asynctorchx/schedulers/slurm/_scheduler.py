@@ -39,7 +39,6 @@ from asynctorchx.errors import UnknownAppException
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from asynctorchx.schedulers.slurm._commands import SlurmCommands
 from asynctorchx.schedulers.slurm._request import (
-    NOMEM_THRESHOLD_MB,
     SlurmBatchRequest,
     build_batch_request,
     slurm_runopts,
@@ -179,10 +178,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         name = next(iter(partitions)) if len(partitions) == 1 else None
         if name not in self._partition_memory:
             self._partition_memory[name] = await self.commands.partition_memory_mb(name)
-        memory = self._partition_memory[name]
-        if memory is not None and memory <= NOMEM_THRESHOLD_MB:
-            for replica in request.replicas.values():
-                replica.sbatch_opts.pop("mem", None)
+        request.drop_memory(self._partition_memory[name])
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
         """Describe the job: app, role and replica states, nodes and exit codes.

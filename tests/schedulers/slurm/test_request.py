@@ -160,9 +160,9 @@ def _app(spec: dict[str, Any]) -> AppDef:
 
 
 def _ours(case: dict[str, Any]) -> SlurmBatchRequest:
-    return build_batch_request(
-        _app(case["app"]), case["cfg"], partition_memory_mb=case["partition_memory_mb"]
-    )
+    request = build_batch_request(_app(case["app"]), case["cfg"])
+    request.drop_memory(case["partition_memory_mb"])  # what schedule does with sinfo's figure
+    return request
 
 
 def _normalised(cmd: list[str], script: str) -> tuple[list[str], set[str], str]:
