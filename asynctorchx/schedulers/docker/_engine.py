@@ -12,8 +12,7 @@ aiodocker or aiohttp raises is mapped here, once, to :mod:`asynctorchx.errors`:
 
 The engine's JSON documents are parsed here, once, into small frozen records holding
 only what ``local_docker`` reads: :class:`Container` (an inspect or a listing entry),
-:class:`Event` (a record of the events stream), :class:`Network` (one of a listing) and
-:class:`BuildStep` (a record of an image build's progress).
+:class:`Event` (a record of the events stream) and :class:`Network` (one of a listing).
 
 aiodocker is imported on first use only (so importing the scheduler never imports it);
 it runs on asyncio only, so under trio every call raises
@@ -32,7 +31,7 @@ import json
 import os
 import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager as ContextManager
 from typing import Any
 
@@ -43,6 +42,7 @@ from asynctorchx.errors import (
     DockerEngineError,
     SchedulerClosedError,
     SchedulerUnavailableError,
+    WorkspaceBuildError,
 )
 from asynctorchx.schedulers.toolkit import gather, parse_rfc3339_ns
 
@@ -190,36 +190,6 @@ class Network:
 
     id: str
     created_ns: int | None
-
-
-@attrs.frozen
-class BuildStep:
-    """One progress record of an image build (``POST /build``): what a build reports.
-
-    Args:
-        output: the build's output text (``stream``; ``""``: none).
-        image_id: the built image's id (``aux.ID``), in the build's last records.
-        error: why the build failed (``error``, else ``errorDetail``), or ``None``.
-    """
-
-    output: str = ""
-    image_id: str | None = None
-    error: str | None = None
-
-    @classmethod
-    def parse(cls, record: Mapping[str, Any]) -> BuildStep:
-        """Read one JSON record of the build's progress.
-
-        Args:
-            record: the engine's JSON document of one progress record.
-        """
-        aux = record.get("aux")
-        failed = "error" in record or "errorDetail" in record
-        return cls(
-            output=str(record.get("stream", "")),
-            image_id=str(aux["ID"]) if isinstance(aux, dict) and "ID" in aux else None,
-            error=str(record.get("error") or record.get("errorDetail")) if failed else None,
-        )
 
 
 def _mapped_error(err: Exception, request: str, where: str) -> Exception | None:
@@ -612,9 +582,13 @@ class Engine:
         await gather(functools.partial(ensure, image) for image in sorted(images))
 
     async def build_image(
-        self, context: bytes, dockerfile: str, labels: Mapping[str, str]
-    ) -> AsyncGenerator[BuildStep, None]:
-        """Build an image from a tar build context; yield the engine's progress records.
+        self,
+        context: bytes,
+        dockerfile: str,
+        labels: Mapping[str, str],
+        output: Callable[[str], None],
+    ) -> str | None:
+        """Build an image from a tar build context; return the built image's id.
 
         Intermediate containers are removed, also after a failed step; the base image is
         not pulled again.
@@ -623,12 +597,16 @@ class Engine:
             context: the uncompressed tar of the build context.
             dockerfile: the Dockerfile's path inside the context.
             labels: labels of the built image.
+            output: called with each piece of the build's output text (its progress
+                records' ``stream``), in order.
 
-        Yields:
-            the build's progress records, read.
+        Returns:
+            the built image's id (its progress records' ``aux.ID``), or ``None`` if the
+            engine named none.
 
         Raises:
-            DockerEngineError: the engine refused the build or a step failed.
+            WorkspaceBuildError: a step failed (its ``error``, else ``errorDetail``).
+            DockerEngineError: the engine refused the build.
         """
         docker = await self._client()
         stream = docker.images.build(
@@ -640,10 +618,17 @@ class Engine:
             forcerm=True,  # a failed step's container is removed too
             stream=True,
         )
+        image_id: str | None = None
         with self._errors("POST build"):
-            async with contextlib.aclosing(stream) as items:
-                async for item in items:
-                    yield BuildStep.parse(item)
+            async with contextlib.aclosing(stream) as records:
+                async for record in records:
+                    if "stream" in record:
+                        output(str(record["stream"]))
+                    if "error" in record or "errorDetail" in record:
+                        raise WorkspaceBuildError(str(record.get("error") or record["errorDetail"]))
+                    if isinstance(aux := record.get("aux"), dict) and "ID" in aux:
+                        image_id = str(aux["ID"])
+        return image_id
 
 
 async def _answers(docker_host: str | None, timeout: float) -> bool:

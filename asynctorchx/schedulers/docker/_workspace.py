@@ -10,7 +10,6 @@ line wins, and a pattern that matches a directory excludes everything under it.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import logging
 import os
@@ -217,26 +216,15 @@ async def _build(engine: Engine, context: bytes, workspace: str, *, quiet: bool)
             build log.
     """
     log: list[str] = []
-    image_id: str | None = None
+
+    def output(text: str) -> None:
+        log.append(text)
+        if (line := text.strip("\r\n")) and not quiet:
+            logger.info("%s", line)
+
     try:
-        stream = engine.build_image(
-            context, DEFAULT_DOCKERFILE, labels={LABEL_VERSION: __version__}
-        )
-        async with contextlib.aclosing(stream) as items:
-            async for step in items:
-                if step.output:
-                    log.append(step.output)
-                    line = step.output.strip("\r\n")
-                    if line and not quiet:
-                        logger.info("%s", line)
-                image_id = step.image_id or image_id
-                if step.error is not None:
-                    log.append(step.error + "\n")
-                    raise WorkspaceBuildError(
-                        f"building workspace {workspace!r} failed:\n{''.join(log)}"
-                    )
-    except WorkspaceBuildError:
-        raise
+        labels = {LABEL_VERSION: __version__}
+        image_id = await engine.build_image(context, DEFAULT_DOCKERFILE, labels, output)
     except Exception as err:
         message = getattr(err, "message", str(err))
         raise WorkspaceBuildError(
