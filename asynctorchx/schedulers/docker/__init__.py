@@ -11,9 +11,9 @@ One private module per concern:
 - ``_state``: pure decision tables (container state to replica and app state) and the
   description built from the containers' records.
 - ``_containers``: an app's containers on the engine (create, describe, list, stop,
-  remove).
+  remove), and ``watch``, behind ``wait``/``wait_for_state_change``, over the engine's
+  events stream.
 - ``_network``: the bridge network, created once across processes.
-- ``_watch``: ``wait``/``wait_for_state_change`` over the engine's events stream.
 - ``_logs``: log frames to whole lines with positions; a log read, or followed across
   restarts.
 - ``_workspace``: ``.dockerignore``, build contexts and the workspace build.

@@ -62,7 +62,6 @@ from asynctorchx.schedulers.docker._request import (
     check_bind_sources,
     validate,
 )
-from asynctorchx.schedulers.docker._watch import watch
 from asynctorchx.schedulers.docker._workspace import build_workspace
 from asynctorchx.schedulers.toolkit import (
     LogBlock,
@@ -320,7 +319,9 @@ class DockerScheduler(Scheduler[DockerJob]):
         """
         validate_app_id(app_id)
         with anyio.fail_after(timeout):
-            return await watch(self._engine, app_id, lambda response: done(response.state))
+            return await _containers.watch(
+                self._engine, app_id, lambda response: done(response.state)
+            )
 
     async def _cancel_existing(self, app_id: str) -> None:
         """Record the cancel in the engine (the marker volume), then stop every container
