@@ -25,7 +25,6 @@ import math
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from datetime import datetime
-from typing import Any
 
 import anyio
 
@@ -368,17 +367,14 @@ async def log_blocks(
     if container is None:
         raise UnknownAppException(handle)
     stream = query.stream_or(Stream.COMBINED)
-    params = {
-        "stdout": "1" if stream != Stream.STDERR else "0",
-        "stderr": "1" if stream != Stream.STDOUT else "0",
-        "timestamps": "1",
-    }
+    kinds = {Stream.STDOUT: (STDOUT,), Stream.STDERR: (STDERR,)}.get(stream, (STDOUT, STDERR))
+    params = {"stdout": str(int(STDOUT in kinds)), "stderr": str(int(STDERR in kinds))}
+    params["timestamps"] = "1"
     if query.until is not None:
         # a naive datetime is local time (datetime.timestamp's), kept to the microsecond
         params["until"] = ns_to_engine(round(query.until.timestamp() * 1_000_000) * 1000)
     since = query.since
     since_ns = int(since.timestamp() * 1_000_000) * 1000 if since is not None else None
-    kinds = {Stream.STDOUT: (STDOUT,), Stream.STDERR: (STDERR,)}.get(stream, (STDOUT, STDERR))
     lines = LogLines(since_ns, container.tty, kinds)
     lines.resume_at(start)
     cid = container.id
@@ -487,11 +483,10 @@ async def _tail(
                 yield block
             if status not in ("restarting", "created"):
                 return  # exited or dead: stopped for good, every line yielded
-            waits: list[Callable[[], Awaitable[Any]]] = [events.fill]
+            waits: list[Callable[[], Awaitable[object]]] = [events.fill]
+            waits.append(functools.partial(anyio.sleep_until, deadline))
             if status == "restarting":  # a failed restart logs no event
                 waits.append(functools.partial(engine.wait_stopped, cid))
-            if deadline < math.inf:
-                waits.append(functools.partial(anyio.sleep_until, deadline))
             await race(waits)
             events.pop()  # each event only prompts the next inspect
     # until passed while following (the lines stamped up to it), or the container is
@@ -515,10 +510,7 @@ async def _more(body: StreamBody, events: EventStream, deadline: float, stopped:
     with anyio.move_on_after(min(FLOWING_SECONDS, deadline - anyio.current_time())):
         await body.fill()
         return True
-    waits: list[Callable[[], Awaitable[Any]]] = [body.fill, events.fill]
-    if deadline < math.inf:
-        waits.append(functools.partial(anyio.sleep_until, deadline))
-    await race(waits)
+    await race([body.fill, events.fill, functools.partial(anyio.sleep_until, deadline)])
     return True
 
 
