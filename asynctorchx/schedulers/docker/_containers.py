@@ -135,14 +135,9 @@ async def list_containers(engine: Engine, app_id: str | None) -> list[Container]
 
 async def _inspect_all(engine: Engine, ids: Iterable[str]) -> dict[str, Container]:
     """Inspect the containers concurrently, by id; those removed meanwhile are left out."""
-    results: dict[str, Container] = {}
-
-    async def inspect(cid: str) -> None:
-        if (container := await engine.inspect(cid)) is not None:
-            results[cid] = container
-
-    await gather(functools.partial(inspect, cid) for cid in ids)
-    return results
+    ids = list(ids)
+    found = await gather_results(functools.partial(engine.inspect, cid) for cid in ids)
+    return {cid: container for cid, container in zip(ids, found, strict=True) if container}
 
 
 async def cancelled_at(engine: Engine, app_id: str) -> int | None:
