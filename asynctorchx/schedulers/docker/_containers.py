@@ -197,14 +197,16 @@ async def describe(engine: Engine, app_id: str) -> DescribeAppResponse | None:
     return describe_from(app_id, inspected.values(), cancelled) if inspected else None
 
 
-async def _cancelled_apps(engine: Engine) -> set[str]:
-    """The apps that have a cancel marker (one volume listing)."""
+async def _cancelled_apps(engine: Engine) -> dict[str, int]:
+    """The apps that have a cancel marker, with when they were cancelled (ns since the
+    epoch): one volume listing."""
     filters = json.dumps({"label": [LABEL_CANCELLED_AT]})
     volumes = await engine.json("volumes", params={"filters": filters})
-    return {
-        str((volume.get("Labels") or {}).get(LABEL_APP_ID))
-        for volume in volumes.get("Volumes") or []
-    }
+    cancelled: dict[str, int] = {}
+    for volume in volumes.get("Volumes") or []:
+        labels = volume.get("Labels") or {}
+        cancelled[str(labels.get(LABEL_APP_ID))] = int(labels.get(LABEL_CANCELLED_AT, "0"))
+    return cancelled
 
 
 async def list_apps(engine: Engine) -> list[ListAppResponse]:
@@ -215,9 +217,9 @@ async def list_apps(engine: Engine) -> list[ListAppResponse]:
     its exit is recorded. One it reports as live is inspected (as :func:`describe`
     does): the listing comes from a view of the engine that lags behind an exit (right
     after a ``die`` event it still says ``running``), while an inspect waits for the exit
-    to be recorded; one removed meanwhile is left out. A cancelled app is described
-    (inspects), since only a replica's finish time tells whether the cancel ended it.
-    Every entry then agrees with :func:`describe`.
+    to be recorded; one removed meanwhile is left out. Every container of a cancelled app
+    is inspected too, since only a replica's finish time tells whether the cancel ended
+    it. Each app's state is then :func:`describe`'s, by the same rules.
 
     Args:
         engine: the engine.
@@ -228,28 +230,23 @@ async def list_apps(engine: Engine) -> list[ListAppResponse]:
             functools.partial(_cancelled_apps, engine),
         ]
     )
-    kept = [c for c in listed if c.labels[LABEL_APP_ID] not in cancelled]
-    live = {c.id for c in kept if not is_terminal(replica_state(c, None)[0])}
-    fresh = await _inspect_all(engine, live)
+    stale = {
+        c.id
+        for c in listed
+        if c.labels[LABEL_APP_ID] in cancelled or not is_terminal(replica_state(c, None)[0])
+    }
+    fresh = await _inspect_all(engine, stale)
     per_app: dict[str, list[AppState]] = {}
-    for container in kept:
-        current = fresh.get(container.id) if container.id in live else container
+    for container in listed:
+        app_id = container.labels[LABEL_APP_ID]
+        current = fresh.get(container.id) if container.id in stale else container
         if current is not None:
-            per_app.setdefault(container.labels[LABEL_APP_ID], []).append(
-                replica_state(current, None)[0]
-            )
-    states = {app_id: app_state(found) for app_id, found in per_app.items()}
-
-    async def describe_cancelled(app_id: str) -> None:
-        response = await describe(engine, app_id)
-        if response is not None:
-            states[app_id] = response.state
-
-    listed_apps = {container.labels[LABEL_APP_ID] for container in listed}
-    await gather(
-        functools.partial(describe_cancelled, app_id) for app_id in sorted(listed_apps & cancelled)
-    )
-    return [ListAppResponse(app_id=app_id, state=state) for app_id, state in sorted(states.items())]
+            state, _ = replica_state(current, cancelled.get(app_id))
+            per_app.setdefault(app_id, []).append(state)
+    return [
+        ListAppResponse(app_id=app_id, state=app_state(states, cancelled=app_id in cancelled))
+        for app_id, states in sorted(per_app.items())
+    ]
 
 
 async def find_container(engine: Engine, app_id: str, query: LogQuery) -> Container | None:

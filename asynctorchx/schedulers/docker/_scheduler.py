@@ -289,9 +289,9 @@ class DockerScheduler(Scheduler[DockerJob]):
         One entry per app, from one container listing and one volume listing. A
         container listed as finished keeps its listed state; one listed as live is
         inspected, since the engine's listing lags behind an exit that :meth:`wait` and
-        :meth:`describe` already see. A cancelled app is described (inspects), since only
-        a replica's finish time tells whether the cancel ended it. Every entry agrees with
-        :meth:`describe`.
+        :meth:`describe` already see. Every container of a cancelled app is inspected,
+        since only a replica's finish time tells whether the cancel ended it. Every entry
+        agrees with :meth:`describe`.
 
         Raises:
             SchedulerUnavailableError: no engine (see the class).
