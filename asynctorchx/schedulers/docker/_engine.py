@@ -321,17 +321,14 @@ class Engine:
                 raise
             raise mapped from err
 
-    async def connect(self) -> None:
-        """Open the client and check that the engine answers (``GET /version``), once.
+    async def connect(self) -> Any:
+        """Return the aiodocker client, opening it on first use and checking then that the
+        engine answers (``GET /version``).
 
         Raises:
             SchedulerUnavailableError: see the class.
             SchedulerClosedError: see the class.
         """
-        await self._client()
-
-    async def _client(self) -> Any:
-        """Return the aiodocker client, creating it (and checking the engine) on first use."""
         if self._closed:
             raise SchedulerClosedError(
                 f"the local_docker scheduler of session {self.session_name!r} is closed:"
@@ -347,25 +344,22 @@ class Engine:
         async with self._lock:
             if self._docker is not None:
                 return self._docker
-            where = self.key or "the default socket"
             try:
                 import aiodocker
             except ImportError as err:
                 raise SchedulerUnavailableError(
                     f"local_docker needs the aiodocker package ({err}): pip install aiodocker"
                 ) from err
+            docker = None
             try:
                 docker = aiodocker.Docker(url=self.docker_host)
-            except (aiodocker.DockerError, ValueError, OSError) as err:
-                raise SchedulerUnavailableError(
-                    f"no Docker engine found at {where} ({err}): {_START_ENGINE}"
-                ) from err
-            try:
                 await docker.version()
-            except (aiodocker.DockerError, OSError) as err:
-                await docker.close()
+            except (aiodocker.DockerError, ValueError, OSError) as err:
+                if docker is not None:
+                    await docker.close()
                 raise SchedulerUnavailableError(
-                    f"no Docker engine answers at {where} ({err}): {_START_ENGINE}"
+                    f"no Docker engine answers at {self.key or 'the default socket'} ({err}):"
+                    f" {_START_ENGINE}"
                 ) from err
             self._docker = docker
             return docker
@@ -397,7 +391,7 @@ class Engine:
         Raises:
             DockerEngineError: the engine answered 4xx/5xx.
         """
-        docker = await self._client()
+        docker = await self.connect()
         with self._errors(f"{method} {path}"):
             return await docker._query_json(
                 path, method, params=dict(params) if params else None, data=data
@@ -471,7 +465,7 @@ class Engine:
         Raises:
             DockerEngineError: the engine answered 4xx/5xx.
         """
-        docker = await self._client()
+        docker = await self.connect()
         query = dict(params) if params else None
         with self._errors(f"{method} {path}"):
             async with docker._query(path, method, params=query, timeout=None) as response:
@@ -497,7 +491,7 @@ class Engine:
 
     @contextlib.asynccontextmanager
     async def _response(self, path: str, params: Mapping[str, str]) -> AsyncIterator[Any]:
-        docker = await self._client()
+        docker = await self.connect()
         async with contextlib.AsyncExitStack() as stack:
             with self._errors(f"GET {path}"):
                 response = await stack.enter_async_context(
@@ -557,7 +551,7 @@ class Engine:
             DockerEngineError: an image is missing and could not be pulled (the message
                 says how to fix it).
         """
-        docker = await self._client()
+        docker = await self.connect()
 
         async def ensure(image: str) -> None:
             try:
@@ -608,7 +602,7 @@ class Engine:
             WorkspaceBuildError: a step failed (its ``error``, else ``errorDetail``).
             DockerEngineError: the engine refused the build.
         """
-        docker = await self._client()
+        docker = await self.connect()
         stream = docker.images.build(
             fileobj=io.BytesIO(context),
             encoding="identity",
