@@ -252,19 +252,23 @@ def container_name(app_id: str, role_name: str, replica_id: int) -> str:
 # --------------------------------------------------------------------------- checks
 
 
-def validate(app: AppDef) -> None:
+def validate(app: AppDef, local_engine: bool) -> None:
     """Check ``app`` can run as containers, beyond the checks of every backend.
 
     The toolkit's :func:`~asynctorchx.schedulers.toolkit.validate_app` has already
     refused what no backend can run (no role, duplicate names, no replica or entrypoint,
     an environment no process can carry, negative resources); a container also needs an
-    image.
+    image. On an engine of this host, a bind mount's host path must exist: Docker
+    refuses such a container with an error that names neither the role nor the mount;
+    checked at dry run, nothing is created on the engine.
 
     Args:
         app: the app.
+        local_engine: the engine runs on this host (its paths are this host's).
 
     Raises:
-        InvalidAppDefException: a role has no image (a ``ValueError``).
+        InvalidAppDefException: a role has no image, or binds a host path that does not
+            exist (a ``ValueError``; the message names the role, the value and the fix).
     """
     for role in app.roles:
         if not role.image:
@@ -272,22 +276,7 @@ def validate(app: AppDef) -> None:
                 f"role {role.name!r} of app {app.name!r} has no image: set Role.image to a"
                 " Docker image (e.g. ghcr.io/pytorch/torchx:0.7.0)"
             )
-
-
-def check_bind_sources(app: AppDef) -> None:
-    """Refuse a bind mount whose host path does not exist (the engine is on this host).
-
-    Docker refuses such a container with an error that names neither the role nor the
-    mount; checked at dry run, nothing is created on the engine.
-
-    Args:
-        app: the app.
-
-    Raises:
-        InvalidAppDefException: the role, the missing path and the fix.
-    """
-    for role in app.roles:
-        for mount in role.mounts:
+        for mount in role.mounts if local_engine else ():
             if isinstance(mount, BindMount) and not os.path.exists(mount.src_path):
                 raise InvalidAppDefException(
                     f"role {role.name!r} binds {mount.src_path!r} (to {mount.dst_path!r}),"

@@ -59,7 +59,6 @@ from asynctorchx.schedulers.docker._options import run_opts
 from asynctorchx.schedulers.docker._request import (
     DockerJob,
     build_job,
-    check_bind_sources,
     validate,
 )
 from asynctorchx.schedulers.docker._workspace import build_workspace
@@ -196,9 +195,7 @@ class DockerScheduler(Scheduler[DockerJob]):
                 :class:`~asynctorchx.errors.InvalidAppDefException` names the role,
                 the value and the fix.
         """
-        validate(app)
-        if self._engine.key.startswith("unix://") or not self._engine.key:
-            check_bind_sources(app)
+        validate(app, self._engine.key.startswith("unix://") or not self._engine.key)
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[DockerJob]:
         return AppDryRunInfo(build_job(app, cfg), str)
