@@ -135,31 +135,26 @@ def build_context(workspace: str, base_image: str) -> bytes:
         with open(ignore_file, encoding="utf-8") as fh:
             rules = parse_dockerignore(fh.read())
     always = {DEFAULT_DOCKERFILE, ".dockerignore"}
+    reinclude = any(rule.include for rule in rules)
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for dirpath, dirnames, filenames in os.walk(root):
             rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
-            rel_dir = "" if rel_dir == "." else rel_dir
-            kept_dirs = []
-            for name in sorted(dirnames):
-                rel = f"{rel_dir}/{name}" if rel_dir else name
-                # An ignored directory may still hold a re-included file (`!dir/keep`),
-                # so descend unless no rule re-includes anything.
-                if is_ignored(rel, rules) and not any(rule.include for rule in rules):
-                    continue
-                kept_dirs.append(name)
-                if not is_ignored(rel, rules):
-                    tar.add(os.path.join(dirpath, name), arcname=rel, recursive=False)
-            dirnames[:] = kept_dirs
-            for name in sorted(filenames):
-                rel = f"{rel_dir}/{name}" if rel_dir else name
-                if rel in always or not is_ignored(rel, rules):
-                    tar.add(os.path.join(dirpath, name), arcname=rel, recursive=False)
+            prefix = "" if rel_dir == "." else f"{rel_dir}/"
+            # An ignored directory may still hold a re-included file (`!dir/keep`),
+            # so descend unless no rule re-includes anything.
+            dirnames[:] = [
+                name
+                for name in sorted(dirnames)
+                if reinclude or not is_ignored(prefix + name, rules)
+            ]
+            for name in [*dirnames, *sorted(filenames)]:
+                if prefix + name in always or not is_ignored(prefix + name, rules):
+                    tar.add(os.path.join(dirpath, name), arcname=prefix + name, recursive=False)
         if not os.path.isfile(os.path.join(root, DEFAULT_DOCKERFILE)):
             content = f"FROM {base_image}\nCOPY . .\n".encode()
             info = tarfile.TarInfo(DEFAULT_DOCKERFILE)
-            info.size = len(content)
-            info.mode = 0o644
+            info.size = len(content)  # mode 0o644: TarInfo's default
             tar.addfile(info, io.BytesIO(content))
     return buffer.getvalue()
 
