@@ -373,17 +373,10 @@ async def stop_all(engine: Engine, app_id: str, stop_timeout: float) -> None:
             "Labels": {LABEL_APP_ID: app_id, LABEL_CANCELLED_AT: str(time.time_ns())},
         },
     )
-    seconds = max(0, math.ceil(stop_timeout))
-
-    async def stop(cid: str) -> None:
-        try:
-            await engine.call(f"containers/{cid}/stop", params={"t": str(seconds)})
-        except DockerEngineError as err:
-            if err.status not in (304, 404):  # stopped already, or removed
-                raise
-
-    await gather(
-        functools.partial(stop, container.id) for container in await list_containers(engine, app_id)
+    params = {"t": str(max(0, math.ceil(stop_timeout)))}
+    await gather(  # 304, 404: stopped already, or removed
+        functools.partial(engine.call, f"containers/{c.id}/stop", params=params, done=(304, 404))
+        for c in await list_containers(engine, app_id)
     )
 
 
@@ -397,17 +390,11 @@ async def delete_app(engine: Engine, app_id: str) -> None:
         engine: the engine.
         app_id: the app.
     """
-    containers = await list_containers(engine, app_id)
-
-    async def remove(path: str, params: dict[str, str]) -> None:
-        try:
-            await engine.call(path, "DELETE", params=params)
-        except DockerEngineError as err:
-            if err.status not in (404, 409):  # removed already, or being removed
-                raise
-
+    gone = (404, 409)  # removed already, or being removed
     await gather(
-        functools.partial(remove, f"containers/{container.id}", {"force": "1", "v": "1"})
-        for container in containers
+        functools.partial(
+            engine.call, f"containers/{c.id}", "DELETE", params={"force": "1", "v": "1"}, done=gone
+        )
+        for c in await list_containers(engine, app_id)
     )
-    await remove(f"volumes/{CANCEL_MARKER_PREFIX}{app_id}", {})
+    await engine.call(f"volumes/{CANCEL_MARKER_PREFIX}{app_id}", "DELETE", done=gone)

@@ -31,7 +31,7 @@ import json
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager as ContextManager
 from typing import Any
 
@@ -450,7 +450,12 @@ class Engine:
         ]
 
     async def call(
-        self, path: str, method: str = "POST", *, params: Mapping[str, str] | None = None
+        self,
+        path: str,
+        method: str = "POST",
+        *,
+        params: Mapping[str, str] | None = None,
+        done: Collection[int] = (),
     ) -> None:
         """Make an engine request whose body does not matter; read it and free the connection.
 
@@ -461,19 +466,25 @@ class Engine:
             path: the API path, e.g. ``containers/{id}/start``.
             method: the HTTP method.
             params: the query parameters.
+            done: error statuses that mean the request has nothing left to do (e.g. 404
+                for a removal: removed already); they return as a success does.
 
         Raises:
-            DockerEngineError: the engine answered 4xx/5xx.
+            DockerEngineError: the engine answered 4xx/5xx (a status not in ``done``).
         """
         docker = await self.connect()
         query = dict(params) if params else None
-        with self._errors(f"{method} {path}"):
-            async with docker._query(path, method, params=query, timeout=None) as response:
-                try:
-                    await response.read()
-                except BaseException:
-                    response.close()
-                    raise
+        try:
+            with self._errors(f"{method} {path}"):
+                async with docker._query(path, method, params=query, timeout=None) as response:
+                    try:
+                        await response.read()
+                    except BaseException:
+                        response.close()
+                        raise
+        except DockerEngineError as err:
+            if err.status not in done:
+                raise
 
     @contextlib.asynccontextmanager
     async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[StreamBody]:
@@ -535,11 +546,8 @@ class Engine:
         Args:
             cid: the container's id.
         """
-        try:
-            await self.call(f"containers/{cid}/wait", params={"condition": "not-running"})
-        except DockerEngineError as err:
-            if err.status not in (404, 409):
-                raise
+        params = {"condition": "not-running"}
+        await self.call(f"containers/{cid}/wait", params=params, done=(404, 409))
 
     async def ensure_images(self, images: set[str]) -> None:
         """Pull each image the engine does not have, concurrently (TorchX pulls every time).
