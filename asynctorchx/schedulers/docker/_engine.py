@@ -562,13 +562,8 @@ class Engine:
         docker = await self.connect()
 
         async def ensure(image: str) -> None:
-            try:
-                with self._errors(f"GET images/{image}/json"):
-                    await docker.images.inspect(image)
+            if await self.json_if_found(f"images/{image}/json") is not None:
                 return
-            except DockerEngineError as err:
-                if err.status != 404:
-                    raise
             try:
                 with self._errors(f"POST images/create?fromImage={image}"):
                     await docker.images.pull(image)
