@@ -24,11 +24,11 @@ A cancel request from another process is the empty file
 ``<backend>/cancel/<app_id>`` (:func:`cancel_request_path`), watched by the supervisor.
 
 Writes (:class:`RecordKeeper`): at once when the app starts running and when it ends.
-A change in between is written :data:`COALESCE_SECONDS` after it, with every change of
-the app in that time: at most one write per app every :data:`COALESCE_SECONDS`, and none
-for a change that the start or end record already holds (a replica's start just before
-the app's, its exit just before the app's end). The record outlives its supervisor as
-the app's final state.
+A change in between is written one to two :data:`COALESCE_SECONDS` after it, with every
+change of the app in that time: at most one write per app every :data:`COALESCE_SECONDS`,
+and none for a change that the start or end record already holds (a replica's start just
+before the app's, its exit just before the app's end).
+The record outlives its supervisor as the app's final state.
 
 Pruning (:func:`prune_records`, at a scheduler's first submit): a finished record
 (terminal, or whose supervisor is gone) is removed when it was last written more than
@@ -481,9 +481,7 @@ class RecordKeeper:
     def __init__(self, backend: str, session: str) -> None:
         self.backend = backend
         self.session = session
-        # app id -> (app, time.monotonic() of its first change since its last write),
-        # in the order of those first changes: the front is due first
-        self._dirty: dict[str, tuple[LocalApp, float]] = {}
+        self._dirty: dict[str, LocalApp] = {}  # app id -> app changed since its last write
         self._wake = Notifier()
 
     @functools.cached_property
@@ -499,12 +497,11 @@ class RecordKeeper:
         return directory
 
     def changed(self, app: LocalApp) -> None:
-        """``app`` changed: its record is written :data:`COALESCE_SECONDS` from its first
-        change since its last write, unless :meth:`write_now` comes first."""
-        app_id = app.request.app_id
-        if app_id not in self._dirty:
-            self._dirty[app_id] = (app, time.monotonic())
+        """``app`` changed: its record is written one to two :data:`COALESCE_SECONDS` from
+        its first change since its last write, unless :meth:`write_now` comes first."""
+        if not self._dirty:
             self._wake.notify()
+        self._dirty[app.request.app_id] = app
 
     def write_now(self, app: LocalApp) -> None:
         """Write ``app``'s record now (its start, its end), with every change so far."""
@@ -519,27 +516,18 @@ class RecordKeeper:
 
     def flush(self) -> None:
         """Write every record that changed since its last write."""
-        for app, _ in list(self._dirty.values()):
+        for app in list(self._dirty.values()):
             self.write_now(app)
-
-    def _write_due(self) -> float | None:
-        """Write the records whose first change is :data:`COALESCE_SECONDS` old; return
-        the seconds until the next one is due (None: nothing waits)."""
-        now = time.monotonic()
-        while self._dirty:
-            app, since = next(iter(self._dirty.values()))
-            due = since + COALESCE_SECONDS - now
-            if due > 0:
-                return due
-            self.write_now(app)
-        return None
 
     async def run(self) -> None:
         """Write each changed record when due (see :meth:`changed`), forever."""
         while True:
             event = self._wake.event
-            delay = self._write_due()
-            if delay is None:
+            if not self._dirty:
                 await event.wait()
-            else:
-                await anyio.sleep(delay)
+            due = list(self._dirty)  # changed COALESCE_SECONDS ago once this sleep ends
+            await anyio.sleep(COALESCE_SECONDS)
+            for app_id in due:
+                app = self._dirty.get(app_id)  # None: written at once in the meantime
+                if app is not None:
+                    self.write_now(app)
