@@ -304,27 +304,21 @@ async def supervise(
                 for replica in app.all_replicas():
                     replica.state = AppState.PENDING
                 app.notify_changed()
-    except Exception:
+    except BaseException as error:
+        # a bug here, KeyboardInterrupt, or a native task.cancel() that no shield stops:
+        # the replicas were killed on the way out, and no waiter may hang on the app
         if not started:
             raise
+        interrupted = not isinstance(error, Exception)
+        for replica in app.all_replicas():
+            if not is_terminal(replica.state):
+                replica.state = AppState.FAILED
+        app.set_state(AppState.CANCELLED if interrupted and app.cancelled else AppState.FAILED)
+        if interrupted:
+            raise
         logger.exception("%s: supervising the app failed", app.request.app_id)
-        _mark_unfinished_failed(app)
-        app.set_state(AppState.FAILED)
         return
-    except BaseException:
-        # KeyboardInterrupt, or a native task.cancel() that no shield stops: the
-        # replicas were killed on the way out, and no waiter may hang on the app
-        if started and not is_terminal(app.state):
-            _mark_unfinished_failed(app)
-            app.set_state(AppState.CANCELLED if app.cancelled else AppState.FAILED)
-        raise
     app.set_state(app_state((r.state for r in app.all_replicas()), cancelled=app.cancelled))
-
-
-def _mark_unfinished_failed(app: LocalApp) -> None:
-    for replica in app.all_replicas():
-        if not is_terminal(replica.state):
-            replica.state = AppState.FAILED
 
 
 async def _run_replica(
