@@ -118,7 +118,7 @@ class LocalReplica:
         self.exited: anyio.Event | None = None
         self.terminate_requested = False
         #: serves a terminate request while its process runs (see _pump_until_exit)
-        self.on_terminate: Callable[[], None] | None = None
+        self.on_terminate: Callable[[], object] | None = None
 
     def started(self, process: anyio.abc.Process) -> None:
         """Its main process started: its pid now, its identity when first asked.
@@ -483,23 +483,17 @@ async def _pump_until_exit(
         drained = [anyio.Event(), anyio.Event()]
         pumps.start_soon(_pump, process.stdout, "stdout", writer, drained[0])
         pumps.start_soon(_pump, process.stderr, "stderr", writer, drained[1])
-        terminating = False
-
-        def start_terminator() -> None:
-            nonlocal terminating
-            terminating = True
-            pumps.start_soon(_terminator, app, replica, drained)
-
+        terminate = functools.partial(pumps.start_soon, _terminator, app, replica, drained)
         if replica.terminate_requested:
-            start_terminator()
+            terminate()
         else:
-            replica.on_terminate = start_terminator
+            replica.on_terminate = terminate
         try:
             returncode, state = await _await_exit(app, replica, process, drained)
         finally:
             replica.on_terminate = None
-        if terminating or not all(event.is_set() for event in drained):
-            pumps.cancel_scope.cancel()
+        # a terminator still waiting, a pump of a pipe that a stray process holds open
+        pumps.cancel_scope.cancel()
     return returncode, state
 
 
