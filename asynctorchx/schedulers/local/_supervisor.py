@@ -520,9 +520,7 @@ async def _await_exit(
         with anyio.move_on_after(_DRAIN_TIMEOUT + grace):
             for event in drained:
                 await event.wait()
-    if not replica.group_ended:
-        signal_group(process.pid, signal.SIGKILL)
-    return returncode, state
+    return returncode, state  # what is left of its group is killed by _reap, next
 
 
 async def _reap(process: anyio.abc.Process, token: str, group_ended: bool) -> None:
