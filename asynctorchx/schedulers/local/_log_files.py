@@ -433,28 +433,18 @@ def create_log_dirs(
     try:
         _prepare_log_dirs(root, replica_dirs, trusted or (), created)
         return
-    except UnsafeLogPathError:
-        _remove_empty(created)
-        raise
     except OSError as error:
-        _remove_empty(created)
+        for directory in reversed(created):  # made parents first: removed children first
+            with contextlib.suppress(OSError):  # left when no longer empty
+                os.rmdir(directory)
+        if isinstance(error, UnsafeLogPathError):
+            raise
         if not trusted or not isinstance(error, FileNotFoundError):
-            raise _invalid_log_dir(root, error) from error
+            where = error.filename if isinstance(error.filename, str) else root
+            raise InvalidLogDirError(where, error.strerror or str(error), _FIX) from error
     # a trusted directory was removed since it was checked: make and check them all again
     trusted.clear()
     create_log_dirs(root, replica_dirs)
-
-
-def _invalid_log_dir(root: str, error: OSError) -> InvalidLogDirError:
-    where = error.filename if isinstance(error.filename, str) else root
-    return InvalidLogDirError(where, error.strerror or str(error), _FIX)
-
-
-def _remove_empty(directories: Sequence[str]) -> None:
-    """Remove the ``directories`` this call created, deepest first, if still empty."""
-    for directory in sorted(directories, key=len, reverse=True):
-        with contextlib.suppress(OSError):
-            os.rmdir(directory)
 
 
 def _prepare_log_dirs(
