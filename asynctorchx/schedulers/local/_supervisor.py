@@ -334,21 +334,20 @@ async def _run_replica(
     role_name = replica.role_name
     max_retries = app.request.max_retries.get(role_name, 0)
     policy = app.request.retry_policies.get(role_name, RetryPolicy.APPLICATION)
-    first = True
     while True:
         if app.cancelled:
             replica.state = AppState.CANCELLED
-            if first and on_started is not None:
+            if on_started is not None:
                 on_started()
             return
         try:
-            await _run_process(app, replica, on_started if first else None)
+            await _run_process(app, replica, on_started)
         except OSError as error:  # the first attempt could not start: fail the start
             if app.start_error is None:
                 app.start_error = start_error(app.request.app_id, error)
             attempt_scope.cancel()
             return
-        first = False
+        on_started = None  # a restart is not the first attempt
         app.notify_changed()
         if replica.state != AppState.FAILED or app.cancelled or app.restart_requested:
             return
