@@ -16,7 +16,6 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
-from functools import partial
 
 import anyio
 import anyio.abc
@@ -54,7 +53,6 @@ from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
 from asynctorchx.schedulers.toolkit import (
     LogBlock,
     LogQuery,
-    gather,
     validate_app_id,
     validate_name,
 )
@@ -178,17 +176,12 @@ class LocalScheduler(Scheduler[PopenRequest]):
                 self._trusted_log_dirs.clear()
 
     async def _terminate_all(self) -> None:
-        """Cancel every running app and await their ends, all at once (the toolkit's
-        :func:`~asynctorchx.schedulers.toolkit.gather`: the first error is raised as
-        itself)."""
-
-        async def terminate(app: LocalApp) -> None:
-            view = LiveApp(app, self.backend, self.session_name)
-            await view.cancel()
-            await view.wait_until(is_terminal)
-
+        """Cancel every running app, all at once, then await their ends."""
         running = [app for app in self._apps.values() if not is_terminal(app.state)]
-        await gather(partial(terminate, app) for app in running)
+        for app in running:
+            app.request_cancel()
+        for app in running:
+            await LiveApp(app, self.backend, self.session_name).wait_until(is_terminal)
 
     # ----------------------------------------------------------------- options
 
