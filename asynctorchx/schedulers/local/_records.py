@@ -57,7 +57,6 @@ import os
 import secrets
 import stat
 import time
-from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -298,35 +297,6 @@ def replace_private_file(directory: str, name: str, data: bytes) -> None:
         raise
 
 
-def success_info(app: LocalApp) -> dict[str, Any]:
-    """The content of ``app``'s ``SUCCESS`` file (TorchX's keys), ``last_updated`` now.
-
-    Args:
-        app: the app, normally terminal.
-    """
-    roles = {
-        role_name: [
-            {
-                "replica_id": replica.replica_id,
-                "pid": replica.pid,
-                "exitcode": replica.exit_code,
-                "stdout": replica.param.stdout,
-                "stderr": replica.param.stderr,
-                "error_file": replica.error_file,
-            }
-            for replica in replicas
-        ]
-        for role_name, replicas in app.replicas.items()
-    }
-    return {
-        "app_id": app.request.app_id,
-        "log_dir": app.request.log_dir,
-        "final_state": app.state.name,
-        "last_updated": time.time(),
-        "roles": roles,
-    }
-
-
 def write_success_file(app: LocalApp) -> None:
     """Write ``<app log dir>/SUCCESS`` (TorchX's): the app ended and its logs are complete.
 
@@ -344,8 +314,29 @@ def write_success_file(app: LocalApp) -> None:
     Args:
         app: the app that has just ended.
     """
+    roles = {
+        role_name: [
+            {
+                "replica_id": replica.replica_id,
+                "pid": replica.pid,
+                "exitcode": replica.exit_code,
+                "stdout": replica.param.stdout,
+                "stderr": replica.param.stderr,
+                "error_file": replica.error_file,
+            }
+            for replica in replicas
+        ]
+        for role_name, replicas in app.replicas.items()
+    }
+    info = {
+        "app_id": app.request.app_id,
+        "log_dir": app.request.log_dir,
+        "final_state": app.state.name,
+        "last_updated": time.time(),
+        "roles": roles,
+    }
     directory = app.request.log_dir
-    data = json.dumps(success_info(app), indent=2).encode()
+    data = json.dumps(info, indent=2).encode()
     try:
         replace_private_file(directory, SUCCESS_FILE, data)
     except OSError as error:
