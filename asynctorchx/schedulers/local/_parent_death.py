@@ -199,7 +199,7 @@ class _Watchdog:
         _subreaper.OWN_CHILDREN.add(pid)  # ours, reaped here: the sweeps after exits skip it
         return True
 
-    def restart(self) -> bool:
+    def restart(self) -> None:
         """Replace a watchdog that died (lock held) and tell it every tied group."""
         if self.fd is not None:
             os.close(self.fd)
@@ -209,12 +209,11 @@ class _Watchdog:
                 os.waitpid(self.pid, os.WNOHANG)
             _subreaper.OWN_CHILDREN.discard(self.pid)
             self.pid = None
-        if not self.start():
-            return False
-        return self.write("".join(f"+{pgid} {token}\n" for pgid, token in self.tied.items()))
+        if self.start():
+            self.write("".join(f"+{pgid} {token}\n" for pgid, token in self.tied.items()))
 
-    def write(self, text: str) -> bool:
-        """Write ``text`` to the watchdog (lock held); False when it could not."""
+    def write(self, text: str) -> None:
+        """Write ``text`` to the watchdog (lock held); one that does not read is warned of."""
         assert self.fd is not None
         data = text.encode()
         while data:  # one pass for a line; more only for a restart's many lines
@@ -222,8 +221,7 @@ class _Watchdog:
                 data = data[os.write(self.fd, data) :]
             except BlockingIOError:  # the watchdog is stopped and its pipe is full
                 logger.warning("the watchdog does not read: a replica may not be tied")
-                return False
-        return True
+                return
 
     def send(self, line: str) -> None:
         """Write one line, starting or restarting the watchdog as needed (lock held)."""
