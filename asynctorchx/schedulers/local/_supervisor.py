@@ -115,7 +115,7 @@ class LocalReplica:
         self.token = ""
         self.swept = self.group_ended = False
         self.output = Notifier()
-        self.exited: anyio.Event | None = None
+        self.exited = anyio.Event()  # set when its current attempt's process exited
         self.terminate_requested = False
         #: serves a terminate request while its process runs (see _pump_until_exit)
         self.on_terminate: Callable[[], object] | None = None
@@ -380,9 +380,7 @@ async def _run_process(
     Raises:
         OSError: the process of a first attempt (``on_started`` given) could not start.
     """
-    replica.terminate_requested = False
-    if app.cancelled:
-        replica.request_terminate()
+    replica.terminate_requested = False  # a cancelled app's replica never gets here
     replica.exited = anyio.Event()
     replica.exit_code = None
     if replica.restarts or app.num_restarts:  # the previous attempt's error file, aside
@@ -424,8 +422,7 @@ async def _run_process(
             replica.state = AppState.FAILED
     finally:
         writer.close()
-        if replica.exited is not None:
-            replica.exited.set()
+        replica.exited.set()
 
 
 async def _open_process(
@@ -475,7 +472,6 @@ async def _pump_until_exit(
     (see :func:`_attempt_state`). A terminate request is served meanwhile by a
     :func:`_terminator` task, started when the request comes (not one task per replica).
     """
-    assert replica.exited is not None
     assert process.stdout is not None
     assert process.stderr is not None
     async with anyio.create_task_group() as pumps:
@@ -501,7 +497,6 @@ async def _await_exit(
 ) -> tuple[int, AppState]:
     """Await the process's exit, end the rest of its group and tree, and wait (a while)
     for its pipes to be drained; return its exit code and the state of the attempt."""
-    assert replica.exited is not None
     returncode = await process.wait()
     app.adopt_cancel_request()
     state = _attempt_state(app, replica, returncode)
@@ -563,7 +558,6 @@ async def _terminator(app: LocalApp, replica: LocalReplica, drained: list[anyio.
     if replica.pid is not None:
         _subreaper.signal_descendants(replica.token, replica.pid, signal.SIGTERM)
     with anyio.move_on_after(app.request.stop_timeout):
-        assert replica.exited is not None
         await replica.exited.wait()
         # the leader exited; its group had the same SIGTERM: wait for the pipes to close
         for event in drained:
