@@ -327,8 +327,29 @@ class AppView(abc.ABC):
         query.check_replica(self.app_id, {role: len(dirs) for role, dirs in log_dirs.items()})
         stream = query.stream_or(Stream.COMBINED)
         path = os.path.join(log_dirs[query.role_name][query.k], f"{stream.value}.log")
+        return self._follow(path, query, start, stream == Stream.COMBINED)
+
+    async def _follow(
+        self, path: str, query: LogQuery, start: int, combined: bool
+    ) -> AsyncIterator[LogBlock]:
+        """Yield the blocks of ``path`` (see ``tail_blocks``; ``combined``: the replica's
+        ``combined.log``, whose write ends cut lines), woken by :meth:`watch` when
+        following."""
+        index = TimeIndex(path + ".idx")
         watch = self.watch(query.role_name, query.k)
-        return _follow(path, query, start, stream == Stream.COMBINED, self.is_finished, watch)
+        with watch if query.should_tail else contextlib.nullcontext(watch):
+            blocks = tail_blocks(
+                path,
+                query,
+                start=start,
+                wait_for_change=watch.wait,
+                is_finished=self.is_finished,
+                time_of=index.time_of,
+                cuts=index.cuts if combined else None,
+            )
+            async with contextlib.aclosing(blocks):  # type: ignore[type-var]
+                async for block in blocks:
+                    yield block
 
 
 class LiveApp(AppView):
@@ -479,29 +500,3 @@ def list_recorded_apps(backend: str, session: str, known: Container[str]) -> lis
             state, _ = settled_state(record)  # a dead supervisor's app: FAILED
             listed.append(ListAppResponse(app_id=app_id, state=state))
     return listed
-
-
-async def _follow(
-    path: str,
-    query: LogQuery,
-    start: int,
-    combined: bool,
-    finished: Callable[[], bool],
-    watch: _Changes | ChangeWatch,
-) -> AsyncIterator[LogBlock]:
-    """Yield the blocks of ``path`` (see ``tail_blocks``; ``combined``: the replica's
-    ``combined.log``, whose write ends cut lines), woken by ``watch`` when following."""
-    index = TimeIndex(path + ".idx")
-    with watch if query.should_tail else contextlib.nullcontext(watch):
-        blocks = tail_blocks(
-            path,
-            query,
-            start=start,
-            wait_for_change=watch.wait,
-            is_finished=finished,
-            time_of=index.time_of,
-            cuts=index.cuts if combined else None,
-        )
-        async with contextlib.aclosing(blocks):  # type: ignore[type-var]
-            async for block in blocks:
-                yield block
