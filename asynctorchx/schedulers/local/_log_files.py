@@ -33,10 +33,6 @@ whose path is too long ends a submit with ``NotADirectoryError``, ``PermissionEr
   removes the ones it created and raises
   :class:`~asynctorchx.errors.InvalidLogDirError` (or the ``UnsafeLogPathError`` of
   ``_prepare_log_dirs``), so a refused submit leaves nothing behind.
-
-In the scheduler's own temporary log directory (0700, made by the first submit) the
-directory itself and the session's are made and checked once, not at every submit:
-both functions take the set of those ``trusted`` directories.
 """
 
 from __future__ import annotations
@@ -48,7 +44,7 @@ import os
 import stat
 import struct
 import time
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Sequence
 
 from asynctorchx.errors import InvalidLogDirError, UnsafeLogPathError
 from asynctorchx.schedulers.toolkit import (
@@ -324,11 +320,10 @@ _PATH_MAX = 4096
 _FIX = "choose a log_dir that is a directory you can write to (or leave log_dir unset)"
 
 
-def _missing_directories(path: str, trusted: Container[str] = frozenset()) -> list[str]:
-    """``path`` and those of its parents that do not exist yet (a ``trusted`` one is taken
-    to), parents first."""
+def _missing_directories(path: str) -> list[str]:
+    """``path`` and those of its parents that do not exist yet, parents first."""
     missing: list[str] = []
-    while path not in trusted and not os.path.lexists(path):
+    while not os.path.lexists(path):
         missing.append(path)
         parent = os.path.dirname(path)
         if parent == path:
@@ -345,16 +340,12 @@ def _limit(path: str, name: str, default: int) -> int:
         return default
 
 
-def check_log_dir(
-    root: str, replica_dirs: Sequence[str], trusted: Container[str] = frozenset()
-) -> None:
+def check_log_dir(root: str, replica_dirs: Sequence[str]) -> None:
     """Check that the replicas' log directories can be made under ``root``; create nothing.
 
     Args:
         root: the ``log_dir`` (its links resolved), or the scheduler's temporary one.
         replica_dirs: each replica's log directory, below ``root``.
-        trusted: directories the scheduler made and checked itself (see
-            :func:`create_log_dirs`): taken to exist and to be writable, not asked again.
 
     Raises:
         InvalidLogDirError: the first existing directory on the way is not a directory
@@ -362,10 +353,9 @@ def check_log_dir(
             the file system allows.
     """
     target = replica_dirs[0] if replica_dirs else root
-    missing = _missing_directories(target, trusted)
+    missing = _missing_directories(target)
     ancestor = os.path.dirname(missing[0]) if missing else target
-    if ancestor not in trusted:
-        _check_writable(root, ancestor)
+    _check_writable(root, ancestor)
     name_max = _limit(ancestor, "PC_NAME_MAX", _NAME_MAX)
     path_max = _limit(ancestor, "PC_PATH_MAX", _PATH_MAX)
     for replica_dir in replica_dirs:
@@ -406,21 +396,12 @@ def _check_lengths(root: str, replica_dir: str, name_max: int, path_max: int) ->
         )
 
 
-def create_log_dirs(
-    root: str, replica_dirs: Sequence[str], trusted: set[str] | None = None
-) -> None:
+def create_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
     """Make the replicas' log directories (``_prepare_log_dirs``), all or none.
 
     Args:
         root: the log root (``log_dir``, or the scheduler's temporary directory).
         replica_dirs: each replica's log directory, below ``root``.
-        trusted: for the scheduler's own temporary log directory (0700: no other user
-            can change what is in it), the directories it already made and checked
-            (``root`` and the session's directory), which are not made or checked again
-            (a submit then costs the three ``mkdir`` of the app, role and replica
-            directories and no ``lstat``); the caller adds them once a submit succeeded.
-            When one of them is gone (removed by this user), the set is emptied and
-            every directory made and checked again.
 
     Raises:
         UnsafeLogPathError: a directory or file on the way is not safe (see
@@ -431,25 +412,18 @@ def create_log_dirs(
     """
     created: list[str] = []
     try:
-        _prepare_log_dirs(root, replica_dirs, trusted or (), created)
-        return
+        _prepare_log_dirs(root, replica_dirs, created)
     except OSError as error:
         for directory in reversed(created):  # made parents first: removed children first
             with contextlib.suppress(OSError):  # left when no longer empty
                 os.rmdir(directory)
         if isinstance(error, UnsafeLogPathError):
             raise
-        if not trusted or not isinstance(error, FileNotFoundError):
-            where = error.filename if isinstance(error.filename, str) else root
-            raise InvalidLogDirError(where, error.strerror or str(error), _FIX) from error
-    # a trusted directory was removed since it was checked: make and check them all again
-    trusted.clear()
-    create_log_dirs(root, replica_dirs)
+        where = error.filename if isinstance(error.filename, str) else root
+        raise InvalidLogDirError(where, error.strerror or str(error), _FIX) from error
 
 
-def _prepare_log_dirs(
-    root: str, replica_dirs: Sequence[str], trusted: Container[str], made: list[str]
-) -> None:
+def _prepare_log_dirs(root: str, replica_dirs: Sequence[str], made: list[str]) -> None:
     """Create the log directories of an app under ``root``, private, before it starts.
 
     ``root`` is the ``log_dir`` run option (or the scheduler's temporary directory); it
@@ -461,11 +435,9 @@ def _prepare_log_dirs(
     directory already existed, no log file of a replica may be a symbolic link or a
     file of another user.
 
-    ``trusted`` directories are neither created nor checked again; each directory made is
-    appended to ``made``, parents first.
+    Each directory made is appended to ``made``, parents first.
     """
-    if root not in trusted:
-        _make_root(root, made)
+    _make_root(root, made)
     known: dict[str, bool] = {root: False}  # directory -> created by this call
     for replica_dir in replica_dirs:
         parts = os.path.relpath(replica_dir, root).split(os.sep)
@@ -475,7 +447,7 @@ def _prepare_log_dirs(
             path = os.path.join(path, part)
             made_now = known.get(path)
             if made_now is None:
-                made_now = known[path] = path not in trusted and _make_private_dir(path)
+                made_now = known[path] = _make_private_dir(path)
                 if made_now:
                     made.append(path)
             fresh = fresh or made_now

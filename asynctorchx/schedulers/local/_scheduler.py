@@ -122,9 +122,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed = False
         self._temp_log_dir: str | None = None
-        #: the temporary log directory and its session directory, once made and checked
-        #: (see ``_log_files.create_log_dirs``)
-        self._trusted_log_dirs: set[str] = set()
         self._records = RecordKeeper(backend, session_name)
         self._recording = False
 
@@ -173,7 +170,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
             if self._temp_log_dir is not None:
                 shutil.rmtree(self._temp_log_dir, ignore_errors=True)
                 self._temp_log_dir = None
-                self._trusted_log_dirs.clear()
 
     async def _terminate_all(self) -> None:
         """Cancel every running app, all at once, then await their ends."""
@@ -233,13 +229,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
         )
         request = build_popen_request(app, cfg, context)
         replica_dirs = [d for dirs in request.role_log_dirs.values() for d in dirs]
-        check_log_dir(root, replica_dirs, self._trusted_under(root) or ())
+        check_log_dir(root, replica_dirs)
         return AppDryRunInfo(request, str)
-
-    def _trusted_under(self, root: str) -> set[str] | None:
-        """The directories already made and checked under ``root`` when it is this
-        scheduler's temporary log directory (None for a ``log_dir`` of the user's)."""
-        return self._trusted_log_dirs if root == self._temp_log_dir else None
 
     # ----------------------------------------------------------------- schedule
 
@@ -269,12 +260,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
         validate_app_id(request.app_id)
         app = LocalApp(request, dryrun_info._app)
         # <root>/<session>/<app_id>: every directory below the root private and ours
-        session_dir = os.path.dirname(request.log_dir)
-        root = os.path.dirname(session_dir)
-        trusted = self._trusted_under(root)
-        create_log_dirs(root, [replica.log_dir for replica in app.all_replicas()], trusted)
-        if trusted is not None:
-            trusted.update((root, session_dir))
+        root = os.path.dirname(os.path.dirname(request.log_dir))
+        create_log_dirs(root, [replica.log_dir for replica in app.all_replicas()])
         self._start_recording(app)
         use_pidfd_child_watcher()
         await self._task_group.start(self._supervise, app)
