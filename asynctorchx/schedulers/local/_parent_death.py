@@ -210,7 +210,10 @@ class _Watchdog:
             _subreaper.OWN_CHILDREN.discard(self.pid)
             self.pid = None
         if self.start():
-            self.write("".join(f"+{pgid} {token}\n" for pgid, token in self.tied.items()))
+            try:
+                self.write("".join(f"+{pgid} {token}\n" for pgid, token in self.tied.items()))
+            except BrokenPipeError:  # it died at once too: the next send starts another
+                logger.warning("the watchdog died as it started: a replica may not be tied")
 
     def write(self, text: str) -> None:
         """Write ``text`` to the watchdog (lock held); one that does not read is warned of."""

@@ -14,6 +14,7 @@ import anyio
 import anyio.abc
 import pytest
 
+from asynctorchx.schedulers.local import _parent_death
 from asynctorchx.schedulers.local._parent_death import WATCHDOG_PROGRAM
 from tests.processes import alive, await_end, killed_on_exit
 
@@ -52,6 +53,41 @@ async def test_the_watchdog_kills_the_groups_left_at_end_of_file() -> None:
                 assert await watchdog.wait() == 0
                 assert await tied.wait() == -signal.SIGKILL
         assert untied.returncode is None
+
+
+async def test_a_watchdog_that_dies_as_it_starts_is_started_again_at_the_next_tie(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with sleeper() as first, sleeper() as second:
+        watchdog = _parent_death._Watchdog()
+        start = watchdog.start
+
+        def start_and_die() -> bool:  # a watchdog that is gone before it is told anything
+            program = _parent_death.WATCHDOG_PROGRAM
+            _parent_death.WATCHDOG_PROGRAM = "pass"
+            try:
+                assert start()
+            finally:
+                _parent_death.WATCHDOG_PROGRAM = program
+            assert watchdog.pid is not None
+            os.waitpid(watchdog.pid, 0)
+            return True
+
+        monkeypatch.setattr(watchdog, "start", start_and_die)
+        with watchdog.lock:
+            watchdog.tied[first.pid] = ""
+            watchdog.send(f"+{first.pid} \n")  # both the first and the restart die: no error
+        monkeypatch.setattr(watchdog, "start", start)
+        with watchdog.lock:
+            watchdog.tied[second.pid] = ""
+            watchdog.send(f"+{second.pid} \n")  # a live watchdog, told every tied group
+            assert watchdog.fd is not None
+            os.close(watchdog.fd)  # what the host's death does
+        with anyio.fail_after(LIMIT):
+            assert await first.wait() == -signal.SIGKILL
+            assert await second.wait() == -signal.SIGKILL
+        assert watchdog.pid is not None
+        assert os.waitpid(watchdog.pid, 0)[1] == 0  # it exited at end of file, reaped here
 
 
 #: A host that ties one ``sleep`` to its watchdog, then forks a child that holds on
