@@ -26,6 +26,7 @@ from contextlib import aclosing, asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import attrs
 from anyio.abc import TaskGroup
 
 from asynctorchx.errors import AppGroupFailed, AppGroupStopTimeout, SchedulerClosedError
@@ -101,7 +102,6 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._changed = Notifier()
         self._tasks: TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None  # the block, then the final wait
-        self._followers: list[anyio.CancelScope] = []
         self._trace: GroupTrace | None = None
         self._failed: AppHandle | None = None
         self._error: Exception | None = None
@@ -139,8 +139,8 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                     except BaseException as exc:  # cancelled (Ctrl-C) while it stopped them
                         error = error or exc
                         stragglers = self._stragglers()
-                for follower in self._followers:
-                    follower.cancel()
+                for submit in list(self._following):
+                    submit.scope.cancel()
         finally:
             self._tasks = None
             self._open_groups.discard(self)
@@ -254,12 +254,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         assert self._tasks is not None
         assert info.app is not None
         assert info.scheduler is not None
-        trace = self._trace.app(info.app, info.scheduler) if self._trace else None
-        follower = anyio.CancelScope(shield=True)
-        self._followers.append(follower)
-        submit = _Submit(info)
+        submit = _Submit(info, self._trace.app(info.app, info.scheduler) if self._trace else None)
         self._following.add(submit)  # a submit in flight is waited for as an app is
-        self._tasks.start_soon(self._follow, submit, follower, trace)
+        self._tasks.start_soon(self._follow, submit)
         interrupted = await _wait_through(submit.done.wait, submit.done.is_set)
         if submit.error is not None:
             raise submit.error
@@ -270,16 +267,20 @@ class AppGroup(anyio.AsyncContextManagerMixin):
 
     # ------------------------------------------------------------------ follow apps
 
-    async def _follow(
-        self, submit: _Submit, follower: anyio.CancelScope, trace: AppTrace | None
-    ) -> None:
+    async def _follow(self, submit: _Submit) -> None:
         """Submit the app, then wait for its end and record it (one task per app)."""
-        handle = None
+        trace = submit.trace
         try:
-            with follower:
-                handle = await self._submit(submit, trace)
-                if handle is None:
+            with submit.scope:
+                try:
+                    handle = submit.handle = await self._runner.schedule(submit.info)
+                except Exception as exc:  # refused: run() raises it
+                    submit.error = exc
                     return
+                self._handles.append(handle)
+                submit.done.set()
+                if trace is not None:
+                    trace.submitted(handle)
                 if self._stopping:  # the group is stopping: this app stops too
                     await self._cancel(handle, math.inf)
                 status = await self._final_status(handle, trace)
@@ -295,31 +296,18 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 self._error = exc
             self._interrupt()
         finally:
-            if submit.handle is None and submit.error is None:  # cut short by the group's end
-                submit.error = SchedulerClosedError("the group ended before the app was submitted")
+            if submit.handle is None:
+                if submit.error is None:  # cut short by the group's end
+                    submit.error = SchedulerClosedError(
+                        "the group ended before the app was submitted"
+                    )
                 if trace is not None:
                     trace.not_submitted(submit.error)
-            submit.done.set()
-            if trace is not None and handle is not None and handle not in self._final:
+            elif trace is not None and submit.handle not in self._final:
                 trace.ended(None)  # not followed to its end: a straggler, or an error
+            submit.done.set()
             self._following.discard(submit)
             self._changed.notify()
-
-    async def _submit(self, submit: _Submit, trace: AppTrace | None) -> AppHandle | None:
-        """Schedule the app; ``None`` (and the error kept for ``run``) if refused."""
-        try:
-            handle = await self._runner.schedule(submit.info)
-        except Exception as exc:
-            submit.error = exc
-            if trace is not None:
-                trace.not_submitted(exc)
-            return None
-        if trace is not None:
-            trace.submitted(handle)
-        self._handles.append(handle)
-        submit.handle = handle
-        submit.done.set()
-        return handle
 
     async def _final_status(self, handle: AppHandle, trace: AppTrace | None) -> AppStatus:
         status = None
@@ -419,16 +407,17 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             await changed.wait()
 
 
+@attrs.define(eq=False)
 class _Submit:
-    """One app of a group, from its submit: the request, then its handle or the error."""
+    """One app of a group, from its submit: the request and its span, the shielded scope
+    its follower runs in, then its handle or the error."""
 
-    __slots__ = ("done", "error", "handle", "info")
-
-    def __init__(self, info: AppDryRunInfo[Any]) -> None:
-        self.info = info
-        self.done = anyio.Event()  # set once the handle or the error is known
-        self.handle: AppHandle | None = None
-        self.error: Exception | None = None
+    info: AppDryRunInfo[Any]
+    trace: AppTrace | None
+    scope: anyio.CancelScope = attrs.field(factory=lambda: anyio.CancelScope(shield=True))
+    done: anyio.Event = attrs.field(factory=anyio.Event)  # set once the handle or error is known
+    handle: AppHandle | None = None
+    error: Exception | None = None
 
 
 async def _wait_through(
