@@ -31,6 +31,7 @@ from asynctorchx.errors import ComponentValidationException
 from asynctorchx.runner import config
 from asynctorchx.runner.api import Runner, get_runner
 from asynctorchx.schedulers.api import Scheduler
+from asynctorchx.schedulers.toolkit import background_tasks
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal
 
 #: seconds `run` waits for an interrupted app to end before closing the runner
@@ -75,19 +76,10 @@ async def _interruptible() -> AsyncIterator[anyio.CancelScope]:
     and leave replicas running.
     """
     interrupt = anyio.CancelScope()
-    body_error: BaseException | None = None
     with anyio.open_signal_receiver(*_cancel_signals()) as signals:
-        async with anyio.create_task_group() as task_group:
+        async with background_tasks() as task_group:
             task_group.start_soon(_listen, signals, interrupt)
-            try:
-                yield interrupt
-            except BaseException as exc:
-                # re-raised outside the task group: the caller sees it as itself
-                body_error = exc
-            finally:
-                task_group.cancel_scope.cancel()
-    if body_error is not None:
-        raise body_error
+            yield interrupt
 
 
 def _repeated_options(fn: Callable[..., object], component_args: list[str]) -> list[str]:

@@ -17,6 +17,8 @@ import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from asynctorchx.schedulers.toolkit import background_tasks
+
 T = TypeVar("T")
 
 #: One task's work for :func:`fan_in`: send items into the given stream, then return.
@@ -87,27 +89,20 @@ async def fan_in(
             itself too, not inside an ``ExceptionGroup``.
     """
     send, receive = anyio.create_memory_object_stream[T](max_buffer_size=max_buffer_size)
-    body_error: BaseException | None = None
     failures: list[Exception] = []
-    async with anyio.create_task_group() as task_group:
-        async with send:
-            for producer in producers:
-                task_group.start_soon(
-                    _produce, producer, send.clone(), failures, task_group.cancel_scope
-                )
-        try:
+    try:
+        async with background_tasks() as task_group:
+            async with send:
+                for producer in producers:
+                    task_group.start_soon(
+                        _produce, producer, send.clone(), failures, task_group.cancel_scope
+                    )
             async with receive:
                 yield receive
-        except BaseException as exc:
-            # Re-raised below, outside the task group, so that an error of the
-            # caller's block reaches it as itself, not inside an ExceptionGroup.
-            body_error = exc
-        finally:
-            task_group.cancel_scope.cancel()
-    cancelled = isinstance(body_error, anyio.get_cancelled_exc_class())
-    if failures and (body_error is None or cancelled):
+    except anyio.get_cancelled_exc_class():
+        if not failures:
+            raise
+    if failures:
         # a producer failed (an unknown role or replica id, an unsupported stream):
         # its error, as itself, wins over the cancellation it caused in the block
         raise failures[0]
-    if body_error is not None:
-        raise body_error

@@ -29,7 +29,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from asynctorchx.schedulers.toolkit import Notifier, gather
+from asynctorchx.schedulers.toolkit import Notifier, background_tasks, gather
 
 #: The signals that end the process and that an owner turns into a clean shutdown:
 #: ``SIGTERM`` (a service manager, ``kill``) and ``SIGHUP`` (the terminal closed).
@@ -149,19 +149,9 @@ async def terminate_on_signals(closeable: SupportsClose) -> AsyncIterator[None]:
     hub = _hub()
     key = object()
     hub.closeables[key] = closeable
-    error: BaseException | None = None
     try:
-        async with anyio.create_task_group() as task_group:
+        async with background_tasks() as task_group:
             await task_group.start(hub.serve, key)
-            try:
-                yield
-            except BaseException as exc:  # raised below as itself, not in an ExceptionGroup
-                error = exc
-            finally:
-                del hub.closeables[key]
-                hub.changed.notify()
-                task_group.cancel_scope.cancel()
+            yield
     finally:
-        hub.closeables.pop(key, None)
-    if error is not None:
-        raise error
+        del hub.closeables[key]

@@ -20,7 +20,7 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
   through a planted symlink), :func:`parse_rfc3339_ns` and :func:`format_rfc3339_ns`
   (log stamps);
 - concurrency: :func:`gather`, :func:`gather_results`, :func:`race` (the first error
-  raised as itself);
+  raised as itself), :func:`background_tasks` (a block's exception raised as itself);
 - waiting on one feed: :class:`SharedFeed` (one reader, many waiters; a Kubernetes watch
   is one), :class:`BatchedPoller` (for backends without events: one poll per tick for
   every waiter).
@@ -29,7 +29,12 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
 """
 
 from asynctorchx.errors import UnknownDeviceError
-from asynctorchx.schedulers.toolkit._concurrency import gather, gather_results, race
+from asynctorchx.schedulers.toolkit._concurrency import (
+    background_tasks,
+    gather,
+    gather_results,
+    race,
+)
 from asynctorchx.schedulers.toolkit._devices import DEVICES, get_device_mounts
 from asynctorchx.schedulers.toolkit._ids import (
     make_app_id,
@@ -79,6 +84,7 @@ __all__ = [
     "SharedFeed",
     "UnknownDeviceError",
     "app_state",
+    "background_tasks",
     "check_env",
     "describe_app",
     "format_rfc3339_ns",

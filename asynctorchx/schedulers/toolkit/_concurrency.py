@@ -3,16 +3,19 @@
 A task group raises an ``ExceptionGroup`` when a child fails; callers of a scheduler
 expect the error itself (an ``UnknownAppException``, a ``DockerEngineError``), as a
 sequential loop would raise it. These helpers run calls concurrently, cancel the others
-at the first error and re-raise that error unwrapped.
+at the first error and re-raise that error unwrapped; :func:`background_tasks` hands a
+block's own exception through its task group the same way.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 
 async def _concurrently(
@@ -35,6 +38,30 @@ async def _concurrently(
             task_group.start_soon(run, call)
     if errors:
         raise errors[0]
+
+
+@asynccontextmanager
+async def background_tasks() -> AsyncIterator[TaskGroup]:
+    """A task group for tasks that serve a block: ``async with background_tasks() as tg:``.
+
+    Leaving the block (normally, by an exception or a cancellation) cancels the tasks and
+    waits for them; then the block's exception comes out as itself, where a plain task
+    group would wrap it in an ``ExceptionGroup``. A task's own error still comes out in
+    an ``ExceptionGroup``, as from any task group (the block is cancelled first).
+
+    Yields:
+        The task group (anyio's ``TaskGroup``), to start the tasks in.
+    """
+    error: BaseException | None = None
+    async with anyio.create_task_group() as task_group:
+        try:
+            yield task_group
+        except BaseException as exc:
+            error = exc
+        finally:
+            task_group.cancel_scope.cancel()
+    if error is not None:
+        raise error
 
 
 async def gather(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
