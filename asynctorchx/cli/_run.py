@@ -194,9 +194,8 @@ async def _keep_failed_logs(status: AppStatus, temporary_logs: bool) -> AppStatu
     """
     url = status.ui_url or ""
     source = Path(url.removeprefix("file://"))
-    if not (temporary_logs and url.startswith("file://")):
-        return status
-    if Path(tempfile.gettempdir()) not in source.parents:
+    in_temp = url.startswith("file://") and Path(tempfile.gettempdir()) in source.parents
+    if not (temporary_logs and in_temp):
         return status
     try:
         kept = await anyio.to_thread.run_sync(_copy_logs, source)
@@ -328,8 +327,7 @@ async def run(args: argparse.Namespace) -> int:
                 print(handle, flush=True)
             # apps that end with this process (local ones, local_docker's cancel_on_close):
             # stay, follow their logs and wait by default
-            in_process = scheduler_class.apps_live_in_process
-            in_process = in_process or cfg.get("cancel_on_close") is True
+            in_process = scheduler_class.apps_live_in_process or cfg.get("cancel_on_close") is True
             tail = in_process or run.log or run.tee_logs
             if not (tail or run.wait):
                 return 0
