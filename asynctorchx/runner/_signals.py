@@ -59,23 +59,21 @@ class _Hub:
     ) -> None:
         """Host the receiver whenever no other block does, until ``key`` leaves.
 
-        Reports started once a receiver (this one or another block's) is installed.
+        Reports started once a receiver (this one or another block's) is installed; the
+        status is then replaced by anyio's ignored one, so later reports do nothing.
         """
-        reported = False
         while key in self.closeables:
             event = self.changed.event
             if self.hosted:
-                if not reported:
-                    task_status.started()
-                    reported = True
+                task_status.started()
+                task_status = anyio.TASK_STATUS_IGNORED
                 await event.wait()
                 continue
             self.hosted = True
             try:
                 with anyio.open_signal_receiver(*_takeable_signals()) as received:
-                    if not reported:
-                        task_status.started()
-                        reported = True
+                    task_status.started()
+                    task_status = anyio.TASK_STATUS_IGNORED
                     async for signum in received:
                         await self._terminate(signum)
             finally:
