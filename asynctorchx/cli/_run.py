@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import itertools
 import os
 import shutil
 import signal
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -91,14 +93,9 @@ def _repeated_options(fn: Callable[..., object], component_args: list[str]) -> l
     """
     names = inspect.signature(fn).parameters
     flags = {f"--{name}" for name in names} | {f"-{name}" for name in names if len(name) == 1}
-    seen: list[str] = []
-    for arg in component_args:
-        if arg == "--":
-            break
-        flag = arg.split("=", 1)[0]
-        if flag in flags:
-            seen.append(flag)
-    return sorted({flag for flag in seen if seen.count(flag) > 1})
+    before_dashes = itertools.takewhile(lambda arg: arg != "--", component_args)
+    counts = Counter(flag for arg in before_dashes if (flag := arg.split("=", 1)[0]) in flags)
+    return sorted(flag for flag, count in counts.items() if count > 1)
 
 
 def _materialize(
