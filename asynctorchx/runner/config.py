@@ -96,12 +96,8 @@ def find_configs(dirs: Iterable[str] | None = None) -> list[str]:
         dirs = DEFAULT_CONFIG_DIRS  # set by the program: its choice wins, as in TorchX
     if not dirs:  # None or empty, as TorchX
         dirs = [str(Path.home()), os.getcwd()]
-    found: list[str] = []
-    for directory in dirs:
-        path = Path(directory) / CONFIG_FILE
-        if path.is_file() and str(path) not in found:
-            found.append(str(path))
-    return found
+    paths = dict.fromkeys(str(Path(directory) / CONFIG_FILE) for directory in dirs)  # in order
+    return [path for path in paths if Path(path).is_file()]
 
 
 def _parser() -> configparser.ConfigParser:
