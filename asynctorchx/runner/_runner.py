@@ -24,6 +24,7 @@ import warnings
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing, asynccontextmanager, nullcontext
 from datetime import datetime
+from functools import partial
 from typing import Any, Literal, overload
 
 import anyio
@@ -34,7 +35,7 @@ from asynctorchx.runner._events import EventStream, app_event_stream
 from asynctorchx.runner._group import AppGroup, stop_groups
 from asynctorchx.runner._hosting import SchedulerHost, scheduler_params_from_env
 from asynctorchx.runner._log_lines import LogLines
-from asynctorchx.runner._logs import LogLine, Producer, deliver, fan_in
+from asynctorchx.runner._logs import LogLine, deliver, fan_in
 from asynctorchx.runner._signals import can_own_signals, terminate_on_signals
 from asynctorchx.runner.events import log_event
 from asynctorchx.schedulers.api import (
@@ -743,19 +744,16 @@ class Runner(anyio.AsyncContextManagerMixin):
         if replicas is None:
             replicas = await self._replicas(app_handle, app_status)
 
-        def reader(role_name: str, k: int) -> Producer[LogLine]:
-            async def pump(send: MemoryObjectSendStream[LogLine]) -> None:
-                lines = sched.log_iter(
-                    app_id, role_name, k, regex, should_tail=should_tail, streams=streams
-                )
-                async with aclosing(lines):  # type: ignore[type-var]
-                    async for line in lines:
-                        if not await deliver(send, LogLine(role_name, k, line)):
-                            return
+        async def read(role_name: str, k: int, send: MemoryObjectSendStream[LogLine]) -> None:
+            lines = sched.log_iter(
+                app_id, role_name, k, regex, should_tail=should_tail, streams=streams
+            )
+            async with aclosing(lines):  # type: ignore[type-var]
+                async for line in lines:
+                    if not await deliver(send, LogLine(role_name, k, line)):
+                        return
 
-            return pump
-
-        readers = [reader(role_name, k) for role_name, ids in replicas.items() for k in ids]
+        readers = [partial(read, role_name, k) for role_name, ids in replicas.items() for k in ids]
         async with fan_in(readers, max_buffer_size=1024) as lines:
             yield lines
 
