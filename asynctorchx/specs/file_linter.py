@@ -82,9 +82,8 @@ def _check_type(node: ast.expr, *, allow_optional: bool = True) -> str | None:
         allow_optional: ``T | None`` and ``Optional[T]`` are accepted (not inside one).
     """
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            parsed = ast.parse(node.value, mode="eval").body
-        except SyntaxError:
+        parsed = _parse_annotation(node.value)
+        if parsed is None:
             return f"the string annotation {node.value!r} is not a type expression"
         return _check_type(parsed, allow_optional=allow_optional)
     name = _name_of(node)
@@ -167,15 +166,18 @@ def _check_args(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[LinterMess
     return messages
 
 
-def _return_name(node: ast.expr | None) -> str | None:
-    if node is None:
+def _parse_annotation(text: str) -> ast.expr | None:
+    """The expression a string annotation holds, ``None`` when it does not parse."""
+    try:
+        return ast.parse(text, mode="eval").body
+    except SyntaxError:
         return None
+
+
+def _return_name(node: ast.expr | None) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            node = ast.parse(node.value, mode="eval").body
-        except SyntaxError:
-            return None
-    return _name_of(node)
+        node = _parse_annotation(node.value)
+    return None if node is None else _name_of(node)
 
 
 def _check_return(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[LinterMessage]:
@@ -233,26 +235,13 @@ def validate_source(
     try:
         module = ast.parse(source, filename=filename)
     except SyntaxError as exc:
-        return [
-            LinterMessage(
-                "syntax",
-                f"{filename} does not parse: {exc.msg}",
-                exc.lineno or 0,
-                exc.offset or 0,
-            )
-        ]
+        why = f"{filename} does not parse: {exc.msg}"
+        return [LinterMessage("syntax", why, exc.lineno or 0, exc.offset or 0)]
     for node in module.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function_name:
             return [*_check_docstring(node), *_check_args(node), *_check_return(node)]
-    return [
-        LinterMessage(
-            "not-found",
-            f"function {function_name!r} not found at the top level of {filename}:"
-            " check the name after the ':'",
-            0,
-            0,
-        )
-    ]
+    why = f"function {function_name!r} not found at the top level of {filename}:"
+    return [LinterMessage("not-found", why + " check the name after the ':'", 0, 0)]
 
 
 def read_conf_file(conf_file: str) -> str:
