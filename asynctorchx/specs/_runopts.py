@@ -68,10 +68,8 @@ def _display_name(tp: Any) -> str:
     """The short name errors give a run option's type: ``List[str]``, ``Dict[str, str]``,
     ``int``, whichever spelling (``list[str]``, ``typing.List[str]``) declared it."""
     kind = _container_kind(tp)
-    if kind == "list":
-        return "List[str]"
-    if kind == "dict":
-        return "Dict[str, str]"
+    if kind is not None:
+        return "List[str]" if kind == "list" else "Dict[str, str]"
     return getattr(tp, "__name__", str(tp))
 
 
@@ -228,10 +226,7 @@ class runopts:
         cfg: dict[str, CfgVal] = {}
         for key, raw in cfg_pairs(cfg_str).items():
             opt = self.get(key)
-            if opt is None:
-                cfg[key] = raw
-                continue
-            cfg[key] = _cast(key, raw, opt.opt_type)
+            cfg[key] = raw if opt is None else _cast(key, raw, opt.opt_type)
         return cfg
 
     def cfg_from_json_repr(self, json_repr: str) -> dict[str, CfgVal]:
