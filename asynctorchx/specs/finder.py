@@ -80,9 +80,7 @@ class ComponentDef:
     @property
     def fn_name(self) -> str:
         """The name of the component function (``echo`` for ``utils.echo``), as TorchX's."""
-        if ":" in self.name:
-            return self.name.rpartition(":")[2]
-        return self.name.rpartition(".")[2]
+        return self.name.rpartition(":" if ":" in self.name else ".")[2]
 
 
 def _iter_modules(base: ModuleType) -> list[ModuleType]:
@@ -154,10 +152,9 @@ def _components_of(base: ModuleType, prefix: str) -> dict[str, ComponentDef]:
     for module in _iter_modules(base):
         rel = module_relname(module, base)
         for fn_name, fn in inspect.getmembers(module, inspect.isfunction):
-            if not _is_candidate(fn, module, fn_name):
-                continue
-            name = ".".join(part for part in (prefix, rel, fn_name) if part)
-            found[name] = _component_def(module, fn_name, fn, name)
+            if _is_candidate(fn, module, fn_name):
+                name = ".".join(part for part in (prefix, rel, fn_name) if part)
+                found[name] = _component_def(module, fn_name, fn, name)
     return found
 
 
@@ -169,32 +166,22 @@ def _submodule(base: ModuleType, rel: str) -> ModuleType | None:
     module = base
     for part in rel.split(".") if rel else []:
         path = getattr(module, "__path__", None)
-        if path is None:
-            return None
-        if not any(info.name == part for info in pkgutil.iter_modules(path)):
+        if path is None or not any(info.name == part for info in pkgutil.iter_modules(path)):
             return None
         module = importlib.import_module(f"{module.__name__}.{part}")
     return module
 
 
-def _component_in(base: ModuleType, prefix: str, name: str) -> ComponentDef | None:
-    """The component ``name`` among those :func:`_components_of` gives for ``base`` and
-    ``prefix``, importing only the one module the name points to; ``None`` if absent."""
-    rest = name
-    if prefix:
-        if not name.startswith(prefix + "."):
-            return None
-        rest = name[len(prefix) + 1 :]
+def _component_in(base: ModuleType, rest: str, name: str) -> ComponentDef | None:
+    """The component ``name`` among those :func:`_components_of` gives for ``base``,
+    ``rest`` being ``name`` without the source's prefix (``rel.fn``), importing only the
+    one module the name points to; ``None`` if absent."""
     rel, _, fn_name = rest.rpartition(".")
-    if not fn_name:
-        return None
-    module = _submodule(base, rel)
+    module = _submodule(base, rel) if fn_name else None
     if module is None:
         return None
     fn = getattr(module, fn_name, None)
-    if not _is_candidate(fn, module, fn_name):
-        return None
-    return _component_def(module, fn_name, fn, name)
+    return _component_def(module, fn_name, fn, name) if _is_candidate(fn, module, fn_name) else None
 
 
 class ComponentsFinder(abc.ABC):
@@ -297,10 +284,11 @@ def _find_component(name: str) -> ComponentDef | None:
         prefix = _entry_point_prefix(entry_point)
         if prefix and not name.startswith(prefix + "."):
             continue
-        found = _component_in(_entry_point_module(entry_point), prefix, name)
+        rest = name.removeprefix(prefix + ".") if prefix else name
+        found = _component_in(_entry_point_module(entry_point), rest, name)
         if found is not None:
             return found
-    return _component_in(importlib.import_module(BUILTINS_PACKAGE), "", name)
+    return _component_in(importlib.import_module(BUILTINS_PACKAGE), name, name)
 
 
 #: The components found by the last scan, until :func:`reload` (TorchX's
