@@ -186,24 +186,20 @@ def ddp(
         entrypoint, args = "bash", ["-c", _shell_join(["python", *torchrun])]
     else:
         entrypoint, args = "python", torchrun
-    return AppDef(
-        name=names.run_name,
-        roles=[
-            Role(
-                name=get_role_name(script, m),
-                image=image,
-                min_replicas=min_nnodes,
-                entrypoint=entrypoint,
-                num_replicas=max_nnodes,
-                resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
-                args=args,
-                env=run_env,
-                port_map={"c10d": rdzv_port},
-                max_retries=max_retries,
-                mounts=parse_mounts(mounts) if mounts else [],
-            )
-        ],
+    role = Role(
+        name=get_role_name(script, m),
+        image=image,
+        min_replicas=min_nnodes,
+        entrypoint=entrypoint,
+        num_replicas=max_nnodes,
+        resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
+        args=args,
+        env=run_env,
+        port_map={"c10d": rdzv_port},
+        max_retries=max_retries,
+        mounts=parse_mounts(mounts) if mounts else [],
     )
+    return AppDef(name=names.run_name, roles=[role])
 
 
 def torchrun(

@@ -41,31 +41,27 @@ def tensorboard(
         start_on_file: start the server when the fsspec path is created
         exit_on_file: shutdown the server when the fsspec path is created
     """
-    return AppDef(
+    role = Role(
         name="tensorboard",
-        roles=[
-            Role(
-                name="tensorboard",
-                image=image,
-                entrypoint="python",
-                args=[
-                    "-m",
-                    PROCESS_MONITOR,
-                    "--timeout",
-                    str(timeout),
-                    "--start_on_file",
-                    start_on_file,
-                    "--exit_on_file",
-                    exit_on_file,
-                    "--",
-                    "tensorboard",
-                    "--bind_all",
-                    "--port",
-                    str(port),
-                    "--logdir",
-                    logdir,
-                ],
-                port_map={"http": port},
-            )
+        image=image,
+        entrypoint="python",
+        args=[
+            "-m",
+            PROCESS_MONITOR,
+            "--timeout",
+            str(timeout),
+            "--start_on_file",
+            start_on_file,
+            "--exit_on_file",
+            exit_on_file,
+            "--",
+            "tensorboard",
+            "--bind_all",
+            "--port",
+            str(port),
+            "--logdir",
+            logdir,
         ],
+        port_map={"http": port},
     )
+    return AppDef(name="tensorboard", roles=[role])

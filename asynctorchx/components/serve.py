@@ -44,16 +44,12 @@ def torchserve(
         args += [f"--{name}", str(value)]
     if dryrun:
         args.append("--dryrun")
-    return AppDef(
-        name="torchx-torchserve",
-        roles=[
-            Role(
-                name="worker",
-                image=image,
-                entrypoint="python",
-                args=args,
-                port_map={"model-download": MODEL_DOWNLOAD_PORT},
-                resource=Resource(cpu=1, gpu=0, memMB=1024),
-            )
-        ],
+    role = Role(
+        name="worker",
+        image=image,
+        entrypoint="python",
+        args=args,
+        port_map={"model-download": MODEL_DOWNLOAD_PORT},
+        resource=Resource(cpu=1, gpu=0, memMB=1024),
     )
+    return AppDef(name="torchx-torchserve", roles=[role])

@@ -20,19 +20,15 @@ def _small_app(
     name: str, image: str, entrypoint: str, args: list[str], replicas: int = 1
 ) -> AppDef:
     """An app of one role named ``name``, each replica on 1 CPU and 1024 MB (TorchX's figures)."""
-    return AppDef(
+    role = Role(
         name=name,
-        roles=[
-            Role(
-                name=name,
-                image=image,
-                entrypoint=entrypoint,
-                args=args,
-                num_replicas=replicas,
-                resource=Resource(cpu=1, gpu=0, memMB=1024),
-            )
-        ],
+        image=image,
+        entrypoint=entrypoint,
+        args=args,
+        num_replicas=replicas,
+        resource=Resource(cpu=1, gpu=0, memMB=1024),
     )
+    return AppDef(name=name, roles=[role])
 
 
 def echo(msg: str = "hello world", image: str = IMAGE, num_replicas: int = 1) -> AppDef:
@@ -88,22 +84,18 @@ def sh(
     """
     env = dict(env or {})
     env.setdefault("LOGLEVEL", os.getenv("LOGLEVEL", "WARNING"))
-    return AppDef(
+    role = Role(
         name="sh",
-        roles=[
-            Role(
-                name="sh",
-                image=image,
-                entrypoint="sh",
-                args=["-c", " ".join(shlex.quote(arg) for arg in args)],
-                num_replicas=num_replicas,
-                resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
-                env=env,
-                max_retries=max_retries,
-                mounts=parse_mounts(mounts) if mounts else [],
-            )
-        ],
+        image=image,
+        entrypoint="sh",
+        args=["-c", " ".join(shlex.quote(arg) for arg in args)],
+        num_replicas=num_replicas,
+        resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
+        env=env,
+        max_retries=max_retries,
+        mounts=parse_mounts(mounts) if mounts else [],
     )
+    return AppDef(name="sh", roles=[role])
 
 
 def python(
@@ -153,20 +145,16 @@ def python(
         cmd = ["-m", m]
     else:
         cmd = ["-c", str(c)]
-    return AppDef(
-        name=name,
-        roles=[
-            Role(
-                name="python",
-                image=image,
-                entrypoint="python",
-                num_replicas=num_replicas,
-                resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
-                args=[*cmd, *args],
-                env={"HYDRA_MAIN_MODULE": m} if m else {},
-            )
-        ],
+    role = Role(
+        name="python",
+        image=image,
+        entrypoint="python",
+        num_replicas=num_replicas,
+        resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
+        args=[*cmd, *args],
+        env={"HYDRA_MAIN_MODULE": m} if m else {},
     )
+    return AppDef(name=name, roles=[role])
 
 
 def binary(
@@ -191,19 +179,15 @@ def binary(
         memMB: cpu memory in MB per replica
         h: a registered named resource (if specified takes precedence over cpu, gpu, memMB)
     """
-    return AppDef(
-        name=name,
-        roles=[
-            Role(
-                name="binary",
-                image=NONE,
-                entrypoint=entrypoint,
-                num_replicas=num_replicas,
-                args=[*args],
-                resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
-            )
-        ],
+    role = Role(
+        name="binary",
+        image=NONE,
+        entrypoint=entrypoint,
+        num_replicas=num_replicas,
+        args=[*args],
+        resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
     )
+    return AppDef(name=name, roles=[role])
 
 
 # Copies sys.argv[1] to sys.argv[2]: through fsspec when it is installed (so URLs such as
