@@ -228,9 +228,8 @@ def _or_null(value: str) -> str | None:
 
 
 def _parsed_error(structured_error_msg: str) -> Any:
-    """The JSON an error message holds, or the message itself when it is not JSON."""
-    if structured_error_msg == NONE:
-        return NONE
+    """The JSON an error message holds, or the message itself when it is not JSON
+    (``<NONE>`` among them)."""
     try:
         return json.loads(structured_error_msg)
     except ValueError:
