@@ -54,15 +54,10 @@ def _entry_point_factory(entry_point: metadata.EntryPoint) -> Callable[[], Resou
 
 
 def _load() -> dict[str, Callable[[], Resource]]:
-    factories: dict[str, Callable[[], Resource]] = {
-        **GENERIC_NAMED_RESOURCES,
-        **AWS_NAMED_RESOURCES,
-    }
+    factories = {**GENERIC_NAMED_RESOURCES, **AWS_NAMED_RESOURCES}
     for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
         factories[entry_point.name] = _entry_point_factory(entry_point)
-    factories["NULL"] = _null_resource
-    factories["MISSING"] = _null_resource
-    return factories
+    return {**factories, "NULL": _null_resource, "MISSING": _null_resource}
 
 
 class NamedResourceFactories(MutableMapping[str, Callable[[], Resource]]):

@@ -38,21 +38,15 @@ def _check_figure(_: object, attribute: attrs.Attribute[Any], value: object) -> 
     """
     if not isinstance(value, int | float) or isinstance(value, bool):
         example = {"cpu": "cpu=2", "gpu": "gpu=1", "memMB": "memMB=4096"}[attribute.name]
-        raise InvalidResourceError(
-            attribute.name,
-            value,
-            f"give a number, e.g. {example} (-1 leaves it unset); for a named host"
-            " type use specs.named_resources[...] or the component's -h",
-        )
+        fix = f"give a number, e.g. {example} (-1 leaves it unset); for a named host type"
+        fix += " use specs.named_resources[...] or the component's -h"
+        raise InvalidResourceError(attribute.name, value, fix)
 
 
 def _check_capabilities(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    fix = 'give a dict, e.g. capabilities={"node.kubernetes.io/instance-type": "p4d"}'
     if not isinstance(value, dict):
-        raise InvalidResourceError(
-            attribute.name,
-            value,
-            'give a dict, e.g. capabilities={"node.kubernetes.io/instance-type": "p4d"}',
-        )
+        raise InvalidResourceError(attribute.name, value, fix)
 
 
 def _check_devices(_: object, attribute: attrs.Attribute[Any], value: object) -> None:

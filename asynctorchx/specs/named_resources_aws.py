@@ -67,11 +67,7 @@ _TABLE: dict[str, tuple[int, int, int, int, int]] = {
 
 def _make(instance_type: str) -> Resource:
     cpu, gpu, mem_gib, efa, neuron = _TABLE[instance_type]
-    devices: dict[str, int] = {}
-    if efa:
-        devices[EFA_DEVICE] = efa
-    if neuron:
-        devices[NEURON_DEVICE] = neuron
+    devices = {device: n for device, n in ((EFA_DEVICE, efa), (NEURON_DEVICE, neuron)) if n}
     return Resource(
         cpu=cpu,
         gpu=gpu,
