@@ -67,17 +67,15 @@ def parse_nnodes(j: str) -> tuple[int, int, int, str]:
     Raises:
         ValueError: ``j`` has another form; the message shows the valid ones.
     """
-    elastic = re.fullmatch(r"(\d+):(\d+)x(\d+)", j)
-    if elastic:
-        low, high, nproc = elastic.groups()
-        return int(low), int(high), int(nproc), f"{low}:{high}"
-    fixed = re.fullmatch(r"(\d+)x(\d+)", j)
-    if fixed:
-        nodes, nproc = fixed.groups()
-        return int(nodes), int(nodes), int(nproc), nodes
-    if re.fullmatch(r"\d+", j):
-        return 1, 1, int(j), "1"
-    raise ValueError(f"invalid -j {j!r}: write MIN:MAXxNPROC, NODESxNPROC or NPROC (1:2x4, 1x4, 4)")
+    match = re.fullmatch(r"(?:(?:(\d+):)?(\d+)x)?(\d+)", j)
+    if match is None:
+        raise ValueError(
+            f"invalid -j {j!r}: write MIN:MAXxNPROC, NODESxNPROC or NPROC (1:2x4, 1x4, 4)"
+        )
+    low, high, nproc = match.groups()
+    high = high or "1"  # -j NPROC: one node
+    nnodes_rep = f"{low}:{high}" if low else high
+    return int(low or high), int(high), int(nproc), nnodes_rep
 
 
 def get_role_name(script: str | None, m: str | None) -> str:
