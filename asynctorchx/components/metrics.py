@@ -41,27 +41,14 @@ def tensorboard(
         start_on_file: start the server when the fsspec path is created
         exit_on_file: shutdown the server when the fsspec path is created
     """
+    monitor = ["-m", PROCESS_MONITOR, "--timeout", str(timeout)]
+    monitor += ["--start_on_file", start_on_file, "--exit_on_file", exit_on_file]
+    server = ["tensorboard", "--bind_all", "--port", str(port), "--logdir", logdir]
     role = Role(
         name="tensorboard",
         image=image,
         entrypoint="python",
-        args=[
-            "-m",
-            PROCESS_MONITOR,
-            "--timeout",
-            str(timeout),
-            "--start_on_file",
-            start_on_file,
-            "--exit_on_file",
-            exit_on_file,
-            "--",
-            "tensorboard",
-            "--bind_all",
-            "--port",
-            str(port),
-            "--logdir",
-            logdir,
-        ],
+        args=[*monitor, "--", *server],
         port_map={"http": port},
     )
     return AppDef(name="tensorboard", roles=[role])
