@@ -244,9 +244,7 @@ class CustomComponentsFinder(ComponentsFinder):
 def _entry_point_module(entry_point: EntryPoint) -> ModuleType:
     """The module an ``asynctorchx.components`` entry point names (imported)."""
     loaded = entry_point.load()
-    if isinstance(loaded, ModuleType):
-        return loaded
-    return importlib.import_module(entry_point.value)
+    return loaded if isinstance(loaded, ModuleType) else importlib.import_module(entry_point.value)
 
 
 def _entry_point_prefix(entry_point: EntryPoint) -> str:
