@@ -150,13 +150,11 @@ def ddp(
         raise ValueError("exactly one of --script and -m must be specified")
     min_nnodes, max_nnodes, nproc_per_node, nnodes_rep = parse_nnodes(j)
     multi_node = max_nnodes > 1
-    if multi_node:
-        # `$$` escapes the macro syntax: after substitution this reads
-        # ${TORCHX_RANK0_HOST:=localhost}:29500, expanded by bash on each replica
-        # (some schedulers leave the variable unset on rank 0 itself: localhost then).
-        endpoint: str = _Verbatim(f"$${{{macros.rank0_env}:=localhost}}:{rdzv_port}")
-    else:
-        endpoint = "localhost:0"
+    # `$$` escapes the macro syntax: after substitution this reads
+    # ${TORCHX_RANK0_HOST:=localhost}:29500, expanded by bash on each replica
+    # (some schedulers leave the variable unset on rank 0 itself: localhost then).
+    rank0 = _Verbatim(f"$${{{macros.rank0_env}:=localhost}}:{rdzv_port}")
+    endpoint = rank0 if multi_node else "localhost:0"
 
     run_env = dict(env or {})
     names = StructuredNameArgument.parse_from(name=name, m=m, script=script)
