@@ -115,10 +115,8 @@ class runopts:
             return isinstance(obj, dict) and all(
                 isinstance(key, str) and isinstance(value, str) for key, value in obj.items()
             )
-        if tp is float:
-            return isinstance(obj, (int, float)) and not isinstance(obj, bool)
-        if tp is int:
-            return isinstance(obj, int) and not isinstance(obj, bool)
+        if tp is int or tp is float:  # an int is a float too; a bool is neither
+            return isinstance(obj, (int, tp)) and not isinstance(obj, bool)
         return isinstance(obj, tp) if isinstance(tp, type) else False
 
     def add(
