@@ -103,8 +103,7 @@ def parse_mounts(opts: list[str]) -> list[Mount]:
             mount without ``src`` (``dst`` defaults to ``src`` for devices only).
         ValueError: an unknown mount type or bad device permissions.
     """
-    groups = _group_mount_options(opts)
-    return [_mount_of(group) for group in groups]
+    return [_mount_of(group) for group in _group_mount_options(opts)]
 
 
 def _group_mount_options(opts: list[str]) -> list[dict[str, str]]:
