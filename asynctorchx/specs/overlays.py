@@ -76,9 +76,8 @@ def DEL(key: str) -> str:
 
 
 def _field(key: str) -> str:
-    for prefix in (_PUT, _DEL):
-        if key.startswith(prefix):
-            return key[len(prefix) :]
+    if key.startswith((_PUT, _DEL)):
+        return key.partition(":")[2]
     if key.startswith(_JOIN):
         return key[len(_JOIN) :].partition(":")[0]
     return key
