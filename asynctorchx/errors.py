@@ -84,10 +84,8 @@ class UnknownSchedulerException(AsyncTorchXError, ValueError):
 
     def __init__(self, scheduler: str, valid: Iterable[str] = ()) -> None:
         choices = ", ".join(sorted(valid))
-        message = f"unknown scheduler {scheduler!r}"
-        if choices:
-            message += f": choose one of {choices}"
-        super().__init__(message)
+        hint = f": choose one of {choices}" if choices else ""
+        super().__init__(f"unknown scheduler {scheduler!r}{hint}")
         self.scheduler = scheduler
 
 
