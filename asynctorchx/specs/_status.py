@@ -160,15 +160,15 @@ class AppStatus:
         return {
             "state": self.state.name,
             "num_restarts": self.num_restarts,
-            "roles": [
-                role.to_json()
-                for role in self.roles
-                if not filter_roles or role.role in filter_roles
-            ],
+            "roles": [role.to_json() for role in self._roles(filter_roles)],
             "msg": _or_null(self.msg),
             "structured_error_msg": _or_null(self.structured_error_msg),
             "url": self.ui_url,
         }
+
+    def _roles(self, filter_roles: list[str] | None) -> list[RoleStatus]:
+        """The roles named in ``filter_roles`` (``None`` or empty: every role)."""
+        return [role for role in self.roles if not filter_roles or role.role in filter_roles]
 
     def format(self, filter_roles: list[str] | None = None) -> str:
         """Return the status as ``torchx.specs.api.AppStatus.format`` lays it out.
@@ -190,8 +190,7 @@ class AppStatus:
         """
         roles = "".join(
             _format_replica(replica)
-            for role_status in self.roles
-            if not filter_roles or role_status.role in filter_roles
+            for role_status in self._roles(filter_roles)
             for replica in sorted(role_status.replicas, key=lambda r: r.id)
         )
         return (
