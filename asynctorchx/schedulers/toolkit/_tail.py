@@ -9,7 +9,6 @@ line reaches the caller as soon as it is written, and an idle follower costs not
 from __future__ import annotations
 
 import errno
-import functools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
@@ -102,28 +101,6 @@ def open_for_reading(path: str) -> int:
         raise
 
 
-async def _open(
-    path: str,
-    query: LogQuery,
-    wait_for_change: Callable[[], Awaitable[object]],
-    is_finished: Callable[[], bool],
-) -> int:
-    """Open ``path`` once it exists; -1 if it never will (finished, or not following)."""
-    while True:  # the file appears with the first output
-        finished = is_finished()
-        try:
-            return open_for_reading(path)
-        except FileNotFoundError:
-            if finished or not query.should_tail:
-                return -1
-            await wait_for_change()
-
-
-async def _read(fd: int) -> bytes:
-    """Read a block of the file on the loop's thread (a local file's page cache)."""
-    return os.read(fd, READ_SIZE)
-
-
 #: A block of log lines and the position of its first line: where a reader can read the
 #: log again from (for a file its byte offset; see :meth:`Scheduler.log_blocks
 #: <asynctorchx.schedulers.api.Scheduler.log_blocks>`).
@@ -196,20 +173,24 @@ async def tail_blocks(
         OSError: the file cannot be read.
     """
     assembler = LineAssembler(max_line_bytes, start)
-    fd = await _open(path, query, wait_for_change, is_finished)
-    if fd < 0:
-        return
-    if offload_reads:
-        read = functools.partial(anyio.to_thread.run_sync, os.read, fd, OFFLOADED_READ_SIZE)
-    else:
-        read = functools.partial(_read, fd)
     select = _selector(query, time_of, max_line_bytes)
+    while True:  # the file appears with the first output
+        finished = is_finished()
+        try:
+            fd = open_for_reading(path)
+            break
+        except FileNotFoundError:
+            if finished or not query.should_tail:
+                return
+            await wait_for_change()
     try:
-        if start:
-            os.lseek(fd, start, os.SEEK_SET)
+        os.lseek(fd, start, os.SEEK_SET)
         while True:
             finished = is_finished()
-            chunk = await read()
+            if offload_reads:
+                chunk = await anyio.to_thread.run_sync(os.read, fd, OFFLOADED_READ_SIZE)
+            else:
+                chunk = os.read(fd, READ_SIZE)  # a local file's page cache: on the loop
             if not chunk:  # end of file for now
                 if finished or not query.should_tail:
                     at = assembler.offset
@@ -218,8 +199,7 @@ async def tail_blocks(
                 await wait_for_change()
                 continue
             at = assembler.offset
-            ends = _line_ends(chunk, at + assembler.pending_bytes, cuts)
-            lines, past_until = _split(assembler, chunk, ends, select)
+            lines, past_until = _split(assembler, chunk, cuts, select)
             yield at, lines
             if past_until:
                 return
@@ -234,22 +214,17 @@ async def tail_blocks(
 _Select = Callable[[bytes, int], tuple[Iterable[str], bool]]
 
 
-def _line_ends(
-    chunk: bytes, offset: int, cuts: Callable[[int, int], list[int]] | None
-) -> list[int]:
-    """Where in ``chunk`` (at ``offset`` in the file) a write ended a line without ``\\n``."""
-    if cuts is None:
-        return []
-    return [
-        cut - offset for cut in cuts(offset, offset + len(chunk)) if chunk[cut - offset - 1] != 0x0A
-    ]
-
-
 def _split(
-    assembler: LineAssembler, chunk: bytes, ends: list[int], select: _Select
+    assembler: LineAssembler,
+    chunk: bytes,
+    cuts: Callable[[int, int], list[int]] | None,
+    select: _Select,
 ) -> tuple[Iterable[str], bool]:
-    """The selected lines ``chunk`` completes, a line also ending at each of ``ends``; and
-    whether a line past ``until`` was met."""
+    """The selected lines ``chunk`` completes, and whether a line past ``until`` was met; a
+    line also ends at each of ``cuts`` in ``chunk`` that does not follow a ``\\n``."""
+    offset = assembler.offset + assembler.pending_bytes  # the file's offset of chunk[0]
+    ends = [] if cuts is None else [cut - offset for cut in cuts(offset, offset + len(chunk))]
+    ends = [end for end in ends if chunk[end - 1] != 0x0A]
     if not ends:
         at = assembler.offset
         return select(assembler.take(chunk), at)
