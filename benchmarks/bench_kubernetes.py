@@ -32,6 +32,16 @@ job's ``Completed`` event) and "how many API requests so far". Two cases:
   OUR ``describe`` (GET job + LIST pods) every ``TICK``: apps x requests of one describe x
   60 / TICK.
 
+* ``resume`` (issue 21): one app through ``get_runner()`` whose pod writes ``lines`` lines
+  of ``width`` bytes at once (each with its own time, 1 us apart, as the stand-ins stamp
+  them) and ends. Ours reads ``Runner.events`` of the finished app to its end (``read_s``),
+  then resumes it 5 times from the cursor of the event two before the end (its last line
+  and the terminal state come again; ``resume_ms``, after a garbage collection). Floor: the
+  server's answer to such a resume, 5 GETs of the pod's log from the time of the line
+  before the last (``timestamps``, ``sinceTime``), each read to its end. At 1,000 and
+  1,000,000 lines (smoke: 1,000), one trial at 1,000,000: the full read takes minutes, as
+  the stand-ins send the log a line at a time.
+
 ``TICK`` is 1 s, the interval ``torchx run --wait`` passes to ``Runner.wait``.
 
 TorchX's side needs the ``kubernetes`` package, which TorchX's benchmark venv
@@ -121,6 +131,21 @@ def serve(real: str | None) -> None:
         await anyio.sleep(delay)
         await cluster.finish_pod(f"{job}-r-0-0", 0)
 
+    async def write_log(server: Any, job: str, lines: int, width: int) -> int:
+        """The job's pod starts, writes ``lines`` lines of ``width`` bytes at once (each
+        with its own time, as the stand-ins stamp them) and ends; returns the time (ns) of
+        the line before the last."""
+        pod, line = f"{job}-r-0-0", "x" * (width - 1) + "\n"
+        if real:
+            await server.start_pod(pod)
+            server.write_log(pod, *[line] * lines)
+            await server.finish_pod(pod, 0)
+            return int(server.kubelet.logs[(NAMESPACE, pod)][-2][0])
+        server.start_pod(pod)
+        server.write_log(pod, *[line] * lines)
+        server.finish_pod(pod, 0)
+        return int(server.logs[(NAMESPACE, pod)][-2][0])
+
     async def real_requests(cluster: BareCluster) -> int:
         text = (await cluster.http.get("/metrics")).text
         total = 0
@@ -136,6 +161,10 @@ def serve(real: str | None) -> None:
             finish = finish_real if real else finish_fake
             tasks.start_soon(finish, server, request["job"], request["delay"])
             return {}
+        if request["op"] == "log":
+            return {
+                "ns": await write_log(server, request["job"], request["lines"], request["width"])
+            }
         if request["op"] == "when":
             if real:
                 return {"t": server.volcano.phase_times.get((request["job"], "Completed"))}
@@ -307,7 +336,54 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
         return _rates(first, after_start, last, started, ended)
 
     with fake_server(p) as (info, control):
+        if p["case"] == "resume":
+            return _resume(p, info, control)
         return anyio.run({"event": event, "watch": watch}[p["case"]], info, control)
+
+
+def _resume(p: dict[str, Any], info: dict[str, Any], control: Control) -> dict[str, Any]:
+    """``resume`` case, ours: through ``get_runner()``, the app's log of ``p["lines"]`` lines
+    read with ``Runner.events`` to its end (``read_s``), then resumed 5 times from the
+    cursor of the event two before the end, after a garbage collection (``resume_ms``)."""
+    import gc
+
+    import anyio
+
+    from asynctorchx.runner import get_runner
+    from asynctorchx.specs import AppDef, Role
+    from asynctorchx.specs.api import parse_app_handle
+
+    os.environ["KUBECONFIG"] = info["kubeconfig"]  # as a user's shell gives it
+    app = AppDef(name="bench", roles=[Role(**_role_fields())])
+
+    async def main() -> dict[str, Any]:
+        async with get_runner(handle_signals=False) as runner:
+            handle = await runner.run(app, "kubernetes", {"queue": "default"})
+            job = parse_app_handle(handle).app_id.partition(":")[2]
+            control.call("log", job=job, lines=p["lines"], width=p["width"])
+            await runner.wait(handle, wait_interval=0.1)
+            t0 = time.perf_counter()
+            cursors: list[str] = []
+            async with runner.events(handle) as events:
+                async for event in events:
+                    cursors.append(event.cursor)
+                    del cursors[:-3]
+            read_s = time.perf_counter() - t0
+            gc.collect()
+            resume_ms = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                async with runner.events(handle, cursor=cursors[0]) as events:
+                    rest = [event async for event in events]
+                resume_ms.append((time.perf_counter() - t0) * 1000.0)
+            await runner.delete(handle)
+        return {
+            "read_s": read_s,
+            "resume_ms": resume_ms,
+            "note": None if len(rest) == 2 else f"resumed with {len(rest)} events, not 2",
+        }
+
+    return anyio.run(main)
 
 
 def _rates(first: int, after_start: int, last: int, started: float, ended: float) -> dict[str, Any]:
@@ -362,8 +438,35 @@ def floor(p: dict[str, Any]) -> dict[str, Any]:
                     latencies.append(control.latency_ms(name, time.monotonic()))
         return {"latency_ms": latencies[WARMUP:]}
 
+    async def resume(info: dict[str, Any], control: Control) -> dict[str, Any]:
+        """The server's answer to a resume: 5 GETs of the log from the time of the line before
+        the last (``timestamps``, ``sinceTime``), each read to its end (``resume_ms``)."""
+        from asynctorchx.schedulers.toolkit import format_rfc3339_ns
+
+        name = f"floor-{os.getpid()}"
+        manifest = {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {"queue": "default", "tasks": [task]},
+        }
+        log = f"/api/v1/namespaces/{NAMESPACE}/pods/{name}-r-0-0/log"
+        async with http_client(info["kubeconfig"]) as client:
+            (await client.post(jobs, json=manifest)).raise_for_status()
+            since = control.call("log", job=name, lines=p["lines"], width=p["width"])["ns"]
+            query = {"timestamps": "true", "sinceTime": format_rfc3339_ns(since)}
+            resume_ms = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                response = await client.get(log, params=query)
+                resume_ms.append((time.perf_counter() - t0) * 1000.0)
+            response.raise_for_status()
+            await client.delete(f"{jobs}/{name}")
+        lines = response.text.count("\n")
+        return {"resume_ms": resume_ms, "note": None if lines == 2 else f"{lines} lines, not 2"}
+
     with fake_server(p) as (info, control):
-        return anyio.run(event, info, control)
+        return anyio.run({"event": event, "resume": resume}[p["case"]], info, control)
 
 
 def poll(p: dict[str, Any]) -> dict[str, Any]:
@@ -462,9 +565,22 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
     if "torchx" not in skip and not TORCHX_K8S_PY.exists():
         skip["torchx"] = f"{TORCHX_K8S_PY} missing (torchx==0.7.0 + kubernetes)"
     window = 3.0 if smoke else 60.0
+    resume = [
+        {"case": "resume", "lines": lines, "width": 100, "max_trials": 1 if lines > 1000 else 3}
+        for lines in ((1_000,) if smoke else (1_000, 1_000_000))
+    ]
     real: list[dict[str, Any]] = []
     if REAL_KUBECONFIG:
         real = [
+            *orchestrate(
+                "10 kubernetes resume, real API server",
+                script,
+                [{**case, "server": "real"} for case in resume],
+                ["resume_ms", "read_s"],
+                trials,
+                sides=("ours", "floor"),
+                refs=("floor",),
+            ),
             *orchestrate(
                 "10 kubernetes event->wait, real API server",
                 script,
@@ -514,6 +630,15 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
             sides=("ours", "torchx", "poll"),
             skip=skip,
         ),
+        *orchestrate(
+            "10 kubernetes resume",
+            script,
+            resume,
+            ["resume_ms", "read_s"],
+            trials,
+            sides=("ours", "floor"),
+            refs=("floor",),
+        ),
         *real,
     ]
 
@@ -547,6 +672,8 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
         )
         verdict = "met" if gap < 5.0 else "MISSED"
         out.append({"bench": "10", "target": target, "measured": measured, "verdict": verdict})
+    for server in ("", ", real API server"):
+        out.append(_resume_target(rows, "10 kubernetes resume" + server))
     requests = "10 kubernetes requests/min"
     counts = sorted(
         {
@@ -573,6 +700,27 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     verdict = "met" if high["median"] <= low["median"] + 1.0 else "MISSED"
     out.append({"bench": "10", "target": target, "measured": measured, "verdict": verdict})
     return out
+
+
+def _resume_target(rows: list[dict[str, Any]], bench: str) -> dict[str, str]:
+    """Issue 21's resume target on one server: the largest log's resume < 50 ms, and within
+    2x of the 1,000-line one."""
+    target = f"{bench[3:]}: 2 events before the end < 50 ms, within 2x of 1,000 lines"
+    resumes = {
+        int(row["case"].split("lines=")[1].split()[0]): row["median"]
+        for row in rows
+        if row["bench"] == bench
+        and row["metric"] == "resume_ms"
+        and row["side"] == "ours"
+        and "median" in row
+    }
+    if 1000 not in resumes or len(resumes) < 2:
+        return {"bench": "10", "target": target, "measured": "not run", "verdict": "n/a"}
+    lines = max(resumes)
+    ratio = resumes[lines] / resumes[1000]
+    measured = f"{resumes[lines]:.1f} ms at {lines:,} lines, {resumes[1000]:.1f} ms at 1,000"
+    verdict = "met" if resumes[lines] < 50.0 and ratio <= 2.0 else "MISSED"
+    return {"bench": "10", "target": target, "measured": measured, "verdict": verdict}
 
 
 if __name__ == "__main__":
