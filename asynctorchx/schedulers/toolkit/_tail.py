@@ -26,16 +26,13 @@ from asynctorchx.schedulers.toolkit._lines import (
 )
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
 
-#: Bytes read at a time from a local file (64 KiB). Large enough that the per-block cost
-#: (a read, a decode, a checkpoint) is small beside the lines'; small enough that a block
-#: and its text stay under glibc's ``malloc`` mmap threshold (128 KiB by default): above
-#: it every block is fresh pages (``mmap``, page faults, ``munmap``), and 1 MiB blocks read
-#: 100-byte lines back 25-45% slower, by how much depending on what the process did before
-#: (``benchmarks/bench_log_throughput.py``, ``benchmarks/README.md``).
+#: Bytes read at a time (64 KiB). Large enough that the per-block cost (a read, a decode, a
+#: checkpoint) is small beside the lines'; small enough that a block and its text stay under
+#: glibc's ``malloc`` mmap threshold (128 KiB by default): above it every block is fresh
+#: pages (``mmap``, page faults, ``munmap``), and 1 MiB blocks read 100-byte lines back
+#: 25-45% slower. Guarded by benchmark 5's ``ours`` row (``log_iter`` of a finished
+#: replica, ``benchmarks/README.md``), where 124 KiB, 256 KiB and 1 MiB blocks did no better.
 READ_SIZE = 64 << 10
-#: Bytes read at a time in a worker thread (``offload_reads``, 1 MiB): each read then costs
-#: a thread hop, which larger blocks amortize.
-OFFLOADED_READ_SIZE = 1 << 20
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -188,7 +185,7 @@ async def tail_blocks(
         while True:
             finished = is_finished()
             if offload_reads:
-                chunk = await anyio.to_thread.run_sync(os.read, fd, OFFLOADED_READ_SIZE)
+                chunk = await anyio.to_thread.run_sync(os.read, fd, READ_SIZE)
             else:
                 chunk = os.read(fd, READ_SIZE)  # a local file's page cache: on the loop
             if not chunk:  # end of file for now
