@@ -249,10 +249,7 @@ def _selector(
     pattern = query.pattern
     if pattern is None:
         return lambda data, offset: (iter_lines(data, limit), False)
-    return lambda data, offset: (
-        [line for line in iter_lines(data, limit) if pattern.search(line)],
-        False,
-    )
+    return lambda data, offset: (filter(pattern.search, iter_lines(data, limit)), False)
 
 
 def _timed_selector(query: LogQuery, time_of: Callable[[int], float | None], limit: int) -> _Select:
