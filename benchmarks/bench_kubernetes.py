@@ -40,10 +40,9 @@ job's ``Completed`` event) and "how many API requests so far". Two cases:
   from the cursor of the event two before the end (its last line and the terminal state
   come again; ``resume_ms``, after a garbage collection). Floor: the server's answer to
   such a resume, 5 GETs of the pod's log from the time of the line before the last
-  (``timestamps``, ``sinceTime``), each read to its end. At 1,000 and
-  1,000,000 lines on the fake server, 1,000 and 100,000 on the real one (smoke: 1,000), one
-  trial above 1,000: the full read takes minutes, as the stand-ins send a log a line at a
-  time.
+  (``timestamps``, ``sinceTime``), each read to its end. At 1,000 and 1,000,000 lines on
+  the fake server, 1,000 and 100,000 on the real one (smoke: 1,000), one trial above 1,000:
+  the full read takes minutes, as the stand-ins send a log a line at a time.
 
 ``TICK`` is 1 s, the interval ``torchx run --wait`` passes to ``Runner.wait``.
 
@@ -366,24 +365,26 @@ def _resume(p: dict[str, Any], info: dict[str, Any], control: Control) -> dict[s
     async def main() -> dict[str, Any]:
         async with get_runner(handle_signals=False) as runner:
             handle = await runner.run(app, "kubernetes", {"queue": "default"})
-            job = parse_app_handle(handle).app_id.partition(":")[2]
-            control.call("log", job=job, lines=p["lines"], width=p["width"], gap_us=p["gap_us"])
-            await runner.wait(handle, wait_interval=0.1)
-            t0 = time.perf_counter()
-            cursors: list[str] = []
-            async with runner.events(handle) as events:
-                async for event in events:
-                    cursors.append(event.cursor)
-                    del cursors[:-3]
-            read_s = time.perf_counter() - t0
-            gc.collect()
-            resume_ms = []
-            for _ in range(5):
+            try:
+                job = parse_app_handle(handle).app_id.partition(":")[2]
+                control.call("log", job=job, lines=p["lines"], width=p["width"], gap_us=p["gap_us"])
+                await runner.wait(handle, wait_interval=0.1)
                 t0 = time.perf_counter()
-                async with runner.events(handle, cursor=cursors[0]) as events:
-                    rest = [event async for event in events]
-                resume_ms.append((time.perf_counter() - t0) * 1000.0)
-            await runner.delete(handle)
+                cursors: list[str] = []
+                async with runner.events(handle) as events:
+                    async for event in events:
+                        cursors.append(event.cursor)
+                        del cursors[:-3]
+                read_s = time.perf_counter() - t0
+                gc.collect()
+                resume_ms = []
+                for _ in range(5):
+                    t0 = time.perf_counter()
+                    async with runner.events(handle, cursor=cursors[0]) as events:
+                        rest = [event async for event in events]
+                    resume_ms.append((time.perf_counter() - t0) * 1000.0)
+            finally:
+                await runner.delete(handle)
         return {
             "read_s": read_s,
             "resume_ms": resume_ms,
@@ -460,17 +461,19 @@ def floor(p: dict[str, Any]) -> dict[str, Any]:
         log = f"/api/v1/namespaces/{NAMESPACE}/pods/{name}-r-0-0/log"
         async with http_client(info["kubeconfig"]) as client:
             (await client.post(jobs, json=manifest)).raise_for_status()
-            since = control.call(
-                "log", job=name, lines=p["lines"], width=p["width"], gap_us=p["gap_us"]
-            )["ns"]
-            query = {"timestamps": "true", "sinceTime": format_rfc3339_ns(since)}
-            resume_ms = []
-            for _ in range(5):
-                t0 = time.perf_counter()
-                response = await client.get(log, params=query)
-                resume_ms.append((time.perf_counter() - t0) * 1000.0)
-            response.raise_for_status()
-            await client.delete(f"{jobs}/{name}")
+            try:
+                since = control.call(
+                    "log", job=name, lines=p["lines"], width=p["width"], gap_us=p["gap_us"]
+                )["ns"]
+                query = {"timestamps": "true", "sinceTime": format_rfc3339_ns(since)}
+                resume_ms = []
+                for _ in range(5):
+                    t0 = time.perf_counter()
+                    response = await client.get(log, params=query)
+                    resume_ms.append((time.perf_counter() - t0) * 1000.0)
+                response.raise_for_status()
+            finally:
+                await client.delete(f"{jobs}/{name}")
         lines = response.text.count("\n")
         return {"resume_ms": resume_ms, "note": None if lines == 2 else f"{lines} lines, not 2"}
 
