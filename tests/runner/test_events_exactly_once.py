@@ -4,7 +4,7 @@ The app writes while a reader takes a random number of events, drops the stream,
 resumes from the last cursor it got; some of the resumes happen in a new process (a
 reader restarted elsewhere, as a web server behind a load balancer). Every stream must
 come out whole, in order, each line once. The app writes lines of varied length (some
-over one 64 KiB read) to stdout and stderr, so the resumes land inside read blocks.
+over one 124 KiB read) to stdout and stderr, so the resumes land inside read blocks.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ LIMIT = 120  # seconds: a safety bound, never a timing guess
 LINES = 10_000  # per stream
 
 #: Writes LINES numbered lines to stdout and to stderr, interleaved, in bursts; every
-#: 500th line is 100 kB (longer than a read block), so blocks and lines do not align.
+#: 500th line is 200 kB (longer than a read block), so blocks and lines do not align.
 #: Halfway it waits for the file ``go`` (the test's signal that its readers were
 #: dropped while the app was still writing), then writes the rest.
 WRITER = textwrap.dedent(
@@ -53,7 +53,7 @@ WRITER = textwrap.dedent(
             sys.stderr.flush()
             while not os.path.exists("go"):
                 time.sleep(0.01)
-        pad = "x" * (100_000 if i % 500 == 7 else i % 50)
+        pad = "x" * (200_000 if i % 500 == 7 else i % 50)
         sys.stdout.write(f"out {i} {pad}\\n")
         sys.stderr.write(f"err {i} {pad}\\n")
         if i % 100 == 99:
@@ -95,7 +95,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _expected(lines: int) -> dict[str, list[str]]:
     def pad(i: int) -> str:
-        return "x" * (100_000 if i % 500 == 7 else i % 50)
+        return "x" * (200_000 if i % 500 == 7 else i % 50)
 
     return {
         stream: [f"{name} {i} {pad(i)}\n" for i in range(lines)]

@@ -26,13 +26,13 @@ from asynctorchx.schedulers.toolkit._lines import (
 )
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
 
-#: Bytes read at a time (64 KiB). Large enough that the per-block cost (a read, a decode, a
-#: checkpoint) is small beside the lines'; small enough that a block and its text stay under
-#: glibc's ``malloc`` mmap threshold (128 KiB by default): above it every block is fresh
-#: pages (``mmap``, page faults, ``munmap``), and 1 MiB blocks read 100-byte lines back
-#: 25-45% slower. Guarded by benchmark 5's ``ours`` row (``log_iter`` of a finished
-#: replica, ``benchmarks/README.md``), where 124 KiB, 256 KiB and 1 MiB blocks did no better.
-READ_SIZE = 64 << 10
+#: Bytes read at a time (124 KiB). Large enough that the per-block cost (a read, a decode,
+#: a checkpoint) is small beside the lines'; small enough that a block of ASCII lines and
+#: its text stay under glibc's ``malloc`` mmap threshold (128 KiB by default): above it
+#: every block is fresh pages (``mmap``, page faults, ``munmap``). Guarded by benchmark 5's
+#: ``ours`` row (``log_iter`` of a finished replica, ``benchmarks/README.md``): against
+#: 64 KiB, 5-9% less CPU in each of six runs on 2026-11-26; 1 MiB blocks did worse.
+READ_SIZE = 124 << 10
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
