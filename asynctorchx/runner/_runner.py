@@ -800,9 +800,10 @@ class Runner(anyio.AsyncContextManagerMixin):
         ``cursor``: an event's ``cursor``; the stream resumes right after that event, with
         no event repeated or missed: each log is read again from the position of the
         block its last delivered line came from (``Scheduler.log_blocks``: a byte offset
-        on the local schedulers, so a resume costs the same however long the log; other
-        schedulers read it again from its start) and the lines already delivered are
-        skipped, and the state is sent again only if it changed. Cursors sort as their
+        on the local schedulers and Slurm, the engine's time stamp and a count on Docker,
+        the kubelet's time and a count on Kubernetes, so a resume does not read the log
+        again from its start) and the lines of that block already delivered are skipped,
+        and the state is sent again only if it changed. Cursors sort as their
         events (string order); their size is described in
         :class:`asynctorchx.runner._events.Position`.
 
