@@ -361,6 +361,7 @@ class _AppEvents:
     app_handle: str
     statuses: AsyncIterator[AppStatus]
     position: Position
+    follow: bool = True
     readers_left: int = 0
     readers_done: anyio.Event = attrs.field(factory=anyio.Event)
     first_sent: anyio.Event = attrs.field(factory=anyio.Event)
@@ -439,7 +440,7 @@ class _AppEvents:
         """The producer that follows log stream ``index`` from its position."""
         role, k, stream = self.position.streams[index]
         start, skip = self.position.logs[index]
-        query = LogQuery(role, k, should_tail=True, streams=Stream(stream))
+        query = LogQuery(role, k, should_tail=self.follow, streams=Stream(stream))
         self.readers_left += 1
 
         async def follow(send: MemoryObjectSendStream[Iterable[AppEvent]]) -> None:
@@ -475,6 +476,7 @@ async def app_event_stream(
     replicas: Mapping[str, builtins.list[int]],
     statuses: AsyncIterator[AppStatus],
     cursor: str | None,
+    follow: bool = True,
 ) -> AsyncIterator[EventStream]:
     """Stream the events of app ``app_id`` (see :meth:`Runner.events`).
 
@@ -486,6 +488,8 @@ async def app_event_stream(
         statuses: the app's status now, then at each change of state, ending at a
             terminal one or when the scheduler forgets the app (``Runner.watch``).
         cursor: resume after the event that carried it; ``None``: from the start.
+        follow: ``False`` when the app was terminal already: each log is read once, as it
+            is (no wait on the backend's changes; the same lines as a follow).
 
     Raises:
         InvalidCursorError: ``cursor`` is malformed, of another app, or holds the
@@ -503,7 +507,7 @@ async def app_event_stream(
     position = Position(sched.backend, app_id, tuple(streams))
     if cursor is not None:
         position.resume(cursor, app_handle)
-    app = _AppEvents(sched, app_id, app_handle, statuses, position)
+    app = _AppEvents(sched, app_id, app_handle, statuses, position, follow)
     readers = [app.log_reader(index) for index in range(len(streams))]
     async with fan_in([app.follow_state, *readers], EVENTS_BUFFER_SIZE) as batches:
         yield EventStream(batches)

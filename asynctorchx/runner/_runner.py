@@ -823,8 +823,10 @@ class Runner(anyio.AsyncContextManagerMixin):
         sched, app_id, app_status = await self._known(app_handle)
         replicas = await self._replicas(app_handle, app_status)
         statuses = self.watch(app_handle)
+        # a finished app's logs are complete: read once, not followed (benchmark 10, resume)
+        finished = app_status.is_terminal()
         async with app_event_stream(
-            sched, app_id, app_handle, replicas, statuses, cursor
+            sched, app_id, app_handle, replicas, statuses, cursor, follow=not finished
         ) as events:
             yield events
 
