@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing, asynccontextmanager, nullcontext
 from datetime import datetime
 from functools import partial
@@ -549,8 +549,20 @@ class Runner(anyio.AsyncContextManagerMixin):
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
         sched, app_id = await self._host.for_handle(app_handle, check_session=False)
-        last = None
         app_status = self._app_status(app_handle, await sched.describe(app_id))
+        async with aclosing(self._changes(sched, app_id, app_handle, app_status)) as changes:
+            async for each in changes:
+                yield each
+
+    async def _changes(
+        self,
+        sched: Scheduler[Any],
+        app_id: str,
+        app_handle: AppHandle,
+        app_status: AppStatus | None,
+    ) -> AsyncGenerator[AppStatus, None]:
+        """:meth:`watch` from a status already read (``None``: the app is unknown)."""
+        last = None
         while app_status is not None:
             if app_status.state != last:
                 last = app_status.state
@@ -822,7 +834,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         """
         sched, app_id, app_status = await self._known(app_handle)
         replicas = await self._replicas(app_handle, app_status)
-        statuses = self.watch(app_handle)
+        statuses = self._changes(sched, app_id, app_handle, app_status)
         # a finished app's logs are complete: read once, not followed (benchmark 10, resume)
         finished = app_status.is_terminal()
         async with app_event_stream(
