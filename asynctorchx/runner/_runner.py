@@ -715,7 +715,7 @@ class Runner(anyio.AsyncContextManagerMixin):
 
         async def open_log() -> AsyncIterator[LogBlock]:
             with handle_event("log_lines", app_handle):
-                sched, app_id, _ = await self._known(app_handle)
+                sched, app_id, _, _ = await self._known(app_handle)
                 query = LogQuery(role_name, k, regex, since, until, should_tail, streams)
                 return sched.log_blocks(app_id, query)
 
@@ -752,9 +752,9 @@ class Runner(anyio.AsyncContextManagerMixin):
                 scheduler does not support ``streams``; the first such error ends the
                 stream and is raised as itself.
         """
-        sched, app_id, app_status = await self._known(app_handle)
+        sched, app_id, desc, _ = await self._known(app_handle)
         if replicas is None:
-            replicas = await self._replicas(app_handle, app_status)
+            replicas = self._replicas(app_handle, desc)
 
         async def read(role_name: str, k: int, send: MemoryObjectSendStream[LogLine]) -> None:
             lines = sched.log_iter(
@@ -769,27 +769,32 @@ class Runner(anyio.AsyncContextManagerMixin):
         async with fan_in(readers, max_buffer_size=1024) as lines:
             yield lines
 
-    async def _known(self, app_handle: AppHandle) -> tuple[Scheduler[Any], str, AppStatus]:
-        """The scheduler, app id and status of the app of ``app_handle``.
+    async def _known(
+        self, app_handle: AppHandle
+    ) -> tuple[Scheduler[Any], str, DescribeAppResponse, AppStatus]:
+        """The scheduler, app id, description and status of the app of ``app_handle``.
 
         Raises:
             UnknownAppException: the scheduler does not know the app.
             MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
         sched, app_id = await self._host.for_handle(app_handle, check_session=False)
-        app_status = self._app_status(app_handle, await sched.describe(app_id))
-        if app_status is None:
+        desc = await sched.describe(app_id)
+        app_status = self._app_status(app_handle, desc)
+        if desc is None or app_status is None:
             raise UnknownAppException(app_handle)
-        return sched, app_id, app_status
+        return sched, app_id, desc, app_status
 
-    async def _replicas(
-        self, app_handle: AppHandle, app_status: AppStatus
+    def _replicas(
+        self, app_handle: AppHandle, desc: DescribeAppResponse
     ) -> dict[str, builtins.list[int]]:
-        """``{role: [k, ...]}`` of every replica of the submitted app (else of its status)."""
-        app = await self.describe(app_handle)
-        if app is not None and app.roles:
-            return {role.name: list(range(role.num_replicas)) for role in app.roles}
-        return {r.role: [rep.id for rep in r.replicas] for r in app_status.roles}
+        """``{role: [k, ...]}`` of every replica of the submitted app (else of the roles in
+        its description, else of its replicas' statuses)."""
+        app = self._apps.get(app_handle)
+        roles = app.roles if app is not None and app.roles else desc.roles
+        if roles:
+            return {role.name: list(range(role.num_replicas)) for role in roles}
+        return {r.role: [rep.id for rep in r.replicas] for r in desc.roles_statuses}
 
     @asynccontextmanager
     async def events(
@@ -832,8 +837,8 @@ class Runner(anyio.AsyncContextManagerMixin):
             Exception: (when read) the first error of a log reader, as itself;
                 ``UnknownAppException`` if the app is deleted while followed.
         """
-        sched, app_id, app_status = await self._known(app_handle)
-        replicas = await self._replicas(app_handle, app_status)
+        sched, app_id, desc, app_status = await self._known(app_handle)
+        replicas = self._replicas(app_handle, desc)
         statuses = self._changes(sched, app_id, app_handle, app_status)
         # a finished app's logs are complete: read once, not followed (benchmark 10, resume)
         finished = app_status.is_terminal()
