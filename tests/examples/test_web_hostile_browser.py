@@ -15,7 +15,6 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
 import pytest
 
 from tests.examples.conftest import FOREIGN_NAME, foreign_site, job_script, serve, until
@@ -47,6 +46,8 @@ fetch("{service}/jobs", {{method: "POST", mode: "{mode}",
 
 def _jobs(service: str) -> list[dict[str, str]]:
     """The jobs the service started, asked as its own client would."""
+    import httpx  # the web extra: imported where a test runs, after the conftest's skip
+
     listed: list[dict[str, str]] = httpx.get(f"{service}/jobs").json()
     return listed
 
@@ -93,6 +94,8 @@ def test_a_cross_site_fetch_starts_nothing(
 def test_a_dns_rebinding_page_can_neither_start_read_nor_cancel(
     browser: WebDriver, tmp_path: Path
 ) -> None:
+    import httpx
+
     forever = job_script("import time", "time.sleep(600)")
     with serve(tmp_path) as server:
         started = httpx.post(f"{server.url}/jobs", json={"command": forever, "name": "mine"})
