@@ -66,7 +66,8 @@ from asynctorchx.tracker.api import (
     tracker_config_env_var_name,
 )
 
-# The logger of runner/api.py before the split: logging configurations naming it work.
+# Named after the public module ``asynctorchx.runner.api`` (TorchX's ``torchx.runner.api``
+# logs there), so that logging configurations naming it apply.
 logger = logging.getLogger("asynctorchx.runner.api")
 
 

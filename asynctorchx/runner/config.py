@@ -102,8 +102,8 @@ def find_configs(dirs: Iterable[str] | None = None) -> list[str]:
 
 def _parser() -> configparser.ConfigParser:
     """An empty INI parser as TorchX's: no interpolation, keys keep their case."""
-    # imported only when a file is there to read or to write (most runs have none): 1.3 ms
-    # of benchmark 6's run
+    # imported only when a file is there to read or to write (most runs have none): the
+    # import is a share of every CLI run (benchmark 6's ``ours`` rows)
     import configparser
 
     parser = configparser.ConfigParser(interpolation=None)
