@@ -841,7 +841,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         sched, app_id, desc, app_status = await self._known(app_handle)
         replicas = self._replicas(app_handle, desc)
         statuses = self._changes(sched, app_id, app_handle, app_status)
-        # a finished app's logs are complete: read once, not followed (benchmark 10, resume)
+        # a finished app's logs are complete: read once, not followed (benchmark 10's resume rows)
         finished = app_status.is_terminal()
         async with app_event_stream(
             sched, app_id, app_handle, replicas, statuses, cursor, follow=not finished
