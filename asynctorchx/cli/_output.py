@@ -42,8 +42,8 @@ def unstructure_with_nulls(obj: object) -> Any:
 def to_json_with_nulls(obj: object) -> str:
     """Encode ``obj`` as indented JSON, unset values (TorchX's placeholders) as ``null``.
 
-    What ``describe --json`` and ``list --json`` print (issue: never the string
-    ``"<NONE>"``).
+    What ``describe --json`` and ``list --json`` print: an unset value is ``null``, never
+    TorchX's string ``"<NONE>"``.
 
     Args:
         obj: an attrs spec object, or a list of them.
