@@ -12,21 +12,25 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
 
+T = TypeVar("T")
+
 
 async def _concurrently(
-    calls: Iterable[Callable[[], Awaitable[Any]]], *, until_first_returns: bool
-) -> None:
+    calls: Iterable[Callable[[], Awaitable[T]]], *, until_first_returns: bool
+) -> list[T]:
+    """The values of the calls that returned, in the order they returned."""
     errors: list[Exception] = []
+    returned: list[T] = []
     async with anyio.create_task_group() as task_group:
 
-        async def run(call: Callable[[], Awaitable[Any]]) -> None:
+        async def run(call: Callable[[], Awaitable[T]]) -> None:
             try:
-                await call()
+                returned.append(await call())
             except Exception as error:
                 errors.append(error)
                 task_group.cancel_scope.cancel()
@@ -38,6 +42,7 @@ async def _concurrently(
             task_group.start_soon(run, call)
     if errors:
         raise errors[0]
+    return returned
 
 
 @asynccontextmanager
@@ -77,19 +82,27 @@ async def gather(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
     await _concurrently(calls, until_first_returns=False)
 
 
-async def race(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
-    """Run ``calls`` concurrently until the first one returns, then cancel the others.
+async def race(calls: Iterable[Callable[[], Awaitable[T]]]) -> T:
+    """Run ``calls`` concurrently until the first one returns; cancel the others and
+    return the first one's value.
 
     Only cancel-safe awaits belong here (an event's wait, a read that loses no byte when
     cancelled): the losers are cancelled and must lose nothing.
 
     Args:
-        calls: zero-argument async callables.
+        calls: zero-argument async callables, at least one.
+
+    Returns:
+        the value of the call that returned first.
 
     Raises:
         Exception: the first error of a call, as itself; the others are cancelled.
+        ValueError: ``calls`` is empty.
     """
-    await _concurrently(calls, until_first_returns=True)
+    returned = await _concurrently(calls, until_first_returns=True)
+    if not returned:
+        raise ValueError("race() needs at least one call")
+    return returned[0]
 
 
 async def gather_results(calls: Iterable[Callable[[], Awaitable[Any]]]) -> list[Any]:
