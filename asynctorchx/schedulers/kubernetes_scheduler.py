@@ -9,9 +9,9 @@ The code lives in :mod:`asynctorchx.schedulers.kubernetes` (``_scheduler.py``,
 
 from __future__ import annotations
 
+from asynctorchx.schedulers.kubernetes._jobapi import JOB_APIS
 from asynctorchx.schedulers.kubernetes._jobset import JOBSET_STATE
 from asynctorchx.schedulers.kubernetes._request import (
-    JOB_APIS,
     LABEL_APP_NAME,
     LABEL_INSTANCE_TYPE,
     LABEL_KUBE_APP_NAME,

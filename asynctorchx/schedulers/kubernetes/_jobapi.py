@@ -139,8 +139,23 @@ JOBSET = JobApi(
     stop_failed=_stop_failed_jobset,
 )
 
-#: The job APIs by run option value.
-STRATEGIES: dict[str, JobApi] = {"volcano": VOLCANO, "jobset": JOBSET}
+#: The job APIs by the run option ``job_api``'s value, the default first.
+_BY_NAME = {job_api.name: job_api for job_api in (VOLCANO, JOBSET)}
+#: The values of the run option ``job_api``.
+JOB_APIS = tuple(_BY_NAME)
+
+
+def for_name(name: str) -> JobApi:
+    """The job API whose run option value is ``name`` (one of :data:`JOB_APIS`).
+
+    Raises:
+        InvalidRunConfigException: any other value (the message lists the values).
+    """
+    if name not in _BY_NAME:
+        raise InvalidRunConfigException(
+            f"run option 'job_api' is {name!r}; use one of: {', '.join(JOB_APIS)}", "job_api"
+        )
+    return _BY_NAME[name]
 
 
 def for_cfg(cfg: Mapping[str, CfgVal]) -> JobApi:
@@ -149,9 +164,4 @@ def for_cfg(cfg: Mapping[str, CfgVal]) -> JobApi:
     Raises:
         InvalidRunConfigException: any other value (the message lists the values).
     """
-    value = str_option(cfg, "job_api") or "volcano"
-    if value not in STRATEGIES:
-        raise InvalidRunConfigException(
-            f"run option 'job_api' is {value!r}; use one of: {', '.join(STRATEGIES)}", "job_api"
-        )
-    return STRATEGIES[value]
+    return for_name(str_option(cfg, "job_api") or VOLCANO.name)

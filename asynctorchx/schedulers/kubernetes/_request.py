@@ -94,8 +94,6 @@ _NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _APP_ID = re.compile(rf"(?P<namespace>{_NAME}):(?:(?P<api>jobset):)?(?P<name>{_NAME})")
 #: The longest job name: the job's headless service is a DNS label (63 characters).
 MAX_JOB_NAME = 63
-#: The values of the run option ``job_api``.
-JOB_APIS = ("volcano", "jobset")
 
 
 def clean_name(name: str) -> str:

@@ -3,7 +3,7 @@
 TorchX's ``torchx.schedulers.kubernetes_scheduler`` is the reference: same manifest,
 run options and app ids (``{namespace}:{job}``). The run option ``job_api=jobset``
 submits a ``JobSet`` instead (app id ``{namespace}:jobset:{name}``; Kueue with
-``queue``); what differs per job API is a small strategy (:mod:`._jobapi`). It differs
+``queue``); what differs per job API is one record each (:mod:`._jobapi`). It differs
 from TorchX on purpose (see ``docs/kubernetes.md``):
 
 - ``wait``/``wait_for_state_change`` await the API's watch (list, then watch from the
@@ -23,18 +23,21 @@ from TorchX on purpose (see ``docs/kubernetes.md``):
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import anyio
+import attrs
 
 from asynctorchx.errors import UnknownAppException
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
 from asynctorchx.schedulers.kubernetes._informer import Informer
-from asynctorchx.schedulers.kubernetes._jobapi import STRATEGIES, JobApi, for_cfg
+from asynctorchx.schedulers.kubernetes._jobapi import JobApi, for_cfg, for_name
 from asynctorchx.schedulers.kubernetes._logs import LogReader, follow
 from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ORGANIZATION,
@@ -155,14 +158,14 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             JobSetNotInstalledError: the cluster has no JobSet (``job_api=jobset``).
         """
         job = dryrun_info.request
-        strategy = STRATEGIES[job.job_api]
-        created = await self.api.create_job(job.namespace, job.resource, strategy.plural)
-        return strategy.app_id(job.namespace, strategy.parse(created).name)
+        job_api = for_name(job.job_api)
+        created = await self.api.create_job(job.namespace, job.resource, job_api.plural)
+        return job_api.app_id(job.namespace, job_api.parse(created).name)
 
     def _ref(self, app_id: str) -> tuple[JobApi, str, str]:
         """The app's job API, namespace and job name (raises ``InvalidAppIdException``)."""
         namespace, api, name = parse_app_ref(app_id)
-        return STRATEGIES[api], namespace, name
+        return for_name(api), namespace, name
 
     # ------------------------------------------------------------------ describe, list
 
@@ -194,22 +197,22 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 or ``namespace`` is not a ``str``.
         """
         namespace = str_option(cfg or {}, "namespace") or self.api.default_namespace
-        strategy = for_cfg(cfg or {})
-        listed, _ = await self.api.list(strategy.plural, namespace)
-        jobs = map(strategy.parse, listed)
-        return [ListAppResponse(strategy.app_id(namespace, job.name), job.state) for job in jobs]
+        job_api = for_cfg(cfg or {})
+        listed, _ = await self.api.list(job_api.plural, namespace)
+        jobs = map(job_api.parse, listed)
+        return [ListAppResponse(job_api.app_id(namespace, job.name), job.state) for job in jobs]
 
     # ------------------------------------------------------------------ wait
 
-    async def _job(self, strategy: JobApi, namespace: str, name: str) -> Job | None:
+    async def _job(self, job_api: JobApi, namespace: str, name: str) -> Job | None:
         """The job, read now; ``None`` if there is no such job."""
-        job = await self.api.get_job(namespace, name, strategy.plural)
-        return None if job is None else strategy.parse(job)
+        job = await self.api.get_job(namespace, name, job_api.plural)
+        return None if job is None else job_api.parse(job)
 
-    async def _listed_replicas(self, strategy: JobApi, namespace: str, job: Job) -> Replicas:
+    async def _listed_replicas(self, job_api: JobApi, namespace: str, job: Job) -> Replicas:
         """The job's replicas -> their pods, listed now."""
-        listed, _ = await self.api.list("pods", namespace, strategy.pod_labels(job.name))
-        return strategy.replicas(job, {pod.name: pod for pod in map(Pod.parse, listed)})
+        listed, _ = await self.api.list("pods", namespace, job_api.pod_labels(job.name))
+        return job_api.replicas(job, {pod.name: pod for pod in map(Pod.parse, listed)})
 
     async def _wait_until(
         self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
@@ -226,67 +229,21 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         yet): when the fresh state is not one ``done`` accepts, the wait goes on until the
         caches change, so the answer always satisfies ``done``.
         """
-        strategy, namespace, name = self._ref(app_id)
-        jobs, pods = self.jobs(strategy, namespace), self.pods(namespace)
-        seen: set[str] = set()
+        job_api, namespace, name = self._ref(app_id)
+        wait = _Wait(job_api, name, done, self.jobs(job_api, namespace), self.pods(namespace))
         with anyio.fail_after(timeout):
-            if await self._job(strategy, namespace, name) is None:
+            if await self._job(job_api, namespace, name) is None:
                 return None
-            planned: float | None = None
-            judged: tuple[object, ...] = ()
-            while True:
-                outcome = await self._change(app_id, done, seen, planned, judged)
-                if outcome == "gone":
-                    return None
-                job = jobs.objects.get(name)
-                replicas = {} if job is None else _cached(strategy, job, pods)
-                if outcome == "plan":
-                    planned = None if job is None else next_deadline(job, replicas, time.time())
+            while (outcome := await wait.change()) is not _Outcome.GONE:
+                cached = wait.cached()
+                if outcome is _Outcome.DEADLINE:
+                    wait.deadline = None if cached is None else next_deadline(*cached, time.time())
                     continue
                 response = await self._describe(app_id, stop_failed=True)
                 if response is None or done(response.state):
                     return response
-                judged = (job, replicas)
-
-    async def _change(
-        self,
-        app_id: str,
-        done: Callable[[AppState], bool],
-        seen: set[str],
-        planned: float | None,
-        judged: tuple[object, ...],
-    ) -> str:
-        """One wait on both watches: ``done``, ``gone`` (deleted), or ``plan`` (a new pull
-        deadline, or the planned one passed). ``judged`` is the caches' job and replicas a
-        fresh read already found behind: not judged again until they change."""
-        strategy, namespace, name = self._ref(app_id)
-        jobs, pods = self.jobs(strategy, namespace), self.pods(namespace)
-
-        def check() -> str | None:
-            job = jobs.objects.get(name)
-            if job is None:  # not in the cache: deleted, or its ADDED not read yet
-                return None if name not in seen else "gone"
-            seen.add(name)
-            replicas, now = _cached(strategy, job, pods), time.time()
-            if judged and (job, replicas) == judged:
-                return None
-            if done(AppState.FAILED if failure(job, replicas, now) is not None else job.state):
-                return "done"
-            return "plan" if next_deadline(job, replicas, now) != planned else None
-
-        outcome: list[str] = []
-
-        async def until(informer: Informer[Any]) -> None:
-            outcome.append(await informer.wait_until(check))
-
-        async def deadline() -> None:
-            if planned is None:
-                await anyio.sleep_forever()
-            await anyio.sleep(max(float(planned or 0) - time.time(), 0))
-            outcome.append("plan")
-
-        await race([functools.partial(until, jobs), functools.partial(until, pods), deadline])
-        return outcome[0]
+                wait.behind = cached
+        return None
 
     async def _describe(self, app_id: str, stop_failed: bool) -> DescribeAppResponse | None:
         """Describe the app from a fresh read of its job and pods (two requests); with
@@ -296,15 +253,15 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         Read fresh, not from the watches' caches: they go stale (unsynced) as soon as
         the last waiter leaves them.
         """
-        strategy, namespace, name = self._ref(app_id)
-        job = await self._job(strategy, namespace, name)
+        job_api, namespace, name = self._ref(app_id)
+        job = await self._job(job_api, namespace, name)
         if job is None:
             return None
-        replicas = await self._listed_replicas(strategy, namespace, job)
+        replicas = await self._listed_replicas(job_api, namespace, job)
         now = time.time()
         failed = failure(job, replicas, now) if stop_failed else None
         if failed is not None and job.failed is None:
-            await strategy.stop_failed(self.api, namespace, job, failed)
+            await job_api.stop_failed(self.api, namespace, job, failed)
         return describe(app_id, job, replicas, now)
 
     # ------------------------------------------------------------------ cancel, delete
@@ -317,15 +274,15 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         is deleted with its Jobs and pods (see :func:`._jobapi._delete_jobset` for why),
         so the app is then unknown.
         """
-        strategy, namespace, name = self._ref(app_id)
-        job = await self._job(strategy, namespace, name)
+        job_api, namespace, name = self._ref(app_id)
+        job = await self._job(job_api, namespace, name)
         if job is not None:
-            await strategy.cancel(self.api, namespace, job)
+            await job_api.cancel(self.api, namespace, job)
 
     async def _remove(self, app_id: str) -> None:
         """Delete the app's job (or JobSet) and its pods (``delete``); idempotent."""
-        strategy, namespace, name = self._ref(app_id)
-        await self.api.delete_job(namespace, name, strategy.plural)
+        job_api, namespace, name = self._ref(app_id)
+        await self.api.delete_job(namespace, name, job_api.plural)
 
     # ------------------------------------------------------------------ logs
 
@@ -351,10 +308,10 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             ValueError: no such role or replica, a stream other than combined, or
                 ``start`` is not a position.
         """
-        strategy, namespace, name = self._ref(app_id)
+        job_api, namespace, name = self._ref(app_id)
         if query.streams not in (None, Stream.COMBINED):
             raise ValueError("the kubernetes scheduler has only the combined log stream")
-        job = await self._job(strategy, namespace, name)
+        job = await self._job(job_api, namespace, name)
         if job is None:
             raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
         query.check_replica(app_id, {role.name: role.num_replicas for role in job.roles})
@@ -364,16 +321,16 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             pods = self.pods(namespace)
 
             def pod() -> Pod | None:
-                return strategy.replicas(job, pods.objects)[replica]
+                return job_api.replicas(job, pods.objects)[replica]
 
             async def listed_pod() -> Pod | None:
-                return (await self._listed_replicas(strategy, namespace, job))[replica]
+                return (await self._listed_replicas(job_api, namespace, job))[replica]
 
-            source = follow(reader, self.jobs(strategy, namespace), pods, name, pod, listed_pod)
-        elif strategy.pod_name is not None:  # a Volcano pod's name is known
-            source = reader.read(strategy.pod_name(job, replica), follow=False)
+            source = follow(reader, self.jobs(job_api, namespace), pods, name, pod, listed_pod)
+        elif job_api.pod_name is not None:  # a Volcano pod's name is known
+            source = reader.read(job_api.pod_name(job, replica), follow=False)
         else:  # a JobSet's: looked up in a fresh list
-            listed = (await self._listed_replicas(strategy, namespace, job))[replica]
+            listed = (await self._listed_replicas(job_api, namespace, job))[replica]
             if listed is None:
                 return
             source = reader.read(listed.name, follow=False)
@@ -398,6 +355,74 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
     )
 
 
-def _cached(strategy: JobApi, job: Job, pods: Informer[Pod]) -> Replicas:
-    """The job's replicas -> their pods in the pods watch's cache (none before it is synced)."""
-    return strategy.replicas(job, pods.objects if pods.synced else {})
+class _Outcome(enum.Enum):
+    """What one wait on the watches saw (:meth:`_Wait.change`)."""
+
+    DONE = "done"  # the caches show a state ``done`` accepts: read it fresh
+    GONE = "gone"  # the job left the cache it was in: deleted
+    DEADLINE = "deadline"  # an image pull deadline appeared, moved or passed
+
+
+@attrs.define
+class _Wait:
+    """One ``wait``'s view of its job in the shared watches, and what it learnt so far.
+
+    Attributes:
+        job_api: the job's job API.
+        name: the job's name.
+        done: whether an app state is the one awaited.
+        jobs: the shared watch of the job API's jobs in the job's namespace.
+        pods: the shared watch of the pods in that namespace.
+        seen: the job was in the jobs cache once (its absence then means it was deleted;
+            before, its ``ADDED`` may not have been read yet).
+        deadline: the image pull deadline (epoch seconds) awaited, ``None``: none.
+        behind: the cached job and replicas a fresh read found behind, not judged again
+            until they change (``None``: none).
+    """
+
+    job_api: JobApi
+    name: str
+    done: Callable[[AppState], bool]
+    jobs: Informer[Job]
+    pods: Informer[Pod]
+    seen: bool = False
+    deadline: float | None = None
+    behind: tuple[Job, Replicas] | None = None
+
+    def cached(self) -> tuple[Job, Replicas] | None:
+        """The job and its replicas in the caches (no pods before the pods watch is
+        synced); ``None`` when the job is not in the jobs cache."""
+        job = self.jobs.objects.get(self.name)
+        if job is None:
+            return None
+        return job, self.job_api.replicas(job, self.pods.objects if self.pods.synced else {})
+
+    def check(self) -> _Outcome | None:
+        """What the caches show now; ``None``: nothing to act on."""
+        cached = self.cached()
+        if cached is None:  # not in the cache: deleted, or its ADDED not read yet
+            return _Outcome.GONE if self.seen else None
+        self.seen = True
+        if cached == self.behind:
+            return None
+        job, replicas = cached
+        now = time.time()
+        if self.done(AppState.FAILED if failure(job, replicas, now) is not None else job.state):
+            return _Outcome.DONE
+        return _Outcome.DEADLINE if next_deadline(job, replicas, now) != self.deadline else None
+
+    async def change(self) -> _Outcome:
+        """Await the next outcome of either watch, or the deadline passing."""
+        return await race(
+            [
+                functools.partial(self.jobs.wait_until, self.check),
+                functools.partial(self.pods.wait_until, self.check),
+                self._deadline_passed,
+            ]
+        )
+
+    async def _deadline_passed(self) -> _Outcome:
+        await anyio.sleep(
+            math.inf if self.deadline is None else max(self.deadline - time.time(), 0)
+        )
+        return _Outcome.DEADLINE
