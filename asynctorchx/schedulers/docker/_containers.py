@@ -20,7 +20,7 @@ import functools
 import json
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import anyio
 
@@ -73,10 +73,7 @@ async def create_and_start(engine: Engine, job: DockerJob, network_id: str) -> N
         endpoint = config["NetworkingConfig"]["EndpointsConfig"].pop(job.network)
         config["NetworkingConfig"]["EndpointsConfig"][network_id] = endpoint
         try:
-            created = await engine.json(
-                "containers/create", "POST", params={"name": container.name}, data=config
-            )
-            await engine.call(f"containers/{created['Id']}/start")
+            await engine.run_container(container.name, config)
         except DockerEngineError as err:
             raise refused(err, container) from err
 
@@ -147,11 +144,8 @@ async def cancelled_at(engine: Engine, app_id: str) -> int | None:
         engine: the engine.
         app_id: the app.
     """
-    volume = await engine.json_if_found(f"volumes/{CANCEL_MARKER_PREFIX}{app_id}")
-    if volume is None:
-        return None
-    labels = volume.get("Labels") or {}
-    return int(labels.get(LABEL_CANCELLED_AT, "0"))
+    labels = await engine.volume_labels(f"{CANCEL_MARKER_PREFIX}{app_id}")
+    return None if labels is None else int(labels.get(LABEL_CANCELLED_AT, "0"))
 
 
 async def inspect_app(
@@ -200,13 +194,10 @@ async def describe(engine: Engine, app_id: str) -> DescribeAppResponse | None:
 async def _cancelled_apps(engine: Engine) -> dict[str, int]:
     """The apps that have a cancel marker, with when they were cancelled (ns since the
     epoch): one volume listing."""
-    filters = json.dumps({"label": [LABEL_CANCELLED_AT]})
-    volumes = await engine.json("volumes", params={"filters": filters})
-    cancelled: dict[str, int] = {}
-    for volume in volumes.get("Volumes") or []:
-        labels = volume.get("Labels") or {}
-        cancelled[str(labels.get(LABEL_APP_ID))] = int(labels.get(LABEL_CANCELLED_AT, "0"))
-    return cancelled
+    return {
+        str(labels.get(LABEL_APP_ID)): int(labels.get(LABEL_CANCELLED_AT, "0"))
+        for labels in await engine.labelled_volumes(LABEL_CANCELLED_AT)
+    }
 
 
 async def list_apps(engine: Engine) -> list[ListAppResponse]:
@@ -321,15 +312,11 @@ async def watch(
             response = describe_from(app_id, containers.values(), cancelled_at_ns)
             if done(response):
                 return response
-            prompted: set[str] = set()
             restarting = [cid for cid, found in containers.items() if found.status == "restarting"]
-            await race(
-                [
-                    events.fill,
-                    *(functools.partial(_stopped, engine, cid, prompted) for cid in restarting),
-                ]
-            )
-            prompted.update(event.id for event in events.pop())
+            waits: list[Callable[[], Awaitable[str | None]]] = [events.fill]
+            waits += (functools.partial(_stopped, engine, cid) for cid in restarting)
+            stopped = await race(waits)
+            prompted = {event.id for event in events.pop()} | ({stopped} if stopped else set())
             if not prompted:
                 continue
             fresh, marker = await inspect_app(
@@ -343,10 +330,10 @@ async def watch(
     return None
 
 
-async def _stopped(engine: Engine, cid: str, prompted: set[str]) -> None:
-    """Add ``cid`` to ``prompted`` once the restarting container is next not running."""
+async def _stopped(engine: Engine, cid: str) -> str:
+    """Return ``cid`` once the restarting container is next not running."""
     await engine.wait_stopped(cid)
-    prompted.add(cid)
+    return cid
 
 
 # --------------------------------------------------------------------------- stop, remove
@@ -365,17 +352,11 @@ async def stop_all(engine: Engine, app_id: str, stop_timeout: float) -> None:
         stop_timeout: seconds between the stop signal and SIGKILL, rounded up to whole seconds
             as the engine takes them.
     """
-    await engine.json(
-        "volumes/create",
-        "POST",
-        data={
-            "Name": f"{CANCEL_MARKER_PREFIX}{app_id}",
-            "Labels": {LABEL_APP_ID: app_id, LABEL_CANCELLED_AT: str(time.time_ns())},
-        },
-    )
-    params = {"t": str(max(0, math.ceil(stop_timeout)))}
-    await gather(  # 304, 404: stopped already, or removed
-        functools.partial(engine.call, f"containers/{c.id}/stop", params=params, done=(304, 404))
+    labels = {LABEL_APP_ID: app_id, LABEL_CANCELLED_AT: str(time.time_ns())}
+    await engine.create_volume(f"{CANCEL_MARKER_PREFIX}{app_id}", labels)
+    grace = max(0, math.ceil(stop_timeout))
+    await gather(
+        functools.partial(engine.stop_container, c.id, grace)
         for c in await list_containers(engine, app_id)
     )
 
@@ -390,11 +371,8 @@ async def delete_app(engine: Engine, app_id: str) -> None:
         engine: the engine.
         app_id: the app.
     """
-    gone = (404, 409)  # removed already, or being removed
     await gather(
-        functools.partial(
-            engine.call, f"containers/{c.id}", "DELETE", params={"force": "1", "v": "1"}, done=gone
-        )
+        functools.partial(engine.remove_container, c.id)
         for c in await list_containers(engine, app_id)
     )
-    await engine.call(f"volumes/{CANCEL_MARKER_PREFIX}{app_id}", "DELETE", done=gone)
+    await engine.remove_volume(f"{CANCEL_MARKER_PREFIX}{app_id}")

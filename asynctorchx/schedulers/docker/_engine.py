@@ -1,9 +1,10 @@
 """The Docker engine connection of ``local_docker``: the one module that imports aiodocker.
 
-:class:`Engine` holds one aiodocker client, opened on first use, and makes the Docker
-Engine API's requests over aiodocker's ``_query`` (JSON calls, calls whose body does not
-matter, streamed bodies, the events stream, image inspect/pull/build). Every error
-aiodocker or aiohttp raises is mapped here, once, to :mod:`asynctorchx.errors`:
+:class:`Engine` holds one aiodocker client, opened on first use, and makes each Docker
+Engine API request through aiodocker's public API (``docker.containers``,
+``docker.volumes``, ``docker.networks``, ``docker.images``), except the streamed reads
+it has no public call for (:meth:`Engine._stream_get` says why). Every error aiodocker
+or aiohttp raises is mapped here, once, to :mod:`asynctorchx.errors`:
 
 - the engine answered 4xx/5xx: :class:`~asynctorchx.errors.DockerEngineError`, with the
   HTTP ``status`` and the engine's ``message``;
@@ -246,7 +247,7 @@ class StreamBody:
             self.eof = True
 
 
-class EventStream(StreamBody):
+class EngineEvents(StreamBody):
     """The engine's events stream (``GET /events``, JSON lines) for one filter."""
 
     async def fill(self) -> None:
@@ -311,15 +312,30 @@ class Engine:
         return self.docker_host or os.environ.get("DOCKER_HOST") or ""
 
     @contextlib.contextmanager
-    def _errors(self, request: str) -> Iterator[None]:
-        """Map aiodocker's and aiohttp's errors raised inside to :mod:`asynctorchx.errors`."""
+    def _errors(self, request: str, done: Collection[int] = ()) -> Iterator[None]:
+        """Map aiodocker's and aiohttp's errors raised inside to :mod:`asynctorchx.errors`.
+
+        Args:
+            request: the request, as the errors name it (``POST containers/create``).
+            done: error statuses that mean the request has nothing left to do (404 for a
+                removal: removed already); the block then ends as a success.
+        """
         try:
             yield
         except Exception as err:
             mapped = _mapped_error(err, request, self.key or "the default socket")
             if mapped is None:
                 raise
-            raise mapped from err
+            if not (isinstance(mapped, DockerEngineError) and mapped.status in done):
+                raise mapped from err
+
+    @contextlib.asynccontextmanager
+    async def _request(self, request: str, done: Collection[int] = ()) -> AsyncIterator[Any]:
+        """Connect, then yield the aiodocker client for one request, its errors mapped
+        (see :meth:`_errors`)."""
+        docker = await self.connect()
+        with self._errors(request, done):
+            yield docker
 
     async def connect(self) -> Any:
         """Return the aiodocker client, opening it on first use and checking then that the
@@ -372,45 +388,6 @@ class Engine:
             with contextlib.suppress(Exception):
                 await docker.close()
 
-    async def json(
-        self,
-        path: str,
-        method: str = "GET",
-        *,
-        params: Mapping[str, str] | None = None,
-        data: Any = None,
-    ) -> Any:
-        """Make an engine request and return its JSON body.
-
-        Args:
-            path: the API path, e.g. ``containers/json`` (the API version is added).
-            method: the HTTP method.
-            params: the query parameters.
-            data: the JSON body, if any.
-
-        Raises:
-            DockerEngineError: the engine answered 4xx/5xx.
-        """
-        docker = await self.connect()
-        with self._errors(f"{method} {path}"):
-            return await docker._query_json(
-                path, method, params=dict(params) if params else None, data=data
-            )
-
-    async def json_if_found(self, path: str) -> Any:
-        """:meth:`json` of a ``GET`` of ``path``, or ``None`` when the engine answers 404
-        (no such container or volume: never made, or removed meanwhile).
-
-        Raises:
-            DockerEngineError: the engine answered another 4xx/5xx.
-        """
-        try:
-            return await self.json(path)
-        except DockerEngineError as err:
-            if err.status == 404:
-                return None
-            raise
-
     async def inspect(self, cid: str) -> Container | None:
         """Inspect a container; ``None`` if the engine has no such container (404).
 
@@ -420,7 +397,9 @@ class Engine:
         Raises:
             DockerEngineError: the engine answered another 4xx/5xx.
         """
-        info = await self.json_if_found(f"containers/{cid}/json")
+        info = None
+        async with self._request(f"GET containers/{cid}/json", done=(404,)) as docker:
+            info = await docker.containers.container(cid).show()
         return None if info is None else Container.from_inspect(info)
 
     async def containers(self, label: str) -> list[Container]:
@@ -433,8 +412,108 @@ class Engine:
             DockerEngineError: the engine refused the filter.
         """
         filters = json.dumps({"label": [label]})
-        listed = await self.json("containers/json", params={"all": "1", "filters": filters})
-        return [Container.from_listing(entry) for entry in listed]
+        async with self._request("GET containers/json") as docker:
+            listed = await docker.containers.list(all=True, filters=filters)
+        # aiodocker's DockerContainer reads as a mapping by key only
+        fields = ("Id", "Names", "Image", "Labels", "State", "Status")
+        return [Container.from_listing({k: c[k] for k in fields if k in c}) for c in listed]
+
+    async def run_container(self, name: str, config: Mapping[str, Any]) -> None:
+        """Create the container ``name`` from ``config`` and start it (``docker run -d``).
+
+        Args:
+            name: the container's name.
+            config: the Docker Engine API's container create body.
+
+        Raises:
+            DockerEngineError: the engine refused to create or to start it.
+        """
+        async with self._request("POST containers/create") as docker:
+            container = await docker.containers.create(config, name=name)
+        async with self._request(f"POST containers/{container.id}/start"):
+            await container.start()
+
+    async def stop_container(self, cid: str, grace: int) -> None:
+        """Stop a container: its stop signal, then SIGKILL after ``grace`` seconds (as
+        ``docker stop -t``); returns once it stopped. One removed already is done.
+
+        Cancelling it closes the connection (aiohttp's), so the stop is not left running
+        on a pooled connection.
+
+        Args:
+            cid: the container's id.
+            grace: whole seconds between the stop signal and SIGKILL.
+        """
+        async with self._request(f"POST containers/{cid}/stop", done=(404,)) as docker:
+            await docker.containers.container(cid).stop(t=grace)
+
+    async def remove_container(self, cid: str) -> None:
+        """Remove a container with its anonymous volumes, killing it if it runs. One
+        removed already (404), or being removed (409), is done.
+
+        Args:
+            cid: the container's id.
+        """
+        async with self._request(f"DELETE containers/{cid}", done=(404, 409)) as docker:
+            await docker.containers.container(cid).delete(force=True, v=True)
+
+    async def wait_stopped(self, cid: str) -> None:
+        """Return when the container is next not running (the engine's wait endpoint).
+
+        Only a backstop for a container that is restarting: if the engine fails to start
+        it again, the engine marks it exited without any event. A container that is gone
+        (404) or being removed (409) has stopped too.
+
+        Args:
+            cid: the container's id.
+        """
+        async with self._request(f"POST containers/{cid}/wait", done=(404, 409)) as docker:
+            await docker.containers.container(cid).wait(condition="not-running")
+
+    async def volume_labels(self, name: str) -> Mapping[str, str] | None:
+        """The labels of the volume ``name``; ``None`` if there is no such volume (404).
+
+        Args:
+            name: the volume's name.
+        """
+        from aiodocker.volumes import DockerVolume
+
+        info = None
+        async with self._request(f"GET volumes/{name}", done=(404,)) as docker:
+            info = await DockerVolume(docker, name).show()  # type: ignore[no-untyped-call]
+        return None if info is None else dict(info.get("Labels") or {})
+
+    async def labelled_volumes(self, label: str) -> list[Mapping[str, str]]:
+        """The labels of every volume that has ``label`` (a key, or ``key=value``).
+
+        Args:
+            label: the listing's ``label`` filter.
+        """
+        async with self._request("GET volumes") as docker:
+            listed = await docker.volumes.list(filters={"label": [label]})
+        return [dict(volume.get("Labels") or {}) for volume in listed.get("Volumes") or []]
+
+    async def create_volume(self, name: str, labels: Mapping[str, str]) -> None:
+        """Create the volume ``name`` with ``labels`` (the engine keeps an existing one).
+
+        Args:
+            name: the volume's name.
+            labels: its labels.
+        """
+        async with self._request("POST volumes/create") as docker:
+            await docker.volumes.create({"Name": name, "Labels": dict(labels)})
+
+    async def remove_volume(self, name: str) -> None:
+        """Remove the volume ``name``; one removed already (404), or in use by a
+        container being removed (409), is done.
+
+        Args:
+            name: the volume's name.
+        """
+        from aiodocker.volumes import DockerVolume
+
+        async with self._request(f"DELETE volumes/{name}", done=(404, 409)) as docker:
+            await DockerVolume(docker, name).delete()  # type: ignore[no-untyped-call]
 
     async def networks(self, name: str) -> list[Network]:
         """List the networks named exactly ``name`` (the engine's filter matches prefixes).
@@ -442,49 +521,54 @@ class Engine:
         Args:
             name: the network's name.
         """
-        listed = await self.json("networks", params={"filters": json.dumps({"name": [name]})})
+        async with self._request("GET networks") as docker:
+            listed = await docker.networks.list(filters={"name": [name]})
         return [
             Network(str(entry["Id"]), parse_rfc3339_ns(entry.get("Created")))
             for entry in listed
             if entry.get("Name") == name
         ]
 
-    async def call(
-        self,
-        path: str,
-        method: str = "POST",
-        *,
-        params: Mapping[str, str] | None = None,
-        done: Collection[int] = (),
-    ) -> None:
-        """Make an engine request whose body does not matter; read it and free the connection.
-
-        Cancelling it closes the connection (a long request such as ``wait`` or ``stop``
-        is not left running on a pooled connection).
+    async def create_network(self, name: str, labels: Mapping[str, str]) -> str:
+        """Create the bridge network ``name`` with ``labels``; return its id.
 
         Args:
-            path: the API path, e.g. ``containers/{id}/start``.
-            method: the HTTP method.
-            params: the query parameters.
-            done: error statuses that mean the request has nothing left to do (e.g. 404
-                for a removal: removed already); they return as a success does.
+            name: the network's name.
+            labels: its labels.
 
         Raises:
-            DockerEngineError: the engine answered 4xx/5xx (a status not in ``done``).
+            DockerEngineError: the engine refused (409 or "already exists": a network of
+                that name exists and the engine checked).
         """
-        docker = await self.connect()
-        query = dict(params) if params else None
-        try:
-            with self._errors(f"{method} {path}"):
-                async with docker._query(path, method, params=query, timeout=None) as response:
-                    try:
-                        await response.read()
-                    except BaseException:
-                        response.close()
-                        raise
-        except DockerEngineError as err:
-            if err.status not in done:
-                raise
+        config = {"Name": name, "Driver": "bridge", "CheckDuplicate": True, "Labels": dict(labels)}
+        async with self._request("POST networks/create") as docker:
+            network = await docker.networks.create(config)
+        return str(network.id)
+
+    async def remove_network(self, network_id: str) -> None:
+        """Remove the network ``network_id``; one removed already (404) is done.
+
+        Args:
+            network_id: the network's id.
+        """
+        from aiodocker.networks import DockerNetwork
+
+        async with self._request(f"DELETE networks/{network_id}", done=(404,)) as docker:
+            await DockerNetwork(docker, network_id).delete()  # type: ignore[no-untyped-call]
+
+    async def tag_image(self, image: str, repo: str, tag: str) -> None:
+        """Tag ``image`` as ``repo:tag`` (``docker tag``).
+
+        Args:
+            image: the image's name or id.
+            repo: the repository.
+            tag: the tag.
+
+        Raises:
+            DockerEngineError: the engine has no such image (404), or refused the name.
+        """
+        async with self._request(f"POST images/{image}/tag") as docker:
+            await docker.images.tag(image, repo, tag=tag)
 
     @contextlib.asynccontextmanager
     async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[StreamBody]:
@@ -497,11 +581,25 @@ class Engine:
         Raises:
             DockerEngineError: the engine answered 4xx/5xx.
         """
-        async with self._response(path, params) as response:
+        async with self._stream_get(path, params) as response:
             yield StreamBody(response, functools.partial(self._errors, f"GET {path}"))
 
     @contextlib.asynccontextmanager
-    async def _response(self, path: str, params: Mapping[str, str]) -> AsyncIterator[Any]:
+    async def _stream_get(self, path: str, params: Mapping[str, str]) -> AsyncIterator[Any]:
+        """The raw aiohttp response of a streamed ``GET``, closed on exit (even by cancel).
+
+        The one call of aiodocker's private ``Docker._query`` (hence the upper bound on
+        aiodocker in ``pyproject.toml``): its public API reads neither stream as needed.
+
+        - logs: ``DockerContainer.log`` inspects the container first (a second request),
+          decodes the text dropping bytes that are not UTF-8, drops each frame's stream
+          id (stdout or stderr), and loses a frame's bytes already read when cancelled;
+          here the frames are read raw and byte-exact, and a read is cancel-safe
+          (:class:`StreamBody`);
+        - events: ``Docker.events`` runs one background task per client, subscribed with
+          the first subscriber's filters and ``since``; here each subscription has its
+          own, and no task (its connection is closed with the block).
+        """
         docker = await self.connect()
         async with contextlib.AsyncExitStack() as stack:
             with self._errors(f"GET {path}"):
@@ -516,7 +614,7 @@ class Engine:
     @contextlib.asynccontextmanager
     async def events(
         self, filters: Mapping[str, list[str]], since_ns: int | None = None
-    ) -> AsyncIterator[EventStream]:
+    ) -> AsyncIterator[EngineEvents]:
         """Subscribe to the engine's events matching ``filters`` (the events API's).
 
         Events are replayed from ``since_ns`` (default: ``EVENTS_SKEW_NS`` ago), so once
@@ -533,21 +631,8 @@ class Engine:
         """
         since = time.time_ns() - EVENTS_SKEW_NS if since_ns is None else since_ns
         params = {"filters": json.dumps(dict(filters)), "since": ns_to_engine(since)}
-        async with self._response("events", params) as response:
-            yield EventStream(response, functools.partial(self._errors, "GET events"))
-
-    async def wait_stopped(self, cid: str) -> None:
-        """Return when the container is next not running (the engine's wait endpoint).
-
-        Only a backstop for a container that is restarting: if the engine fails to start
-        it again, the engine marks it exited without any event. A container that is gone
-        (404) or being removed (409) has stopped too.
-
-        Args:
-            cid: the container's id.
-        """
-        params = {"condition": "not-running"}
-        await self.call(f"containers/{cid}/wait", params=params, done=(404, 409))
+        async with self._stream_get("events", params) as response:
+            yield EngineEvents(response, functools.partial(self._errors, "GET events"))
 
     async def ensure_images(self, images: set[str]) -> None:
         """Pull each image the engine does not have, concurrently (TorchX pulls every time).
@@ -559,13 +644,15 @@ class Engine:
             DockerEngineError: an image is missing and could not be pulled (the message
                 says how to fix it).
         """
-        docker = await self.connect()
 
         async def ensure(image: str) -> None:
-            if await self.json_if_found(f"images/{image}/json") is not None:
+            found = None
+            async with self._request(f"GET images/{image}/json", done=(404,)) as docker:
+                found = await docker.images.inspect(image)
+            if found is not None:
                 return
             try:
-                with self._errors(f"POST images/create?fromImage={image}"):
+                async with self._request(f"POST images/create?fromImage={image}") as docker:
                     await docker.images.pull(image)
             except DockerEngineError as err:
                 raise DockerEngineError(
@@ -605,18 +692,17 @@ class Engine:
             WorkspaceBuildError: a step failed (its ``error``, else ``errorDetail``).
             DockerEngineError: the engine refused the build.
         """
-        docker = await self.connect()
-        stream = docker.images.build(
-            fileobj=io.BytesIO(context),
-            encoding="identity",
-            path_dockerfile=dockerfile,
-            labels=dict(labels),
-            pull=False,
-            forcerm=True,  # a failed step's container is removed too
-            stream=True,
-        )
         image_id: str | None = None
-        with self._errors("POST build"):
+        async with self._request("POST build") as docker:
+            stream = docker.images.build(
+                fileobj=io.BytesIO(context),
+                encoding="identity",
+                path_dockerfile=dockerfile,
+                labels=dict(labels),
+                pull=False,
+                forcerm=True,  # a failed step's container is removed too
+                stream=True,
+            )
             async with contextlib.aclosing(stream) as records:
                 async for record in records:
                     if "stream" in record:

@@ -33,7 +33,7 @@ from asynctorchx.schedulers.api import Stream
 from asynctorchx.schedulers.docker._containers import find_container
 from asynctorchx.schedulers.docker._engine import (
     Engine,
-    EventStream,
+    EngineEvents,
     StreamBody,
     ns_to_engine,
 )
@@ -495,7 +495,7 @@ async def _tail(
         yield block
 
 
-async def _more(body: StreamBody, events: EventStream, deadline: float, stopped: bool) -> bool:
+async def _more(body: StreamBody, events: EngineEvents, deadline: float, stopped: bool) -> bool:
     """Await more of a followed log, an event or ``deadline``; False: stop following
     (once ``stopped``, nothing came for :data:`DRAIN_QUIET_SECONDS`).
 
@@ -519,7 +519,7 @@ async def _follow(
     cid: str,
     lines: LogLines,
     params: Mapping[str, str],
-    events: EventStream,
+    events: EngineEvents,
     deadline: float,
 ) -> AsyncIterator[list[str]]:
     """Follow a running container's log until it stops (an event) or ``deadline``, yielding
@@ -557,7 +557,7 @@ async def _follow(
         await _stop_event(events, deadline)
 
 
-async def _stop_event(events: EventStream, deadline: float) -> None:
+async def _stop_event(events: EngineEvents, deadline: float) -> None:
     """Await the container's stop event (or ``deadline``) after the engine ended a follow.
 
     The engine ends the follow when the process is exiting, and its die event is on its

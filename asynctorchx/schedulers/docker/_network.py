@@ -17,7 +17,7 @@ from anyio.lowlevel import RunVar
 
 from asynctorchx import __version__
 from asynctorchx.errors import DockerEngineError
-from asynctorchx.schedulers.docker._engine import Engine, EventStream, Network
+from asynctorchx.schedulers.docker._engine import Engine, EngineEvents, Network
 from asynctorchx.schedulers.docker._request import LABEL_VERSION
 
 #: A network older than this (s) is settled: no concurrent create of its name is running.
@@ -86,8 +86,8 @@ async def ensure_network(engine: Engine, name: str) -> str:
                     mine = await _create_network(engine, name)
                 winner = await _network_winner(engine, name, events, mine)
             if mine is not None and winner != mine:
-                with contextlib.suppress(Exception):  # 404: gone already
-                    await engine.call(f"networks/{mine}", "DELETE")
+                with contextlib.suppress(Exception):  # best effort: the losing network is unused
+                    await engine.remove_network(mine)
             if winner is not None:
                 return winner
     raise RuntimeError(
@@ -99,25 +99,15 @@ async def ensure_network(engine: Engine, name: str) -> str:
 async def _create_network(engine: Engine, name: str) -> str | None:
     """Create the bridge network ``name``; ``None`` if the engine says it exists."""
     try:
-        created = await engine.json(
-            "networks/create",
-            "POST",
-            data={
-                "Name": name,
-                "Driver": "bridge",
-                "CheckDuplicate": True,
-                "Labels": {LABEL_VERSION: __version__},
-            },
-        )
+        return await engine.create_network(name, {LABEL_VERSION: __version__})
     except DockerEngineError as err:
         if err.status == 409 or "already exists" in err.message:
             return None
         raise
-    return str(created["Id"])
 
 
 async def _network_winner(
-    engine: Engine, name: str, events: EventStream, mine: str | None
+    engine: Engine, name: str, events: EngineEvents, mine: str | None
 ) -> str | None:
     """The network of ``name`` whose ``create`` the engine logged first, still there.
 

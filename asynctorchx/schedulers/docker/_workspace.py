@@ -193,7 +193,7 @@ async def build_workspace(
     image_repo = cfg.get("image_repo")
     if isinstance(image_repo, str) and image_repo:
         tag = image_id.split(":")[-1][:12]
-        await engine.call(f"images/{image_id}/tag", params={"repo": image_repo, "tag": tag})
+        await engine.tag_image(image_id, image_repo, tag)
         role.image = f"{image_repo}:{tag}"
     else:
         role.image = image_id

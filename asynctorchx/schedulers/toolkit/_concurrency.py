@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import anyio
 from anyio.abc import TaskGroup
@@ -82,7 +82,11 @@ async def gather(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
     await _concurrently(calls, until_first_returns=False)
 
 
-async def race(calls: Iterable[Callable[[], Awaitable[T]]]) -> T:
+@overload  # a list of waits that return nothing, whatever their types (bound methods, partials)
+async def race(calls: Iterable[Callable[[], Awaitable[None]]]) -> None: ...
+@overload
+async def race(calls: Iterable[Callable[[], Awaitable[T]]]) -> T: ...
+async def race(calls: Iterable[Callable[[], Awaitable[Any]]]) -> Any:
     """Run ``calls`` concurrently until the first one returns; cancel the others and
     return the first one's value.
 

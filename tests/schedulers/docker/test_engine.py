@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import uuid
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from asynctorchx.errors import DockerEngineError, SchedulerUnavailableError
 from asynctorchx.schedulers.docker._engine import Engine
-from asynctorchx.schedulers.docker._request import LABEL_ROLE_NAME
+from asynctorchx.schedulers.docker._request import LABEL_APP_ID, LABEL_ROLE_NAME
 from asynctorchx.schedulers.docker_scheduler import create_scheduler
 from asynctorchx.specs.api import AppDef, Resource, Role
 from tests.conftest import DOCKER_TEST_IMAGE
@@ -26,12 +25,12 @@ async def test_an_engine_refusal_is_a_docker_engine_error_with_its_status() -> N
     missing = f"asynctorchx-missing-{uuid.uuid4().hex[:8]}"
     try:
         with pytest.raises(DockerEngineError) as caught:
-            await engine.json(f"containers/{missing}/json")
+            await engine.tag_image(missing, "asynctorchx-test/tagged", "t")
     finally:
         await engine.close()
     assert caught.value.status == 404
     assert missing in caught.value.message  # the engine's own words
-    assert caught.value.request == f"GET containers/{missing}/json"
+    assert caught.value.request == f"POST images/{missing}/tag"
     assert isinstance(caught.value, RuntimeError)
 
 
@@ -68,8 +67,7 @@ async def test_a_refused_resource_names_the_replica_and_the_value_in_the_engines
     assert (caught.value.status, caught.value.request) == (400, "POST containers/create")
     engine = Engine(None, "t")
     try:
-        labelled = json.dumps({"label": [f"{LABEL_ROLE_NAME}={role}"]})
-        left = await engine.json("containers/json", params={"all": "1", "filters": labelled})
+        left = await engine.containers(f"{LABEL_ROLE_NAME}={role}")
     finally:
         await engine.close()
     assert left == []
@@ -80,7 +78,7 @@ async def test_no_engine_on_a_request_is_unavailable_not_an_aiodocker_error(
 ) -> None:
     engine = Engine(f"unix://{tmp_path}/no-docker.sock", "t")
     with pytest.raises(SchedulerUnavailableError, match="no Docker engine"):
-        await engine.json("containers/json")
+        await engine.containers(LABEL_APP_ID)
     await engine.close()
 
 
@@ -117,6 +115,6 @@ async def test_an_engine_gone_mid_session_is_unavailable(tmp_path: Path) -> None
             await engine.connect()  # the engine answered once
             tg.cancel_scope.cancel()  # then it is gone: its connections and socket closed
         with pytest.raises(SchedulerUnavailableError, match="Docker engine"):
-            await engine.json("containers/json")
+            await engine.containers(LABEL_APP_ID)
     finally:
         await engine.close()
