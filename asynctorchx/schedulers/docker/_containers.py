@@ -281,10 +281,9 @@ async def watch(
 
     Subscribes to the app's container events, then lists and inspects its containers.
     Each event prompts a fresh inspect of its container (and of the cancel marker while
-    the app is not cancelled). An inspect right after a ``die`` waits (~50 ms) for the
-    engine to finish its exit handling: a terminal state is returned only once the engine
-    has recorded every container stopped (answering from the ``die`` event itself let
-    ``wait`` return while ``docker ps`` still listed the container as running). A
+    the app is not cancelled). An inspect right after a ``die`` waits for the engine to
+    finish its exit handling: a terminal state is returned only once the engine has
+    recorded every container stopped, so ``docker ps`` no longer lists one as running. A
     container that is ``restarting`` is also awaited on the engine's wait endpoint: when
     the engine fails to start it again (its bind source is gone, say) it marks it exited
     without logging any event.

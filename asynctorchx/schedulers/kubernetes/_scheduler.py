@@ -3,8 +3,8 @@
 TorchX's ``torchx.schedulers.kubernetes_scheduler`` is the reference: same manifest,
 run options and app ids (``{namespace}:{job}``). The run option ``job_api=jobset``
 submits a ``JobSet`` instead (app id ``{namespace}:jobset:{name}``; Kueue with
-``queue``); what differs per job API is one record each (:mod:`._jobapi`). It differs
-from TorchX on purpose (see ``docs/kubernetes.md``):
+``queue``); what differs per job API is one record each (:mod:`._jobapi`). What each
+call does (``docs/kubernetes.md`` says more):
 
 - ``wait``/``wait_for_state_change`` await the API's watch (list, then watch from the
   list's ``resourceVersion``; relist on ``410 Gone``; a dropped connection is reopened),
