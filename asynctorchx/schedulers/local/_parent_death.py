@@ -4,8 +4,8 @@ A replica is started in a session of its own, so nothing ends it when this proce
 dies without closing its scheduler: ``SIGKILL``, the OOM killer, a crash. TorchX's
 ``torchx.schedulers.local_scheduler`` does not tie its replicas to the host.
 
-Here, the first replica start of this process also starts a *watchdog*: a tiny Python
-program (:data:`WATCHDOG_PROGRAM`, ``sys.executable -I -S -c``) in a session of its own,
+Here, the first replica start of this process also starts a *watchdog*: the small
+program :mod:`._watchdog` (run as a file, ``sys.executable -I -S``) in a session of its own,
 whose stdin is the read end of a pipe. Only this process holds the write end (it is
 ``O_CLOEXEC``, and replicas are started with ``close_fds``). :func:`tie` writes
 ``+<pgid> <token>`` once a replica's process started (in its own session: its process
@@ -27,21 +27,18 @@ of file is what ends it, so it never outlives this process.
 
 The watchdog reads its pipe at most every :data:`READ_INTERVAL` seconds (it sleeps after
 each read that got data; idle, it blocks in ``read``): a write to a pipe whose reader is
-blocked wakes that reader, and on a busy host the scheduler then often runs it at once,
-so each start and each reap paid a context switch (0.16 ms per write on average on two
-cores, p90 0.22 ms, against 1.4 us for writes into a pipe whose reader sleeps; benchmark
-3's ms-per-replica row guards it, ``bench_spawn.py`` shows it alone). The
-pipe is enlarged to 1 MiB where Linux allows (``F_SETPIPE_SZ``) so that the lines of a
-burst of starts wait in it; the price is that the groups are killed up to
-:data:`READ_INTERVAL` seconds later after this process is gone.
+blocked wakes that reader, which would cost each start and each reap a context switch
+(benchmark 3's ms-per-replica row; ``bench_spawn.py`` shows it alone). The pipe is
+enlarged to 1 MiB where Linux allows (``F_SETPIPE_SZ``) so that the lines of a burst of
+starts wait in it; the price is that the groups are killed up to :data:`READ_INTERVAL`
+seconds after this process is gone.
 
-The watchdog describes the process, not an event loop: it is started once per process
-(under a lock, from whichever loop or thread starts a replica first) and serves every
-loop after, asyncio or trio alike (nothing depends on the thread that forks, which the
-former ``setpriv --pdeathsig`` wrapper did). Its cost is one write per start and one per
-reap, against the wrapper's extra ``exec`` per replica (``benchmarks/bench_spawn.py``).
-A watchdog that died while this process lives (someone killed it) is started again at
-the next write, and told every group still tied.
+The watchdog belongs to the process, not to an event loop: it is started once per
+process (under a lock, from whichever loop or thread starts a replica first) and serves
+every loop after, asyncio or trio alike; nothing depends on the thread that forks. Its
+cost is one write per start and one per reap (``benchmarks/bench_spawn.py``). A
+watchdog that died while this process lives (someone killed it) is started again at the
+next write, and told every group still tied.
 
 Limits:
 
@@ -70,7 +67,7 @@ import os
 import sys
 import threading
 
-from asynctorchx.schedulers.local import _subreaper
+from asynctorchx.schedulers.local import _subreaper, _watchdog
 
 logger = logging.getLogger(__name__)
 
@@ -83,73 +80,8 @@ READ_INTERVAL = 0.05
 #: The size asked for the watchdog's pipe (bytes; Linux's default limit for a user).
 PIPE_SIZE = 1 << 20
 
-#: The watchdog: reads ``+pgid token``/``-pgid`` lines on stdin, kills what is left at
-#: EOF: the groups, then every process of their sessions or with their tokens.
-WATCHDOG_PROGRAM = f"""\
-import os, select, signal, time
-for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-    signal.signal(s, signal.SIG_IGN)
-os.chdir("/")
-groups = {{}}
-pending = b""
-while True:
-    chunk = os.read(0, 65536)
-    if not chunk:
-        break
-    lines = (pending + chunk).split(b"\\n")
-    pending = lines.pop()
-    for line in lines:
-        if line[:1] == b"+":
-            pgid, _, token = line[1:].partition(b" ")
-            groups[int(pgid)] = token
-        elif line[:1] == b"-":
-            groups.pop(int(line[1:]), None)
-    time.sleep({READ_INTERVAL})
-for pgid in groups:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except OSError:
-        pass
-tokens = {{b"{_subreaper.TOKEN_VARIABLE}=" + token for token in groups.values() if token}}
-
-def replicas_own(pid):
-    try:
-        with open(f"/proc/{{pid}}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-        if fields[0] == b"Z":
-            return False
-        if int(fields[3]) in groups:
-            return True
-        with open(f"/proc/{{pid}}/environ", "rb") as environ:
-            return not tokens.isdisjoint(environ.read().split(b"\\0"))
-    except (OSError, IndexError, ValueError):
-        return False
-
-while groups and hasattr(os, "pidfd_open"):
-    killed = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid() or not replicas_own(entry):
-            continue
-        try:
-            pidfd = os.pidfd_open(int(entry))
-        except OSError:
-            continue
-        try:
-            if replicas_own(entry):  # still: the pidfd is that process, not a reused pid
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                killed.append(pidfd)
-                continue
-        except OSError:
-            pass
-        os.close(pidfd)
-    if not killed:
-        break
-    for pidfd in killed:  # until each exited: a second look finds what they forked
-        exited = select.poll()
-        exited.register(pidfd, select.POLLIN)
-        exited.poll()
-        os.close(pidfd)
-"""
+#: The watchdog program, run as a file: ``python -I -S PROGRAM <interval> <variable>``.
+PROGRAM = _watchdog.__file__
 
 
 class _Watchdog:
@@ -174,7 +106,10 @@ class _Watchdog:
                 read_fd = moved
             pid = os.posix_spawn(
                 sys.executable,
-                [sys.executable, "-I", "-S", "-c", WATCHDOG_PROGRAM],
+                [
+                    sys.executable,
+                    *("-I", "-S", PROGRAM, str(READ_INTERVAL), _subreaper.TOKEN_VARIABLE),
+                ],
                 os.environ,
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, read_fd, 0),
@@ -244,8 +179,8 @@ class _Watchdog:
         self.tied = {}
 
 
-_watchdog = _Watchdog()
-os.register_at_fork(after_in_child=_watchdog.forget)
+_process_watchdog = _Watchdog()
+os.register_at_fork(after_in_child=_process_watchdog.forget)
 
 
 def tie(pgid: int, token: str = "") -> None:
@@ -262,10 +197,10 @@ def tie(pgid: int, token: str = "") -> None:
     """
     if not enabled:
         return
-    with _watchdog.lock:
-        if pgid not in _watchdog.tied:
-            _watchdog.tied[pgid] = token
-            _watchdog.send(f"+{pgid} {token}\n")
+    with _process_watchdog.lock:
+        if pgid not in _process_watchdog.tied:
+            _process_watchdog.tied[pgid] = token
+            _process_watchdog.send(f"+{pgid} {token}\n")
 
 
 def untie(pgid: int) -> None:
@@ -274,12 +209,12 @@ def untie(pgid: int) -> None:
     Args:
         pgid: the group given to :func:`tie`; one never tied is ignored.
     """
-    with _watchdog.lock:
-        if pgid in _watchdog.tied:
-            del _watchdog.tied[pgid]
-            _watchdog.send(f"-{pgid}\n")
+    with _process_watchdog.lock:
+        if pgid in _process_watchdog.tied:
+            del _process_watchdog.tied[pgid]
+            _process_watchdog.send(f"-{pgid}\n")
 
 
 def watchdog_pid() -> int | None:
     """The pid of this process's watchdog, or None before the first :func:`tie`."""
-    return _watchdog.pid
+    return _process_watchdog.pid

@@ -15,7 +15,6 @@ import anyio.abc
 import pytest
 
 from asynctorchx.schedulers.local import _parent_death
-from asynctorchx.schedulers.local._parent_death import WATCHDOG_PROGRAM
 from tests.processes import alive, await_end, killed_on_exit
 
 LIMIT = 30  # seconds
@@ -40,21 +39,6 @@ async def read_until_ready(host: anyio.abc.Process) -> bytes:
     return output
 
 
-async def test_the_watchdog_kills_the_groups_left_at_end_of_file() -> None:
-    async with sleeper() as tied, sleeper() as untied:
-        watchdog = await anyio.open_process(
-            [sys.executable, "-I", "-S", "-c", WATCHDOG_PROGRAM], stdin=subprocess.PIPE
-        )
-        async with watchdog:
-            assert watchdog.stdin is not None
-            await watchdog.stdin.send(f"+{tied.pid}\n+{untied.pid}\n-{untied.pid}\n".encode())
-            await watchdog.stdin.aclose()  # what the host's death does
-            with anyio.fail_after(LIMIT):
-                assert await watchdog.wait() == 0
-                assert await tied.wait() == -signal.SIGKILL
-        assert untied.returncode is None
-
-
 async def test_a_watchdog_that_dies_as_it_starts_is_started_again_at_the_next_tie(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -63,12 +47,9 @@ async def test_a_watchdog_that_dies_as_it_starts_is_started_again_at_the_next_ti
         start = watchdog.start
 
         def start_and_die() -> bool:  # a watchdog that is gone before it is told anything
-            program = _parent_death.WATCHDOG_PROGRAM
-            _parent_death.WATCHDOG_PROGRAM = "pass"
-            try:
+            with monkeypatch.context() as patch:
+                patch.setattr(_parent_death, "PROGRAM", os.devnull)  # an empty program
                 assert start()
-            finally:
-                _parent_death.WATCHDOG_PROGRAM = program
             assert watchdog.pid is not None
             os.waitpid(watchdog.pid, 0)
             return True
@@ -246,7 +227,7 @@ def _watchdog_of(host: int) -> int:
     """The pid of the watchdog among the children of ``host``."""
     tasks = Path(f"/proc/{host}/task")
     children = [int(c) for task in tasks.iterdir() for c in (task / "children").read_text().split()]
-    program = WATCHDOG_PROGRAM.encode()
+    program = _parent_death.PROGRAM.encode()
     (watchdog,) = [c for c in children if program in Path(f"/proc/{c}/cmdline").read_bytes()]
     return watchdog
 
