@@ -95,8 +95,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._fail_fast = fail_fast
         self._stop_timeout = float(stop_timeout)
         self._handles: list[AppHandle] = []
-        self._final: dict[AppHandle, AppStatus] = {}
-        self._ended: list[AppHandle] = []  # in the order the apps ended
+        self._final: dict[AppHandle, AppStatus] = {}  # in the order the apps ended
         self._following: set[_Submit] = set()  # the apps not yet ended, by their submit
         self._cancelling = 0  # cancel requests in flight
         self._changed = Notifier()
@@ -285,7 +284,6 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                     await self._cancel(handle, math.inf)
                 status = await self._final_status(handle, trace)
                 self._final[handle] = status
-                self._ended.append(handle)
                 if trace is not None:
                     trace.ended(status)
                 if self._fail_fast and status.state in FAILING_STATES and not self._failed:
@@ -395,13 +393,15 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         Ends once every app started so far, including those started while iterating, has
         been yielded. Several iterations may run at once; each sees every app.
         """
-        index = 0
+        yielded = 0
         while True:
             changed = self._changed.event
-            while index < len(self._ended):
-                handle = self._ended[index]
-                index += 1
-                yield handle, self._final[handle]
+            ended = list(self._final.items())[yielded:]
+            for handle, status in ended:
+                yielded += 1
+                yield handle, status
+            if ended:  # more may have ended while the caller held an app: look again
+                continue
             if not self._following:
                 return
             await changed.wait()
