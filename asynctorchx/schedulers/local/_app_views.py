@@ -3,10 +3,10 @@ and the watch that wakes a follower of another process's app.
 
 What a ``LocalScheduler`` answers of an app (``describe``, ``wait``, ``log_iter``,
 ``cancel``) is answered here, once, from the app's record (:class:`~._records.AppRecord`):
-for an app of this process the record it writes, built in memory
-(:func:`~._records.record_of`) with its live process state, for an app of another
-process of this user the record read from disk (:mod:`._records`). The two views differ
-only in how they learn of a change and how they cancel. TorchX's
+for an app of this process the one record its supervisor keeps in memory (no file is
+read), for an app of another process of this user the record read from disk
+(:mod:`._records`). The two views differ only in where the record is read, how a waiter
+wakes and how they cancel. TorchX's
 ``torchx.schedulers.local_scheduler`` knows only the apps of its own process: ``status``
 from a second terminal exits 1 there.
 
@@ -80,7 +80,6 @@ from asynctorchx.schedulers.local._records import (
     is_finished,
     read_record,
     record_ids,
-    record_of,
     record_path,
     records_directory,
     replace_private_file,
@@ -96,7 +95,7 @@ from asynctorchx.schedulers.toolkit import (
     role_statuses,
     tail_blocks,
 )
-from asynctorchx.specs.api import AppState, ReplicaStatus, is_terminal
+from asynctorchx.specs.api import NONE, AppState, ReplicaStatus, is_terminal
 
 logger = logging.getLogger(__name__)
 
@@ -207,24 +206,29 @@ def describe_record(record: AppRecord) -> DescribeAppResponse:
 
     Built by the toolkit's :func:`~asynctorchx.schedulers.toolkit.describe_app`: a
     failed app's structured error is the earliest of its failed replicas' TorchElastic
-    error files (TorchX's rule in ``torchx.schedulers.local_scheduler``).
+    error files (TorchX's rule in ``torchx.schedulers.local_scheduler``), as the record
+    holds them; only the replicas of a supervisor that died have their file read here.
 
     Args:
         record: the app's record.
     """
     state, msg = settled_state(record)
     dead = msg is not None  # its supervisor died: what still ran was ended with it
-    replicas = [
-        ReplicaStatus(
+    replicas = []
+    for replica in record.replicas:
+        replica_state, error = replica.state, replica.error
+        if dead and not is_terminal(replica_state):  # ended with its supervisor, unrecorded
+            error = read_error_file(os.path.join(replica.log_dir, "error.json"))
+            replica_state = AppState.FAILED
+        status = ReplicaStatus(
             id=replica.replica_id,
-            state=AppState.FAILED if dead and not is_terminal(replica.state) else replica.state,
+            state=replica_state,
             role=replica.role,
             hostname="localhost",
-            structured_error_msg=read_error_file(os.path.join(replica.log_dir, "error.json")),
+            structured_error_msg=NONE if error is None else error,
             exit_code=replica.exit_code,
         )
-        for replica in record.replicas
-    ]
+        replicas.append(status)
     names = [role.name for role in record.roles] or list(
         dict.fromkeys(replica.role for replica in record.replicas)
     )
@@ -265,11 +269,18 @@ class _Changes:
 class AppView(abc.ABC):
     """A local app as every query sees it: its record, its state, its changes, its cancel.
 
-    Subclasses say where the record comes from, how a change is awaited and how the app
-    is cancelled; describing, waiting and reading the logs are written once here.
+    Subclasses say where the record is read (this process's memory, or the file another
+    process writes), how a waiter wakes and how the app is cancelled; describing,
+    waiting and reading the logs are written once here, from the record.
+
+    Args:
+        record: the app's record (its replicas and their log directories are fixed from
+            its start).
     """
 
-    app_id: str
+    def __init__(self, record: AppRecord) -> None:
+        self.app_id = record.app_id
+        self._replicas = record.replicas
 
     @abc.abstractmethod
     def record(self) -> AppRecord | None:
@@ -285,9 +296,12 @@ class AppView(abc.ABC):
         record = self.record()
         return record is None or is_finished(record)
 
-    @abc.abstractmethod
     def log_dirs(self) -> Mapping[str, Sequence[str]]:
         """Each role's replica log directories, in replica order."""
+        log_dirs: dict[str, list[str]] = {}
+        for replica in self._replicas:
+            log_dirs.setdefault(replica.role, []).append(replica.log_dir)
+        return log_dirs
 
     @abc.abstractmethod
     def watch(self, role: str | None = None, k: int = 0) -> _Changes | ChangeWatch:
@@ -353,35 +367,20 @@ class AppView(abc.ABC):
 
 
 class LiveApp(AppView):
-    """An app this process supervises: its record built in memory, woken by its events.
+    """An app this process supervises: its record read in memory, its waiters woken by
+    its events.
 
     Args:
         app: the supervised app.
-        backend: the scheduler's name.
-        session: the scheduler's session.
     """
 
-    def __init__(self, app: LocalApp, backend: str, session: str) -> None:
-        self.app_id = app.request.app_id
+    def __init__(self, app: LocalApp) -> None:
+        super().__init__(app.record)
         self.app = app
-        self._backend = backend
-        self._session = session
 
     def record(self) -> AppRecord:
-        """The record this process would write of the app now."""
-        return record_of(self.app, self._backend, self._session)
-
-    def state(self) -> AppState:
-        """The app's state, as its supervisor set it."""
-        return self.app.state
-
-    def is_finished(self) -> bool:
-        """Whether the app ended."""
-        return is_terminal(self.app.state)
-
-    def log_dirs(self) -> Mapping[str, Sequence[str]]:
-        """Each role's replica log directories (the request's)."""
-        return self.app.request.role_log_dirs
+        """The app's record, as its supervisor keeps it."""
+        return self.app.record
 
     def watch(self, role: str | None = None, k: int = 0) -> _Changes:
         """The app's change events, or a replica's output events (set too when the app
@@ -394,7 +393,8 @@ class LiveApp(AppView):
 
 
 class RecordedApp(AppView):
-    """An app another process of this user supervises, read from its record at each look.
+    """An app another process of this user supervises, read from its record file at each
+    look, its waiters woken by the files changing and by the supervisor's exit.
 
     Args:
         directory: the records directory.
@@ -402,23 +402,15 @@ class RecordedApp(AppView):
     """
 
     def __init__(self, directory: str, record: AppRecord) -> None:
-        self.app_id = record.app_id
+        super().__init__(record)
         self._directory = directory
         self._backend = record.backend
-        self._replicas = record.replicas
         self._supervisor = record.supervisor.pid if record.supervisor is not None else None
 
     def record(self) -> AppRecord | None:
         """The app's record, read again (a look taken before a watch began could miss
         the change the watch then waits for)."""
         return read_recorded(self._directory, self.app_id, self._backend)
-
-    def log_dirs(self) -> Mapping[str, Sequence[str]]:
-        """Each role's replica log directories, from the record first read."""
-        log_dirs: dict[str, list[str]] = {}
-        for replica in self._replicas:
-            log_dirs.setdefault(replica.role, []).append(replica.log_dir)
-        return log_dirs
 
     def watch(self, role: str | None = None, k: int = 0) -> ChangeWatch:
         """inotify on the records directory (and the replica's log directory), and the

@@ -57,16 +57,19 @@ import os
 import secrets
 import stat
 import time
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
 import attrs
 
 from asynctorchx.schedulers.local._process_identity import ProcessIdentity, this_process
-from asynctorchx.schedulers.local._supervisor import LocalApp
 from asynctorchx.schedulers.toolkit import Notifier
 from asynctorchx.specs.api import AppState, Role, is_terminal
 from asynctorchx.specs.converter import converter
+
+if TYPE_CHECKING:
+    from asynctorchx.schedulers.local._supervisor import LocalApp
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +103,9 @@ class ReplicaRecord:
         process: its main process's identity, to tell it from a recycled pid.
         exit_code: its latest exit code, None while it runs.
         restarts: its restarts so far (``RetryPolicy.REPLICA``).
+        error: the text of the TorchElastic error file its latest attempt left
+            (``<log_dir>/error.json``, read when the attempt ended); None when it left
+            none, or while it runs.
     """
 
     role: str
@@ -111,6 +117,7 @@ class ReplicaRecord:
     process: ProcessIdentity | None = None
     exit_code: int | None = None
     restarts: int = 0
+    error: str | None = None
 
 
 @attrs.define
@@ -148,45 +155,6 @@ class AppRecord:
     stop_timeout: float = 0.0
     updated: float = 0.0
     version: int = RECORD_VERSION
-
-
-def record_of(app: LocalApp, backend: str, session: str) -> AppRecord:
-    """The record of ``app`` as its supervisor (this process) knows it now.
-
-    Args:
-        app: the supervised app.
-        backend: the scheduler's name.
-        session: the scheduler's session.
-    """
-    replicas = [
-        ReplicaRecord(
-            role=replica.role_name,
-            replica_id=replica.replica_id,
-            state=replica.state,
-            log_dir=replica.log_dir,
-            pid=replica.pid,
-            pgid=replica.pid,
-            process=replica.identity,
-            exit_code=replica.exit_code,
-            restarts=replica.restarts,
-        )
-        for replica in app.all_replicas()
-    ]
-    return AppRecord(
-        app_id=app.request.app_id,
-        backend=backend,
-        session=session,
-        uid=os.geteuid(),
-        state=app.state,
-        log_dir=app.request.log_dir,
-        supervisor=this_process(),
-        replicas=replicas,
-        roles=list(app.app.roles) if app.app is not None else [],
-        cancelled=app.cancelled,
-        num_restarts=app.num_restarts,
-        stop_timeout=app.request.stop_timeout,
-        updated=time.time(),
-    )
 
 
 # --------------------------------------------------------------------------- directories
@@ -297,7 +265,7 @@ def replace_private_file(directory: str, name: str, data: bytes) -> None:
         raise
 
 
-def write_success_file(app: LocalApp) -> None:
+def write_success_file(record: AppRecord) -> None:
     """Write ``<app log dir>/SUCCESS`` (TorchX's): the app ended and its logs are complete.
 
     As TorchX's ``torchx.schedulers.local_scheduler``, written once the app has ended
@@ -312,36 +280,33 @@ def write_success_file(app: LocalApp) -> None:
     raised: the app has ended either way.
 
     Args:
-        app: the app that has just ended.
+        record: the record of the app that has just ended.
     """
-    roles = {
-        role_name: [
+    roles: dict[str, list[dict[str, object]]] = {}
+    for replica in record.replicas:
+        roles.setdefault(replica.role, []).append(
             {
                 "replica_id": replica.replica_id,
                 "pid": replica.pid,
                 "exitcode": replica.exit_code,
-                "stdout": replica.param.stdout,
-                "stderr": replica.param.stderr,
-                "error_file": replica.error_file,
+                "stdout": os.path.join(replica.log_dir, "stdout.log"),
+                "stderr": os.path.join(replica.log_dir, "stderr.log"),
+                "error_file": os.path.join(replica.log_dir, "error.json"),
             }
-            for replica in replicas
-        ]
-        for role_name, replicas in app.replicas.items()
-    }
+        )
     info = {
-        "app_id": app.request.app_id,
-        "log_dir": app.request.log_dir,
-        "final_state": app.state.name,
+        "app_id": record.app_id,
+        "log_dir": record.log_dir,
+        "final_state": record.state.name,
         "last_updated": time.time(),
         "roles": roles,
     }
-    directory = app.request.log_dir
     data = json.dumps(info, indent=2).encode()
     try:
-        replace_private_file(directory, SUCCESS_FILE, data)
+        replace_private_file(record.log_dir, SUCCESS_FILE, data)
     except OSError as error:
         logger.warning(
-            "%s: could not write %s in %s: %s", app.request.app_id, SUCCESS_FILE, directory, error
+            "%s: could not write %s in %s: %s", record.app_id, SUCCESS_FILE, record.log_dir, error
         )
 
 
@@ -459,10 +424,13 @@ def _remove_stale(folder: str, now: float) -> None:
 
 
 class RecordKeeper:
-    """Writes the records of one scheduler's apps, coalescing the changes.
+    """Writes the records of one scheduler's apps: at once at an app's start and end,
+    coalesced in between (see the module).
 
-    Records are best effort: a state directory that cannot be used logs one warning and
-    the apps run without records.
+    The record of a live app is one :class:`AppRecord`, owned by its supervisor
+    (:class:`~._supervisor.LocalApp`), which changes it in place and tells the keeper;
+    the keeper is the one writer of its file. Records are best effort: a state directory
+    that cannot be used logs one warning and the apps run without records.
 
     Args:
         backend: the scheduler's name.
@@ -487,23 +455,48 @@ class RecordKeeper:
             prune_records(directory)
         return directory
 
-    def changed(self, app: LocalApp) -> None:
+    def changed(self, app: "LocalApp") -> None:
         """``app`` changed: its record is written one to two :data:`COALESCE_SECONDS` from
-        its first change since its last write, unless :meth:`write_now` comes first."""
+        its first change since its last write, unless :meth:`write_now` comes first.
+
+        Args:
+            app: the live app.
+        """
         if not self._dirty:
             self._wake.notify()
-        self._dirty[app.request.app_id] = app
+        self._dirty[app.record.app_id] = app
 
-    def write_now(self, app: LocalApp) -> None:
-        """Write ``app``'s record now (its start, its end), with every change so far."""
-        self._dirty.pop(app.request.app_id, None)
+    def write_now(self, app: "LocalApp") -> None:
+        """Write ``app``'s record now (its start, its end), with every change so far.
+
+        Args:
+            app: the live app; its replicas' process identities are read first
+                (:meth:`~._supervisor.LocalApp.identify`).
+        """
+        record = app.record
+        self._dirty.pop(record.app_id, None)
         directory = self.directory
         if directory is None:
             return
+        app.identify()
+        record.updated = time.time()
         try:
-            write_record(directory, record_of(app, self.backend, self.session))
+            write_record(directory, record)
         except OSError as error:
-            logger.warning("%s: could not write its record: %s", app.request.app_id, error)
+            logger.warning("%s: could not write its record: %s", record.app_id, error)
+
+    def ended(self, app: "LocalApp") -> None:
+        """``app`` ended: write its ``SUCCESS`` file and its final record, and remove its
+        cancel request; called before any waiter of the app wakes.
+
+        Args:
+            app: the live app, in its terminal state.
+        """
+        write_success_file(app.record)
+        self.write_now(app)
+        if app.cancel_request is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(app.cancel_request)
 
     def flush(self) -> None:
         """Write every record that changed since its last write."""

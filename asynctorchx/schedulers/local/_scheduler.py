@@ -38,8 +38,6 @@ from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._log_files import check_log_dir, create_log_dirs
 from asynctorchx.schedulers.local._records import (
     RecordKeeper,
-    cancel_request_path,
-    write_success_file,
 )
 from asynctorchx.schedulers.local._request import (
     ImageProvider,
@@ -117,8 +115,9 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._image_provider_class = image_provider_class
         self._cache_size = cache_size
         self._extra_paths = list(extra_paths or [])
-        self._apps: dict[str, LocalApp] = {}
-        self._finished: dict[str, None] = {}  # kept finished apps, first finished first
+        # every app is in one of the two: supervised, or finished and kept (see _supervise)
+        self._running: dict[str, LocalApp] = {}
+        self._finished: dict[str, LocalApp] = {}  # first finished first
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed = False
         self._temp_log_dir: str | None = None
@@ -173,11 +172,11 @@ class LocalScheduler(Scheduler[PopenRequest]):
 
     async def _terminate_all(self) -> None:
         """Cancel every running app, all at once, then await their ends."""
-        running = [app for app in self._apps.values() if not is_terminal(app.state)]
+        running = list(self._running.values())
         for app in running:
             app.request_cancel()
         for app in running:
-            await LiveApp(app, self.backend, self.session_name).wait_until(is_terminal)
+            await LiveApp(app).wait_until(is_terminal)
 
     # ----------------------------------------------------------------- options
 
@@ -258,23 +257,23 @@ class LocalScheduler(Scheduler[PopenRequest]):
             )
         request = dryrun_info.request
         validate_app_id(request.app_id)
-        app = LocalApp(request, dryrun_info._app)
         # <root>/<session>/<app_id>: every directory below the root private and ours
         root = os.path.dirname(os.path.dirname(request.log_dir))
-        create_log_dirs(root, [replica.log_dir for replica in app.all_replicas()])
+        create_log_dirs(root, [d for dirs in request.role_log_dirs.values() for d in dirs])
+        app = LocalApp(
+            request, list(dryrun_info._app.roles) if dryrun_info._app else [], self._records
+        )
         self._start_recording(app)
         use_pidfd_child_watcher()
         await self._task_group.start(self._supervise, app)
-        self._records.write_now(app)
         return request.app_id
 
     def _start_recording(self, app: LocalApp) -> None:
-        """Give ``app`` its cancel request file (a stale one removed); start, once, the
-        record writer and the watch for cancel requests (see ``_records``)."""
+        """Remove a stale cancel request of ``app``; start, once, the record writer and
+        the watch for cancel requests (see ``_records``)."""
         directory = self._records.directory
-        if directory is None:
+        if directory is None or app.cancel_request is None:
             return
-        app.cancel_request = cancel_request_path(directory, app.request.app_id)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(app.cancel_request)
         if not self._recording and self._task_group is not None:
@@ -287,35 +286,29 @@ class LocalScheduler(Scheduler[PopenRequest]):
         inotify on the requests' directory, else polling; see ``_app_views.ChangeWatch``)."""
         with ChangeWatch([os.path.join(directory, "cancel")]) as watch:
             while True:
-                for app in list(self._apps.values()):
-                    if not is_terminal(app.state):
-                        app.adopt_cancel_request()
+                for app in list(self._running.values()):
+                    app.adopt_cancel_request()
                 await watch.wait()
 
     async def _supervise(
         self, app: LocalApp, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Run ``app`` (see :func:`supervise`), then count it among the finished apps."""
+        """Run ``app`` (see :func:`supervise`), known to the queries from its submit on;
+        then keep it among the finished apps, forgetting the earliest finished beyond
+        ``cache_size``. An app whose start failed is forgotten at once; one replaced by
+        the same dry run scheduled again is not kept."""
+        app_id = app.record.app_id
+        self._finished.pop(app_id, None)  # the same dry run scheduled again
+        self._running[app_id] = app
         try:
-            await supervise(app, self._keep, task_status=task_status)
+            await supervise(app, task_status=task_status)
         finally:
-            self._finish(app)
-
-    def _finish(self, app: LocalApp) -> None:
-        """Keep the finished ``app``; forget the earliest finished beyond ``cache_size``."""
-        app_id = app.request.app_id
-        if self._apps.get(app_id) is not app or not is_terminal(app.state):
-            return  # never kept (its start failed), or replaced by a resubmission
-        self._records.write_now(app)  # the final record, before any waiter wakes
-        if app.cancel_request is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(app.cancel_request)
-        self._finished[app_id] = None
-        while len(self._finished) > self._cache_size:
-            evicted_id = next(iter(self._finished))
-            del self._finished[evicted_id]
-            evicted = self._apps.pop(evicted_id)
-            self._remove_temporary_logs(evicted)
+            if self._running.get(app_id) is app:
+                del self._running[app_id]
+                if is_terminal(app.record.state):
+                    self._finished[app_id] = app
+            while len(self._finished) > self._cache_size:
+                self._remove_temporary_logs(self._finished.pop(next(iter(self._finished))))
 
     def _remove_temporary_logs(self, app: LocalApp) -> None:
         """Remove ``app``'s log directory if it is in the temporary log directory.
@@ -340,28 +333,15 @@ class LocalScheduler(Scheduler[PopenRequest]):
         if self._task_group is not None:
             self._task_group.start_soon(_remove_tree, aside)
 
-    def _keep(self, app: LocalApp) -> None:
-        """Keep ``app`` (once every replica started): it can be described from now on."""
-        self._apps[app.request.app_id] = app
-        app.on_change = self._changed
-        self._finished.pop(app.request.app_id, None)  # the same dry run scheduled again
-
-    def _changed(self, app: LocalApp) -> None:
-        """At every change of ``app``: once it ended, write its ``SUCCESS`` file (before
-        any waiter wakes, see ``_records``); then have its record written."""
-        if is_terminal(app.state):
-            write_success_file(app)
-        self._records.changed(app)
-
     # ----------------------------------------------------------------- queries
 
     def _view(self, app_id: str) -> AppView | None:
         """The app as every query sees it: kept in memory by this scheduler, else
         recorded by another process (see ``_app_views``); None when neither."""
         validate_app_id(app_id)
-        app = self._apps.get(app_id)
+        app = self._running.get(app_id) or self._finished.get(app_id)
         if app is not None:
-            return LiveApp(app, self.backend, self.session_name)
+            return LiveApp(app)
         return read_recorded_app(self.backend, app_id)
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
@@ -388,10 +368,9 @@ class LocalScheduler(Scheduler[PopenRequest]):
         """List the apps this scheduler keeps (those running, and at most ``cache_size``
         finished ones), then the apps of its session recorded by other processes of this
         user (see ``_app_views``)."""
-        kept = [
-            ListAppResponse(app_id=app_id, state=app.state) for app_id, app in self._apps.items()
-        ]
-        return kept + list_recorded_apps(self.backend, self.session_name, self._apps)
+        kept = {**self._running, **self._finished}
+        listed = [ListAppResponse(app_id, app.record.state) for app_id, app in kept.items()]
+        return listed + list_recorded_apps(self.backend, self.session_name, kept)
 
     async def _wait_until(
         self, app_id: str, done: Callable[[AppState], bool], timeout: float | None

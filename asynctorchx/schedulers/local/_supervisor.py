@@ -56,10 +56,16 @@ import anyio.lowlevel
 from asynctorchx.errors import OpenFileLimitError, ReplicaLaunchError
 from asynctorchx.schedulers.local import _parent_death, _subreaper
 from asynctorchx.schedulers.local._log_files import ReplicaLogWriter
-from asynctorchx.schedulers.local._process_identity import ProcessIdentity
+from asynctorchx.schedulers.local._process_identity import ProcessIdentity, this_process
+from asynctorchx.schedulers.local._records import (
+    AppRecord,
+    RecordKeeper,
+    ReplicaRecord,
+    cancel_request_path,
+)
 from asynctorchx.schedulers.local._request import PopenRequest, ReplicaParam
 from asynctorchx.schedulers.toolkit import Notifier, app_state
-from asynctorchx.specs.api import NONE, AppDef, AppState, RetryPolicy, is_terminal
+from asynctorchx.specs.api import AppState, RetryPolicy, Role, is_terminal
 
 logger = logging.getLogger(__name__)
 
@@ -92,25 +98,16 @@ def _start_lane() -> anyio.Lock:
 
 
 class LocalReplica:
-    """One replica of a live app: its process, its logs, its state.
+    """One replica of a live app: its record, and what runs it (its process, its output).
 
     Args:
-        role_name: its role.
-        replica_id: its index in the role.
+        record: its part of the app's record, changed in place as it runs.
         param: how it is started.
-        log_dir: its log directory.
     """
 
-    def __init__(self, role_name: str, replica_id: int, param: ReplicaParam, log_dir: str) -> None:
-        self.role_name = role_name
-        self.replica_id = replica_id
+    def __init__(self, record: ReplicaRecord, param: ReplicaParam) -> None:
+        self.record = record
         self.param = param
-        self.log_dir = log_dir
-        self.state = AppState.PENDING
-        self.exit_code: int | None = None
-        self.restarts = 0
-        self.pid: int | None = None
-        self._identity: ProcessIdentity | None = None
         self._unidentified: anyio.abc.Process | None = None
         self.token = ""
         self.swept = self.group_ended = False
@@ -121,28 +118,29 @@ class LocalReplica:
         self.on_terminate: Callable[[], object] | None = None
 
     def started(self, process: anyio.abc.Process) -> None:
-        """Its main process started: its pid now, its identity when first asked.
+        """Its main process started: its pid and group now, its identity when written.
 
         Args:
-            process: the process just started.
+            process: the process just started (in a session of its own: its group is
+                its pid).
         """
-        self.pid = process.pid
-        self._identity = None
+        self.record.pid = self.record.pgid = process.pid
+        self.record.process = None
         self._unidentified = process
 
-    @property
-    def identity(self) -> ProcessIdentity | None:
-        """Its main process's identity (:mod:`._process_identity`), read when first asked
-        (its record), not at the ``fork``, when reading ``/proc/<pid>/stat`` waits while the
-        child is in ``exec`` (benchmark 3's ms-per-replica row); None before it started or
-        once it was reaped unasked.
+    def identify(self) -> None:
+        """Read its main process's identity (:mod:`._process_identity`) into its record,
+        if not done yet and the process is not reaped (its pid is still this child's).
+
+        Called by the records keeper before a write, not at the ``fork``, where reading
+        ``/proc/<pid>/stat`` waits while the child is in ``exec`` (benchmark 3's
+        ms-per-replica row).
         """
         process = self._unidentified
         if process is not None:
             self._unidentified = None
-            if process.returncode is None:  # not reaped: the pid is still this child's
-                self._identity = ProcessIdentity.of(process.pid, os.getpid())
-        return self._identity
+            if process.returncode is None:
+                self.record.process = ProcessIdentity.of(process.pid, os.getpid())
 
     def request_terminate(self) -> None:
         """Ask its process to terminate (SIGTERM, ``stop_timeout``, SIGKILL); idempotent."""
@@ -155,65 +153,98 @@ class LocalReplica:
     @property
     def error_file(self) -> str:
         """The replica's ``TORCHELASTIC_ERROR_FILE``."""
-        return os.path.join(self.log_dir, "error.json")
+        return os.path.join(self.record.log_dir, "error.json")
 
 
 class LocalApp:
-    """A submitted app and what its supervisor knows of it.
+    """A submitted app, as its supervisor runs it: its one record, and its replicas.
+
+    The record (:class:`~._records.AppRecord`) is the app's state: the supervisor
+    changes it in place, the ``keeper`` writes it to disk, and this process's queries
+    read it from memory (:class:`~._app_views.LiveApp`).
 
     Args:
         request: the app's dry-run request.
-        app: the app it was built from, if known.
+        roles: the roles of the app it was built from (empty when unknown).
+        keeper: writes the app's record.
     """
 
-    def __init__(self, request: PopenRequest, app: AppDef | None) -> None:
+    def __init__(self, request: PopenRequest, roles: list[Role], keeper: RecordKeeper) -> None:
         self.request = request
-        self.app = app
-        self.state = AppState.SUBMITTED
-        self.cancelled = False
-        self.restart_requested = False
-        self.start_error: OSError | None = None
-        self.num_restarts = 0
-        self.changed = Notifier()
-        #: called at every change (the scheduler writes the app's record)
-        self.on_change: Callable[[LocalApp], None] | None = None
-        #: the file whose existence is a cancel request from another process, if any
-        self.cancel_request: str | None = None
-        #: this process's environment, read once for the first attempt's replicas
-        #: (copying os.environ took 31 us per replica: benchmark 3's ms-per-replica
-        #: row); set by supervise
-        self.environment: Mapping[str, str] = os.environ
+        self.keeper = keeper
         self.replicas: dict[str, list[LocalReplica]] = {
             role_name: [
-                LocalReplica(role_name, k, param, request.role_log_dirs[role_name][k])
+                LocalReplica(
+                    ReplicaRecord(
+                        role_name, k, AppState.PENDING, request.role_log_dirs[role_name][k]
+                    ),
+                    param,
+                )
                 for k, param in enumerate(params)
             ]
             for role_name, params in request.role_params.items()
         }
+        self.record = AppRecord(
+            app_id=request.app_id,
+            backend=keeper.backend,
+            session=keeper.session,
+            uid=os.geteuid(),
+            state=AppState.SUBMITTED,
+            log_dir=request.log_dir,
+            supervisor=this_process(),
+            replicas=[replica.record for replica in self.all_replicas()],
+            roles=roles,
+            stop_timeout=request.stop_timeout,
+        )
+        self.restart_requested = False
+        self.start_error: OSError | None = None
+        self.changed = Notifier()
+        directory = keeper.directory
+        #: the file whose existence is a cancel request from another process, if any
+        self.cancel_request = (
+            None if directory is None else cancel_request_path(directory, request.app_id)
+        )
+        #: this process's environment, read once for the first attempt's replicas
+        #: (copying os.environ per replica: benchmark 3's ms-per-replica row); set by
+        #: supervise
+        self.environment: Mapping[str, str] = os.environ
 
     def all_replicas(self) -> list[LocalReplica]:
         """Every replica of every role."""
         return [replica for replicas in self.replicas.values() for replica in replicas]
 
+    def identify(self) -> None:
+        """Read the process identity of each replica into the record (see
+        :meth:`LocalReplica.identify`)."""
+        for replica in self.all_replicas():
+            replica.identify()
+
     def notify_changed(self) -> None:
-        """Wake the app's waiters and tell ``on_change`` (its record is written)."""
+        """Tell the keeper (its record is written soon) and wake the app's waiters.
+
+        The changes made while the app starts are written with its start record.
+        """
+        if self.record.state != AppState.SUBMITTED:
+            self.keeper.changed(self)
         self.changed.notify()
-        if self.on_change is not None:
-            self.on_change(self)
 
     def set_state(self, state: AppState) -> None:
-        """Set the app's state and wake its waiters (and, once terminal, its log followers)."""
-        self.state = state
-        self.notify_changed()
+        """Set the app's state; its record is written at once (its start, its end); wake
+        its waiters (and, once terminal, its log followers)."""
+        self.record.state = state
         if is_terminal(state):
+            self.keeper.ended(self)
             for replica in self.all_replicas():
                 replica.output.notify()
+        else:
+            self.keeper.write_now(self)
+        self.changed.notify()
 
     def request_cancel(self) -> None:
         """Ask every replica to terminate (SIGTERM, ``stop_timeout``, SIGKILL); idempotent."""
-        if is_terminal(self.state) or self.cancelled:
+        if is_terminal(self.record.state) or self.record.cancelled:
             return
-        self.cancelled = True
+        self.record.cancelled = True
         for replica in self.all_replicas():
             replica.request_terminate()
         self.notify_changed()
@@ -225,7 +256,8 @@ class LocalApp:
         then ``CANCELLED``, not ``FAILED``, even before the scheduler's watch saw the
         request.
         """
-        if not self.cancelled and self.cancel_request and os.path.lexists(self.cancel_request):
+        request = self.cancel_request
+        if not self.record.cancelled and request and os.path.lexists(request):
             self.request_cancel()
 
 
@@ -245,16 +277,14 @@ class _StartCounter:
 
 
 async def supervise(
-    app: LocalApp,
-    on_running: Callable[[LocalApp], None],
-    *,
-    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    app: LocalApp, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
     """Run the app's replicas to the end, restarting them as their retry policy says.
 
-    ``on_running(app)`` then ``task_status.started()`` are called once every replica of
-    the first attempt has started; a replica that cannot start makes the whole start
-    fail (the others are killed) and its error is raised to the caller of ``start``.
+    Once every replica of the first attempt has started, the app is ``RUNNING`` (its
+    start record written) and ``task_status.started()`` is called; a replica that cannot
+    start makes the whole start fail (the others are killed) and its error is raised to
+    the caller of ``start``.
 
     The work runs shielded from the cancellation of the block that entered the
     scheduler: that block's exit calls ``LocalScheduler.close``, which ends the
@@ -264,7 +294,6 @@ async def supervise(
 
     Args:
         app: the app to run.
-        on_running: called with ``app`` once every replica of the first attempt started.
         task_status: told once every replica of the first attempt started.
 
     Raises:
@@ -289,20 +318,19 @@ async def supervise(
                         )
                     if not started:
                         await counter.all_started.wait()
-                        on_running(app)
                         app.set_state(AppState.RUNNING)
                         task_status.started()
                         started = True
                 if app.start_error is not None:
                     raise app.start_error
-                if not app.restart_requested or app.cancelled:
+                if not app.restart_requested or app.record.cancelled:
                     break
-                app.num_restarts += 1
+                app.record.num_restarts += 1
                 logger.info(
                     "%s: restarting every replica (APPLICATION retry policy)", app.request.app_id
                 )
                 for replica in app.all_replicas():
-                    replica.state = AppState.PENDING
+                    replica.record.state = AppState.PENDING
                 app.notify_changed()
     except BaseException as error:
         # a bug here, KeyboardInterrupt, or a native task.cancel() that no shield stops:
@@ -311,14 +339,18 @@ async def supervise(
             raise
         interrupted = not isinstance(error, Exception)
         for replica in app.all_replicas():
-            if not is_terminal(replica.state):
-                replica.state = AppState.FAILED
-        app.set_state(AppState.CANCELLED if interrupted and app.cancelled else AppState.FAILED)
+            if not is_terminal(replica.record.state):
+                replica.record.state = AppState.FAILED
+        app.set_state(
+            AppState.CANCELLED if interrupted and app.record.cancelled else AppState.FAILED
+        )
         if interrupted:
             raise
         logger.exception("%s: supervising the app failed", app.request.app_id)
         return
-    app.set_state(app_state((r.state for r in app.all_replicas()), cancelled=app.cancelled))
+    app.set_state(
+        app_state((r.record.state for r in app.all_replicas()), cancelled=app.record.cancelled)
+    )
 
 
 async def _run_replica(
@@ -331,12 +363,12 @@ async def _run_replica(
 
     ``on_started`` is called once its first process started (first attempt only).
     """
-    role_name = replica.role_name
+    role_name = replica.record.role
     max_retries = app.request.max_retries.get(role_name, 0)
     policy = app.request.retry_policies.get(role_name, RetryPolicy.APPLICATION)
     while True:
-        if app.cancelled:
-            replica.state = AppState.CANCELLED
+        if app.record.cancelled:
+            replica.record.state = AppState.CANCELLED
             if on_started is not None:
                 on_started()
             return
@@ -349,20 +381,20 @@ async def _run_replica(
             return
         on_started = None  # a restart is not the first attempt
         app.notify_changed()
-        if replica.state != AppState.FAILED or app.cancelled or app.restart_requested:
+        if replica.record.state != AppState.FAILED or app.record.cancelled or app.restart_requested:
             return
-        if policy == RetryPolicy.REPLICA and replica.restarts < max_retries:
-            replica.restarts += 1
+        if policy == RetryPolicy.REPLICA and replica.record.restarts < max_retries:
+            replica.record.restarts += 1
             logger.info(
                 "%s: restarting %s/%d (%d of %d)",
                 app.request.app_id,
                 role_name,
-                replica.replica_id,
-                replica.restarts,
+                replica.record.replica_id,
+                replica.record.restarts,
                 max_retries,
             )
             continue
-        if policy == RetryPolicy.APPLICATION and app.num_restarts < max_retries:
+        if policy == RetryPolicy.APPLICATION and app.record.num_restarts < max_retries:
             app.restart_requested = True
             for other in app.all_replicas():
                 if other is not replica:
@@ -382,11 +414,11 @@ async def _run_process(
     """
     replica.terminate_requested = False  # a cancelled app's replica never gets here
     replica.exited = anyio.Event()
-    replica.exit_code = None
-    if replica.restarts or app.num_restarts:  # the previous attempt's error file, aside
+    replica.record.exit_code = replica.record.error = None
+    if replica.record.restarts or app.record.num_restarts:  # the last attempt's error file aside
         with contextlib.suppress(FileNotFoundError):
             os.replace(replica.error_file, f"{replica.error_file}.{int(time.time() * 1000)}")
-    writer = ReplicaLogWriter(replica.log_dir, replica.output.notify)
+    writer = ReplicaLogWriter(replica.record.log_dir, replica.output.notify)
     replica.token = secrets.token_hex(16)
     replica.swept = replica.group_ended = False
     # the first attempt's replicas share one read of os.environ; a restart reads it again
@@ -395,12 +427,12 @@ async def _run_process(
     try:
         process = await _open_process(replica, writer, env, first=on_started is not None)
         if process is None:
-            replica.state = AppState.FAILED
-            replica.exit_code = 127
+            replica.record.state = AppState.FAILED
+            replica.record.exit_code = 127
             return
         replica.started(process)
         _subreaper.OWN_CHILDREN.add(process.pid)
-        replica.state = AppState.RUNNING
+        replica.record.state = AppState.RUNNING
         app.notify_changed()
         if on_started is not None:
             on_started()
@@ -408,18 +440,19 @@ async def _run_process(
             returncode, state = await _pump_until_exit(app, replica, process, writer)
         finally:
             await _reap(process, "" if replica.swept else replica.token, replica.group_ended)
-        replica.exit_code = returncode
-        replica.state = state
+        replica.record.exit_code = returncode
+        replica.record.state = state
+        replica.record.error = read_error_file(replica.error_file)
         if writer.error is not None and state == AppState.SUCCEEDED:
             # output that never reached the logs is not a success (e.g. no fd left)
             logger.error(
                 "%s: output of %s/%d was lost: %s",
                 app.request.app_id,
-                replica.role_name,
-                replica.replica_id,
+                replica.record.role,
+                replica.record.replica_id,
                 writer.error,
             )
-            replica.state = AppState.FAILED
+            replica.record.state = AppState.FAILED
     finally:
         writer.close()
         replica.exited.set()
@@ -546,7 +579,7 @@ def _attempt_state(app: LocalApp, replica: LocalReplica, returncode: int) -> App
     that exited before the request keeps ``SUCCEEDED`` or ``FAILED``; the app's state
     then follows :func:`asynctorchx.schedulers.toolkit.app_state`.
     """
-    if app.cancelled or (app.restart_requested and replica.terminate_requested):
+    if app.record.cancelled or (app.restart_requested and replica.terminate_requested):
         return AppState.CANCELLED
     return AppState.SUCCEEDED if returncode == 0 else AppState.FAILED
 
@@ -554,15 +587,15 @@ def _attempt_state(app: LocalApp, replica: LocalReplica, returncode: int) -> App
 async def _terminator(app: LocalApp, replica: LocalReplica, drained: list[anyio.Event]) -> None:
     """On a terminate request (started by it): SIGTERM the group, wait ``stop_timeout``,
     SIGKILL it."""
-    signal_group(replica.pid, signal.SIGTERM)
-    if replica.pid is not None:
-        _subreaper.signal_descendants(replica.token, replica.pid, signal.SIGTERM)
+    signal_group(replica.record.pid, signal.SIGTERM)
+    if replica.record.pid is not None:
+        _subreaper.signal_descendants(replica.token, replica.record.pid, signal.SIGTERM)
     with anyio.move_on_after(app.request.stop_timeout):
         await replica.exited.wait()
         # the leader exited; its group had the same SIGTERM: wait for the pipes to close
         for event in drained:
             await event.wait()
-    signal_group(replica.pid, signal.SIGKILL)
+    signal_group(replica.record.pid, signal.SIGKILL)
 
 
 async def _pump(
@@ -602,11 +635,12 @@ def signal_group(pid: int | None, signum: int) -> bool:
     return True
 
 
-def read_error_file(path: str) -> str:
-    """The text of the TorchElastic error file at ``path``, or ``NONE`` if it cannot be read.
+def read_error_file(path: str) -> str | None:
+    """The text of the TorchElastic error file at ``path``; None if it cannot be read.
 
     Each replica gets ``TORCHELASTIC_ERROR_FILE=<replica_log_dir>/error.json``; as in
-    TorchX's ``torchx.schedulers.local_scheduler``, a replica's status shows it.
+    TorchX's ``torchx.schedulers.local_scheduler``, a replica's status shows it. Read
+    once an attempt ended, into the replica's record.
 
     Args:
         path: the replica's error file.
@@ -615,7 +649,7 @@ def read_error_file(path: str) -> str:
         with open(path, encoding="utf-8") as error_file:
             return error_file.read()
     except OSError:
-        return NONE
+        return None
 
 
 @functools.cache
@@ -692,7 +726,12 @@ def launch_error(replica: LocalReplica, env: Mapping[str, str], error: OSError) 
 
     def typed(reason: str, fix: str) -> ReplicaLaunchError:
         return ReplicaLaunchError(
-            error.errno or 0, replica.role_name, replica.replica_id, entrypoint, reason, fix
+            error.errno or 0,
+            replica.record.role,
+            replica.record.replica_id,
+            entrypoint,
+            reason,
+            fix,
         )
 
     if error.errno in (errno.ENOENT, errno.ENOTDIR):
