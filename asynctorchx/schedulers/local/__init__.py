@@ -55,17 +55,18 @@ directly asks with ``async with terminate_on_signals(scheduler):``
 (:mod:`asynctorchx.runner`).
 
 The private modules, one concern each: ``_request`` (the dry-run request, image
-providers, run options), ``_supervisor`` (starting, running and restarting
-replicas: their process groups, the open-file limit, launch errors, TorchElastic
-error files), ``_parent_death`` (tying replicas to this process), ``_subreaper`` (ending the
-daemons of replicas), ``_log_files`` (log directories, checked before anything
-is created in them, log files and their time index), ``_child_watcher`` (reaping
-children on Python < 3.12), ``_records``
-(the app records on disk, and TorchX's ``SUCCESS`` file), ``_process_identity``
-(knowing a process again: pid, start time, boot), ``_app_views`` (one view of an app,
-this process's or another's, for every query, and waking the followers of other
-processes' apps: inotify, pid file descriptors), and ``_scheduler``
-(``LocalScheduler``; its factories are in :mod:`asynctorchx.schedulers.local_scheduler`).
+providers, run options), ``_supervisor`` (starting, running and restarting replicas:
+their process groups, the open-file limit, launch errors, TorchElastic error files),
+``_parent_death`` (tying replicas to this process; ``_watchdog`` is the program it
+runs), ``_subreaper`` (ending the daemons of replicas), ``_log_files`` (log directories,
+checked before anything is created in them, log files and their time index),
+``_child_watcher`` (reaping children on Python < 3.12), ``_records`` (the one record per
+app, written to disk by its keeper, and TorchX's ``SUCCESS`` file),
+``_process_identity`` (knowing a process again: pid, start time, boot), ``_app_views``
+(one view of an app, this process's or another's, for every query, and waking the
+followers of other processes' apps: inotify, pid file descriptors), and ``_scheduler``
+(``LocalScheduler``; its factories are in
+:mod:`asynctorchx.schedulers.local_scheduler`).
 
 This package is the implementation; its public names are imported from
 :mod:`asynctorchx.schedulers.local_scheduler`, TorchX's import path.

@@ -1,13 +1,16 @@
-"""App records on disk: what a supervising process tells the user's other processes.
+"""The one record of a local app, and its file: what a supervisor tells the user's other
+processes.
 
 A local app lives in the process that supervises it (its replicas are that process's
-children). So that any process of the same user can describe, list, follow and cancel
-it, the supervisor keeps one record per app, a JSON file encoded by the one cattrs
-converter (:data:`asynctorchx.specs.converter.converter`):
+children). Everything known of it is one :class:`AppRecord`: its supervisor
+(:class:`~._supervisor.LocalApp`) holds it in memory and changes it in place, this
+process's queries read it there, and the :class:`RecordKeeper` writes it, so that any
+process of the same user can describe, list, follow and cancel the app, as a JSON file
+encoded by the one cattrs converter (:data:`asynctorchx.specs.converter.converter`):
 ``<state directory>/<backend>/<app_id>.json``. It holds the app id, session, roles,
 each replica's pid, process group, process identity (pid + start time + boot id, see
-:mod:`._process_identity`), log directory, state, exit code and restarts, the app's
-state and restarts, and the supervisor's identity. TorchX's
+:mod:`._process_identity`), log directory, state, exit code, restarts and error file
+text, the app's state and restarts, and the supervisor's identity. TorchX's
 ``torchx.schedulers.local_scheduler`` keeps all of this in memory only, so a second
 terminal finds nothing.
 
@@ -39,8 +42,7 @@ them. A running app's record is never pruned (it counts towards the 1000: while 
 than 1000 apps run, more records are kept). The app's log files are not touched (they
 are in ``log_dir``, or in a temporary directory its scheduler removed when it closed).
 Pruning a full directory reads the time of each of its 1000 records (an ``lstat`` each):
-benchmark 6's row ``records=1000`` (the CLI with a full state directory within 1.2x of
-an empty one) guards that cost.
+benchmark 6's row ``records=1000`` guards that cost.
 
 TorchX's ``SUCCESS`` file (:func:`write_success_file`) is written the same private,
 atomic way, in the app's log directory, when the app ends.

@@ -355,8 +355,7 @@ def apply_macros(template: Role, values: macros.Values) -> Role:
     does: the macros are substituted in ``args``, in ``env`` values and (recursively) in
     the string values of ``metadata``; never in ``entrypoint`` or ``image``. But the
     copy is shallow: the dry run deep-copies the user's role once per role (the
-    ``template``), not once per replica (benchmark 3's ms-per-replica rows guard it:
-    ``values.apply`` per replica took the dry run from 55 to 130-150 us per replica), so
+    ``template``), not once per replica (benchmark 3's ms-per-replica rows guard it), so
     the replicas' copies of one role share its ``resource``, ``port_map``, ``mounts``
     and ``workspace`` (none of which a local replica uses), and a string without ``$``
     is kept as it is instead of going through ``string.Template``.

@@ -85,10 +85,10 @@ def _start_lane() -> anyio.Lock:
     ``fork``/``exec`` blocks the event loop until the child has ``exec``'d, and costs more
     the more file descriptors and children this process holds. Started all in one loop
     iteration (a task each), N replicas are all forked before the exit of any is seen, so
-    the Nth fork copies the pipes of the N - 1 before it: the cost per replica grew with
-    N (1.5 ms at N = 1000, 3.2 ms at 3000). Taking turns gives the loop one iteration
-    between two starts, in which exited replicas are reaped and their pipes closed.
-    Guarded by benchmark 3's ms-per-replica row (flat from N = 100 up).
+    the Nth fork copies the pipes of the N - 1 before it: the cost per replica would grow
+    with N. Taking turns gives the loop one iteration between two starts, in which
+    exited replicas are reaped and their pipes closed. Guarded by benchmark 3's
+    ms-per-replica row.
     """
     lane = _START_LANE.get(None)
     if lane is None:
