@@ -246,3 +246,18 @@ def test_a_record_whose_write_fails_halfway_leaves_the_old_record_whole(
     assert record is not None
     assert record.state == AppState.RUNNING  # the old one, whole
     assert sorted(os.listdir(directory)) == ["app-1.json", "cancel"]  # no temporary left
+
+
+async def test_the_record_carries_each_replicas_error_file_to_other_processes(
+    state: Path,
+) -> None:
+    failing = 'printf boom > "$TORCHELASTIC_ERROR_FILE"; exit 1'
+    async with create_cwd_scheduler("test") as scheduler:
+        app_id = await scheduler.submit(sh_app(failing), {})
+        final = await scheduler.wait(app_id)
+    assert final is not None
+    assert final.state == AppState.FAILED
+    assert final.structured_error_msg == "boom"
+    record = read_record(str(state / "local_cwd" / f"{app_id}.json"))
+    assert record is not None
+    assert [replica.error for replica in record.replicas] == ["boom"]
