@@ -36,9 +36,7 @@ from asynctorchx.schedulers.local._app_views import (
 )
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._log_files import check_log_dir, create_log_dirs
-from asynctorchx.schedulers.local._records import (
-    RecordKeeper,
-)
+from asynctorchx.schedulers.local._records import RecordKeeper
 from asynctorchx.schedulers.local._request import (
     ImageProvider,
     PopenRequest,
