@@ -165,6 +165,7 @@ class Scheduler(abc.ABC, Generic[T]):
         for role in app.roles:
             dryrun_info = role.pre_proc(self.backend, dryrun_info)
         dryrun_info.app = app
+        dryrun_info.cfg = resolved
         return dryrun_info
 
     def _check_retry_policies(self, app: AppDef) -> None:

@@ -22,6 +22,7 @@ from asynctorchx.specs._named_resources import get_named_resources, named_resour
 # every name of asynctorchx.specs.api; the ones below (not those TorchX has in
 # torchx.specs.api only) make the public face
 from asynctorchx.specs.api import *  # noqa: F403
+from asynctorchx.specs.capabilities import CapabilityKey
 
 if TYPE_CHECKING:
     from asynctorchx.specs.builders import materialize_appdef
@@ -31,12 +32,15 @@ __all__ = [
     "MISSING",
     "NONE",
     "NULL_RESOURCE",
+    "TORCHX_HOME",
+    "UNKNOWN",
     "AppDef",
     "AppDryRunInfo",
     "AppHandle",
     "AppState",
     "AppStatus",
     "BindMount",
+    "CapabilityKey",
     "CfgVal",
     "DeviceMount",
     "InvalidRunConfigException",
@@ -54,6 +58,7 @@ __all__ = [
     "Workspace",
     "get_named_resources",
     "get_type_name",
+    "is_started",
     "is_terminal",
     "macros",
     "make_app_handle",
@@ -62,6 +67,7 @@ __all__ = [
     "parse_app_handle",
     "parse_mounts",
     "resource",
+    "resource_tags",
     "runopt",
     "runopts",
 ]

@@ -1,17 +1,18 @@
 """What a scheduler would submit: :class:`AppDryRunInfo`.
 
-As ``torchx.specs.api.AppDryRunInfo`` (TorchX 0.7.0). Re-exported by
+As ``torchx.specs.api.AppDryRunInfo`` (torchx-nightly: public ``app`` and ``cfg``). Re-exported by
 :mod:`asynctorchx.specs.api` and :mod:`asynctorchx.specs`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Generic, TypeVar
 
 import attrs
 
 from asynctorchx.specs._app import AppDef
+from asynctorchx.specs._runopts import CfgVal
 
 T = TypeVar("T")
 
@@ -27,17 +28,19 @@ class AppDryRunInfo(Generic[T]):
             ``Runner.schedule`` records it as the submitted app.
         scheduler: the registered name of the scheduler that made the request;
             ``Runner.dryrun`` sets it, and ``Runner.schedule`` submits to it.
+        cfg: the run options the request was made with, defaults filled in;
+            ``Scheduler.submit_dryrun`` sets it. Read it, never change it: a backend
+            puts what :meth:`Scheduler.schedule` needs into its request.
 
-    TorchX keeps ``app`` and ``scheduler`` in the private attributes ``_app`` and
-    ``_scheduler``; both names remain as aliases for code written against TorchX.
-    TorchX's ``_cfg`` is gone: a backend puts what :meth:`Scheduler.schedule` needs of
-    the run options into its request.
+    TorchX 0.7.0's private names ``_app`` and ``_scheduler`` remain as read-only
+    aliases for code written against it.
     """
 
     request: T
     fmt: Callable[[T], str] = attrs.field(default=repr)
     app: AppDef | None = attrs.field(default=None, kw_only=True)
     scheduler: str | None = attrs.field(default=None, kw_only=True)
+    cfg: Mapping[str, CfgVal] = attrs.field(factory=dict, kw_only=True)
 
     @property
     def _app(self) -> AppDef | None:

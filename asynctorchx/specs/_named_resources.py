@@ -27,9 +27,11 @@ import difflib
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from importlib import metadata
 
+import attrs
+
 from asynctorchx.errors import UnknownNamedResourceException
 from asynctorchx.specs._app import _null_resource
-from asynctorchx.specs.api import Resource
+from asynctorchx.specs.api import Resource, resource_tags
 from asynctorchx.specs.named_resources_aws import NAMED_RESOURCES as AWS_NAMED_RESOURCES
 from asynctorchx.specs.named_resources_generic import (
     NAMED_RESOURCES as GENERIC_NAMED_RESOURCES,
@@ -141,7 +143,11 @@ class NamedResources(Mapping[str, Resource]):
     """
 
     def __getitem__(self, name: str) -> Resource:
-        """Return a fresh :class:`Resource` for ``name``.
+        """Return a fresh :class:`Resource` for ``name``, tagged with its name.
+
+        The tag :attr:`~asynctorchx.specs.api.resource_tags.RESOURCE_NAME` is ``name``
+        unless the factory set it; ``NULL`` and ``MISSING`` stay untagged, as in
+        ``torchx.specs.named_resources``.
 
         Raises:
             UnknownNamedResourceException: (a ``KeyError``) no resource has that name;
@@ -152,7 +158,10 @@ class NamedResources(Mapping[str, Resource]):
             known = list(factories.keys())
             close = difflib.get_close_matches(name, known, n=3)
             raise UnknownNamedResourceException(name, close, known)
-        return factories[name]()
+        resource = factories[name]()
+        if name in ("NULL", "MISSING") or resource_tags.RESOURCE_NAME in resource.tags:
+            return resource
+        return attrs.evolve(resource, tags={**resource.tags, resource_tags.RESOURCE_NAME: name})
 
     def __contains__(self, name: object) -> bool:
         return name in _registry()

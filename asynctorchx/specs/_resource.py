@@ -1,13 +1,16 @@
 """Resources and macros: :class:`Resource`, :data:`NULL_RESOURCE`, :class:`macros`.
 
-Also the placeholders :data:`MISSING`, :data:`NONE` and :data:`ALL`. Names, fields and
-defaults follow ``torchx.specs.api`` (TorchX 0.7.0). Re-exported by
+Also the placeholders :data:`MISSING`, :data:`NONE`, :data:`UNKNOWN` and :data:`ALL`,
+the well-known tag keys :class:`resource_tags` and :func:`TORCHX_HOME`. Names, fields and
+defaults follow ``torchx.specs.api`` (torchx-nightly). Re-exported by
 :mod:`asynctorchx.specs.api` and :mod:`asynctorchx.specs`.
 """
 
 from __future__ import annotations
 
 import copy
+import os
+import pathlib
 import string
 from typing import TYPE_CHECKING, Any
 
@@ -23,8 +26,43 @@ if TYPE_CHECKING:
 MISSING: str = "<MISSING>"
 #: Placeholder for "no value" in status messages (TorchX's ``NONE``).
 NONE: str = "<NONE>"
+#: A value that could not be determined, e.g. an image a backend cannot read back
+#: (TorchX's ``UNKNOWN``); unlike :data:`MISSING` it does not claim the value was unset.
+UNKNOWN: str = "<UNKNOWN>"
 #: The scheduler name that stands for every scheduler (TorchX's ``ALL``).
 ALL: str = "all"
+
+
+def TORCHX_HOME(*subdir_paths: str) -> pathlib.Path:
+    """Return TorchX's dot-directory, or a directory under it, creating it if missing.
+
+    The directory is ``$TORCHX_HOME``, or ``~/.torchx`` when that variable is unset,
+    as ``torchx.specs.TORCHX_HOME``.
+
+    Args:
+        subdir_paths: path parts joined under the dot-directory, e.g. ``"conda-pack-out"``.
+
+    Raises:
+        OSError: the directory cannot be created.
+    """
+    home = pathlib.Path(os.environ.get("TORCHX_HOME", pathlib.Path.home() / ".torchx"))
+    path = home.joinpath(*subdir_paths)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class resource_tags:
+    """The well-known keys of :attr:`Resource.tags` (``torchx.plugins.resource_tags``).
+
+    Every resource looked up in :data:`~asynctorchx.specs.named_resources` carries
+    :attr:`RESOURCE_NAME`; read both through :meth:`Resource.get_resource_name` and
+    :meth:`Resource.is_fractional`.
+    """
+
+    #: The registered name the resource was looked up by.
+    RESOURCE_NAME: str = "torchx/named_resources.name"
+    #: True when the resource is a fractional slice of a larger host.
+    IS_FRACTIONAL: str = "torchx/named_resources.is_fractional"
 
 
 # --------------------------------------------------------------------------- resources
@@ -47,6 +85,11 @@ def _check_capabilities(_: object, attribute: attrs.Attribute[Any], value: objec
     fix = 'give a dict, e.g. capabilities={"node.kubernetes.io/instance-type": "p4d"}'
     if not isinstance(value, dict):
         raise InvalidResourceError(attribute.name, value, fix)
+
+
+def _check_tags(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, dict):
+        raise InvalidResourceError(attribute.name, value, 'give a dict, e.g. tags={"team": "ml"}')
 
 
 def _check_devices(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -73,6 +116,8 @@ class Resource:
         memMB: memory in MB (``-1``: unset).
         capabilities: extra hardware specs, interpreted by the scheduler.
         devices: device name to count, e.g. ``{"vpc.amazonaws.com/efa": 1}``.
+        tags: metadata about the resource, keyed by name; schedulers may read it, none
+            requests anything from it. :class:`resource_tags` names TorchX's keys.
 
     Prefer :data:`named_resources` over raw figures, as ``torchx.specs.api`` advises.
 
@@ -86,6 +131,20 @@ class Resource:
     memMB: int = attrs.field(validator=_check_figure)
     capabilities: dict[str, Any] = attrs.field(factory=dict, validator=_check_capabilities)
     devices: dict[str, int] = attrs.field(factory=dict, validator=_check_devices)
+    tags: dict[str, object] = attrs.field(factory=dict, validator=_check_tags)
+
+    def is_fractional(self) -> bool:
+        """Return True when the tag :attr:`resource_tags.IS_FRACTIONAL` is set and true."""
+        return bool(self.tags.get(resource_tags.IS_FRACTIONAL, False))
+
+    def get_resource_name(self) -> str | None:
+        """Return the name this was looked up by in :data:`~asynctorchx.specs.named_resources`.
+
+        Read from the tag :attr:`resource_tags.RESOURCE_NAME`; ``None`` for a resource
+        built from raw figures.
+        """
+        name = self.tags.get(resource_tags.RESOURCE_NAME)
+        return None if name is None else str(name)
 
     @staticmethod
     def copy(original: Resource, **capabilities: Any) -> Resource:
@@ -97,6 +156,7 @@ class Resource:
             original,
             capabilities={**original.capabilities, **capabilities},
             devices=dict(original.devices),
+            tags=dict(original.tags),
         )
 
 

@@ -54,6 +54,14 @@ def is_terminal(state: AppState) -> bool:
     return state in _TERMINAL_STATES
 
 
+def is_started(state: AppState) -> bool:
+    """Return True once the app has run: ``RUNNING`` or a terminal state (TorchX's ``is_started``).
+
+    ``UNKNOWN`` is not started: the scheduler cannot tell.
+    """
+    return state is AppState.RUNNING or state in _TERMINAL_STATES
+
+
 @attrs.define
 class ReplicaStatus:
     """The status of one replica.

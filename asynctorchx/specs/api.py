@@ -5,13 +5,14 @@ so TorchX code ports by changing the import. This module only re-exports; each c
 lives in its own private module:
 
 - :mod:`asynctorchx.specs._resource`: :class:`Resource`, :data:`NULL_RESOURCE`,
-  :class:`macros` and the placeholders :data:`MISSING`, :data:`NONE`, :data:`ALL`;
+  :class:`macros`, :class:`resource_tags`, :func:`TORCHX_HOME` and the placeholders
+  :data:`MISSING`, :data:`NONE`, :data:`UNKNOWN`, :data:`ALL`;
 - :mod:`asynctorchx.specs._mounts`: :class:`MountType`, :class:`BindMount`,
   :class:`VolumeMount`, :class:`DeviceMount`, :data:`Mount`, :func:`parse_mounts`;
 - :mod:`asynctorchx.specs._app`: :class:`RetryPolicy`, :class:`Role`, :class:`AppDef`;
 - :mod:`asynctorchx.specs._status`: :class:`AppState`, :data:`ReplicaState`,
-  :func:`is_terminal`, :class:`ReplicaStatus`, :class:`RoleStatus`, :class:`AppStatus`,
-  :class:`AppStatusError`;
+  :func:`is_terminal`, :func:`is_started`, :class:`ReplicaStatus`, :class:`RoleStatus`,
+  :class:`AppStatus`, :class:`AppStatusError`;
 - :mod:`asynctorchx.specs._dryrun`: :class:`AppDryRunInfo`;
 - :mod:`asynctorchx.specs._app_handle`: :data:`AppHandle`, :class:`ParsedAppHandle`,
   :func:`make_app_handle`, :func:`parse_app_handle`;
@@ -52,7 +53,17 @@ from asynctorchx.specs._mounts import (
     VolumeMount,
     parse_mounts,
 )
-from asynctorchx.specs._resource import ALL, MISSING, NONE, NULL_RESOURCE, Resource, macros
+from asynctorchx.specs._resource import (
+    ALL,
+    MISSING,
+    NONE,
+    NULL_RESOURCE,
+    TORCHX_HOME,
+    UNKNOWN,
+    Resource,
+    macros,
+    resource_tags,
+)
 from asynctorchx.specs._runopts import CfgVal, cfg_pairs, get_type_name, runopt, runopts
 from asynctorchx.specs._status import (
     AppState,
@@ -61,6 +72,7 @@ from asynctorchx.specs._status import (
     ReplicaState,
     ReplicaStatus,
     RoleStatus,
+    is_started,
     is_terminal,
 )
 from asynctorchx.specs._workspace import Workspace
@@ -70,6 +82,8 @@ __all__ = [
     "MISSING",
     "NONE",
     "NULL_RESOURCE",
+    "TORCHX_HOME",
+    "UNKNOWN",
     "AppDef",
     "AppDryRunInfo",
     "AppHandle",
@@ -96,11 +110,13 @@ __all__ = [
     "Workspace",
     "cfg_pairs",
     "get_type_name",
+    "is_started",
     "is_terminal",
     "macros",
     "make_app_handle",
     "parse_app_handle",
     "parse_mounts",
+    "resource_tags",
     "runopt",
     "runopts",
 ]

@@ -32,6 +32,8 @@ def _enum_by_name(cls: type[enum.Enum]) -> None:
 _enum_by_name(AppState)
 _enum_by_name(RetryPolicy)
 configure_tagged_union(Mount, converter, tag_name="type")
+# values typed ``object`` (``Resource.tags``) are kept as JSON gave them
+converter.register_structure_hook_func(lambda cls: cls is object, lambda value, _: value)
 
 
 def to_json(obj: Any, **dumps_kwargs: Any) -> str:

@@ -17,9 +17,15 @@ from asynctorchx.specs import (
     _NamedResourcesLibrary,
     named_resources,
     resource,
+    resource_tags,
 )
 from asynctorchx.specs import _named_resources as nr
 from asynctorchx.specs.named_resources_aws import EFA_DEVICE, K8S_ITYPE, NEURON_DEVICE
+
+
+def tagged(name: str, cpu: int, gpu: int, memMB: int) -> Resource:  # noqa: N803
+    """The resource a lookup of ``name`` gives: tagged with that name (torchx-nightly)."""
+    return Resource(cpu=cpu, gpu=gpu, memMB=memMB, tags={resource_tags.RESOURCE_NAME: name})
 
 
 @pytest.fixture(autouse=True)
@@ -30,10 +36,10 @@ def _fresh_registry() -> Iterator[None]:
 
 
 def test_generic_figures_match_torchx() -> None:
-    assert nr.named_resources["gpu.small"] == Resource(cpu=8, gpu=1, memMB=32 * 1024)
-    assert nr.named_resources["gpu.xlarge"] == Resource(cpu=64, gpu=8, memMB=256 * 1024)
-    assert nr.named_resources["cpu.nano"] == Resource(cpu=1, gpu=0, memMB=512)
-    assert nr.named_resources["cpu.xlarge"] == Resource(cpu=8, gpu=0, memMB=32 * 1024)
+    assert nr.named_resources["gpu.small"] == tagged("gpu.small", cpu=8, gpu=1, memMB=32 * 1024)
+    assert nr.named_resources["gpu.xlarge"] == tagged("gpu.xlarge", cpu=64, gpu=8, memMB=256 * 1024)
+    assert nr.named_resources["cpu.nano"] == tagged("cpu.nano", cpu=1, gpu=0, memMB=512)
+    assert nr.named_resources["cpu.xlarge"] == tagged("cpu.xlarge", cpu=8, gpu=0, memMB=32 * 1024)
 
 
 def test_aws_figures_carry_the_memory_tax_and_devices() -> None:
@@ -136,8 +142,8 @@ def test_entry_points_merge_over_the_builtins(
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     nr.reload()
-    assert nr.get_named_resources("gpu_x_2") == Resource(cpu=2, gpu=2, memMB=64 * 1024)
-    assert nr.get_named_resources("gpu.small") == Resource(cpu=1, gpu=1, memMB=1)
+    assert nr.get_named_resources("gpu_x_2") == tagged("gpu_x_2", cpu=2, gpu=2, memMB=64 * 1024)
+    assert nr.get_named_resources("gpu.small") == tagged("gpu.small", cpu=1, gpu=1, memMB=1)
     assert nr.get_named_resources("cpu.small").memMB == 2048
     with pytest.raises(TypeError, match="broken"):
         nr.get_named_resources("broken")
@@ -152,8 +158,8 @@ def test_a_name_added_to_torchx_registry_at_run_time_is_looked_up() -> None:
     _named_resource_factories["gpu.small"] = lambda: Resource(cpu=1, gpu=1, memMB=1)
     assert "gpu_x2" in named_resources
     assert "gpu_x2" in list(named_resources)
-    assert resource(h="gpu_x2") == Resource(cpu=16, gpu=2, memMB=122_000)
-    assert nr.get_named_resources("gpu.small") == Resource(cpu=1, gpu=1, memMB=1)
+    assert resource(h="gpu_x2") == tagged("gpu_x2", cpu=16, gpu=2, memMB=122_000)
+    assert nr.get_named_resources("gpu.small") == tagged("gpu.small", cpu=1, gpu=1, memMB=1)
     assert "cpu.small" in _named_resource_factories  # the builtins are in the same registry
     nr.reload()
     assert "gpu_x2" not in named_resources
@@ -163,7 +169,7 @@ def test_a_name_added_to_torchx_registry_at_run_time_is_looked_up() -> None:
 def test_the_registry_patched_on_specs_is_the_one_looked_up() -> None:
     only = {"p3.2xlarge": lambda: Resource(cpu=8, gpu=1, memMB=1)}
     with patch("asynctorchx.specs._named_resource_factories", only):
-        assert nr.named_resources["p3.2xlarge"] == Resource(cpu=8, gpu=1, memMB=1)
+        assert nr.named_resources["p3.2xlarge"] == tagged("p3.2xlarge", cpu=8, gpu=1, memMB=1)
         assert list(nr.named_resources) == ["p3.2xlarge"]
         with pytest.raises(UnknownNamedResourceException, match=r"Did you mean `p3\.2xlarge`"):
             nr.named_resources["p3.2xl"]
@@ -175,6 +181,8 @@ def test_torchx_class_name_looks_up_the_same_registry() -> None:
     assert isinstance(named_resources, _NamedResourcesLibrary)
     only = {"p3.16xlarge": lambda: Resource(cpu=64, gpu=8, memMB=1)}
     with patch("asynctorchx.specs._named_resource_factories", only):
-        assert _NamedResourcesLibrary()["p3.16xlarge"] == Resource(cpu=64, gpu=8, memMB=1)
+        assert _NamedResourcesLibrary()["p3.16xlarge"] == tagged(
+            "p3.16xlarge", cpu=64, gpu=8, memMB=1
+        )
         with pytest.raises(KeyError, match=r"^No named resource found for `p316xl`\. Did you"):
             _NamedResourcesLibrary()["p316xl"]

@@ -9,9 +9,10 @@ import json
 import typing
 from datetime import datetime
 
+import attrs
 import pytest
 
-from asynctorchx.specs import named_resources, named_resources_aws
+from asynctorchx.specs import named_resources, named_resources_aws, resource_tags
 from asynctorchx.specs.api import (
     AppDryRunInfo,
     AppState,
@@ -38,7 +39,8 @@ from asynctorchx.specs.api import (
 )
 def test_aws_functions_are_module_attributes(function: str, name: str) -> None:
     made = getattr(named_resources_aws, function)()
-    assert made == named_resources[name]
+    # a lookup adds the name tag, as torchx-nightly's named_resources does
+    assert named_resources[name] == attrs.evolve(made, tags={resource_tags.RESOURCE_NAME: name})
     assert made is not getattr(named_resources_aws, function)()  # a fresh copy per call
 
 
