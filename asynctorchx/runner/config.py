@@ -2,9 +2,10 @@
 
 Where the files are (TorchX's rule, ``torchx.runner.config``):
 
-* ``$TORCHXCONFIG`` alone when that variable is set; a missing file (or an empty value)
-  is an error (:class:`ConfigFileNotFoundError`, both a ``FileNotFoundError`` as
-  TorchX raises and a :class:`~asynctorchx.errors.ConfigError`).
+* ``$TORCHXCONFIG`` alone when that variable is set; a missing file is an error
+  (:class:`ConfigFileNotFoundError`, both a ``FileNotFoundError`` as TorchX raises and
+  a :class:`~asynctorchx.errors.ConfigError`). Set but empty, no file is read
+  (torchx-nightly's rule).
 * otherwise ``$HOME/.torchxconfig`` then ``./.torchxconfig`` (the current directory);
   files that do not exist are skipped. The first file that sets a value wins.
 
@@ -80,16 +81,23 @@ def find_configs(dirs: Iterable[str] | None = None) -> list[str]:
             program has replaced or changed it since import (``torchx.runner.config``
             reads that constant). Ignored when ``$TORCHXCONFIG`` is set.
 
+    Returns:
+        ``[$TORCHXCONFIG]`` when that variable names a file, ``[]`` when it is set but
+        empty (config files off), else the ``.torchxconfig`` files found in ``dirs``.
+
     Raises:
         ConfigFileNotFoundError: (a ``FileNotFoundError``) ``$TORCHXCONFIG`` names a
             file that does not exist.
     """
     explicit = os.environ.get(ENV_TORCHXCONFIG)
-    if explicit is not None:  # set, even to "" (TorchX's rule): the only file to read
-        if not explicit or not Path(explicit).is_file():
+    if explicit == "":
+        return []
+    if explicit is not None:  # set: the only file to read
+        if not Path(explicit).is_file():
             raise ConfigFileNotFoundError(
                 f"{ENV_TORCHXCONFIG}={explicit!r} names no file: create it or unset"
                 f" {ENV_TORCHXCONFIG} to use $HOME/{CONFIG_FILE} and ./{CONFIG_FILE}"
+                f" ({ENV_TORCHXCONFIG}= reads no file)"
             )
         return [explicit]
     if not dirs and tuple(DEFAULT_CONFIG_DIRS) != _IMPORTED_CONFIG_DIRS:

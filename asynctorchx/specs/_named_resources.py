@@ -4,14 +4,18 @@ The registry merges, later winning on a name clash:
 
 1. the generic set (``cpu.*``, ``gpu.*``, :mod:`.named_resources_generic`);
 2. the AWS table (``aws_*``, :mod:`.named_resources_aws`);
-3. the entry point group ``asynctorchx.named_resources`` of every installed
+3. the ``NAMED_RESOURCES`` mapping (name -> zero-argument function returning a
+   :class:`Resource`) of the module named by ``$TORCHX_CUSTOM_NAMED_RESOURCES``, e.g.
+   ``TORCHX_CUSTOM_NAMED_RESOURCES=my_pkg.resources`` (torchx-nightly's variable);
+4. the entry point group ``asynctorchx.named_resources`` of every installed
    distribution, each entry a zero-argument function returning a :class:`Resource`::
 
        [project.entry-points."asynctorchx.named_resources"]
        gpu_x_2 = "my_pkg.resources:gpu_x_2"
 
 plus ``NULL`` and ``MISSING``, both :data:`NULL_RESOURCE` (as TorchX 0.7.0,
-``torchx.specs.get_named_resources``). Entry points are read once, on first use, and
+``torchx.specs.get_named_resources``). The module and the entry points are read once,
+on first use (never at ``import asynctorchx.specs``), and
 each one is loaded only when its name is looked up, so a broken plugin breaks only
 its own names. Every lookup calls the name's function again; the builtins return a
 fresh copy each time, so changing one changes no one else's.
@@ -24,6 +28,8 @@ a program may add a name to it at run time, as TorchX's docs do.
 from __future__ import annotations
 
 import difflib
+import importlib
+import os
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from importlib import metadata
 
@@ -37,6 +43,8 @@ from asynctorchx.specs.named_resources_generic import (
     NAMED_RESOURCES as GENERIC_NAMED_RESOURCES,
 )
 
+#: The variable naming a module whose ``NAMED_RESOURCES`` are registered (torchx-nightly's).
+ENV_CUSTOM_NAMED_RESOURCES: str = "TORCHX_CUSTOM_NAMED_RESOURCES"
 #: The entry point group searched for user-registered named resources.
 ENTRY_POINT_GROUP: str = "asynctorchx.named_resources"
 
@@ -55,8 +63,32 @@ def _entry_point_factory(entry_point: metadata.EntryPoint) -> Callable[[], Resou
     return make
 
 
+def _custom() -> Mapping[str, Callable[[], Resource]]:
+    """The ``NAMED_RESOURCES`` of the module ``$TORCHX_CUSTOM_NAMED_RESOURCES`` names.
+
+    Raises:
+        ImportError: the variable names a module that cannot be imported, or one without
+            ``NAMED_RESOURCES``; the message names the variable and the fix.
+    """
+    name = os.environ.get(ENV_CUSTOM_NAMED_RESOURCES)
+    if not name:
+        return {}
+    fix = f"set {ENV_CUSTOM_NAMED_RESOURCES} to an importable module, or unset it"
+    try:
+        module = importlib.import_module(name)
+    except ImportError as e:
+        raise ImportError(f"{ENV_CUSTOM_NAMED_RESOURCES}={name!r}: {e}; {fix}") from e
+    custom: Mapping[str, Callable[[], Resource]] | None = getattr(module, "NAMED_RESOURCES", None)
+    if custom is None:
+        raise ImportError(
+            f"{ENV_CUSTOM_NAMED_RESOURCES}={name!r}: the module has no NAMED_RESOURCES;"
+            " give it a dict of name -> function returning a Resource"
+        )
+    return custom
+
+
 def _load() -> dict[str, Callable[[], Resource]]:
-    factories = {**GENERIC_NAMED_RESOURCES, **AWS_NAMED_RESOURCES}
+    factories = {**GENERIC_NAMED_RESOURCES, **AWS_NAMED_RESOURCES, **_custom()}
     for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
         factories[entry_point.name] = _entry_point_factory(entry_point)
     return {**factories, "NULL": _null_resource, "MISSING": _null_resource}

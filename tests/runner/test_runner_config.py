@@ -69,12 +69,19 @@ def test_missing_torchxconfig_file_is_an_error(
     monkeypatch.setenv("TORCHXCONFIG", str(tmp_path / "nope.ini"))
     with pytest.raises(ConfigError, match=r"nope\.ini"):
         config.find_configs()
-    # set but empty is still set (TorchX): not a silent fallback to $HOME and ./
+
+
+def test_empty_torchxconfig_turns_config_files_off(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # set but empty: no file at all (torchx-nightly), not a fallback to $HOME and ./
     home, _ = dirs
     (home / ".torchxconfig").write_text("[local_cwd]\nlog_dir = /from_home\n")
     monkeypatch.setenv("TORCHXCONFIG", "")
-    with pytest.raises(ConfigError, match="TORCHXCONFIG=''"):
-        config.find_configs()
+    assert config.find_configs() == []
+    cfg: dict[str, CfgVal] = {}
+    config.apply("local_cwd", cfg, _opts())
+    assert cfg == {}
 
 
 def test_bad_value_names_key_and_section(dirs: tuple[Path, Path]) -> None:
