@@ -104,9 +104,11 @@ def ddp(
     memMB: int = 1024,  # noqa: N803 (TorchX name)
     j: str = "1x2",
     env: dict[str, str] | None = None,
+    metadata: dict[str, str] | None = None,
     max_retries: int = 0,
     rdzv_port: int = 29500,
     rdzv_backend: str = "c10d",
+    rdzv_conf: str | None = None,
     mounts: list[str] | None = None,
     debug: bool = False,
     tee: int = 3,
@@ -133,10 +135,13 @@ def ddp(
         j: [{min_nnodes}:]{nnodes}x{nproc_per_node}, for gpu hosts, nproc_per_node must not
             exceed num gpus
         env: environment variables to be passed to the run (e.g. ENV1=v1,ENV2=v2,ENV3=v3)
+        metadata: metadata to be passed to the scheduler (e.g. KEY1=v1,KEY2=v2,KEY3=v3)
         max_retries: the number of scheduler retries allowed
         rdzv_port: the port on rank0's host to use for hosting the c10d store used for
             rendezvous. Only takes effect when running multi-node.
         rdzv_backend: the rendezvous backend to use. Only takes effect when running multi-node.
+        rdzv_conf: more rendezvous configuration, torchrun's ``--rdzv_conf``
+            (ex. join_timeout=600,close_timeout=600,timeout=600); none by default.
         mounts: mounts to mount into the worker environment/container
             (ex. type=<bind/volume>,src=/host,dst=/job[,readonly]).
         debug: whether to run with preset debug flags enabled
@@ -165,6 +170,7 @@ def ddp(
 
     options = {  # torchrun's flags and their values, in this order on its command line
         "--rdzv_backend": rdzv_backend,
+        **({"--rdzv_conf": rdzv_conf} if rdzv_conf is not None else {}),
         "--rdzv_endpoint": endpoint,
         "--rdzv_id": macros.app_id,
         "--nnodes": nnodes_rep,
@@ -195,7 +201,7 @@ def ddp(
         max_retries=max_retries,
         mounts=parse_mounts(mounts) if mounts else [],
     )
-    return AppDef(name=names.run_name, roles=[role])
+    return AppDef(name=names.run_name, roles=[role], metadata=dict(metadata or {}))
 
 
 def torchrun(
@@ -210,9 +216,11 @@ def torchrun(
     memMB: int = 1024,  # noqa: N803 (TorchX name)
     j: str = "1x2",
     env: dict[str, str] | None = None,
+    metadata: dict[str, str] | None = None,
     max_retries: int = 0,
     rdzv_port: int = 29500,
     rdzv_backend: str = "c10d",
+    rdzv_conf: str | None = None,
     mounts: list[str] | None = None,
     debug: bool = False,
     tee: int = 3,
@@ -220,9 +228,9 @@ def torchrun(
     """Launch a PyTorch script or module on ``nnodes x nproc_per_node`` workers with torchrun.
 
     :func:`ddp` under the name of the launcher it starts: this calls ``ddp`` with the
-    same arguments, so both give the same AppDef. ``ddp`` is TorchX's name
-    (``torchx.components.dist.ddp``, not deprecated in 0.7.0 nor in TorchX's 2025
-    nightly, which has no ``torchrun`` component) and holds the implementation. The
+    same arguments, so both give the same AppDef. ``ddp`` is TorchX 0.7.0's name
+    (``torchx.components.dist.ddp``) and holds the implementation; torchx-nightly has
+    both names. The
     signature and ``Args`` are repeated here because a component is read from its
     source (:mod:`asynctorchx.specs.file_linter`); a test keeps them equal to ``ddp``'s.
 
@@ -240,9 +248,12 @@ def torchrun(
         j: [{min_nnodes}:]{nnodes}x{nproc_per_node}, for gpu hosts, nproc_per_node must not
             exceed num gpus
         env: environment variables to be passed to the run (e.g. ENV1=v1,ENV2=v2,ENV3=v3)
+        metadata: metadata to be passed to the scheduler (e.g. KEY1=v1,KEY2=v2,KEY3=v3)
         max_retries: the number of scheduler retries allowed
         rdzv_port: the port on rank0's host for the c10d rendezvous store (multi-node only)
         rdzv_backend: the rendezvous backend to use (multi-node only)
+        rdzv_conf: more rendezvous configuration, torchrun's ``--rdzv_conf``
+            (ex. join_timeout=600,close_timeout=600,timeout=600); none by default.
         mounts: mounts to mount into the worker environment/container
             (ex. type=<bind/volume>,src=/host,dst=/job[,readonly]).
         debug: whether to run with preset debug flags enabled
@@ -266,6 +277,7 @@ def spmd(
     h: str = "gpu.small",
     j: str = "1x1",
     env: dict[str, str] | None = None,
+    metadata: dict[str, str] | None = None,
     max_retries: int = 0,
     mounts: list[str] | None = None,
     debug: bool = False,
@@ -289,6 +301,7 @@ def spmd(
         j: {nnodes}x{nproc_per_node}. For GPU hosts omitting nproc_per_node will infer it
             from the GPU count on the host
         env: environment variables to be passed to the run (e.g. ENV1=v1,ENV2=v2,ENV3=v3)
+        metadata: metadata to be passed to the scheduler (e.g. KEY1=v1,KEY2=v2,KEY3=v3)
         max_retries: the number of scheduler retries allowed
         mounts: (for docker based runs only) mounts to mount into the worker
             environment/container (ex. type=<bind/volume>,src=/host,dst=/job[,readonly]).
@@ -307,6 +320,7 @@ def spmd(
         h=h,
         j=str(StructuredJArgument.parse_from(h, j)),
         env=dict(env or {}),
+        metadata=metadata,
         max_retries=max_retries,
         mounts=mounts,
         debug=debug,

@@ -1,7 +1,8 @@
 """Utility components, ready to use: they run well-known programs (``echo``, ``sh``,
 ``python``) and serve as tutorial material or glue between the stages of a workflow.
 
-Names, arguments, defaults and images are TorchX 0.7.0's (``torchx.components.utils``).
+Names, arguments, defaults and images are TorchX's (``torchx.components.utils``);
+``mounts`` on ``python`` and ``copy`` as torchx-nightly has them.
 ``copy`` and ``booth`` run a short program of their own with ``python -c`` (TorchX runs
 modules of the ``torchx`` package), so they work wherever a Python is.
 """
@@ -17,9 +18,18 @@ from asynctorchx.specs.api import NONE, AppDef, Resource, Role, parse_mounts
 
 
 def _small_app(
-    name: str, image: str, entrypoint: str, args: list[str], replicas: int = 1
+    name: str,
+    image: str,
+    entrypoint: str,
+    args: list[str],
+    replicas: int = 1,
+    mounts: list[str] | None = None,
 ) -> AppDef:
-    """An app of one role named ``name``, each replica on 1 CPU and 1024 MB (TorchX's figures)."""
+    """An app of one role named ``name``, each replica on 1 CPU and 1024 MB (TorchX's figures).
+
+    Raises:
+        ValueError: a mount in ``mounts`` is malformed (:func:`parse_mounts`).
+    """
     role = Role(
         name=name,
         image=image,
@@ -27,6 +37,7 @@ def _small_app(
         args=args,
         num_replicas=replicas,
         resource=Resource(cpu=1, gpu=0, memMB=1024),
+        mounts=parse_mounts(mounts) if mounts else [],
     )
     return AppDef(name=name, roles=[role])
 
@@ -110,6 +121,7 @@ def python(
     memMB: int = 1024,  # noqa: N803 (TorchX name)
     h: str | None = None,
     num_replicas: int = 1,
+    mounts: list[str] | None = None,
 ) -> AppDef:
     """Runs ``python`` with the given module, command or script.
 
@@ -129,9 +141,12 @@ def python(
         memMB: cpu memory in MB per replica
         h: a registered named resource (if specified takes precedence over cpu, gpu, memMB)
         num_replicas: number of copies to run (each on its own container)
+        mounts: mounts to mount into the worker environment/container
+            (ex. type=<bind/volume>,src=/host,dst=/job[,readonly]).
 
     Raises:
-        ValueError: not exactly one of ``m``, ``c`` and ``script`` is given.
+        ValueError: not exactly one of ``m``, ``c`` and ``script`` is given, or a
+            malformed mount.
     """
     given = [flag for flag, value in (("-m", m), ("-c", c), ("--script", script)) if value]
     if len(given) != 1:
@@ -153,6 +168,7 @@ def python(
         resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
         args=[*cmd, *args],
         env={"HYDRA_MAIN_MODULE": m} if m else {},
+        mounts=parse_mounts(mounts) if mounts else [],
     )
     return AppDef(name=name, roles=[role])
 
@@ -227,7 +243,7 @@ print(f"booth({x1}, {x2}) = {value} -> {base.rstrip('/')}/{trial}")
 """
 
 
-def copy(src: str, dst: str, image: str = IMAGE) -> AppDef:
+def copy(src: str, dst: str, image: str = IMAGE, mounts: list[str] | None = None) -> AppDef:
     """Copies the file ``src`` to ``dst`` (no directories, not recursive).
 
     ``src`` and ``dst`` are local paths, or any fsspec URL when fsspec is installed
@@ -237,8 +253,14 @@ def copy(src: str, dst: str, image: str = IMAGE) -> AppDef:
         src: the source file location
         dst: the destination file location
         image: the image that contains the copy app
+        mounts: mounts to mount into the worker environment/container
+            (ex. type=<bind/volume>,src=/host,dst=/job[,readonly]).
+
+    Raises:
+        ValueError: a malformed mount.
     """
-    return _small_app("torchx-utils-copy", image, "python", ["-c", _COPY_PROGRAM, src, dst])
+    args = ["-c", _COPY_PROGRAM, src, dst]
+    return _small_app("torchx-utils-copy", image, "python", args, mounts=mounts)
 
 
 def booth(
