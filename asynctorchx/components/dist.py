@@ -164,6 +164,7 @@ def ddp(
     run_env = dict(env or {})
     names = StructuredNameArgument.parse_from(name=name, m=m, script=script)
     run_env["TORCHX_TRACKING_EXPERIMENT_NAME"] = names.experiment_name
+    run_env["TORCHX_TRACKING_RUN_NAME"] = names.run_name  # torchx-nightly sets it too
     run_env.setdefault("LOGLEVEL", os.getenv("LOGLEVEL", "WARNING"))
     if debug:
         run_env.update(TORCH_DEBUG_FLAGS)

@@ -91,6 +91,7 @@ def test_options(monkeypatch: pytest.MonkeyPatch) -> None:
     assert role.env == {
         "A": "1",
         "TORCHX_TRACKING_EXPERIMENT_NAME": "exp",
+        "TORCHX_TRACKING_RUN_NAME": "run",  # torchx-nightly's addition
         "LOGLEVEL": "INFO",
         **dist.TORCH_DEBUG_FLAGS,
     }

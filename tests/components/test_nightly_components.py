@@ -58,14 +58,17 @@ def test_dist_arguments_match_nightly() -> None:
         " metadata={'team': 'ml'})\n"
         "words = shlex.split(app.roles[0].args[1])\n"
         "spmd = dist.spmd(script='t.py', h='gpu.small', j='1x1', metadata={'a': 'b'})\n"
-        "print(json.dumps([words[words.index('--rdzv_conf') + 1], app.metadata, spmd.metadata]))"
+        "env = {k: v for k, v in app.roles[0].env.items() if k.startswith('TORCHX_TRACKING')}\n"
+        "print(json.dumps([words[words.index('--rdzv_conf') + 1], app.metadata, spmd.metadata,"
+        " env]))"
     )
     app = dist.ddp(
         script="t.py", j="2x2", rdzv_conf="timeout=600,join_timeout=9", metadata={"team": "ml"}
     )
     words = _torchrun_words(app)
     spmd = dist.spmd(script="t.py", h="gpu.small", j="1x1", metadata={"a": "b"})
-    assert theirs == [words[words.index("--rdzv_conf") + 1], app.metadata, spmd.metadata]
+    env = {k: v for k, v in app.roles[0].env.items() if k.startswith("TORCHX_TRACKING")}
+    assert theirs == [words[words.index("--rdzv_conf") + 1], app.metadata, spmd.metadata, env]
 
 
 def test_utils_python_and_copy_take_mounts() -> None:
