@@ -146,6 +146,30 @@ class ComponentValidationException(AsyncTorchXError, ValueError):
     """A component function breaks the component rules (see ``specs.file_linter``)."""
 
 
+class ScriptNotFoundError(ComponentValidationException, FileNotFoundError):
+    """A component's ``--script`` names no file where the replicas will look for it.
+
+    Raised by ``Runner.dryrun_component`` (so by ``run`` and ``--dryrun``) before any
+    workspace is built or anything is submitted (TorchX issue 405).
+
+    Args:
+        component: the component's name, e.g. ``dist.ddp``.
+        script: the ``--script`` value.
+        root: the directory the replicas resolve it in (the workspace or their working
+            directory).
+        fix: how to fix it.
+    """
+
+    def __init__(self, component: str, script: str, root: str, fix: str) -> None:
+        super().__init__(
+            f"{component} --script {script!r}: no such file in {root}, where the replicas"
+            f" will look for it; {fix}"
+        )
+        self.component = component
+        self.script = script
+        self.root = root
+
+
 class ConfigError(AsyncTorchXError, ValueError):
     """A ``.torchxconfig`` file is missing, unreadable or has a bad value."""
 

@@ -30,7 +30,7 @@ from asynctorchx.cli._output import (
 )
 from asynctorchx.cli._run_settings import CLI_RUN_KEYS, RunSettings, from_flags, from_stdin
 from asynctorchx.errors import ComponentValidationException
-from asynctorchx.runner import config
+from asynctorchx.runner import _script_check, config
 from asynctorchx.runner.api import Runner, get_runner
 from asynctorchx.schedulers.api import Scheduler
 from asynctorchx.schedulers.toolkit import background_tasks
@@ -234,6 +234,13 @@ async def _follow(
     return 0 if state == AppState.SUCCEEDED else 1
 
 
+def _component_fn(component: str) -> Callable[..., AppDef]:
+    """The function of ``component`` (already found once by ``_materialize``)."""
+    from asynctorchx.specs.finder import get_component
+
+    return get_component(component).fn
+
+
 def _workspace(run: RunSettings, scheduler_class: type[Scheduler[Any]]) -> str | None:
     """The directory ``run`` builds into role 0's image (copies, for ``slurm``), or ``None``.
 
@@ -296,6 +303,9 @@ async def run(args: argparse.Namespace) -> int:
     # end here (argparse's exit) rather than inside the runner's task group.
     component_defaults = config.get_component_defaults(sections=sections).get(run.component)
     app = _materialize(run.component, run.component_args, component_defaults, run.component_config)
+    script = _script_check.script_to_check(
+        _component_fn(run.component), run.component_args, component_defaults, run.component_config
+    )
 
     # The signal receiver is installed before anything is submitted and removed only
     # after the runner has closed its schedulers (which terminates local replicas).
@@ -312,8 +322,13 @@ async def run(args: argparse.Namespace) -> int:
             config.apply(run.scheduler, cfg, opts, sections=sections)
             scheduler_class = runner.scheduler_class(run.scheduler)
             workspace = _workspace(run, scheduler_class)
+            builds = scheduler_class.supports_workspace()
+            if script is not None and builds:  # refused before anything is built (TorchX #405)
+                _script_check.check_before_build(run.component, script, app, workspace)
             async with _announce_builds(app, workspace, scheduler_class, cfg):
                 info = await runner.dryrun(app, run.scheduler, cfg, workspace, run.parent_run_id)
+            if script is not None and not builds:
+                _script_check.check_after_dryrun(run.component, script, info)
             if run.dryrun:
                 _print_dryrun(info, args.json)
                 return 0

@@ -271,11 +271,20 @@ class Runner(anyio.AsyncContextManagerMixin):
         The ``[component:<name>]`` defaults given to the runner fill in arguments that
         ``component_args`` leaves out. Arguments: as :meth:`run_component`.
 
+        The ``--script`` of ``dist.ddp``, ``dist.torchrun``, ``dist.spmd`` and
+        ``utils.python`` is checked where the replicas will look for it: in role 0's
+        workspace before it is built, or in the local replicas' working directory
+        (:mod:`asynctorchx.runner._script_check`).
+
         Raises:
             ComponentNotFoundException: the name resolves to no component.
             ComponentValidationException: the component or an argument is invalid.
+            ScriptNotFoundError: (a ``ComponentValidationException`` and a
+                ``FileNotFoundError``) the ``--script`` is not where the replicas will
+                look for it; the message names the path, the directory and the fix.
             ValueError: see :meth:`dryrun`.
         """
+        from asynctorchx.runner import _script_check
         from asynctorchx.specs.builders import materialize_appdef
         from asynctorchx.specs.finder import get_component
 
@@ -283,10 +292,16 @@ class Runner(anyio.AsyncContextManagerMixin):
             component_def = get_component(component)
             argv = component_args if isinstance(component_args, list) else []
             data = None if isinstance(component_args, list) else component_args
-            app = materialize_appdef(
-                component_def.fn, argv, self._component_defaults.get(component), data
-            )
-            return await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+            defaults = self._component_defaults.get(component)
+            app = materialize_appdef(component_def.fn, argv, defaults, data)
+            script = _script_check.script_to_check(component_def.fn, argv, defaults, data)
+            builds = script is not None and self.scheduler_class(scheduler).supports_workspace()
+            if script is not None and builds:
+                _script_check.check_before_build(component, script, app, workspace)
+            info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+            if script is not None and not builds:
+                _script_check.check_after_dryrun(component, script, info)
+            return info
 
     @overload
     async def run(

@@ -164,10 +164,13 @@ class DockerContainer:
         return types.MappingProxyType(kwargs)
 
     def __str__(self) -> str:
+        """The container as the dry run prints it; its logs are the engine's log of it."""
         body = json.dumps(self.config, indent=2, sort_keys=True).replace("\n", "\n  ")
         return (
             f"- name: {self.name}\n  image: {self.image}\n"
-            f"  command: {json.dumps(self.command)}\n  create config: {body}"
+            f"  command: {json.dumps(self.command)}\n"
+            f"  logs: the engine's log of the container (docker logs {self.name})\n"
+            f"  create config: {body}"
         )
 
 

@@ -125,7 +125,7 @@ def test_dryrun_maps_resources_mounts_ports_and_retries(tmp_path: Path) -> None:
     assert env["TORCHX_RANK0_HOST"] == first.name
     assert config["Hostname"] == first.name
     text = str(info)
-    assert first.name in text
+    assert f"logs: the engine's log of the container (docker logs {first.name})" in text
     assert '"NanoCpus": 2000000000' in text
 
 

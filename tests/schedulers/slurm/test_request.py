@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -265,6 +266,13 @@ def test_repr_shows_command_and_script() -> None:
     text = repr(request)
     assert text.startswith("sbatch --parsable $SBATCH_SCRIPT\n")
     assert text.endswith(request.materialize())
+
+
+def test_repr_says_where_each_replica_logs(tmp_path: Path) -> None:
+    request = _ours(CASES["one replica, no resource, no options"])
+    request.job_dir = str(tmp_path)
+    for name in request.replicas:
+        assert f"#   {name}: {tmp_path}/slurm-<job id>-{name}.out (stdout), .err" in repr(request)
 
 
 @pytest.mark.parametrize(

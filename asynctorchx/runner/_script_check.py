@@ -1,0 +1,122 @@
+"""Refuse a component's ``--script`` that the replicas will not find (TorchX issue 405).
+
+``dist.ddp``, ``dist.torchrun``, ``dist.spmd`` and ``utils.python`` start
+``python <script>`` (or torchrun with it) in the replica's working directory. A path
+that is not there fails only once the job runs, after the image is built and the job
+queued; these checks fail at dry run instead, naming the path and the fix. The Runner's
+``dryrun_component`` and the CLI's ``run`` call, in order:
+
+- :func:`script_to_check`: the ``--script`` of one of those components, or ``None``;
+- :func:`check_before_build`, for a scheduler that builds workspaces: a relative script
+  must be in the workspace that becomes role 0's working directory;
+- :func:`check_after_dryrun`, for one that does not: on the request of the local
+  schedulers, whose replicas run in a directory of this host, a relative script must be
+  there and an absolute one must exist.
+
+Other cases (no workspace on a remote scheduler, an absolute path inside an image, a
+path with a ``$`` to expand) are not checked: the file is not on this host.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from asynctorchx.errors import ScriptNotFoundError
+from asynctorchx.runner._workspace import role_workspaces
+from asynctorchx.specs.api import AppDef, AppDryRunInfo, Workspace
+
+
+def script_to_check(
+    fn: Callable[..., Any],
+    argv: list[str],
+    defaults: Mapping[str, str] | None,
+    data: Mapping[str, Any] | None,
+) -> str | None:
+    """Return the ``--script`` of a builtin component that runs one, else ``None``.
+
+    Args:
+        fn: the component function.
+        argv: its command line, already materialized once (so it parses).
+        defaults: the ``[component:<name>]`` defaults.
+        data: its arguments given as data, or ``None``.
+    """
+    from asynctorchx.components import dist, utils
+    from asynctorchx.specs.builders import parse_args
+
+    if fn not in (dist.ddp, dist.torchrun, dist.spmd, utils.python):
+        return None
+    script = parse_args(fn, argv, defaults, data).get("script")
+    return script if isinstance(script, str) and script and "$" not in script else None
+
+
+def check_before_build(
+    component: str, script: str, app: AppDef, workspace: Workspace | str | None
+) -> None:
+    """Check ``script`` in the workspace of role 0 (its own, else ``workspace``), if any.
+
+    Raises:
+        ScriptNotFoundError: the workspace does not hold ``script``.
+    """
+    for role, role_workspace in role_workspaces(app, workspace):
+        if role is app.roles[0]:
+            check_in_workspace(component, script, role_workspace)
+
+
+def check_after_dryrun(component: str, script: str, info: AppDryRunInfo[Any]) -> None:
+    """Check ``script`` in the working directory of each replica of a local request.
+
+    Requests of other schedulers (whose replicas do not run on this host) pass.
+
+    Raises:
+        ScriptNotFoundError: the script is not a file for some replica.
+    """
+    from asynctorchx.schedulers.local._request import PopenRequest
+
+    if not isinstance(info.request, PopenRequest):
+        return
+    for params in info.request.role_params.values():
+        for param in params:
+            cwd = param.cwd or os.getcwd()
+            if not (Path(cwd) / script).is_file():
+                raise ScriptNotFoundError(
+                    component,
+                    script,
+                    cwd,
+                    "give a path relative to that directory (or an absolute one), or run"
+                    " from the directory that holds the script",
+                )
+
+
+def _in_project(script: str, source: str, subdir: str) -> Path | None:
+    """Where ``script`` (relative to the workspace root) would come from in one project."""
+    source_path = Path(source).expanduser()
+    prefix = f"{subdir.strip('/')}/" if subdir.strip("/") else ""
+    if not script.startswith(prefix):
+        return None
+    inner = script.removeprefix(prefix)
+    if source_path.is_file():
+        return source_path if inner == source_path.name else None
+    return source_path / inner
+
+
+def check_in_workspace(component: str, script: str, workspace: Workspace) -> None:
+    """Check that the relative ``script`` is a file of ``workspace`` (as it will be laid out).
+
+    Raises:
+        ScriptNotFoundError: no project of ``workspace`` holds ``script``.
+    """
+    if os.path.isabs(script):
+        return
+    for source, subdir in workspace.projects.items():
+        found = _in_project(os.path.normpath(script), source, subdir)
+        if found is not None and found.is_file():
+            return
+    raise ScriptNotFoundError(
+        component,
+        script,
+        f"the workspace {workspace}",
+        "give the script's path relative to the workspace root, or a workspace that holds it",
+    )
