@@ -65,6 +65,7 @@ from asynctorchx.tracker.api import (
     get_configured_trackers,
     tracker_config_env_var_name,
 )
+from asynctorchx.util.session import TORCHX_INTERNAL_SESSION_ID, get_session_id_or_create_new
 
 # Named after the public module ``asynctorchx.runner.api`` (TorchX's ``torchx.runner.api``
 # logs there), so that logging configurations naming it apply.
@@ -405,7 +406,8 @@ class Runner(anyio.AsyncContextManagerMixin):
     ) -> AppDryRunInfo[Any]:
         """Return what :meth:`run` would submit, without submitting it (``print()`` it).
 
-        Validates the app and injects into every role's env ``TORCHX_JOB_ID`` and, from
+        Validates the app and injects into every role's env ``TORCHX_JOB_ID``,
+        ``TORCHX_INTERNAL_SESSION_ID`` (:mod:`asynctorchx.util.session`) and, from
         the tracker config (:mod:`asynctorchx.tracker.api`), ``TORCHX_PARENT_RUN_ID``
         (``$TORCHX_PARENT_RUN_ID`` wins over ``parent_run_id``), ``TORCHX_TRACKERS`` and
         ``TORCHX_TRACKER_<NAME>_CONFIG``. With ``workspace``, the scheduler may build it
@@ -423,7 +425,10 @@ class Runner(anyio.AsyncContextManagerMixin):
                     "using %s=%s as the parent run id", ENV_TORCHX_PARENT_RUN_ID, parent_run_id
                 )
             trackers = self._trackers if self._trackers is not None else get_configured_trackers()
-            env = {ENV_TORCHX_JOB_ID: make_app_handle(scheduler, self._name, macros.app_id)}
+            env = {
+                ENV_TORCHX_JOB_ID: make_app_handle(scheduler, self._name, macros.app_id),
+                TORCHX_INTERNAL_SESSION_ID: get_session_id_or_create_new(),
+            }
             if parent_run_id:
                 env[ENV_TORCHX_PARENT_RUN_ID] = parent_run_id
             if trackers:

@@ -51,6 +51,8 @@ LABEL_APP_DEF = "asynctorchx.pytorch.org/app-def"
 LABEL_CANCELLED_AT = "asynctorchx.pytorch.org/cancelled-at-ns"
 #: The env var holding replica 0's hostname (``macros.rank0_env``).
 RANK0_ENV = "TORCHX_RANK0_HOST"
+#: Set in every container to the image it runs (torchx-nightly's ``TORCHX_IMAGE``).
+IMAGE_ENV = "TORCHX_IMAGE"
 
 #: The longest container name and hostname: a DNS label (RFC 1123); Linux refuses more
 #: than 64 characters (``sethostname``).
@@ -310,7 +312,8 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
 
     Each replica's role has its macros applied (``app_id``, ``replica_id``,
     ``rank0_env``); its environment is the ``copy_env``/``env`` run options' under the
-    role's own, plus ``TORCHX_RANK0_HOST`` (replica 0 of role 0's hostname).
+    role's own, plus ``TORCHX_RANK0_HOST`` (replica 0 of role 0's hostname) and
+    ``TORCHX_IMAGE`` (the container's image).
 
     Args:
         app: the validated app.
@@ -345,7 +348,7 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
             )
             replica = values.apply(role)
             name = container_name(app_id, role.name, replica_id)
-            env = {**default_env, **replica.env, RANK0_ENV: rank0}
+            env = {**default_env, **replica.env, RANK0_ENV: rank0, IMAGE_ENV: replica.image}
             config: dict[str, Any] = {
                 "Image": replica.image,
                 "Entrypoint": [replica.entrypoint],

@@ -16,7 +16,8 @@ Rank 0 discovery is Volcano's: the job's ``svc`` plugin creates a headless servi
 after the job (every pod is ``{job}-{task}-0.{job}``) and the ``env`` plugin gives every
 pod ``VC_{TASK}_HOSTS``, the DNS names of a task's pods; ``macros.rank0_env`` names the
 variable of the first replica of the first role, and that replica itself sees
-``TORCHX_RANK0_HOST=localhost``.
+``TORCHX_RANK0_HOST=localhost``. Every container has ``TORCHX_IMAGE``, its image
+(torchx-nightly sets it; TorchX 0.7.0 did not).
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ ANNOTATION_PULL_TIMEOUT = "asynctorchx/image-pull-timeout"
 
 #: The env var holding the rank 0 host on the first replica of the first role.
 RANK0_ENV = "TORCHX_RANK0_HOST"
+#: Set in every container to the image it runs (torchx-nightly's ``TORCHX_IMAGE``).
+IMAGE_ENV = "TORCHX_IMAGE"
 #: Local images (built from a workspace) are image ids with this prefix.
 IMAGE_HASH_PREFIX = "sha256:"
 #: The shared-memory volume every pod gets at ``/dev/shm``.
@@ -344,6 +347,7 @@ def _task(
     replica_role = values.apply(role)
     if first:
         replica_role.env[RANK0_ENV] = "localhost"
+    replica_role.env[IMAGE_ENV] = replica_role.image
     name = clean_name(f"{role.name}-{replica_id}")  # the task's and its container's
     template = with_overlay(role, role_to_pod(name, replica_role, service_account))
     template["metadata"]["labels"].update(pod_labels(app, role_index, role, replica_id, job_name))

@@ -22,6 +22,7 @@ def _env_of(cfg: dict[str, CfgVal]) -> dict[str, str]:
     body = sched.submit_dryrun(app, cfg).request.containers[0].config
     pairs = dict(item.split("=", 1) for item in body["Env"])
     pairs.pop("TORCHX_RANK0_HOST")
+    assert pairs.pop("TORCHX_IMAGE") == "img"
     return pairs
 
 

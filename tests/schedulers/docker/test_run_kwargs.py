@@ -47,6 +47,7 @@ def test_environment_is_a_dict_of_the_options_the_role_and_rank0(
         "OPT": "a=b",  # a value may hold "="
         "FOO": "bar",  # the role's own wins over the run options
         "TORCHX_RANK0_HOST": container.name,
+        "TORCHX_IMAGE": container.image,  # torchx-nightly's addition
     }
 
 

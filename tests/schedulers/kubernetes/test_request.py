@@ -200,6 +200,9 @@ def _ours(case: dict[str, Any]) -> dict[str, Any]:
 def _normalise(manifest: dict[str, Any]) -> dict[str, Any]:
     for task in manifest["spec"]["tasks"]:
         task["template"]["metadata"]["labels"][LABEL_VERSION] = "<version>"
+        for container in task["template"]["spec"]["containers"]:
+            # torchx-nightly's addition, which 0.7.0 lacks: compared in test_torchx_image_env
+            container["env"] = [e for e in container.get("env", []) if e["name"] != "TORCHX_IMAGE"]
     return manifest
 
 
@@ -227,6 +230,13 @@ def test_manifests_match_torchx() -> None:
         ours = _ours(case)
         assert ours["images"] == their["images"], case["app"]["name"]
         assert _normalise(ours["manifest"]) == _normalise(their["manifest"]), case["app"]["name"]
+
+
+def test_torchx_image_env_is_each_containers_image() -> None:
+    job = build_job(_app(CASES[1]["app"]), {"queue": "q"}, "train-x")
+    for task in job.resource["spec"]["tasks"]:
+        container = task["template"]["spec"]["containers"][0]
+        assert {"name": "TORCHX_IMAGE", "value": container["image"]} in container["env"]
 
 
 def test_rank0_env_and_pod_names() -> None:

@@ -1,0 +1,32 @@
+"""The session id TorchX puts in every replica's environment (``torchx.util.session``).
+
+``Runner.dryrun`` sets :data:`TORCHX_INTERNAL_SESSION_ID` in each role's environment to
+:func:`get_session_id_or_create_new`: one id per process, taken from that variable when
+the process was itself started with it (a job launching jobs keeps its session), else a
+new UUID4. As torchx-nightly.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import uuid
+
+#: The environment variable holding the session id.
+TORCHX_INTERNAL_SESSION_ID: str = "TORCHX_INTERNAL_SESSION_ID"
+
+
+@functools.cache
+def get_session_id_or_create_new() -> str:
+    """Return this process's session id, reading or making it on the first call.
+
+    ``$TORCHX_INTERNAL_SESSION_ID`` when set and not empty, else a new UUID4; the same
+    value for the life of the process.
+    """
+    return os.environ.get(TORCHX_INTERNAL_SESSION_ID) or str(uuid.uuid4())
+
+
+def get_torchx_session_id() -> str | None:
+    """Return the session id if this process has one yet (``None`` before any dry run)."""
+    cached = get_session_id_or_create_new.cache_info().currsize
+    return get_session_id_or_create_new() if cached else None
