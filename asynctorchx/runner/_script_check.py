@@ -28,6 +28,16 @@ from asynctorchx.errors import ScriptNotFoundError
 from asynctorchx.runner._workspace import role_workspaces
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, Workspace
 
+# by name, so that checking imports no component module the run does not use
+_RUN_A_SCRIPT = frozenset(
+    {
+        ("asynctorchx.components.dist", "ddp"),
+        ("asynctorchx.components.dist", "torchrun"),
+        ("asynctorchx.components.dist", "spmd"),
+        ("asynctorchx.components.utils", "python"),
+    }
+)
+
 
 def script_to_check(
     fn: Callable[..., Any],
@@ -43,10 +53,9 @@ def script_to_check(
         defaults: the ``[component:<name>]`` defaults.
         data: its arguments given as data, or ``None``.
     """
-    from asynctorchx.components import dist, utils
     from asynctorchx.specs.builders import parse_args
 
-    if fn not in (dist.ddp, dist.torchrun, dist.spmd, utils.python):
+    if (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", "")) not in _RUN_A_SCRIPT:
         return None
     script = parse_args(fn, argv, defaults, data).get("script")
     return script if isinstance(script, str) and script and "$" not in script else None
