@@ -28,16 +28,21 @@ NAMED_RESOURCES = {{"my.big": big, "gpu.small": lambda: Resource(cpu=1, gpu=1, m
 
 @pytest.fixture
 def custom_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A module ``my_resources`` on ``sys.path`` and named by the variable."""
+    """A module ``custom_named_resources_under_test`` on ``sys.path`` and named by the variable."""
     (tmp_path / "ours").mkdir()
-    (tmp_path / "ours/my_resources.py").write_text(CUSTOM.format(package="asynctorchx"))
+    (tmp_path / "ours/custom_named_resources_under_test.py").write_text(
+        CUSTOM.format(package="asynctorchx")
+    )
     (tmp_path / "theirs").mkdir()
-    (tmp_path / "theirs/my_resources.py").write_text(CUSTOM.format(package="torchx"))
+    (tmp_path / "theirs/custom_named_resources_under_test.py").write_text(
+        CUSTOM.format(package="torchx")
+    )
+    monkeypatch.delitem(sys.modules, "custom_named_resources_under_test", raising=False)
     monkeypatch.syspath_prepend(str(tmp_path / "ours"))
-    monkeypatch.setenv("TORCHX_CUSTOM_NAMED_RESOURCES", "my_resources")
+    monkeypatch.setenv("TORCHX_CUSTOM_NAMED_RESOURCES", "custom_named_resources_under_test")
     nr.reload()
     yield tmp_path
-    sys.modules.pop("my_resources", None)
+    sys.modules.pop("custom_named_resources_under_test", None)
     monkeypatch.delenv("TORCHX_CUSTOM_NAMED_RESOURCES")
     nr.reload()
 
@@ -89,7 +94,9 @@ def test_a_module_that_is_not_there_is_named_with_the_fix(
 
 
 def test_importing_specs_does_not_import_the_custom_module(custom_module: Path) -> None:
-    program = "import sys, asynctorchx.specs\nprint('my_resources' in sys.modules)"
+    program = (
+        "import sys, asynctorchx.specs\nprint('custom_named_resources_under_test' in sys.modules)"
+    )
     done = subprocess.run(
         [sys.executable, "-c", program],
         capture_output=True,
@@ -97,7 +104,7 @@ def test_importing_specs_does_not_import_the_custom_module(custom_module: Path) 
         check=True,
         env={
             "PYTHONPATH": f"{custom_module / 'ours'}",
-            "TORCHX_CUSTOM_NAMED_RESOURCES": "my_resources",
+            "TORCHX_CUSTOM_NAMED_RESOURCES": "custom_named_resources_under_test",
         },
         cwd=Path(__file__).parents[2],
     )
