@@ -20,7 +20,7 @@ VENV = Path(
     os.environ.get("ASYNCTORCHX_TORCHX_NIGHTLY_VENV", "/var/cache/asynctorchx/venv-torchx-nightly")
 )
 BUILD_VENV = (
-    f"python3 -m venv {VENV} && {VENV}/bin/pip install torchx-nightly"
+    f"python3 -m venv {VENV} && {VENV}/bin/pip install torchx-nightly==2026.10.26"
     " (or set ASYNCTORCHX_TORCHX_NIGHTLY_VENV to such a venv)"
 )
 
