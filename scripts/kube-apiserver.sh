@@ -42,7 +42,7 @@ KUBECONFIG_PATH="$STATE/kubeconfig"
 WAIT_S=60
 
 die() {
-    echo "kube-apiserver.sh: $*" >&2
+    echo "$(basename "$0"): $*" >&2
     exit 1
 }
 
@@ -94,10 +94,16 @@ write_src_sources() {
     done
 }
 
-build() {
-    [ -x "$BIN" ] && return 0
-    need_root "build kube-apiserver into $CACHE"
-    local t0 work apt src
+# Builds each of the named commands (kube-apiserver, kubelet, ...) missing from $CACHE, in one
+# `make` so that they share the compiled packages; the build runs at the lowest CPU priority.
+build_binaries() {
+    local missing=() name
+    for name in "$@"; do
+        [ -x "$CACHE/$name" ] || missing+=("$name")
+    done
+    [ "${#missing[@]}" -gt 0 ] || return 0
+    need_root "build ${missing[*]} into $CACHE"
+    local t0 work apt src what=()
     t0="$(now_ms)"
     mkdir -p "$CACHE"
     work="$(mktemp -d "$CACHE/build.XXXXXX")"
@@ -123,18 +129,22 @@ build() {
     cp "$REFLECT2_SRC"/*.go "$src/vendor/github.com/modern-go/reflect2/"
     mkdir -p "$src/.go/src/k8s.io"
     ln -s ../../.. "$src/.go/src/k8s.io/kubernetes"
-    echo "building kube-apiserver from $(basename "$src") (several minutes on one core)"
+    for name in "${missing[@]}"; do what+=("cmd/$name"); done
+    echo "building ${missing[*]} from $(basename "$src") (several minutes per command on one core)"
     (cd "$src" && env PATH="$GO_BIN:$PATH" GOPATH="$src/.go" GOCACHE="$work/go-cache" HOME="$work" \
-        CGO_ENABLED=0 GO111MODULE=off GOFLAGS= nice make WHAT=cmd/kube-apiserver >"$work/make.log" 2>&1) || {
+        CGO_ENABLED=0 GO111MODULE=off GOFLAGS= nice -n 19 make WHAT="${what[*]}" >"$work/make.log" 2>&1) || {
         tail -n 40 "$work/make.log" >&2
-        die "make WHAT=cmd/kube-apiserver failed"
+        die "make WHAT='${what[*]}' failed"
     }
-    install -m 0755 "$src/_output/bin/kube-apiserver" "$BIN.new"
-    mv "$BIN.new" "$BIN"
+    if [ -n "${BUILD_EXTRA:-}" ]; then "$BUILD_EXTRA" "$src"; fi
+    for name in "${missing[@]}"; do
+        install -m 0755 "$src/_output/bin/$name" "$CACHE/$name.new"
+        mv "$CACHE/$name.new" "$CACHE/$name"
+    done
     basename "$src" >"$CACHE/source-version"
     rm -rf "$work"
     trap - EXIT
-    echo "kube-apiserver built in $(elapsed "$t0"): $(du -h "$BIN" | cut -f1)"
+    echo "${missing[*]} built in $(elapsed "$t0")"
 }
 
 pid_alive() {
@@ -187,7 +197,7 @@ EOF
 
 start() {
     install_packages
-    build
+    build_binaries kube-apiserver
     if ready; then
         echo "kube-apiserver already answers on 127.0.0.1:$PORT"
         echo "$KUBECONFIG_PATH"
@@ -262,6 +272,9 @@ stop() {
     stop_pid "$STATE/etcd.pid"
     rm -rf "$STATE/etcd"
 }
+
+# sourced by kube-cluster.sh for its functions: run nothing then
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 
 case "${1:-}" in
 start) start ;;

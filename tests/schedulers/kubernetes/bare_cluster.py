@@ -297,7 +297,8 @@ class LoopbackProxy:
                 self._scopes.remove(scope)
 
 
-def _pod_from_task(job: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
+def _pod_from_task(job: dict[str, Any], task: dict[str, Any], node: str | None) -> dict[str, Any]:
+    """Volcano's pod for ``task``: on ``node``, or (``None``) left to the cluster's scheduler."""
     namespace, job_name = job["metadata"]["namespace"], job["metadata"]["name"]
     template = task["template"]
     name = f"{job_name}-{task['name']}-0"
@@ -320,7 +321,12 @@ def _pod_from_task(job: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
             "annotations": template["metadata"].get("annotations") or {},
             "ownerReferences": [owner],
         },
-        "spec": {**template["spec"], "hostname": name, "subdomain": job_name, "nodeName": NODE},
+        "spec": {
+            **template["spec"],
+            "hostname": name,
+            "subdomain": job_name,
+            **({"nodeName": node} if node else {}),
+        },
     }
 
 
@@ -378,10 +384,18 @@ class _Watching:
 
 
 class VolcanoStandIn(_Watching):
-    """A STAND-IN for Volcano's job controller on a bare API server (see the module doc)."""
+    """A STAND-IN for Volcano's job controller on a bare API server (see the module doc).
 
-    def __init__(self, http: httpx2.AsyncClient, namespace: str) -> None:
+    Args:
+        http: a client to the server (admin credentials).
+        namespace: where it acts on jobs.
+        node: the node its pods go to; ``None`` on a cluster with a real node, whose
+            scheduler places them and whose kubelet runs and deletes them.
+    """
+
+    def __init__(self, http: httpx2.AsyncClient, namespace: str, node: str | None = NODE) -> None:
         super().__init__(http, namespace)
+        self.node = node
         #: (job, phase) -> monotonic time the stand-in sent the patch setting that phase
         self.phase_times: dict[tuple[str, str], float] = {}
 
@@ -401,7 +415,8 @@ class VolcanoStandIn(_Watching):
             for task in job["spec"]["tasks"]:
                 await _checked(
                     await self.http.post(
-                        f"/api/v1/namespaces/{self.namespace}/pods", json=_pod_from_task(job, task)
+                        f"/api/v1/namespaces/{self.namespace}/pods",
+                        json=_pod_from_task(job, task, self.node),
                     ),
                     201,
                     409,
@@ -452,10 +467,9 @@ class VolcanoStandIn(_Watching):
         return list(listed["items"])
 
     async def _delete_pod(self, name: str) -> None:
-        # no kubelet confirms a graceful deletion: remove at once
-        await self.http.delete(
-            f"/api/v1/namespaces/{self.namespace}/pods/{name}", params={"gracePeriodSeconds": "0"}
-        )
+        # a real kubelet confirms a graceful deletion; with none, remove at once
+        params = {"gracePeriodSeconds": "0"} if self.node else {}
+        await self.http.delete(f"/api/v1/namespaces/{self.namespace}/pods/{name}", params=params)
 
     async def _set_phase(self, job_name: str, phase: str) -> None:
         patch = {"status": {"state": {"phase": phase, "lastTransitionTime": _now()}}}
@@ -719,8 +733,23 @@ class JobSetStandIn(_Watching):
             )
 
 
+async def install_crds(http: httpx2.AsyncClient) -> None:
+    """Install :data:`CRDS` (kept if present); return once the server serves them."""
+    base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    for crd in CRDS:
+        await _checked(await http.post(base, json=crd), 201, 409)
+    for crd in CRDS:  # served once Established: watch the CRD for that condition
+        name = crd["metadata"]["name"]
+        params = {"watch": "true", "fieldSelector": f"metadata.name={name}"}
+        async with http.stream("GET", base, params=params) as response:
+            async for line in response.aiter_lines():
+                conditions = json.loads(line)["object"].get("status", {}).get("conditions") or []
+                if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                    break
+
+
 @contextlib.asynccontextmanager
-async def _exclusive() -> AsyncIterator[None]:
+async def exclusive() -> AsyncIterator[None]:
     """Hold :data:`LOCK` (awaiting it in a thread while another process holds it)."""
     with LOCK.open("a") as lock:
         await anyio.to_thread.run_sync(fcntl.flock, lock.fileno(), fcntl.LOCK_EX)
@@ -758,7 +787,7 @@ class BareCluster:
         """Install the CRDs and the stand-in node, run the stand-ins until the block ends
         (once no other one runs: see :data:`LOCK`)."""
         async with (
-            _exclusive(),
+            exclusive(),
             http_client(kubeconfig) as http,
             KubeletStandIn().serving() as kubelet,
             anyio.create_task_group() as task_group,
@@ -773,21 +802,7 @@ class BareCluster:
                 task_group.cancel_scope.cancel()
 
     async def _install(self) -> None:
-        base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-        for crd in CRDS:
-            await _checked(await self.http.post(base, json=crd), 201, 409)
-        for crd in CRDS:  # served once Established: watch the CRD for that condition
-            name = crd["metadata"]["name"]
-            params = {"watch": "true", "fieldSelector": f"metadata.name={name}"}
-            async with self.http.stream("GET", base, params=params) as response:
-                async for line in response.aiter_lines():
-                    conditions = (
-                        json.loads(line)["object"].get("status", {}).get("conditions") or []
-                    )
-                    if any(
-                        c["type"] == "Established" and c["status"] == "True" for c in conditions
-                    ):
-                        break
+        await install_crds(self.http)
         node = {
             "apiVersion": "v1",
             "kind": "Node",
@@ -1013,5 +1028,7 @@ __all__ = [
     "KubeletStandIn",
     "LoopbackProxy",
     "VolcanoStandIn",
+    "exclusive",
     "http_client",
+    "install_crds",
 ]
