@@ -1,0 +1,315 @@
+#!/usr/bin/env bash
+# A real one-node Kubernetes cluster on loopback for the kubernetes tests: pods really run.
+#
+#   bash scripts/kube-cluster.sh start [--no-node]  # build once (cached), start etcd, the API server
+#                                                   # and the node, wait until the node is Ready,
+#                                                   # print the kubeconfig's path as the last line
+#   bash scripts/kube-cluster.sh status             # exit 0 when the node is Ready
+#   bash scripts/kube-cluster.sh load IMAGE...      # put images of the local Docker engine on the node
+#   bash scripts/kube-cluster.sh logs               # where each daemon's log is
+#   bash scripts/kube-cluster.sh stop               # remove everything `start` started
+#
+# The API server and etcd are scripts/kube-apiserver.sh's (sourced; its own ports and state
+# here, so that a bare server of kube-apiserver.sh can run beside). The node is built from the
+# same Debian `kubernetes` source package (1.20.2), in the same way, into the same cache:
+# kubelet, kube-controller-manager, kube-scheduler and kube-proxy, and the static `pause` of
+# build/pause/linux/pause.c, imported as the sandbox image (nothing is pulled). Then:
+#   - a second containerd (Debian's; Docker's own instance disables the CRI plugin) with its own
+#     root, state and socket in $STATE/containerd, `restrict_oom_score_adj` (root here lacks
+#     CAP_SYS_RESOURCE, which the kubelet's Docker shim needs), CNI from Debian's
+#     containernetworking-plugins: the bridge $BRIDGE with host-local IPAM on $POD_CIDR;
+#   - the kubelet on that runtime, named $NODE, serving on 127.0.0.1:$KUBELET_PORT with
+#     `--node-ip=127.0.0.1` (it refuses a loopback node IP and then leaves the Node's addresses
+#     alone: `start` patches the Node's InternalIP to 127.0.0.1 once, so that the API server
+#     reaches it on loopback for logs; never the machine's own interface);
+#   - kube-controller-manager (without the service-account token controller), kube-scheduler and
+#     kube-proxy (iptables mode), each bound to 127.0.0.1;
+#   - two FORWARD ACCEPT rules for the pod bridge (Docker's FORWARD policy is DROP); kube-proxy
+#     sets net.ipv4.conf.all.route_localnet, which `stop` restores.
+# No cluster DNS (CoreDNS is not packaged by Debian), no Volcano/JobSet/Kueue: the tests bring
+# stand-ins for those controllers. `stop` removes the pods (through the kubelet, so that CNI
+# releases their network), the daemons, kube-proxy's chains, the FORWARD rules, the bridge and
+# the state directory.
+#
+# Environment: ASYNCTORCHX_KUBE_CACHE (binary cache, default /var/cache/asynctorchx/kube-apiserver),
+# ASYNCTORCHX_KUBE_NODE_STATE (default /var/lib/asynctorchx-kube-node), ASYNCTORCHX_KUBE_NODE_PORT
+# (API server port, default 17443; etcd on 13379-13380, the node's daemons on 17248-17259).
+set -euo pipefail
+
+export ASYNCTORCHX_KUBE_STATE="${ASYNCTORCHX_KUBE_NODE_STATE:-/var/lib/asynctorchx-kube-node}"
+export ASYNCTORCHX_KUBE_PORT="${ASYNCTORCHX_KUBE_NODE_PORT:-17443}"
+export ASYNCTORCHX_KUBE_ETCD_PORT=13379
+# shellcheck source=scripts/kube-apiserver.sh
+source "$(dirname "$0")/kube-apiserver.sh"
+
+NODE_BINARIES=(kubelet kube-controller-manager kube-scheduler kube-proxy)
+NODE="asynctorchx-node"
+BRIDGE="atxkube0"
+POD_CIDR="10.244.0.0/24"
+KUBELET_PORT=17250
+KUBELET_HEALTHZ_PORT=17248
+PROXY_HEALTHZ_PORT=17256
+PROXY_METRICS_PORT=17249
+CONTROLLERS_PORT=17257
+SCHEDULER_PORT=17259
+PAUSE_IMAGE="docker.io/asynctorchx/pause:3.4"
+CTR_DIR="$STATE/containerd"
+SOCK="$CTR_DIR/containerd.sock"
+NODE_WAIT_S=120
+# the rules that let pods' traffic through Docker's FORWARD policy
+FORWARD_RULES=("-i $BRIDGE -j ACCEPT" "-o $BRIDGE -j ACCEPT")
+
+build_pause() {
+    gcc -Os -static -o "$CACHE/pause.new" "$1/build/pause/linux/pause.c"
+    mv "$CACHE/pause.new" "$CACHE/pause"
+}
+
+node_packages() {
+    local pkgs=()
+    command -v containerd >/dev/null 2>&1 || pkgs+=(containerd)
+    [ -x /usr/lib/cni/bridge ] || pkgs+=(containernetworking-plugins)
+    command -v gcc >/dev/null 2>&1 || pkgs+=(gcc libc6-dev)
+    command -v iptables >/dev/null 2>&1 || pkgs+=(iptables)
+    if [ "${#pkgs[@]}" -gt 0 ]; then
+        need_root "install ${pkgs[*]}"
+        echo "installing ${pkgs[*]} with apt-get"
+        export DEBIAN_FRONTEND=noninteractive
+        local lock=(-o DPkg::Lock::Timeout=600)
+        apt-get install "${lock[@]}" -y -q --no-install-recommends "${pkgs[@]}" || {
+            apt-get update "${lock[@]}" -q
+            apt-get install "${lock[@]}" -y -q --no-install-recommends "${pkgs[@]}"
+        }
+    fi
+}
+
+build_node() {
+    install_packages
+    node_packages
+    # the pause binary comes from the source tree: rebuild it with the node's binaries
+    [ -x "$CACHE/pause" ] || rm -f "$CACHE/kubelet"
+    BUILD_EXTRA=build_pause build_binaries kube-apiserver "${NODE_BINARIES[@]}"
+}
+
+api() { # METHOD PATH [merge-patch body]: the API server's answer, as admin
+    local args=(-fsS --max-time 10 --cacert "$STATE/pki/server.crt" -H "Authorization: Bearer $(cat "$STATE/token")"
+        -X "$1")
+    [ $# -lt 3 ] || args+=(-H "Content-Type: application/merge-patch+json" --data "$3")
+    curl "${args[@]}" "https://127.0.0.1:$PORT$2"
+}
+
+node_ready() {
+    ready || return 1
+    api GET "/api/v1/nodes/$NODE" 2>/dev/null | python3 -c '
+import json, sys
+node = json.load(sys.stdin)
+ready = [c for c in node["status"].get("conditions", []) if c["type"] == "Ready"]
+sys.exit(0 if ready and ready[0]["status"] == "True" else 1)' 2>/dev/null
+}
+
+start_daemon() { # NAME COMMAND...: start in the background once, pid file and log in $STATE
+    local name="$1"
+    shift
+    pid_alive "$STATE/$name.pid" && return 0
+    "$@" >"$STATE/log/$name.log" 2>&1 &
+    echo $! >"$STATE/$name.pid"
+}
+
+write_node_config() {
+    mkdir -p "$CTR_DIR" "$STATE/cni" "$STATE/kubelet"
+    cat >"$CTR_DIR/config.toml" <<EOF
+version = 2
+root = "$CTR_DIR/root"
+state = "$CTR_DIR/state"
+[grpc]
+  address = "$SOCK"
+[ttrpc]
+  address = "$SOCK.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$CTR_DIR/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$STATE/cni"
+EOF
+    cat >"$STATE/cni/10-asynctorchx.conflist" <<EOF
+{"cniVersion": "0.4.0", "name": "asynctorchx", "plugins": [
+  {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "hairpinMode": true,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR"}]], "dataDir": "$STATE/cni-ipam"}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}]}
+EOF
+}
+
+load_pause() {
+    ctr -a "$SOCK" -n k8s.io images ls -q | grep -qx "$PAUSE_IMAGE" && return 0
+    local dir
+    dir="$(mktemp -d)"
+    cp "$CACHE/pause" "$dir/pause"
+    printf 'FROM scratch\nCOPY pause /pause\nENTRYPOINT ["/pause"]\n' >"$dir/Dockerfile"
+    docker build -q -t "${PAUSE_IMAGE#docker.io/}" "$dir" >"$STATE/log/pause-build.log" 2>&1 ||
+        die "docker build of the pause image failed (log: $STATE/log/pause-build.log)"
+    rm -rf "$dir"
+    docker save "${PAUSE_IMAGE#docker.io/}" | ctr -a "$SOCK" -n k8s.io images import - >/dev/null
+}
+
+wait_for() { # WHAT SECONDS COMMAND...: poll COMMAND until it succeeds, checking the daemons
+    local what="$1" deadline=$((SECONDS + $2)) name
+    shift 2
+    until "$@"; do
+        for name in containerd kubelet kube-controller-manager kube-scheduler kube-proxy; do
+            [ -f "$STATE/$name.pid" ] || continue
+            pid_alive "$STATE/$name.pid" || {
+                tail -n 20 "$STATE/log/$name.log" >&2
+                die "$name exited (log: $STATE/log/$name.log)"
+            }
+        done
+        [ "$SECONDS" -lt "$deadline" ] || die "$what not within $(($2)) s (logs: $STATE/log)"
+        sleep 0.5
+    done
+}
+
+start_node() {
+    local kubeconfig="$KUBECONFIG_PATH" rule
+    write_node_config
+    start_daemon containerd containerd --config "$CTR_DIR/config.toml"
+    wait_for "containerd's socket" 30 ctr -a "$SOCK" version >/dev/null
+    load_pause
+    for rule in "${FORWARD_RULES[@]}"; do
+        # shellcheck disable=SC2086  # a rule is several words
+        iptables -C FORWARD $rule 2>/dev/null || iptables -I FORWARD $rule
+    done
+    start_daemon kubelet "$CACHE/kubelet" --kubeconfig="$kubeconfig" --hostname-override="$NODE" \
+        --container-runtime=remote --container-runtime-endpoint="unix://$SOCK" \
+        --pod-infra-container-image="$PAUSE_IMAGE" \
+        --root-dir="$STATE/kubelet" --cert-dir="$STATE/kubelet/pki" \
+        --fail-swap-on=false --cgroup-driver=cgroupfs --cgroups-per-qos=false --enforce-node-allocatable= \
+        --node-ip=127.0.0.1 --address=127.0.0.1 --port="$KUBELET_PORT" --read-only-port=0 \
+        --healthz-bind-address=127.0.0.1 --healthz-port="$KUBELET_HEALTHZ_PORT"
+    start_daemon kube-controller-manager "$CACHE/kube-controller-manager" --kubeconfig="$kubeconfig" \
+        --bind-address=127.0.0.1 --secure-port="$CONTROLLERS_PORT" --port=0 --leader-elect=false \
+        --controllers='*,-serviceaccount-token'
+    start_daemon kube-scheduler "$CACHE/kube-scheduler" --kubeconfig="$kubeconfig" \
+        --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" --port=0 --leader-elect=false
+    # kube-proxy sets route_localnet: stop restores the machine's value
+    [ -f "$STATE/route_localnet" ] || cat /proc/sys/net/ipv4/conf/all/route_localnet >"$STATE/route_localnet"
+    start_daemon kube-proxy "$CACHE/kube-proxy" --kubeconfig="$kubeconfig" --hostname-override="$NODE" \
+        --bind-address=127.0.0.1 --healthz-bind-address="127.0.0.1:$PROXY_HEALTHZ_PORT" \
+        --metrics-bind-address="127.0.0.1:$PROXY_METRICS_PORT" --proxy-mode=iptables \
+        --cluster-cidr="$POD_CIDR" --conntrack-max-per-core=0
+    wait_for "the Node $NODE registered" "$NODE_WAIT_S" api GET "/api/v1/nodes/$NODE" >/dev/null 2>&1
+    api PATCH "/api/v1/nodes/$NODE/status" \
+        '{"status":{"addresses":[{"type":"InternalIP","address":"127.0.0.1"},{"type":"Hostname","address":"'"$NODE"'"}]}}' \
+        >/dev/null
+    wait_for "the Node $NODE Ready" "$NODE_WAIT_S" node_ready
+}
+
+start_cluster() {
+    local node=1
+    [ "${2:-}" != --no-node ] || node=0
+    if [ "$node" = 1 ]; then build_node; else install_packages && build_binaries kube-apiserver; fi
+    if ready && { [ "$node" = 0 ] || node_ready; }; then
+        echo "kube-cluster already runs on 127.0.0.1:$PORT"
+        echo "$KUBECONFIG_PATH"
+        return 0
+    fi
+    local t0
+    t0="$(now_ms)"
+    start >/dev/null # kube-apiserver.sh's: etcd and the API server
+    [ "$node" = 0 ] || start_node
+    echo "kube-cluster ready on 127.0.0.1:$PORT in $(elapsed "$t0")$([ "$node" = 1 ] && echo ", node $NODE Ready")"
+    echo "$KUBECONFIG_PATH"
+}
+
+delete_pods() { # through the kubelet, so that it stops them and CNI releases their network
+    ready || return 0
+    local list=(python3 -c '
+import json, sys
+for pod in json.load(sys.stdin)["items"]:
+    print(pod["metadata"]["namespace"], pod["metadata"]["name"])')
+    local pods namespace name deadline=$((SECONDS + 60))
+    pods="$(api GET /api/v1/pods | "${list[@]}")" || return 0
+    while read -r namespace name; do
+        [ -z "$name" ] || api DELETE "/api/v1/namespaces/$namespace/pods/$name" >/dev/null 2>&1 || true
+    done <<<"$pods"
+    # a pod object goes once the kubelet confirmed its containers stopped
+    while [ -n "$pods" ] && [ "$SECONDS" -lt "$deadline" ] && pid_alive "$STATE/kubelet.pid"; do
+        sleep 0.5
+        pods="$(api GET /api/v1/pods | "${list[@]}")" || return 0
+    done
+}
+
+# The chains the kubelet and kube-proxy make (KUBE-*, in filter, nat and mangle): the jumps
+# to them from the built-in chains, then the chains. Nothing else here makes KUBE-* chains.
+remove_kube_chains() {
+    local table rule chain
+    for table in filter nat mangle; do
+        iptables -t "$table" -S | awk '$1 == "-A" && $2 !~ /^KUBE-/ && / -j KUBE-/' |
+            while read -r rule; do
+                eval iptables -t "$table" -D "${rule#-A }" || true
+            done
+        for chain in $(iptables -t "$table" -S | sed -n 's/^-N \(KUBE-[^ ]*\)$/\1/p'); do
+            iptables -t "$table" -F "$chain"
+        done
+        for chain in $(iptables -t "$table" -S | sed -n 's/^-N \(KUBE-[^ ]*\)$/\1/p'); do
+            iptables -t "$table" -X "$chain" || true
+        done
+    done
+}
+
+stop_cluster() {
+    local rule id
+    delete_pods
+    stop_pid "$STATE/kube-proxy.pid"
+    stop_pid "$STATE/kube-scheduler.pid"
+    stop_pid "$STATE/kube-controller-manager.pid"
+    stop_pid "$STATE/kubelet.pid"
+    if pid_alive "$STATE/containerd.pid"; then # the stopped sandboxes the kubelet had not removed
+        for id in $(ctr -a "$SOCK" -n k8s.io tasks ls -q 2>/dev/null); do
+            ctr -a "$SOCK" -n k8s.io tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
+            ctr -a "$SOCK" -n k8s.io tasks delete -f "$id" >/dev/null 2>&1 || true
+        done
+    fi
+    stop_pid "$STATE/containerd.pid"
+    remove_kube_chains
+    for rule in "${FORWARD_RULES[@]}"; do
+        # shellcheck disable=SC2086  # a rule is several words
+        while iptables -D FORWARD $rule 2>/dev/null; do :; done
+    done
+    ! ip link show "$BRIDGE" >/dev/null 2>&1 || ip link delete "$BRIDGE"
+    [ ! -f "$STATE/route_localnet" ] || cat "$STATE/route_localnet" >/proc/sys/net/ipv4/conf/all/route_localnet
+    rmdir /var/log/pods /var/log/containers 2>/dev/null || true # the kubelet's, when empty
+    stop # kube-apiserver.sh's: the API server and etcd
+    # the kubelet's bind mount of its root, containerd's snapshots, before the state goes
+    awk -v state="$STATE" 'index($2, state) == 1 { print $2 }' /proc/mounts | sort -r |
+        xargs -r -n 1 umount -l
+    rm -rf "$STATE"
+}
+
+load_images() {
+    [ $# -gt 0 ] || die "usage: $0 load IMAGE..."
+    pid_alive "$STATE/containerd.pid" || die "the node's containerd does not run (bash $0 start)"
+    docker save "$@" | ctr -a "$SOCK" -n k8s.io images import - >/dev/null
+    echo "loaded on $NODE: $*"
+}
+
+case "${1:-}" in
+start) start_cluster "$@" ;;
+stop) stop_cluster ;;
+load)
+    shift
+    load_images "$@"
+    ;;
+logs) ls "$STATE"/log/*.log ;;
+status)
+    if node_ready; then
+        echo "node $NODE Ready on 127.0.0.1:$PORT ($KUBECONFIG_PATH)"
+    else
+        echo "no Ready node $NODE on 127.0.0.1:$PORT"
+        exit 1
+    fi
+    ;;
+*) die "usage: $0 start [--no-node]|status|load IMAGE...|logs|stop" ;;
+esac

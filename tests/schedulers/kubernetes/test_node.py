@@ -1,0 +1,290 @@
+"""The ``kubernetes`` scheduler on a real node: pods that really run.
+
+``scripts/kube-cluster.sh start`` runs etcd, the API server, and a node: kubelet,
+kube-scheduler, kube-controller-manager and kube-proxy on containerd's CRI with CNI. Here
+the scheduler, kubelet, container runtime, networking and log stream are all real; the one
+STAND-IN is Volcano's job controller (:class:`VolcanoStandIn` with no node of its own: it
+creates a pod per task, which the real scheduler places, and moves the job's phase as the
+pods move). The kubelet's reasons (``ErrImagePull``, ``Unschedulable``...) and exit codes
+are the node's own.
+
+Without ``ASYNCTORCHX_KUBE_NODE_KUBECONFIG`` these tests are skipped with the command that
+provides a node, and fail under ``ASYNCTORCHX_REQUIRE_KUBERNETES_NODE=1``. A failing test
+names each pod left, the kubelet's reason and the command that shows the node's logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from asynctorchx.schedulers.api import DescribeAppResponse
+from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
+from asynctorchx.specs import AppDef, AppState, BindMount, Resource, Role
+from tests.schedulers.kubernetes.bare_cluster import (
+    VolcanoStandIn,
+    exclusive,
+    http_client,
+    install_crds,
+)
+
+NODE_KUBECONFIG = os.environ.get("ASYNCTORCHX_KUBE_NODE_KUBECONFIG")
+#: An image on the node (``kube-cluster.sh load``), with a tag the kubelet does not pull.
+IMAGE = os.environ.get("ASYNCTORCHX_KUBE_NODE_IMAGE", "asynctorchx-test/busybox:node")
+START_NODE = (
+    "export ASYNCTORCHX_KUBE_NODE_KUBECONFIG=$(bash scripts/kube-cluster.sh start | tail -n 1)"
+    f" && docker tag asynctorchx-test/busybox:latest {IMAGE}"
+    f" && bash scripts/kube-cluster.sh load {IMAGE} (as root)"
+)
+NODE_LOGS = "the node's logs: bash scripts/kube-cluster.sh logs"
+CFG = {"queue": "default"}
+NAMESPACE = "default"
+#: Seconds an app may take on the node, from submit to its end (a loaded 2-core machine).
+WAIT_S = 180
+
+
+def require_node() -> str:
+    """The node cluster's kubeconfig; skip without one (fail under the requirement)."""
+    if NODE_KUBECONFIG:
+        return NODE_KUBECONFIG
+    reason = f"no Kubernetes node for these tests: {START_NODE}"
+    if os.environ.get("ASYNCTORCHX_REQUIRE_KUBERNETES_NODE") == "1":
+        pytest.fail(f"ASYNCTORCHX_REQUIRE_KUBERNETES_NODE=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def _why(pod: dict[str, Any]) -> str:
+    """The pod's phase and the scheduler's or the kubelet's reason, as one line."""
+    status = pod.get("status") or {}
+    parts = [f"pod {pod['metadata']['name']}: {status.get('phase')}"]
+    for condition in status.get("conditions") or []:
+        derived = condition["type"] in ("Ready", "ContainersReady")  # from the containers'
+        if condition["status"] == "False" and condition.get("reason") and not derived:
+            parts.append(f"{condition['type']} {condition['reason']}: {condition.get('message')}")
+    for container in status.get("containerStatuses") or []:
+        for kind, state in (container.get("state") or {}).items():
+            detail = state.get("reason") or ""
+            if "exitCode" in state:
+                detail += f" exit code {state['exitCode']}"
+            if state.get("message"):
+                detail += f": {state['message']}"
+            parts.append(f"container {container['name']} {kind} {detail}".rstrip())
+    return "; ".join(parts)
+
+
+class Node:
+    """The node cluster as the tests see it: its pods, read through the API server.
+
+    Args:
+        http: a client to the API server (admin credentials).
+    """
+
+    def __init__(self, http: httpx2.AsyncClient) -> None:
+        self.http = http
+        self.pods_path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+
+    async def deleted(self, scheduler: KubernetesScheduler, app_id: str) -> None:
+        """Delete the app; return once its pods are gone (the kubelet confirmed their
+        containers stopped), awaited on a watch of the job's pods."""
+        await scheduler.delete(app_id)
+        params = {"labelSelector": f"volcano.sh/job-name={app_id.partition(':')[2]}"}
+        while True:
+            listed = (await self.http.get(self.pods_path, params=params)).json()
+            left = {pod["metadata"]["name"] for pod in listed["items"]}
+            if not left:
+                return
+            version = listed["metadata"]["resourceVersion"]
+            watch = {**params, "watch": "true", "resourceVersion": version}
+            async with self.http.stream("GET", self.pods_path, params=watch) as response:
+                async for line in response.aiter_lines():
+                    event = json.loads(line)
+                    if event["type"] == "DELETED":
+                        left.discard(event["object"]["metadata"]["name"])
+                    if not left or event["type"] == "ERROR":
+                        break
+
+    async def report(self) -> str:
+        """Every pod left in the namespace with its reason, and where the node's logs are."""
+        response = await self.http.get(self.pods_path)
+        lines = [_why(pod) for pod in response.json().get("items", [])] or ["no pod left"]
+        return "\n".join([*lines, NODE_LOGS])
+
+    async def until(
+        self, app_id: str, task: str, holds: Callable[[dict[str, Any] | None], bool]
+    ) -> None:
+        """Return once the pod of ``task`` (``{role}-{replica}``) of the app satisfies
+        ``holds`` (given ``None`` once it is gone), awaited on a watch of the pod."""
+        name = f"{app_id.partition(':')[2]}-{task}-0"
+        params = {"fieldSelector": f"metadata.name={name}"}
+        while True:
+            listed = (await self.http.get(self.pods_path, params=params)).json()
+            if holds(listed["items"][0] if listed["items"] else None):
+                return
+            watch = {
+                **params,
+                "watch": "true",
+                "resourceVersion": listed["metadata"]["resourceVersion"],
+            }
+            async with self.http.stream("GET", self.pods_path, params=watch) as response:
+                async for line in response.aiter_lines():
+                    event = json.loads(line)
+                    if event["type"] == "ERROR":
+                        break
+                    if holds(None if event["type"] == "DELETED" else event["object"]):
+                        return
+
+
+def waiting_reason(pod: dict[str, Any] | None) -> str | None:
+    """The pod's container's waiting reason (``ErrImagePull``...), or ``None``."""
+    for container in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting")
+        if waiting:
+            return str(waiting.get("reason"))
+    return None
+
+
+def unschedulable(pod: dict[str, Any] | None) -> bool:
+    conditions = ((pod or {}).get("status") or {}).get("conditions") or []
+    return any(
+        c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions
+    )
+
+
+@contextlib.asynccontextmanager
+async def on_node() -> AsyncIterator[tuple[Node, KubernetesScheduler]]:
+    """The node cluster, Volcano's stand-in running, and a scheduler connected to it; a
+    failure in the block gets the pods' reasons and the node's logs as a note."""
+    kubeconfig = require_node()
+    async with (
+        exclusive(),
+        http_client(kubeconfig) as http,
+        anyio.create_task_group() as task_group,
+    ):
+        await install_crds(http)
+        await task_group.start(VolcanoStandIn(http, NAMESPACE, node=None).run)
+        node = Node(http)
+        try:
+            scheduler = KubernetesScheduler("test", kubeconfig=kubeconfig)
+            async with scheduler:
+                yield node, scheduler
+        except Exception as error:
+            error.add_note(await node.report())
+            raise
+        finally:
+            task_group.cancel_scope.cancel()
+
+
+def sh_app(name: str, script: str, *, replicas: int = 1, image: str = IMAGE) -> AppDef:
+    role = Role(
+        name="role0", image=image, entrypoint="sh", args=["-c", script], num_replicas=replicas
+    )
+    return AppDef(name=name, roles=[role])
+
+
+async def ended(scheduler: KubernetesScheduler, app_id: str) -> DescribeAppResponse:
+    response = await scheduler.wait(app_id, timeout=WAIT_S)
+    assert response is not None
+    return response
+
+
+async def test_an_app_succeeds_on_the_node_with_the_kubelets_log() -> None:
+    async with on_node() as (node, scheduler):
+        app_id = await scheduler.submit(sh_app("hello", "echo hello; echo world"), CFG)
+        response = await ended(scheduler, app_id)
+        assert response.state == AppState.SUCCEEDED
+        (replica,) = response.roles_statuses[0].replicas
+        assert (replica.state, replica.exit_code) == (AppState.SUCCEEDED, 0)
+        lines = [line async for line in scheduler.log_iter(app_id, "role0", 0)]
+        assert lines == ["hello\n", "world\n"]
+        await node.deleted(scheduler, app_id)
+
+
+async def test_a_failing_container_fails_the_app_with_its_exit_code() -> None:
+    async with on_node() as (node, scheduler):
+        app_id = await scheduler.submit(sh_app("fails", "echo dying >&2; exit 3"), CFG)
+        response = await ended(scheduler, app_id)
+        assert response.state == AppState.FAILED
+        (replica,) = response.roles_statuses[0].replicas
+        assert (replica.state, replica.exit_code) == (AppState.FAILED, 3)
+        await node.deleted(scheduler, app_id)
+
+
+async def test_cancel_stops_both_replicas_and_delete_leaves_no_pod() -> None:
+    async with on_node() as (node, scheduler):
+        # sh as a container's pid 1 ends on TERM only with a handler
+        app = sh_app("cancel", "trap 'exit 143' TERM; sleep 600 & wait", replicas=2)
+        app_id = await scheduler.submit(app, CFG)
+        for replica in range(2):
+            await node.until(
+                app_id,
+                f"role0-{replica}",
+                lambda pod: (pod or {}).get("status", {}).get("phase") == "Running",
+            )
+        await scheduler.cancel(app_id)
+        response = await ended(scheduler, app_id)
+        assert response.state == AppState.CANCELLED
+        # a pod object goes once the kubelet confirmed its containers stopped
+        for replica in range(2):
+            await node.until(app_id, f"role0-{replica}", lambda pod: pod is None)
+        await node.deleted(scheduler, app_id)
+        assert await scheduler.describe(app_id) is None
+
+
+async def test_a_missing_image_shows_the_kubelets_reason_then_fails_after_the_timeout() -> None:
+    async with on_node() as (node, scheduler):
+        app = sh_app("nopull", "true", image="registry.invalid/none:1")
+        app_id = await scheduler.submit(app, {**CFG, "image_pull_timeout": 5})
+        await node.until(
+            app_id,
+            "role0-0",
+            lambda pod: waiting_reason(pod) in ("ErrImagePull", "ImagePullBackOff"),
+        )
+        response = await ended(scheduler, app_id)
+        assert response.state == AppState.FAILED
+        assert response.msg.startswith("role0/0 ")
+        assert "Image" in response.msg  # ErrImagePull or ImagePullBackOff
+        assert "for longer than the image pull timeout (5 s)" in response.msg
+        await node.deleted(scheduler, app_id)
+
+
+async def test_a_request_larger_than_the_node_is_unschedulable_with_the_schedulers_message() -> (
+    None
+):
+    async with on_node() as (node, scheduler):
+        app = sh_app("toobig", "true")
+        app.roles[0].resource = Resource(cpu=4096, gpu=0, memMB=64)
+        app_id = await scheduler.submit(app, CFG)
+        await node.until(app_id, "role0-0", unschedulable)
+        described = await scheduler.describe(app_id)
+        assert described is not None
+        assert described.state == AppState.PENDING  # a node may join: not an end
+        assert described.msg.startswith("role0/0 Unschedulable: 0/1 nodes are available")
+        assert "Insufficient cpu" in described.msg
+        await node.deleted(scheduler, app_id)
+
+
+async def test_log_iter_follows_the_kubelets_stream_until_the_container_ends(
+    tmp_path: Path,
+) -> None:
+    async with on_node() as (node, scheduler):
+        tmp_path.chmod(0o777)
+        app = sh_app("follow", "echo 1; until [ -e /gate/go ]; do sleep 0.1; done; echo 2")
+        app.roles[0].mounts = [BindMount(src_path=str(tmp_path), dst_path="/gate")]
+        app_id = await scheduler.submit(app, CFG)
+        lines = []
+        async for line in scheduler.log_iter(app_id, "role0", 0, should_tail=True):
+            lines.append(line)
+            if line == "1\n":  # the container waits for this file: line 1 came while it ran
+                (tmp_path / "go").touch()
+        assert lines == ["1\n", "2\n"]
+        response = await ended(scheduler, app_id)
+        assert response.state == AppState.SUCCEEDED
+        await node.deleted(scheduler, app_id)
