@@ -91,6 +91,13 @@ class Node:
         self.http = http
         self.pods_path = f"/api/v1/namespaces/{NAMESPACE}/pods"
 
+    async def pod(self, app_id: str, task: str) -> dict[str, Any]:
+        """The pod of ``task`` (``{role}-{replica}``) of the app."""
+        name = f"{app_id.partition(':')[2]}-{task}-0"
+        response = await self.http.get(f"{self.pods_path}/{name}")
+        response.raise_for_status()
+        return dict(response.json())
+
     async def deleted(self, scheduler: KubernetesScheduler, app_id: str) -> None:
         """Delete the app; return once its pods are gone (the kubelet confirmed their
         containers stopped), awaited on a watch of the job's pods."""
@@ -287,4 +294,19 @@ async def test_log_iter_follows_the_kubelets_stream_until_the_container_ends(
         assert lines == ["1\n", "2\n"]
         response = await ended(scheduler, app_id)
         assert response.state == AppState.SUCCEEDED
+        await node.deleted(scheduler, app_id)
+
+
+async def test_a_container_over_its_memory_limit_fails_the_app_with_the_kernels_kill() -> None:
+    async with on_node() as (node, scheduler):
+        # dd holds one 256 MiB block in memory: over the 64 MB the role's resource limits
+        app = sh_app("oom", "dd if=/dev/zero of=/dev/null bs=256M count=1")
+        app.roles[0].resource = Resource(cpu=1, gpu=0, memMB=64)
+        app_id = await scheduler.submit(app, CFG)
+        response = await ended(scheduler, app_id)
+        assert response.state == AppState.FAILED
+        (replica,) = response.roles_statuses[0].replicas
+        assert (replica.state, replica.exit_code) == (AppState.FAILED, 137)  # SIGKILL
+        (container,) = (await node.pod(app_id, "role0-0"))["status"]["containerStatuses"]
+        assert container["state"]["terminated"]["reason"] == "OOMKilled"  # the kubelet's
         await node.deleted(scheduler, app_id)
