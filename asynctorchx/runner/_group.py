@@ -14,16 +14,24 @@ of its own, so that a cancellation of the block does not stop the submits and wa
 stop needs; the group cancels those scopes when it ends. The tasks that wait for
 followers and cancels (``run``, the stop) wait through asyncio's own cancellation too
 (Ctrl-C), which anyio's shields do not stop (:func:`_wait_through`).
+
+A sweep's policy lives in the follower too: with ``max_concurrent``, ``run`` takes a
+slot of a semaphore before the follower starts (so a ``run`` cancelled while it waits
+submits nothing) and the follower gives it back once its trial ended; with
+``retries``, the follower submits the app again, as a new app, after a failed attempt
+and a backoff (:func:`retry_delay`).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import math
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import aclosing, asynccontextmanager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 import attrs
@@ -40,8 +48,56 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: The final states that stop a ``fail_fast`` group.
+#: The final states that stop a ``fail_fast`` group, and that a group with ``retries`` retries.
 FAILING_STATES = frozenset({AppState.FAILED, AppState.UNKNOWN})
+
+
+class Backoff(NamedTuple):
+    """A group's ``retry_backoff``: the bounds of the wait before a retry, in seconds."""
+
+    shortest: float
+    longest: float
+
+
+def retry_delay(
+    retry: int, backoff: Backoff, uniform: Callable[[float, float], float] = random.uniform
+) -> float:
+    """Seconds to wait before retry ``retry`` of an app (0: its first retry).
+
+    Exponential backoff with jitter: uniform between ``backoff.shortest`` and
+    ``min(backoff.longest, backoff.shortest * 2 ** (retry + 1))``, so that the apps a lost
+    node failed together are not submitted again together, and each retry of one app
+    may wait up to twice as long as the one before, never past ``backoff.longest``.
+
+    Args:
+        retry (int): how many retries of the app came before this one (>= 0).
+        backoff (Backoff): the bounds, seconds (``0 <= shortest <= longest``).
+        uniform: the random source, ``random.uniform``'s signature.
+    """
+    return uniform(
+        backoff.shortest, min(backoff.longest, backoff.shortest * 2 ** min(retry + 1, 64))
+    )
+
+
+def _backoff(value: object) -> Backoff:
+    """``retry_backoff`` checked: two finite numbers of seconds, ``0 <= shortest <= longest``."""
+    numbers = list(value) if isinstance(value, (tuple, list)) else []
+    if len(numbers) != 2 or not all(
+        isinstance(number, (int, float))
+        and not isinstance(number, bool)
+        and math.isfinite(number)
+        and number >= 0
+        for number in numbers
+    ):
+        raise ValueError(
+            f"retry_backoff={value!r}: give two finite numbers of seconds"
+            " (shortest, longest), e.g. (10.0, 600.0)"
+        )
+    if numbers[0] > numbers[1]:
+        raise ValueError(
+            f"retry_backoff={value!r}: the shortest wait comes first, e.g. (10.0, 600.0)"
+        )
+    return Backoff(float(numbers[0]), float(numbers[1]))
 
 
 class AppGroup(anyio.AsyncContextManagerMixin):
@@ -51,6 +107,20 @@ class AppGroup(anyio.AsyncContextManagerMixin):
     :meth:`run` and :meth:`run_component`; follow them with :meth:`wait` and
     :meth:`as_completed`. A group is entered once, as a task group: entering it again
     raises ``RuntimeError``.
+
+    A sweep's policy:
+
+    - ``max_concurrent``: at most that many apps of the group are submitted and not yet
+      terminal; :meth:`run` waits for a slot (a ``run`` cancelled while it waits submits
+      nothing). A trial keeps its slot through its retries and their backoffs.
+    - ``retries``: an app that ends ``FAILED`` or ``UNKNOWN`` is submitted again, as a new
+      app with a handle of its own, after a backoff (:func:`retry_delay`), at most
+      ``retries`` times; none is submitted once the group is stopping. A trial is one
+      app and its retries: :meth:`wait`, :meth:`as_completed` and ``AppGroupFailed``
+      give each trial once, by its last attempt's handle and final status;
+      :meth:`attempts` gives every attempt. ``fail_fast`` counts a trial as failed once
+      its last attempt failed. This is the group's policy, beside a role's
+      ``max_retries``, which the scheduler applies inside one app.
 
     Leaving the block:
 
@@ -82,6 +152,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         open_groups: set[AppGroup],
         fail_fast: bool = False,
         stop_timeout: float = 60.0,
+        max_concurrent: int | None = None,
+        retries: int = 0,
+        retry_backoff: tuple[float, float] = (10.0, 600.0),
     ) -> None:
         if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)):
             raise TypeError(f"stop_timeout={stop_timeout!r}: give the seconds as a number")
@@ -90,13 +163,31 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 f"stop_timeout={stop_timeout!r}: give a positive, finite number of seconds"
                 " (how long leaving the block waits for cancelled apps to end)"
             )
+        if max_concurrent is not None and (
+            not isinstance(max_concurrent, int)
+            or isinstance(max_concurrent, bool)
+            or max_concurrent < 1
+        ):
+            raise ValueError(
+                f"max_concurrent={max_concurrent!r}: give how many apps may run at once"
+                " (an int >= 1), or None for no limit"
+            )
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            raise ValueError(
+                f"retries={retries!r}: give how many times a failed app is submitted again"
+                " (an int >= 0)"
+            )
+        self._backoff = _backoff(retry_backoff)
+        self._retries = retries
+        self._slots = None if max_concurrent is None else anyio.Semaphore(max_concurrent)
         self._runner = runner
         self._open_groups = open_groups
         self._fail_fast = fail_fast
         self._stop_timeout = float(stop_timeout)
-        self._handles: list[AppHandle] = []
-        self._final: dict[AppHandle, AppStatus] = {}  # in the order the apps ended
-        self._following: set[_Submit] = set()  # the apps not yet ended, by their submit
+        self._handles: list[AppHandle] = []  # every attempt, in start order
+        self._trials: dict[AppHandle, _Trial] = {}  # the trial of each attempt
+        self._final: dict[AppHandle, AppStatus] = {}  # each trial's last attempt, as they end
+        self._following: set[_Trial] = set()  # the trials not yet ended
         self._cancelling = 0  # cancel requests in flight
         self._changed = Notifier()
         self._tasks: TaskGroup | None = None
@@ -109,8 +200,21 @@ class AppGroup(anyio.AsyncContextManagerMixin):
 
     @property
     def handles(self) -> list[AppHandle]:
-        """The handles of the apps started in the group, in start order (a copy)."""
+        """The handles of the apps started in the group, retries included, in start order
+        (a copy)."""
         return list(self._handles)
+
+    def attempts(self, handle: AppHandle) -> list[AppHandle]:
+        """Every attempt of the trial ``handle`` is an attempt of, first to last (a copy).
+
+        Args:
+            handle (AppHandle): any attempt's handle: the one :meth:`run` returned, or
+                one :meth:`as_completed` yielded.
+
+        Raises:
+            KeyError: ``handle`` is no app of this group.
+        """
+        return list(self._trials[handle].attempts)
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[AppGroup]:
@@ -138,8 +242,8 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                     except BaseException as exc:  # cancelled (Ctrl-C) while it stopped them
                         error = error or exc
                         stragglers = self._stragglers()
-                for submit in list(self._following):
-                    submit.scope.cancel()
+                for trial in list(self._following):
+                    trial.scope.cancel()
         finally:
             self._tasks = None
             self._open_groups.discard(self)
@@ -191,13 +295,17 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 defaults.
             workspace (Workspace | str | None): as :meth:`Runner.run`.
 
+        With ``max_concurrent``, waits for a slot first. A retry is dry-run again (a new
+        app id), as this call did.
+
         Raises:
             SchedulerClosedError: the group is not entered, or it is stopping its apps.
             ValueError, UnknownSchedulerException, InvalidRunConfigException: as
                 :meth:`Runner.dryrun`.
         """
         self._check_open()
-        return await self._schedule(await self._runner.dryrun(app, scheduler, cfg, workspace))
+        again = functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace)
+        return await self._schedule(await again(), again)
 
     async def run_component(
         self,
@@ -225,10 +333,10 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 :meth:`Runner.run_component`.
         """
         self._check_open()
-        info = await self._runner.dryrun_component(
-            component, component_args, scheduler, cfg, workspace
+        again = functools.partial(
+            self._runner.dryrun_component, component, component_args, scheduler, cfg, workspace
         )
-        return await self._schedule(info)
+        return await self._schedule(await again(), again)
 
     def _check_open(self) -> None:
         if self._tasks is None:
@@ -242,70 +350,124 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 " left): start no more apps in it"
             )
 
-    async def _schedule(self, info: AppDryRunInfo[Any]) -> AppHandle:
-        """Submit ``info`` from the app's follower task; return the handle once accepted.
+    async def _schedule(
+        self, info: AppDryRunInfo[Any], again: Callable[[], Awaitable[AppDryRunInfo[Any]]]
+    ) -> AppHandle:
+        """Take a slot, submit ``info`` from a follower task; return the handle once accepted.
 
-        The submit runs in the follower (shielded), and this task waits for it through
-        any cancellation (raised afterwards): an app the scheduler accepted is always
-        followed and stopped with the group, even on Ctrl-C.
+        The wait for a slot can be cancelled (nothing is submitted then). The submit runs
+        in the follower (shielded), and this task waits for it through any cancellation
+        (raised afterwards): an app the scheduler accepted is always followed and
+        stopped with the group, even on Ctrl-C. ``again`` dry-runs the app for a retry.
         """
         self._check_open()
+        if self._slots is not None:
+            await self._slots.acquire()
+        try:
+            self._check_open()
+        except SchedulerClosedError:
+            self._release()
+            raise
         assert self._tasks is not None
-        assert info.app is not None
-        assert info.scheduler is not None
-        submit = _Submit(info, self._trace.app(info.app, info.scheduler) if self._trace else None)
-        self._following.add(submit)  # a submit in flight is waited for as an app is
-        self._tasks.start_soon(self._follow, submit)
-        interrupted = await _wait_through(submit.done.wait, submit.done.is_set)
-        if submit.error is not None:
-            raise submit.error
+        trial = _Trial(info, again)
+        self._following.add(trial)  # a submit in flight is waited for as an app is
+        self._tasks.start_soon(self._follow, trial)
+        interrupted = await _wait_through(trial.done.wait, trial.done.is_set)
+        if trial.error is not None:
+            raise trial.error
         if interrupted is not None:
             raise interrupted
-        assert submit.handle is not None
-        return submit.handle
+        return trial.attempts[0]
+
+    def _release(self) -> None:
+        if self._slots is not None:
+            self._slots.release()
 
     # ------------------------------------------------------------------ follow apps
 
-    async def _follow(self, submit: _Submit) -> None:
-        """Submit the app, then wait for its end and record it (one task per app)."""
-        trace = submit.trace
+    async def _follow(self, trial: _Trial) -> None:
+        """Submit the trial's app, follow it to its end and record it; submit it again
+        after a failure while retries are left and the group is not stopping (one task
+        per trial)."""
         try:
-            with submit.scope:
-                try:
-                    handle = submit.handle = await self._runner.schedule(submit.info)
-                except Exception as exc:  # refused: run() raises it
-                    submit.error = exc
-                    return
-                self._handles.append(handle)
-                submit.done.set()
-                if trace is not None:
-                    trace.submitted(handle)
-                if self._stopping:  # the group is stopping: this app stops too
-                    await self._cancel(handle, math.inf)
-                status = await self._final_status(handle, trace)
-                self._final[handle] = status
-                if trace is not None:
-                    trace.ended(status)
+            with trial.scope:
+                info = trial.info
+                for retry in itertools.count():
+                    status = await self._attempt(trial, info)
+                    if status is None:  # refused: run() raises it
+                        return
+                    if status.state not in FAILING_STATES or retry >= self._retries:
+                        break
+                    with anyio.CancelScope() as trial.backoff:  # the stop cancels it
+                        if not self._stopping:
+                            await anyio.sleep(retry_delay(retry, self._backoff))
+                    trial.backoff = None
+                    if self._stopping:
+                        break
+                    info = await trial.again()
+                    if self._stopping:
+                        break
+                assert status is not None  # each attempt returned it, else returned above
+                last = trial.attempts[-1]
+                self._final[last] = status
                 if self._fail_fast and status.state in FAILING_STATES and not self._failed:
-                    self._failed = handle
+                    self._failed = last
                     self._interrupt()
         except Exception as exc:
             if self._error is None:
                 self._error = exc
             self._interrupt()
         finally:
-            if submit.handle is None:
-                if submit.error is None:  # cut short by the group's end
-                    submit.error = SchedulerClosedError(
-                        "the group ended before the app was submitted"
-                    )
-                if trace is not None:
-                    trace.not_submitted(submit.error)
-            elif trace is not None and submit.handle not in self._final:
-                trace.ended(None)  # not followed to its end: a straggler, or an error
-            submit.done.set()
-            self._following.discard(submit)
+            if not trial.attempts and trial.error is None:  # cut short by the group's end
+                trial.error = SchedulerClosedError("the group ended before the app was submitted")
+            trial.done.set()
+            self._following.discard(trial)
+            self._release()
             self._changed.notify()
+
+    async def _attempt(self, trial: _Trial, info: AppDryRunInfo[Any]) -> AppStatus | None:
+        """Submit one attempt of ``trial`` and wait for its final status.
+
+        Returns:
+            The attempt's final status; ``None`` if the scheduler refused the trial's
+            first attempt (``trial.error``).
+
+        Raises:
+            Exception: a retry's submit was refused, or the app could not be followed.
+        """
+        assert info.app is not None
+        assert info.scheduler is not None
+        trace = self._trace.app(info.app, info.scheduler) if self._trace else None
+        try:
+            handle = await self._runner.schedule(info)
+        except BaseException as exc:
+            if trace is not None:
+                trace.not_submitted(
+                    exc
+                    if isinstance(exc, Exception)
+                    else SchedulerClosedError("the group ended before the app was submitted")
+                )
+            if trial.attempts or not isinstance(exc, Exception):
+                raise
+            trial.error = exc
+            return None
+        trial.running = handle
+        trial.attempts.append(handle)
+        self._trials[handle] = trial
+        self._handles.append(handle)
+        trial.done.set()
+        status = None
+        try:
+            if trace is not None:
+                trace.submitted(handle)
+            if self._stopping:  # the group is stopping: this app stops too
+                await self._cancel(handle, math.inf)
+            status = await self._final_status(handle, trace)
+            trial.running = None
+            return status
+        finally:
+            if trace is not None:
+                trace.ended(status)  # None: not followed to its end (a straggler, an error)
 
     async def _final_status(self, handle: AppHandle, trace: AppTrace | None) -> AppStatus:
         status = None
@@ -361,16 +523,19 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._stopping = True
         deadline = anyio.current_time() + self._stop_timeout
         if self._tasks is not None:
-            for handle in self._handles:
-                if handle not in self._final:
-                    self._tasks.start_soon(self._cancel, handle, deadline)
+            for handle in self._stragglers():
+                self._tasks.start_soon(self._cancel, handle, deadline)
+        for trial in self._following:
+            if trial.backoff is not None:
+                trial.backoff.cancel()
         interrupted = await _wait_through(self._all_followed, self._settled, deadline)
         if interrupted is not None:
             raise interrupted
         return self._stragglers()
 
     def _stragglers(self) -> list[AppHandle]:
-        return [handle for handle in self._handles if handle not in self._final]
+        """The attempts submitted and not seen terminal, in start order."""
+        return [handle for handle in self._handles if self._trials[handle].running == handle]
 
     def _statuses(self) -> dict[AppHandle, AppStatus]:
         return {handle: self._final[handle] for handle in self._handles if handle in self._final}
@@ -378,17 +543,18 @@ class AppGroup(anyio.AsyncContextManagerMixin):
     # ------------------------------------------------------------------ await apps
 
     async def wait(self) -> dict[AppHandle, AppStatus]:
-        """Wait until every app started so far is terminal; return their final statuses.
+        """Wait until every trial started so far ended; return their final statuses.
 
         Returns:
-            ``{handle: AppStatus}`` in start order. An app its scheduler no longer knows
-            ends ``UNKNOWN``.
+            ``{handle: AppStatus}`` of each trial's last attempt, in start order. An app
+            its scheduler no longer knows ends ``UNKNOWN``.
         """
         await self._all_followed()
         return self._statuses()
 
     async def as_completed(self) -> AsyncIterator[tuple[AppHandle, AppStatus]]:
-        """Yield ``(handle, final AppStatus)`` as each app of the group ends.
+        """Yield ``(handle, final AppStatus)`` as each trial of the group ends, by its last
+        attempt (with ``retries``, a failed attempt that is retried is not yielded).
 
         Ends once every app started so far, including those started while iterating, has
         been yielded. Several iterations may run at once; each sees every app.
@@ -408,15 +574,17 @@ class AppGroup(anyio.AsyncContextManagerMixin):
 
 
 @attrs.define(eq=False)
-class _Submit:
-    """One app of a group, from its submit: the request and its span, the shielded scope
-    its follower runs in, then its handle or the error."""
+class _Trial:
+    """One app of a group and its retries: the first request and how to make the next,
+    the shielded scope its follower runs in, its attempts, or the error of its submit."""
 
     info: AppDryRunInfo[Any]
-    trace: AppTrace | None
+    again: Callable[[], Awaitable[AppDryRunInfo[Any]]]
     scope: anyio.CancelScope = attrs.field(factory=lambda: anyio.CancelScope(shield=True))
     done: anyio.Event = attrs.field(factory=anyio.Event)  # set once the handle or error is known
-    handle: AppHandle | None = None
+    attempts: list[AppHandle] = attrs.field(factory=list)
+    running: AppHandle | None = None  # the attempt submitted and not seen terminal
+    backoff: anyio.CancelScope | None = None  # the wait before a retry
     error: Exception | None = None
 
 

@@ -190,7 +190,15 @@ class Runner(anyio.AsyncContextManagerMixin):
         await stop_groups(self._groups)
         await self._host.close()
 
-    def group(self, fail_fast: bool = False, stop_timeout: float = 60.0) -> AppGroup:
+    def group(
+        self,
+        fail_fast: bool = False,
+        stop_timeout: float = 60.0,
+        *,
+        max_concurrent: int | None = None,
+        retries: int = 0,
+        retry_backoff: tuple[float, float] = (10.0, 600.0),
+    ) -> AppGroup:
         """Return a group of apps that end with its block: ``async with runner.group() as g:``.
 
         The rule of an anyio task group (``anyio.create_task_group``), for apps on any
@@ -202,16 +210,33 @@ class Runner(anyio.AsyncContextManagerMixin):
         signals does the same before the process ends. See :class:`AppGroup`.
 
         Args:
-            fail_fast (bool): the first app that ends ``FAILED`` or ``UNKNOWN`` cancels
-                the block and the other apps; the block then raises
+            fail_fast (bool): the first app that ends ``FAILED`` or ``UNKNOWN`` with no
+                retry left cancels the block and the other apps; the block then raises
                 :class:`~asynctorchx.errors.AppGroupFailed` with every app's final
                 status. ``False``: failures raise nothing, read the statuses.
             stop_timeout (float): seconds to wait for cancelled apps to end (> 0).
+            max_concurrent (int | None): at most this many apps of the group submitted
+                and not yet terminal (>= 1); ``g.run`` waits for a slot. ``None``: no limit.
+            retries (int): how many times an app that ends ``FAILED`` or ``UNKNOWN`` is
+                submitted again, as a new app (>= 0).
+            retry_backoff (tuple[float, float]): the shortest and longest wait before a
+                retry, seconds; each retry of an app waits a random time between them,
+                growing exponentially (:func:`~asynctorchx.runner._group.retry_delay`).
 
         Raises:
             TypeError, ValueError: ``stop_timeout`` is not a positive finite number.
+            ValueError: ``max_concurrent`` is not None or an int >= 1, ``retries`` not an
+                int >= 0, or ``retry_backoff`` not two finite seconds, shortest first.
         """
-        return AppGroup(self, self._groups, fail_fast=fail_fast, stop_timeout=stop_timeout)
+        return AppGroup(
+            self,
+            self._groups,
+            fail_fast=fail_fast,
+            stop_timeout=stop_timeout,
+            max_concurrent=max_concurrent,
+            retries=retries,
+            retry_backoff=retry_backoff,
+        )
 
     # ------------------------------------------------------------------ submit
 
