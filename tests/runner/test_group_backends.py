@@ -27,7 +27,7 @@ from anyio.streams.text import TextReceiveStream
 from asynctorchx.errors import AppGroupFailed
 from asynctorchx.runner import AppGroup, Runner
 from asynctorchx.schedulers import get_scheduler_factories
-from asynctorchx.specs import AppState, CfgVal, parse_app_handle
+from asynctorchx.specs import AppState, BindMount, CfgVal, parse_app_handle
 from tests.conftest import DOCKER_TEST_IMAGE
 from tests.isolation import isolate_from_user_config
 from tests.processes import killed_on_exit
@@ -81,6 +81,21 @@ class Backend:
         await self.drive_exit(handle, 0)
         return handle
 
+    async def flaky(self, group: AppGroup, directory: Path, fails: int) -> str:
+        """Start an app whose first ``fails`` runs exit 1 and the next ones exit 0 (it
+        counts its runs in ``directory``, mounted where it runs)."""
+        script = directory / "flaky.sh"
+        script.write_text(
+            f"n=$(cat {directory}/runs 2>/dev/null || echo 0); n=$((n + 1))\n"
+            f'echo "$n" > {directory}/runs\n'
+            f'[ "$n" -gt {fails} ]\n'
+        )
+        app = sh_app("flaky", f"sh {script}", image=self.image)
+        app.roles[0].mounts = [BindMount(str(directory), str(directory))]
+        handle = await group.run(app, self.name, self.cfg)
+        self.handles.append(handle)
+        return handle
+
     async def drive_start(self, handle: str) -> None:
         """Make the app's replica run (only a fake or bare cluster needs it)."""
 
@@ -90,6 +105,10 @@ class Backend:
     async def left(self, handles: list[str]) -> int:
         """How many of these apps still run (containers, jobs) on the backend itself."""
         raise NotImplementedError
+
+    async def alive(self, handles: list[str]) -> int:
+        """:meth:`left`, leaving the apps as they are (mid-test)."""
+        return await self.left(handles)
 
 
 class Docker(Backend):
@@ -135,18 +154,22 @@ class Kubernetes(Backend):
     async def drive_exit(self, handle: str, exit_code: int) -> None:
         await self.cluster.run(parse_app_handle(handle).app_id, "r-0", exit_code=exit_code)
 
-    async def left(self, handles: list[str]) -> int:
+    async def alive(self, handles: list[str]) -> int:
         count = 0
         for handle in handles:
-            app_id = parse_app_handle(handle).app_id
-            response = await self.observer.describe(app_id)
+            response = await self.observer.describe(parse_app_handle(handle).app_id)
             if response is not None and response.state not in (
                 AppState.SUCCEEDED,
                 AppState.FAILED,
                 AppState.CANCELLED,
             ):
                 count += 1
-            await self.observer.delete(app_id)  # the test's jobs go with it
+        return count
+
+    async def left(self, handles: list[str]) -> int:
+        count = await self.alive(handles)
+        for handle in handles:  # the test's jobs go with it
+            await self.observer.delete(parse_app_handle(handle).app_id)
         return count
 
 
@@ -261,6 +284,61 @@ async def test_fail_fast_stops_the_others(
             failing: AppState.FAILED,
         }
         assert await backend.left(group.handles) == 0
+
+
+async def test_at_most_max_concurrent_apps_run_on_the_backend(
+    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    async with _backend(backend_name, request, tmp_path) as backend:
+        runner = backend.runner
+        with anyio.fail_after(LIMIT), anyio.CancelScope() as enclosing:
+            async with runner.group(max_concurrent=2) as group:
+                first = await backend.start(group)
+                await backend.start(group)
+                third = anyio.Event()
+
+                async def start_third() -> None:
+                    await backend.start(group)
+                    # it runs: the first ended before it was submitted
+                    assert await backend.alive(group.handles) == 2
+                    third.set()
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(start_third)
+                    await anyio.wait_all_tasks_blocked()  # the third run waits for a slot
+                    assert await backend.alive(group.handles) == 2
+                    assert not third.is_set()
+                    await runner.cancel(first)  # its slot frees once it is terminal
+                    await third.wait()
+                assert len(group.handles) == 3
+                assert await backend.alive(group.handles) == 2
+                enclosing.cancel()
+        assert await backend.left(group.handles) == 0
+
+
+async def test_an_app_that_fails_twice_then_succeeds_ends_succeeded(
+    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    async with _backend(backend_name, request, tmp_path) as backend:
+        with anyio.fail_after(LIMIT):
+            async with backend.runner.group(retries=3, retry_backoff=(0.001, 0.002)) as group:
+                first = await backend.flaky(group, tmp_path, fails=2)
+                for attempt, exit_code in enumerate([1, 1, 0]):
+                    while len(group.attempts(first)) <= attempt:  # the retry, after its backoff
+                        await anyio.sleep(0.05)
+                    await backend.drive_exit(group.attempts(first)[attempt], exit_code)
+        attempts = group.attempts(first)
+        backend.handles += attempts[1:]
+        assert len(attempts) == 3
+        assert await states(backend.runner, attempts) == [
+            AppState.FAILED,
+            AppState.FAILED,
+            AppState.SUCCEEDED,
+        ]
+        assert {handle: status.state for handle, status in (await group.wait()).items()} == {
+            attempts[-1]: AppState.SUCCEEDED
+        }
+        assert await backend.left(attempts) == 0
 
 
 SCRIPT = textwrap.dedent(
