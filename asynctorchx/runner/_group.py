@@ -38,6 +38,7 @@ import attrs
 from anyio.abc import TaskGroup
 
 from asynctorchx.errors import AppGroupFailed, AppGroupStopTimeout, SchedulerClosedError
+from asynctorchx.runner._reaper import Reaper
 from asynctorchx.runner._tracing import AppTrace, GroupTrace, open_group_trace
 from asynctorchx.schedulers.toolkit import Notifier, gather
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppHandle, AppState, AppStatus, CfgVal
@@ -190,6 +191,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._following: set[_Trial] = set()  # the trials not yet ended
         self._cancelling = 0  # cancel requests in flight
         self._changed = Notifier()
+        self._reaper = Reaper()  # cancels the apps that outlive the driver if it dies
         self._tasks: TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None  # the block, then the final wait
         self._trace: GroupTrace | None = None
@@ -246,6 +248,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                     trial.scope.cancel()
         finally:
             self._tasks = None
+            await self._reaper.close()
             self._open_groups.discard(self)
             if self._trace is not None:
                 self._trace.end(error or self._error, self._failed)
@@ -455,15 +458,20 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         trial.attempts.append(handle)
         self._trials[handle] = trial
         self._handles.append(handle)
-        trial.done.set()
         status = None
+        outlives = not self._runner.scheduler_class(info.scheduler).apps_live_in_process
         try:
+            if outlives:  # known to the reaper before run() returns
+                await self._reaper.tie(handle)
+            trial.done.set()
             if trace is not None:
                 trace.submitted(handle)
             if self._stopping:  # the group is stopping: this app stops too
                 await self._cancel(handle, math.inf)
             status = await self._final_status(handle, trace)
             trial.running = None
+            if outlives:
+                await self._reaper.untie(handle)
             return status
         finally:
             if trace is not None:

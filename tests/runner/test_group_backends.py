@@ -25,7 +25,7 @@ import pytest
 from anyio.streams.text import TextReceiveStream
 
 from asynctorchx.errors import AppGroupFailed
-from asynctorchx.runner import AppGroup, Runner
+from asynctorchx.runner import AppGroup, Runner, _reaper
 from asynctorchx.schedulers import get_scheduler_factories
 from asynctorchx.specs import AppState, BindMount, CfgVal, parse_app_handle
 from tests.conftest import DOCKER_TEST_IMAGE
@@ -37,6 +37,8 @@ from tests.schedulers.kubernetes.conftest import Cluster, connected
 from tests.schedulers.slurm.conftest import slurm_cluster  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.timeout(4 * LIMIT)
+
+REAPED_WITHIN = 10  # seconds: the issue's bound for a dead driver's apps to be cancelled
 
 #: Slurm job states of a job still holding (or waiting for) its nodes.
 SLURM_ALIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED"}
@@ -367,7 +369,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 @pytest.mark.parametrize("backend_name", [DOCKER, "slurm", "kubernetes"])
 async def test_a_signal_to_a_plain_script_stops_the_group(
     backend_name: str,
@@ -404,4 +406,35 @@ async def test_a_signal_to_a_plain_script_stops_the_group(
                 assert await backend.left([handle]) == 1
                 process.send_signal(signum)
                 assert await process.wait() == -signum
+        if signum == signal.SIGKILL:  # the group's reaper cancels the app: give it 10 s
+            with anyio.fail_after(REAPED_WITHIN):
+                while await backend.alive([handle]):
+                    await anyio.sleep(0.2)
         assert await backend.left([handle]) == 0
+
+
+def reapers() -> list[int]:
+    """The live reaper processes this process started (see ``asynctorchx.runner._reaper``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # not a process, or gone meanwhile
+            continue
+        if _reaper.PROGRAM.encode() in cmdline.split(b"\0") and int(stat[1]) == os.getpid():
+            found.append(int(entry))
+    return found
+
+
+async def test_a_normal_exit_cancels_nothing_and_leaves_no_reaper(
+    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    async with _backend(backend_name, request, tmp_path) as backend:
+        with anyio.fail_after(LIMIT):
+            async with backend.runner.group() as group:
+                ok = await backend.run(group, "ok", "exit 0")
+                assert len(reapers()) == 1  # it knows the app from its submit
+                await backend.drive_exit(ok, 0)
+        assert reapers() == []
+        assert (await group.wait())[ok].state == AppState.SUCCEEDED
