@@ -29,6 +29,7 @@ import bench_log_throughput
 import bench_many_apps
 import bench_scale_replicas
 import bench_slurm
+import bench_sweep
 import bench_wait_latency
 from _harness import machine, table, torchx_available, write_json
 from _targets import verdicts
@@ -46,6 +47,7 @@ BENCHES: dict[int, tuple[Any, int]] = {
     8: (bench_lines_lost, 1),
     9: (bench_slurm, 3),
     10: (bench_kubernetes, 3),
+    11: (bench_sweep, 3),
 }
 
 
