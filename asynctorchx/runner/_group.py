@@ -123,6 +123,10 @@ class AppGroup(anyio.AsyncContextManagerMixin):
       its last attempt failed. This is the group's policy, beside a role's
       ``max_retries``, which the scheduler applies inside one app.
 
+    If the driver process dies without leaving the block (``SIGKILL``, the OOM killer),
+    a reaper process cancels the apps its schedulers keep beyond it (``local_docker``,
+    ``slurm``, ``kubernetes``) within seconds; see :mod:`asynctorchx.runner._reaper`.
+
     Leaving the block:
 
     - normally: waits until every app started in it is terminal, as a task group waits
