@@ -10,20 +10,21 @@ Events: a :class:`StateEvent` for the current state and each change, a :class:`L
 per line of each log stream of each replica; the terminal state comes last, once every
 log reader has ended. Each event's cursor (:class:`Position`) is its sequence number,
 zero-padded (cursors sort as events), then per log stream the position its log is read
-again from and the lines delivered from there, and the last state.
+again from (a block's :data:`~asynctorchx.schedulers.toolkit.LogPosition`, as
+:func:`~asynctorchx.schedulers.toolkit.format_position` writes it) and the lines
+delivered from there, and the last state.
 
 Resuming reads each stream again from its position (``Scheduler.log_blocks``: a byte
-offset on the local schedulers and Slurm) and skips the lines delivered from there, at
-most one read's, so a resume costs the same at the end of 1,000 or 1,000,000 lines. A
-scheduler without positions counts lines from the log's start; a backend that drops lines
-meanwhile (a purged log, a retried replica's new container or pod) then makes the count
-skip lines the client did not see (the local schedulers append every attempt to the same
-files).
+offset on the local schedulers and Slurm, a stamp and a count on Docker and Kubernetes)
+and skips the lines delivered from there, at most one read's, so a resume costs the same
+at the end of 1,000 or 1,000,000 lines. A scheduler without positions counts lines from
+the log's start; a backend that drops lines meanwhile (a purged log, a retried replica's
+new container or pod) then makes the count skip lines the client did not see (the local
+schedulers append every attempt to the same files).
 
 The readers hand the stream one batch per read (one send, one sequencing, one time, at
 most :data:`EVENTS_PER_BATCH` events) and :class:`EventStream` yields its events one by
-one: a send and a receive per event held ``Runner.events`` to 2% of a bare async
-generator's throughput (benchmark 5, ``runner_events``).
+one, not a send and a receive per event (benchmark 5, ``runner_events``).
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from datetime import UTC, datetime
 from itertools import repeat
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import anyio
 import attrs
@@ -50,7 +51,12 @@ from anyio.streams.memory import (
 from asynctorchx.errors import InvalidCursorError, UnknownAppException
 from asynctorchx.runner._logs import Producer, deliver, fan_in
 from asynctorchx.schedulers.api import Scheduler, Stream
-from asynctorchx.schedulers.toolkit import LogQuery
+from asynctorchx.schedulers.toolkit import (
+    LogPosition,
+    LogQuery,
+    format_position,
+    parse_position,
+)
 from asynctorchx.specs.api import AppState, AppStatus
 
 #: Batches of events buffered between the readers and the consumer; past it, readers
@@ -67,12 +73,10 @@ _MAX_CURSOR = 64 * 1024
 #: Hexadecimal digits of each digest in a cursor (the app's, its log streams').
 _DIGEST_HEX = 8
 #: A cursor: sequence number (12: _SEQUENCE_DIGITS), app and log-streams digests (8 each:
-#: _DIGEST_HEX), state, log positions. A position or a line count has at most 30 digits:
-#: a ``local_docker`` position is the engine's stamp in ns (19 digits) times 10^6 plus a
-#: count (25 digits).
-_CURSOR = re.compile(r"(\d{12})\.([0-9a-f]{8})([0-9a-f]{8})\.([A-Z_]+|-)\.([\d:-]*)", re.ASCII)
-#: One log stream's part of a cursor: nothing, or a position and a line count over 0.
-_LOG_PART = re.compile(r"(?:(\d{1,30}):(0*[1-9]\d{0,29}))?", re.ASCII)
+#: _DIGEST_HEX), state, log parts.
+_CURSOR = re.compile(r"(\d{12})\.([0-9a-f]{8})([0-9a-f]{8})\.([A-Z_]+|-)\.([\w.,:-]*)", re.ASCII)
+#: A count of lines in a log part: over 0, at most 20 digits (64 bits).
+_LINES = re.compile(r"[1-9]\d{0,19}", re.ASCII)
 
 #: A log stream of an app: (role, replica id, stream name).
 StreamKey = tuple[str, int, str]
@@ -114,13 +118,53 @@ class StateEvent:
         return json.dumps(self.to_dict(), separators=(",", ":"))
 
 
-class LogEvent(tuple[str, int, str, str, datetime, int, str, int]):
+@attrs.frozen
+class BatchCursor:
+    """The cursor of the events of one batch of one log stream's lines, but for each
+    event's sequence number: the events of a batch differ only by it (see
+    :class:`Position` for the whole cursor).
+
+    Args:
+        head: the cursor after the sequence number, up to the stream's count of lines.
+        tail: the cursor after that count.
+        delta: the stream's count of lines delivered minus the sequence number.
+    """
+
+    head: str
+    tail: str
+    delta: int
+
+    def at(self, sequence: int) -> str:
+        """The cursor of the event numbered ``sequence``.
+
+        Args:
+            sequence: the event's number in the stream.
+        """
+        return f"{sequence:0{_SEQUENCE_DIGITS}d}{self.head}{sequence + self.delta}{self.tail}"
+
+
+class _LogEventFields(NamedTuple):
+    role: str
+    replica_id: int
+    stream: str
+    line: str
+    timestamp: datetime
+    sequence: int
+    batch: BatchCursor
+
+
+class LogEvent(_LogEventFields):
     """One log line of one stream of one replica.
 
-    An immutable tuple (role, replica id, stream, line, timestamp, then its sequence
-    number, its read's cursor format and line-count offset) whose cursor is formatted
-    when asked for: one event is made per line, and a cursor formatted up front for each
-    was, with the tuple, most of an event's cost (benchmark 5, ``runner_events``).
+    Args:
+        role: the role's name.
+        replica_id: the replica's id ``k`` (0-based).
+        stream: ``"stdout"`` or ``"stderr"`` when the scheduler keeps them apart
+            (``Scheduler.supported_log_streams``), else ``"combined"``.
+        line: the text, with its trailing ``\\n`` when the replica wrote one.
+        timestamp: when the line was read (UTC).
+        sequence: the event's number in the stream (1: the first event).
+        batch: the cursor its batch of events shares (:attr:`cursor` is made from it).
     """
 
     __slots__ = ()
@@ -130,35 +174,9 @@ class LogEvent(tuple[str, int, str, str, datetime, int, str, int]):
 
     @property
     def cursor(self) -> str:
-        """Pass it back to :meth:`Runner.events` to resume after this event."""
-        sequence = self[5]
-        return self[6] % (sequence, sequence + self[7])
-
-    @property
-    def role(self) -> str:
-        """The role's name."""
-        return self[0]
-
-    @property
-    def replica_id(self) -> int:
-        """The replica's id ``k`` (0-based)."""
-        return self[1]
-
-    @property
-    def stream(self) -> str:
-        """``"stdout"`` or ``"stderr"`` when the scheduler keeps them apart
-        (``Scheduler.supported_log_streams``), else ``"combined"``."""
-        return self[2]
-
-    @property
-    def line(self) -> str:
-        """The text, with its trailing ``\\n`` when the replica wrote one."""
-        return self[3]
-
-    @property
-    def timestamp(self) -> datetime:
-        """When the line was read (UTC)."""
-        return self[4]
+        """Pass it back to :meth:`Runner.events` to resume after this event (made when
+        asked for)."""
+        return self.batch.at(self.sequence)
 
     def __repr__(self) -> str:
         return (
@@ -187,12 +205,53 @@ class LogEvent(tuple[str, int, str, str, datetime, int, str, int]):
         return json.dumps(self.to_dict(), separators=(",", ":"))
 
 
+def _log_events(
+    role: str,
+    k: int,
+    stream: str,
+    lines: Sequence[str],
+    first: int,
+    batch: BatchCursor,
+) -> Iterable[LogEvent]:
+    """The events of ``lines``, numbered from ``first``, each made when it is taken.
+
+    The one fast path of the events (benchmark 5, ``runner_events``): each event is made
+    by C code (``tuple.__new__`` over ``zip``; ``LogEvent(...)`` would run a Python
+    ``__new__``) when the consumer takes it, and is usually freed before the next is
+    made: made up front, a read's events outlive the young generation and the garbage
+    collector's passes over them cost as much as the rest.
+    """
+    now = datetime.now(UTC)
+    fields = zip(
+        repeat(role),
+        repeat(k),
+        repeat(stream),
+        lines,
+        repeat(now),
+        range(first, first + len(lines)),
+        repeat(batch),
+    )
+    return map(tuple.__new__, repeat(LogEvent), fields)
+
+
 #: An event of :meth:`Runner.events`.
 AppEvent = StateEvent | LogEvent
 
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:_DIGEST_HEX]
+
+
+class LogMark(NamedTuple):
+    """How far one log stream of the event stream went.
+
+    Args:
+        at: the position of the block its last delivered line came from (0: the start).
+        lines: the lines delivered from ``at`` on.
+    """
+
+    at: LogPosition
+    lines: int
 
 
 @attrs.define
@@ -203,13 +262,12 @@ class Position:
     number zero-padded to 12 digits (so cursors sort as events), a digest of the app
     (scheduler and app id; any handle of the app resumes its stream) and one of its log
     streams, the last state's name (``-``: none yet), and per log stream, in the order
-    of ``streams``, ``{position}:{lines}`` (the scheduler's position of a block, in
-    decimal, and the lines delivered from it), or nothing before its first line. Its
-    size grows by one byte per log stream (two per replica where stdout and stderr are
-    apart) plus, once a stream delivered lines, the digits of its position and count:
-    an app of 128 replicas whose logs have not started has cursors of 287 bytes, and
-    each stream 100 MB into its log adds 12 more (``docs/orchestration.md``), about 30 on
-    ``local_docker``, whose positions are the engine's stamps.
+    of ``streams``, ``{position}:{lines}`` (:class:`LogMark`: the position of a block as
+    :func:`~asynctorchx.schedulers.toolkit.format_position` writes it, ``o`` and a byte
+    offset, ``t`` and a stamp ``.`` a count, or two of those joined by ``,``; and the
+    lines delivered from it), or nothing before its first line. Its size grows by one
+    byte per log stream (two per replica where stdout and stderr are apart) plus, once a
+    stream delivered lines, its position's text and count (``docs/orchestration.md``).
 
     Args:
         backend: the scheduler's name.
@@ -217,8 +275,8 @@ class Position:
         streams: the app's log streams ``(role, replica id, stream)``, sorted.
         sequence: the number of the last event sent (0: none).
         state: the last state sent, ``None`` before the first.
-        logs: per log stream, in the order of ``streams``: the position read from and
-            the lines delivered from it (default: ``(0, 0)``, the start).
+        logs: per log stream, in the order of ``streams``, how far it went (default: the
+            start, ``LogMark(0, 0)``).
     """
 
     backend: str
@@ -226,13 +284,13 @@ class Position:
     streams: tuple[StreamKey, ...]
     sequence: int = 0
     state: AppState | None = None
-    logs: builtins.list[tuple[int, int]] = attrs.field()
+    logs: builtins.list[LogMark] = attrs.field()
     app: str = attrs.field(init=False)
     layout: str = attrs.field(init=False)
 
     @logs.default
-    def _log_starts(self) -> builtins.list[tuple[int, int]]:
-        return [(0, 0)] * len(self.streams)
+    def _log_starts(self) -> builtins.list[LogMark]:
+        return [LogMark(0, 0)] * len(self.streams)
 
     def __attrs_post_init__(self) -> None:
         self.app = _digest(f"{self.backend}/{self.app_id}")
@@ -245,7 +303,7 @@ class Position:
 
     def log_parts(self) -> builtins.list[str]:
         """Each log stream's part of the cursor."""
-        return [f"{at}:{lines}" if lines else "" for at, lines in self.logs]
+        return [f"{format_position(at)}:{lines}" if lines else "" for at, lines in self.logs]
 
     def cursor(self) -> str:
         """Encode the position as a cursor (see the class docstring)."""
@@ -259,7 +317,8 @@ class Position:
             app_handle: the app's handle (for the error message).
 
         Raises:
-            InvalidCursorError: the cursor is malformed, of another app, or holds the
+            InvalidCursorError: the cursor is malformed (a log position of one number
+                included: the form of earlier versions), of another app, or holds the
                 positions of other log streams than the app has now.
         """
 
@@ -272,7 +331,7 @@ class Position:
         if match is None:
             raise invalid(
                 f"it is not {_SEQUENCE_DIGITS} digits, '.', {2 * _DIGEST_HEX} hexadecimal"
-                " digits, '.', a state's name or '-', '.', and log positions"
+                " digits, '.', a state's name or '-', '.', and log parts"
                 " ('position:lines', or nothing) joined by '-'"
             )
         sequence, app, layout, state, logs = match.groups()
@@ -285,15 +344,29 @@ class Position:
             )
         if state != "-" and state not in AppState.__members__:
             raise invalid(f"{state!r} is not a state name")
-        parts = [_LOG_PART.fullmatch(part) for part in logs.split("-")]
-        if len(parts) != len(self.streams) or None in parts:
-            raise invalid(
-                f"its last part is not {len(self.streams)} log positions ('position:lines',"
-                " or nothing) joined by '-'"
-            )
+        parts = logs.split("-")
+        if len(parts) != len(self.streams):
+            raise invalid(f"it has {len(parts)} log parts joined by '-', not {len(self.streams)}")
+        self.logs = [_log_mark(part, invalid) for part in parts]
         self.sequence = int(sequence)
         self.state = None if state == "-" else AppState[state]
-        self.logs = [(int(part[1] or 0), int(part[2] or 0)) for part in parts if part is not None]
+
+
+def _log_mark(part: str, invalid: Callable[[str], InvalidCursorError]) -> LogMark:
+    """The :class:`LogMark` a log part of a cursor says (see :class:`Position`).
+
+    Raises:
+        InvalidCursorError: (made by ``invalid``) the part is not ``position:lines``.
+    """
+    if not part:
+        return LogMark(0, 0)
+    text, _, lines = part.rpartition(":")
+    if not _LINES.fullmatch(lines):
+        raise invalid(f"its log part {part!r} is not 'position:lines' with lines over 0")
+    try:
+        return LogMark(parse_position(text), int(lines))
+    except ValueError as error:
+        raise invalid(str(error)) from None
 
 
 class EventStream:
@@ -371,7 +444,7 @@ class _AppEvents:
         self,
         send: MemoryObjectSendStream[Iterable[AppEvent]],
         index: int,
-        at: int,
+        at: LogPosition,
         before: int,
         lines: Sequence[str],
     ) -> bool:
@@ -380,34 +453,13 @@ class _AppEvents:
         async with self._lock:
             position = self.position
             parts = position.log_parts()
-            head = f"{position.head()}{''.join(part + '-' for part in parts[:index])}{at}:"
+            head = f"{position.head()}{''.join(part + '-' for part in parts[:index])}"
             tail = "".join("-" + part for part in parts[index + 1 :])
-            role, k, stream = position.streams[index]
-            now = datetime.now(UTC)
             first = position.sequence + 1
-            # the cursor of the event numbered n is cursor % (n, n + lines_delta), made when
-            # asked for (LogEvent.cursor); 12 is _SEQUENCE_DIGITS, and head and tail hold
-            # digits, hex digits, a state's name and ".:-" only
-            cursor = f"%012d{head}%d{tail}"
-            delta = before + 1 - first
-            count = len(lines)
-            # each event is made (by C code: LogEvent(...) would run a Python __new__) when
-            # the consumer takes it, and is usually freed before the next is made: made
-            # up front, a read's events outlived the young generation and the garbage
-            # collector took as long as the rest (benchmark 5, runner_events)
-            fields = zip(
-                repeat(role),
-                repeat(k),
-                repeat(stream),
-                lines,
-                repeat(now),
-                range(first, first + count),
-                repeat(cursor),
-                repeat(delta),
-            )
-            events: Iterable[AppEvent] = map(tuple.__new__, repeat(LogEvent), fields)
-            position.sequence += count
-            position.logs[index] = (at, before + count)
+            batch = BatchCursor(f"{head}{format_position(at)}:", tail, before + 1 - first)
+            events = _log_events(*position.streams[index], lines, first, batch)
+            position.sequence += len(lines)
+            position.logs[index] = LogMark(at, before + len(lines))
             return await deliver(send, events)
 
     async def send_state(
@@ -446,7 +498,8 @@ class _AppEvents:
         async def follow(send: MemoryObjectSendStream[Iterable[AppEvent]]) -> None:
             await self.first_sent.wait()
             blocks = self.sched.log_blocks(self.app_id, query, start)
-            at, before, left = start, 0, skip
+            at: LogPosition = start
+            before, left = 0, skip
             async with aclosing(blocks):  # type: ignore[type-var]
                 async for block_at, block in blocks:
                     if block_at != at:  # a new position: its lines are counted from it

@@ -14,31 +14,33 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextlib import aclosing
 from typing import Any
 
+import anyio
+
 from asynctorchx.schedulers.toolkit import LogBlock
 
 
 class LogLines(AsyncIterator[str]):
     """Lines of one replica's log, opened on first use (see the module docstring).
 
+    An async iterator of the lines that ``await`` opens first. Every line comes from one
+    async generator over the scheduler's blocks: a coroutine per line (an ``__anext__``
+    of this class) would cost the throughput benchmark 5's ``runner_log_lines`` row
+    guards. Not for two tasks at once, as an async generator: a step while another is in
+    progress raises ``RuntimeError``. ``aclose()`` closes the scheduler's iterator.
+
     Args:
         opener: ``await opener()`` checks the app and returns the scheduler's blocks of
             lines (``Scheduler.log_blocks``); called once, by the first ``await`` or the
             first step.
-
-    Not for two tasks at once, as an async generator: a step while another is in
-    progress raises ``RuntimeError``. ``aclose()`` closes the scheduler's iterator.
-    ``async for`` iterates one async generator over the scheduler's blocks: a coroutine
-    per line (an ``__anext__`` of this class) cost 60% of ``log_iter``'s throughput
-    (benchmark 5, ``runner_log_lines``).
     """
 
-    __slots__ = ("_blocks", "_lines", "_opener", "_running")
+    __slots__ = ("_blocks", "_lines", "_opener", "_opening")
 
     def __init__(self, opener: Callable[[], Awaitable[AsyncIterator[LogBlock]]]) -> None:
         self._opener: Callable[[], Awaitable[AsyncIterator[LogBlock]]] | None = opener
+        self._opening = anyio.Lock()
         self._blocks: AsyncIterator[LogBlock] | None = None
         self._lines = self._read()  # started by the first step, if any
-        self._running = False
 
     def __await__(self) -> Generator[Any, None, LogLines]:
         """Open the log (check the app) and return this object, ready to iterate.
@@ -49,15 +51,10 @@ class LogLines(AsyncIterator[str]):
         return self._open().__await__()
 
     async def _open(self) -> LogLines:
-        if self._running:
-            raise RuntimeError("LogLines is already being read by another task")
-        self._running = True
-        try:
+        async with self._opening:
             opener, self._opener = self._opener, None
             if opener is not None:
                 self._blocks = await opener()
-        finally:
-            self._running = False
         return self
 
     def __aiter__(self) -> AsyncIterator[str]:
@@ -75,11 +72,10 @@ class LogLines(AsyncIterator[str]):
 
     async def _read(self) -> AsyncGenerator[str]:
         await self._open()
-        blocks = self._blocks
-        if blocks is None:  # closed before it was opened
+        if self._blocks is None:  # closed before it was opened
             return
-        async with aclosing(blocks):  # type: ignore[type-var]
-            async for _, lines in blocks:
+        async with aclosing(self._blocks):  # type: ignore[type-var]
+            async for _, lines in self._blocks:
                 for line in lines:
                     yield line
 

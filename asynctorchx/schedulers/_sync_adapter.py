@@ -22,7 +22,7 @@ import anyio
 from asynctorchx.errors import SchedulerClosedError
 from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse, Stream
 from asynctorchx.schedulers.api import Scheduler
-from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, validate_app
+from asynctorchx.schedulers.toolkit import LogBlock, LogPosition, LogQuery, validate_app
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, runopts
 
 #: TorchX's methods that do I/O (``torchx.schedulers.api.Scheduler``, ``WorkspaceMixin``).
@@ -211,17 +211,19 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         await self._delegate("delete", app_id, torchx=False)
 
     async def _log_blocks(
-        self, app_id: str, query: LogQuery, start: int
+        self, app_id: str, query: LogQuery, start: LogPosition
     ) -> AsyncIterator[LogBlock]:
         """:meth:`log_iter`'s lines from the ``start``-th on, a line a block (a resume reads
         the log again)."""
+        if not isinstance(start, int):
+            raise ValueError(f"{start!r} is not a position of this log: give a line index")
         args = (query.role_name, query.k, query.regex, query.since, query.until)
         lines = self.log_iter(app_id, *args, query.should_tail, streams=query.streams)
         async with aclosing(lines):  # type: ignore[type-var]
             index = 0
             async for line in lines:
                 if index >= start:
-                    yield index, (line,)
+                    yield LogBlock(index, (line,))
                 index += 1
 
     async def log_iter(self, app_id: str, *args: Any, **kwargs: Any) -> AsyncIterator[str]:

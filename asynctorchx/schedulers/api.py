@@ -22,6 +22,7 @@ from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppRespon
 from asynctorchx.schedulers.toolkit import (
     BatchedPoller,
     LogBlock,
+    LogPosition,
     LogQuery,
     gather_results,
     lines_of,
@@ -452,7 +453,9 @@ class Scheduler(abc.ABC, Generic[T]):
         query = LogQuery(role_name, k, regex, since, until, should_tail, streams)
         return lines_of(self._log_blocks(app_id, query, 0))
 
-    def log_blocks(self, app_id: str, query: LogQuery, start: int = 0) -> AsyncIterator[LogBlock]:
+    def log_blocks(
+        self, app_id: str, query: LogQuery, start: LogPosition = 0
+    ) -> AsyncIterator[LogBlock]:
         """The log lines ``query`` asks for, a block at a time, each with a position.
 
         A block is ``(position, lines)``: the lines (with their ``\\n``) and where the
@@ -471,7 +474,9 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         return self._log_blocks(app_id, query, start)
 
-    def _log_blocks(self, app_id: str, query: LogQuery, start: int) -> AsyncIterator[LogBlock]:
+    def _log_blocks(
+        self, app_id: str, query: LogQuery, start: LogPosition
+    ) -> AsyncIterator[LogBlock]:
         """Read the log ``query`` asks for from the position ``start`` (the backend's hook).
 
         The hook behind :meth:`log_iter` and :meth:`log_blocks`: an async iterator of

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -239,6 +240,8 @@ async def test_a_malformed_or_foreign_cursor_is_a_typed_error_naming_it() -> Non
             "too few counts": f"{sequence}.{digests}.{state}.1",
             "not a count": f"{sequence}.{digests}.{state}.1-x",
             "not ASCII": f"{sequence}.{digests}.{state}.1-\u0661",
+            # a byte offset as earlier versions wrote every position: one number
+            "packed": re.sub(r"o(\d+):", r"\1:", (await _read(runner, handle))[-1].cursor),
         }
         messages = {}
         for why, cursor in bad.items():
@@ -254,6 +257,7 @@ async def test_a_malformed_or_foreign_cursor_is_a_typed_error_naming_it() -> Non
             assert "None" in messages[why]
         assert "another app" in messages["foreign"]
         assert "other log streams" in messages["other streams"]
+        assert "'o' and an offset" in messages["packed"]  # the forms a position has
 
 
 async def test_a_slow_consumer_keeps_the_buffer_bounded_and_the_replica_finishes() -> None:

@@ -6,13 +6,16 @@ a TTY, then, with ``timestamps=1``, the engine's stamp of the frame (RFC 3339 in
 9 fraction digits, Docker's ``RFC3339NanoFixed``), a space and the payload. The engine
 makes a frame of each line, or of each 16 KiB of a longer line, stamped alike.
 
-:class:`LogLines` turns the frames of one or several requests into whole lines per stream
-(the toolkit's line rule) and keeps, per stream, a position: the stamp of the last line
-ended and how many lines ended with it. A stream's stamps never go back, so a request from
-that stamp (``since``, inclusive) that drops that many lines there goes on exactly after
-them: a follower's next request and a reader resumed from a block's position (in this
-process or another) read no line twice and lose none, and the engine sends only the log
-after the position. :func:`log_blocks` makes the requests: one read, or a follow across
+:class:`FrameParser` turns the frames of one or several requests into whole lines per
+stream (the toolkit's line rule) and keeps, per stream, a position (a
+:class:`~asynctorchx.schedulers.toolkit.Stamped`: the stamp of the last line ended and how
+many lines ended with it; a combined read's is a
+:class:`~asynctorchx.schedulers.toolkit.StampedPair`). A stream's stamps never go back, so
+a request from that stamp (``since``, inclusive) that drops that many lines there
+(:class:`~asynctorchx.schedulers.toolkit.StampSkip`) goes on exactly after them: a
+follower's next request and a reader resumed from a block's position (in this process or
+another) read no line twice and lose none, and the engine sends only the log after the
+position. :func:`log_blocks` makes the requests: one read, or a follow across
 the restarts of the container's restart policy (TorchX 0.7.0's
 ``torchx.schedulers.docker_scheduler`` follows one run only), woken by the engine's events.
 """
@@ -40,22 +43,22 @@ from asynctorchx.schedulers.docker._engine import (
 from asynctorchx.schedulers.docker._state import STATE_EVENTS, STOP_EVENTS
 from asynctorchx.schedulers.toolkit import (
     MAX_LINE_BYTES,
+    STAMPED_START,
     LineAssembler,
     LogBlock,
+    LogPosition,
     LogQuery,
+    Stamped,
+    StampedPair,
+    StampSkip,
     format_rfc3339_ns,
     parse_rfc3339_ns,
+    position_of,
     race,
 )
 
 #: The stream numbers of the engine's frame header.
 STDOUT, STDERR = 1, 2
-
-#: A stream's position is ``stamp_ns * POSITION_SCALE + count`` (0: the start); a
-#: combined read's is stdout's plus stderr's times :data:`COMBINED_SCALE` (more than any
-#: stream's position until the year 2286).
-POSITION_SCALE = 10**6
-COMBINED_SCALE = 10**25
 
 #: A follower's next request starts for a stream without a line going on no earlier than
 #: this long (ns) before the newest frame it consumed. Positions alone are exact, but
@@ -127,17 +130,45 @@ def _stamp(body: bytes | bytearray, start: int, end: int) -> tuple[bytes, int]:
     return (b"", start) if ns is None else (_text(ns), space + 1)
 
 
-class LogLines:
-    """Whole log lines from the engine's frames of one container, over several requests.
+class _Stream(StampSkip[bytes | bytearray]):
+    """One stream's state in a read: its position and the current request's start (the
+    toolkit's resume-and-skip, over stamps as the engine writes them), its line splitter,
+    and the line going on.
+
+    Args:
+        position: where its lines stopped: the stamp of the last line ended, and how many
+            lines ended with it.
+    """
+
+    __slots__ = ("assembler", "fed", "part", "skip_bytes")
+
+    def __init__(self, position: Stamped) -> None:
+        super().__init__(_text(position.ns) if position.ns else b"", position.lines)
+        self.assembler = LineAssembler(MAX_LINE_BYTES)
+        #: Bytes of the line going on consumed, and their stamp.
+        self.fed = 0
+        self.part: bytes | bytearray = b""
+        #: Bytes of the line going on that the current request sends again, to drop.
+        self.skip_bytes = 0
+
+    def position(self) -> Stamped:
+        """Where reading the stream again gives the lines after those ended so far."""
+        return Stamped(_ns(self.mark), self.count) if self.mark else STAMPED_START
+
+
+class FrameParser:
+    """Whole log lines from the engine's multiplexed frames of one container, over several
+    requests.
 
     Each stream's frames go to its own
     :class:`~asynctorchx.schedulers.toolkit.LineAssembler`, so a line the engine split
     into 16 KiB frames comes whole, and one over
     :data:`~asynctorchx.schedulers.toolkit.MAX_LINE_BYTES` (4 MiB) comes in pieces, each
     but the last without its ``\\n``, no byte added or lost. Per stream it keeps where its
-    lines stopped (the stamp of the last line ended and how many lines ended with it) and
-    the bytes of the line going on; :meth:`begin_request` starts the next request there,
-    and the frames it sends again are dropped, so memory is bounded by a read and a line.
+    lines stopped (a :class:`~asynctorchx.schedulers.toolkit.Stamped`: the stamp of the
+    last line ended and how many lines ended with it) and the bytes of the line going on;
+    :meth:`begin_request` starts the next request there, and the frames it sends again
+    are dropped, so memory is bounded by a read and a line.
 
     Args:
         since_ns: drop frames stamped before this (ns since the epoch), or ``None``.
@@ -149,18 +180,8 @@ class LogLines:
         self.tty = tty
         self.streams = streams
         self._since = b"" if since_ns is None else _text(since_ns)
-        self._assemblers = {kind: LineAssembler(MAX_LINE_BYTES) for kind in (STDOUT, STDERR)}
-        # Per stream, indexed by its number: the stamp of the last line ended (b"": none)
-        # and how many lines ended with it; the bytes of the line going on consumed and
-        # their stamp; a request's start: frames stamped before `_floor` are dropped, and
-        # at `_floor` the first `_skip_lines` lines then `_skip_bytes` bytes.
-        self._mark: list[bytes | bytearray] = [b""] * 3
-        self._count = [0] * 3
-        self._fed = [0] * 3
-        self._part: list[bytes | bytearray] = [b""] * 3
-        self._floor: list[bytes | bytearray] = [self._since] * 3
-        self._skip_lines = [0] * 3
-        self._skip_bytes = [0] * 3
+        #: Indexed by the stream's number in the frame header (0 unused).
+        self._state = [_Stream(STAMPED_START) for _ in range(3)]
         self._newest: bytes | bytearray = b""
         #: The frames consumed are the log's first, in its order, none left out by
         #: ``since`` (see :meth:`reaches_back`).
@@ -168,29 +189,32 @@ class LogLines:
         #: Where the lines of the last :meth:`take` or :meth:`flush` start: the
         #: :meth:`position` before them, or the block before's while a stream is in a line
         #: cut at the 4 MiB bound (a position falls only between lines).
-        self.block_position = 0
+        self.block_position: Stamped | StampedPair = self.position()
 
-    def position(self) -> int:
-        """Where reading again gives the lines after those taken so far (0: the start)."""
-        position = 0
-        for kind in reversed(self.streams):
-            mark = self._mark[kind]
-            stream = _ns(mark) * POSITION_SCALE + self._count[kind] if mark else 0
-            position = position * COMBINED_SCALE + stream
-        return position
+    def position(self) -> Stamped | StampedPair:
+        """Where reading again gives the lines after those taken so far: a
+        :class:`~asynctorchx.schedulers.toolkit.Stamped` for one stream, a
+        :class:`~asynctorchx.schedulers.toolkit.StampedPair` for both."""
+        stamped = [self._state[kind].position() for kind in self.streams]
+        return StampedPair(*stamped) if len(stamped) == 2 else stamped[0]
 
-    def resume_at(self, position: int) -> None:
-        """Start reading after ``position`` (a :meth:`position` of a read of these streams).
+    def resume_at(self, start: LogPosition) -> None:
+        """Start reading after ``start``: 0, or a :meth:`position` of a read of these streams.
 
-        Args:
-            position: per stream, its last line's stamp (ns) times :data:`POSITION_SCALE`
-                plus how many lines ended with it, combined as :meth:`position` does.
+        Raises:
+            ValueError: ``start`` is not 0 or a position of a read of these streams.
         """
-        for kind in self.streams:
-            position, stream = divmod(position, COMBINED_SCALE)
-            stamp, self._count[kind] = divmod(stream, POSITION_SCALE)
-            self._mark[kind] = _text(stamp) if stamp else b""
-        self._in_order = self._in_order and not self.position()
+        given: Stamped | StampedPair | None
+        if len(self.streams) == 2:
+            given = position_of(start, StampedPair, "local_docker combined")
+        else:
+            given = position_of(start, Stamped, "local_docker")
+        if given is None:
+            return
+        each = given if isinstance(given, StampedPair) else [given]
+        for stream, stamped in zip(self.streams, each, strict=True):
+            self._state[stream] = _Stream(stamped)
+        self._in_order = self._in_order and not any(self._state[k].mark for k in self.streams)
         self.block_position = self.position()
 
     def begin_request(self) -> int | None:
@@ -200,14 +224,13 @@ class LogLines:
         :data:`REREAD_NS` before the newest frame consumed), else at ``since_ns``.
         """
         recent = _text(max(_ns(self._newest) - REREAD_NS, 0)) if self._newest else b""
+        floors = []
         for kind in self.streams:
-            mark = self._mark[kind]
-            going_on = self._part[kind] if self._fed[kind] else b""
-            floor = max(going_on or max(mark, recent), self._since)
-            self._floor[kind] = floor
-            self._skip_lines[kind] = self._count[kind] if floor == mark else 0
-            self._skip_bytes[kind] = self._fed[kind]
-        floors = [self._floor[kind] for kind in self.streams]
+            state = self._state[kind]
+            going_on = state.part if state.fed else b""
+            state.begin(max(going_on or max(state.mark, recent), self._since))
+            state.skip_bytes = state.fed
+            floors.append(state.floor)
         return _ns(min(floors)) if all(floors) else None
 
     def take(self, body: bytearray, at_eof: bool) -> list[str]:
@@ -215,8 +238,8 @@ class LogLines:
 
         Consecutive payloads of one stream go to its assembler at once (the same lines as
         frame by frame), so a read of 100-byte lines is decoded once, not once a line;
-        stamps are compared as the engine writes them. The work is per frame: 1 M frames
-        for 100 MB of 100-byte lines (benchmark 7 logs).
+        stamps are compared as the engine writes them. The work is per frame (benchmark 7
+        logs).
 
         Args:
             body: the response body read so far; the frames consumed are removed from it.
@@ -225,8 +248,7 @@ class LogLines:
         self._start_block()
         if self.tty:  # raw text, a frame a line: framed as the multiplexed body is
             body = _tty_frames(body, at_eof)
-        mark, count, fed, part, floor = self._mark, self._count, self._fed, self._part, self._floor
-        skipping = any(self._skip_lines) or any(self._skip_bytes)
+        states = self._state
         newest = self._newest
         run: list[bytearray] = []  # payloads of consecutive frames of one stream
         lines: list[str] = []
@@ -239,6 +261,7 @@ class LogLines:
             if end > size:
                 break
             kind = STDERR if body[pos] == STDERR else STDOUT
+            state = states[kind]
             pos = end
             # "<stamp>Z " in the engine's fixed form, not its zero time ("0001-...")
             if (
@@ -250,47 +273,36 @@ class LogLines:
                 stamp, begin = body[start : start + 30], start + 31
             else:
                 stamp, begin = _stamp(body, start, end)
+            ends_line = body[end - 1] == 0x0A
             if stamp:
-                if stamp < floor[kind]:
-                    continue  # before this request's start for this stream
-                if skipping and stamp == floor[kind]:
-                    begin = self._skip(kind, begin, end, body[end - 1] == 0x0A)
-                    skipping = any(self._skip_lines) or any(self._skip_bytes)
+                if state.repeats(stamp, ends_line):
+                    continue  # before this request's start, or delivered before it
+                if state.skip_bytes and stamp == state.floor:  # the line going on's start
+                    dropped = min(state.skip_bytes, end - begin)
+                    state.skip_bytes -= dropped
+                    begin += dropped
                     if begin == end:
-                        continue  # consumed before this request
+                        continue
                 newest = max(newest, stamp)
-            if body[end - 1] != 0x0A:
-                fed[kind] += end - begin
-                part[kind] = stamp
-            elif stamp == mark[kind]:  # a line ends: the position moves on
-                count[kind] += 1
-                fed[kind] = 0
+            if ends_line:
+                state.fed = 0
             else:
-                mark[kind], count[kind], fed[kind] = stamp, 1, 0
+                state.fed += end - begin
+                state.part = stamp
             if kind != run_kind and run:
-                lines += self._assemblers[run_kind].feed(b"".join(run))
+                lines += states[run_kind].assembler.feed(b"".join(run))
                 run = []
             run_kind = kind
             run.append(body[begin:end])
         del body[:pos]
         self._newest = newest
-        return lines + self._assemblers[run_kind].feed(b"".join(run)) if run else lines
-
-    def _skip(self, kind: int, begin: int, end: int, ends_line: bool) -> int:
-        """Drop what a frame of ``kind`` at its stream's floor repeats: a line (or piece of
-        one) counted in the position, or bytes of the line going on; return where the
-        payload left starts."""
-        if self._skip_lines[kind]:
-            self._skip_lines[kind] -= ends_line
-            return end
-        dropped = min(self._skip_bytes[kind], end - begin)
-        self._skip_bytes[kind] -= dropped
-        return begin + dropped
+        return lines + states[run_kind].assembler.feed(b"".join(run)) if run else lines
 
     def _start_block(self) -> None:
         """Set :attr:`block_position` for the lines taken next: the position, unless a
         stream is in a line cut at the 4 MiB bound (a piece of it taken)."""
-        if all(self._fed[k] <= self._assemblers[k].pending_bytes for k in self.streams):
+        states = [self._state[kind] for kind in self.streams]
+        if all(state.fed <= state.assembler.pending_bytes for state in states):
             self.block_position = self.position()
 
     def flush(self) -> list[str]:
@@ -301,11 +313,11 @@ class LogLines:
         self._start_block()
         lines: list[str] = []
         for kind in self.streams:
-            if last := self._assemblers[kind].flush():
+            state = self._state[kind]
+            if last := state.assembler.flush():
                 lines += last
-                stamp = self._part[kind]
-                self._count[kind] = self._count[kind] + 1 if stamp == self._mark[kind] else 1
-                self._mark[kind], self._fed[kind] = stamp, 0
+                state.delivered(state.part)
+                state.fed = 0
         return lines
 
     def reaches_back(self, tail: bytes | bytearray, at_eof: bool) -> bool | None:
@@ -329,11 +341,11 @@ class LogLines:
         if end > len(tail):
             return False if at_eof else None
         stamp, _ = _stamp(tail, 8, end)
-        return bool(stamp) and stamp < self._floor[STDERR if tail[0] == STDERR else STDOUT]
+        return bool(stamp) and stamp < self._state[STDERR if tail[0] == STDERR else STDOUT].floor
 
 
 async def log_blocks(
-    engine: Engine, app_id: str, handle: str, query: LogQuery, start: int = 0
+    engine: Engine, app_id: str, handle: str, query: LogQuery, start: LogPosition = 0
 ) -> AsyncGenerator[LogBlock, None]:
     """Stream the log of the container of a replica of the app from the engine as whole
     lines, a received chunk's at a time (an async generator of ``toolkit.LogBlock``).
@@ -346,10 +358,11 @@ async def log_blocks(
     yielded, awaiting the engine's events (no polling); ``streams`` picks stdout, stderr
     or combined (the default); ``regex`` filters.
 
-    A block's position is :meth:`LogLines.position` before it: per stream, the engine's
-    stamp of the last line delivered and how many lines had that stamp. A read from
-    ``start`` asks the engine for the log from those stamps and drops those lines, so
-    its cost does not grow with the log.
+    A block's position is :meth:`FrameParser.position` before it: per stream, the
+    engine's stamp of the last line delivered and how many lines had that stamp (a
+    ``Stamped``; a ``StampedPair`` for a combined read). A read from ``start`` asks the
+    engine for the log from those stamps and drops those lines, so its cost does not
+    grow with the log.
 
     Args:
         engine: the engine.
@@ -360,8 +373,9 @@ async def log_blocks(
 
     Raises:
         UnknownAppException: the engine has no container of the app.
-        ValueError: the app has no role ``query.role_name`` or replica ``query.k``, or
-            that replica's container was removed.
+        ValueError: the app has no role ``query.role_name`` or replica ``query.k``, that
+            replica's container was removed, or ``start`` is not 0 or a position of a
+            read of the same streams.
     """
     container = await find_container(engine, app_id, query)
     if container is None:
@@ -375,7 +389,7 @@ async def log_blocks(
         params["until"] = ns_to_engine(round(query.until.timestamp() * 1_000_000) * 1000)
     since = query.since
     since_ns = int(since.timestamp() * 1_000_000) * 1000 if since is not None else None
-    lines = LogLines(since_ns, container.tty, kinds)
+    lines = FrameParser(since_ns, container.tty, kinds)
     lines.resume_at(start)
     cid = container.id
     if query.should_tail:
@@ -387,22 +401,20 @@ async def log_blocks(
         async for block in produced:
             if pattern is not None:
                 block = [line for line in block if pattern.search(line) is not None]
-            yield lines.block_position, block
+            yield LogBlock(lines.block_position, block)
 
 
 @contextlib.asynccontextmanager
 async def _open(
-    engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str], follow: bool
+    engine: Engine, cid: str, lines: FrameParser, params: Mapping[str, str], follow: bool
 ) -> AsyncIterator[StreamBody]:
     """Open the next log request of ``lines``, from its position (a followed one if
     ``follow``).
 
     From a position, the log's last :data:`TAIL_FRAMES` frames are asked for first
     (``tail``): the engine reads them from the log's end, where a request from a time
-    decodes the whole log to skip what is before it (``json-file``: for 1 M lines of
-    100 B, ``docker logs --since`` the last line's stamp took 4.4-5.7 s against 0.02 s
-    for ``--tail 32``, 2026-11-26 12:50 UTC, load average 6). When they reach back to
-    the position (:meth:`LogLines.reaches_back`) they hold the rest, so a follower's last
+    decodes the whole log to skip what is before it (``json-file``). When they reach back
+    to the position (:meth:`FrameParser.reaches_back`) they hold the rest, so a follower's last
     read (benchmark 7 logs, the follow row), its follow after a restart and a resume near
     the end cost the tail only; else the log is asked for from the position (``since``).
 
@@ -427,7 +439,7 @@ async def _open(
 
 
 async def _read_logs(
-    engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str]
+    engine: Engine, cid: str, lines: FrameParser, params: Mapping[str, str]
 ) -> AsyncGenerator[list[str], None]:
     """Yield the lines the engine has now (from the position, :func:`_open`), a block at
     a time (the lines of a chunk received), then the unfinished last lines: the
@@ -453,7 +465,7 @@ async def _read_logs(
 
 
 async def _tail(
-    engine: Engine, cid: str, lines: LogLines, params: Mapping[str, str], until: datetime | None
+    engine: Engine, cid: str, lines: FrameParser, params: Mapping[str, str], until: datetime | None
 ) -> AsyncGenerator[list[str], None]:
     """Follow the container's log across restarts until it stopped for good (blocks of lines).
 
@@ -517,7 +529,7 @@ async def _more(body: StreamBody, events: EngineEvents, deadline: float, stopped
 async def _follow(
     engine: Engine,
     cid: str,
-    lines: LogLines,
+    lines: FrameParser,
     params: Mapping[str, str],
     events: EngineEvents,
     deadline: float,

@@ -64,6 +64,7 @@ from asynctorchx.schedulers.docker._request import (
 from asynctorchx.schedulers.docker._workspace import build_workspace
 from asynctorchx.schedulers.toolkit import (
     LogBlock,
+    LogPosition,
     LogQuery,
     gather,
     validate_app_id,
@@ -338,7 +339,9 @@ class DockerScheduler(Scheduler[DockerJob]):
 
     # ------------------------------------------------------------------ logs
 
-    def _log_blocks(self, app_id: str, query: LogQuery, start: int) -> AsyncIterator[LogBlock]:
+    def _log_blocks(
+        self, app_id: str, query: LogQuery, start: LogPosition
+    ) -> AsyncIterator[LogBlock]:
         """Stream a replica's log from the engine, a received chunk's lines at a time.
 
         Lines are whole and keep their ``\\n``, however long (frames are reassembled per

@@ -12,9 +12,10 @@ pieces; the pieces after the first carry no time of their own and count as lines
 their first piece's time.
 
 A block's position (:meth:`LogReader.read`) is the same (time, count) before its first
-line, as one integer (:attr:`LogReader.position`): a reader given it asks the kubelet from
-that time on and skips the lines counted, so a resume reads what came after that time,
-not the log again from its start.
+line, a :class:`~asynctorchx.schedulers.toolkit.Stamped` (:attr:`LogReader.position`): a
+reader given it asks the kubelet from that time on and skips the lines counted
+(:class:`~asynctorchx.schedulers.toolkit.StampSkip`), so a resume reads what came after
+that time, not the log again from its start.
 
 ``should_tail`` follows the pod until the app is terminal: when Volcano replaces the pod
 (a retry) the new pod's log follows; the wait for a pod to start or be replaced is an
@@ -35,10 +36,16 @@ from asynctorchx.schedulers.kubernetes._informer import Informer
 from asynctorchx.schedulers.kubernetes._state import Job, Pod
 from asynctorchx.schedulers.toolkit import (
     MAX_LINE_BYTES,
+    STAMPED_START,
     LineAssembler,
+    LogBlock,
+    LogPosition,
     LogQuery,
+    Stamped,
+    StampSkip,
     format_rfc3339_ns,
     parse_rfc3339_ns,
+    position_of,
     race,
 )
 from asynctorchx.specs.api import is_terminal
@@ -46,11 +53,6 @@ from asynctorchx.specs.api import is_terminal
 #: Seconds a follower waits for the pods watch to show why a log stream ended cleanly
 #: before it reconnects anyway (the server may end a follow of a running container).
 CLEAN_END_GRACE = 5.0
-
-
-#: A position's count of lines at one time is its last 10 digits: a kubelet's times are
-#: ns (19 digits), so a position has at most 29, within the Runner's cursor's 30.
-_COUNT_SCALE = 10_000_000_000
 
 
 class LogReader:
@@ -64,34 +66,45 @@ class LogReader:
         start: 0 (the log's start), or a block's :attr:`position`.
 
     Raises:
-        ValueError: ``start`` is negative.
+        ValueError: ``start`` is not 0 or a :class:`~asynctorchx.schedulers.toolkit.Stamped`.
     """
 
     def __init__(
-        self, api: ApiServer, namespace: str, container: str, query: LogQuery, start: int = 0
+        self,
+        api: ApiServer,
+        namespace: str,
+        container: str,
+        query: LogQuery,
+        start: LogPosition = 0,
     ) -> None:
-        if start < 0:
-            raise ValueError(f"a kubernetes log position is not negative: {start}")
         self.api = api
         self.namespace = namespace
         self.container = container
         self.query = query
         self.uid = ""  # the pod (container) whose log is read; "" before the first
-        # the time (ns) of the last line read (-1 before any), and how many lines had it
-        self.last_ns, self.count = divmod(start, _COUNT_SCALE) if start else (-1, 0)
+        #: The time (ns) of the last line read (0 before any) and how many lines had it.
+        self.resume = self.restart(position_of(start, Stamped, "kubernetes") or STAMPED_START)
         self.done = False  # a line after ``until`` was seen
         self.ended = False  # the last request ended cleanly (see read)
-        self._skip = self._seen = 0
         self._in_line = False  # the last line read was a piece of a long line
         self._line_ns: int | None = None  # the time of the line of the pieces
 
-    @property
-    def position(self) -> int:
-        """Where the log was read up to as one integer: the last line's time (ns), then
-        how many lines had it (its last 10 digits); 0 before any line (the log's start)."""
-        return self.last_ns * _COUNT_SCALE + self.count if self.last_ns >= 0 else 0
+    def restart(self, position: Stamped = STAMPED_START) -> StampSkip[int]:
+        """Read from ``position`` on (a new container: from its start).
 
-    async def read(self, pod: str, follow: bool) -> AsyncGenerator[tuple[int, list[str]], None]:
+        Args:
+            position: where to read from.
+        """
+        self.resume = StampSkip(position.ns, position.lines)
+        return self.resume
+
+    @property
+    def position(self) -> Stamped:
+        """Where the log was read up to: the last line's time (ns) and how many lines had
+        it; :data:`~asynctorchx.schedulers.toolkit.STAMPED_START` before any line."""
+        return Stamped(self.resume.mark, self.resume.count)
+
+    async def read(self, pod: str, follow: bool) -> AsyncGenerator[LogBlock, None]:
         """Yield the new lines of one log request, a received chunk's at a time (its end
         flushes a partial line), each block with the position before its first line
         (:attr:`position`).
@@ -117,12 +130,12 @@ class LogReader:
                 async for chunk in chunks:
                     at = self.position
                     if block := self.take(assembler.feed(chunk)):
-                        yield at, block
+                        yield LogBlock(at, block)
                     if self.done:
                         break
                 at = self.position
                 if not self.done and (block := self.take(assembler.flush())):
-                    yield at, block
+                    yield LogBlock(at, block)
         except StreamBroken:
             return
         except KubernetesApiError as error:
@@ -133,11 +146,11 @@ class LogReader:
 
     def begin(self) -> str | None:
         """Start a request: return its ``sinceTime`` (the last line's time, else ``since``)."""
-        self._skip, self._seen, self._in_line = self.count, 0, False
-        since = self.last_ns
-        if since < 0 and self.query.since is not None:
-            since = int(self.query.since.timestamp() * 1_000_000_000)
-        return format_rfc3339_ns(since) if since >= 0 else None
+        self._in_line = False
+        since = self.query.since
+        since_ns = 0 if since is None else int(since.timestamp() * 1_000_000_000)
+        self.resume.begin(max(self.resume.mark, since_ns))
+        return format_rfc3339_ns(self.resume.floor) if self.resume.floor else None
 
     def take(self, lines: list[str]) -> list[str]:
         """The lines (pieces) of a request to yield, up to the first past ``until``; the
@@ -148,7 +161,7 @@ class LogReader:
         """
         kept: list[str] = []
         query = self.query
-        since, until = query.since_timestamp, query.until_timestamp
+        until = query.until_timestamp
         for line in lines:
             piece, self._in_line = self._in_line, not line.endswith("\n")
             if piece:
@@ -160,18 +173,12 @@ class LogReader:
                 if query.matches(line):
                     kept.append(line)
                 continue
-            if ns < self.last_ns:
-                continue
-            if ns > self.last_ns:
-                self.last_ns, self.count, self._skip = ns, 0, 0
-            self._seen += 1
-            if self._seen <= self._skip:
-                continue
-            self.count += 1
+            if self.resume.repeats(ns):
+                continue  # before the request's start (or ``since``), or delivered before
             if until is not None and ns > until * 1_000_000_000:
                 self.done = True
                 break
-            if (since is None or ns >= since * 1_000_000_000) and query.matches(text):
+            if query.matches(text):
                 kept.append(text)
         return kept
 
@@ -192,7 +199,7 @@ async def follow(
     job_name: str,
     pod: PodOf,
     listed_pod: Callable[[], Awaitable[Pod | None]],
-) -> AsyncGenerator[tuple[int, list[str]], None]:
+) -> AsyncGenerator[LogBlock, None]:
     """Follow the pod's log until the app is terminal and its last container's log ended.
 
     A container's log is complete once a follow opened after it terminated ended
@@ -221,7 +228,7 @@ async def follow(
                 return
         uid = current.uid
         if reader.uid and uid != reader.uid:  # a new container (a retry): all its lines are new
-            reader.last_ns, reader.count = -1, 0
+            reader.restart()
         reader.uid = uid  # the first container read may go on from a position given
         terminated = current.over
         async for block in reader.read(current.name, follow=True):

@@ -55,7 +55,7 @@ from asynctorchx.schedulers.kubernetes._state import (
     failure,
     next_deadline,
 )
-from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, race
+from asynctorchx.schedulers.toolkit import LogBlock, LogPosition, LogQuery, race
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
@@ -287,7 +287,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     # ------------------------------------------------------------------ logs
 
     async def _log_blocks(
-        self, app_id: str, query: LogQuery, start: int
+        self, app_id: str, query: LogQuery, start: LogPosition
     ) -> AsyncIterator[LogBlock]:
         """Yield a replica's log lines a received chunk's at a time (see :mod:`._logs`;
         a block's position is the kubelet's time of the line before it and how many lines

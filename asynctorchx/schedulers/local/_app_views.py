@@ -88,6 +88,7 @@ from asynctorchx.schedulers.local._records import (
 from asynctorchx.schedulers.local._supervisor import LocalApp, read_error_file
 from asynctorchx.schedulers.toolkit import (
     LogBlock,
+    LogPosition,
     LogQuery,
     Notifier,
     describe_app,
@@ -327,7 +328,7 @@ class AppView(abc.ABC):
             while (state := self.state()) is not None and not done(state):
                 await watch.wait()
 
-    def log_blocks(self, query: LogQuery, start: int) -> AsyncIterator[LogBlock]:
+    def log_blocks(self, query: LogQuery, start: LogPosition) -> AsyncIterator[LogBlock]:
         """The log lines of the replica ``query`` names (``LocalScheduler.log_blocks``).
 
         Args:
@@ -344,7 +345,7 @@ class AppView(abc.ABC):
         return self._follow(path, query, start, stream == Stream.COMBINED)
 
     async def _follow(
-        self, path: str, query: LogQuery, start: int, combined: bool
+        self, path: str, query: LogQuery, start: LogPosition, combined: bool
     ) -> AsyncIterator[LogBlock]:
         """Yield the blocks of ``path`` (see ``tail_blocks``; ``combined``: the replica's
         ``combined.log``, whose write ends cut lines), woken by :meth:`watch` when

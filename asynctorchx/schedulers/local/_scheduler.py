@@ -48,6 +48,7 @@ from asynctorchx.schedulers.local._request import (
 from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
 from asynctorchx.schedulers.toolkit import (
     LogBlock,
+    LogPosition,
     LogQuery,
     validate_app_id,
     validate_name,
@@ -388,7 +389,9 @@ class LocalScheduler(Scheduler[PopenRequest]):
         if view is not None:
             await view.cancel()
 
-    def _log_blocks(self, app_id: str, query: LogQuery, start: int) -> AsyncIterator[LogBlock]:
+    def _log_blocks(
+        self, app_id: str, query: LogQuery, start: LogPosition
+    ) -> AsyncIterator[LogBlock]:
         """Iterate over the log lines of the replica ``query`` names, as they come.
 
         See :meth:`Scheduler.log_iter`. The file is ``<replica_log_dir>/<stream>.log``

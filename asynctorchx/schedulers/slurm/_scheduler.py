@@ -49,7 +49,7 @@ from asynctorchx.schedulers.slurm._state import (
     job_state,
     sacct_start,
 )
-from asynctorchx.schedulers.toolkit import LogBlock, LogQuery, tail_blocks
+from asynctorchx.schedulers.toolkit import LogBlock, LogPosition, LogQuery, tail_blocks
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, is_terminal, runopts
 from asynctorchx.workspace.dir_workspace import DirWorkspaceMixin
 
@@ -268,7 +268,9 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         for kept in (self._last_seen, self._roles, self._job_dirs):
             kept.pop(app_id, None)
 
-    def _log_blocks(self, app_id: str, query: LogQuery, start: int) -> AsyncIterator[LogBlock]:
+    def _log_blocks(
+        self, app_id: str, query: LogQuery, start: LogPosition
+    ) -> AsyncIterator[LogBlock]:
         """Read a replica's ``slurm-{job_id}-{role}-{k}.out`` or ``.err`` file.
 
         ``streams``: ``STDOUT`` reads ``.out``, ``STDERR`` and ``None`` read ``.err``
@@ -296,7 +298,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         return self._read_log(app_id, query, name, start)
 
     async def _read_log(
-        self, app_id: str, query: LogQuery, name: str, start: int
+        self, app_id: str, query: LogQuery, name: str, start: LogPosition
     ) -> AsyncIterator[LogBlock]:
         response = await self.describe(app_id)
         if response is None:

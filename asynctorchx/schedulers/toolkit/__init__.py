@@ -14,11 +14,15 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
 - logs: :class:`LogQuery` (what ``log_iter`` was asked), :class:`LineAssembler`, the one
   splitter, and :func:`iter_lines` (bytes -> lines, lines longer than
   :data:`MAX_LINE_BYTES` cut at a character boundary, nothing added),
-  :func:`tail_blocks` (a file's lines a read at a time, each :data:`LogBlock` with the
+  :func:`tail_blocks` (a file's lines a read at a time, each :class:`LogBlock` with the
   byte offset to read again from), :func:`lines_of` (their lines one by one) and
   :class:`Notifier` (follow a file, woken by its writer), :func:`open_for_reading` (never
   through a planted symlink), :func:`parse_rfc3339_ns` and :func:`format_rfc3339_ns`
   (log stamps);
+- log positions: :data:`LogPosition` (a byte offset, a :class:`Stamped` or a
+  :class:`StampedPair`), :func:`position_of` (a backend's kind, checked),
+  :class:`StampSkip` (resume a stamped log and skip what was delivered),
+  :func:`format_position` and :func:`parse_position` (as text, in cursors);
 - concurrency: :func:`gather`, :func:`gather_results`, :func:`race` (the first error
   raised as itself), :func:`background_tasks` (a block's exception raised as itself);
 - waiting on one feed: :class:`SharedFeed` (one reader, many waiters; a Kubernetes watch
@@ -50,6 +54,16 @@ from asynctorchx.schedulers.toolkit._lines import (
 )
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
 from asynctorchx.schedulers.toolkit._polling import BatchedPoller, SharedFeed
+from asynctorchx.schedulers.toolkit._position import (
+    STAMPED_START,
+    LogPosition,
+    Stamped,
+    StampedPair,
+    StampSkip,
+    format_position,
+    parse_position,
+    position_of,
+)
 from asynctorchx.schedulers.toolkit._rfc3339 import format_rfc3339_ns, parse_rfc3339_ns
 from asynctorchx.schedulers.toolkit._state import (
     app_state,
@@ -76,17 +90,23 @@ __all__ = [
     "DEVICES",
     "MAX_LINE_BYTES",
     "READ_SIZE",
+    "STAMPED_START",
     "BatchedPoller",
     "LineAssembler",
     "LogBlock",
+    "LogPosition",
     "LogQuery",
     "Notifier",
     "SharedFeed",
+    "StampSkip",
+    "Stamped",
+    "StampedPair",
     "UnknownDeviceError",
     "app_state",
     "background_tasks",
     "check_env",
     "describe_app",
+    "format_position",
     "format_rfc3339_ns",
     "gather",
     "gather_results",
@@ -97,7 +117,9 @@ __all__ = [
     "lines_of",
     "make_app_id",
     "open_for_reading",
+    "parse_position",
     "parse_rfc3339_ns",
+    "position_of",
     "race",
     "role_statuses",
     "sanitize_app_name",

@@ -12,6 +12,7 @@ import errno
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
+from typing import NamedTuple
 
 import anyio
 import anyio.lowlevel
@@ -25,13 +26,13 @@ from asynctorchx.schedulers.toolkit._lines import (
     line_spans,
 )
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
+from asynctorchx.schedulers.toolkit._position import LogPosition
 
 #: Bytes read at a time (124 KiB). Large enough that the per-block cost (a read, a decode,
 #: a checkpoint) is small beside the lines'; small enough that a block of ASCII lines and
 #: its text stay under glibc's ``malloc`` mmap threshold (128 KiB by default): above it
 #: every block is fresh pages (``mmap``, page faults, ``munmap``). Guarded by benchmark 5's
-#: ``ours`` row (``log_iter`` of a finished replica, ``benchmarks/README.md``): against
-#: 64 KiB, 5-9% less CPU in each of six runs on 2026-11-26; 1 MiB blocks did worse.
+#: ``ours`` row (``log_iter`` of a finished replica, ``benchmarks/README.md``).
 READ_SIZE = 124 << 10
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
@@ -98,10 +99,17 @@ def open_for_reading(path: str) -> int:
         raise
 
 
-#: A block of log lines and the position of its first line: where a reader can read the
-#: log again from (for a file its byte offset; see :meth:`Scheduler.log_blocks
-#: <asynctorchx.schedulers.api.Scheduler.log_blocks>`).
-LogBlock = tuple[int, Iterable[str]]
+class LogBlock(NamedTuple):
+    """A block of log lines and where its backend reads them again from
+    (:meth:`Scheduler.log_blocks <asynctorchx.schedulers.api.Scheduler.log_blocks>`).
+
+    Args:
+        position: the position of its first line (for a file, its byte offset).
+        lines: the lines, each with its ``\\n`` (but a log's unterminated last line).
+    """
+
+    position: LogPosition
+    lines: Iterable[str]
 
 
 async def lines_of(blocks: AsyncIterator[LogBlock]) -> AsyncIterator[str]:
@@ -123,7 +131,7 @@ async def tail_blocks(
     path: str,
     query: LogQuery,
     *,
-    start: int = 0,
+    start: LogPosition = 0,
     is_finished: Callable[[], bool],
     time_of: Callable[[int], float | None] | None = None,
     offload_reads: bool = False,
@@ -145,7 +153,7 @@ async def tail_blocks(
         path: the log file (opened read-only, never created, never through a symbolic
             link).
         query: regex, since/until and should_tail (its role and replica are the caller's).
-        start: the byte offset to read from: 0, or a block's offset given before.
+        start: the byte offset to read from: 0, or a block's position given before.
         is_finished: returns True once nothing more will be written to the file.
         time_of: maps a byte offset of the file to when it was written (seconds since
             the epoch), or None when unknown; needed to honour ``since``/``until``
@@ -166,9 +174,14 @@ async def tail_blocks(
 
     Raises:
         UnsafeLogPathError: ``path`` is a symbolic link.
-        ValueError: ``max_line_bytes`` is under 4.
+        ValueError: ``max_line_bytes`` is under 4, or ``start`` is not a byte offset.
         OSError: the file cannot be read.
     """
+    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+        raise ValueError(
+            f"{start!r} is not a position in a log file: give 0 (its start) or the position"
+            " of a block read from the same file (a byte offset)"
+        )
     assembler = LineAssembler(max_line_bytes, start)
     select = _selector(query, time_of, max_line_bytes)
     while True:  # the file appears with the first output
@@ -191,13 +204,13 @@ async def tail_blocks(
             if not chunk:  # end of file for now
                 if finished or not query.should_tail:
                     at = assembler.offset
-                    yield at, select(assembler.take_rest(), at)[0]
+                    yield LogBlock(at, select(assembler.take_rest(), at)[0])
                     return
                 await wait_for_change()
                 continue
             at = assembler.offset
             lines, past_until = _split(assembler, chunk, cuts, select)
-            yield at, lines
+            yield LogBlock(at, lines)
             if past_until:
                 return
             await anyio.lowlevel.checkpoint()  # a long file must not hog the loop

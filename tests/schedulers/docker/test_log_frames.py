@@ -12,13 +12,12 @@ from __future__ import annotations
 import pytest
 
 from asynctorchx.schedulers.docker._logs import (
-    COMBINED_SCALE,
     REREAD_NS,
     STDERR,
     STDOUT,
-    LogLines,
+    FrameParser,
 )
-from asynctorchx.schedulers.toolkit import MAX_LINE_BYTES, format_rfc3339_ns
+from asynctorchx.schedulers.toolkit import MAX_LINE_BYTES, StampedPair, format_rfc3339_ns
 
 T0 = 1_714_564_800 * 1_000_000_000  # 2024-05-01T12:00:00Z in ns
 BOTH = (STDOUT, STDERR)
@@ -38,7 +37,7 @@ def engine_frames(kind: int, at_ns: int, line: bytes) -> bytes:
     return b"".join(frame(kind, at_ns, line[i : i + 16384]) for i in range(0, len(line), 16384))
 
 
-def request(lines: LogLines, log: list[tuple[int, bytes]], chunk: int = 1 << 30) -> list[str]:
+def request(lines: FrameParser, log: list[tuple[int, bytes]], chunk: int = 1 << 30) -> list[str]:
     """A request of ``lines`` to an engine holding ``log`` ((stamp, frame) in log order),
     its body taken ``chunk`` bytes at a time."""
     since = lines.begin_request()
@@ -63,13 +62,13 @@ def test_interleaved_streams_and_long_lines_come_whole_in_order_in_any_chunking(
         ]
     )
     for chunk in (1, 9, 100, len(body)):
-        got = request(LogLines(None, False, BOTH), [(T0, body)], chunk)
+        got = request(FrameParser(None, False, BOTH), [(T0, body)], chunk)
         assert got == ["out 1\n", long.decode(), "out 2\n", "caf\xe9 \r done\n"]
 
 
 def test_a_line_over_the_bound_comes_in_pieces_that_are_the_whole_line() -> None:
     long = ("é" * (MAX_LINE_BYTES // 2 + 1000)).encode() + b"\n"  # 2-byte characters
-    got = request(LogLines(None, False, BOTH), [(T0, engine_frames(STDOUT, T0, long))])
+    got = request(FrameParser(None, False, BOTH), [(T0, engine_frames(STDOUT, T0, long))])
     assert len(got) == 2
     assert not got[0].endswith("\n")  # a cut piece lacks its "\n"
     assert all(len(piece.encode()) <= MAX_LINE_BYTES for piece in got)
@@ -79,11 +78,11 @@ def test_a_line_over_the_bound_comes_in_pieces_that_are_the_whole_line() -> None
 def test_a_line_under_the_bound_split_by_the_engine_comes_whole() -> None:
     long = b"x" * (MAX_LINE_BYTES - 1) + b"\n"
     log = [(T0, engine_frames(STDOUT, T0, long)), (T0 + 1, frame(STDOUT, T0 + 1, b"next\n"))]
-    assert request(LogLines(None, False, BOTH), log) == [long.decode(), "next\n"]
+    assert request(FrameParser(None, False, BOTH), log) == [long.decode(), "next\n"]
 
 
 def test_frames_before_since_are_dropped_and_a_last_line_is_flushed() -> None:
-    lines = LogLines(T0, False, BOTH)
+    lines = FrameParser(T0, False, BOTH)
     log = [(T0 - 1, frame(STDOUT, T0 - 1, b"old\n")), (T0, frame(STDOUT, T0, b"new\nlast"))]
     assert request(lines, [(T0, b"".join(data for _, data in log))]) == ["new\n"]
     assert lines.flush() == ["new\nlast"[4:]]
@@ -93,7 +92,7 @@ def test_stamps_in_other_forms_are_compared_by_their_time() -> None:
     old = stamped(STDOUT, b"2024-05-01T12:00:00.4Z", b"old\n")  # T0 + 0.4 s, 1 digit
     at = stamped(STDERR, b"2024-05-01T14:00:00.5+02:00", b"at\n")  # T0 + 0.5 s, offset
     after = frame(STDOUT, T0 + 600_000_000, b"after\n")
-    lines = LogLines(T0 + 500_000_000, False, BOTH)  # since T0 + 0.5 s
+    lines = FrameParser(T0 + 500_000_000, False, BOTH)  # since T0 + 0.5 s
     log = [(T0 + 400_000_000, old), (T0 + 500_000_000, at)]
     assert request(lines, log) == ["at\n"]
     assert request(lines, [*log, (T0 + 600_000_000, after)]) == ["after\n"]
@@ -112,7 +111,7 @@ def test_a_followers_next_request_drops_what_it_consumed_of_each_stream() -> Non
     ]
     every = ["o1\n", "o2\n", "e1\n", "o3\n", "e2\n", "o4\n"]
     for cut in range(len(log) + 1):
-        lines = LogLines(None, False, BOTH)
+        lines = FrameParser(None, False, BOTH)
         first = request(lines, log[:cut])
         assert first + request(lines, log) == every, cut
 
@@ -120,7 +119,7 @@ def test_a_followers_next_request_drops_what_it_consumed_of_each_stream() -> Non
 def test_identical_frames_of_a_long_line_over_three_requests_come_once() -> None:
     piece = b"z" * 16384  # the engine splits the line into identical frames of one stamp
     p, q = (T0, frame(STDOUT, T0, piece)), (T0, frame(STDOUT, T0, b"\n"))
-    lines = LogLines(None, False, BOTH)
+    lines = FrameParser(None, False, BOTH)
     assert request(lines, [p]) == []
     assert request(lines, [p, p]) == []  # the first piece again, then the second
     assert request(lines, [p, p, p, q]) == [(piece * 3).decode() + "\n"]
@@ -133,13 +132,13 @@ def test_pieces_of_a_cut_line_are_not_repeated_by_the_next_request(
 
     monkeypatch.setattr(_logs, "MAX_LINE_BYTES", 10)
     a, b = (T0, frame(STDOUT, T0, b"a" * 16)), (T0, frame(STDOUT, T0, b"b" * 6 + b"\n"))
-    lines = LogLines(None, False, BOTH)
+    lines = FrameParser(None, False, BOTH)
     assert request(lines, [a]) == ["a" * 10]
     assert request(lines, [a, b]) == ["a" * 6 + "b" * 4, "bb\n"]
 
 
 def test_a_quiet_stream_is_read_again_from_a_second_before_the_newest_frame() -> None:
-    lines = LogLines(None, False, BOTH)
+    lines = FrameParser(None, False, BOTH)
     request(
         lines,
         [
@@ -152,14 +151,14 @@ def test_a_quiet_stream_is_read_again_from_a_second_before_the_newest_frame() ->
 
 def test_a_tty_body_is_raw_lines_with_their_carriage_returns() -> None:
     body = format_rfc3339_ns(T0).encode() + b" a\r\n" + format_rfc3339_ns(T0 + 1).encode() + b" b"
-    lines = LogLines(None, True, BOTH)
+    lines = FrameParser(None, True, BOTH)
     assert request(lines, [(T0, body)], chunk=7) == ["a\r\n"]
     assert lines.flush() == ["b"]
 
 
 def test_a_read_from_a_position_takes_the_rest_from_the_logs_tail_when_it_reaches_back() -> None:
     log = [frame(STDOUT, T0 + i, f"line {i}\n".encode()) for i in range(40)]
-    lines = LogLines(None, False, BOTH)
+    lines = FrameParser(None, False, BOTH)
     request(lines, [(T0, b"".join(log))])
     # the next request: the engine's tail=32 of the log, two more lines written meanwhile
     more = [*log, frame(STDOUT, T0 + 40, b"line 40\n"), frame(STDOUT, T0 + 41, b"line 41\n")]
@@ -172,22 +171,24 @@ def test_a_read_from_a_position_takes_the_rest_from_the_logs_tail_when_it_reache
     far = [frame(STDOUT, T0 + 100 + i, b"x\n") for i in range(40)]  # more than the tail
     assert lines.reaches_back(b"".join(far[-32:]), at_eof=True) is False
     assert lines.reaches_back(b"", at_eof=True) is False  # an empty log
-    assert not LogLines(None, False, BOTH).reaches_back(tail, at_eof=True)  # no floor
+    assert not FrameParser(None, False, BOTH).reaches_back(tail, at_eof=True)  # no floor
 
 
 def test_a_combined_read_resumed_from_a_position_does_not_trust_the_tail() -> None:
     log = [(T0 + 1, frame(STDERR, T0 + 1, b"e\n"))]
     log += [(T0 + 10 + i, frame(STDOUT, T0 + 10 + i, b"o\n")) for i in range(40)]
-    lines = LogLines(None, False, BOTH)
+    lines = FrameParser(None, False, BOTH)
     request(lines, log)
     tail = b"".join(data for _, data in log[-32:])  # stdout's frames only
-    resumed = LogLines(None, False, BOTH)
+    resumed = FrameParser(None, False, BOTH)
     resumed.resume_at(lines.position())
     resumed.begin_request()
     assert resumed.reaches_back(tail, at_eof=True) is False  # stderr's may be before it
     lines.begin_request()
     assert lines.reaches_back(tail, at_eof=True)  # it consumed the log's first frames, in order
-    stdout = LogLines(None, False, (STDOUT,))  # one stream: its frames are in order
-    stdout.resume_at(lines.position() % COMBINED_SCALE)
+    stdout = FrameParser(None, False, (STDOUT,))  # one stream: its frames are in order
+    combined = lines.position()
+    assert isinstance(combined, StampedPair)
+    stdout.resume_at(combined.stdout)
     stdout.begin_request()
     assert stdout.reaches_back(tail, at_eof=True)

@@ -12,14 +12,14 @@ from __future__ import annotations
 import pytest
 
 from asynctorchx.schedulers.docker import _logs
-from asynctorchx.schedulers.docker._logs import (
-    COMBINED_SCALE,
-    POSITION_SCALE,
-    STDERR,
-    STDOUT,
-    LogLines,
+from asynctorchx.schedulers.docker._logs import STDERR, STDOUT, FrameParser
+from asynctorchx.schedulers.toolkit import (
+    STAMPED_START,
+    LogPosition,
+    Stamped,
+    StampedPair,
+    format_rfc3339_ns,
 )
-from asynctorchx.schedulers.toolkit import format_rfc3339_ns
 
 T0 = 1_714_564_800 * 1_000_000_000  # 2024-05-01T12:00:00Z in ns
 LIMIT = 64  # the line bound here (bytes), so lines are cut into pieces
@@ -64,13 +64,15 @@ STREAMS = {
 }
 
 
-def read(streams: tuple[int, ...], position: int, chunk: int) -> list[tuple[int, list[str]]]:
+def read(
+    streams: tuple[int, ...], position: LogPosition, chunk: int
+) -> list[tuple[LogPosition, list[str]]]:
     """The blocks (position, lines) of the log read from ``position`` in ``chunk`` bytes."""
-    lines = LogLines(None, False, streams)
+    lines = FrameParser(None, False, streams)
     lines.resume_at(position)
     since = lines.begin_request()
     body = b"".join(f for kind, at, f in LOG if kind in streams and (since is None or at >= since))
-    blocks: list[tuple[int, list[str]]] = []
+    blocks: list[tuple[LogPosition, list[str]]] = []
     buffer = bytearray()
     for start in range(0, len(body), chunk):
         buffer += body[start : start + chunk]
@@ -99,14 +101,27 @@ def test_reading_again_from_a_blocks_position_gives_its_lines_then_the_rest(
 
 
 def test_a_position_is_each_streams_last_stamp_and_how_many_lines_had_it() -> None:
-    lines = LogLines(None, False, (STDOUT, STDERR))
-    assert lines.position() == 0  # the start
+    lines = FrameParser(None, False, (STDOUT, STDERR))
+    assert lines.position() == StampedPair(STAMPED_START, STAMPED_START)  # the start
     lines.begin_request()
     lines.take(bytearray(b"".join(f for _, _, f in LOG[:3])), at_eof=False)
-    stderr = (T0 + 1) * POSITION_SCALE + 1  # "E1\n"
-    assert lines.position() == T0 * POSITION_SCALE + 2 + stderr * COMBINED_SCALE  # "a", "b"
+    # "a" and "b" at T0, "E1\n" at T0 + 1
+    assert lines.position() == StampedPair(Stamped(T0, 2), Stamped(T0 + 1, 1))
     lines.take(bytearray(b"".join(f for _, _, f in LOG[3:])), at_eof=True)
     assert lines.flush() == ["unterminated", "E3"]
-    stdout = (T0 + 9) * POSITION_SCALE + 2  # "d\n" and "unterminated"
-    assert lines.position() == stdout + ((T0 + 9) * POSITION_SCALE + 1) * COMBINED_SCALE
+    # "d\n" and "unterminated" at T0 + 9; "E3" at T0 + 9
+    assert lines.position() == StampedPair(Stamped(T0 + 9, 2), Stamped(T0 + 9, 1))
     assert read((STDOUT, STDERR), lines.position(), 1 << 20) == [(lines.position(), [])] * 2
+
+
+@pytest.mark.parametrize(
+    ("streams", "start"),
+    [((STDOUT,), StampedPair(STAMPED_START, STAMPED_START)), ((STDOUT, STDERR), Stamped(T0, 1))],
+)
+@pytest.mark.parametrize("wrong", [7, "t1.1"])
+def test_a_position_of_another_read_is_refused_naming_it(
+    streams: tuple[int, ...], start: LogPosition, wrong: object
+) -> None:
+    for given in (start, wrong):
+        with pytest.raises(ValueError, match="is not a log position of this local_docker"):
+            FrameParser(None, False, streams).resume_at(given)  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ from asynctorchx.schedulers.api import Stream
 from asynctorchx.schedulers.docker import _engine
 from asynctorchx.schedulers.docker._logs import TAIL_FRAMES
 from asynctorchx.schedulers.docker_scheduler import create_scheduler
-from asynctorchx.schedulers.toolkit import LogQuery
+from asynctorchx.schedulers.toolkit import LogPosition, LogQuery
 from asynctorchx.specs.api import AppDef, Role, parse_app_handle
 
 LINES = 100_000  # of 60 bytes: a 6 MB log (with the engine's stamps and headers, ~10 MB)
@@ -98,7 +98,7 @@ async def test_a_combined_read_resumes_from_any_blocks_position(
         await sched.wait(app_id)
         query = LogQuery("r", 0, streams=Stream.COMBINED)
 
-        async def read(start: int) -> list[tuple[int, list[str]]]:
+        async def read(start: LogPosition) -> list[tuple[LogPosition, list[str]]]:
             return [(at, list(lines)) async for at, lines in sched.log_blocks(app_id, query, start)]
 
         blocks = await read(0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
 from asynctorchx.schedulers.kubernetes._logs import LogReader
 from asynctorchx.schedulers.toolkit import LogQuery, format_rfc3339_ns
@@ -32,3 +34,20 @@ def test_a_read_again_after_any_number_of_lines_yields_the_rest_once() -> None:
         since = resumed.begin()
         again = SENT[3:] if since == format_rfc3339_ns(T2) else SENT
         assert resumed.take(again) == TEXTS[delivered:]
+
+
+def test_a_new_reader_from_a_position_yields_the_rest_once() -> None:
+    for delivered in range(len(SENT) + 1):
+        first = reader()
+        first.begin()
+        assert first.take(SENT[:delivered]) == TEXTS[:delivered]
+        resumed = LogReader(ApiServer(), "default", "c", LogQuery("role0"), first.position)
+        since = resumed.begin()
+        assert (since is None) == (delivered == 0)  # from the log's start, else its time
+        again = SENT[3:] if since == format_rfc3339_ns(T2) else SENT
+        assert resumed.take(again) == TEXTS[delivered:]
+
+
+def test_a_position_of_another_kind_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match="7 is not a log position of this kubernetes read"):
+        LogReader(ApiServer(), "default", "c", LogQuery("role0"), 7)

@@ -17,7 +17,7 @@ from asynctorchx.errors import (
 from asynctorchx.schedulers.api import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes._jobapi import VOLCANO
 from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler, create_scheduler
-from asynctorchx.schedulers.toolkit import MAX_LINE_BYTES, LogQuery
+from asynctorchx.schedulers.toolkit import MAX_LINE_BYTES, STAMPED_START, LogQuery
 from asynctorchx.specs import AppDef, AppState, Resource, RetryPolicy, Role
 from asynctorchx.specs.overlays import JOIN, set_overlay
 from tests.schedulers.kubernetes.conftest import IMAGE, connected
@@ -306,7 +306,7 @@ async def test_a_line_over_the_bound_comes_in_pieces_that_resume_exactly(tmp_pat
             assert again == lines[offset:]
             if cluster.bare is not None:
                 (request,) = cluster.bare.kubelet.requests[requests:]
-                assert ("sinceTime=" in request) == (at != 0)
+                assert ("sinceTime=" in request) == (at != STAMPED_START)
             offset += len(list(block))
         assert len(blocks) > 1
         await scheduler.delete(app_id)
