@@ -80,8 +80,8 @@ TAIL_FRAMES = 1024
 DRAIN_QUIET_SECONDS = 0.1
 
 #: While a followed log flows, how long one read of it waits alone (seconds) before the
-#: follower awaits the engine's events beside it (a race, whose task group costs ~0.1 ms:
-#: more than the frames of a chunk), and how often, at most, the events the engine has
+#: follower awaits the engine's events beside it (a race, whose task group costs more
+#: than the frames of a chunk), and how often, at most, the events the engine has
 #: already sent are taken meanwhile; a choice of speed, never of lines (benchmark 7 logs,
 #: the follow row).
 FLOWING_SECONDS = 0.05

@@ -83,20 +83,11 @@ class LogReader:
         self.query = query
         self.uid = ""  # the pod (container) whose log is read; "" before the first
         #: The time (ns) of the last line read (0 before any) and how many lines had it.
-        self.resume = self.restart(position_of(start, Stamped, "kubernetes") or STAMPED_START)
+        self.resume = StampSkip(*(position_of(start, Stamped, "kubernetes") or STAMPED_START))
         self.done = False  # a line after ``until`` was seen
         self.ended = False  # the last request ended cleanly (see read)
         self._in_line = False  # the last line read was a piece of a long line
         self._line_ns: int | None = None  # the time of the line of the pieces
-
-    def restart(self, position: Stamped = STAMPED_START) -> StampSkip[int]:
-        """Read from ``position`` on (a new container: from its start).
-
-        Args:
-            position: where to read from.
-        """
-        self.resume = StampSkip(position.ns, position.lines)
-        return self.resume
 
     @property
     def position(self) -> Stamped:
@@ -228,7 +219,7 @@ async def follow(
                 return
         uid = current.uid
         if reader.uid and uid != reader.uid:  # a new container (a retry): all its lines are new
-            reader.restart()
+            reader.resume = StampSkip(*STAMPED_START)
         reader.uid = uid  # the first container read may go on from a position given
         terminated = current.over
         async for block in reader.read(current.name, follow=True):
