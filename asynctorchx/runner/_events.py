@@ -206,14 +206,10 @@ class LogEvent(_LogEventFields):
 
 
 def _log_events(
-    role: str,
-    k: int,
-    stream: str,
-    lines: Sequence[str],
-    first: int,
-    batch: BatchCursor,
+    key: StreamKey, lines: Sequence[str], first: int, batch: BatchCursor
 ) -> Iterable[LogEvent]:
-    """The events of ``lines``, numbered from ``first``, each made when it is taken.
+    """The events of ``lines`` of the log stream ``key``, numbered from ``first``, each
+    made when it is taken.
 
     The one fast path of the events (benchmark 5, ``runner_events``): each event is made
     by C code (``tuple.__new__`` over ``zip``; ``LogEvent(...)`` would run a Python
@@ -221,15 +217,11 @@ def _log_events(
     made: made up front, a read's events outlive the young generation and the garbage
     collector's passes over them cost as much as the rest.
     """
+    role, k, stream = key
+    numbers = range(first, first + len(lines))
     now = datetime.now(UTC)
     fields = zip(
-        repeat(role),
-        repeat(k),
-        repeat(stream),
-        lines,
-        repeat(now),
-        range(first, first + len(lines)),
-        repeat(batch),
+        repeat(role), repeat(k), repeat(stream), lines, repeat(now), numbers, repeat(batch)
     )
     return map(tuple.__new__, repeat(LogEvent), fields)
 
@@ -457,7 +449,7 @@ class _AppEvents:
             tail = "".join("-" + part for part in parts[index + 1 :])
             first = position.sequence + 1
             batch = BatchCursor(f"{head}{format_position(at)}:", tail, before + 1 - first)
-            events = _log_events(*position.streams[index], lines, first, batch)
+            events = _log_events(position.streams[index], lines, first, batch)
             position.sequence += len(lines)
             position.logs[index] = LogMark(at, before + len(lines))
             return await deliver(send, events)
