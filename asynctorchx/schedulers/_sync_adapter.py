@@ -216,7 +216,7 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         """:meth:`log_iter`'s lines from the ``start``-th on, a line a block (a resume reads
         the log again)."""
         if not isinstance(start, int):
-            raise ValueError(f"{start!r} is not a position of this log: give a line index")
+            raise ValueError(f"{start!r} is not a position of this log: give 0 or a line index")
         args = (query.role_name, query.k, query.regex, query.since, query.until)
         lines = self.log_iter(app_id, *args, query.should_tail, streams=query.streams)
         async with aclosing(lines):  # type: ignore[type-var]
