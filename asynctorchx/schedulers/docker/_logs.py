@@ -152,9 +152,11 @@ class _Stream(StampSkip[bytes | bytearray]):
         #: Bytes of the line going on that the current request sends again, to drop.
         self.skip_bytes = 0
 
-    def position(self) -> Stamped:
-        """Where reading the stream again gives the lines after those ended so far."""
-        return Stamped(_ns(self.mark), self.count) if self.mark else STAMPED_START
+
+def _position(marks: list[tuple[bytes | bytearray, int]]) -> Stamped | StampedPair:
+    """The position of the streams' (stamp text, count) marks, one or both streams'."""
+    stamped = [Stamped(_ns(mark), count) if mark else STAMPED_START for mark, count in marks]
+    return StampedPair(*stamped) if len(stamped) == 2 else stamped[0]
 
 
 class FrameParser:
@@ -187,17 +189,26 @@ class FrameParser:
         #: The frames consumed are the log's first, in its order, none left out by
         #: ``since`` (see :meth:`reaches_back`).
         self._in_order = since_ns is None
-        #: Where the lines of the last :meth:`take` or :meth:`flush` start: the
-        #: :meth:`position` before them, or the block before's while a stream is in a line
-        #: cut at the 4 MiB bound (a position falls only between lines).
-        self.block_position: Stamped | StampedPair = self.position()
+        #: Each stream's (stamp text, count) where the lines of the last :meth:`take` or
+        #: :meth:`flush` start, made a position only when asked for (once per block, not
+        #: per take): see :attr:`block_position`.
+        self._block = self._marks()
+
+    def _marks(self) -> list[tuple[bytes | bytearray, int]]:
+        return [(self._state[kind].mark, self._state[kind].count) for kind in self.streams]
 
     def position(self) -> Stamped | StampedPair:
         """Where reading again gives the lines after those taken so far: a
         :class:`~asynctorchx.schedulers.toolkit.Stamped` for one stream, a
         :class:`~asynctorchx.schedulers.toolkit.StampedPair` for both."""
-        stamped = [self._state[kind].position() for kind in self.streams]
-        return StampedPair(*stamped) if len(stamped) == 2 else stamped[0]
+        return _position(self._marks())
+
+    @property
+    def block_position(self) -> Stamped | StampedPair:
+        """Where the lines of the last :meth:`take` or :meth:`flush` start: the
+        :meth:`position` before them, or the block before's while a stream is in a line
+        cut at the 4 MiB bound (a position falls only between lines)."""
+        return _position(self._block)
 
     def resume_at(self, start: LogPosition) -> None:
         """Start reading after ``start``: 0, or a :meth:`position` of a read of these streams.
@@ -216,7 +227,7 @@ class FrameParser:
         for stream, stamped in zip(self.streams, each, strict=True):
             self._state[stream] = _Stream(stamped)
         self._in_order = self._in_order and not any(self._state[k].mark for k in self.streams)
-        self.block_position = self.position()
+        self._block = self._marks()
 
     def begin_request(self) -> int | None:
         """Set where the next request starts; return its ``since`` (ns), or ``None``.
@@ -306,7 +317,7 @@ class FrameParser:
         stream is in a line cut at the 4 MiB bound (a piece of it taken)."""
         states = [self._state[kind] for kind in self.streams]
         if all(state.fed <= state.assembler.pending_bytes for state in states):
-            self.block_position = self.position()
+            self._block = self._marks()
 
     def flush(self) -> list[str]:
         """Return each stream's unfinished line as it is (a run's end), and forget it.
