@@ -28,7 +28,7 @@ from asynctorchx.errors import (
     SessionMismatchException,
     UnknownSchedulerException,
 )
-from asynctorchx.runner._workspace import build_workspace, role_workspaces
+from asynctorchx.runner._workspace import build_workspaces
 from asynctorchx.schedulers import SyncSchedulerAdapter, get_scheduler_class, is_sync_scheduler
 from asynctorchx.schedulers.api import Scheduler, SchedulerFactory
 from asynctorchx.specs.api import (
@@ -180,16 +180,15 @@ class SchedulerHost:
 
         The options are resolved once (``Scheduler.dryrun_resolved``, what
         ``Scheduler.submit_dryrun`` does), and workspaces are built with them before the
-        request: each role's ``workspace``, and
-        ``workspace`` for role 0 when it has none (see
-        :mod:`asynctorchx.runner._workspace`).
+        request: ``workspace`` for role 0, each other role's own ``workspace``, one
+        build per distinct image and workspace (see :mod:`asynctorchx.runner._workspace`).
 
         Args:
             scheduler: the scheduler's registered name.
             app: the app.
             cfg: the run options as given.
             workspace: a directory or a :class:`~asynctorchx.specs.Workspace` to build
-                into role 0's image, or ``None``.
+                into role 0's image over its own, or ``None``.
 
         Raises:
             InvalidRunConfigException: ``cfg`` does not match the scheduler's run options.
@@ -198,8 +197,7 @@ class SchedulerHost:
         """
         sched = await self.get(scheduler)
         resolved = sched.run_opts().resolve(cfg)
-        for role, role_workspace in role_workspaces(app, workspace):
-            await build_workspace(sched, role, role_workspace, resolved)
+        await build_workspaces(sched, app, workspace, resolved)
         return sched.dryrun_resolved(app, resolved)
 
     async def for_handle(

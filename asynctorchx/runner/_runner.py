@@ -262,8 +262,8 @@ class Runner(anyio.AsyncContextManagerMixin):
                 :meth:`scheduler_run_opts`); ``None``: its defaults.
             workspace (Workspace | str | None): a directory (or a
                 :class:`~asynctorchx.specs.Workspace`) built into role 0's image by
-                schedulers that support it (``local_docker``), unless role 0 has its own
-                ``Role.workspace``; ignored by the other schedulers.
+                schedulers that support it (``local_docker``), over role 0's own
+                ``Role.workspace`` as in torchx-nightly; ignored by the other schedulers.
             parent_run_id (str | None): the tracker parent run id (``TORCHX_PARENT_RUN_ID``
                 in the launching environment wins).
 
@@ -373,8 +373,8 @@ class Runner(anyio.AsyncContextManagerMixin):
                 :meth:`scheduler_run_opts`); ``None``: its defaults.
             workspace (Workspace | str | None): a directory (or a
                 :class:`~asynctorchx.specs.Workspace`) built into role 0's image by
-                schedulers that support it (``local_docker``), unless role 0 has its own
-                ``Role.workspace``; ignored by the other schedulers.
+                schedulers that support it (``local_docker``), over role 0's own
+                ``Role.workspace`` as in torchx-nightly; ignored by the other schedulers.
             parent_run_id (str | None): the tracker parent run id (``TORCHX_PARENT_RUN_ID``
                 in the launching environment wins).
             dryrun (bool): return what would be submitted, submit nothing.

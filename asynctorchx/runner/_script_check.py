@@ -64,7 +64,7 @@ def script_to_check(
 def check_before_build(
     component: str, script: str, app: AppDef, workspace: Workspace | str | None
 ) -> None:
-    """Check ``script`` in the workspace of role 0 (its own, else ``workspace``), if any.
+    """Check ``script`` in the workspace of role 0 (``workspace``, else its own), if any.
 
     Raises:
         ScriptNotFoundError: the workspace does not hold ``script``.

@@ -3,10 +3,11 @@
 TorchX 0.7.0 builds one directory into role 0's image
 (``torchx.runner.api.Runner.dryrun`` with ``workspace: str``). TorchX's later API adds
 :class:`~asynctorchx.specs.Workspace` (several projects, each mapped to a
-sub-directory) and ``Role.workspace`` (one workspace per role). The scheduler builds a
-plain directory (``Scheduler.build_workspace_and_update_role``); a workspace of several
-projects, or of one project mapped to a sub-directory, is first copied into a temporary
-directory laid out as the mapping says, which is removed once the build returns.
+sub-directory) and ``Role.workspace`` (one workspace per role), the runner's
+``workspace`` still winning for role 0. The scheduler builds a plain directory
+(``Scheduler.build_workspace_and_update_role``); a workspace of several projects, or of
+one project mapped to a sub-directory, is first copied into a temporary directory laid
+out as the mapping says, which is removed once the build returns.
 """
 
 from __future__ import annotations
@@ -27,19 +28,19 @@ from asynctorchx.specs.api import AppDef, CfgVal, Role, Workspace
 def role_workspaces(app: AppDef, workspace: Workspace | str | None) -> list[tuple[Role, Workspace]]:
     """Return the roles to build, each with its workspace, in role order.
 
-    A role's own ``workspace`` wins; ``workspace`` (the ``Runner.run`` argument) applies
-    to role 0 when role 0 has none, as in TorchX 0.7.0.
+    ``workspace`` (the ``Runner.run`` argument) is role 0's, over role 0's own
+    ``workspace``, as torchx-nightly's ``Runner.dryrun`` decides; the other roles build
+    their own. ``None`` or ``""`` leaves role 0 its own.
 
     Args:
         app: the app.
         workspace: the ``workspace`` given to the runner (a directory or a
             :class:`Workspace`), or ``None``.
     """
+    given = Workspace({workspace: ""}) if isinstance(workspace, str) else workspace
     builds: list[tuple[Role, Workspace]] = []
     for index, role in enumerate(app.roles):
-        chosen = role.workspace
-        if chosen is None and index == 0 and workspace:
-            chosen = workspace if isinstance(workspace, Workspace) else Workspace({workspace: ""})
+        chosen = given if index == 0 and workspace else role.workspace
         if chosen is not None and chosen.projects:
             builds.append((role, chosen))
     return builds
@@ -66,6 +67,36 @@ def _copy_projects(projects: Mapping[str, str], root: str) -> None:
         else:
             target.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / source.name)
+
+
+async def build_workspaces(
+    sched: Scheduler[Any],
+    app: AppDef,
+    workspace: Workspace | str | None,
+    cfg: Mapping[str, CfgVal],
+) -> None:
+    """Build the workspaces of :func:`role_workspaces` into their roles' images.
+
+    Roles with the same image and the same workspace share one build (torchx-nightly's
+    build cache across roles, keyed as its ``Runner.build_workspace``): the later ones
+    get the image the first build gave.
+
+    Args:
+        sched: the scheduler that builds.
+        app: the app, whose roles' images are updated in place.
+        workspace: the ``workspace`` given to the runner, as :func:`role_workspaces`.
+        cfg: the resolved run options.
+
+    Raises:
+        as :func:`build_workspace`.
+    """
+    built: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+    for role, role_workspace in role_workspaces(app, workspace):
+        key = (role.image, tuple(role_workspace.projects.items()))
+        if key not in built:
+            await build_workspace(sched, role, role_workspace, cfg)
+            built[key] = role.image
+        role.image = built[key]
 
 
 async def build_workspace(

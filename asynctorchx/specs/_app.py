@@ -87,7 +87,7 @@ class Role:
         mounts: bind, volume and device mounts (see :func:`parse_mounts`).
         workspace: local projects built into this role's image when the app is
             submitted (added after TorchX 0.7.0; see :class:`Workspace`). ``None``: the
-            image as it is, or, for role 0, the ``workspace`` given to ``Runner.run``.
+            image as it is. For role 0, a ``workspace`` given to ``Runner.run`` wins.
     """
 
     name: str
