@@ -28,6 +28,7 @@ from asynctorchx.errors import (
     SlurmNotInstalledError,
     SlurmSubmitError,
 )
+from asynctorchx.schedulers.slurm._request import SlurmVersion, parse_slurm_version
 from asynctorchx.schedulers.slurm._state import (
     FIELD_SEPARATOR,
     SACCT_FIELDS,
@@ -219,6 +220,19 @@ class SlurmCommands:
             SlurmCommandError: scancel failed (the controller does not answer).
         """
         await self._stdout(["scancel", job_id], forgotten=_INVALID_JOB_ID)
+
+    async def version(self) -> SlurmVersion | None:
+        """This host's Slurm release, from ``sinfo --version`` (no controller is asked).
+
+        Returns:
+            The release, or ``None`` when ``sinfo`` is missing, fails or prints no
+            ``slurm X.Y...``.
+        """
+        try:
+            done = await self.run(["sinfo", "--version"])
+        except SlurmNotInstalledError:
+            return None
+        return parse_slurm_version(_text(done.stdout)) if done.returncode == 0 else None
 
     async def partition_memory_mb(self, partition: str | None) -> int | None:
         """Memory per node of ``partition`` (default: the cluster's default) in MB.

@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import attrs
 
@@ -57,6 +58,54 @@ NOMEM_THRESHOLD_MB = 1000
 # days-hours, days-hours:minutes, days-hours:minutes:seconds (sbatch(1), option --time).
 _TIME_FORMAT = re.compile(r"\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}")
 _TIME_UNLIMITED = ("INFINITE", "UNLIMITED")
+
+
+class SlurmVersion(NamedTuple):
+    """A Slurm release, ``major.minor`` (``sinfo --version`` prints ``slurm 22.05.8``)."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor:02d}"
+
+
+#: From this release on GPUs are asked per node, as torchx-nightly does (TorchX #1101,
+#: #1373): Slurm 24.11's select/linear rejects GRES per task (its CHANGELOG/slurm-24.11.md).
+GPUS_PER_NODE_FROM = SlurmVersion(24, 11)
+#: The release assumed when ``sinfo --version`` does not tell, as torchx-nightly assumes.
+ASSUMED_VERSION = SlurmVersion(24, 5)
+
+
+def parse_slurm_version(text: str) -> SlurmVersion | None:
+    """``sinfo --version``'s output -> its release; ``None`` when it has none.
+
+    The second word's first two numbers, as torchx-nightly reads them: ``slurm 24.11.5``
+    and Debian's ``slurm-wlm 22.05.8`` (trailing words allowed).
+    """
+    match = re.match(r"\S+\s+(\d+)\.(\d+)", text.strip())
+    return SlurmVersion(int(match[1]), int(match[2])) if match else None
+
+
+def gpu_options(gpu: int, version: SlurmVersion) -> dict[str, str]:
+    """The ``#SBATCH`` options asking ``gpu`` GPUs for one replica on Slurm ``version``.
+
+    ``--gpus-per-node`` from :data:`GPUS_PER_NODE_FROM` on; before it ``--gpus-per-task``
+    with ``--ntasks=1``, as torchx-nightly's ``slurm_scheduler`` (TorchX 0.7.0 gave
+    ``--gpus-per-task`` alone).
+    """
+    if version >= GPUS_PER_NODE_FROM:
+        return {"gpus-per-node": str(gpu)}
+    return {"gpus-per-task": str(gpu), "ntasks": "1"}
+
+
+def gpu_reason(version: SlurmVersion | None) -> str:
+    """Which option :func:`gpu_options` chose for ``version`` (``None``: unknown), and why."""
+    known = version or ASSUMED_VERSION
+    why = "sinfo --version" if version else "assumed: sinfo --version not run or failed"
+    if known >= GPUS_PER_NODE_FROM:
+        return f"--gpus-per-node: Slurm {known} ({why}), {GPUS_PER_NODE_FROM} or later"
+    return f"--gpus-per-task: Slurm {known} ({why}), before {GPUS_PER_NODE_FROM}"
 
 
 #: How far back ``list`` reads accounting unless the ``history`` run option says otherwise.
@@ -167,13 +216,15 @@ class SlurmReplicaRequest:
     env: dict[str, str]
 
     @classmethod
-    def from_role(cls, name: str, role: Role, cfg: Mapping[str, CfgVal]) -> SlurmReplicaRequest:
+    def from_role(
+        cls, name: str, role: Role, cfg: Mapping[str, CfgVal], version: SlurmVersion
+    ) -> SlurmReplicaRequest:
         """Build the request of one replica, as ``torchx.schedulers.slurm_scheduler`` does.
 
         Every component is ``--requeue``-able and runs one task per node
         (``--ntasks-per-node=1``). The role's resource becomes ``--cpus-per-task``
         (``cpu`` > 0), ``--mem`` in MB (``memMB`` > 0; see
-        :meth:`SlurmBatchRequest.drop_memory`) and ``--gpus-per-task`` (``gpu`` > 0). The
+        :meth:`SlurmBatchRequest.drop_memory`) and :func:`gpu_options` (``gpu`` > 0). The
         set options of :data:`SBATCH_GROUP_OPTIONS` in ``cfg`` are added in ``cfg``'s
         order. ``srun`` writes the replica's stdout and stderr to
         ``slurm-{job_id}-{name}.out`` and ``.err`` in the job's directory, waits at most
@@ -184,6 +235,7 @@ class SlurmReplicaRequest:
             name: ``{role}-{replica_id}``.
             role: the role, its macros already substituted for this replica.
             cfg: resolved run options (see :func:`slurm_runopts`).
+            version: the cluster's Slurm release (see :func:`gpu_options`).
 
         Returns:
             The replica's request; never raises.
@@ -199,7 +251,8 @@ class SlurmReplicaRequest:
         if resource.memMB > 0:
             sbatch_opts.setdefault("mem", str(resource.memMB))
         if resource.gpu > 0:
-            sbatch_opts.setdefault("gpus-per-task", str(resource.gpu))
+            for key, value in gpu_options(resource.gpu, version).items():
+                sbatch_opts.setdefault(key, value)
         srun_opts = {
             "output": f"slurm-{macros.app_id}-{name}.out",
             "error": f"slurm-{macros.app_id}-{name}.err",
@@ -236,12 +289,15 @@ class SlurmBatchRequest:
         job_dir: directory to run the job in (``--chdir``), or ``None`` for the current one.
         max_retries: how often the job requeues itself after a failure: the smallest
             ``max_retries`` of the app's roles.
+        slurm_version: the cluster's release the GPU options were chosen for (``None``:
+            unknown, :data:`ASSUMED_VERSION` was).
     """
 
     cmd: list[str]
     replicas: dict[str, SlurmReplicaRequest]
     job_dir: str | None
     max_retries: int
+    slurm_version: SlurmVersion | None = None
 
     def materialize(self) -> str:
         """Return the batch script.
@@ -309,11 +365,12 @@ class SlurmBatchRequest:
                 replica.sbatch_opts.pop("mem", None)
 
     def __repr__(self) -> str:
-        """The command, where each replica's logs will be, and the script.
+        """The command, where each replica's logs will be, the GPU option and why, and the script.
 
         As ``asynctorchx run --dryrun`` prints them. The logs are ``srun``'s ``--output``
         and ``--error`` files in the job's directory (``job_dir``, else the directory
-        ``sbatch`` runs in), ``<job id>`` standing for the id Slurm gives.
+        ``sbatch`` runs in), ``<job id>`` standing for the id Slurm gives. The GPU line
+        (:func:`gpu_reason`) is there when a replica asks for GPUs.
         """
         rule = "#----------------"
         where = self.job_dir or os.getcwd()
@@ -321,13 +378,21 @@ class SlurmBatchRequest:
             f"#   {name}: {where}/slurm-<job id>-{name}.out (stdout), .err (stderr)\n"
             for name in self.replicas
         )
+        gpus = any(
+            r.sbatch_opts.keys() & {"gpus-per-node", "gpus-per-task"}
+            for r in self.replicas.values()
+        )
+        if gpus:
+            logs += f"#\n# GPUs: {gpu_reason(self.slurm_version)}\n"
         return (
             f"{' '.join([*self.cmd, '$SBATCH_SCRIPT'])}\n\n# replica logs:\n{logs}\n"
             f"{rule}\n# SBATCH_SCRIPT\n{rule}\n{self.materialize()}"
         )
 
 
-def build_batch_request(app: AppDef, cfg: Mapping[str, CfgVal]) -> SlurmBatchRequest:
+def build_batch_request(
+    app: AppDef, cfg: Mapping[str, CfgVal], slurm_version: SlurmVersion | None = None
+) -> SlurmBatchRequest:
     """Build the heterogeneous ``sbatch`` request of ``app``.
 
     Each replica of each role, in order, is one component named ``{role}-{replica_id}``.
@@ -345,6 +410,8 @@ def build_batch_request(app: AppDef, cfg: Mapping[str, CfgVal]) -> SlurmBatchReq
     Args:
         app: the app to submit.
         cfg: run options, checked against :func:`slurm_runopts` (unknown keys are errors).
+        slurm_version: the cluster's release, which picks the GPU options
+            (:func:`gpu_options`); ``None``: unknown, :data:`ASSUMED_VERSION`.
 
     Returns:
         The request; nothing is written or run.
@@ -360,6 +427,7 @@ def build_batch_request(app: AppDef, cfg: Mapping[str, CfgVal]) -> SlurmBatchReq
     # keep the caller's order of options, as TorchX does; unset options are None
     ordered = {key: resolved[key] for key in [*cfg, *resolved]}
     replicas: dict[str, SlurmReplicaRequest] = {}
+    version = slurm_version or ASSUMED_VERSION
     for role in app.roles:
         for replica_id in range(role.num_replicas):
             values = macros.Values(
@@ -369,7 +437,9 @@ def build_batch_request(app: AppDef, cfg: Mapping[str, CfgVal]) -> SlurmBatchReq
                 rank0_env=RANK0_ENV,
             )
             name = f"{role.name}-{replica_id}"
-            replicas[name] = SlurmReplicaRequest.from_role(name, values.apply(role), ordered)
+            replicas[name] = SlurmReplicaRequest.from_role(
+                name, values.apply(role), ordered, version
+            )
     cmd = ["sbatch", "--parsable"]
     cmd += [
         f"--{key}={ordered[key]}"
@@ -382,4 +452,5 @@ def build_batch_request(app: AppDef, cfg: Mapping[str, CfgVal]) -> SlurmBatchReq
         replicas=replicas,
         job_dir=job_dir if isinstance(job_dir, str) else None,
         max_retries=min(role.max_retries for role in app.roles),
+        slurm_version=slurm_version,
     )

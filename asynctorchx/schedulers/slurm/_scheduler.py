@@ -40,6 +40,7 @@ from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Sch
 from asynctorchx.schedulers.slurm._commands import SlurmCommands
 from asynctorchx.schedulers.slurm._request import (
     SlurmBatchRequest,
+    SlurmVersion,
     build_batch_request,
     slurm_runopts,
 )
@@ -108,6 +109,13 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         self._job_dirs: dict[str, str] = {}
         self._accounting: bool | None = None  # unknown until sacct answers
         self._partition_memory: dict[str | None, int | None] = {}
+        #: The cluster's release, asked once on entering (``None``: not entered, or unknown).
+        self.slurm_version: SlurmVersion | None = None
+
+    async def __aenter__(self) -> SlurmScheduler:
+        """Ask ``sinfo --version`` once: the release picks the GPU options of every request."""
+        self.slurm_version = await self.commands.version()
+        return self
 
     @classmethod
     def _run_opts(cls) -> runopts:
@@ -117,7 +125,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
     def _submit_dryrun(
         self, app: AppDef, cfg: Mapping[str, CfgVal]
     ) -> AppDryRunInfo[SlurmBatchRequest]:
-        return AppDryRunInfo(build_batch_request(app, cfg), repr)
+        return AppDryRunInfo(build_batch_request(app, cfg, self.slurm_version), repr)
 
     async def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:
         """Write the batch script and submit it with ``sbatch --parsable``; return the job id.
