@@ -48,10 +48,12 @@ from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ROLE_NAME,
     RANK0_ENV,
     KubernetesJob,
+    PodResources,
     clean_name,
     job_request,
     make_job_name,
     pod_labels,
+    pod_resources,
     push_images,
     role_to_pod,
     str_option,
@@ -137,10 +139,16 @@ def name_budget(app: AppDef) -> int:
 
 
 def _pod_template(
-    app: AppDef, role_index: int, name: str, account: str | None, priority: str | None
+    app: AppDef,
+    role_index: int,
+    name: str,
+    account: str | None,
+    priority: str | None,
+    pod: PodResources,
 ) -> dict[str, Any]:
     """The pod template of a role's replicas in the JobSet ``name`` (``account``: the
-    pods' service account; ``priority``: their ``PriorityClass``; ``None``: none)."""
+    pods' service account; ``priority``: their ``PriorityClass``; ``None``: none; ``pod``:
+    the run options that shape its resources)."""
     role = app.roles[role_index]
     rjob = replicated_job_name(role)
     values = macros.Values(
@@ -148,7 +156,7 @@ def _pod_template(
     )
     replica_role = values.apply(role)
     replica_role.env[RANK0_ENV] = hostname(name, replicated_job_name(app.roles[0]), 0)
-    template = role_to_pod(rjob, replica_role, account)
+    template = role_to_pod(rjob, replica_role, account, **pod._asdict())
     index = {"fieldRef": {"fieldPath": f"metadata.annotations['{ANNOTATION_COMPLETION_INDEX}']"}}
     container = template["spec"]["containers"][0]
     container["env"].insert(0, {"name": REPLICA_ID_ENV, "valueFrom": index})
@@ -178,13 +186,15 @@ def build_jobset(
             :func:`~asynctorchx.schedulers.kubernetes._request.push_images`).
         cfg: the resolved run options; ``queue`` is Kueue's LocalQueue (optional; without
             it the JobSet is not suspended), ``service_account`` and ``priority_class``
-            the pods'.
+            the pods', and the options of
+            :class:`~asynctorchx.schedulers.kubernetes._request.PodResources`.
         job_name: the JobSet's name; ``None``: a new unique one within
             :func:`name_budget`.
 
     Raises:
         InvalidRunConfigException: an option is not a ``str``, a local image has no
-            ``image_repo``, or ``image_pull_timeout`` is not a positive ``int``.
+            ``image_repo``, ``image_pull_timeout`` is not a positive ``int``, or an option
+            of ``PodResources`` is not an ``int`` >= 0.
         InvalidAppDefException: a role's name cannot name a replicated job, or two roles
             clean to one replicated job name.
         TypeError: a mount is not a bind, volume or device mount, or an overlay cannot
@@ -193,6 +203,7 @@ def build_jobset(
     images = push_images(app, str_option(cfg, "image_repo"))
     name = job_name or make_job_name(app.name, name_budget(app), letter_first=True)
     account, priority = str_option(cfg, "service_account"), str_option(cfg, "priority_class")
+    pod = pod_resources(cfg)
     rjobs: list[dict[str, Any]] = []
     restarts = 0
     for role_index, role in enumerate(app.roles):
@@ -210,7 +221,7 @@ def build_jobset(
             "completions": role.num_replicas,
             "completionMode": "Indexed",
             "backoffLimit": role.max_retries if replica_retries else 0,
-            "template": _pod_template(app, role_index, name, account, priority),
+            "template": _pod_template(app, role_index, name, account, priority, pod),
         }
         rjobs.append({"name": rjob, "replicas": 1, "template": {"spec": job_spec}})
     spec: dict[str, Any] = {

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -43,6 +43,7 @@ from asynctorchx.specs.api import (
     macros,
     runopts,
 )
+from asynctorchx.specs.named_resources_aws import EFA_DEVICE
 from asynctorchx.specs.overlays import apply_overlay, get_overlay
 
 #: Volcano's API group, version and plural of its ``Job`` custom resource.
@@ -51,9 +52,26 @@ VOLCANO_VERSION = "v1alpha1"
 VOLCANO_API_VERSION = f"{VOLCANO_GROUP}/{VOLCANO_VERSION}"
 
 #: Millicores and megabytes left to the node: the request is the limit minus these
-#: (never below 0), TorchX's rule for whole-host jobs.
+#: (never below 0), TorchX's rule for whole-host jobs; the defaults of the run options
+#: ``reserved_millicpu`` and ``reserved_memmb``.
 RESERVED_MILLICPU = 100
 RESERVED_MEMMB = 1024
+
+
+class PodResources(NamedTuple):
+    """The run options that shape every container's ``resources`` (torchx-nightly's).
+
+    Args:
+        reserved_millicpu: millicores left to the node (see :data:`RESERVED_MILLICPU`).
+        reserved_memmb: megabytes left to the node (see :data:`RESERVED_MEMMB`).
+        efa_device_count: ``vpc.amazonaws.com/efa`` devices of every container, over the
+            resource's: ``None`` keeps the resource's, ``0`` drops them.
+    """
+
+    reserved_millicpu: int = RESERVED_MILLICPU
+    reserved_memmb: int = RESERVED_MEMMB
+    efa_device_count: int | None = None
+
 
 #: Volcano task policies per retry policy: ``REPLICA`` lets Volcano restart the failed
 #: pod alone, ``APPLICATION`` restarts the whole job when a pod fails or is evicted.
@@ -150,7 +168,9 @@ def kubernetes_runopts() -> runopts:
 
     TorchX's ``namespace`` (default ``default``), ``queue`` (the Volcano queue, required
     with ``job_api=volcano``; Kueue's LocalQueue with ``job_api=jobset``), ``image_repo``,
-    ``service_account``, ``priority_class`` (each a ``str``), and ours:
+    ``service_account``, ``priority_class`` (each a ``str``), torchx-nightly's
+    ``reserved_millicpu``, ``reserved_memmb`` and ``efa_device_count`` (see
+    :class:`PodResources`), and ours:
     ``image_pull_timeout`` (``int`` seconds; unset: none) and ``job_api`` (``volcano``,
     the default, or ``jobset``).
     """
@@ -170,6 +190,23 @@ def kubernetes_runopts() -> runopts:
     )
     opts.add("service_account", type_=str, help="service account of every pod")
     opts.add("priority_class", type_=str, help="PriorityClass name of the job")
+    opts.add(
+        "reserved_millicpu",
+        type_=int,
+        help="millicores left to the node: each container requests its cpu minus these",
+        default=RESERVED_MILLICPU,
+    )
+    opts.add(
+        "reserved_memmb",
+        type_=int,
+        help="MB left to the node: each container requests its memMB minus these",
+        default=RESERVED_MEMMB,
+    )
+    opts.add(
+        "efa_device_count",
+        type_=int,
+        help="EFA devices of every container, over the resource's (unset: the resource's; 0: none)",
+    )
     opts.add(
         "image_pull_timeout",
         type_=int,
@@ -208,7 +245,27 @@ class KubernetesJob:
         return json.dumps(self.resource, indent=2)
 
 
-def _resources(role: Role) -> dict[str, dict[str, str]]:
+def pod_resources(cfg: Mapping[str, CfgVal]) -> PodResources:
+    """The :class:`PodResources` of the resolved run options ``cfg`` (unset: the defaults).
+
+    Raises:
+        InvalidRunConfigException: one of them is not a whole number >= 0.
+    """
+    given: dict[str, int] = {}
+    for key in PodResources._fields:
+        value = cfg.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise InvalidRunConfigException(
+                f"run option {key!r} must be a whole number >= 0, got {value!r}", key
+            )
+        if value is not None:
+            given[key] = value
+    return PodResources(**given)
+
+
+def _resources(role: Role, pod: PodResources) -> dict[str, dict[str, str]]:
     """The container's ``resources``: limits, and requests minus the reserved amounts."""
     resource = role.resource
     limits: dict[str, str] = {}
@@ -216,14 +273,18 @@ def _resources(role: Role) -> dict[str, dict[str, str]]:
     if resource.cpu > 0:
         millicpu = int(resource.cpu * 1000)
         limits["cpu"] = f"{millicpu}m"
-        requests["cpu"] = f"{max(millicpu - RESERVED_MILLICPU, 0)}m"
+        requests["cpu"] = f"{max(millicpu - pod.reserved_millicpu, 0)}m"
     if resource.memMB > 0:
         limits["memory"] = f"{int(resource.memMB)}M"
-        requests["memory"] = f"{max(int(resource.memMB) - RESERVED_MEMMB, 0)}M"
+        requests["memory"] = f"{max(int(resource.memMB) - pod.reserved_memmb, 0)}M"
     if resource.gpu > 0:
         limits["nvidia.com/gpu"] = requests["nvidia.com/gpu"] = str(resource.gpu)
     for device, count in resource.devices.items():
         limits[device] = str(count)  # a device plugin's resource (EFA, Neuron)
+    if pod.efa_device_count == 0:
+        limits.pop(EFA_DEVICE, None)
+    elif pod.efa_device_count is not None:
+        limits[EFA_DEVICE] = str(pod.efa_device_count)
     return {"limits": limits, "requests": requests}
 
 
@@ -250,13 +311,23 @@ def _mounts(role: Role) -> tuple[list[dict[str, Any]], list[dict[str, Any]], boo
     return volumes, mounts, privileged
 
 
-def role_to_pod(name: str, role: Role, service_account: str | None) -> dict[str, Any]:
+def role_to_pod(
+    name: str,
+    role: Role,
+    service_account: str | None,
+    reserved_millicpu: int = RESERVED_MILLICPU,
+    reserved_memmb: int = RESERVED_MEMMB,
+    efa_device_count: int | None = None,
+) -> dict[str, Any]:
     """Return the pod template of one replica (its macros already substituted).
 
     Args:
         name: the container's name (the task's name).
         role: the replica's role, macros applied.
         service_account: the pods' service account, or ``None``.
+        reserved_millicpu: millicores left to the node (see :class:`PodResources`).
+        reserved_memmb: megabytes left to the node.
+        efa_device_count: EFA devices over the resource's (``None``: its own; ``0``: none).
 
     Raises:
         TypeError: a mount is not a bind, volume or device mount.
@@ -268,7 +339,9 @@ def role_to_pod(name: str, role: Role, service_account: str | None) -> dict[str,
         "image": role.image,
         "name": name,
         "ports": [{"containerPort": port, "name": key} for key, port in role.port_map.items()],
-        "resources": _resources(role),
+        "resources": _resources(
+            role, PodResources(reserved_millicpu, reserved_memmb, efa_device_count)
+        ),
         "securityContext": {"privileged": True} if privileged else {},
         "volumeMounts": volume_mounts,
     }
@@ -334,7 +407,12 @@ def pod_labels(
 
 
 def _task(
-    app: AppDef, role_index: int, replica_id: int, job_name: str, service_account: str | None
+    app: AppDef,
+    role_index: int,
+    replica_id: int,
+    job_name: str,
+    service_account: str | None,
+    pod: PodResources,
 ) -> dict[str, Any]:
     role = app.roles[role_index]
     first = role_index == 0 and replica_id == 0
@@ -349,7 +427,7 @@ def _task(
         replica_role.env[RANK0_ENV] = "localhost"
     replica_role.env[IMAGE_ENV] = replica_role.image
     name = clean_name(f"{role.name}-{replica_id}")  # the task's and its container's
-    template = with_overlay(role, role_to_pod(name, replica_role, service_account))
+    template = with_overlay(role, role_to_pod(name, replica_role, service_account, **pod._asdict()))
     template["metadata"]["labels"].update(pod_labels(app, role_index, role, replica_id, job_name))
     task: dict[str, Any] = {"name": name, "replicas": 1, "template": template}
     if role.max_retries > 0:
@@ -366,6 +444,10 @@ def app_to_resource(
     queue: str,
     service_account: str | None,
     priority_class: str | None = None,
+    reserved_millicpu: int = RESERVED_MILLICPU,
+    reserved_memmb: int = RESERVED_MEMMB,
+    efa_device_count: int | None = None,
+    *,
     job_name: str | None = None,
 ) -> dict[str, Any]:
     """Return the Volcano ``Job`` manifest of ``app``.
@@ -378,6 +460,9 @@ def app_to_resource(
         queue: the Volcano queue.
         service_account: the pods' service account, or ``None``.
         priority_class: the job's ``PriorityClass`` name, or ``None``.
+        reserved_millicpu: millicores left to the node (see :class:`PodResources`).
+        reserved_memmb: megabytes left to the node.
+        efa_device_count: EFA devices over the resource's (``None``: its own; ``0``: none).
         job_name: the job's name; ``None``: a new :func:`make_job_name`.
 
     Raises:
@@ -385,8 +470,9 @@ def app_to_resource(
             cannot merge with its pod (see :func:`~asynctorchx.specs.overlays.apply_overlay`).
     """
     name = job_name if job_name is not None else make_job_name(app.name)
+    pod = PodResources(reserved_millicpu, reserved_memmb, efa_device_count)
     tasks = [
-        _task(app, role_index, replica_id, name, service_account)
+        _task(app, role_index, replica_id, name, service_account, pod)
         for role_index, role in enumerate(app.roles)
         for replica_id in range(role.num_replicas)
     ]
@@ -461,8 +547,8 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = Non
 
     Raises:
         InvalidRunConfigException: ``queue`` is missing, an option is not a ``str``, a
-            local image has no ``image_repo``, or ``image_pull_timeout`` is not a positive
-            ``int``.
+            local image has no ``image_repo``, ``image_pull_timeout`` is not a positive
+            ``int``, or an option of :class:`PodResources` is not an ``int`` >= 0.
         TypeError: a mount is not a bind, volume or device mount.
     """
     queue = str_option(cfg, "queue")
@@ -472,7 +558,8 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = Non
         )
     images = push_images(app, str_option(cfg, "image_repo"))
     account, priority = str_option(cfg, "service_account"), str_option(cfg, "priority_class")
-    resource = app_to_resource(app, queue, account, priority, job_name)
+    pod = pod_resources(cfg)
+    resource = app_to_resource(app, queue, account, priority, **pod._asdict(), job_name=job_name)
     return job_request(cfg, resource, images, "volcano")
 
 
