@@ -1,8 +1,10 @@
 """torchx-nightly's ``reserved_millicpu``, ``reserved_memmb`` and ``efa_device_count`` run
-options: their definitions and the containers' resources they give, beside nightly's."""
+options: their definitions and the containers' resources they give, beside nightly's, and
+the pods a Kubernetes API server creates from them."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,9 +13,11 @@ from asynctorchx.errors import InvalidRunConfigException
 from asynctorchx.schedulers.kubernetes._jobset import build_jobset
 from asynctorchx.schedulers.kubernetes._request import build_job
 from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
-from asynctorchx.specs import AppDef, Resource, Role
+from asynctorchx.specs import AppDef, AppState, Resource, Role
 from asynctorchx.specs.named_resources_aws import EFA_DEVICE
 from tests.nightly import run_nightly
+from tests.schedulers.kubernetes.conftest import connected
+from tests.schedulers.kubernetes.test_scheduler import CFG, sh_app
 
 OPTIONS = ("reserved_millicpu", "reserved_memmb", "efa_device_count")
 
@@ -92,3 +96,33 @@ def test_a_negative_or_boolean_value_is_refused_naming_the_option(key: str, valu
     with pytest.raises(InvalidRunConfigException, match=f"{key}.*got {value}") as caught:
         build_job(_app(EFA4), {"queue": "q", key: value})
     assert caught.value.cfg_key == key
+
+
+async def test_the_server_creates_pods_with_these_resources(tmp_path: Path) -> None:
+    async with connected(tmp_path) as (cluster, scheduler):
+        app = sh_app("reserved", "true")
+        app.roles[0].resource = Resource(cpu=1, gpu=0, memMB=512, devices={EFA_DEVICE: 2})
+        cfg = {**CFG, "reserved_millicpu": 0, "reserved_memmb": 256, "efa_device_count": 0}
+        app_id = await scheduler.submit(app, cfg)
+        try:
+            namespace, name = app_id.split(":")
+            job = await scheduler.api.get_job(namespace, name)
+            assert job is not None
+            sent = job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"]
+            expected = {
+                "limits": {"cpu": "1000m", "memory": "512M"},
+                "requests": {"cpu": "1000m", "memory": "256M"},
+            }
+            assert sent == expected
+            if cluster.bare is not None:  # the server validated and created the pod from it
+                pending = await scheduler.wait_for_state_change(
+                    app_id, AppState.SUBMITTED, timeout=60
+                )
+                assert pending is not None
+                pod = await cluster.bare.get_pod(cluster.pod(app_id, "role0-0"))
+                assert pod is not None
+                resources = pod["spec"]["containers"][0]["resources"]
+                assert resources["requests"] == {"cpu": "1", "memory": "256M"}
+                assert EFA_DEVICE not in resources["limits"]
+        finally:
+            await scheduler.delete(app_id)
