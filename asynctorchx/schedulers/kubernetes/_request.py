@@ -253,15 +253,13 @@ def pod_resources(cfg: Mapping[str, CfgVal]) -> PodResources:
     """
     given: dict[str, int] = {}
     for key in PodResources._fields:
-        value = cfg.get(key)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 0
-        ):
+        if (value := cfg.get(key)) is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InvalidRunConfigException(
-                f"run option {key!r} must be a whole number >= 0, got {value!r}", key
+                f"run option {key!r} must be an int >= 0, got {value!r}", key
             )
-        if value is not None:
-            given[key] = value
+        given[key] = value
     return PodResources(**given)
 
 
