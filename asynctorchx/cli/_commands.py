@@ -65,7 +65,7 @@ def _not_found(command: str, app_handle: str, runner: Runner) -> int:
     ``runner`` knows the handle's scheduler (it just answered for it).
     """
     scheduler = app_handle.split("://", 1)[0]
-    if runner.scheduler_class(scheduler).apps_live_in_process:
+    if runner.scheduler_capabilities(scheduler).apps_live_in_process:
         hint = (
             f"not among this user's running or recorded {scheduler} apps; an app ends"
             " with the `asynctorchx run` that started it, and its record is kept 7 days"
@@ -197,7 +197,7 @@ def _scheduler_run_opts(names: list[str] | None) -> dict[str, runopts]:
     """Return the run options of ``names`` (default: every scheduler), in that order.
 
     The runner is entered so that a scheduler made only to read its options (a factory
-    that does not name its class) is closed; the built-ins create none.
+    that exposes no capabilities) is closed; the built-ins create none.
 
     Raises:
         UnknownSchedulerException: a name is not registered (before anything is printed).

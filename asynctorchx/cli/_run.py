@@ -32,7 +32,7 @@ from asynctorchx.cli._run_settings import CLI_RUN_KEYS, RunSettings, from_flags,
 from asynctorchx.errors import ComponentValidationException
 from asynctorchx.runner import _script_check, config
 from asynctorchx.runner.api import Runner, get_runner
-from asynctorchx.schedulers.api import Scheduler
+from asynctorchx.schedulers.api import Capabilities
 from asynctorchx.schedulers.toolkit import background_tasks
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal
 
@@ -175,7 +175,7 @@ def _copy_logs(source: Path) -> Path | None:
 async def _keep_failed_logs(status: AppStatus, temporary_logs: bool) -> AppStatus:
     """Copy the logs of a failed in-process app out of the scheduler's temporary directory.
 
-    An in-process scheduler (``apps_live_in_process``) that was given no log directory
+    An in-process scheduler (``Capabilities.apps_live_in_process``) that was given no log directory
     writes the logs in a temporary directory it removes when it closes, so the status's
     ``file://`` URL would name a directory that is gone. The logs are copied to
     ``<temp dir>/asynctorchx-failed-<app id>-<random>`` (kept, as TorchX's
@@ -241,42 +241,39 @@ def _component_fn(component: str) -> Callable[..., AppDef]:
     return get_component(component).fn
 
 
-def _workspace(run: RunSettings, scheduler_class: type[Scheduler[Any]]) -> str | None:
+def _workspace(run: RunSettings, caps: Capabilities) -> str | None:
     """The directory ``run`` builds into role 0's image (copies, for ``slurm``), or ``None``.
 
     As ``torchx.cli.cmd_run``: ``--workspace`` (or ``[cli:run]``) when given (``""``
     builds nothing), else the current directory when the scheduler builds workspaces
-    (:meth:`~asynctorchx.schedulers.api.Scheduler.supports_workspace`).
+    (``caps.workspace``).
     """
     if run.workspace is not None:
         return run.workspace or None
-    return os.getcwd() if scheduler_class.supports_workspace() else None
+    return os.getcwd() if caps.workspace is not None else None
 
 
 @asynccontextmanager
 async def _announce_builds(
     app: AppDef,
     workspace: str | None,
-    scheduler_class: type[Scheduler[Any]],
+    caps: Capabilities,
     cfg: Mapping[str, CfgVal],
 ) -> AsyncIterator[None]:
     """Say on stderr when the workspace builds of ``app`` start and what they gave.
 
     The roles built are those with their own ``workspace``, and role 0 when
     ``workspace`` is given; nothing is said when the scheduler builds no workspace. A
-    directory workspace (``slurm``'s
-    :class:`~asynctorchx.workspace.dir_workspace.DirWorkspaceMixin`) is copied into
+    directory workspace (``caps.workspace == "directory"``, ``slurm``'s) is copied into
     ``job_dir``; without ``job_dir`` nothing is copied, and nothing is said.
     """
-    from asynctorchx.workspace.dir_workspace import DirWorkspaceMixin
-
     built = [
         role
         for index, role in enumerate(app.roles)
         if role.workspace is not None or (index == 0 and workspace)
     ]
-    copied = issubclass(scheduler_class, DirWorkspaceMixin)
-    if not built or not scheduler_class.supports_workspace() or (copied and not cfg.get("job_dir")):
+    copied = caps.workspace == "directory"
+    if not built or caps.workspace is None or (copied and not cfg.get("job_dir")):
         yield
         return
     where = f" {workspace}" if workspace else ""
@@ -320,12 +317,12 @@ async def run(args: argparse.Namespace) -> int:
             if run.scheduler_args_json is not None:
                 cfg.update(opts.cfg_from_json_repr(run.scheduler_args_json))
             config.apply(run.scheduler, cfg, opts, sections=sections)
-            scheduler_class = runner.scheduler_class(run.scheduler)
-            workspace = _workspace(run, scheduler_class)
-            builds = scheduler_class.supports_workspace()
+            caps = runner.scheduler_capabilities(run.scheduler)
+            workspace = _workspace(run, caps)
+            builds = caps.workspace is not None
             if script is not None and builds:  # refused before anything is built (TorchX #405)
                 _script_check.check_before_build(run.component, script, app, workspace)
-            async with _announce_builds(app, workspace, scheduler_class, cfg):
+            async with _announce_builds(app, workspace, caps, cfg):
                 info = await runner.dryrun(app, run.scheduler, cfg, workspace, run.parent_run_id)
             if script is not None and not builds:
                 _script_check.check_after_dryrun(run.component, script, info)
@@ -339,11 +336,11 @@ async def run(args: argparse.Namespace) -> int:
                 print(handle, flush=True)
             # apps that end with this process (local ones, local_docker's cancel_on_close):
             # stay, follow their logs and wait by default
-            in_process = scheduler_class.apps_live_in_process or cfg.get("cancel_on_close") is True
+            in_process = caps.apps_live_in_process or cfg.get("cancel_on_close") is True
             tail = in_process or run.log or run.tee_logs
             if not (tail or run.wait):
                 return 0
-            temporary_logs = scheduler_class.apps_live_in_process and not cfg.get("log_dir")
+            temporary_logs = caps.apps_live_in_process and not cfg.get("log_dir")
             return await _follow(runner, handle, tail, args.json, temporary_logs)
 
         # Only reached when a signal cancelled the scope above.

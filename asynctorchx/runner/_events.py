@@ -544,7 +544,7 @@ async def app_event_stream(
     """
     # stdout and stderr apart where the scheduler keeps them apart, else combined
     kinds = [Stream.STDOUT, Stream.STDERR]
-    if not all(kind in sched.supported_log_streams for kind in kinds):
+    if not all(kind in sched.capabilities.log_streams for kind in kinds):
         kinds = [Stream.COMBINED]
     streams = sorted(
         (role, k, kind.value) for role, ids in replicas.items() for k in ids for kind in kinds

@@ -463,7 +463,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._trials[handle] = trial
         self._handles.append(handle)
         status = None
-        outlives = not self._runner.scheduler_class(info.scheduler).apps_live_in_process
+        outlives = not self._runner.scheduler_capabilities(info.scheduler).apps_live_in_process
         try:
             if outlives:  # known to the reaper before run() returns
                 await self._reaper.tie(handle)

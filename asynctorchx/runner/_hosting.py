@@ -6,9 +6,9 @@ wrapped in a :class:`~asynctorchx.schedulers.SyncSchedulerAdapter`), and hosted 
 task of the runner's task group, inside ``async with scheduler:``. Closing the host
 closes every scheduler, which terminates the replicas that local schedulers still run.
 
-A scheduler's class and run options are read from its factory and class, without
-creating a scheduler (see :meth:`SchedulerHost.run_opts`), so a run creates one
-scheduler per scheduler name. The host also resolves an app handle to its hosted
+A scheduler's capabilities and run options are read from the record its factory
+exposes, without creating a scheduler (see :meth:`SchedulerHost.capabilities`), so a
+run creates one scheduler per scheduler name. The host also resolves an app handle to its hosted
 scheduler (:meth:`SchedulerHost.for_handle`) and asks a hosted scheduler for a dry run
 (:meth:`SchedulerHost.dryrun`), so the runner never holds a scheduler of its own.
 """
@@ -29,8 +29,12 @@ from asynctorchx.errors import (
     UnknownSchedulerException,
 )
 from asynctorchx.runner._workspace import build_workspaces
-from asynctorchx.schedulers import SyncSchedulerAdapter, get_scheduler_class, is_sync_scheduler
-from asynctorchx.schedulers.api import Scheduler, SchedulerFactory
+from asynctorchx.schedulers import (
+    SyncSchedulerAdapter,
+    get_scheduler_capabilities,
+    is_sync_scheduler,
+)
+from asynctorchx.schedulers.api import Capabilities, Scheduler, SchedulerFactory
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
@@ -240,13 +244,14 @@ class SchedulerHost:
             sched = self._unopened[scheduler] = self._create(scheduler)
         return sched
 
-    def scheduler_class(self, scheduler: str) -> type[Scheduler[Any]]:
-        """Return the class of the scheduler called ``scheduler``, creating none if possible.
+    def capabilities(self, scheduler: str) -> Capabilities:
+        """Return what the scheduler called ``scheduler`` supports, creating none if possible.
 
-        The class its factory names (:func:`~asynctorchx.schedulers.get_scheduler_class`),
-        else the hosted scheduler's; for a factory that names none and no hosted
-        scheduler, one scheduler is created (not opened), and :meth:`get` later hosts
-        that same one. Works without entering the host.
+        The record its factory exposes
+        (:func:`~asynctorchx.schedulers.get_scheduler_capabilities`), else the hosted
+        scheduler's; for a factory that exposes none and no hosted scheduler, one
+        scheduler is created (not opened), and :meth:`get` later hosts that same one.
+        Works without entering the host.
 
         Args:
             scheduler: the scheduler's registered name.
@@ -254,15 +259,15 @@ class SchedulerHost:
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
         """
-        return get_scheduler_class(self._factory(scheduler)) or type(self._instance(scheduler))
+        found = get_scheduler_capabilities(self._factory(scheduler))
+        return found or self._instance(scheduler).capabilities
 
     def run_opts(self, scheduler: str) -> runopts:
         """Return the run options of the scheduler called ``scheduler``.
 
-        From its class (:meth:`Scheduler.class_run_opts`) without creating a scheduler;
-        a class that defines ``_run_opts`` as an instance method is asked through the
-        hosted scheduler, else one scheduler, as in :meth:`scheduler_class`. Works
-        without entering the host.
+        Made by its :meth:`capabilities` without creating a scheduler; where the record
+        cannot make them (TorchX's ``_run_opts(self)``), asked of the scheduler as in
+        :meth:`capabilities`. Works without entering the host.
 
         Args:
             scheduler: the scheduler's registered name.
@@ -270,5 +275,5 @@ class SchedulerHost:
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
         """
-        opts = self.scheduler_class(scheduler).class_run_opts()
-        return opts if opts is not None else self._instance(scheduler).run_opts()
+        make = self.capabilities(scheduler).run_opts
+        return make() if make is not None else self._instance(scheduler).run_opts()

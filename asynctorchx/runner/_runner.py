@@ -39,6 +39,7 @@ from asynctorchx.runner._logs import LogLine, deliver, fan_in
 from asynctorchx.runner._signals import can_own_signals, terminate_on_signals
 from asynctorchx.runner.events import log_event
 from asynctorchx.schedulers.api import (
+    Capabilities,
     DescribeAppResponse,
     ListAppResponse,
     Scheduler,
@@ -321,7 +322,8 @@ class Runner(anyio.AsyncContextManagerMixin):
             defaults = self._component_defaults.get(component)
             app = materialize_appdef(component_def.fn, argv, defaults, data)
             script = _script_check.script_to_check(component_def.fn, argv, defaults, data)
-            builds = script is not None and self.scheduler_class(scheduler).supports_workspace()
+            caps = self.scheduler_capabilities(scheduler)
+            builds = script is not None and caps.workspace is not None
             if script is not None and builds:
                 _script_check.check_before_build(component, script, app, workspace)
             info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
@@ -479,8 +481,8 @@ class Runner(anyio.AsyncContextManagerMixin):
     def scheduler_run_opts(self, scheduler: str) -> runopts:
         """Return the run options of ``scheduler`` (works without entering the runner).
 
-        Read from the scheduler's class when it can say them without an instance
-        (:meth:`Scheduler.class_run_opts`); no scheduler is created then.
+        Made by :meth:`scheduler_capabilities` when its record can make them; no
+        scheduler is created then.
 
         Args:
             scheduler (str): the scheduler's registered name.
@@ -515,11 +517,11 @@ class Runner(anyio.AsyncContextManagerMixin):
             cfg.update(opts.cfg_from_str(literal))
         return cfg
 
-    def scheduler_class(self, scheduler: str) -> type[Scheduler[Any]]:
-        """Return the class of ``scheduler``, to ask its capabilities (works unentered).
+    def scheduler_capabilities(self, scheduler: str) -> Capabilities:
+        """Return what ``scheduler`` supports (works without entering the runner).
 
-        E.g. ``runner.scheduler_class(name).apps_live_in_process``. No scheduler is
-        created when its factory names its class (the built-ins do).
+        E.g. ``runner.scheduler_capabilities(name).apps_live_in_process``. No scheduler
+        is created when its factory exposes its record (the built-ins do).
 
         Args:
             scheduler (str): the scheduler's registered name.
@@ -527,7 +529,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
         """
-        return self._host.scheduler_class(scheduler)
+        return self._host.capabilities(scheduler)
 
     async def status(self, app_handle: AppHandle) -> AppStatus | None:
         """Return the app's status, or ``None`` if the scheduler does not know the app.
@@ -854,7 +856,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         is terminal), then one at each change (``Scheduler.wait_for_state_change``, as
         :meth:`watch`), and a :class:`LogEvent` per line of each replica of each role:
         stdout and stderr apart when the scheduler keeps them apart
-        (``Scheduler.supported_log_streams``), else ``combined``; each stream's lines in
+        (``Capabilities.log_streams``), else ``combined``; each stream's lines in
         order. The terminal state comes last, after every line; then the stream ends.
         Readers wait while 16 batches of events (each at most one read's lines, 1024
         events) are buffered. Leaving the block (or cancelling its task) stops every

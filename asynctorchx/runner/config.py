@@ -36,7 +36,7 @@ from asynctorchx.errors import (
     ConfigFileNotFoundError,
     UnknownSchedulerException,
 )
-from asynctorchx.schedulers import SchedulerFactory, get_scheduler_class
+from asynctorchx.schedulers import SchedulerFactory, get_scheduler_capabilities
 from asynctorchx.specs.api import CfgVal, get_type_name, runopt, runopts
 
 if TYPE_CHECKING:
@@ -300,9 +300,10 @@ def get_component_defaults(
 def scheduler_run_opts(scheduler: str) -> runopts:
     """Return the run options of the registered scheduler ``scheduler``.
 
-    Read from its class when it can say them without an instance
-    (:meth:`~asynctorchx.schedulers.api.Scheduler.class_run_opts`); otherwise one
-    scheduler is created (never opened) to ask, as ``torchx.runner.config`` does.
+    Made by the capabilities its factory exposes
+    (:func:`~asynctorchx.schedulers.get_scheduler_capabilities`) when they can;
+    otherwise one scheduler is created (never opened) to ask, as
+    ``torchx.runner.config`` does.
 
     Args:
         scheduler: the scheduler's registered name.
@@ -315,9 +316,9 @@ def scheduler_run_opts(scheduler: str) -> runopts:
     factory = factories.get(scheduler)
     if factory is None:
         raise UnknownSchedulerException(scheduler, list(factories))
-    cls = get_scheduler_class(factory)
-    opts = cls.class_run_opts() if cls is not None else None
-    return opts if opts is not None else factory("_").run_opts()
+    caps = get_scheduler_capabilities(factory)
+    make = caps.run_opts if caps is not None else None
+    return make() if make is not None else factory("_").run_opts()
 
 
 def load(scheduler: str, f: TextIO, cfg: dict[str, CfgVal], opts: runopts | None = None) -> None:

@@ -4,8 +4,8 @@ Built-ins, in order (the first is the default): ``local_cwd``, ``local_dir``,
 ``local_docker``, ``slurm``, ``kubernetes``. Installing a package that registers the
 entry point group ``asynctorchx.schedulers`` replaces the built-ins with its schedulers, as TorchX's
 ``torchx.schedulers`` group does (``torchx.schedulers.get_scheduler_factories``).
-Backends are imported only when their factory is called (or its class asked for with
-:func:`get_scheduler_class`), so ``local_cwd`` never imports aiodocker.
+Backends are imported only when their factory is called (or its capabilities asked for
+with :func:`get_scheduler_capabilities`), so ``local_cwd`` never imports aiodocker.
 
 A synchronous, TorchX-style scheduler (:func:`is_sync_scheduler`) is given the async
 interface by :class:`SyncSchedulerAdapter`; the Runner wraps one for you. The response
@@ -19,11 +19,11 @@ import importlib
 from typing import Any
 
 from asynctorchx.schedulers._sync_adapter import SyncSchedulerAdapter, is_sync_scheduler
-from asynctorchx.schedulers.api import Scheduler, SchedulerFactory
+from asynctorchx.schedulers.api import Capabilities, Scheduler, SchedulerFactory
 from asynctorchx.util.entrypoints import entry_points
 
-#: name -> (module of ``asynctorchx.schedulers``, factory, scheduler class), imported on
-#: first use.
+#: name -> (module of ``asynctorchx.schedulers``, factory, the class whose
+#: ``capabilities`` the factory exposes), imported on first use.
 _BUILTINS: dict[str, tuple[str, str, str]] = {
     "local_cwd": ("local_scheduler", "create_cwd_scheduler", "LocalScheduler"),
     "local_dir": ("local_scheduler", "create_dir_scheduler", "LocalScheduler"),
@@ -34,7 +34,8 @@ _BUILTINS: dict[str, tuple[str, str, str]] = {
 
 
 class _LazyFactory:
-    """A built-in factory: imports its backend module only when called (or asked its class).
+    """A built-in factory: imports its backend module only when called (or asked its
+    :attr:`capabilities`).
 
     Args:
         module: the backend's module under ``asynctorchx.schedulers``.
@@ -56,21 +57,23 @@ class _LazyFactory:
         return created
 
     @property
-    def scheduler_class(self) -> type[Scheduler[Any]]:
-        """The class this factory creates (its module is imported, no scheduler is made)."""
-        found: type[Scheduler[Any]] = getattr(
+    def capabilities(self) -> Capabilities:
+        """The :class:`Capabilities` of the class this factory creates (its module is
+        imported, no scheduler is made)."""
+        found: Capabilities = getattr(
             importlib.import_module(self._module), self._class_name
-        )
+        ).capabilities
         return found
 
 
-def get_scheduler_class(factory: SchedulerFactory) -> type[Scheduler[Any]] | None:
-    """Return the scheduler class ``factory`` creates, without creating a scheduler.
+def get_scheduler_capabilities(factory: SchedulerFactory) -> Capabilities | None:
+    """Return what the schedulers ``factory`` creates support, without creating one.
 
-    The built-in factories know their class. Any other factory (an entry point's) may
-    say it with a ``scheduler_class`` attribute (``create_scheduler.scheduler_class =
-    MyScheduler``); without one the answer is ``None`` and the caller has to create a
-    scheduler (and close it) to learn its class or run options.
+    The built-in factories expose their class's record. Any other factory (an entry
+    point's) may expose one as its ``capabilities`` attribute (``create_scheduler.
+    capabilities = MyScheduler.capabilities``; a scheduler class used as its own factory
+    has it already); without one the answer is ``None`` and the caller creates a
+    scheduler (and closes it) to ask it.
 
     Args:
         factory: a value of :func:`get_scheduler_factories`.
@@ -78,10 +81,8 @@ def get_scheduler_class(factory: SchedulerFactory) -> type[Scheduler[Any]] | Non
     Raises:
         ImportError: the backend module of a built-in cannot be imported.
     """
-    found = getattr(factory, "scheduler_class", None)
-    if isinstance(found, type) and issubclass(found, Scheduler):
-        return found
-    return None
+    found = getattr(factory, "capabilities", None)
+    return found if isinstance(found, Capabilities) else None
 
 
 def get_scheduler_factories() -> dict[str, SchedulerFactory]:
@@ -104,11 +105,12 @@ def get_default_scheduler_name() -> str:
 
 
 __all__ = [
+    "Capabilities",
     "Scheduler",
     "SchedulerFactory",
     "SyncSchedulerAdapter",
     "get_default_scheduler_name",
-    "get_scheduler_class",
+    "get_scheduler_capabilities",
     "get_scheduler_factories",
     "is_sync_scheduler",
 ]

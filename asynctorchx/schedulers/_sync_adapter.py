@@ -18,10 +18,11 @@ from contextlib import aclosing
 from typing import Any, cast
 
 import anyio
+import attrs
 
 from asynctorchx.errors import SchedulerClosedError
-from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse, Stream
-from asynctorchx.schedulers.api import Scheduler
+from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse
+from asynctorchx.schedulers.api import Capabilities, Scheduler
 from asynctorchx.schedulers.toolkit import LogBlock, LogPosition, LogQuery, validate_app
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, runopts
 
@@ -49,33 +50,26 @@ def _parameters(function: Callable[..., Any] | None) -> Mapping[str, inspect.Par
         return {}
 
 
-def _class_for(wrapped: type) -> type[SyncSchedulerAdapter]:
-    """A subclass of :class:`SyncSchedulerAdapter` whose class attributes answer the
-    capability questions for ``wrapped`` (what ``Runner.scheduler_class`` returns)."""
-    streams = getattr(wrapped, "supported_log_streams", None)
-    if not isinstance(streams, (set, frozenset)) or not all(isinstance(s, Stream) for s in streams):
-        streams = frozenset(Stream)  # TorchX 0.7.0 has no such attribute: every stream
-    if issubclass(wrapped, Scheduler):
-        workspace = wrapped.supports_workspace()
-    else:  # TorchX's WorkspaceMixin method
-        workspace = callable(getattr(wrapped, "build_workspace_and_update_role", None))
-    name = f"SyncSchedulerAdapter[{wrapped.__qualname__}]"
-    namespace = {
-        "supported_log_streams": frozenset(streams),
-        "apps_live_in_process": getattr(wrapped, "apps_live_in_process", False) is True,
-        "supported_retry_policies": getattr(
-            wrapped, "supported_retry_policies", Scheduler.supported_retry_policies
-        ),
-        "supports_workspace": classmethod(lambda cls: workspace),
-    }
-    return cast("type[SyncSchedulerAdapter]", type(name, (SyncSchedulerAdapter,), namespace))
+def _capabilities_of(scheduler: Any) -> Capabilities:
+    """The record of the scheduler class ``type(scheduler)`` (every default where it has
+    none, as TorchX 0.7.0), with its instance's ``run_opts``, and a workspace build where
+    the class has TorchX's ``build_workspace_and_update_role`` of its own."""
+    declared = getattr(type(scheduler), "capabilities", None)
+    caps = declared if isinstance(declared, Capabilities) else Capabilities()
+    build = getattr(type(scheduler), "build_workspace_and_update_role", None)
+    builds = callable(build) and build is not Scheduler.build_workspace_and_update_role
+    return attrs.evolve(
+        caps,
+        run_opts=lambda: cast(runopts, scheduler.run_opts()),
+        workspace=caps.workspace or ("image" if builds else None),
+    )
 
 
 class SyncSchedulerAdapter(Scheduler[Any]):
     """Our async :class:`Scheduler` interface over a synchronous TorchX-style scheduler.
 
-    An instance of a subclass made for ``type(scheduler)``, with the wrapped class's
-    capability attributes (every log stream when it does not say, as TorchX 0.7.0).
+    Its :attr:`capabilities` are made once, from the wrapped scheduler's class (every
+    default when it declares none, as TorchX 0.7.0) and its ``run_opts()``.
 
     Args:
         scheduler: the synchronous scheduler (:attr:`scheduler`); its ``backend`` and
@@ -88,12 +82,6 @@ class SyncSchedulerAdapter(Scheduler[Any]):
     Raises:
         ValueError: ``max_threads`` is below 1, or ``poll_interval`` is not positive.
     """
-
-    def __new__(cls, scheduler: object, *args: Any, **kwargs: Any) -> SyncSchedulerAdapter:
-        """Make the instance of the subclass for ``type(scheduler)`` (see the class)."""
-        if cls is SyncSchedulerAdapter:
-            cls = _class_for(type(scheduler))
-        return cast("SyncSchedulerAdapter", super().__new__(cls))
 
     def __init__(
         self, scheduler: Any, max_threads: int = 40, poll_interval: float | None = None
@@ -114,6 +102,7 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         self.poll_interval = poll_interval or self.poll_interval
         #: The synchronous scheduler this adapter calls.
         self.scheduler = scheduler
+        self.capabilities = _capabilities_of(scheduler)
         self._limiter = anyio.CapacityLimiter(max_threads)
         self._closed = False
 
@@ -153,15 +142,6 @@ class SyncSchedulerAdapter(Scheduler[Any]):
             self._closed = True  # before the call: no other call starts from now on
             if (method := self._own("close")) is not None:
                 await self._run(method)
-
-    @classmethod
-    def class_run_opts(cls) -> runopts | None:
-        """None: the run options are the wrapped scheduler's ``run_opts()`` (an instance's)."""
-        return None
-
-    def run_opts(self) -> runopts:
-        """Return the wrapped scheduler's ``run_opts()`` (called directly: it is pure)."""
-        return cast(runopts, self.scheduler.run_opts())
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """The wrapped ``_validate(app, scheduler)`` (TorchX 0.7.0), or with ``cfg`` (ours)."""

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import abc
 import functools
-import inspect
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from datetime import datetime
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+import attrs
 
 from asynctorchx.errors import InvalidAppDefException
 from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse, Stream
@@ -43,6 +44,50 @@ from asynctorchx.specs.api import (
 T = TypeVar("T")
 
 
+@attrs.frozen(kw_only=True)
+class Capabilities:
+    """What a scheduler class supports, read without creating a scheduler.
+
+    A backend declares one as its class attribute :attr:`Scheduler.capabilities`; a
+    factory exposes it (:func:`asynctorchx.schedulers.get_scheduler_capabilities`), and
+    the Runner (``Runner.scheduler_capabilities``, ``Runner.scheduler_run_opts``) and the
+    CLI read it, never the scheduler's name. ``SyncSchedulerAdapter`` makes one from the
+    attributes of the TorchX scheduler it wraps.
+
+    Args:
+        run_opts: makes the run options the scheduler accepts (a new
+            :class:`~asynctorchx.specs.api.runopts` per call); ``None``: only a
+            scheduler knows them (TorchX's ``_run_opts(self)``), so one is created to ask.
+        log_streams: the streams ``log_iter`` reads (its ``streams`` argument); it raises
+            ``ValueError`` for another. A Docker engine and the local schedulers keep
+            stdout, stderr and both combined; Slurm writes stdout and stderr to two
+            files; the kubelet keeps one combined log per container. ``Runner.events``
+            reads stdout and stderr apart when both are here, else the combined log.
+        retry_policies: the policies honoured for a role with ``max_retries > 0``; a
+            role asking for another is refused at dry run instead of silently not
+            restarting. ``RetryPolicy.ROLE`` (TorchX after 0.7.0) is honoured by no
+            built-in backend yet.
+        apps_live_in_process: the apps end with the process that submitted them (the
+            local schedulers: replicas are its child processes). The CLI's ``run`` then
+            follows the logs and waits by default; ``False`` (a Docker engine, a
+            cluster): it prints the handle and returns unless asked to wait.
+        workspace: what a workspace becomes (TorchX's ``torchx.workspace``):
+            ``"image"``, built into the role's image (``local_docker``); ``"directory"``,
+            copied into the ``job_dir`` the role runs in (``DirWorkspaceMixin``,
+            ``slurm``); ``None``, nothing is built (the local schedulers run in the
+            directory itself). The CLI's ``run`` builds the current directory by default
+            when it is not ``None``, as ``torchx.cli.cmd_run`` does.
+    """
+
+    run_opts: Callable[[], runopts] | None = None
+    log_streams: frozenset[Stream] = frozenset(Stream)
+    retry_policies: frozenset[RetryPolicy] = frozenset(
+        {RetryPolicy.REPLICA, RetryPolicy.APPLICATION}
+    )
+    apps_live_in_process: bool = False
+    workspace: Literal["image", "directory"] | None = None
+
+
 class Scheduler(abc.ABC, Generic[T]):
     """An async scheduler: submits apps, describes, waits for, tails and cancels them.
 
@@ -53,27 +98,11 @@ class Scheduler(abc.ABC, Generic[T]):
     Use it as ``async with scheduler:`` or call ``await scheduler.close()``; closing
     is idempotent and never raises. The public methods are written here once; a
     backend implements ``schedule``, ``_submit_dryrun``, ``describe``, ``list``,
-    ``_cancel_existing`` and ``_log_blocks``, and where it has more to offer the hooks
-    ``_wait_until`` (events instead of polling), ``_describe_many``, ``_remove`` and
-    ``describe_native`` (see ``docs/architecture.md``, "Adding a backend").
+    ``_cancel_existing`` and ``_log_blocks``, declares its :attr:`capabilities`, and where
+    it has more to offer the hooks ``_wait_until`` (events instead of polling),
+    ``_describe_many``, ``_remove`` and ``describe_native`` (see ``docs/architecture.md``,
+    "Adding a backend").
     """
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Scheduler[T]:
-        """Refuse a backend that reads no logs, when it is made rather than when read.
-
-        A backend implements :meth:`_log_blocks` (ours) or overrides :meth:`log_iter`
-        itself (a scheduler ported from TorchX's ``torchx.schedulers.api.Scheduler``,
-        run through ``SyncSchedulerAdapter``).
-
-        Raises:
-            TypeError: ``cls`` does neither.
-        """
-        if cls._log_blocks is Scheduler._log_blocks and cls.log_iter is Scheduler.log_iter:
-            raise TypeError(
-                f"Can't instantiate {cls.__name__}: a scheduler implements _log_blocks"
-                " (or overrides log_iter, as a TorchX scheduler does)"
-            )
-        return super().__new__(cls)
 
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend
@@ -113,17 +142,6 @@ class Scheduler(abc.ABC, Generic[T]):
         The default does nothing: the local schedulers run in the directory itself.
         ``local_docker`` builds an image (see its docs).
         """
-
-    @classmethod
-    def supports_workspace(cls) -> bool:
-        """Whether this scheduler builds a workspace into an image (TorchX's
-        ``torchx.workspace.api.WorkspaceMixin``): its class overrides
-        :meth:`build_workspace_and_update_role`.
-
-        The CLI's ``run`` asks this, never the scheduler's name, to build the current
-        directory by default as ``torchx.cli.cmd_run`` does.
-        """
-        return cls.build_workspace_and_update_role is not Scheduler.build_workspace_and_update_role
 
     @abc.abstractmethod
     async def schedule(self, dryrun_info: AppDryRunInfo[T]) -> str:
@@ -174,13 +192,13 @@ class Scheduler(abc.ABC, Generic[T]):
 
         Raises:
             InvalidAppDefException: a role with ``max_retries > 0`` asks for a policy
-                outside :attr:`supported_retry_policies`; the message names the role, the
+                outside ``capabilities.retry_policies``; the message names the role, the
                 policy and the ones this backend supports.
         """
         for role in app.roles:
             policy = role.retry_policy
-            if role.max_retries > 0 and policy not in self.supported_retry_policies:
-                supported = ", ".join(sorted(p.name for p in self.supported_retry_policies))
+            if role.max_retries > 0 and policy not in self.capabilities.retry_policies:
+                supported = ", ".join(sorted(p.name for p in self.capabilities.retry_policies))
                 raise InvalidAppDefException(
                     f"role {role.name!r} asks for RetryPolicy.{policy.name}, which {self.backend}"
                     f" does not honour: use one of {supported}"
@@ -194,26 +212,11 @@ class Scheduler(abc.ABC, Generic[T]):
         """Return the run options this scheduler accepts (a ``--help`` for ``cfg``)."""
         return self._run_opts()
 
-    @classmethod
-    def _run_opts(cls) -> runopts:
-        """The run options (a backend overrides it as a ``@classmethod``: the Runner and
-        the CLI then read them without creating a scheduler)."""
-        return runopts()
-
-    @classmethod
-    def class_run_opts(cls) -> runopts | None:
-        """Return the run options of this scheduler class without creating a scheduler.
-
-        Works when the class defines ``_run_opts`` as a ``@classmethod`` (or a
-        ``@staticmethod``), or keeps the base class's (no options). ``None`` when it is
-        an instance method (TorchX's form, ``torchx.schedulers.api.Scheduler._run_opts``):
-        the caller then creates a scheduler, calls :meth:`run_opts` and closes it.
-        """
-        hook = inspect.getattr_static(cls, "_run_opts")
-        if isinstance(hook, (classmethod, staticmethod)):
-            bound: Callable[[], runopts] = hook.__get__(None, cls)
-            return bound()
-        return None
+    def _run_opts(self) -> runopts:
+        """The run options :attr:`capabilities` makes, else none (TorchX's hook: a
+        scheduler ported from TorchX overrides it)."""
+        make = self.capabilities.run_opts
+        return make() if make is not None else runopts()
 
     @abc.abstractmethod
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
@@ -301,30 +304,9 @@ class Scheduler(abc.ABC, Generic[T]):
     #: Seconds between two polls of the fallback :meth:`wait` (backends without events).
     poll_interval: float = 1.0
 
-    #: Whether this scheduler's apps live inside the process that submitted them (the
-    #: local schedulers: replicas are its child processes and end when it closes). The
-    #: CLI's ``run`` then stays to follow the logs and wait by default; other processes
-    #: of the same user still find the app through its record on disk (see
-    #: ``asynctorchx.schedulers.local``). ``False`` for a backend whose apps outlive the
-    #: submitting process (a Docker engine, a cluster): ``run`` prints the handle and
-    #: returns unless asked to wait. Callers ask this, never the scheduler's name.
-    apps_live_in_process: ClassVar[bool] = False
-
-    #: The retry policies this backend honours for a role with ``max_retries > 0``; a
-    #: role asking for another is refused at dry run (:meth:`dryrun_resolved`) instead of
-    #: silently not restarting. The built-in backends honour ``REPLICA`` and
-    #: ``APPLICATION``; ``RetryPolicy.ROLE`` (TorchX after 0.7.0) none of them yet.
-    supported_retry_policies: ClassVar[frozenset[RetryPolicy]] = frozenset(
-        {RetryPolicy.REPLICA, RetryPolicy.APPLICATION}
-    )
-
-    #: The log streams :meth:`log_iter` can read (its ``streams`` argument); it raises
-    #: ``ValueError`` for another. TorchX's backends differ: a Docker engine and the
-    #: local schedulers keep stdout, stderr and both combined; Slurm writes stdout and
-    #: stderr to two files and has no combined log; the kubelet keeps one combined log
-    #: per container. Callers ask this (``Runner.events`` reads stdout and stderr apart
-    #: when both are here, else the combined log), never the scheduler's name.
-    supported_log_streams: ClassVar[frozenset[Stream]] = frozenset(Stream)
+    #: What this scheduler class supports (see :class:`Capabilities`); a backend
+    #: declares its own.
+    capabilities: Capabilities = Capabilities()
 
     async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
         """Wait until the app reaches a terminal state and return its description.
@@ -449,6 +431,7 @@ class Scheduler(abc.ABC, Generic[T]):
             ValueError: ``k``, ``regex`` or ``streams`` is not valid, the app has no such
                 role or replica, or the backend cannot read that stream.
             UnknownAppException: the scheduler does not know the app.
+            NotImplementedError: the backend reads no logs.
         """
         query = LogQuery(role_name, k, regex, since, until, should_tail, streams)
         return lines_of(self._log_blocks(app_id, query, 0))
@@ -489,8 +472,14 @@ class Scheduler(abc.ABC, Generic[T]):
             app_id: the app's id on this scheduler.
             query: the replica, filters and follow mode, already validated.
             start: 0, or a block's position given before.
+
+        Raises:
+            NotImplementedError: this default, for a backend that reads no logs (as
+                TorchX's ``Scheduler.log_iter`` does).
         """
-        raise NotImplementedError(f"{type(self).__name__} does not implement _log_blocks")
+        raise NotImplementedError(
+            f"{type(self).__name__} does not support application log iteration"
+        )
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Check the app can run on this scheduler; the default accepts every app."""
@@ -509,6 +498,7 @@ class SchedulerFactory(Protocol):
 
 
 __all__ = [
+    "Capabilities",
     "DescribeAppResponse",
     "ListAppResponse",
     "Scheduler",

@@ -11,16 +11,18 @@ a local directory into what its roles run: its ``Runner`` builds the workspace o
 before the dry run when ``isinstance(scheduler, WorkspaceMixin)``. Here the hook
 (``build_workspace_and_update_role``) is a method of every
 :class:`~asynctorchx.schedulers.api.Scheduler`, a no-op unless the backend overrides
-it, and :meth:`~asynctorchx.schedulers.api.Scheduler.supports_workspace` says whether it
-does. This mixin keeps TorchX's class for code that subclasses it or tests
-``isinstance`` against it, on that one source of truth.
+it, and the scheduler's capabilities (``Capabilities.workspace``) say whether it does.
+This mixin keeps TorchX's class for code that subclasses it or tests ``isinstance``
+against it, on that one source of truth.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+import attrs
 
 from asynctorchx.schedulers.api import Scheduler
 from asynctorchx.specs.api import AppDef, CfgVal, Role, Workspace, runopts
@@ -40,14 +42,28 @@ class WorkspaceMixin(abc.ABC, Generic[T]):
     (:meth:`build_workspace_and_update_role`, :meth:`push_images`), as every
     scheduler method that does I/O is here.
 
+    A scheduler subclass whose ``capabilities`` say no workspace is given
+    ``workspace=`` :attr:`workspace_build` in them when its class is made, so that the
+    Runner and the CLI, which read the record, build its workspaces (TorchX marks such a
+    scheduler by this mixin alone).
+
     ``isinstance(scheduler, WorkspaceMixin)`` is true for a subclass, and also for any
-    scheduler whose class overrides ``build_workspace_and_update_role``
-    (:meth:`~asynctorchx.schedulers.api.Scheduler.supports_workspace`): of the
+    scheduler whose ``capabilities.workspace`` is not ``None``: of the
     built-in schedulers, ``local_docker``'s, and ``slurm``'s (a
     :class:`~asynctorchx.workspace.dir_workspace.DirWorkspaceMixin`, as TorchX's). The
     local schedulers run in the directory itself and build nothing, as in TorchX.
     TorchX's Kubernetes scheduler builds workspaces; ours does not yet.
     """
+
+    #: What the build makes of a workspace (see ``Capabilities.workspace``).
+    workspace_build: ClassVar[Literal["image", "directory"]] = "image"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Record :attr:`workspace_build` in a scheduler subclass's ``capabilities``
+        when they say no workspace (see the class)."""
+        super().__init_subclass__(**kwargs)
+        if issubclass(cls, Scheduler) and cls.capabilities.workspace is None:
+            cls.capabilities = attrs.evolve(cls.capabilities, workspace=cls.workspace_build)
 
     @classmethod
     def __subclasshook__(cls, subclass: type) -> Any:
@@ -58,12 +74,13 @@ class WorkspaceMixin(abc.ABC, Generic[T]):
 
         Returns:
             ``True`` for a :class:`~asynctorchx.schedulers.api.Scheduler` subclass whose
-            ``supports_workspace()`` is true, else ``NotImplemented`` (the usual check).
+            ``capabilities.workspace`` is not ``None``, else ``NotImplemented`` (the
+            usual check).
         """
         if (
             cls is WorkspaceMixin
             and issubclass(subclass, Scheduler)
-            and subclass.supports_workspace()
+            and subclass.capabilities.workspace is not None
         ):
             return True
         return NotImplemented

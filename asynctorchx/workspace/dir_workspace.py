@@ -44,6 +44,8 @@ class DirWorkspaceMixin(WorkspaceMixin[None]):
     scheduler; the scheduler declares the ``job_dir`` run option and runs the job there.
     """
 
+    workspace_build = "directory"
+
     async def build_workspace_and_update_role(
         self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
     ) -> None:

@@ -1,8 +1,8 @@
 """An mkdocs hook: the run options of each scheduler, generated from its ``runopts``.
 
 A scheduler page says ``<!-- runopts NAME -->`` on a line of its own; the build replaces
-that line with a table made from ``Scheduler.class_run_opts()`` of the scheduler
-registered as ``NAME`` (no scheduler is created, nothing is copied by hand). The build
+that line with a table made from the run options that the capabilities of the scheduler
+registered as ``NAME`` make (no scheduler is created, nothing is copied by hand). The build
 fails when a page names a scheduler that is not registered, and when a registered
 scheduler has no page ``schedulers/NAME.md``.
 """
@@ -17,7 +17,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
 from mkdocs.structure.pages import Page
 
-from asynctorchx.schedulers import get_scheduler_class, get_scheduler_factories
+from asynctorchx.schedulers import get_scheduler_capabilities, get_scheduler_factories
 from asynctorchx.specs import CfgVal, get_type_name, runopts
 
 #: ``<!-- runopts local_cwd -->`` alone on a line.
@@ -31,17 +31,16 @@ def scheduler_run_opts(name: str) -> runopts:
         name: a registered scheduler name (``local_cwd``).
 
     Raises:
-        PluginError: ``name`` is not registered, or its class cannot say its options
-            without being created.
+        PluginError: ``name`` is not registered, or its capabilities cannot make its
+            options without a scheduler.
     """
     factories = get_scheduler_factories()
     if name not in factories:
         raise PluginError(f"<!-- runopts {name} -->: no scheduler {name!r} ({list(factories)})")
-    cls = get_scheduler_class(factories[name])
-    opts = cls.class_run_opts() if cls is not None else None
-    if opts is None:
+    caps = get_scheduler_capabilities(factories[name])
+    if caps is None or caps.run_opts is None:
         raise PluginError(f"scheduler {name!r} does not give its run options without an instance")
-    return opts
+    return caps.run_opts()
 
 
 def _cell(text: str) -> str:

@@ -51,7 +51,7 @@ def create_shared(session_name: str, **kwargs: Any) -> Shared:
     return Shared(session_name, **kwargs)
 
 
-create_shared.scheduler_class = Shared  # type: ignore[attr-defined]
+create_shared.capabilities = Shared.capabilities  # type: ignore[attr-defined]
 
 
 @pytest.fixture(autouse=True)

@@ -14,9 +14,15 @@ import pytest
 
 from asynctorchx.cli.main import run_cli
 from asynctorchx.schedulers import SchedulerFactory
+from asynctorchx.schedulers.api import Capabilities
 from asynctorchx.specs.api import CfgVal, Role
 from tests.conftest import DOCKER_TEST_IMAGE
-from tests.runner.fake_scheduler import ClassOptsScheduler, FakeScheduler, create_class_opts
+from tests.runner.fake_scheduler import (
+    ClassOptsScheduler,
+    FakeScheduler,
+    create_class_opts,
+    fake_run_opts,
+)
 
 LIMIT = 120  # seconds: a safety bound, never a timing guess
 
@@ -24,6 +30,7 @@ LIMIT = 120  # seconds: a safety bound, never a timing guess
 class Building(ClassOptsScheduler):
     """Builds workspaces (records what it was given); its name says nothing of it."""
 
+    capabilities = Capabilities(run_opts=fake_run_opts, workspace="image")
     builds: ClassVar[list[str]] = []
 
     async def build_workspace_and_update_role(
@@ -37,7 +44,7 @@ def create_building(session_name: str, **kwargs: object) -> Building:
     return Building(session_name)
 
 
-create_building.scheduler_class = Building  # type: ignore[attr-defined]
+create_building.capabilities = Building.capabilities  # type: ignore[attr-defined]
 
 
 @pytest.fixture

@@ -57,7 +57,7 @@ async def run_components(
             for provider in providers:
                 info = await runner.dryrun(provider.get_app_def(), scheduler, cfg={})
                 started.append(await runner.schedule(info))
-            apart = Stream.COMBINED not in runner.scheduler_class(scheduler).supported_log_streams
+            apart = Stream.COMBINED not in runner.scheduler_capabilities(scheduler).log_streams
             streams = [Stream.STDOUT, Stream.STDERR] if apart else [None]  # slurm: .out, .err
             for handle in started:
                 statuses[handle] = await runner.wait(handle)

@@ -9,7 +9,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar
 
-from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
+from asynctorchx.schedulers.api import (
+    Capabilities,
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+)
 from asynctorchx.schedulers.toolkit import LogBlock, LogQuery
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 
@@ -68,15 +73,13 @@ class FakeScheduler(Scheduler[AppDef]):
 class ClassOptsScheduler(FakeScheduler):
     """The same, with its run options readable from the class."""
 
-    @classmethod
-    def _run_opts(cls) -> runopts:  # type: ignore[override]
-        return fake_run_opts()
+    capabilities = Capabilities(run_opts=fake_run_opts)
 
 
 class InProcessScheduler(FakeScheduler):
     """The same, claiming that its apps live in the submitting process."""
 
-    apps_live_in_process = True
+    capabilities = Capabilities(apps_live_in_process=True)
 
 
 def create_fake(session_name: str, **kwargs: Any) -> FakeScheduler:
@@ -85,16 +88,16 @@ def create_fake(session_name: str, **kwargs: Any) -> FakeScheduler:
 
 
 def create_class_opts(session_name: str, **kwargs: Any) -> ClassOptsScheduler:
-    """A factory that names its class (``scheduler_class``)."""
+    """A factory that exposes its class's capabilities."""
     return ClassOptsScheduler(session_name, **kwargs)
 
 
-create_class_opts.scheduler_class = ClassOptsScheduler  # type: ignore[attr-defined]
+create_class_opts.capabilities = ClassOptsScheduler.capabilities  # type: ignore[attr-defined]
 
 
 def create_in_process(session_name: str, **kwargs: Any) -> InProcessScheduler:
-    """A factory of :class:`InProcessScheduler` that names its class."""
+    """A factory of :class:`InProcessScheduler` that exposes its capabilities."""
     return InProcessScheduler(session_name, **kwargs)
 
 
-create_in_process.scheduler_class = InProcessScheduler  # type: ignore[attr-defined]
+create_in_process.capabilities = InProcessScheduler.capabilities  # type: ignore[attr-defined]

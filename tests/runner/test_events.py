@@ -22,7 +22,13 @@ import pytest
 from asynctorchx.errors import InvalidCursorError, UnknownAppException
 from asynctorchx.runner import AppEvent, LogEvent, Runner, StateEvent, get_runner
 from asynctorchx.runner._events import EVENTS_BUFFER_SIZE, EVENTS_PER_BATCH
-from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from asynctorchx.schedulers.api import (
+    Capabilities,
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+)
 from asynctorchx.schedulers.slurm._scheduler import log_file_name as slurm_log_file_name
 from asynctorchx.schedulers.toolkit import LogBlock, LogQuery
 from asynctorchx.specs.api import (
@@ -334,10 +340,10 @@ async def test_an_unknown_app_raises_on_entering_and_cancel_stays_a_no_op() -> N
 
 
 def test_each_backend_says_which_log_streams_it_can_read() -> None:
-    runner = get_runner()  # scheduler_class needs no entered runner
+    runner = get_runner()  # scheduler_capabilities needs no entered runner
     every = frozenset(Stream)
     declared = {
-        name: runner.scheduler_class(name).supported_log_streams
+        name: runner.scheduler_capabilities(name).log_streams
         for name in ("local_cwd", "local_dir", "local_docker", "slurm", "kubernetes")
     }
     assert declared == {
@@ -357,7 +363,7 @@ def test_each_backend_says_which_log_streams_it_can_read() -> None:
 class ScriptedScheduler(Scheduler[AppDef]):
     """Apps whose state and log lines the test sets, one combined log per replica."""
 
-    supported_log_streams = frozenset({Stream.COMBINED})
+    capabilities = Capabilities(log_streams=frozenset({Stream.COMBINED}))
 
     def __init__(self, session_name: str, **kwargs: Any) -> None:
         super().__init__("scripted", session_name)

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from asynctorchx.runner import Runner
-from asynctorchx.schedulers import get_scheduler_class, get_scheduler_factories
+from asynctorchx.schedulers import get_scheduler_capabilities, get_scheduler_factories
 from asynctorchx.schedulers.api import Scheduler
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, Role, runopts
 from tests.isolation import isolate_from_user_config
@@ -55,32 +55,31 @@ async def test_run_options_then_run_create_one_scheduler(factory: object) -> Non
     assert FakeScheduler.closed == FakeScheduler.created
 
 
-async def test_a_factory_naming_its_class_creates_no_scheduler_for_options() -> None:
+async def test_a_factory_exposing_capabilities_creates_no_scheduler_for_options() -> None:
     runner = Runner("torchx", {"fake": create_class_opts})
     assert "flag" in runner.scheduler_run_opts("fake")
-    assert runner.scheduler_class("fake") is ClassOptsScheduler
+    assert runner.scheduler_capabilities("fake") is ClassOptsScheduler.capabilities
     assert FakeScheduler.created == []
 
 
 async def test_an_options_only_scheduler_is_closed_with_the_runner() -> None:
     runner = Runner("torchx", {"fake": create_fake})
-    assert runner.scheduler_class("fake") is FakeScheduler
+    assert runner.scheduler_capabilities("fake") is FakeScheduler.capabilities
     async with runner:
         pass
     assert len(FakeScheduler.created) == 1
     assert FakeScheduler.closed == FakeScheduler.created
 
 
-def test_builtin_factories_name_their_class_and_give_options_without_instances() -> None:
+def test_builtin_factories_give_capabilities_and_options_without_instances() -> None:
     for name, factory in get_scheduler_factories().items():
-        cls = get_scheduler_class(factory)
-        assert cls is not None, name
-        assert issubclass(cls, Scheduler)
-    assert get_scheduler_class(create_fake) is None  # type: ignore[arg-type]
-    assert FakeScheduler.class_run_opts() is None
-    opts = ClassOptsScheduler.class_run_opts()
-    assert opts is not None
-    assert "flag" in opts
+        caps = get_scheduler_capabilities(factory)
+        assert caps is not None, name
+        assert caps.run_opts is not None, name
+        assert len(caps.run_opts()) > 0, name
+    assert get_scheduler_capabilities(create_fake) is None  # type: ignore[arg-type]
+    assert FakeScheduler.capabilities.run_opts is None  # TorchX's _run_opts(self)
+    assert get_scheduler_capabilities(create_class_opts) is ClassOptsScheduler.capabilities
 
 
 async def test_get_runner_then_run_component_reads_the_config_files_once(

@@ -70,7 +70,7 @@ def create_native(session_name: str, **kwargs: Any) -> Native:
     return Native(session_name, **kwargs)
 
 
-create_native.scheduler_class = Native  # type: ignore[attr-defined]
+create_native.capabilities = Native.capabilities  # type: ignore[attr-defined]
 
 
 def _app(name: str = "fake", roles: int = 1) -> AppDef:

@@ -18,7 +18,6 @@ import pytest
 
 from asynctorchx.errors import SchedulerClosedError
 from asynctorchx.runner import Runner
-from asynctorchx.schedulers import SyncSchedulerAdapter
 from asynctorchx.schedulers.api import DescribeAppResponse, Stream
 from asynctorchx.specs.api import AppDef, AppState, Role, parse_app_handle
 from tests.isolation import isolate_from_user_config
@@ -69,10 +68,9 @@ async def test_run_status_logs_list_cancel_wait_and_close() -> None:
 
 async def test_the_runner_answers_capability_questions_from_the_wrapped_class() -> None:
     runner = _runner(Made(PortedScheduler))
-    cls = runner.scheduler_class("ported")
-    assert issubclass(cls, SyncSchedulerAdapter)
-    assert cls.supported_log_streams == frozenset({Stream.COMBINED})
-    assert not cls.supports_workspace()
+    caps = runner.scheduler_capabilities("ported")
+    assert caps.log_streams == frozenset({Stream.COMBINED})
+    assert caps.workspace is None
     assert "label" in runner.scheduler_run_opts("ported")
 
 
@@ -203,7 +201,7 @@ async def test_an_error_of_the_sync_scheduler_reaches_the_caller_unchanged() -> 
 async def test_a_torchx_shaped_scheduler_is_validated_and_dry_run_as_torchx_does() -> None:
     factory = Made(TorchXShapedScheduler)
     async with _runner(factory, "shaped") as runner:
-        assert runner.scheduler_class("shaped").supports_workspace()
+        assert runner.scheduler_capabilities("shaped").workspace == "image"
         with anyio.fail_after(LIMIT):
             app = _app()
             handle = await runner.run(app, "shaped")

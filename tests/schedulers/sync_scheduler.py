@@ -20,7 +20,13 @@ from typing import Any
 
 import anyio.from_thread
 
-from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from asynctorchx.schedulers.api import (
+    Capabilities,
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+)
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal, is_terminal, runopts
 
 
@@ -34,7 +40,7 @@ class PortedScheduler(Scheduler[AppDef]):
     """Apps in memory; every I/O method is a plain function, as in TorchX."""
 
     poll_interval = 0.01  # seconds: the adapter's describe polling, kept short for tests
-    supported_log_streams = frozenset({Stream.COMBINED})
+    capabilities = Capabilities(log_streams=frozenset({Stream.COMBINED}))
 
     def __init__(self, session_name: str, **kwargs: Any) -> None:
         super().__init__("ported", session_name)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -56,8 +55,8 @@ class FakeEventlessScheduler(Scheduler[str]):
 RUN = AppState.RUNNING
 
 
-def test_a_backend_that_reads_no_logs_cannot_be_made() -> None:
-    class NoLogs(Scheduler[str]):
+def test_a_backend_that_reads_no_logs_says_so_when_asked_for_logs() -> None:
+    class NoLogs(Scheduler[str]):  # as TorchX allows: its log_iter raises by default
         async def describe(self, app_id: str) -> DescribeAppResponse | None:
             return None
 
@@ -73,15 +72,11 @@ def test_a_backend_that_reads_no_logs_cannot_be_made() -> None:
         async def _cancel_existing(self, app_id: str) -> None:
             pass
 
-    with pytest.raises(TypeError, match="_log_blocks"):
-        NoLogs("no_logs", "test")
-
-    class TorchXStyle(NoLogs):
-        # a scheduler ported from TorchX overrides the public log_iter: accepted
-        def log_iter(self, app_id: str, role_name: str, k: int = 0, *args: Any, **kw: Any) -> Any:
-            raise ValueError("no logs")
-
-    assert TorchXStyle("torchx_style", "test").backend == "torchx_style"
+    scheduler = NoLogs("no_logs", "test")
+    with pytest.raises(NotImplementedError, match="NoLogs does not support application log"):
+        scheduler.log_iter("app", "role")
+    with pytest.raises(NotImplementedError, match="NoLogs does not support application log"):
+        scheduler.log_blocks("app", LogQuery("role"))
 
 
 async def test_wait_polls_until_the_first_terminal_state() -> None:

@@ -58,21 +58,22 @@ def test_is_sync_scheduler_checks_each_torchx_method(scheduler: object, expected
     assert is_sync_scheduler(scheduler) is expected
 
 
-def test_the_adapter_class_answers_for_the_wrapped_class() -> None:
+def test_the_adapter_answers_for_the_wrapped_class() -> None:
     ported = SyncSchedulerAdapter(PortedScheduler("s"))
-    assert isinstance(ported, SyncSchedulerAdapter)
-    assert type(ported).supported_log_streams == frozenset({Stream.COMBINED})
-    assert not type(ported).supports_workspace()
-    assert not type(ported).apps_live_in_process
-    assert type(ported).class_run_opts() is None  # the Runner asks the instance
+    assert ported.capabilities.log_streams == frozenset({Stream.COMBINED})
+    assert ported.capabilities.workspace is None
+    assert not ported.capabilities.apps_live_in_process
+    assert ported.capabilities.run_opts is not None  # the wrapped instance's _run_opts
+    assert "label" in ported.capabilities.run_opts()
     assert "label" in ported.run_opts()
     assert ported.poll_interval == PortedScheduler.poll_interval
     assert (ported.backend, ported.session_name) == ("ported", "s")
-    assert type(SyncSchedulerAdapter(Workspaced("s"))).supports_workspace()
+    assert SyncSchedulerAdapter(Workspaced("s")).capabilities.workspace == "image"
     shaped = SyncSchedulerAdapter(TorchXShapedScheduler("s"))
-    assert type(shaped).supports_workspace()  # TorchX's WorkspaceMixin method
-    assert type(shaped).supported_log_streams == frozenset(Stream)
-    assert not type(SyncSchedulerAdapter(MagicMock())).supports_workspace()
+    assert shaped.capabilities.workspace == "image"  # TorchX's WorkspaceMixin method
+    assert shaped.capabilities.log_streams == frozenset(Stream)
+    assert "label" in shaped.run_opts()
+    assert SyncSchedulerAdapter(MagicMock()).capabilities.workspace is None
 
 
 @pytest.mark.parametrize("kwargs", [{"max_threads": 0}, {"poll_interval": 0.0}])

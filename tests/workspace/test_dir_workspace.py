@@ -39,7 +39,7 @@ def project(tmp_path: Path) -> Path:
 def test_slurm_is_a_directory_workspace_scheduler() -> None:
     assert issubclass(SlurmScheduler, DirWorkspaceMixin)
     assert issubclass(SlurmScheduler, WorkspaceMixin)
-    assert SlurmScheduler.supports_workspace()
+    assert SlurmScheduler.capabilities.workspace == "directory"
 
 
 def test_the_copy_leaves_out_what_torchxignore_names(project: Path, tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ import pytest
 import asynctorchx.workspace.api as workspace_api
 from asynctorchx import specs, workspace
 from asynctorchx.runner import Runner
-from asynctorchx.schedulers import get_scheduler_class, get_scheduler_factories
+from asynctorchx.schedulers.docker_scheduler import DockerScheduler
+from asynctorchx.schedulers.local_scheduler import LocalScheduler
 from asynctorchx.specs.api import AppDef, CfgVal, Role
 from asynctorchx.workspace import WorkspaceMixin
 from tests.runner.fake_scheduler import FakeScheduler
@@ -70,11 +71,11 @@ async def test_the_runner_builds_role_zero_with_a_mixin_scheduler(tmp_path: Path
 
 def test_isinstance_follows_what_the_scheduler_builds() -> None:
     assert isinstance(BuildingScheduler("s"), WorkspaceMixin)
-    assert BuildingScheduler.supports_workspace()
+    assert BuildingScheduler.capabilities.workspace == "image"  # the mixin says it
+    assert FakeScheduler.capabilities.workspace is None
     assert not isinstance(FakeScheduler("s"), WorkspaceMixin)
-    classes = {name: get_scheduler_class(f) for name, f in get_scheduler_factories().items()}
-    assert issubclass(classes["local_docker"], WorkspaceMixin)  # type: ignore[arg-type]
-    assert not issubclass(classes["local_cwd"], WorkspaceMixin)  # type: ignore[arg-type]
+    assert issubclass(DockerScheduler, WorkspaceMixin)
+    assert not issubclass(LocalScheduler, WorkspaceMixin)
     assert not issubclass(int, WorkspaceMixin)
 
 

@@ -47,6 +47,7 @@ from typing import Any
 import anyio
 
 from asynctorchx.schedulers.api import (
+    Capabilities,
     DescribeAppResponse,
     ListAppResponse,
     Scheduler,
@@ -77,7 +78,6 @@ from asynctorchx.specs.api import (
     CfgVal,
     Role,
     make_app_handle,
-    runopts,
 )
 
 logger = logging.getLogger(__name__)
@@ -122,6 +122,8 @@ class DockerScheduler(Scheduler[DockerJob]):
         SchedulerClosedError: the scheduler was closed.
         DockerEngineError: the engine refused a request (``status``, ``message``).
     """
+
+    capabilities = Capabilities(run_opts=run_opts, workspace="image")
 
     def __init__(
         self,
@@ -179,11 +181,6 @@ class DockerScheduler(Scheduler[DockerJob]):
             logger.warning("local_docker: could not cancel %s on close", app_id, exc_info=True)
 
     # ------------------------------------------------------------------ options, dry run
-
-    @classmethod
-    def _run_opts(cls) -> runopts:
-        """The run options of ``local_docker``, TorchX's names (see ``_options.run_opts``)."""
-        return run_opts()
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Check the app can run as containers (see ``_request.validate``).

@@ -34,7 +34,13 @@ import anyio
 import attrs
 
 from asynctorchx.errors import UnknownAppException
-from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from asynctorchx.schedulers.api import (
+    Capabilities,
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+)
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
 from asynctorchx.schedulers.kubernetes._informer import Informer
 from asynctorchx.schedulers.kubernetes._jobapi import JobApi, for_cfg, for_name
@@ -62,7 +68,6 @@ from asynctorchx.specs.api import (
     AppState,
     CfgVal,
     make_app_handle,
-    runopts,
 )
 
 #: The labels of every pod of a TorchX (or asynctorchx) job: the pods watch selects them.
@@ -91,7 +96,9 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         SchedulerClosedError: the scheduler was closed.
     """
 
-    supported_log_streams = frozenset({Stream.COMBINED})  # one log per container
+    capabilities = Capabilities(  # one log per container
+        run_opts=kubernetes_runopts, log_streams=frozenset({Stream.COMBINED})
+    )
 
     def __init__(
         self, session_name: str, kubeconfig: str | None = None, context: str | None = None
@@ -128,12 +135,6 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         return self._pods[namespace]
 
     # ------------------------------------------------------------------ options, dry run
-
-    @classmethod
-    def _run_opts(cls) -> runopts:
-        """TorchX's run options: ``namespace``, ``queue``, ``image_repo``,
-        ``service_account``, ``priority_class`` (see ``_request.kubernetes_runopts``)."""
-        return kubernetes_runopts()
 
     def _submit_dryrun(
         self, app: AppDef, cfg: Mapping[str, CfgVal]

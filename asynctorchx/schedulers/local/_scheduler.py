@@ -22,6 +22,7 @@ import anyio.abc
 
 from asynctorchx.errors import SchedulerClosedError, UnknownAppException
 from asynctorchx.schedulers.api import (
+    Capabilities,
     DescribeAppResponse,
     ListAppResponse,
     Scheduler,
@@ -60,7 +61,6 @@ from asynctorchx.specs.api import (
     CfgVal,
     is_terminal,
     make_app_handle,
-    runopts,
 )
 
 logger = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
     :class:`~asynctorchx.errors.SchedulerClosedError`.
     """
 
-    apps_live_in_process = True
+    capabilities = Capabilities(run_opts=local_run_opts, apps_live_in_process=True)
 
     def __init__(
         self,
@@ -176,13 +176,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
             app.request_cancel()
         for app in running:
             await LiveApp(app).wait_until(is_terminal)
-
-    # ----------------------------------------------------------------- options
-
-    @classmethod
-    def _run_opts(cls) -> runopts:
-        """The run options of ``local_cwd``/``local_dir`` (see ``local_run_opts``)."""
-        return local_run_opts()
 
     # ----------------------------------------------------------------- dry run
 

@@ -36,7 +36,13 @@ from typing import Any
 import anyio
 
 from asynctorchx.errors import UnknownAppException
-from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from asynctorchx.schedulers.api import (
+    Capabilities,
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+)
 from asynctorchx.schedulers.slurm._commands import SlurmCommands
 from asynctorchx.schedulers.slurm._request import (
     SlurmBatchRequest,
@@ -51,7 +57,7 @@ from asynctorchx.schedulers.slurm._state import (
     sacct_start,
 )
 from asynctorchx.schedulers.toolkit import LogBlock, LogPosition, LogQuery, tail_blocks
-from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, is_terminal, runopts
+from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, is_terminal
 from asynctorchx.workspace.dir_workspace import DirWorkspaceMixin
 
 logger = logging.getLogger(__name__)
@@ -90,7 +96,11 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
     and (for jobs it submitted) the roles and directory; :meth:`delete` forgets them.
     """
 
-    supported_log_streams = frozenset({Stream.STDOUT, Stream.STDERR})  # .out and .err
+    capabilities = Capabilities(  # .out and .err; the workspace is copied into job_dir
+        run_opts=slurm_runopts,
+        log_streams=frozenset({Stream.STDOUT, Stream.STDERR}),
+        workspace="directory",
+    )
 
     def __init__(
         self,
@@ -116,11 +126,6 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         """Ask ``sinfo --version`` once: the release picks the GPU options of every request."""
         self.slurm_version = await self.commands.version()
         return self
-
-    @classmethod
-    def _run_opts(cls) -> runopts:
-        """The run options of ``slurm``, TorchX's names (see ``slurm_runopts``)."""
-        return slurm_runopts()
 
     def _submit_dryrun(
         self, app: AppDef, cfg: Mapping[str, CfgVal]

@@ -38,8 +38,7 @@ def _env_of(cfg: dict[str, CfgVal]) -> dict[str, str]:
     ],
 )
 def test_env_option_parses_as_torchx_and_as_before(text: str, expected: dict[str, str]) -> None:
-    opts = DockerScheduler.class_run_opts()
-    assert opts is not None
+    opts = DockerScheduler("test").run_opts()
     env_type = get_type_name(opts.get("env").opt_type)  # type: ignore[union-attr]
     assert env_type.lower().removeprefix("typing.") == "dict[str, str]"  # TorchX's env type
     cfg = opts.cfg_from_str(text)
@@ -71,15 +70,13 @@ def test_env_option_refuses_what_no_environment_can_carry(
 
 
 def test_env_option_item_without_a_separator_is_named() -> None:
-    opts = DockerScheduler.class_run_opts()
-    assert opts is not None
+    opts = DockerScheduler("test").run_opts()
     with pytest.raises(InvalidRunConfigException, match="'NOPE' is not KEY:VALUE"):
         opts.cfg_from_str("env=NOPE")
 
 
 def test_env_option_from_a_torchxconfig_section() -> None:
-    opts = DockerScheduler.class_run_opts()
-    assert opts is not None
+    opts = DockerScheduler("test").run_opts()
     cfg: dict[str, CfgVal] = {}
     sections = {"local_docker": {"env": "FOO:1,BAR:2"}}
     config.apply("local_docker", cfg, opts, sections=sections)

@@ -26,8 +26,7 @@ LIMIT = 120.0  # seconds: a safety bound on a build, never a timing guess
 
 def test_docker_opts_types_every_run_option() -> None:
     hints = typing.get_type_hints(DockerOpts)
-    opts = DockerScheduler.class_run_opts()
-    assert opts is not None
+    opts = DockerScheduler("test").run_opts()
     assert set(hints) == {name for name, _ in opts}
     # TorchX's DockerOpts keys, and the workspace options it adds
     assert {"copy_env", "env", "privileged", "image_repo", "quiet"} <= set(hints)
@@ -37,8 +36,7 @@ def test_docker_opts_types_every_run_option() -> None:
 
 
 def test_quiet_is_a_bool_run_option_off_by_default() -> None:
-    opts = DockerScheduler.class_run_opts()
-    assert opts is not None
+    opts = DockerScheduler("test").run_opts()
     quiet = opts.get("quiet")
     assert quiet is not None
     assert quiet.opt_type is bool

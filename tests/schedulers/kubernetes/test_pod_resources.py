@@ -76,8 +76,7 @@ def _resources(cfg: dict[str, Any], resource: dict[str, Any], api: str = "volcan
 
 
 def test_run_options_as_torchx_nightly_defines_them() -> None:
-    opts = KubernetesScheduler.class_run_opts()
-    assert opts is not None
+    opts = KubernetesScheduler("test").run_opts()
     ours = {key: [opts.get(key).default, opts.get(key).opt_type.__name__] for key in OPTIONS}  # type: ignore[union-attr]
     assert ours == run_nightly(NIGHTLY_OPTS, OPTIONS)
 
