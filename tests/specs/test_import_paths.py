@@ -109,6 +109,11 @@ def test_torchx_runner_api_names_import_from_runner_api(name: str) -> None:
     assert hasattr(asynctorchx.runner.api, name)
 
 
+def test_the_runner_logs_under_its_public_module_name_as_torchx_does() -> None:
+    # TorchX's Runner logs as `torchx.runner.api`: a ported logging configuration names it
+    assert asynctorchx.runner.api.logger.name == "asynctorchx.runner.api"
+
+
 @pytest.mark.parametrize("name", RUNNER_NAMES)
 def test_runner_and_runner_api_give_the_same_object(name: str) -> None:
     assert name in asynctorchx.runner.__all__
