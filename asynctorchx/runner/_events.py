@@ -160,7 +160,7 @@ class LogEvent(_LogEventFields):
         role: the role's name.
         replica_id: the replica's id ``k`` (0-based).
         stream: ``"stdout"`` or ``"stderr"`` when the scheduler keeps them apart
-            (``Scheduler.supported_log_streams``), else ``"combined"``.
+            (``Capabilities.log_streams``), else ``"combined"``.
         line: the text, with its trailing ``\\n`` when the replica wrote one.
         timestamp: when the line was read (UTC).
         sequence: the event's number in the stream (1: the first event).
