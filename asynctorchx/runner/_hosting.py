@@ -238,7 +238,7 @@ class SchedulerHost:
 
     def _instance(self, scheduler: str) -> Scheduler[Any]:
         """The hosted scheduler, else one made once and never opened: :meth:`get` hosts
-        that one later, :meth:`close` closes it if not (a factory that names no class)."""
+        that one later, :meth:`close` closes it if not (a factory that exposes no capabilities)."""
         sched = self._schedulers.get(scheduler) or self._unopened.get(scheduler)
         if sched is None:
             sched = self._unopened[scheduler] = self._create(scheduler)

@@ -83,7 +83,7 @@ class InProcessScheduler(FakeScheduler):
 
 
 def create_fake(session_name: str, **kwargs: Any) -> FakeScheduler:
-    """A factory that does not name its class."""
+    """A factory that exposes no capabilities."""
     return FakeScheduler(session_name, **kwargs)
 
 

@@ -148,7 +148,7 @@ class PortedScheduler(Scheduler[AppDef]):
 
 
 def create_ported(session_name: str, **kwargs: Any) -> PortedScheduler:
-    """A factory that does not name its class."""
+    """A factory that exposes no capabilities."""
     return PortedScheduler(session_name, **kwargs)
 
 
