@@ -82,6 +82,22 @@ def test_builtin_factories_give_capabilities_and_options_without_instances() -> 
     assert get_scheduler_capabilities(create_class_opts) is ClassOptsScheduler.capabilities
 
 
+def test_each_builtin_says_where_its_apps_live_and_what_a_workspace_becomes() -> None:
+    runner = Runner("torchx", get_scheduler_factories())  # no scheduler is created
+    declared = {
+        name: (caps.apps_live_in_process, caps.workspace)
+        for name in runner.scheduler_backends()
+        for caps in [runner.scheduler_capabilities(name)]
+    }
+    assert declared == {
+        "local_cwd": (True, None),  # replicas are this process's children, run in place
+        "local_dir": (True, None),
+        "local_docker": (False, "image"),
+        "slurm": (False, "directory"),  # copied into job_dir, as TorchX's DirWorkspaceMixin
+        "kubernetes": (False, None),
+    }
+
+
 async def test_get_runner_then_run_component_reads_the_config_files_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
