@@ -24,10 +24,10 @@ from typing import Any
 import attrs
 
 from asynctorchx import __version__
-from asynctorchx.errors import InvalidAppDefException
+from asynctorchx.errors import InvalidAppDefException, UnknownDeviceError
 from asynctorchx.schedulers.docker._options import NETWORK
 from asynctorchx.schedulers.ids import make_unique
-from asynctorchx.schedulers.toolkit import UnknownDeviceError, get_device_mounts
+from asynctorchx.schedulers.toolkit import get_device_mounts
 from asynctorchx.specs.api import (
     AppDef,
     BindMount,
@@ -321,7 +321,7 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
 
     Raises:
         ValueError: an ``env`` item is not ``KEY=VALUE``, or a resource device has no
-            known host device file (:class:`~asynctorchx.schedulers.toolkit.UnknownDeviceError`)
+            known host device file (:class:`~asynctorchx.errors.UnknownDeviceError`)
             or a negative count.
     """
     default_env = _default_env(cfg)

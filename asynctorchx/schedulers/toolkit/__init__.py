@@ -12,8 +12,9 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
 - states: :func:`app_state` (replicas -> app), :func:`describe_app`,
   :func:`role_statuses`;
 - logs: :class:`LogQuery` (what ``log_iter`` was asked), :class:`LineAssembler`, the one
-  splitter, and :func:`iter_lines` (bytes -> lines, lines longer than
-  :data:`MAX_LINE_BYTES` cut at a character boundary, nothing added),
+  splitter (bytes -> lines, lines longer than :data:`MAX_LINE_BYTES` cut at a character
+  boundary, nothing added), :func:`has_long_line` and :func:`line_spans` (where a read's
+  lines are),
   :func:`tail_blocks` (a file's lines a read at a time, each :class:`LogBlock` with the
   byte offset to read again from), :func:`lines_of` (their lines one by one) and
   :class:`Notifier` (follow a file, woken by its writer), :func:`open_for_reading` (never
@@ -32,7 +33,6 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
 ``docs/architecture.md`` walks through adding a backend with these pieces.
 """
 
-from asynctorchx.errors import UnknownDeviceError
 from asynctorchx.schedulers.toolkit._concurrency import (
     background_tasks,
     gather,
@@ -49,7 +49,6 @@ from asynctorchx.schedulers.toolkit._lines import (
     MAX_LINE_BYTES,
     LineAssembler,
     has_long_line,
-    iter_lines,
     line_spans,
 )
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
@@ -71,7 +70,6 @@ from asynctorchx.schedulers.toolkit._state import (
     role_statuses,
 )
 from asynctorchx.schedulers.toolkit._tail import (
-    READ_SIZE,
     LogBlock,
     Notifier,
     lines_of,
@@ -89,7 +87,6 @@ from asynctorchx.schedulers.toolkit._validation import (
 __all__ = [
     "DEVICES",
     "MAX_LINE_BYTES",
-    "READ_SIZE",
     "STAMPED_START",
     "BatchedPoller",
     "LineAssembler",
@@ -101,7 +98,6 @@ __all__ = [
     "StampSkip",
     "Stamped",
     "StampedPair",
-    "UnknownDeviceError",
     "app_state",
     "background_tasks",
     "check_env",
@@ -112,7 +108,6 @@ __all__ = [
     "gather_results",
     "get_device_mounts",
     "has_long_line",
-    "iter_lines",
     "line_spans",
     "lines_of",
     "make_app_id",

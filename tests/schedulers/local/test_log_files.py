@@ -11,7 +11,8 @@ import anyio
 import pytest
 
 from asynctorchx.schedulers.local._log_files import ReplicaLogWriter, TimeIndex
-from asynctorchx.schedulers.toolkit import READ_SIZE, LogQuery, lines_of, tail_blocks
+from asynctorchx.schedulers.toolkit import LogQuery, lines_of, tail_blocks
+from asynctorchx.schedulers.toolkit._tail import READ_SIZE
 
 
 async def read_all(path: Path, regex: str | None = None) -> list[str]:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from asynctorchx.errors import InvalidAppDefException, InvalidAppIdException, InvalidNameException
+from asynctorchx.errors import (
+    InvalidAppDefException,
+    InvalidAppIdException,
+    InvalidNameException,
+    UnknownDeviceError,
+)
 from asynctorchx.schedulers.devices import get_device_mounts as torchx_path_get_device_mounts
 from asynctorchx.schedulers.ids import make_unique
 from asynctorchx.schedulers.toolkit import (
-    UnknownDeviceError,
     get_device_mounts,
     make_app_id,
     sanitize_app_name,

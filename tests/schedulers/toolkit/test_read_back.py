@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asynctorchx.schedulers.toolkit import LogQuery, iter_lines, lines_of, tail_blocks
+from asynctorchx.schedulers.toolkit import LogQuery, lines_of, tail_blocks
+from asynctorchx.schedulers.toolkit._lines import iter_lines
 
 # every line boundary of str.splitlines (only b"\n" may end a line) and broken UTF-8
 _PARTS = [
