@@ -8,6 +8,7 @@ See :class:`Runner` (TorchX's ``torchx.runner`` API as coroutines; its ``events`
 from __future__ import annotations
 
 from asynctorchx.runner._events import AppEvent, EventStream, LogEvent, StateEvent
+from asynctorchx.runner._fanout import FeedBatch, SubscriberCutOff, Subscription
 from asynctorchx.runner._group import AppGroup
 from asynctorchx.runner._log_lines import LogLines
 from asynctorchx.runner._logs import LogLine
@@ -19,11 +20,14 @@ __all__ = [
     "AppEvent",
     "AppGroup",
     "EventStream",
+    "FeedBatch",
     "LogEvent",
     "LogLine",
     "LogLines",
     "Runner",
     "StateEvent",
+    "SubscriberCutOff",
+    "Subscription",
     "can_own_signals",
     "get_runner",
     "terminate_on_signals",

@@ -405,6 +405,17 @@ class EventStream:
             self._current = iter(await self._batches.receive())
         return event
 
+    async def receive_batch(self) -> Sequence[AppEvent]:
+        """Return the events not received yet of the current batch, else the next batch's
+        (one read's); empty once the stream ended."""
+        events = list(self._current)
+        while not events:
+            try:
+                events = list(await self._batches.receive())
+            except anyio.EndOfStream:
+                return events
+        return events
+
     def statistics(self) -> MemoryObjectStreamStatistics:
         """The buffer of batches between the readers and this stream (anyio's statistics):
         ``max_buffer_size`` is :data:`EVENTS_BUFFER_SIZE` batches."""

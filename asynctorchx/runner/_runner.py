@@ -32,6 +32,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from asynctorchx.errors import MalformedAppHandleException, UnknownAppException
 from asynctorchx.runner._events import EventStream, app_event_stream
+from asynctorchx.runner._fanout import SUBSCRIBER_BUFFER, Fanout, Subscription
 from asynctorchx.runner._group import AppGroup, stop_groups
 from asynctorchx.runner._hosting import SchedulerHost, scheduler_params_from_env
 from asynctorchx.runner._log_lines import LogLines
@@ -165,6 +166,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         )
         self._apps: dict[AppHandle, AppDef] = {}
         self._groups: set[AppGroup] = set()
+        self._fanout = Fanout()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -172,7 +174,8 @@ class Runner(anyio.AsyncContextManagerMixin):
     async def __asynccontextmanager__(self) -> AsyncIterator[Runner]:
         own = can_own_signals() if self._handle_signals is None else self._handle_signals
         # the signal block is entered first, left last: a signal during close still closes
-        async with terminate_on_signals(self) if own else nullcontext(), self._host:
+        signals = terminate_on_signals(self) if own else nullcontext()
+        async with signals, self._host, self._fanout:
             try:
                 yield self
             finally:
@@ -894,6 +897,49 @@ class Runner(anyio.AsyncContextManagerMixin):
             sched, app_id, app_handle, replicas, statuses, cursor, follow=not finished
         ) as events:
             yield events
+
+    @asynccontextmanager
+    async def subscribe(
+        self,
+        app_handle: AppHandle,
+        cursor: str | None = None,
+        *,
+        max_buffer: int = SUBSCRIBER_BUFFER,
+    ) -> AsyncIterator[Subscription]:
+        """The app's :meth:`events` from one reader shared by every subscriber of the app.
+
+        Usage: ``async with runner.subscribe(handle, cursor=last) as sub: async for batch
+        in sub: ...``; each :class:`~asynctorchx.runner.FeedBatch` holds the events ready
+        together (``batch.events``) and their Server-Sent Events frames, made once for
+        every subscriber (``batch.sse()``). The events, their order, cursors and end are
+        those of :meth:`events`, from ``cursor`` on, each once. The app's feed (one
+        :meth:`events` stream, a task of the runner) starts with its first subscriber and
+        ends when its last one leaves or the app ends. A subscriber that joins behind the
+        feed gets the feed's batches after its cursor when the feed still keeps them,
+        else reads its own :meth:`events` stream (:mod:`asynctorchx.runner._fanout`).
+
+        A subscriber whose buffer holds ``max_buffer`` batches when the feed has another
+        is cut off: it receives what its buffer holds, then
+        :class:`~asynctorchx.runner.SubscriberCutOff`, whose ``cursor`` resumes it with
+        nothing lost or repeated; the feed never waits for a subscriber.
+
+        Args:
+            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+            cursor (str | None): resume after the event that carried it; ``None``: from
+                the start.
+            max_buffer (int): batches the subscriber's buffer holds (at least 1).
+
+        Raises:
+            ValueError: ``max_buffer`` is under 1.
+            UnknownAppException, InvalidCursorError, MalformedAppHandleException,
+                UnknownSchedulerException: as :meth:`events`.
+            SubscriberCutOff: (when read) it did not keep up.
+            Exception: (when read) the error that ended the app's stream, as :meth:`events`.
+        """
+        async with self._fanout.subscribe(
+            app_handle, partial(self.events, app_handle), cursor, max_buffer
+        ) as subscription:
+            yield subscription
 
     def __repr__(self) -> str:
         return f"Runner(name={self._name!r}, schedulers={list(self._host.factories)})"

@@ -1,0 +1,352 @@
+"""One reader per app, any number of subscribers: :meth:`Runner.subscribe`.
+
+Every watcher of an app wants the same events; :meth:`Runner.events` gives each its own
+readers. A feed reads an app's events once (one :meth:`Runner.events` stream, in a task
+of the runner's :class:`Fanout`) and hands each batch, as one shared :class:`FeedBatch`,
+to every subscriber's bounded buffer (an anyio memory object stream). A batch's
+Server-Sent Events frames are made once, by the first subscriber that asks, and shared.
+
+Each subscriber keeps :meth:`Runner.events`' contract: events in order, each once, a
+cursor on each that resumes right after it. The feed's events carry the feed's cursors,
+so a subscriber joins the feed exactly at a cursor the feed made: the feed keeps its
+latest batches (at most :data:`HISTORY_EVENTS` events, by reference) and a subscriber
+whose cursor is one of them (or the cursor the feed started from) gets the batches after
+it from there, then the live ones, with no await in between. Any other cursor (older
+than the kept batches, or made by another stream, such as a feed of an earlier server
+process) is served by its own :meth:`Runner.events` stream from that cursor: as exact,
+not shared.
+
+A subscriber that cannot keep up is cut off: when the feed has a batch for it and its
+buffer is full, its buffer is closed; it receives what the buffer holds, then
+:class:`SubscriberCutOff` with the cursor of the last event it received. Subscribing
+again from that cursor resumes with nothing lost or repeated; the others never wait for
+it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import NamedTuple
+
+import anyio
+import attrs
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from asynctorchx.errors import AsyncTorchXError
+from asynctorchx.runner._events import AppEvent, EventStream
+
+#: The most events a feed keeps for subscribers that join behind its live end.
+HISTORY_EVENTS = 65536
+#: Batches a subscriber's buffer holds by default before it is cut off.
+SUBSCRIBER_BUFFER = 64
+
+#: Opens the app's :meth:`Runner.events` stream from a cursor.
+OpenEvents = Callable[[str | None], AbstractAsyncContextManager[EventStream]]
+
+
+class SubscriberCutOff(AsyncTorchXError):
+    """The subscriber's buffer was full when the feed had more: it was cut off.
+
+    Args:
+        cursor: the cursor of the last event it received (``None``: it received none
+            after the cursor it subscribed from, which was ``None``); subscribe again
+            from it to resume with nothing lost or repeated.
+    """
+
+    def __init__(self, cursor: str | None) -> None:
+        super().__init__(
+            "this subscriber did not keep up with the app's events and was cut off:"
+            f" subscribe again with cursor={cursor!r} to resume after its last event"
+        )
+        self.cursor = cursor
+
+
+def sse_frame(event: AppEvent) -> bytes:
+    """The Server-Sent Event of ``event``: ``event:`` its kind, ``id:`` its cursor,
+    ``data:`` its one-line JSON (:meth:`LogEvent.to_json`), UTF-8."""
+    return f"event: {event.kind}\nid: {event.cursor}\ndata: {event.to_json()}\n\n".encode()
+
+
+class _Shared:
+    """A batch of the feed and its frames, made once for every subscriber."""
+
+    __slots__ = ("events", "first", "frames", "joined")
+
+    def __init__(self, events: tuple[AppEvent, ...], first: int) -> None:
+        self.events = events
+        #: the sequence number of the first event (the events' numbers follow on)
+        self.first = first
+        self.frames: tuple[bytes, ...] | None = None
+        self.joined: bytes | None = None
+
+    def sse(self, start: int) -> bytes:
+        """The frames of the events from index ``start`` on, as one write."""
+        if self.frames is None:
+            self.frames = tuple(map(sse_frame, self.events))
+        if start:
+            return b"".join(self.frames[start:])
+        if self.joined is None:
+            self.joined = b"".join(self.frames)
+        return self.joined
+
+
+class FeedBatch(NamedTuple):
+    """Events ready together: what a subscription yields, shared by its subscribers.
+
+    Args:
+        shared: the feed's batch.
+        start: the index of this subscriber's first event in it (past those it had).
+    """
+
+    shared: _Shared
+    start: int = 0
+
+    @property
+    def events(self) -> Sequence[AppEvent]:
+        """The events, in order."""
+        return self.shared.events[self.start :] if self.start else self.shared.events
+
+    @property
+    def cursor(self) -> str:
+        """The last event's cursor."""
+        return self.shared.events[-1].cursor
+
+    def sse(self) -> bytes:
+        """The events as Server-Sent Events frames (:func:`sse_frame`) in one ``bytes``,
+        made once for every subscriber."""
+        return self.shared.sse(self.start)
+
+
+def _sequence(cursor: str | None) -> int | None:
+    """The sequence number a cursor starts with; ``None`` for a malformed one."""
+    if cursor is None:
+        return 0
+    digits = cursor[:12]
+    return int(digits) if len(digits) == 12 and digits.isdigit() else None
+
+
+@attrs.define(eq=False)
+class _Subscriber:
+    send: MemoryObjectSendStream[FeedBatch]
+    #: the cursor of the last event put in its buffer (or backlog), or the one it began at
+    last: str | None
+    cut_off: bool = False
+
+
+@attrs.define(eq=False)
+class _Feed:
+    """One app's reader and its subscribers (see the module docstring)."""
+
+    open_events: OpenEvents
+    start: str | None
+    subscribers: set[_Subscriber] = attrs.field(factory=set)
+    history: deque[_Shared] = attrs.field(factory=deque)
+    kept: int = 0
+    #: the cursor just before the first kept batch
+    base: str | None = None
+    done: bool = False
+    error: Exception | None = None
+    scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
+
+    async def run(self, *, task_status: TaskStatus[None]) -> None:
+        """Read the app's events from :attr:`start` and publish them, to the stream's end,
+        its error, or the cancellation of :attr:`scope`."""
+        self.base = self.start
+        started = False
+        with self.scope:
+            try:
+                async with self.open_events(self.start) as events:
+                    task_status.started()
+                    started = True
+                    while batch := await events.receive_batch():
+                        self._publish(tuple(batch))
+            except Exception as error:
+                if not started:  # an unknown app, an invalid cursor: to the subscriber
+                    raise
+                self.error = error
+            finally:
+                self.done = True
+                for sub in self.subscribers:
+                    sub.send.close()
+
+    def _publish(self, events: tuple[AppEvent, ...]) -> None:
+        last = self.history[-1] if self.history else None
+        first = last.first + len(last.events) if last else _sequence(events[0].cursor) or 0
+        shared = _Shared(events, first)
+        self.history.append(shared)
+        self.kept += len(events)
+        while self.kept > HISTORY_EVENTS and len(self.history) > 1:
+            dropped = self.history.popleft()
+            self.kept -= len(dropped.events)
+            self.base = dropped.events[-1].cursor
+        batch = FeedBatch(shared)
+        for sub in list(self.subscribers):
+            try:
+                sub.send.send_nowait(batch)
+            except anyio.WouldBlock:
+                sub.cut_off = True
+                sub.send.close()
+                self.subscribers.discard(sub)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self.subscribers.discard(sub)
+            else:
+                sub.last = batch.cursor
+
+    def backlog(self, cursor: str | None) -> list[FeedBatch] | None:
+        """The kept batches after the event of ``cursor``; ``None``: not a kept cursor."""
+        if cursor == self.base:
+            return [FeedBatch(shared) for shared in self.history]
+        sequence = _sequence(cursor)
+        for index, shared in enumerate(self.history):
+            at = (sequence or 0) - shared.first
+            if 0 <= at < len(shared.events):
+                if shared.events[at].cursor != cursor:
+                    return None
+                after = [FeedBatch(shared, at + 1)] if at + 1 < len(shared.events) else []
+                after.extend(FeedBatch(later) for later in list(self.history)[index + 1 :])
+                return after
+        return None
+
+
+class Subscription:
+    """A subscriber's events, batch by batch: iterate it, or :meth:`receive` each batch.
+
+    For one task at a time. ``shared``: it reads the app's feed (else its own
+    :meth:`Runner.events` stream, see the module docstring).
+    """
+
+    def __init__(
+        self,
+        backlog: list[FeedBatch],
+        receive: MemoryObjectReceiveStream[FeedBatch] | EventStream,
+        sub: _Subscriber | None,
+        feed: _Feed | None,
+    ) -> None:
+        self._backlog = deque(backlog)
+        self._receive = receive
+        self._sub = sub
+        self._feed = feed
+        self._closed = False
+        self.shared = feed is not None
+        #: the cursor of the last event received (``None`` before one)
+        self.cursor: str | None = None
+
+    def __aiter__(self) -> AsyncIterator[FeedBatch]:
+        """The batches, to the stream's end (or :meth:`close`)."""
+        return self._batches()
+
+    async def _batches(self) -> AsyncIterator[FeedBatch]:
+        while True:
+            try:
+                yield await self.receive()
+            except anyio.EndOfStream:
+                return
+
+    async def receive(self) -> FeedBatch:
+        """Return the next batch of events.
+
+        Raises:
+            anyio.EndOfStream: the stream ended (after the terminal state), or
+                :meth:`close` was called.
+            SubscriberCutOff: it did not keep up (see the module docstring).
+            Exception: the error that ended the app's event stream (as
+                :meth:`Runner.events` raises it).
+        """
+        if self._backlog:
+            batch = self._backlog.popleft()
+        elif self._closed:
+            raise anyio.EndOfStream
+        elif isinstance(self._receive, EventStream):
+            events = await self._receive.receive_batch()
+            if not events:
+                raise anyio.EndOfStream
+            batch = FeedBatch(_Shared(tuple(events), 0))
+        else:
+            try:
+                batch = await self._receive.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                self._end()
+                raise anyio.EndOfStream from None
+        self.cursor = batch.cursor
+        return batch
+
+    def _end(self) -> None:
+        """At the end of the feed's buffer: the reason, raised."""
+        if self._closed:
+            return
+        if self._sub is not None and self._sub.cut_off:
+            raise SubscriberCutOff(self.cursor if self.cursor is not None else self._sub.last)
+        if self._feed is not None and self._feed.error is not None:
+            raise self._feed.error
+
+    def close(self) -> None:
+        """End the iteration: :meth:`receive` raises ``anyio.EndOfStream`` from now on,
+        at once in a task that waits in it (e.g. at a server's shutdown)."""
+        self._closed = True
+        self._backlog.clear()
+        if not isinstance(self._receive, EventStream):
+            self._receive.close()
+
+
+class Fanout(anyio.AsyncContextManagerMixin):
+    """The feeds of a runner: one per app followed, each read by a task of its task
+    group, ended when its last subscriber leaves or its app ends; all end when it is
+    left."""
+
+    def __init__(self) -> None:
+        self._feeds: dict[str, _Feed] = {}
+        self._task_group: TaskGroup | None = None
+
+    @asynccontextmanager
+    async def __asynccontextmanager__(self) -> AsyncIterator[Fanout]:
+        # entered and left by hand, left without the block's exception: that exception
+        # propagates as itself, not inside an ExceptionGroup (the feeds never raise)
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        self._task_group = task_group
+        try:
+            yield self
+        finally:
+            self._task_group = None
+            task_group.cancel_scope.cancel()
+            await task_group.__aexit__(None, None, None)
+
+    @asynccontextmanager
+    async def subscribe(
+        self, key: str, open_events: OpenEvents, cursor: str | None, max_buffer: int
+    ) -> AsyncIterator[Subscription]:
+        """Subscribe to the feed of the app ``key`` (see :meth:`Runner.subscribe`)."""
+        if max_buffer < 1:
+            raise ValueError(f"max_buffer={max_buffer} must be at least 1 (batches)")
+        if self._task_group is None:
+            raise RuntimeError("the fan-out is not entered")
+        feed = self._feeds.get(key)
+        if feed is None or feed.done:
+            feed = _Feed(open_events, cursor)
+            await self._task_group.start(feed.run)
+            self._feeds[key] = feed
+        # from here to the subscriber's registration, no await: nothing is published between
+        backlog = feed.backlog(cursor)
+        if backlog is None:
+            async with open_events(cursor) as events:
+                yield Subscription([], events, None, None)
+            return
+        send, receive = anyio.create_memory_object_stream[FeedBatch](max_buffer)
+        sub = _Subscriber(send, backlog[-1].cursor if backlog else cursor)
+        if feed.done:  # it ended (and kept every batch) before this subscriber came
+            send.close()
+        else:
+            feed.subscribers.add(sub)
+        try:
+            with receive:
+                yield Subscription(backlog, receive, sub, feed)
+        finally:
+            feed.subscribers.discard(sub)
+            send.close()
+            if not feed.subscribers:
+                feed.scope.cancel()
+                if self._feeds.get(key) is feed:
+                    del self._feeds[key]

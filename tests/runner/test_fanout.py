@@ -1,0 +1,191 @@
+"""``Runner.subscribe``: one reader per app, every subscriber gets every event once.
+
+Against the real ``local_cwd`` scheduler: two replicas write numbered lines to stdout and
+stderr in two phases, each phase gated by a file the test creates, so that what each
+subscriber has seen when the gate opens is known without timing guesses.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asynctorchx.runner import (
+    AppEvent,
+    LogEvent,
+    Runner,
+    StateEvent,
+    SubscriberCutOff,
+    Subscription,
+    get_runner,
+)
+from asynctorchx.specs.api import AppDef, AppState, Role, macros
+from tests.isolation import isolate_from_user_config
+
+SCHED = "local_cwd"
+LIMIT = 120  # seconds: a safety bound, never a timing guess
+FIRST = 300  # lines per stream before the gate `end`
+SUBSCRIBERS = 50
+
+#: Waits for `go`, writes FIRST numbered lines to stdout and stderr, waits for `end`,
+#: writes one more to each, exits 0.
+WRITER = (
+    "while [ ! -e go ]; do sleep 0.02; done;"
+    f" i=0; while [ $$i -lt {FIRST} ]; do"
+    f" echo out {macros.replica_id} $$i; echo err {macros.replica_id} $$i >&2; i=$$((i+1)); done;"
+    f" while [ ! -e end ]; do sleep 0.02; done; echo out {macros.replica_id} end;"
+    f" echo err {macros.replica_id} end >&2"
+)
+Key = tuple[str, int, str]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No user .torchxconfig, no TORCHX_* from the outer environment."""
+    isolate_from_user_config(tmp_path, monkeypatch)
+
+
+def _app() -> AppDef:
+    role = Role("w", image=".", entrypoint="sh", args=["-c", WRITER], num_replicas=2)
+    return AppDef("w", roles=[role])
+
+
+def _expected() -> dict[Key, list[str]]:
+    return {
+        ("w", k, stream): [f"{name} {k} {i}\n" for i in [*range(FIRST), "end"]]
+        for k in range(2)
+        for stream, name in (("stdout", "out"), ("stderr", "err"))
+    }
+
+
+def _per_stream(events: Sequence[AppEvent]) -> dict[Key, list[str]]:
+    streams: dict[Key, list[str]] = defaultdict(list)
+    for event in events:
+        if isinstance(event, LogEvent):
+            streams[(event.role, event.replica_id, event.stream)].append(event.line)
+    return dict(streams)
+
+
+def _assert_exactly_once(events: Sequence[AppEvent]) -> None:
+    """Every line once, in order per stream; cursors strictly increasing; terminal last."""
+    cursors = [event.cursor for event in events]
+    assert cursors == sorted(set(cursors))
+    assert _per_stream(events) == _expected()
+    states = [event.state for event in events if isinstance(event, StateEvent)]
+    assert states == [AppState.RUNNING, AppState.SUCCEEDED]
+    assert isinstance(events[-1], StateEvent)
+
+
+async def _lines_seen(sub: Subscription, got: list[AppEvent], count: int) -> None:
+    """Receive until ``count`` log lines are in ``got``."""
+    while sum(isinstance(e, LogEvent) for e in got) < count:
+        got.extend((await sub.receive()).events)
+
+
+async def _receive_all(sub: Subscription, got: list[AppEvent]) -> None:
+    async for batch in sub:
+        got.extend(batch.events)
+
+
+async def test_fifty_subscribers_one_cut_off_and_resumed_each_get_every_event_once() -> None:
+    with anyio.fail_after(LIMIT):
+        async with get_runner() as runner:
+            handle = await runner.run(_app(), SCHED)
+            received: list[list[AppEvent]] = [[] for _ in range(SUBSCRIBERS)]
+            first_phase = [anyio.Event() for _ in range(SUBSCRIBERS - 1)]
+            subscribed = [anyio.Event() for _ in range(SUBSCRIBERS)]
+            shared: list[bool] = []
+
+            async def fast(index: int) -> None:
+                async with runner.subscribe(handle, max_buffer=1024) as sub:
+                    shared.append(sub.shared)
+                    subscribed[index].set()
+                    await _lines_seen(sub, received[index], 4 * FIRST)
+                    first_phase[index].set()
+                    async for batch in sub:
+                        received[index].extend(batch.events)
+
+            async def slow() -> None:
+                got = received[-1]
+                async with runner.subscribe(handle, max_buffer=1) as sub:
+                    subscribed[-1].set()
+                    for event in first_phase:  # it reads nothing while the feed goes on
+                        await event.wait()
+                    with pytest.raises(SubscriberCutOff) as cut:
+                        await _receive_all(sub, got)
+                assert cut.value.cursor == got[-1].cursor
+                assert sum(isinstance(e, LogEvent) for e in got) < 4 * FIRST
+                # the others still follow the app: the feed still has what it missed
+                async with runner.subscribe(handle, cursor=cut.value.cursor) as sub:
+                    assert sub.shared
+                    await _lines_seen(sub, got, 4 * FIRST)
+                    Path("end").touch()
+                    async for batch in sub:
+                        got.extend(batch.events)
+
+            async with anyio.create_task_group() as tasks:
+                for index in range(SUBSCRIBERS - 1):
+                    tasks.start_soon(fast, index)
+                tasks.start_soon(slow)
+                for event in subscribed:
+                    await event.wait()
+                Path("go").touch()
+            assert shared == [True] * (SUBSCRIBERS - 1)
+            for events in received:
+                _assert_exactly_once(events)
+
+
+async def _subscribe_all(runner: Runner, handle: str, cursor: str | None) -> list[AppEvent]:
+    async with runner.subscribe(handle, cursor=cursor) as sub:
+        return [event async for batch in sub for event in batch.events]
+
+
+async def test_a_subscriber_from_an_old_cursor_gets_exactly_the_rest() -> None:
+    with anyio.fail_after(LIMIT):
+        async with get_runner() as runner:
+            handle = await runner.run(_app(), SCHED)
+            Path("go").touch()
+            async with runner.subscribe(handle) as live:
+                early: list[AppEvent] = []
+                await _lines_seen(live, early, 4 * FIRST)
+                # a cursor of the feed's, 100 events back: joins the feed where it was
+                async with runner.subscribe(handle, cursor=early[-100].cursor) as behind:
+                    assert behind.shared
+                    # a cursor of another stream (the feed of an earlier server, say)
+                    other: list[AppEvent] = []
+                    async with runner.events(handle) as events:
+                        async for event in events:
+                            other.append(event)
+                            if len(other) == 151:
+                                break
+                    async with runner.subscribe(handle, cursor=other[150].cursor) as foreign:
+                        Path("end").touch()
+                        tail = [event async for batch in foreign for event in batch.events]
+                    rest = [event async for batch in behind for event in batch.events]
+                _assert_exactly_once(early[:-99] + rest)
+                _assert_exactly_once(other + tail)
+            assert await _subscribe_all(runner, handle, tail[-1].cursor) == []
+
+
+async def test_batches_carry_their_server_sent_events_frames_made_once() -> None:
+    with anyio.fail_after(LIMIT):
+        async with get_runner() as runner:
+            handle = await runner.run(_app(), SCHED)
+            Path("go").touch()
+            Path("end").touch()
+            async with runner.subscribe(handle) as one, runner.subscribe(handle) as two:
+                first, second = await one.receive(), await two.receive()
+                assert first.shared is second.shared
+                assert first.sse() is second.sse()
+                event = first.events[0]
+                assert (
+                    first.sse()
+                    .decode()
+                    .startswith(
+                        f"event: {event.kind}\nid: {event.cursor}\ndata: {event.to_json()}\n\n"
+                    )
+                )
