@@ -230,6 +230,8 @@ class Subscription:
         self._sub = sub
         self._feed = feed
         self._closed = False
+        #: the scope of the current wait for a batch, that close() cancels
+        self._waiting = anyio.CancelScope()
         self.shared = feed is not None
         #: the cursor of the last event received (``None`` before one)
         self.cursor: str | None = None
@@ -255,40 +257,42 @@ class Subscription:
             Exception: the error that ended the app's event stream (as
                 :meth:`Runner.events` raises it).
         """
-        if self._backlog:
-            batch = self._backlog.popleft()
-        elif self._closed:
-            raise anyio.EndOfStream
-        elif isinstance(self._receive, EventStream):
-            events = await self._receive.receive_batch()
-            if not events:
+        batch = self._backlog.popleft() if self._backlog else None
+        with anyio.CancelScope() as self._waiting:
+            if self._closed:
                 raise anyio.EndOfStream
-            batch = FeedBatch(_Shared(tuple(events), 0))
-        else:
-            try:
-                batch = await self._receive.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                self._end()
-                raise anyio.EndOfStream from None
+            if batch is None:
+                batch = await self._next()
+        if batch is None:  # close() was called meanwhile
+            raise anyio.EndOfStream
         self.cursor = batch.cursor
         return batch
 
+    async def _next(self) -> FeedBatch:
+        if isinstance(self._receive, EventStream):
+            events = await self._receive.receive_batch()
+            if not events:
+                raise anyio.EndOfStream
+            return FeedBatch(_Shared(tuple(events), 0))
+        try:
+            return await self._receive.receive()
+        except anyio.EndOfStream:
+            self._end()
+            raise
+
     def _end(self) -> None:
         """At the end of the feed's buffer: the reason, raised."""
-        if self._closed:
-            return
         if self._sub is not None and self._sub.cut_off:
             raise SubscriberCutOff(self.cursor if self.cursor is not None else self._sub.last)
         if self._feed is not None and self._feed.error is not None:
             raise self._feed.error
 
     def close(self) -> None:
-        """End the iteration: :meth:`receive` raises ``anyio.EndOfStream`` from now on,
-        at once in a task that waits in it (e.g. at a server's shutdown)."""
+        """End the iteration: :meth:`receive` raises ``anyio.EndOfStream`` from now on, at
+        once in a task waiting in it (e.g. at a server's shutdown, from another task)."""
         self._closed = True
         self._backlog.clear()
-        if not isinstance(self._receive, EventStream):
-            self._receive.close()
+        self._waiting.cancel()
 
 
 class Fanout(anyio.AsyncContextManagerMixin):

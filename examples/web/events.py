@@ -1,10 +1,14 @@
 """``GET /jobs/{id}/events``: a job's events as Server-Sent Events, resumable.
 
-Each :class:`~asynctorchx.runner.StateEvent` and :class:`~asynctorchx.runner.LogEvent`
-of :meth:`asynctorchx.runner.Runner.events` becomes one Server-Sent Event: ``event:``
-``state`` or ``log``, ``data:`` the event's JSON, ``id:`` its cursor. A browser's
+Every request for a job's events subscribes to the job's one feed
+(:meth:`asynctorchx.runner.Runner.subscribe`): the job's logs are read once however many
+browsers follow it, and each batch of events arrives with its Server-Sent Events frames
+made once for all of them (``event:`` ``state`` or ``log``, ``data:`` the event's JSON,
+``id:`` its cursor), written to each connection in one write. A browser's
 ``EventSource`` sends the last ``id`` it received back as ``Last-Event-ID`` when it
-reconnects, and the runner resumes right after that event, with nothing repeated or lost.
+reconnects, and the stream resumes right after that event, with nothing repeated or
+lost: after a dropped connection, and after a browser too slow to keep up was cut off
+(its stream ends, and it reconnects by itself).
 """
 
 from __future__ import annotations
@@ -13,13 +17,13 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import anyio
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from asynctorchx.errors import InvalidCursorError, UnknownAppException
-from asynctorchx.runner import AppEvent, EventStream
+from asynctorchx.runner import SubscriberCutOff, Subscription
 
 from .jobs import error, known_job, runner_of
 
@@ -31,54 +35,37 @@ SHUTDOWN_GRACE = 5
 RECONNECT_DELAY = 1000
 
 
-async def _next_event(events: EventStream, shutdown: anyio.Event) -> AppEvent | None:
-    """The next event; ``None`` once the stream ended or the server is shutting down.
+async def _server_sent(subscription: Subscription) -> AsyncIterator[bytes]:
+    """The ``retry:`` delay, then each batch of events as its frames, in one write.
 
-    An event dropped here at shutdown is not lost: the client resumes from the last
-    event it received, which precedes it.
+    It ends after the job's last event, when the subscription is closed (the server's
+    shutdown), or when the browser did not keep up and was cut off: its ``EventSource``
+    then reconnects from the last event it received.
     """
-    received: list[AppEvent] = []
-    async with anyio.create_task_group() as race:
-
-        async def receive() -> None:
-            with contextlib.suppress(anyio.EndOfStream):
-                received.append(await events.receive())
-            race.cancel_scope.cancel()
-
-        async def stop() -> None:
-            await shutdown.wait()
-            race.cancel_scope.cancel()
-
-        race.start_soon(receive)
-        race.start_soon(stop)
-    return received[0] if received else None
+    yield f"retry: {RECONNECT_DELAY}\n\n".encode()
+    with contextlib.suppress(SubscriberCutOff):
+        async for batch in subscription:
+            yield batch.sse()
 
 
-async def _server_sent(
-    events: EventStream, shutdown: anyio.Event
-) -> AsyncIterator[ServerSentEvent]:
-    """Each event as a Server-Sent Event, until the last one or the server's shutdown.
-
-    Ending by itself at shutdown (rather than being cut by sse-starlette) lets the
-    response end properly, so that the server closes the connection cleanly.
-    """
-    retry: int | None = RECONNECT_DELAY  # sent once, with the first event
-    while (event := await _next_event(events, shutdown)) is not None:
-        yield ServerSentEvent(event.to_json(), event=event.kind, id=event.cursor, retry=retry)
-        retry = None
+async def _close_at(shutdown: anyio.Event, subscription: Subscription) -> None:
+    """Close ``subscription`` once the server shuts down, so that its stream ends itself."""
+    await shutdown.wait()
+    subscription.close()
 
 
 class JobEvents:
     """``GET /jobs/{id}/events``: the job's events as ``text/event-stream``.
 
     An ASGI application (a class, so that Starlette hands it the raw request). The
-    runner's event stream is opened before the response starts, so that a cursor the
-    runner refuses is answered with 400 rather than a broken stream, and closed after
+    subscription to the job's feed is made before the response starts, so that a cursor
+    the runner refuses is answered with 400 rather than a broken stream, and left after
     the response ends, in the same task. ``Last-Event-ID`` (or ``?cursor=``) resumes
     after that event; an unknown job gets 404. The stream ends after the job's terminal
-    state, when the client goes away, or when the server shuts down (sse-starlette sets
-    ``shutdown_event`` then and the stream ends itself, so that the server can close
-    the connections and the lifespan can leave the runner).
+    state, when the client goes away or is cut off, or when the server shuts down
+    (sse-starlette sets ``shutdown_event`` then, one task per request closes the
+    subscription and the stream ends itself, so that the server can close the
+    connections and the lifespan can leave the runner).
     """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -98,8 +85,8 @@ class JobEvents:
         response: Response
         async with contextlib.AsyncExitStack() as stack:
             try:
-                events = await stack.enter_async_context(
-                    runner_of(request).events(job.app_handle, cursor=cursor)
+                subscription = await stack.enter_async_context(
+                    runner_of(request).subscribe(job.app_handle, cursor=cursor)
                 )
             except UnknownAppException:  # its scheduler forgot it since
                 response = error(404, f"no job {job.id!r}")
@@ -108,9 +95,12 @@ class JobEvents:
             else:
                 shutdown = anyio.Event()
                 response = EventSourceResponse(
-                    _server_sent(events, shutdown),
+                    _server_sent(subscription),
                     ping=PING_INTERVAL,
                     shutdown_event=shutdown,
                     shutdown_grace_period=SHUTDOWN_GRACE,
                 )
+                watcher = await stack.enter_async_context(anyio.create_task_group())
+                watcher.start_soon(_close_at, shutdown, subscription)
+                stack.callback(watcher.cancel_scope.cancel)
             await response(scope, receive, send)
