@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from asynctorchx.errors import InvalidCursorError, UnknownAppException
 from asynctorchx.runner import (
     AppEvent,
     LogEvent,
@@ -23,7 +24,7 @@ from asynctorchx.runner import (
     Subscription,
     get_runner,
 )
-from asynctorchx.specs.api import AppDef, AppState, Role, macros
+from asynctorchx.specs.api import AppDef, AppState, Role, is_terminal, macros
 from tests.isolation import isolate_from_user_config
 
 SCHED = "local_cwd"
@@ -189,3 +190,52 @@ async def test_batches_carry_their_server_sent_events_frames_made_once() -> None
                         f"event: {event.kind}\nid: {event.cursor}\ndata: {event.to_json()}\n\n"
                     )
                 )
+
+
+async def test_a_refused_cursor_or_unknown_app_raises_on_subscribing_and_the_feed_lives_on() -> (
+    None
+):
+    with anyio.fail_after(LIMIT):
+        async with get_runner() as runner:
+            handle = await runner.run(_app(), SCHED)
+            with pytest.raises(InvalidCursorError):
+                async with runner.subscribe(handle, cursor="garbage"):
+                    raise AssertionError("a malformed cursor was accepted")
+            async with runner.subscribe(handle) as sub:
+                with pytest.raises(InvalidCursorError):
+                    async with runner.subscribe(handle, cursor="garbage"):
+                        raise AssertionError("a malformed cursor was accepted")
+                Path("go").touch()
+                Path("end").touch()
+                _assert_exactly_once([event async for batch in sub for event in batch.events])
+            with pytest.raises(UnknownAppException):
+                async with runner.subscribe(f"{SCHED}://{runner.name}/nope"):
+                    raise AssertionError("an unknown app was accepted")
+
+
+async def test_close_ends_a_wait_and_closing_the_runner_ends_the_apps_stream() -> None:
+    with anyio.fail_after(LIMIT):
+        async with get_runner() as runner:
+            handle = await runner.run(_app(), SCHED)
+            async with runner.subscribe(handle) as sub:
+                got = [event for event in (await sub.receive()).events]
+                assert [type(event) for event in got] == [StateEvent]
+
+                async with anyio.create_task_group() as tasks:
+
+                    async def close_soon() -> None:
+                        await anyio.wait_all_tasks_blocked()
+                        sub.close()
+
+                    tasks.start_soon(close_soon)
+                    with pytest.raises(anyio.EndOfStream):
+                        await sub.receive()  # the app waits for `go`: nothing comes
+        async with get_runner() as runner:
+            handle = await runner.run(_app(), SCHED)
+            async with runner.subscribe(handle) as sub:
+                await sub.receive()
+                await runner.close()  # ends the local replicas: the app's end comes
+                rest: list[AppEvent] = []
+                await _receive_all(sub, rest)
+                assert isinstance(rest[-1], StateEvent)
+                assert is_terminal(rest[-1].state)
