@@ -1,4 +1,4 @@
-"""Benchmark 14: N browsers following one job of the web example (issue 35).
+"""Benchmark 12: N browsers following one job of the web example (issue 35).
 
 The server is ``examples.web.app`` under uvicorn, in a process of its own; the load
 generator is another process that opens N ``GET /jobs/{id}/events`` streams on raw
@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import re
+import resource
 import socket
 import subprocess
 import sys
@@ -172,9 +173,11 @@ def run(side: str, clients: int, seconds: int) -> dict[str, Any]:
                 if loader.poll() is not None:
                     raise RuntimeError("the load generator ended early")
                 time.sleep(0.05)
-            cpu0, _ = _cpu_rss(server.pid)
+            cpu0, rss_ready = _cpu_rss(server.pid)
+            load0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             go.touch()
             loader.wait(timeout=seconds * 20 + 600)
+            load1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu1, rss1 = _cpu_rss(server.pid)
         finally:
             server.terminate()
@@ -200,6 +203,10 @@ def run(side: str, clients: int, seconds: int) -> dict[str, Any]:
         "server_cpu_s": round(cpu1 - cpu0, 2),
         "cpu_us_per_event": round((cpu1 - cpu0) / max(events, 1) * 1e6, 1),
         "rss_growth_mb": round((rss1 - rss0) / 2**20, 1),
+        "rss_connected_kb_per_client": round((rss_ready - rss0) / 1024 / clients, 1),
+        "loadgen_cpu_s": round(
+            load1.ru_utime + load1.ru_stime - load0.ru_utime - load0.ru_stime, 2
+        ),
         "rss_kb_per_client": round((rss1 - rss0) / 1024 / clients, 1),
         "loadavg": os.getloadavg(),
     }
