@@ -150,6 +150,8 @@ class _Feed:
     done: bool = False
     error: Exception | None = None
     scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
+    #: set once its reader started (or failed to): a subscriber that came meanwhile waits
+    ready: anyio.Event = attrs.field(factory=anyio.Event)
 
     async def run(self, *, task_status: TaskStatus[None]) -> None:
         """Read the app's events from :attr:`start` and publish them, to the stream's end,
@@ -327,11 +329,20 @@ class Fanout(anyio.AsyncContextManagerMixin):
             raise ValueError(f"max_buffer={max_buffer} must be at least 1 (batches)")
         if self._task_group is None:
             raise RuntimeError("the fan-out is not entered")
-        feed = self._feeds.get(key)
-        if feed is None or feed.done:
-            feed = _Feed(open_events, cursor)
-            await self._task_group.start(feed.run)
-            self._feeds[key] = feed
+        while (feed := self._feeds.get(key)) is None or feed.done or not feed.ready.is_set():
+            if feed is not None and not feed.done:  # another subscriber is starting it
+                await feed.ready.wait()
+                continue
+            feed = self._feeds[key] = _Feed(open_events, cursor)
+            try:
+                await self._task_group.start(feed.run)
+            except BaseException:
+                if self._feeds.get(key) is feed:
+                    del self._feeds[key]
+                raise
+            finally:
+                feed.ready.set()
+            break
         # from here to the subscriber's registration, no await: nothing is published between
         backlog = feed.backlog(cursor)
         if backlog is None:

@@ -7,6 +7,7 @@ subscriber has seen when the gate opens is known without timing guesses.
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -138,6 +139,11 @@ async def test_fifty_subscribers_one_cut_off_and_resumed_each_get_every_event_on
             assert shared == [True] * (SUBSCRIBERS - 1)
             for events in received:
                 _assert_exactly_once(events)
+            # one reader: every fast subscriber got the very same event objects
+            assert all(
+                len(events) == len(received[0]) and all(map(operator.is_, events, received[0]))
+                for events in received[:-1]
+            )
 
 
 async def _subscribe_all(runner: Runner, handle: str, cursor: str | None) -> list[AppEvent]:
