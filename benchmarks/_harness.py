@@ -77,7 +77,7 @@ def docker_available() -> str | None:
 
 
 def stats(values: Sequence[float]) -> dict[str, float]:
-    """Median, p90, p99 (nearest rank) and max of ``values`` (any unit, kept as given);
+    """Median, p90, p99 (nearest rank), min and max of ``values`` (any unit, kept as given);
     ``n`` is how many samples there were."""
     ordered = sorted(values)
 
@@ -88,6 +88,7 @@ def stats(values: Sequence[float]) -> dict[str, float]:
         "median": statistics.median(ordered),
         "p90": rank(0.9),
         "p99": rank(0.99),
+        "min": ordered[0],
         "max": ordered[-1],
         "n": len(ordered),
     }

@@ -22,6 +22,11 @@ of a process prunes the records directory: until commit cd4b78b it read every re
 (0.13-0.27 s here), now only those that go; this case keeps that cost from coming back.
 TorchX keeps no records, so its side and the floor run the same command in both cases.
 
+A third case, ``script=1``: the first app of a process, a short script (``python -c``)
+running one ``true`` on ``local_cwd`` through ``get_runner()``, ``run`` then ``wait``, in a
+fresh state directory. Floor: Python, anyio and one ``anyio.run_process(["true"])``;
+TorchX: the same app through its ``get_runner()``, ``run`` then ``wait(wait_interval=0.1)``.
+
 ``python benchmarks/bench_cli.py [--smoke] [--trials N]`` prints the table and writes
 ``benchmarks/results/cli.json`` (``cli-smoke.json``).
 """
@@ -65,6 +70,38 @@ def _cli(argv: list[str]) -> dict[str, Any]:
         raise RuntimeError(f"{argv[0]} exited {res['rc']}: {res['stderr'].strip()[-200:]}")
     lost = 0 if "hi" in (res["stdout"] + res["stderr"]).split() else 1
     return {"seconds": res["wall"], "rss_mb": res["max_rss_mb"], "lost": lost}
+
+
+#: The ``script=1`` case's programs (see the module), run with ``python -c``.
+OURS_SCRIPT = """
+import anyio
+from asynctorchx import specs
+from asynctorchx.runner import get_runner
+
+async def main():
+    async with get_runner() as runner:
+        app = specs.AppDef("true", roles=[specs.Role("true", image=".", entrypoint="true")])
+        status = await runner.wait(await runner.run(app, scheduler="local_cwd"))
+        assert status is not None and status.state == specs.AppState.SUCCEEDED, status
+    print("hi")
+
+anyio.run(main)
+"""
+TX_SCRIPT = """
+from torchx import specs
+from torchx.runner import get_runner
+
+with get_runner() as runner:
+    app = specs.AppDef("true", roles=[specs.Role("true", image=".", entrypoint="true")])
+    status = runner.wait(runner.run(app, scheduler="local_cwd"), wait_interval=0.1)
+    assert status is not None and status.state == specs.AppState.SUCCEEDED, status
+print("hi")
+"""
+FLOOR_SCRIPT = """
+import anyio
+anyio.run(anyio.run_process, ["true"])
+print("hi")
+"""
 
 
 def _write_records(count: int) -> None:
@@ -138,21 +175,26 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
     if not OURS_CLI.exists():
         raise Unavailable(f"{OURS_CLI} missing")
     isolated_state_dir()  # inherited by the CLI's process
+    if p.get("script"):
+        return _cli([str(OUR_PY), "-c", OURS_SCRIPT])
     _write_records(int(p.get("records", 0)))
     return _cli([str(OURS_CLI), "run", "-s", "local_cwd", "utils.echo", "--msg", "hi"])
 
 
 def torchx(p: dict[str, Any]) -> dict[str, Any]:
     """One trial of the ``torchx`` CLI (its venv), whole process. ``p``: unused (TorchX
-    keeps no app records). Returns
+    keeps no app records; ``script``: run :data:`TX_SCRIPT` instead). Returns
     ``seconds``, ``rss_mb``, ``lost``; ``RuntimeError`` on a nonzero exit.
     """
+    if p.get("script"):
+        return _cli([str(TORCHX_VENV / "bin" / "python"), "-c", TX_SCRIPT])
     return _cli([str(TX_CLI), "run", "-s", "local_cwd", "utils.echo", "--msg", "hi"])
 
 
 def floor(p: dict[str, Any]) -> dict[str, Any]:
-    """One trial of ``python -c pass`` (our interpreter): ``seconds`` and ``rss_mb``."""
-    res = timed_process_rss([str(OUR_PY), "-c", "pass"])
+    """One trial of ``python -c pass`` (our interpreter), or of :data:`FLOOR_SCRIPT` when
+    ``p["script"]``: ``seconds`` and ``rss_mb``."""
+    res = timed_process_rss([str(OUR_PY), "-c", FLOOR_SCRIPT if p.get("script") else "pass"])
     return {"seconds": res["wall"], "rss_mb": res["max_rss_mb"]}
 
 
@@ -162,7 +204,7 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
     The empty state directory comes first: the issue's targets judge its rows.
     """
     compile_package()
-    cases: list[dict[str, Any]] = [{"records": 0}, {"records": 1000}]
+    cases: list[dict[str, Any]] = [{"records": 0}, {"records": 1000}, {"script": 1}]
     return orchestrate(
         "6 CLI run", Path(__file__), cases, ["seconds", "rss_mb"], trials, skip=default_skips()
     )
