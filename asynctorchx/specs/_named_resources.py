@@ -27,11 +27,10 @@ a program may add a name to it at run time, as TorchX's docs do.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import os
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from importlib import metadata
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -42,6 +41,9 @@ from asynctorchx.specs.named_resources_aws import NAMED_RESOURCES as AWS_NAMED_R
 from asynctorchx.specs.named_resources_generic import (
     NAMED_RESOURCES as GENERIC_NAMED_RESOURCES,
 )
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 #: The variable naming a module whose ``NAMED_RESOURCES`` are registered (torchx-nightly's).
 ENV_CUSTOM_NAMED_RESOURCES: str = "TORCHX_CUSTOM_NAMED_RESOURCES"
@@ -88,8 +90,12 @@ def _custom() -> Mapping[str, Callable[[], Resource]]:
 
 
 def _load() -> dict[str, Callable[[], Resource]]:
+    # imported here: reading the installed distributions is only for the first lookup,
+    # which most programs (and a script's first app) never make
+    from asynctorchx.util.entrypoints import entry_points
+
     factories = {**GENERIC_NAMED_RESOURCES, **AWS_NAMED_RESOURCES, **_custom()}
-    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for entry_point in entry_points(ENTRY_POINT_GROUP):
         factories[entry_point.name] = _entry_point_factory(entry_point)
     return {**factories, "NULL": _null_resource, "MISSING": _null_resource}
 
@@ -187,6 +193,8 @@ class NamedResources(Mapping[str, Resource]):
         """
         factories = _registry()
         if name not in factories:
+            import difflib  # only to word the error
+
             known = list(factories.keys())
             close = difflib.get_close_matches(name, known, n=3)
             raise UnknownNamedResourceException(name, close, known)
