@@ -40,6 +40,7 @@ from asynctorchx.schedulers.docker._state import (
     describe_from,
     replica_of,
     replica_state,
+    stopped_by_die,
 )
 from asynctorchx.schedulers.toolkit import LogQuery, app_state, gather, gather_results, race
 from asynctorchx.specs.api import AppState, is_terminal
@@ -280,10 +281,12 @@ async def watch(
     """Describe the app after every event of its containers until ``done`` says so.
 
     Subscribes to the app's container events, then lists and inspects its containers.
-    Each event prompts a fresh inspect of its container (and of the cancel marker while
-    the app is not cancelled). An inspect right after a ``die`` waits for the engine to
-    finish its exit handling: a terminal state is returned only once the engine has
-    recorded every container stopped, so ``docker ps`` no longer lists one as running. A
+    Each event prompts a fresh look at its container (and at the cancel marker while the
+    app is not cancelled): a ``die`` after which no restart can follow says by itself
+    that the container stopped, with its exit code (:func:`stopped_by_die`); any other
+    event, or any event of a cancelled app (whose replicas' finish times decide whether
+    the cancel ended them), prompts an inspect. A terminal state is returned only once
+    every container's processes are gone. A
     container that is ``restarting`` is also awaited on the engine's wait endpoint: when
     the engine fails to start it again (its bind source is gone, say) it marks it exited
     without logging any event.
@@ -315,17 +318,32 @@ async def watch(
             waits: list[Callable[[], Awaitable[str | None]]] = [events.fill]
             waits += (functools.partial(_stopped, engine, cid) for cid in restarting)
             stopped = await race(waits)
-            prompted = {event.id for event in events.pop()} | ({stopped} if stopped else set())
+            latest = {event.id: event for event in events.pop()}
+            prompted = latest.keys() | ({stopped} if stopped else set())
             if not prompted:
                 continue
-            fresh, marker = await inspect_app(
-                engine, app_id, sorted(prompted), marker=cancelled_at_ns is None
-            )
+            down = {
+                cid: after
+                for cid, event in latest.items()
+                if cancelled_at_ns is None and cid in containers and cid != stopped
+                if (after := stopped_by_die(containers[cid], event)) is not None
+            }
+            inspect = sorted(prompted - down.keys())
+            if inspect:
+                fresh, marker = await inspect_app(
+                    engine, app_id, inspect, marker=cancelled_at_ns is None
+                )
+            else:
+                fresh, marker = {}, await cancelled_at(engine, app_id)
             if cancelled_at_ns is None:
                 cancelled_at_ns = marker
+                if marker is not None and down:  # the cancel came first: finish times decide
+                    fresh.update(await _inspect_all(engine, down))
+                    down = {}
             for cid in prompted:
                 containers.pop(cid, None)
             containers.update(fresh)
+            containers.update(down)
     return None
 
 

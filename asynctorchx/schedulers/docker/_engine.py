@@ -95,6 +95,11 @@ class Container:
             finished (the engine's zero time), or not known (a listing entry).
         restart_count: ``RestartCount``: how often its restart policy restarted it.
         tty: ``Config.Tty``: its log is raw text, not multiplexed frames.
+        started_ns: ``State.StartedAt`` in ns since the epoch (its last start); ``None``:
+            never started, or not known (a listing entry).
+        restart_policy: ``HostConfig.RestartPolicy.Name`` (``""`` or ``no``: none,
+            ``always``, ``unless-stopped``, ``on-failure``); ``None``: not known (a
+            listing entry).
     """
 
     id: str
@@ -107,6 +112,8 @@ class Container:
     finished_ns: int | None = None
     restart_count: int = 0
     tty: bool = False
+    started_ns: int | None = None
+    restart_policy: str | None = None
 
     @classmethod
     def from_inspect(cls, info: Mapping[str, Any]) -> Container:
@@ -128,6 +135,10 @@ class Container:
             finished_ns=parse_rfc3339_ns(state.get("FinishedAt")),
             restart_count=int(info.get("RestartCount", 0)),
             tty=bool(config.get("Tty")),
+            started_ns=parse_rfc3339_ns(state.get("StartedAt")),
+            restart_policy=str(
+                ((info.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name") or ""
+            ),
         )
 
     @classmethod
@@ -158,11 +169,17 @@ class Event:
         action: what happened (``die``, ``start``, ``create``...), without the
             ``: detail`` some actions carry.
         name: the object's name (``Actor.Attributes.name``; ``""`` if none).
+        exit_code: a container's exit code, in its ``die`` event
+            (``Actor.Attributes.exitCode``); ``None`` in other events.
+        time_ns: when the engine logged it (``timeNano``, ns since the epoch); ``None``
+            if the record has no time.
     """
 
     id: str
     action: str
     name: str
+    exit_code: int | None = None
+    time_ns: int | None = None
 
     @classmethod
     def parse(cls, record: Mapping[str, Any]) -> Event:
@@ -172,11 +189,15 @@ class Event:
             record: the engine's JSON document of one event.
         """
         actor = record.get("Actor") or {}
+        attributes = actor.get("Attributes") or {}
         action = str(record.get("Action") or record.get("status") or "")
+        exit_code, time_ns = str(attributes.get("exitCode", "")), record.get("timeNano")
         return cls(
             id=str(actor.get("ID") or record.get("id") or ""),
             action=action.split(":", 1)[0],
-            name=str((actor.get("Attributes") or {}).get("name") or ""),
+            name=str(attributes.get("name") or ""),
+            exit_code=int(exit_code) if exit_code.lstrip("-").isdigit() else None,
+            time_ns=int(time_ns) if isinstance(time_ns, int) else None,
         )
 
 

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import attrs
+
 from asynctorchx.schedulers.api import DescribeAppResponse
-from asynctorchx.schedulers.docker._engine import Container
+from asynctorchx.schedulers.docker._engine import Container, Event
 from asynctorchx.schedulers.docker._request import (
     LABEL_APP_DEF,
     LABEL_REPLICA_ID,
@@ -78,6 +80,35 @@ def replica_state(container: Container, cancelled_at_ns: int | None) -> tuple[Ap
     if status == "exited" and exit_code == 0:
         return AppState.SUCCEEDED, 0
     return AppState.FAILED, exit_code
+
+
+def stopped_by_die(container: Container, event: Event) -> Container | None:
+    """The container as its ``die`` event leaves it, when that event says it stopped for good.
+
+    The engine logs ``die`` once the container's processes are gone, after its restart
+    policy decided (Docker's ``daemon/monitor.go``, ``handleContainerExit``), and holds the
+    container while it then releases its network and mounts, so an inspect waits for that.
+    The event alone is enough when no restart can follow: the container has no restart
+    policy (``""`` or ``no``), or ``on-failure`` and it exited 0, and the event is of its
+    last start (logged at or after ``StartedAt``, not replayed from an earlier run).
+    Otherwise (``always``, ``unless-stopped``, a failure under ``on-failure``, an event
+    without exit code or time) the answer is ``None``: inspect the container.
+
+    Args:
+        container: the container as last inspected.
+        event: the container's latest event.
+
+    Returns:
+        ``container`` ``exited`` with the event's exit code and time as its finish time,
+        or ``None``.
+    """
+    code, at, started = event.exit_code, event.time_ns, container.started_ns
+    if event.action != "die" or code is None or at is None or started is None or at < started:
+        return None
+    policy = container.restart_policy
+    if not (policy in ("", "no") or (policy == "on-failure" and code == 0)):
+        return None
+    return attrs.evolve(container, status="exited", exit_code=code, finished_ns=at)
 
 
 # --------------------------------------------------------------------------- describe

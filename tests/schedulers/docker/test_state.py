@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from asynctorchx.schedulers.docker._engine import Container
+from asynctorchx.schedulers.docker._engine import Container, Event
 from asynctorchx.schedulers.docker._request import LABEL_REPLICA_ID, LABEL_ROLE_NAME
-from asynctorchx.schedulers.docker._state import describe_from, replica_state
+from asynctorchx.schedulers.docker._state import describe_from, replica_state, stopped_by_die
 from asynctorchx.schedulers.toolkit import format_rfc3339_ns as rfc3339
 from asynctorchx.schedulers.toolkit import parse_rfc3339_ns as parse_ts_ns
 from asynctorchx.specs.api import AppState
@@ -193,3 +193,69 @@ def test_an_app_without_replicas_is_unknown() -> None:
 
 
 # --------------------------------------------------------------------------- exit for good
+
+
+# --------------------------------------------------------------------------- die events
+
+
+def running(policy: str | None, started_ns: int = T0 - S) -> Container:
+    """A running replica started at ``started_ns``, inspected with restart policy ``policy``
+    (``None``: an inspect without ``HostConfig``, as an older engine's)."""
+    info: dict[str, Any] = {
+        "Id": "c0",
+        "Name": "/app-r-0",
+        "Config": {"Image": "img", "Labels": {LABEL_ROLE_NAME: "r", LABEL_REPLICA_ID: "0"}},
+        "State": {"Status": "running", "ExitCode": 0, "StartedAt": rfc3339(started_ns)},
+        "RestartCount": 0,
+    }
+    if policy is not None:
+        info["HostConfig"] = {"RestartPolicy": {"Name": policy, "MaximumRetryCount": 3}}
+    return Container.from_inspect(info)
+
+
+def die(exit_code: int | None, at_ns: int = T0) -> Event:
+    """A ``die`` event as the engine's events stream carries it."""
+    attributes = {"name": "app-r-0"} | ({} if exit_code is None else {"exitCode": str(exit_code)})
+    return Event.parse(
+        {
+            "Type": "container",
+            "Action": "die",
+            "Actor": {"ID": "c0", "Attributes": attributes},
+            "time": at_ns // S,
+            "timeNano": at_ns,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("policy", "exit_code", "expected"),
+    [
+        ("", 0, AppState.SUCCEEDED),
+        ("no", 3, AppState.FAILED),
+        (None, 0, AppState.SUCCEEDED),
+        ("on-failure", 0, AppState.SUCCEEDED),
+    ],
+)
+def test_a_die_no_restart_can_follow_says_the_replica_stopped(
+    policy: str | None, exit_code: int, expected: AppState
+) -> None:
+    after = stopped_by_die(running(policy), die(exit_code))
+    assert after is not None
+    assert (after.status, after.finished_ns) == ("exited", T0)
+    assert replica_state(after, None) == (expected, exit_code)
+
+
+@pytest.mark.parametrize(
+    ("policy", "exit_code"), [("on-failure", 1), ("always", 0), ("unless-stopped", 0)]
+)
+def test_a_die_its_restart_policy_may_follow_by_a_restart_needs_an_inspect(
+    policy: str, exit_code: int
+) -> None:
+    assert stopped_by_die(running(policy), die(exit_code)) is None
+
+
+def test_a_die_of_an_earlier_run_or_without_exit_code_needs_an_inspect() -> None:
+    assert stopped_by_die(running("", started_ns=T0 + S), die(0, at_ns=T0)) is None
+    assert stopped_by_die(running(""), die(None)) is None
+    start = Event.parse({"Action": "start", "Actor": {"ID": "c0"}, "timeNano": T0})
+    assert stopped_by_die(running(""), start) is None
