@@ -158,7 +158,7 @@ async def inspect_app(
         engine: the engine.
         app_id: the app.
         ids: the ids of the containers to inspect; ``None``: every container of the app
-            (one listing first).
+            (one listing first; none listed: nothing else is read).
         marker: read the cancel marker too (else its time is returned as ``None``).
 
     Returns:
@@ -167,7 +167,9 @@ async def inspect_app(
     """
     if ids is None:
         ids = [container.id for container in await list_containers(engine, app_id)]
-    if not marker or not ids:
+        if not ids:
+            return {}, None
+    if not marker:
         return await _inspect_all(engine, ids), None
     inspected, cancelled = await gather_results(
         [
@@ -328,13 +330,9 @@ async def watch(
                 if cancelled_at_ns is None and cid in containers and cid != stopped
                 if (after := stopped_by_die(containers[cid], event)) is not None
             }
-            inspect = sorted(prompted - down.keys())
-            if inspect:
-                fresh, marker = await inspect_app(
-                    engine, app_id, inspect, marker=cancelled_at_ns is None
-                )
-            else:
-                fresh, marker = {}, await cancelled_at(engine, app_id)
+            fresh, marker = await inspect_app(
+                engine, app_id, sorted(prompted - down.keys()), marker=cancelled_at_ns is None
+            )
             if cancelled_at_ns is None:
                 cancelled_at_ns = marker
                 if marker is not None and down:  # the cancel came first: finish times decide
