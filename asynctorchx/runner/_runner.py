@@ -931,8 +931,10 @@ class Runner(anyio.AsyncContextManagerMixin):
 
         Raises:
             ValueError: ``max_buffer`` is under 1.
-            UnknownAppException, InvalidCursorError, MalformedAppHandleException,
-                UnknownSchedulerException: as :meth:`events`.
+            UnknownAppException: as :meth:`events`.
+            InvalidCursorError: as :meth:`events`.
+            MalformedAppHandleException: as :meth:`events`.
+            UnknownSchedulerException: as :meth:`events`.
             SubscriberCutOff: (when read) it did not keep up.
             Exception: (when read) the error that ended the app's stream, as :meth:`events`.
         """
