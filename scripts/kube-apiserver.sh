@@ -57,6 +57,20 @@ elapsed() {
     printf '%d.%03d s' $((ms / 1000)) $((ms % 1000))
 }
 
+# Install the Debian packages named (none: nothing), updating the package lists only when
+# the first try fails; waits up to 10 min for another apt's lock.
+apt_install() {
+    [ "$#" -gt 0 ] || return 0
+    need_root "install $*"
+    echo "installing $* with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    local lock=(-o DPkg::Lock::Timeout=600)
+    apt-get install "${lock[@]}" -y -q --no-install-recommends "$@" || {
+        apt-get update "${lock[@]}" -q
+        apt-get install "${lock[@]}" -y -q --no-install-recommends "$@"
+    }
+}
+
 install_packages() {
     local pkgs=()
     [ -x "$GO_BIN/go" ] || pkgs+=(golang-1.19-go)
@@ -64,16 +78,7 @@ install_packages() {
     command -v etcd >/dev/null 2>&1 || pkgs+=(etcd-server)
     command -v rsync >/dev/null 2>&1 || pkgs+=(rsync)
     command -v openssl >/dev/null 2>&1 || pkgs+=(openssl)
-    if [ "${#pkgs[@]}" -gt 0 ]; then
-        need_root "install ${pkgs[*]}"
-        echo "installing ${pkgs[*]} with apt-get"
-        export DEBIAN_FRONTEND=noninteractive
-        local lock=(-o DPkg::Lock::Timeout=600)
-        apt-get install "${lock[@]}" -y -q --no-install-recommends "${pkgs[@]}" || {
-            apt-get update "${lock[@]}" -q
-            apt-get install "${lock[@]}" -y -q --no-install-recommends "${pkgs[@]}"
-        }
-    fi
+    apt_install "${pkgs[@]}"
 }
 
 # The machine's deb (not deb-src) entries, turned into deb-src entries in a private apt directory.

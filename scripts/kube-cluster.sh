@@ -70,16 +70,7 @@ node_packages() {
     [ -x /usr/lib/cni/bridge ] || pkgs+=(containernetworking-plugins)
     command -v gcc >/dev/null 2>&1 || pkgs+=(gcc libc6-dev)
     command -v iptables >/dev/null 2>&1 || pkgs+=(iptables)
-    if [ "${#pkgs[@]}" -gt 0 ]; then
-        need_root "install ${pkgs[*]}"
-        echo "installing ${pkgs[*]} with apt-get"
-        export DEBIAN_FRONTEND=noninteractive
-        local lock=(-o DPkg::Lock::Timeout=600)
-        apt-get install "${lock[@]}" -y -q --no-install-recommends "${pkgs[@]}" || {
-            apt-get update "${lock[@]}" -q
-            apt-get install "${lock[@]}" -y -q --no-install-recommends "${pkgs[@]}"
-        }
-    fi
+    apt_install "${pkgs[@]}"
 }
 
 build_node() {
