@@ -30,7 +30,7 @@ from asynctorchx.schedulers import get_scheduler_factories
 from asynctorchx.specs import AppState, BindMount, CfgVal, parse_app_handle
 from tests.conftest import DOCKER_TEST_IMAGE
 from tests.isolation import isolate_from_user_config
-from tests.processes import killed_on_exit
+from tests.processes import await_end, killed_on_exit
 from tests.runner.group_apps import LIMIT, sh_app, states
 from tests.schedulers.kubernetes.conftest import IMAGE as KUBERNETES_IMAGE
 from tests.schedulers.kubernetes.conftest import Cluster, connected
@@ -404,17 +404,24 @@ async def test_a_signal_to_a_plain_script_stops_the_group(
                 (handle,) = output.split()[:-1]
                 backend.handles.append(handle)
                 assert await backend.left([handle]) == 1
+                (reaper,) = reapers(process.pid)
                 process.send_signal(signum)
                 assert await process.wait() == -signum
         if signum == signal.SIGKILL:  # the group's reaper cancels the app: give it 10 s
             with anyio.fail_after(REAPED_WITHIN):
                 while await backend.alive([handle]):
                     await anyio.sleep(0.2)
+                # ...and then exits: orphaned, it may have become this (subreaper)
+                # process's child, which later tests count.
+                await await_end(reaper)
+        assert reaper not in reapers()
         assert await backend.left([handle]) == 0
 
 
-def reapers() -> list[int]:
-    """The live reaper processes this process started (see ``asynctorchx.runner._reaper``)."""
+def reapers(parent: int | None = None) -> list[int]:
+    """The live reaper processes (see ``asynctorchx.runner._reaper``) whose parent is
+    ``parent`` (default: this process)."""
+    parent = os.getpid() if parent is None else parent
     found = []
     for entry in os.listdir("/proc"):
         try:
@@ -422,7 +429,7 @@ def reapers() -> list[int]:
             stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:  # not a process, or gone meanwhile
             continue
-        if _reaper.PROGRAM.encode() in cmdline.split(b"\0") and int(stat[1]) == os.getpid():
+        if _reaper.PROGRAM.encode() in cmdline.split(b"\0") and int(stat[1]) == parent:
             found.append(int(entry))
     return found
 
