@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -11,8 +13,10 @@ from asynctorchx.specs import AppDef, AppState, Role
 
 LIMIT = 60  # seconds: a safety bound on every await, never a timing guess
 
-# Args go through macro substitution (string.Template, as in TorchX): `$$$$` reaches sh as `$$`.
-PRINTS_PID_AND_SLEEPS = "echo pid $$$$; exec sleep 600"
+# Printed by the process that then sleeps, so that its exec is over when the line is read:
+# a process still in execve has no environment to read yet (processes_of would miss it).
+_SLEEPER = "import os, time; print('pid', os.getpid(), flush=True); time.sleep(600)"
+PRINTS_PID_AND_SLEEPS = f"exec {shlex.quote(sys.executable)} -c {shlex.quote(_SLEEPER)}"
 
 
 def sh_app(name: str, script: str, image: str | None = None, num_replicas: int = 1) -> AppDef:

@@ -404,7 +404,7 @@ async def test_a_signal_to_a_plain_script_stops_the_group(
                 (handle,) = output.split()[:-1]
                 backend.handles.append(handle)
                 assert await backend.left([handle]) == 1
-                (reaper,) = reapers(process.pid)
+                (reaper,) = await reapers(process.pid)
                 process.send_signal(signum)
                 assert await process.wait() == -signum
         if signum == signal.SIGKILL:  # the group's reaper cancels the app: give it 10 s
@@ -414,24 +414,39 @@ async def test_a_signal_to_a_plain_script_stops_the_group(
                 # ...and then exits: orphaned, it may have become this (subreaper)
                 # process's child, which later tests count.
                 await await_end(reaper)
-        assert reaper not in reapers()
+        assert reaper not in await reapers()
         assert await backend.left([handle]) == 0
 
 
-def reapers(parent: int | None = None) -> list[int]:
-    """The live reaper processes (see ``asynctorchx.runner._reaper``) whose parent is
-    ``parent`` (default: this process)."""
-    parent = os.getpid() if parent is None else parent
-    found = []
+def _reaper_scan(parent: int) -> tuple[list[int], bool]:
+    """The live reaper processes whose parent is ``parent``, and whether a child of
+    ``parent`` is still in ``execve`` (no command line yet: maybe a reaper starting)."""
+    found, in_exec = [], False
     for entry in os.listdir("/proc"):
         try:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:  # not a process, or gone meanwhile
             continue
-        if _reaper.PROGRAM.encode() in cmdline.split(b"\0") and int(stat[1]) == parent:
+        if int(stat[1]) != parent or stat[0] == "Z":
+            continue
+        if _reaper.PROGRAM.encode() in cmdline.split(b"\0"):
             found.append(int(entry))
-    return found
+        in_exec = in_exec or cmdline == b""
+    return found, in_exec
+
+
+async def reapers(parent: int | None = None) -> list[int]:
+    """The live reaper processes (see ``asynctorchx.runner._reaper``) whose parent is
+    ``parent`` (default: this process), once no child of it is still in ``execve``
+    (the reaper's start returns before its exec is over)."""
+    parent = os.getpid() if parent is None else parent
+    with anyio.fail_after(LIMIT):
+        while True:
+            found, in_exec = _reaper_scan(parent)
+            if not in_exec:
+                return found
+            await anyio.sleep(0.01)
 
 
 async def test_a_normal_exit_cancels_nothing_and_leaves_no_reaper(
@@ -441,7 +456,7 @@ async def test_a_normal_exit_cancels_nothing_and_leaves_no_reaper(
         with anyio.fail_after(LIMIT):
             async with backend.runner.group() as group:
                 ok = await backend.run(group, "ok", "exit 0")
-                assert len(reapers()) == 1  # it knows the app from its submit
+                assert len(await reapers()) == 1  # it knows the app from its submit
                 await backend.drive_exit(ok, 0)
-        assert reapers() == []
+        assert await reapers() == []
         assert (await group.wait())[ok].state == AppState.SUCCEEDED
