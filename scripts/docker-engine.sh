@@ -60,7 +60,9 @@ start_engine() {
     fi
     need_root "start dockerd"
     echo "starting dockerd (log: $LOG)"
-    nohup dockerd >"$LOG" 2>&1 &
+    # setsid: a session of its own, so that signals to the starter's process group (a
+    # shell's job ending, a killed CI step) do not reach it; only `stop` ends it
+    setsid dockerd </dev/null >"$LOG" 2>&1 &
     echo $! >"$PIDFILE"
     local i
     for ((i = 0; i < WAIT_S * 2; i++)); do

@@ -215,17 +215,19 @@ start() {
     write_credentials
     if ! pid_alive "$STATE/etcd.pid"; then
         rm -rf "$STATE/etcd"
-        etcd --name asynctorchx --data-dir "$STATE/etcd" \
+        # setsid (both daemons): a session of their own, so that signals to the starter's
+        # process group (a shell's job ending, a killed CI step) do not reach them
+        setsid etcd --name asynctorchx --data-dir "$STATE/etcd" \
             --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
             --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
             --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
             --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
             --initial-cluster "asynctorchx=http://127.0.0.1:$ETCD_PEER_PORT" \
-            >"$STATE/log/etcd.log" 2>&1 &
+            </dev/null >"$STATE/log/etcd.log" 2>&1 &
         echo $! >"$STATE/etcd.pid"
     fi
     if ! pid_alive "$STATE/apiserver.pid"; then
-        "$BIN" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$PORT" \
+        setsid "$BIN" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$PORT" \
             --insecure-port=0 --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
             --etcd-compaction-interval=5s \
             --tls-cert-file="$STATE/pki/server.crt" --tls-private-key-file="$STATE/pki/server.key" \
@@ -236,7 +238,7 @@ start() {
             --service-account-issuer=https://kubernetes.default.svc \
             --service-cluster-ip-range=10.96.0.0/16 \
             --kubelet-preferred-address-types=InternalIP \
-            >"$STATE/log/apiserver.log" 2>&1 &
+            </dev/null >"$STATE/log/apiserver.log" 2>&1 &
         echo $! >"$STATE/apiserver.pid"
     fi
     local deadline=$((SECONDS + WAIT_S))

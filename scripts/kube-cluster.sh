@@ -101,7 +101,9 @@ start_daemon() { # NAME COMMAND...: start in the background once, pid file and l
     local name="$1"
     shift
     pid_alive "$STATE/$name.pid" && return 0
-    "$@" >"$STATE/log/$name.log" 2>&1 &
+    # setsid: a session of its own, so that signals to the starter's process group (a
+    # shell's job ending, a killed CI step) do not reach it; only `stop` ends it
+    setsid "$@" </dev/null >"$STATE/log/$name.log" 2>&1 &
     echo $! >"$STATE/$name.pid"
 }
 
