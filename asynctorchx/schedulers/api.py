@@ -5,7 +5,8 @@ Every method that does I/O is a coroutine; ``log_iter`` is an async generator;
 methods (``submit_dryrun``, ``run_opts``, ``_validate``) stay plain functions.
 
 What every backend shares (app ids, device mounts, state rules, log lines, the polling
-fallback) is in :mod:`asynctorchx.schedulers.toolkit`.
+fallback) is in :mod:`asynctorchx.schedulers.toolkit`. :class:`StructuredOpts`
+(torchx-nightly's typed run options) declares a backend's run options.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import attrs
 
 from asynctorchx.errors import InvalidAppDefException
 from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse, Stream
+from asynctorchx.schedulers._structured import StructuredOpts
 from asynctorchx.schedulers.toolkit import (
     BatchedPoller,
     LogBlock,
@@ -55,9 +57,15 @@ class Capabilities:
     attributes of the TorchX scheduler it wraps.
 
     Args:
+        opts: the :class:`StructuredOpts` class of the scheduler's run options: the
+            ``cfg`` a backend's ``_submit_dryrun`` is given, and ``AppDryRunInfo.cfg``,
+            is an instance of it (torchx-nightly's ``Scheduler[Opts]``); ``None``: a
+            plain ``dict``.
         run_opts: makes the run options the scheduler accepts (a new
-            :class:`~asynctorchx.specs.api.runopts` per call); ``None``: only a
-            scheduler knows them (TorchX's ``_run_opts(self)``), so one is created to ask.
+            :class:`~asynctorchx.specs.api.runopts` per call); by default
+            ``opts.as_runopts``, so the two cannot disagree. ``None`` (and no ``opts``):
+            only a scheduler knows them (TorchX's ``_run_opts(self)``), so one is created
+            to ask.
         log_streams: the streams ``log_iter`` reads (its ``streams`` argument); it raises
             ``ValueError`` for another. A Docker engine and the local schedulers keep
             stdout, stderr and both combined; Slurm writes stdout and stderr to two
@@ -79,7 +87,13 @@ class Capabilities:
             when it is not ``None``, as ``torchx.cli.cmd_run`` does.
     """
 
-    run_opts: Callable[[], runopts] | None = None
+    opts: type[StructuredOpts] | None = None
+    run_opts: Callable[[], runopts] | None = attrs.field(
+        default=attrs.Factory(
+            lambda self: self.opts.as_runopts if self.opts is not None else None,
+            takes_self=True,
+        )
+    )
     log_streams: frozenset[Stream] = frozenset(Stream)
     retry_policies: frozenset[RetryPolicy] = frozenset(
         {RetryPolicy.REPLICA, RetryPolicy.APPLICATION}
@@ -169,7 +183,8 @@ class Scheduler(abc.ABC, Generic[T]):
 
         Args:
             app: the app to make a request for.
-            resolved: ``run_opts().resolve(cfg)``: every option, defaults filled in.
+            resolved: ``run_opts().resolve(cfg)``: every option, defaults filled in;
+                made a :attr:`Capabilities.opts` instance when the backend has one.
 
         Raises:
             InvalidAppDefException: the app has no role, duplicate role names, a role
@@ -179,12 +194,14 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         validate_app(app)
         self._check_retry_policies(app)
-        self._validate(app, self.backend, resolved)
-        dryrun_info = self._submit_dryrun(app, resolved)
+        opts = self.capabilities.opts
+        cfg = opts.from_cfg(resolved) if opts is not None else resolved
+        self._validate(app, self.backend, cfg)
+        dryrun_info = self._submit_dryrun(app, cfg)
         for role in app.roles:
             dryrun_info = role.pre_proc(self.backend, dryrun_info)
         dryrun_info.app = app
-        dryrun_info.cfg = resolved
+        dryrun_info.cfg = cfg
         return dryrun_info
 
     def _check_retry_policies(self, app: AppDef) -> None:
@@ -504,5 +521,6 @@ __all__ = [
     "Scheduler",
     "SchedulerFactory",
     "Stream",
+    "StructuredOpts",
     "validate_app_id",
 ]

@@ -2,17 +2,18 @@
 
 TorchX code imports ``torchx.schedulers.docker_scheduler``; this module keeps that path
 and is the one public import path of ``local_docker``'s names, with TorchX's
-``make_unique`` (the app-id generator). The scheduler lives in the subpackage
-:mod:`asynctorchx.schedulers.docker`, one private module per concern (the engine, the
-request, the state tables, watch, logs, network, workspace); its docstring lists them,
-and :mod:`asynctorchx.schedulers.docker._scheduler` documents where ``local_docker``
-differs from TorchX 0.7.0's ``torchx.schedulers.docker_scheduler``.
+``make_unique`` (the app-id generator) and the typed run options ``Opts``
+(torchx-nightly's; ``DockerOpts`` is TorchX 0.7.0's ``TypedDict`` of them). The
+scheduler lives in the subpackage :mod:`asynctorchx.schedulers.docker`, one private
+module per concern (the engine, the request, the state tables, watch, logs, network,
+workspace); its docstring lists them, and :mod:`asynctorchx.schedulers.docker._scheduler`
+documents where ``local_docker`` differs from TorchX 0.7.0's ``torchx.schedulers.docker_scheduler``.
 """
 
 from __future__ import annotations
 
 from asynctorchx.schedulers.docker._engine import has_docker
-from asynctorchx.schedulers.docker._options import NETWORK, DockerOpts
+from asynctorchx.schedulers.docker._options import NETWORK, DockerOpts, Opts
 from asynctorchx.schedulers.docker._request import (
     LABEL_APP_DEF,
     LABEL_APP_ID,
@@ -48,6 +49,7 @@ __all__ = [
     "DockerJob",
     "DockerOpts",
     "DockerScheduler",
+    "Opts",
     "container_name",
     "create_scheduler",
     "has_docker",

@@ -25,6 +25,7 @@ from asynctorchx.schedulers.kubernetes._request import (
     RESERVED_MILLICPU,
     RETRY_POLICIES,
     KubernetesJob,
+    Opts,
     app_to_resource,
     kubernetes_runopts,
     pod_labels,
@@ -32,6 +33,9 @@ from asynctorchx.schedulers.kubernetes._request import (
 )
 from asynctorchx.schedulers.kubernetes._scheduler import KubernetesScheduler, create_scheduler
 from asynctorchx.schedulers.kubernetes._state import JOB_STATE, POD_STATE
+
+#: torchx-nightly's second name of :class:`Opts`.
+KubernetesOpts = Opts
 
 __all__ = [
     "JOBSET_STATE",
@@ -51,7 +55,9 @@ __all__ = [
     "RESERVED_MILLICPU",
     "RETRY_POLICIES",
     "KubernetesJob",
+    "KubernetesOpts",
     "KubernetesScheduler",
+    "Opts",
     "app_to_resource",
     "create_scheduler",
     "kubernetes_runopts",

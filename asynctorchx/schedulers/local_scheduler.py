@@ -2,8 +2,9 @@
 
 TorchX's module is ``torchx.schedulers.local_scheduler``; this one keeps that path, the
 scheduler registry's factories ``create_cwd_scheduler`` and ``create_dir_scheduler``,
-TorchX's ``create_scheduler``, and TorchX's module-level names ``make_unique`` and
-``ENV_CUDA_VISIBLE_DEVICES``. The scheduler itself lives in the subpackage
+TorchX's ``create_scheduler``, TorchX's module-level names ``make_unique`` and
+``ENV_CUDA_VISIBLE_DEVICES``, and the typed run options ``Opts`` (torchx-nightly's;
+``LocalOpts`` is TorchX 0.7.0's ``TypedDict`` of them). The scheduler itself lives in the subpackage
 :mod:`asynctorchx.schedulers.local`, which documents it; this module is the one public
 import path of its names.
 """
@@ -21,6 +22,7 @@ from asynctorchx.schedulers.local._request import (
     ImageProvider,
     LocalDirectoryImageProvider,
     LocalOpts,
+    Opts,
     PopenRequest,
     ReplicaParam,
 )
@@ -109,6 +111,7 @@ __all__ = [
     "LocalDirectoryImageProvider",
     "LocalOpts",
     "LocalScheduler",
+    "Opts",
     "PopenRequest",
     "ReplicaParam",
     "create_cwd_scheduler",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from asynctorchx.schedulers.slurm._commands import SlurmCommands
 from asynctorchx.schedulers.slurm._request import (
     SlurmBatchRequest,
+    SlurmOpts,
     SlurmReplicaRequest,
     build_batch_request,
     check_time,
@@ -29,6 +30,7 @@ __all__ = [
     "SlurmBatchRequest",
     "SlurmCommands",
     "SlurmComponent",
+    "SlurmOpts",
     "SlurmReplicaRequest",
     "SlurmScheduler",
     "build_batch_request",

@@ -56,6 +56,7 @@ __all__ = [
     "UnknownSchedulerException",
     "VolumeMount",
     "Workspace",
+    "cases",
     "get_named_resources",
     "get_type_name",
     "is_started",

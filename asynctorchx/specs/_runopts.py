@@ -1,5 +1,7 @@
 """Scheduler run options: :class:`runopt`, :class:`runopts`, :data:`CfgVal` and their parsing.
 
+Also :class:`cases`, the spellings of an option's name (torchx-nightly's ``torchx.specs.cases``).
+
 Names and semantics follow ``torchx.specs.api`` (TorchX 0.7.0), except where
 :meth:`runopts.resolve` says otherwise. Re-exported by :mod:`asynctorchx.specs.api`
 and :mod:`asynctorchx.specs`.
@@ -71,6 +73,23 @@ def _display_name(tp: Any) -> str:
     if kind is not None:
         return "List[str]" if kind == "list" else "Dict[str, str]"
     return getattr(tp, "__name__", str(tp))
+
+
+class cases:
+    """Converts an option's name between snake_case and camelCase (torchx-nightly's
+    ``torchx.specs.cases``); :class:`~asynctorchx.schedulers.api.StructuredOpts` reads a
+    field under either spelling."""
+
+    @staticmethod
+    def snake_to_camel(name: str) -> str:
+        """``hpc_identity`` -> ``hpcIdentity``."""
+        first, *rest = name.split("_")
+        return first + "".join(part.title() for part in rest)
+
+    @staticmethod
+    def camel_to_snake(name: str) -> str:
+        """``hpcIdentity`` -> ``hpc_identity``; a snake_case name is returned unchanged."""
+        return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
 
 
 class runopts:
@@ -161,6 +180,17 @@ class runopts:
     def get(self, name: str) -> runopt | None:
         """Return the option called ``name``, or ``None``."""
         return self._opts.get(name)
+
+    def update(self, other: runopts) -> None:
+        """Add ``other``'s options, replacing those of the same name (torchx-nightly's)."""
+        self._opts.update(other._opts)
+
+    def __or__(self, other: runopts) -> runopts:
+        """Return a new ``runopts`` with this one's options, then ``other``'s over them."""
+        merged = runopts()
+        merged.update(self)
+        merged.update(other)
+        return merged
 
     def resolve(self, cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
         """Check ``cfg`` and return a copy with the defaults filled in.

@@ -17,7 +17,7 @@ lives in its own private module:
 - :mod:`asynctorchx.specs._app_handle`: :data:`AppHandle`, :class:`ParsedAppHandle`,
   :func:`make_app_handle`, :func:`parse_app_handle`;
 - :mod:`asynctorchx.specs._runopts`: :data:`CfgVal`, :class:`runopt`, :class:`runopts`,
-  :func:`get_type_name`, :func:`cfg_pairs`;
+  :func:`get_type_name`, :func:`cfg_pairs`, :class:`cases`;
 - :mod:`asynctorchx.specs._workspace`: :class:`Workspace`.
 
 The exceptions TorchX defines in ``torchx.specs.api`` (``UnknownAppException``,
@@ -64,7 +64,7 @@ from asynctorchx.specs._resource import (
     macros,
     resource_tags,
 )
-from asynctorchx.specs._runopts import CfgVal, cfg_pairs, get_type_name, runopt, runopts
+from asynctorchx.specs._runopts import CfgVal, cases, cfg_pairs, get_type_name, runopt, runopts
 from asynctorchx.specs._status import (
     AppState,
     AppStatus,
@@ -108,6 +108,7 @@ __all__ = [
     "UnknownSchedulerException",
     "VolumeMount",
     "Workspace",
+    "cases",
     "cfg_pairs",
     "get_type_name",
     "is_started",

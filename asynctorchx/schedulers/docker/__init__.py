@@ -5,7 +5,7 @@ One private module per concern:
 - ``_engine``: the engine connection, the only module that imports aiodocker; it maps
   aiodocker's errors to :mod:`asynctorchx.errors` and reads the engine's JSON documents
   into typed records (``Container``, ``Event``, ``Network``); :func:`has_docker`.
-- ``_options``: the run options (``env``'s forms) and :class:`DockerOpts`.
+- ``_options``: the run options (:class:`Opts`, ``env``'s forms) and :class:`DockerOpts`.
 - ``_request``: the dry-run request (:class:`DockerJob`, :class:`DockerContainer`, also
   as docker-py's ``containers.run`` keywords), labels, names and run options; no I/O.
 - ``_state``: pure decision tables (container state to replica and app state) and the

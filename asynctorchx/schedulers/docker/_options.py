@@ -1,9 +1,9 @@
-"""The run options of ``local_docker``: their declaration, ``env``'s forms, ``DockerOpts``.
+"""The run options of ``local_docker``: their declaration (:class:`Opts`), ``env``'s forms.
 
-TorchX 0.7.0's ``torchx.schedulers.docker_scheduler`` declares ``copy_env``, ``env`` and
-``privileged`` (typed by its ``DockerOpts``), and its workspace mixin
-(``torchx.workspace.docker_workspace``) adds ``image_repo`` and ``quiet``; the same names
-are declared here, plus ``network``, ``init`` and ``cancel_on_close``. ``env`` is read in
+TorchX's ``torchx.schedulers.docker_scheduler`` declares ``copy_env``, ``env`` and
+``privileged``, and its workspace mixin (``torchx.workspace.docker_workspace``) adds
+``image_repo`` and ``quiet``; the same names are declared here, plus ``network``,
+``init`` and ``cancel_on_close``. ``env`` is read in
 TorchX's ``KEY:VALUE`` form and in our earlier ``KEY=VALUE`` one.
 """
 
@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TypedDict
 
 from asynctorchx.errors import InvalidRunConfigException
+from asynctorchx.schedulers._structured import StructuredOpts
 from asynctorchx.schedulers.toolkit import check_env
 from asynctorchx.specs.api import CfgVal, cfg_pairs, runopts
 
@@ -22,13 +24,9 @@ NETWORK = "torchx"
 
 
 class DockerOpts(TypedDict, total=False):
-    """The run options of ``local_docker`` as a typed ``cfg`` mapping.
-
-    TorchX's ``torchx.schedulers.docker_scheduler.DockerOpts`` (``copy_env``, ``env``,
-    ``privileged``), plus the workspace options (``image_repo``, ``quiet``) and ours
-    (``network``, ``init``, ``cancel_on_close``). Every key is optional;
-    :func:`run_opts` holds their types, defaults and help.
-    """
+    """TorchX 0.7.0's ``torchx.schedulers.docker_scheduler.DockerOpts``: :class:`Opts`'s
+    options as a ``TypedDict``, for code typed against 0.7.0 (torchx-nightly has only
+    :class:`Opts`; a test keeps the two the same)."""
 
     copy_env: list[str] | None
     env: dict[str, str] | None
@@ -128,58 +126,47 @@ class DockerRunOpts(runopts):
         return resolved
 
 
+@dataclass
+class Opts(StructuredOpts):
+    """The run options of ``local_docker``: torchx-nightly's
+    ``torchx.schedulers.docker_scheduler.Opts`` (``copy_env``, ``env``, ``privileged``),
+    its workspace's ``image_repo`` and ``quiet``, and ``network``, ``init`` and
+    ``cancel_on_close``."""
+
+    copy_env: list[str] | None = None
+    """glob patterns of environment variables to copy if not set in AppDef. Ex: FOO_*"""
+
+    env: dict[str, str] | None = None
+    """environment variables for every replica, applied over copy_env's (the role's env
+    wins). Ex: FOO:1,BAR:2 or FOO:1;BAR:2"""
+
+    privileged: bool = False
+    """run the containers privileged"""
+
+    image_repo: str | None = None
+    """(workspaces) repository to tag built workspace images with, as <image_repo>:<id>.
+    Ex: example.com/your/container"""
+
+    quiet: bool = False
+    """(workspaces) do not log the image build's output (logged at INFO by default)"""
+
+    network: str = NETWORK
+    """user-defined bridge network the replicas join (created when missing)"""
+
+    init: bool = True
+    """run docker-init as PID 1 so the entrypoint receives stop signals"""
+
+    cancel_on_close: bool = False
+    """cancel the app when the scheduler (the runner) that started it closes: on leaving
+    `async with get_runner()`, close(), SIGTERM/SIGHUP; default: the app is detached and
+    outlives the process, as in TorchX"""
+
+
 def run_opts() -> runopts:
-    """The run options of ``local_docker``: TorchX's (``copy_env``, ``env``,
-    ``privileged``, and the workspace's ``image_repo`` and ``quiet``), plus ``network``,
-    ``init`` and ``cancel_on_close``."""
+    """The run options of ``local_docker``: :class:`Opts`'s, ``env`` read as
+    :class:`DockerRunOpts` reads it."""
     opts = DockerRunOpts()
-    opts.add(
-        "copy_env",
-        type_=list[str],
-        default=None,
-        help="glob patterns of environment variables to copy if not set in AppDef. Ex: FOO_*",
-    )
-    opts.add(
-        "env",
-        type_=dict[str, str],
-        default=None,
-        help="environment variables for every replica, applied over copy_env's (the"
-        " role's env wins). Ex: FOO:1,BAR:2 or FOO:1;BAR:2",
-    )
-    opts.add("privileged", type_=bool, default=False, help="run the containers privileged")
-    opts.add(
-        "image_repo",
-        type_=str,
-        default=None,
-        help="(workspaces) repository to tag built workspace images with, as"
-        " <image_repo>:<id>. Ex: example.com/your/container",
-    )
-    opts.add(
-        "quiet",
-        type_=bool,
-        default=False,
-        help="(workspaces) do not log the image build's output (logged at INFO by default)",
-    )
-    opts.add(
-        "network",
-        type_=str,
-        default=NETWORK,
-        help="user-defined bridge network the replicas join (created when missing)",
-    )
-    opts.add(
-        "init",
-        type_=bool,
-        default=True,
-        help="run docker-init as PID 1 so the entrypoint receives stop signals",
-    )
-    opts.add(
-        "cancel_on_close",
-        type_=bool,
-        default=False,
-        help="cancel the app when the scheduler (the runner) that started it closes: on"
-        " leaving `async with get_runner()`, close(), SIGTERM/SIGHUP; default: the app is"
-        " detached and outlives the process, as in TorchX",
-    )
+    opts.update(Opts.as_runopts())
     return opts
 
 

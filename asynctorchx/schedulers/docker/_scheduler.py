@@ -56,7 +56,7 @@ from asynctorchx.schedulers.docker import _containers
 from asynctorchx.schedulers.docker._engine import Engine
 from asynctorchx.schedulers.docker._logs import log_blocks
 from asynctorchx.schedulers.docker._network import ensure_network
-from asynctorchx.schedulers.docker._options import run_opts
+from asynctorchx.schedulers.docker._options import Opts, run_opts
 from asynctorchx.schedulers.docker._request import (
     DockerJob,
     build_job,
@@ -104,10 +104,10 @@ class DockerScheduler(Scheduler[DockerJob]):
         grace: deprecated name of ``stop_timeout`` (a ``DeprecationWarning``; removed in
             the next release).
 
-    Run options (:meth:`run_opts`, typed by :class:`DockerOpts`): ``copy_env``, ``env``,
-    ``privileged``, ``image_repo``, ``quiet``, ``network``, ``init``,
-    ``cancel_on_close``. The scheduler holds one aiodocker client, opened on first use;
-    :meth:`close` closes it. Apps are detached (TorchX's semantics: they outlive the
+    Run options (:meth:`run_opts`, declared by the dataclass ``docker_scheduler.Opts``):
+    ``copy_env``, ``env``, ``privileged``, ``image_repo``, ``quiet``, ``network``,
+    ``init``, ``cancel_on_close``. The scheduler holds one aiodocker client, opened on
+    first use; :meth:`close` closes it. Apps are detached (TorchX's semantics: they outlive the
     process, any process can describe, tail, cancel or delete them) unless submitted
     with ``cancel_on_close=True``: :meth:`close` cancels those.
 
@@ -123,7 +123,7 @@ class DockerScheduler(Scheduler[DockerJob]):
         DockerEngineError: the engine refused a request (``status``, ``message``).
     """
 
-    capabilities = Capabilities(run_opts=run_opts, workspace="image")
+    capabilities = Capabilities(opts=Opts, run_opts=run_opts, workspace="image")
 
     def __init__(
         self,

@@ -25,12 +25,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import attrs
 
 from asynctorchx import __version__
 from asynctorchx.errors import InvalidAppIdException, InvalidRunConfigException
+from asynctorchx.schedulers._structured import StructuredOpts
 from asynctorchx.schedulers.toolkit import make_app_id
 from asynctorchx.specs.api import (
     AppDef,
@@ -163,64 +165,56 @@ def parse_app_ref(app_id: str) -> tuple[str, str, str]:
     return match["namespace"], match["api"] or "volcano", match["name"]
 
 
-def kubernetes_runopts() -> runopts:
-    """Return the run options of the ``kubernetes`` scheduler (TorchX's names).
+@dataclass
+class Opts(StructuredOpts):
+    """The run options of the ``kubernetes`` scheduler: torchx-nightly's
+    ``torchx.schedulers.kubernetes_scheduler.Opts`` and ours.
 
-    TorchX's ``namespace`` (default ``default``), ``queue`` (the Volcano queue, required
-    with ``job_api=volcano``; Kueue's LocalQueue with ``job_api=jobset``), ``image_repo``,
-    ``service_account``, ``priority_class`` (each a ``str``), torchx-nightly's
-    ``reserved_millicpu``, ``reserved_memmb`` and ``efa_device_count`` (see
-    :class:`PodResources`), and ours:
-    ``image_pull_timeout`` (``int`` seconds; unset: none) and ``job_api`` (``volcano``,
-    the default, or ``jobset``).
+    TorchX's ``namespace``, ``queue`` (the Volcano queue, required with
+    ``job_api=volcano``, checked at dry run; Kueue's LocalQueue with ``job_api=jobset``),
+    ``image_repo``, ``service_account``, ``priority_class``, ``reserved_millicpu``,
+    ``reserved_memmb`` and ``efa_device_count`` (see :class:`PodResources`); ours:
+    ``image_pull_timeout`` and ``job_api``.
     """
-    opts = runopts()
-    opts.add("namespace", type_=str, help="Kubernetes namespace of the job", default="default")
-    opts.add(
-        "queue",
-        type_=str,
-        help="job_api=volcano: the Volcano queue (required); job_api=jobset: the Kueue"
-        " LocalQueue (optional; the JobSet is then created suspended for Kueue to admit)",
-    )
-    opts.add(
-        "image_repo",
-        type_=str,
-        help="repository local images (sha256:...) are tagged into as"
-        " `<image_repo>:<hash>`; push them there before scheduling",
-    )
-    opts.add("service_account", type_=str, help="service account of every pod")
-    opts.add("priority_class", type_=str, help="PriorityClass name of the job")
-    opts.add(
-        "reserved_millicpu",
-        type_=int,
-        help="millicores left to the node: each container requests its cpu minus these",
-        default=RESERVED_MILLICPU,
-    )
-    opts.add(
-        "reserved_memmb",
-        type_=int,
-        help="MB left to the node: each container requests its memMB minus these",
-        default=RESERVED_MEMMB,
-    )
-    opts.add(
-        "efa_device_count",
-        type_=int,
-        help="EFA devices of every container, over the resource's (unset: the resource's; 0: none)",
-    )
-    opts.add(
-        "image_pull_timeout",
-        type_=int,
-        help="seconds after a pod's creation when a failing image pull ends the app FAILED"
-        " (unset: the app stays PENDING, showing the pull error)",
-    )
-    opts.add(
-        "job_api",
-        type_=str,
-        help="the Kubernetes job API: volcano (a Volcano Job, TorchX's manifest) or jobset"
-        " (a jobset.x-k8s.io/v1alpha2 JobSet, one replicated job per role)",
-        default="volcano",
-    )
-    return opts
+
+    namespace: str = "default"
+    """Kubernetes namespace of the job"""
+
+    queue: str | None = None
+    """job_api=volcano: the Volcano queue (required); job_api=jobset: the Kueue LocalQueue
+    (optional; the JobSet is then created suspended for Kueue to admit)"""
+
+    image_repo: str | None = None
+    """repository local images (sha256:...) are tagged into as `<image_repo>:<hash>`;
+    push them there before scheduling"""
+
+    service_account: str | None = None
+    """service account of every pod"""
+
+    priority_class: str | None = None
+    """PriorityClass name of the job"""
+
+    reserved_millicpu: int = RESERVED_MILLICPU
+    """millicores left to the node: each container requests its cpu minus these"""
+
+    reserved_memmb: int = RESERVED_MEMMB
+    """MB left to the node: each container requests its memMB minus these"""
+
+    efa_device_count: int | None = None
+    """EFA devices of every container, over the resource's (unset: the resource's; 0: none)"""
+
+    image_pull_timeout: int | None = None
+    """seconds after a pod's creation when a failing image pull ends the app FAILED (unset:
+    the app stays PENDING, showing the pull error)"""
+
+    job_api: str = "volcano"
+    """the Kubernetes job API: volcano (a Volcano Job, TorchX's manifest) or jobset (a
+    jobset.x-k8s.io/v1alpha2 JobSet, one replicated job per role)"""
+
+
+def kubernetes_runopts() -> runopts:
+    """Return the run options of the ``kubernetes`` scheduler, as :class:`Opts` declares them."""
+    return Opts.as_runopts()
 
 
 @attrs.define

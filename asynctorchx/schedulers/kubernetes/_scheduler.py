@@ -49,7 +49,7 @@ from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ORGANIZATION,
     ORGANIZATION,
     KubernetesJob,
-    kubernetes_runopts,
+    Opts,
     parse_app_ref,
     str_option,
 )
@@ -97,7 +97,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     """
 
     capabilities = Capabilities(  # one log per container
-        run_opts=kubernetes_runopts, log_streams=frozenset({Stream.COMBINED})
+        opts=Opts, log_streams=frozenset({Stream.COMBINED})
     )
 
     def __init__(

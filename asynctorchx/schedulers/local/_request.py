@@ -16,12 +16,14 @@ import os
 import shlex
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import attrs
 
+from asynctorchx.schedulers._structured import StructuredOpts
 from asynctorchx.schedulers.toolkit import validate_stop_timeout
-from asynctorchx.specs.api import AppDef, CfgVal, RetryPolicy, Role, macros, runopts
+from asynctorchx.specs.api import AppDef, CfgVal, RetryPolicy, Role, macros
 
 logger = logging.getLogger(__name__)
 
@@ -221,48 +223,37 @@ class LocalDirectoryImageProvider(ImageProvider):
 # --------------------------------------------------------------------------- run options
 
 
-class LocalOpts(TypedDict, total=False):
-    """The run options of ``local_cwd``/``local_dir`` as a typed ``cfg`` mapping.
+@dataclass
+class Opts(StructuredOpts):
+    """The run options of ``local_cwd``/``local_dir``: torchx-nightly's
+    ``torchx.schedulers.local_scheduler.Opts``, plus ``stop_timeout``."""
 
-    TorchX's ``torchx.schedulers.local_scheduler.LocalOpts`` (``log_dir``,
-    ``prepend_cwd``, ``auto_set_cuda_visible_devices``), plus ``stop_timeout`` (seconds
-    between SIGTERM and SIGKILL). Every key is optional; :func:`local_run_opts` holds
-    their types, defaults and help.
-    """
+    log_dir: str | None = None
+    """dir to write stdout/stderr log files of replicas"""
+
+    prepend_cwd: bool = False
+    """if set, prepends CWD to replica's PATH env var making any binaries in CWD take
+    precedence over those in PATH"""
+
+    auto_set_cuda_visible_devices: bool = False
+    """sets the `CUDA_AVAILABLE_DEVICES` for roles that request GPU resources. Each role
+    replica will be assigned one GPU. Does nothing if the device count is less than
+    replicas."""
+
+    stop_timeout: float = DEFAULT_STOP_TIMEOUT
+    """grace period in seconds between SIGTERM and SIGKILL to each replica's process
+    group when the app is cancelled or the scheduler closes"""
+
+
+class LocalOpts(TypedDict, total=False):
+    """TorchX 0.7.0's ``torchx.schedulers.local_scheduler.LocalOpts``: :class:`Opts`'s
+    options as a ``TypedDict``, for code typed against 0.7.0 (torchx-nightly has only
+    :class:`Opts`; a test keeps the two the same)."""
 
     log_dir: str
     prepend_cwd: bool | None
     auto_set_cuda_visible_devices: bool | None
     stop_timeout: float
-
-
-def local_run_opts() -> runopts:
-    """The run options of the local schedulers (TorchX's, plus ``stop_timeout`` in seconds)."""
-    opts = runopts()
-    opts.add("log_dir", str, "dir to write stdout/stderr log files of replicas")
-    opts.add(
-        "prepend_cwd",
-        bool,
-        "if set, prepends CWD to replica's PATH env var making any binaries in CWD"
-        " take precedence over those in PATH",
-        default=False,
-    )
-    opts.add(
-        "auto_set_cuda_visible_devices",
-        bool,
-        "sets the `CUDA_AVAILABLE_DEVICES` for roles that request GPU resources. Each"
-        " role replica will be assigned one GPU. Does nothing if the device count is"
-        " less than replicas.",
-        default=False,
-    )
-    opts.add(
-        "stop_timeout",
-        float,
-        "grace period in seconds between SIGTERM and SIGKILL to each replica's process"
-        " group when the app is cancelled or the scheduler closes",
-        default=DEFAULT_STOP_TIMEOUT,
-    )
-    return opts
 
 
 # --------------------------------------------------------------------------- dry run
@@ -298,7 +289,7 @@ def build_popen_request(
 
     Args:
         app: the app.
-        cfg: the resolved run config (see :func:`local_run_opts`).
+        cfg: the resolved run config (see :class:`Opts`).
         context: the app id, log directory, job id, image provider and extra paths.
 
     Raises:

@@ -40,11 +40,11 @@ from asynctorchx.schedulers.local._log_files import check_log_dir, create_log_di
 from asynctorchx.schedulers.local._records import RecordKeeper
 from asynctorchx.schedulers.local._request import (
     ImageProvider,
+    Opts,
     PopenRequest,
     RequestContext,
     build_popen_request,
     gpu_count,
-    local_run_opts,
 )
 from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
 from asynctorchx.schedulers.toolkit import (
@@ -98,7 +98,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
     :class:`~asynctorchx.errors.SchedulerClosedError`.
     """
 
-    capabilities = Capabilities(run_opts=local_run_opts, apps_live_in_process=True)
+    capabilities = Capabilities(opts=Opts, apps_live_in_process=True)
 
     def __init__(
         self,

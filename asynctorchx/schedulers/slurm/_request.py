@@ -16,12 +16,14 @@ import os
 import re
 import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import attrs
 
 from asynctorchx import __version__
 from asynctorchx.errors import InvalidRunConfigException
+from asynctorchx.schedulers._structured import StructuredOpts
 from asynctorchx.specs.api import AppDef, CfgVal, Role, macros, runopts
 
 #: Run options that apply to the whole job: given to ``sbatch`` on its command line.
@@ -112,46 +114,57 @@ def gpu_reason(version: SlurmVersion | None) -> str:
 DEFAULT_HISTORY = "1days"
 
 
-def slurm_runopts() -> runopts:
-    """Return the run options of the Slurm scheduler.
+@dataclass
+class SlurmOpts(StructuredOpts):
+    """The run options of the Slurm scheduler: torchx-nightly's
+    ``torchx.schedulers.slurm_scheduler.SlurmOpts``, plus ``history``.
 
-    The names, types and meaning are those of ``torchx.schedulers.slurm_scheduler``
-    (``partition``, ``time``, ``comment``, ``constraint``, ``mail-user``, ``mail-type``,
-    ``job_dir``), plus ``account`` and ``qos``, and ``history``, which bounds what ``list``
-    reads of accounting (:data:`DEFAULT_HISTORY` by default; TorchX's ``list`` reads it all).
-    Every option is an optional ``str``.
+    The names, types and meaning are TorchX's (``partition``, ``time``, ``comment``,
+    ``constraint``, ``mail-user``, ``mail-type``, ``job_dir``, ``account``, ``qos``);
+    ``history`` bounds what ``list`` reads of accounting (:data:`DEFAULT_HISTORY` by
+    default; TorchX's ``list`` reads it all). Every option is an optional ``str``.
+    """
+
+    partition: str | None = None
+    """partition to submit to (default: the cluster's)"""
+
+    time: str | None = None
+    """time limit of every component: minutes, minutes:seconds, hours:minutes:seconds,
+    days-hours, days-hours:minutes, days-hours:minutes:seconds, or INFINITE"""
+
+    comment: str | None = None
+    """comment set on the job (sbatch --comment)"""
+
+    constraint: str | None = None
+    """node features every component needs"""
+
+    mail_user: str | None = field(default=None, metadata={"cfg_key": "mail-user"})
+    """who Slurm mails about the job"""
+
+    mail_type: str | None = field(default=None, metadata={"cfg_key": "mail-type"})
+    """which events Slurm mails about (e.g. END,FAIL)"""
+
+    job_dir: str | None = None
+    """directory to run the job in and write its logs to (created if missing)"""
+
+    account: str | None = None
+    """account charged for every component"""
+
+    qos: str | None = None
+    """quality of service of every component"""
+
+    history: str = DEFAULT_HISTORY
+    """list only: how far back to read accounting (sacct) for ended jobs, e.g. 2hours,
+    7days; 0: only the jobs squeue shows"""
+
+
+def slurm_runopts() -> runopts:
+    """Return the run options of the Slurm scheduler, as :class:`SlurmOpts` declares them.
 
     Returns:
         A new :class:`~asynctorchx.specs.runopts`; never raises.
     """
-    opts = runopts()
-    opts.add("partition", type_=str, help="partition to submit to (default: the cluster's)")
-    opts.add(
-        "time",
-        type_=str,
-        help="time limit of every component: minutes, minutes:seconds,"
-        " hours:minutes:seconds, days-hours, days-hours:minutes,"
-        " days-hours:minutes:seconds, or INFINITE",
-    )
-    opts.add("comment", type_=str, help="comment set on the job (sbatch --comment)")
-    opts.add("constraint", type_=str, help="node features every component needs")
-    opts.add("mail-user", type_=str, help="who Slurm mails about the job")
-    opts.add("mail-type", type_=str, help="which events Slurm mails about (e.g. END,FAIL)")
-    opts.add(
-        "job_dir",
-        type_=str,
-        help="directory to run the job in and write its logs to (created if missing)",
-    )
-    opts.add("account", type_=str, help="account charged for every component")
-    opts.add("qos", type_=str, help="quality of service of every component")
-    opts.add(
-        "history",
-        type_=str,
-        default=DEFAULT_HISTORY,
-        help="list only: how far back to read accounting (sacct) for ended jobs, e.g."
-        " 2hours, 7days; 0: only the jobs squeue shows",
-    )
-    return opts
+    return SlurmOpts.as_runopts()
 
 
 def check_time(time: str) -> str:

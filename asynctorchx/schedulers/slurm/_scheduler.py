@@ -46,9 +46,9 @@ from asynctorchx.schedulers.api import (
 from asynctorchx.schedulers.slurm._commands import SlurmCommands
 from asynctorchx.schedulers.slurm._request import (
     SlurmBatchRequest,
+    SlurmOpts,
     SlurmVersion,
     build_batch_request,
-    slurm_runopts,
 )
 from asynctorchx.schedulers.slurm._state import (
     SlurmComponent,
@@ -97,7 +97,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
     """
 
     capabilities = Capabilities(  # .out and .err; the workspace is copied into job_dir
-        run_opts=slurm_runopts,
+        opts=SlurmOpts,
         log_streams=frozenset({Stream.STDOUT, Stream.STDERR}),
         workspace="directory",
     )
