@@ -1,9 +1,11 @@
 """Schedulers: the async :class:`Scheduler` interface and the registry of backends.
 
 Built-ins, in order (the first is the default): ``local_cwd``, ``local_dir``,
-``local_docker``, ``slurm``, ``kubernetes``. Installing a package that registers the
-entry point group ``asynctorchx.schedulers`` replaces the built-ins with its schedulers, as TorchX's
-``torchx.schedulers`` group does (``torchx.schedulers.get_scheduler_factories``).
+``local_docker``, ``slurm``, ``kubernetes``. A plugin scheduler (:mod:`asynctorchx.plugins`:
+a ``@register.scheduler()`` function in the namespace package
+``asynctorchx_plugins.schedulers``, or an entry point of the group
+``asynctorchx.schedulers``) comes before them and replaces a built-in of its name, as in
+torchx-nightly's ``torchx.schedulers.get_scheduler_factories``.
 Backends are imported only when their factory is called (or its capabilities asked for
 with :func:`get_scheduler_capabilities`), so ``local_cwd`` never imports aiodocker.
 
@@ -18,9 +20,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from asynctorchx.plugins import PluginType, registry
 from asynctorchx.schedulers._sync_adapter import SyncSchedulerAdapter, is_sync_scheduler
 from asynctorchx.schedulers.api import Capabilities, Scheduler, SchedulerFactory
-from asynctorchx.util.entrypoints import entry_points
 
 #: name -> (module of ``asynctorchx.schedulers``, factory, the class whose
 #: ``capabilities`` the factory exposes), imported on first use.
@@ -85,18 +87,25 @@ def get_scheduler_capabilities(factory: SchedulerFactory) -> Capabilities | None
     return found if isinstance(found, Capabilities) else None
 
 
-def get_scheduler_factories() -> dict[str, SchedulerFactory]:
+def get_scheduler_factories(*, skip_defaults: bool = False) -> dict[str, SchedulerFactory]:
     """Return scheduler name -> factory ``factory(session_name, **kwargs) -> Scheduler``.
 
-    The entry point group ``asynctorchx.schedulers``, when any package registers it,
-    replaces the built-ins. The first entry is the default scheduler. The installed entry
-    points are read once for as long as none is installed or removed
-    (:func:`asynctorchx.util.entrypoints.entry_points`), so calling this again is cheap.
+    The registered plugins first (:func:`asynctorchx.plugins.registry`: the
+    ``@register.scheduler()`` functions of the namespace package
+    ``asynctorchx_plugins.schedulers`` and the entry point group
+    ``asynctorchx.schedulers``), then the built-ins they do not replace, as
+    torchx-nightly's ``torchx.schedulers.get_scheduler_factories``. The first entry is
+    the default scheduler. Plugins are found once per process
+    (``registry().clear()`` finds them again).
+
+    Args:
+        skip_defaults: the plugins only, no built-in.
     """
-    registered = entry_points(group="asynctorchx.schedulers")
-    if registered:
-        return {entry.name: entry.load() for entry in registered}
-    return {name: _LazyFactory(*targets) for name, targets in _BUILTINS.items()}
+    factories: dict[str, SchedulerFactory] = dict(registry().get(PluginType.SCHEDULER))
+    if not skip_defaults:
+        for name, targets in _BUILTINS.items():
+            factories.setdefault(name, _LazyFactory(*targets))
+    return factories
 
 
 def get_default_scheduler_name() -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from asynctorchx import plugins
 from asynctorchx.cli.main import run_cli
 from asynctorchx.util import entrypoints
 from tests.isolation import isolate_from_user_config
@@ -31,6 +32,7 @@ def test_run_reads_the_installed_entry_points_once(
 
     monkeypatch.setattr(importlib.metadata, "distributions", counted)
     entrypoints.invalidate_caches()  # an earlier test's read does not count
+    plugins.registry().clear()  # nor the plugins an earlier test found (once per process)
     assert run_cli(["run", "-s", "local_cwd", "utils.echo", "--msg", "hi"]) == 0
     assert "echo/0 hi" in capsys.readouterr().err
     assert len(reads) == 1

@@ -1,0 +1,302 @@
+"""Plugin registration and discovery (torchx-nightly's ``torchx.plugins``).
+
+:class:`register` tags a factory function; :class:`PluginRegistry` finds the tagged
+functions in the modules of the namespace package ``asynctorchx_plugins.<group>``
+(TorchX's ``torchx_plugins.<group>``) and beside them the entry points of the group
+``asynctorchx.<group>``, an entry point winning a name both register.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import importlib
+import logging
+import os
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+from asynctorchx.util.entrypoints import entry_points
+
+logger = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., object])
+
+#: The variable choosing where plugins are looked for (a :class:`PluginSource` as a number).
+SOURCE_ENV = "TORCHX_PLUGINS_SOURCE"
+
+
+class PluginType(str, enum.Enum):
+    """What a plugin provides; each value is its entry point group (TorchX's ``torchx.*``).
+
+    Only schedulers are read from the registry here (see
+    :func:`asynctorchx.schedulers.get_scheduler_factories`); the other kinds are
+    discovered but nothing reads them yet.
+    """
+
+    SCHEDULER = "asynctorchx.schedulers"
+    NAMED_RESOURCE = "asynctorchx.named_resources"
+    TRACKER = "asynctorchx.tracker"
+    EVENT_HANDLER = "asynctorchx.event_handlers"
+
+    @property
+    def namespace(self) -> str:
+        """The namespace package searched for this kind: ``asynctorchx_plugins.schedulers``."""
+        return f"asynctorchx_plugins.{self.value.removeprefix('asynctorchx.')}"
+
+
+class PluginSource(enum.IntFlag):
+    """Where plugins are looked for; :data:`SOURCE_ENV` holds the number (``0``-``3``)."""
+
+    NONE = 0
+    NAMESPACE_PKG = enum.auto()
+    ENTRYPOINT = enum.auto()
+
+
+@dataclass(frozen=True)
+class RegistrationError:
+    """A plugin that discovery skipped, or shadowed, and why.
+
+    Args:
+        module: the module it was found in (or failed to import).
+        error: what went wrong.
+        name: the plugin's name (``None``: the whole module failed).
+        plugin_type: the lower-case :class:`PluginType` name the plugin has.
+    """
+
+    module: str
+    error: str
+    name: str | None = None
+    plugin_type: str | None = None
+
+
+class register:
+    """Decorator tagging a function as a plugin of a kind (TorchX's ``torchx.plugins.register``).
+
+    ``@register.scheduler()`` on ``def my_scheduler(session_name, **kwargs)`` in a module
+    of the namespace package ``asynctorchx_plugins.schedulers`` makes it the scheduler
+    ``my_scheduler``; ``register.scheduler(name="x")`` names it. The function is
+    returned unchanged, with the attributes ``_plugin_type`` and ``_plugin_name`` set.
+
+    Args:
+        type: the :class:`PluginType`.
+        name: the plugin's name; default: the function's ``__name__``.
+    """
+
+    def __init__(self, type: PluginType, name: str | None = None) -> None:
+        self._type = type
+        self._name = name
+
+    def __call__(self, fn: F) -> F:
+        fn._plugin_type = self._type  # type: ignore[attr-defined]
+        fn._plugin_name = self._name or fn.__name__  # type: ignore[attr-defined]
+        return fn
+
+    @classmethod
+    def scheduler(cls, name: str | None = None) -> register:
+        """Register a scheduler factory, ``(session_name, **kwargs) -> Scheduler``."""
+        return cls(PluginType.SCHEDULER, name)
+
+    @classmethod
+    def tracker(cls, name: str | None = None) -> register:
+        """Register a tracker factory."""
+        return cls(PluginType.TRACKER, name)
+
+    @classmethod
+    def event_handler(cls, name: str | None = None) -> register:
+        """Register a factory of an event :class:`logging.Handler`."""
+        return cls(PluginType.EVENT_HANDLER, name)
+
+
+class PluginRegistry:
+    """The plugins found, per kind, on first :meth:`get` of that kind and kept.
+
+    Made by :func:`registry`. Discovery never raises for a broken plugin: a module that
+    fails to import, a plugin under another kind's namespace, a second plugin of the
+    same name (the first is kept) and a name registered both ways (the entry point wins)
+    are logged as warnings and kept in :attr:`errors`.
+
+    Args:
+        plugin_sources: where to look (default: both).
+    """
+
+    def __init__(
+        self, *, plugin_sources: PluginSource = PluginSource.NAMESPACE_PKG | PluginSource.ENTRYPOINT
+    ) -> None:
+        self._plugin_sources = plugin_sources
+        self._cache: dict[PluginType, dict[str, Callable[..., Any]]] = {}
+        self._errors: list[RegistrationError] = []
+
+    def get(self, plugin_type: PluginType) -> dict[str, Callable[..., Any]]:
+        """Return name -> factory of the plugins of ``plugin_type`` (``{}`` for none).
+
+        The namespace package's modules are imported (public ones only, sub-packages
+        and directories without ``__init__.py`` included) and each function tagged by
+        :class:`register` that the module itself defines is taken; the entry points of
+        the group are loaded and taken over them. Found once per kind; :meth:`clear`
+        forgets.
+        """
+        if plugin_type not in self._cache:
+            self._cache[plugin_type] = self._find(plugin_type)
+        return self._cache[plugin_type]
+
+    @property
+    def errors(self) -> list[RegistrationError]:
+        """What the discoveries run so far skipped or shadowed (none run: ``[]``)."""
+        return list(self._errors)
+
+    def load_errors(self, plugin_type: PluginType | None = None) -> list[RegistrationError]:
+        """Discover ``plugin_type`` (every kind when ``None``), then return its errors:
+        those of modules under its namespace and of plugins of its kind."""
+        kinds = [plugin_type] if plugin_type is not None else list(PluginType)
+        for kind in kinds:
+            self.get(kind)
+        if plugin_type is None:
+            return list(self._errors)
+        namespace, kind_name = plugin_type.namespace, plugin_type.name.lower()
+        return [
+            e
+            for e in self._errors
+            if e.plugin_type == kind_name
+            or e.module == namespace
+            or e.module.startswith(f"{namespace}.")
+        ]
+
+    def clear(self) -> None:
+        """Forget what was found, here and in :func:`registry`'s instance (a new one next)."""
+        self._cache.clear()
+        self._errors.clear()
+        registry.cache_clear()
+
+    def _error(self, message: str, module: str, **plugin: Any) -> None:
+        logger.warning("%s: %s", module, message)
+        self._errors.append(RegistrationError(module, message, **plugin))
+
+    def _find(self, plugin_type: PluginType) -> dict[str, Callable[..., Any]]:
+        found: dict[str, Callable[..., Any]] = {}
+        if PluginSource.NAMESPACE_PKG in self._plugin_sources:
+            self._scan_namespace(plugin_type, found)
+        if PluginSource.ENTRYPOINT in self._plugin_sources:
+            for entry in entry_points(plugin_type.value):
+                try:
+                    factory = entry.load()
+                except Exception as exc:  # a broken distribution must not hide the others
+                    self._error(f"{type(exc).__name__}: {exc}", entry.value)
+                    continue
+                if entry.name in found:
+                    self._error(
+                        f"registered by a {plugin_type.value!r} entry point and in the"
+                        f" {plugin_type.namespace!r} namespace package: the entry point wins;"
+                        " remove one",
+                        getattr(found[entry.name], "__module__", plugin_type.namespace),
+                        name=entry.name,
+                        plugin_type=plugin_type.name.lower(),
+                    )
+                found[entry.name] = factory
+        return found
+
+    def _scan_namespace(
+        self, plugin_type: PluginType, found: dict[str, Callable[..., Any]]
+    ) -> None:
+        namespace = plugin_type.namespace
+        try:
+            package = importlib.import_module(namespace)
+        except ModuleNotFoundError as exc:
+            if exc.name and (namespace == exc.name or namespace.startswith(f"{exc.name}.")):
+                return  # not installed: no plugins
+            self._error(f"{type(exc).__name__}: {exc}", namespace)
+            return
+        except Exception as exc:
+            self._error(f"{type(exc).__name__}: {exc}", namespace)
+            return
+        if hasattr(package, "__path__"):
+            self._scan_package(package, namespace, plugin_type, found)
+
+    def _scan_package(
+        self,
+        package: ModuleType,
+        name: str,
+        plugin_type: PluginType,
+        found: dict[str, Callable[..., Any]],
+    ) -> None:
+        """Import and collect every public module under ``package``, recursively.
+
+        ``pkgutil.iter_modules`` lists modules and regular packages; a directory without
+        ``__init__.py`` holding ``.py`` files (a namespace sub-package) is found from
+        the package's paths.
+        """
+        children = {info.name: info.ispkg for info in pkgutil.iter_modules(package.__path__)}
+        for path in package.__path__:
+            if Path(path).is_dir():
+                for entry in sorted(Path(path).iterdir()):
+                    if entry.is_dir() and entry.name not in children and any(entry.glob("*.py")):
+                        children[entry.name] = True
+        for child, is_package in children.items():
+            if child.startswith("_"):
+                continue
+            qualified = f"{name}.{child}"
+            try:
+                module = importlib.import_module(qualified)
+            except Exception as exc:  # one broken module must not hide the others
+                self._error(f"{type(exc).__name__}: {exc}", qualified)
+                continue
+            self._collect(module, qualified, plugin_type, found)
+            if is_package and hasattr(module, "__path__"):
+                self._scan_package(module, qualified, plugin_type, found)
+
+    def _collect(
+        self,
+        module: ModuleType,
+        name: str,
+        plugin_type: PluginType,
+        found: dict[str, Callable[..., Any]],
+    ) -> None:
+        """Take the tagged functions ``module`` defines (not those it imports)."""
+        for attribute in dir(module):
+            obj = getattr(module, attribute)
+            kind = getattr(obj, "_plugin_type", None)
+            if not callable(obj) or kind is None or getattr(obj, "__module__", None) != name:
+                continue
+            plugin = getattr(obj, "_plugin_name", attribute)
+            if kind != plugin_type:
+                self._error(
+                    f"{plugin!r} is a {kind.name.lower()} but is under the"
+                    f" {plugin_type.name.lower()} namespace: use"
+                    f" @register.{plugin_type.name.lower()}() or move it to {kind.namespace!r}",
+                    name,
+                    name=plugin,
+                    plugin_type=kind.name.lower(),
+                )
+            elif plugin in found and found[plugin] is not obj:
+                self._error(
+                    f"a second plugin named {plugin!r}: the first one found is kept",
+                    name,
+                    name=plugin,
+                    plugin_type=plugin_type.name.lower(),
+                )
+            else:
+                found.setdefault(plugin, obj)
+
+
+@functools.lru_cache(maxsize=1)
+def registry() -> PluginRegistry:
+    """Return the process's :class:`PluginRegistry` (made on first call).
+
+    :data:`SOURCE_ENV` (``TORCHX_PLUGINS_SOURCE``, TorchX's) chooses where it looks:
+    ``0`` nowhere, ``1`` the namespace package, ``2`` the entry points, ``3`` (unset) both.
+
+    Raises:
+        ValueError: the variable is not one of ``0``-``3``.
+    """
+    every = PluginSource.NAMESPACE_PKG | PluginSource.ENTRYPOINT
+    raw = os.environ.get(SOURCE_ENV, str(int(every)))
+    if raw.strip() not in {"0", "1", "2", "3"}:
+        raise ValueError(
+            f"{SOURCE_ENV}={raw!r} is not a plugin source: write 0 (none), 1 (namespace"
+            " package only), 2 (entry points only) or 3 (both, the default)"
+        )
+    return PluginRegistry(plugin_sources=PluginSource(int(raw)))
