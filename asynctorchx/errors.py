@@ -428,9 +428,18 @@ class KubernetesApiError(AsyncTorchXError, RuntimeError):
         reason: the ``Status.reason`` the server gave, or ``""``.
         message: the server's message (an admission webhook's denial, a validation error).
         request: the request, as ``METHOD path``.
+        causes: ``(field, message)`` of each field the server named
+            (``Status.details.causes``), e.g. ``("metadata.name", "Invalid value: ...")``.
     """
 
-    def __init__(self, status: int, reason: str, message: str, request: str = "") -> None:
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        request: str = "",
+        causes: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         where = f" to {request}" if request else ""
         why = f" {reason}" if reason else ""
         super().__init__(f"the Kubernetes API server answered {status}{why}{where}: {message}")
@@ -438,6 +447,22 @@ class KubernetesApiError(AsyncTorchXError, RuntimeError):
         self.reason = reason
         self.message = message
         self.request = request
+        self.causes = causes
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The fields the server named (``spec.tasks[0].name``); empty when it named none."""
+        return tuple(field for field, _ in self.causes if field)
+
+
+class InvalidJobSpecError(KubernetesApiError, ValueError):
+    """The API server refused the job in the dry run before creating it: nothing was made.
+
+    The ``kubernetes`` scheduler's run option ``validate_spec`` (torchx-nightly's, on by
+    default) sends the manifest with ``dryRun=All`` first; a ``400`` or ``422`` answer is
+    this error, its :attr:`fields` the fields the server named. torchx-nightly raises a
+    ``ValueError`` (``Invalid job spec``), which this is too.
+    """
 
 
 class VolcanoNotInstalledError(SchedulerUnavailableError):

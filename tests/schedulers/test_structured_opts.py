@@ -186,7 +186,7 @@ OURS_ONLY = {
     "slurm": {"history"},
     "kubernetes": {"image_repo", "image_pull_timeout", "job_api"},
 }
-NIGHTLY_ONLY = {"kubernetes": {"validate_spec"}}
+NIGHTLY_ONLY: dict[str, set[str]] = {}
 #: Options whose default or requiredness is ours on purpose (docs/coming-from-torchx.md).
 DIFFERENT = {"kubernetes": {"queue"}}
 

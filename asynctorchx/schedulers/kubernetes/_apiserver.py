@@ -31,6 +31,7 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
 from asynctorchx.errors import (
+    InvalidJobSpecError,
     JobSetNotInstalledError,
     KubernetesApiError,
     KubernetesConfigError,
@@ -85,8 +86,18 @@ def _status_error(response: httpx2.Response, request: str) -> KubernetesApiError
         body = {"message": response.text}
     if not isinstance(body, dict):
         body = {"message": str(body)}
+    details = body.get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
     return KubernetesApiError(
-        response.status_code, str(body.get("reason", "")), str(body.get("message", "")), request
+        response.status_code,
+        str(body.get("reason", "")),
+        str(body.get("message", "")),
+        request,
+        tuple(
+            (str(cause.get("field", "")), str(cause.get("message", "")))
+            for cause in (causes if isinstance(causes, list) else [])
+            if isinstance(cause, dict)
+        ),
     )
 
 
@@ -217,7 +228,7 @@ class ApiServer:
         return client, resource, f"{group} {plural}"
 
     async def create_job(
-        self, namespace: str, manifest: dict[str, Any], plural: str = "jobs"
+        self, namespace: str, manifest: dict[str, Any], plural: str = "jobs", dry_run: bool = False
     ) -> dict[str, Any]:
         """Create a Volcano job (or a JobSet); return it as the server stored it.
 
@@ -225,11 +236,25 @@ class ApiServer:
             namespace: its namespace.
             manifest: the ``Job`` (or ``JobSet``) manifest.
             plural: ``jobs`` (Volcano) or ``jobsets``.
+            dry_run: only ask whether the server would create it (``dryRun=All``:
+                validation and admission run, nothing is stored); return what it would be.
+
+        Raises:
+            InvalidJobSpecError: ``dry_run`` and the server refused the manifest (``400``
+                or ``422``).
         """
         client, resource, kind = await self._job_kind(plural)
-        with self._errors(f"POST {kind} in {namespace}"):
-            body = {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
-            created = await client.create(resource.from_dict(body))
+        request = f"POST {kind} in {namespace}" + (" (dry run)" if dry_run else "")
+        body = {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
+        try:
+            with self._errors(request):
+                created = await client.create(resource.from_dict(body), dry_run=dry_run)
+        except KubernetesApiError as error:
+            if dry_run and error.status in (400, 422):
+                raise InvalidJobSpecError(
+                    error.status, error.reason, error.message, error.request, error.causes
+                ) from None
+            raise
         return dict(created)
 
     async def get_job(

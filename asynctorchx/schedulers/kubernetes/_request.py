@@ -31,7 +31,11 @@ from typing import Any, NamedTuple
 import attrs
 
 from asynctorchx import __version__
-from asynctorchx.errors import InvalidAppIdException, InvalidRunConfigException
+from asynctorchx.errors import (
+    InvalidAppDefException,
+    InvalidAppIdException,
+    InvalidRunConfigException,
+)
 from asynctorchx.schedulers._structured import StructuredOpts
 from asynctorchx.schedulers.toolkit import make_app_id
 from asynctorchx.specs.api import (
@@ -173,8 +177,8 @@ class Opts(StructuredOpts):
     TorchX's ``namespace``, ``queue`` (the Volcano queue, required with
     ``job_api=volcano``, checked at dry run; Kueue's LocalQueue with ``job_api=jobset``),
     ``image_repo``, ``service_account``, ``priority_class``, ``reserved_millicpu``,
-    ``reserved_memmb`` and ``efa_device_count`` (see :class:`PodResources`); ours:
-    ``image_pull_timeout`` and ``job_api``.
+    ``reserved_memmb``, ``efa_device_count`` (see :class:`PodResources`) and
+    ``validate_spec``; ours: ``image_pull_timeout`` and ``job_api``.
     """
 
     namespace: str = "default"
@@ -211,6 +215,11 @@ class Opts(StructuredOpts):
     """the Kubernetes job API: volcano (a Volcano Job, TorchX's manifest) or jobset (a
     jobset.x-k8s.io/v1alpha2 JobSet, one replicated job per role)"""
 
+    validate_spec: bool = True
+    """before creating the job, send it to the API server as a dry run (dryRun=All), whose
+    refusal names the fields; with job_api=volcano, the dry run also refuses a pod name
+    longer than 63 characters"""
+
 
 def kubernetes_runopts() -> runopts:
     """Return the run options of the ``kubernetes`` scheduler, as :class:`Opts` declares them."""
@@ -228,12 +237,15 @@ class KubernetesJob:
             pushes them at submission, this scheduler leaves that to the user.
         job_api: ``volcano`` (``resource`` is a Volcano ``Job``) or ``jobset`` (a
             ``JobSet``).
+        validate_spec: send it as a dry run before creating it (run option
+            ``validate_spec``).
     """
 
     namespace: str
     resource: dict[str, Any]
     images_to_push: dict[str, tuple[str, str]] = attrs.field(factory=dict)
     job_api: str = "volcano"
+    validate_spec: bool = True
 
     def __str__(self) -> str:
         return json.dumps(self.resource, indent=2)
@@ -541,6 +553,8 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = Non
         InvalidRunConfigException: ``queue`` is missing, an option is not a ``str``, a
             local image has no ``image_repo``, ``image_pull_timeout`` is not a positive
             ``int``, or an option of :class:`PodResources` is not an ``int`` >= 0.
+        InvalidAppDefException: ``validate_spec`` and a pod name would be too long
+            (:func:`check_pod_names`).
         TypeError: a mount is not a bind, volume or device mount.
     """
     queue = str_option(cfg, "queue")
@@ -552,7 +566,28 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = Non
     account, priority = str_option(cfg, "service_account"), str_option(cfg, "priority_class")
     pod = pod_resources(cfg)
     resource = app_to_resource(app, queue, account, priority, **pod._asdict(), job_name=job_name)
+    if cfg.get("validate_spec", True) is not False:
+        check_pod_names(resource)
     return job_request(cfg, resource, images, "volcano")
+
+
+def check_pod_names(resource: dict[str, Any]) -> None:
+    """Refuse a Volcano job whose last pod of a task would have a name over 63 characters.
+
+    Volcano names a task's pods ``{job}-{task}-{index}``, which a pod's hostname (a DNS
+    label) must fit; torchx-nightly's ``validate_spec`` check.
+
+    Raises:
+        InvalidAppDefException: a pod name is too long; the message names it and its length.
+    """
+    job = resource["metadata"]["name"]
+    for task in resource["spec"]["tasks"]:
+        pod = f"{job}-{task['name']}-{task.get('replicas', 1) - 1}"
+        if len(pod) > MAX_JOB_NAME:
+            raise InvalidAppDefException(
+                f"pod name {pod!r} has {len(pod)} characters, more than the {MAX_JOB_NAME}"
+                " of a DNS label: shorten the app's name or the role's"
+            )
 
 
 def job_request(
@@ -584,4 +619,6 @@ def job_request(
                 "image_pull_timeout",
             )
         resource["metadata"]["annotations"] = {ANNOTATION_PULL_TIMEOUT: str(timeout)}
-    return KubernetesJob(str_option(cfg, "namespace") or "default", resource, images, api)
+    validate = cfg.get("validate_spec", True) is not False
+    namespace = str_option(cfg, "namespace") or "default"
+    return KubernetesJob(namespace, resource, images, api, validate_spec=validate)

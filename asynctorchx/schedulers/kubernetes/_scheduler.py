@@ -152,7 +152,12 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         Args:
             dryrun_info: the request of :meth:`submit_dryrun`.
 
+        With ``validate_spec`` (the default) the job is first sent as a dry run
+        (torchx-nightly does so in its ``submit_dryrun``; here the dry run stays offline).
+
         Raises:
+            InvalidJobSpecError: ``validate_spec`` and the server refused the job in the
+                dry run; nothing was created.
             KubernetesApiError: the server (or an admission webhook) refused the
                 manifest; the message is the server's.
             VolcanoNotInstalledError: the cluster has no Volcano (``job_api=volcano``).
@@ -160,6 +165,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         """
         job = dryrun_info.request
         job_api = for_name(job.job_api)
+        if job.validate_spec:
+            await self.api.create_job(job.namespace, job.resource, job_api.plural, dry_run=True)
         created = await self.api.create_job(job.namespace, job.resource, job_api.plural)
         return job_api.app_id(job.namespace, job_api.parse(created).name)
 

@@ -329,7 +329,7 @@ class FakeApiServer:
         if name is None and method == "GET":
             return self._list_or_watch(JOBS, namespace, query)
         if name is None and method == "POST":
-            self._create_job(namespace, json.loads(body))
+            self._create_job(namespace, json.loads(body), dry_run=query.get("dryRun") == "All")
         if name is not None and method == "GET":
             job = self.objects[JOBS].get((namespace, name))
             if job is None:
@@ -463,7 +463,7 @@ class FakeApiServer:
 
     # ------------------------------------------------------------------ fake Volcano
 
-    def _create_job(self, namespace: str, job: dict[str, Any]) -> None:
+    def _create_job(self, namespace: str, job: dict[str, Any], dry_run: bool = False) -> None:
         metadata = job.get("metadata") or {}
         name = metadata.get("name")
         if job.get("kind") != "Job" or not name or not (job.get("spec") or {}).get("tasks"):
@@ -494,6 +494,8 @@ class FakeApiServer:
                     f" unable to find job queue: {queue}",
                 ),
             )
+        if dry_run:  # validated, admitted, not stored (Kubernetes' dryRun=All)
+            raise _Response(201, job)
         job = copy.deepcopy(job)
         job["metadata"].update(namespace=namespace, uid=str(uuid.uuid4()), creationTimestamp=_now())
         job["status"] = {
