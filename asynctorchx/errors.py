@@ -222,7 +222,12 @@ class UnknownNamedResourceException(AsyncTorchXError, _ReadableKeyError):
 
     def __init__(self, name: str, close_matches: Iterable[str], known: Iterable[str]) -> None:
         close = list(close_matches)
-        if close:
+        if len(close) > 1 and all(match.lower() == name.lower() for match in close):
+            hint = (
+                f"It matches more than one registered named resource, ignoring case:"
+                f" {sorted(close)}. Use one of those names exactly."
+            )
+        elif close:
             hint = "Did you mean " + " or ".join(f"`{match}`" for match in close) + "?"
         else:
             hint = f"Registered named resources: {sorted(known)}"

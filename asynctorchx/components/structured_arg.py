@@ -16,7 +16,7 @@ from pathlib import Path
 
 import attrs
 
-from asynctorchx.specs import get_named_resources
+from asynctorchx.specs import resource
 
 #: The experiment name used when ``--name`` gives none.
 DEFAULT_EXPERIMENT_NAME: str = "default-experiment"
@@ -106,7 +106,7 @@ class StructuredJArgument:
             raise ValueError(
                 f"Invalid format for `-j $NNODESx$NPROCS_PER_NODE` (e.g. `-j 1x8`). Given: {j}"
             )
-        gpus = get_named_resources(h).gpu
+        gpus = resource(h=h).gpu
         nnodes = int(match.group(1))
         if match.group(2) is None:
             if gpus <= 0:

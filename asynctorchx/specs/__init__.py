@@ -23,6 +23,7 @@ from asynctorchx.specs._named_resources import get_named_resources, named_resour
 # torchx.specs.api only) make the public face
 from asynctorchx.specs.api import *  # noqa: F403
 from asynctorchx.specs.capabilities import CapabilityKey
+from asynctorchx.specs.metadata_keys import NA, TORCHX_CONTEXT_NAME, app_metadata
 
 if TYPE_CHECKING:
     from asynctorchx.specs.builders import materialize_appdef
@@ -30,8 +31,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ALL",
     "MISSING",
+    "NA",
     "NONE",
     "NULL_RESOURCE",
+    "TORCHX_CONTEXT_NAME",
     "TORCHX_HOME",
     "UNKNOWN",
     "AppDef",
@@ -56,6 +59,7 @@ __all__ = [
     "UnknownSchedulerException",
     "VolumeMount",
     "Workspace",
+    "app_metadata",
     "cases",
     "get_named_resources",
     "get_type_name",

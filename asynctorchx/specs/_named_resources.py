@@ -1,4 +1,4 @@
-"""Named resources: ``named_resources["gpu.small"]`` instead of raw cpu/gpu/memMB figures.
+"""Named resources: ``resource(h="gpu.small")`` instead of raw cpu/gpu/memMB figures.
 
 The registry merges, later winning on a name clash:
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING
 
@@ -173,38 +174,64 @@ def reload() -> None:
     _named_resource_factories.forget()
 
 
+def _lookup(name: str) -> Resource:
+    """A fresh :class:`Resource` for ``name``, matched exactly, else ignoring case.
+
+    Tagged with the registered name (:attr:`~asynctorchx.specs.api.resource_tags.RESOURCE_NAME`)
+    unless the factory set it; ``NULL`` and ``MISSING`` stay untagged, as in
+    torchx-nightly's ``torchx.specs.named_resources``.
+
+    Raises:
+        UnknownNamedResourceException: (a ``KeyError``) no registered name matches; the
+            message names the closest ones, or the names that match ignoring case.
+    """
+    factories = _registry()
+    found = name
+    if name not in factories:
+        folded = [known for known in factories if known.lower() == name.lower()]
+        if len(folded) != 1:
+            import difflib  # only to word the error
+
+            known = list(factories.keys())
+            close = folded or difflib.get_close_matches(name, known, n=3)
+            raise UnknownNamedResourceException(name, close, known)
+        found = folded[0]
+    resource = factories[found]()
+    if found in ("NULL", "MISSING") or resource_tags.RESOURCE_NAME in resource.tags:
+        return resource
+    return attrs.evolve(resource, tags={**resource.tags, resource_tags.RESOURCE_NAME: found})
+
+
 class NamedResources(Mapping[str, Resource]):
     """The read-only mapping behind :data:`named_resources`.
 
-    ``named_resources[name]`` builds a fresh :class:`Resource`; iteration yields the
-    registered names (TorchX cannot iterate; we can, so ``list(named_resources)`` works).
+    Names match ignoring case when no name matches exactly (torchx-nightly's rule);
+    iteration yields the registered names (TorchX cannot iterate; we can, so
+    ``list(named_resources)`` works).
     """
 
     def __getitem__(self, name: str) -> Resource:
         """Return a fresh :class:`Resource` for ``name``, tagged with its name.
 
-        The tag :attr:`~asynctorchx.specs.api.resource_tags.RESOURCE_NAME` is ``name``
-        unless the factory set it; ``NULL`` and ``MISSING`` stay untagged, as in
-        ``torchx.specs.named_resources``.
+        Deprecated, as in torchx-nightly: a ``FutureWarning`` says to call
+        ``resource(h=name)``, which does the same.
 
         Raises:
             UnknownNamedResourceException: (a ``KeyError``) no resource has that name;
                 the message names the closest registered names.
         """
-        factories = _registry()
-        if name not in factories:
-            import difflib  # only to word the error
-
-            known = list(factories.keys())
-            close = difflib.get_close_matches(name, known, n=3)
-            raise UnknownNamedResourceException(name, close, known)
-        resource = factories[name]()
-        if name in ("NULL", "MISSING") or resource_tags.RESOURCE_NAME in resource.tags:
-            return resource
-        return attrs.evolve(resource, tags={**resource.tags, resource_tags.RESOURCE_NAME: name})
+        warnings.warn(
+            "`named_resources[name]` is deprecated, use `resource(h=name)` instead",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return _lookup(name)
 
     def __contains__(self, name: object) -> bool:
-        return name in _registry()
+        factories = _registry()
+        if not isinstance(name, str):
+            return False
+        return name in factories or any(k.lower() == name.lower() for k in factories)
 
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(_registry()))
@@ -220,12 +247,15 @@ class NamedResources(Mapping[str, Resource]):
 _NamedResourcesLibrary = NamedResources
 
 
-#: Every registered named resource: ``named_resources["aws_p3.2xlarge"]``.
+#: Every registered named resource, by name (look one up with ``resource(h=name)``).
 named_resources: NamedResources = NamedResources()
 
 
 def get_named_resources(res: str) -> Resource:
-    """Return a fresh :class:`Resource` registered under the name ``res``.
+    """Return a fresh :class:`Resource` registered under the name ``res`` (any case).
+
+    Deprecated, as in torchx-nightly: a ``FutureWarning`` says to call
+    ``resource(h=res)``, which does the same.
 
     Args:
         res: a registered name, e.g. ``"gpu.small"``, ``"aws_t3.medium"`` or one
@@ -235,7 +265,12 @@ def get_named_resources(res: str) -> Resource:
         UnknownNamedResourceException: (a ``KeyError``) ``res`` is not registered; the
             message suggests the closest names.
     """
-    return named_resources[res]
+    warnings.warn(
+        "`get_named_resources()` is deprecated, use `resource(h=name)` instead",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return _lookup(res)
 
 
 def resource(
@@ -247,8 +282,8 @@ def resource(
     """Build a :class:`Resource` from raw figures or from a named resource ``h``.
 
     As ``torchx.specs.resource``: a non-empty ``h`` wins over ``cpu``, ``gpu`` and
-    ``memMB``; otherwise a figure left ``None`` (or 0) takes the default
-    ``cpu=2``, ``gpu=0``, ``memMB=1024``.
+    ``memMB`` and is matched ignoring case when no name matches exactly; otherwise a
+    figure left ``None`` (or 0) takes the default ``cpu=2``, ``gpu=0``, ``memMB=1024``.
 
     Args:
         cpu: logical CPU cores.
@@ -260,5 +295,5 @@ def resource(
         UnknownNamedResourceException: ``h`` is not registered.
     """
     if h:
-        return get_named_resources(h)
+        return _lookup(h)
     return Resource(cpu=cpu or 2, gpu=gpu or 0, memMB=memMB or 1024)

@@ -77,7 +77,7 @@ def _check_figure(_: object, attribute: attrs.Attribute[Any], value: object) -> 
     if not isinstance(value, int | float) or isinstance(value, bool):
         example = {"cpu": "cpu=2", "gpu": "gpu=1", "memMB": "memMB=4096"}[attribute.name]
         fix = f"give a number, e.g. {example} (-1 leaves it unset); for a named host type"
-        fix += " use specs.named_resources[...] or the component's -h"
+        fix += " use specs.resource(h=...) or the component's -h"
         raise InvalidResourceError(attribute.name, value, fix)
 
 

@@ -9,8 +9,8 @@ them, EFA / Neuron devices. They do not describe other instance capabilities.
 
 Usage::
 
-    from asynctorchx.specs import named_resources
-    named_resources["aws_p3.2xlarge"]  # Resource(cpu=8, gpu=1, memMB=59963, ...)
+    from asynctorchx.specs import resource
+    resource(h="aws_p3.2xlarge")  # Resource(cpu=8, gpu=1, memMB=59963, ...)
 
 These definitions may change; users are expected to register their own resources.
 """

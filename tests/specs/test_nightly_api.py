@@ -117,3 +117,71 @@ def test_dryrun_info_carries_the_resolved_cfg_and_the_app() -> None:
     assert info.app is app
     assert info.cfg["log_dir"] == "/tmp/x"
     assert set(info.cfg) == {name for name, _ in create_cwd_scheduler("t").run_opts()}
+
+
+def test_metadata_keys_match_nightly() -> None:
+    program = (
+        "import json\nfrom torchx import specs\n"
+        "m = specs.app_metadata\n"
+        "print(json.dumps([specs.NA, specs.TORCHX_CONTEXT_NAME,"
+        " [m.CONTEXT, m.VERSION, m.SCHEDULER, m.ROLES_PREFIX]]))"
+    )
+    m = specs.app_metadata
+    ours = [
+        specs.NA,
+        specs.TORCHX_CONTEXT_NAME,
+        [m.CONTEXT, m.VERSION, m.SCHEDULER, m.ROLES_PREFIX],
+    ]
+    assert run_nightly(program) == ours
+
+
+LOOKUP = """
+import json, sys, warnings
+from torchx import specs
+out = []
+for name in json.load(sys.stdin):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            r = specs.resource(h=name)
+            found = [r.cpu, r.gpu, r.memMB, r.get_resource_name()]
+        except KeyError:
+            found = None
+        specs.get_named_resources("gpu.small")
+        specs.named_resources["gpu.small"]
+    out.append([found, name in specs.named_resources,
+                [w.category.__name__ for w in caught]])
+print(json.dumps(out))
+"""
+
+
+def test_lookups_ignore_case_and_the_old_ones_warn_as_nightly() -> None:
+    import warnings
+
+    names = ["AWS_T3.Medium", "GPU.SMALL", "gpu.small", "Cpu.Large", "gpu.smal", "NULL"]
+    ours = []
+    for name in names:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                r = specs.resource(h=name)
+                found: list[object] | None = [r.cpu, r.gpu, r.memMB, r.get_resource_name()]
+            except KeyError:
+                found = None
+            specs.get_named_resources("gpu.small")
+            specs.named_resources["gpu.small"]
+        ours.append([found, name in specs.named_resources, [w.category.__name__ for w in caught]])
+    assert ours == run_nightly(LOOKUP, names)
+    assert ours[0][0][3] == "aws_t3.medium"  # type: ignore[index]
+    assert ours[0][2] == ["FutureWarning", "FutureWarning"]
+
+
+def test_a_name_matching_two_ignoring_case_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from asynctorchx.errors import UnknownNamedResourceException
+
+    monkeypatch.setitem(specs._named_resource_factories, "Box", lambda: Resource(1, 0, 1))
+    monkeypatch.setitem(specs._named_resource_factories, "BOX", lambda: Resource(2, 0, 1))
+    assert specs.resource(h="BOX").cpu == 2
+    with pytest.raises(UnknownNamedResourceException, match="more than one") as refused:
+        specs.resource(h="box")
+    assert "['BOX', 'Box']" in str(refused.value)
