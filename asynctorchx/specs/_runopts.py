@@ -177,9 +177,19 @@ class runopts:
             )
         self._opts[cfg_key] = runopt(default, type_, required, help)
 
+    def canonical_key(self, name: str) -> str | None:
+        """Return the option ``name`` spells: itself, or the snake_case option of a
+        camelCase ``name`` (``logDir`` -> ``log_dir``); ``None`` for neither
+        (torchx-nightly's)."""
+        if name in self._opts:
+            return name
+        snake = cases.camel_to_snake(name)
+        return snake if snake in self._opts else None
+
     def get(self, name: str) -> runopt | None:
-        """Return the option called ``name``, or ``None``."""
-        return self._opts.get(name)
+        """Return the option called ``name`` (or spelled so in camelCase), or ``None``."""
+        key = self.canonical_key(name)
+        return None if key is None else self._opts[key]
 
     def update(self, other: runopts) -> None:
         """Add ``other``'s options, replacing those of the same name (torchx-nightly's)."""
@@ -192,25 +202,47 @@ class runopts:
         merged.update(other)
         return merged
 
-    def resolve(self, cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
+    def resolve(
+        self, cfg: Mapping[str, CfgVal], *, ignore_unknown: bool = False
+    ) -> dict[str, CfgVal]:
         """Check ``cfg`` and return a copy with the defaults filled in.
 
-        Unlike TorchX, ``cfg`` is not mutated and an unknown key is an error (a typo in
-        a run option would otherwise be silently ignored).
+        ``cfg`` is not mutated (TorchX 0.7.0 mutated it). A key may be given in
+        camelCase (``logDir``); the copy holds each option under its own name only, as
+        torchx-nightly's. An unknown key is an error (a typo in a run option would
+        otherwise be silently ignored), as in torchx-nightly.
+
+        Args:
+            cfg: the run options given.
+            ignore_unknown: keep unknown keys unchecked instead of refusing them (for a
+                scheduler handing the options on to another that declares its own).
 
         Raises:
             InvalidRunConfigException: a required key is missing, a value has the wrong
-                type, or a key is not an option of this scheduler. The message names the
-                key, the expected type and the accepted keys.
+                type, a key is not an option of this scheduler, or an option is given
+                under two spellings with different values. The message names the key,
+                the expected type and the accepted keys.
         """
-        resolved: dict[str, CfgVal] = {}
-        for key in cfg:
-            if key not in self._opts:
+        given: dict[str, CfgVal] = {}
+        spelled: dict[str, str] = {}
+        for key, value in cfg.items():
+            name = self.canonical_key(key)
+            if name is None and not ignore_unknown:
                 raise InvalidRunConfigException(
                     f"unknown run option {key!r}: {self._accepted()}", key
                 )
+            if name is not None and name in spelled and given[name] != value:
+                raise InvalidRunConfigException(
+                    f"run option {name!r} is given as {spelled[name]!r} and as {key!r} with"
+                    f" different values: give it once, as {name!r}",
+                    name,
+                )
+            name = name or key
+            spelled.setdefault(name, key)
+            given[name] = value
+        resolved: dict[str, CfgVal] = {}
         for key, opt in self._opts.items():
-            value = cfg.get(key)
+            value = given.get(key)
             if value is None:
                 if opt.is_required:
                     raise InvalidRunConfigException(
@@ -227,6 +259,7 @@ class runopts:
                 )
             else:
                 resolved[key] = value
+        resolved.update({key: value for key, value in given.items() if key not in self._opts})
         return resolved
 
     def _accepted(self) -> str:

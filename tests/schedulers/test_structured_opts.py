@@ -263,3 +263,42 @@ def test_a_field_without_default_is_required_in_the_runopts() -> None:
     with pytest.raises(InvalidRunConfigException, match="cluster"):
         opts.resolve({})
     assert Needs.from_cfg({"cluster": "c"}).extra == []
+
+
+RESOLVE = """
+import json, sys
+try:
+    from torchx.specs import runopts
+except ImportError:
+    from asynctorchx.specs import runopts
+opts = runopts()
+opts.add("log_dir", type_=str, help="d")
+opts.add("max_retries", type_=int, help="r", default=3)
+opts.add("prepend_cwd", type_=bool, help="p", default=False)
+out = []
+for cfg, ignore in json.load(sys.stdin):
+    try:
+        out.append(opts.resolve(cfg, ignore_unknown=ignore))
+    except Exception as e:
+        out.append([type(e).__name__, e.cfg_key])
+out.append([opts.canonical_key(k) for k in ["log_dir", "logDir", "LogDir", "nope"]])
+print(json.dumps(out))
+"""
+
+
+def test_runopts_resolve_takes_camel_case_and_ignore_unknown_as_nightly() -> None:
+    cases_ = [
+        [{"logDir": "/x", "maxRetries": 1}, False],
+        [{"log_dir": "/x", "logDir": "/x"}, False],
+        [{"log_dir": "/x", "logDir": "/y"}, False],
+        [{"nope": 1}, False],
+        [{"nope": 1, "prependCwd": True}, True],
+        [{"maxRetries": "1"}, False],
+    ]
+    namespace: dict[str, Any] = {"CASES": cases_}
+    exec(RESOLVE.replace("json.load(sys.stdin)", "CASES").replace("print(", "str("), namespace)
+    ours = json.loads(json.dumps(namespace["out"]))
+    assert ours == run_nightly(RESOLVE, cases_)
+    assert ours[0] == {"log_dir": "/x", "max_retries": 1, "prepend_cwd": False}
+    assert ours[2] == ["InvalidRunConfigException", "log_dir"]
+    assert ours[4] == {"log_dir": None, "max_retries": 3, "prepend_cwd": True, "nope": 1}

@@ -106,11 +106,14 @@ class DockerRunOpts(runopts):
                 cfg.update(super().cfg_from_str(f"{key}={raw}"))
         return cfg
 
-    def resolve(self, cfg: Mapping[str, CfgVal]) -> dict[str, CfgVal]:
+    def resolve(
+        self, cfg: Mapping[str, CfgVal], *, ignore_unknown: bool = False
+    ) -> dict[str, CfgVal]:
         """Resolve as :meth:`runopts.resolve`, with ``env`` also as a ``KEY=VALUE`` list.
 
         Args:
             cfg: the run options given.
+            ignore_unknown: as :meth:`runopts.resolve`.
 
         Raises:
             InvalidRunConfigException: as :meth:`runopts.resolve`, or an ``env`` entry
@@ -120,7 +123,7 @@ class DockerRunOpts(runopts):
         env = given.get("env")
         if isinstance(env, list) and all(isinstance(item, str) for item in env):
             given["env"] = parse_env_items(env)
-        resolved = super().resolve(given)
+        resolved = super().resolve(given, ignore_unknown=ignore_unknown)
         if isinstance(resolved.get("env"), dict):
             check_env(resolved["env"], "run option env", "env")  # type: ignore[arg-type]
         return resolved

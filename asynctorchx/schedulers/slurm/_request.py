@@ -438,7 +438,7 @@ def build_batch_request(
     if isinstance(time, str):
         check_time(time)
     # keep the caller's order of options, as TorchX does; unset options are None
-    ordered = {key: resolved[key] for key in [*cfg, *resolved]}
+    ordered = {key: resolved[key] for key in [*cfg, *resolved] if key in resolved}
     replicas: dict[str, SlurmReplicaRequest] = {}
     version = slurm_version or ASSUMED_VERSION
     for role in app.roles:
