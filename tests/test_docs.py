@@ -245,3 +245,50 @@ def test_sphinx_roles_render_as_code() -> None:
     roles = _load_hook("sphinx_roles")
     text = "See :class:`Runner`, :meth:`~asynctorchx.runner.Runner.wait` and ``x``."
     assert roles.replace_roles(text) == "See `Runner`, `wait` and ``x``."
+
+
+def test_the_benchmarks_page_charts_each_headline_row_of_the_committed_run() -> None:
+    charts_hook = _load_hook("bench_charts")
+    run = charts_hook.load_run(REPO / charts_hook.RESULTS)
+    drawn = charts_hook.charts(run)
+    assert [chart.headline for chart in drawn] == list(charts_hook.HEADLINES)
+    for chart in drawn:
+        ours = dict(chart.medians)["asynctorchx"]
+        assert ours is not None, chart.headline
+        assert chart.svg.lstrip().startswith("<?xml")
+        for label, _ in chart.medians:
+            assert f"{label}<" in chart.svg or f"{label} " in chart.svg, (label, chart.headline)
+    page = (DOCS / "benchmarks.md").read_text()
+    assert charts_hook.MARKER in page
+    section = charts_hook.section(run, drawn, "")
+    for chart in drawn:
+        assert f"]({charts_hook.IMAGE_DIR}/{chart.headline.slug}.svg)" in section
+    assert len({chart.headline.slug for chart in drawn}) == len(drawn)
+
+
+def test_the_charts_are_the_same_bytes_every_build_and_carry_no_date() -> None:
+    charts_hook = _load_hook("bench_charts")
+    run = charts_hook.load_run(REPO / charts_hook.RESULTS)
+    first = [chart.svg for chart in charts_hook.charts(run)[:2]]
+    assert first == [chart.svg for chart in charts_hook.charts(run)[:2]]
+    assert all("<dc:date>" not in svg for svg in first)
+
+
+def test_a_side_that_did_not_run_is_named_and_a_missing_row_fails_the_build() -> None:
+    charts_hook = _load_hook("bench_charts")
+    from mkdocs.exceptions import PluginError
+
+    headline = charts_hook.HEADLINES[0]
+    rows = [
+        {"bench": headline.bench, "case": headline.case, "metric": headline.metric, **side}
+        for side in (
+            {"side": "ours", "median": 1.0},
+            {"side": "torchx", "skipped": "no TorchX venv"},
+            {"side": headline.floor, "median": 0.5},
+        )
+    ]
+    values = charts_hook.medians({"rows": rows}, headline)
+    assert values == (("asynctorchx", 1.0), ("TorchX 0.7.0", None), (headline.floor_label, 0.5))
+    assert "not run" in charts_hook.draw(headline, values)
+    with pytest.raises(PluginError, match="no row"):
+        charts_hook.medians({"rows": rows}, charts_hook.HEADLINES[1])
