@@ -45,11 +45,11 @@ class Headline(NamedTuple):
     metric: str
     title: str
     unit: str
-    #: multiply the metric's value by this to show it in ``unit``
-    scale: float
-    higher_is_better: bool
-    floor: str
     floor_label: str
+    floor: str = "floor"
+    #: multiply the metric's value by this to show it in ``unit``
+    scale: float = 1.0
+    higher_is_better: bool = False
 
     @property
     def slug(self) -> str:
@@ -61,116 +61,56 @@ class Headline(NamedTuple):
 #: The rows a user touches first: waiting, following logs, starting apps, the CLI.
 HEADLINES = (
     Headline(
-        "1 exit->wait",
-        "wait_interval=0.1 exits=10",
-        "latency_ms",
-        "A local process exits: wait returns",
-        "ms",
-        1.0,
-        False,
-        "floor",
-        "floor: await the anyio process",
+        "1 exit->wait", "wait_interval=0.1 exits=10", "latency_ms",
+        title="A local process exits: wait returns", unit="ms",
+        floor_label="floor: await the anyio process",
     ),
     Headline(
-        "2 line->log_iter",
-        "k=50",
-        "latency_ms",
-        "A replica prints a line: log_iter yields it",
-        "ms",
-        1.0,
-        False,
-        "floor",
-        "floor: read the stdout pipe",
+        "2 line->log_iter", "k=50", "latency_ms",
+        title="A replica prints a line: log_iter yields it", unit="ms",
+        floor_label="floor: read the stdout pipe",
     ),
     Headline(
-        "3 N replicas",
-        "n=100",
-        "seconds",
-        "One app of 100 replicas, run to wait",
-        "ms",
-        1000.0,
-        False,
-        "floor_capture",
-        "floor: 100 processes, output captured",
+        "3 N replicas", "n=100", "seconds",
+        title="One app of 100 replicas, run to wait", unit="ms", scale=1000.0,
+        floor="floor_capture", floor_label="floor: 100 processes, output captured",
     ),
     Headline(
-        "4 M apps",
-        "m=500",
-        "seconds",
-        "500 apps of sleep 1 from one event loop",
-        "s",
-        1.0,
-        False,
-        "floor",
-        "floor: 500 anyio processes",
+        "4 M apps", "m=500", "seconds",
+        title="500 apps of sleep 1 from one event loop", unit="s",
+        floor_label="floor: 500 anyio processes",
     ),
     Headline(
-        "5 log throughput",
-        "lines=10000000 width=100",
-        "mb_per_s",
-        "Reading back a 1 GB log",
-        "MB/s",
-        1.0,
-        True,
-        "async_floor",
-        "floor: an async generator over the file",
+        "5 log throughput", "lines=10000000 width=100", "mb_per_s",
+        title="Reading back a 1 GB log", unit="MB/s", higher_is_better=True,
+        floor="async_floor", floor_label="floor: an async generator over the file",
     ),
     Headline(
-        "6 CLI run",
-        "records=0",
-        "seconds",
-        "The CLI: run utils.echo, whole process",
-        "s",
-        1.0,
-        False,
-        "floor",
-        "floor: python -c pass",
+        "6 CLI run", "records=0", "seconds",
+        title="The CLI: run utils.echo, whole process", unit="s",
+        floor_label="floor: python -c pass",
     ),
     Headline(
-        "6 CLI run",
-        "script=1",
-        "seconds",
-        "A script's first app through get_runner()",
-        "s",
-        1.0,
-        False,
-        "floor",
-        "floor: Python, anyio, one run_process",
+        "6 CLI run", "script=1", "seconds",
+        title="A script's first app through get_runner()", unit="s",
+        floor_label="floor: Python, anyio, one run_process",
     ),
     Headline(
-        "7 local_docker",
-        "n=8",
-        "start_s",
-        "Docker: 8 replicas, submit to all running",
-        "s",
-        1.0,
-        False,
-        "floor",
-        "floor: 8 parallel docker run -d",
+        "7 local_docker", "n=8", "start_s",
+        title="Docker: 8 replicas, submit to all running", unit="s",
+        floor_label="floor: 8 parallel docker run -d",
     ),
     Headline(
-        "9 slurm end->wait",
-        "case=end exits=10 tick=0.5",
-        "latency_ms",
-        "Slurm: a job ends, wait returns (0.5 s poll)",
-        "ms",
-        1.0,
-        False,
-        "floor",
-        "floor: squeue every tick",
+        "9 slurm end->wait", "case=end exits=10 tick=0.5", "latency_ms",
+        title="Slurm: a job ends, wait returns (0.5 s poll)", unit="ms",
+        floor_label="floor: squeue every tick",
     ),
     Headline(
-        "10 kubernetes event->wait",
-        "case=event samples=20 tick=1.0",
-        "latency_ms",
-        "Kubernetes: the job completes, wait returns",
-        "ms",
-        1.0,
-        False,
-        "floor",
-        "floor: a raw watch=true client",
+        "10 kubernetes event->wait", "case=event samples=20 tick=1.0", "latency_ms",
+        title="Kubernetes: the job completes, wait returns", unit="ms",
+        floor_label="floor: a raw watch=true client",
     ),
-)
+)  # fmt: skip
 
 #: (side, label, colour) in the order drawn, top to bottom; the floor's label is per row.
 SIDES = (("ours", "asynctorchx", "#1f6feb"), ("torchx", "TorchX 0.7.0", "#8c8c8c"))
@@ -240,13 +180,13 @@ def draw(headline: Headline, values: tuple[tuple[str, float | None], ...]) -> st
     from matplotlib import pyplot as plt
 
     colours = [colour for _, _, colour in SIDES] + [FLOOR_COLOUR]
-    shown = [value for _, value in values if value is not None]
+    shown = [value for _, value in values if value is not None] or [1.0]  # none ran
     with plt.rc_context({"svg.hashsalt": "asynctorchx", "svg.fonttype": "none", "font.size": 10}):
         fig, ax = plt.subplots(figsize=(6.4, 1.9))
         positions = list(range(len(values)))[::-1]
         ax.barh(positions, [value or 0.0 for _, value in values], color=colours, height=0.62)
         ax.set_yticks(positions, [label for label, _ in values])
-        if shown and max(shown) / min(shown) > 20:
+        if max(shown) / min(shown) > 20:
             ax.set_xscale("log")
         left = min(shown) / 2 if ax.get_xscale() == "log" else 0.0
         ax.set_xlim(left, max(shown) * (4 if ax.get_xscale() == "log" else 1.3))
@@ -282,7 +222,7 @@ def section(run: dict[str, Any], drawn: list[Chart], page_dir: str) -> str:
     """The Markdown that replaces :data:`MARKER`: where the figures come from, then each
     chart with its figures as text. ``page_dir`` is the page's directory in the docs."""
     machine = run.get("machine", {})
-    when = machine.get("time_utc") or "several recorded runs"
+    when = machine.get("time_utc") or "time not recorded"
     lines = [
         f"Drawn from `{RESULTS}` ({when}; {machine.get('cores', '?')} cores,"
         f" Python {machine.get('python', '?')}).",
@@ -299,7 +239,7 @@ def section(run: dict[str, Any], drawn: list[Chart], page_dir: str) -> str:
             for label, value in chart.medians
         )
         lines += [
-            f"![{headline.title}: {figures}]({src})",
+            f"![{headline.title}]({src})",
             "",
             f"Benchmark `{headline.bench}`, `{headline.case}`, `{headline.metric}`: {figures}.",
             "",
