@@ -142,6 +142,63 @@ class BatchCursor:
         """
         return f"{sequence:0{_SEQUENCE_DIGITS}d}{self.head}{sequence + self.delta}{self.tail}"
 
+    def anchor(self) -> LogAnchor:
+        """The log stream of the batch's lines and the position they are counted from."""
+        # head: .{digests}.{state}.{the parts before the stream's, each and '-'}{position}:
+        parts = self.head.split(".", 3)[3][:-1].split("-")
+        return LogAnchor(len(parts) - 1, parts[-1])
+
+
+class LogAnchor(NamedTuple):
+    """Where a cursor's lines of one log stream are counted from.
+
+    Args:
+        stream: the log stream's index in the cursor's log part.
+        at: the position's text (``format_position``).
+    """
+
+    stream: int
+    at: str
+
+
+class LogMarkText(NamedTuple):
+    """One log stream's part of a cursor, its position kept as text.
+
+    Args:
+        at: the position's text, ``""`` before the stream's first line.
+        lines: the lines delivered from it.
+    """
+
+    at: str
+    lines: int
+
+
+class CursorMarks(NamedTuple):
+    """What a cursor says of how far its stream went (see :class:`Position`).
+
+    Args:
+        state: the last state's name, ``"-"``: none yet.
+        logs: per log stream, in the cursor's order, its part.
+    """
+
+    state: str
+    logs: tuple[LogMarkText, ...]
+
+
+def cursor_marks(cursor: str) -> CursorMarks | None:
+    """The state and log parts of ``cursor``; ``None`` when it is not a cursor's form
+    (:meth:`Position.resume` says why)."""
+    match = _CURSOR.fullmatch(cursor) if len(cursor) <= _MAX_CURSOR else None
+    if match is None:
+        return None
+    logs = []
+    for part in match[5].split("-"):
+        at, _, lines = part.rpartition(":")
+        if part and not _LINES.fullmatch(lines):
+            return None
+        logs.append(LogMarkText(at, int(lines)) if part else LogMarkText("", 0))
+    return CursorMarks(match[4], tuple(logs))
+
 
 class _LogEventFields(NamedTuple):
     role: str
@@ -438,6 +495,11 @@ class _AppEvents:
     statuses: AsyncIterator[AppStatus]
     position: Position
     follow: bool = True
+    #: lines counted from a log position before a later block's becomes the count's
+    #: origin (``None``: never)
+    anchor_lines: int | None = 0
+    #: per log stream, the lines to deliver before its reader ends (``None``: all)
+    limits: Sequence[int] | None = None
     readers_left: int = 0
     readers_done: anyio.Event = attrs.field(factory=anyio.Event)
     first_sent: anyio.Event = attrs.field(factory=anyio.Event)
@@ -496,32 +558,47 @@ class _AppEvents:
         role, k, stream = self.position.streams[index]
         start, skip = self.position.logs[index]
         query = LogQuery(role, k, should_tail=self.follow, streams=Stream(stream))
+        anchor_lines = self.anchor_lines
+        wanted = None if self.limits is None else self.limits[index]
         self.readers_left += 1
 
         async def follow(send: MemoryObjectSendStream[Iterable[AppEvent]]) -> None:
             await self.first_sent.wait()
+            if wanted == 0:
+                self._reader_done()
+                return
             blocks = self.sched.log_blocks(self.app_id, query, start)
             at: LogPosition = start
-            before, left = 0, skip
+            before, left, more = 0, skip, wanted
             async with aclosing(blocks):  # type: ignore[type-var]
                 async for block_at, block in blocks:
-                    if block_at != at:  # a new position: its lines are counted from it
+                    # a new position: its lines are counted from it, once enough are
+                    # counted from the current one
+                    if block_at != at and anchor_lines is not None and before >= anchor_lines:
                         at, before = block_at, 0
                     lines = list(block)
                     skipped = min(left, len(lines))  # delivered before the resume
                     del lines[:skipped]
                     left -= skipped
                     before += skipped
+                    if more is not None:
+                        del lines[more:]
+                        more -= len(lines)
                     for first in range(0, len(lines), EVENTS_PER_BATCH):
                         batch = lines[first : first + EVENTS_PER_BATCH]
                         if not await self.send_lines(send, index, at, before, batch):
                             return
                         before += len(batch)
-            self.readers_left -= 1
-            if not self.readers_left:
-                self.readers_done.set()
+                    if more == 0:
+                        break
+            self._reader_done()
 
         return follow
+
+    def _reader_done(self) -> None:
+        self.readers_left -= 1
+        if not self.readers_left:
+            self.readers_done.set()
 
 
 @asynccontextmanager
@@ -533,6 +610,8 @@ async def app_event_stream(
     statuses: AsyncIterator[AppStatus],
     cursor: str | None,
     follow: bool = True,
+    anchor_lines: int | None = 0,
+    limits: Sequence[int] | None = None,
 ) -> AsyncIterator[EventStream]:
     """Stream the events of app ``app_id`` (see :meth:`Runner.events`).
 
@@ -546,6 +625,13 @@ async def app_event_stream(
         cursor: resume after the event that carried it; ``None``: from the start.
         follow: ``False`` when the app was terminal already: each log is read once, as it
             is (no wait on the backend's changes; the same lines as a follow).
+        anchor_lines: a cursor's lines of a log stream are counted from the position of
+            the block their first came from until at least this many are, then from the
+            next block's (0: from each block's, so a resume skips at most one read's
+            lines); ``None``: from the position the stream starts at, to its end.
+        limits: per log stream (in the order of the cursor's log parts), how many lines
+            to deliver (each stream's next ones), then the stream ends, without state
+            events; ``None``: every line, and the states.
 
     Raises:
         InvalidCursorError: ``cursor`` is malformed, of another app, or holds the
@@ -563,7 +649,11 @@ async def app_event_stream(
     position = Position(sched.backend, app_id, tuple(streams))
     if cursor is not None:
         position.resume(cursor, app_handle)
-    app = _AppEvents(sched, app_id, app_handle, statuses, position, follow)
-    readers = [app.log_reader(index) for index in range(len(streams))]
-    async with fan_in([app.follow_state, *readers], EVENTS_BUFFER_SIZE) as batches:
+    app = _AppEvents(sched, app_id, app_handle, statuses, position, follow, anchor_lines, limits)
+    producers = [app.log_reader(index) for index in range(len(streams))]
+    if limits is None:
+        producers.insert(0, app.follow_state)
+    else:
+        app.first_sent.set()
+    async with fan_in(producers, EVENTS_BUFFER_SIZE) as batches:
         yield EventStream(batches)

@@ -11,10 +11,19 @@ cursor on each that resumes right after it. The feed's events carry the feed's c
 so a subscriber joins the feed exactly at a cursor the feed made: the feed keeps its
 latest batches (at most :data:`HISTORY_EVENTS` events, by reference) and a subscriber
 whose cursor is one of them (or the cursor the feed started from) gets the batches after
-it from there, then the live ones, with no await in between. Any other cursor (older
-than the kept batches, or made by another stream, such as a feed of an earlier server
-process) is served by its own :meth:`Runner.events` stream from that cursor: as exact,
-not shared.
+it from there, then the live ones, with no await in between.
+
+A subscriber from an older cursor catches up from the scheduler, then joins the feed at
+the first batch it keeps. Where the two meet is counted in lines: a cursor says, per log
+stream, a position and the lines delivered from it, and the feed knows how many of the
+stream's lines came before each position its cursors count from (the feed's cursors
+count from one position for :data:`FEED_ANCHOR_LINES` lines, so that table stays small).
+The catch-up is a :meth:`Runner.events` stream from the subscriber's cursor that ends
+once each stream delivered the lines up to the feed's first kept batch; if the app's
+state changed in between, a state event with that point's cursor comes next. A cursor
+whose positions the feed does not know (one made by a stream that counts from other
+positions, or older than the cursor the feed started from) or that is ahead of the kept
+batches is served by its own :meth:`Runner.events` stream: as exact, not shared.
 
 A subscriber that cannot keep up is cut off: when the feed has a batch for it and its
 buffer is full, its buffer is closed; it receives what the buffer holds, then
@@ -26,9 +35,9 @@ it.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import NamedTuple
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import NamedTuple, Protocol
 
 import anyio
 import attrs
@@ -36,15 +45,40 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from asynctorchx.errors import AsyncTorchXError
-from asynctorchx.runner._events import AppEvent, EventStream
+from asynctorchx.runner._events import (
+    AppEvent,
+    CursorMarks,
+    EventStream,
+    LogEvent,
+    LogMarkText,
+    StateEvent,
+    cursor_marks,
+)
+from asynctorchx.schedulers.toolkit import format_position
 
 #: The most events a feed keeps for subscribers that join behind its live end.
 HISTORY_EVENTS = 65536
 #: Batches a subscriber's buffer holds by default before it is cut off.
 SUBSCRIBER_BUFFER = 64
+#: Lines of a log stream the feed's cursors count from one position before they count
+#: from a later block's: the feed remembers one position per this many lines, and a
+#: resume from its cursors skips at most this many and one read's.
+FEED_ANCHOR_LINES = 1024
+#: The text of a log's start (a cursor's ``""`` before a stream's first line).
+_LOG_START = format_position(0)
 
-#: Opens the app's :meth:`Runner.events` stream from a cursor.
-OpenEvents = Callable[[str | None], AbstractAsyncContextManager[EventStream]]
+
+class OpenEvents(Protocol):
+    """Opens the app's :meth:`Runner.events` stream from a cursor (see
+    :func:`~asynctorchx.runner._events.app_event_stream` for the keywords)."""
+
+    def __call__(
+        self,
+        cursor: str | None,
+        *,
+        anchor_lines: int | None = 0,
+        limits: Sequence[int] | None = None,
+    ) -> AbstractAsyncContextManager[EventStream]: ...
 
 
 class SubscriberCutOff(AsyncTorchXError):
@@ -147,6 +181,13 @@ class _Feed:
     kept: int = 0
     #: the cursor just before the first kept batch
     base: str | None = None
+    #: the last state event before the first kept batch
+    base_state: StateEvent | None = None
+    #: per log stream: the stream's lines before each position its cursors count from,
+    #: counted from the feed's start (negative: lines before it)
+    anchors: list[dict[str, int]] = attrs.field(factory=list)
+    #: per log stream, the lines published, counted from the feed's start
+    counts: list[int] = attrs.field(factory=list)
     done: bool = False
     error: Exception | None = None
     scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
@@ -160,7 +201,7 @@ class _Feed:
         started = False
         with self.scope:
             try:
-                async with self.open_events(self.start) as events:
+                async with self.open_events(self.start, anchor_lines=FEED_ANCHOR_LINES) as events:
                     task_status.started()
                     started = True
                     while batch := await events.receive_batch():
@@ -174,7 +215,26 @@ class _Feed:
                 for sub in self.subscribers:
                     sub.send.close()
 
+    def _count(self, events: tuple[AppEvent, ...]) -> None:
+        """Count a batch's lines (a batch holds one read's lines of one log stream, or
+        a state) and note the position their cursors count from."""
+        if not self.anchors:  # the first batch: the streams and where the feed starts
+            marks = cursor_marks(self.start or events[0].cursor)
+            assert marks is not None  # the stream accepted it, or made it
+            if self.start is None:
+                self.anchors = [{_LOG_START: 0} for _ in marks.logs]
+            else:
+                self.anchors = [{at or _LOG_START: -lines} for at, lines in marks.logs]
+            self.counts = [0] * len(marks.logs)
+        head = events[0]
+        if isinstance(head, LogEvent):
+            index, at = head.batch.anchor()
+            before = head.sequence + head.batch.delta - 1  # its lines counted from `at`
+            self.anchors[index].setdefault(at, self.counts[index] - before)
+            self.counts[index] += len(events)
+
     def _publish(self, events: tuple[AppEvent, ...]) -> None:
+        self._count(events)
         last = self.history[-1] if self.history else None
         first = last.first + len(last.events) if last else _sequence(events[0].cursor) or 0
         shared = _Shared(events, first)
@@ -184,6 +244,8 @@ class _Feed:
             dropped = self.history.popleft()
             self.kept -= len(dropped.events)
             self.base = dropped.events[-1].cursor
+            if isinstance(dropped.events[-1], StateEvent):
+                self.base_state = dropped.events[-1]
         batch = FeedBatch(shared)
         for sub in list(self.subscribers):
             try:
@@ -197,7 +259,7 @@ class _Feed:
             else:
                 sub.last = batch.cursor
 
-    def backlog(self, cursor: str | None) -> list[FeedBatch] | None:
+    def _backlog(self, cursor: str | None) -> list[FeedBatch] | None:
         """The kept batches after the event of ``cursor``; ``None``: not a kept cursor."""
         if cursor == self.base:
             return [FeedBatch(shared) for shared in self.history]
@@ -211,6 +273,62 @@ class _Feed:
                 after.extend(FeedBatch(later) for later in list(self.history)[index + 1 :])
                 return after
         return None
+
+    def _lines(self, marks: CursorMarks) -> list[int] | None:
+        """Per log stream, the lines before the next one of the cursor of ``marks``,
+        counted from the feed's start; ``None``: the feed does not know its positions."""
+        if len(marks.logs) != len(self.anchors):
+            return None
+        lines = []
+        for table, (at, delivered) in zip(self.anchors, marks.logs, strict=True):
+            before = table.get(at or _LOG_START)
+            if before is None:
+                return None
+            lines.append(before + delivered)
+        return lines
+
+    def join(self, cursor: str | None) -> _Join | None:
+        """How a subscriber from ``cursor`` joins the feed; ``None``: it cannot (see the
+        module docstring)."""
+        backlog = self._backlog(cursor)
+        return _Join(None, backlog) if backlog is not None else self._catch_up(cursor)
+
+    def _catch_up(self, cursor: str | None) -> _Join | None:
+        """How a subscriber from ``cursor``, behind the kept batches, catches up to them."""
+        if self.base is None:
+            return None
+        base_marks = cursor_marks(self.base)
+        if cursor is None:  # the start: no state, no line
+            marks: CursorMarks | None = CursorMarks("-", (LogMarkText("", 0),) * len(self.anchors))
+        else:
+            marks = cursor_marks(cursor)
+        if marks is None or base_marks is None:
+            return None
+        old, base = self._lines(marks), self._lines(base_marks)
+        if old is None or base is None or any(map(int.__gt__, old, base)):
+            return None
+        backlog = [FeedBatch(shared) for shared in self.history]
+        if marks.state != base_marks.state:
+            state = self.base_state
+            if state is None:  # the feed's start cursor said it: no status to show
+                return None
+            event = StateEvent(self.base, state.state, state.status)
+            backlog.insert(0, FeedBatch(_Shared((event,), 0)))
+        return _Join(tuple(map(int.__sub__, base, old)), backlog)
+
+
+class _Join(NamedTuple):
+    """A subscriber's way into the feed.
+
+    Args:
+        limits: per log stream, the lines to read from the scheduler first (``None``:
+            none).
+        backlog: then these batches (kept by the feed; after a catch-up, after a state
+            event when the state changed meanwhile), then the live ones.
+    """
+
+    limits: tuple[int, ...] | None
+    backlog: list[FeedBatch]
 
 
 class Subscription:
@@ -226,7 +344,9 @@ class Subscription:
         receive: MemoryObjectReceiveStream[FeedBatch] | EventStream,
         sub: _Subscriber | None,
         feed: _Feed | None,
+        catch_up: EventStream | None = None,
     ) -> None:
+        self._catch_up = catch_up
         self._backlog = deque(backlog)
         self._receive = receive
         self._sub = sub
@@ -259,18 +379,23 @@ class Subscription:
             Exception: the error that ended the app's event stream (as
                 :meth:`Runner.events` raises it).
         """
-        batch = self._backlog.popleft() if self._backlog else None
+        batch = None
         with anyio.CancelScope() as self._waiting:
             if self._closed:
                 raise anyio.EndOfStream
-            if batch is None:
-                batch = await self._next()
+            batch = await self._next()
         if batch is None:  # close() was called meanwhile
             raise anyio.EndOfStream
         self.cursor = batch.cursor
         return batch
 
     async def _next(self) -> FeedBatch:
+        if self._catch_up is not None:
+            if events := await self._catch_up.receive_batch():
+                return FeedBatch(_Shared(tuple(events), 0))
+            self._catch_up = None
+        if self._backlog:
+            return self._backlog.popleft()
         if isinstance(self._receive, EventStream):
             events = await self._receive.receive_batch()
             if not events:
@@ -320,13 +445,8 @@ class Fanout(anyio.AsyncContextManagerMixin):
             task_group.cancel_scope.cancel()
             await task_group.__aexit__(None, None, None)
 
-    @asynccontextmanager
-    async def subscribe(
-        self, key: str, open_events: OpenEvents, cursor: str | None, max_buffer: int
-    ) -> AsyncIterator[Subscription]:
-        """Subscribe to the feed of the app ``key`` (see :meth:`Runner.subscribe`)."""
-        if max_buffer < 1:
-            raise ValueError(f"max_buffer={max_buffer} must be at least 1 (batches)")
+    async def _feed(self, key: str, open_events: OpenEvents, cursor: str | None) -> _Feed:
+        """The app's feed, started from ``cursor`` unless one runs."""
         if self._task_group is None:
             raise RuntimeError("the fan-out is not entered")
         while (feed := self._feeds.get(key)) is None or feed.done or not feed.ready.is_set():
@@ -343,12 +463,23 @@ class Fanout(anyio.AsyncContextManagerMixin):
             finally:
                 feed.ready.set()
             break
+        return feed
+
+    @asynccontextmanager
+    async def subscribe(
+        self, key: str, open_events: OpenEvents, cursor: str | None, max_buffer: int
+    ) -> AsyncIterator[Subscription]:
+        """Subscribe to the feed of the app ``key`` (see :meth:`Runner.subscribe`)."""
+        if max_buffer < 1:
+            raise ValueError(f"max_buffer={max_buffer} must be at least 1 (batches)")
+        feed = await self._feed(key, open_events, cursor)
         # from here to the subscriber's registration, no await: nothing is published between
-        backlog = feed.backlog(cursor)
-        if backlog is None:
+        join = feed.join(cursor)
+        if join is None:
             async with open_events(cursor) as events:
                 yield Subscription([], events, None, None)
             return
+        backlog = join.backlog
         send, receive = anyio.create_memory_object_stream[FeedBatch](max_buffer)
         sub = _Subscriber(send, backlog[-1].cursor if backlog else cursor)
         if feed.done:  # it ended (and kept every batch) before this subscriber came
@@ -356,8 +487,14 @@ class Fanout(anyio.AsyncContextManagerMixin):
         else:
             feed.subscribers.add(sub)
         try:
-            with receive:
-                yield Subscription(backlog, receive, sub, feed)
+            async with AsyncExitStack() as stack:
+                stack.enter_context(receive)
+                catch_up: EventStream | None = None
+                if join.limits is not None:  # its own reader, to the feed's first kept batch
+                    catch_up = await stack.enter_async_context(
+                        open_events(cursor, anchor_lines=None, limits=join.limits)
+                    )
+                yield Subscription(backlog, receive, sub, feed, catch_up)
         finally:
             feed.subscribers.discard(sub)
             send.close()

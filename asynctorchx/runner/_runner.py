@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager, nullcontext
 from datetime import datetime
 from functools import partial
@@ -888,13 +888,35 @@ class Runner(anyio.AsyncContextManagerMixin):
             Exception: (when read) the first error of a log reader, as itself;
                 ``UnknownAppException`` if the app is deleted while followed.
         """
+        async with self._events(app_handle, cursor) as events:
+            yield events
+
+    @asynccontextmanager
+    async def _events(
+        self,
+        app_handle: AppHandle,
+        cursor: str | None,
+        *,
+        anchor_lines: int | None = 0,
+        limits: Sequence[int] | None = None,
+    ) -> AsyncIterator[EventStream]:
+        """:meth:`events`, its cursors' log counts anchored and its lines limited as
+        :func:`~asynctorchx.runner._events.app_event_stream` says."""
         sched, app_id, desc, app_status = await self._known(app_handle)
         replicas = self._replicas(app_handle, desc)
         statuses = self._changes(sched, app_id, app_handle, app_status)
         # a finished app's logs are complete: read once, not followed (benchmark 10's resume rows)
         finished = app_status.is_terminal()
         async with app_event_stream(
-            sched, app_id, app_handle, replicas, statuses, cursor, follow=not finished
+            sched,
+            app_id,
+            app_handle,
+            replicas,
+            statuses,
+            cursor,
+            follow=not finished,
+            anchor_lines=anchor_lines,
+            limits=limits,
         ) as events:
             yield events
 
@@ -915,8 +937,14 @@ class Runner(anyio.AsyncContextManagerMixin):
         those of :meth:`events`, from ``cursor`` on, each once. The app's feed (one
         :meth:`events` stream, a task of the runner) starts with its first subscriber and
         ends when its last one leaves or the app ends. A subscriber that joins behind the
-        feed gets the feed's batches after its cursor when the feed still keeps them,
-        else reads its own :meth:`events` stream (:mod:`asynctorchx.runner._fanout`).
+        feed gets the feed's batches after its cursor when the feed still keeps them;
+        from an older cursor (or ``None`` once the feed dropped its first batches) it
+        reads the lines up to the first kept batch from the scheduler, then joins the
+        feed there. A cursor the feed cannot place (made by a stream the feed does not
+        know the log positions of, or ahead of it) gets its own :meth:`events` stream.
+        The feed's cursors count each log's lines from one position for up to 1024
+        lines, so a resume from one (here or with :meth:`events`) skips at most that
+        many and one read's (:mod:`asynctorchx.runner._fanout`).
 
         A subscriber whose buffer holds ``max_buffer`` batches when the feed has another
         is cut off: it receives what its buffer holds, then
@@ -939,7 +967,7 @@ class Runner(anyio.AsyncContextManagerMixin):
             Exception: (when read) the error that ended the app's stream, as :meth:`events`.
         """
         async with self._fanout.subscribe(
-            app_handle, partial(self.events, app_handle), cursor, max_buffer
+            app_handle, partial(self._events, app_handle), cursor, max_buffer
         ) as subscription:
             yield subscription
 

@@ -7,7 +7,9 @@ subscriber has seen when the gate opens is known without timing guesses.
 
 from __future__ import annotations
 
+import contextlib
 import operator
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +25,7 @@ from asynctorchx.runner import (
     StateEvent,
     SubscriberCutOff,
     Subscription,
+    _fanout,
     get_runner,
 )
 from asynctorchx.specs.api import AppDef, AppState, Role, is_terminal, macros
@@ -42,6 +45,15 @@ WRITER = (
     f" while [ ! -e end ]; do sleep 0.02; done; echo out {macros.replica_id} end;"
     f" echo err {macros.replica_id} end >&2"
 )
+#: As WRITER, but FIRST lines in chunks of CHUNK, chunk `c` once the file `c{c}` exists.
+CHUNK = 10
+CHUNKED = (
+    f"c=0; i=0; while [ $$c -lt {FIRST // CHUNK} ]; do while [ ! -e c$$c ]; do sleep 0.02; done;"
+    f" j=0; while [ $$j -lt {CHUNK} ]; do echo out {macros.replica_id} $$i;"
+    f" echo err {macros.replica_id} $$i >&2; i=$$((i+1)); j=$$((j+1)); done; c=$$((c+1)); done;"
+    f" while [ ! -e end ]; do sleep 0.02; done; echo out {macros.replica_id} end;"
+    f" echo err {macros.replica_id} end >&2"
+)
 Key = tuple[str, int, str]
 
 
@@ -51,8 +63,8 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     isolate_from_user_config(tmp_path, monkeypatch)
 
 
-def _app() -> AppDef:
-    role = Role("w", image=".", entrypoint="sh", args=["-c", WRITER], num_replicas=2)
+def _app(writer: str = WRITER) -> AppDef:
+    role = Role("w", image=".", entrypoint="sh", args=["-c", writer], num_replicas=2)
     return AppDef("w", roles=[role])
 
 
@@ -245,3 +257,49 @@ async def test_close_ends_a_wait_and_closing_the_runner_ends_the_apps_stream() -
                 await _receive_all(sub, rest)
                 assert isinstance(rest[-1], StateEvent)
                 assert is_terminal(rest[-1].state)
+
+
+async def test_a_subscriber_from_before_the_kept_batches_catches_up_then_joins_the_feed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a feed that keeps 100 events, its cursors counting from a new position every
+    # CHUNK lines (each chunk is read on its own): the early cursors are long gone from
+    # it, and most count from other positions than a log's start
+    monkeypatch.setattr(_fanout, "HISTORY_EVENTS", 100)
+    monkeypatch.setattr(_fanout, "FEED_ANCHOR_LINES", CHUNK)
+    with anyio.fail_after(LIMIT):
+        async with get_runner() as runner:
+            handle = await runner.run(_app(CHUNKED), SCHED)
+            async with runner.subscribe(handle) as live:
+                early: list[AppEvent] = []
+                for chunk in range(FIRST // CHUNK):
+                    Path(f"c{chunk}").touch()
+                    await _lines_seen(live, early, 4 * CHUNK * (chunk + 1))
+                assert len(early) > 4 * 100  # the first 400 events are dropped
+                assert re.search(r"o[1-9]\d*:", early[500].cursor)  # past a log's start
+                starts = {"first event": 0, "mid-way": 500, "the start": None}
+                async with contextlib.AsyncExitStack() as stack:
+                    behind = {
+                        name: await stack.enter_async_context(
+                            runner.subscribe(
+                                handle, cursor=None if at is None else early[at].cursor
+                            )
+                        )
+                        for name, at in starts.items()
+                    }
+                    Path("end").touch()
+                    rest = [event async for batch in live for event in batch.events]
+                    for name, sub in behind.items():
+                        assert sub.shared, name
+                        got = [event async for batch in sub for event in batch.events]
+                        at = starts[name]
+                        before = [] if at is None else early[: at + 1]
+                        _assert_exactly_once(before + got)
+                        # from the scheduler up to the seam, then the very events the live
+                        # subscriber had: one reader
+                        shared = {id(event): index for index, event in enumerate(early + rest)}
+                        seam = next(i for i, e in enumerate(got) if id(e) in shared)
+                        assert 0 < seam < len(got) - len(rest), name
+                        joined_at = shared[id(got[seam])]
+                        assert all(map(operator.is_, got[seam:], (early + rest)[joined_at:]))
+                        assert joined_at > len(before) + 100, name  # far behind, caught up
