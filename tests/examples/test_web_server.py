@@ -103,3 +103,110 @@ def test_server_shutdown_ends_the_streams_and_cancels_the_running_jobs(tmp_path:
     assert "Application shutdown complete" in log, log
     assert "ERROR" not in log, log
     assert [pid for pid in pids.values() if _alive(pid)] == []
+
+
+#: lines of each chunk of the flooding job, and the characters of each line
+CHUNK_LINES, LINE_CHARS = 25, 2000
+
+
+def _chunked_job(gates: Path, chunks: int) -> list[str]:
+    """A job that prints ``chunks`` chunks of CHUNK_LINES lines ``"{chunk} {i} xxx..."``,
+    chunk ``c`` once the file ``gates / str(c)`` exists, then ``end`` once
+    ``gates / "end"`` does: each chunk is read (and is a batch of the feed) on its own."""
+    return job_script(
+        "import os, sys, time",
+        f"for c in range({chunks}):",
+        f"    while not os.path.exists(os.path.join({str(gates)!r}, str(c))): time.sleep(0.005)",
+        f"    for i in range({CHUNK_LINES}): print(c, i, 'x' * {LINE_CHARS})",
+        "    sys.stdout.flush()",
+        f"while not os.path.exists(os.path.join({str(gates)!r}, 'end')): time.sleep(0.01)",
+        "print('end')",
+    )
+
+
+def _chunks_to_stall_a_connection(buffer: int) -> int:
+    """Chunks that cannot all be held between the server's writes and a client that
+    reads nothing: the socket's send buffer (at most ``tcp_wmem``'s maximum), the
+    client's receive buffer (``buffer``), uvicorn's write buffer, then the client's
+    subscription buffer, one chunk a batch at least (64 batches: SUBSCRIBER_BUFFER)."""
+    send_buffer = int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2])
+    chunk_bytes = CHUNK_LINES * LINE_CHARS
+    held = send_buffer + 2 * buffer + (64 << 10)
+    return -(-held // chunk_bytes) + 64 + 16
+
+
+def _lines(events: list[Event]) -> list[str]:
+    return [event.data["line"] for event in events if event.type == "log"]
+
+
+def test_a_client_that_stops_reading_is_cut_off_without_stalling_the_others_and_resumes(
+    tmp_path: Path,
+) -> None:
+    import socket
+    import threading
+
+    import httpx
+
+    # a receive buffer (fixed, not grown by the kernel) of two loopback segments: with
+    # less, the server learns only from its 200 ms window probes that it may send again
+    buffer = 128 << 10
+    chunks = _chunks_to_stall_a_connection(buffer)
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    with serve(tmp_path) as server, httpx.Client(base_url=server.url, timeout=60) as client:
+        job = _submit(client, {"command": _chunked_job(gates, chunks)})
+        url = f"/jobs/{job['id']}/events"
+        # the fast clients: each reads its whole stream in a thread of its own
+        received: list[list[Event]] = [[] for _ in range(3)]
+        whole_chunks = [0] * len(received)
+        progress = threading.Condition()
+
+        def follow(index: int) -> None:
+            with (
+                httpx.Client(base_url=server.url, timeout=60) as own,
+                own.stream("GET", url) as response,
+            ):
+                for event in _stream_events(response):
+                    received[index].append(event)
+                    if event.type == "log" and event.data["line"].split()[1:2] == [last]:
+                        with progress:
+                            whole_chunks[index] += 1
+                            progress.notify_all()
+
+        last = f"{CHUNK_LINES - 1}"
+        fast = [threading.Thread(target=follow, args=(index,)) for index in range(len(received))]
+        # the slow client: a small receive buffer, and it reads nothing while the job runs
+        small = [(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer)]
+        transport = httpx.HTTPTransport(socket_options=small)
+        with (
+            httpx.Client(base_url=server.url, timeout=60, transport=transport) as slow,
+            slow.stream("GET", url) as stalled,
+        ):
+            for thread in fast:
+                thread.start()
+            for chunk in range(chunks):
+                (gates / str(chunk)).touch()
+                with progress:  # the fast clients get every chunk: the slow one stalls none
+                    assert progress.wait_for(lambda c=chunk: min(whole_chunks) > c, 60), (
+                        f"the fast clients did not get chunk {chunk}"
+                    )
+            # its stream holds what was sent before it was cut off, then ends
+            first = list(_stream_events(stalled))
+        assert first, "the slow client received nothing"
+        assert first[-1].type == "log"  # no terminal state: its stream was cut short
+        assert len(_lines(first)) < chunks * CHUNK_LINES
+        with client.stream("GET", url, headers={"Last-Event-ID": first[-1].id}) as response:
+            rest = _stream_events(response)
+            resumed = [next(rest)]
+            (gates / "end").touch()
+            resumed += list(rest)
+        for thread in fast:
+            thread.join(60)
+
+    expected = [f"{c} {i} {'x' * LINE_CHARS}\n" for c in range(chunks) for i in range(CHUNK_LINES)]
+    expected.append("end\n")
+    for events in [first + resumed, *received]:
+        assert _lines(events) == expected
+        ids = [event.id for event in events]
+        assert ids == sorted(set(ids))
+        assert (events[-1].type, events[-1].data["state"]) == ("state", "SUCCEEDED")
