@@ -1,8 +1,8 @@
 """Benchmark 12: N browsers following one job of the web example (issue 35).
 
 The server is ``examples.web.app`` under uvicorn, in a process of its own; the load
-generator is another process that opens N ``GET /jobs/{id}/events`` streams on raw
-sockets and reads them to the job's end. The job has two replicas that each print
+generator is four other processes that open N ``GET /jobs/{id}/events`` streams between
+them on raw sockets and read them to the job's end. The job has two replicas that each print
 ``RATE`` lines a second for ``SECONDS`` seconds, each line carrying its print time; the
 replicas start printing once every client has received its first event.
 
@@ -13,7 +13,9 @@ once (by line number per replica), lag of a line (receipt minus print time) p50/
 server CPU per delivered event (user+system, /proc), server RSS growth per client.
 
 Usage: ``.venv/bin/python benchmarks/bench_web_fanout.py [--clients 10,100,1000]
-[--seconds 10] [--sides subscribe,per_client]``; writes ``benchmarks/results/web_fanout.json``.
+[--seconds 10] [--sides subscribe,per_client] [--profile FILE]``; writes
+``benchmarks/results/web_fanout.json`` (``--profile``: the server's cProfile stats, of the
+last row run).
 """
 
 from __future__ import annotations
@@ -45,11 +47,15 @@ REPLICA = (
     "    time.sleep(max(0.0, t0 + i / {rate} - time.time()))\n"
     "    print(k, i, time.time(), flush=True)\n"
 )
+#: load generator processes, each following its share of the clients: one Python process
+#: parsing every frame of 1,000 clients lags behind the server on this machine
+LOADERS = 4
 LINE = re.compile(rb'"line":"(\d+) (\d+) ([\d.]+)\\n"')
 
 
-def serve(side: str, port: int) -> None:
-    """Run the example under uvicorn; ``per_client``: each request its own stream."""
+def serve(side: str, port: int, profile: Path | None = None) -> None:
+    """Run the example under uvicorn; ``per_client``: each request its own stream;
+    ``profile``: under cProfile, its stats written there when the server stops."""
     sys.path.insert(0, str(ROOT))
     import uvicorn
 
@@ -68,7 +74,19 @@ def serve(side: str, port: int) -> None:
         Runner.subscribe = per_client  # type: ignore[method-assign]
     from examples.web.app import create_app
 
-    uvicorn.run(create_app(), port=port, log_level="warning", backlog=4096)
+    if profile is None:
+        uvicorn.run(create_app(), port=port, log_level="warning", backlog=4096)
+        return
+    import cProfile
+    import signal
+
+    # uvicorn raises the SIGTERM it stopped on again once stopped: end by SystemExit then
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    profiler = cProfile.Profile()
+    try:
+        profiler.runcall(uvicorn.run, create_app(), port=port, log_level="warning", backlog=4096)
+    finally:
+        profiler.dump_stats(profile)
 
 
 async def load(port: int, job: str, clients: int, ready: Path, out: Path) -> None:
@@ -136,13 +154,14 @@ def _post_job(port: int, seconds: int, go: Path) -> str:
     return str(reply.json()["id"])
 
 
-def run(side: str, clients: int, seconds: int) -> dict[str, Any]:
-    """One row: serve, submit, load, judge."""
+def run(side: str, clients: int, seconds: int, profile: Path | None = None) -> dict[str, Any]:
+    """One row: serve, submit, load, judge (``profile``: see :func:`serve`)."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         port = _free_port()
         me = [sys.executable, __file__]
-        server = subprocess.Popen([*me, "--serve", side, "--port", str(port)], cwd=work)
+        profiling = [] if profile is None else ["--profile", str(profile.resolve())]
+        server = subprocess.Popen([*me, "--serve", side, "--port", str(port), *profiling], cwd=work)
         try:
             deadline = time.monotonic() + 60
             while True:
@@ -151,38 +170,32 @@ def run(side: str, clients: int, seconds: int) -> dict[str, Any]:
                 if time.monotonic() > deadline:
                     raise RuntimeError("the server did not start")
                 time.sleep(0.1)
-            go, ready, out = work / "go", work / "ready", work / "out.json"
+            go = work / "go"
             job = _post_job(port, seconds, go)
             _, rss0 = _cpu_rss(server.pid)
-            loader = subprocess.Popen(
-                [
-                    *me,
-                    "--load",
-                    str(clients),
-                    "--port",
-                    str(port),
-                    "--job",
-                    job,
-                    "--ready",
-                    str(ready),
-                    "--out",
-                    str(out),
-                ]
-            )
-            while not ready.exists():
-                if loader.poll() is not None:
-                    raise RuntimeError("the load generator ended early")
+            shares = [clients // LOADERS + (i < clients % LOADERS) for i in range(LOADERS)]
+            loaders = []
+            for i, share in enumerate(share for share in shares if share):
+                args = ["--port", str(port), "--job", job]
+                args += ["--ready", str(work / f"ready{i}"), "--out", str(work / f"out{i}.json")]
+                loaders.append(subprocess.Popen([*me, "--load", str(share), *args]))
+            while not all((work / f"ready{i}").exists() for i in range(len(loaders))):
+                if any(loader.poll() is not None for loader in loaders):
+                    raise RuntimeError("a load generator ended early")
                 time.sleep(0.05)
             cpu0, rss_ready = _cpu_rss(server.pid)
             load0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             go.touch()
-            loader.wait(timeout=seconds * 20 + 600)
+            for loader in loaders:
+                loader.wait(timeout=seconds * 20 + 600)
             load1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu1, rss1 = _cpu_rss(server.pid)
         finally:
             server.terminate()
             server.wait(timeout=60)
-        results = json.loads(out.read_text())
+        results = [
+            r for i in range(len(loaders)) for r in json.loads((work / f"out{i}.json").read_text())
+        ]
     expected = list(range(RATE * seconds))
     whole = sum(all(sorted(r["lines"].get(k, [])) == expected for k in "01") for r in results)
     once = sum(all(len(v) == len(set(v)) for v in r["lines"].values()) for r in results)
@@ -224,9 +237,10 @@ def main() -> None:
     parser.add_argument("--job")
     parser.add_argument("--ready", type=Path)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--profile", type=Path, help="cProfile the server, stats to this file")
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve, args.port)
+        serve(args.serve, args.port, args.profile)
         return
     if args.load:
         asyncio.run(load(args.port, args.job, args.load, args.ready, args.out))
@@ -234,7 +248,7 @@ def main() -> None:
     rows = []
     for clients in map(int, args.clients.split(",")):
         for side in args.sides.split(","):
-            row = run(side, clients, args.seconds)
+            row = run(side, clients, args.seconds, args.profile)
             print(json.dumps(row), flush=True)
             rows.append(row)
     results = ROOT / "benchmarks" / "results"

@@ -36,7 +36,8 @@ RECONNECT_DELAY = 1000
 
 
 async def _server_sent(subscription: Subscription) -> AsyncIterator[bytes]:
-    """The ``retry:`` delay, then each batch of events as its frames, in one write.
+    """The ``retry:`` delay, then the events as their frames: each batch with those
+    ready behind it (a browser that fell behind), in one write.
 
     It ends after the job's last event, when the subscription is closed (the server's
     shutdown), or when the browser did not keep up and was cut off: its ``EventSource``
@@ -45,7 +46,10 @@ async def _server_sent(subscription: Subscription) -> AsyncIterator[bytes]:
     yield f"retry: {RECONNECT_DELAY}\n\n".encode()
     with contextlib.suppress(SubscriberCutOff):
         async for batch in subscription:
-            yield batch.sse()
+            if ready := subscription.take_ready():
+                yield b"".join([batch.sse(), *(later.sse() for later in ready)])
+            else:
+                yield batch.sse()
 
 
 async def _close_at(shutdown: anyio.Event, subscription: Subscription) -> None:

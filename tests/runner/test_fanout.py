@@ -303,3 +303,21 @@ async def test_a_subscriber_from_before_the_kept_batches_catches_up_then_joins_t
                         joined_at = shared[id(got[seam])]
                         assert all(map(operator.is_, got[seam:], (early + rest)[joined_at:]))
                         assert joined_at > len(before) + 100, name  # far behind, caught up
+
+
+async def test_take_ready_takes_every_batch_waiting_without_waiting_for_more() -> None:
+    with anyio.fail_after(LIMIT):
+        async with get_runner() as runner:
+            handle = await runner.run(_app(CHUNKED), SCHED)
+            async with runner.subscribe(handle) as live, runner.subscribe(handle) as lazy:
+                seen: list[AppEvent] = []
+                for chunk in range(3):  # three chunks, each read on its own: batches
+                    Path(f"c{chunk}").touch()
+                    await _lines_seen(live, seen, 4 * CHUNK * (chunk + 1))
+                batches = [await lazy.receive(), *lazy.take_ready()]
+                assert len(batches) > 3
+                got = [event for batch in batches for event in batch.events]
+                assert all(map(operator.is_, got, seen))
+                assert len(got) == len(seen)
+                assert lazy.cursor == seen[-1].cursor
+                assert lazy.take_ready() == []  # nothing more now; it does not wait
