@@ -55,6 +55,7 @@ from asynctorchx.runner._events import (
     cursor_marks,
 )
 from asynctorchx.schedulers.toolkit import format_position
+from asynctorchx.specs.api import AppState, is_terminal
 
 #: The most events a feed keeps for subscribers that join behind its live end.
 HISTORY_EVENTS = 65536
@@ -66,6 +67,8 @@ SUBSCRIBER_BUFFER = 64
 FEED_ANCHOR_LINES = 1024
 #: The text of a log's start (a cursor's ``""`` before a stream's first line).
 _LOG_START = format_position(0)
+#: The names of the terminal states, as cursors hold them.
+_TERMINAL = frozenset(state.name for state in AppState if is_terminal(state))
 
 
 class OpenEvents(Protocol):
@@ -302,8 +305,8 @@ class _Feed:
             marks: CursorMarks | None = CursorMarks("-", (LogMarkText("", 0),) * len(self.anchors))
         else:
             marks = cursor_marks(cursor)
-        if marks is None or base_marks is None:
-            return None
+        if marks is None or base_marks is None or marks.state in _TERMINAL:
+            return None  # a terminal cursor: its own stream, which has nothing after it
         old, base = self._lines(marks), self._lines(base_marks)
         if old is None or base is None or any(map(int.__gt__, old, base)):
             return None
