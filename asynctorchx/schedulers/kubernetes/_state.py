@@ -13,6 +13,12 @@ stays ``Pending`` whatever the reason. :data:`WAITING_REASONS` says what each re
 it is shown in the replica's and the app's message, and the reasons no retry can fix, or
 an image pull failing longer than the job's pull timeout, end the app ``FAILED``
 (TorchX 0.7.0 leaves such an app ``PENDING`` for ever).
+
+A container that ended other than with exit code 0 says why in its ``terminated``
+reason, set by the kubelet (``OOMKilled`` when the kernel killed it at its memory limit,
+``Error`` otherwise, https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-state-terminated):
+shown with its exit code in the replica's and the app's message, as is the last end of a
+container the kubelet restarts (``CrashLoopBackOff``, a pod overlay's ``OnFailure``).
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ WAITING_REASONS: Mapping[str, Verdict] = {
     "ErrImageNeverPull": Verdict.FAIL,
     "CreateContainerConfigError": Verdict.SHOW,  # a missing Secret or ConfigMap may appear
     "CreateContainerError": Verdict.SHOW,
+    "CrashLoopBackOff": Verdict.SHOW,  # the kubelet restarts it: it may yet succeed
     "Unschedulable": Verdict.SHOW,  # a node may join
 }
 
@@ -113,6 +120,21 @@ def _exit_code(status: Mapping[str, Any]) -> int | None:
     return None
 
 
+def _ended(status: Mapping[str, Any]) -> str | None:
+    """The kubelet's reason for the first container that ended with a non-zero exit code,
+    from its current state, else (a container it restarts) from its last one:
+    ``{reason} (exit code {code})``, then ``: {termination message}`` if it wrote one."""
+    for container in status.get("containerStatuses") or []:
+        for key in ("state", "lastState"):
+            terminated = (container.get(key) or {}).get("terminated") or {}
+            code = terminated.get("exitCode")
+            if code:
+                shown = f"{terminated.get('reason') or 'Error'} (exit code {code})"
+                message = str(terminated.get("message") or "").strip()
+                return f"{shown}: {message}" if message else shown
+    return None
+
+
 @attrs.frozen
 class Pod:
     """What the scheduler reads of a pod, parsed once where the pod arrives (a list, a
@@ -132,6 +154,9 @@ class Pod:
         waiting: why it cannot start, if :data:`WAITING_REASONS` knows the reason:
             ``(reason, message)``, from its init containers (they run first), its
             containers, then its ``PodScheduled`` condition; else ``None``.
+        ended: the kubelet's reason for its container's non-zero exit (current or, for
+            a container it restarts, last): ``{reason} (exit code {code})``, then
+            ``: {message}`` if the container wrote a termination message; else ``None``.
     """
 
     name: str
@@ -143,6 +168,7 @@ class Pod:
     hostname: str = ""
     exit_code: int | None = None
     waiting: tuple[str, str] | None = None
+    ended: str | None = None
 
     @classmethod
     def parse(cls, pod: Mapping[str, Any]) -> Pod:
@@ -167,6 +193,7 @@ class Pod:
             hostname=hostname,
             exit_code=_exit_code(status),
             waiting=_waiting(status),
+            ended=_ended(status),
         )
 
     @property
@@ -176,11 +203,13 @@ class Pod:
 
     @property
     def why(self) -> str | None:
-        """:attr:`waiting` as ``{reason}: {message}`` (the reason alone without a message)."""
+        """:attr:`waiting` as ``{reason}: {message}`` (the reason alone without a message),
+        then ``(last end: {ended})`` if the container ended before; else :attr:`ended`."""
         if self.waiting is None:
-            return None
+            return self.ended
         reason, message = self.waiting
-        return f"{reason}: {message}" if message else reason
+        why = f"{reason}: {message}" if message else reason
+        return f"{why} (last end: {self.ended})" if self.ended else why
 
 
 def pull_deadline(pod: Pod, timeout: float | None) -> float | None:
@@ -429,11 +458,11 @@ def next_deadline(job: Job, replicas: Replicas, now: float) -> float | None:
 def describe(app_id: str, job: Job, replicas: Replicas, now: float) -> DescribeAppResponse:
     """Describe an app from its job and its replicas' pods (either job API).
 
-    Each replica's ``structured_error_msg`` is its pod's waiting reason
-    (:attr:`Pod.waiting`). :func:`failure` ends the app ``FAILED``. The app's ``msg`` is
-    that failure, else what the job says of its end, else the replicas' waiting
-    reasons (``{role}/{id} {reason}: {message}``, joined by ``; ``), else what the job
-    says (:attr:`Job.said`).
+    Each replica's ``structured_error_msg`` is why its pod waits or why its container
+    ended (:attr:`Pod.why`). :func:`failure` ends the app ``FAILED``. The app's ``msg``
+    is that failure, else what the job says of its end, else the replicas' reasons
+    (``{role}/{id} {reason}: {message}``, joined by ``; ``), else what the job says
+    (:attr:`Job.said`).
 
     Args:
         app_id: the app's id.

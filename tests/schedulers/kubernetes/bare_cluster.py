@@ -412,6 +412,9 @@ class VolcanoStandIn(_Watching):
             for pod in await self._pods_of(name):
                 await self._delete_pod(pod["metadata"]["name"])
         elif kind in ("ADDED", "MODIFIED") and not job.get("status"):
+            # Volcano's order: the job is Pending before its pods exist, so that a pod's
+            # own moves (the real scheduler's Unschedulable, a start) come after it
+            await self._set_phase(name, "Pending")
             for task in job["spec"]["tasks"]:
                 await _checked(
                     await self.http.post(
@@ -421,7 +424,6 @@ class VolcanoStandIn(_Watching):
                     201,
                     409,
                 )
-            await self._set_phase(name, "Pending")
 
     async def _command(self, kind: str, command: dict[str, Any]) -> None:
         if kind == "DELETED" or command.get("action") != "AbortJob":

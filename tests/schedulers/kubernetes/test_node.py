@@ -29,6 +29,7 @@ import pytest
 from asynctorchx.schedulers.api import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asynctorchx.specs import AppDef, AppState, BindMount, Resource, Role
+from asynctorchx.specs.overlays import set_overlay
 from tests.schedulers.kubernetes.bare_cluster import (
     VolcanoStandIn,
     exclusive,
@@ -124,6 +125,13 @@ class Node:
         lines = [_why(pod) for pod in response.json().get("items", [])] or ["no pod left"]
         return "\n".join([*lines, NODE_LOGS])
 
+    async def clear(self) -> None:
+        """Delete the namespace's Volcano jobs and their pods (what a failed test left),
+        so that the next test's report names its own pods only."""
+        jobs = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NAMESPACE}/jobs"
+        await self.http.delete(jobs)
+        await self.http.delete(self.pods_path, params={"labelSelector": "volcano.sh/job-name"})
+
     async def until(
         self, app_id: str, task: str, holds: Callable[[dict[str, Any] | None], bool]
     ) -> None:
@@ -184,6 +192,7 @@ async def on_node() -> AsyncIterator[tuple[Node, KubernetesScheduler]]:
                 yield node, scheduler
         except Exception as error:
             error.add_note(await node.report())
+            await node.clear()
             raise
         finally:
             task_group.cancel_scope.cancel()
@@ -307,6 +316,25 @@ async def test_a_container_over_its_memory_limit_fails_the_app_with_the_kernels_
         assert response.state == AppState.FAILED
         (replica,) = response.roles_statuses[0].replicas
         assert (replica.state, replica.exit_code) == (AppState.FAILED, 137)  # SIGKILL
-        (container,) = (await node.pod(app_id, "role0-0"))["status"]["containerStatuses"]
-        assert container["state"]["terminated"]["reason"] == "OOMKilled"  # the kubelet's
+        # the kubelet's reason, in the replica's and the app's message
+        assert replica.structured_error_msg == "OOMKilled (exit code 137)"
+        assert response.msg == "role0/0 OOMKilled (exit code 137)"
+        await node.deleted(scheduler, app_id)
+
+
+async def test_a_container_the_kubelet_restarts_shows_its_crash_loop_and_last_end() -> None:
+    async with on_node() as (node, scheduler):
+        app = sh_app("crashloop", "echo crashing; exit 1")
+        # a pod overlay's OnFailure: the kubelet, not Volcano, restarts the container
+        set_overlay(app.roles[0], "kubernetes", "V1Pod", {"spec": {"restartPolicy": "OnFailure"}})
+        app_id = await scheduler.submit(app, CFG)
+        await node.until(app_id, "role0-0", lambda pod: waiting_reason(pod) == "CrashLoopBackOff")
+        described = await scheduler.describe(app_id)
+        assert described is not None
+        assert described.state == AppState.RUNNING  # the kubelet keeps restarting it
+        (replica,) = described.roles_statuses[0].replicas
+        why = replica.structured_error_msg
+        assert why.startswith("CrashLoopBackOff: back-off "), why
+        assert why.endswith(" (last end: Error (exit code 1))"), why
+        assert described.msg == f"role0/0 {why}"
         await node.deleted(scheduler, app_id)

@@ -55,6 +55,12 @@ def unschedulable_pod(message: str) -> Pod:
     )
 
 
+def ended_pod(phase: str, container: dict[str, Any]) -> Pod:
+    """A pod whose one container's status is ``container`` (its ``state``, ``lastState``)."""
+    status = {"phase": phase, "containerStatuses": [{"name": "c", **container}]}
+    return Pod.parse({"metadata": {"name": "p", "creationTimestamp": CREATED}, "status": status})
+
+
 def job(phase: str | None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
     app = AppDef("app", roles=[Role("trainer", image="img", entrypoint="sh", num_replicas=2)])
     resource = app_to_resource(app, "default", None, job_name="app-x")
@@ -77,6 +83,7 @@ def describe_job(job: dict[str, Any], pods: dict[str, Pod], now: float) -> Descr
         ("InvalidImageName", Verdict.FAIL),
         ("ErrImageNeverPull", Verdict.FAIL),
         ("CreateContainerConfigError", Verdict.SHOW),
+        ("CrashLoopBackOff", Verdict.SHOW),
         ("Unschedulable", Verdict.SHOW),
     ],
 )
@@ -154,3 +161,34 @@ def test_the_failure_annotation_outlives_the_aborted_jobs_pods() -> None:
 def test_a_job_volcano_ended_is_not_judged_again() -> None:
     pods = {"app-x-trainer-0-0": waiting_pod("InvalidImageName", "bad")}
     assert describe_job(job("Aborted"), pods, T0).state == AppState.CANCELLED
+
+
+def test_a_container_killed_at_its_memory_limit_shows_the_kubelets_reason() -> None:
+    oom = {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}
+    pods = {"app-x-trainer-0-0": ended_pod("Failed", {"state": oom})}
+    response = describe_job(job("Failed"), pods, T0)
+    assert response.state == AppState.FAILED
+    replica = response.roles_statuses[0].replicas[0]
+    assert (replica.state, replica.exit_code) == (AppState.FAILED, 137)
+    assert replica.structured_error_msg == "OOMKilled (exit code 137)"
+    assert response.msg == "trainer/0 OOMKilled (exit code 137)"
+
+
+def test_a_termination_message_follows_the_reason_and_a_success_shows_nothing() -> None:
+    wrote = {"terminated": {"exitCode": 2, "reason": "Error", "message": "no data\n"}}
+    assert ended_pod("Failed", {"state": wrote}).why == "Error (exit code 2): no data"
+    done = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+    assert ended_pod("Succeeded", {"state": done}).why is None
+
+
+def test_a_crash_looping_container_shows_the_back_off_and_its_last_end() -> None:
+    back_off = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s"}}
+    last = {"terminated": {"exitCode": 1, "reason": "Error"}}
+    pods = {"app-x-trainer-0-0": ended_pod("Running", {"state": back_off, "lastState": last})}
+    response = describe_job(job("Running"), pods, T0)
+    assert response.state == AppState.RUNNING  # the kubelet restarts it: not an end
+    replica = response.roles_statuses[0].replicas[0]
+    assert (replica.state, replica.exit_code) == (AppState.RUNNING, None)
+    why = "CrashLoopBackOff: back-off 10s (last end: Error (exit code 1))"
+    assert replica.structured_error_msg == why
+    assert response.msg == f"trainer/0 {why}"
