@@ -10,7 +10,9 @@ controller manager, kubelet or Volcano: pods stay Pending and nobody acts on a j
 - :class:`VolcanoStandIn`: a STAND-IN for Volcano's job controller, a task watching jobs,
   commands and pods on the real server: it creates one pod per task (``{job}-{task}-0``,
   on the stand-in node), moves the job's phase as the pods' phases move (Pending, Running,
-  Completed, Failed), acts on ``AbortJob`` commands (Aborting, pods deleted, Aborted) and,
+  Completed, Failed), retries a failed pod as Volcano does (a task's ``maxRetry``, its
+  ``RestartJob`` policy: ``retryCount``, ``Restarting``, the pods made again once the old
+  ones are gone), acts on ``AbortJob`` commands (Aborting, pods deleted, Aborted) and,
   as the garbage collector would, deletes a deleted job's pods.
 - :class:`JobSetStandIn`: a STAND-IN for JobSet's controller and the Job controller under
   it: for an unsuspended JobSet it creates each replicated job's ``batch/v1`` Job (which
@@ -330,8 +332,14 @@ def _pod_from_task(job: dict[str, Any], task: dict[str, Any], node: str | None) 
     }
 
 
+def _terminating(pod: dict[str, Any]) -> bool:
+    """Whether the pod is being deleted (a real kubelet confirms it has stopped)."""
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
 def _phase_of(pods: list[dict[str, Any]]) -> str | None:
-    """Volcano's job phase for its pods' phases (no retries: a failed pod fails the job)."""
+    """Volcano's job phase for its pods' phases (the failed pods are
+    :meth:`VolcanoStandIn._retry_or_fail`'s)."""
     phases = [(pod.get("status") or {}).get("phase") for pod in pods]
     if any(phase == "Failed" for phase in phases):
         return "Failed"
@@ -415,15 +423,20 @@ class VolcanoStandIn(_Watching):
             # Volcano's order: the job is Pending before its pods exist, so that a pod's
             # own moves (the real scheduler's Unschedulable, a start) come after it
             await self._set_phase(name, "Pending")
-            for task in job["spec"]["tasks"]:
-                await _checked(
-                    await self.http.post(
-                        f"/api/v1/namespaces/{self.namespace}/pods",
-                        json=_pod_from_task(job, task, self.node),
-                    ),
-                    201,
-                    409,
-                )
+            await self._create_pods(job)
+
+    async def _create_pods(self, job: dict[str, Any]) -> None:
+        """Volcano's ``syncJob``: each task's pod that does not exist is made (one that
+        still exists, terminating or not, is left)."""
+        for task in job["spec"]["tasks"]:
+            await _checked(
+                await self.http.post(
+                    f"/api/v1/namespaces/{self.namespace}/pods",
+                    json=_pod_from_task(job, task, self.node),
+                ),
+                201,
+                409,
+            )
 
     async def _command(self, kind: str, command: dict[str, Any]) -> None:
         if kind == "DELETED" or command.get("action") != "AbortJob":
@@ -447,17 +460,53 @@ class VolcanoStandIn(_Watching):
 
     async def _pod(self, kind: str, pod: dict[str, Any]) -> None:
         job_name = (pod["metadata"].get("labels") or {}).get("volcano.sh/job-name")
-        if kind != "MODIFIED" or not job_name:
+        if kind not in ("MODIFIED", "DELETED") or not job_name:
             return
         response = await self.http.get(f"{_JOBS}/namespaces/{self.namespace}/jobs/{job_name}")
         if response.status_code == 404:
             return
-        current = ((response.json().get("status") or {}).get("state") or {}).get("phase")
+        job = response.json()
+        status = job.get("status") or {}
+        current = (status.get("state") or {}).get("phase")
         if current in ("Aborting", "Aborted", "Completed", "Failed"):
             return
-        phase = _phase_of(await self._pods_of(job_name))
+        pods = await self._pods_of(job_name)
+        if kind == "DELETED":  # a retry's pod went: made again, as syncJob does
+            await self._create_pods(job)
+            if current == "Restarting" and not any(_terminating(each) for each in pods):
+                await self._set_phase(job_name, "Pending")
+            return
+        failed = [
+            each
+            for each in pods
+            if (each.get("status") or {}).get("phase") == "Failed" and not _terminating(each)
+        ]
+        if failed:
+            await self._retry_or_fail(job, failed, pods)
+            return
+        phase = _phase_of([each for each in pods if not _terminating(each)])
         if phase is not None and phase != current:
             await self._set_phase(job_name, phase)
+
+    async def _retry_or_fail(
+        self, job: dict[str, Any], failed: list[dict[str, Any]], pods: list[dict[str, Any]]
+    ) -> None:
+        """Volcano's retries: while the job's ``retryCount`` is under the failed task's
+        ``maxRetry``, a ``RestartJob`` policy (``RetryPolicy.APPLICATION``) restarts every
+        pod (phase ``Restarting``), no policy (``REPLICA``) the failed pods alone; the new
+        pods are made once the old ones are gone (:meth:`_pod`). Else the job fails."""
+        name = job["metadata"]["name"]
+        tasks = {task["name"]: task for task in job["spec"]["tasks"]}
+        task = tasks[failed[0]["metadata"]["labels"]["volcano.sh/task-spec"]]
+        retries = int((job.get("status") or {}).get("retryCount") or 0)
+        if retries >= int(task.get("maxRetry") or 0):
+            await self._set_phase(name, "Failed")
+            return
+        restart_job = any(p.get("action") == "RestartJob" for p in task.get("policies") or [])
+        current = ((job.get("status") or {}).get("state") or {}).get("phase") or "Running"
+        await self._set_phase(name, "Restarting" if restart_job else current, retries + 1)
+        for pod in pods if restart_job else failed:
+            await self._delete_pod(pod["metadata"]["name"])
 
     async def _pods_of(self, job_name: str) -> list[dict[str, Any]]:
         listed = await _checked(
@@ -473,8 +522,13 @@ class VolcanoStandIn(_Watching):
         params = {"gracePeriodSeconds": "0"} if self.node else {}
         await self.http.delete(f"/api/v1/namespaces/{self.namespace}/pods/{name}", params=params)
 
-    async def _set_phase(self, job_name: str, phase: str) -> None:
-        patch = {"status": {"state": {"phase": phase, "lastTransitionTime": _now()}}}
+    async def _set_phase(self, job_name: str, phase: str, retries: int | None = None) -> None:
+        """Set the job's phase (and ``retryCount``, if given) in its status."""
+        patch: dict[str, Any] = {
+            "status": {"state": {"phase": phase, "lastTransitionTime": _now()}}
+        }
+        if retries is not None:
+            patch["status"]["retryCount"] = retries
         self.phase_times[(job_name, phase)] = time.monotonic()
         await _checked(
             await self.http.patch(

@@ -4,9 +4,10 @@
 kube-scheduler, kube-controller-manager and kube-proxy on containerd's CRI with CNI. Here
 the scheduler, kubelet, container runtime, networking and log stream are all real; the one
 STAND-IN is Volcano's job controller (:class:`VolcanoStandIn` with no node of its own: it
-creates a pod per task, which the real scheduler places, and moves the job's phase as the
-pods move). The kubelet's reasons (``ErrImagePull``, ``Unschedulable``...) and exit codes
-are the node's own.
+creates a pod per task, which the real scheduler places, moves the job's phase as the
+pods move, and retries a failed pod as Volcano does). The kubelet's reasons
+(``ErrImagePull``, ``OOMKilled``, ``CrashLoopBackOff``), the scheduler's
+(``Unschedulable``) and the exit codes are the node's own.
 
 Without ``ASYNCTORCHX_KUBE_NODE_KUBECONFIG`` these tests are skipped with the command that
 provides a node, and fail under ``ASYNCTORCHX_REQUIRE_KUBERNETES_NODE=1``. A failing test
@@ -26,10 +27,13 @@ import anyio
 import httpx2
 import pytest
 
+from asynctorchx.runner import LogEvent, StateEvent, get_runner
 from asynctorchx.schedulers.api import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
-from asynctorchx.specs import AppDef, AppState, BindMount, Resource, Role
+from asynctorchx.specs import AppDef, AppState, BindMount, Resource, RetryPolicy, Role
+from asynctorchx.specs.api import parse_app_handle
 from asynctorchx.specs.overlays import set_overlay
+from tests.isolation import isolate_from_user_config
 from tests.schedulers.kubernetes.bare_cluster import (
     VolcanoStandIn,
     exclusive,
@@ -337,4 +341,78 @@ async def test_a_container_the_kubelet_restarts_shows_its_crash_loop_and_last_en
         assert why.startswith("CrashLoopBackOff: back-off "), why
         assert why.endswith(" (last end: Error (exit code 1))"), why
         assert described.msg == f"role0/0 {why}"
+        await node.deleted(scheduler, app_id)
+
+
+#: Fails its first run (after the file ``go`` appears in /gate, so a follower reads
+#: ``first`` while it runs), succeeds its second: a retry's.
+RETRIED = (
+    "if [ -e /gate/failed ]; then echo second; exit 0; fi; touch /gate/failed; echo first;"
+    " until [ -e /gate/go ]; do sleep 0.1; done; exit 1"
+)
+
+
+def retried_app(name: str, gate: Path, policy: RetryPolicy) -> AppDef:
+    """:data:`RETRIED` with one retry under ``policy``, ``gate`` mounted at /gate."""
+    gate.chmod(0o777)
+    app = sh_app(name, RETRIED)
+    app.roles[0].mounts = [BindMount(src_path=str(gate), dst_path="/gate")]
+    app.roles[0].max_retries = 1
+    app.roles[0].retry_policy = policy
+    return app
+
+
+async def assert_retried_once(scheduler: KubernetesScheduler, app_id: str) -> None:
+    response = await ended(scheduler, app_id)
+    assert (response.state, response.num_restarts) == (AppState.SUCCEEDED, 1)
+    (replica,) = response.roles_statuses[0].replicas
+    assert (replica.state, replica.exit_code) == (AppState.SUCCEEDED, 0)  # the retry's pod
+
+
+async def test_log_iter_follows_a_replica_its_retry_policy_restarts(tmp_path: Path) -> None:
+    async with on_node() as (node, scheduler):
+        # REPLICA: Volcano makes the failed pod again (same name, a new uid)
+        app_id = await scheduler.submit(retried_app("retry", tmp_path, RetryPolicy.REPLICA), CFG)
+        lines = []
+        async for line in scheduler.log_iter(app_id, "role0", 0, should_tail=True):
+            lines.append(line)
+            if line == "first\n":  # the first container fails once this line was read
+                (tmp_path / "go").touch()
+        assert lines == ["first\n", "second\n"]
+        await assert_retried_once(scheduler, app_id)
+        await node.deleted(scheduler, app_id)
+
+
+async def test_runner_events_resumed_across_the_jobs_restart_give_each_line_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with on_node() as (node, scheduler):
+        isolate_from_user_config(tmp_path, monkeypatch)
+        monkeypatch.setenv("KUBECONFIG", require_node())
+        gate = tmp_path / "gate"
+        gate.mkdir()
+        # APPLICATION: Volcano's RestartJob restarts every pod of the job
+        app = retried_app("restart", gate, RetryPolicy.APPLICATION)
+        lines: list[str] = []
+        states: list[AppState] = []
+        async with get_runner(handle_signals=False) as runner:
+            handle = await runner.run(app, "kubernetes", CFG)
+            app_id = parse_app_handle(handle).app_id
+            cursor = None
+            for resumed in (False, True):
+                with anyio.fail_after(WAIT_S):
+                    async with runner.events(handle, cursor=cursor) as events:
+                        async for event in events:
+                            cursor = event.cursor
+                            if isinstance(event, LogEvent):
+                                lines.append(event.line)
+                            else:
+                                assert isinstance(event, StateEvent)
+                                states.append(event.state)
+                            if not resumed and lines:
+                                break  # the stream dropped while the first container runs
+                (gate / "go").touch()
+        assert lines == ["first\n", "second\n"]
+        assert states[-1] == AppState.SUCCEEDED
+        await assert_retried_once(scheduler, app_id)
         await node.deleted(scheduler, app_id)
