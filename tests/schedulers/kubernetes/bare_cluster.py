@@ -541,9 +541,12 @@ class VolcanoStandIn(_Watching):
         )
 
 
-def _jobset_pod(jobset: dict[str, Any], rjob: dict[str, Any], index: int) -> dict[str, Any]:
+def _jobset_pod(
+    jobset: dict[str, Any], rjob: dict[str, Any], index: int, node: str | None
+) -> dict[str, Any]:
     """The pod an Indexed Job of the JobSet makes for ``index`` (named as the Job controller
-    names it: the hostname plus a random suffix)."""
+    names it: the hostname plus a random suffix), on ``node``, or (``None``) left to the
+    cluster's scheduler."""
     name = jobset["metadata"]["name"]
     template = rjob["template"]["spec"]["template"]
     host = f"{name}-{rjob['name']}-0-{index}"
@@ -575,7 +578,12 @@ def _jobset_pod(jobset: dict[str, Any], rjob: dict[str, Any], index: int) -> dic
             "annotations": annotations,
             "ownerReferences": [_owned_by(jobset)],
         },
-        "spec": {**spec, "hostname": host, "subdomain": name, "nodeName": NODE},
+        "spec": {
+            **spec,
+            "hostname": host,
+            "subdomain": name,
+            **({"nodeName": node} if node else {}),
+        },
     }
 
 
@@ -620,7 +628,20 @@ def _condition(kind: str, status: bool, reason: str, message: str) -> dict[str, 
 
 
 class JobSetStandIn(_Watching):
-    """A STAND-IN for JobSet's controller (and the Job controller under it); see the module."""
+    """A STAND-IN for JobSet's controller (and the Job controller under it); see the module.
+
+    Args:
+        http: a client to the server (admin credentials).
+        namespace: where it acts on JobSets.
+        node: the node its pods go to; ``None`` on a cluster with a real node, whose
+            scheduler places them and whose kubelet runs and deletes them. There it
+            makes no child ``batch/v1`` Job: Kubernetes 1.20's Job controller, real on
+            that cluster, has no ``Indexed`` mode and would run the Job's pods itself.
+    """
+
+    def __init__(self, http: httpx2.AsyncClient, namespace: str, node: str | None = NODE) -> None:
+        super().__init__(http, namespace)
+        self.node = node
 
     def watched(self) -> list[tuple[str, Any]]:
         return [
@@ -658,19 +679,20 @@ class JobSetStandIn(_Watching):
         for rjob in rjobs:
             # the child Job, as JobSet makes it: the real server validates its template
             # as a batch/v1 Job (no Job controller acts on it; the pods are made here)
-            await _checked(
-                await self.http.post(
-                    f"/apis/batch/v1/namespaces/{self.namespace}/jobs",
-                    json=_child_job(jobset, rjob),
-                ),
-                201,
-                409,
-            )
+            if self.node:
+                await _checked(
+                    await self.http.post(
+                        f"/apis/batch/v1/namespaces/{self.namespace}/jobs",
+                        json=_child_job(jobset, rjob),
+                    ),
+                    201,
+                    409,
+                )
             for index in range(int(rjob["template"]["spec"]["completions"])):
                 await _checked(
                     await self.http.post(
                         f"/api/v1/namespaces/{self.namespace}/pods",
-                        json=_jobset_pod(jobset, rjob, index),
+                        json=_jobset_pod(jobset, rjob, index, self.node),
                     ),
                     201,
                 )
@@ -709,7 +731,7 @@ class JobSetStandIn(_Watching):
                 and not replaced
                 and (this[0].get("status") or {}).get("phase") == "Failed"
             ):
-                replacement = _jobset_pod(jobset, rjob, int(index))
+                replacement = _jobset_pod(jobset, rjob, int(index), self.node)
                 await _checked(
                     await self.http.post(
                         f"/api/v1/namespaces/{self.namespace}/pods", json=replacement
@@ -782,10 +804,12 @@ class JobSetStandIn(_Watching):
         return list(listed["items"])
 
     async def _delete_pods(self, name: str) -> None:
+        # a real kubelet confirms a graceful deletion; with none, remove at once
+        params = {"gracePeriodSeconds": "0"} if self.node else {}
         for pod in await self._pods_of(name):
             await self.http.delete(
                 f"/api/v1/namespaces/{self.namespace}/pods/{pod['metadata']['name']}",
-                params={"gracePeriodSeconds": "0"},
+                params=params,
             )
 
 

@@ -3,9 +3,10 @@
 ``scripts/kube-cluster.sh start`` runs etcd, the API server, and a node: kubelet,
 kube-scheduler, kube-controller-manager and kube-proxy on containerd's CRI with CNI. Here
 the scheduler, kubelet, container runtime, networking and log stream are all real; the one
-STAND-IN is Volcano's job controller (:class:`VolcanoStandIn` with no node of its own: it
+STAND-INS are Volcano's job controller (:class:`VolcanoStandIn` with no node of its own: it
 creates a pod per task, which the real scheduler places, moves the job's phase as the
-pods move, and retries a failed pod as Volcano does). The kubelet's reasons
+pods move, and retries a failed pod as Volcano does) and JobSet's with the Job
+controller's pod retries (:class:`JobSetStandIn`, likewise). The kubelet's reasons
 (``ErrImagePull``, ``OOMKilled``, ``CrashLoopBackOff``), the scheduler's
 (``Unschedulable``) and the exit codes are the node's own.
 
@@ -35,6 +36,7 @@ from asynctorchx.specs.api import parse_app_handle
 from asynctorchx.specs.overlays import set_overlay
 from tests.isolation import isolate_from_user_config
 from tests.schedulers.kubernetes.bare_cluster import (
+    JobSetStandIn,
     VolcanoStandIn,
     exclusive,
     http_client,
@@ -51,6 +53,8 @@ START_NODE = (
 )
 NODE_LOGS = "the node's logs: bash scripts/kube-cluster.sh logs"
 CFG = {"queue": "default"}
+#: ``job_api=jobset`` (no ``queue``: that is Kueue's, which would keep the JobSet suspended).
+JOBSET_CFG = {"job_api": "jobset"}
 NAMESPACE = "default"
 #: Seconds an app may take on the node, from submit to its end (a loaded 2-core machine).
 WAIT_S = 180
@@ -107,7 +111,9 @@ class Node:
         """Delete the app; return once its pods are gone (the kubelet confirmed their
         containers stopped), awaited on a watch of the job's pods."""
         await scheduler.delete(app_id)
-        params = {"labelSelector": f"volcano.sh/job-name={app_id.partition(':')[2]}"}
+        name = app_id.rpartition(":")[2]
+        label = "jobset.sigs.k8s.io/jobset-name" if ":jobset:" in app_id else "volcano.sh/job-name"
+        params = {"labelSelector": f"{label}={name}"}
         while True:
             listed = (await self.http.get(self.pods_path, params=params)).json()
             left = {pod["metadata"]["name"] for pod in listed["items"]}
@@ -130,11 +136,12 @@ class Node:
         return "\n".join([*lines, NODE_LOGS])
 
     async def clear(self) -> None:
-        """Delete the namespace's Volcano jobs and their pods (what a failed test left),
-        so that the next test's report names its own pods only."""
-        jobs = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NAMESPACE}/jobs"
-        await self.http.delete(jobs)
-        await self.http.delete(self.pods_path, params={"labelSelector": "volcano.sh/job-name"})
+        """Delete the namespace's Volcano jobs, JobSets and their pods (what a failed test
+        left), so that the next test's report names its own pods only."""
+        await self.http.delete(f"/apis/batch.volcano.sh/v1alpha1/namespaces/{NAMESPACE}/jobs")
+        await self.http.delete(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets")
+        for label in ("volcano.sh/job-name", "jobset.sigs.k8s.io/jobset-name"):
+            await self.http.delete(self.pods_path, params={"labelSelector": label})
 
     async def until(
         self, app_id: str, task: str, holds: Callable[[dict[str, Any] | None], bool]
@@ -189,6 +196,7 @@ async def on_node() -> AsyncIterator[tuple[Node, KubernetesScheduler]]:
     ):
         await install_crds(http)
         await task_group.start(VolcanoStandIn(http, NAMESPACE, node=None).run)
+        await task_group.start(JobSetStandIn(http, NAMESPACE, node=None).run)
         node = Node(http)
         try:
             scheduler = KubernetesScheduler("test", kubeconfig=kubeconfig)
@@ -362,24 +370,32 @@ def retried_app(name: str, gate: Path, policy: RetryPolicy) -> AppDef:
     return app
 
 
-async def assert_retried_once(scheduler: KubernetesScheduler, app_id: str) -> None:
+async def assert_retried_once(
+    scheduler: KubernetesScheduler, app_id: str, restarts: int = 1
+) -> None:
+    """The app succeeded in its retry: ``restarts`` as its job API counts them."""
     response = await ended(scheduler, app_id)
-    assert (response.state, response.num_restarts) == (AppState.SUCCEEDED, 1)
+    assert (response.state, response.num_restarts) == (AppState.SUCCEEDED, restarts)
     (replica,) = response.roles_statuses[0].replicas
     assert (replica.state, replica.exit_code) == (AppState.SUCCEEDED, 0)  # the retry's pod
 
 
-async def test_log_iter_follows_a_replica_its_retry_policy_restarts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cfg", [CFG, JOBSET_CFG], ids=["volcano", "jobset"])
+async def test_log_iter_follows_a_replica_its_retry_policy_restarts(
+    tmp_path: Path, cfg: dict[str, str]
+) -> None:
     async with on_node() as (node, scheduler):
-        # REPLICA: Volcano makes the failed pod again (same name, a new uid)
-        app_id = await scheduler.submit(retried_app("retry", tmp_path, RetryPolicy.REPLICA), CFG)
+        # REPLICA: Volcano makes the failed pod again (same name, a new uid), JobSet's
+        # Job (its backoffLimit) a new pod of the same completion index
+        app_id = await scheduler.submit(retried_app("retry", tmp_path, RetryPolicy.REPLICA), cfg)
         lines = []
         async for line in scheduler.log_iter(app_id, "role0", 0, should_tail=True):
             lines.append(line)
             if line == "first\n":  # the first container fails once this line was read
                 (tmp_path / "go").touch()
         assert lines == ["first\n", "second\n"]
-        await assert_retried_once(scheduler, app_id)
+        # JobSet counts its own restarts (failurePolicy), not its Jobs' pod retries
+        await assert_retried_once(scheduler, app_id, 0 if cfg is JOBSET_CFG else 1)
         await node.deleted(scheduler, app_id)
 
 
