@@ -17,7 +17,9 @@ names each pod left, the kubelet's reason and the command that shows the node's 
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import functools
 import json
 import os
 from collections.abc import AsyncIterator, Callable
@@ -107,13 +109,16 @@ class Node:
         response.raise_for_status()
         return dict(response.json())
 
-    async def deleted(self, scheduler: KubernetesScheduler, app_id: str) -> None:
-        """Delete the app; return once its pods are gone (the kubelet confirmed their
-        containers stopped), awaited on a watch of the job's pods."""
-        await scheduler.delete(app_id)
-        name = app_id.rpartition(":")[2]
-        label = "jobset.sigs.k8s.io/jobset-name" if ":jobset:" in app_id else "volcano.sh/job-name"
-        params = {"labelSelector": f"{label}={name}"}
+    async def deleted(self, scheduler: KubernetesScheduler, *app_ids: str) -> None:
+        """Delete the apps (of one job API); return once their pods are gone (the kubelet
+        confirmed their containers stopped), awaited on a watch of the jobs' pods."""
+        async with anyio.create_task_group() as task_group:
+            for app_id in app_ids:
+                task_group.start_soon(scheduler.delete, app_id)
+        names = ",".join(app_id.rpartition(":")[2] for app_id in app_ids)
+        jobset = ":jobset:" in app_ids[0]
+        label = "jobset.sigs.k8s.io/jobset-name" if jobset else "volcano.sh/job-name"
+        params = {"labelSelector": f"{label} in ({names})"}
         while True:
             listed = (await self.http.get(self.pods_path, params=params)).json()
             left = {pod["metadata"]["name"] for pod in listed["items"]}
@@ -432,3 +437,63 @@ async def test_runner_events_resumed_across_the_jobs_restart_give_each_line_once
         assert states[-1] == AppState.SUCCEEDED
         await assert_retried_once(scheduler, app_id)
         await node.deleted(scheduler, app_id)
+
+
+async def test_100_apps_watched_cost_one_list_and_one_watch_per_kind_whatever_the_node_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Benchmark 10's request rate on the real node: 100 waits, while the real scheduler
+    marks each of their pods ``Unschedulable`` (100 pod events; no container runs), cost
+    one GET each, then one list and one watch per kind, nothing per event."""
+    async with on_node() as (node, scheduler):
+        app = sh_app("many", "true")
+        app.roles[0].resource = Resource(cpu=4096, gpu=0, memMB=64)
+        app_ids: list[str] = []
+
+        async def submit() -> None:
+            app_ids.append(await scheduler.submit(app, CFG))
+
+        async with anyio.create_task_group() as task_group:
+            for _ in range(100):
+                task_group.start_soon(submit)
+        calls: collections.Counter[str] = collections.Counter()
+        for name in ("list", "watch", "log"):  # the API server boundary's requests
+            method = getattr(scheduler.api, name)
+
+            def counted(*args: Any, _name: str = name, _method: Any = method, **kw: Any) -> Any:
+                calls[_name] += 1
+                return _method(*args, **kw)
+
+            monkeypatch.setattr(scheduler.api, name, counted)
+        get_job, all_got = scheduler.api.get_job, anyio.Event()
+
+        async def counted_get(*args: Any, **kw: Any) -> Any:
+            try:
+                return await get_job(*args, **kw)
+            finally:
+                calls["get_job"] += 1
+                if calls["get_job"] == len(app_ids):
+                    all_got.set()  # every wait read its job: from here, caches only
+
+        monkeypatch.setattr(scheduler.api, "get_job", counted_get)
+        pods = scheduler.pods(NAMESPACE)
+
+        def all_unschedulable() -> bool | None:
+            whys = [pod.waiting and pod.waiting[0] for pod in pods.objects.values()]
+            return True if whys.count("Unschedulable") == len(app_ids) else None
+
+        async with anyio.create_task_group() as task_group:
+            for app_id in app_ids:
+                task_group.start_soon(functools.partial(scheduler.wait, app_id, timeout=WAIT_S))
+            with anyio.fail_after(WAIT_S):
+                await all_got.wait()
+                await pods.wait_until(all_unschedulable)
+            watched = dict(calls)
+            task_group.cancel_scope.cancel()  # the waits' part is over: none of them ended
+        # one GET per wait; the lists and watches are the two kinds' (the jobs', the pods'),
+        # reopened at most once each if the server ended one: constant, not apps x events
+        assert watched["get_job"] == len(app_ids), watched
+        assert watched.get("list", 0) <= 4, watched
+        assert watched.get("watch", 0) <= 4, watched
+        assert "log" not in watched, watched
+        await node.deleted(scheduler, *app_ids)
