@@ -81,13 +81,15 @@ def _why(pod: dict[str, Any]) -> str:
         if condition["status"] == "False" and condition.get("reason") and not derived:
             parts.append(f"{condition['type']} {condition['reason']}: {condition.get('message')}")
     for container in status.get("containerStatuses") or []:
-        for kind, state in (container.get("state") or {}).items():
-            detail = state.get("reason") or ""
-            if "exitCode" in state:
-                detail += f" exit code {state['exitCode']}"
-            if state.get("message"):
-                detail += f": {state['message']}"
-            parts.append(f"container {container['name']} {kind} {detail}".rstrip())
+        states = [("", container.get("state") or {}), ("last ", container.get("lastState") or {})]
+        for when, container_state in states:
+            for kind, state in container_state.items():
+                detail = state.get("reason") or ""
+                if "exitCode" in state:
+                    detail += f" exit code {state['exitCode']}"
+                if state.get("message"):
+                    detail += f": {state['message']}"
+                parts.append(f"container {container['name']} {when}{kind} {detail}".rstrip())
     return "; ".join(parts)
 
 
