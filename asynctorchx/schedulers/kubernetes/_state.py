@@ -461,8 +461,8 @@ def describe(app_id: str, job: Job, replicas: Replicas, now: float) -> DescribeA
     Each replica's ``structured_error_msg`` is why its pod waits or why its container
     ended (:attr:`Pod.why`). :func:`failure` ends the app ``FAILED``. The app's ``msg``
     is that failure, else what the job says of its end, else the replicas' reasons
-    (``{role}/{id} {reason}: {message}``, joined by ``; ``), else what the job says
-    (:attr:`Job.said`).
+    (``{role}/{id} {reason}: {message}``, joined by ``; ``; none for a cancelled app,
+    whose containers the cancel ended), else what the job says (:attr:`Job.said`).
 
     Args:
         app_id: the app's id.
@@ -480,7 +480,7 @@ def describe(app_id: str, job: Job, replicas: Replicas, now: float) -> DescribeA
     waiting = "; ".join(
         f"{r.role}/{r.id} {r.structured_error_msg}"
         for r in statuses
-        if r.structured_error_msg != NONE
+        if r.structured_error_msg != NONE and state != AppState.CANCELLED  # killed by it
     )
     msg = failed or (said if is_terminal(state) else None) or waiting or said
     return describe_app(

@@ -192,3 +192,10 @@ def test_a_crash_looping_container_shows_the_back_off_and_its_last_end() -> None
     why = "CrashLoopBackOff: back-off 10s (last end: Error (exit code 1))"
     assert replica.structured_error_msg == why
     assert response.msg == f"trainer/0 {why}"
+
+
+def test_a_cancelled_apps_message_is_not_the_end_the_cancel_gave_its_containers() -> None:
+    killed = {"terminated": {"exitCode": 143, "reason": "Error"}}
+    pods = {"app-x-trainer-0-0": ended_pod("Failed", {"state": killed})}  # still terminating
+    response = describe_job(job("Aborted"), pods, T0)
+    assert (response.state, response.msg) == (AppState.CANCELLED, "cancelled")
