@@ -275,7 +275,8 @@ async def test_cancel_stops_both_replicas_and_delete_leaves_no_pod() -> None:
 
 async def test_a_missing_image_shows_the_kubelets_reason_then_fails_after_the_timeout() -> None:
     async with on_node() as (node, scheduler):
-        app = sh_app("nopull", "true", image="registry.invalid/none:1")
+        # a registry on a closed loopback port: the pull fails with no lookup off the machine
+        app = sh_app("nopull", "true", image="127.0.0.1:1/none:1")
         app_id = await scheduler.submit(app, {**CFG, "image_pull_timeout": 5})
         await node.until(
             app_id,
