@@ -49,10 +49,9 @@ class WorkspaceMixin(abc.ABC, Generic[T]):
 
     ``isinstance(scheduler, WorkspaceMixin)`` is true for a subclass, and also for any
     scheduler whose ``capabilities.workspace`` is not ``None``: of the
-    built-in schedulers, ``local_docker``'s, and ``slurm``'s (a
+    built-in schedulers, ``local_docker``'s, ``kubernetes``'s, and ``slurm``'s (a
     :class:`~asynctorchx.workspace.dir_workspace.DirWorkspaceMixin`, as TorchX's). The
     local schedulers run in the directory itself and build nothing, as in TorchX.
-    TorchX's Kubernetes scheduler builds workspaces; ours does not yet.
     """
 
     #: What the build makes of a workspace (see ``Capabilities.workspace``).

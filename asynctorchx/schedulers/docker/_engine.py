@@ -591,6 +591,34 @@ class Engine:
         async with self._request(f"POST images/{image}/tag") as docker:
             await docker.images.tag(image, repo, tag=tag)
 
+    async def push_image(self, image: str, repo: str, tag: str) -> None:
+        """Tag ``image`` as ``repo:tag`` and push it there (``docker push``), as TorchX's
+        ``torchx.workspace.docker_workspace.DockerWorkspaceMixin.push_images`` does.
+
+        The push is anonymous (no ``X-Registry-Auth`` credentials); the engine decides
+        whether it may use plain HTTP (it does for registries on 127.0.0.0/8).
+
+        Args:
+            image: the image's name or id.
+            repo: the repository, ``<registry host>[:port]/<path>``.
+            tag: the tag.
+
+        Raises:
+            DockerEngineError: the engine has no such image, or the registry refused the
+                push (its message is kept; ``status`` 0 when it came in the progress stream).
+        """
+        await self.tag_image(image, repo, tag)
+        try:
+            async with self._request(f"POST images/{repo}/push?tag={tag}") as docker:
+                await docker.images.push(repo, tag=tag)
+        except DockerEngineError as err:
+            raise DockerEngineError(
+                err.status,
+                f"pushing {repo}:{tag} failed ({err.message}): check that the registry"
+                " answers and accepts pushes from this engine, or fix the run option image_repo",
+                request=err.request,
+            ) from err
+
     @contextlib.asynccontextmanager
     async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[StreamBody]:
         """Open a streamed ``GET`` (followed logs); its body is closed on exit, even by cancel.

@@ -189,8 +189,8 @@ class Opts(StructuredOpts):
     (optional; the JobSet is then created suspended for Kueue to admit)"""
 
     image_repo: str | None = None
-    """repository local images (sha256:...) are tagged into as `<image_repo>:<hash>`;
-    push them there before scheduling"""
+    """repository local images (sha256:...: a workspace's) are tagged into as
+    `<image_repo>:<hash>` and pushed to at submission"""
 
     service_account: str | None = None
     """service account of every pod"""
@@ -233,8 +233,8 @@ class KubernetesJob:
     Args:
         namespace: the namespace the job is created in.
         resource: the Volcano ``Job`` manifest, as JSON-ready dicts and lists.
-        images_to_push: local image -> (repository, tag) it was renamed to; TorchX
-            pushes them at submission, this scheduler leaves that to the user.
+        images_to_push: local image -> (repository, tag) it was renamed to, pushed
+            at submission (as TorchX does).
         job_api: ``volcano`` (``resource`` is a Volcano ``Job``) or ``jobset`` (a
             ``JobSet``).
         validate_spec: send it as a dry run before creating it (run option

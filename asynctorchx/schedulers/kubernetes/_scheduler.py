@@ -17,7 +17,9 @@ call does (``docs/kubernetes.md`` says more):
   ``wait`` then stops the job and keeps it (see ``_state`` and ``_jobapi``);
 - ``log_iter`` supports ``since`` (``sinceTime``), ``until``, and follows across dropped
   connections and Volcano's retries without duplicating or losing lines;
-- local images are renamed to ``image_repo`` but not pushed (no Docker client here).
+- a workspace is built into an image on the Docker engine (as ``local_docker`` builds
+  it); the dry run renames it ``<image_repo>:<hash>`` and ``schedule`` pushes it there
+  before creating the job (TorchX's ``DockerWorkspaceMixin``), so the pods pull it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from asynctorchx.schedulers.api import (
     Scheduler,
     Stream,
 )
+from asynctorchx.schedulers.docker._engine import Engine
+from asynctorchx.schedulers.docker._workspace import build_workspace
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
 from asynctorchx.schedulers.kubernetes._informer import Informer
 from asynctorchx.schedulers.kubernetes._jobapi import JobApi, for_cfg, for_name
@@ -67,6 +71,7 @@ from asynctorchx.specs.api import (
     AppDryRunInfo,
     AppState,
     CfgVal,
+    Role,
     make_app_handle,
 )
 
@@ -85,7 +90,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         context: the kubeconfig context; ``None``: its current context.
 
     The connection is opened on first use; ``close()`` closes it and leaves the jobs
-    running (the cluster keeps them).
+    running (the cluster keeps them). Workspaces are built on, and pushed from, the
+    Docker engine ``DOCKER_HOST`` names (else the default socket), reached on first use.
 
     Raises (from every call that talks to the cluster):
         KubernetesConfigError: no kubeconfig, or it lacks the context.
@@ -97,7 +103,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     """
 
     capabilities = Capabilities(  # one log per container
-        opts=Opts, log_streams=frozenset({Stream.COMBINED})
+        opts=Opts, log_streams=frozenset({Stream.COMBINED}), workspace="image"
     )
 
     def __init__(
@@ -105,12 +111,14 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     ) -> None:
         super().__init__("kubernetes", session_name)
         self.api = ApiServer(kubeconfig, context)
+        self._engine = Engine(None, session_name)
         self._jobs: dict[tuple[str, str], Informer[Job]] = {}
         self._pods: dict[str, Informer[Pod]] = {}
 
     async def close(self) -> None:
-        """Close the connection; idempotent, never raises. Jobs keep running."""
+        """Close the connections; idempotent, never raises. Jobs keep running."""
         await self.api.close()
+        await self._engine.close()
 
     def jobs(self, job_api: JobApi, namespace: str) -> Informer[Job]:
         """The shared watch of the job API's jobs in ``namespace`` (made on first use).
@@ -143,6 +151,28 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
 
     # ------------------------------------------------------------------ submit
 
+    async def build_workspace_and_update_role(
+        self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """Build ``workspace`` into an image on the Docker engine; set ``role.image`` to its id.
+
+        The build is ``local_docker``'s (the directory with its ``.dockerignore``, its
+        ``Dockerfile.torchx`` or ``FROM <role.image>`` + ``COPY . .``). The image id
+        (``sha256:...``) is renamed ``<image_repo>:<hash>`` at dry run and pushed there by
+        :meth:`schedule`, as TorchX's ``DockerWorkspaceMixin`` does.
+
+        Args:
+            role: the role to patch; its ``image`` is the default Dockerfile's base.
+            workspace: the directory to build.
+            cfg: the resolved run options (none is read: ``image_repo`` applies at dry run).
+
+        Raises:
+            WorkspaceBuildError: the build failed; the message holds the build log.
+            NotADirectoryError: ``workspace`` is not a directory.
+            SchedulerUnavailableError: no Docker engine answers (or under trio).
+        """
+        await build_workspace(self._engine, role, workspace, {})
+
     async def schedule(self, dryrun_info: AppDryRunInfo[KubernetesJob]) -> str:
         """Create the Volcano job (or JobSet); return the app id.
 
@@ -154,6 +184,8 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
 
         With ``validate_spec`` (the default) the job is first sent as a dry run
         (torchx-nightly does so in its ``submit_dryrun``; here the dry run stays offline).
+        Then the local images the dry run renamed (a workspace's) are pushed to
+        ``image_repo`` from the Docker engine, and the job is created.
 
         Raises:
             InvalidJobSpecError: ``validate_spec`` and the server refused the job in the
@@ -162,11 +194,15 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 manifest; the message is the server's.
             VolcanoNotInstalledError: the cluster has no Volcano (``job_api=volcano``).
             JobSetNotInstalledError: the cluster has no JobSet (``job_api=jobset``).
+            DockerEngineError: a push failed; nothing was created.
+            SchedulerUnavailableError: there are images to push and no Docker engine answers.
         """
         job = dryrun_info.request
         job_api = for_name(job.job_api)
         if job.validate_spec:
             await self.api.create_job(job.namespace, job.resource, job_api.plural, dry_run=True)
+        for image, (repo, tag) in job.images_to_push.items():
+            await self._engine.push_image(image, repo, tag)
         created = await self.api.create_job(job.namespace, job.resource, job_api.plural)
         return job_api.app_id(job.namespace, job_api.parse(created).name)
 
