@@ -17,7 +17,9 @@
 #   - a second containerd (Debian's; Docker's own instance disables the CRI plugin) with its own
 #     root, state and socket in $STATE/containerd, `restrict_oom_score_adj` (root here lacks
 #     CAP_SYS_RESOURCE, which the kubelet's Docker shim needs), CNI from Debian's
-#     containernetworking-plugins: the bridge $BRIDGE with host-local IPAM on $POD_CIDR;
+#     containernetworking-plugins: the bridge $BRIDGE with host-local IPAM on $POD_CIDR; it
+#     pulls from a registry on 127.0.0.1 (scripts/kube-registry.sh) over plain HTTP with no
+#     registry setting (the CRI plugin's default scheme for localhost hosts is http);
 #   - the kubelet on that runtime, named $NODE, serving on 127.0.0.1:$KUBELET_PORT with
 #     `--node-ip=127.0.0.1` (it refuses a loopback node IP and then leaves the Node's addresses
 #     alone: `start` patches the Node's InternalIP to 127.0.0.1 once, so that the API server

@@ -10,9 +10,8 @@
 # The registry is Debian's `docker-registry` (distribution 2.8), run with a config of its own:
 # plain HTTP on 127.0.0.1 only, no auth, storage in $STATE. Not the package's service (it
 # listens on every interface, port 5000). Plain HTTP on loopback needs no setting in Docker:
-# the engine treats 127.0.0.0/8 as an insecure registry by default. The node's containerd is
-# told to pull from it over plain HTTP by scripts/kube-cluster.sh (a mirror entry for
-# 127.0.0.1:$PORT in its config, read when the node starts).
+# the engine treats 127.0.0.0/8 as an insecure registry by default; nor in the node's
+# containerd (scripts/kube-cluster.sh): its CRI plugin pulls from localhost hosts over http.
 #
 # Environment: ASYNCTORCHX_KUBE_REGISTRY_PORT (default 17500), ASYNCTORCHX_KUBE_REGISTRY_STATE
 # (default /var/lib/asynctorchx-kube-registry).

@@ -596,7 +596,8 @@ class Engine:
         ``torchx.workspace.docker_workspace.DockerWorkspaceMixin.push_images`` does.
 
         The push is anonymous (no ``X-Registry-Auth`` credentials); the engine decides
-        whether it may use plain HTTP (it does for registries on 127.0.0.0/8).
+        whether it may use plain HTTP (it does for registries on 127.0.0.0/8). A refusal
+        the registry sends in the push's progress stream has ``status`` 0.
 
         Args:
             image: the image's name or id.
@@ -604,8 +605,7 @@ class Engine:
             tag: the tag.
 
         Raises:
-            DockerEngineError: the engine has no such image, or the registry refused the
-                push (its message is kept; ``status`` 0 when it came in the progress stream).
+            DockerEngineError: no such image, or the registry refused the push (its message kept).
         """
         await self.tag_image(image, repo, tag)
         try:

@@ -22,6 +22,7 @@ import contextlib
 import functools
 import json
 import os
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from tests.schedulers.kubernetes.bare_cluster import (
     http_client,
     install_crds,
 )
+from tests.schedulers.kubernetes.test_workspace import require_registry
 
 NODE_KUBECONFIG = os.environ.get("ASYNCTORCHX_KUBE_NODE_KUBECONFIG")
 #: An image on the node (``kube-cluster.sh load``), with a tag the kubelet does not pull.
@@ -324,6 +326,28 @@ async def test_log_iter_follows_the_kubelets_stream_until_the_container_ends(
         response = await ended(scheduler, app_id)
         assert response.state == AppState.SUCCEEDED
         await node.deleted(scheduler, app_id)
+
+
+@pytest.mark.docker
+async def test_a_workspace_pushed_to_the_loopback_registry_runs_on_the_node(
+    tmp_path: Path,
+) -> None:
+    require_node()  # its skip first: the registry is of no use without a node
+    repo = f"{require_registry()}/asynctorchx-test/node-workspace"
+    (tmp_path / "hello.txt").write_text("hello from the workspace\n")
+    async with on_node() as (node, scheduler):
+        app = sh_app("workspace", "cat hello.txt")
+        cfg = {**CFG, "image_repo": repo}
+        app_id = await scheduler.submit(app, cfg, workspace=str(tmp_path))
+        try:
+            assert app.roles[0].image.startswith(f"{repo}:")  # the kubelet pulls it from there
+            response = await ended(scheduler, app_id)
+            assert response.state == AppState.SUCCEEDED
+            lines = [line async for line in scheduler.log_iter(app_id, "role0", 0)]
+            assert lines == ["hello from the workspace\n"]
+            await node.deleted(scheduler, app_id)
+        finally:
+            subprocess.run(["docker", "rmi", app.roles[0].image], capture_output=True, check=False)
 
 
 async def test_a_container_over_its_memory_limit_fails_the_app_with_the_kernels_kill() -> None:

@@ -173,3 +173,15 @@ async def test_the_workspace_image_is_pushed_to_the_loopback_registry(
             assert tag in listed.json()["tags"]
         finally:
             subprocess.run(["docker", "rmi", "-f", built], capture_output=True, check=False)
+
+
+@pytest.mark.docker
+async def test_a_push_the_registry_refuses_names_the_image_and_the_fix(docker_image: str) -> None:
+    scheduler = KubernetesScheduler("test")
+    repo = "127.0.0.1:1/asynctorchx-test/nowhere"  # a closed loopback port: no registry
+    async with scheduler:
+        try:
+            with pytest.raises(DockerEngineError, match=rf"pushing {repo}:t failed .*image_repo"):
+                await scheduler._engine.push_image(docker_image, repo, "t")
+        finally:
+            subprocess.run(["docker", "rmi", f"{repo}:t"], capture_output=True, check=False)
