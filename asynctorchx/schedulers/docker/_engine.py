@@ -312,6 +312,8 @@ class Engine:
         docker_host: the engine's URL (e.g. ``unix:///var/run/docker.sock``); ``None``:
             ``DOCKER_HOST`` or the default socket, as aiodocker finds it.
         session_name: the scheduler's session, named in :class:`SchedulerClosedError`.
+        backend: the scheduler the errors name (``kubernetes`` builds and pushes its
+            workspaces here too).
 
     Every request method raises:
         SchedulerUnavailableError: aiodocker is not installed, the event loop is not
@@ -320,9 +322,12 @@ class Engine:
         DockerEngineError: the engine answered 4xx/5xx (``status``, ``message``).
     """
 
-    def __init__(self, docker_host: str | None, session_name: str) -> None:
+    def __init__(
+        self, docker_host: str | None, session_name: str, backend: str = "local_docker"
+    ) -> None:
         self.docker_host = docker_host
         self.session_name = session_name
+        self.backend = backend
         self._docker: Any = None
         self._lock = anyio.Lock()
         self._closed = False
@@ -368,14 +373,15 @@ class Engine:
         """
         if self._closed:
             raise SchedulerClosedError(
-                f"the local_docker scheduler of session {self.session_name!r} is closed:"
+                f"the {self.backend} scheduler of session {self.session_name!r} is closed:"
                 " create a new one"
             )
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             raise SchedulerUnavailableError(
-                "local_docker needs an asyncio event loop (aiodocker runs on asyncio only):"
+                f"{self.backend} needs an asyncio event loop for the Docker engine"
+                " (aiodocker runs on asyncio only):"
                 " run it under asyncio, e.g. anyio.run(main, backend='asyncio')"
             ) from None
         async with self._lock:
@@ -385,7 +391,7 @@ class Engine:
                 import aiodocker
             except ImportError as err:
                 raise SchedulerUnavailableError(
-                    f"local_docker needs the aiodocker package ({err}): pip install aiodocker"
+                    f"{self.backend} needs the aiodocker package ({err}): pip install aiodocker"
                 ) from err
             docker = None
             try:

@@ -111,7 +111,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     ) -> None:
         super().__init__("kubernetes", session_name)
         self.api = ApiServer(kubeconfig, context)
-        self._engine = Engine(None, session_name)
+        self._engine = Engine(None, session_name, "kubernetes")
         self._jobs: dict[tuple[str, str], Informer[Job]] = {}
         self._pods: dict[str, Informer[Pod]] = {}
 

@@ -18,10 +18,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 
-from asynctorchx.errors import DockerEngineError
+from asynctorchx.errors import DockerEngineError, SchedulerUnavailableError
 from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asynctorchx.specs import AppDef, Role
 
@@ -185,3 +186,17 @@ async def test_a_push_the_registry_refuses_names_the_image_and_the_fix(docker_im
                 await scheduler._engine.push_image(docker_image, repo, "t")
         finally:
             subprocess.run(["docker", "rmi", f"{repo}:t"], capture_output=True, check=False)
+
+
+def test_a_workspace_under_trio_is_refused_naming_the_scheduler_and_the_fix(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        async with KubernetesScheduler("test") as scheduler:
+            role = Role("trainer", image="base:1", entrypoint="true")
+            await scheduler.build_workspace_and_update_role(role, workspace(tmp_path), {})
+
+    with pytest.raises(
+        SchedulerUnavailableError, match=r"^kubernetes needs an asyncio .* anyio\.run"
+    ):
+        anyio.run(main, backend="trio")
