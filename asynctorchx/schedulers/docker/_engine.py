@@ -1,4 +1,6 @@
-"""The Docker engine connection of ``local_docker``: the one module that imports aiodocker.
+"""The Docker engine connection of ``local_docker`` and of ``kubernetes``' workspaces.
+
+The one module that imports aiodocker.
 
 :class:`Engine` holds one aiodocker client, opened on first use, and makes each Docker
 Engine API request through aiodocker's public API (``docker.containers``,
