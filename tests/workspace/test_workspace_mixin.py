@@ -13,6 +13,7 @@ import asynctorchx.workspace.api as workspace_api
 from asynctorchx import specs, workspace
 from asynctorchx.runner import Runner
 from asynctorchx.schedulers.docker_scheduler import DockerScheduler
+from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asynctorchx.schedulers.local_scheduler import LocalScheduler
 from asynctorchx.specs.api import AppDef, CfgVal, Role
 from asynctorchx.workspace import WorkspaceMixin
@@ -75,6 +76,7 @@ def test_isinstance_follows_what_the_scheduler_builds() -> None:
     assert FakeScheduler.capabilities.workspace is None
     assert not isinstance(FakeScheduler("s"), WorkspaceMixin)
     assert issubclass(DockerScheduler, WorkspaceMixin)
+    assert issubclass(KubernetesScheduler, WorkspaceMixin)  # as TorchX's (DockerWorkspaceMixin)
     assert not issubclass(LocalScheduler, WorkspaceMixin)
     assert not issubclass(int, WorkspaceMixin)
 
