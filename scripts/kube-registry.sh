@@ -42,8 +42,13 @@ start_registry() {
     if ! command -v docker-registry >/dev/null 2>&1; then
         [ "$(id -u)" = 0 ] || die "must run as root to install docker-registry (try: sudo bash $0 start)"
         echo "installing docker-registry with apt-get"
-        DEBIAN_FRONTEND=noninteractive apt-get install -o DPkg::Lock::Timeout=600 -y -q \
-            --no-install-recommends docker-registry
+        export DEBIAN_FRONTEND=noninteractive
+        local lock=(-o DPkg::Lock::Timeout=600)
+        # a fresh machine may have no package lists yet: fetch them once, then try again
+        apt-get install "${lock[@]}" -y -q --no-install-recommends docker-registry || {
+            apt-get update "${lock[@]}" -q
+            apt-get install "${lock[@]}" -y -q --no-install-recommends docker-registry
+        }
     fi
     mkdir -p "$STATE/storage"
     cat >"$STATE/config.yml" <<EOF
