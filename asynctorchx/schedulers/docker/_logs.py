@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import struct
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from datetime import datetime
@@ -59,6 +60,9 @@ from asynctorchx.schedulers.toolkit import (
 
 #: The stream numbers of the engine's frame header.
 STDOUT, STDERR = 1, 2
+
+#: A frame's header: its stream, three zero bytes and its payload's size (big-endian).
+_HEADER = struct.Struct(">B3xL")
 
 #: A follower's next request starts for a stream without a line going on no earlier than
 #: this long (ns) before the newest frame it consumed. Positions alone are exact, but
@@ -151,6 +155,25 @@ class _Stream(StampSkip[bytes | bytearray]):
         self.part: bytes | bytearray = b""
         #: Bytes of the line going on that the current request sends again, to drop.
         self.skip_bytes = 0
+
+    def repeated(self, stamp: bytes | bytearray, ends_line: bool, size: int) -> int | None:
+        """Of a frame stamped at or before the current request's start (:attr:`floor`),
+        how many payload bytes were delivered before (to drop); ``None``: all of it.
+
+        Moves the position past the frame's line when the frame ends one not delivered.
+
+        Args:
+            stamp: the frame's stamp.
+            ends_line: the frame ends its line.
+            size: the frame's payload size (bytes).
+        """
+        if self.repeats(stamp, ends_line):
+            return None  # before this request's start, or delivered before it
+        if not self.skip_bytes:
+            return 0
+        dropped = min(self.skip_bytes, size)  # the start of the line going on
+        self.skip_bytes -= dropped
+        return None if dropped == size else dropped
 
 
 def _position(marks: list[tuple[bytes | bytearray, int]]) -> Stamped | StampedPair:
@@ -266,20 +289,24 @@ class FrameParser:
         lines: list[str] = []
         run_kind = STDOUT
         pos, size = 0, len(body)
-        while size - pos >= 8:  # header: stream, 0, 0, 0, big-endian payload size
+        while size - pos >= 8:
+            kind, length = _HEADER.unpack_from(body, pos)
             start = pos + 8
-            end = start + int.from_bytes(body[pos + 4 : start], "big")
+            end = start + length
             if end > size:
                 break
-            kind = STDERR if body[pos] == STDERR else STDOUT
+            kind = STDERR if kind == STDERR else STDOUT
             state = states[kind]
             pos = end
-            # the fast path of every frame (benchmark 7 logs, the follow row): the engine's
-            # own form, "<stamp>Z " of 31 bytes, not its zero time ("0001-..."), recognised
-            # by three bytes without a call; any other goes to _stamp
+            # the fast path of every frame (benchmark 7 logs, the follow and re-read rows):
+            # the engine's own form, "<stamp>Z " of 31 bytes, not its zero time
+            # ("0001-..."), recognised by three bytes without a call (any other goes to
+            # _stamp); a frame stamped after the request's start is new, and one ending a
+            # line moves the position here (StampSkip.delivered inlined); only one at or
+            # before the start can repeat what was delivered (_Stream.repeated)
             stamp: bytes | bytearray
             if (
-                end - start > 30
+                length > 30
                 and body[start + 29] == 0x5A
                 and body[start + 30] == 0x20
                 and body[start] != 0x30
@@ -289,15 +316,16 @@ class FrameParser:
                 stamp, begin = _stamp(body, start, end)
             ends_line = body[end - 1] == 0x0A
             if stamp:
-                if state.repeats(stamp, ends_line):
-                    continue  # before this request's start, or delivered before it
-                if state.skip_bytes and stamp == state.floor:  # the line going on's start
-                    dropped = min(state.skip_bytes, end - begin)
-                    state.skip_bytes -= dropped
-                    begin += dropped
-                    if begin == end:
+                if stamp <= state.floor:
+                    dropped = state.repeated(stamp, ends_line, end - begin)
+                    if dropped is None:
                         continue
-                newest = max(newest, stamp)
+                    begin += dropped
+                elif ends_line:
+                    state.count = state.count + 1 if stamp == state.mark else 1
+                    state.mark = stamp
+                if stamp > newest:
+                    newest = stamp
             if ends_line:
                 state.fed = 0
             else:

@@ -138,11 +138,8 @@ class StampSkip(Generic[S]):
         if self.skip and stamp == self.floor:
             self.skip -= ends_line
             return True
-        if ends_line:  # delivered(stamp) inlined: once per Docker frame (benchmark 7 logs)
-            if stamp == self.mark:
-                self.count += 1
-            else:
-                self.mark, self.count = stamp, 1
+        if ends_line:
+            self.delivered(stamp)
         return False
 
     def delivered(self, stamp: S) -> None:
