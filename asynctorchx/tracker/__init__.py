@@ -1,6 +1,29 @@
 """Experiment trackers, at TorchX's import path ``torchx.tracker``.
 
+A training script records into the run the Runner started it as::
+
+    from asynctorchx.tracker import app_run_from_env
+
+    run = app_run_from_env()
+    run.add_metadata(lr=0.01)
+    run.add_artifact("model", "s3://bucket/model.pt")
+
 The names live in :mod:`asynctorchx.tracker.api` (the environment variables the Runner
-gives each replica, and building the configured trackers). TorchX's ``torchx.tracker``
-exports only ``AppRun`` and ``app_run_from_env``, which asynctorchx does not provide.
+gives each replica, the trackers they configure, :class:`~asynctorchx.tracker.api.AppRun`);
+the ``fsspec`` tracker in :mod:`asynctorchx.tracker.backend.fsspec`.
 """
+
+from asynctorchx.tracker.api import AppRun
+
+
+def app_run_from_env() -> AppRun:
+    """Return :meth:`AppRun.run_from_env() <asynctorchx.tracker.api.AppRun.run_from_env>`
+    (``torchx.tracker.app_run_from_env``).
+
+    Raises:
+        Exception: whatever a tracker's factory or ``add_source`` raises.
+    """
+    return AppRun.run_from_env()
+
+
+__all__ = ["AppRun", "app_run_from_env"]

@@ -14,7 +14,12 @@ script written for TorchX's trackers reads the same variables:
 Which trackers: the keys of ``[torchx:tracker]`` in the ``.torchxconfig``, replaced by
 ``$TORCHX_TRACKERS`` when set; each tracker's config is ``config`` in
 ``[tracker:<name>]``, replaced by ``$TORCHX_TRACKER_<NAME>_CONFIG`` when set.
-TorchX's tracker classes (``AppRun``, ``TrackerSource``, ...) are not provided.
+
+The in-job side, as TorchX's: a training script calls :meth:`AppRun.run_from_env`
+(``asynctorchx.tracker.app_run_from_env``), which builds the trackers those variables
+name and records the run's metadata, artifacts and sources in each of them. It is
+synchronous: a training script is not an event loop. The ``fsspec`` tracker
+(:mod:`asynctorchx.tracker.backend.fsspec`, the ``tracker`` extra) is built in.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ import logging
 import os
 import pkgutil
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Protocol
 
 from asynctorchx.util.entrypoints import entry_points
 
@@ -40,14 +47,60 @@ ENV_TORCHX_TRACKERS = "TORCHX_TRACKERS"
 #: The entry point group of tracker factories (TorchX's, so TorchX's trackers are found).
 TRACKER_ENTRY_POINT_GROUP = "torchx.tracker"
 
+#: Trackers built in, used when no entry point has their name: the ``fsspec`` tracker
+#: needs the ``tracker`` extra, and TorchX's own ``fsspec`` entry point wins when TorchX
+#: is installed (both keep the same layout).
+_BUILTIN_TRACKERS = {"fsspec": "asynctorchx.tracker.backend.fsspec:create"}
+
+
+@dataclass(frozen=True)
+class TrackerSource:
+    """A run a tracked run consumed (``torchx.tracker.api.TrackerSource``).
+
+    Attributes:
+        source_run_id: the source's app handle, or the id of an entity outside TorchX.
+        artifact_name: what of the source was consumed (``None``: the run as a whole).
+    """
+
+    source_run_id: str
+    artifact_name: str | None
+
+
+@dataclass(frozen=True)
+class TrackerArtifact:
+    """An artifact of a run (``torchx.tracker.api.TrackerArtifact``).
+
+    Attributes:
+        name: the artifact's name, unique in its run (a later one replaces it).
+        path: where the artifact is (a path or URI; the tracker does not read it).
+        metadata: JSON-serializable details, or ``None``.
+    """
+
+    name: str
+    path: str
+    metadata: Mapping[str, object] | None
+
 
 class TrackerBase(Protocol):
-    """What a tracker answers about jobs: TorchX's ``torchx.tracker.api.TrackerBase``
-    queries, so a TorchX tracker (such as its ``fsspec`` one) is one.
+    """A tracker: TorchX's ``torchx.tracker.api.TrackerBase`` writes and queries, so a
+    TorchX tracker (such as its ``fsspec`` one) is one.
 
-    Its methods are synchronous, as TorchX's; the ``add_*`` methods a job calls are not
-    needed to query and are left out.
+    Its methods are synchronous, as TorchX's. A tracker used only to query (the
+    ``tracker`` command) needs only ``run_ids``, ``metadata``, ``artifacts`` and
+    ``sources``; :class:`AppRun` calls the ``add_*`` methods. TorchX's ``lineage``
+    (unimplemented in its ``fsspec`` tracker) is left out.
     """
+
+    def add_metadata(self, run_id: str, **kwargs: object) -> None:
+        """Record ``kwargs`` (JSON-serializable) as metadata of ``run_id``."""
+
+    def add_artifact(
+        self, run_id: str, name: str, path: str, metadata: Mapping[str, object] | None = None
+    ) -> None:
+        """Record the artifact ``name`` at ``path`` of ``run_id``."""
+
+    def add_source(self, run_id: str, source_id: str, artifact_name: str | None = None) -> None:
+        """Record that ``run_id`` consumed ``source_id`` (its ``artifact_name``)."""
 
     def run_ids(self, **kwargs: str) -> Iterable[str]:
         """Return the run ids, filtered by ``kwargs`` (``parent_run_id``)."""
@@ -55,13 +108,11 @@ class TrackerBase(Protocol):
     def metadata(self, run_id: str) -> Mapping[str, object]:
         """Return the metadata of ``run_id``."""
 
-    def artifacts(self, run_id: str) -> Mapping[str, Any]:
-        """Return the artifacts of ``run_id`` by name (each with ``name``, ``path``,
-        ``metadata``)."""
+    def artifacts(self, run_id: str) -> Mapping[str, TrackerArtifact]:
+        """Return the artifacts of ``run_id`` by name."""
 
-    def sources(self, run_id: str, artifact_name: str | None = None) -> Iterable[Any]:
-        """Return the sources of ``run_id`` (each with ``source_run_id``,
-        ``artifact_name``)."""
+    def sources(self, run_id: str, artifact_name: str | None = None) -> Iterable[TrackerSource]:
+        """Return the sources of ``run_id``, only those of ``artifact_name`` when given."""
 
 
 def _load_path(path: str) -> object | None:
@@ -78,7 +129,8 @@ def build_trackers(configured: Mapping[str, str | None]) -> list[TrackerBase]:
     """Create the trackers ``configured`` names (:func:`get_configured_trackers`).
 
     As ``torchx.tracker.api.build_trackers``: a name is an entry point of the group
-    ``torchx.tracker`` (TorchX's ``fsspec``), else a ``module.path:factory`` path; the
+    ``torchx.tracker`` (TorchX's ``fsspec``), else a built-in tracker (``fsspec``, the
+    ``tracker`` extra), else a ``module.path:factory`` path; the
     factory is called with the tracker's config (or ``None``). A name found neither way
     is skipped with a logged warning.
 
@@ -92,13 +144,16 @@ def build_trackers(configured: Mapping[str, str | None]) -> list[TrackerBase]:
     trackers: list[TrackerBase] = []
     for name, config in configured.items():
         entry_point = by_name.get(name)
-        factory = entry_point.load() if entry_point is not None else _load_path(name)
+        path = _BUILTIN_TRACKERS.get(name, name)
+        factory = entry_point.load() if entry_point is not None else _load_path(path)
         if not callable(factory):
             logger.warning(
                 "no tracker factory %r: it is neither a %r entry point nor a"
-                " `module.path:factory` path; skipped",
+                " `module.path:factory` path (the built-in %r trackers need"
+                " `pip install 'asynctorchx[tracker]'`); skipped",
                 name,
                 TRACKER_ENTRY_POINT_GROUP,
+                sorted(_BUILTIN_TRACKERS),
             )
             continue
         trackers.append(factory(config))
@@ -145,13 +200,124 @@ def get_configured_trackers(
     return trackers
 
 
+def trackers_from_environ() -> list[TrackerBase]:
+    """Build the trackers ``$TORCHX_TRACKERS`` names, each with its
+    ``$TORCHX_TRACKER_<NAME>_CONFIG`` (``torchx.tracker.api.trackers_from_environ``).
+
+    Unlike :func:`get_configured_trackers` it reads no config file: in a replica the
+    Runner's environment is the whole configuration. Empty when the variable is unset.
+
+    Raises:
+        Exception: whatever a tracker's factory raises.
+    """
+    names = os.environ.get(ENV_TORCHX_TRACKERS)
+    if names is None:
+        return []
+    return build_trackers(
+        {
+            name: os.environ.get(tracker_config_env_var_name(name))
+            for name in (n.strip() for n in names.split(","))
+            if name
+        }
+    )
+
+
+@dataclass(frozen=True)
+class AppRunTrackableSource:
+    """A run's source as :meth:`AppRun.sources` returns it
+    (``torchx.tracker.api.AppRunTrackableSource``).
+
+    Attributes:
+        parent: the source run, writing to the same trackers.
+        artifact_name: what of the source was consumed (``None``: the run as a whole).
+    """
+
+    parent: AppRun
+    artifact_name: str | None
+
+
+@dataclass(frozen=True)
+class AppRun:
+    """The run a training script records into: every call goes to each of ``backends``
+    (``torchx.tracker.api.AppRun``).
+
+    Attributes:
+        id: the run id, the app handle in ``$TORCHX_JOB_ID`` in a job the Runner started.
+        backends: the trackers written to.
+    """
+
+    id: str
+    backends: Iterable[TrackerBase]
+
+    @staticmethod
+    @cache
+    def run_from_env() -> AppRun:
+        """Return the process's run, built once from the Runner's environment.
+
+        ``id`` is ``$TORCHX_JOB_ID`` (``"<UNDEFINED>"`` outside a job: the run then has
+        no trackers unless ``$TORCHX_TRACKERS`` names some); the trackers are
+        :func:`trackers_from_environ`'s. With ``$TORCHX_PARENT_RUN_ID`` set, each tracker
+        records that run as a source of this one. Later calls return the same run.
+
+        Raises:
+            Exception: whatever a tracker's factory or ``add_source`` raises.
+        """
+        run_id = os.environ.get(ENV_TORCHX_JOB_ID, "<UNDEFINED>")
+        trackers = trackers_from_environ()
+        parent_run_id = os.environ.get(ENV_TORCHX_PARENT_RUN_ID)
+        if parent_run_id is not None:
+            for tracker in trackers:
+                tracker.add_source(run_id, parent_run_id, artifact_name=None)
+        return AppRun(id=run_id, backends=tuple(trackers))
+
+    def add_metadata(self, **kwargs: object) -> None:
+        """Record ``kwargs`` (JSON-serializable) as metadata of this run in every tracker;
+        a later value of a key replaces an earlier one."""
+        for backend in self.backends:
+            backend.add_metadata(self.id, **kwargs)
+
+    def add_artifact(
+        self, name: str, path: str, metadata: Mapping[str, object] | None = None
+    ) -> None:
+        """Record the artifact ``name`` at ``path`` (with JSON-serializable ``metadata``)
+        in every tracker."""
+        for backend in self.backends:
+            backend.add_artifact(self.id, name, path, metadata)
+
+    def job_id(self) -> str:
+        """Return the run id (:attr:`id`)."""
+        return self.id
+
+    def add_source(self, source_id: str, artifact_name: str | None = None) -> None:
+        """Record in every tracker that this run consumed ``source_id`` (an app handle or
+        an outside id), its ``artifact_name`` or, with ``None``, the whole run."""
+        for backend in self.backends:
+            backend.add_source(self.id, source_id, artifact_name)
+
+    def sources(self) -> list[AppRunTrackableSource]:
+        """Return this run's sources as the first tracker records them (none without
+        trackers)."""
+        first = next(iter(self.backends), None)
+        if first is None:
+            return []
+        return [
+            AppRunTrackableSource(AppRun(s.source_run_id, self.backends), s.artifact_name)
+            for s in first.sources(self.id)
+        ]
+
+
 __all__ = [
     "ENV_TORCHX_JOB_ID",
     "ENV_TORCHX_PARENT_RUN_ID",
     "ENV_TORCHX_TRACKERS",
     "TRACKER_ENTRY_POINT_GROUP",
+    "AppRun",
+    "AppRunTrackableSource",
+    "TrackerArtifact",
     "TrackerBase",
+    "TrackerSource",
     "build_trackers",
     "get_configured_trackers",
     "tracker_config_env_var_name",
+    "trackers_from_environ",
 ]
