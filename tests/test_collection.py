@@ -18,7 +18,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 #: the extras the README's test command leaves out
-ABSENT_EXTRAS = ("web", "torch", "docs")
+ABSENT_EXTRAS = ("web", "torch", "docs", "tracker")
 
 
 def _normalized(name: str) -> str:
@@ -69,7 +69,7 @@ def _venv_without_extras(target: Path) -> Path:
     return python
 
 
-def test_the_suite_collects_without_the_web_torch_and_docs_extras(tmp_path: Path) -> None:
+def test_the_suite_collects_without_the_web_torch_docs_and_tracker_extras(tmp_path: Path) -> None:
     python = _venv_without_extras(tmp_path / "venv")
     gone = subprocess.run(
         [str(python), "-c", "import httpx"], capture_output=True, text=True, check=False

@@ -1,0 +1,1 @@
+"""Tracker backends, at TorchX's import path ``torchx.tracker.backend``."""
