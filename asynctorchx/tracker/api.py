@@ -147,14 +147,13 @@ def build_trackers(configured: Mapping[str, str | None]) -> list[TrackerBase]:
         path = _BUILTIN_TRACKERS.get(name, name)
         factory = entry_point.load() if entry_point is not None else _load_path(path)
         if not callable(factory):
-            logger.warning(
-                "no tracker factory %r: it is neither a %r entry point nor a"
-                " `module.path:factory` path (the built-in %r trackers need"
-                " `pip install 'asynctorchx[tracker]'`); skipped",
-                name,
-                TRACKER_ENTRY_POINT_GROUP,
-                sorted(_BUILTIN_TRACKERS),
+            why = (
+                "the built-in tracker needs `pip install 'asynctorchx[tracker]'`"
+                if name in _BUILTIN_TRACKERS
+                else f"it is neither a {TRACKER_ENTRY_POINT_GROUP!r} entry point nor a"
+                " `module.path:factory` path"
             )
+            logger.warning("no tracker factory %r: %s; skipped", name, why)
             continue
         trackers.append(factory(config))
     return trackers

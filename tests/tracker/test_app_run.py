@@ -3,6 +3,7 @@ tracker the Runner's environment names (TorchX's ``torchx.tracker`` in-job API).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping
 
 import pytest
@@ -88,3 +89,13 @@ def test_the_run_writes_to_every_tracker_the_env_names(monkeypatch: pytest.Monke
 def test_an_unknown_tracker_name_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCHX_TRACKERS", f"no.such.module:create,{FACTORY}")
     assert [type(t) for t in app_run_from_env().backends] == [MemoryTracker]
+
+
+def test_the_builtin_fsspec_tracker_without_its_extra_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "fsspec", None)  # import fsspec raises ImportError
+    monkeypatch.delitem(sys.modules, "asynctorchx.tracker.backend.fsspec", raising=False)
+    monkeypatch.setenv("TORCHX_TRACKERS", "fsspec")
+    assert list(app_run_from_env().backends) == []
+    assert "pip install 'asynctorchx[tracker]'" in caplog.text
