@@ -136,3 +136,52 @@ def test_we_read_what_torchx_nightly_writes(fsspec_config: Path) -> None:
     read = run_nightly(NIGHTLY_TRACKER, {"config": str(fsspec_config), **WRITES})
     assert read == EXPECTED
     assert json.loads(json.dumps(_read_ours(fsspec_config))) == EXPECTED
+
+
+# a training script's calls, through torchx-nightly's app_run_from_env
+NIGHTLY_APP_RUN = """
+import json
+from torchx.tracker import app_run_from_env
+run = app_run_from_env()
+run.add_metadata(lr=0.1)
+run.add_artifact("model", "/ckpt/model.pt", {"step": 7})
+run.add_source("s3://data/v2", "dataset")
+print(json.dumps(run.job_id()))
+"""
+
+
+def test_a_script_records_the_same_through_torchx_nightlys_app_run_and_ours(
+    fsspec_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asynctorchx.tracker import AppRun, app_run_from_env
+
+    env = {
+        "TORCHX_TRACKERS": "fsspec",
+        "TORCHX_TRACKER_FSSPEC_CONFIG": str(fsspec_config),
+        "TORCHX_PARENT_RUN_ID": "exp-7",
+    }
+    theirs = run_nightly(NIGHTLY_APP_RUN, env={**env, "TORCHX_JOB_ID": "local_cwd://s/theirs"})
+    for name, value in {**env, "TORCHX_JOB_ID": "local_cwd://s/ours"}.items():
+        monkeypatch.setenv(name, value)
+    AppRun.run_from_env.cache_clear()
+    try:
+        run = app_run_from_env()
+        run.add_metadata(lr=0.1)
+        run.add_artifact("model", "/ckpt/model.pt", {"step": 7})
+        run.add_source("s3://data/v2", "dataset")
+    finally:
+        AppRun.run_from_env.cache_clear()
+    read = _read_ours(fsspec_config)
+    assert theirs == "local_cwd://s/theirs"
+    assert (
+        read["local_cwd://s/ours"]
+        == read[theirs]
+        == {
+            "metadata": {"lr": 0.1},
+            "artifacts": {"model": ["/ckpt/model.pt", {"step": 7}]},
+            "sources": [["exp-7", ""], ["s3://data/v2", "dataset"]],
+            "children": [],
+        }
+    )
+    (tracker,) = build_trackers({"fsspec": str(fsspec_config)})
+    assert sorted(tracker.run_ids(parent_run_id="exp-7")) == ["local_cwd://s/ours", theirs]
