@@ -1,19 +1,22 @@
 """Benchmark 7 (logs): follow and re-read one ``local_docker`` replica's log (issue 15).
 
 One container (image ``asynctorchx-test/busybox:latest``) writes ``lines`` lines of
-``width`` bytes to stdout (``yes`` piped to ``head``): 1 M x 100 B (100 MB) in the full
-run, 20,000 x 100 B (2 MB) in smoke mode. In the same driver process, on that container:
+``width`` bytes to stdout (``yes`` piped to ``head``), then one line of ``LONG_LINE``
+characters: 1 M x 100 B (100 MB) in the full run, 20,000 x 100 B (2 MB) in smoke mode.
+Ours is read through the public API users call, a ``Runner`` (``run``, ``log_lines``,
+``wait``). In the same driver process, on that container:
 
-* ``follow_mb_per_s``: our ``log_iter(should_tail=True)`` from ``submit`` returning until
+* ``follow_mb_per_s``: ``Runner.log_lines(should_tail=True)`` from ``run`` returning until
   the follow ends (the container has exited and every line was yielded);
-* ``reread_mb_per_s``: our ``log_iter`` of the exited container (no follow);
+* ``reread_mb_per_s``: ``Runner.log_lines`` of the exited container (no follow);
 * ``docker_logs_mb_per_s``: the floor, ``docker logs <container>`` of the same container
   into a pipe drained in 1 MiB reads (bytes, no lines). The re-read and the floor run in
   turn, in an order that varies from trial to trial (the driver's pid parity).
 
 Two more sides measure the follow's own floors, each on a container of its own submitted
 the same way (run in turn with ours, the order rotating per trial: run at once they would
-share the two cores and dockerd), timed from ``submit`` returning to the end of the log:
+share the two cores and dockerd), timed from the scheduler's ``submit`` returning to the
+end of the log:
 
 * ``aiodocker_follow``: the engine's follow read raw through aiodocker, the request ours
   makes (``follow=1``, ``timestamps=1``, both streams), its chunks counted and dropped:
@@ -26,7 +29,8 @@ MB = 10^6 bytes of log text (``lines * width``). Ours' rows carry ``vs_floor`` (
 ``vs_docker_logs_follow``. ``peak_rss_mb``: the driver's peak RSS after all three, which
 holds the scheduler and one block of lines at a time, never the log (compare the smoke
 size with the full one). Every read checks the line count and that each line is whole
-(``width`` bytes; the engine splits lines over 16 KiB into several frames, which
+(``width`` bytes, the last ``LONG_LINE + 1``: the engine splits lines over 16 KiB into
+several frames, which
 ``tests/schedulers/docker/test_log_frames.py`` covers). TorchX's ``DockerScheduler`` is not
 run (its ``log_iter`` reads through docker-py, a different floor). Skipped, with the
 reason, when no Docker engine answers.
@@ -61,6 +65,8 @@ from _harness import (
 )
 
 IMAGE = "asynctorchx-test/busybox:latest"
+LONG_LINE = 40_000  # characters of the log's last line (issue 36: it comes back whole)
+FRAME_SPLIT = 16 * 1024  # the engine's most text per frame
 METRICS = ["follow_mb_per_s", "reread_mb_per_s", "docker_logs_mb_per_s", "peak_rss_mb"]
 SIDES = ("ours", "aiodocker_follow", "docker_logs_follow")
 FOLLOW_FLOORS = ("aiodocker_follow", "docker_logs_follow")
@@ -84,7 +90,7 @@ def _app(p: dict[str, Any]) -> Any:
 
     api = ours_module("asynctorchx.specs.api")
     lines, width = int(p["lines"]), int(p["width"])
-    script = f"yes {'x' * (width - 1)} | head -n {lines}"
+    script = f"yes {'x' * (width - 1)} | head -n {lines}; printf '%{LONG_LINE}s\\n' '' | tr ' ' y"
     return api.AppDef(
         name="dl",
         roles=[api.Role(name="r", image=IMAGE, entrypoint="sh", args=["-c", script])],
@@ -102,35 +108,37 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
     from _sides import ours_module
     from bench_docker import _containers, _remove
 
-    mod = ours_module("asynctorchx.schedulers.docker_scheduler")
+    runner_api = ours_module("asynctorchx.runner")
+    specs = ours_module("asynctorchx.specs")
     lines, width = int(p["lines"]), int(p["width"])
-    mb = lines * width / 1e6
+    mb = (lines * width + LONG_LINE + 1) / 1e6
     app = _app(p)
     problems: list[str] = []
 
-    async def read(sched: Any, app_id: str, follow: bool) -> float:
+    async def read(runner: Any, handle: str, follow: bool) -> float:
         t0 = time.perf_counter()
         n = bad = 0
-        async for line in sched.log_iter(app_id, "r", 0, should_tail=follow):
+        async for line in runner.log_lines(handle, "r", 0, should_tail=follow):
             n += 1
-            bad += len(line) != width
+            bad += len(line) != (width if n <= lines else LONG_LINE + 1)
         secs = time.perf_counter() - t0
-        if n != lines or bad:
+        if n != lines + 1 or bad:
             problems.append(f"{'follow' if follow else 're-read'}: {n} lines, {bad} not whole")
         return secs
 
     async def main() -> dict[str, Any]:
-        async with mod.create_scheduler("bench") as sched:
-            app_id = await sched.submit(app, {})
+        async with runner_api.get_runner("bench", handle_signals=False) as runner:
+            handle = await runner.run(app, "local_docker")
+            app_id = specs.parse_app_handle(handle).app_id
             try:
-                follow = await read(sched, app_id, True)
-                await sched.wait(app_id)
+                follow = await read(runner, handle, True)
+                await runner.wait(handle)
                 container = _containers(app_id)[0]
                 if os.getpid() % 2:  # the order of the two varies from trial to trial
                     floor, _ = _docker_logs(container)
-                    reread = await read(sched, app_id, False)
+                    reread = await read(runner, handle, False)
                 else:
-                    reread = await read(sched, app_id, False)
+                    reread = await read(runner, handle, False)
                     floor, _ = _docker_logs(container)
             finally:
                 _remove([app_id])
@@ -161,8 +169,10 @@ def follow_floor(p: dict[str, Any], side: str) -> dict[str, Any]:
 
     mod = ours_module("asynctorchx.schedulers.docker_scheduler")
     lines, width = int(p["lines"]), int(p["width"])
+    text = lines * width + LONG_LINE + 1
     # the whole frames: header, stamp and space (aiodocker), or the text alone (docker logs)
-    expected = lines * (width + 8 + 31) if side == "aiodocker_follow" else lines * width
+    frames = lines + -(-(LONG_LINE + 1) // FRAME_SPLIT)
+    expected = text + frames * (8 + 31) if side == "aiodocker_follow" else text
 
     async def main() -> dict[str, Any]:
         docker = aiodocker.Docker()
@@ -192,7 +202,7 @@ def follow_floor(p: dict[str, Any], side: str) -> dict[str, Any]:
         finally:
             await docker.close()
         note = None if size == expected else f"{size} bytes, expected {expected}"
-        return {"follow_mb_per_s": lines * width / 1e6 / secs, "note": note}
+        return {"follow_mb_per_s": text / 1e6 / secs, "note": note}
 
     return anyio.run(main)
 
