@@ -94,7 +94,7 @@ def test_each_builtin_says_where_its_apps_live_and_what_a_workspace_becomes() ->
         "local_dir": (True, None),
         "local_docker": (False, "image"),
         "slurm": (False, "directory"),  # copied into job_dir, as TorchX's DirWorkspaceMixin
-        "kubernetes": (False, None),
+        "kubernetes": (False, "image"),  # built on the Docker engine, pushed to image_repo
     }
 
 
