@@ -121,8 +121,15 @@ class Docker(Backend):
         count = 0
         for handle in handles:
             label = f"label=torchx.pytorch.org/app-id={parse_app_handle(handle).app_id}"
-            done = await anyio.run_process(["docker", "ps", "-q", "--filter", label])
-            count += len(done.stdout.split())
+            listed = await anyio.run_process(["docker", "ps", "-a", "-q", "--filter", label])
+            if not listed.stdout.split():
+                continue
+            # inspect, not ps: ps reads the engine's view of its containers, which it
+            # updates after sending the `die` event (moby's handleContainerExit)
+            ids = listed.stdout.decode().split()
+            command = ["docker", "inspect", "--format", "{{.State.Running}}", *ids]
+            inspected = await anyio.run_process(command, check=False)
+            count += inspected.stdout.split().count(b"true")
         return count
 
 
