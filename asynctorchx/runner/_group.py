@@ -626,7 +626,10 @@ async def _wait_through(
 async def stop_groups(groups: Iterable[AppGroup]) -> None:
     """Cancel the apps of open groups and wait for them (a runner closing, a signal).
 
-    Never raises: the apps still running after each group's ``stop_timeout`` are logged.
+    A group whose apps all ended then ends its reaper, so that a process a signal ends
+    leaves none behind; one with apps still running keeps it, to cancel them once this
+    process is gone. Never raises: the apps still running after each group's
+    ``stop_timeout`` are logged.
 
     Args:
         groups: the groups still open.
@@ -636,6 +639,8 @@ async def stop_groups(groups: Iterable[AppGroup]) -> None:
         stragglers = await group._stop()
         if stragglers:
             logger.error("%s", AppGroupStopTimeout(stragglers, group._stop_timeout))
+        else:
+            await group._reaper.close()
 
     with anyio.CancelScope(shield=True):
         await gather(functools.partial(stop, group) for group in list(groups))
