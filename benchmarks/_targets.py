@@ -119,14 +119,67 @@ def _t4(rows: Rows) -> list[tuple[str, str, bool | None]]:
     o = _get(rows, "4", "seconds", "ours", "m=500")
     th = _get(rows, "4", "threads", "ours", "m=500")
     if o is None or th is None:
-        return [("M=500 < 2 s, no worker threads", "not run (smoke: M=10)", None)]
-    return [
-        (
+        first = ("M=500 < 2 s, no worker threads", "not run (smoke: M=10)", None)
+    else:
+        first = (
             "M=500 < 2 s, no worker threads",
             f"{o['median']:.2f} s, {th['max']:.0f} thread(s)",
             o["median"] < 2.0 and th["max"] <= 1,
         )
-    ]
+    return [first, *_t4_many(rows), *_t4_records(rows)]
+
+
+#: How much more per app (CPU) or per query (time) the large case may cost (issue 36).
+MANY_SPREAD = 1.2
+
+
+def _t4_many(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    """Issue 36: 5,000 apps of ``true`` in one runner, per-app driver CPU within 1.2x of
+    500's, one thread, the peak RSS and its growth per app reported."""
+    out: list[tuple[str, str, bool | None]] = []
+    for side in ("ours", "ours_group"):
+        target = f"{side}: CPU per app at M=5000 within {MANY_SPREAD}x of M=500, one thread"
+        small = _get(rows, "4", "cpu_ms_per_app", side, "m=500 cmd=true")
+        large = _get(rows, "4", "cpu_ms_per_app", side, "m=5000 cmd=true")
+        th = _get(rows, "4", "threads", side, "m=5000 cmd=true")
+        rss = _get(rows, "4", "peak_rss_mb", side, "m=5000 cmd=true")
+        per = _get(rows, "4", "rss_kb_per_app", side, "m=5000 cmd=true")
+        if small is None or large is None or th is None or rss is None or per is None:
+            out.append((target, "not run (smoke: M=10)", None))
+            continue
+        ratio = large["median"] / small["median"]
+        out.append(
+            (
+                target,
+                f"{large['median']:.2f} / {small['median']:.2f} ms = {ratio:.2f}x,"
+                f" {th['max']:.0f} thread(s), peak RSS {rss['max']:.0f} MB"
+                f" ({per['max']:.1f} KB per app)",
+                ratio <= MANY_SPREAD and th["max"] <= 1,
+            )
+        )
+    return out
+
+
+def _t4_records(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    """Issue 36: ``list``, ``status`` and the CLI's with 5,000 finished apps' records
+    within 1.2x of a directory with one."""
+    out: list[tuple[str, str, bool | None]] = []
+    for metric in ("list_ms", "status_ms", "cli_list_s", "cli_status_s"):
+        target = f"{metric} with 5000 records within {MANY_SPREAD}x of 1 record"
+        one = _get(rows, "4", metric, "records", "records=1")
+        full = _get(rows, "4", metric, "records", "records=5000")
+        if one is None or full is None:
+            out.append((target, "not run (smoke: 50 records)", None))
+            continue
+        ratio = full["median"] / one["median"]
+        out.append(
+            (
+                target,
+                f"{full['median']:.4g} / {one['median']:.4g} = {ratio:.2f}x",
+                ratio <= MANY_SPREAD,
+            )
+        )
+    return out
 
 
 def _t5(rows: Rows) -> list[tuple[str, str, bool | None]]:

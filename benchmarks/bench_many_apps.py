@@ -1,4 +1,4 @@
-"""Benchmark 4: M apps of ``sleep 1`` submitted and awaited at once from one event loop.
+"""Benchmark 4: M apps of ``sleep 1`` (or ``true``) submitted and awaited at once from one loop.
 
 M = 50, 500 (smoke: 10). ``seconds``: wall from the first submit to the last wait
 returning; ``cpu_ms_per_app``: the driver's own CPU time (user + system, not its
@@ -25,6 +25,15 @@ fresh state directory (``_harness.isolated_state_dir``). TorchX's scheduler is c
 ``cache_size=max(100, M)``: at its default 100 it raises ``IndexError`` on the 101st
 unfinished app.
 
+Issue 36's cases: M = 500 and 5,000 apps of ``true`` (smoke: 10), ``ours`` and
+``ours_group`` only (one trial at 5,000), the same figures and ``peak_rss_mb`` (the
+driver's ``ru_maxrss``) and ``rss_kb_per_app`` (that peak's growth over the resident set
+just before the first submit, per app); the target is the CPU per app at 5,000 within
+1.2x of that at 500. ``4 records``: a second runner's ``Runner.list("local_cwd")`` and
+``Runner.status`` of one app (``list_ms``, ``status_ms``) and the CLI's ``list`` and
+``status`` whole process (``cli_list_s``, ``cli_status_s``) with 5,000 finished apps'
+records in the state directory (smoke: 50) against one (:func:`records`).
+
 ``python benchmarks/bench_many_apps.py [--smoke] [--trials N]`` prints the table and writes
 ``benchmarks/results/many_apps.json`` (``many_apps-smoke.json``).
 """
@@ -49,9 +58,13 @@ from _harness import (
     orchestrate,
     sample_usage,
     save,
+    self_maxrss_mb,
     table,
     threads_now,
 )
+
+#: What every case of M apps reports.
+CPU_METRICS = ["seconds", "cpu_ms_per_app", "user_ms_per_app", "system_ms_per_app", "threads"]
 
 
 def _clock() -> tuple[float, float, float]:
@@ -75,6 +88,25 @@ def _res(m: int, start: tuple[float, float, float]) -> dict[str, float]:
     }
 
 
+def _argv(p: dict[str, Any]) -> tuple[str, list[str]]:
+    """The app's entrypoint and args: ``p["cmd"]`` split on spaces, ``sleep 1`` by default."""
+    entrypoint, *args = str(p.get("cmd", "sleep 1")).split()
+    return entrypoint, args
+
+
+def _rss_now_mb() -> float:
+    """This process's resident set right now (MB, ``/proc/self/statm``)."""
+    resident_pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return resident_pages * resource.getpagesize() / 2**20
+
+
+def _rss(m: int, before_mb: float) -> dict[str, float]:
+    """``peak_rss_mb`` (``ru_maxrss``) and ``rss_kb_per_app``: the peak's growth over
+    ``before_mb`` (the resident set just before the first submit) per app of ``m``."""
+    peak = self_maxrss_mb()
+    return {"peak_rss_mb": peak, "rss_kb_per_app": max(0.0, peak - before_mb) * 1024.0 / m}
+
+
 def ours(p: dict[str, Any]) -> dict[str, Any]:
     """Submit and await ``p["m"]`` apps of ``sleep 1`` from one loop through ``get_runner()``
     (no arguments, default run options, as a user writes it): ``seconds``, peak ``threads``.
@@ -84,14 +116,16 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
 
     isolated_state_dir()
     get_runner = ours_module("asynctorchx.runner").get_runner
+    argv = _argv(p)
 
     async def main() -> dict[str, Any]:
         peaks = [(threads_now(), 0)]
         async with get_runner() as runner:
             runner.scheduler_run_opts("local_cwd")  # imports the scheduler's modules first
+            rss_before = _rss_now_mb()
 
             async def one(i: int) -> None:
-                handle = await runner.run(ours_app(f"m{i}", "sleep", ["1"]), "local_cwd")
+                handle = await runner.run(ours_app(f"m{i}", *argv), "local_cwd")
                 await runner.wait(handle)
 
             start = _clock()
@@ -102,7 +136,7 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
                         tg.start_soon(one, i)
                 outer.cancel_scope.cancel()
             res = _res(int(p["m"]), start)
-        return {**res, "threads": max(t for t, _ in peaks)}
+        return {**res, **_rss(int(p["m"]), rss_before), "threads": max(t for t, _ in peaks)}
 
     return anyio.run(main)
 
@@ -115,20 +149,22 @@ def ours_group(p: dict[str, Any]) -> dict[str, Any]:
 
     isolated_state_dir()
     get_runner = ours_module("asynctorchx.runner").get_runner
+    argv = _argv(p)
 
     async def main() -> dict[str, Any]:
         peaks = [(threads_now(), 0)]
         async with get_runner() as runner:
             runner.scheduler_run_opts("local_cwd")  # imports the scheduler's modules first
+            rss_before = _rss_now_mb()
             start = _clock()
             async with anyio.create_task_group() as outer:
                 outer.start_soon(sample_usage, peaks, False)  # threads only
                 async with runner.group() as group, anyio.create_task_group() as tg:
                     for i in range(int(p["m"])):
-                        tg.start_soon(group.run, ours_app(f"m{i}", "sleep", ["1"]), "local_cwd")
+                        tg.start_soon(group.run, ours_app(f"m{i}", *argv), "local_cwd")
                 outer.cancel_scope.cancel()
             res = _res(int(p["m"]), start)
-        return {**res, "threads": max(t for t, _ in peaks)}
+        return {**res, **_rss(int(p["m"]), rss_before), "threads": max(t for t, _ in peaks)}
 
     return anyio.run(main)
 
@@ -186,24 +222,120 @@ def torchx(p: dict[str, Any]) -> dict[str, Any]:
     return {**res, "threads": peak}
 
 
+def records(p: dict[str, Any]) -> dict[str, Any]:
+    """Query a state directory holding ``p["records"]`` finished apps' records of
+    ``local_cwd``: one real record (a ``true`` run to its end) and copies of it under other
+    app ids (the same bytes a finished app leaves, written directly: running 5,000 apps
+    first is the other rows' work). From a second runner, as another process of the user
+    does: ``list_ms`` (``Runner.list("local_cwd")``) and ``status_ms`` (``Runner.status`` of
+    the real app), five calls each; ``cli_list_s`` and ``cli_status_s``: the CLI's
+    ``asynctorchx list -s local_cwd`` and ``asynctorchx status <handle>``, whole process,
+    three runs each.
+    """
+    import subprocess
+
+    import anyio
+    from _sides import ours_app, ours_module
+
+    state = Path(isolated_state_dir())
+    get_runner = ours_module("asynctorchx.runner").get_runner
+    cli = [sys.executable, "-m", "asynctorchx.cli.main"]
+
+    async def first() -> str:
+        async with get_runner() as runner:
+            handle = await runner.run(ours_app("rec", "true", []), "local_cwd")
+            await runner.wait(handle)
+            return str(handle)
+
+    handle = anyio.run(first)
+    app_id = handle.rsplit("/", 1)[1]
+    text = (state / "local_cwd" / f"{app_id}.json").read_text()
+    for i in range(int(p["records"]) - 1):
+        copy = f"rec-copy{i:05d}"
+        (state / "local_cwd" / f"{copy}.json").write_text(text.replace(app_id, copy))
+
+    async def queries() -> tuple[list[float], list[float]]:
+        lists, statuses = [], []
+        async with get_runner() as runner:
+            for _ in range(5):
+                t0 = time.perf_counter()
+                await runner.list("local_cwd")
+                lists.append((time.perf_counter() - t0) * 1000.0)
+                t0 = time.perf_counter()
+                await runner.status(handle)
+                statuses.append((time.perf_counter() - t0) * 1000.0)
+        return lists, statuses
+
+    lists, statuses = anyio.run(queries)
+
+    def whole(args: list[str]) -> float:
+        t0 = time.perf_counter()
+        subprocess.run(cli + args, check=True, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - t0
+
+    listed = len(list((state / "local_cwd").glob("*.json")))
+    return {
+        "list_ms": lists,
+        "status_ms": statuses,
+        "cli_list_s": [whole(["list", "-s", "local_cwd"]) for _ in range(3)],
+        "cli_status_s": [whole(["status", handle]) for _ in range(3)],
+        "note": f"{listed} records",
+    }
+
+
 def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
     """Orchestrate benchmark 4; returns summary rows."""
     ms = [10] if smoke else [50, 500]
-    return orchestrate(
+    many = (
+        [{"m": 10, "cmd": "true"}]
+        if smoke
+        else [
+            {"m": 500, "cmd": "true"},
+            {"m": 5000, "cmd": "true", "max_trials": 1},
+        ]
+    )
+    sleeps = orchestrate(
         "4 M apps",
         Path(__file__),
         [{"m": m} for m in ms],
-        ["seconds", "cpu_ms_per_app", "user_ms_per_app", "system_ms_per_app", "threads"],
+        CPU_METRICS,
         trials,
         sides=("ours", "ours_group", "torchx", "floor"),
         skip=default_skips(),
         refs=("torchx", "floor", "ours"),
     )
+    trues = orchestrate(
+        "4 M apps",
+        Path(__file__),
+        many,
+        [*CPU_METRICS, "peak_rss_mb", "rss_kb_per_app"],
+        trials,
+        sides=("ours", "ours_group"),
+        refs=("ours",),
+    )
+    kept = orchestrate(
+        "4 records",
+        Path(__file__),
+        [{"records": n} for n in ((1, 50) if smoke else (1, 5000))],
+        ["list_ms", "status_ms", "cli_list_s", "cli_status_s"],
+        trials,
+        sides=("records",),
+        refs=(),
+    )
+    return sleeps + trues + kept
 
 
 if __name__ == "__main__":
     if is_driver():
-        driver_main({"ours": ours, "ours_group": ours_group, "torchx": torchx, "floor": floor})
+        driver_main(
+            {
+                "ours": ours,
+                "ours_group": ours_group,
+                "torchx": torchx,
+                "floor": floor,
+                "records": records,
+            }
+        )
     else:
         ns = bench_args(default_trials=3)
         desc = machine()
