@@ -121,7 +121,14 @@ status)
     ;;
 stop)
     if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
-        kill "$(cat "$PIDFILE")"
+        pid="$(cat "$PIDFILE")"
+        kill "$pid"
+        # wait for it to exit (30 s at most): a start meanwhile would find its pid file
+        # ("pid file found, ensure docker is not running") and fail
+        for _ in $(seq 300); do
+            [ -d "/proc/$pid" ] && [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" != Z ] || break
+            sleep 0.1
+        done
         rm -f "$PIDFILE"
         echo "dockerd stopped"
     else
