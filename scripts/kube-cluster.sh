@@ -90,7 +90,13 @@ api() { # METHOD PATH [merge-patch body]: the API server's answer, as admin
     curl "${args[@]}" "https://127.0.0.1:$PORT$2"
 }
 
-node_ready() {
+NODE_DAEMONS=(containerd kubelet kube-controller-manager kube-scheduler kube-proxy)
+
+node_ready() { # every node daemon runs, and the API server reports the Node Ready
+    local name
+    for name in "${NODE_DAEMONS[@]}"; do
+        pid_alive "$STATE/$name.pid" || return 1
+    done
     ready || return 1
     api GET "/api/v1/nodes/$NODE" 2>/dev/null | python3 -c '
 import json, sys
@@ -154,7 +160,7 @@ wait_for() { # WHAT SECONDS COMMAND...: poll COMMAND until it succeeds, checking
     local what="$1" deadline=$((SECONDS + $2)) name
     shift 2
     until "$@"; do
-        for name in containerd kubelet kube-controller-manager kube-scheduler kube-proxy; do
+        for name in "${NODE_DAEMONS[@]}"; do
             [ -f "$STATE/$name.pid" ] || continue
             pid_alive "$STATE/$name.pid" || {
                 tail -n 20 "$STATE/log/$name.log" >&2
@@ -210,8 +216,18 @@ start_cluster() {
         echo "$KUBECONFIG_PATH"
         return 0
     fi
-    local t0
+    local t0 name
     t0="$(now_ms)"
+    if [ "$node" = 1 ]; then
+        # a node left half up (a daemon killed, the machine's processes ended without `stop`):
+        # stopped whole, so that no old daemon is mixed with new ones, then started clean
+        for name in "${NODE_DAEMONS[@]}"; do
+            pid_alive "$STATE/$name.pid" || continue
+            echo "kube-cluster: $name runs but the node is not Ready; stopping the node to start it clean" >&2
+            stop_cluster
+            break
+        done
+    fi
     start >/dev/null # kube-apiserver.sh's: etcd and the API server
     [ "$node" = 0 ] || start_node
     echo "kube-cluster ready on 127.0.0.1:$PORT in $(elapsed "$t0")$([ "$node" = 1 ] && echo ", node $NODE Ready")"
