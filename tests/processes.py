@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.abc
@@ -18,6 +19,29 @@ def alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+class LiveProcess(NamedTuple):
+    """A live process seen in /proc, with one file of its /proc directory read."""
+
+    pid: int
+    ppid: int
+    data: bytes  # the file asked for (e.g. cmdline or environ): NUL-separated
+
+
+def live_processes(file: str) -> Iterator[LiveProcess]:
+    """Every live process (zombies left out) with ``/proc/PID/<file>`` read; a process
+    gone meanwhile, or not ours to read, is left out."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            data = Path(f"/proc/{entry}/{file}").read_bytes()
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if stat[0] != "Z":
+            yield LiveProcess(int(entry), int(stat[1]), data)
 
 
 async def await_end(pid: int) -> None:

@@ -6,10 +6,10 @@ import os
 import shlex
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 
 from asynctorchx.runner import Runner
 from asynctorchx.specs import AppDef, AppState, Role
+from tests.processes import live_processes
 
 LIMIT = 60  # seconds: a safety bound on every await, never a timing guess
 
@@ -42,18 +42,7 @@ async def first_line(runner: Runner, handle: str) -> str:
 def processes_of(handles: Iterable[str]) -> list[int]:
     """The live processes of these apps: those whose TORCHX_JOB_ID is one of ``handles``."""
     wanted = {f"TORCHX_JOB_ID={handle}".encode() for handle in handles}
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            environ = set(Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"))
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        if environ & wanted and state != "Z":
-            found.append(int(entry))
-    return found
+    return [p.pid for p in live_processes("environ") if wanted & set(p.data.split(b"\0"))]
 
 
 async def states(runner: Runner, handles: Iterable[str]) -> list[AppState]:

@@ -30,7 +30,7 @@ from asynctorchx.schedulers import get_scheduler_factories
 from asynctorchx.specs import AppState, BindMount, CfgVal, parse_app_handle
 from tests.conftest import DOCKER_TEST_IMAGE
 from tests.isolation import isolate_from_user_config
-from tests.processes import await_end, killed_on_exit
+from tests.processes import await_end, killed_on_exit, live_processes
 from tests.runner.group_apps import LIMIT, sh_app, states
 from tests.schedulers.kubernetes.conftest import IMAGE as KUBERNETES_IMAGE
 from tests.schedulers.kubernetes.conftest import Cluster, connected
@@ -428,19 +428,9 @@ async def test_a_signal_to_a_plain_script_stops_the_group(
 def _reaper_scan(parent: int) -> tuple[list[int], bool]:
     """The live reaper processes whose parent is ``parent``, and whether a child of
     ``parent`` is still in ``execve`` (no command line yet: maybe a reaper starting)."""
-    found, in_exec = [], False
-    for entry in os.listdir("/proc"):
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:  # not a process, or gone meanwhile
-            continue
-        if int(stat[1]) != parent or stat[0] == "Z":
-            continue
-        if _reaper.PROGRAM.encode() in cmdline.split(b"\0"):
-            found.append(int(entry))
-        in_exec = in_exec or cmdline == b""
-    return found, in_exec
+    children = [p for p in live_processes("cmdline") if p.ppid == parent]
+    found = [p.pid for p in children if _reaper.PROGRAM.encode() in p.data.split(b"\0")]
+    return found, any(p.data == b"" for p in children)
 
 
 async def reapers(parent: int | None = None) -> list[int]:
