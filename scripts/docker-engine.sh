@@ -17,28 +17,14 @@ LOG="/tmp/dockerd.log"
 PIDFILE="/tmp/asynctorchx-dockerd.pid"
 WAIT_S=60
 
-die() {
-    echo "docker-engine.sh: $*" >&2
-    exit 1
-}
-
-need_root() {
-    [ "$(id -u)" = 0 ] || die "must run as root to $1 (try: sudo bash $0 start)"
-}
+# shellcheck source=scripts/engine.sh
+source "$(dirname "$0")/engine.sh"
 
 install_packages() {
     local pkgs=()
     command -v dockerd >/dev/null 2>&1 || pkgs+=(docker.io)
     { command -v busybox >/dev/null 2>&1 && busybox_is_static; } || pkgs+=(busybox-static)
-    if [ "${#pkgs[@]}" -gt 0 ]; then
-        need_root "install ${pkgs[*]}"
-        echo "installing ${pkgs[*]} with apt-get"
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get install -y -q "${pkgs[@]}" || {
-            apt-get update -q
-            apt-get install -y -q "${pkgs[@]}"
-        }
-    fi
+    apt_install "${pkgs[@]}"
     command -v docker >/dev/null 2>&1 || die "no docker CLI on PATH after installing docker.io"
 }
 
@@ -60,17 +46,14 @@ start_engine() {
     fi
     need_root "start dockerd"
     echo "starting dockerd (log: $LOG)"
-    # setsid: a session of its own, so that signals to the starter's process group (a
-    # shell's job ending, a killed CI step) do not reach it; only `stop` ends it
-    setsid dockerd </dev/null >"$LOG" 2>&1 &
-    echo $! >"$PIDFILE"
+    start_daemon "$PIDFILE" "$LOG" dockerd
     local i
     for ((i = 0; i < WAIT_S * 2; i++)); do
         if engine_up; then
             echo "docker engine up after $((i / 2)) s"
             return 0
         fi
-        if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+        if ! pid_alive "$PIDFILE"; then
             echo "dockerd exited; last lines of $LOG:" >&2
             tail -n 30 "$LOG" >&2 || true
             die "dockerd did not start"
@@ -120,16 +103,10 @@ status)
     echo "docker engine up, image $IMAGE present"
     ;;
 stop)
-    if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
-        pid="$(cat "$PIDFILE")"
-        kill "$pid"
-        # wait for it to exit (30 s at most): a start meanwhile would find its pid file
+    if pid_alive "$PIDFILE"; then
+        # waits for it to exit (30 s at most): a start meanwhile would find its pid file
         # ("pid file found, ensure docker is not running") and fail
-        for _ in $(seq 300); do
-            [ -d "/proc/$pid" ] && [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" != Z ] || break
-            sleep 0.1
-        done
-        rm -f "$PIDFILE"
+        stop_pid "$PIDFILE" 30
         echo "dockerd stopped"
     else
         echo "no dockerd started by this script is running"

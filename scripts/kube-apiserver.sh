@@ -41,35 +41,8 @@ REFLECT2_SRC="/usr/share/gocode/src/github.com/modern-go/reflect2"
 KUBECONFIG_PATH="$STATE/kubeconfig"
 WAIT_S=60
 
-die() {
-    echo "$(basename "$0"): $*" >&2
-    exit 1
-}
-
-need_root() {
-    [ "$(id -u)" = 0 ] || die "must run as root to $1 (try: sudo bash $0 start)"
-}
-
-now_ms() { date +%s%3N; }
-
-elapsed() {
-    local ms=$(($(now_ms) - $1))
-    printf '%d.%03d s' $((ms / 1000)) $((ms % 1000))
-}
-
-# Install the Debian packages named (none: nothing), updating the package lists only when
-# the first try fails; waits up to 10 min for another apt's lock.
-apt_install() {
-    [ "$#" -gt 0 ] || return 0
-    need_root "install $*"
-    echo "installing $* with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    local lock=(-o DPkg::Lock::Timeout=600)
-    apt-get install "${lock[@]}" -y -q --no-install-recommends "$@" || {
-        apt-get update "${lock[@]}" -q
-        apt-get install "${lock[@]}" -y -q --no-install-recommends "$@"
-    }
-}
+# shellcheck source=scripts/engine.sh
+source "$(dirname "${BASH_SOURCE[0]}")/engine.sh"
 
 install_packages() {
     local pkgs=()
@@ -152,10 +125,6 @@ build_binaries() {
     echo "${missing[*]} built in $(elapsed "$t0")"
 }
 
-pid_alive() {
-    [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
-}
-
 ready() {
     [ -f "$STATE/token" ] || return 1
     curl -fsS --max-time 2 --cacert "$STATE/pki/server.crt" \
@@ -215,32 +184,25 @@ start() {
     write_credentials
     if ! pid_alive "$STATE/etcd.pid"; then
         rm -rf "$STATE/etcd"
-        # setsid (both daemons): a session of their own, so that signals to the starter's
-        # process group (a shell's job ending, a killed CI step) do not reach them
-        setsid etcd --name asynctorchx --data-dir "$STATE/etcd" \
+        start_daemon "$STATE/etcd.pid" "$STATE/log/etcd.log" etcd --name asynctorchx --data-dir "$STATE/etcd" \
             --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
             --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
             --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
             --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-            --initial-cluster "asynctorchx=http://127.0.0.1:$ETCD_PEER_PORT" \
-            </dev/null >"$STATE/log/etcd.log" 2>&1 &
-        echo $! >"$STATE/etcd.pid"
+            --initial-cluster "asynctorchx=http://127.0.0.1:$ETCD_PEER_PORT"
     fi
-    if ! pid_alive "$STATE/apiserver.pid"; then
-        setsid "$BIN" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$PORT" \
-            --insecure-port=0 --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-            --etcd-compaction-interval=5s \
-            --tls-cert-file="$STATE/pki/server.crt" --tls-private-key-file="$STATE/pki/server.key" \
-            --token-auth-file="$STATE/tokens.csv" --authorization-mode=RBAC \
-            --disable-admission-plugins=ServiceAccount \
-            --service-account-key-file="$STATE/pki/sa.key" \
-            --service-account-signing-key-file="$STATE/pki/sa.key" \
-            --service-account-issuer=https://kubernetes.default.svc \
-            --service-cluster-ip-range=10.96.0.0/16 \
-            --kubelet-preferred-address-types=InternalIP \
-            </dev/null >"$STATE/log/apiserver.log" 2>&1 &
-        echo $! >"$STATE/apiserver.pid"
-    fi
+    start_daemon "$STATE/apiserver.pid" "$STATE/log/apiserver.log" \
+        "$BIN" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$PORT" \
+        --insecure-port=0 --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+        --etcd-compaction-interval=5s \
+        --tls-cert-file="$STATE/pki/server.crt" --tls-private-key-file="$STATE/pki/server.key" \
+        --token-auth-file="$STATE/tokens.csv" --authorization-mode=RBAC \
+        --disable-admission-plugins=ServiceAccount \
+        --service-account-key-file="$STATE/pki/sa.key" \
+        --service-account-signing-key-file="$STATE/pki/sa.key" \
+        --service-account-issuer=https://kubernetes.default.svc \
+        --service-cluster-ip-range=10.96.0.0/16 \
+        --kubelet-preferred-address-types=InternalIP
     local deadline=$((SECONDS + WAIT_S))
     until ready; do
         pid_alive "$STATE/etcd.pid" || {
@@ -256,22 +218,6 @@ start() {
     done
     echo "kube-apiserver ready on 127.0.0.1:$PORT in $(elapsed "$t0")"
     echo "$KUBECONFIG_PATH"
-}
-
-stop_pid() {
-    local pidfile="$1" pid
-    pid_alive "$pidfile" || {
-        rm -f "$pidfile"
-        return 0
-    }
-    pid="$(cat "$pidfile")"
-    kill "$pid"
-    for _ in $(seq 100); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-    rm -f "$pidfile"
 }
 
 stop() {

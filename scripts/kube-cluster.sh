@@ -105,14 +105,10 @@ ready = [c for c in node["status"].get("conditions", []) if c["type"] == "Ready"
 sys.exit(0 if ready and ready[0]["status"] == "True" else 1)' 2>/dev/null
 }
 
-start_daemon() { # NAME COMMAND...: start in the background once, pid file and log in $STATE
+start_node_daemon() { # NAME COMMAND...: start_daemon with its pid file and log in $STATE
     local name="$1"
     shift
-    pid_alive "$STATE/$name.pid" && return 0
-    # setsid: a session of its own, so that signals to the starter's process group (a
-    # shell's job ending, a killed CI step) do not reach it; only `stop` ends it
-    setsid "$@" </dev/null >"$STATE/log/$name.log" 2>&1 &
-    echo $! >"$STATE/$name.pid"
+    start_daemon "$STATE/$name.pid" "$STATE/log/$name.log" "$@"
 }
 
 write_node_config() {
@@ -175,28 +171,28 @@ wait_for() { # WHAT SECONDS COMMAND...: poll COMMAND until it succeeds, checking
 start_node() {
     local kubeconfig="$KUBECONFIG_PATH" rule
     write_node_config
-    start_daemon containerd containerd --config "$CTR_DIR/config.toml"
+    start_node_daemon containerd containerd --config "$CTR_DIR/config.toml"
     wait_for "containerd's socket" 30 ctr -a "$SOCK" version >/dev/null
     load_pause
     for rule in "${FORWARD_RULES[@]}"; do
         # shellcheck disable=SC2086  # a rule is several words
         iptables -C FORWARD $rule 2>/dev/null || iptables -I FORWARD $rule
     done
-    start_daemon kubelet "$CACHE/kubelet" --kubeconfig="$kubeconfig" --hostname-override="$NODE" \
+    start_node_daemon kubelet "$CACHE/kubelet" --kubeconfig="$kubeconfig" --hostname-override="$NODE" \
         --container-runtime=remote --container-runtime-endpoint="unix://$SOCK" \
         --pod-infra-container-image="$PAUSE_IMAGE" \
         --root-dir="$STATE/kubelet" --cert-dir="$STATE/kubelet/pki" \
         --fail-swap-on=false --cgroup-driver=cgroupfs --cgroups-per-qos=false --enforce-node-allocatable= \
         --node-ip=127.0.0.1 --address=127.0.0.1 --port="$KUBELET_PORT" --read-only-port=0 \
         --healthz-bind-address=127.0.0.1 --healthz-port="$KUBELET_HEALTHZ_PORT"
-    start_daemon kube-controller-manager "$CACHE/kube-controller-manager" --kubeconfig="$kubeconfig" \
+    start_node_daemon kube-controller-manager "$CACHE/kube-controller-manager" --kubeconfig="$kubeconfig" \
         --bind-address=127.0.0.1 --secure-port="$CONTROLLERS_PORT" --port=0 --leader-elect=false \
         --controllers='*,-serviceaccount-token'
-    start_daemon kube-scheduler "$CACHE/kube-scheduler" --kubeconfig="$kubeconfig" \
+    start_node_daemon kube-scheduler "$CACHE/kube-scheduler" --kubeconfig="$kubeconfig" \
         --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" --port=0 --leader-elect=false
     # kube-proxy sets route_localnet: stop restores the machine's value
     [ -f "$STATE/route_localnet" ] || cat /proc/sys/net/ipv4/conf/all/route_localnet >"$STATE/route_localnet"
-    start_daemon kube-proxy "$CACHE/kube-proxy" --kubeconfig="$kubeconfig" --hostname-override="$NODE" \
+    start_node_daemon kube-proxy "$CACHE/kube-proxy" --kubeconfig="$kubeconfig" --hostname-override="$NODE" \
         --bind-address=127.0.0.1 --healthz-bind-address="127.0.0.1:$PROXY_HEALTHZ_PORT" \
         --metrics-bind-address="127.0.0.1:$PROXY_METRICS_PORT" --proxy-mode=iptables \
         --cluster-cidr="$POD_CIDR" --conntrack-max-per-core=0

@@ -21,14 +21,8 @@ PORT="${ASYNCTORCHX_KUBE_REGISTRY_PORT:-17500}"
 STATE="${ASYNCTORCHX_KUBE_REGISTRY_STATE:-/var/lib/asynctorchx-kube-registry}"
 WAIT_S=30
 
-die() {
-    echo "$(basename "$0"): $*" >&2
-    exit 1
-}
-
-pid_alive() {
-    [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
-}
+# shellcheck source=scripts/engine.sh
+source "$(dirname "$0")/engine.sh"
 
 ready() {
     curl -fsS --max-time 2 "http://127.0.0.1:$PORT/v2/" >/dev/null 2>&1
@@ -39,17 +33,7 @@ start_registry() {
         echo "127.0.0.1:$PORT"
         return 0
     fi
-    if ! command -v docker-registry >/dev/null 2>&1; then
-        [ "$(id -u)" = 0 ] || die "must run as root to install docker-registry (try: sudo bash $0 start)"
-        echo "installing docker-registry with apt-get"
-        export DEBIAN_FRONTEND=noninteractive
-        local lock=(-o DPkg::Lock::Timeout=600)
-        # a fresh machine may have no package lists yet: fetch them once, then try again
-        apt-get install "${lock[@]}" -y -q --no-install-recommends docker-registry || {
-            apt-get update "${lock[@]}" -q
-            apt-get install "${lock[@]}" -y -q --no-install-recommends docker-registry
-        }
-    fi
+    command -v docker-registry >/dev/null 2>&1 || apt_install docker-registry
     mkdir -p "$STATE/storage"
     cat >"$STATE/config.yml" <<EOF
 version: 0.1
@@ -63,10 +47,7 @@ storage:
 http:
   addr: 127.0.0.1:$PORT
 EOF
-    # setsid: a session of its own, so that signals to the starter's process group do not reach it
-    pid_alive "$STATE/registry.pid" ||
-        { setsid docker-registry serve "$STATE/config.yml" </dev/null >"$STATE/registry.log" 2>&1 &
-            echo $! >"$STATE/registry.pid"; }
+    start_daemon "$STATE/registry.pid" "$STATE/registry.log" docker-registry serve "$STATE/config.yml"
     local deadline=$((SECONDS + WAIT_S))
     until ready; do
         pid_alive "$STATE/registry.pid" || die "docker-registry exited; its log: $STATE/registry.log"
@@ -77,16 +58,7 @@ EOF
 }
 
 stop_registry() {
-    if pid_alive "$STATE/registry.pid"; then
-        local pid
-        pid="$(cat "$STATE/registry.pid")"
-        kill "$pid"
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        ! kill -0 "$pid" 2>/dev/null || kill -9 "$pid"
-    fi
+    stop_pid "$STATE/registry.pid" 5
     rm -rf "$STATE"
 }
 

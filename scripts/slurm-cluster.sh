@@ -55,21 +55,8 @@ MIN_JOB_AGE_ACCOUNTING=10
 MIN_JOB_AGE_NONE=300
 ACCOUNTING=1
 
-die() {
-    echo "slurm-cluster.sh: $*" >&2
-    exit 1
-}
-
-need_root() {
-    [ "$(id -u)" = 0 ] || die "must run as root to $1 (try: sudo bash $0 start)"
-}
-
-now_ms() { date +%s%3N; }
-
-elapsed() {
-    local ms=$(($(now_ms) - $1))
-    printf '%d.%03d s' $((ms / 1000)) $((ms % 1000))
-}
+# shellcheck source=scripts/engine.sh
+source "$(dirname "$0")/engine.sh"
 
 install_packages() {
     local pkgs=()
@@ -85,12 +72,7 @@ install_packages() {
         need_root "install ${pkgs[*]}"
         local t0
         t0="$(now_ms)"
-        echo "installing ${pkgs[*]} with apt-get"
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get install -y -q "${pkgs[@]}" || {
-            apt-get update -q
-            apt-get install -y -q "${pkgs[@]}"
-        }
+        apt_install "${pkgs[@]}"
         echo "packages installed in $(elapsed "$t0")"
     fi
     local bins=(munged slurmctld slurmd sbatch sinfo squeue scontrol)
@@ -98,10 +80,6 @@ install_packages() {
     for bin in "${bins[@]}"; do
         command -v "$bin" >/dev/null 2>&1 || die "no $bin on PATH after installing Slurm"
     done
-}
-
-pid_alive() {
-    [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
 }
 
 controller_up() {
@@ -306,7 +284,7 @@ start_accounting() {
     start_database
     write_dbd_config
     if ! pid_alive "$STATE/slurmdbd.pid"; then
-        start_daemon slurmdbd "$STATE/slurmdbd.pid" "$LOGDIR/slurmdbd.out" slurmdbd
+        start_detaching_daemon slurmdbd "$STATE/slurmdbd.pid" "$LOGDIR/slurmdbd.out" slurmdbd
     fi
     local deadline=$(($(now_ms) + 30000))
     until dbd_answers; do # sacctmgr itself waits up to 2 s for an answer
@@ -322,8 +300,9 @@ start_accounting() {
     fi
 }
 
-# Start one daemon in the background and check that it is still alive shortly after.
-start_daemon() {
+# Start one daemon that detaches itself and writes its pid file, and check that it is still
+# alive shortly after.
+start_detaching_daemon() {
     local name="$1" pidfile="$2" log="$3"
     shift 3
     "$@" >>"$log" 2>&1 || {
@@ -369,7 +348,7 @@ start_cluster() {
     write_munge_key
     write_config
     if ! pid_alive "$STATE/munged.pid"; then
-        start_daemon munged "$STATE/munged.pid" "$LOGDIR/munged.out" \
+        start_detaching_daemon munged "$STATE/munged.pid" "$LOGDIR/munged.out" \
             munged --socket="$MUNGE_SOCKET" --key-file="$MUNGE_DIR/munge.key" \
             --pid-file="$STATE/munged.pid" --log-file="$LOGDIR/munged.log" \
             --seed-file="$MUNGE_DIR/munge.seed" --force
@@ -391,7 +370,7 @@ start_cluster() {
         # run's multi-node jobs could not start.
         local clear=(-c)
         [ "$reconfigure" = 1 ] && clear=()
-        start_daemon slurmctld "$STATE/slurmctld.pid" "$LOGDIR/slurmctld.out" \
+        start_detaching_daemon slurmctld "$STATE/slurmctld.pid" "$LOGDIR/slurmctld.out" \
             slurmctld "${clear[@]}" -i
     fi
     if [ "$ACCOUNTING" = 0 ]; then
@@ -402,7 +381,7 @@ start_cluster() {
     for node in "${NODES[@]}"; do
         mkdir -p "$STATE/spool/$node"
         if ! pid_alive "$STATE/slurmd.$node.pid"; then
-            start_daemon "slurmd -N $node" "$STATE/slurmd.$node.pid" "$LOGDIR/slurmd.$node.out" \
+            start_detaching_daemon "slurmd -N $node" "$STATE/slurmd.$node.pid" "$LOGDIR/slurmd.$node.out" \
                 slurmd -N "$node"
         fi
     done
