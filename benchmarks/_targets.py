@@ -371,6 +371,48 @@ def _t8(rows: Rows) -> list[tuple[str, str, bool | None]]:
     return [("0 of 200 lost", f"{o['max']:.0f} of {runs} lost", verdict)]
 
 
+def _t12(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    """Issue 35: 1,000 clients following one app through the web example's feed."""
+    out: list[tuple[str, str, bool | None]] = []
+
+    def median(metric: str, side: str, clients: int) -> float | None:
+        row = _get(rows, "12", metric, side, f"clients={clients}")
+        return None if row is None else float(row["median"])
+
+    lag, cpu = median("lag_p99_s", "subscribe", 1000), median("cpu_us_per_event", "subscribe", 1000)
+    rss = median("rss_kb_per_client", "subscribe", 1000)
+    if lag is None or cpu is None or rss is None:
+        out.append(
+            ("1,000 clients: lag p99 <= 2 s, <= 30 us CPU/event, <= 100 KB/client", "not run", None)
+        )
+    else:
+        measured = f"lag p99 {lag:.2f} s, {cpu:.1f} us CPU/event, {rss:.0f} KB/client"
+        met = lag <= 2.0 and cpu <= 30.0 and rss <= 100.0
+        out.append(
+            ("1,000 clients: lag p99 <= 2 s, <= 30 us CPU/event, <= 100 KB/client", measured, met)
+        )
+    ours, floor = median("lag_p99_s", "subscribe", 10), median("lag_p99_s", "per_client", 10)
+    if ours is None or floor is None:
+        out.append(("10 clients: lag p99 no worse than per-client streams", "not run", None))
+    else:
+        measured = f"{ours:.3f} s against {floor:.3f} s"
+        out.append(
+            ("10 clients: lag p99 no worse than per-client streams", measured, ours <= floor)
+        )
+    incomplete = [
+        r for r in rows if r["bench"].startswith("12") and r["metric"] == "clients_incomplete"
+    ]
+    missed = sum(r["max"] for r in incomplete if "max" in r)
+    out.append(
+        (
+            "every client gets every event once",
+            f"{missed:.0f} clients incomplete",
+            missed == 0 if incomplete else None,
+        )
+    )
+    return out
+
+
 TARGETS: dict[str, Callable[[Rows], list[tuple[str, str, bool | None]]]] = {
     "1": _t1,
     "2": _t2,
@@ -380,6 +422,7 @@ TARGETS: dict[str, Callable[[Rows], list[tuple[str, str, bool | None]]]] = {
     "6": _t6,
     "7": _t7,
     "8": _t8,
+    "12": _t12,
 }
 
 

@@ -154,7 +154,7 @@ def _post_job(port: int, seconds: int, go: Path) -> str:
     return str(reply.json()["id"])
 
 
-def run(side: str, clients: int, seconds: int, profile: Path | None = None) -> dict[str, Any]:
+def measure(side: str, clients: int, seconds: int, profile: Path | None = None) -> dict[str, Any]:
     """One row: serve, submit, load, judge (``profile``: see :func:`serve`)."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -225,6 +225,40 @@ def run(side: str, clients: int, seconds: int, profile: Path | None = None) -> d
     }
 
 
+SIDES = ("subscribe", "per_client")
+#: what run_all.py reports of each measured row (``clients_incomplete``: clients that missed
+#: a line or got one twice; every other column is bench_web_fanout.py's own)
+METRICS = ("lag_p50_s", "lag_p99_s", "cpu_us_per_event", "rss_kb_per_client", "clients_incomplete")
+
+
+def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
+    """Benchmark 12 for ``run_all.py``: each client count's metrics, medians over
+    ``trials`` trials with the sides' order alternating, ``per_client`` the floor."""
+    from _harness import stats
+
+    counts, seconds = ((10,), 2) if smoke else ((1000, 100, 10), 10)
+    rows: list[dict[str, Any]] = []
+    for clients in counts:
+        measured: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
+        for trial in range(trials):
+            for side in SIDES[trial % 2 :] + SIDES[: trial % 2]:
+                row = measure(side, clients, seconds)
+                row["clients_incomplete"] = clients - min(
+                    row["clients_whole"], row["clients_no_repeat"]
+                )
+                measured[side].append(row)
+        for metric in METRICS:
+            medians = {side: stats([r[metric] for r in measured[side]]) for side in SIDES}
+            for side in SIDES:
+                summary: dict[str, Any] = {"bench": "12 web fanout", "case": f"clients={clients}"}
+                summary |= {"metric": metric, "side": side, **medians[side]}
+                floor = medians["per_client"]["median"]
+                if side != "per_client" and floor:
+                    summary["vs_floor"] = medians[side]["median"] / floor
+                rows.append(summary)
+    return rows
+
+
 def main() -> None:
     """Parse the arguments: orchestrate, or serve, or generate load."""
     parser = argparse.ArgumentParser()
@@ -248,7 +282,7 @@ def main() -> None:
     rows = []
     for clients in map(int, args.clients.split(",")):
         for side in args.sides.split(","):
-            row = run(side, clients, args.seconds, args.profile)
+            row = measure(side, clients, args.seconds, args.profile)
             print(json.dumps(row), flush=True)
             rows.append(row)
     results = ROOT / "benchmarks" / "results"

@@ -31,6 +31,7 @@ import bench_scale_replicas
 import bench_slurm
 import bench_sweep
 import bench_wait_latency
+import bench_web_fanout
 from _harness import machine, table, torchx_available, write_json
 from _targets import verdicts
 from tabulate import tabulate
@@ -48,6 +49,7 @@ BENCHES: dict[int, tuple[Any, int]] = {
     9: (bench_slurm, 3),
     10: (bench_kubernetes, 3),
     11: (bench_sweep, 3),
+    12: (bench_web_fanout, 3),
 }
 
 
