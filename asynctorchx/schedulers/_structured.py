@@ -13,7 +13,8 @@ import ast
 import functools
 import inspect
 import itertools
-import textwrap
+import linecache
+import sys
 import types
 from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, fields
@@ -71,16 +72,48 @@ def _by_key(cls: type[StructuredOpts]) -> dict[str, _Option]:
     return table
 
 
+def _class_definition(node: ast.AST, names: list[str]) -> ast.ClassDef | None:
+    """The definition of the class whose ``__qualname__`` is ``".".join(names)`` under
+    ``node``: the first in source order, as :func:`inspect.getsource` finds it, looking
+    only into the classes and functions (``f.<locals>.C``) the name runs through."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.ClassDef) and names == [child.name]:
+            return child
+        if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            scope = [child.name] if isinstance(child, ast.ClassDef) else [child.name, "<locals>"]
+            if names[: len(scope)] != scope:
+                continue
+            found = _class_definition(child, names[len(scope) :])
+        elif isinstance(child, ast.stmt):  # an ``if``, ``try`` or ``with`` block
+            found = _class_definition(child, names)
+        else:
+            continue
+        if found is not None:
+            return found
+    return None
+
+
 def _field_docstrings(cls: type) -> dict[str, str]:
     """The attribute docstrings of ``cls``'s own fields, each on one line; ``{}`` when its
-    source cannot be read (a class made in an interactive session)."""
+    source cannot be read (a class made in an interactive session).
+
+    The module's source is parsed once and the class found in it, without
+    :func:`inspect.getsource`'s tokenizing of the class and second parse: a scheduler's
+    first ``run_opts()`` is on every first app's path (benchmark 6's ``script=1`` row).
+    """
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    except (OSError, TypeError, SyntaxError):
+        path = inspect.getsourcefile(cls)
+    except TypeError:  # a built-in class, or one of a module without a file
         return {}
-    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    module = sys.modules.get(cls.__module__)
+    lines = linecache.getlines(path, vars(module) if module else None) if path else []
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return {}
+    node = _class_definition(tree, cls.__qualname__.split("."))
     docs: dict[str, str] = {}
-    for stmt, after in itertools.pairwise(body):
+    for stmt, after in itertools.pairwise(node.body if node else []):
         if (
             isinstance(stmt, ast.AnnAssign)
             and isinstance(stmt.target, ast.Name)
@@ -235,7 +268,9 @@ class StructuredOpts(Mapping[str, CfgVal]):
         """
         docs: dict[str, str] = {}
         for klass in reversed(cls.__mro__):
-            if issubclass(klass, StructuredOpts):
+            # a class declaring no public field (``StructuredOpts`` itself) has none to read
+            own = vars(klass).get("__annotations__", {})
+            if issubclass(klass, StructuredOpts) and any(not n.startswith("_") for n in own):
                 docs.update(_field_docstrings(klass))
         for option in _options(cls):
             if option.nested:

@@ -148,6 +148,25 @@ def test_a_multi_line_help_is_one_line_and_a_missing_one_is_the_name() -> None:
     assert SlurmOpts.get_docstrings()["mail_user"] == "who Slurm mails about the job"
 
 
+def test_help_is_read_for_a_class_nested_in_a_function_or_a_class() -> None:
+    """The help of a class defined in a function, or inside another class, is its own
+    fields' docstrings, as for a module-level class."""
+
+    @dataclass
+    class Outer(StructuredOpts):
+        @dataclass
+        class Inner(StructuredOpts):
+            depth: int = 2
+            """how deep
+            it goes"""
+
+        name: str = "n"
+        """the name"""
+
+    assert Outer.get_docstrings() == {"name": "the name"}
+    assert Outer.Inner.as_runopts().get("depth") == runopt(2, int, False, "how deep it goes")
+
+
 def test_cases_convert_as_nightly() -> None:
     names = ["hpc_identity", "a", "mail_user_x", "hpcIdentity", "HTTPServer", "x1Y"]
     theirs = run_nightly(
