@@ -84,7 +84,7 @@ def _class_definition(node: ast.AST, names: list[str]) -> ast.ClassDef | None:
             if names[: len(scope)] != scope:
                 continue
             found = _class_definition(child, names[len(scope) :])
-        elif isinstance(child, ast.stmt):  # an ``if``, ``try`` or ``with`` block
+        elif not isinstance(child, ast.expr):  # ``if``, ``try``, ``except``, ``with``...
             found = _class_definition(child, names)
         else:
             continue
