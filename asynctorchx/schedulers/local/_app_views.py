@@ -76,14 +76,18 @@ from asynctorchx.schedulers.local._log_files import TimeIndex
 from asynctorchx.schedulers.local._process_identity import libc, signal_group_if_same, this_process
 from asynctorchx.schedulers.local._records import (
     AppRecord,
+    ListEntry,
     cancel_request_path,
     is_finished,
+    read_index,
     read_record,
     record_ids,
     record_path,
     records_directory,
     replace_private_file,
     supervisor_gone,
+    supervisor_key,
+    write_index,
 )
 from asynctorchx.schedulers.local._supervisor import LocalApp, read_error_file
 from asynctorchx.schedulers.toolkit import (
@@ -476,7 +480,9 @@ def list_recorded_apps(backend: str, session: str, known: Container[str]) -> lis
     An ended app (its supervisor finished, or died) is listed with its final state
     until its record is pruned, as ``docker ps -a`` or ``squeue`` list finished
     jobs: ``asynctorchx list`` after ``asynctorchx run`` shows the run. The apps in
-    ``known``, which the caller holds in memory, are left out.
+    ``known``, which the caller holds in memory, are left out. A finished app is
+    listed from the directory's list index, which this call brings up to date; only a
+    running app's record, and one the index lacks, is read (see ``_records``).
 
     Args:
         backend: the scheduler's name.
@@ -486,10 +492,32 @@ def list_recorded_apps(backend: str, session: str, known: Container[str]) -> lis
     directory = records_directory(backend, create=False)
     if directory is None:
         return []
+    index = read_index(directory)
+    finished: dict[str, ListEntry] = {}  # the index to keep: the finished apps recorded now
+    this = supervisor_key(this_process()) or None  # None off Linux: no record is this one's
     listed = []
     for app_id in sorted(record_ids(directory)):
-        record = None if app_id in known else read_recorded(directory, app_id, backend)
-        if record is not None and record.session == session:
-            state, _ = settled_state(record)  # a dead supervisor's app: FAILED
-            listed.append(ListAppResponse(app_id=app_id, state=state))
+        entry = index.get(app_id)
+        if entry is not None:
+            finished[app_id] = entry
+        elif app_id not in known:
+            entry = _list_entry(directory, app_id, backend)
+            if entry is not None and is_terminal(entry.state):
+                finished[app_id] = entry
+        if entry is None:
+            continue
+        if entry.session == session and entry.supervisor != this and app_id not in known:
+            listed.append(ListAppResponse(app_id=app_id, state=entry.state))
+    if finished.keys() != index.keys():
+        write_index(directory, finished)
     return listed
+
+
+def _list_entry(directory: str, app_id: str, backend: str) -> ListEntry | None:
+    """What ``list`` reports of ``app_id`` from its record; None when it has no record of
+    ``backend``'s ``app_id``."""
+    record = read_record(record_path(directory, app_id))
+    if record is None or record.app_id != app_id or record.backend != backend:
+        return None
+    state, _ = settled_state(record)  # a dead supervisor's app: FAILED
+    return ListEntry(record.session, state, supervisor_key(record.supervisor))

@@ -44,6 +44,17 @@ are in ``log_dir``, or in a temporary directory its scheduler removed when it cl
 Pruning a full directory reads the time of each of its 1000 records (an ``lstat`` each):
 benchmark 6's row ``records=1000`` guards that cost.
 
+The list index (``<backend>/.index``, :func:`read_index`): what ``list`` reports of each
+finished app (:class:`ListEntry`), so that listing many finished apps reads the
+directory's names and one file, not every record. It is a cache of the records, written
+by the processes that list, never by a supervisor: ``list`` reads a record only for an
+app the index lacks, adds it when finished, drops the apps whose record is gone, and
+replaces the index whole (:func:`write_index`, atomic) when it changed. A finished app's
+record never changes, so its entry stays true while the record exists; a running app's
+record is read at each ``list``. Processes listing at once each write a true index (the
+last one stays; an app another one added is read again later); an index that is missing,
+truncated or foreign is rebuilt from the records.
+
 TorchX's ``SUCCESS`` file (:func:`write_success_file`) is written the same private,
 atomic way, in the app's log directory, when the app ends.
 """
@@ -59,7 +70,8 @@ import os
 import secrets
 import stat
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, NamedTuple
 
 import anyio
 import anyio.lowlevel
@@ -87,6 +99,8 @@ MAX_RECORD_AGE = 7 * 24 * 3600.0
 MAX_RECORDS = 1000
 #: The file's name in an app's log directory (TorchX's).
 SUCCESS_FILE = "SUCCESS"
+#: The list index's name in a records directory (a dot name: never taken for a record).
+INDEX_NAME = ".index"
 _DIRECTORY_MODE = 0o700
 _SUFFIX = ".json"
 
@@ -335,13 +349,8 @@ def read_record(path: str) -> AppRecord | None:
     Args:
         path: the record file.
     """
-    try:
-        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
-            info = os.fstat(file.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
-                return None
-            data = file.read()
-    except OSError:
+    data = _read_private_file(path)
+    if data is None:
         return None
     try:
         raw = json.loads(data)
@@ -351,6 +360,19 @@ def read_record(path: str) -> AppRecord | None:
     except Exception:  # a truncated or foreign file is not a record
         return None
     return record if record.uid == os.geteuid() else None
+
+
+def _read_private_file(path: str) -> bytes | None:
+    """The content of ``path`` if it is a regular file of this user (never through a
+    symbolic link); None otherwise, or when it cannot be read."""
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+                return None
+            return file.read()
+    except OSError:
+        return None
 
 
 def record_ids(directory: str) -> list[str]:
@@ -420,6 +442,86 @@ def _remove_stale(folder: str, now: float) -> None:
             old = stale and now - entry.stat(follow_symlinks=False).st_mtime > 3600
             if old and entry.is_file(follow_symlinks=False):
                 os.unlink(entry.path)
+
+
+# --------------------------------------------------------------------------- list index
+
+
+class ListEntry(NamedTuple):
+    """What ``list`` reports of a finished app, as the list index keeps it (see the module).
+
+    Args:
+        session: the session of the scheduler that ran it.
+        state: its final state: the record's terminal state, or ``FAILED`` when its
+            supervisor died before recording its end.
+        supervisor: :func:`supervisor_key` of its supervisor.
+    """
+
+    session: str
+    state: AppState
+    supervisor: str
+
+
+def supervisor_key(identity: ProcessIdentity | None) -> str:
+    """``identity`` as one string, ``pid/start_time/boot_id``; ``""`` for None."""
+    return "" if identity is None else f"{identity.pid}/{identity.start_time}/{identity.boot_id}"
+
+
+#: A terminal state by its name: the one lookup that both decodes and checks an entry's state.
+_TERMINAL_STATES = {state.name: state for state in AppState if is_terminal(state)}
+
+
+def read_index(directory: str) -> dict[str, ListEntry]:
+    """The list index of the records ``directory``: app id -> its entry.
+
+    Read only when it is a regular file of this user (never through a symbolic link).
+    Empty when it is missing, of another version, or not an index (a truncated or
+    foreign file, an entry of a state that is not terminal): the caller rebuilds it
+    from the records.
+
+    Args:
+        directory: the records directory.
+    """
+    data = _read_private_file(os.path.join(directory, INDEX_NAME))
+    if data is None:
+        return {}
+    entries: dict[str, ListEntry] = {}
+    try:
+        raw = json.loads(data)
+        if not isinstance(raw, dict) or raw.get("version") != RECORD_VERSION:
+            return {}
+        for session, state_name, supervisor, app_ids in raw["groups"]:
+            if not (isinstance(session, str) and isinstance(supervisor, str)):
+                return {}
+            entry = ListEntry(session, _TERMINAL_STATES[state_name], supervisor)
+            entries.update(dict.fromkeys(app_ids, entry))
+    except Exception:  # a truncated or foreign file, a state not terminal: not an index
+        return {}
+    return entries
+
+
+def write_index(directory: str, entries: Mapping[str, ListEntry]) -> None:
+    """Make ``entries`` the list index of the records ``directory``, atomically
+    (:func:`replace_private_file`: 0600, a reader sees the old index or the new one).
+
+    The file holds the apps by entry (``[session, state, supervisor, [app ids]]``): the
+    apps of one run share one entry, so the file holds each app's id and little else.
+    A failure (a full disk) is logged, never raised: the next ``list`` reads the
+    records the index lacks.
+
+    Args:
+        directory: the records directory.
+        entries: app id -> its entry.
+    """
+    groups: dict[ListEntry, list[str]] = {}
+    for app_id, entry in entries.items():
+        groups.setdefault(entry, []).append(app_id)
+    rows = [[e.session, e.state.name, e.supervisor, ids] for e, ids in groups.items()]
+    data = json.dumps({"version": RECORD_VERSION, "groups": rows}, separators=(",", ":"))
+    try:
+        replace_private_file(directory, INDEX_NAME, data.encode())
+    except OSError as error:
+        logger.debug("could not write the list index of %s: %s", directory, error)
 
 
 # --------------------------------------------------------------------------- writer
