@@ -31,15 +31,17 @@ from asynctorchx.runner import get_runner
 from asynctorchx.schedulers.local._app_views import list_recorded_apps, read_recorded_app
 from asynctorchx.schedulers.local._process_identity import ProcessIdentity
 from asynctorchx.schedulers.local._records import (
+    INDEX_NAME,
     AppRecord,
     ReplicaRecord,
+    read_index,
     read_record,
     records_directory,
     write_record,
 )
 from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
 from asynctorchx.specs.api import AppState, is_terminal
-from tests.processes import await_end
+from tests.processes import await_end, killed_on_exit
 
 LIMIT = 30  # seconds
 
@@ -301,6 +303,94 @@ async def test_a_waiter_sees_an_end_recorded_after_its_first_look(state: Path) -
     described = view.describe()
     assert described is not None
     assert described.state == AppState.SUCCEEDED
+
+
+# --------------------------------------------------------------------------- list
+
+
+#: A process that runs argv[1] apps of ``true`` through its Runner, waits for each, and
+#: prints their handles.
+WRITER = textwrap.dedent(
+    """
+    import sys
+    import anyio
+    from asynctorchx.runner import get_runner
+    from asynctorchx.specs.api import AppDef, Role
+
+    async def main():
+        async with get_runner() as runner:
+            app = AppDef("many", [Role("worker", "x", entrypoint="true")])
+            handles = [await runner.run(app, "local_cwd") for _ in range(int(sys.argv[1]))]
+            for handle in handles:
+                assert (await runner.wait(handle)).state.name == "SUCCEEDED"
+            print(" ".join(handles), flush=True)
+
+    anyio.run(main)
+    """
+)
+
+#: A process that lists the local apps over and over, each time checking that the list
+#: index is whole, until the file argv[1] exists; then prints its rounds and its last
+#: listing (``app_id=STATE``), made after the file was seen.
+LISTER = textwrap.dedent(
+    """
+    import json, os, sys
+    from asynctorchx.schedulers.local._app_views import list_recorded_apps
+    from asynctorchx.schedulers.local._records import INDEX_NAME, state_directory
+
+    index, rounds = os.path.join(state_directory(), "local_cwd", INDEX_NAME), 0
+    while True:
+        last = os.path.exists(sys.argv[1])
+        listed = list_recorded_apps("local_cwd", "torchx", ())
+        if os.path.exists(index):
+            with open(index, "rb") as file:
+                json.loads(file.read())  # never half of one
+        rounds += 1
+        if last:
+            break
+    print(rounds, *sorted(f"{app.app_id}={app.state.name}" for app in listed), flush=True)
+    """
+)
+
+
+async def test_lists_from_several_processes_while_apps_end_in_others(
+    tmp_path: Path, state: Path
+) -> None:
+    done = tmp_path / "done"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    programs = [[WRITER, "8"]] * 3 + [[LISTER, str(done)]] * 3
+    async with contextlib.AsyncExitStack() as stack:
+        processes = []
+        for program, arg in programs:
+            command = [sys.executable, "-c", program, arg]
+            processes.append(await stack.enter_async_context(killed_on_exit(command, env=env)))
+        writers, listers = processes[:3], processes[3:]
+        handles = []
+        with anyio.fail_after(LIMIT * 4):
+            for process in writers:
+                handles += (await next_line(process)).split()
+                assert await process.wait() == 0
+            done.touch()  # every app has ended: each lister's next listing is its last
+            outputs = [await next_line(process) for process in listers]
+            for process in listers:
+                assert await process.wait() == 0
+    expected = sorted(f"{handle.rsplit('/', 1)[1]}=SUCCEEDED" for handle in handles)
+    assert len(expected) == 24
+    for output in outputs:
+        assert output.split()[1:] == expected
+    async with get_runner() as runner:  # this process: every app, from the index alone
+        listed = await runner.list("local_cwd")
+    assert sorted((app.app_handle, app.state) for app in listed) == sorted(
+        (handle, AppState.SUCCEEDED) for handle in handles
+    )
+    out = await anyio.to_thread.run_sync(cli, "list", "-s", "local_cwd")
+    assert out.returncode == 0, out.stderr
+    assert all(handle in out.stdout for handle in handles)
+    directory = state / "local_cwd"
+    assert not [name for name in os.listdir(directory) if name.endswith(".tmp")]
+    assert stat.S_IMODE((directory / INDEX_NAME).stat().st_mode) == 0o600
+    index = read_index(str(directory))
+    assert sorted(f"{app_id}={entry.state.name}" for app_id, entry in index.items()) == expected
 
 
 # --------------------------------------------------------------------------- privacy
