@@ -186,7 +186,8 @@ async def _list(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
     rows = [[app.app_handle, app.name, app.state.name] for app in apps]
-    print(tabulate(rows, headers=["APP HANDLE", "APP NAME", "APP STATUS"]))
+    # every column is text: no cell is parsed as a number (benchmark 4's cli_list_s row)
+    print(tabulate(rows, headers=["APP HANDLE", "APP NAME", "APP STATUS"], disable_numparse=True))
     return 0
 
 
