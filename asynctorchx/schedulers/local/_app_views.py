@@ -515,8 +515,15 @@ def list_recorded_apps(backend: str, session: str, known: Container[str]) -> lis
 
 def _list_entry(directory: str, app_id: str, backend: str) -> ListEntry | None:
     """What ``list`` reports of ``app_id`` from its record; None when it has no record of
-    ``backend``'s ``app_id``."""
-    record = read_record(record_path(directory, app_id))
+    ``backend``'s ``app_id``.
+
+    A record read while its app ran, whose supervisor is gone when looked at, is read
+    again: the supervisor may have recorded the app's end and exited in between, and
+    its last record is final (an entry of the index is kept for good)."""
+    path = record_path(directory, app_id)
+    record = read_record(path)
+    if record is not None and settled_state(record)[0] != record.state:
+        record = read_record(path)
     if record is None or record.app_id != app_id or record.backend != backend:
         return None
     state, _ = settled_state(record)  # a dead supervisor's app: FAILED
