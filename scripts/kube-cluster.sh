@@ -6,6 +6,7 @@
 #                                                   # print the kubeconfig's path as the last line
 #   bash scripts/kube-cluster.sh status             # exit 0 when the node is Ready
 #   bash scripts/kube-cluster.sh load IMAGE...      # put images of the local Docker engine on the node
+#                                                   # (one it has with the same ID is skipped)
 #   bash scripts/kube-cluster.sh logs               # where each daemon's log is
 #   bash scripts/kube-cluster.sh stop               # remove everything `start` started
 #
@@ -23,13 +24,18 @@
 #   - the kubelet on that runtime, named $NODE, serving on 127.0.0.1:$KUBELET_PORT with
 #     `--node-ip=127.0.0.1` (it refuses a loopback node IP and then leaves the Node's addresses
 #     alone: `start` patches the Node's InternalIP to 127.0.0.1 once, so that the API server
-#     reaches it on loopback for logs; never the machine's own interface);
+#     reaches it on loopback for logs; never the machine's own interface), and a cluster DNS
+#     as every cluster has one: `--cluster-domain=$CLUSTER_DOMAIN`, `--cluster-dns` the
+#     bridge's own address $CLUSTER_DNS, so that pods' resolv.conf and /etc/hosts name pods as
+#     on any cluster (`{hostname}.{subdomain}.{namespace}.svc.$CLUSTER_DOMAIN`). No DNS server
+#     runs there: the tests that resolve pod names bring a stand-in for one (CoreDNS is not
+#     packaged by Debian); the kubelet reports both in its /configz;
 #   - kube-controller-manager (without the service-account token controller), kube-scheduler and
 #     kube-proxy (iptables mode), each bound to 127.0.0.1;
 #   - two FORWARD ACCEPT rules for the pod bridge (Docker's FORWARD policy is DROP); kube-proxy
 #     sets net.ipv4.conf.all.route_localnet, which `stop` restores.
-# No cluster DNS (CoreDNS is not packaged by Debian), no Volcano/JobSet/Kueue: the tests bring
-# stand-ins for those controllers. `stop` removes the pods (through the kubelet, so that CNI
+# No DNS server, no Volcano/JobSet/Kueue: the tests bring stand-ins for those. `start` on a
+# node that runs with other kubelet arguments (an older version of this script) restarts it. `stop` removes the pods (through the kubelet, so that CNI
 # releases their network), the daemons, kube-proxy's chains, the FORWARD rules, the bridge and
 # the state directory.
 #
@@ -48,6 +54,8 @@ NODE_BINARIES=(kubelet kube-controller-manager kube-scheduler kube-proxy)
 NODE="asynctorchx-node"
 BRIDGE="atxkube0"
 POD_CIDR="10.244.0.0/24"
+CLUSTER_DNS="10.244.0.1" # the bridge's address: CNI's gateway of $POD_CIDR
+CLUSTER_DOMAIN="cluster.local"
 KUBELET_PORT=17250
 KUBELET_HEALTHZ_PORT=17248
 PROXY_HEALTHZ_PORT=17256
@@ -168,8 +176,19 @@ wait_for() { # WHAT SECONDS COMMAND...: poll COMMAND until it succeeds, checking
     done
 }
 
+kubelet_args() { # the kubelet's arguments, one a line
+    printf '%s\n' --kubeconfig="$KUBECONFIG_PATH" --hostname-override="$NODE" \
+        --container-runtime=remote --container-runtime-endpoint="unix://$SOCK" \
+        --pod-infra-container-image="$PAUSE_IMAGE" \
+        --root-dir="$STATE/kubelet" --cert-dir="$STATE/kubelet/pki" \
+        --fail-swap-on=false --cgroup-driver=cgroupfs --cgroups-per-qos=false --enforce-node-allocatable= \
+        --node-ip=127.0.0.1 --address=127.0.0.1 --port="$KUBELET_PORT" --read-only-port=0 \
+        --healthz-bind-address=127.0.0.1 --healthz-port="$KUBELET_HEALTHZ_PORT" \
+        --cluster-dns="$CLUSTER_DNS" --cluster-domain="$CLUSTER_DOMAIN"
+}
+
 start_node() {
-    local kubeconfig="$KUBECONFIG_PATH" rule
+    local kubeconfig="$KUBECONFIG_PATH" rule args
     write_node_config
     start_node_daemon containerd containerd --config "$CTR_DIR/config.toml"
     wait_for "containerd's socket" 30 ctr -a "$SOCK" version >/dev/null
@@ -178,13 +197,9 @@ start_node() {
         # shellcheck disable=SC2086  # a rule is several words
         iptables -C FORWARD $rule 2>/dev/null || iptables -I FORWARD $rule
     done
-    start_node_daemon kubelet "$CACHE/kubelet" --kubeconfig="$kubeconfig" --hostname-override="$NODE" \
-        --container-runtime=remote --container-runtime-endpoint="unix://$SOCK" \
-        --pod-infra-container-image="$PAUSE_IMAGE" \
-        --root-dir="$STATE/kubelet" --cert-dir="$STATE/kubelet/pki" \
-        --fail-swap-on=false --cgroup-driver=cgroupfs --cgroups-per-qos=false --enforce-node-allocatable= \
-        --node-ip=127.0.0.1 --address=127.0.0.1 --port="$KUBELET_PORT" --read-only-port=0 \
-        --healthz-bind-address=127.0.0.1 --healthz-port="$KUBELET_HEALTHZ_PORT"
+    mapfile -t args < <(kubelet_args)
+    kubelet_args >"$STATE/kubelet.args" # what `start` compares a running node with
+    start_node_daemon kubelet "$CACHE/kubelet" "${args[@]}"
     start_node_daemon kube-controller-manager "$CACHE/kube-controller-manager" --kubeconfig="$kubeconfig" \
         --bind-address=127.0.0.1 --secure-port="$CONTROLLERS_PORT" --port=0 --leader-elect=false \
         --controllers='*,-serviceaccount-token'
@@ -207,6 +222,10 @@ start_cluster() {
     local node=1
     [ "${2:-}" != --no-node ] || node=0
     if [ "$node" = 1 ]; then build_node; else install_packages && build_binaries kube-apiserver; fi
+    if [ "$node" = 1 ] && node_ready && ! kubelet_args | cmp -s - "$STATE/kubelet.args"; then
+        echo "kube-cluster: the node runs with other kubelet arguments; restarting it" >&2
+        stop_cluster
+    fi
     if ready && { [ "$node" = 0 ] || node_ready; }; then
         echo "kube-cluster already runs on 127.0.0.1:$PORT"
         echo "$KUBECONFIG_PATH"
@@ -295,11 +314,27 @@ stop_cluster() {
     rm -rf "$STATE"
 }
 
+on_node() { # IMAGE: the node has IMAGE as the Docker engine has it (the same config digest)
+    local id ref=$1 digest
+    id="$(docker image inspect -f '{{.Id}}' "$1")" || return 1
+    case "${ref%%/*}" in # the reference as containerd spells it
+    *.* | *:* | localhost) ;;
+    *) [[ "$ref" == */* ]] && ref="docker.io/$ref" || ref="docker.io/library/$ref" ;;
+    esac
+    digest="$(ctr -a "$SOCK" -n k8s.io images ls "name==$ref" | awk 'NR == 2 { print $3 }')"
+    [ -n "$digest" ] && ctr -a "$SOCK" -n k8s.io content get "$digest" |
+        python3 -c 'import json, sys; sys.exit(json.load(sys.stdin)["config"]["digest"] != sys.argv[1])' "$id"
+}
+
 load_images() {
     [ $# -gt 0 ] || die "usage: $0 load IMAGE..."
     pid_alive "$STATE/containerd.pid" || die "the node's containerd does not run (bash $0 start)"
-    docker save "$@" | ctr -a "$SOCK" -n k8s.io images import - >/dev/null
-    echo "loaded on $NODE: $*"
+    local image missing=()
+    for image in "$@"; do
+        on_node "$image" || missing+=("$image")
+    done
+    [ "${#missing[@]}" = 0 ] || docker save "${missing[@]}" | ctr -a "$SOCK" -n k8s.io images import - >/dev/null
+    echo "on $NODE: $* (loaded now: ${missing[*]:-none})"
 }
 
 case "${1:-}" in
