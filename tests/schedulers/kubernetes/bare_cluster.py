@@ -13,7 +13,11 @@ controller manager, kubelet or Volcano: pods stay Pending and nobody acts on a j
   Completed, Failed), retries a failed pod as Volcano does (a task's ``maxRetry``, its
   ``RestartJob`` policy: ``retryCount``, ``Restarting``, the pods made again once the old
   ones are gone), acts on ``AbortJob`` commands (Aborting, pods deleted, Aborted) and,
-  as the garbage collector would, deletes a deleted job's pods.
+  as the garbage collector would, deletes a deleted job's pods. For a job with the ``svc``
+  plugin it does that plugin's part: the ConfigMap ``{job}-svc`` of each task's hosts, the
+  headless Service ``{job}`` (the pods' subdomain), and in each pod ``VC_{TASK}_HOSTS`` and
+  ``VC_{TASK}_NUM`` from that ConfigMap, mounted at ``/etc/volcano``; both go with the job
+  (its NetworkPolicy is left out: nothing on these clusters enforces one).
 - :class:`JobSetStandIn`: a STAND-IN for JobSet's controller and the Job controller under
   it: for an unsuspended JobSet it creates each replicated job's ``batch/v1`` Job (which
   the real server validates; nothing acts on it) and its pods as an Indexed Job does
@@ -299,20 +303,85 @@ class LoopbackProxy:
                 self._scopes.remove(scope)
 
 
+def _job_owner(job: dict[str, Any]) -> dict[str, Any]:
+    """The owner reference Volcano puts on what it makes for ``job``."""
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "name": job["metadata"]["name"],
+        "uid": job["metadata"]["uid"],
+        "controller": True,
+    }
+
+
+def _svc_keys(task_name: str) -> tuple[str, str]:
+    """The ``svc`` plugin's variables of a task: its hosts and their number."""
+    key = task_name.replace("-", "_").upper()
+    return f"VC_{key}_HOSTS", f"VC_{key}_NUM"
+
+
+def _svc_config_map(job: dict[str, Any]) -> dict[str, Any]:
+    """The ``svc`` plugin's ConfigMap ``{job}-svc`` (Volcano's ``GenerateHosts``): per task,
+    ``{task}.host`` (one host a line) and :func:`_svc_keys`, the host being the task's pod
+    ``{job}-{task}-0.{job}`` (one replica per task)."""
+    job_name = job["metadata"]["name"]
+    data = {}
+    for task in job["spec"]["tasks"]:
+        host = f"{job_name}-{task['name']}-0.{job_name}"
+        hosts, count = _svc_keys(task["name"])
+        data.update({f"{task['name'].replace('-', '_')}.host": host, hosts: host, count: "1"})
+    metadata = {"name": f"{job_name}-svc", "ownerReferences": [_job_owner(job)]}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
+
+
+def _svc_service(job: dict[str, Any], args: list[str]) -> dict[str, Any]:
+    """The ``svc`` plugin's headless Service, named as the job: the subdomain of its pods."""
+    name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
+    spec = {
+        "clusterIP": "None",
+        "selector": {"volcano.sh/job-name": name, "volcano.sh/job-namespace": namespace},
+        "publishNotReadyAddresses": "--publish-not-ready-addresses" in args,
+    }
+    metadata = {"name": name, "ownerReferences": [_job_owner(job)]}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}
+
+
+def _with_svc(job: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """The ``svc`` plugin's ``OnPodCreate``: every container gets each task's
+    :func:`_svc_keys` from the ConfigMap and the ConfigMap mounted at ``/etc/volcano``."""
+    config_map = f"{job['metadata']['name']}-svc"
+    env = [
+        {"name": key, "valueFrom": {"configMapKeyRef": {"name": config_map, "key": key}}}
+        for task in job["spec"]["tasks"]
+        for key in _svc_keys(task["name"])
+    ]
+    spec = json.loads(json.dumps(spec))
+    for container in spec["containers"]:
+        container["env"] = [*(container.get("env") or []), *env]
+        mount = {"name": config_map, "mountPath": "/etc/volcano"}
+        container["volumeMounts"] = [*(container.get("volumeMounts") or []), mount]
+    volume = {"name": config_map, "configMap": {"name": config_map}}
+    spec["volumes"] = [*(spec.get("volumes") or []), volume]
+    return spec
+
+
 def _pod_from_task(job: dict[str, Any], task: dict[str, Any], node: str | None) -> dict[str, Any]:
-    """Volcano's pod for ``task``: on ``node``, or (``None``) left to the cluster's scheduler."""
+    """Volcano's pod for ``task``: on ``node``, or (``None``) left to the cluster's scheduler;
+    with the ``svc`` plugin's part (:func:`_with_svc`) when the job names it."""
     namespace, job_name = job["metadata"]["namespace"], job["metadata"]["name"]
     template = task["template"]
     name = f"{job_name}-{task['name']}-0"
     labels = dict(template["metadata"].get("labels") or {})
-    labels.update({"volcano.sh/job-name": job_name, "volcano.sh/task-spec": task["name"]})
-    owner = {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "name": job_name,
-        "uid": job["metadata"]["uid"],
-        "controller": True,
-    }
+    labels.update(
+        {
+            "volcano.sh/job-name": job_name,
+            "volcano.sh/job-namespace": namespace,
+            "volcano.sh/task-spec": task["name"],
+        }
+    )
+    spec = template["spec"]
+    if "svc" in (job["spec"].get("plugins") or {}):
+        spec = _with_svc(job, spec)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -321,10 +390,10 @@ def _pod_from_task(job: dict[str, Any], task: dict[str, Any], node: str | None) 
             "namespace": namespace,
             "labels": labels,
             "annotations": template["metadata"].get("annotations") or {},
-            "ownerReferences": [owner],
+            "ownerReferences": [_job_owner(job)],
         },
         "spec": {
-            **template["spec"],
+            **spec,
             "hostname": name,
             "subdomain": job_name,
             **({"nodeName": node} if node else {}),
@@ -416,10 +485,24 @@ class VolcanoStandIn(_Watching):
 
     async def _job(self, kind: str, job: dict[str, Any]) -> None:
         name = job["metadata"]["name"]
+        plugins = job["spec"].get("plugins") or {}
         if kind == "DELETED":  # the garbage collector's part: the job's pods go
             for pod in await self._pods_of(name):
                 await self._delete_pod(pod["metadata"]["name"])
+            if "svc" in plugins:  # the svc plugin's OnJobDelete
+                base = f"/api/v1/namespaces/{self.namespace}"
+                await self.http.delete(f"{base}/configmaps/{name}-svc")
+                await self.http.delete(f"{base}/services/{name}")
         elif kind in ("ADDED", "MODIFIED") and not job.get("status"):
+            if "svc" in plugins:  # the svc plugin's OnJobAdd, before any pod
+                base = f"/api/v1/namespaces/{self.namespace}"
+                made = [
+                    ("configmaps", _svc_config_map(job)),
+                    ("services", _svc_service(job, plugins["svc"])),
+                ]
+                for kind_path, body in made:
+                    response = await self.http.post(f"{base}/{kind_path}", json=body)
+                    await _checked(response, 201, 409)
             # Volcano's order: the job is Pending before its pods exist, so that a pod's
             # own moves (the real scheduler's Unschedulable, a start) come after it
             await self._set_phase(name, "Pending")

@@ -8,7 +8,10 @@ creates a pod per task, which the real scheduler places, moves the job's phase a
 pods move, and retries a failed pod as Volcano does) and JobSet's with the Job
 controller's pod retries (:class:`JobSetStandIn`, likewise). The kubelet's reasons
 (``ErrImagePull``, ``OOMKilled``, ``CrashLoopBackOff``), the scheduler's
-(``Unschedulable``) and the exit codes are the node's own.
+(``Unschedulable``) and the exit codes are the node's own. The DDP test adds a STAND-IN for
+the cluster's DNS server (:class:`~.cluster_dns.ClusterDns`, what CoreDNS answers for a
+headless Service's pods), and the Volcano stand-in does its ``svc`` plugin's part (the
+Service, the ``VC_{TASK}_HOSTS`` variables); the pod network, Endpoints and resolvers are real.
 
 Without ``ASYNCTORCHX_KUBE_NODE_KUBECONFIG`` these tests are skipped with the command that
 provides a node, and fail under ``ASYNCTORCHX_REQUIRE_KUBERNETES_NODE=1``. A failing test
@@ -22,10 +25,12 @@ import contextlib
 import functools
 import json
 import os
+import re
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import httpx2
@@ -45,6 +50,7 @@ from tests.schedulers.kubernetes.bare_cluster import (
     http_client,
     install_crds,
 )
+from tests.schedulers.kubernetes.cluster_dns import ClusterDns, NodeDns, node_dns
 from tests.schedulers.kubernetes.test_workspace import require_registry
 
 NODE_KUBECONFIG = os.environ.get("ASYNCTORCHX_KUBE_NODE_KUBECONFIG")
@@ -62,16 +68,27 @@ JOBSET_CFG = {"job_api": "jobset"}
 NAMESPACE = "default"
 #: Seconds an app may take on the node, from submit to its end (a loaded 2-core machine).
 WAIT_S = 180
+#: The DDP test's image: Debian, Python and PyTorch CPU, as scripts/kube-torch-image.sh builds it.
+TORCH_IMAGE = os.environ.get(
+    "ASYNCTORCHX_KUBE_NODE_TORCH_IMAGE", "asynctorchx-test/torch:2.13.0-node"
+)
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+#: Seconds for ``dist.ddp -j 2x1``: two imports of torch and a rendezvous on 2 shared cores.
+DDP_WAIT_S = 300
+
+
+def missing(reason: str) -> NoReturn:
+    """Skip for want of ``reason``'s part of the node (fail under the requirement)."""
+    if os.environ.get("ASYNCTORCHX_REQUIRE_KUBERNETES_NODE") == "1":
+        pytest.fail(f"ASYNCTORCHX_REQUIRE_KUBERNETES_NODE=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
 
 
 def require_node() -> str:
     """The node cluster's kubeconfig; skip without one (fail under the requirement)."""
-    if NODE_KUBECONFIG:
-        return NODE_KUBECONFIG
-    reason = f"no Kubernetes node for these tests: {START_NODE}"
-    if os.environ.get("ASYNCTORCHX_REQUIRE_KUBERNETES_NODE") == "1":
-        pytest.fail(f"ASYNCTORCHX_REQUIRE_KUBERNETES_NODE=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
+    if not NODE_KUBECONFIG:
+        missing(f"no Kubernetes node for these tests: {START_NODE}")
+    return NODE_KUBECONFIG
 
 
 def _why(pod: dict[str, Any]) -> str:
@@ -524,3 +541,84 @@ async def test_100_apps_watched_cost_one_list_and_one_watch_per_kind_whatever_th
         assert watched.get("watch", 0) <= 4, watched
         assert "log" not in watched, watched
         await node.deleted(scheduler, *app_ids)
+
+
+async def ddp_node() -> NodeDns:
+    """The node's cluster DNS settings, once the node has what the DDP test needs: the
+    image :data:`TORCH_IMAGE` and a kubelet with a cluster DNS (else skip, or fail under
+    the requirement, with the command that provides it)."""
+    async with http_client(require_node()) as http:
+        (found,) = (await http.get("/api/v1/nodes")).json()["items"]
+        images = {name for image in found["status"].get("images", []) for name in image["names"]}
+        if f"docker.io/{TORCH_IMAGE}" not in images:
+            missing(
+                f"no image {TORCH_IMAGE} on the node: bash scripts/kube-torch-image.sh"
+                f" && bash scripts/kube-cluster.sh load {TORCH_IMAGE}"
+            )
+        dns = await node_dns(http, found["metadata"]["name"])
+    if dns is None:
+        missing(
+            "the node's kubelet has no cluster DNS (started by an older"
+            " scripts/kube-cluster.sh): bash scripts/kube-cluster.sh start restarts it"
+        )
+    return dns
+
+
+async def test_ddp_on_two_pods_meets_at_rank0_through_the_svc_plugins_hosts(
+    tmp_path: Path,
+) -> None:
+    """``dist.ddp -j 2x1`` run by the CLI as a user would: replica 1's torchrun reaches rank 0
+    at ``$VC_{ROLE}_0_HOSTS`` (the ``svc`` plugin's name of rank 0's pod) over the pod
+    network; the two agents form one world of 2 and train with gloo; both pods end 0."""
+    home, out = tmp_path / "home", tmp_path / "out"
+    home.mkdir()
+    out.mkdir()
+    dns = await ddp_node()
+    async with on_node() as (node, scheduler):
+        argv = [
+            *(sys.executable, "-m", "asynctorchx.cli.main", "run", "--wait"),
+            *("--workspace", "", "-s", "kubernetes", "-cfg", "queue=default"),
+            *("dist.ddp", "-j", "2x1", "--image", TORCH_IMAGE, "--cpu", "1"),
+            *("--env", "LOGLEVEL=INFO"),  # each agent logs its rendezvous (its ranks)
+            "--mounts",
+            f"type=bind,src={EXAMPLES},dst=/examples,type=bind,src={out},dst=/out",
+            *("--script", "/examples/ddp_train.py", "--"),
+            *("--steps", "20", "--log_every", "10", "--checkpoint", "/out/checkpoint.pt"),
+        ]
+        env = {**os.environ, "KUBECONFIG": require_node(), "HOME": str(home)}
+        async with ClusterDns(node.http, dns).serving() as resolver:
+            with anyio.fail_after(DDP_WAIT_S):
+                done = await anyio.run_process(argv, cwd=tmp_path, env=env, check=False)
+        output = done.stdout.decode() + done.stderr.decode()
+        handles = re.findall(r"kubernetes://[^/\s]*/(\S+)", done.stdout.decode())
+        assert handles, output
+        app_id = handles[0]
+        described = await scheduler.describe(app_id)
+        assert described is not None
+        role = described.roles[0]
+        logs = [
+            "".join([line async for line in scheduler.log_iter(app_id, role.name, k)])
+            for k in (0, 1)
+        ]
+        assert done.returncode == 0, output + "".join(logs)
+        assert described.state == AppState.SUCCEEDED
+        replicas = described.roles_statuses[0].replicas
+        assert [(r.state, r.exit_code) for r in replicas] == [(AppState.SUCCEEDED, 0)] * 2
+        # replica 1 looked rank 0's pod up by the svc plugin's name, in the cluster's domain
+        rank0_host = replicas[0].hostname  # {job}-{task}-0.{job}
+        assert f"{rank0_host}.{NAMESPACE}.svc.{dns.domain}" in resolver.asked
+        # each replica's agent joined the same world of 2 with its own global rank
+        ranks = []
+        for log in logs:
+            assert "group_world_size=2" in log, log
+            assert "worker group successfully finished" in log, log
+            ranks += re.findall(r"global_ranks=\[(\d)\]", log)
+        assert sorted(ranks) == ["0", "1"]
+        # rank 0 (torchrun --tee prefixes its lines with [0]:) printed the loss, falling
+        (rank0_log,) = [log for log in logs if "[0]:step" in log]
+        losses = re.findall(r"^\[0\]:step (\d+)/20 loss ([\d.]+)$", rank0_log, re.MULTILINE)
+        assert [int(step) for step, _ in losses] == [1, 10, 20]
+        assert float(losses[-1][1]) < float(losses[0][1])
+        assert "[0]:wrote checkpoint /out/checkpoint.pt" in rank0_log
+        assert (out / "checkpoint.pt").stat().st_size > 0
+        await node.deleted(scheduler, app_id)
