@@ -1,5 +1,6 @@
 # What the engine scripts share (sourced by docker-engine.sh, slurm-cluster.sh,
-# kube-apiserver.sh and kube-registry.sh; kube-cluster.sh has it through kube-apiserver.sh):
+# kube-apiserver.sh, kube-registry.sh and kube-torch-image.sh; kube-cluster.sh has it through
+# kube-apiserver.sh):
 # errors, root checks, timings, package installs and the daemons' pid files.
 
 die() {

@@ -26,29 +26,18 @@ IMAGE="${ASYNCTORCHX_KUBE_TORCH_IMAGE:-asynctorchx-test/torch:2.13.0-node}"
 CACHE="${ASYNCTORCHX_KUBE_TORCH_CACHE:-/var/cache/asynctorchx/torch-image}"
 SUITE=bookworm
 MIRROR=http://deb.debian.org/debian
-
-die() {
-    echo "$(basename "$0"): $*" >&2
-    exit 1
-}
+# shellcheck source=scripts/engine.sh
+source "$(dirname "$0")/engine.sh"
 
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then
     echo "$IMAGE"
     exit 0
 fi
-[ "$(id -u)" = 0 ] || die "must run as root to debootstrap the image's root (try: sudo bash $0)"
+need_root "debootstrap the image's root"
 # the wheel on this machine's disk is for CPython 3.11, as Debian bookworm's python3 is
 python3 -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' ||
     die "python3 here is not 3.11: pip would pick wheels that the image's Python 3.11 cannot load"
-if ! command -v debootstrap >/dev/null 2>&1; then
-    echo "installing debootstrap with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    lock=(-o DPkg::Lock::Timeout=600)
-    apt-get install "${lock[@]}" -y -q --no-install-recommends debootstrap || {
-        apt-get update "${lock[@]}" -q
-        apt-get install "${lock[@]}" -y -q --no-install-recommends debootstrap
-    }
-fi
+command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap
 
 mkdir -p "$CACHE"
 root="$(mktemp -d "$CACHE/root.XXXXXX")"
