@@ -35,9 +35,9 @@
 #   - two FORWARD ACCEPT rules for the pod bridge (Docker's FORWARD policy is DROP); kube-proxy
 #     sets net.ipv4.conf.all.route_localnet, which `stop` restores.
 # No DNS server, no Volcano/JobSet/Kueue: the tests bring stand-ins for those. `start` on a
-# node that runs with other kubelet arguments (an older version of this script) restarts it. `stop` removes the pods (through the kubelet, so that CNI
-# releases their network), the daemons, kube-proxy's chains, the FORWARD rules, the bridge and
-# the state directory.
+# node that runs with other kubelet arguments (an older version of this script) restarts it.
+# `stop` removes the pods (through the kubelet, so that CNI releases their network), the
+# daemons, kube-proxy's chains, the FORWARD rules, the bridge and the state directory.
 #
 # Environment: ASYNCTORCHX_KUBE_CACHE (binary cache, default /var/cache/asynctorchx/kube-apiserver),
 # ASYNCTORCHX_KUBE_NODE_STATE (default /var/lib/asynctorchx-kube-node), ASYNCTORCHX_KUBE_NODE_PORT
