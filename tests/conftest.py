@@ -177,6 +177,20 @@ def _private_local_app_records(tmp_path_factory: pytest.TempPathFactory) -> Iter
             os.environ["ASYNCTORCHX_STATE_DIR"] = saved
 
 
+@pytest.fixture(autouse=True)
+def _context_name_restored() -> Iterator[None]:
+    """``TORCHX_CONTEXT_NAME`` as it was before the test: the ``run`` command, called in
+    process by CLI tests, sets it in this process's environment (as ``torchx run``)."""
+    saved = os.environ.get("TORCHX_CONTEXT_NAME")
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("TORCHX_CONTEXT_NAME", None)
+        else:
+            os.environ["TORCHX_CONTEXT_NAME"] = saved
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Start from a terminal's signal dispositions, however the suite was launched.
 

@@ -35,6 +35,7 @@ from asynctorchx.runner.api import Runner, get_runner
 from asynctorchx.schedulers.api import Capabilities
 from asynctorchx.schedulers.toolkit import background_tasks
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal
+from asynctorchx.specs.metadata_keys import TORCHX_CONTEXT_NAME
 
 #: seconds `run` waits for an interrupted app to end before closing the runner
 _CANCEL_BOUND_S = 60.0
@@ -290,6 +291,9 @@ async def _announce_builds(
 
 
 async def run(args: argparse.Namespace) -> int:
+    # TorchX's `torchx run` names its context for what it starts: replicas that inherit
+    # this process's environment (local, Slurm) and the scheduler code in it see it.
+    os.environ.setdefault(TORCHX_CONTEXT_NAME, "cli_run")
     sections = config.load_sections()  # the one read of the .torchxconfig files
     known = list(schedulers.get_scheduler_factories())
     config.warn_unknown(sections, known, {"cli:run": CLI_RUN_KEYS})

@@ -6,7 +6,8 @@ exactly; nothing here stamps them (torchx-nightly's built-in schedulers do not e
 """
 
 #: The variable naming the calling context (``cli_run``, a pipeline's name), which a
-#: scheduler may stamp into a job's metadata as :attr:`app_metadata.CONTEXT`.
+#: scheduler may stamp into a job's metadata as :attr:`app_metadata.CONTEXT`. The
+#: ``run`` command sets it to ``cli_run`` unless it is set (TorchX's ``torchx run``).
 TORCHX_CONTEXT_NAME: str = "TORCHX_CONTEXT_NAME"
 
 #: The value written for a metadata entry that is not available.
