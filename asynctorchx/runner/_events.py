@@ -313,7 +313,8 @@ class Position:
     streams, the last state's name (``-``: none yet), and per log stream, in the order
     of ``streams``, ``{position}:{lines}`` (:class:`LogMark`: the position of a block as
     :func:`~asynctorchx.schedulers.toolkit.format_position` writes it, ``o`` and a byte
-    offset, ``t`` and a stamp ``.`` a count, or two of those joined by ``,``; and the
+    offset, ``t`` and a stamp ``.`` a count, two of those joined by ``,``, or ``c`` and a
+    container's place before the second form; and the
     lines delivered from it), or nothing before its first line. Its size grows by one
     byte per log stream (two per replica where stdout and stderr are apart) plus, once a
     stream delivered lines, its position's text and count (``docs/orchestration.md``).

@@ -31,7 +31,6 @@ from asynctorchx.schedulers.kubernetes._state import (
     Replicas,
     job_replicas,
     parse_job,
-    volcano_pod_name,
 )
 from asynctorchx.specs.api import AppDef, CfgVal, is_terminal
 
@@ -52,9 +51,6 @@ class JobApi:
         cancel: ``(api, namespace, job)``: stop the app (a no-op once it ended).
         stop_failed: ``(api, namespace, job, reason)``: record ``reason`` (a pod's
             waiting reason ended the app) on the job and stop what the job API keeps.
-        pod_name: ``(job, replica)`` -> the replica's pod name where it is known without
-            the pods (Volcano's ``{job}-{task}-0``), so no pod list is needed to read a
-            log; ``None`` where it is not.
     """
 
     name: str
@@ -66,7 +62,6 @@ class JobApi:
     replicas: Callable[[Job, Mapping[str, Pod]], Replicas]
     cancel: Callable[[ApiServer, str, Job], Awaitable[None]]
     stop_failed: Callable[[ApiServer, str, Job, str], Awaitable[None]]
-    pod_name: Callable[[Job, tuple[str, int]], str] | None = None
 
 
 async def _abort(api: ApiServer, namespace: str, job: Job) -> None:
@@ -123,7 +118,6 @@ VOLCANO = JobApi(
     replicas=job_replicas,
     cancel=_abort,
     stop_failed=_abort_and_annotate,
-    pod_name=volcano_pod_name,
 )
 
 #: A ``JobSet``: one replicated job per role, its pods found by label and index.

@@ -20,13 +20,17 @@ that time, not the log again from its start.
 ``should_tail`` follows the pod until the app is terminal: when Volcano replaces the pod
 (a retry) the new pod's log follows; the wait for a pod to start or be replaced is an
 await on the scheduler's shared pods watch (:mod:`._informer`), not a poll.
+
+The pod's other containers (sidecars) are read after the replica's own, one after the
+other in the pod's order, as TorchX's ``kubernetes_scheduler.log_iter`` reads every
+container (TorchX #1203): :func:`other_containers`.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -37,6 +41,7 @@ from asynctorchx.schedulers.kubernetes._state import Job, Pod
 from asynctorchx.schedulers.toolkit import (
     MAX_LINE_BYTES,
     STAMPED_START,
+    InContainer,
     LineAssembler,
     LogBlock,
     LogPosition,
@@ -64,6 +69,8 @@ class LogReader:
         container: the replica's container.
         query: filters (regex, since, until).
         start: 0 (the log's start), or a block's :attr:`position`.
+        prefix: put before each line yielded (not before a long line's later pieces);
+            ``regex`` is matched without it.
 
     Raises:
         ValueError: ``start`` is not 0 or a :class:`~asynctorchx.schedulers.toolkit.Stamped`.
@@ -76,11 +83,13 @@ class LogReader:
         container: str,
         query: LogQuery,
         start: LogPosition = 0,
+        prefix: str = "",
     ) -> None:
         self.api = api
         self.namespace = namespace
         self.container = container
         self.query = query
+        self.prefix = prefix
         self.uid = ""  # the pod (container) whose log is read; "" before the first
         #: The time (ns) of the last line read (0 before any) and how many lines had it.
         self.resume = StampSkip(*(position_of(start, Stamped, "kubernetes") or STAMPED_START))
@@ -170,8 +179,44 @@ class LogReader:
                 self.done = True
                 break
             if query.matches(text):
-                kept.append(text)
+                kept.append(text if piece else self.prefix + text)
         return kept
+
+
+async def other_containers(
+    api: ApiServer,
+    namespace: str,
+    pod: Pod,
+    own: str,
+    query: LogQuery,
+    start: InContainer | None = None,
+) -> AsyncGenerator[LogBlock, None]:
+    """Yield the logs of the pod's containers other than the replica's own, as they are
+    now, one container after the other in the pod's order; each line starts with the
+    container's name and a space (TorchX's, without its terminal colours).
+
+    A block's position is an :class:`~asynctorchx.schedulers.toolkit.InContainer`; a read
+    from one goes on in that container's log and reads the containers after it.
+
+    Args:
+        api: the API server.
+        namespace: the pod's namespace.
+        pod: the pod.
+        own: the replica's own container, read elsewhere.
+        query: filters (regex, since, until), for each container's log.
+        start: where to go on, or ``None``: every other container from its start.
+
+    Raises:
+        KubernetesApiError: the server refused a log request.
+    """
+    others = [name for name in pod.containers if name != own]
+    first = 0 if start is None else start.container
+    for index in range(first, len(others)):
+        at = start.at if start is not None and index == start.container else 0
+        reader = LogReader(api, namespace, others[index], query, at, prefix=f"{others[index]} ")
+        async for block in reader.read(pod.name, follow=False):
+            at_block = cast(Stamped, block.position)  # a LogReader's blocks are stamped
+            yield LogBlock(InContainer(index, at_block), block.lines)
 
 
 #: The replica's pod in the pods watch's current cache (``None``: no pod yet); a JobSet's

@@ -16,7 +16,9 @@ call does (``docs/kubernetes.md`` says more):
   its image past ``image_pull_timeout``) ends the app ``FAILED`` with the reason, and
   ``wait`` then stops the job and keeps it (see ``_state`` and ``_jobapi``);
 - ``log_iter`` supports ``since`` (``sinceTime``), ``until``, and follows across dropped
-  connections and Volcano's retries without duplicating or losing lines;
+  connections and Volcano's retries without duplicating or losing lines; the pod's other
+  containers' logs (sidecars) follow the replica's own, each line led by the container's
+  name (TorchX's rule);
 - a workspace is built into an image on the Docker engine (as ``local_docker`` builds
   it); the dry run renames it ``<image_repo>:<hash>`` and ``schedule`` pushes it there
   before creating the job (TorchX's ``DockerWorkspaceMixin``), so the pods pull it.
@@ -48,7 +50,7 @@ from asynctorchx.schedulers.docker._workspace import build_workspace
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
 from asynctorchx.schedulers.kubernetes._informer import Informer
 from asynctorchx.schedulers.kubernetes._jobapi import JobApi, for_cfg, for_name
-from asynctorchx.schedulers.kubernetes._logs import LogReader, follow
+from asynctorchx.schedulers.kubernetes._logs import LogReader, follow, other_containers
 from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ORGANIZATION,
     ORGANIZATION,
@@ -65,7 +67,7 @@ from asynctorchx.schedulers.kubernetes._state import (
     failure,
     next_deadline,
 )
-from asynctorchx.schedulers.toolkit import LogBlock, LogPosition, LogQuery, race
+from asynctorchx.schedulers.toolkit import InContainer, LogBlock, LogPosition, LogQuery, race
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
@@ -337,9 +339,11 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         a block's position is the kubelet's time of the line before it and how many lines
         had that time, so a resume asks for the log from that time on).
 
-        Only the combined stream exists (the kubelet keeps one log per container). A
-        JobSet replica's pod is found by its labels and completion index (its name has
-        a random suffix), in a fresh list, or in the pods watch when following.
+        Then the logs of the pod's other containers (sidecars), as they are then, each
+        line led by the container's name (:func:`._logs.other_containers`). Only the
+        combined stream exists (the kubelet keeps one log per container). The replica's
+        pod is found in a fresh list (a JobSet's by its labels and completion index: its
+        name has a random suffix), or in the pods watch when following.
 
         Args:
             app_id: ``{namespace}:{job}`` or ``{namespace}:jobset:{name}``.
@@ -360,27 +364,38 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
         query.check_replica(app_id, {role.name: role.num_replicas for role in job.roles})
         replica = (query.role_name, query.k)
-        reader = LogReader(self.api, namespace, job.containers[replica], query, start)
-        if query.should_tail:  # looked up in the pods watch's cache (replaced on a relist)
-            pods = self.pods(namespace)
+        own = job.containers[replica]
+        in_other = start if isinstance(start, InContainer) else None
 
-            def pod() -> Pod | None:
-                return job_api.replicas(job, pods.objects)[replica]
+        async def listed_pod() -> Pod | None:
+            return (await self._listed_replicas(job_api, namespace, job))[replica]
 
-            async def listed_pod() -> Pod | None:
-                return (await self._listed_replicas(job_api, namespace, job))[replica]
+        listed: Pod | None = None
+        if in_other is None:
+            reader = LogReader(self.api, namespace, own, query, start)
+            if query.should_tail:  # looked up in the pods watch's cache (replaced on a relist)
+                pods = self.pods(namespace)
 
-            source = follow(reader, self.jobs(job_api, namespace), pods, name, pod, listed_pod)
-        elif job_api.pod_name is not None:  # a Volcano pod's name is known
-            source = reader.read(job_api.pod_name(job, replica), follow=False)
-        else:  # a JobSet's: looked up in a fresh list
-            listed = (await self._listed_replicas(job_api, namespace, job))[replica]
-            if listed is None:
-                return
-            source = reader.read(listed.name, follow=False)
-        async with contextlib.aclosing(source) as blocks:
-            async for block in blocks:
-                yield block
+                def pod() -> Pod | None:
+                    return job_api.replicas(job, pods.objects)[replica]
+
+                jobs = self.jobs(job_api, namespace)
+                source = follow(reader, jobs, pods, name, pod, listed_pod)
+            else:
+                listed = await listed_pod()
+                if listed is None:
+                    return
+                source = reader.read(listed.name, follow=False)
+            async with contextlib.aclosing(source) as blocks:
+                async for block in blocks:
+                    yield block
+        if listed is None:  # after a follow: the pod as it is at the app's end
+            listed = await listed_pod()
+        if listed is not None:
+            others = other_containers(self.api, namespace, listed, own, query, in_other)
+            async with contextlib.aclosing(others) as blocks:
+                async for block in blocks:
+                    yield block
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:

@@ -157,6 +157,8 @@ class Pod:
         ended: the kubelet's reason for its container's non-zero exit (current or, for
             a container it restarts, last): ``{reason} (exit code {code})``, then
             ``: {message}`` if the container wrote a termination message; else ``None``.
+        containers: the names of its containers (``spec.containers``), in its order:
+            the replica's own and any others (sidecars an overlay or a webhook added).
     """
 
     name: str
@@ -169,6 +171,7 @@ class Pod:
     exit_code: int | None = None
     waiting: tuple[str, str] | None = None
     ended: str | None = None
+    containers: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, pod: Mapping[str, Any]) -> Pod:
@@ -194,6 +197,7 @@ class Pod:
             exit_code=_exit_code(status),
             waiting=_waiting(status),
             ended=_ended(status),
+            containers=tuple(str(c.get("name") or "") for c in spec.get("containers") or ()),
         )
 
     @property

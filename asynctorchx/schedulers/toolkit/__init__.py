@@ -20,8 +20,8 @@ A backend (``local``, ``docker``, ``slurm``...) subclasses
   :class:`Notifier` (follow a file, woken by its writer), :func:`open_for_reading` (never
   through a planted symlink), :func:`parse_rfc3339_ns` and :func:`format_rfc3339_ns`
   (log stamps);
-- log positions: :data:`LogPosition` (a byte offset, a :class:`Stamped` or a
-  :class:`StampedPair`), :func:`position_of` (a backend's kind, checked),
+- log positions: :data:`LogPosition` (a byte offset, a :class:`Stamped`, a
+  :class:`StampedPair` or an :class:`InContainer`), :func:`position_of` (a backend's kind, checked),
   :class:`StampSkip` (resume a stamped log and skip what was delivered),
   :func:`format_position` and :func:`parse_position` (as text, in cursors);
 - concurrency: :func:`gather`, :func:`gather_results`, :func:`race` (the first error
@@ -55,6 +55,7 @@ from asynctorchx.schedulers.toolkit._log_query import LogQuery
 from asynctorchx.schedulers.toolkit._polling import BatchedPoller, SharedFeed
 from asynctorchx.schedulers.toolkit._position import (
     STAMPED_START,
+    InContainer,
     LogPosition,
     Stamped,
     StampedPair,
@@ -89,6 +90,7 @@ __all__ = [
     "MAX_LINE_BYTES",
     "STAMPED_START",
     "BatchedPoller",
+    "InContainer",
     "LineAssembler",
     "LogBlock",
     "LogPosition",

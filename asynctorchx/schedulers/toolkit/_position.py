@@ -10,7 +10,9 @@ is one of:
 - a :class:`Stamped`: the stamp (ns since the epoch) of the last line delivered and how
   many delivered lines had it (Kubernetes' combined log, the kubelet's times; a Docker
   stdout or stderr read, the engine's stamps);
-- a :class:`StampedPair`: a Docker combined read's, one :class:`Stamped` per stream.
+- a :class:`StampedPair`: a Docker combined read's, one :class:`Stamped` per stream;
+- an :class:`InContainer`: a :class:`Stamped` in the log of another container of a
+  Kubernetes replica's pod (a sidecar), read after the replica's own.
 
 ``0`` is the log's start on every backend. A stamped log is read again from a stamp with
 the lines already delivered at that stamp dropped (:class:`StampSkip`, the one rule
@@ -50,13 +52,26 @@ class StampedPair(NamedTuple):
     stderr: Stamped
 
 
+class InContainer(NamedTuple):
+    """A position in the log of a pod's other container (a sidecar), read after the
+    replica's own container and the other containers before it.
+
+    Args:
+        container: the container's place among the pod's other containers (0: first).
+        at: the position in its log.
+    """
+
+    container: int
+    at: Stamped
+
+
 #: Where a backend reads a log again from (see the module docstring); ``0``: the start.
-LogPosition = int | Stamped | StampedPair
+LogPosition = int | Stamped | StampedPair | InContainer
 
 #: A stamped log's start: no line delivered.
 STAMPED_START = Stamped(0, 0)
 
-_P = TypeVar("_P", Stamped, StampedPair)
+_P = TypeVar("_P", Stamped, StampedPair, InContainer)
 
 
 def position_of(start: LogPosition, kind: type[_P], backend: str) -> _P | None:
@@ -154,9 +169,13 @@ class StampSkip(Generic[S]):
             self.mark, self.count = stamp, 1
 
 
-#: The text of a position: ``o{offset}``, ``t{ns}.{count}``, or two of the latter
-#: joined by ``,`` (stdout's, stderr's). A number has at most 20 digits (64 bits).
-_POSITION = re.compile(r"o(\d{1,20})|t(\d{1,20})\.(\d{1,20})(?:,t(\d{1,20})\.(\d{1,20}))?")
+#: The text of a position: ``o{offset}``, ``t{ns}.{count}``, two of the latter joined by
+#: ``,`` (stdout's, stderr's), or ``c{container}`` before one. A number has at most 20
+#: digits (64 bits).
+_POSITION = re.compile(
+    r"o(\d{1,20})|c(\d{1,20})t(\d{1,20})\.(\d{1,20})"
+    r"|t(\d{1,20})\.(\d{1,20})(?:,t(\d{1,20})\.(\d{1,20}))?"
+)
 
 
 def format_position(position: LogPosition) -> str:
@@ -165,6 +184,8 @@ def format_position(position: LogPosition) -> str:
     Args:
         position: a log position.
     """
+    if isinstance(position, InContainer):
+        return f"c{position.container}{format_position(position.at)}"
     if isinstance(position, StampedPair):
         return ",".join(map(format_position, position))
     if isinstance(position, Stamped):
@@ -176,7 +197,8 @@ def parse_position(text: str) -> LogPosition:
     """The position :func:`format_position` wrote as ``text``.
 
     Args:
-        text: ``o{offset}``, ``t{ns}.{count}`` or ``t{ns}.{count},t{ns}.{count}``.
+        text: ``o{offset}``, ``t{ns}.{count}``, ``t{ns}.{count},t{ns}.{count}`` or
+            ``c{container}t{ns}.{count}``.
 
     Raises:
         ValueError: ``text`` is not of that form.
@@ -185,11 +207,13 @@ def parse_position(text: str) -> LogPosition:
     if match is None:
         raise ValueError(
             f"{text!r} is not a log position: 'o' and an offset, 't' and a stamp '.' a count,"
-            " or two of the latter joined by ','"
+            " two of the latter joined by ',', or 'c' and a container's place before one"
         )
-    offset, ns, count, err_ns, err_count = match.groups()
+    offset, container, in_ns, in_count, ns, count, err_ns, err_count = match.groups()
     if offset is not None:
         return int(offset)
+    if container is not None:
+        return InContainer(int(container), Stamped(int(in_ns), int(in_count)))
     stamped = Stamped(int(ns), int(count))
     if err_ns is None:
         return stamped

@@ -141,10 +141,11 @@ class KubeletStandIn:
     """A STAND-IN for a kubelet's log endpoint: ``GET /containerLogs/{ns}/{pod}/{container}``.
 
     Logs are what the test writes (:meth:`write`); a follow ends when :meth:`end` is called.
+    A container the test wrote nothing to by name has the pod's log (written without one).
     """
 
     def __init__(self) -> None:
-        self.logs: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        self.logs: dict[tuple[str, str, str | None], list[tuple[int, str]]] = {}
         self.ended: set[tuple[str, str]] = set()
         self.changed = _Notifier()
         self.port = 0
@@ -169,9 +170,17 @@ class KubeletStandIn:
             finally:
                 task_group.cancel_scope.cancel()
 
-    def write(self, namespace: str, pod: str, *lines: str, same_time: bool = False) -> None:
-        """Append lines to a pod's log (``same_time``: all at the last line's time)."""
-        log = self.logs.setdefault((namespace, pod), [])
+    def write(
+        self,
+        namespace: str,
+        pod: str,
+        *lines: str,
+        same_time: bool = False,
+        container: str | None = None,
+    ) -> None:
+        """Append lines to a pod's log, or to one ``container``'s (``same_time``: all at
+        the last line's time)."""
+        log = self.logs.setdefault((namespace, pod, container), [])
         stamp = (
             log[-1][0] if same_time and log else max(time.time_ns(), log[-1][0] + 1 if log else 0)
         )
@@ -224,6 +233,8 @@ class KubeletStandIn:
             await stream.send(connection.send(h11.EndOfMessage()))
             return
         key = (parts[1], parts[2])
+        named = (parts[1], parts[2], parts[3])
+        log_key = named if named in self.logs else (parts[1], parts[2], None)
         headers = [("content-type", "text/plain"), ("transfer-encoding", "chunked")]
         await stream.send(connection.send(h11.Response(status_code=200, headers=headers)))
         since = _parse_time(query["sinceTime"]) if "sinceTime" in query else None
@@ -236,7 +247,7 @@ class KubeletStandIn:
                 while True:
                     changed = self.changed.event
                     # lines written while these are sent are sent at the next turn
-                    new = self.logs.get(key, [])[sent:]
+                    new = self.logs.get(log_key, [])[sent:]
                     sent += len(new)
                     for ns, line in new:
                         if since is None or ns >= since:
@@ -1178,9 +1189,12 @@ class BareCluster:
                     return
         raise AssertionError(f"the watch of {selector} ended with pods left: {sorted(left)}")
 
-    def write_log(self, pod: str, *lines: str, same_time: bool = False) -> None:
-        """The container writes ``lines`` (the kubelet stand-in serves them)."""
-        self.kubelet.write(self.namespace, pod, *lines, same_time=same_time)
+    def write_log(
+        self, pod: str, *lines: str, same_time: bool = False, container: str | None = None
+    ) -> None:
+        """The container (the pod's, or the one named) writes ``lines`` (the kubelet
+        stand-in serves them)."""
+        self.kubelet.write(self.namespace, pod, *lines, same_time=same_time, container=container)
 
 
 __all__ = [

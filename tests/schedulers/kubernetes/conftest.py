@@ -86,13 +86,21 @@ class Cluster:
         elif self.bare is not None:
             await self.bare.start_pod(pod)
 
-    async def write_log(self, app_id: str, task: str, *lines: str, same_time: bool = False) -> None:
-        """The container writes ``lines``."""
+    async def write_log(
+        self,
+        app_id: str,
+        task: str,
+        *lines: str,
+        same_time: bool = False,
+        container: str | None = None,
+    ) -> None:
+        """The container writes ``lines`` (the pod's, or the one named: a bare server's)."""
         pod = self.pod(app_id, task)
         if self.fake is not None:
+            assert container is None, "the fake server keeps one log per pod"
             self.fake.write_log(pod, *lines, same_time=same_time)
         elif self.bare is not None:
-            self.bare.write_log(pod, *lines, same_time=same_time)
+            self.bare.write_log(pod, *lines, same_time=same_time, container=container)
 
     async def finish(self, app_id: str, task: str, exit_code: int = 0) -> None:
         """The container ends with ``exit_code``."""

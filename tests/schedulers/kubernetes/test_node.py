@@ -39,6 +39,7 @@ import pytest
 from asynctorchx.runner import LogEvent, StateEvent, get_runner
 from asynctorchx.schedulers.api import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
+from asynctorchx.schedulers.toolkit import LogQuery
 from asynctorchx.specs import AppDef, AppState, BindMount, Resource, RetryPolicy, Role
 from asynctorchx.specs.api import parse_app_handle
 from asynctorchx.specs.overlays import set_overlay
@@ -342,6 +343,26 @@ async def test_log_iter_follows_the_kubelets_stream_until_the_container_ends(
         assert lines == ["1\n", "2\n"]
         response = await ended(scheduler, app_id)
         assert response.state == AppState.SUCCEEDED
+        await node.deleted(scheduler, app_id)
+
+
+@pytest.mark.parametrize("cfg", [CFG, JOBSET_CFG], ids=["volcano", "jobset"])
+async def test_log_iter_reads_a_sidecars_log_after_the_replicas_own(cfg: dict[str, str]) -> None:
+    async with on_node() as (node, scheduler):
+        app = sh_app("sidecar", "echo main1; echo main2")
+        sidecar = {"name": "side", "image": IMAGE, "command": ["sh", "-c", "echo side1"]}
+        set_overlay(app.roles[0], "kubernetes", "V1Pod", {"spec": {"containers": [sidecar]}})
+        app_id = await scheduler.submit(app, cfg)
+        lines = ["main1\n", "main2\n", "side side1\n"]
+        followed = [line async for line in scheduler.log_iter(app_id, "role0", should_tail=True)]
+        assert followed == lines
+        assert (await ended(scheduler, app_id)).state == AppState.SUCCEEDED
+        query = LogQuery("role0", 0)
+        blocks = [block async for block in scheduler.log_blocks(app_id, query)]
+        assert [line for _, block in blocks for line in block] == lines
+        side_at = next(at for at, block in blocks if "side side1\n" in block)
+        again = [line async for _, b in scheduler.log_blocks(app_id, query, side_at) for line in b]
+        assert again == ["side side1\n"]
         await node.deleted(scheduler, app_id)
 
 

@@ -496,3 +496,50 @@ def test_runs_under_trio_too(tmp_path: Path) -> None:
             return response.state
 
     assert anyio.run(main, backend="trio") == AppState.SUCCEEDED
+
+
+async def test_the_logs_of_every_container_follow_the_replicas_own_led_by_their_name(
+    tmp_path: Path,
+) -> None:
+    async with connected(tmp_path) as (cluster, scheduler):
+        app = sh_app("sidecars", "echo main1; echo main2")
+        sidecars = [
+            {"name": name, "image": IMAGE, "command": ["sh", "-c", f"echo {name}1"]}
+            for name in ("side-a", "side-b")
+        ]
+        set_overlay(app.roles[0], "kubernetes", "V1Pod", {"spec": {"containers": sidecars}})
+        app_id = await scheduler.submit(app, CFG)
+        await cluster.start(app_id, "role0-0")
+        if cluster.bare is not None:
+            pod = await cluster.bare.get_pod(cluster.pod(app_id, "role0-0"))
+            assert pod is not None
+            names = [container["name"] for container in pod["spec"]["containers"]]
+            assert names == ["role0-0", "side-a", "side-b"]
+        await cluster.write_log(app_id, "role0-0", "main1", "main2", container="role0-0")
+        for name in ("side-a", "side-b"):
+            await cluster.write_log(app_id, "role0-0", f"{name}1", container=name)
+        await cluster.finish(app_id, "role0-0")
+        ended = await scheduler.wait(app_id, timeout=60)
+        assert ended is not None
+        assert ended.state == AppState.SUCCEEDED
+        lines = ["main1\n", "main2\n", "side-a side-a1\n", "side-b side-b1\n"]
+        assert [line async for line in scheduler.log_iter(app_id, "role0")] == lines
+        followed = scheduler.log_iter(app_id, "role0", should_tail=True)
+        assert [line async for line in followed] == lines
+        # the regex is matched without the container's name (TorchX's order)
+        matched = scheduler.log_iter(app_id, "role0", regex="^(main|side-b)1")
+        assert [line async for line in matched] == ["main1\n", "side-b side-b1\n"]
+        # a resume from any block's position gives the lines from that block on
+        query = LogQuery("role0", 0)
+        blocks = [block async for block in scheduler.log_blocks(app_id, query)]
+        offset = 0
+        for at, block in blocks:
+            again = [
+                line
+                async for _, again_block in scheduler.log_blocks(app_id, query, at)
+                for line in again_block
+            ]
+            assert again == lines[offset:]
+            offset += len(list(block))
+        assert offset == len(lines)
+        await scheduler.delete(app_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from asynctorchx.schedulers.toolkit import (
+    InContainer,
     LogPosition,
     Stamped,
     StampedPair,
@@ -25,6 +26,7 @@ NS = 1_714_564_800_123_456_789
         (Stamped(0, 0), "t0.0"),
         (Stamped(NS, 3), f"t{NS}.3"),
         (StampedPair(Stamped(NS, 1), Stamped(0, 0)), f"t{NS}.1,t0.0"),
+        (InContainer(2, Stamped(NS, 1)), f"c2t{NS}.1"),
     ],
 )
 def test_a_position_is_written_as_text_and_read_back_the_same(
@@ -36,7 +38,20 @@ def test_a_position_is_written_as_text_and_read_back_the_same(
 
 
 @pytest.mark.parametrize(
-    "text", ["", "12", f"{NS * 10**6 + 2}", "t1", "t1.2,o3", "o-1", "o" + "9" * 21, "x1"]
+    "text",
+    [
+        "",
+        "12",
+        f"{NS * 10**6 + 2}",
+        "t1",
+        "t1.2,o3",
+        "o-1",
+        "o" + "9" * 21,
+        "x1",
+        "c1",
+        "c1o2",
+        "c1t2.3,t4.5",
+    ],
 )
 def test_text_that_is_not_a_position_is_refused_naming_it(text: str) -> None:
     with pytest.raises(ValueError, match="is not a log position") as caught:
