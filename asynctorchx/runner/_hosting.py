@@ -28,12 +28,12 @@ from asynctorchx.errors import (
     SessionMismatchException,
     UnknownSchedulerException,
 )
-from asynctorchx.runner._workspace import build_workspaces
 from asynctorchx.schedulers import (
     SyncSchedulerAdapter,
     get_scheduler_capabilities,
     is_sync_scheduler,
 )
+from asynctorchx.schedulers._workspace import build_workspaces
 from asynctorchx.schedulers.api import Capabilities, Scheduler, SchedulerFactory
 from asynctorchx.specs.api import (
     AppDef,
@@ -185,7 +185,7 @@ class SchedulerHost:
         The options are resolved once (``Scheduler.dryrun_resolved``, what
         ``Scheduler.submit_dryrun`` does), and workspaces are built with them before the
         request: ``workspace`` for role 0, each other role's own ``workspace``, one
-        build per distinct image and workspace (see :mod:`asynctorchx.runner._workspace`).
+        build per distinct image and workspace (see :mod:`asynctorchx.schedulers._workspace`).
 
         Args:
             scheduler: the scheduler's registered name.

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from asynctorchx.errors import ScriptNotFoundError
-from asynctorchx.runner._workspace import role_workspaces
+from asynctorchx.schedulers._workspace import role_workspaces
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, Workspace
 
 # by name, so that checking imports no component module the run does not use

@@ -22,6 +22,7 @@ import attrs
 from asynctorchx.errors import InvalidAppDefException
 from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse, Stream
 from asynctorchx.schedulers._structured import StructuredOpts
+from asynctorchx.schedulers._workspace import build_workspaces
 from asynctorchx.schedulers.toolkit import (
     BatchedPoller,
     LogBlock,
@@ -39,6 +40,7 @@ from asynctorchx.specs.api import (
     CfgVal,
     RetryPolicy,
     Role,
+    Workspace,
     is_terminal,
     runopts,
 )
@@ -136,16 +138,36 @@ class Scheduler(abc.ABC, Generic[T]):
         """
 
     async def submit(
-        self, app: AppDef, cfg: Mapping[str, CfgVal], workspace: str | None = None
+        self, app: AppDef, cfg: Mapping[str, CfgVal], workspace: Workspace | str | None = None
     ) -> str:
         """Submit ``app`` and return its app id (mostly for tests; prefer the Runner).
 
+        As torchx-nightly's ``Scheduler.submit``, ``app`` itself is changed (the Runner
+        works on a copy): ``workspace`` becomes role 0's ``workspace``, then every role's
+        workspace is built into its image (roles with the same image and workspace share
+        one build, as in the Runner). Without ``workspace`` nothing is built.
+
+        Args:
+            app: the app to submit.
+            cfg: the run options.
+            workspace: a directory, text :meth:`Workspace.from_str` reads, or a
+                :class:`Workspace`; ``None`` or ``""``: none.
+
         Raises:
             InvalidRunConfigException: ``cfg`` does not match :meth:`run_opts`.
+            ValueError: ``workspace`` is given to a scheduler that builds none.
         """
         resolved = self.run_opts().resolve(cfg)
         if workspace:
-            await self.build_workspace_and_update_role(app.roles[0], workspace, resolved)
+            if self.capabilities.workspace is None:
+                raise ValueError(
+                    f"scheduler {self.backend!r} builds no workspace ({str(workspace)!r}"
+                    " given): submit without workspace="
+                )
+            app.roles[0].workspace = (
+                Workspace.from_str(workspace) if isinstance(workspace, str) else workspace
+            )
+            await build_workspaces(self, app, None, resolved)
         return await self.schedule(self.dryrun_resolved(app, resolved))
 
     async def build_workspace_and_update_role(

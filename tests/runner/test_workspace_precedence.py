@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 
 from asynctorchx.runner import Runner, get_runner
@@ -171,3 +172,75 @@ async def test_local_docker_builds_the_runner_workspace_once_for_two_roles(
     assert built == [str(tmp_path / "b")]
     assert app.roles[0].image == app.roles[1].image != docker_image
     subprocess.run(["docker", "rmi", app.roles[0].image], capture_output=True, check=False)
+
+
+class WorkspaceRecorder(Recorder):
+    """A :class:`Recorder` whose capabilities say it builds workspaces into images."""
+
+    capabilities = attrs.evolve(Recorder.capabilities, workspace="image")
+
+
+# Each case: the roles' (image, own workspace), and the workspace given to submit.
+SUBMIT_CASES: list[dict[str, Any]] = [
+    {"roles": [["base", "a"], ["base", None]], "workspace": "b"},  # role 0's is replaced
+    {"roles": [["base", "a"], ["base", "c"]], "workspace": None},  # nothing is built
+    {"roles": [["base", "a"], ["base", "c"]], "workspace": "b"},  # role 1's own is built too
+    {"roles": [["base", None], ["base", "b"]], "workspace": "b"},  # one build for both
+]
+
+NIGHTLY_SUBMIT = """
+import json, sys
+from torchx.schedulers.local_scheduler import CWDImageProvider, LocalScheduler
+from torchx.specs import AppDef, Role, Workspace
+from torchx.workspace.api import WorkspaceMixin
+
+class Recorder(WorkspaceMixin, LocalScheduler):
+    def build_workspace_and_update_role(self, role, workspace, cfg):
+        role.image = "built:" + workspace
+    def schedule(self, dryrun_info):
+        return "submitted"
+
+def app(roles):
+    return AppDef("a", [
+        Role(f"r{i}", image, entrypoint="true", workspace=Workspace({ws: ""}) if ws else None)
+        for i, (image, ws) in enumerate(roles)
+    ])
+
+out = []
+for case in json.load(sys.stdin):
+    submitted = app(case["roles"])
+    Recorder("s", image_provider_class=CWDImageProvider).submit(submitted, {}, case["workspace"])
+    out.append([[r.image, r.workspace and str(r.workspace)] for r in submitted.roles])
+try:
+    LocalScheduler("s", image_provider_class=CWDImageProvider).submit(app([["b", None]]), {}, "x")
+    out.append("submitted")
+except ValueError:
+    out.append("ValueError")
+print(json.dumps(out))
+"""
+
+
+async def test_scheduler_submit_workspace_beside_torchx_nightly(tmp_path: Path) -> None:
+    def where(ws: str | None) -> str | None:
+        return ws and str(tmp_path / ws)
+
+    cases = [
+        {"roles": [[im, where(ws)] for im, ws in c["roles"]], "workspace": where(c["workspace"])}
+        for c in SUBMIT_CASES
+    ]
+    ours: list[Any] = []
+    builds: list[int] = []
+    for case in cases:
+        async with WorkspaceRecorder("s") as recorder:
+            app = _app(case["roles"])
+            await recorder.submit(app, {}, case["workspace"])
+        ours.append([[r.image, r.workspace and str(r.workspace)] for r in app.roles])
+        builds.append(len(recorder.builds))
+    async with Recorder("s") as no_builds:  # its capabilities say it builds no workspace
+        with pytest.raises(ValueError, match="builds no workspace"):
+            await no_builds.submit(_app([["b", None]]), {}, "x")
+    ours.append("ValueError")
+    assert ours == run_nightly(NIGHTLY_SUBMIT, cases)
+    assert ours[2] == [[f"built:{where('b')}", where("b")], [f"built:{where('c')}", where("c")]]
+    # torchx-nightly's built-in builders build once per role with a workspace: 1, 0, 2, 2
+    assert builds == [1, 0, 2, 1]

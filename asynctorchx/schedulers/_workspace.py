@@ -1,4 +1,6 @@
-"""Building workspaces into role images at dry-run: ``Role.workspace`` and ``workspace=``.
+"""Building workspaces into role images: ``Role.workspace`` and ``workspace=``.
+
+Used by the Runner's dry run and by ``Scheduler.submit(workspace=)``.
 
 TorchX 0.7.0 builds one directory into role 0's image
 (``torchx.runner.api.Runner.dryrun`` with ``workspace: str``). TorchX's later API adds
@@ -16,13 +18,15 @@ import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
-from asynctorchx.schedulers.api import Scheduler
 from asynctorchx.specs.api import AppDef, CfgVal, Role, Workspace
+
+if TYPE_CHECKING:
+    from asynctorchx.schedulers.api import Scheduler
 
 
 def role_workspaces(app: AppDef, workspace: Workspace | str | None) -> list[tuple[Role, Workspace]]:
@@ -34,13 +38,17 @@ def role_workspaces(app: AppDef, workspace: Workspace | str | None) -> list[tupl
 
     Args:
         app: the app.
-        workspace: the ``workspace`` given to the runner (a directory or a
-            :class:`Workspace`), or ``None``.
+        workspace: the ``workspace`` given to the runner (text as
+            :meth:`Workspace.from_str` reads it, a directory, or a :class:`Workspace`),
+            or ``None``.
+
+    Raises:
+        ValueError: ``workspace`` is text :meth:`Workspace.from_str` refuses.
     """
-    given = Workspace({workspace: ""}) if isinstance(workspace, str) else workspace
+    given = Workspace.from_str(workspace) if isinstance(workspace, str) and workspace else workspace
     builds: list[tuple[Role, Workspace]] = []
     for index, role in enumerate(app.roles):
-        chosen = given if index == 0 and workspace else role.workspace
+        chosen = given if index == 0 and given else role.workspace
         if chosen is not None and chosen.projects:
             builds.append((role, chosen))
     return builds
