@@ -18,13 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any
 
 from asynctorchx.util.entrypoints import entry_points
 
 logger = logging.getLogger(__name__)
-
-F = TypeVar("F", bound=Callable[..., object])
 
 #: The variable choosing where plugins are looked for (a :class:`PluginSource` as a number).
 SOURCE_ENV = "TORCHX_PLUGINS_SOURCE"
@@ -33,9 +31,11 @@ SOURCE_ENV = "TORCHX_PLUGINS_SOURCE"
 class PluginType(str, enum.Enum):
     """What a plugin provides; each value is its entry point group (TorchX's ``torchx.*``).
 
-    Only schedulers are read from the registry here (see
-    :func:`asynctorchx.schedulers.get_scheduler_factories`); the other kinds are
-    discovered but nothing reads them yet.
+    Each kind is read where TorchX reads it: schedulers by
+    :func:`asynctorchx.schedulers.get_scheduler_factories`, named resources by
+    :data:`asynctorchx.specs.named_resources`, trackers by
+    :func:`asynctorchx.tracker.api.build_trackers`, event handlers by
+    :func:`asynctorchx.runner.events.handlers.get_logging_handler`.
     """
 
     SCHEDULER = "asynctorchx.schedulers"
@@ -72,44 +72,6 @@ class RegistrationError:
     error: str
     name: str | None = None
     plugin_type: str | None = None
-
-
-class register:
-    """Decorator tagging a function as a plugin of a kind (TorchX's ``torchx.plugins.register``).
-
-    ``@register.scheduler()`` on ``def my_scheduler(session_name, **kwargs)`` in a module
-    of the namespace package ``asynctorchx_plugins.schedulers`` makes it the scheduler
-    ``my_scheduler``; ``register.scheduler(name="x")`` names it. The function is
-    returned unchanged, with the attributes ``_plugin_type`` and ``_plugin_name`` set.
-
-    Args:
-        type: the :class:`PluginType`.
-        name: the plugin's name; default: the function's ``__name__``.
-    """
-
-    def __init__(self, type: PluginType, name: str | None = None) -> None:
-        self._type = type
-        self._name = name
-
-    def __call__(self, fn: F) -> F:
-        fn._plugin_type = self._type  # type: ignore[attr-defined]
-        fn._plugin_name = self._name or fn.__name__  # type: ignore[attr-defined]
-        return fn
-
-    @classmethod
-    def scheduler(cls, name: str | None = None) -> register:
-        """Register a scheduler factory, ``(session_name, **kwargs) -> Scheduler``."""
-        return cls(PluginType.SCHEDULER, name)
-
-    @classmethod
-    def tracker(cls, name: str | None = None) -> register:
-        """Register a tracker factory."""
-        return cls(PluginType.TRACKER, name)
-
-    @classmethod
-    def event_handler(cls, name: str | None = None) -> register:
-        """Register a factory of an event :class:`logging.Handler`."""
-        return cls(PluginType.EVENT_HANDLER, name)
 
 
 class PluginRegistry:
@@ -271,7 +233,7 @@ class PluginRegistry:
                     name=plugin,
                     plugin_type=kind.name.lower(),
                 )
-            elif plugin in found and found[plugin] is not obj:
+            elif plugin in found and not _same(found[plugin], obj, plugin_type):
                 self._error(
                     f"a second plugin named {plugin!r}: the first one found is kept",
                     name,
@@ -280,6 +242,20 @@ class PluginRegistry:
                 )
             else:
                 found.setdefault(plugin, obj)
+
+
+def _same(first: Callable[..., Any], second: Callable[..., Any], kind: PluginType) -> bool:
+    """Whether two plugins found under one name are one (the second is then no error):
+    the same function, or, for named resources (cheap and pure), two that make equal
+    resources, as torchx-nightly's registry decides."""
+    if first is second:
+        return True
+    if kind is not PluginType.NAMED_RESOURCE:
+        return False
+    try:
+        return bool(first() == second())
+    except Exception:  # a factory that fails is never the same as another
+        return False
 
 
 @functools.lru_cache(maxsize=1)

@@ -7,18 +7,24 @@ The registry merges, later winning on a name clash:
 3. the ``NAMED_RESOURCES`` mapping (name -> zero-argument function returning a
    :class:`Resource`) of the module named by ``$TORCHX_CUSTOM_NAMED_RESOURCES``, e.g.
    ``TORCHX_CUSTOM_NAMED_RESOURCES=my_pkg.resources`` (torchx-nightly's variable);
-4. the entry point group ``asynctorchx.named_resources`` of every installed
-   distribution, each entry a zero-argument function returning a :class:`Resource`::
+4. the named-resource plugins (torchx-nightly's ``plugins.registry()``, as its
+   ``torchx.specs.named_resources`` reads them): functions decorated with
+   ``@register.named_resource`` (:mod:`asynctorchx.plugins`) in the modules of the
+   namespace package ``asynctorchx_plugins.named_resources``, and the entry point group
+   ``asynctorchx.named_resources`` of every installed distribution, each entry a
+   zero-argument function returning a :class:`Resource` (the entry point wins a name
+   both have)::
 
        [project.entry-points."asynctorchx.named_resources"]
        gpu_x_2 = "my_pkg.resources:gpu_x_2"
 
 plus ``NULL`` and ``MISSING``, both :data:`NULL_RESOURCE` (as TorchX 0.7.0,
-``torchx.specs.get_named_resources``). The module and the entry points are read once,
-on first use (never at ``import asynctorchx.specs``), and
-each one is loaded only when its name is looked up, so a broken plugin breaks only
-its own names. Every lookup calls the name's function again; the builtins return a
-fresh copy each time, so changing one changes no one else's.
+``torchx.specs.get_named_resources``). The module and the plugins are read once, on
+first use (never at ``import asynctorchx.specs``); a plugin that fails to load is left
+out with a :class:`~asynctorchx.plugins.RegistrationError` in ``registry().errors``, so
+a broken plugin breaks only its own names. Every lookup calls the name's function
+again; the builtins return a fresh copy each time, so changing one changes no one
+else's.
 
 The registry itself is ``asynctorchx.specs._named_resource_factories``
 (:class:`NamedResourceFactories`, TorchX's ``torchx.specs._named_resource_factories``):
@@ -31,7 +37,6 @@ import importlib
 import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from typing import TYPE_CHECKING
 
 import attrs
 
@@ -43,23 +48,22 @@ from asynctorchx.specs.named_resources_generic import (
     NAMED_RESOURCES as GENERIC_NAMED_RESOURCES,
 )
 
-if TYPE_CHECKING:
-    from importlib import metadata
-
 #: The variable naming a module whose ``NAMED_RESOURCES`` are registered (torchx-nightly's).
 ENV_CUSTOM_NAMED_RESOURCES: str = "TORCHX_CUSTOM_NAMED_RESOURCES"
 #: The entry point group searched for user-registered named resources.
 ENTRY_POINT_GROUP: str = "asynctorchx.named_resources"
 
 
-def _entry_point_factory(entry_point: metadata.EntryPoint) -> Callable[[], Resource]:
+def _checked(name: str, factory: Callable[[], Resource]) -> Callable[[], Resource]:
+    """``factory`` of the plugin ``name``, refusing what is not a :class:`Resource`."""
+
     def make() -> Resource:
-        factory = entry_point.load()
         resource = factory()
         if not isinstance(resource, Resource):
+            where = f"{getattr(factory, '__module__', '?')}.{getattr(factory, '__qualname__', '?')}"
             raise TypeError(
-                f"named resource {entry_point.name!r} ({entry_point.value}) returned"
-                f" {resource!r}, not a Resource: make the function return a Resource"
+                f"named resource {name!r} ({where}) returned {resource!r}, not a Resource:"
+                " make the function return a Resource"
             )
         return resource
 
@@ -91,13 +95,13 @@ def _custom() -> Mapping[str, Callable[[], Resource]]:
 
 
 def _load() -> dict[str, Callable[[], Resource]]:
-    # imported here: reading the installed distributions is only for the first lookup,
-    # which most programs (and a script's first app) never make
-    from asynctorchx.util.entrypoints import entry_points
+    # imported here: finding the plugins is only for the first lookup, which most
+    # programs (and a script's first app) never make
+    from asynctorchx.plugins import PluginType, registry
 
+    plugins = registry().get(PluginType.NAMED_RESOURCE)
     factories = {**GENERIC_NAMED_RESOURCES, **AWS_NAMED_RESOURCES, **_custom()}
-    for entry_point in entry_points(ENTRY_POINT_GROUP):
-        factories[entry_point.name] = _entry_point_factory(entry_point)
+    factories.update((name, _checked(name, factory)) for name, factory in plugins.items())
     return {**factories, "NULL": _null_resource, "MISSING": _null_resource}
 
 
@@ -166,12 +170,16 @@ def _registry() -> Mapping[str, Callable[[], Resource]]:
 
 
 def reload() -> None:
-    """Forget the registry so the next lookup reads the entry points again.
+    """Forget the registry so the next lookup finds the plugins again.
 
     Useful after installing a plugin in a running process (and in tests). Names added
-    to ``_named_resource_factories`` at run time are forgotten too.
+    to ``_named_resource_factories`` at run time are forgotten too, and so is every
+    kind of plugin ``plugins.registry()`` found (``PluginRegistry.clear``).
     """
+    from asynctorchx.plugins import registry
+
     _named_resource_factories.forget()
+    registry().clear()
 
 
 def _lookup(name: str) -> Resource:

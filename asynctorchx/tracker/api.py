@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Protocol
 
+from asynctorchx.plugins import PluginType, registry
 from asynctorchx.util.entrypoints import entry_points
 
 if TYPE_CHECKING:
@@ -128,11 +129,13 @@ def _load_path(path: str) -> object | None:
 def build_trackers(configured: Mapping[str, str | None]) -> list[TrackerBase]:
     """Create the trackers ``configured`` names (:func:`get_configured_trackers`).
 
-    As ``torchx.tracker.api.build_trackers``: a name is an entry point of the group
+    As ``torchx.tracker.api.build_trackers``: a name is a tracker plugin
+    (``plugins.registry()``: ``@register.tracker`` in ``asynctorchx_plugins.tracker``, or
+    the entry point group ``asynctorchx.tracker``), else an entry point of the group
     ``torchx.tracker`` (TorchX's ``fsspec``), else a built-in tracker (``fsspec``, the
-    ``tracker`` extra), else a ``module.path:factory`` path; the
-    factory is called with the tracker's config (or ``None``). A name found neither way
-    is skipped with a logged warning.
+    ``tracker`` extra), else a ``module.path:factory`` path; the factory is called with
+    the tracker's config (or ``None``). A name found no way is skipped with a logged
+    warning.
 
     Args:
         configured: ``{tracker name: config or None}``.
@@ -140,12 +143,15 @@ def build_trackers(configured: Mapping[str, str | None]) -> list[TrackerBase]:
     Raises:
         Exception: whatever a tracker's factory raises.
     """
+    plugins = registry().get(PluginType.TRACKER)
     by_name = {ep.name: ep for ep in entry_points(TRACKER_ENTRY_POINT_GROUP)}
     trackers: list[TrackerBase] = []
     for name, config in configured.items():
         entry_point = by_name.get(name)
         path = _BUILTIN_TRACKERS.get(name, name)
-        factory = entry_point.load() if entry_point is not None else _load_path(path)
+        factory = plugins.get(name) or (
+            entry_point.load() if entry_point is not None else _load_path(path)
+        )
         if not callable(factory):
             why = (
                 "the built-in tracker needs `pip install 'asynctorchx[tracker]'`"

@@ -6,7 +6,8 @@ As TorchX's ``torchx.runner.events``: the :class:`~asynctorchx.runner.Runner` en
 normally or by an exception, the event (its scheduler, app id, run config, CPU and wall
 time, and the exception's traceback if any) is logged as one JSON line at ``DEBUG`` on
 the ``asynctorchx.runner.events`` logger. Nothing is sent anywhere: attach a handler to
-that logger to collect the events.
+that logger to collect the events, or :func:`record` an event to a destination (a
+handler of :mod:`.handlers`, an event-handler plugin's included).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import traceback
 from dataclasses import asdict, dataclass
 from enum import Enum
 from types import TracebackType
+
+from asynctorchx.runner.events.handlers import get_logging_handler
 
 logger = logging.getLogger("asynctorchx.runner.events")
 
@@ -91,16 +94,36 @@ class TorchxEvent:
         return self.serialize()
 
 
-def record(event: TorchxEvent) -> None:
-    """Log ``event`` as one JSON line at ``DEBUG`` on ``asynctorchx.runner.events``.
+#: The logger of each destination given to :func:`record`, made on its first event.
+_destinations: dict[str, logging.Logger] = {}
 
-    The event is serialized only when that level is enabled (no cost otherwise).
+
+def record(event: TorchxEvent, destination: str | None = None) -> None:
+    """Log ``event`` as one JSON line at ``DEBUG`` on ``asynctorchx.runner.events``, or,
+    given a ``destination``, at ``INFO`` through that destination's handler only
+    (:func:`.handlers.get_logging_handler`, on a logger of its own that does not
+    propagate, as torchx-nightly's ``record``).
 
     Args:
         event: the event to log.
+        destination: a handler's name (``console``, ``null``, an event-handler plugin's).
+
+    Raises:
+        KeyError: ``destination`` names no handler.
     """
-    if logger.isEnabledFor(logging.DEBUG):
-        logger.debug("%s", event.serialize())
+    if destination is None:
+        if logger.isEnabledFor(logging.DEBUG):  # serialized only when it is logged
+            logger.debug("%s", event.serialize())
+        return
+    if destination not in _destinations:
+        handler = get_logging_handler(destination)
+        handler.setLevel(logging.DEBUG)
+        events_logger = logging.getLogger(f"asynctorchx-events-{destination}")
+        events_logger.setLevel(logging.INFO)
+        events_logger.propagate = False
+        events_logger.addHandler(handler)
+        _destinations[destination] = events_logger
+    _destinations[destination].info("%s", event.serialize())
 
 
 class log_event:  # TorchX's name and casing (torchx.runner.events.log_event)
