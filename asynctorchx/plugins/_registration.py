@@ -163,9 +163,9 @@ class _NamedResource(register):
       :data:`WHOLE`), becomes an attribute of the module;
     - every name goes in the module's ``NAMED_RESOURCES`` dict.
 
-    Raises (when decorating):
-        ValueError: a name is already in the module's ``NAMED_RESOURCES``.
-        AttributeError: an alias or share's name is already an attribute of the module.
+    Decorating raises ``ValueError`` when a name is already in the module's
+    ``NAMED_RESOURCES``, and ``AttributeError`` when an alias or a share's name is
+    already an attribute of the module.
     """
 
     def __init__(self, name: str | None, aliases: list[str], fractionals: Fractionals | None):
