@@ -29,10 +29,11 @@ Issue 36's cases: M = 500 and 5,000 apps of ``true`` (smoke: 10), ``ours`` and
 ``ours_group`` only (one trial at 5,000), the same figures and ``peak_rss_mb`` (the
 driver's ``ru_maxrss``) and ``rss_kb_per_app`` (that peak's growth over the resident set
 just before the first submit, per app); the target is the CPU per app at 5,000 within
-1.2x of that at 500. ``4 records``: a second runner's ``Runner.list("local_cwd")`` and
-``Runner.status`` of one app (``list_ms``, ``status_ms``) and the CLI's ``list`` and
-``status`` whole process (``cli_list_s``, ``cli_status_s``) with 5,000 finished apps'
-records in the state directory (smoke: 50) against one (:func:`records`).
+1.2x of that at 500. ``4 records``: ``Runner.list("local_cwd")`` and ``Runner.status`` of
+one app from a process other than the apps' supervisor (``list_ms``, ``status_ms``) and the
+CLI's ``list`` and ``status`` whole process (``cli_list_s``, ``cli_status_s``) with 5,000
+finished apps' records in the state directory (smoke: 50) against one (:func:`records`);
+each call's answer is checked (every record listed, the app found).
 
 ``python benchmarks/bench_many_apps.py [--smoke] [--trials N]`` prints the table and writes
 ``benchmarks/results/many_apps.json`` (``many_apps-smoke.json``).
@@ -222,35 +223,56 @@ def torchx(p: dict[str, Any]) -> dict[str, Any]:
     return {**res, "threads": peak}
 
 
+#: The child that runs the real app of :func:`records`: ``true`` through ``get_runner()``,
+#: its handle printed. Its process supervises the app, so every record names a supervisor
+#: that is gone by the time the driver queries them, as a user's earlier ``run`` leaves them.
+_FIRST_APP = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import anyio
+from _sides import ours_app
+from asynctorchx.runner import get_runner
+
+async def main():
+    async with get_runner() as runner:
+        handle = await runner.run(ours_app("rec", "true", []), "local_cwd")
+        await runner.wait(handle)
+        print(handle)
+
+anyio.run(main)
+"""
+
+
 def records(p: dict[str, Any]) -> dict[str, Any]:
     """Query a state directory holding ``p["records"]`` finished apps' records of
-    ``local_cwd``: one real record (a ``true`` run to its end) and copies of it under other
-    app ids (the same bytes a finished app leaves, written directly: running 5,000 apps
-    first is the other rows' work). From a second runner, as another process of the user
-    does: ``list_ms`` (``Runner.list("local_cwd")``) and ``status_ms`` (``Runner.status`` of
-    the real app), five calls each; ``cli_list_s`` and ``cli_status_s``: the CLI's
-    ``asynctorchx list -s local_cwd`` and ``asynctorchx status <handle>``, whole process,
-    three runs each.
+    ``local_cwd``: one real record (a ``true`` run to its end by a child process, so that
+    the records are another process's, whose apps ``list`` and ``status`` report) and
+    copies of it under other app ids (the same bytes a finished app leaves, written
+    directly: running 5,000 apps first is the other rows' work). From a runner of the
+    driver, as another process of the user does: ``list_ms`` (``Runner.list("local_cwd")``,
+    every record listed) and ``status_ms`` (``Runner.status`` of the real app, found
+    ``SUCCEEDED``), five calls each; ``cli_list_s`` and ``cli_status_s``: the CLI's
+    ``asynctorchx list -s local_cwd`` (every record a row) and ``asynctorchx status
+    <handle>`` (exit 0: found), whole process, three runs each.
+
+    Raises:
+        AssertionError: a call missed a record or the app (its row would time an empty answer).
     """
     import subprocess
 
     import anyio
-    from _sides import ours_app, ours_module
+    from _sides import ours_module
 
     state = Path(isolated_state_dir())
     get_runner = ours_module("asynctorchx.runner").get_runner
     cli = [sys.executable, "-m", "asynctorchx.cli.main"]
+    n = int(p["records"])
 
-    async def first() -> str:
-        async with get_runner() as runner:
-            handle = await runner.run(ours_app("rec", "true", []), "local_cwd")
-            await runner.wait(handle)
-            return str(handle)
-
-    handle = anyio.run(first)
+    first = [sys.executable, "-c", _FIRST_APP, str(Path(__file__).resolve().parent)]
+    handle = subprocess.run(first, check=True, capture_output=True, text=True).stdout.strip()
     app_id = handle.rsplit("/", 1)[1]
     text = (state / "local_cwd" / f"{app_id}.json").read_text()
-    for i in range(int(p["records"]) - 1):
+    for i in range(n - 1):
         copy = f"rec-copy{i:05d}"
         (state / "local_cwd" / f"{copy}.json").write_text(text.replace(app_id, copy))
 
@@ -259,27 +281,35 @@ def records(p: dict[str, Any]) -> dict[str, Any]:
         async with get_runner() as runner:
             for _ in range(5):
                 t0 = time.perf_counter()
-                await runner.list("local_cwd")
+                listed = await runner.list("local_cwd")
                 lists.append((time.perf_counter() - t0) * 1000.0)
+                assert len(listed) == n, f"list returned {len(listed)} apps of {n}"
                 t0 = time.perf_counter()
-                await runner.status(handle)
+                status = await runner.status(handle)
                 statuses.append((time.perf_counter() - t0) * 1000.0)
+                assert status is not None, f"status of {handle}: not found"
+                assert status.state.name == "SUCCEEDED", status
         return lists, statuses
 
     lists, statuses = anyio.run(queries)
 
-    def whole(args: list[str]) -> float:
+    def whole(args: list[str]) -> tuple[float, str]:
         t0 = time.perf_counter()
-        subprocess.run(cli + args, check=True, stdout=subprocess.DEVNULL)
-        return time.perf_counter() - t0
+        out = subprocess.run(cli + args, check=True, capture_output=True, text=True).stdout
+        return time.perf_counter() - t0, out
 
-    listed = len(list((state / "local_cwd").glob("*.json")))
+    def cli_list() -> float:
+        seconds, out = whole(["list", "-s", "local_cwd"])
+        rows = sum(line.startswith("local_cwd://") for line in out.splitlines())
+        assert rows == n, f"the CLI listed {rows} apps of {n}"
+        return seconds
+
     return {
         "list_ms": lists,
         "status_ms": statuses,
-        "cli_list_s": [whole(["list", "-s", "local_cwd"]) for _ in range(3)],
-        "cli_status_s": [whole(["status", handle]) for _ in range(3)],
-        "note": f"{listed} records",
+        "cli_list_s": [cli_list() for _ in range(3)],
+        "cli_status_s": [whole(["status", handle])[0] for _ in range(3)],  # exit 1: not found
+        "note": f"{n} records, each listed",
     }
 
 
