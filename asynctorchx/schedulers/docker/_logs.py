@@ -283,11 +283,10 @@ class FrameParser:
         self._start_block()
         if self.tty:  # raw text, a frame a line: framed as the multiplexed body is
             body = _tty_frames(body, at_eof)
-        states = self._state
-        newest = self._newest
         run: list[bytearray] = []  # payloads of consecutive frames of one stream
         lines: list[str] = []
-        run_kind = STDOUT
+        run_kind = -1
+        state = self._state[STDOUT]
         pos, size = 0, len(body)
         while size - pos >= 8:
             kind, length = _HEADER.unpack_from(body, pos)
@@ -295,9 +294,13 @@ class FrameParser:
             end = start + length
             if end > size:
                 break
-            kind = STDERR if kind == STDERR else STDOUT
-            state = states[kind]
             pos = end
+            if kind != run_kind:  # another stream: the run so far goes to its assembler
+                if run:
+                    lines += state.assembler.feed(b"".join(run))
+                    run = []
+                run_kind = kind
+                state = self._state[STDERR if kind == STDERR else STDOUT]
             # the fast path of every frame (benchmark 7 logs, the follow and re-read rows):
             # the engine's own form, "<stamp>Z " of 31 bytes, not its zero time
             # ("0001-..."), recognised by three bytes without a call (any other goes to
@@ -315,30 +318,26 @@ class FrameParser:
             else:
                 stamp, begin = _stamp(body, start, end)
             ends_line = body[end - 1] == 0x0A
-            if stamp:
-                if stamp <= state.floor:
-                    dropped = state.repeated(stamp, ends_line, end - begin)
-                    if dropped is None:
-                        continue
-                    begin += dropped
-                elif ends_line:
+            if stamp > state.floor:
+                if ends_line:
                     state.count = state.count + 1 if stamp == state.mark else 1
                     state.mark = stamp
-                if stamp > newest:
-                    newest = stamp
+            elif stamp:
+                dropped = state.repeated(stamp, ends_line, end - begin)
+                if dropped is None:
+                    continue
+                begin += dropped
             if ends_line:
                 state.fed = 0
             else:
                 state.fed += end - begin
                 state.part = stamp
-            if kind != run_kind and run:
-                lines += states[run_kind].assembler.feed(b"".join(run))
-                run = []
-            run_kind = kind
             run.append(body[begin:end])
         del body[:pos]
-        self._newest = newest
-        return lines + states[run_kind].assembler.feed(b"".join(run)) if run else lines
+        # the newest stamp consumed: each stream's last line ended or going on
+        marks = [(self._state[kind].mark, self._state[kind].part) for kind in self.streams]
+        self._newest = max(self._newest, *(stamp for pair in marks for stamp in pair))
+        return lines + state.assembler.feed(b"".join(run)) if run else lines
 
     def _start_block(self) -> None:
         """Set :attr:`block_position` for the lines taken next: the position, unless a
