@@ -253,6 +253,9 @@ class StreamBody:
         self._errors = errors
         self.buffer = bytearray()
         self.eof = False
+        #: At :attr:`eof`, the engine sent the body whole: it marked the end (a chunked
+        #: body, whose cut raises in :meth:`fill`), not only closed the connection.
+        self.whole_at_eof = True
 
     async def fill(self) -> None:
         """Wait for more of the body and append it; sets :attr:`eof` at its end.
@@ -331,6 +334,8 @@ class Engine:
         self.session_name = session_name
         self.backend = backend
         self._docker: Any = None
+        #: The aiohttp session of unchunked requests (see :meth:`stream`), made on first use.
+        self._http10: Any = None
         self._lock = anyio.Lock()
         self._closed = False
 
@@ -413,6 +418,10 @@ class Engine:
         """Close the connection; idempotent, never raises. Later requests raise closed."""
         self._closed = True
         docker, self._docker = self._docker, None
+        http10, self._http10 = self._http10, None
+        if http10 is not None:
+            with contextlib.suppress(Exception):
+                await http10.close()
         if docker is not None:
             with contextlib.suppress(Exception):
                 await docker.close()
@@ -628,21 +637,31 @@ class Engine:
             ) from err
 
     @contextlib.asynccontextmanager
-    async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[StreamBody]:
-        """Open a streamed ``GET`` (followed logs); its body is closed on exit, even by cancel.
+    async def stream(
+        self, path: str, params: Mapping[str, str], *, unchunked: bool = False
+    ) -> AsyncIterator[StreamBody]:
+        """Open a streamed ``GET`` (logs); its body is closed on exit, even by cancel.
 
         Args:
             path: the API path, e.g. ``containers/{id}/logs``.
             params: the query parameters.
+            unchunked: ask over HTTP/1.0: the engine then sends the body without a chunk
+                per write (it writes a log frame at a time) and ends it by closing the
+                connection, as it would by crashing: the body's
+                :attr:`~StreamBody.whole_at_eof` is False.
 
         Raises:
             DockerEngineError: the engine answered 4xx/5xx.
         """
-        async with self._stream_get(path, params) as response:
-            yield StreamBody(response, functools.partial(self._errors, f"GET {path}"))
+        async with self._stream_get(path, params, unchunked) as response:
+            body = StreamBody(response, functools.partial(self._errors, f"GET {path}"))
+            body.whole_at_eof = not unchunked
+            yield body
 
     @contextlib.asynccontextmanager
-    async def _stream_get(self, path: str, params: Mapping[str, str]) -> AsyncIterator[Any]:
+    async def _stream_get(
+        self, path: str, params: Mapping[str, str], unchunked: bool = False
+    ) -> AsyncIterator[Any]:
         """The raw aiohttp response of a streamed ``GET``, closed on exit (even by cancel).
 
         The one call of aiodocker's private ``Docker._query`` (hence the upper bound on
@@ -656,17 +675,51 @@ class Engine:
         - events: ``Docker.events`` runs one background task per client, subscribed with
           the first subscriber's filters and ``since``; here each subscription has its
           own, and no task (its connection is closed with the block).
+
+        ``unchunked`` requests (see :meth:`stream`) go through an aiohttp session of
+        HTTP/1.0 on aiodocker's connector, to the URL aiodocker makes (its private
+        ``_canonicalize_url``): aiodocker sets no HTTP version.
         """
         docker = await self.connect()
         async with contextlib.AsyncExitStack() as stack:
             with self._errors(f"GET {path}"):
-                response = await stack.enter_async_context(
-                    docker._query(path, "GET", params=dict(params), timeout=None)
-                )
+                if unchunked:
+                    response = await stack.enter_async_context(
+                        self._get_unchunked(docker, path, params)
+                    )
+                else:
+                    response = await stack.enter_async_context(
+                        docker._query(path, "GET", params=dict(params), timeout=None)
+                    )
             try:
                 yield response
             finally:
                 response.close()
+
+    @contextlib.asynccontextmanager
+    async def _get_unchunked(
+        self, docker: Any, path: str, params: Mapping[str, str]
+    ) -> AsyncIterator[Any]:
+        """``GET path`` over HTTP/1.0 (see :meth:`_stream_get`); a 4xx/5xx answer raises
+        aiodocker's error, as aiodocker's requests do."""
+        import aiodocker
+        import aiohttp
+
+        if self._http10 is None:
+            self._http10 = aiohttp.ClientSession(
+                connector=docker.connector,
+                connector_owner=False,
+                version=aiohttp.HttpVersion10,
+                timeout=aiohttp.ClientTimeout(),
+            )
+        await docker._check_version()
+        url = docker._canonicalize_url(path)
+        async with self._http10.get(url, params=dict(params)) as response:
+            if response.status >= 400:
+                text = await response.text()
+                message = json.loads(text).get("message", text) if text.startswith("{") else text
+                raise aiodocker.DockerError(response.status, message)
+            yield response
 
     @contextlib.asynccontextmanager
     async def events(

@@ -447,10 +447,15 @@ async def log_blocks(
 
 @contextlib.asynccontextmanager
 async def _open(
-    engine: Engine, cid: str, lines: FrameParser, params: Mapping[str, str], follow: bool
+    engine: Engine,
+    cid: str,
+    lines: FrameParser,
+    params: Mapping[str, str],
+    follow: bool,
+    unchunked: bool = False,
 ) -> AsyncIterator[StreamBody]:
     """Open the next log request of ``lines``, from its position (a followed one if
-    ``follow``).
+    ``follow``; ``unchunked``: see :meth:`Engine.stream`, for all but the tail).
 
     From a position, the log's last :data:`TAIL_FRAMES` frames are asked for first
     (``tail``): the engine reads them from the log's end, where a request from a time
@@ -475,7 +480,7 @@ async def _open(
                 return
     if since is not None:
         query["since"] = ns_to_engine(since)
-    async with engine.stream(path, query) as body:
+    async with engine.stream(path, query, unchunked=unchunked) as body:
         yield body
 
 
@@ -486,17 +491,31 @@ async def _read_logs(
     a time (the lines of a chunk received), then the unfinished last lines: the
     container's run is over.
 
+    The log is asked for unchunked (HTTP/1.0): the engine then writes no HTTP chunk per
+    frame and aiohttp handles none (benchmark 7 logs, the re-read row). Such a body ends
+    when the engine closes the connection, as it would by crashing in the middle, so a
+    request from the position follows it, chunked: the engine marks that body's end (a
+    cut one raises), and it holds the rest of a body cut short, or only frames
+    delivered (usually the log's tail, :func:`_open`). A TTY container's log is asked
+    for chunked at once: its position is asked for by ``since`` (no tail), which decodes
+    the whole log again (``json-file``).
+
     A container removed (or being removed) meanwhile has no log any more: the read ends
     with the lines it got (the engine's 404 or 409, see :data:`GONE`).
     """
+    unchunked = not lines.tty
     try:
-        async with _open(engine, cid, lines, params, follow=False) as body:
-            while True:
-                if block := lines.take(body.buffer, body.eof):
-                    yield block
-                if body.eof:
-                    break
-                await body.fill()
+        while True:
+            async with _open(engine, cid, lines, params, False, unchunked=unchunked) as body:
+                while True:
+                    if block := lines.take(body.buffer, body.eof):
+                        yield block
+                    if body.eof:
+                        break
+                    await body.fill()
+            if body.whole_at_eof:
+                break
+            unchunked = False
     except DockerEngineError as err:
         if err.status not in GONE:
             raise
@@ -580,7 +599,9 @@ async def _follow(
 
     Once it stopped, the follow is read on while the engine sends (the engine serves a
     log behind the writer faster on the follow it has open than on a new read), so the
-    next read usually finds the rest in the log's tail (:func:`_open`).
+    next read usually finds the rest in the log's tail (:func:`_open`). The follow is
+    asked for unchunked, as :func:`_read_logs` asks (benchmark 7 logs, the follow row):
+    its end ends no read, the caller's next read goes on from the position.
 
     Returns at once when the engine refuses the follow because the container is removed
     or being removed (:data:`GONE`); the caller's next inspect sees it gone.
@@ -588,7 +609,7 @@ async def _follow(
     stopped = False
     next_events = anyio.current_time() + FLOWING_SECONDS
     try:
-        async with _open(engine, cid, lines, params, follow=True) as body:
+        async with _open(engine, cid, lines, params, True, unchunked=not lines.tty) as body:
             while True:
                 if block := lines.take(body.buffer, body.eof):
                     yield block

@@ -4,7 +4,8 @@ A position is, per stream, the engine's stamp of the last line delivered and how
 lines had it, so a resume near the end of a long log gets only the log's end from the
 engine (``Runner.events``, stdout and stderr apart), and a combined read resumes from any
 block's position with that block's lines then the rest: the bytes the engine sends are
-counted (a counting wrapper of the log response's body).
+counted (a counting wrapper of the log response's body). A read whose unchunked body the
+engine ends early (it closes the connection, as a crash would) goes on from its position.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ def log_bytes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     @contextlib.asynccontextmanager
     async def counted(
-        engine: _engine.Engine, path: str, params: Mapping[str, str]
+        engine: _engine.Engine, path: str, params: Mapping[str, str], **kwargs: bool
     ) -> AsyncIterator[_engine.StreamBody]:
-        async with stream(engine, path, params) as body:
+        async with stream(engine, path, params, **kwargs) as body:
             fill = body.fill
 
             async def fill_counted() -> None:
@@ -119,3 +120,47 @@ async def test_a_combined_read_resumes_from_any_blocks_position(
         # near the end, the engine sends the log from the earlier stream's stamp (written
         # in one burst, stdout may run a pipe's read ahead of stderr), not from the start
         assert log_bytes[0] < whole / 2, (log_bytes[0], whole)
+
+
+@pytest.mark.docker
+async def test_a_read_the_engine_cut_short_by_closing_the_connection_goes_on_from_its_position(
+    docker_image: str, docker_apps: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = (
+        'i=0; while [ $i -lt 3000 ]; do echo "out $i"; echo "err $i" >&2;'
+        ' [ $((i % 500)) -eq 7 ] && head -c 40000 /dev/zero | tr "\\0" x && echo;'
+        " i=$((i+1)); done"
+    )
+    role = Role("r", docker_image, entrypoint="sh", args=["-c", script])
+    async with create_scheduler("t") as sched:
+        app_id = await sched.submit(AppDef("cut", [role]), {})
+        docker_apps.append(app_id)
+        await sched.wait(app_id)
+        query = LogQuery("r", 0, streams=Stream.COMBINED)
+        whole = [line async for _, lines in sched.log_blocks(app_id, query) for line in lines]
+        stream = _engine.Engine.stream
+        cuts: list[int] = []
+
+        @contextlib.asynccontextmanager
+        async def cut_short(
+            engine: _engine.Engine, path: str, params: Mapping[str, str], **kwargs: bool
+        ) -> AsyncIterator[_engine.StreamBody]:
+            async with stream(engine, path, params, **kwargs) as body:
+                fill, received = body.fill, [0]
+
+                async def fill_then_close() -> None:
+                    before = len(body.buffer)
+                    await fill()
+                    received[0] += len(body.buffer) - before
+                    if not body.whole_at_eof and received[0] > 100_000:
+                        del body.buffer[-37:]  # the connection closed inside a frame
+                        body.eof = True
+                        cuts.append(received[0])
+
+                body.fill = fill_then_close  # type: ignore[method-assign]
+                yield body
+
+        monkeypatch.setattr(_engine.Engine, "stream", cut_short)
+        again = [line async for _, lines in sched.log_blocks(app_id, query) for line in lines]
+    assert cuts, "no read was cut"
+    assert again == whole
