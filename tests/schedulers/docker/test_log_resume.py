@@ -82,17 +82,20 @@ async def test_resume_near_the_end_of_a_long_log_does_not_read_it_again(
     assert log_bytes[0] < TAIL_FRAMES * 200, f"the resume got {log_bytes[0]} of {whole} bytes"
 
 
+#: stdout and stderr interleaved, 3,000 lines each, and six lines longer than the engine's
+#: 16 KiB frames (40,000 x's) on stdout
+INTERLEAVED = (
+    'i=0; while [ $i -lt 3000 ]; do echo "out $i"; echo "err $i" >&2;'
+    ' [ $((i % 500)) -eq 7 ] && head -c 40000 /dev/zero | tr "\\0" x && echo;'
+    " i=$((i+1)); done"
+)
+
+
 @pytest.mark.docker
 async def test_a_combined_read_resumes_from_any_blocks_position(
     docker_image: str, docker_apps: list[str], log_bytes: list[int]
 ) -> None:
-    # stdout and stderr interleaved, some lines longer than the engine's 16 KiB frames
-    script = (
-        'i=0; while [ $i -lt 3000 ]; do echo "out $i"; echo "err $i" >&2;'
-        ' [ $((i % 500)) -eq 7 ] && head -c 40000 /dev/zero | tr "\\0" x && echo;'
-        " i=$((i+1)); done"
-    )
-    role = Role("r", docker_image, entrypoint="sh", args=["-c", script])
+    role = Role("r", docker_image, entrypoint="sh", args=["-c", INTERLEAVED])
     async with create_scheduler("t") as sched:
         app_id = await sched.submit(AppDef("combined", [role]), {})
         docker_apps.append(app_id)
@@ -126,12 +129,7 @@ async def test_a_combined_read_resumes_from_any_blocks_position(
 async def test_a_read_the_engine_cut_short_by_closing_the_connection_goes_on_from_its_position(
     docker_image: str, docker_apps: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    script = (
-        'i=0; while [ $i -lt 3000 ]; do echo "out $i"; echo "err $i" >&2;'
-        ' [ $((i % 500)) -eq 7 ] && head -c 40000 /dev/zero | tr "\\0" x && echo;'
-        " i=$((i+1)); done"
-    )
-    role = Role("r", docker_image, entrypoint="sh", args=["-c", script])
+    role = Role("r", docker_image, entrypoint="sh", args=["-c", INTERLEAVED])
     async with create_scheduler("t") as sched:
         app_id = await sched.submit(AppDef("cut", [role]), {})
         docker_apps.append(app_id)
