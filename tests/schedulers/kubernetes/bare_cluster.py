@@ -11,8 +11,8 @@ controller manager, kubelet or Volcano: pods stay Pending and nobody acts on a j
   Volcano's job controller (its module says what it does).
 - :class:`~tests.schedulers.kubernetes.jobset_standin.JobSetStandIn`: a STAND-IN for
   JobSet's controller and the Job controller under it (its module says what it does).
-  :meth:`BareCluster.admit` plays Kueue admitting a workload (it creates the JobSet's ``Workload``, labelled
-  ``kueue.x-k8s.io/job-uid``, and sets ``spec.suspend: false``).
+  :meth:`BareCluster.admit` plays Kueue admitting a workload (it creates the JobSet's
+  ``Workload``, labelled ``kueue.x-k8s.io/job-uid``, and sets ``spec.suspend: false``).
 - :class:`~tests.schedulers.kubernetes.kubelet_standin.KubeletStandIn`: a STAND-IN for the
   kubelet's ``/containerLogs`` endpoint (its module says how).
 - The test plays the container runtime: :meth:`BareCluster.start_pod`,
