@@ -218,12 +218,31 @@ start_node() {
     wait_for "the Node $NODE Ready" "$NODE_WAIT_S" node_ready
 }
 
+# Why the node that runs is not the one `start` makes (nothing: it is, or none runs): Ready
+# with other kubelet arguments (an older version of this script), or left half up (a daemon
+# killed, the machine's processes ended without `stop`). `start` stops such a node whole and
+# starts it clean, so that no old daemon is mixed with new ones.
+stale_node() {
+    local name
+    if node_ready; then
+        kubelet_args | cmp -s - "$STATE/kubelet.args" || echo "the node runs with other kubelet arguments"
+        return 0
+    fi
+    for name in "${NODE_DAEMONS[@]}"; do
+        if pid_alive "$STATE/$name.pid"; then
+            echo "$name runs but the node is not Ready"
+            return 0
+        fi
+    done
+}
+
 start_cluster() {
     local node=1
     [ "${2:-}" != --no-node ] || node=0
     if [ "$node" = 1 ]; then build_node; else install_packages && build_binaries kube-apiserver; fi
-    if [ "$node" = 1 ] && node_ready && ! kubelet_args | cmp -s - "$STATE/kubelet.args"; then
-        echo "kube-cluster: the node runs with other kubelet arguments; restarting it" >&2
+    local t0 stale
+    if [ "$node" = 1 ] && stale="$(stale_node)" && [ -n "$stale" ]; then
+        echo "kube-cluster: $stale; stopping the node to start it clean" >&2
         stop_cluster
     fi
     if ready && { [ "$node" = 0 ] || node_ready; }; then
@@ -231,18 +250,7 @@ start_cluster() {
         echo "$KUBECONFIG_PATH"
         return 0
     fi
-    local t0 name
     t0="$(now_ms)"
-    if [ "$node" = 1 ]; then
-        # a node left half up (a daemon killed, the machine's processes ended without `stop`):
-        # stopped whole, so that no old daemon is mixed with new ones, then started clean
-        for name in "${NODE_DAEMONS[@]}"; do
-            pid_alive "$STATE/$name.pid" || continue
-            echo "kube-cluster: $name runs but the node is not Ready; stopping the node to start it clean" >&2
-            stop_cluster
-            break
-        done
-    fi
     start >/dev/null # kube-apiserver.sh's: etcd and the API server
     [ "$node" = 0 ] || start_node
     echo "kube-cluster ready on 127.0.0.1:$PORT in $(elapsed "$t0")$([ "$node" = 1 ] && echo ", node $NODE Ready")"
