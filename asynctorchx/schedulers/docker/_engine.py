@@ -246,16 +246,19 @@ class StreamBody:
     Args:
         response: the aiohttp response, owned by :meth:`Engine.stream` (it closes it).
         errors: maps the errors raised inside it (:meth:`Engine._errors` of the request).
+        whole_at_eof: at :attr:`eof`, the engine sent the body whole: it marked the end (a
+            chunked body, whose cut raises in :meth:`fill`), not only closed the connection
+            (an unchunked one, see :meth:`Engine.stream`).
     """
 
-    def __init__(self, response: Any, errors: Callable[[], ContextManager[None]]) -> None:
+    def __init__(
+        self, response: Any, errors: Callable[[], ContextManager[None]], whole_at_eof: bool = True
+    ) -> None:
         self._response = response
         self._errors = errors
+        self.whole_at_eof = whole_at_eof
         self.buffer = bytearray()
         self.eof = False
-        #: At :attr:`eof`, the engine sent the body whole: it marked the end (a chunked
-        #: body, whose cut raises in :meth:`fill`), not only closed the connection.
-        self.whole_at_eof = True
 
     async def fill(self) -> None:
         """Wait for more of the body and append it; sets :attr:`eof` at its end.
@@ -654,9 +657,8 @@ class Engine:
             DockerEngineError: the engine answered 4xx/5xx.
         """
         async with self._stream_get(path, params, unchunked) as response:
-            body = StreamBody(response, functools.partial(self._errors, f"GET {path}"))
-            body.whole_at_eof = not unchunked
-            yield body
+            errors = functools.partial(self._errors, f"GET {path}")
+            yield StreamBody(response, errors, whole_at_eof=not unchunked)
 
     @contextlib.asynccontextmanager
     async def _stream_get(
