@@ -176,7 +176,9 @@ def timed_process_rss(argv: Sequence[str], env: dict[str, str] | None = None) ->
 
 
 def machine() -> dict[str, Any]:
-    """The machine's description for the JSON: cores, memory, Python, Docker, package versions."""
+    """The machine's description for the JSON: cores, memory, Python, Docker, package versions,
+    and ``commit``, the measured checkout's ``git describe --always --dirty`` (``unknown``
+    outside a git checkout)."""
     mem_kb = 0
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -211,6 +213,16 @@ def machine() -> dict[str, Any]:
         if proc.returncode == 0:
             versions.update(json.loads(proc.stdout))
     try:
+        described = subprocess.run(
+            ["git", "-C", str(REPO), "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        commit = described.stdout.strip() or "unknown"
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        commit = "unknown"
+    try:
         load = os.getloadavg()
     except OSError:
         load = (0.0, 0.0, 0.0)
@@ -221,6 +233,7 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "docker": docker,
         "packages": versions,
+        "commit": commit,
         "loadavg_at_start": load,
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
