@@ -287,28 +287,32 @@ def orchestrate(
     skip: dict[str, str] | None = None,
     refs: Sequence[str] = ("torchx", "floor"),
 ) -> list[dict[str, Any]]:
-    """Interleave ``trials`` trials of every side for every case; summarise ``metrics``.
+    """Interleave ``trials`` trials of every side of every case; summarise ``metrics``.
 
-    Sides rotate order per trial so no side always runs first. A driver returns one value
-    per metric, or a list of values when one trial measures several samples (every one
-    counts in the statistics; ``n`` is the number of samples). A case may carry
-    ``max_trials`` (an int) to cap its trials when one trial takes minutes, or
-    ``max_trials_<side>`` to cap one side's (TorchX at N = 1000); these keys are not
-    shown as parameters in the table. ``skip`` maps a side to
-    the reason it is not run (e.g. TorchX venv missing). Returns one row per
-    (case, side, metric) with median/p90/max and its ratio to each side of ``refs``
-    (``vs_<side>``: TorchX and the floor by default); a side
-    whose driver crashed or timed out has ``error: True`` (one that said it cannot run here,
-    :class:`Unavailable`, has only ``skipped``).
+    Each round of trials runs every case, and within a case every side, so that a ratio
+    between two cases (1,000 records against none, M = 5,000 against 500) compares trials
+    of the same minutes, as a ratio between sides does. Sides rotate order per round so no
+    side always runs first. A driver returns one value per metric, or a list of values when
+    one trial measures several samples (every one counts in the statistics; ``n`` is the
+    number of samples). A case may carry ``max_trials`` (an int) to cap its trials when one
+    trial takes minutes, or ``max_trials_<side>`` to cap one side's (TorchX at N = 1000);
+    these keys are not shown as parameters in the table. ``skip`` maps a side to the reason
+    it is not run (e.g. TorchX venv missing). Returns one row per (case, side, metric) with
+    median/p90/max and its ratio to each side of ``refs`` (``vs_<side>``: TorchX and the
+    floor by default); a side whose driver crashed or timed out has ``error: True`` (one
+    that said it cannot run here, :class:`Unavailable`, has only ``skipped``).
     """
     skip = dict(skip or {})
-    rows: list[dict[str, Any]] = []
-    for case in cases:
-        samples: dict[str, dict[str, list[float]]] = {s: {m: [] for m in metrics} for s in sides}
-        notes: dict[str, str] = {}
-        order = [s for s in sides if s not in skip]
-        for t in range(min(trials, int(case.get("max_trials", trials)))):
-            rot = order[t % len(order) :] + order[: t % len(order)] if order else []
+    order = [s for s in sides if s not in skip]
+    all_samples: list[dict[str, dict[str, list[float]]]] = [
+        {s: {m: [] for m in metrics} for s in sides} for _ in cases
+    ]
+    all_notes: list[dict[str, str]] = [{} for _ in cases]
+    for t in range(trials):
+        rot = order[t % len(order) :] + order[: t % len(order)] if order else []
+        for case, samples, notes in zip(cases, all_samples, all_notes, strict=True):
+            if t >= int(case.get("max_trials", trials)):
+                continue
             for side in rot:
                 if side in notes or t >= int(case.get(f"max_trials_{side}", trials)):
                     continue
@@ -326,6 +330,8 @@ def orchestrate(
                         samples[side][m].append(float(value))
                 if res.get("note"):
                     notes.setdefault(side + ":note", str(res["note"]))
+    rows: list[dict[str, Any]] = []
+    for case, samples, notes in zip(cases, all_samples, all_notes, strict=True):
         for m in metrics:
             per_side = {s: stats(v[m]) for s, v in samples.items() if v[m]}
             for s in sides:
