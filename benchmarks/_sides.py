@@ -68,8 +68,9 @@ def tx_cwd_scheduler(cache_size: int = 100) -> Any:
     )
 
 
-def tmpdir() -> str:
-    """A fresh temporary directory for one trial's logs, removed when the driver exits."""
-    path = tempfile.mkdtemp(prefix="atx-bench-")
+def tmpdir(prefix: str = "atx-bench-") -> str:
+    """A fresh temporary directory (named ``<prefix>...``) for one trial's files, removed
+    when the driver exits."""
+    path = tempfile.mkdtemp(prefix=prefix)
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path

@@ -85,6 +85,7 @@ from _harness import (
     table,
     write_json,
 )
+from _sides import tmpdir
 
 #: Seconds between two polls of TorchX's ``Runner.wait`` (``torchx run --wait`` uses 1).
 TICK = 1.0
@@ -103,6 +104,10 @@ TORCHX_K8S_PY = TORCHX_K8S_VENV / "bin" / "python"
 # ---------------------------------------------------------------- the fake server's process
 
 
+#: The environment variable naming the ``--serve`` process's directory for the fake server.
+SERVE_DIR = "ATX_BENCH_K8S_SERVE_DIR"
+
+
 def serve(real: str | None) -> None:
     """``--serve [KUBECONFIG]``: run the fake API server (or the bare real one's stand-ins) and
     a control socket until killed (our venv).
@@ -110,8 +115,6 @@ def serve(real: str | None) -> None:
     Prints one JSON line: ``kubeconfig`` and ``control`` (the control socket's port).
     """
     sys.path.insert(0, str(REPO))
-    import tempfile
-
     import anyio
     from anyio.abc import SocketStream, TaskGroup
     from anyio.streams.buffered import BufferedByteReceiveStream
@@ -193,7 +196,7 @@ def serve(real: str | None) -> None:
             own[0] += 1
 
     async def main() -> None:
-        directory = Path(tempfile.mkdtemp(prefix="atx-bench-k8s-"))
+        directory = Path(os.environ[SERVE_DIR])
         async with contextlib.AsyncExitStack() as stack:
             if real:
                 server: Any = await stack.enter_async_context(BareCluster.running(real))
@@ -283,6 +286,8 @@ def fake_server(p: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Control]]:
         stdout=subprocess.PIPE,
         cwd=REPO,
         text=True,
+        # the server is terminated, so the directory is the driver's, removed at its exit
+        env={**os.environ, SERVE_DIR: tmpdir("atx-bench-k8s-")},
     )
     try:
         assert proc.stdout is not None

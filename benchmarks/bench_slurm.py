@@ -39,7 +39,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -56,6 +55,7 @@ from _harness import (
     table,
     write_json,
 )
+from _sides import tmpdir
 
 #: Seconds between two squeue calls, on every side.
 TICK = 0.5
@@ -169,7 +169,7 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
     from asynctorchx.schedulers.slurm_scheduler import SlurmScheduler
     from asynctorchx.specs import AppState
 
-    directory = tempfile.mkdtemp(prefix="atx-bench-slurm-")
+    directory = tmpdir("atx-bench-slurm-")
     os.chdir(directory)
 
     async def end() -> dict[str, Any]:
@@ -251,7 +251,7 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
 def floor(p: dict[str, Any]) -> dict[str, Any]:
     """One trial of raw ``sbatch``/``squeue`` loops at the same tick."""
     _check_cluster()
-    directory = tempfile.mkdtemp(prefix="atx-bench-slurm-")
+    directory = tmpdir("atx-bench-slurm-")
     if p["case"] == "end":
         latencies: list[float] = []
         for index in range(int(p["exits"])):
@@ -299,7 +299,7 @@ def torchx(p: dict[str, Any]) -> dict[str, Any]:
     from torchx.runner import get_runner
     from torchx.specs import AppDef, Resource, Role
 
-    directory = tempfile.mkdtemp(prefix="atx-bench-slurm-")
+    directory = tmpdir("atx-bench-slurm-")
     os.chdir(directory)
     latencies: list[float] = []
     with get_runner("bench") as runner:
