@@ -415,6 +415,24 @@ def save(name: str, rows: list[dict[str, Any]], desc: dict[str, Any]) -> Path:
     return path
 
 
+def remove_at_exit(path: str) -> None:
+    """Remove ``path`` when this driver exits, then flush the file system (``os.sync``).
+
+    A trial's removed files are written back and journalled by the kernel after its driver
+    has exited; without the flush that work lands in the next trial, of any case or side
+    (with cases interleaved, the 1,000 records benchmark 6's ``records=1000`` case writes
+    and removes would land in its ``script=1`` and ``records=0`` trials).
+    """
+    import atexit
+    import shutil
+
+    def remove() -> None:
+        shutil.rmtree(path, ignore_errors=True)
+        os.sync()
+
+    atexit.register(remove)
+
+
 def isolated_state_dir() -> str:
     """Point ``ASYNCTORCHX_STATE_DIR`` at a fresh directory for this driver; return it.
 
@@ -425,12 +443,10 @@ def isolated_state_dir() -> str:
     as the schedulers make them once per user: three ``mkdir``, ~1.7 ms of CPU on the
     build VM's ext4 that a trial would otherwise pay and a user pays once) and are empty.
     """
-    import atexit
-    import shutil
     import tempfile
 
     path = tempfile.mkdtemp(prefix="atx-bench-state-")
-    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    remove_at_exit(path)
     for backend in ("local_cwd", "local_dir"):
         os.mkdir(os.path.join(path, backend), 0o700)
         os.mkdir(os.path.join(path, backend, "cancel"), 0o700)

@@ -6,14 +6,12 @@ A missing asynctorchx module raises :class:`_harness.Unavailable` naming it.
 
 from __future__ import annotations
 
-import atexit
 import importlib
 import os
-import shutil
 import tempfile
 from typing import Any
 
-from _harness import Unavailable
+from _harness import Unavailable, remove_at_exit
 
 
 def ours_module(name: str) -> Any:
@@ -72,5 +70,5 @@ def tmpdir(prefix: str = "atx-bench-") -> str:
     """A fresh temporary directory (named ``<prefix>...``) for one trial's files, removed
     when the driver exits."""
     path = tempfile.mkdtemp(prefix=prefix)
-    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    remove_at_exit(path)
     return path
