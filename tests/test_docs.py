@@ -266,6 +266,14 @@ def test_the_benchmarks_page_charts_each_headline_row_of_the_committed_run() -> 
     assert len({chart.headline.slug for chart in drawn}) == len(drawn)
 
 
+def test_the_benchmarks_page_names_the_commit_a_run_measured() -> None:
+    charts_hook = _load_hook("bench_charts")
+    run = {"machine": {"time_utc": "2026-12-02T06:17:23Z", "cores": 2, "commit": "15d8ed0"}}
+    assert "(2026-12-02T06:17:23Z; commit `15d8ed0`; 2 cores," in charts_hook.section(run, [], "")
+    del run["machine"]["commit"]  # a run from before the harness recorded it
+    assert "(2026-12-02T06:17:23Z; 2 cores," in charts_hook.section(run, [], "")
+
+
 def test_the_charts_are_the_same_bytes_every_build_and_carry_no_date() -> None:
     charts_hook = _load_hook("bench_charts")
     run = charts_hook.load_run(REPO / charts_hook.RESULTS)

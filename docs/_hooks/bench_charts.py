@@ -223,8 +223,9 @@ def section(run: dict[str, Any], drawn: list[Chart], page_dir: str) -> str:
     chart with its figures as text. ``page_dir`` is the page's directory in the docs."""
     machine = run.get("machine", {})
     when = machine.get("time_utc") or "time not recorded"
+    code = f"commit `{machine['commit']}`; " if machine.get("commit") else ""
     lines = [
-        f"Drawn from `{RESULTS}` ({when}; {machine.get('cores', '?')} cores,"
+        f"Drawn from `{RESULTS}` ({when}; {code}{machine.get('cores', '?')} cores,"
         f" Python {machine.get('python', '?')}).",
         "",
     ]
