@@ -16,7 +16,8 @@
 # kubelet, kube-controller-manager, kube-scheduler and kube-proxy, and the static `pause` of
 # build/pause/linux/pause.c, imported as the sandbox image (nothing is pulled). Then:
 #   - a second containerd (Debian's; Docker's own instance disables the CRI plugin) with its own
-#     root, state and socket in $STATE/containerd, `restrict_oom_score_adj` (root here lacks
+#     state and socket in $STATE/containerd and its root (the images `load` put there) in
+#     $CACHE/node-images, kept by `stop`, `restrict_oom_score_adj` (root here lacks
 #     CAP_SYS_RESOURCE, which the kubelet's Docker shim needs), CNI from Debian's
 #     containernetworking-plugins: the bridge $BRIDGE with host-local IPAM on $POD_CIDR; it
 #     pulls from a registry on 127.0.0.1 (scripts/kube-registry.sh) over plain HTTP with no
@@ -37,7 +38,8 @@
 # No DNS server, no Volcano/JobSet/Kueue: the tests bring stand-ins for those. `start` on a
 # node that runs with other kubelet arguments (an older version of this script) restarts it.
 # `stop` removes the pods (through the kubelet, so that CNI releases their network), the
-# daemons, kube-proxy's chains, the FORWARD rules, the bridge and the state directory.
+# daemons, kube-proxy's chains, the FORWARD rules, the bridge and the state directory; the
+# images `load` put on the node stay in containerd's root, $CACHE/node-images, for the next start.
 #
 # Environment: ASYNCTORCHX_KUBE_CACHE (binary cache, default /var/cache/asynctorchx/kube-apiserver),
 # ASYNCTORCHX_KUBE_NODE_STATE (default /var/lib/asynctorchx-kube-node), ASYNCTORCHX_KUBE_NODE_PORT
@@ -64,6 +66,10 @@ CONTROLLERS_PORT=17257
 SCHEDULER_PORT=17259
 PAUSE_IMAGE="docker.io/asynctorchx/pause:3.4"
 CTR_DIR="$STATE/containerd"
+# containerd's root (its image content, snapshots and metadata): in the cache, so that the
+# images `load` put on the node stay there from one `stop` to the next `start`, as on a real
+# node; every container is removed at `stop` (and at `start`, when a node was not stopped)
+IMAGE_STORE="$CACHE/node-images"
 SOCK="$CTR_DIR/containerd.sock"
 NODE_WAIT_S=120
 # the rules that let pods' traffic through Docker's FORWARD policy
@@ -123,7 +129,7 @@ write_node_config() {
     mkdir -p "$CTR_DIR" "$STATE/cni" "$STATE/kubelet"
     cat >"$CTR_DIR/config.toml" <<EOF
 version = 2
-root = "$CTR_DIR/root"
+root = "$IMAGE_STORE"
 state = "$CTR_DIR/state"
 [grpc]
   address = "$SOCK"
@@ -187,11 +193,23 @@ kubelet_args() { # the kubelet's arguments, one a line
         --cluster-dns="$CLUSTER_DNS" --cluster-domain="$CLUSTER_DOMAIN"
 }
 
+remove_containers() { # every container of the node's containerd, with its task and snapshot
+    local id
+    for id in $(ctr -a "$SOCK" -n k8s.io tasks ls -q 2>/dev/null); do
+        ctr -a "$SOCK" -n k8s.io tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
+        ctr -a "$SOCK" -n k8s.io tasks delete -f "$id" >/dev/null 2>&1 || true
+    done
+    for id in $(ctr -a "$SOCK" -n k8s.io containers ls -q 2>/dev/null); do
+        ctr -a "$SOCK" -n k8s.io containers delete "$id" >/dev/null 2>&1 || true
+    done
+}
+
 start_node() {
     local kubeconfig="$KUBECONFIG_PATH" rule args
     write_node_config
     start_node_daemon containerd containerd --config "$CTR_DIR/config.toml"
     wait_for "containerd's socket" 30 ctr -a "$SOCK" version >/dev/null
+    remove_containers # a node's left in the image store when it was not stopped
     load_pause
     for rule in "${FORWARD_RULES[@]}"; do
         # shellcheck disable=SC2086  # a rule is several words
@@ -294,18 +312,14 @@ remove_kube_chains() {
 }
 
 stop_cluster() {
-    local rule id
+    local rule
     delete_pods
     stop_pid "$STATE/kube-proxy.pid"
     stop_pid "$STATE/kube-scheduler.pid"
     stop_pid "$STATE/kube-controller-manager.pid"
     stop_pid "$STATE/kubelet.pid"
-    if pid_alive "$STATE/containerd.pid"; then # the stopped sandboxes the kubelet had not removed
-        for id in $(ctr -a "$SOCK" -n k8s.io tasks ls -q 2>/dev/null); do
-            ctr -a "$SOCK" -n k8s.io tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
-            ctr -a "$SOCK" -n k8s.io tasks delete -f "$id" >/dev/null 2>&1 || true
-        done
-    fi
+    # the stopped sandboxes the kubelet had not removed, and every container: the images stay
+    ! pid_alive "$STATE/containerd.pid" || remove_containers
     stop_pid "$STATE/containerd.pid"
     remove_kube_chains
     for rule in "${FORWARD_RULES[@]}"; do
@@ -317,7 +331,8 @@ stop_cluster() {
     rmdir /var/log/pods /var/log/containers 2>/dev/null || true # the kubelet's, when empty
     stop # kube-apiserver.sh's: the API server and etcd
     # the kubelet's bind mount of its root, containerd's snapshots, before the state goes
-    awk -v state="$STATE" 'index($2, state) == 1 { print $2 }' /proc/mounts | sort -r |
+    awk -v state="$STATE" -v store="$IMAGE_STORE" \
+        'index($2, state) == 1 || index($2, store) == 1 { print $2 }' /proc/mounts | sort -r |
         xargs -r -n 1 umount -l
     rm -rf "$STATE"
 }
