@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any, cast
+from typing import Literal, cast
 
 import anyio
 
@@ -224,10 +224,6 @@ async def other_containers(
 PodOf = Callable[[], Pod | None]
 
 
-async def _await(informer: Informer[Any], check: Callable[[], bool]) -> None:
-    await informer.wait_until(lambda: True if check() else None)
-
-
 async def follow(
     reader: LogReader,
     jobs: Informer[Job],
@@ -277,13 +273,13 @@ async def follow(
             complete_uid = uid
             continue
         with anyio.move_on_after(CLEAN_END_GRACE):
-            await _await(pods, functools.partial(_ended, pod, uid))
+            await pods.wait_until(functools.partial(_ended, pod, uid))
 
 
-def _ended(pod: PodOf, uid: str) -> bool:
-    """Whether the container ``uid`` of the pod is over (terminated, replaced, gone)."""
+def _ended(pod: PodOf, uid: str) -> Literal[True] | None:
+    """``True`` once the container ``uid`` of the pod is over (terminated, replaced, gone)."""
     current = pod()
-    return current is None or current.uid != uid or current.over
+    return True if current is None or current.uid != uid or current.over else None
 
 
 def _readable(pod: Pod, read_uid: str) -> bool:
@@ -294,27 +290,22 @@ def _readable(pod: Pod, read_uid: str) -> bool:
 async def _started_pod(
     jobs: Informer[Job], pods: Informer[Pod], job_name: str, pod: PodOf, read_uid: str
 ) -> Pod | None:
-    """Await the pod with a container to read (started, and not the finished one read);
-    ``None`` once the app is terminal with nothing more to read.
+    """Await the pod with a container to read; ``None`` once the app is terminal with
+    nothing more to read."""
 
-    The pod is the one the check found: looked up again after the await, the cache may
-    already name the retry's new pod, still pending, and the follow would end early.
-    """
-    found: list[Pod | None] = []
-
-    def ready() -> bool:
+    def ready() -> Pod | Literal[False] | None:
+        # the pod the check found is returned: looked up again later, the cache may
+        # already name the retry's new pod, still pending, and the follow would end early
         if not (pods.synced and jobs.synced):
-            return False
+            return None
         current = pod()
-        if current is not None and not _readable(current, read_uid):
-            current = None  # not started, or the finished container already read
-        if current is None:
-            job = jobs.objects.get(job_name)
-            if job is not None and not is_terminal(job.state):
-                return False
-        found.append(current)
-        return True
+        if current is not None and _readable(current, read_uid):
+            return current
+        job = jobs.objects.get(job_name)
+        return False if job is None or is_terminal(job.state) else None
 
     # both watches are read until one of them shows the pod readable or the app over
-    await race([functools.partial(_await, pods, ready), functools.partial(_await, jobs, ready)])
-    return found[0]
+    found: Pod | Literal[False] = await race(
+        [lambda: pods.wait_until(ready), lambda: jobs.wait_until(ready)]
+    )
+    return found or None
