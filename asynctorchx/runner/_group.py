@@ -38,13 +38,12 @@ import attrs
 from anyio.abc import TaskGroup
 
 from asynctorchx.errors import AppGroupFailed, AppGroupStopTimeout, SchedulerClosedError
-from asynctorchx.runner._reaper import Reaper
-from asynctorchx.runner._tracing import AppTrace, GroupTrace, open_group_trace
 from asynctorchx.schedulers.toolkit import Notifier, gather
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppHandle, AppState, AppStatus, CfgVal
 
 if TYPE_CHECKING:
     from asynctorchx.runner._runner import Runner
+    from asynctorchx.runner._tracing import AppTrace, GroupTrace
     from asynctorchx.specs.api import Workspace
 
 logger = logging.getLogger(__name__)
@@ -195,6 +194,8 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._following: set[_Trial] = set()  # the trials not yet ended
         self._cancelling = 0  # cancel requests in flight
         self._changed = Notifier()
+        from asynctorchx.runner._reaper import Reaper  # here: a run with no group loads none
+
         self._reaper = Reaper()  # cancels the apps that outlive the driver if it dies
         self._tasks: TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None  # the block, then the final wait
@@ -227,6 +228,8 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         if self._entered:
             raise RuntimeError("an app group is entered once: make another with runner.group()")
         self._entered = True
+        from asynctorchx.runner._tracing import open_group_trace
+
         self._trace = open_group_trace(self._fail_fast, self._stop_timeout)
         error: BaseException | None = None
         stragglers: list[AppHandle] = []

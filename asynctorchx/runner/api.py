@@ -48,7 +48,7 @@ from asynctorchx.specs.api import (
     parse_app_handle,
     runopts,
 )
-from asynctorchx.tracker.api import (
+from asynctorchx.util._tracker_env import (
     ENV_TORCHX_JOB_ID,
     ENV_TORCHX_PARENT_RUN_ID,
     ENV_TORCHX_TRACKERS,

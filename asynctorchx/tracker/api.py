@@ -30,20 +30,19 @@ import pkgutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from asynctorchx.plugins import PluginType, registry
+from asynctorchx.util._tracker_env import (
+    ENV_TORCHX_JOB_ID,
+    ENV_TORCHX_PARENT_RUN_ID,
+    ENV_TORCHX_TRACKERS,
+    get_configured_trackers,
+    tracker_config_env_var_name,
+)
 from asynctorchx.util.entrypoints import entry_points
 
-if TYPE_CHECKING:
-    from asynctorchx.runner.config import Sections
-
 logger = logging.getLogger(__name__)
-
-ENV_TORCHX_JOB_ID = "TORCHX_JOB_ID"
-ENV_TORCHX_PARENT_RUN_ID = "TORCHX_PARENT_RUN_ID"
-ENV_TORCHX_TRACKERS = "TORCHX_TRACKERS"
-
 
 #: The entry point group of tracker factories (TorchX's, so TorchX's trackers are found).
 TRACKER_ENTRY_POINT_GROUP = "torchx.tracker"
@@ -162,46 +161,6 @@ def build_trackers(configured: Mapping[str, str | None]) -> list[TrackerBase]:
             logger.warning("no tracker factory %r: %s; skipped", name, why)
             continue
         trackers.append(factory(config))
-    return trackers
-
-
-def tracker_config_env_var_name(name: str) -> str:
-    """Return ``TORCHX_TRACKER_<NAME>_CONFIG`` for tracker ``name`` (upper-cased)."""
-    return f"TORCHX_TRACKER_{name.upper()}_CONFIG"
-
-
-def get_configured_trackers(
-    dirs: Iterable[str] | None = None, *, sections: Sections | None = None
-) -> dict[str, str | None]:
-    """Return ``{tracker name: config or None}`` from the config files and the environment.
-
-    Args:
-        dirs: directories to look in for ``.torchxconfig`` (see
-            :func:`asynctorchx.runner.config.find_configs`).
-        sections: the config sections already read
-            (:func:`asynctorchx.runner.config.load_sections`); the files are read only
-            when it is ``None``.
-
-    Raises:
-        ConfigError: a config file is unreadable (see :mod:`asynctorchx.runner.config`).
-    """
-    if sections is None:
-        # at call time: asynctorchx.runner imports this module
-        from asynctorchx.runner.config import load_sections
-
-        sections = load_sections(dirs=dirs)
-    names = list(sections.get("torchx:tracker", {}))
-    env_names = os.environ.get(ENV_TORCHX_TRACKERS)
-    if env_names is not None:
-        names = [name.strip() for name in env_names.split(",") if name.strip()]
-        logger.info("using %s=%s as tracker names", ENV_TORCHX_TRACKERS, env_names)
-    trackers: dict[str, str | None] = {}
-    for name in names:
-        config = sections.get(f"tracker:{name}", {}).get("config")
-        env_config = os.environ.get(tracker_config_env_var_name(name))
-        if env_config is not None:
-            config = env_config
-        trackers[name] = config
     return trackers
 
 

@@ -53,3 +53,32 @@ def test_run_imports_no_other_component_module(
     isolate_from_user_config(tmp_path, monkeypatch)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stderr.splitlines()[-1] == "['asynctorchx.components.utils'] False"
+
+
+def test_run_imports_only_what_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run -s local_cwd utils.echo`` (to its end) imports no tracker, tracing, group
+    reaper, other backend, nor their third-party packages."""
+    code = (
+        "import sys\n"
+        "from asynctorchx.cli.main import run_cli\n"
+        "assert run_cli(['run', '-s', 'local_cwd', 'utils.echo']) == 0\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    isolate_from_user_config(tmp_path, monkeypatch)
+    monkeypatch.setenv("ASYNCTORCHX_STATE_DIR", str(tmp_path / "state"))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "echo/0 hello world" in proc.stderr
+    modules = proc.stderr.splitlines()[-1].split()
+    unused = (
+        "asynctorchx.tracker",
+        "asynctorchx.runner._tracing",
+        "asynctorchx.runner._reap",
+        "asynctorchx.schedulers.docker",
+        "asynctorchx.schedulers.slurm",
+        "asynctorchx.schedulers.kubernetes",
+        "aiodocker",
+        "lightkube",
+        "opentelemetry",
+    )
+    assert "asynctorchx.schedulers.local._scheduler" in modules
+    assert [name for name in modules if name.startswith(unused)] == []
