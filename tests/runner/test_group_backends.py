@@ -429,7 +429,8 @@ def _reaper_scan(parent: int) -> tuple[list[int], bool]:
     """The live reaper processes whose parent is ``parent``, and whether a child of
     ``parent`` is still in ``execve`` (no command line yet: maybe a reaper starting)."""
     children = [p for p in live_processes("cmdline") if p.ppid == parent]
-    found = [p.pid for p in children if _reaper.PROGRAM.encode() in p.data.split(b"\0")]
+    module = _reaper.COMMAND[-1].encode()
+    found = [p.pid for p in children if module in p.data.split(b"\0")]
     return found, any(p.data == b"" for p in children)
 
 

@@ -57,8 +57,8 @@ directly asks with ``async with terminate_on_signals(scheduler):``
 The private modules, one concern each: ``_request`` (the dry-run request, image
 providers, run options), ``_supervisor`` (starting, running and restarting replicas:
 their process groups, the open-file limit, launch errors, TorchElastic error files),
-``_parent_death`` (tying replicas to this process; ``_watchdog`` is the program it
-runs), ``_subreaper`` (ending the daemons of replicas), ``_log_files`` (log directories,
+``_parent_death`` (tying replicas to this process through the toolkit's lifeline),
+``_subreaper`` (ending the daemons of replicas), ``_log_files`` (log directories,
 checked before anything is created in them, log files and their time index),
 ``_child_watcher`` (reaping children on Python < 3.12), ``_records`` (the one record per
 app, written to disk by its keeper, and TorchX's ``SUCCESS`` file),

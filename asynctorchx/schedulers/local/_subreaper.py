@@ -66,9 +66,8 @@ TOKEN_VARIABLE = "ASYNCTORCHX_REPLICA_TOKEN"
 _PR_SET_CHILD_SUBREAPER = 36
 
 #: The children this process started itself and reaps itself (replica main processes,
-#: the watchdog of :mod:`._parent_death`, what :mod:`._child_watcher` watches): never
-#: descendants to sweep, so never read by one. Their owners add each once started and
-#: discard it once reaped.
+#: what :mod:`._child_watcher` watches): never descendants to sweep, so never read by
+#: one. Their owners add each once started and discard it once reaped.
 OWN_CHILDREN: set[int] = set()
 #: Tokens read from adopted children while alive, so their zombies stay identifiable.
 _known_tokens: dict[int, str] = {}

@@ -14,17 +14,12 @@ import anyio
 import anyio.abc
 import pytest
 
-from asynctorchx.schedulers.local import _parent_death
+from asynctorchx.schedulers.toolkit import _lifeline
 from tests.processes import alive, await_end, killed_on_exit
 
 LIMIT = 30  # seconds
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process semantics")
-
-
-def sleeper() -> contextlib.AbstractAsyncContextManager[anyio.abc.Process]:
-    """A ``sleep 600`` in a session of its own, killed on the way out."""
-    return killed_on_exit(["sleep", "600"], start_new_session=True)
 
 
 async def read_until_ready(host: anyio.abc.Process) -> bytes:
@@ -37,38 +32,6 @@ async def read_until_ready(host: anyio.abc.Process) -> bytes:
             if output.endswith(b"ready\n"):
                 break
     return output
-
-
-async def test_a_watchdog_that_dies_as_it_starts_is_started_again_at_the_next_tie(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    async with sleeper() as first, sleeper() as second:
-        watchdog = _parent_death._Watchdog()
-        start = watchdog.start
-
-        def start_and_die() -> bool:  # a watchdog that is gone before it is told anything
-            with monkeypatch.context() as patch:
-                patch.setattr(_parent_death, "PROGRAM", os.devnull)  # an empty program
-                assert start()
-            assert watchdog.pid is not None
-            os.waitpid(watchdog.pid, 0)
-            return True
-
-        monkeypatch.setattr(watchdog, "start", start_and_die)
-        with watchdog.lock:
-            watchdog.tied[first.pid] = ""
-            watchdog.send(f"+{first.pid} \n")  # both the first and the restart die: no error
-        monkeypatch.setattr(watchdog, "start", start)
-        with watchdog.lock:
-            watchdog.tied[second.pid] = ""
-            watchdog.send(f"+{second.pid} \n")  # a live watchdog, told every tied group
-            assert watchdog.fd is not None
-            os.close(watchdog.fd)  # what the host's death does
-        with anyio.fail_after(LIMIT):
-            assert await first.wait() == -signal.SIGKILL
-            assert await second.wait() == -signal.SIGKILL
-        assert watchdog.pid is not None
-        assert os.waitpid(watchdog.pid, 0)[1] == 0  # it exited at end of file, reaped here
 
 
 #: A host that ties one ``sleep`` to its watchdog, then forks a child that holds on
@@ -139,7 +102,7 @@ BURST_HOST = textwrap.dedent(
     warnings = []
     handler = logging.Handler()
     handler.emit = warnings.append
-    logging.getLogger(_parent_death.__name__).addHandler(handler)
+    logging.getLogger("asynctorchx.schedulers.toolkit._lifeline").addHandler(handler)
     process = subprocess.Popen(["sleep", "600"], start_new_session=True)
     _parent_death.tie(process.pid)
     for pgid in range(2**22 + 1, 2**22 + 20_001):
@@ -227,7 +190,7 @@ def _watchdog_of(host: int) -> int:
     """The pid of the watchdog among the children of ``host``."""
     tasks = Path(f"/proc/{host}/task")
     children = [int(c) for task in tasks.iterdir() for c in (task / "children").read_text().split()]
-    program = _parent_death.PROGRAM.encode()
+    program = _lifeline.PROGRAM.encode()
     (watchdog,) = [c for c in children if program in Path(f"/proc/{c}/cmdline").read_bytes()]
     return watchdog
 

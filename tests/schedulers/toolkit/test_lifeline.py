@@ -1,4 +1,4 @@
-"""The watchdog program, in this process and as the host runs it: its protocol, its kills."""
+"""The lifeline: its protocol, its kills, its command, a restart, as a parent runs it."""
 
 from __future__ import annotations
 
@@ -8,14 +8,17 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from asynctorchx.schedulers.local import _parent_death, _watchdog
-from asynctorchx.schedulers.local._subreaper import TOKEN_VARIABLE
+from asynctorchx.schedulers.toolkit import _lifeline
+from asynctorchx.schedulers.toolkit._lifeline import Lifeline
 from tests.processes import alive
+
+LIMIT = 30  # seconds
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process semantics")
 
@@ -42,31 +45,44 @@ def pipe_holding(data: bytes) -> int:
     return read_fd
 
 
-def test_the_lines_tie_and_untie_groups_whatever_the_reads_cut() -> None:
+def test_the_lines_tie_and_untie_keys_whatever_the_reads_cut() -> None:
     read_fd, write_fd = os.pipe()
     os.write(write_fd, b"+10 ab\n+11 \n+1")  # a line cut by the end of a write
-    os.write(write_fd, b"2 cd\n-11\n-99\n")  # untying a group never tied is fine
+    os.write(write_fd, b"2 cd\n-11\n-99\n")  # untying a key never tied is fine
     os.close(write_fd)
     try:
-        assert _watchdog.read_groups(read_fd, 0) == {10: b"ab", 12: b"cd"}
+        assert _lifeline.read_tied(read_fd, 0) == {b"10": b"ab", b"12": b"cd"}
     finally:
         os.close(read_fd)
 
 
-def test_a_line_that_is_not_the_hosts_is_refused() -> None:
+def test_a_normal_exit_leaves_nothing_tied() -> None:
+    read_fd = pipe_holding(b"+10 ab\n.\n")
+    try:
+        assert _lifeline.read_tied(read_fd, 0) == {}
+    finally:
+        os.close(read_fd)
+
+
+def test_a_key_that_is_not_a_process_group_is_refused_by_kill() -> None:
     read_fd = pipe_holding(b"+not-a-pid\n")
     try:
         with pytest.raises(ValueError, match="not-a-pid"):
-            _watchdog.read_groups(read_fd, 0)
+            _lifeline.act(_lifeline.read_tied(read_fd, 0), ["kill", VARIABLE.decode()])
     finally:
         os.close(read_fd)
+
+
+def watch(read_fd: int) -> None:
+    """What the program does with ``kill``, in this process."""
+    _lifeline.act(_lifeline.read_tied(read_fd, 0), ["kill", VARIABLE.decode()])
 
 
 def test_the_groups_still_tied_at_end_of_file_are_killed() -> None:
     with started(["sleep", "600"]) as tied, started(["sleep", "600"]) as untied:
         read_fd = pipe_holding(f"+{tied.pid} \n+{untied.pid} \n-{untied.pid}\n".encode())
         try:
-            _watchdog.watch(read_fd, 0, VARIABLE)
+            watch(read_fd)
         finally:
             os.close(read_fd)
         assert tied.wait(timeout=30) == -signal.SIGKILL
@@ -94,7 +110,7 @@ def test_what_a_tied_replica_left_behind_is_killed_and_nothing_else() -> None:
         try:
             read_fd = pipe_holding(f"+{replica.pid} feed\n".encode())
             try:
-                _watchdog.watch(read_fd, 0, VARIABLE)
+                watch(read_fd)
             finally:
                 os.close(read_fd)
             # watch returns once each process it killed has exited
@@ -107,11 +123,13 @@ def test_what_a_tied_replica_left_behind_is_killed_and_nothing_else() -> None:
                 os.kill(left_its_group, signal.SIGKILL)
 
 
-async def test_the_program_as_the_host_runs_it_ends_at_end_of_file() -> None:
+async def test_the_program_as_the_parent_runs_it_ends_at_end_of_file() -> None:
     with started(["sleep", "600"]) as tied:
-        command = [sys.executable, "-I", "-S", _parent_death.PROGRAM]
+        command = [sys.executable, "-I", "-S", _lifeline.PROGRAM]
         watchdog = await anyio.open_process(
-            [*command, "0", TOKEN_VARIABLE], stdin=subprocess.PIPE, start_new_session=True
+            [*command, "0", "kill", VARIABLE.decode()],
+            stdin=subprocess.PIPE,
+            start_new_session=True,
         )
         async with watchdog:
             assert watchdog.stdin is not None
@@ -120,3 +138,52 @@ async def test_the_program_as_the_host_runs_it_ends_at_end_of_file() -> None:
             with anyio.fail_after(30):
                 assert await watchdog.wait() == 0
         assert tied.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_run_runs_its_command_with_the_keys_still_tied_in_its_directory(
+    tmp_path: Path,
+) -> None:
+    read_fd = pipe_holding(b"+a \n+b \n+c \n-b\n")
+    try:
+        command = ["sh", "-c", 'echo "$@" > ran', "sh"]
+        _lifeline.act(_lifeline.read_tied(read_fd, 0), ["run", str(tmp_path), *command])
+    finally:
+        os.close(read_fd)
+    assert (tmp_path / "ran").read_text() == "a c\n"
+
+
+async def test_a_released_lifeline_runs_nothing(tmp_path: Path) -> None:
+    lifeline = Lifeline(["run", str(tmp_path), "touch", "ran"])
+    lifeline.tie("x")
+    pid = lifeline.release()
+    assert pid is not None
+    assert os.waitpid(pid, 0)[1] == 0
+    assert not (tmp_path / "ran").exists()
+    assert lifeline.release() is None
+
+
+async def test_a_program_that_dies_as_it_starts_is_started_again_at_the_next_tie(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with started(["sleep", "600"]) as first, started(["sleep", "600"]) as second:
+        lifeline = Lifeline(["kill", VARIABLE.decode()])
+        start = lifeline._start
+
+        def start_and_die() -> bool:  # a program that is gone before it is told anything
+            with monkeypatch.context() as patch:
+                patch.setattr(_lifeline, "PROGRAM", os.devnull)  # an empty program
+                assert start()
+            assert lifeline.pid is not None
+            os.waitpid(lifeline.pid, 0)
+            return True
+
+        monkeypatch.setattr(lifeline, "_start", start_and_die)
+        lifeline.tie(str(first.pid))  # both the first and the restart die: no error
+        monkeypatch.setattr(lifeline, "_start", start)
+        lifeline.tie(str(second.pid))  # a live program, told every tied key
+        assert lifeline._fd is not None
+        os.close(lifeline._fd)  # what the parent's death does
+        assert first.wait(timeout=LIMIT) == -signal.SIGKILL
+        assert second.wait(timeout=LIMIT) == -signal.SIGKILL
+        assert lifeline.pid is not None
+        assert os.waitpid(lifeline.pid, 0)[1] == 0  # it exited at end of file
