@@ -1,11 +1,4 @@
-"""``kubernetes`` at TorchX's import path ``torchx.schedulers.kubernetes_scheduler``.
-
-The one public import path of the backend's names.
-
-The code lives in :mod:`asynctorchx.schedulers.kubernetes` (``_scheduler.py``,
-``_request.py``, ``_state.py``, ``_jobset.py``, ``_jobapi.py``, ``_informer.py``, ``_logs.py``,
-``_apiserver.py``).
-"""
+"""``kubernetes`` at TorchX's import path ``torchx.schedulers.kubernetes_scheduler``."""
 
 from __future__ import annotations
 

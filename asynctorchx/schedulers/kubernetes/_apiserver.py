@@ -1,15 +1,9 @@
-"""The connection to the Kubernetes API server: the one module that imports lightkube.
+"""The connection to the Kubernetes API server, the one module that imports lightkube;
+every third-party error is mapped here to :mod:`asynctorchx.errors`.
 
-Objects go in and out as plain JSON dicts. Requests for single objects and lists go
-through :class:`lightkube.AsyncClient` (the Volcano ``Job`` and ``Command`` as lightkube
-generic resources, pods as lightkube's ``Pod``); the two streams lightkube cannot ask
-for as the scheduler needs them (a watch with ``allowWatchBookmarks``, a log with
-``sinceTime``) go over an ``httpx2`` client that lightkube's own config adapter builds
-from the same kubeconfig, so both carry the same server, TLS and credentials.
-
-Every third-party error is mapped here to :mod:`asynctorchx.errors`; a connection that
-breaks while a stream is open is :class:`StreamBroken`, which the watch and log
-followers answer by reconnecting (it never leaves the subpackage).
+Objects go in and out as JSON dicts. The two streams lightkube cannot ask for as needed (a
+watch with ``allowWatchBookmarks``, a log with ``sinceTime``) go over the ``httpx2`` client
+lightkube's ``client_adapter`` builds from the same kubeconfig (server, TLS, credentials).
 """
 
 from __future__ import annotations
@@ -42,9 +36,7 @@ from asynctorchx.errors import (
 from asynctorchx.schedulers.kubernetes._jobset import JOBSET_GROUP, JOBSET_VERSION
 from asynctorchx.schedulers.kubernetes._request import VOLCANO_GROUP, VOLCANO_VERSION
 
-#: The Volcano ``Job`` and the ``Command`` that aborts one, as lightkube generic resources.
 VolcanoJob = create_namespaced_resource(VOLCANO_GROUP, VOLCANO_VERSION, "Job", "jobs")
-#: The ``JobSet`` (run option ``job_api=jobset``) as a lightkube generic resource.
 JobSetResource = create_namespaced_resource(JOBSET_GROUP, JOBSET_VERSION, "JobSet", "jobsets")
 #: The job kinds by plural: (API group, version, lightkube resource, error when missing).
 JOB_KINDS: dict[str, tuple[str, str, Any, type[Exception]]] = {
@@ -53,7 +45,6 @@ JOB_KINDS: dict[str, tuple[str, str, Any, type[Exception]]] = {
 }
 VolcanoCommand = create_namespaced_resource("bus.volcano.sh", "v1alpha1", "Command", "commands")
 KUEUE_GROUP = "kueue.x-k8s.io"
-#: Kueue's ``Workload``: what holds a queued JobSet's quota.
 KueueWorkload = create_namespaced_resource(KUEUE_GROUP, "v1beta1", "Workload", "workloads")
 T = TypeVar("T")
 #: Seconds a single request may take (connect, read, write) before it counts as failed.
@@ -64,12 +55,10 @@ class StreamBroken(Exception):
     """A watch or log stream's connection broke (the caller reconnects)."""
 
 
-#: The errors of a connection that broke while a stream was read.
 BROKEN = (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.ReadTimeout)
 
 
 async def _read(stream: AsyncIterator[T]) -> AsyncIterator[T]:
-    """``stream``'s items; its connection breaking is :class:`StreamBroken`."""
     try:
         async for item in stream:
             yield item
@@ -78,8 +67,7 @@ async def _read(stream: AsyncIterator[T]) -> AsyncIterator[T]:
 
 
 def _status_error(response: httpx2.Response, request: str) -> KubernetesApiError:
-    """The server's refusal of ``request``: its status code, and the reason and message
-    of its ``Status`` body (the body itself when it is not one)."""
+    """The server's refusal: its ``Status`` body's reason and message (else the body)."""
     try:
         body = response.json()
     except ValueError:
@@ -102,12 +90,8 @@ def _status_error(response: httpx2.Response, request: str) -> KubernetesApiError
 
 
 class ApiServer:
-    """One scheduler's connection to the API server, opened on first use.
-
-    Args:
-        kubeconfig: a kubeconfig file; ``None``: lightkube's search (in-cluster service
-            account, then ``KUBECONFIG``, then ``~/.kube/config``).
-        context: the kubeconfig context; ``None``: its current context.
+    """One scheduler's connection to the API server, opened on first use (``kubeconfig``
+    ``None``: lightkube's search; ``context`` ``None``: the current one).
 
     Raises (from every call):
         KubernetesConfigError: no kubeconfig, or it lacks the context.
@@ -125,14 +109,7 @@ class ApiServer:
         self._closed = False
         self._checked: set[str] = set()
 
-    # ------------------------------------------------------------------ connection
-
     def config(self) -> SingleConfig:
-        """The kubeconfig's chosen context (loaded once).
-
-        Raises:
-            KubernetesConfigError: no kubeconfig, or it lacks the context.
-        """
         if self._config is None:
             try:
                 if self.kubeconfig is not None:
@@ -142,23 +119,17 @@ class ApiServer:
                 config = loaded.get(self.context)
             except (ConfigError, OSError, ValueError, KeyError) as error:
                 raise KubernetesConfigError(str(error) or type(error).__name__) from None
-            if config is None:  # pragma: no cover - get() raises instead
+            if config is None:  # pragma: no cover
                 raise KubernetesConfigError("the kubeconfig has no context")
             self._config = config
         return self._config
 
     @property
     def server(self) -> str:
-        """The API server's URL (``?`` before the kubeconfig could be read)."""
         return str(self._config.cluster.server) if self._config is not None else "?"
 
     @property
     def default_namespace(self) -> str:
-        """The namespace of the kubeconfig's context (``default`` when it names none).
-
-        Raises:
-            KubernetesConfigError: no kubeconfig, or it lacks the context.
-        """
         return str(self.config().namespace or "default")
 
     def _clients(self) -> tuple[AsyncClient, httpx2.AsyncClient]:
@@ -188,8 +159,7 @@ class ApiServer:
 
     @contextlib.contextmanager
     def _errors(self, request: str, missing_ok: bool = False) -> Any:
-        """Map lightkube's and httpx's errors of one request to ours (``missing_ok``: a
-        ``404`` ends the block quietly)."""
+        """Map one request's errors to ours (``missing_ok``: a ``404`` ends the block quietly)."""
         try:
             yield
         except ApiError as error:
@@ -201,19 +171,9 @@ class ApiServer:
                 self.server, str(error) or type(error).__name__
             ) from None
 
-    # ------------------------------------------------------------------ jobs
-
     async def _job_kind(self, plural: str) -> tuple[AsyncClient, Any, str]:
-        """The client, lightkube resource and name (for errors) of a job kind, once its
-        API group was found on the server (checked once per kind).
-
-        Args:
-            plural: ``jobs`` (Volcano) or ``jobsets``.
-
-        Raises:
-            VolcanoNotInstalledError: Volcano's API group is missing (no CRD).
-            JobSetNotInstalledError: JobSet's API group is missing (no CRD).
-        """
+        """The client, resource and name of a job kind, its API group checked once (raises
+        ``VolcanoNotInstalledError`` or ``JobSetNotInstalledError`` when missing)."""
         group, version, resource, missing = JOB_KINDS[plural]
         client, http = self._clients()
         if plural not in self._checked:
@@ -230,19 +190,8 @@ class ApiServer:
     async def create_job(
         self, namespace: str, manifest: dict[str, Any], plural: str = "jobs", dry_run: bool = False
     ) -> dict[str, Any]:
-        """Create a Volcano job (or a JobSet); return it as the server stored it.
-
-        Args:
-            namespace: its namespace.
-            manifest: the ``Job`` (or ``JobSet``) manifest.
-            plural: ``jobs`` (Volcano) or ``jobsets``.
-            dry_run: only ask whether the server would create it (``dryRun=All``:
-                validation and admission run, nothing is stored); return what it would be.
-
-        Raises:
-            InvalidJobSpecError: ``dry_run`` and the server refused the manifest (``400``
-                or ``422``).
-        """
+        """Create the job (``dry_run``: only validate and admit it, ``dryRun=All``); return it
+        as stored. A dry run's refusal (``400``, ``422``) is ``InvalidJobSpecError``."""
         client, resource, kind = await self._job_kind(plural)
         request = f"POST {kind} in {namespace}" + (" (dry run)" if dry_run else "")
         body = {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
@@ -260,26 +209,14 @@ class ApiServer:
     async def get_job(
         self, namespace: str, name: str, plural: str = "jobs"
     ) -> dict[str, Any] | None:
-        """Return the job (or JobSet), or ``None`` if the server has no such object.
-
-        Args:
-            namespace: its namespace.
-            name: its name.
-            plural: ``jobs`` (Volcano) or ``jobsets``.
-        """
+        """The job, or ``None`` if there is no such object."""
         client, resource, kind = await self._job_kind(plural)
         with self._errors(f"GET {kind} {namespace}/{name}", missing_ok=True):
             return dict(await client.get(resource, name, namespace=namespace))
         return None
 
     async def delete_job(self, namespace: str, name: str, plural: str = "jobs") -> bool:
-        """Delete the job or JobSet (its pods go with it); ``False`` if it did not exist.
-
-        Args:
-            namespace: its namespace.
-            name: its name.
-            plural: ``jobs`` (Volcano) or ``jobsets``.
-        """
+        """Delete the job (its pods go with it); ``False`` if it did not exist."""
         client, resource, kind = await self._job_kind(plural)
         with self._errors(f"DELETE {kind} {namespace}/{name}", missing_ok=True):
             await client.delete(resource, name, namespace=namespace)
@@ -289,14 +226,7 @@ class ApiServer:
     async def patch_job(
         self, namespace: str, name: str, patch: dict[str, Any], plural: str = "jobs"
     ) -> None:
-        """Merge ``patch`` into the job or JobSet (a JSON merge patch, RFC 7386).
-
-        Args:
-            namespace: its namespace.
-            name: its name.
-            patch: the fields to set, e.g. ``{"metadata": {"annotations": {...}}}``.
-            plural: ``jobs`` (Volcano) or ``jobsets``.
-        """
+        """Merge ``patch`` into the job (a JSON merge patch, RFC 7386)."""
         client, resource, kind = await self._job_kind(plural)
         with self._errors(f"PATCH {kind} {namespace}/{name}"):
             await client.patch(
@@ -304,17 +234,11 @@ class ApiServer:
             )
 
     async def deactivate_workloads(self, namespace: str, owner_uid: str) -> None:
-        """Deactivate the Kueue workloads of a job (``spec.active: false``): Kueue evicts
-        them and stops counting their quota at once (Kueue's ``Workload`` API); a cluster
-        without Kueue has none.
-
-        Args:
-            namespace: the job's namespace.
-            owner_uid: the job's uid (Kueue labels its workloads ``kueue.x-k8s.io/job-uid``).
-        """
+        """Deactivate the job's Kueue workloads (``spec.active: false``): Kueue evicts them
+        and stops counting their quota; a cluster without Kueue has none."""
         client, _ = self._clients()
         labels: dict[str, Any] = {"kueue.x-k8s.io/job-uid": owner_uid}
-        names: list[str] = []  # none where Kueue is not installed (404)
+        names: list[str] = []
         with self._errors(f"GET {KUEUE_GROUP} workloads in {namespace}", missing_ok=True):
             listed: Any = client.list(KueueWorkload, namespace=namespace, labels=labels)
             names = [item.metadata.name async for item in listed]
@@ -329,16 +253,8 @@ class ApiServer:
                 )
 
     async def abort_job(self, namespace: str, name: str, uid: str) -> None:
-        """Abort the job with a Volcano ``AbortJob`` command (what ``vcctl job suspend`` does).
-
-        Volcano kills the job's pods and the job ends ``Aborted``; it stays on the
-        server until deleted.
-
-        Args:
-            namespace: its namespace.
-            name: its name.
-            uid: its uid (the command's owner reference).
-        """
+        """Abort the job with a Volcano ``AbortJob`` command (``vcctl job suspend``'s): its pods
+        are killed, it ends ``Aborted`` and stays until deleted."""
         client, _ = self._clients()
         owner = {
             "apiVersion": f"{VOLCANO_GROUP}/{VOLCANO_VERSION}",
@@ -365,13 +281,8 @@ class ApiServer:
     async def list(
         self, plural: str, namespace: str, labels: Mapping[str, str] | None = None
     ) -> tuple[list[dict[str, Any]], str]:
-        """Return the namespace's jobs, JobSets or pods and the list's ``resourceVersion``.
-
-        Args:
-            plural: ``jobs`` (Volcano), ``jobsets`` or ``pods``.
-            namespace: the namespace.
-            labels: label -> value every object listed has, or ``None``.
-        """
+        """The namespace's ``jobs``, ``jobsets`` or ``pods`` with ``labels``, and the list's
+        ``resourceVersion``."""
         if plural == "pods":
             client, resource, kind = self._clients()[0], Pod, "pods"
         else:
@@ -380,11 +291,8 @@ class ApiServer:
             listed = client.list(resource, namespace=namespace, labels=dict(labels or {}))
             return [item.to_dict() async for item in listed], listed.resourceVersion
 
-    # ------------------------------------------------------------------ streams
-
     @contextlib.asynccontextmanager
     async def _stream(self, path: str, params: dict[str, str]) -> AsyncIterator[httpx2.Response]:
-        """Open a streaming GET; a broken connection while open is :class:`StreamBroken`."""
         _, http = self._clients()
         try:
             async with http.stream("GET", path, params=params) as response:
@@ -407,20 +315,8 @@ class ApiServer:
         resource_version: str,
         labels: dict[str, str] | None = None,
     ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
-        """Watch ``jobs``, ``jobsets`` or ``pods`` from ``resource_version``; yield the events.
-
-        Each event is the API's ``{"type": ..., "object": ...}`` (``ADDED``,
-        ``MODIFIED``, ``DELETED``, ``BOOKMARK``, ``ERROR``); bookmarks are asked for.
-
-        Args:
-            plural: ``jobs`` (Volcano), ``jobsets`` or ``pods``.
-            namespace: the namespace.
-            resource_version: where to start (a list's version).
-            labels: label -> value every object has, or ``None``.
-
-        Raises:
-            StreamBroken: the connection broke (while iterating).
-        """
+        """Yield the events (``{"type", "object"}``, bookmarks asked for) of a watch from
+        ``resource_version``; a broken connection is :class:`StreamBroken`."""
         if plural in JOB_KINDS:
             group, version, _, _ = JOB_KINDS[plural]
             path = f"/apis/{group}/{version}/namespaces/{namespace}/{plural}"
@@ -440,19 +336,9 @@ class ApiServer:
     async def log(
         self, namespace: str, pod: str, container: str, follow: bool, since_time: str | None
     ) -> AsyncIterator[AsyncIterator[bytes]]:
-        """Open a pod's log, with timestamps; yield an iterator of its raw bytes.
-
-        Args:
-            namespace: the namespace.
-            pod: the pod's name.
-            container: the container's name.
-            follow: keep the stream open while the container runs.
-            since_time: RFC 3339 time of the first line wanted (inclusive), or ``None``.
-
-        Raises:
-            KubernetesApiError: the pod does not exist (404) or has not started (400).
-            StreamBroken: the connection broke (while iterating).
-        """
+        """Yield a pod's log bytes, with timestamps, from ``since_time`` (RFC 3339, inclusive);
+        a pod gone (404) or not started (400) is ``KubernetesApiError``, a broken connection
+        :class:`StreamBroken`."""
         params = {"container": container, "timestamps": "true", "follow": str(follow).lower()}
         if since_time is not None:
             params["sinceTime"] = since_time

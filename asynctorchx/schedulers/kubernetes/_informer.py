@@ -1,20 +1,7 @@
-"""One list-then-watch per resource kind and namespace, shared by every waiter of a scheduler.
-
-Kubernetes clients keep a cache of a resource kind by listing it and then watching from
-the list's ``resourceVersion`` (client-go calls this an informer). Here every ``wait``,
-``wait_for_state_change`` and log follower of one scheduler that needs jobs (or pods) of
-one namespace reads the same cache, fed by ONE watch connection, however many apps they
-watch.
-
-The waiting is the toolkit's :class:`~asynctorchx.schedulers.toolkit.SharedFeed` (as for
-the Slurm poll): the first waiter that finds nobody reading the watch reads its next
-event for everyone, then wakes them all; the open watch is handed to the next reader,
-not reopened. It is
-reopened only when the server ends it (from the last ``resourceVersion`` seen, bookmarks
-included), when its connection breaks, or when its reader was cancelled mid-read; after
-a ``410 Gone`` the kind is listed again, and a list whose connection broke is made
-again. It is closed when the last waiter leaves (and the next waiter lists again, since
-nothing kept the cache current meanwhile).
+"""One list-then-watch per resource kind and namespace, shared by every waiter of a scheduler
+(client-go's informer): the toolkit's :class:`~asynctorchx.schedulers.toolkit.SharedFeed`
+hands the open watch from reader to reader; it is reopened from the last
+``resourceVersion`` when the server ends it or it breaks, relisted after ``410 Gone``.
 """
 
 from __future__ import annotations
@@ -39,18 +26,8 @@ RECONNECT_DELAY = 0.05
 
 
 class Informer(SharedFeed, Generic[Obj]):
-    """A cache of one kind's objects in one namespace, kept by one shared watch.
-
-    Args:
-        api: the API server connection.
-        plural: ``jobs`` (Volcano), ``jobsets`` or ``pods``.
-        namespace: the namespace.
-        parse: reads an object's JSON once, as it arrives (pods: ``Pod.parse``).
-        labels: label -> value every object has (pods: TorchX's managed-by label).
-
-    :attr:`objects` maps name -> the object as last seen; :attr:`lists` and
-    :attr:`watches` count the requests made (tests and benchmarks read them).
-    """
+    """A cache of one kind's objects (``jobs``, ``jobsets`` or ``pods``) in one namespace,
+    each parsed once by ``parse``; :attr:`lists` and :attr:`watches` count the requests."""
 
     def __init__(
         self,
@@ -76,10 +53,8 @@ class Informer(SharedFeed, Generic[Obj]):
         self._failed_connects = 0
 
     async def wait_until(self, check: Callable[[], T | None]) -> T:
-        """Wait until ``check()`` (called on the synced cache) returns something; return it.
-
-        Args:
-            check: reads :attr:`objects`; ``None`` means "not yet".
+        """Wait until ``check()``, called on the synced cache, returns something but
+        ``None``; return it.
 
         Raises:
             KubernetesUnreachableError: the watch could not be reopened.
@@ -92,15 +67,13 @@ class Informer(SharedFeed, Generic[Obj]):
         await self._close()
 
     async def _read(self) -> None:
-        """List (when not synced) or read the next watch event, for every waiter."""
         if not self.synced:
             await self._list()
         else:
             await self._read_one()
 
     async def _list(self) -> None:
-        """List (again); a connection dropped mid-list is retried as a dropped watch is (a
-        list is idempotent), at most :data:`MAX_RECONNECTS` times in a row."""
+        # a list is idempotent: a dropped one is retried as a dropped watch is
         await self._close()
         try:
             items, version = await self.api.list(self.plural, self.namespace, self.labels)
@@ -114,8 +87,6 @@ class Informer(SharedFeed, Generic[Obj]):
         self.synced = True
 
     async def _back_off(self, error: KubernetesUnreachableError) -> None:
-        """Sleep before reconnecting; raise ``error`` once :data:`MAX_RECONNECTS` failed in
-        a row."""
         self._failed_connects += 1
         if self._failed_connects >= MAX_RECONNECTS:
             raise error
@@ -137,8 +108,8 @@ class Informer(SharedFeed, Generic[Obj]):
             events = await self._open()
             self._failed_connects = 0
             event = await events.__anext__()
-        except BaseException as error:  # the stream is reopened from where it was
-            await self._close()  # a read cancelled mid-event cannot be handed over either
+        except BaseException as error:
+            await self._close()  # a read cancelled mid-event cannot be handed over
             if isinstance(error, KubernetesUnreachableError):
                 await self._back_off(error)
             elif not isinstance(error, (StopAsyncIteration, StreamBroken)):  # ended or broke
@@ -149,7 +120,7 @@ class Informer(SharedFeed, Generic[Obj]):
     def _apply(self, event: dict[str, Any]) -> None:
         kind, obj = event.get("type"), event.get("object") or {}
         if kind == "ERROR":
-            if obj.get("code") == 410:  # too old: list again
+            if obj.get("code") == 410:
                 self.synced = False
                 return
             raise KubernetesApiError(

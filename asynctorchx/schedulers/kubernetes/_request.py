@@ -1,23 +1,9 @@
 """The Volcano ``Job`` manifest of the ``kubernetes`` scheduler: pure data, no I/O.
 
-An :class:`~asynctorchx.specs.AppDef` becomes one Volcano ``batch.volcano.sh/v1alpha1``
-``Job`` (https://volcano.sh/en/docs/vcjob/): one task per replica of every role (macros
-differ per replica, so Volcano's own ``replicas`` count stays 1), each with a pod
-template. The manifest is the one ``torchx.schedulers.kubernetes_scheduler`` of TorchX
-0.7.0 produces for the same app and run options, serialized as the ``kubernetes`` client
-serializes it (camelCase keys, ``None`` left out); the differences are listed in
-``docs/kubernetes.md`` and checked by ``tests/schedulers/kubernetes/test_request.py``.
-
-A role's pod overlay (torchx-nightly's :mod:`asynctorchx.specs.overlays`, namespace
-``kubernetes``, kind ``V1Pod``) is merged into each of its pods before TorchX's labels are
-set: node selectors, tolerations, volumes. Without one the manifest is TorchX 0.7.0's.
-
-Rank 0 discovery is Volcano's: the job's ``svc`` plugin creates a headless service named
-after the job (every pod is ``{job}-{task}-0.{job}``) and the ``env`` plugin gives every
-pod ``VC_{TASK}_HOSTS``, the DNS names of a task's pods; ``macros.rank0_env`` names the
-variable of the first replica of the first role, and that replica itself sees
-``TORCHX_RANK0_HOST=localhost``. Every container has ``TORCHX_IMAGE``, its image
-(torchx-nightly sets it; TorchX 0.7.0 did not).
+The manifest is the one TorchX 0.7.0's ``kubernetes_scheduler`` makes for the same app and
+run options (the differences are in ``docs/kubernetes.md``): one task per replica, since
+macros differ per replica (https://volcano.sh/en/docs/vcjob/). Rank 0 is found through
+Volcano's ``svc`` and ``env`` plugins (``VC_{TASK}_HOSTS``).
 """
 
 from __future__ import annotations
@@ -52,35 +38,25 @@ from asynctorchx.specs.api import (
 from asynctorchx.specs.named_resources_aws import EFA_DEVICE
 from asynctorchx.specs.overlays import apply_overlay, get_overlay
 
-#: Volcano's API group, version and plural of its ``Job`` custom resource.
 VOLCANO_GROUP = "batch.volcano.sh"
 VOLCANO_VERSION = "v1alpha1"
 VOLCANO_API_VERSION = f"{VOLCANO_GROUP}/{VOLCANO_VERSION}"
 
-#: Millicores and megabytes left to the node: the request is the limit minus these
-#: (never below 0), TorchX's rule for whole-host jobs; the defaults of the run options
-#: ``reserved_millicpu`` and ``reserved_memmb``.
+#: Millicores and MB left to the node: a container requests its limit minus these (TorchX's
+#: rule for whole-host jobs).
 RESERVED_MILLICPU = 100
 RESERVED_MEMMB = 1024
 
 
 class PodResources(NamedTuple):
-    """The run options that shape every container's ``resources`` (torchx-nightly's).
-
-    Args:
-        reserved_millicpu: millicores left to the node (see :data:`RESERVED_MILLICPU`).
-        reserved_memmb: megabytes left to the node (see :data:`RESERVED_MEMMB`).
-        efa_device_count: ``vpc.amazonaws.com/efa`` devices of every container, over the
-            resource's: ``None`` keeps the resource's, ``0`` drops them.
-    """
+    """The run options that shape every container's ``resources`` (torchx-nightly's)."""
 
     reserved_millicpu: int = RESERVED_MILLICPU
     reserved_memmb: int = RESERVED_MEMMB
     efa_device_count: int | None = None
 
 
-#: Volcano task policies per retry policy: ``REPLICA`` lets Volcano restart the failed
-#: pod alone, ``APPLICATION`` restarts the whole job when a pod fails or is evicted.
+#: Volcano task policies per retry policy (TorchX's): ``APPLICATION`` restarts the whole job.
 RETRY_POLICIES: Mapping[RetryPolicy, list[dict[str, str]]] = {
     RetryPolicy.REPLICA: [],
     RetryPolicy.APPLICATION: [
@@ -98,54 +74,33 @@ LABEL_REPLICA_ID = "torchx.pytorch.org/replica-id"
 LABEL_KUBE_APP_NAME = "app.kubernetes.io/name"
 LABEL_ORGANIZATION = "app.kubernetes.io/managed-by"
 LABEL_UNIQUE_NAME = "app.kubernetes.io/instance"
-#: The value of :data:`LABEL_ORGANIZATION` on every pod of a TorchX (or our) job.
 ORGANIZATION = "torchx.pytorch.org"
 ANNOTATION_ISTIO_SIDECAR = "sidecar.istio.io/inject"
-#: A ``Resource.capabilities`` key copied to the pod's node selector.
 LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 
-#: The job annotation with the image pull timeout in seconds (run option ``image_pull_timeout``).
 ANNOTATION_PULL_TIMEOUT = "asynctorchx/image-pull-timeout"
 
-#: The env var holding the rank 0 host on the first replica of the first role.
 RANK0_ENV = "TORCHX_RANK0_HOST"
-#: Set in every container to the image it runs (torchx-nightly's ``TORCHX_IMAGE``).
-IMAGE_ENV = "TORCHX_IMAGE"
-#: Local images (built from a workspace) are image ids with this prefix.
-IMAGE_HASH_PREFIX = "sha256:"
-#: The shared-memory volume every pod gets at ``/dev/shm``.
+IMAGE_ENV = "TORCHX_IMAGE"  # torchx-nightly's
+IMAGE_HASH_PREFIX = "sha256:"  # a workspace's local image
 SHM_VOLUME = "dshm"
 
 _OUTSIDE_RFC1123 = re.compile(r"[^a-z0-9\-]")
 _NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _APP_ID = re.compile(rf"(?P<namespace>{_NAME}):(?:(?P<api>jobset):)?(?P<name>{_NAME})")
-#: The longest job name: the job's headless service is a DNS label (63 characters).
+#: The job's headless service is named after it: a DNS label.
 MAX_JOB_NAME = 63
 
 
 def clean_name(name: str) -> str:
-    """Return ``name`` lower-cased with every character outside ``[a-z0-9-]`` removed.
-
-    TorchX's rule for Kubernetes names (``torchx.util.strings.normalize_str``), except
-    that every leading ``-`` goes (TorchX drops one only, which leaves an invalid name).
-
-    Args:
-        name: any string (an app, role or task name).
-    """
+    """``name`` lower-cased, outside ``[a-z0-9-]`` removed: TorchX's ``normalize_str``, except
+    that every leading ``-`` goes (TorchX drops one, leaving an invalid name)."""
     return _OUTSIDE_RFC1123.sub("", name.lower()).lstrip("-")
 
 
 def make_job_name(app_name: str, max_length: int = MAX_JOB_NAME, letter_first: bool = False) -> str:
-    """Return a new unique job name for an app: its cleaned name plus a random suffix.
-
-    The suffix is :func:`~asynctorchx.schedulers.toolkit.make_app_id`'s (10 lowercase
-    letters and digits); the name part is cut so that the whole stays a DNS label.
-
-    Args:
-        app_name: ``AppDef.name``.
-        max_length: the longest name (63: a DNS label).
-        letter_first: drop leading digits (an RFC 1035 label, as JobSet's names must be).
-    """
+    """A new unique DNS-label job name: the cleaned app name cut to fit, ``-``, a random
+    suffix; ``letter_first`` drops leading digits (JobSet's names are RFC 1035 labels)."""
     unique = clean_name(make_app_id(app_name))
     name, _, suffix = unique.rpartition("-")
     name = name[: max_length - len(suffix) - 1].strip("-")
@@ -155,14 +110,8 @@ def make_job_name(app_name: str, max_length: int = MAX_JOB_NAME, letter_first: b
 
 
 def parse_app_ref(app_id: str) -> tuple[str, str, str]:
-    """Split an app id into namespace, job API (``volcano`` or ``jobset``) and name.
-
-    Args:
-        app_id: ``{namespace}:{job}`` (Volcano) or ``{namespace}:jobset:{jobset}``.
-
-    Raises:
-        InvalidAppIdException: it is neither.
-    """
+    """``(namespace, job API, name)`` of ``{namespace}:{job}`` or ``{namespace}:jobset:{name}``;
+    raises ``InvalidAppIdException`` for anything else."""
     match = _APP_ID.fullmatch(app_id) if isinstance(app_id, str) else None
     if match is None:
         raise InvalidAppIdException(str(app_id))
@@ -172,14 +121,8 @@ def parse_app_ref(app_id: str) -> tuple[str, str, str]:
 @dataclass
 class Opts(StructuredOpts):
     """The run options of the ``kubernetes`` scheduler: torchx-nightly's
-    ``torchx.schedulers.kubernetes_scheduler.Opts`` and ours.
-
-    TorchX's ``namespace``, ``queue`` (the Volcano queue, required with
-    ``job_api=volcano``, checked at dry run; Kueue's LocalQueue with ``job_api=jobset``),
-    ``image_repo``, ``service_account``, ``priority_class``, ``reserved_millicpu``,
-    ``reserved_memmb``, ``efa_device_count`` (see :class:`PodResources`) and
-    ``validate_spec``; ours: ``image_pull_timeout`` and ``job_api``.
-    """
+    ``torchx.schedulers.kubernetes_scheduler.Opts``, plus ``image_pull_timeout`` and
+    ``job_api``; each field's text below is its help."""
 
     namespace: str = "default"
     """Kubernetes namespace of the job"""
@@ -222,23 +165,20 @@ class Opts(StructuredOpts):
 
 
 def kubernetes_runopts() -> runopts:
-    """Return the run options of the ``kubernetes`` scheduler, as :class:`Opts` declares them."""
+    """The run options of the ``kubernetes`` scheduler, as :class:`Opts` declares them."""
     return Opts.as_runopts()
 
 
 @attrs.define
 class KubernetesJob:
-    """What :meth:`KubernetesScheduler.schedule` submits.
+    """What :meth:`KubernetesScheduler.schedule` submits (TorchX's ``KubernetesJob``).
 
     Args:
         namespace: the namespace the job is created in.
-        resource: the Volcano ``Job`` manifest, as JSON-ready dicts and lists.
-        images_to_push: local image -> (repository, tag) it was renamed to, pushed
-            at submission (as TorchX does).
-        job_api: ``volcano`` (``resource`` is a Volcano ``Job``) or ``jobset`` (a
-            ``JobSet``).
-        validate_spec: send it as a dry run before creating it (run option
-            ``validate_spec``).
+        resource: the manifest (a Volcano ``Job`` or a ``JobSet``), JSON-ready.
+        images_to_push: local image -> (repository, tag) pushed at submission.
+        job_api: ``volcano`` or ``jobset``.
+        validate_spec: send it as a dry run before creating it.
     """
 
     namespace: str
@@ -252,11 +192,8 @@ class KubernetesJob:
 
 
 def pod_resources(cfg: Mapping[str, CfgVal]) -> PodResources:
-    """The :class:`PodResources` of the resolved run options ``cfg`` (unset: the defaults).
-
-    Raises:
-        InvalidRunConfigException: one of them is not a whole number >= 0.
-    """
+    """The :class:`PodResources` of ``cfg``; raises ``InvalidRunConfigException`` for one
+    that is not an int >= 0."""
     given: dict[str, int] = {}
     for key in PodResources._fields:
         if (value := cfg.get(key)) is None:
@@ -270,7 +207,6 @@ def pod_resources(cfg: Mapping[str, CfgVal]) -> PodResources:
 
 
 def _resources(role: Role, pod: PodResources) -> dict[str, dict[str, str]]:
-    """The container's ``resources``: limits, and requests minus the reserved amounts."""
     resource = role.resource
     limits: dict[str, str] = {}
     requests: dict[str, str] = {}
@@ -293,7 +229,6 @@ def _resources(role: Role, pod: PodResources) -> dict[str, dict[str, str]]:
 
 
 def _mounts(role: Role) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
-    """The pod's volumes, the container's volume mounts, and whether it is privileged."""
     volumes: list[dict[str, Any]] = [{"emptyDir": {"medium": "Memory"}, "name": SHM_VOLUME}]
     mounts: list[dict[str, Any]] = [{"mountPath": "/dev/shm", "name": SHM_VOLUME}]
     privileged = False
@@ -323,15 +258,15 @@ def role_to_pod(
     reserved_memmb: int = RESERVED_MEMMB,
     efa_device_count: int | None = None,
 ) -> dict[str, Any]:
-    """Return the pod template of one replica (its macros already substituted).
+    """Return the pod template of one replica (TorchX's ``role_to_pod``).
 
     Args:
-        name: the container's name (the task's name).
-        role: the replica's role, macros applied.
+        name: the container's name.
+        role: the replica's role, its macros substituted.
         service_account: the pods' service account, or ``None``.
-        reserved_millicpu: millicores left to the node (see :class:`PodResources`).
-        reserved_memmb: megabytes left to the node.
-        efa_device_count: EFA devices over the resource's (``None``: its own; ``0``: none).
+        reserved_millicpu: millicores left to the node (:data:`RESERVED_MILLICPU`).
+        reserved_memmb: MB left to the node (:data:`RESERVED_MEMMB`).
+        efa_device_count: EFA devices of every container (``None``: the resource's; ``0``: none).
 
     Raises:
         TypeError: a mount is not a bind, volume or device mount.
@@ -367,16 +302,8 @@ def role_to_pod(
 
 
 def with_overlay(role: Role, template: dict[str, Any]) -> dict[str, Any]:
-    """The pod template with the role's pod overlay merged in (torchx-nightly's
-    :mod:`asynctorchx.specs.overlays`, kind ``V1Pod``): only its metadata and spec are kept.
-
-    Args:
-        role: the role (its overlay, if any).
-        template: the pod template :func:`role_to_pod` made.
-
-    Raises:
-        TypeError: the overlay cannot merge with the pod.
-    """
+    """The role's ``V1Pod`` overlay merged in (:mod:`asynctorchx.specs.overlays`); raises
+    ``TypeError`` when it cannot merge."""
     overlay = get_overlay(role, "kubernetes", "V1Pod")
     if not overlay:
         return template
@@ -389,14 +316,14 @@ def with_overlay(role: Role, template: dict[str, Any]) -> dict[str, Any]:
 def pod_labels(
     app: AppDef, role_index: int, role: Role, replica_id: int, job_name: str
 ) -> dict[str, str]:
-    """Return the labels of one replica's pod: TorchX's keys.
+    """Return the labels of one replica's pod (TorchX's ``pod_labels``).
 
     Args:
         app: the app.
         role_index: the role's index in ``app.roles``.
         role: the role.
         replica_id: the replica's id.
-        job_name: the job's name (the app id's second part).
+        job_name: the job's name.
     """
     return {
         LABEL_VERSION: __version__,
@@ -454,24 +381,22 @@ def app_to_resource(
     *,
     job_name: str | None = None,
 ) -> dict[str, Any]:
-    """Return the Volcano ``Job`` manifest of ``app``.
-
-    Volcano retries at two levels: a task's ``maxRetry`` (with the role's policies) and
-    the job's ``maxRetry``, the smallest ``max_retries`` of the roles.
+    """Return the Volcano ``Job`` manifest of ``app`` (TorchX's ``app_to_resource``). The
+    job's ``maxRetry`` is the smallest ``max_retries`` of the roles; each task has its
+    role's ``maxRetry`` and :data:`RETRY_POLICIES`.
 
     Args:
         app: the app.
         queue: the Volcano queue.
         service_account: the pods' service account, or ``None``.
-        priority_class: the job's ``PriorityClass`` name, or ``None``.
-        reserved_millicpu: millicores left to the node (see :class:`PodResources`).
-        reserved_memmb: megabytes left to the node.
-        efa_device_count: EFA devices over the resource's (``None``: its own; ``0``: none).
-        job_name: the job's name; ``None``: a new :func:`make_job_name`.
+        priority_class: the job's ``PriorityClass``, or ``None``.
+        reserved_millicpu: millicores left to the node.
+        reserved_memmb: MB left to the node.
+        efa_device_count: EFA devices of every container (``None``: the resource's).
+        job_name: the job's name; ``None``: a new unique one.
 
     Raises:
-        TypeError: a mount is not a bind, volume or device mount, or a role's pod overlay
-            cannot merge with its pod (see :func:`~asynctorchx.specs.overlays.apply_overlay`).
+        TypeError: a mount is of no known type, or a pod overlay cannot merge.
     """
     name = job_name if job_name is not None else make_job_name(app.name)
     pod = PodResources(reserved_millicpu, reserved_memmb, efa_device_count)
@@ -499,11 +424,7 @@ def app_to_resource(
 
 
 def str_option(cfg: Mapping[str, CfgVal], key: str) -> str | None:
-    """The run option ``key`` as a ``str`` or ``None``.
-
-    Raises:
-        InvalidRunConfigException: it is set to something else.
-    """
+    """The run option ``key``, a ``str`` or ``None`` (else ``InvalidRunConfigException``)."""
     value = cfg.get(key)
     if value is None or isinstance(value, str):
         return value
@@ -511,21 +432,9 @@ def str_option(cfg: Mapping[str, CfgVal], key: str) -> str | None:
 
 
 def push_images(app: AppDef, image_repo: str | None) -> dict[str, tuple[str, str]]:
-    """Rename the local images (``sha256:...``) of ``app``'s roles to ``image_repo:<hash>``.
-
-    TorchX's ``torchx.workspace.docker_workspace.DockerWorkspaceMixin.dryrun_push_images``:
-    the roles are changed in place.
-
-    Args:
-        app: the app whose roles are renamed.
-        image_repo: the repository, or ``None``.
-
-    Returns:
-        local image -> (repository, tag).
-
-    Raises:
-        InvalidRunConfigException: a role has a local image and ``image_repo`` is unset.
-    """
+    """Rename the roles' local images ``image_repo:<hash>`` in place; return local image ->
+    (repository, tag) (TorchX's ``DockerWorkspaceMixin.dryrun_push_images``). Raises
+    ``InvalidRunConfigException`` for a local image without ``image_repo``."""
     renamed: dict[str, tuple[str, str]] = {}
     for role in app.roles:
         if role.image.startswith(IMAGE_HASH_PREFIX):
@@ -542,20 +451,13 @@ def push_images(app: AppDef, image_repo: str | None) -> dict[str, tuple[str, str
 
 
 def build_job(app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = None) -> KubernetesJob:
-    """Return the request for ``app`` with the resolved run options ``cfg``.
-
-    Args:
-        app: the app (local images are renamed in place, see :func:`push_images`).
-        cfg: the resolved run options (:func:`kubernetes_runopts`).
-        job_name: the job's name; ``None``: a new unique one.
+    """The request for ``app`` as a Volcano ``Job`` (local images renamed in place).
 
     Raises:
-        InvalidRunConfigException: ``queue`` is missing, an option is not a ``str``, a
-            local image has no ``image_repo``, ``image_pull_timeout`` is not a positive
-            ``int``, or an option of :class:`PodResources` is not an ``int`` >= 0.
-        InvalidAppDefException: ``validate_spec`` and a pod name would be too long
-            (:func:`check_pod_names`).
-        TypeError: a mount is not a bind, volume or device mount.
+        InvalidRunConfigException: ``queue`` is missing, an option has the wrong type, or a
+            local image has no ``image_repo``.
+        InvalidAppDefException: ``validate_spec`` and a pod name is over 63 characters.
+        TypeError: a mount is of no known type, or a pod overlay cannot merge.
     """
     queue = str_option(cfg, "queue")
     if not queue:
@@ -572,14 +474,8 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = Non
 
 
 def check_pod_names(resource: dict[str, Any]) -> None:
-    """Refuse a Volcano job whose last pod of a task would have a name over 63 characters.
-
-    Volcano names a task's pods ``{job}-{task}-{index}``, which a pod's hostname (a DNS
-    label) must fit; torchx-nightly's ``validate_spec`` check.
-
-    Raises:
-        InvalidAppDefException: a pod name is too long; the message names it and its length.
-    """
+    """Refuse a pod name ``{job}-{task}-{index}`` longer than a DNS label (torchx-nightly's
+    ``validate_spec`` check)."""
     job = resource["metadata"]["name"]
     for task in resource["spec"]["tasks"]:
         pod = f"{job}-{task['name']}-{task.get('replicas', 1) - 1}"
@@ -596,20 +492,7 @@ def job_request(
     images: dict[str, tuple[str, str]],
     api: str,
 ) -> KubernetesJob:
-    """The request of a manifest, in the run option ``namespace``, with the run option
-    ``image_pull_timeout`` as the job's annotation :data:`ANNOTATION_PULL_TIMEOUT` (read
-    back by :class:`._state.Job`; when the option is unset the manifest is TorchX's).
-
-    Args:
-        cfg: the resolved run options.
-        resource: the Volcano ``Job`` (or ``JobSet``) manifest.
-        images: local image -> (repository, tag) it was renamed to (:func:`push_images`).
-        api: ``volcano`` or ``jobset``.
-
-    Raises:
-        InvalidRunConfigException: ``namespace`` is not a ``str``, or
-            ``image_pull_timeout`` is not a positive ``int``.
-    """
+    """The request of a manifest, ``image_pull_timeout`` as its annotation."""
     timeout = cfg.get("image_pull_timeout")
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
