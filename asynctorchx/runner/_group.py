@@ -1,25 +1,10 @@
 """Apps under structured concurrency: :meth:`Runner.group` returns an :class:`AppGroup`.
 
-The rule of ``anyio.create_task_group()``, for apps on any scheduler: leaving the block
-normally waits for every app started in it; leaving it by an exception or a
-cancellation cancels every app that is not terminal and waits, shielded, until each has
-ended (at most ``stop_timeout`` seconds), then lets the exception through as itself.
-
-One task per app, its follower, submits it and then follows it with one ``Runner.wait``
-(an event on the backends that have events, else the scheduler's one batched poll);
-with a recording OpenTelemetry tracer (the ``otel`` extra,
-:mod:`asynctorchx.runner._tracing`) it follows each change of state instead
-(``Runner.watch``), to give each its span event. Each follower runs in a shielded scope
-of its own, so that a cancellation of the block does not stop the submits and waits the
-stop needs; the group cancels those scopes when it ends. The tasks that wait for
-followers and cancels (``run``, the stop) wait through asyncio's own cancellation too
+The rule of ``anyio.create_task_group()``, for apps on any scheduler. One follower task
+per trial submits its app and follows it, in a shielded scope of its own so that a
+cancellation of the block does not stop the submits and waits the stop needs; the tasks
+that wait for followers and cancels also wait through asyncio's own cancellation
 (Ctrl-C), which anyio's shields do not stop (:func:`_wait_through`).
-
-A sweep's policy lives in the follower too: with ``max_concurrent``, ``run`` takes a
-slot of a semaphore before the follower starts (so a ``run`` cancelled while it waits
-submits nothing) and the follower gives it back once its trial ended; with
-``retries``, the follower submits the app again, as a new app, after a failed attempt
-and a backoff (:func:`retry_delay`).
 """
 
 from __future__ import annotations

@@ -1,58 +1,19 @@
 """One view of a local app, whether this process supervises it or another one recorded it,
 and the watch that wakes a follower of another process's app.
 
-What a ``LocalScheduler`` answers of an app (``describe``, ``wait``, ``log_iter``,
-``cancel``) is answered here, once, from the app's record (:class:`~._records.AppRecord`):
-for an app of this process the one record its supervisor keeps in memory (no file is
-read), for an app of another process of this user the record read from disk
-(:mod:`._records`). The two views differ only in where the record is read, how a waiter
-wakes and how they cancel. TorchX's
-``torchx.schedulers.local_scheduler`` knows only the apps of its own process: ``status``
-from a second terminal exits 1 there.
+Every query (``describe``, ``wait``, ``log_iter``, ``cancel``) reads the app's
+:class:`~._records.AppRecord`: in memory for an app of this process, from disk for one
+of another process of this user (TorchX's local scheduler knows only its own process's
+apps). A record that says the app runs while its supervisor is gone is reported
+``FAILED``; ``cancel`` of another process's app leaves a cancel request and SIGTERMs
+each replica group only while it is still the recorded process
+(:func:`~._process_identity.signal_group_if_same`).
 
-Rules for the recorded apps:
-
-* Only this user's records are read (private directories, the file's owner and the
-  uid inside checked); another user's app is "not found", never shown.
-* The apps this very process supervises are not read from records: its schedulers hold
-  them in memory, where ``cache_size`` decides how many finished ones stay known.
-* A record that says the app runs while its supervisor is gone (killed by ``SIGKILL``,
-  crashed) is reported ``FAILED``, with a message saying the supervisor died.
-* ``cancel`` leaves a cancel request for the supervisor (which then ends the replicas
-  the graceful way and records ``CANCELLED``), and sends ``SIGTERM`` to each replica's
-  process group only after checking it is still the recorded process (pid, start time
-  and boot: :func:`~._process_identity.signal_group_if_same`), never to a recycled pid.
-* ``list`` shows the recorded apps of the scheduler's session, running or ended, until
-  their records are pruned.
-* Followers (``log_iter`` with ``should_tail``, ``wait``) are woken by the files
-  changing and by the supervisor's exit (:class:`ChangeWatch`: inotify and a pid file
-  descriptor, else a poll every :data:`POLL_INTERVAL` seconds; see below).
-
-The apps of this process wake their followers with in-memory events (no polling).
-
-**Waking a reader in another process** when an app's files change or its supervisor dies.
-
-A process that follows an app it does not supervise (``log -t``, ``wait`` from a second
-terminal) has no in-memory event to await. It watches instead:
-
-* the directories that hold the replica's log files and the app's record, with Linux
-  ``inotify`` (``inotify_init1``/``inotify_add_watch`` through ``ctypes``; a write to a
-  file of a watched directory is an ``IN_MODIFY`` event, the atomic replacement of a
-  record an ``IN_MOVED_TO``), and
-* the supervising process, through a pid file descriptor (``pidfd_open``, Linux 5.3),
-  readable once it exited: a supervisor killed by ``SIGKILL`` writes nothing more, yet
-  its followers wake and end.
-
-Both descriptors are awaited with :func:`anyio.wait_readable` (asyncio and trio alike),
-no thread and no timer: an idle follower costs two file descriptors and nothing else.
-Events arriving between a reader's check and its await stay queued in the descriptor, so
-none is missed. Why not a library: ``watchfiles`` blocks a worker thread per watcher,
-``asyncinotify``/``aionotify`` are asyncio-only; the few calls are here.
-
-Where inotify is not available (not Linux, no ``libc`` symbol, the per-user watch
-limit reached), :meth:`ChangeWatch.wait` falls back to sleeping
-:data:`POLL_INTERVAL` seconds, after which the reader looks again (the file's size,
-the record): the documented polling fallback.
+A follower of another process's app is woken by inotify on the directories of its logs
+and record and by a pid file descriptor of its supervisor, both awaited with
+:func:`anyio.wait_readable` (no thread, no timer: ``watchfiles`` blocks a thread per
+watcher, ``asyncinotify`` is asyncio-only); without inotify it looks again every
+:data:`POLL_INTERVAL` seconds.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Reap child processes without a thread per child on Python 3.11.
 
-Before 3.12, asyncio's default child watcher (``ThreadedChildWatcher``) blocks one
-thread in ``waitpid`` for every live child: 1000 replicas, 1000 threads. Linux's pid
-file descriptors let the event loop itself learn of an exit (``PidfdChildWatcher``,
-the default from 3.12 on). :func:`use_pidfd_child_watcher` installs it for the running
-loop when that is safe: asyncio, the main thread, a kernel with ``pidfd_open``.
-Elsewhere (trio, other threads, 3.12+) nothing changes. Benchmark 4's "no worker
-threads" (peak threads 1 at M = 500 apps) and benchmark 3's thread count guard it on
-Python 3.11; it goes when ``requires-python`` reaches 3.12.
-
-The watcher installed here also tells :mod:`._subreaper` which children it reaps (from
-the ``fork`` on, before ``open_process`` returns the process): those are never
-descendants to sweep, so a sweep that runs while a replica is being started does not
-read the new child's ``/proc`` entries to find that out.
+3.11's default ``ThreadedChildWatcher`` blocks a thread in ``waitpid`` per live child;
+:func:`use_pidfd_child_watcher` installs a pidfd watcher (3.12's default) where that is
+safe, and it tells :mod:`._subreaper` which children it reaps, so a sweep does not read
+them. It goes when ``requires-python`` reaches 3.12.
 """
 
 from __future__ import annotations

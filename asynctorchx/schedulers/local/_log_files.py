@@ -1,38 +1,14 @@
-"""Replica log files of the local schedulers: their directories, checked and made before a
-replica starts, the writer the pumps use, and the time index behind ``since``/``until``.
+"""Replica log files of the local schedulers: their directories, the writer the pumps use,
+and the time index behind ``since``/``until``.
 
-Layout (TorchX's ``torchx.schedulers.local_scheduler``):
-``<replica_log_dir>/{stdout,stderr,combined}.log``. Beside each log file a binary time
-index ``<name>.log.idx`` records, for every write, the file's size after it and the
-wall-clock time (``struct "<Qd"``: bytes, seconds since the epoch), so ``since``/``until``
-can be honoured (TorchX ignores them). ``LocalScheduler.log_iter`` reads the files with
-the toolkit's :func:`~asynctorchx.schedulers.toolkit.tail_blocks`, giving it
-:meth:`TimeIndex.time_of`.
-
-Files are written with plain ``os.write`` on the loop: local page-cache writes, which do
-not block it in practice.
-
-Safety in a shared ``log_dir`` (e.g. ``/tmp/logs``, where another local user may create
-names first; the directories: see below): log and index
-files are created 0600 with ``O_CREAT | O_EXCL | O_NOFOLLOW``, and reopened (a retry
-appends) only when the name is a regular file of this user with one link. TorchX's
-``torchx.schedulers.local_scheduler`` opens them by path with ``open(path, "a")``.
-
-The directories: checking the ``log_dir`` of a local app before anything is created in it.
-
-TorchX's ``torchx.schedulers.local_scheduler`` calls ``os.makedirs`` at submit and lets
-its ``OSError`` through: a ``log_dir`` that is a file, that this user cannot write, or
-whose path is too long ends a submit with ``NotADirectoryError``, ``PermissionError`` or
-``OSError: File name too long``, sometimes after creating part of the directories. Here:
-
-* :func:`check_log_dir` runs at dry run and creates nothing: the first existing
-  directory on the way to the app's log directory must be a directory this user can
-  write to, and no part of a log path may be longer than the file system allows;
-* :func:`create_log_dirs` runs at submit: it makes the directories (through
-  ``_prepare_log_dirs``, which checks who owns them) and, when that fails,
-  removes the ones it created and raises
-  :class:`~asynctorchx.errors.InvalidLogDirError` (or the ``UnsafeLogPathError`` of
-  ``_prepare_log_dirs``), so a refused submit leaves nothing behind.
+Layout (TorchX's): ``<replica_log_dir>/{stdout,stderr,combined}.log``, each with a time
+index ``<name>.log.idx`` of ``struct "<Qd"`` records (size after a write, seconds since
+the epoch), so ``since``/``until`` are honoured (TorchX ignores them). In a shared
+``log_dir`` files are created 0600 with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and reopened
+only when they are this user's regular files with one link. :func:`check_log_dir` (dry
+run, creates nothing) and :func:`create_log_dirs` (submit, removes what it made on
+failure) raise :class:`~asynctorchx.errors.InvalidLogDirError` where TorchX lets
+``os.makedirs``'s ``OSError`` through.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Knowing a process again later, from another process: pid, start time and boot.
 
-A pid alone names whatever process holds it now: once the recorded one ended, the
-kernel gives its number to the next process started. An app record therefore keeps,
-for each replica and for the supervising process, the pid with the process's start
-time (field 22 of ``/proc/<pid>/stat``, clock ticks after boot) and the boot id
-(``/proc/sys/kernel/random/boot_id``): the three together name one process for good.
-A process is *the recorded one* only while all three match and it has not exited (a
-zombie has exited).
-
-:func:`signal_group_if_same` signals a replica's process group only after that check,
-through a pid file descriptor opened before it (``pidfd_open``, Linux 5.3): the leader
-is signalled race-free, and its group while the leader is still running, so a recycled
-pid is never signalled. TorchX's ``torchx.schedulers.local_scheduler`` keeps ``Popen``
-objects in memory and has no such need; off Linux (no ``/proc``) nothing is identified,
-and nothing is signalled from another process.
+A pid alone names whatever process holds it now; with its start time (field 22 of
+``/proc/<pid>/stat``) and the boot id it names one process for good.
+:func:`signal_group_if_same` signals a replica's group only while its leader is still
+the recorded process, through a pid file descriptor, so a recycled pid is never hit.
+Off Linux nothing is identified, and nothing is signalled from another process.
 """
 
 # No ``from __future__ import annotations`` here: the record classes' field types stay

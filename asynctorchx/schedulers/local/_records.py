@@ -1,62 +1,16 @@
 """The one record of a local app, and its file: what a supervisor tells the user's other
-processes.
+processes (TorchX's local scheduler keeps all of it in memory only).
 
-A local app lives in the process that supervises it (its replicas are that process's
-children). Everything known of it is one :class:`AppRecord`: its supervisor
-(:class:`~._supervisor.LocalApp`) holds it in memory and changes it in place, this
-process's queries read it there, and the :class:`RecordKeeper` writes it, so that any
-process of the same user can describe, list, follow and cancel the app, as a JSON file
-encoded by the one cattrs converter (:data:`asynctorchx.specs.converter.converter`):
-``<state directory>/<backend>/<app_id>.json``. It holds the app id, session, roles,
-each replica's pid, process group, process identity (pid + start time + boot id, see
-:mod:`._process_identity`), log directory, state, exit code, restarts and error file
-text, the app's state and restarts, and the supervisor's identity. TorchX's
-``torchx.schedulers.local_scheduler`` keeps all of this in memory only, so a second
-terminal finds nothing.
-
-The state directory: ``$ASYNCTORCHX_STATE_DIR`` when set, else
-``$XDG_STATE_HOME/asynctorchx`` (an absolute ``XDG_STATE_HOME``, per the XDG Base
-Directory specification), else ``~/.local/state/asynctorchx``. It and each backend
-directory are created 0700; an existing one must be a directory of this user, not a
-symbolic link (its mode is narrowed to 0700). Records are 0600, written to a temporary
-file of the same directory (``O_EXCL | O_NOFOLLOW``) then moved over the old one with
-``os.replace``: a reader sees the old record or the new one, never half of one. A
-record is read only when it is a regular file of this user with this user's uid inside.
-
-A cancel request from another process is the empty file
-``<backend>/cancel/<app_id>`` (:func:`cancel_request_path`), watched by the supervisor.
-
-Writes (:class:`RecordKeeper`): at once when the app starts running and when it ends.
-A change in between is written one to two :data:`COALESCE_SECONDS` after it, with every
-change of the app in that time: at most one write per app every :data:`COALESCE_SECONDS`,
-and none for a change that the start or end record already holds (a replica's start just
-before the app's, its exit just before the app's end).
-The record outlives its supervisor as the app's final state.
-
-Pruning (:func:`prune_records`, at a scheduler's first submit): a finished record
-(terminal, or whose supervisor is gone) is removed when it was last written more than
-:data:`MAX_RECORD_AGE` seconds (7 days) ago, and the oldest finished ones while a
-backend has more than :data:`MAX_RECORDS` (1000) records. Records are read oldest first
-and only while one may go, so a full directory costs the records that go, not all of
-them. A running app's record is never pruned (it counts towards the 1000: while more
-than 1000 apps run, more records are kept). The app's log files are not touched (they
-are in ``log_dir``, or in a temporary directory its scheduler removed when it closed).
-Pruning a full directory reads the time of each of its 1000 records (an ``lstat`` each):
-benchmark 6's row ``records=1000`` guards that cost.
-
-The list index (``<backend>/.index``, :func:`read_index`): what ``list`` reports of each
-finished app (:class:`ListEntry`), so that listing many finished apps reads the
-directory's names and one file, not every record. It is a cache of the records, written
-by the processes that list, never by a supervisor: ``list`` reads a record only for an
-app the index lacks, adds it when finished, drops the apps whose record is gone, and
-replaces the index whole (:func:`write_index`, atomic) when it changed. A finished app's
-record never changes, so its entry stays true while the record exists; a running app's
-record is read at each ``list``. Processes listing at once each write a true index (the
-last one stays; an app another one added is read again later); an index that is missing,
-truncated or foreign is rebuilt from the records.
-
-TorchX's ``SUCCESS`` file (:func:`write_success_file`) is written the same private,
-atomic way, in the app's log directory, when the app ends.
+A supervisor holds each app's :class:`AppRecord` in memory and the :class:`RecordKeeper`
+writes it as ``<state directory>/<backend>/<app_id>.json``: at once at the app's start
+and end, coalesced (:data:`COALESCE_SECONDS`) in between. The state directory is
+``$ASYNCTORCHX_STATE_DIR``, else ``$XDG_STATE_HOME/asynctorchx`` (XDG Base Directory
+specification), else ``~/.local/state/asynctorchx``; directories are 0700 and this
+user's, files 0600 and replaced atomically (:func:`replace_private_file`), and a record
+is read only when it is this user's. A cancel request from another process is the empty
+file ``<backend>/cancel/<app_id>``. Finished records are pruned at a scheduler's first
+submit (:func:`prune_records`). ``list`` reads finished apps from the list index
+(``<backend>/.index``), a cache of the records that only listing processes write.
 """
 
 # No ``from __future__ import annotations`` here: the record classes' field types stay

@@ -1,10 +1,5 @@
-"""``LocalScheduler``: the scheduler face of the local replicas.
-
-Its lifetime (a task group hosting the supervisors, the temporary log directory, the
-SIGTERM handler), the dry run and ``schedule``, and the queries: ``describe``,
-``list``, and the hooks behind ``wait``, ``cancel`` and ``log_iter``, as in
-TorchX's ``torchx.schedulers.local_scheduler``. The replicas themselves are run by
-:mod:`._supervisor`.
+"""``LocalScheduler``: the scheduler face of the local replicas (TorchX's
+``torchx.schedulers.local_scheduler.LocalScheduler``); :mod:`._supervisor` runs them.
 """
 
 from __future__ import annotations

@@ -1,45 +1,16 @@
 """Ending the daemons a replica leaves behind: this process as a child subreaper (Linux).
 
-A replica's process group is what cancel and close signal. A descendant that calls
-``setsid`` (a daemon's double fork) leaves that group and its session; before this
-module it outlived every cleanup and, holding the replica's stdout, delayed ``wait``.
-TorchX's ``torchx.schedulers.local_scheduler`` leaks it the same way.
+A descendant that calls ``setsid`` leaves its replica's process group (TorchX's local
+scheduler leaks it). The first replica start makes this process a child subreaper
+(``prctl(PR_SET_CHILD_SUBREAPER)``), so such orphans become its children. A child is
+identified as a replica's descendant by the replica's ``ASYNCTORCHX_REPLICA_TOKEN`` in
+its environment, or by the replica's group or session; only identified children are
+signalled or reaped. When a replica ends, :func:`end_descendants` SIGKILLs, awaits
+(pidfd) and reaps them until none is left.
 
-The mechanism, without privileges:
-
-* The first time it starts a replica, this process makes itself a *child subreaper*
-  (``prctl(PR_SET_CHILD_SUBREAPER)``, Linux 3.4): a descendant whose parent dies is
-  re-parented to this process instead of to init, so every orphan of a replica's tree
-  becomes a child of ours, where it can be found and reaped.
-* Every replica process gets ``ASYNCTORCHX_REPLICA_TOKEN=<random>`` in its environment,
-  inherited by its descendants. A child of ours is *identified* as a descendant of a
-  replica when its environment (``/proc/<pid>/environ``) carries that replica's token,
-  or when it is still in the replica's process group or session. Only identified
-  processes are ever signalled or reaped; the main processes of live replicas, and every
-  child other code of the program started, are left alone (their exit statuses are
-  theirs to collect).
-* When a replica ends (its main process exited, it was cancelled, its scheduler closed
-  or the program was interrupted), :func:`end_descendants` SIGKILLs every identified
-  child, awaits its exit through a pid file descriptor (no polling), reaps it, and
-  looks again: a killed process's own orphans are re-parented to us before its exit is
-  reported, so the loop ends with the whole tree gone and no zombie left. A cancel
-  first sends SIGTERM to the identified children with the group
-  (:func:`signal_descendants`), and they get the group's ``stop_timeout``.
-
-Limits (documented in :mod:`asynctorchx.schedulers.local` too):
-
-* Linux only, with ``pidfd_open`` (5.3); elsewhere daemons still escape.
-* A descendant that both leaves the replica's session and drops the token from its
-  environment (``env -i``, a set-user-ID program whose environment we cannot read) is
-  not identified: it outlives its replica. It stays a child of this process, and a
-  zombie of it once it exits, until this process ends. So does one that leaves the
-  session and exits on its own before any sweep saw it alive.
-* The subreaper setting is process-wide and stays on: orphans of children that other
-  code of the program started are re-parented here too, and are left unreaped (as
-  said above, we only reap what we identified).
-* When this process itself dies, its orphans go to init (or an outer subreaper); the
-  watchdog of :mod:`._parent_death` then finds the replicas' descendants by the same
-  session and token and kills them.
+Limits: Linux with ``pidfd_open`` only; a descendant that leaves the session and drops
+the token (``env -i``) escapes, and stays an unreaped child of this process; orphans of
+children other code started are re-parented here too and left alone.
 """
 
 from __future__ import annotations

@@ -1,37 +1,9 @@
 """Running the replicas of a local app: start, output, exit, restart, terminate.
 
-What TorchX's ``torchx.schedulers.local_scheduler`` does with ``Popen`` and polling,
-done here with awaits:
-
-* every replica is started with :func:`anyio.open_process` in a session of its own, so
-  its whole process tree can be signalled; all replicas of an app start concurrently,
-  their ``fork``/``exec`` taking turns in the event loop (:func:`_start_lane`);
-  each process group is tied to this process by its watchdog, which kills it even
-  when this process is killed (:mod:`._parent_death`);
-* its stdout and stderr are pumped into its log files as they arrive, waking
-  ``log_iter`` followers; its exit is awaited, never polled;
-* a terminate request (cancel, close, an APPLICATION restart) sends SIGTERM to the
-  replica's process group, waits ``stop_timeout`` seconds, then SIGKILLs the group;
-  when a replica's main process exits, what is left of its group is killed, as a
-  container's processes die with its PID 1;
-* what a replica's tree leaves outside its group (a daemon's ``setsid``) is found
-  through this process being a child subreaper, killed and reaped when the replica
-  ends (:mod:`._subreaper`);
-* a replica whose output could not all be written to its logs (no file descriptor
-  left, disk full) never ends ``SUCCEEDED``: it is ``FAILED``, as lost output is; an
-  app whose replicas cannot get their pipes fails to start whole
-  (:class:`~asynctorchx.errors.OpenFileLimitError`); the soft open-file limit is raised
-  to the hard one before the first start (:func:`raise_open_file_limit`);
-* a replica whose entrypoint is missing, not executable or not runnable fails the start
-  with :class:`~asynctorchx.errors.ReplicaLaunchError` (:func:`launch_error`);
-* ``max_retries`` with ``RetryPolicy.REPLICA`` restarts the failed replica,
-  with ``RetryPolicy.APPLICATION`` every replica; a restart moves the previous
-  attempt's TorchElastic error file aside (``error.json.<ms since the epoch>``).
-
-Every replica is started in a session of its own (``start_new_session``, as TorchX's
-``torchx.schedulers.local_scheduler`` does), so its process id is also the id of a
-process group holding its whole tree: :func:`signal_group` reaches every process it
-started.
+TorchX's ``torchx.schedulers.local_scheduler`` does this with ``Popen`` and polling; here
+each replica's exit and output are awaited. A replica runs in a session of its own
+(``start_new_session``, as TorchX's), so its pid is also its process group's id and
+:func:`signal_group` reaches its whole tree.
 """
 
 from __future__ import annotations
