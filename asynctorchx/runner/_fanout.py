@@ -1,35 +1,17 @@
 """One reader per app, any number of subscribers: :meth:`Runner.subscribe`.
 
-Every watcher of an app wants the same events; :meth:`Runner.events` gives each its own
-readers. A feed reads an app's events once (one :meth:`Runner.events` stream, in a task
-of the runner's :class:`Fanout`) and hands each batch, as one shared :class:`FeedBatch`,
-to every subscriber's bounded buffer (an anyio memory object stream). A batch's
-Server-Sent Events frames are made once, by the first subscriber that asks, and shared.
+A feed reads an app's events once (one :meth:`Runner.events` stream, a task of the
+runner's :class:`Fanout`) and hands each batch, as one shared :class:`FeedBatch`, to
+every subscriber's bounded buffer; a batch's Server-Sent Events frames are made once.
 
-Each subscriber keeps :meth:`Runner.events`' contract: events in order, each once, a
-cursor on each that resumes right after it. The feed's events carry the feed's cursors,
-so a subscriber joins the feed exactly at a cursor the feed made: the feed keeps its
-latest batches (at most :data:`HISTORY_EVENTS` events, by reference) and a subscriber
-whose cursor is one of them (or the cursor the feed started from) gets the batches after
-it from there, then the live ones, with no await in between.
-
-A subscriber from an older cursor catches up from the scheduler, then joins the feed at
-the first batch it keeps. Where the two meet is counted in lines: a cursor says, per log
-stream, a position and the lines delivered from it, and the feed knows how many of the
-stream's lines came before each position its cursors count from (the feed's cursors
-count from one position for :data:`FEED_ANCHOR_LINES` lines, so that table stays small).
-The catch-up is a :meth:`Runner.events` stream from the subscriber's cursor that ends
-once each stream delivered the lines up to the feed's first kept batch; if the app's
-state changed in between, a state event with that point's cursor comes next. A cursor
-whose positions the feed does not know (one made by a stream that counts from other
-positions, or older than the cursor the feed started from) or that is ahead of the kept
-batches is served by its own :meth:`Runner.events` stream: as exact, not shared.
-
-A subscriber that cannot keep up is cut off: when the feed has a batch for it and its
-buffer is full, its buffer is closed; it receives what the buffer holds, then
-:class:`SubscriberCutOff` with the cursor of the last event it received. Subscribing
-again from that cursor resumes with nothing lost or repeated; the others never wait for
-it.
+The feed keeps its latest batches (:data:`HISTORY_EVENTS` events): a subscriber whose
+cursor is one of them gets the batches after it. One from an older cursor catches up from
+the scheduler: a cursor says, per log stream, a position and the lines delivered from it,
+and the feed knows how many lines came before each position its cursors count from (one
+per :data:`FEED_ANCHOR_LINES` lines), so the catch-up is a :meth:`Runner.events` stream
+that ends at the feed's first kept batch. A cursor the feed cannot place gets its own
+stream. A subscriber whose buffer is full when the feed has more is cut off
+(:class:`SubscriberCutOff`); the others never wait for it.
 """
 
 from __future__ import annotations
@@ -45,17 +27,9 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from asynctorchx.errors import AsyncTorchXError
-from asynctorchx.runner._events import (
-    AppEvent,
-    CursorMarks,
-    EventStream,
-    LogEvent,
-    LogMarkText,
-    StateEvent,
-    cursor_marks,
-)
-from asynctorchx.schedulers.toolkit import format_position
-from asynctorchx.specs.api import AppState, is_terminal
+from asynctorchx.runner._events import AppEvent, Cursor, EventStream, LogEvent, LogMark, StateEvent
+from asynctorchx.schedulers.toolkit import LogPosition
+from asynctorchx.specs.api import is_terminal
 
 #: The most events a feed keeps for subscribers that join behind its live end.
 HISTORY_EVENTS = 65536
@@ -65,10 +39,6 @@ SUBSCRIBER_BUFFER = 64
 #: from a later block's: the feed remembers one position per this many lines, and a
 #: resume from its cursors skips at most this many and one read's.
 FEED_ANCHOR_LINES = 1024
-#: The text of a log's start (a cursor's ``""`` before a stream's first line).
-_LOG_START = format_position(0)
-#: The names of the terminal states, as cursors hold them.
-_TERMINAL = frozenset(state.name for state in AppState if is_terminal(state))
 
 
 class OpenEvents(Protocol):
@@ -77,7 +47,7 @@ class OpenEvents(Protocol):
 
     def __call__(
         self,
-        cursor: str | None,
+        cursor: Cursor | None,
         *,
         anchor_lines: int | None = 0,
         limits: Sequence[int] | None = None,
@@ -157,14 +127,6 @@ class FeedBatch(NamedTuple):
         return self.shared.sse(self.start)
 
 
-def _sequence(cursor: str | None) -> int | None:
-    """The sequence number a cursor starts with; ``None`` for a malformed one."""
-    if cursor is None:
-        return 0
-    digits = cursor[:12]
-    return int(digits) if len(digits) == 12 and digits.isdigit() else None
-
-
 @attrs.define(eq=False)
 class _Subscriber:
     send: MemoryObjectSendStream[FeedBatch]
@@ -178,7 +140,7 @@ class _Feed:
     """One app's reader and its subscribers (see the module docstring)."""
 
     open_events: OpenEvents
-    start: str | None
+    start: Cursor | None
     subscribers: set[_Subscriber] = attrs.field(factory=set)
     history: deque[_Shared] = attrs.field(factory=deque)
     kept: int = 0
@@ -186,9 +148,11 @@ class _Feed:
     base: str | None = None
     #: the last state event before the first kept batch
     base_state: StateEvent | None = None
-    #: per log stream: the stream's lines before each position its cursors count from,
-    #: counted from the feed's start (negative: lines before it)
-    anchors: list[dict[str, int]] = attrs.field(factory=list)
+    #: per log stream, its lines before the first kept batch, counted from the feed's start
+    base_lines: list[int] = attrs.field(factory=list)
+    #: per log stream: its lines before each position its cursors count from, counted
+    #: from the feed's start (negative: lines before it)
+    anchors: list[dict[LogPosition, int]] = attrs.field(factory=list)
     #: per log stream, the lines published, counted from the feed's start
     counts: list[int] = attrs.field(factory=list)
     done: bool = False
@@ -200,11 +164,14 @@ class _Feed:
     async def run(self, *, task_status: TaskStatus[None]) -> None:
         """Read the app's events from :attr:`start` and publish them, to the stream's end,
         its error, or the cancellation of :attr:`scope`."""
-        self.base = self.start
+        self.base = None if self.start is None else str(self.start)
         started = False
         with self.scope:
             try:
                 async with self.open_events(self.start, anchor_lines=FEED_ANCHOR_LINES) as events:
+                    logs = events.start.logs
+                    self.anchors = [{at: -lines} for at, lines in logs]
+                    self.counts, self.base_lines = [0] * len(logs), [0] * len(logs)
                     task_status.started()
                     started = True
                     while batch := await events.receive_batch():
@@ -218,37 +185,30 @@ class _Feed:
                 for sub in self.subscribers:
                     sub.send.close()
 
-    def _count(self, events: tuple[AppEvent, ...]) -> None:
-        """Count a batch's lines (a batch holds one read's lines of one log stream, or
-        a state) and note the position their cursors count from."""
-        if not self.anchors:  # the first batch: the streams and where the feed starts
-            marks = cursor_marks(self.start or events[0].cursor)
-            assert marks is not None  # the stream accepted it, or made it
-            if self.start is None:
-                self.anchors = [{_LOG_START: 0} for _ in marks.logs]
-            else:
-                self.anchors = [{at or _LOG_START: -lines} for at, lines in marks.logs]
-            self.counts = [0] * len(marks.logs)
+    def _publish(self, events: tuple[AppEvent, ...]) -> None:
+        # a batch holds one read's lines of one log stream, or a state
         head = events[0]
         if isinstance(head, LogEvent):
-            index, at = head.batch.anchor()
+            index, at = head.batch.index, head.batch.at
             before = head.sequence + head.batch.delta - 1  # its lines counted from `at`
             self.anchors[index].setdefault(at, self.counts[index] - before)
             self.counts[index] += len(events)
-
-    def _publish(self, events: tuple[AppEvent, ...]) -> None:
-        self._count(events)
         last = self.history[-1] if self.history else None
-        first = last.first + len(last.events) if last else _sequence(events[0].cursor) or 0
+        if last is not None:
+            first = last.first + len(last.events)
+        else:
+            first = (0 if self.start is None else self.start.sequence) + 1
         shared = _Shared(events, first)
         self.history.append(shared)
         self.kept += len(events)
         while self.kept > HISTORY_EVENTS and len(self.history) > 1:
-            dropped = self.history.popleft()
-            self.kept -= len(dropped.events)
-            self.base = dropped.events[-1].cursor
-            if isinstance(dropped.events[-1], StateEvent):
-                self.base_state = dropped.events[-1]
+            dropped = self.history.popleft().events
+            self.kept -= len(dropped)
+            self.base = dropped[-1].cursor
+            if isinstance(dropped[-1], StateEvent):
+                self.base_state = dropped[-1]
+            else:
+                self.base_lines[dropped[-1].batch.index] += len(dropped)
         batch = FeedBatch(shared)
         for sub in list(self.subscribers):
             try:
@@ -262,60 +222,59 @@ class _Feed:
             else:
                 sub.last = batch.cursor
 
-    def _backlog(self, cursor: str | None) -> list[FeedBatch] | None:
+    def _backlog(self, cursor: Cursor | None, text: str | None) -> list[FeedBatch] | None:
         """The kept batches after the event of ``cursor``; ``None``: not a kept cursor."""
-        if cursor == self.base:
+        if text == self.base:
             return [FeedBatch(shared) for shared in self.history]
-        sequence = _sequence(cursor)
+        sequence = 0 if cursor is None else cursor.sequence
         for index, shared in enumerate(self.history):
-            at = (sequence or 0) - shared.first
+            at = sequence - shared.first
             if 0 <= at < len(shared.events):
-                if shared.events[at].cursor != cursor:
+                if shared.events[at].cursor != text:
                     return None
                 after = [FeedBatch(shared, at + 1)] if at + 1 < len(shared.events) else []
                 after.extend(FeedBatch(later) for later in list(self.history)[index + 1 :])
                 return after
         return None
 
-    def _lines(self, marks: CursorMarks) -> list[int] | None:
-        """Per log stream, the lines before the next one of the cursor of ``marks``,
-        counted from the feed's start; ``None``: the feed does not know its positions."""
-        if len(marks.logs) != len(self.anchors):
+    def _lines(self, logs: tuple[LogMark, ...]) -> list[int] | None:
+        """Per log stream, the lines before the next one of ``logs``, counted from the
+        feed's start; ``None``: the feed does not know its positions."""
+        if len(logs) != len(self.anchors):
             return None
         lines = []
-        for table, (at, delivered) in zip(self.anchors, marks.logs, strict=True):
-            before = table.get(at or _LOG_START)
+        for table, (at, delivered) in zip(self.anchors, logs, strict=True):
+            before = table.get(at)
             if before is None:
                 return None
             lines.append(before + delivered)
         return lines
 
-    def join(self, cursor: str | None) -> _Join | None:
-        """How a subscriber from ``cursor`` joins the feed; ``None``: it cannot (see the
-        module docstring)."""
-        backlog = self._backlog(cursor)
+    def join(self, cursor: Cursor | None, text: str | None) -> _Join | None:
+        """How a subscriber from ``cursor`` (its text: ``text``) joins the feed; ``None``:
+        it cannot (see the module docstring)."""
+        backlog = self._backlog(cursor, text)
         return _Join(None, backlog) if backlog is not None else self._catch_up(cursor)
 
-    def _catch_up(self, cursor: str | None) -> _Join | None:
+    def _catch_up(self, cursor: Cursor | None) -> _Join | None:
         """How a subscriber from ``cursor``, behind the kept batches, catches up to them."""
         if self.base is None:
             return None
-        base_marks = cursor_marks(self.base)
-        if cursor is None:  # the start: no state, no line
-            marks: CursorMarks | None = CursorMarks("-", (LogMarkText("", 0),) * len(self.anchors))
-        else:
-            marks = cursor_marks(cursor)
-        if marks is None or base_marks is None or marks.state in _TERMINAL:
-            return None  # a terminal cursor: its own stream, which has nothing after it
-        old, base = self._lines(marks), self._lines(base_marks)
-        if old is None or base is None or any(map(int.__gt__, old, base)):
+        state = None if cursor is None else cursor.state
+        if state is not None and is_terminal(state):
+            return None  # its own stream, which has nothing after it
+        old = self._lines((LogMark(0, 0),) * len(self.anchors) if cursor is None else cursor.logs)
+        base = self.base_lines
+        if old is None or any(map(int.__gt__, old, base)):
             return None
         backlog = [FeedBatch(shared) for shared in self.history]
-        if marks.state != base_marks.state:
-            state = self.base_state
-            if state is None:  # the feed's start cursor said it: no status to show
+        base_state = self.start.state if self.start is not None else None
+        if self.base_state is not None:
+            base_state = self.base_state.state
+        if state != base_state:
+            if self.base_state is None:  # the feed's start cursor said it: no status to show
                 return None
-            event = StateEvent(self.base, state.state, state.status)
+            event = StateEvent(self.base, self.base_state.state, self.base_state.status)
             backlog.insert(0, FeedBatch(_Shared((event,), 0)))
         return _Join(tuple(map(int.__sub__, base, old)), backlog)
 
@@ -473,7 +432,7 @@ class Fanout(anyio.AsyncContextManagerMixin):
             task_group.cancel_scope.cancel()
             await task_group.__aexit__(None, None, None)
 
-    async def _feed(self, key: str, open_events: OpenEvents, cursor: str | None) -> _Feed:
+    async def _feed(self, key: str, open_events: OpenEvents, cursor: Cursor | None) -> _Feed:
         """The app's feed, started from ``cursor`` unless one runs."""
         if self._task_group is None:
             raise RuntimeError("the fan-out is not entered")
@@ -495,21 +454,22 @@ class Fanout(anyio.AsyncContextManagerMixin):
 
     @asynccontextmanager
     async def subscribe(
-        self, key: str, open_events: OpenEvents, cursor: str | None, max_buffer: int
+        self, key: str, open_events: OpenEvents, cursor: Cursor | None, max_buffer: int
     ) -> AsyncIterator[Subscription]:
         """Subscribe to the feed of the app ``key`` (see :meth:`Runner.subscribe`)."""
         if max_buffer < 1:
             raise ValueError(f"max_buffer={max_buffer} must be at least 1 (batches)")
         feed = await self._feed(key, open_events, cursor)
         # from here to the subscriber's registration, no await: nothing is published between
-        join = feed.join(cursor)
+        text = None if cursor is None else str(cursor)
+        join = feed.join(cursor, text)
         if join is None:
             async with open_events(cursor) as events:
                 yield Subscription([], events, None, None)
             return
         backlog = join.backlog
         send, receive = anyio.create_memory_object_stream[FeedBatch](max_buffer)
-        sub = _Subscriber(send, backlog[-1].cursor if backlog else cursor)
+        sub = _Subscriber(send, backlog[-1].cursor if backlog else text)
         if feed.done:  # it ended (and kept every batch) before this subscriber came
             send.close()
         else:

@@ -1,12 +1,4 @@
-""":class:`LogLines`, what :meth:`Runner.log_lines <asynctorchx.runner.Runner.log_lines>`
-returns: an async iterator of lines that can also be awaited to open the log first.
-
-TorchX's ``torchx.runner.api.Runner.log_lines`` raises ``UnknownAppException`` when
-called, before any line is read; an async method cannot check anything before an
-``await``. So ``async for line in runner.log_lines(...)`` checks at the first step, and
-``lines = await runner.log_lines(...)`` checks at once and returns the same object,
-opened (a web handler can then answer 404 before it starts a streamed response).
-"""
+""":class:`LogLines`, what :meth:`asynctorchx.runner.Runner.log_lines` returns."""
 
 from __future__ import annotations
 
@@ -20,18 +12,17 @@ from asynctorchx.schedulers.toolkit import LogBlock
 
 
 class LogLines(AsyncIterator[str]):
-    """Lines of one replica's log, opened on first use (see the module docstring).
+    """The lines of one replica's log, an async iterator that opens the log at its first step.
 
-    An async iterator of the lines that ``await`` opens first. Every line comes from one
-    async generator over the scheduler's blocks: a coroutine per line (an ``__anext__``
-    of this class) would cost the throughput benchmark 5's ``runner_log_lines`` row
-    guards. Not for two tasks at once, as an async generator: a step while another is in
-    progress raises ``RuntimeError``. ``aclose()`` closes the scheduler's iterator.
+    TorchX's ``Runner.log_lines`` raises ``UnknownAppException`` at the call; an async
+    method can check nothing before an ``await``, so ``lines = await runner.log_lines(...)``
+    opens the log (checks the app) at once and returns the same iterator, opened (a web
+    handler can answer 404 before it streams). For one task at a time, as an async
+    generator: a step while another is in progress raises ``RuntimeError``.
 
     Args:
-        opener: ``await opener()`` checks the app and returns the scheduler's blocks of
-            lines (``Scheduler.log_blocks``); called once, by the first ``await`` or the
-            first step.
+        opener: ``await opener()`` checks the app and returns the scheduler's blocks
+            (``Scheduler.log_blocks``); called once.
     """
 
     __slots__ = ("_blocks", "_lines", "_opener", "_opening")
@@ -40,10 +31,10 @@ class LogLines(AsyncIterator[str]):
         self._opener: Callable[[], Awaitable[AsyncIterator[LogBlock]]] | None = opener
         self._opening = anyio.Lock()
         self._blocks: AsyncIterator[LogBlock] | None = None
-        self._lines = self._read()  # started by the first step, if any
+        self._lines = self._read()
 
     def __await__(self) -> Generator[Any, None, LogLines]:
-        """Open the log (check the app) and return this object, ready to iterate.
+        """Open the log and return this iterator.
 
         Raises:
             UnknownAppException: the scheduler does not know the app.
@@ -58,11 +49,12 @@ class LogLines(AsyncIterator[str]):
         return self
 
     def __aiter__(self) -> AsyncIterator[str]:
-        """The async generator of the lines (the same one each time)."""
+        # the generator itself: a coroutine per line (an __anext__ of this class) would
+        # cost benchmark 5's runner_log_lines row
         return self._lines
 
     def __anext__(self) -> Awaitable[str]:
-        """Return the next line (opening the log first, on the first step).
+        """The next line (opening the log at the first step).
 
         Raises:
             StopAsyncIteration: no more lines (or the log was closed).

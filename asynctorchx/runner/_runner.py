@@ -1,17 +1,6 @@
-"""The async :class:`Runner`: submit, watch, tail and cancel apps on any scheduler.
-
-Same methods, arguments and semantics as TorchX's ``torchx.runner.api.Runner``, as
-coroutines, plus :meth:`Runner.watch`, :meth:`Runner.log_stream` and :meth:`Runner.events`
-for async callers.
-
-Lifecycle: ``async with get_runner() as runner:`` opens a task group. A scheduler is
-created on first use (from any task; a lock makes two tasks share one) and hosted by a
-task of that group, inside ``async with scheduler:`` (see
-:mod:`asynctorchx.runner._hosting`). Leaving the block (normally, by an exception or by
-cancellation) or ``await runner.close()`` closes every scheduler: the local schedulers
-terminate the replicas they still run; ``local_docker`` apps are detached (as in TorchX)
-unless run with its ``cancel_on_close`` option. Re-exported by
-:mod:`asynctorchx.runner.api` and :mod:`asynctorchx.runner`.
+"""The async :class:`Runner`: TorchX's ``torchx.runner.api.Runner`` as coroutines, plus
+:meth:`Runner.watch`, :meth:`Runner.log_stream`, :meth:`Runner.events` and
+:meth:`Runner.subscribe`. Re-exported by :mod:`asynctorchx.runner.api`.
 """
 
 from __future__ import annotations
@@ -31,7 +20,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from asynctorchx.errors import MalformedAppHandleException, UnknownAppException
-from asynctorchx.runner._events import EventStream, app_event_stream
+from asynctorchx.runner._events import Cursor, EventStream, app_event_stream, parse_cursor
 from asynctorchx.runner._fanout import SUBSCRIBER_BUFFER, Fanout, Subscription
 from asynctorchx.runner._group import AppGroup, stop_groups
 from asynctorchx.runner._hosting import SchedulerHost, scheduler_params_from_env
@@ -82,14 +71,8 @@ def api_event(
     cfg: Mapping[str, CfgVal] | None = None,
     workspace: Workspace | str | None = None,
 ) -> log_event:
-    """The usage event of one Runner API call (see :mod:`asynctorchx.runner.events`).
-
-    Args:
-        api: the Runner method's name.
-        scheduler: the scheduler's registered name, when known.
-        app_image: role 0's image, when known.
-        cfg: the run options, recorded as JSON (as TorchX) when given.
-        workspace: the workspace given to the call, recorded as text.
+    """The usage event of one Runner API call (:mod:`asynctorchx.runner.events`); ``cfg`` is
+    recorded as JSON, as TorchX does.
     """
     return log_event(
         api,
@@ -101,13 +84,8 @@ def api_event(
 
 
 def handle_event(api: str, app_handle: AppHandle) -> log_event:
-    """The usage event of a Runner call on ``app_handle`` (scheduler and app id from it).
-
-    A malformed handle gives an event without them; the call then raises as it would.
-
-    Args:
-        api: the Runner method's name.
-        app_handle: ``{scheduler}://{session}/{app_id}``.
+    """The usage event of a Runner call on ``app_handle``; without scheduler and app id for a
+    malformed handle (the call then raises).
     """
     try:
         scheduler, _, app_id = parse_app_handle(app_handle)
@@ -119,31 +97,31 @@ def handle_event(api: str, app_handle: AppHandle) -> log_event:
 class Runner(anyio.AsyncContextManagerMixin):
     """Runs apps on the registered schedulers and acts on them by app handle.
 
-    Args:
-        name: the session name; it appears in every app handle
-            (``{scheduler}://{name}/{app_id}``).
-        scheduler_factories: scheduler name -> ``factory(session_name, **params)``.
-        component_defaults: ``{component name: {argument: default}}`` used by
-            :meth:`dryrun_component` (from ``[component:<name>]`` config sections).
-        scheduler_params: keyword arguments given to every scheduler factory; they win over
-            the ``TORCHX_*`` environment variables, which become parameters by removing the
-            prefix (``TORCHX_FOO=1`` -> ``foo="1"``).
-        trackers: ``{tracker name: config or None}`` that :meth:`dryrun` passes to the
-            replicas (see :mod:`asynctorchx.tracker.api`); ``None``: read from the
-            config files and the environment at each dry run, as TorchX does.
-        handle_signals: who owns SIGTERM and SIGHUP while the runner is entered
-            (see :func:`~asynctorchx.runner.terminate_on_signals`). ``True``: the runner
-            does: either signal closes it (as :meth:`close`, each app with its stop
-            timeout) and then ends the process with that signal. ``False``: the program
-            does (a web server's graceful shutdown closes the runner itself). ``None``
-            (default): the runner does when the program left both signals at their
-            default action in the main thread, as a plain script does; TorchX's local
-            scheduler protects its replicas the same way.
+    Use it as ``async with runner:`` (``anyio.AsyncContextManagerMixin``; entering it twice
+    raises ``RuntimeError``). A scheduler is made on first use and hosted by a task of the
+    runner (:mod:`asynctorchx.runner._hosting`); leaving the block, or :meth:`close`, closes
+    them all: the local schedulers end their replicas, ``local_docker`` apps are left running
+    (as TorchX) unless run with ``cancel_on_close``. Every coroutine raises
+    :class:`~asynctorchx.errors.SchedulerClosedError` outside the block. An ``app_handle``
+    argument is always ``{scheduler}://{session}/{app_id}`` (str); a malformed one raises
+    ``MalformedAppHandleException``, one of an unregistered scheduler
+    ``UnknownSchedulerException``.
 
-    Use it as ``async with runner:`` (``anyio.AsyncContextManagerMixin``: entering it
-    again while it is entered raises ``RuntimeError``); every coroutine raises
-    :class:`~asynctorchx.errors.SchedulerClosedError` when the runner is not entered or
-    already closed.
+    Args:
+        name: the session name, the middle part of every app handle.
+        scheduler_factories: scheduler name -> ``factory(session_name, **params)``.
+        component_defaults: ``{component name: {argument: default}}`` for
+            :meth:`dryrun_component` (the ``[component:<name>]`` config sections).
+        scheduler_params: keyword arguments for every scheduler factory, over the
+            ``TORCHX_*`` environment variables (``TORCHX_FOO=1`` -> ``foo="1"``).
+        trackers: ``{tracker name: config or None}`` that :meth:`dryrun` passes to the
+            replicas (:mod:`asynctorchx.tracker.api`); ``None``: read from the config files
+            and the environment at each dry run, as TorchX does.
+        handle_signals: ``True``: SIGTERM and SIGHUP close the runner (as :meth:`close`),
+            then end the process with that signal
+            (:func:`~asynctorchx.runner.terminate_on_signals`);
+            ``False``: the program owns them; ``None``: the runner does when both are at
+            their default action in the main thread, as in a plain script.
     """
 
     def __init__(
@@ -183,13 +161,8 @@ class Runner(anyio.AsyncContextManagerMixin):
                     await stop_groups(self._groups)
 
     async def close(self) -> None:
-        """Close every scheduler it opened (ending local replicas, ``cancel_on_close`` apps).
-
-        First the apps of every :meth:`group` still open are cancelled and awaited, each
-        group for at most its ``stop_timeout`` (what a SIGTERM or SIGHUP does to a
-        runner that owns the signals). Idempotent; the runner cannot be used afterwards.
-        Inside ``async with`` it returns once every scheduler is closed; the block's end
-        then only exits the task group.
+        """Cancel and await the apps of every open :meth:`group` (each for at most its
+        ``stop_timeout``), then close every scheduler. Idempotent; the runner is unusable after.
         """
         await stop_groups(self._groups)
         await self._host.close()
@@ -205,32 +178,23 @@ class Runner(anyio.AsyncContextManagerMixin):
     ) -> AppGroup:
         """Return a group of apps that end with its block: ``async with runner.group() as g:``.
 
-        The rule of an anyio task group (``anyio.create_task_group``), for apps on any
-        scheduler: leaving the block normally waits until every app started in it
-        (``g.run``, ``g.run_component``) is terminal; leaving it by an exception or a
-        cancellation (an enclosing ``anyio.fail_after``, Ctrl-C) cancels every app not
-        terminal and waits, shielded, until each ends, at most ``stop_timeout`` seconds,
-        then lets the exception through. A SIGTERM or SIGHUP to a runner that owns the
-        signals does the same before the process ends. See :class:`AppGroup`.
+        An anyio task group's rule for apps (:class:`AppGroup`): leaving the block normally
+        waits until every app started in it (``g.run``, ``g.run_component``) is terminal;
+        leaving it by an exception or a cancellation cancels every app not terminal and waits,
+        shielded, at most ``stop_timeout`` seconds, then lets the exception through.
 
         Args:
-            fail_fast (bool): the first app that ends ``FAILED`` or ``UNKNOWN`` with no
-                retry left cancels the block and the other apps; the block then raises
-                :class:`~asynctorchx.errors.AppGroupFailed` with every app's final
-                status. ``False``: failures raise nothing, read the statuses.
+            fail_fast (bool): the first app that ends ``FAILED`` or ``UNKNOWN`` with no retry
+                left cancels the block, which raises :class:`~asynctorchx.errors.AppGroupFailed`.
             stop_timeout (float): seconds to wait for cancelled apps to end (> 0).
-            max_concurrent (int | None): at most this many apps of the group submitted
-                and not yet terminal (>= 1); ``g.run`` waits for a slot. ``None``: no limit.
-            retries (int): how many times an app that ends ``FAILED`` or ``UNKNOWN`` is
-                submitted again, as a new app (>= 0).
-            retry_backoff (tuple[float, float]): the shortest and longest wait before a
-                retry, seconds; each retry of an app waits a random time between them,
-                growing exponentially (:func:`~asynctorchx.runner._group.retry_delay`).
+            max_concurrent (int | None): at most this many apps submitted and not terminal
+                (>= 1); ``g.run`` waits for a slot. ``None``: no limit.
+            retries (int): how many times a ``FAILED`` or ``UNKNOWN`` app is submitted again (>= 0).
+            retry_backoff (tuple[float, float]): the shortest and longest wait before a retry,
+                seconds (:func:`~asynctorchx.runner._group.retry_delay`).
 
         Raises:
-            TypeError, ValueError: ``stop_timeout`` is not a positive finite number.
-            ValueError: ``max_concurrent`` is not None or an int >= 1, ``retries`` not an
-                int >= 0, or ``retry_backoff`` not two finite seconds, shortest first.
+            TypeError, ValueError: an argument is out of its range.
         """
         return AppGroup(
             self,
@@ -474,7 +438,7 @@ class Runner(anyio.AsyncContextManagerMixin):
     # ------------------------------------------------------------------ inspect and act
 
     def name(self) -> str:
-        """Return the session name (the middle part of app handles)."""
+        """Return the session name."""
         return self._name
 
     def scheduler_backends(self) -> list[str]:
@@ -482,13 +446,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         return list(self._host.factories)
 
     def scheduler_run_opts(self, scheduler: str) -> runopts:
-        """Return the run options of ``scheduler`` (works without entering the runner).
-
-        Made by :meth:`scheduler_capabilities` when its record can make them; no
-        scheduler is created then.
-
-        Args:
-            scheduler (str): the scheduler's registered name.
+        """Return the run options of ``scheduler`` (str), without entering the runner.
 
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
@@ -496,19 +454,11 @@ class Runner(anyio.AsyncContextManagerMixin):
         return self._host.run_opts(scheduler)
 
     def cfg_from_str(self, scheduler: str, *cfg_literal: str) -> dict[str, CfgVal]:
-        """Parse run options written ``key=value,key2=value2`` for ``scheduler``.
+        """Parse ``key=value,key2=value2`` literals into ``scheduler``'s typed run options.
 
-        TorchX's ``torchx.runner.api.Runner.cfg_from_str`` (after 0.7.0): each literal is
-        parsed by the scheduler's ``runopts.cfg_from_str`` and later literals win. Works
-        without entering the runner, as :meth:`scheduler_run_opts`.
-
-        Args:
-            scheduler (str): the scheduler's registered name.
-            *cfg_literal (str): ``"log_dir=/tmp/x,prepend_cwd=true"``-style strings.
-
-        Returns:
-            The typed options (only the keys given; defaults are not filled in). A key
-            that is not an option is kept as text: the dry-run refuses it by name.
+        TorchX's ``Runner.cfg_from_str`` (after 0.7.0): each literal goes through
+        ``runopts.cfg_from_str``, later ones win; a key that is no option stays text (the dry
+        run refuses it by name). Works without entering the runner.
 
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
@@ -521,13 +471,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         return cfg
 
     def scheduler_capabilities(self, scheduler: str) -> Capabilities:
-        """Return what ``scheduler`` supports (works without entering the runner).
-
-        E.g. ``runner.scheduler_capabilities(name).apps_live_in_process``. No scheduler
-        is created when its factory exposes its record (the built-ins do).
-
-        Args:
-            scheduler (str): the scheduler's registered name.
+        """Return what ``scheduler`` (str) supports, without entering the runner.
 
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
@@ -535,15 +479,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         return self._host.capabilities(scheduler)
 
     async def status(self, app_handle: AppHandle) -> AppStatus | None:
-        """Return the app's status, or ``None`` if the scheduler does not know the app.
-
-        Args:
-            app_handle (str): ``{scheduler}://{session}/{app_id}``.
-
-        Raises:
-            MalformedAppHandleException: the handle is malformed.
-            UnknownSchedulerException: the handle's scheduler is not registered.
-        """
+        """Return the app's status, or ``None`` if the scheduler does not know the app."""
         with handle_event("status", app_handle):
             sched, app_id = await self._host.for_handle(app_handle, check_session=False)
             return self._app_status(app_handle, await sched.describe(app_id))
@@ -551,8 +487,7 @@ class Runner(anyio.AsyncContextManagerMixin):
     def _app_status(
         self, app_handle: AppHandle, desc: DescribeAppResponse | None
     ) -> AppStatus | None:
-        """The :class:`AppStatus` of a scheduler's description; ``None`` (and the app
-        forgotten) when the scheduler does not know the app."""
+        """The status of a description; ``None`` (and the app forgotten) for none."""
         if desc is None:
             self._apps.pop(app_handle, None)
             return None
@@ -568,18 +503,8 @@ class Runner(anyio.AsyncContextManagerMixin):
     async def wait(self, app_handle: AppHandle, wait_interval: float = 10) -> AppStatus | None:
         """Wait until the app is terminal; return its final status (``None``: unknown app).
 
-        Awaits the scheduler's ``wait``: an event on backends that have events, else the
-        base class's batched poller (every waiter of a scheduler shares one poll each
-        ``Scheduler.poll_interval`` seconds).
-
-        Args:
-            app_handle (str): ``{scheduler}://{session}/{app_id}``.
-            wait_interval (float): accepted for TorchX's signature
-                (``torchx.runner.api.Runner.wait``) and ignored: the scheduler sets the
-                poll interval of its fallback.
-
-        Raises:
-            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
+        Awaits the scheduler's ``wait`` (an event, or the batched poller of
+        ``Scheduler.poll_interval``). ``wait_interval`` is TorchX's argument, ignored.
         """
         del wait_interval  # TorchX's argument; see the docstring
         with handle_event("wait", app_handle):
@@ -587,17 +512,9 @@ class Runner(anyio.AsyncContextManagerMixin):
             return self._app_status(app_handle, await sched.wait(app_id))
 
     async def watch(self, app_handle: AppHandle) -> AsyncIterator[AppStatus]:
-        """Yield the app's :class:`AppStatus` at each change of state, ending at a terminal one.
+        """Yield the app's :class:`AppStatus` now and at each change of state, to a terminal one.
 
-        The first status is yielded at once; each next one when the scheduler's
-        ``wait_for_state_change`` returns (an event on the local schedulers, a documented
-        polling fallback elsewhere). Yields nothing for an unknown app.
-
-        Args:
-            app_handle (str): ``{scheduler}://{session}/{app_id}``.
-
-        Raises:
-            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
+        Driven by the scheduler's ``wait_for_state_change``; nothing for an unknown app.
         """
         sched, app_id = await self._host.for_handle(app_handle, check_session=False)
         app_status = self._app_status(app_handle, await sched.describe(app_id))
@@ -612,7 +529,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         app_handle: AppHandle,
         app_status: AppStatus | None,
     ) -> AsyncGenerator[AppStatus, None]:
-        """:meth:`watch` from a status already read (``None``: the app is unknown)."""
+        """:meth:`watch` from a status already read."""
         last = None
         while app_status is not None:
             if app_status.state != last:
@@ -624,15 +541,9 @@ class Runner(anyio.AsyncContextManagerMixin):
             app_status = self._app_status(app_handle, desc)
 
     async def cancel(self, app_handle: AppHandle) -> None:
-        """Ask the scheduler to cancel the app; a no-op for an unknown or finished app.
+        """Ask the scheduler to cancel the app; a no-op for an unknown or finished app (as TorchX).
 
-        Returns once the request is made; ``await wait(handle)`` to see it end
-        (``CANCELLED``, or ``FAILED`` when the scheduler could not stop it cleanly).
-        An unknown app is not an error, as in TorchX (``torchx.runner.api.Runner.cancel``):
-        to tell it apart (a web handler's 404), ``await runner.status(handle) is None``.
-
-        Args:
-            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+        Returns once asked; ``await runner.wait(handle)`` sees it end.
 
         Raises:
             SessionMismatchException: the handle belongs to another session.
@@ -642,18 +553,12 @@ class Runner(anyio.AsyncContextManagerMixin):
             await sched.cancel(app_id)  # a no-op for an unknown or finished app
 
     async def delete(self, app_handle: AppHandle) -> None:
-        """Delete the app: cancel it if it runs, then remove what its scheduler keeps of it.
+        """Cancel the app if it runs, then remove what its scheduler keeps of it; idempotent.
 
-        TorchX's ``torchx.runner.api.Runner.delete`` (after 0.7.0); ``Scheduler.delete``
-        says what goes (``local_docker``: every container and volume of the app).
-        Idempotent: an unknown or already deleted app is a no-op.
-
-        Args:
-            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+        TorchX's ``Runner.delete`` (after 0.7.0); ``Scheduler.delete`` says what goes.
 
         Raises:
             SessionMismatchException: the handle belongs to another session.
-            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
         """
         with handle_event("delete", app_handle):
             sched, app_id = await self._host.for_handle(app_handle)
@@ -667,14 +572,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         await self.cancel(app_handle)
 
     async def describe(self, app_handle: AppHandle) -> AppDef | None:
-        """Return the submitted ``AppDef`` (else the scheduler's view of it); ``None``: unknown.
-
-        Args:
-            app_handle (str): ``{scheduler}://{session}/{app_id}``.
-
-        Raises:
-            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
-        """
+        """Return the submitted ``AppDef``, else the scheduler's view of it; ``None``: unknown."""
         with handle_event("describe", app_handle):
             sched, app_id = await self._host.for_handle(app_handle, check_session=False)
             app = self._apps.get(app_handle)
@@ -687,18 +585,11 @@ class Runner(anyio.AsyncContextManagerMixin):
     async def list(
         self, scheduler: str, cfg: Mapping[str, CfgVal] | None = None
     ) -> builtins.list[ListAppResponse]:
-        """List the apps ``scheduler`` knows, each with its ``app_handle`` filled in.
+        """List the apps ``scheduler`` (str) knows, with ``app_handle`` (and for apps this
+        runner submitted, an empty ``name``) filled in.
 
-        ``name`` is filled in too for the apps this runner submitted when the scheduler
-        left it empty.
-
-        Args:
-            scheduler (str): the scheduler's registered name.
-            cfg (Mapping[str, CfgVal] | None): run options that narrow the listing
-                (TorchX's ``torchx.runner.api.Runner.list`` after 0.7.0, e.g. a
-                Kubernetes namespace). Given as they are to a scheduler whose ``list``
-                takes ``cfg``; a scheduler whose ``list`` does not lists every app it
-                knows.
+        ``cfg`` narrows the listing where the scheduler's ``list`` takes it (TorchX's
+        ``Runner.list`` after 0.7.0, e.g. a Kubernetes namespace).
 
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
@@ -714,17 +605,8 @@ class Runner(anyio.AsyncContextManagerMixin):
         return apps
 
     async def describe_native(self, app_handle: AppHandle) -> Any | None:
-        """Return the scheduler's own description of the app (``Scheduler.describe_native``).
-
-        TorchX's ``torchx.runner.api.Runner.describe_native`` (after 0.7.0). Its type is
-        the backend's (see each scheduler's ``describe_native``); ``None`` when the
-        backend has no raw description or does not know the app.
-
-        Args:
-            app_handle (str): ``{scheduler}://{session}/{app_id}``.
-
-        Raises:
-            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
+        """Return the scheduler's own description of the app (``Scheduler.describe_native``,
+        TorchX's after 0.7.0); ``None`` when it has none.
         """
         with handle_event("describe_native", app_handle):
             sched, app_id = await self._host.for_handle(app_handle, check_session=False)
@@ -745,28 +627,26 @@ class Runner(anyio.AsyncContextManagerMixin):
     ) -> LogLines:
         """Iterate over the log lines of replica ``k`` of ``role_name`` (lines keep ``\\n``).
 
-        ``should_tail=True`` follows the log until the app is terminal. Scheduler-dependent
-        (see ``Scheduler.log_iter``): lines may be missing once a scheduler purged them.
+        TorchX's ``Runner.log_lines``. Lines a scheduler purged are missing.
 
         Args:
-            app_handle (str): ``{scheduler}://{session}/{app_id}``.
+            app_handle (str): the app's handle.
             role_name (str): the role's name.
             k (int): the replica id (0-based), not the rank.
-            regex (str | None): keep only the lines this regular expression matches.
-            since (datetime | None): first line time (not every scheduler honors it).
-            until (datetime | None): last line time (not every scheduler honors it).
+            regex (str | None): keep only the lines it matches.
+            since (datetime | None): first line time, where the scheduler knows times.
+            until (datetime | None): last line time, likewise.
             should_tail (bool): follow the log until the app is terminal.
             streams (Stream | None): stdout, stderr or combined (default).
 
         Raises:
-            UnknownAppException: the scheduler does not know the app; raised by the
-                first step of the iteration, or at once by ``await runner.log_lines(...)``
-                (which returns the same iterator, opened), as TorchX raises it at the call.
+            UnknownAppException: the scheduler does not know the app: at the first step, or
+                at once by ``await runner.log_lines(...)`` (:class:`LogLines`).
         """
 
         async def open_log() -> AsyncIterator[LogBlock]:
             with handle_event("log_lines", app_handle):
-                sched, app_id, _, _ = await self._known(app_handle)
+                sched, app_id, _ = await self._app(app_handle)
                 query = LogQuery(role_name, k, regex, since, until, should_tail, streams)
                 return sched.log_blocks(app_id, query)
 
@@ -783,68 +663,62 @@ class Runner(anyio.AsyncContextManagerMixin):
     ) -> AsyncIterator[MemoryObjectReceiveStream[LogLine]]:
         """Merge the logs of several replicas into one stream of :class:`LogLine`.
 
-        Usage: ``async with runner.log_stream(handle, should_tail=True) as lines:
-        async for line in lines: ...``. Each replica is read by its own task (a task
-        group, :func:`~asynctorchx.runner._logs.fan_in`, 1024 lines buffered), lines
-        arrive in the order they are read. ``replicas``: ``{role: [k, ...]}`` (default:
-        every replica of every role of the submitted app). Leaving the block (or
-        cancelling its task) stops every reader and closes its log.
+        ``async with runner.log_stream(handle) as lines: async for line in lines: ...``: one
+        task per replica, lines in the order read, 1024 buffered. Leaving the block stops
+        every reader.
 
         Args:
-            app_handle (str): ``{scheduler}://{session}/{app_id}``.
-            replicas (Mapping[str, list[int]] | None): ``{role: [k, ...]}`` to read.
-            regex (str | None): keep only the lines this regular expression matches.
-            should_tail (bool): follow the logs until the app is terminal.
-            streams (Stream | None): stdout, stderr or combined (default).
+            app_handle (str): the app's handle.
+            replicas (Mapping[str, list[int]] | None): ``{role: [k, ...]}``; ``None``: all.
+            regex (str | None): as :meth:`log_lines`.
+            should_tail (bool): as :meth:`log_lines`.
+            streams (Stream | None): as :meth:`log_lines`.
 
         Raises:
             UnknownAppException: the scheduler does not know the app.
-            ValueError: (when read) the app has no such role or replica id, or the
-                scheduler does not support ``streams``; the first such error ends the
-                stream and is raised as itself.
+            ValueError: (when read) no such role or replica, or an unsupported ``streams``.
         """
-        sched, app_id, desc, _ = await self._known(app_handle)
+        sched, app_id, desc = await self._app(app_handle, replicas is None)
         if replicas is None:
             replicas = self._replicas(app_handle, desc)
 
         async def read(role_name: str, k: int, send: MemoryObjectSendStream[LogLine]) -> None:
-            lines = sched.log_iter(
-                app_id, role_name, k, regex, should_tail=should_tail, streams=streams
-            )
-            async with aclosing(lines):  # type: ignore[type-var]
-                async for line in lines:
-                    if not await deliver(send, LogLine(role_name, k, line)):
-                        return
+            query = LogQuery(role_name, k, regex, should_tail=should_tail, streams=streams)
+            blocks = sched.log_blocks(app_id, query)
+            async with aclosing(blocks):  # type: ignore[type-var]
+                async for _, lines in blocks:
+                    for line in lines:
+                        if not await deliver(send, LogLine(role_name, k, line)):
+                            return
 
         readers = [partial(read, role_name, k) for role_name, ids in replicas.items() for k in ids]
         async with fan_in(readers, max_buffer_size=1024) as lines:
             yield lines
 
-    async def _known(
-        self, app_handle: AppHandle
-    ) -> tuple[Scheduler[Any], str, DescribeAppResponse, AppStatus]:
-        """The scheduler, app id, description and status of the app of ``app_handle``.
-
-        Raises:
-            UnknownAppException: the scheduler does not know the app.
-            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
+    async def _app(
+        self, app_handle: AppHandle, describe: bool = False
+    ) -> tuple[Scheduler[Any], str, DescribeAppResponse | None]:
+        """The app's scheduler, id and description: described if ``describe`` or this runner
+        did not submit it (a submitted app's log reads raise for an unknown app themselves).
         """
         sched, app_id = await self._host.for_handle(app_handle, check_session=False)
+        if not describe and app_handle in self._apps:
+            return sched, app_id, None
         desc = await sched.describe(app_id)
-        app_status = self._app_status(app_handle, desc)
-        if desc is None or app_status is None:
+        if self._app_status(app_handle, desc) is None:
             raise UnknownAppException(app_handle)
-        return sched, app_id, desc, app_status
+        return sched, app_id, desc
 
     def _replicas(
-        self, app_handle: AppHandle, desc: DescribeAppResponse
+        self, app_handle: AppHandle, desc: DescribeAppResponse | None
     ) -> dict[str, builtins.list[int]]:
-        """``{role: [k, ...]}`` of every replica of the submitted app (else of the roles in
-        its description, else of its replicas' statuses)."""
+        """``{role: [k, ...]}`` of the submitted app, else of its description."""
         app = self._apps.get(app_handle)
-        roles = app.roles if app is not None and app.roles else desc.roles
-        if roles:
-            return {role.name: list(range(role.num_replicas)) for role in roles}
+        if app is not None and app.roles:
+            return {role.name: list(range(role.num_replicas)) for role in app.roles}
+        assert desc is not None  # described: the runner did not submit it
+        if desc.roles:
+            return {role.name: list(range(role.num_replicas)) for role in desc.roles}
         return {r.role: [rep.id for rep in r.replicas] for r in desc.roles_statuses}
 
     @asynccontextmanager
@@ -853,68 +727,55 @@ class Runner(anyio.AsyncContextManagerMixin):
     ) -> AsyncIterator[EventStream]:
         """One ordered stream of the app's state changes and log lines, resumable by cursor.
 
-        Usage: ``async with runner.events(handle, cursor=last) as events: async for event
-        in events: ...`` (what a web service sends as Server-Sent Events, ``event.cursor``
-        as the SSE ``id``). First a :class:`StateEvent` with the current state (unless it
-        is terminal), then one at each change (``Scheduler.wait_for_state_change``, as
-        :meth:`watch`), and a :class:`LogEvent` per line of each replica of each role:
-        stdout and stderr apart when the scheduler keeps them apart
-        (``Capabilities.log_streams``), else ``combined``; each stream's lines in
-        order. The terminal state comes last, after every line; then the stream ends.
-        Readers wait while 16 batches of events (each at most one read's lines, 1024
-        events) are buffered. Leaving the block (or cancelling its task) stops every
-        reader; the app runs on.
-
-        ``cursor``: an event's ``cursor``; the stream resumes right after that event, with
-        no event repeated or missed: each log is read again from the position of the
-        block its last delivered line came from (``Scheduler.log_blocks``: a byte offset
-        on the local schedulers and Slurm, the engine's time stamp and a count on Docker,
-        the kubelet's time and a count on Kubernetes, so a resume does not read the log
-        again from its start) and the lines of that block already delivered are skipped,
-        and the state is sent again only if it changed. Cursors sort as their
-        events (string order); their size is described in
-        :class:`asynctorchx.runner._events.Position`.
+        ``async with runner.events(handle, cursor=last) as events: async for event in events:``
+        (a web service's Server-Sent Events, ``event.cursor`` the SSE ``id``). A
+        :class:`StateEvent` for the current state (unless terminal) and each change (as
+        :meth:`watch`); a :class:`LogEvent` per line of each replica's log, stdout and stderr
+        apart where ``Capabilities.log_streams`` has both, else ``combined``; the terminal
+        state last, after every line. Readers wait while 16 batches are buffered; leaving the
+        block stops them, the app runs on. A cursor resumes right after its event, with no
+        event repeated or missed: each log is read again from the position of the block its
+        last line came from (``Scheduler.log_blocks``) and that block's delivered lines are
+        skipped. Cursors sort as their events; their form is
+        :class:`~asynctorchx.runner._events.Cursor`'s.
 
         Args:
-            app_handle (str): ``{scheduler}://{session}/{app_id}``.
-            cursor (str | None): resume after the event that carried it; ``None``: from
-                the start.
+            app_handle (str): the app's handle.
+            cursor (str | None): resume after the event that carried it; ``None``: the start.
 
         Raises:
-            UnknownAppException: the scheduler does not know the app.
-            InvalidCursorError: ``cursor`` is malformed, was made for another app, or
-                holds the positions of other log streams than the app has.
-            MalformedAppHandleException, UnknownSchedulerException: as :meth:`status`.
-            Exception: (when read) the first error of a log reader, as itself;
-                ``UnknownAppException`` if the app is deleted while followed.
+            InvalidCursorError: ``cursor`` is malformed, another app's, or of other log streams.
+            UnknownAppException: the scheduler does not know the app (when read: it was deleted).
+            Exception: (when read) the first error of a log reader, as itself.
         """
-        async with self._events(app_handle, cursor) as events:
+        async with self._events(app_handle, parse_cursor(cursor, app_handle)) as events:
             yield events
 
     @asynccontextmanager
     async def _events(
         self,
         app_handle: AppHandle,
-        cursor: str | None,
+        cursor: Cursor | None,
         *,
         anchor_lines: int | None = 0,
         limits: Sequence[int] | None = None,
     ) -> AsyncIterator[EventStream]:
-        """:meth:`events`, its cursors' log counts anchored and its lines limited as
-        :func:`~asynctorchx.runner._events.app_event_stream` says."""
-        sched, app_id, desc, app_status = await self._known(app_handle)
-        replicas = self._replicas(app_handle, desc)
+        """:meth:`events` from a parsed cursor, with
+        :func:`~asynctorchx.runner._events.app_event_stream`'s keywords.
+        """
+        sched, app_id, desc = await self._app(app_handle, describe=True)
+        app_status = self._app_status(app_handle, desc)
+        assert app_status is not None  # _app checked it
         statuses = self._changes(sched, app_id, app_handle, app_status)
         # a finished app's logs are complete: read once, not followed (benchmark 10's resume rows)
-        finished = app_status.is_terminal()
         async with app_event_stream(
             sched,
             app_id,
             app_handle,
-            replicas,
+            self._replicas(app_handle, desc),
             statuses,
             cursor,
-            follow=not finished,
+            follow=not app_status.is_terminal(),
             anchor_lines=anchor_lines,
             limits=limits,
         ) as events:
@@ -928,46 +789,33 @@ class Runner(anyio.AsyncContextManagerMixin):
         *,
         max_buffer: int = SUBSCRIBER_BUFFER,
     ) -> AsyncIterator[Subscription]:
-        """The app's :meth:`events` from one reader shared by every subscriber of the app.
+        """:meth:`events` from one reader shared by every subscriber of the app.
 
-        Usage: ``async with runner.subscribe(handle, cursor=last) as sub: async for batch
-        in sub: ...``; each :class:`~asynctorchx.runner.FeedBatch` holds the events ready
-        together (``batch.events``) and their Server-Sent Events frames, made once for
-        every subscriber (``batch.sse()``). The events, their order, cursors and end are
-        those of :meth:`events`, from ``cursor`` on, each once. The app's feed (one
-        :meth:`events` stream, a task of the runner) starts with its first subscriber and
-        ends when its last one leaves or the app ends. A subscriber that joins behind the
-        feed gets the feed's batches after its cursor when the feed still keeps them;
-        from an older cursor (or ``None`` once the feed dropped its first batches) it
-        reads the lines up to the first kept batch from the scheduler, then joins the
-        feed there. A cursor the feed cannot place (made by a stream the feed does not
-        know the log positions of, or ahead of it) gets its own :meth:`events` stream.
-        The feed's cursors count each log's lines from one position for up to 1024
-        lines, so a resume from one (here or with :meth:`events`) skips at most that
-        many and one read's (:mod:`asynctorchx.runner._fanout`).
-
-        A subscriber whose buffer holds ``max_buffer`` batches when the feed has another
-        is cut off: it receives what its buffer holds, then
-        :class:`~asynctorchx.runner.SubscriberCutOff`, whose ``cursor`` resumes it with
-        nothing lost or repeated; the feed never waits for a subscriber.
+        ``async with runner.subscribe(handle, cursor=last) as sub: async for batch in sub:``;
+        a :class:`~asynctorchx.runner.FeedBatch` holds events ready together and their SSE
+        frames, made once for all (``batch.sse()``). The events, cursors and end are those of
+        :meth:`events`. The app's feed starts with its first subscriber and ends with its last
+        or the app. One behind the feed gets its kept batches, or catches up from the scheduler
+        (:mod:`asynctorchx.runner._fanout`); a resume from the feed's cursors skips at most
+        1024 lines and one read's. A subscriber whose buffer holds ``max_buffer`` batches when
+        the feed has another is cut off: :class:`~asynctorchx.runner.SubscriberCutOff`, whose
+        ``cursor`` resumes it with nothing lost or repeated.
 
         Args:
-            app_handle (str): ``{scheduler}://{session}/{app_id}``.
-            cursor (str | None): resume after the event that carried it; ``None``: from
-                the start.
-            max_buffer (int): batches the subscriber's buffer holds (at least 1).
+            app_handle (str): the app's handle.
+            cursor (str | None): as :meth:`events`.
+            max_buffer (int): batches the subscriber's buffer holds (>= 1).
 
         Raises:
             ValueError: ``max_buffer`` is under 1.
-            UnknownAppException: as :meth:`events`.
-            InvalidCursorError: as :meth:`events`.
-            MalformedAppHandleException: as :meth:`events`.
-            UnknownSchedulerException: as :meth:`events`.
+            InvalidCursorError, UnknownAppException: as :meth:`events`.
             SubscriberCutOff: (when read) it did not keep up.
-            Exception: (when read) the error that ended the app's stream, as :meth:`events`.
         """
         async with self._fanout.subscribe(
-            app_handle, partial(self._events, app_handle), cursor, max_buffer
+            app_handle,
+            partial(self._events, app_handle),
+            parse_cursor(cursor, app_handle),
+            max_buffer,
         ) as subscription:
             yield subscription
 
