@@ -1,40 +1,29 @@
-"""One view of a local app, whether this process supervises it or another one recorded it,
-and the watch that wakes a follower of another process's app.
+"""One view of a local app, whether this process supervises it or another one recorded it.
 
-Every query (``describe``, ``wait``, ``log_iter``, ``cancel``) reads the app's
+Every query (``describe``, ``wait``, ``log_iter``, ``cancel``, ``list``) reads the app's
 :class:`~._records.AppRecord`: in memory for an app of this process, from disk for one
 of another process of this user (TorchX's local scheduler knows only its own process's
 apps). A record that says the app runs while its supervisor is gone is reported
 ``FAILED``; ``cancel`` of another process's app leaves a cancel request and SIGTERMs
 each replica group only while it is still the recorded process
-(:func:`~._process_identity.signal_group_if_same`).
-
-A follower of another process's app is woken by inotify on the directories of its logs
-and record and by a pid file descriptor of its supervisor, both awaited with
-:func:`anyio.wait_readable` (no thread, no timer: ``watchfiles`` blocks a thread per
-watcher, ``asyncinotify`` is asyncio-only); without inotify it looks again every
-:data:`POLL_INTERVAL` seconds.
+(:func:`~._process_identity.signal_group_if_same`). :mod:`._watch` wakes the followers.
 """
 
 from __future__ import annotations
 
 import abc
 import contextlib
-import ctypes
-import errno
 import logging
 import os
 import signal
-import sys
 from collections.abc import AsyncIterator, Callable, Container, Mapping, Sequence
-from functools import partial
 
 import anyio
 import anyio.lowlevel
 
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Stream
 from asynctorchx.schedulers.local._log_files import TimeIndex
-from asynctorchx.schedulers.local._process_identity import libc, signal_group_if_same, this_process
+from asynctorchx.schedulers.local._process_identity import signal_group_if_same, this_process
 from asynctorchx.schedulers.local._records import (
     AppRecord,
     ListEntry,
@@ -51,101 +40,18 @@ from asynctorchx.schedulers.local._records import (
     write_index,
 )
 from asynctorchx.schedulers.local._supervisor import LocalApp, read_error_file
+from asynctorchx.schedulers.local._watch import Changes, ChangeWatch
 from asynctorchx.schedulers.toolkit import (
     LogBlock,
     LogPosition,
     LogQuery,
-    Notifier,
     describe_app,
-    race,
     role_statuses,
     tail_blocks,
 )
 from asynctorchx.specs.api import NONE, AppState, ReplicaStatus, is_terminal
 
 logger = logging.getLogger(__name__)
-
-#: Seconds between two looks of a follower when inotify is not available.
-POLL_INTERVAL = 0.1
-
-#: IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE |
-#: IN_DELETE_SELF (``<sys/inotify.h>``)
-_WATCHED_EVENTS = 0x002 | 0x004 | 0x008 | 0x080 | 0x100 | 0x200 | 0x400
-
-
-class ChangeWatch:
-    """Wakes when a file in one of ``directories`` changes, or the process ``pid`` exits.
-
-    Use it as ``with ChangeWatch(dirs, pid) as watch:`` and ``await watch.wait()``
-    between two looks at the files. See the module for the mechanism and its fallback.
-
-    Args:
-        directories: the directories to watch (a missing one is skipped).
-        pid: the supervising process to watch, or None.
-    """
-
-    def __init__(self, directories: Sequence[str], pid: int | None = None) -> None:
-        self._directories = list(directories)
-        self._pid = pid
-        self._inotify = -1
-        self._pidfd = -1
-
-    def __enter__(self) -> ChangeWatch:
-        self._inotify = _open_inotify(self._directories)
-        if self._pid is not None and hasattr(os, "pidfd_open"):
-            with contextlib.suppress(OSError):
-                self._pidfd = os.pidfd_open(self._pid)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for fd in (self._inotify, self._pidfd):
-            if fd >= 0:
-                os.close(fd)
-        self._inotify = self._pidfd = -1
-
-    async def wait(self) -> None:
-        """Return once something changed since the last return (or since entering).
-
-        With inotify: when a watched directory had an event or the process exited.
-        Without: after :data:`POLL_INTERVAL` seconds.
-        """
-        if self._inotify < 0:
-            await anyio.sleep(POLL_INTERVAL)
-            return
-        fds = [fd for fd in (self._inotify, self._pidfd) if fd >= 0]
-        await race(partial(anyio.wait_readable, fd) for fd in fds)
-        _drain(self._inotify)
-
-
-def _open_inotify(directories: Sequence[str]) -> int:
-    """An inotify descriptor watching ``directories``; -1 when inotify is not available."""
-    if sys.platform != "linux":
-        return -1
-    try:
-        c = libc()
-        c.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-        fd = int(c.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
-    except (OSError, AttributeError):  # no such C library or symbol
-        return -1
-    if fd < 0:
-        logger.debug("inotify_init1: %s; followers poll", os.strerror(ctypes.get_errno()))
-        return -1
-    for directory in directories:
-        if c.inotify_add_watch(fd, os.fsencode(directory), _WATCHED_EVENTS) < 0:
-            error = ctypes.get_errno()
-            if error in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
-                continue  # nothing there (yet): the other watches and the pidfd remain
-            logger.debug("inotify_add_watch(%s): %s; polling", directory, os.strerror(error))
-            os.close(fd)
-            return -1
-    return fd
-
-
-def _drain(fd: int) -> None:
-    """Read every queued event (their content does not matter: the reader looks again)."""
-    with contextlib.suppress(BlockingIOError, InterruptedError):
-        while os.read(fd, 65536):
-            pass
 
 
 def settled_state(record: AppRecord) -> tuple[AppState, str | None]:
@@ -210,28 +116,6 @@ def describe_record(record: AppRecord) -> DescribeAppResponse:
     )
 
 
-class _Changes:
-    """An in-memory :class:`Notifier` awaited the way a :class:`ChangeWatch` is: the event
-    is taken before each look, so a change between the look and the await is never missed."""
-
-    def __init__(self, notifier: Notifier) -> None:
-        self._notifier = notifier
-        self._event: anyio.Event | None = None
-
-    def __enter__(self) -> _Changes:
-        self._event = self._notifier.event
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        pass
-
-    async def wait(self) -> None:
-        """Return once the notifier was notified since the last return (or since entered)."""
-        assert self._event is not None, "enter the watch first"
-        await self._event.wait()
-        self._event = self._notifier.event
-
-
 class AppView(abc.ABC):
     """A local app as every query sees it: its record, its state, its changes, its cancel.
 
@@ -270,7 +154,7 @@ class AppView(abc.ABC):
         return log_dirs
 
     @abc.abstractmethod
-    def watch(self, role: str | None = None, k: int = 0) -> _Changes | ChangeWatch:
+    def watch(self, role: str | None = None, k: int = 0) -> Changes | ChangeWatch:
         """What wakes a follower: a change of the app, or with ``role``, of that replica's
         logs too."""
 
@@ -348,10 +232,10 @@ class LiveApp(AppView):
         """The app's record, as its supervisor keeps it."""
         return self.app.record
 
-    def watch(self, role: str | None = None, k: int = 0) -> _Changes:
+    def watch(self, role: str | None = None, k: int = 0) -> Changes:
         """The app's change events, or a replica's output events (set too when the app
         ends)."""
-        return _Changes(self.app.changed if role is None else self.app.replicas[role][k].output)
+        return Changes(self.app.changed if role is None else self.app.replicas[role][k].output)
 
     async def cancel(self) -> None:
         """Ask every replica to terminate (SIGTERM, ``stop_timeout``, SIGKILL)."""

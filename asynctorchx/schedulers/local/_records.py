@@ -25,7 +25,7 @@ import secrets
 import stat
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import anyio
 import anyio.lowlevel
@@ -35,9 +35,6 @@ from asynctorchx.schedulers.local._process_identity import ProcessIdentity, this
 from asynctorchx.schedulers.toolkit import Notifier
 from asynctorchx.specs.api import AppState, Role, is_terminal
 from asynctorchx.specs.converter import converter
-
-if TYPE_CHECKING:
-    from asynctorchx.schedulers.local._supervisor import LocalApp
 
 logger = logging.getLogger(__name__)
 
@@ -483,11 +480,7 @@ def write_index(directory: str, entries: Mapping[str, ListEntry]) -> None:
 
 class RecordKeeper:
     """Writes the records of one scheduler's apps: at once at an app's start and end,
-    coalesced in between (see the module).
-
-    The record of a live app is one :class:`AppRecord`, owned by its supervisor
-    (:class:`~._supervisor.LocalApp`), which changes it in place and tells the keeper;
-    the keeper is the one writer of its file. Records are best effort: a state directory
+    coalesced in between. The one writer of each file; best effort: a state directory
     that cannot be used logs one warning and the apps run without records.
 
     Args:
@@ -498,7 +491,7 @@ class RecordKeeper:
     def __init__(self, backend: str, session: str) -> None:
         self.backend = backend
         self.session = session
-        self._dirty: dict[str, LocalApp] = {}  # app id -> app changed since its last write
+        self._dirty: dict[str, AppRecord] = {}  # app id -> record changed since its last write
         self._wake = Notifier()
 
     @functools.cached_property
@@ -513,53 +506,38 @@ class RecordKeeper:
             prune_records(directory)
         return directory
 
-    def changed(self, app: "LocalApp") -> None:
-        """``app`` changed: its record is written one to two :data:`COALESCE_SECONDS` from
-        its first change since its last write, unless :meth:`write_now` comes first.
-
-        Args:
-            app: the live app.
-        """
+    def changed(self, record: AppRecord) -> None:
+        """Write ``record`` one to two :data:`COALESCE_SECONDS` from its first change since
+        its last write, unless :meth:`write_now` comes first."""
         if not self._dirty:
             self._wake.notify()
-        self._dirty[app.record.app_id] = app
+        self._dirty[record.app_id] = record
 
-    def write_now(self, app: "LocalApp") -> None:
-        """Write ``app``'s record now (its start, its end), with every change so far.
-
-        Args:
-            app: the live app; its replicas' process identities are read first
-                (:meth:`~._supervisor.LocalApp.identify`).
-        """
-        record = app.record
+    def write_now(self, record: AppRecord) -> None:
+        """Write ``record`` now (its app's start, its end), with every change so far."""
         self._dirty.pop(record.app_id, None)
         directory = self.directory
         if directory is None:
             return
-        app.identify()
         record.updated = time.time()
         try:
             write_record(directory, record)
         except OSError as error:
             logger.warning("%s: could not write its record: %s", record.app_id, error)
 
-    def ended(self, app: "LocalApp") -> None:
-        """``app`` ended: write its ``SUCCESS`` file and its final record, and remove its
-        cancel request; called before any waiter of the app wakes.
-
-        Args:
-            app: the live app, in its terminal state.
-        """
-        write_success_file(app.record)
-        self.write_now(app)
-        if app.cancel_request is not None:
+    def ended(self, record: AppRecord) -> None:
+        """The app ended: write its ``SUCCESS`` file and final record, remove its cancel
+        request; called before any waiter of the app wakes."""
+        write_success_file(record)
+        self.write_now(record)
+        if self.directory is not None:
             with contextlib.suppress(OSError):
-                os.unlink(app.cancel_request)
+                os.unlink(cancel_request_path(self.directory, record.app_id))
 
     def flush(self) -> None:
         """Write every record that changed since its last write."""
-        for app in list(self._dirty.values()):
-            self.write_now(app)
+        for record in list(self._dirty.values()):
+            self.write_now(record)
 
     async def run(self) -> None:
         """Write each changed record when due (see :meth:`changed`), forever."""
@@ -570,6 +548,6 @@ class RecordKeeper:
             due = list(self._dirty)  # changed COALESCE_SECONDS ago once this sleep ends
             await anyio.sleep(COALESCE_SECONDS)
             for app_id in due:
-                app = self._dirty.get(app_id)  # None: written at once in the meantime
-                if app is not None:
-                    self.write_now(app)
+                record = self._dirty.get(app_id)  # None: written at once in the meantime
+                if record is not None:
+                    self.write_now(record)

@@ -28,7 +28,6 @@ from asynctorchx.schedulers.api import (
 from asynctorchx.schedulers.ids import make_unique
 from asynctorchx.schedulers.local._app_views import (
     AppView,
-    ChangeWatch,
     LiveApp,
     list_recorded_apps,
     read_recorded_app,
@@ -45,6 +44,7 @@ from asynctorchx.schedulers.local._request import (
     gpu_count,
 )
 from asynctorchx.schedulers.local._supervisor import LocalApp, supervise
+from asynctorchx.schedulers.local._watch import ChangeWatch
 from asynctorchx.schedulers.toolkit import (
     LogBlock,
     LogPosition,
@@ -274,7 +274,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
 
     async def _watch_cancel_requests(self, directory: str) -> None:
         """Cancel a running app once another process left its cancel request (woken by
-        inotify on the requests' directory, else polling; see ``_app_views.ChangeWatch``)."""
+        inotify on the requests' directory, else polling; see ``_watch.ChangeWatch``)."""
         with ChangeWatch([os.path.join(directory, "cancel")]) as watch:
             while True:
                 for app in list(self._running.values()):

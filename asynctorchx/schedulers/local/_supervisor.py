@@ -104,8 +104,8 @@ class LocalReplica:
         """Read its main process's identity (:mod:`._process_identity`) into its record,
         if not done yet and the process is not reaped (its pid is still this child's).
 
-        Called by the records keeper before a write, not at the ``fork``, where reading
-        ``/proc/<pid>/stat`` waits while the child is in ``exec`` (benchmark 3's
+        Called before its record is handed to the keeper, not at the ``fork``, where
+        reading ``/proc/<pid>/stat`` waits while the child is in ``exec`` (benchmark 3's
         ms-per-replica row).
         """
         process = self._unidentified
@@ -197,19 +197,21 @@ class LocalApp:
         The changes made while the app starts are written with its start record.
         """
         if self.record.state != AppState.SUBMITTED:
-            self.keeper.changed(self)
+            self.identify()
+            self.keeper.changed(self.record)
         self.changed.notify()
 
     def set_state(self, state: AppState) -> None:
         """Set the app's state; its record is written at once (its start, its end); wake
         its waiters (and, once terminal, its log followers)."""
         self.record.state = state
+        self.identify()
         if is_terminal(state):
-            self.keeper.ended(self)
+            self.keeper.ended(self.record)
             for replica in self.all_replicas():
                 replica.output.notify()
         else:
-            self.keeper.write_now(self)
+            self.keeper.write_now(self.record)
         self.changed.notify()
 
     def request_cancel(self) -> None:
