@@ -323,13 +323,16 @@ async def run(args: argparse.Namespace) -> int:
             config.apply(run.scheduler, cfg, opts, sections=sections)
             caps = runner.scheduler_capabilities(run.scheduler)
             workspace = _workspace(run, caps)
-            builds = caps.workspace is not None
-            if script is not None and builds:  # refused before anything is built (TorchX #405)
-                _script_check.check_before_build(run.component, script, app, workspace)
-            async with _announce_builds(app, workspace, caps, cfg):
-                info = await runner.dryrun(app, run.scheduler, cfg, workspace, run.parent_run_id)
-            if script is not None and not builds:
-                _script_check.check_after_dryrun(run.component, script, info)
+            info = await runner._dryrun_checked(
+                run.component,
+                script,
+                app,
+                run.scheduler,
+                cfg,
+                workspace,
+                run.parent_run_id,
+                _announce_builds(app, workspace, caps, cfg),
+            )
             if run.dryrun:
                 _print_dryrun(info, args.json)
                 return 0
@@ -338,9 +341,9 @@ async def run(args: argparse.Namespace) -> int:
                 print_json_line({"app_handle": handle})
             else:
                 print(handle, flush=True)
-            # apps that end with this process (local ones, local_docker's cancel_on_close):
-            # stay, follow their logs and wait by default
-            in_process = caps.apps_live_in_process or cfg.get("cancel_on_close") is True
+            # apps that end with this process: stay, follow their logs and wait by default
+            tie = caps.ends_with_runner_opt
+            in_process = caps.apps_live_in_process or (tie is not None and cfg.get(tie) is True)
             tail = in_process or run.log or run.tee_logs
             if not (tail or run.wait):
                 return 0

@@ -11,7 +11,7 @@ import logging
 import os
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from contextlib import aclosing, asynccontextmanager, nullcontext
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, nullcontext
 from datetime import datetime
 from functools import partial
 from typing import Any, Literal, overload
@@ -20,6 +20,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from asynctorchx.errors import MalformedAppHandleException, UnknownAppException
+from asynctorchx.runner import _script_check
 from asynctorchx.runner._events import Cursor, EventStream, app_event_stream, parse_cursor
 from asynctorchx.runner._fanout import SUBSCRIBER_BUFFER, Fanout, Subscription
 from asynctorchx.runner._group import AppGroup, stop_groups
@@ -278,25 +279,42 @@ class Runner(anyio.AsyncContextManagerMixin):
                 look for it; the message names the path, the directory and the fix.
             ValueError: see :meth:`dryrun`.
         """
-        from asynctorchx.runner import _script_check
         from asynctorchx.specs.builders import materialize_appdef
         from asynctorchx.specs.finder import get_component
 
         with api_event("dryrun_component", scheduler, cfg=cfg, workspace=workspace):
-            component_def = get_component(component)
+            fn = get_component(component).fn
             argv = component_args if isinstance(component_args, list) else []
             data = None if isinstance(component_args, list) else component_args
             defaults = self._component_defaults.get(component)
-            app = materialize_appdef(component_def.fn, argv, defaults, data)
-            script = _script_check.script_to_check(component_def.fn, argv, defaults, data)
-            caps = self.scheduler_capabilities(scheduler)
-            builds = script is not None and caps.workspace is not None
-            if script is not None and builds:
-                _script_check.check_before_build(component, script, app, workspace)
+            app = materialize_appdef(fn, argv, defaults, data)
+            script = _script_check.script_to_check(fn, argv, defaults, data)
+            return await self._dryrun_checked(
+                component, script, app, scheduler, cfg, workspace, parent_run_id
+            )
+
+    async def _dryrun_checked(
+        self,
+        component: str,
+        script: str | None,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None,
+        workspace: Workspace | str | None,
+        parent_run_id: str | None,
+        building: AbstractAsyncContextManager[None] | None = None,
+    ) -> AppDryRunInfo[Any]:
+        """:meth:`dryrun` of ``component``'s ``app`` inside ``building``, its ``script``
+        checked before the workspace is built, else on the request (the CLI's ``run``
+        calls it too)."""
+        builds = self.scheduler_capabilities(scheduler).workspace is not None
+        if script is not None and builds:
+            _script_check.check_before_build(component, script, app, workspace)
+        async with building or nullcontext():
             info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
-            if script is not None and not builds:
-                _script_check.check_after_dryrun(component, script, info)
-            return info
+        if script is not None and not builds:
+            _script_check.check_after_dryrun(component, script, info)
+        return info
 
     @overload
     async def run(

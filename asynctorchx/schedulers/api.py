@@ -81,6 +81,9 @@ class Capabilities:
             local schedulers: replicas are its child processes). The CLI's ``run`` then
             follows the logs and waits by default; ``False`` (a Docker engine, a
             cluster): it prints the handle and returns unless asked to wait.
+        ends_with_runner_opt: the bool run option that, set, ends an app when the
+            scheduler that submitted it closes (``local_docker``'s ``cancel_on_close``);
+            the CLI's ``run`` then follows it as an app of the process.
         workspace: what a workspace becomes (TorchX's ``torchx.workspace``):
             ``"image"``, built into the role's image (``local_docker``); ``"directory"``,
             copied into the ``job_dir`` the role runs in (``DirWorkspaceMixin``,
@@ -101,6 +104,7 @@ class Capabilities:
         {RetryPolicy.REPLICA, RetryPolicy.APPLICATION}
     )
     apps_live_in_process: bool = False
+    ends_with_runner_opt: str | None = None
     workspace: Literal["image", "directory"] | None = None
 
 

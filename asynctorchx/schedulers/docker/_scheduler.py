@@ -123,7 +123,9 @@ class DockerScheduler(Scheduler[DockerJob]):
         DockerEngineError: the engine refused a request (``status``, ``message``).
     """
 
-    capabilities = Capabilities(opts=Opts, run_opts=run_opts, workspace="image")
+    capabilities = Capabilities(
+        opts=Opts, run_opts=run_opts, ends_with_runner_opt="cancel_on_close", workspace="image"
+    )
 
     def __init__(
         self,
