@@ -1,10 +1,4 @@
-"""The ``slurm`` scheduler at TorchX's import path ``torchx.schedulers.slurm_scheduler``.
-
-The one public import path of the backend's names.
-
-The code lives in :mod:`asynctorchx.schedulers.slurm` (``_scheduler.py``, ``_request.py``,
-``_state.py``, ``_commands.py``).
-"""
+"""``slurm`` at TorchX's import path ``torchx.schedulers.slurm_scheduler``."""
 
 from __future__ import annotations
 

@@ -1,17 +1,5 @@
-"""Slurm's client commands, run through anyio, and the one mapping of their failures to errors.
-
-Every command is an argv list given to :func:`anyio.run_process` (never a shell). A
-command missing from ``PATH`` is :class:`~asynctorchx.errors.SlurmNotInstalledError`;
-``sbatch`` refusing an option (an unknown partition, a bad ``--time``) is
-:class:`~asynctorchx.errors.SlurmSubmitError` naming that option and carrying Slurm's
-message; any other failure is :class:`~asynctorchx.errors.SlurmCommandError`. No other
-module of the Slurm scheduler runs a process.
-
-The commands and their output formats are those of squeue(1), sacct(1),
-sbatch(1) and scancel(1) of Slurm 22.05, which ``torchx.schedulers.slurm_scheduler`` also
-uses (TorchX reads ``sacct``, which fails on clusters without accounting; here ``squeue``
-is the source and ``sacct`` a fallback).
-"""
+"""Slurm's client commands (squeue(1), sacct(1), sbatch(1), scancel(1)), run through anyio
+without a shell, and the one mapping of their failures to errors."""
 
 from __future__ import annotations
 
@@ -38,8 +26,7 @@ from asynctorchx.schedulers.slurm._state import (
     parse_squeue,
 )
 
-#: Slurm's messages (sbatch 22.05, searched ignoring case) -> the run option or resource
-#: field they are about.
+#: sbatch's messages (searched ignoring case) -> the run option or resource field they name.
 SBATCH_OPTION_ERRORS: tuple[tuple[str, str], ...] = (
     (r"invalid partition|partition.*not (?:valid|available)", "partition"),
     (r"--time|time limit", "time"),
@@ -53,23 +40,17 @@ SBATCH_OPTION_ERRORS: tuple[tuple[str, str], ...] = (
     (r"cpu count|cpus-per-task", "cpu"),
 )
 
-#: Slurm's message when a job id is not (or no longer) known to the controller.
 _INVALID_JOB_ID = "Invalid job id specified"
-#: sacct's message on a cluster without accounting storage.
 _NO_ACCOUNTING = "accounting storage is disabled"
 
 
 class SlurmCommands:
-    """Runs Slurm's client commands for one scheduler and counts them.
+    """Runs Slurm's client commands for one scheduler; :attr:`counts` maps each command name
+    to how many times it ran.
 
     Args:
-        environment: the environment of every command (``None``: the process's own,
-            so ``PATH`` and ``SLURM_CONF`` apply).
-        max_concurrent: how many commands run at once at most (20 concurrent submits
-            do not start 20 ``sbatch`` at once; the controller serialises them anyway).
-
-    :attr:`counts` maps each command name (``squeue``, ``sbatch``...) to how many times it
-    ran: tests and benchmarks read it to check that the watch makes one ``squeue`` per tick.
+        environment: every command's environment (``None``: the process's own).
+        max_concurrent: how many commands run at once at most.
     """
 
     def __init__(self, environment: dict[str, str] | None = None, max_concurrent: int = 16) -> None:
@@ -78,13 +59,7 @@ class SlurmCommands:
         self._limiter = anyio.CapacityLimiter(max_concurrent)
 
     async def run(self, argv: Sequence[str]) -> subprocess.CompletedProcess[bytes]:
-        """Run ``argv`` (no shell) and return its result, whatever its exit status.
-
-        Args:
-            argv: the command and its arguments.
-
-        Returns:
-            The completed process with its stdout and stderr as bytes.
+        """Run ``argv`` (no shell); return its result whatever its exit status.
 
         Raises:
             SlurmNotInstalledError: ``argv[0]`` is not on ``PATH``.
@@ -97,21 +72,13 @@ class SlurmCommands:
             raise SlurmNotInstalledError(argv[0]) from None
 
     async def sbatch(self, argv: Sequence[str], options: Mapping[str, str]) -> str:
-        """Submit a job with ``argv`` (``sbatch --parsable ... script``); return its id.
-
-        Args:
-            argv: the whole sbatch command, ``--parsable`` included.
-            options: the job's ``#SBATCH`` options by name (``account`` -> ``ml``), so that
-                the error names the value Slurm refused.
-
-        Returns:
-            The job id (for a heterogeneous job, the leader's); ``;cluster`` is dropped.
+        """Run ``argv`` (``sbatch --parsable ... script``); return the job id (a heterogeneous
+        job's leader's). ``options``: the ``#SBATCH`` options by name, for the error.
 
         Raises:
             SlurmNotInstalledError: ``sbatch`` is not on ``PATH``.
-            SlurmSubmitError: sbatch refused an option (one of
-                :data:`SBATCH_OPTION_ERRORS`); it names that option.
-            SlurmCommandError: sbatch failed for another reason, or printed no job id.
+            SlurmSubmitError: sbatch refused an option (:data:`SBATCH_OPTION_ERRORS`).
+            SlurmCommandError: sbatch failed otherwise, or printed no job id.
         """
         done = await self.run(argv)
         stderr = _text(done.stderr)
@@ -127,20 +94,7 @@ class SlurmCommands:
         return job_id
 
     async def _stdout(self, argv: list[str], *, forgotten: str | None = None) -> str | None:
-        """Run ``argv`` and return its stdout.
-
-        Args:
-            argv: the command.
-            forgotten: a message of Slurm's on stderr that means "nothing to report"
-                (a job the controller forgot, a cluster without accounting).
-
-        Returns:
-            stdout; ``None`` when the command failed saying ``forgotten``.
-
-        Raises:
-            SlurmNotInstalledError: ``argv[0]`` is not on ``PATH``.
-            SlurmCommandError: it failed otherwise.
-        """
+        """``argv``'s stdout; ``None`` when it failed saying ``forgotten`` (nothing to report)."""
         done = await self.run(argv)
         if done.returncode == 0:
             return _text(done.stdout)
@@ -150,16 +104,8 @@ class SlurmCommands:
         raise SlurmCommandError(argv, done.returncode, stderr)
 
     async def squeue(self, job_ids: Collection[str] | None) -> dict[str, list[SlurmComponent]]:
-        """The jobs the controller knows, in ONE ``squeue -h -t all`` call.
-
-        Finished jobs are listed too, for ``MinJobAge`` seconds.
-
-        Args:
-            job_ids: job ids of apps (heterogeneous job leaders), asked for with ``-j``;
-                ``None``: every job of the current user (``--me``).
-
-        Returns:
-            job id -> its components; jobs the controller forgot are left out.
+        """Job id -> components of ``job_ids`` (``None``: the user's) in one ``squeue -h -t all``
+        (ended jobs stay listed ``MinJobAge`` seconds); forgotten jobs are left out.
 
         Raises:
             SlurmNotInstalledError: ``squeue`` is not on ``PATH``.
@@ -169,28 +115,16 @@ class SlurmCommands:
             return {}
         selection = ["--me"] if job_ids is None else ["-j", ",".join(job_ids)]
         argv = ["squeue", "-h", "-t", "all", *selection, "-O", SQUEUE_FORMAT]
-        # a single id that the controller forgot is an error of squeue's
+        # squeue fails for a single id the controller forgot
         listed = parse_squeue(await self._stdout(argv, forgotten=_INVALID_JOB_ID) or "")
         return _only(listed, job_ids)
 
     async def sacct(
         self, job_ids: Collection[str] | None, starttime: str | None = None
     ) -> dict[str, list[SlurmComponent]] | None:
-        """The accounting records of jobs, in ONE ``sacct -P -n -D`` call.
-
-        Every run (``-D``: the restarts) and the steps (the ``.batch`` step's exit code).
-
-        Args:
-            job_ids: job ids of apps, asked for with ``-j``; ``None``: the current user's
-                jobs since ``starttime`` (``--user=<uid>``: without it root would be shown
-                every user's jobs).
-            starttime: sacct's ``--starttime`` (``now-1days``); ``None``: sacct's default
-                (today's jobs for ``job_ids=None``).
-
-        Returns:
-            job id -> its components with exit codes and restarts; ``None`` when the
-            cluster has no accounting storage (``sacct`` says so) or no ``sacct`` is
-            installed.
+        """Job id -> components with exit codes and restarts, in one ``sacct -P -n -D`` of
+        ``job_ids`` (``None``: the user's jobs since ``starttime``, ``--user`` so that root is
+        not shown everyone's); ``None`` without accounting storage or ``sacct``.
 
         Raises:
             SlurmCommandError: sacct failed for another reason.
@@ -208,12 +142,7 @@ class SlurmCommands:
         return None if text is None else _only(parse_sacct(text), job_ids)
 
     async def scancel(self, job_id: str) -> None:
-        """Cancel the job (every component of a heterogeneous job); idempotent.
-
-        scancel exits 0 for an id it does not know, and for a job already over.
-
-        Args:
-            job_id: the job's id.
+        """Cancel the job, every component; idempotent (scancel exits 0 for an ended job).
 
         Raises:
             SlurmNotInstalledError: ``scancel`` is not on ``PATH``.
@@ -222,12 +151,7 @@ class SlurmCommands:
         await self._stdout(["scancel", job_id], forgotten=_INVALID_JOB_ID)
 
     async def version(self) -> SlurmVersion | None:
-        """This host's Slurm release, from ``sinfo --version`` (no controller is asked).
-
-        Returns:
-            The release, or ``None`` when ``sinfo`` is missing, fails or prints no
-            ``slurm X.Y...``.
-        """
+        """This host's Slurm release (``sinfo --version``); ``None`` when it does not tell."""
         try:
             done = await self.run(["sinfo", "--version"])
         except SlurmNotInstalledError:
@@ -235,17 +159,8 @@ class SlurmCommands:
         return parse_slurm_version(_text(done.stdout)) if done.returncode == 0 else None
 
     async def partition_memory_mb(self, partition: str | None) -> int | None:
-        """Memory per node of ``partition`` (default: the cluster's default) in MB.
-
-        Read from ``sinfo --format %P,%m --noconvert`` as
-        ``torchx.schedulers.slurm_scheduler`` does.
-
-        Args:
-            partition: the partition's name; ``None``: the default partition.
-
-        Returns:
-            The memory, or ``None`` when ``sinfo`` is missing, fails or does not list it.
-        """
+        """MB per node of ``partition`` (``None``: the default one) from ``sinfo --noconvert``,
+        as TorchX reads it; ``None`` when sinfo does not tell."""
         try:
             done = await self.run(["sinfo", "-h", "--format", "%P,%m", "--noconvert"])
         except SlurmNotInstalledError:
@@ -268,7 +183,6 @@ def _text(data: bytes) -> str:
 def _only(
     listed: dict[str, list[SlurmComponent]], job_ids: Collection[str] | None
 ) -> dict[str, list[SlurmComponent]]:
-    """The jobs of ``listed`` among ``job_ids`` (``None``: all of them)."""
     if job_ids is None:
         return listed
     return {job_id: listed[job_id] for job_id in job_ids if job_id in listed}

@@ -1,25 +1,9 @@
 """``SlurmScheduler``: an app is one heterogeneous ``sbatch`` job, watched with ``squeue``.
 
-TorchX's ``torchx.schedulers.slurm_scheduler.SlurmScheduler`` made awaitable, with these
-differences:
-
-- state comes from ``squeue -h -t all`` (works without accounting) and from ``sacct -P``
-  only for jobs ``squeue`` no longer lists, when the cluster has accounting; TorchX reads
-  only ``sacct`` and fails on clusters without it;
-- a job that left ``squeue`` with no accounting record keeps the state this scheduler last
-  saw (never a guessed ``SUCCEEDED``);
-- ``wait``/``wait_for_state_change`` use the base class's batched poller: Slurm pushes no
-  job event to ordinary users, so every watched job is asked for in ONE ``squeue`` call
-  per tick (see ``docs/slurm.md``).
-
-``srun`` writes each replica's stdout and stderr to ``slurm-{job_id}-{role}-{replica}.out``
-and ``.err`` in the job's directory (``--chdir``, the ``job_dir`` run option, else the
-directory ``sbatch`` ran in), as TorchX lays them out. TorchX finds a ``job_dir`` through
-the file ``.torchxslurmjobdirs`` in the current directory (``{job_id} = {job_dir}``
-lines); this module writes and reads the same file so either tool finds the other's logs.
-The files are followed with :func:`~asynctorchx.schedulers.toolkit.tail_blocks`, read off
-the event loop (on a shared filesystem, NFS or Lustre, a read can block) and woken at each
-tick of the batched ``squeue`` poller, as Slurm pushes nothing when a file grows.
+TorchX's ``SlurmScheduler`` made awaitable, except that state comes from ``squeue`` (no
+accounting needed), ``sacct`` only for jobs squeue no longer lists, and a job neither lists
+keeps its last seen state, never a guessed ``SUCCEEDED`` (``docs/slurm.md``). Log files
+are TorchX's, found through its ``.torchxslurmjobdirs``, read off the loop (NFS can block).
 """
 
 from __future__ import annotations
@@ -62,11 +46,10 @@ from asynctorchx.workspace.dir_workspace import DirWorkspaceMixin
 
 logger = logging.getLogger(__name__)
 
-#: The default seconds between two ``squeue`` polls while watched jobs change.
+#: Seconds between two ``squeue`` polls while watched jobs change.
 DEFAULT_POLL_INTERVAL = 1.0
 
-#: TorchX's file of job directories, in the current directory
-#: (``torchx.schedulers.slurm_scheduler.SLURM_JOB_DIRS``).
+#: TorchX's ``SLURM_JOB_DIRS``, in the current directory.
 JOB_DIRS_FILE = ".torchxslurmjobdirs"
 
 #: What ``describe``'s ``msg`` says of a job ``squeue`` (and ``sacct``) no longer lists.
@@ -74,26 +57,17 @@ LAST_SEEN = "squeue no longer lists this job and there is no accounting record: 
 
 
 class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
-    """Runs each app as one Slurm heterogeneous job (one component per role replica).
-
-    As TorchX's, a workspace is copied into ``job_dir``, where the job runs
-    (:class:`~asynctorchx.workspace.dir_workspace.DirWorkspaceMixin`).
+    """Runs each app as one Slurm heterogeneous job (one component per role replica); a
+    workspace is copied into ``job_dir``, as TorchX's. Job ids are the app ids.
 
     Args:
         session_name: the runner session (part of app handles).
-        poll_interval: seconds between two ``squeue`` calls of :meth:`wait` while
-            watched jobs change (default :data:`DEFAULT_POLL_INTERVAL`, 1 s); the tick
-            doubles after 60 s without change, up to 10 s (the base class's
-            :class:`~asynctorchx.schedulers.toolkit.BatchedPoller`).
-        commands: runs Slurm's commands (default: a new :class:`SlurmCommands`); its
-            ``counts`` tell how many times each command ran.
+        poll_interval: seconds between two ``squeue`` calls while watched jobs change
+            (doubled after 60 s without change, up to 10 s).
+        commands: runs Slurm's commands (default: a new :class:`SlurmCommands`).
 
     Raises:
         ValueError: ``poll_interval`` is not a positive number of seconds.
-
-    Job ids are the app ids (``sbatch --parsable``'s output, the leader's id for a
-    heterogeneous job). The scheduler keeps, per job it saw, the last components it saw
-    and (for jobs it submitted) the roles and directory; :meth:`delete` forgets them.
     """
 
     capabilities = Capabilities(  # .out and .err; the workspace is copied into job_dir
@@ -119,11 +93,10 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         self._job_dirs: dict[str, str] = {}
         self._accounting: bool | None = None  # unknown until sacct answers
         self._partition_memory: dict[str | None, int | None] = {}
-        #: The cluster's release, asked once on entering (``None``: not entered, or unknown).
         self.slurm_version: SlurmVersion | None = None
 
     async def __aenter__(self) -> SlurmScheduler:
-        """Ask ``sinfo --version`` once: the release picks the GPU options of every request."""
+        """Ask ``sinfo --version`` once: the release picks every request's GPU options."""
         self.slurm_version = await self.commands.version()
         return self
 
@@ -133,20 +106,8 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         return AppDryRunInfo(build_batch_request(app, cfg, self.slurm_version), repr)
 
     async def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:
-        """Write the batch script and submit it with ``sbatch --parsable``; return the job id.
-
-        With ``job_dir`` the script is written there (the directory is created if
-        missing), the job runs there (``--chdir``) and ``{job_id} = {job_dir}`` is appended
-        to ``.torchxslurmjobdirs`` in the current directory, as TorchX does. Without it the
-        script goes to a temporary directory and the job runs in the current directory.
-        When the partition declares at most 1000 MB per node (``sinfo``), ``--mem`` is
-        left out, as ``torchx.schedulers.slurm_scheduler`` does.
-
-        Args:
-            dryrun_info: what :meth:`submit_dryrun` returned.
-
-        Returns:
-            The job id.
+        """Write the batch script (to ``job_dir``, recorded in ``.torchxslurmjobdirs`` as
+        TorchX does, else a temporary directory) and submit it; return the job id.
 
         Raises:
             SlurmNotInstalledError: ``sbatch`` is not on ``PATH``.
@@ -184,7 +145,6 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         return job_id
 
     async def _drop_memory_if_undeclared(self, request: SlurmBatchRequest) -> None:
-        """Leave out ``--mem`` on a partition that declares too little memory per node."""
         if not any("mem" in replica.sbatch_opts for replica in request.replicas.values()):
             return
         partitions = {replica.sbatch_opts.get("partition") for replica in request.replicas.values()}
@@ -194,18 +154,8 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         request.drop_memory(self._partition_memory[name])
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
-        """Describe the job: app, role and replica states, nodes and exit codes.
-
-        One ``squeue -h -t all`` call (states, exit codes and restarts); ``sacct`` when
-        squeue no longer lists the job and the cluster has accounting. A job neither
-        lists is described by its last seen state, with a ``msg`` saying so; one this
-        scheduler never saw is unknown.
-
-        Args:
-            app_id: the job id.
-
-        Returns:
-            The description, or ``None`` for a job Slurm and this scheduler do not know.
+        """Describe the job (one ``squeue``; ``sacct`` when squeue no longer lists it); a job
+        neither lists has its last seen state, one never seen is ``None``.
 
         Raises:
             SlurmNotInstalledError: Slurm's commands are not on ``PATH``.
@@ -214,11 +164,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         return (await self._describe_many([app_id])).get(app_id)
 
     async def _describe_many(self, app_ids: Collection[str]) -> dict[str, DescribeAppResponse]:
-        """Describe every job of ``app_ids`` with ONE ``squeue`` call (the poller's tick).
-
-        Args:
-            app_ids: job ids; ids that are not Slurm job ids are unknown.
-        """
+        """Describe every job of ``app_ids`` with one ``squeue`` call (the poller's tick)."""
         job_ids = [app_id for app_id in dict.fromkeys(app_ids) if app_id.isdigit()]
         listed = await self.commands.squeue(job_ids)
         missing = [job_id for job_id in job_ids if job_id not in listed]
@@ -239,19 +185,8 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         return responses
 
     async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
-        """List the current user's jobs: what ``squeue`` shows, and accounting's history.
-
-        ``squeue --me -t all`` gives every pending or running job and those that ended
-        less than ``MinJobAge`` ago; with accounting, one ``sacct`` call adds the jobs
-        that ended since ``history`` ago (run option, default ``1days``), with their
-        final states. squeue's state wins for a job both list. (TorchX lists only
-        ``sacct --json``'s records, from 1970 on, which needs accounting.)
-
-        Args:
-            cfg: run options; only ``history`` is read (``0``: squeue only).
-
-        Returns:
-            The jobs by ascending job id.
+        """List the user's jobs by job id: ``squeue``'s, and with accounting those ``sacct``
+        has since ``history`` (run option) ago; squeue's state wins.
 
         Raises:
             InvalidRunConfigException: ``cfg`` has an unknown key or a bad ``history``.
@@ -272,36 +207,18 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         ]
 
     async def _cancel_existing(self, app_id: str) -> None:
-        """Cancel the job with ``scancel``: every component, processes included. Slurm
-        reports ``CANCELLED`` once every process is gone (what ``wait`` awaits)."""
         await self.commands.scancel(app_id)
 
     async def _remove(self, app_id: str) -> None:
-        """Forget what this scheduler kept of the job (``delete``); Slurm keeps its own."""
         for kept in (self._last_seen, self._roles, self._job_dirs):
             kept.pop(app_id, None)
 
     def _log_blocks(
         self, app_id: str, query: LogQuery, start: LogPosition
     ) -> AsyncIterator[LogBlock]:
-        """Read a replica's ``slurm-{job_id}-{role}-{k}.out`` or ``.err`` file.
-
-        ``streams``: ``STDOUT`` reads ``.out``, ``STDERR`` and ``None`` read ``.err``
-        (TorchX's default). ``since``/``until`` are ignored (a warning is logged): the
-        files have no time per line, as in TorchX. ``should_tail`` follows the file until
-        the job is terminal, woken at each ``squeue`` tick of the batched poller. A
-        block's position is the byte offset of its first line in the file.
-
-        Args:
-            app_id: the job id.
-            query: the replica, filters and follow mode.
-            start: the byte offset to read from (0 or a block's position).
-
-        Raises:
-            ValueError: ``streams`` is ``COMBINED`` (here, before any I/O), or the app has
-                no such role or replica (when iterated).
-            UnknownAppException: the job is unknown (when iterated).
-        """
+        """A replica's ``.out`` (``STDOUT``) or ``.err`` file (else, TorchX's default), followed
+        until the job ends; a block's position is its byte offset. ``since``/``until`` are
+        ignored (no time per line). ``COMBINED`` is a ``ValueError``."""
         stream = query.stream_or(Stream.STDERR)
         name = log_file_name(app_id, query.role_name, query.k, stream)
         if query.has_time_bounds:
@@ -338,18 +255,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
 
 
 def log_file_name(app_id: str, role_name: str, k: int, stream: Stream) -> str:
-    """The name of a replica's log file: ``slurm-{app_id}-{role}-{k}.out`` or ``.err``.
-
-    Args:
-        app_id: the job id.
-        role_name: the role.
-        k: the replica id.
-        stream: ``Stream.STDOUT`` (``.out``) or ``Stream.STDERR`` (``.err``).
-
-    Raises:
-        ValueError: ``stream`` is ``COMBINED``: Slurm writes the two streams to two files
-            and keeps no order between them (TorchX refuses it too).
-    """
+    """``slurm-{app_id}-{role}-{k}.out`` or ``.err``; ``COMBINED`` is a ``ValueError``."""
     if stream == Stream.COMBINED:
         raise ValueError(
             "the slurm scheduler cannot read a COMBINED log stream: srun writes stdout and"
@@ -360,12 +266,6 @@ def log_file_name(app_id: str, role_name: str, k: int, stream: Stream) -> str:
 
 
 async def _read_job_dirs() -> dict[str, str]:
-    """Read :data:`JOB_DIRS_FILE` of the current directory: job id -> job directory.
-
-    Returns:
-        The mapping (later lines win); empty when the file does not exist or cannot be
-        read. Never raises.
-    """
     try:
         text = await anyio.Path(JOB_DIRS_FILE).read_text()
     except OSError:
@@ -383,9 +283,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
 
     Args:
         session_name: the runner session.
-        kwargs: ``poll_interval`` (seconds, a number or its text, e.g. from
-            ``TORCHX_POLL_INTERVAL``); other keys (the Runner passes every ``TORCHX_*``
-            environment variable) are ignored, as TorchX's factory ignores them.
+        kwargs: ``poll_interval`` (seconds, a number or its text); other keys are ignored.
 
     Raises:
         ValueError: ``poll_interval`` is not a positive number of seconds.

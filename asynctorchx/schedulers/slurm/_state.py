@@ -1,18 +1,6 @@
-"""Slurm's job states and the text of ``squeue`` and ``sacct``: pure, no I/O.
-
-An app is one Slurm job; a heterogeneous job has one component per replica, each named
-``{role}-{replica_id}`` (see :mod:`._request`). ``squeue -h -t all -O ...`` lists every
-component of the jobs asked for (``38+0``, ``38+1``: leader id ``+`` offset), with its
-exit status and restarts, for ``MinJobAge`` seconds after they end; ``sacct -P -D`` lists
-them for as long as the accounting database keeps them. These functions turn that text
-into :class:`SlurmComponent` values and those into the ``DescribeAppResponse`` every
-backend returns (through the scheduler toolkit's
-:func:`~asynctorchx.schedulers.toolkit.role_statuses` and
-:func:`~asynctorchx.schedulers.toolkit.describe_app`).
-
-The state table extends ``torchx.schedulers.slurm_scheduler``'s ``SLURM_STATES`` with the
-states of squeue(1) ("JOB STATE CODES") that TorchX does not list.
-"""
+"""Slurm's job states and the text of ``squeue`` and ``sacct``, pure: an app is one job, a
+heterogeneous job's components (``38+0``, ``38+1``) its replicas, each named
+``{role}-{replica_id}``."""
 
 from __future__ import annotations
 
@@ -26,23 +14,17 @@ from asynctorchx.schedulers._responses import DescribeAppResponse
 from asynctorchx.schedulers.toolkit import app_state, describe_app, role_statuses
 from asynctorchx.specs.api import AppState, ReplicaStatus, Role, is_terminal
 
-#: Separates the fields of the ``squeue``/``sacct`` lines we ask for (ASCII unit
-#: separator): job names and directories may hold ``|`` or spaces, never this.
+#: ASCII unit separator: job names and directories may hold ``|`` or spaces, never this.
 FIELD_SEPARATOR = "\x1f"
 
-#: ``squeue -O`` fields, in the order :func:`parse_squeue` reads them; in
-#: :data:`SQUEUE_FORMAT` each is printed whole (width 0) and followed by
-#: :data:`FIELD_SEPARATOR` but the last: the id (``leader+offset`` for a component of a
-#: heterogeneous job), state, nodes, reason, name, work dir, the exit status (a wait
-#: status, as scontrol's ``ExitCode`` ``code:signal``) and how often Slurm requeued it.
+#: ``squeue -O`` fields, each printed whole (width 0); ``exit_code`` is a wait status.
 SQUEUE_FIELDS = "JobArrayID,State,NodeList,Reason,Name,WorkDir,exit_code,restartcnt"
 SQUEUE_FORMAT = f"{FIELD_SEPARATOR},".join(f"{field}:0" for field in SQUEUE_FIELDS.split(","))
 
-#: ``sacct -o`` fields, in the order :func:`parse_sacct` reads them.
 SACCT_FIELDS = "JobID,State,NodeList,Reason,JobName,WorkDir,ExitCode"
 
-#: Slurm job state (squeue(1), sacct(1)) -> AppState. ``COMPLETING`` is RUNNING: Slurm
-#: shows it until every process of the job is gone, so a terminal state means no process
+#: Slurm job state (squeue(1) "JOB STATE CODES") -> AppState: TorchX's ``SLURM_STATES`` and
+#: the states it lacks; ``COMPLETING`` is RUNNING so that a terminal state means no process
 #: is left. States missing here are ``UNKNOWN``.
 SLURM_STATES: Mapping[str, AppState] = {
     "BOOT_FAIL": AppState.FAILED,
@@ -82,10 +64,10 @@ class SlurmComponent:
 
     Args:
         app_id: the job id of the app (the heterogeneous job's leader).
-        offset: the component's offset in the heterogeneous job; ``None`` for a plain job.
-        state: Slurm's state name (``RUNNING``, ``COMPLETED``...).
-        nodes: the nodes it runs on (``n1``, ``n[1-2]``); empty while pending.
-        reason: why it is in that state (``None``, ``Resources``, ``NonZeroExitCode``...).
+        offset: the component's offset; ``None`` for a plain job.
+        state: Slurm's state name.
+        nodes: the nodes it runs on; empty while pending.
+        reason: why it is in that state.
         name: its job name, ``{role}-{replica_id}`` for a component we submitted.
         work_dir: the directory it runs in, where its log files are.
         exit_code: its exit code once it ended, else ``None``.
@@ -104,15 +86,11 @@ class SlurmComponent:
 
     @property
     def app_state(self) -> AppState:
-        """The :class:`AppState` of :attr:`state` (``UNKNOWN`` for a state not in the table)."""
         return slurm_state(self.state)
 
     @property
     def replica(self) -> tuple[str, int]:
-        """``(role, replica_id)`` from the job name ``{role}-{replica_id}``.
-
-        A job we did not submit (``sbatch --wrap``) is role ``{name}``, replica its offset.
-        """
+        """``(role, replica_id)`` from the name; a job we did not submit is role ``{name}``."""
         role, _, replica_id = self.name.rpartition("-")
         if role and replica_id.isdigit():
             return role, int(replica_id)
@@ -120,15 +98,8 @@ class SlurmComponent:
 
 
 def slurm_state(state: str) -> AppState:
-    """Map a Slurm job state to an :class:`AppState`.
-
-    Args:
-        state: the state as squeue or sacct print it; sacct's ``CANCELLED by 0`` and a
-            trailing ``+`` (squeue's flag marks) are accepted.
-
-    Returns:
-        The state from :data:`SLURM_STATES`, ``UNKNOWN`` for one it does not list.
-    """
+    """The :class:`AppState` of a Slurm state as squeue or sacct print it (``CANCELLED by 0``,
+    a trailing ``+``); ``UNKNOWN`` for one :data:`SLURM_STATES` lacks."""
     name = state.split(" ", 1)[0].rstrip("+").upper()
     return SLURM_STATES.get(name, AppState.UNKNOWN)
 
@@ -151,16 +122,8 @@ def _group(components: Iterable[SlurmComponent]) -> dict[str, list[SlurmComponen
 
 
 def parse_squeue(text: str) -> dict[str, list[SlurmComponent]]:
-    """Parse the output of ``squeue -h -O`` :data:`SQUEUE_FORMAT`.
-
-    Args:
-        text: squeue's stdout, one component per line.
-
-    Returns:
-        app id -> its components by offset, each with its exit code (once ended) and
-        restarts. Lines of job array tasks and lines that do not have the eight fields
-        are skipped; never raises.
-    """
+    """App id -> its components of ``squeue -h -O`` :data:`SQUEUE_FORMAT`'s output; other
+    lines (array tasks, malformed) are skipped."""
     components: list[SlurmComponent] = []
     for line in text.splitlines():
         fields = line.split(FIELD_SEPARATOR)
@@ -182,17 +145,8 @@ def parse_squeue(text: str) -> dict[str, list[SlurmComponent]]:
 
 
 def parse_exit_code(text: str) -> int | None:
-    """Turn Slurm's ``ExitCode`` (``code:signal``) into one exit code.
-
-    Args:
-        text: ``3:0`` (exited with 3), ``0:15`` (killed by signal 15), as sacct and
-            scontrol print it.
-
-    Returns:
-        The code, or ``128 + signal`` when a signal ended it (the shell's rule, as for
-        squeue's wait status in :func:`parse_squeue`);
-        ``None`` for text that is not ``code:signal``.
-    """
+    """One exit code of Slurm's ``code:signal``: ``128 + signal`` when a signal ended it
+    (the shell's rule); ``None`` for other text."""
     code, _, signal = text.partition(":")
     if not (code.isdigit() and signal.isdigit()):
         return None
@@ -200,21 +154,9 @@ def parse_exit_code(text: str) -> int | None:
 
 
 def parse_sacct(text: str) -> dict[str, list[SlurmComponent]]:
-    """Parse the output of ``sacct -P -n -D -o`` :data:`SACCT_FIELDS`.
-
-    ``-D`` lists every run of a requeued job, oldest first: the last one is the
-    component, the ones before it its restarts. Steps are listed after their job; the
-    ``.batch`` step carries the batch script's exit code, which is what ``squeue`` gives
-    every component of the job (the job's own ``ExitCode`` is ``0:0`` when it was
-    cancelled, where the batch step's is ``0:15``).
-
-    Args:
-        text: sacct's stdout with :data:`FIELD_SEPARATOR` as ``--delimiter``.
-
-    Returns:
-        app id -> its components by offset, with exit codes (once ended) and restarts. Other steps
-        (``12.0``, ``12.extern``), array tasks and malformed lines are skipped; never raises.
-    """
+    """App id -> its components of ``sacct -P -n -D`` output: the last run of each, the
+    runs before it its restarts, the ``.batch`` step's exit code as squeue gives it (the
+    job's own is ``0:0`` when cancelled); other steps and lines are skipped."""
     last: dict[tuple[str, int | None], SlurmComponent] = {}
     runs: dict[tuple[str, int | None], int] = {}
     batch: dict[str, int | None] = {}
@@ -252,19 +194,8 @@ def parse_sacct(text: str) -> dict[str, list[SlurmComponent]]:
 
 
 def sacct_start(history: str) -> str | None:
-    """The ``sacct --starttime`` of the ``history`` run option of ``list``.
-
-    Args:
-        history: how far back ``list`` reads accounting: a count and a unit of sacct(1)'s
-            ``now-`` form (``seconds``, the default, ``minutes``, ``hours``, ``days``,
-            ``weeks``), e.g. ``7days``; ``0``: no history, only what squeue shows.
-
-    Returns:
-        ``now-7days`` for ``7days``; ``None`` for a zero count.
-
-    Raises:
-        InvalidRunConfigException: ``history`` is not a count with an optional unit.
-    """
+    """``now-{history}`` (``7days``), ``None`` for a zero count; raises
+    ``InvalidRunConfigException`` unless it is a count and an optional sacct(1) unit."""
     match = _HISTORY.fullmatch(history.strip())
     if match is None:
         raise InvalidRunConfigException(
@@ -277,16 +208,8 @@ def sacct_start(history: str) -> str | None:
 
 
 def job_state(components: Sequence[SlurmComponent]) -> AppState:
-    """The app's state from its components' states.
-
-    The toolkit's :func:`~asynctorchx.schedulers.toolkit.app_state`, except that once
-    every component ended a ``FAILED`` component makes the app ``FAILED`` even if Slurm
-    reports others ``CANCELLED``: ``srun --kill-on-bad-exit`` ends the other replicas
-    because one failed.
-
-    Args:
-        components: every component of the job.
-    """
+    """The toolkit's ``app_state``, except that once all ended a ``FAILED`` component makes
+    the app ``FAILED``: ``srun --kill-on-bad-exit`` cancels the others because of it."""
     states = [component.app_state for component in components]
     if states and all(is_terminal(state) for state in states) and AppState.FAILED in states:
         return AppState.FAILED
@@ -303,22 +226,9 @@ def _message(components: Sequence[SlurmComponent]) -> str:
 def describe_job(
     app_id: str, components: Sequence[SlurmComponent], roles: Sequence[Role] = ()
 ) -> DescribeAppResponse:
-    """Build the ``DescribeAppResponse`` of a job from its components.
-
-    Each component is the replica its name gives (see :attr:`SlurmComponent.replica`),
-    with the component's nodes as hostname and its exit code. The message is Slurm's
-    state and reason of the first component; ``num_restarts`` is the most restarts of a
-    component (``-1`` when no component says).
-
-    Args:
-        app_id: the job id.
-        components: every component of the job (at least one).
-        roles: the app's roles as submitted; ``()``: roles rebuilt from the component
-            names (name and replica count only, no image), as TorchX does.
-
-    Returns:
-        The response; never raises.
-    """
+    """The description of a job from its components (at least one): each the replica its
+    name gives; ``msg`` the first one's state and reason; ``num_restarts`` the most of a
+    component (``-1``: unknown); without ``roles``, roles rebuilt from the names, as TorchX."""
     replicas: list[ReplicaStatus] = []
     counts: dict[str, int] = {}
     for component in components:
