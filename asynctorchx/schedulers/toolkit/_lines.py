@@ -1,25 +1,12 @@
-"""Bytes to text lines, in one place: newline rule, ``\\r`` and invalid UTF-8 handled once.
+"""Bytes to text lines, in one place: the rule every backend follows.
 
-The rule every backend follows (TorchX's ``log_iter`` yields lines with their ``\\n``):
-
-- a line ends at ``\\n`` and only there; ``\\r`` (a progress bar's redraw), ``\\x0b``,
-  ``\\x1c``... stay inside the line (``str.splitlines`` would split on them);
-- each line keeps its ``\\n``; the unterminated text at the end of a stream is a line
-  of its own, without ``\\n``, once the stream is over;
-- bytes that are not UTF-8 become U+FFFD;
-- with a maximum line length (``max_line_bytes``, :data:`MAX_LINE_BYTES` for the log
-  readers and writers), a line of more bytes (its ``\\n`` included) is split into
-  pieces of at most that many bytes, cut at the last UTF-8 character boundary at or
-  before the limit (at the limit itself if none is within 3 bytes before it, which only
-  broken UTF-8 has); the pieces but the last have no ``\\n``, and joined they are
-  the line: no byte is lost. A ``tqdm`` bar redrawn with ``\\r`` for hours is one line,
-  so without a limit it is held whole in memory. TorchX's ``torchx.schedulers.streams``
-  has no limit; Docker splits at 16 KiB, journald at 48 KiB.
-
-Decoding a block of whole lines at once gives the same text as decoding each line:
-``\\n`` is never part of a multi-byte UTF-8 sequence, so no invalid sequence spans two
-lines, and a block is decoded in one call (benchmark 5, ``log_iter``). The same holds at a
-piece's cut, which never falls inside a character.
+A line ends at ``\\n`` only and keeps it (``\\r``, ``\\x0b``... stay inside, where
+``str.splitlines`` would split); a stream's unterminated end is a line without ``\\n``;
+bytes that are not UTF-8 become U+FFFD. With ``max_line_bytes`` a longer line is split
+into pieces at UTF-8 character boundaries, the pieces but the last without ``\\n``, so
+memory stays bounded (a ``tqdm`` bar redrawn with ``\\r`` for hours is one line) and no
+byte is lost. ``\\n`` is never inside a character, so a block of whole lines decodes in
+one call as its lines would one by one.
 """
 
 from __future__ import annotations
@@ -105,14 +92,11 @@ def line_spans(
 def iter_lines(data: bytes, max_line_bytes: int | None = None) -> Iterator[str]:
     """The lines of ``data`` (whole lines, or a stream's unterminated end), made one by one.
 
-    Each ``str`` is made by C code (``io.TextIOWrapper.readline`` with ``newline="\\n"``:
-    only ``\\n`` ends a line, no translation of ``\\r``) as the caller asks for it: a
-    block's lines are made and freed while they are still in the processor's cache. The
-    incremental UTF-8 decoder replaces invalid bytes as one decode of the whole block
-    does (``\\n`` is never inside a character).
+    Made by C code (``io.TextIOWrapper.readline``, ``newline="\\n"``) as the caller asks,
+    so a block's lines are made and freed while in the processor's cache.
 
     Args:
-        data: the bytes: lines that each end with ``\\n`` but perhaps the last.
+        data: lines that each end with ``\\n`` but perhaps the last.
         max_line_bytes: split lines longer than this many bytes (None: no limit); ``data``
             may then also end with a piece of a long line.
     """
@@ -136,27 +120,17 @@ def iter_lines(data: bytes, max_line_bytes: int | None = None) -> Iterator[str]:
 class LineAssembler:
     """Assembles the lines of ONE byte stream fed in chunks of any size.
 
-    The one splitter of the package: the local log writer, the file tail and the Docker and
-    Kubernetes log readers all cut lines with it. Feeding the same bytes in any chunking
-    gives the same lines. Keep one assembler per stream (stdout and stderr each have their
-    own partial line). It holds at most one unterminated line, of at most
-    ``max_line_bytes`` bytes when given.
+    The one splitter of the package (the local log writer, the file tail, the Docker and
+    Kubernetes readers); any chunking gives the same lines. One per stream; it holds at
+    most one unterminated line, of at most ``max_line_bytes`` bytes when given.
 
     Args:
-        max_line_bytes: split a line longer than this many bytes into pieces, each
-            returned as soon as it is whole, at UTF-8 character boundaries (see the
-            module's rule); None (default): lines are kept whole, however long.
-        offset: the stream's offset of the first byte fed (a file read from there).
+        max_line_bytes: split longer lines into pieces, each returned once whole (see the
+            module's rule); None: lines are kept whole.
+        offset: the stream's offset of the first byte fed.
 
     Raises:
         ValueError: ``max_line_bytes`` is under 4.
-
-    Example::
-
-        assembler = LineAssembler()
-        lines = assembler.feed(b"a\\nb")  # ["a\\n"]
-        lines += assembler.feed(b"c\\n")  # ["bc\\n"]
-        lines += assembler.flush()  # [] (nothing left)
     """
 
     __slots__ = ("_limit", "_pending", "_pending_size", "offset")

@@ -1,25 +1,10 @@
 """Log positions: where a backend reads a replica's log again from, as typed values.
 
-A backend's ``log_blocks`` gives each block of lines the position of its first line, and
-reads the log again from a position it gave: the same lines come from there. A position
-is one of:
-
-- an ``int`` offset: bytes into a log file (the local schedulers and Slurm,
-  :func:`~asynctorchx.schedulers.toolkit.tail_blocks`), or lines from the log's start (a
-  scheduler ported from TorchX, read through ``SyncSchedulerAdapter``);
-- a :class:`Stamped`: the stamp (ns since the epoch) of the last line delivered and how
-  many delivered lines had it (Kubernetes' combined log, the kubelet's times; a Docker
-  stdout or stderr read, the engine's stamps);
-- a :class:`StampedPair`: a Docker combined read's, one :class:`Stamped` per stream;
-- an :class:`InContainer`: a :class:`Stamped` in the log of another container of a
-  Kubernetes replica's pod (a sidecar), read after the replica's own.
-
-``0`` is the log's start on every backend. A stamped log is read again from a stamp with
-the lines already delivered at that stamp dropped (:class:`StampSkip`, the one rule
-Docker and Kubernetes follow): several lines can share a stamp, and a stream's stamps
-never go back, so that is exactly after them. :func:`format_position` and
-:func:`parse_position` turn a position into text and back (the log part of
-``Runner.events``' cursors).
+A position is an ``int`` (bytes into a log file; lines from the start for a scheduler
+ported from TorchX), a :class:`Stamped`, a :class:`StampedPair` (Docker's combined read)
+or an :class:`InContainer` (a Kubernetes pod's sidecar); ``0`` is the start everywhere.
+A stamped log is read again from a stamp with the lines already delivered at that stamp
+dropped (:class:`StampSkip`): several lines can share a stamp, and stamps never go back.
 """
 
 from __future__ import annotations
@@ -106,17 +91,12 @@ S = TypeVar("S", bound=_Ordered)
 class StampSkip(Generic[S]):
     """One stamped stream's resume-and-skip: its position, and what a request repeats.
 
-    A request for the log from a stamp (inclusive, as Docker's ``since`` and the
-    kubelet's ``sinceTime`` are) sends again what was delivered at that stamp: the
-    ``count`` lines of the position when the request starts at its stamp. :meth:`begin`
-    sets a request's start; :meth:`repeats` tells, line by line in the stream's order,
-    whether the line is one of those, and moves the position past every other one.
-
-    Stamps are anything ordered as time is (ns, or Docker's fixed-width stamp text).
+    A request from a stamp (inclusive, as Docker's ``since`` and the kubelet's
+    ``sinceTime``) sends again the ``count`` lines delivered at it. Stamps are anything
+    ordered as time is (ns, or Docker's fixed-width stamp text).
 
     Args:
-        mark: the stamp of the last line delivered (the stream's "none" stamp, below any
-            real one, before the first).
+        mark: the stamp of the last line delivered (below any real one before the first).
         count: how many lines delivered have that stamp.
     """
 
@@ -140,9 +120,8 @@ class StampSkip(Generic[S]):
         self.skip = self.count if floor == self.mark else 0
 
     def repeats(self, stamp: S, ends_line: bool = True) -> bool:
-        """Whether a line (or a part of one) of the request was delivered before.
-
-        A line that was not moves the position past it when it ends.
+        """Whether a line (or a part of one) of the request was delivered before; one that
+        was not moves the position past it when it ends.
 
         Args:
             stamp: the line's stamp.
