@@ -24,9 +24,9 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import anyio
 
-from asynctorchx.errors import DockerEngineError
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse
 from asynctorchx.schedulers.docker._engine import Container, Engine
+from asynctorchx.schedulers.docker._errors import DockerEngineError
 from asynctorchx.schedulers.docker._request import (
     LABEL_APP_ID,
     LABEL_CANCELLED_AT,

@@ -42,11 +42,11 @@ import anyio
 import attrs
 
 from asynctorchx.errors import (
-    DockerEngineError,
     SchedulerClosedError,
     SchedulerUnavailableError,
     WorkspaceBuildError,
 )
+from asynctorchx.schedulers.docker._errors import DockerEngineError
 from asynctorchx.schedulers.toolkit import gather, parse_rfc3339_ns
 
 #: Events are asked from this long before the subscription (ns): the engine sends its

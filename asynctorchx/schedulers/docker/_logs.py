@@ -32,7 +32,7 @@ from datetime import datetime
 
 import anyio
 
-from asynctorchx.errors import DockerEngineError, UnknownAppException
+from asynctorchx.errors import UnknownAppException
 from asynctorchx.schedulers.api import Stream
 from asynctorchx.schedulers.docker._containers import find_container
 from asynctorchx.schedulers.docker._engine import (
@@ -41,6 +41,7 @@ from asynctorchx.schedulers.docker._engine import (
     StreamBody,
     ns_to_engine,
 )
+from asynctorchx.schedulers.docker._errors import DockerEngineError
 from asynctorchx.schedulers.docker._state import STATE_EVENTS, STOP_EVENTS
 from asynctorchx.schedulers.toolkit import (
     MAX_LINE_BYTES,

@@ -16,8 +16,8 @@ import anyio
 from anyio.lowlevel import RunVar
 
 from asynctorchx import __version__
-from asynctorchx.errors import DockerEngineError
 from asynctorchx.schedulers.docker._engine import Engine, EngineEvents, Network
+from asynctorchx.schedulers.docker._errors import DockerEngineError
 from asynctorchx.schedulers.docker._request import LABEL_VERSION
 
 #: A network older than this (s) is settled: no concurrent create of its name is running.

@@ -24,13 +24,13 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
-from asynctorchx.errors import (
+from asynctorchx.errors import SchedulerClosedError
+from asynctorchx.schedulers.kubernetes._errors import (
     InvalidJobSpecError,
     JobSetNotInstalledError,
     KubernetesApiError,
     KubernetesConfigError,
     KubernetesUnreachableError,
-    SchedulerClosedError,
     VolcanoNotInstalledError,
 )
 from asynctorchx.schedulers.kubernetes._jobset import JOBSET_GROUP, JOBSET_VERSION

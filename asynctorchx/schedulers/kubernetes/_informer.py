@@ -12,8 +12,8 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from asynctorchx.errors import KubernetesApiError, KubernetesUnreachableError
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
+from asynctorchx.schedulers.kubernetes._errors import KubernetesApiError, KubernetesUnreachableError
 from asynctorchx.schedulers.toolkit import SharedFeed
 
 T = TypeVar("T")

@@ -13,8 +13,8 @@ from typing import Literal, cast
 
 import anyio
 
-from asynctorchx.errors import KubernetesApiError
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
+from asynctorchx.schedulers.kubernetes._errors import KubernetesApiError
 from asynctorchx.schedulers.kubernetes._informer import Informer
 from asynctorchx.schedulers.kubernetes._state import Job, Pod
 from asynctorchx.schedulers.toolkit import (

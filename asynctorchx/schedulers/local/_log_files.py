@@ -22,7 +22,8 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 
-from asynctorchx.errors import InvalidLogDirError, UnsafeLogPathError
+from asynctorchx.errors import UnsafeLogPathError
+from asynctorchx.schedulers.local._errors import InvalidLogDirError
 from asynctorchx.schedulers.toolkit import (
     MAX_LINE_BYTES,
     LineAssembler,

@@ -25,8 +25,8 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from asynctorchx.errors import OpenFileLimitError, ReplicaLaunchError
 from asynctorchx.schedulers.local import _parent_death, _subreaper
+from asynctorchx.schedulers.local._errors import OpenFileLimitError, ReplicaLaunchError
 from asynctorchx.schedulers.local._log_files import ReplicaLogWriter
 from asynctorchx.schedulers.local._process_identity import ProcessIdentity, this_process
 from asynctorchx.schedulers.local._records import (

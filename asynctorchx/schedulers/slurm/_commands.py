@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 import anyio
 
-from asynctorchx.errors import (
+from asynctorchx.schedulers.slurm._errors import (
     SlurmCommandError,
     SlurmNotInstalledError,
     SlurmSubmitError,

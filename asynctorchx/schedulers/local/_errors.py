@@ -1,0 +1,72 @@
+"""The ``local_cwd``/``local_dir`` schedulers' errors (re-exported by :mod:`asynctorchx.errors`)."""
+
+from __future__ import annotations
+
+from asynctorchx._error_bases import AsyncTorchXError, InvalidRunConfigException
+
+
+class OpenFileLimitError(AsyncTorchXError, OSError):
+    """An app could not start: this process ran out of file descriptors (``errno`` is
+    ``EMFILE`` or ``ENFILE``); the replicas already started were stopped.
+
+    Args:
+        errno_value: the system's error number.
+        app_id: the app that could not start.
+        detail: the system's message.
+    """
+
+    def __init__(self, errno_value: int, app_id: str, detail: str) -> None:
+        super().__init__(
+            errno_value,
+            f"could not start the replicas of {app_id!r}: {detail} (the open-file limit,"
+            " `ulimit -n`, is too low for this many replicas: raise the soft and hard"
+            " RLIMIT_NOFILE of this process, or run fewer replicas at once); nothing of"
+            " the app was left running",
+        )
+        self.app_id = app_id
+
+
+class ReplicaLaunchError(AsyncTorchXError, OSError):
+    """A replica could not start its entrypoint (not on ``PATH``, not executable); the
+    replicas already started were stopped. TorchX lets ``subprocess``'s ``OSError``
+    through; this keeps its ``errno`` and ``filename``.
+
+    Args:
+        errno_value: the system's error number (``ENOENT``, ``EACCES``, ``ENOEXEC``...).
+        role: the replica's role.
+        replica_id: the replica's index in its role.
+        entrypoint: the program the role names.
+        reason: what is wrong, naming what was looked at (the ``PATH``, the directory).
+        fix: how to fix it.
+    """
+
+    def __init__(
+        self, errno_value: int, role: str, replica_id: int, entrypoint: str, reason: str, fix: str
+    ) -> None:
+        super().__init__(
+            errno_value,
+            f"replica {role}/{replica_id} could not start {entrypoint!r}: {reason}; {fix}",
+            entrypoint,
+        )
+        self.role = role
+        self.replica_id = replica_id
+        self.entrypoint = entrypoint
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class InvalidLogDirError(InvalidRunConfigException):
+    """Run option ``log_dir`` cannot hold an app's logs (a file, not writable, a name too
+    long); raised at dry run, or at submit with nothing started. ``cfg_key`` is ``log_dir``.
+
+    Args:
+        log_dir: the offending directory (the option's value, or the path below it that
+            failed).
+        reason: what is wrong with it.
+        fix: how to fix it.
+    """
+
+    def __init__(self, log_dir: str, reason: str, fix: str) -> None:
+        super().__init__(f"log_dir {log_dir!r} cannot hold the logs: {reason}; {fix}", "log_dir")
+        self.log_dir = log_dir
