@@ -591,15 +591,9 @@ class _Trial:
 async def _wait_through(
     wait: Callable[[], Awaitable[None]], finished: Callable[[], bool], deadline: float = math.inf
 ) -> BaseException | None:
-    """Await ``wait()`` until ``finished()`` (or ``deadline``), through any cancellation.
-
-    anyio's shield stops anyio's cancellations, not asyncio's own ``Task.cancel()``, which
-    is what Ctrl-C does to the main task of ``anyio.run``: such a cancellation is kept
-    and the wait resumed.
-
-    Returns:
-        The last cancellation (or ``KeyboardInterrupt``) that came meanwhile, for the
-        caller to raise once its work is done; ``None`` if none came.
+    """Await ``wait()`` until ``finished()`` (or ``deadline``), through asyncio's own
+    cancellation too (Ctrl-C's ``Task.cancel()``, which anyio's shield does not stop);
+    return the last cancellation that came, for the caller to raise.
     """
     interrupted: BaseException | None = None
     while not finished() and anyio.current_time() < deadline:
@@ -612,15 +606,9 @@ async def _wait_through(
 
 
 async def stop_groups(groups: Iterable[AppGroup]) -> None:
-    """Cancel the apps of open groups and wait for them (a runner closing, a signal).
-
-    A group whose apps all ended then ends its reaper, so that a process a signal ends
-    leaves none behind; one with apps still running keeps it, to cancel them once this
-    process is gone. Never raises: the apps still running after each group's
-    ``stop_timeout`` are logged.
-
-    Args:
-        groups: the groups still open.
+    """Cancel the apps of open groups and wait for them (a runner closing, a signal); a group
+    with apps still running keeps its reaper, to cancel them once this process is gone.
+    Never raises.
     """
 
     async def stop(group: AppGroup) -> None:

@@ -74,15 +74,8 @@ def settled_state(record: AppRecord) -> tuple[AppState, str | None]:
 
 
 def describe_record(record: AppRecord) -> DescribeAppResponse:
-    """The ``DescribeAppResponse`` of an app from its record (``LocalScheduler.describe``).
-
-    Built by the toolkit's :func:`~asynctorchx.schedulers.toolkit.describe_app`: a
-    failed app's structured error is the earliest of its failed replicas' TorchElastic
-    error files (TorchX's rule in ``torchx.schedulers.local_scheduler``), as the record
-    holds them; only the replicas of a supervisor that died have their file read here.
-
-    Args:
-        record: the app's record.
+    """The ``DescribeAppResponse`` of an app from its record (the toolkit's ``describe_app``);
+    only the replicas of a supervisor that died have their error file read here.
     """
     state, msg = settled_state(record)
     dead = msg is not None  # its supervisor died: what still ran was ended with it
@@ -117,15 +110,8 @@ def describe_record(record: AppRecord) -> DescribeAppResponse:
 
 
 class AppView(abc.ABC):
-    """A local app as every query sees it: its record, its state, its changes, its cancel.
-
-    Subclasses say where the record is read (this process's memory, or the file another
-    process writes), how a waiter wakes and how the app is cancelled; describing,
-    waiting and reading the logs are written once here, from the record.
-
-    Args:
-        record: the app's record (its replicas and their log directories are fixed from
-            its start).
+    """A local app as every query sees it; subclasses say where its record is read, how a
+    waiter wakes and how it is cancelled.
     """
 
     def __init__(self, record: AppRecord) -> None:
@@ -320,19 +306,9 @@ def read_recorded_app(backend: str, app_id: str) -> RecordedApp | None:
 
 
 def list_recorded_apps(backend: str, session: str, known: Container[str]) -> list[ListAppResponse]:
-    """The apps of ``backend``'s ``session`` recorded by other processes, running or ended.
-
-    An ended app (its supervisor finished, or died) is listed with its final state
-    until its record is pruned, as ``docker ps -a`` or ``squeue`` list finished
-    jobs: ``asynctorchx list`` after ``asynctorchx run`` shows the run. The apps in
-    ``known``, which the caller holds in memory, are left out. A finished app is
-    listed from the directory's list index, which this call brings up to date; only a
-    running app's record, and one the index lacks, is read (see ``_records``).
-
-    Args:
-        backend: the scheduler's name.
-        session: the scheduler's session.
-        known: the ids of the apps the calling scheduler already lists.
+    """The apps of ``backend``'s ``session`` recorded by other processes, running or ended
+    (as ``docker ps -a`` lists), leaving out those in ``known``; brings the list index up
+    to date.
     """
     directory = records_directory(backend, create=False)
     if directory is None:

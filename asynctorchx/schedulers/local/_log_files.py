@@ -87,22 +87,14 @@ class LogFile:
 class ReplicaLogWriter:
     """The three log files of one replica; pumps call :meth:`write` per chunk read.
 
-    ``combined.log`` receives only whole lines (a line from stdout and one from
-    stderr never interleave), in the order they arrived; ``stdout.log`` and
-    ``stderr.log`` receive the bytes as read.
-
-    A line of more than :data:`~asynctorchx.schedulers.toolkit.MAX_LINE_BYTES`
-    bytes (4 MiB, its ``\\n`` included) goes to ``combined.log`` in the pieces the
-    readers cut it into (:mod:`asynctorchx.schedulers.toolkit._lines`), each its own
-    write and nothing added, so that a stream that never writes a newline (``\\r``
-    progress bars) holds at most that much memory and the other stream's lines go
-    between its pieces, never inside them. An unterminated last line of a stream is
-    its own write too. The readers of ``combined.log`` end a line at every write that
-    does not end with ``\\n`` (:meth:`TimeIndex.cuts`), so they give back exactly
-    these pieces. ``stdout.log`` and ``stderr.log`` keep the bytes as written.
+    ``stdout.log`` and ``stderr.log`` get the bytes as read; ``combined.log`` gets whole
+    lines in arrival order, a line over ``max_line_bytes`` (and a stream's unterminated last
+    line) as pieces of their own writes, which its readers end a line at
+    (:meth:`TimeIndex.cuts`): a ``\r`` progress bar holds bounded memory and two streams'
+    lines never interleave.
 
     Args:
-        directory: the replica's log directory (private, made by :func:`create_log_dirs`).
+        directory: the replica's log directory (made by :func:`create_log_dirs`).
         on_write: called after every write (wakes the log followers).
         max_line_bytes: the longest line ``combined.log`` holds whole, in bytes.
     """
@@ -401,18 +393,11 @@ def create_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
 
 
 def _prepare_log_dirs(root: str, replica_dirs: Sequence[str], made: list[str]) -> None:
-    """Create the log directories of an app under ``root``, private, before it starts.
+    """Create an app's log directories under ``root``, 0700, appending each made to ``made``.
 
-    ``root`` is the ``log_dir`` run option (or the scheduler's temporary directory); it
-    and each missing parent is created 0700. An existing ``root`` must be a directory
-    (not a symbolic link: the dry run resolved the option's links) owned by this user or
-    by root, and not writable by every user unless sticky (``/tmp`` is fine). Every
-    directory below it (session, app, role, replica) is created 0700; an existing one
-    must be a directory of this user (its mode is narrowed to 0700). When the app's
-    directory already existed, no log file of a replica may be a symbolic link or a
-    file of another user.
-
-    Each directory made is appended to ``made``, parents first.
+    An existing ``root`` must be a directory (not a link) of this user or root, and not
+    world-writable unless sticky (``/tmp``); one below it must be this user's (narrowed to
+    0700); an existing app directory's log files must not be links or another user's.
     """
     _make_root(root, made)
     known: dict[str, bool] = {root: False}  # directory -> created by this call

@@ -139,18 +139,11 @@ def state_directory() -> str:
 
 
 def records_directory(backend: str, *, create: bool) -> str | None:
-    """The directory of ``backend``'s records, if it is this user's and private.
-
-    Args:
-        backend: the scheduler's name.
-        create: create it (and the state directory) 0700 when missing.
-
-    Returns:
-        Its path; None when it is missing (and not ``create``), or not safe: a symbolic
-        link, not a directory, or another user's (another user's records are never read).
+    """The directory of ``backend``'s records (``create``: made 0700 when missing); None when
+    it is missing or not a private directory of this user.
 
     Raises:
-        OSError: ``create`` and it could not be created (read-only home).
+        OSError: ``create`` and it could not be created.
     """
     state = state_directory()
     directory = os.path.join(state, backend)
@@ -200,21 +193,11 @@ def cancel_request_path(directory: str, app_id: str) -> str:
 
 
 def replace_private_file(directory: str, name: str, data: bytes) -> None:
-    """Make ``<directory>/<name>`` hold ``data``, atomically, mode 0600.
-
-    Written whole to a temporary file of the same directory, created 0600 with ``O_CREAT
-    | O_EXCL | O_NOFOLLOW`` (a planted symbolic link is never followed), then renamed over
-    the old one with ``os.replace``: a reader sees the old file or the new one.
-
-    Args:
-        directory: an existing directory of this user (the temporary file goes there,
-            so the rename never crosses filesystems).
-        name: the file's name in ``directory``.
-        data: the whole content.
+    """Make ``<directory>/<name>`` hold ``data``, atomically, mode 0600, never through a
+    planted link (a temporary ``O_EXCL | O_NOFOLLOW`` file, then ``os.replace``).
 
     Raises:
-        OSError: it could not be written (a full disk, a removed directory); the old
-            file, if any, stays whole and no temporary file is left.
+        OSError: it could not be written; the old file stays whole, no temporary is left.
     """
     temporary = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -233,21 +216,8 @@ def replace_private_file(directory: str, name: str, data: bytes) -> None:
 
 
 def write_success_file(record: AppRecord) -> None:
-    """Write ``<app log dir>/SUCCESS`` (TorchX's): the app ended and its logs are complete.
-
-    As TorchX's ``torchx.schedulers.local_scheduler``, written once the app has ended
-    and its log files are closed, whatever its final state (the name says the logs were
-    closed successfully), as TorchX's ``json.dumps(info, indent=2)``: ``app_id``,
-    ``log_dir``, ``final_state``, ``last_updated`` (seconds since the epoch) and, per
-    role, its replicas' ``replica_id``, ``pid``, ``exitcode``, ``stdout``, ``stderr`` and
-    ``error_file``. It is written before any waiter of the app wakes, so a caller of
-    ``wait`` finds it. Unlike TorchX's (``open(path, "w")``) it is written by
-    :func:`replace_private_file` (0600, atomic, a planted link replaced, never followed).
-    A failure (the log directory removed, a full disk) is logged as a warning, never
-    raised: the app has ended either way.
-
-    Args:
-        record: the record of the app that has just ended.
+    """Write TorchX's ``<app log dir>/SUCCESS`` (its ``json.dumps(info, indent=2)`` layout)
+    once the app ended, privately and atomically; a failure is logged, never raised.
     """
     roles: dict[str, list[dict[str, object]]] = {}
     for replica in record.replicas:
@@ -423,15 +393,8 @@ _TERMINAL_STATES = {state.name: state for state in AppState if is_terminal(state
 
 
 def read_index(directory: str) -> dict[str, ListEntry]:
-    """The list index of the records ``directory``: app id -> its entry.
-
-    Read only when it is a regular file of this user (never through a symbolic link).
-    Empty when it is missing, of another version, or not an index (a truncated or
-    foreign file, an entry of a state that is not terminal): the caller rebuilds it
-    from the records.
-
-    Args:
-        directory: the records directory.
+    """The list index of ``directory`` (app id -> entry); empty when missing or not a valid
+    index, which the caller then rebuilds.
     """
     data = _read_private_file(os.path.join(directory, INDEX_NAME))
     if data is None:
@@ -452,17 +415,8 @@ def read_index(directory: str) -> dict[str, ListEntry]:
 
 
 def write_index(directory: str, entries: Mapping[str, ListEntry]) -> None:
-    """Make ``entries`` the list index of the records ``directory``, atomically
-    (:func:`replace_private_file`: 0600, a reader sees the old index or the new one).
-
-    The file holds the apps by entry (``[session, state, supervisor, [app ids]]``): the
-    apps of one run share one entry, so the file holds each app's id and little else.
-    A failure (a full disk) is logged, never raised: the next ``list`` reads the
-    records the index lacks.
-
-    Args:
-        directory: the records directory.
-        entries: app id -> its entry.
+    """Make ``entries`` the list index of ``directory``, atomically, grouped by entry (the
+    apps of one run share one); a failure is logged, never raised.
     """
     groups: dict[ListEntry, list[str]] = {}
     for app_id, entry in entries.items():

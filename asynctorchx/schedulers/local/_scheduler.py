@@ -196,15 +196,11 @@ class LocalScheduler(Scheduler[PopenRequest]):
         return gpu_count()
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[PopenRequest]:
-        """Build the request (see ``_request.build_popen_request``); create nothing.
+        """Build the request (``_request.build_popen_request``); create nothing.
 
         Raises:
-            InvalidNameException: the session name cannot be a directory name.
-            InvalidRunConfigException: ``stop_timeout`` is not a finite number of
-                seconds, 0 or more.
-            InvalidLogDirError: ``log_dir`` cannot hold the logs (a file, not writable,
-                paths too long; see ``_log_files.check_log_dir``).
-            ValueError: the image provider rejects a role's image.
+            InvalidNameException, InvalidRunConfigException, InvalidLogDirError, ValueError:
+                a bad session name, ``stop_timeout``, ``log_dir`` or image.
         """
         validate_name("session name", self.session_name)  # a directory of every log path
         app_id = make_unique(app.name)
@@ -302,14 +298,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
                 self._remove_temporary_logs(self._finished.pop(next(iter(self._finished))))
 
     def _remove_temporary_logs(self, app: LocalApp) -> None:
-        """Remove ``app``'s log directory if it is in the temporary log directory.
-
-        It is moved aside at once, with one ``rename`` into a ``.evicted-*`` directory
-        of the temporary one (a session name never starts with ``.``), so its path is
-        free for the same dry run scheduled again; a task of the scheduler removes it
-        later, not in the step that ends an app and wakes its waiters. Never raises: what
-        cannot be moved is removed now, and what is left goes with the temporary
-        directory at close.
+        """Move ``app``'s temporary log directory aside at once (its path is free for the same
+        dry run again) and remove it in a task; never raises.
         """
         temporary = self._temp_log_dir
         log_dir = app.request.log_dir
@@ -384,21 +374,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
     def _log_blocks(
         self, app_id: str, query: LogQuery, start: LogPosition
     ) -> AsyncIterator[LogBlock]:
-        """Iterate over the log lines of the replica ``query`` names, as they come.
-
-        See :meth:`Scheduler.log_iter`. The file is ``<replica_log_dir>/<stream>.log``
-        (``combined`` unless ``query.streams`` says otherwise), read by the toolkit's
-        :func:`~asynctorchx.schedulers.toolkit.tail_blocks`: lines keep their ``\\n``,
-        invalid UTF-8 becomes U+FFFD, a follower (``should_tail``) is woken by the
-        replica's output and ends once the app is terminal and every line was yielded,
-        and ``since``/``until`` use the file's time index. Retries append to the same
-        files. The checks below are made when this is called, not at the first line.
-        A block's position is the byte offset of its first line in the file.
-
-        Args:
-            app_id: the app's id.
-            query: the role, replica, stream and filters (see :class:`LogQuery`).
-            start: the byte offset to read from (0 or a block's position).
+        """The log lines of the replica ``query`` names (see :meth:`Scheduler.log_iter`), from
+        ``<replica_log_dir>/<stream>.log``; a block's position is its byte offset.
 
         Raises:
             UnknownAppException: the scheduler does not know the app.

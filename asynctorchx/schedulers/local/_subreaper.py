@@ -164,15 +164,9 @@ _SWEEPS: anyio.lowlevel.RunVar[_Sweeps] = anyio.lowlevel.RunVar("asynctorchx_swe
 
 
 async def end_descendants(token: str, pgid: int) -> None:
-    """SIGKILL and reap every adopted descendant of one replica, until none is left.
-
-    Replicas ending together share one sweep (one look at this process's children
-    serves them all). Call it shielded from cancellation, after the replica's main
-    process was reaped and its group SIGKILLed. Never raises.
-
-    Args:
-        token: the replica's token.
-        pgid: the replica's process group (its main process id).
+    """SIGKILL and reap every adopted descendant of one replica, until none is left; replicas
+    ending together share one sweep. Call it shielded, after the replica's main process was
+    reaped. Never raises.
     """
     if not enable():
         return

@@ -52,15 +52,11 @@ _START_LANE: anyio.lowlevel.RunVar[anyio.Lock] = anyio.lowlevel.RunVar(
 
 
 def _start_lane() -> anyio.Lock:
-    """The lock every replica start of this event loop takes, one start at a time.
+    """The lock every replica start of this event loop takes: one ``fork``/``exec`` at a time.
 
-    ``fork``/``exec`` blocks the event loop until the child has ``exec``'d, and costs more
-    the more file descriptors and children this process holds. Started all in one loop
-    iteration (a task each), N replicas are all forked before the exit of any is seen, so
-    the Nth fork copies the pipes of the N - 1 before it: the cost per replica would grow
-    with N. Taking turns gives the loop one iteration between two starts, in which
-    exited replicas are reaped and their pipes closed. Guarded by benchmark 3's
-    ms-per-replica row.
+    Started in one loop iteration, the Nth fork would copy the pipes of the N - 1 before
+    it; taking turns lets exited replicas be reaped between two starts (benchmark 3's
+    ms-per-replica row).
     """
     lane = _START_LANE.get(None)
     if lane is None:
@@ -129,16 +125,8 @@ class LocalReplica:
 
 
 class LocalApp:
-    """A submitted app, as its supervisor runs it: its one record, and its replicas.
-
-    The record (:class:`~._records.AppRecord`) is the app's state: the supervisor
-    changes it in place, the ``keeper`` writes it to disk, and this process's queries
-    read it from memory (:class:`~._app_views.LiveApp`).
-
-    Args:
-        request: the app's dry-run request.
-        roles: the roles of the app it was built from (empty when unknown).
-        keeper: writes the app's record.
+    """A submitted app as its supervisor runs it: its one record, changed in place, and its
+    replicas; ``keeper`` writes the record.
     """
 
     def __init__(self, request: PopenRequest, roles: list[Role], keeper: RecordKeeper) -> None:
@@ -255,25 +243,13 @@ async def supervise(
 ) -> None:
     """Run the app's replicas to the end, restarting them as their retry policy says.
 
-    Once every replica of the first attempt has started, the app is ``RUNNING`` (its
-    start record written) and ``task_status.started()`` is called; a replica that cannot
-    start makes the whole start fail (the others are killed) and its error is raised to
-    the caller of ``start``.
-
-    The work runs shielded from the cancellation of the block that entered the
-    scheduler: that block's exit calls ``LocalScheduler.close``, which ends the
-    replicas the graceful way (SIGTERM, ``stop_timeout``, SIGKILL) and waits for this
-    task. Were it cancelled instead, its replicas would be SIGKILLed at once and the app
-    would never reach a terminal state for ``close`` to see.
-
-    Args:
-        app: the app to run.
-        task_status: told once every replica of the first attempt started.
+    ``task_status.started()`` is called once every replica of the first attempt started
+    (the app is then ``RUNNING``); shielded, because ``LocalScheduler.close`` ends the
+    replicas the graceful way and waits for this task.
 
     Raises:
-        OpenFileLimitError: a replica of the first attempt could not get its pipes
-            (this process has no file descriptor left).
-        OSError: a replica of the first attempt could not start.
+        OpenFileLimitError: a replica of the first attempt could not get its pipes.
+        OSError: a replica of the first attempt could not start (the others are killed).
     """
     raise_open_file_limit()
     _subreaper.enable()
@@ -435,15 +411,11 @@ async def _run_process(
 async def _open_process(
     replica: LocalReplica, writer: ReplicaLogWriter, env: dict[str, str], *, first: bool
 ) -> anyio.abc.Process | None:
-    """Start the replica's process in a session of its own, with environment ``env``.
-
-    Returns None when a restart could not start it (the reason is written to its
-    stderr log).
+    """Start the replica's process in a session of its own; None when a restart could not
+    (the reason goes to its stderr log).
 
     Raises:
-        ReplicaLaunchError: the entrypoint of a first attempt (``first``) is missing or
-            cannot be run.
-        OSError: the process of a first attempt could not start for another reason.
+        ReplicaLaunchError, OSError: a first attempt (``first``) could not start.
     """
     param = replica.param
     try:
@@ -587,16 +559,8 @@ async def _pump(
 
 
 def signal_group(pid: int | None, signum: int) -> bool:
-    """Send ``signum`` to the process group led by ``pid``; a gone group is fine.
-
-    Args:
-        pid: the group leader's process id (the replica's), or None (nothing is sent).
-        signum: the signal, e.g. ``signal.SIGTERM``.
-
-    Returns:
-        False when the group has no process left (``ESRCH``) or ``pid`` is None: an
-        empty group can never get members again (joining a group needs a member of
-        it), and its id is free for a new group once the leader's pid is reused.
+    """Send ``signum`` to the process group led by ``pid``; return False when the group is
+    empty (``ESRCH``: it can never get members again) or ``pid`` is None.
     """
     if pid is None:
         return False
@@ -628,16 +592,11 @@ def read_error_file(path: str) -> str | None:
 
 @functools.cache
 def raise_open_file_limit() -> None:
-    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit, once per process; never raises.
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit (at most 2**20), once; never raises.
 
-    Each live replica holds file descriptors here (its two pipes, a pid file descriptor,
-    up to six log files while it writes): the common soft limit of 1024 runs out near a
-    hundred replicas. As servers do (nginx's ``worker_rlimit_nofile``), the soft limit is
-    raised to the hard one (at most 2**20, Linux's default ``fs.nr_open``, when the hard
-    limit is unlimited); the hard limit is never changed. Descriptors may then be numbered
-    above 1023, which ``select.select`` cannot watch. TorchX's
-    ``torchx.schedulers.local_scheduler`` leaves the limit alone. A failure is logged at
-    debug level and leaves the limit as it was.
+    Each live replica holds up to nine descriptors here, and the common soft limit of 1024
+    runs out near a hundred replicas (servers do the same: nginx's
+    ``worker_rlimit_nofile``).
     """
     try:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -671,23 +630,11 @@ _INTERPRETER_FIX = (
 
 
 def launch_error(replica: LocalReplica, env: Mapping[str, str], error: OSError) -> OSError:
-    """The typed error of a replica whose process could not start; else ``error`` itself.
+    """The :class:`~asynctorchx.errors.ReplicaLaunchError` of a replica that could not start
+    (a missing or unrunnable entrypoint, a missing working directory), else ``error``.
 
-    ``subprocess`` reports a missing program as ``[Errno 2] No such file or directory``
-    and a file the kernel cannot run as ``[Errno 8] Exec format error``, naming neither
-    the replica nor the ``PATH`` searched. This looks where the start looked: the
-    replica's own ``PATH`` (its environment) and its working directory
-    (``replica.param.cwd``, the image directory, or this process's when None).
-
-    Args:
-        replica: the replica (its role, index and :class:`ReplicaParam`).
-        env: its whole environment (whose ``PATH`` the start searched).
-        error: what starting it raised.
-
-    Returns:
-        A :class:`~asynctorchx.errors.ReplicaLaunchError` for a program that is missing,
-        not executable or not runnable, or a working directory that is missing; ``error``
-        for anything else (e.g. no file descriptor left, which :func:`start_error` maps).
+    ``subprocess`` names neither the replica nor the ``PATH`` searched; this looks where the
+    start looked: ``env``'s ``PATH`` and the replica's working directory.
     """
     cwd = replica.param.cwd
     entrypoint, where = replica.param.args[0], cwd or os.getcwd()
