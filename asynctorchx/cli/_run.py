@@ -69,14 +69,10 @@ async def _listen(signals: AsyncIterator[signal.Signals], scope: anyio.CancelSco
 
 @asynccontextmanager
 async def _interruptible() -> AsyncIterator[anyio.CancelScope]:
-    """Handle SIGINT, SIGTERM and SIGHUP for the whole block, cleanup included.
+    """Yield the scope the first SIGINT, SIGTERM or SIGHUP cancels.
 
-    Yields the scope that the first signal cancels (see :func:`_listen`).
-
-    One signal receiver stays installed until the block (and so the runner inside it)
-    is left: a second Ctrl-C while the app is being cancelled is absorbed instead of
-    raising ``KeyboardInterrupt`` into the event loop, which would abandon the cleanup
-    and leave replicas running.
+    The receiver stays until the block (and the runner inside it) is left: a second
+    Ctrl-C during the cleanup would otherwise abandon it and leave replicas running.
     """
     interrupt = anyio.CancelScope()
     with anyio.open_signal_receiver(*_cancel_signals()) as signals:
@@ -105,10 +101,8 @@ def _materialize(
     defaults: Mapping[str, str] | None,
     values: Mapping[str, Any],
 ) -> AppDef:
-    """Build the component's app: its function runs once, its parser is built once.
-
-    Only when that fails are the parser and the arguments checked again, to tell a
-    usage error (exit 2) from a bad component or config (exit 1).
+    """Build the component's app; on failure, parse again to tell a usage error (exit 2)
+    from a bad component or config (exit 1).
 
     Raises:
         UsageError: an argument is missing, unknown, repeated or does not parse.
@@ -174,16 +168,10 @@ def _copy_logs(source: Path) -> Path | None:
 
 
 async def _keep_failed_logs(status: AppStatus, temporary_logs: bool) -> AppStatus:
-    """Copy the logs of a failed in-process app out of the scheduler's temporary directory.
-
-    An in-process scheduler (``Capabilities.apps_live_in_process``) that was given no log directory
-    writes the logs in a temporary directory it removes when it closes, so the status's
-    ``file://`` URL would name a directory that is gone. The logs are copied to
-    ``<temp dir>/asynctorchx-failed-<app id>-<random>`` (kept, as TorchX's
-    ``torchx.schedulers.local_scheduler`` keeps its ``/tmp/torchx_*`` log directories)
-    and the returned status points there. A log directory the user chose (the
-    ``log_dir`` run option) is left as is. A copy that fails is removed, said on stderr,
-    and the status is returned as it was.
+    """Copy the logs of a failed in-process app out of the scheduler's temporary directory
+    (removed when it closes) and return the status pointing at the copy, as TorchX's
+    ``torchx.schedulers.local_scheduler`` keeps its ``/tmp/torchx_*`` directories. A copy
+    that fails is removed and said on stderr; the status is then returned as it was.
 
     Args:
         status: the app's final status.
@@ -261,13 +249,8 @@ async def _announce_builds(
     caps: Capabilities,
     cfg: Mapping[str, CfgVal],
 ) -> AsyncIterator[None]:
-    """Say on stderr when the workspace builds of ``app`` start and what they gave.
-
-    The roles built are those with their own ``workspace``, and role 0 when
-    ``workspace`` is given; nothing is said when the scheduler builds no workspace. A
-    directory workspace (``caps.workspace == "directory"``, ``slurm``'s) is copied into
-    ``job_dir``; without ``job_dir`` nothing is copied, and nothing is said.
-    """
+    """Say on stderr when the workspace builds of ``app`` start and what they gave
+    (nothing when nothing is built, or a directory workspace has no ``job_dir``)."""
     built = [
         role
         for index, role in enumerate(app.roles)

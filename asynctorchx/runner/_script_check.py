@@ -1,20 +1,9 @@
 """Refuse a component's ``--script`` that the replicas will not find (TorchX issue 405).
 
-``dist.ddp``, ``dist.torchrun``, ``dist.spmd`` and ``utils.python`` start
-``python <script>`` (or torchrun with it) in the replica's working directory. A path
-that is not there fails only once the job runs, after the image is built and the job
-queued; these checks fail at dry run instead, naming the path and the fix. The Runner's
-``dryrun_component`` and the CLI's ``run`` call, in order:
-
-- :func:`script_to_check`: the ``--script`` of one of those components, or ``None``;
-- :func:`check_before_build`, for a scheduler that builds workspaces: a relative script
-  must be in the workspace that becomes role 0's working directory;
-- :func:`check_after_dryrun`, for one that does not: on the request of the local
-  schedulers, whose replicas run in a directory of this host, a relative script must be
-  there and an absolute one must exist.
-
-Other cases (no workspace on a remote scheduler, an absolute path inside an image, a
-path with a ``$`` to expand) are not checked: the file is not on this host.
+A path that is not in the replica's working directory fails only once the job runs,
+after the image is built and the job queued; these checks fail at dry run instead. Not
+checked: no workspace on a remote scheduler, an absolute path inside an image, a path
+with a ``$``: the file is not on this host.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """Lifecycle traces of an app group, with the optional ``otel`` extra (OpenTelemetry).
 
-``pip install 'asynctorchx[otel]'`` installs ``opentelemetry-api``; the program
-configures a tracer provider (the SDK and an exporter) as for any instrumented library.
-Then each :class:`~asynctorchx.runner.AppGroup` is a span ``asynctorchx.group``, current
-inside its block, and each app started in it a child span ``asynctorchx.app`` from its
-submit to its terminal state, with:
-
-- an event at each state the app is seen in: ``submitted`` when the scheduler accepted
-  it, then the state's name in lower case (``pending``, ``running``, and the terminal
-  one: ``succeeded``, ``failed``, ``cancelled`` or ``unknown``);
-- the attributes ``asynctorchx.scheduler``, ``asynctorchx.app.name``,
-  ``asynctorchx.app.roles`` (the role names), ``asynctorchx.app.replicas`` (the replica
-  count, every role), then ``asynctorchx.app.id`` and ``asynctorchx.app.handle`` once
-  submitted, and at the end ``asynctorchx.app.state`` (the final state) and
-  ``asynctorchx.app.exit_code`` (the first non-zero exit code of a replica, else 0; left
-  out when the scheduler does not say);
-- status ``ERROR`` unless the app succeeded.
-
-Without the extra nothing of OpenTelemetry is imported: :func:`open_group_trace`
-returns ``None`` and a group follows each app with one ``wait``. With the API but no
-recording tracer provider (the default), it returns ``None`` too, so tracing costs
+Each :class:`~asynctorchx.runner.AppGroup` is a span ``asynctorchx.group``, each of its
+apps a child span ``asynctorchx.app`` from submit to terminal state, with an event per
+state seen (``submitted``, ``pending``, ``running``, the terminal one), the attributes
+``asynctorchx.scheduler``, ``asynctorchx.app.{name,roles,replicas,id,handle,state,
+exit_code}``, and status ``ERROR`` unless the app succeeded. Without the API, or without
+a recording tracer provider, :func:`open_group_trace` returns ``None``: tracing costs
 nothing until the program turns it on.
 """
 

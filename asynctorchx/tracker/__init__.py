@@ -2,15 +2,8 @@
 
 A training script records into the run the Runner started it as::
 
-    from asynctorchx.tracker import app_run_from_env
-
     run = app_run_from_env()
     run.add_metadata(lr=0.01)
-    run.add_artifact("model", "s3://bucket/model.pt")
-
-The names live in :mod:`asynctorchx.tracker.api` (the environment variables the Runner
-gives each replica, the trackers they configure, :class:`~asynctorchx.tracker.api.AppRun`);
-the ``fsspec`` tracker in :mod:`asynctorchx.tracker.backend.fsspec`.
 """
 
 from asynctorchx.tracker.api import AppRun

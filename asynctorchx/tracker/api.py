@@ -1,25 +1,11 @@
 """Experiment trackers, at TorchX's import path ``torchx.tracker.api``.
 
-The settings passed to an app's replicas through environment variables. The names are
-TorchX's (``torchx.tracker.api``, set by ``torchx.runner.api.Runner``), so a training
-script written for TorchX's trackers reads the same variables:
-
-* ``TORCHX_JOB_ID``: the app handle of the job (``local_cwd://torchx/<app_id>``).
-* ``TORCHX_PARENT_RUN_ID``: the run this job belongs to (``--parent_run_id``, or the same
-  variable in the launching environment, which wins).
-* ``TORCHX_TRACKERS``: comma-separated tracker names.
-* ``TORCHX_TRACKER_<NAME>_CONFIG``: the config (often a file or URI) of tracker ``<NAME>``
-  (upper-cased).
-
-Which trackers: the keys of ``[torchx:tracker]`` in the ``.torchxconfig``, replaced by
-``$TORCHX_TRACKERS`` when set; each tracker's config is ``config`` in
-``[tracker:<name>]``, replaced by ``$TORCHX_TRACKER_<NAME>_CONFIG`` when set.
-
-The in-job side, as TorchX's: a training script calls :meth:`AppRun.run_from_env`
-(``asynctorchx.tracker.app_run_from_env``), which builds the trackers those variables
-name and records the run's metadata, artifacts and sources in each of them. It is
-synchronous: a training script is not an event loop. The ``fsspec`` tracker
-(:mod:`asynctorchx.tracker.backend.fsspec`, the ``tracker`` extra) is built in.
+The Runner gives each replica ``TORCHX_JOB_ID`` (the app handle), ``TORCHX_PARENT_RUN_ID``,
+``TORCHX_TRACKERS`` (comma-separated names) and ``TORCHX_TRACKER_<NAME>_CONFIG``, TorchX's
+names; the trackers come from ``[torchx:tracker]`` and ``[tracker:<name>]`` of the
+``.torchxconfig``, each replaced by its variable when set. In the job,
+:meth:`AppRun.run_from_env` builds the trackers those variables name; it is synchronous:
+a training script is not an event loop.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """Load entry points by group and name, as ``torchx.util.entrypoints`` (TorchX 0.7.0).
 
-An entry point names a function (``pkg.mod:fn``) or a module (``pkg.mod``)::
-
-    [project.entry-points."asynctorchx.components"]
-    foo = "my_pkg.components"
-
-:func:`load_group` returns deferred loaders, so a broken plugin fails only when its
-entry is used. The standard library's :mod:`importlib.metadata` reads the installed
-distributions (TorchX uses the ``importlib_metadata`` backport; the API is the same).
-
-Reading them parses every installed distribution's ``entry_points.txt``, and one CLI run
-asks for several groups (the schedulers twice, the components once). :func:`entry_points`
-therefore keeps the last read, for as long as nothing it was read from has changed:
-``sys.path`` and the directories on it (their identity and modification time, which
-installing or removing a distribution changes, as :mod:`importlib.metadata` itself relies
-on), and :func:`importlib.metadata.entry_points` itself (a test may patch it). A program
-that edits an ``entry_points.txt`` in place calls :func:`invalidate_caches`. Guarded by
-benchmark 6's ``ours`` rows (``bench_cli.py``, the CLI's run of ``utils.echo``;
-``benchmarks/README.md``): one read per run instead of three.
+:func:`load_group` returns deferred loaders, so a broken plugin fails only when its entry
+is used. :func:`entry_points` keeps the last read of the installed distributions while
+``sys.path`` and its directories (identity, modification time) are unchanged: one CLI run
+asks for several groups. A program that edits an ``entry_points.txt`` in place calls
+:func:`invalidate_caches`.
 """
 
 from __future__ import annotations
