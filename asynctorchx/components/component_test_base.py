@@ -1,23 +1,7 @@
-"""``ComponentTestCase``: a ``unittest.TestCase`` for testing your own components.
+"""``ComponentTestCase`` for testing components (``torchx.components.component_test_base``).
 
-As ``torchx.components.component_test_base``, at the same import path under
-``asynctorchx``, so the component tests of a TorchX user port by changing the import::
-
-    import unittest
-    from asynctorchx.components import utils
-    from asynctorchx.components.component_test_base import ComponentTestCase
-
-    class MyComponentTest(ComponentTestCase):
-        def test_copy(self) -> None:
-            self.validate(utils, "copy")  # as `asynctorchx run path/to/utils.py:copy --help`
-
-        def test_echo_runs(self) -> None:
-            status = self.run_component(utils.echo, {"msg": "hi"})
-            assert status is not None and status.state == AppState.SUCCEEDED
-
-The test methods stay synchronous, as TorchX's: :meth:`ComponentTestCase.run_component`
-runs its own event loop (``anyio.run``), so call it from a plain test, not from inside a
-running event loop (there, ``async with get_runner()`` directly).
+:meth:`ComponentTestCase.run_component` runs its own event loop: call it from a plain
+test, not from a running loop.
 """
 
 from __future__ import annotations

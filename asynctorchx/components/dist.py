@@ -1,26 +1,8 @@
-"""Distributed components: ``dist.torchrun``, ``dist.ddp`` and ``dist.spmd`` (torchrun).
+"""Distributed components: ``dist.ddp``, ``dist.torchrun``, ``dist.spmd`` (torchrun).
 
-The scheduler gang-schedules ``nnodes`` replicas of one role; on each,
-``torch.distributed.run`` (torchrun) starts ``nproc_per_node`` worker processes and
-rendezvouses with the other nodes. The arguments are TorchX 0.7.0's
-(``torchx.components.dist``)::
-
-    # one node, two workers
-    asynctorchx run -s local_cwd dist.ddp -j 1x2 --script train.py -- --lr 0.1
-    # two nodes of four workers (eight in all)
-    asynctorchx run -s local_docker dist.ddp -j 2x4 --script train.py
-
-How the replica is started:
-
-* one node (``-j N`` / ``-j 1xN``): entrypoint ``python``, args ``-m
-  torch.distributed.run --rdzv_backend c10d --rdzv_endpoint localhost:0 ...`` (port 0:
-  torchrun picks a free port; there is no one to meet), no shell involved;
-* several nodes: the rendezvous endpoint is rank 0's host, which the scheduler puts in
-  the environment variable named by :data:`~asynctorchx.specs.macros.rank0_env`
-  (``TORCHX_RANK0_HOST``); only a shell can read it into an argument, so the entrypoint
-  is ``bash -c "python -m torch.distributed.run --rdzv_endpoint
-  ${TORCHX_RANK0_HOST:=localhost}:29500 ..."`` (every other word shell-quoted), as
-  TorchX does for every run.
+On several nodes the rendezvous endpoint is rank 0's host, in the environment variable
+:data:`~asynctorchx.specs.macros.rank0_env` names; only a shell reads it into an
+argument, so such a replica runs ``bash -c``. One node needs no shell.
 """
 
 from __future__ import annotations

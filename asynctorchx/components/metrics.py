@@ -1,15 +1,4 @@
-"""Metrics components: ``metrics.tensorboard``, a TensorBoard server over a job's logs.
-
-Name, arguments and command line are TorchX 0.7.0's (``torchx.components.metrics``).
-The server runs under TorchX's process monitor, the module
-``torchx.apps.utils.process_monitor`` that the TorchX image (the default ``image``)
-ships: it starts TensorBoard when ``start_on_file`` appears, stops it when
-``exit_on_file`` appears or after ``timeout`` seconds. With another image (or on
-``local_cwd``), that image (or this Python) needs ``torchx`` and ``tensorboard``
-installed.
-
-    asynctorchx run -s local_docker metrics.tensorboard --logdir s3://bucket/run1/tb
-"""
+"""``metrics.tensorboard`` (``torchx.components.metrics``), run under TorchX's process monitor."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""Serving components: ``serve.torchserve``, which deploys a model to TorchServe.
-
-Name, arguments and command line are TorchX 0.7.0's (``torchx.components.serve``). The
-replica runs TorchX's app ``torchx.apps.serve.serve`` from the TorchX image (the default
-``image``): it serves the model archive over HTTP on port 8222 (``model-download`` in
-the role's port map) and registers it with the TorchServe management API, which
-downloads it from there. With another image, that image needs ``torchx`` installed.
-
-    asynctorchx run -s local_docker serve.torchserve \\
-        --model_path s3://bucket/model.mar --management_api http://torchserve:8081
-"""
+"""``serve.torchserve`` (``torchx.components.serve``): TorchX's ``torchx.apps.serve.serve``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""Structured component arguments: one friendly string that carries several values.
-
-* ``--name {experiment}/{run}`` (:class:`StructuredNameArgument`): the experiment and
-  run names used for tracking;
-* ``-j {nnodes}x{nproc_per_node}`` (:class:`StructuredJArgument`): nodes and processes
-  per node, with ``nproc_per_node`` inferred from the host's GPU count when omitted.
-
-Semantics of ``torchx.components.structured_arg`` (TorchX 0.7.0).
-"""
+"""Structured arguments ``--name exp/run`` and ``-j NxM`` (``torchx.components.structured_arg``)."""
 
 from __future__ import annotations
 

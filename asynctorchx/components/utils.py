@@ -1,11 +1,4 @@
-"""Utility components, ready to use: they run well-known programs (``echo``, ``sh``,
-``python``) and serve as tutorial material or glue between the stages of a workflow.
-
-Names, arguments, defaults and images are TorchX's (``torchx.components.utils``);
-``mounts`` on ``python`` and ``copy`` as torchx-nightly has them.
-``copy`` and ``booth`` run a short program of their own with ``python -c`` (TorchX runs
-modules of the ``torchx`` package), so they work wherever a Python is.
-"""
+"""Utility components (``torchx.components.utils``): ``echo``, ``sh``, ``python``, ``copy``, ..."""
 
 from __future__ import annotations
 

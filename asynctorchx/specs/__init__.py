@@ -1,10 +1,8 @@
-"""The application spec: ``AppDef``, ``Role``, ``Resource``, ``macros``, ``runopts``, status.
+"""The application spec, as ``torchx.specs``: ``AppDef``, ``Role``, ``Resource``, ``runopts``.
 
-Mirrors ``torchx.specs``: TorchX code ports by changing the import. Names TorchX has only
-in ``torchx.specs.api`` (``AppStatusError``, ``Mount``, ``ParsedAppHandle``) are left out
-of ``__all__``: import them from :mod:`asynctorchx.specs.api`. The private
-``_named_resource_factories`` is TorchX's registry of named resources (name -> function
-returning a ``Resource``): add to it to register one at run time, or patch it here.
+Names TorchX has only in ``torchx.specs.api`` (``AppStatusError``, ``Mount``,
+``ParsedAppHandle``) are left out of ``__all__``; ``_named_resource_factories`` is
+TorchX's registry of named resources, patchable here.
 """
 
 from __future__ import annotations

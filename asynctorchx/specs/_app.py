@@ -1,10 +1,4 @@
-"""The app model: :class:`RetryPolicy`, :class:`Role` and :class:`AppDef`.
-
-Names, fields, defaults and positional order follow ``torchx.specs.api`` (TorchX 0.7.0).
-The classes are attrs classes with validators at the boundary: a bad replica count
-fails where the role is built, with a message that names the value. Re-exported by
-:mod:`asynctorchx.specs.api` and :mod:`asynctorchx.specs`.
-"""
+"""The app model: :class:`RetryPolicy`, :class:`Role`, :class:`AppDef` (``torchx.specs.api``)."""
 
 from __future__ import annotations
 

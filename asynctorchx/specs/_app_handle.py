@@ -1,9 +1,4 @@
-"""App handles: ``{scheduler}://{session_name}/{app_id}``, made and parsed.
-
-As ``torchx.specs.api`` (``AppHandle``, ``ParsedAppHandle``, ``parse_app_handle``) and
-``torchx.specs.make_app_handle`` (TorchX 0.7.0). Re-exported by
-:mod:`asynctorchx.specs.api` and :mod:`asynctorchx.specs`.
-"""
+"""App handles ``{scheduler}://{session_name}/{app_id}`` (``torchx.specs.api``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""What a scheduler would submit: :class:`AppDryRunInfo`.
-
-As ``torchx.specs.api.AppDryRunInfo`` (torchx-nightly: public ``app`` and ``cfg``). Re-exported by
-:mod:`asynctorchx.specs.api` and :mod:`asynctorchx.specs`.
-"""
+"""What a scheduler would submit: :class:`AppDryRunInfo` (``torchx.specs.api``)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Mounts: :class:`BindMount`, :class:`VolumeMount`, :class:`DeviceMount` and :func:`parse_mounts`.
-
-Names and fields follow ``torchx.specs.api`` (TorchX 0.7.0); the option syntax of
-:func:`parse_mounts` is Docker's ``--mount``. Re-exported by :mod:`asynctorchx.specs.api`
-and :mod:`asynctorchx.specs`.
-"""
+"""Mounts and :func:`parse_mounts` (``torchx.specs.api``; Docker's ``--mount`` syntax)."""
 
 from __future__ import annotations
 

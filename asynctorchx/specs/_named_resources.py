@@ -1,34 +1,10 @@
-"""Named resources: ``resource(h="gpu.small")`` instead of raw cpu/gpu/memMB figures.
+"""Named resources: ``resource(h="gpu.small")`` (``torchx.specs``).
 
-The registry merges, later winning on a name clash:
-
-1. the generic set (``cpu.*``, ``gpu.*``, :mod:`.named_resources_generic`);
-2. the AWS table (``aws_*``, :mod:`.named_resources_aws`);
-3. the ``NAMED_RESOURCES`` mapping (name -> zero-argument function returning a
-   :class:`Resource`) of the module named by ``$TORCHX_CUSTOM_NAMED_RESOURCES``, e.g.
-   ``TORCHX_CUSTOM_NAMED_RESOURCES=my_pkg.resources`` (torchx-nightly's variable);
-4. the named-resource plugins (torchx-nightly's ``plugins.registry()``, as its
-   ``torchx.specs.named_resources`` reads them): functions decorated with
-   ``@register.named_resource`` (:mod:`asynctorchx.plugins`) in the modules of the
-   namespace package ``asynctorchx_plugins.named_resources``, and the entry point group
-   ``asynctorchx.named_resources`` of every installed distribution, each entry a
-   zero-argument function returning a :class:`Resource` (the entry point wins a name
-   both have)::
-
-       [project.entry-points."asynctorchx.named_resources"]
-       gpu_x_2 = "my_pkg.resources:gpu_x_2"
-
-plus ``NULL`` and ``MISSING``, both :data:`NULL_RESOURCE` (as TorchX 0.7.0,
-``torchx.specs.get_named_resources``). The module and the plugins are read once, on
-first use (never at ``import asynctorchx.specs``); a plugin that fails to load is left
-out with a :class:`~asynctorchx.plugins.RegistrationError` in ``registry().errors``, so
-a broken plugin breaks only its own names. Every lookup calls the name's function
-again; the builtins return a fresh copy each time, so changing one changes no one
-else's.
-
-The registry itself is ``asynctorchx.specs._named_resource_factories``
-(:class:`NamedResourceFactories`, TorchX's ``torchx.specs._named_resource_factories``):
-a program may add a name to it at run time, as TorchX's docs do.
+The registry merges, later winning: the generic set, the AWS table, the
+``NAMED_RESOURCES`` of the module ``$TORCHX_CUSTOM_NAMED_RESOURCES`` names, the
+named-resource plugins (``asynctorchx.plugins`` and the entry point group
+``asynctorchx.named_resources``); then ``NULL`` and ``MISSING``. It is read on first
+use, never at import; a plugin that fails to load breaks only its own names.
 """
 
 from __future__ import annotations

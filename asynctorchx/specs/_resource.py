@@ -1,10 +1,4 @@
-"""Resources and macros: :class:`Resource`, :data:`NULL_RESOURCE`, :class:`macros`.
-
-Also the placeholders :data:`MISSING`, :data:`NONE`, :data:`UNKNOWN` and :data:`ALL`,
-the well-known tag keys :class:`resource_tags` and :func:`TORCHX_HOME`. Names, fields and
-defaults follow ``torchx.specs.api`` (torchx-nightly). Re-exported by
-:mod:`asynctorchx.specs.api` and :mod:`asynctorchx.specs`.
-"""
+"""Resources, macros and placeholders (``torchx.specs.api``)."""
 
 from __future__ import annotations
 

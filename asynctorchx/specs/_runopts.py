@@ -1,11 +1,4 @@
-"""Scheduler run options: :class:`runopt`, :class:`runopts`, :data:`CfgVal` and their parsing.
-
-Also :class:`cases`, the spellings of an option's name (torchx-nightly's ``torchx.specs.cases``).
-
-Names and semantics follow ``torchx.specs.api`` (TorchX 0.7.0), except where
-:meth:`runopts.resolve` says otherwise. Re-exported by :mod:`asynctorchx.specs.api`
-and :mod:`asynctorchx.specs`.
-"""
+"""Scheduler run options: :class:`runopt`, :class:`runopts`, :class:`cases` (``torchx.specs``)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""States and statuses: :class:`AppState`, :func:`is_terminal`, :class:`AppStatus` and friends.
-
-Names, values and fields follow ``torchx.specs.api`` (TorchX 0.7.0);
-:attr:`ReplicaStatus.exit_code` is an asynctorchx addition; :attr:`ReplicaStatus.hostaddr`
-and the ``to_json`` methods were added to TorchX after 0.7.0. Re-exported by
-:mod:`asynctorchx.specs.api` and :mod:`asynctorchx.specs`.
-"""
+"""States and statuses (``torchx.specs.api``); ``ReplicaStatus.exit_code`` is ours."""
 
 from __future__ import annotations
 

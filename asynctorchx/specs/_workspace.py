@@ -1,9 +1,4 @@
-"""The :class:`Workspace`: local directories built into a role's image at submit time.
-
-TorchX added it after 0.7.0 (``torchx.workspace.api.Workspace``, exported from
-``torchx.specs``). Re-exported by :mod:`asynctorchx.specs.api` and
-:mod:`asynctorchx.specs`.
-"""
+"""The :class:`Workspace` (``torchx.workspace.api.Workspace``)."""
 
 from __future__ import annotations
 

@@ -1,32 +1,7 @@
-"""The application model, at the import path ``torchx.specs.api`` has in TorchX.
+"""The application model at ``torchx.specs.api``'s import path; re-exports only.
 
-Names, fields, defaults and positional order follow ``torchx.specs.api`` (TorchX 0.7.0),
-so TorchX code ports by changing the import. This module only re-exports; each concern
-lives in its own private module:
-
-- :mod:`asynctorchx.specs._resource`: :class:`Resource`, :data:`NULL_RESOURCE`,
-  :class:`macros`, :class:`resource_tags`, :func:`TORCHX_HOME` and the placeholders
-  :data:`MISSING`, :data:`NONE`, :data:`UNKNOWN`, :data:`ALL`;
-- :mod:`asynctorchx.specs._mounts`: :class:`MountType`, :class:`BindMount`,
-  :class:`VolumeMount`, :class:`DeviceMount`, :data:`Mount`, :func:`parse_mounts`;
-- :mod:`asynctorchx.specs._app`: :class:`RetryPolicy`, :class:`Role`, :class:`AppDef`;
-- :mod:`asynctorchx.specs._status`: :class:`AppState`, :data:`ReplicaState`,
-  :func:`is_terminal`, :func:`is_started`, :class:`ReplicaStatus`, :class:`RoleStatus`,
-  :class:`AppStatus`, :class:`AppStatusError`;
-- :mod:`asynctorchx.specs._dryrun`: :class:`AppDryRunInfo`;
-- :mod:`asynctorchx.specs._app_handle`: :data:`AppHandle`, :class:`ParsedAppHandle`,
-  :func:`make_app_handle`, :func:`parse_app_handle`;
-- :mod:`asynctorchx.specs._runopts`: :data:`CfgVal`, :class:`runopt`, :class:`runopts`,
-  :func:`get_type_name`, :func:`cfg_pairs`, :class:`cases`;
-- :mod:`asynctorchx.specs._workspace`: :class:`Workspace`.
-
-The exceptions TorchX defines in ``torchx.specs.api`` (``UnknownAppException``,
-``UnknownSchedulerException``, ``InvalidRunConfigException``,
-``MalformedAppHandleException``) live in :mod:`asynctorchx.errors` and are re-exported
-here.
-
-Every name is the same object whichever path imports it, so the hooks that
-:mod:`asynctorchx.specs.converter` registers on these classes apply everywhere.
+Every name is the same object whichever path imports it, so the hooks of
+:mod:`asynctorchx.specs.converter` apply everywhere.
 """
 
 from __future__ import annotations

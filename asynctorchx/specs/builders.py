@@ -1,34 +1,11 @@
-"""Build an :class:`AppDef` from a component function and command-line arguments.
+"""Build an :class:`AppDef` from a component and its command line (``torchx.specs.builders``).
 
-:func:`materialize_appdef` does what ``torchx.specs.builders.materialize_appdef`` does
-in TorchX 0.7.0: it builds an :mod:`argparse` parser from the function's signature and
-its Google-style docstring (parsed with ``docstring_parser``), parses ``argv``, decodes
-each value to the annotated type and calls the function.
-
-The command-line form of each parameter (TorchX's):
-
-* ``name: T = default`` becomes ``--name VALUE`` (``-n``/``--n`` for one-letter
-  names; ``-h`` is free for the ``h`` named-resource argument, help is ``--help``).
-  A parameter without a default is required unless ``defaults`` gives it one.
-* ``str``, ``int``, ``float``: the value as written. ``bool``: ``true``/``false``
-  (also ``1``/``0``, ``yes``/``no``, ``on``/``off``; any case), e.g. ``--debug true``.
-* ``list[P]``: comma-separated, ``--mounts a,b`` -> ``["a", "b"]``.
-* ``dict[P, list[P]]``: as ``dict[P, P]``, each value split at ``,``:
-  ``--m FOO=a,b;BAR=c`` -> ``{"FOO": ["a", "b"], "BAR": ["c"]}``.
-* ``dict[P, P]``: ``KEY=VALUE`` pairs separated by ``,`` or ``;``; a value may itself
-  hold separators (``FOO=v1,v2,BAR=v3`` -> ``{"FOO": "v1,v2", "BAR": "v3"}``); ``''``
-  or ``""`` is the empty string.
-* ``Optional[T]`` (``T | None``): as ``T``, default usually ``None``.
-* ``*args``: everything from the first positional word on (argparse's ``REMAINDER``),
-  one leading ``--`` dropped: ``utils.sh echo hi``, ``dist.ddp --script t.py -- --lr 1``.
-
-``defaults`` (from ``.torchxconfig``'s ``[component:<name>]``) are strings parsed as if
-given on the command line; they replace the function's own defaults.
-
-As ``torchx.specs.builders``, this module also offers :func:`make_app_handle`,
-:func:`parse_mounts`, :class:`BindMount`, :class:`VolumeMount` and
-:class:`DeviceMount` (defined in :mod:`asynctorchx.specs.api`) and
-:func:`get_fn_docstring` (defined in :mod:`asynctorchx.specs.file_linter`).
+Each parameter ``name: T`` becomes ``--name VALUE`` (``-n`` too for one letter; help is
+``--help`` so ``-h`` stays free). ``bool`` takes :func:`parse_bool`'s words, ``list[P]``
+``a,b``, ``dict[P, P]`` ``K=V`` pairs split by ``,`` or ``;`` (``dict[P, list[P]]``
+splits each value at ``,``), ``*args`` everything from the first positional word
+(one leading ``--`` dropped). ``defaults`` (``.torchxconfig``) are parsed as if given
+on the command line.
 """
 
 from __future__ import annotations

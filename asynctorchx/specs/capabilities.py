@@ -1,9 +1,4 @@
-"""Typed keys into :attr:`Resource.capabilities`: :class:`CapabilityKey`.
-
-As ``torchx.specs.capabilities`` (torchx-nightly): a capability stays a plain entry
-``"<namespace>.<name>"`` of the ``capabilities`` dict, so resources written with or
-without a key read the same; the key names the entry once and checks its type on read.
-"""
+"""Typed keys into :attr:`Resource.capabilities` (``torchx.specs.capabilities``)."""
 
 from __future__ import annotations
 

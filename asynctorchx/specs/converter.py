@@ -1,10 +1,4 @@
-"""The one cattrs converter for every encoding of the specs.
-
-JSON for the CLI's ``--json``, the ``AppDef`` stored in a Docker label, state written
-to disk: all go through :data:`converter`, so a field added to a spec class is
-encoded everywhere at once. Enums are encoded by name (``"SUCCEEDED"``, ``"REPLICA"``),
-mounts as a tagged union (``{"type": "BindMount", ...}``).
-"""
+"""The one cattrs converter for every encoding of the specs (enums by name, mounts tagged)."""
 
 from __future__ import annotations
 

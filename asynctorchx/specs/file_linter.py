@@ -1,30 +1,9 @@
-"""The component linter: check a component function in a source file without running it.
+"""The component linter (``torchx.specs.file_linter``): check a component without running it.
 
-:func:`validate` applies the three rules of ``torchx.specs.file_linter.validate``
-(TorchX 0.7.0) to the function's syntax tree:
-
-#. the function has a Google-style docstring: a missing or malformed docstring, or a
-   parameter its ``Args:`` section does not describe, is a warning (TorchX says
-   nothing; the component's ``--help`` is then thin);
-#. every parameter (positional, ``*args`` and keyword-only) is annotated, with a type
-   that :func:`asynctorchx.specs.builders.materialize_appdef` can parse from the
-   command line: ``str``, ``int``, ``float``, ``bool``, ``list[P]`` / ``List[P]``,
-   ``dict[P, P]`` / ``Dict[P, P]`` (``P`` one of the four primitives), or any of them
-   made optional (``Optional[T]``, ``T | None``); ``**kwargs`` is refused;
-#. the function is annotated to return ``AppDef`` (``AppDef``, ``specs.AppDef`` or the
-   same as a string), and is a plain ``def``: an ``async def`` returns a coroutine,
-   never an ``AppDef``, so it is refused under this rule.
-
-A file that does not parse gives one message for the syntax error; a function that is
-not in the file gives one message saying so.
-
-:func:`validate` returns the errors alone, as TorchX's does; :func:`check` returns the
-warnings too. The messages say what is wrong and how to fix it, so they are worded
-differently from TorchX's (``Arg a missing type annotation``), and each message's
-``name`` is the rule it breaks rather than TorchX's validator class name.
-
-The component ``--help`` helpers live here as in TorchX:
-:class:`TorchXArgumentHelpFormatter` and :func:`get_fn_docstring`.
+Rules: a Google-style docstring describing every argument (a warning); every parameter
+annotated with a type :mod:`~asynctorchx.specs.builders` parses (``str``, ``int``,
+``float``, ``bool``, ``list[P]``, ``dict[P, P]``, ``dict[P, list[P]]``, optional of one);
+no ``**kwargs``; a plain ``def`` returning ``AppDef``.
 """
 
 from __future__ import annotations

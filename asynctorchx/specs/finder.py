@@ -1,28 +1,10 @@
-"""Find components by name: builtins, entry points, and functions in files.
+"""Find components by name (``torchx.specs.finder``).
 
-A component name is one of (as ``torchx.specs.finder`` in TorchX 0.7.0):
-
-* a builtin, ``<module>.<function>`` relative to :mod:`asynctorchx.components`
-  (``utils.echo``, ``dist.ddp``);
-* a component registered under the entry point group ``asynctorchx.components``: each
-  entry maps a prefix to a module, whose functions (and its submodules') are named
-  ``<prefix>.<relative module>.<function>``; a prefix starting with ``_`` adds nothing::
-
-      [project.entry-points."asynctorchx.components"]
-      foo = "my_pkg.components"        # my_pkg/components/train.py:run -> foo.train.run
-
-* ``path/to/file.py:function``: the function in that file (relative to the current
-  directory), checked by :mod:`asynctorchx.specs.file_linter` before it is imported.
-
-Unlike TorchX, registered components are merged over the builtins (a registered name
-wins) instead of hiding them all. A module's component candidates are its public
-functions defined in that module; those that break a linter rule are left out of
-:func:`get_components`, and :func:`get_component` names the broken rules.
-
-:func:`get_components` (``asynctorchx builtins``) imports and lints every module.
-:func:`get_component` looks only where the name points (``utils.echo``: the builtin
-module ``utils``, its function ``echo``; TorchX scans everything for it), and scans
-everything only when the name is found nowhere, to suggest close names.
+A name is a builtin (``utils.echo``), ``<prefix>.<module>.<function>`` for a module
+registered under the entry point group ``asynctorchx.components`` (a prefix starting
+with ``_`` adds nothing), or ``path/to/file.py:function``. Registered components are
+merged over the builtins. :func:`get_component` imports only the module a name points
+to, so a broken plugin breaks only its own names.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""TorchX's well-known metadata keys and variable names (torchx-nightly's
-``torchx.specs.metadata_keys``), re-exported by :mod:`asynctorchx.specs`.
-
-The spellings are a contract with whatever reads a job's metadata, so they are TorchX's
-exactly; nothing here stamps them (torchx-nightly's built-in schedulers do not either).
-"""
+"""TorchX's well-known metadata keys and variable names (``torchx.specs.metadata_keys``)."""
 
 #: The variable naming the calling context (``cli_run``, a pipeline's name), which a
 #: scheduler may stamp into a job's metadata as :attr:`app_metadata.CONTEXT`. The

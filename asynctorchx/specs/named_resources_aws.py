@@ -1,18 +1,7 @@
-"""Named resources for AWS EC2 instance types (``aws_<type>``), TorchX 0.7.0's table.
+"""Named resources for AWS EC2 instance types (``aws_<type>``), TorchX's table.
 
-Figures from https://aws.amazon.com/ec2/instance-types/ as TorchX 0.7.0 records them:
-``cpu`` in vCPUs, ``gpu`` in devices, ``memMB`` in MiB *after* a 4% memory tax
-(``GiB = int(1024 * 0.96)``), because ECS/EC2 reserve some memory and AWS Batch jobs
-asking for the full amount never leave the queue. Each resource carries the instance
-type as the capability ``node.kubernetes.io/instance-type`` and, where the type has
-them, EFA / Neuron devices. They do not describe other instance capabilities.
-
-Usage::
-
-    from asynctorchx.specs import resource
-    resource(h="aws_p3.2xlarge")  # Resource(cpu=8, gpu=1, memMB=59963, ...)
-
-These definitions may change; users are expected to register their own resources.
+``memMB`` is in MiB after a 4% memory tax (``GiB = int(1024 * 0.96)``): ECS/EC2 reserve
+some memory, and a job asking for all of it never leaves the queue.
 """
 
 from __future__ import annotations

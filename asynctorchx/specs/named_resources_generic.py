@@ -1,12 +1,4 @@
-"""Generic named resources: ``cpu.*`` and ``gpu.*`` (TorchX 0.7.0's set and figures).
-
-These are defaults for components and examples, not a description of any real host:
-the cpu/gpu/memory ratios follow current hardware trends and may change. Register
-the resources of your own hosts under the entry point group
-``asynctorchx.named_resources`` (see :data:`asynctorchx.specs.named_resources`).
-
-Figures: ``cpu`` in logical cores, ``gpu`` in devices, ``memMB`` in MiB (1 GiB = 1024).
-"""
+"""Generic named resources ``cpu.*`` and ``gpu.*``: TorchX's set, ``memMB`` in MiB."""
 
 from __future__ import annotations
 

@@ -1,28 +1,11 @@
-"""Overlays: fields of a scheduler's request that no ``AppDef`` or ``Role`` attribute sets.
+"""Overlays: request fields no ``AppDef`` or ``Role`` attribute sets (``torchx.specs.overlays``).
 
-torchx-nightly's ``torchx.specs.overlays`` (same public names and merge rules; not in
-TorchX 0.7.0). An overlay is a dict stored in ``Role.metadata`` (or ``AppDef.metadata``)
-under ``[namespace][kind]`` with :func:`set_overlay`; the scheduler merges it into the
-request it builds with :func:`apply_overlay`. The ``kubernetes`` scheduler reads the kind
-``V1Pod`` of namespace ``kubernetes`` and merges it into every pod of the role, so node
-selectors, tolerations and volumes need no run option each::
-
-    set_overlay(role, "kubernetes", "V1Pod", {
-        "spec": {
-            "nodeSelector": {"accelerator": "a100"},
-            "tolerations": [{"key": "gpu", "operator": "Exists"}],
-        },
-    })
-
-Merge rules, for each key of the overlay: dicts merge key by key, lists are appended to,
-a tuple replaces a list, anything else replaces the base's value; a dict meeting a
-non-dict (or a list a non-list) is a ``TypeError``. Operator keys change the rule for one
-field: :func:`PUT` replaces, :func:`JOIN` merges list items that share a key field and
-appends the others, :func:`DEL` removes the field. :func:`set_overlay` keeps the operators
-when it accumulates, so they act when the scheduler applies the overlay.
-
-Not supported (unlike the nightly): a file URI in place of the overlay dict, and
-dataclass overlays; both raise ``TypeError``.
+An overlay is stored in ``metadata[namespace][kind]`` by :func:`set_overlay` and merged
+into the scheduler's request by :func:`apply_overlay`: dicts merge, lists append, a
+tuple replaces a list, anything else replaces; a dict meeting a non-dict (or a list a
+non-list) is a ``TypeError``. :func:`PUT` replaces a field, :func:`JOIN` merges list
+items sharing a key, :func:`DEL` removes a field. File URIs and dataclass overlays
+raise ``TypeError``.
 """
 
 from __future__ import annotations
