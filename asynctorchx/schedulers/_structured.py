@@ -13,8 +13,7 @@ import ast
 import functools
 import inspect
 import itertools
-import linecache
-import sys
+import textwrap
 import types
 from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, fields
@@ -72,48 +71,15 @@ def _by_key(cls: type[StructuredOpts]) -> dict[str, _Option]:
     return table
 
 
-def _class_definition(node: ast.AST, names: list[str]) -> ast.ClassDef | None:
-    """The definition of the class whose ``__qualname__`` is ``".".join(names)`` under
-    ``node``: the first in source order, as :func:`inspect.getsource` finds it, looking
-    only into the classes and functions (``f.<locals>.C``) the name runs through."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.ClassDef) and names == [child.name]:
-            return child
-        if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            scope = [child.name] if isinstance(child, ast.ClassDef) else [child.name, "<locals>"]
-            if names[: len(scope)] != scope:
-                continue
-            found = _class_definition(child, names[len(scope) :])
-        elif not isinstance(child, ast.expr):  # ``if``, ``try``, ``except``, ``with``...
-            found = _class_definition(child, names)
-        else:
-            continue
-        if found is not None:
-            return found
-    return None
-
-
 def _field_docstrings(cls: type) -> dict[str, str]:
     """The attribute docstrings of ``cls``'s own fields, each on one line; ``{}`` when its
-    source cannot be read (a class made in an interactive session).
-
-    The module's source is parsed once and the class found in it, without
-    :func:`inspect.getsource`'s tokenizing of the class and second parse: a scheduler's
-    first ``run_opts()`` is on every first app's path (benchmark 6's ``script=1`` row).
-    """
+    source cannot be read (a class made in an interactive session)."""
     try:
-        path = inspect.getsourcefile(cls)
-    except TypeError:  # a built-in class, or one of a module without a file
+        node = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+    except (OSError, TypeError, SyntaxError):
         return {}
-    module = sys.modules.get(cls.__module__)
-    lines = linecache.getlines(path, vars(module) if module else None) if path else []
-    try:
-        tree = ast.parse("".join(lines))
-    except (SyntaxError, ValueError):
-        return {}
-    node = _class_definition(tree, cls.__qualname__.split("."))
     docs: dict[str, str] = {}
-    for stmt, after in itertools.pairwise(node.body if node else []):
+    for stmt, after in itertools.pairwise(node.body if isinstance(node, ast.ClassDef) else []):
         if (
             isinstance(stmt, ast.AnnAssign)
             and isinstance(stmt.target, ast.Name)
