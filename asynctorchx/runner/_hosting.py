@@ -1,16 +1,9 @@
 """Scheduler hosting for :class:`~asynctorchx.runner.Runner`: one task per scheduler.
 
-A scheduler is created on first use (from any task; a lock makes two tasks share one)
-from its factory, as ``torchx.runner.api.Runner`` does (a synchronous, TorchX-style one
-wrapped in a :class:`~asynctorchx.schedulers.SyncSchedulerAdapter`), and hosted by a
-task of the runner's task group, inside ``async with scheduler:``. Closing the host
-closes every scheduler, which terminates the replicas that local schedulers still run.
-
-A scheduler's capabilities and run options are read from the record its factory
-exposes, without creating a scheduler (see :meth:`SchedulerHost.capabilities`), so a
-run creates one scheduler per scheduler name. The host also resolves an app handle to its hosted
-scheduler (:meth:`SchedulerHost.for_handle`) and asks a hosted scheduler for a dry run
-(:meth:`SchedulerHost.dryrun`), so the runner never holds a scheduler of its own.
+A scheduler is created on first use (a lock makes two tasks share one), as
+``torchx.runner.api.Runner`` does, and hosted by a task of the runner's task group inside
+``async with scheduler:``, so closing the host closes every scheduler. Capabilities and
+run options come from the factory's record, without creating a scheduler.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Termination signals, owned explicitly: close what runs, then die of the signal.
 
-A scheduler never installs a signal handler by being entered. Whoever owns the process's
-signals asks for it: the CLI (which cancels its app on SIGINT, SIGTERM and SIGHUP), a
-:class:`~asynctorchx.runner.Runner` created with ``handle_signals`` (see
-:func:`~asynctorchx.runner.get_runner`), or any program with :func:`terminate_on_signals`.
-
-TorchX's ``torchx.schedulers.local_scheduler`` installs SIGTERM/SIGINT handlers when a
-local scheduler is created; here the same protection is a task of its owner's block.
-
-One receiver per event loop serves every block that asked (a
-:class:`anyio.lowlevel.RunVar`, not a process global): a SIGTERM or SIGHUP closes every
-registered object concurrently, whichever block entered first or left last, then
-restores the signal's default action and sends the signal to this process again, so it
-ends as it would have without a handler (exit status "killed by SIGTERM"). When the
-block hosting the receiver leaves while others remain, the next one takes it over.
+A scheduler never installs a signal handler by being entered (TorchX's local scheduler
+does); whoever owns the process's signals asks, with :func:`terminate_on_signals`. One
+receiver per event loop (a :class:`anyio.lowlevel.RunVar`) closes every registered object
+at a SIGTERM or SIGHUP, then re-raises the signal with its default action, so the exit
+status says "killed by SIGTERM".
 """
 
 from __future__ import annotations
