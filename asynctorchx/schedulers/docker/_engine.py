@@ -236,27 +236,19 @@ def _mapped_error(err: Exception, request: str, where: str) -> Exception | None:
 
 
 class StreamBody:
-    """The body of a streamed engine response (events, followed logs), read cancel-safely.
+    """The body of a streamed engine response (events, logs), read cancel-safely.
 
-    :meth:`fill` appends what arrived to :attr:`buffer`; the callers parse whole records
-    out of it. Cancelling ``fill`` loses no byte (aiohttp's ``readany`` takes the data
-    only after its wait), so it can race another wait in
-    :func:`~asynctorchx.schedulers.toolkit.race`.
+    :meth:`fill` appends what arrived to :attr:`buffer`; cancelling it loses no byte
+    (aiohttp's ``readany`` takes the data only after its wait), so it can be raced.
 
     Args:
         response: the aiohttp response, owned by :meth:`Engine.stream` (it closes it).
         errors: maps the errors raised inside it (:meth:`Engine._errors` of the request).
-        whole_at_eof: at :attr:`eof`, the engine sent the body whole: it marked the end (a
-            chunked body, whose cut raises in :meth:`fill`), not only closed the connection
-            (an unchunked one, see :meth:`Engine.stream`).
     """
 
-    def __init__(
-        self, response: Any, errors: Callable[[], ContextManager[None]], whole_at_eof: bool = True
-    ) -> None:
+    def __init__(self, response: Any, errors: Callable[[], ContextManager[None]]) -> None:
         self._response = response
         self._errors = errors
-        self.whole_at_eof = whole_at_eof
         self.buffer = bytearray()
         self.eof = False
 
@@ -264,7 +256,8 @@ class StreamBody:
         """Wait for more of the body and append it; sets :attr:`eof` at its end.
 
         Raises:
-            SchedulerUnavailableError: the connection to the engine broke.
+            SchedulerUnavailableError: the connection to the engine broke (a body cut
+                short raises: the engine marks a body's end).
         """
         if self.eof:
             return
@@ -337,8 +330,6 @@ class Engine:
         self.session_name = session_name
         self.backend = backend
         self._docker: Any = None
-        #: The aiohttp session of unchunked requests (see :meth:`stream`), made on first use.
-        self._http10: Any = None
         self._lock = anyio.Lock()
         self._closed = False
 
@@ -421,10 +412,6 @@ class Engine:
         """Close the connection; idempotent, never raises. Later requests raise closed."""
         self._closed = True
         docker, self._docker = self._docker, None
-        http10, self._http10 = self._http10, None
-        if http10 is not None:
-            with contextlib.suppress(Exception):
-                await http10.close()
         if docker is not None:
             with contextlib.suppress(Exception):
                 await docker.close()
@@ -640,88 +627,39 @@ class Engine:
             ) from err
 
     @contextlib.asynccontextmanager
-    async def stream(
-        self, path: str, params: Mapping[str, str], *, unchunked: bool = False
-    ) -> AsyncIterator[StreamBody]:
+    async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[StreamBody]:
         """Open a streamed ``GET`` (logs); its body is closed on exit, even by cancel.
 
         Args:
             path: the API path, e.g. ``containers/{id}/logs``.
             params: the query parameters.
-            unchunked: ask over HTTP/1.0: the engine then sends the body without a chunk
-                per write (it writes a log frame at a time) and ends it by closing the
-                connection, as it would by crashing: the body's
-                :attr:`~StreamBody.whole_at_eof` is False.
 
         Raises:
             DockerEngineError: the engine answered 4xx/5xx.
         """
-        async with self._stream_get(path, params, unchunked) as response:
-            errors = functools.partial(self._errors, f"GET {path}")
-            yield StreamBody(response, errors, whole_at_eof=not unchunked)
+        async with self._stream_get(path, params) as response:
+            yield StreamBody(response, functools.partial(self._errors, f"GET {path}"))
 
     @contextlib.asynccontextmanager
-    async def _stream_get(
-        self, path: str, params: Mapping[str, str], unchunked: bool = False
-    ) -> AsyncIterator[Any]:
+    async def _stream_get(self, path: str, params: Mapping[str, str]) -> AsyncIterator[Any]:
         """The raw aiohttp response of a streamed ``GET``, closed on exit (even by cancel).
 
         The one call of aiodocker's private ``Docker._query`` (hence the upper bound on
-        aiodocker in ``pyproject.toml``): its public API reads neither stream as needed.
-
-        - logs: ``DockerContainer.log`` inspects the container first (a second request),
-          decodes the text dropping bytes that are not UTF-8, drops each frame's stream
-          id (stdout or stderr), and loses a frame's bytes already read when cancelled;
-          here the frames are read raw and byte-exact, and a read is cancel-safe
-          (:class:`StreamBody`);
-        - events: ``Docker.events`` runs one background task per client, subscribed with
-          the first subscriber's filters and ``since``; here each subscription has its
-          own, and no task (its connection is closed with the block).
-
-        ``unchunked`` requests (see :meth:`stream`) go through an aiohttp session of
-        HTTP/1.0 on aiodocker's connector, to the URL aiodocker makes (its private
-        ``_canonicalize_url``): aiodocker sets no HTTP version.
+        aiodocker in ``pyproject.toml``), as its public API reads neither stream as needed:
+        ``DockerContainer.log`` inspects the container first (a second request), drops each
+        frame's stream and stamp-exact bytes (it decodes them to text), and ends quietly
+        when the connection breaks, so a cut log would look whole; ``Docker.events`` runs
+        one background subscription per client, with its first subscriber's filters.
         """
         docker = await self.connect()
         async with contextlib.AsyncExitStack() as stack:
             with self._errors(f"GET {path}"):
-                if unchunked:
-                    response = await stack.enter_async_context(
-                        self._get_unchunked(docker, path, params)
-                    )
-                else:
-                    response = await stack.enter_async_context(
-                        docker._query(path, "GET", params=dict(params), timeout=None)
-                    )
+                query = docker._query(path, "GET", params=dict(params), timeout=None)
+                response = await stack.enter_async_context(query)
             try:
                 yield response
             finally:
                 response.close()
-
-    @contextlib.asynccontextmanager
-    async def _get_unchunked(
-        self, docker: Any, path: str, params: Mapping[str, str]
-    ) -> AsyncIterator[Any]:
-        """``GET path`` over HTTP/1.0 (see :meth:`_stream_get`); a 4xx/5xx answer raises
-        aiodocker's error, as aiodocker's requests do."""
-        import aiodocker
-        import aiohttp
-
-        if self._http10 is None:
-            self._http10 = aiohttp.ClientSession(
-                connector=docker.connector,
-                connector_owner=False,
-                version=aiohttp.HttpVersion10,
-                timeout=aiohttp.ClientTimeout(),
-            )
-        await docker._check_version()
-        url = docker._canonicalize_url(path)
-        async with self._http10.get(url, params=dict(params)) as response:
-            if response.status >= 400:
-                text = await response.text()
-                message = json.loads(text).get("message", text) if text.startswith("{") else text
-                raise aiodocker.DockerError(response.status, message)
-            yield response
 
     @contextlib.asynccontextmanager
     async def events(

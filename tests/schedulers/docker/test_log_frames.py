@@ -17,7 +17,7 @@ from asynctorchx.schedulers.docker._logs import (
     STDOUT,
     FrameParser,
 )
-from asynctorchx.schedulers.toolkit import MAX_LINE_BYTES, StampedPair, format_rfc3339_ns
+from asynctorchx.schedulers.toolkit import MAX_LINE_BYTES, format_rfc3339_ns
 
 T0 = 1_714_564_800 * 1_000_000_000  # 2024-05-01T12:00:00Z in ns
 BOTH = (STDOUT, STDERR)
@@ -154,41 +154,3 @@ def test_a_tty_body_is_raw_lines_with_their_carriage_returns() -> None:
     lines = FrameParser(None, True, BOTH)
     assert request(lines, [(T0, body)], chunk=7) == ["a\r\n"]
     assert lines.flush() == ["b"]
-
-
-def test_a_read_from_a_position_takes_the_rest_from_the_logs_tail_when_it_reaches_back() -> None:
-    log = [frame(STDOUT, T0 + i, f"line {i}\n".encode()) for i in range(40)]
-    lines = FrameParser(None, False, BOTH)
-    request(lines, [(T0, b"".join(log))])
-    # the next request: the engine's tail=32 of the log, two more lines written meanwhile
-    more = [*log, frame(STDOUT, T0 + 40, b"line 40\n"), frame(STDOUT, T0 + 41, b"line 41\n")]
-    lines.begin_request()
-    tail = b"".join(more[-32:])
-    assert lines.reaches_back(tail[:5], at_eof=False) is None  # no whole frame yet
-    assert lines.reaches_back(tail, at_eof=False)  # a frame consumed (stderr is quiet)
-    assert lines.take(bytearray(tail), at_eof=True) == ["line 40\n", "line 41\n"]
-    lines.begin_request()
-    far = [frame(STDOUT, T0 + 100 + i, b"x\n") for i in range(40)]  # more than the tail
-    assert lines.reaches_back(b"".join(far[-32:]), at_eof=True) is False
-    assert lines.reaches_back(b"", at_eof=True) is False  # an empty log
-    assert not FrameParser(None, False, BOTH).reaches_back(tail, at_eof=True)  # no floor
-
-
-def test_a_combined_read_resumed_from_a_position_does_not_trust_the_tail() -> None:
-    log = [(T0 + 1, frame(STDERR, T0 + 1, b"e\n"))]
-    log += [(T0 + 10 + i, frame(STDOUT, T0 + 10 + i, b"o\n")) for i in range(40)]
-    lines = FrameParser(None, False, BOTH)
-    request(lines, log)
-    tail = b"".join(data for _, data in log[-32:])  # stdout's frames only
-    resumed = FrameParser(None, False, BOTH)
-    resumed.resume_at(lines.position())
-    resumed.begin_request()
-    assert resumed.reaches_back(tail, at_eof=True) is False  # stderr's may be before it
-    lines.begin_request()
-    assert lines.reaches_back(tail, at_eof=True)  # it consumed the log's first frames, in order
-    stdout = FrameParser(None, False, (STDOUT,))  # one stream: its frames are in order
-    combined = lines.position()
-    assert isinstance(combined, StampedPair)
-    stdout.resume_at(combined.stdout)
-    stdout.begin_request()
-    assert stdout.reaches_back(tail, at_eof=True)

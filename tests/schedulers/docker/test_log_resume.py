@@ -4,8 +4,8 @@ A position is, per stream, the engine's stamp of the last line delivered and how
 lines had it, so a resume near the end of a long log gets only the log's end from the
 engine (``Runner.events``, stdout and stderr apart), and a combined read resumes from any
 block's position with that block's lines then the rest: the bytes the engine sends are
-counted (a counting wrapper of the log response's body). A read whose unchunked body the
-engine ends early (it closes the connection, as a crash would) goes on from its position.
+counted (a counting wrapper of the log response's body). A read whose connection breaks
+raises, and a read from its last block's position gives the rest, each line once.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator, Mapping
 
 import pytest
 
+from asynctorchx.errors import SchedulerUnavailableError
 from asynctorchx.runner import LogEvent, get_runner
 from asynctorchx.schedulers.api import Stream
 from asynctorchx.schedulers.docker import _engine
-from asynctorchx.schedulers.docker._logs import TAIL_FRAMES
 from asynctorchx.schedulers.docker_scheduler import create_scheduler
 from asynctorchx.schedulers.toolkit import LogPosition, LogQuery
 from asynctorchx.specs.api import AppDef, Role, parse_app_handle
@@ -76,10 +76,10 @@ async def test_resume_near_the_end_of_a_long_log_does_not_read_it_again(
                 if isinstance(event, LogEvent):
                     resumed.append(event.line)
     assert resumed == [f"{n:059d}\n" for n in range(LINES - 2, LINES)]
-    # the whole log was read once; the resume gets the log's tail (its last TAIL_FRAMES
-    # frames of ~100 B), not the log again
+    # the whole log was read once; the resume gets the frames from the cursor's stamp on
+    # (a few of ~100 B), not the log again
     assert whole > 6_000_000
-    assert log_bytes[0] < TAIL_FRAMES * 200, f"the resume got {log_bytes[0]} of {whole} bytes"
+    assert log_bytes[0] < 10_000, f"the resume got {log_bytes[0]} of {whole} bytes"
 
 
 #: stdout and stderr interleaved, 3,000 lines each, and six lines longer than the engine's
@@ -126,7 +126,7 @@ async def test_a_combined_read_resumes_from_any_blocks_position(
 
 
 @pytest.mark.docker
-async def test_a_read_the_engine_cut_short_by_closing_the_connection_goes_on_from_its_position(
+async def test_a_read_whose_connection_breaks_raises_and_resumes_from_its_last_block(
     docker_image: str, docker_apps: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     role = Role("r", docker_image, entrypoint="sh", args=["-c", INTERLEAVED])
@@ -141,24 +141,33 @@ async def test_a_read_the_engine_cut_short_by_closing_the_connection_goes_on_fro
 
         @contextlib.asynccontextmanager
         async def cut_short(
-            engine: _engine.Engine, path: str, params: Mapping[str, str], **kwargs: bool
+            engine: _engine.Engine, path: str, params: Mapping[str, str]
         ) -> AsyncIterator[_engine.StreamBody]:
-            async with stream(engine, path, params, **kwargs) as body:
+            async with stream(engine, path, params) as body:
                 fill, received = body.fill, [0]
 
-                async def fill_then_close() -> None:
+                async def fill_then_break() -> None:
                     before = len(body.buffer)
                     await fill()
                     received[0] += len(body.buffer) - before
-                    if not body.whole_at_eof and received[0] > 100_000:
-                        del body.buffer[-37:]  # the connection closed inside a frame
-                        body.eof = True
+                    if not cuts and path.endswith("/logs") and received[0] > 100_000:
+                        del body.buffer[-37:]  # the connection broke inside a frame
                         cuts.append(received[0])
+                        raise SchedulerUnavailableError("the connection broke")
 
-                body.fill = fill_then_close  # type: ignore[method-assign]
+                body.fill = fill_then_break  # type: ignore[method-assign]
                 yield body
 
         monkeypatch.setattr(_engine.Engine, "stream", cut_short)
-        again = [line async for _, lines in sched.log_blocks(app_id, query) for line in lines]
-    assert cuts, "no read was cut"
-    assert again == whole
+        got: list[tuple[LogPosition, list[str]]] = []
+
+        async def read_until_cut() -> None:
+            async for at, lines in sched.log_blocks(app_id, query):
+                got.append((at, list(lines)))
+
+        with pytest.raises(SchedulerUnavailableError):
+            await read_until_cut()
+        assert cuts, "no read was cut"
+        last = got[-1][0]  # its block's lines come again from there
+        rest = [line async for _, lines in sched.log_blocks(app_id, query, last) for line in lines]
+    assert [line for _, lines in got[:-1] for line in lines] + rest == whole
