@@ -340,20 +340,12 @@ def build_popen_request(
 
 
 def apply_macros(template: Role, values: macros.Values) -> Role:
-    """A copy of ``template`` with the macros of one replica substituted.
+    """A copy of ``template`` with one replica's macros substituted, as TorchX's
+    ``macros.Values.apply`` (``args``, ``env`` values, ``metadata`` strings).
 
-    What ``macros.Values.apply`` (TorchX's ``torchx.specs.api.macros.Values.apply``)
-    does: the macros are substituted in ``args``, in ``env`` values and (recursively) in
-    the string values of ``metadata``; never in ``entrypoint`` or ``image``. But the
-    copy is shallow: the dry run deep-copies the user's role once per role (the
-    ``template``), not once per replica (benchmark 3's ms-per-replica rows guard it), so
-    the replicas' copies of one role share its ``resource``, ``port_map``, ``mounts``
-    and ``workspace`` (none of which a local replica uses), and a string without ``$``
-    is kept as it is instead of going through ``string.Template``.
-
-    Args:
-        template: a copy of the role, made by the dry run.
-        values: the replica's macro values.
+    The copy is shallow (the dry run deep-copies once per role, not per replica:
+    benchmark 3's ms-per-replica row), so a role's replicas share the fields a local
+    replica does not use.
     """
     role = copy.copy(template)
     role.args = [_substitute(values, arg) for arg in template.args]
@@ -384,22 +376,10 @@ def add_environment(
     role_name: str,
     context: RequestContext,
 ) -> None:
-    """Add the variables every local replica gets to ``param.env`` (TorchX's set).
-
-    As TorchX's ``torchx.schedulers.local_scheduler``: ``PYTHONUNBUFFERED`` (unless
-    set), ``TORCHX_RANK0_HOST``, ``TORCHX_JOB_ID``, ``TORCHELASTIC_ERROR_FILE`` (the
-    replica's ``error.json``), ``PET_LOG_DIR`` (``<app log dir>/torchelastic/<role>``,
-    where ``torch.distributed.run`` writes its workers' logs), each unless the role
-    sets it, and ``PATH``: the extra paths, the role's own ``PATH``, the working
-    directory (``param.cwd``, from ``ImageProvider.get_cwd``), then this process's
-    ``PATH`` (the working directory first of all with ``prepend_cwd``).
-
-    Args:
-        param: the replica's parameters, updated in place.
-        cfg: the resolved run config.
-        replica_log_dir: the replica's log directory.
-        role_name: the replica's role.
-        context: the job id, the app's log directory and the extra paths.
+    """Add to ``param.env`` the variables TorchX's local scheduler gives every replica, each
+    unless the role sets it (``PYTHONUNBUFFERED``, ``TORCHX_RANK0_HOST``, ``TORCHX_JOB_ID``,
+    ``TORCHELASTIC_ERROR_FILE``, ``PET_LOG_DIR``), and its ``PATH``: the extra paths, the
+    role's ``PATH``, the working directory, then this process's.
     """
     env = param.env
     if "PYTHONUNBUFFERED" not in env and "PYTHONUNBUFFERED" not in os.environ:
