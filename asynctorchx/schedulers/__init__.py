@@ -1,18 +1,9 @@
 """Schedulers: the async :class:`Scheduler` interface and the registry of backends.
 
 Built-ins, in order (the first is the default): ``local_cwd``, ``local_dir``,
-``local_docker``, ``slurm``, ``kubernetes``. A plugin scheduler (:mod:`asynctorchx.plugins`:
-a ``@register.scheduler()`` function in the namespace package
-``asynctorchx_plugins.schedulers``, or an entry point of the group
-``asynctorchx.schedulers``) comes before them and replaces a built-in of its name, as in
-torchx-nightly's ``torchx.schedulers.get_scheduler_factories``.
-Backends are imported only when their factory is called (or its capabilities asked for
-with :func:`get_scheduler_capabilities`), so ``local_cwd`` never imports aiodocker.
-
-A synchronous, TorchX-style scheduler (:func:`is_sync_scheduler`) is given the async
-interface by :class:`SyncSchedulerAdapter`; the Runner wraps one for you. The response
-types (``DescribeAppResponse``, ``ListAppResponse``) and ``Stream`` are imported from
-:mod:`asynctorchx.schedulers.api`, as in TorchX.
+``local_docker``, ``slurm``, ``kubernetes``; a plugin (:mod:`asynctorchx.plugins`) of a
+built-in's name replaces it, as in torchx-nightly. A backend is imported only when its
+factory is called or asked its capabilities, so ``local_cwd`` never imports aiodocker.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The async Scheduler interface, TorchX's ``torchx.schedulers.api`` made awaitable.
 
-Every method that does I/O is a coroutine; ``log_iter`` is an async generator;
-``wait`` is new: an await that returns at the app's first terminal state. Pure
-methods (``submit_dryrun``, ``run_opts``, ``_validate``) stay plain functions.
-
-What every backend shares (app ids, device mounts, state rules, log lines, the polling
-fallback) is in :mod:`asynctorchx.schedulers.toolkit`. :class:`StructuredOpts`
-(torchx-nightly's typed run options) declares a backend's run options.
+Every method that does I/O is a coroutine and ``log_iter`` an async generator; ``wait``
+is new. What every backend shares is in :mod:`asynctorchx.schedulers.toolkit`.
 """
 
 from __future__ import annotations

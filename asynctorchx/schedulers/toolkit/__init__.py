@@ -1,36 +1,8 @@
 """The scheduler toolkit: what every backend shares, so a backend is only its own part.
 
-A backend (``local``, ``docker``, ``slurm``...) subclasses
-:class:`asynctorchx.schedulers.api.Scheduler` and takes the rest from here:
-
-- app ids: :func:`make_app_id`, :func:`sanitize_app_name`, :func:`validate_app_id`;
-- apps: :func:`validate_app` (roles, replicas, entrypoints, resources, :func:`check_env`)
-  and :func:`validate_name`
-  (role and session names, which become path parts), :func:`validate_stop_timeout`
-  (the grace period before SIGKILL);
-- devices: :func:`get_device_mounts` (EFA and Neuron, TorchX's table);
-- states: :func:`app_state` (replicas -> app), :func:`describe_app`,
-  :func:`role_statuses`;
-- logs: :class:`LogQuery` (what ``log_iter`` was asked), :class:`LineAssembler`, the one
-  splitter (bytes -> lines, lines longer than :data:`MAX_LINE_BYTES` cut at a character
-  boundary, nothing added), :func:`has_long_line` and :func:`line_spans` (where a read's
-  lines are),
-  :func:`tail_blocks` (a file's lines a read at a time, each :class:`LogBlock` with the
-  byte offset to read again from), :func:`lines_of` (their lines one by one) and
-  :class:`Notifier` (follow a file, woken by its writer), :func:`open_for_reading` (never
-  through a planted symlink), :func:`parse_rfc3339_ns` and :func:`format_rfc3339_ns`
-  (log stamps);
-- log positions: :data:`LogPosition` (a byte offset, a :class:`Stamped`, a
-  :class:`StampedPair` or an :class:`InContainer`), :func:`position_of` (a backend's kind, checked),
-  :class:`StampSkip` (resume a stamped log and skip what was delivered),
-  :func:`format_position` and :func:`parse_position` (as text, in cursors);
-- concurrency: :func:`gather`, :func:`gather_results`, :func:`race` (the first error
-  raised as itself), :func:`background_tasks` (a block's exception raised as itself);
-- waiting on one feed: :class:`SharedFeed` (one reader, many waiters; a Kubernetes watch
-  is one), :class:`BatchedPoller` (for backends without events: one poll per tick for
-  every waiter).
-
-``docs/architecture.md`` walks through adding a backend with these pieces.
+A backend subclasses :class:`asynctorchx.schedulers.api.Scheduler` and takes app ids,
+validation, device mounts, state rules, log lines and positions, concurrency helpers and
+the polling fallback from here; ``docs/architecture.md`` walks through adding one.
 """
 
 from asynctorchx.schedulers.toolkit._concurrency import (
