@@ -1,15 +1,7 @@
-"""Building workspaces into role images: ``Role.workspace`` and ``workspace=``.
+"""Building ``Role.workspace`` and the runner's ``workspace=`` into role images.
 
-Used by the Runner's dry run and by ``Scheduler.submit(workspace=)``.
-
-TorchX 0.7.0 builds one directory into role 0's image
-(``torchx.runner.api.Runner.dryrun`` with ``workspace: str``). TorchX's later API adds
-:class:`~asynctorchx.specs.Workspace` (several projects, each mapped to a
-sub-directory) and ``Role.workspace`` (one workspace per role), the runner's
-``workspace`` still winning for role 0. The scheduler builds a plain directory
-(``Scheduler.build_workspace_and_update_role``); a workspace of several projects, or of
-one project mapped to a sub-directory, is first copied into a temporary directory laid
-out as the mapping says, which is removed once the build returns.
+A workspace of several projects, or one mapped to a sub-directory (TorchX's later
+``Workspace``), is first laid out in a temporary directory, removed once the build returns.
 """
 
 from __future__ import annotations

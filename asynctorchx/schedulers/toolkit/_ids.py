@@ -1,10 +1,5 @@
-"""The one app-id policy of every backend: generate, sanitise, validate.
-
-TorchX's ``torchx.schedulers.ids.make_unique`` appends a random suffix to the app's name
-and leaves each backend to clean the name its own way; here one rule serves every
-backend, so ``AppDef("my app/x")`` gets the same kind of id on ``local_cwd`` as on
-``local_docker``: ``my-app-x-<suffix>``.
-"""
+"""The one app-id policy of every backend: generate, sanitise, validate (``AppDef("my app/x")``
+gets ``my-app-x-<suffix>`` on every backend; TorchX leaves the cleaning to each)."""
 
 from __future__ import annotations
 
@@ -44,11 +39,8 @@ def sanitize_app_name(name: str) -> str:
 def make_app_id(app_name: str) -> str:
     """Return a new unique app id: ``{sanitised name}-{10 random characters}``.
 
-    The suffix is a lowercase letter then 9 lowercase letters or digits (about 2^51
-    values), drawn by :mod:`secrets` (the operating system's randomness): unpredictable,
-    so ids and the paths named after them cannot be guessed ahead. Like TorchX's
-    ``torchx.schedulers.ids.make_unique`` (64 bits of ``os.urandom``) it makes two
-    submissions of one ``AppDef`` distinct. The id passes :func:`validate_app_id`.
+    The suffix is a lowercase letter then 9 lowercase letters or digits from :mod:`secrets`,
+    so ids and the paths named after them cannot be guessed (TorchX's ``make_unique``).
 
     Args:
         app_name: the app's name; see :func:`sanitize_app_name`.
