@@ -27,21 +27,15 @@ class ComponentTestCase(unittest.TestCase):
     """A test case with helpers that check a component and run it (TorchX's names)."""
 
     def validate(self, module: ModuleType, function_name: str) -> None:
-        """Check ``module.function_name`` as the CLI would, from its file.
-
-        Equivalent to ``asynctorchx run /abs/path/module.py:function_name --help``: the
-        file's component is found and linted (:mod:`asynctorchx.specs.file_linter`), then
-        its command-line parser is built and ``--help`` must exit.
+        """Check ``module.function_name`` as ``asynctorchx run path.py:function_name --help`` would.
 
         Args:
-            module: the module that defines the component (it must have a ``__file__``).
-            function_name: the component function's name in ``module``.
+            module: the module defining the component (with a ``__file__``).
+            function_name: the component function's name.
 
         Raises:
-            AssertionError: (the test's failure) ``module`` has no source file, or
-                ``--help`` did not exit.
-            ComponentValidationException: the component is not valid (the message says
-                why and how to fix it).
+            AssertionError: ``module`` has no file, or ``--help`` did not exit.
+            ComponentValidationException: the component is not valid.
             ComponentNotFoundException: ``module`` has no function ``function_name``.
         """
         path = getattr(module, "__file__", None)
@@ -66,25 +60,19 @@ class ComponentTestCase(unittest.TestCase):
     ) -> AppStatus | None:
         """Run ``component(**args)`` on ``scheduler`` and wait for it to end.
 
-        TorchX's helper polls the status every ``interval`` seconds; this one waits for
-        the app's state to change (the runner's event-driven ``wait``).
-
         Args:
             component: the component function.
             args: its keyword arguments.
-            scheduler_params: keyword arguments for the scheduler factory (e.g.
-                ``{"cache_size": 1}`` for ``local_cwd``).
-            scheduler: the scheduler to run on.
-            interval: accepted for TorchX's signature; unused (nothing is polled).
-            timeout: at most this many seconds to wait for the app to end; ``None``
-                (default): until it ends. On expiry the status is the last one seen.
+            scheduler_params: keyword arguments of the scheduler factory.
+            scheduler: the scheduler's name.
+            interval: unused (the wait is event-driven); kept for TorchX's signature.
+            timeout: seconds to wait at most (``None``: until the end).
 
         Returns:
-            The app's status when it ended (or when ``timeout`` expired).
+            The status at the end, or when ``timeout`` expired.
 
         Raises:
-            Exception: whatever the component or the scheduler factory raises (e.g.
-                ``ValueError`` for a ``cache_size`` that is not positive).
+            Exception: whatever the component or the scheduler factory raises.
         """
         del interval
         from asynctorchx.runner import get_runner  # the layer above: imported when used

@@ -39,15 +39,14 @@ def _shell_join(words: Iterable[str]) -> str:
 
 
 def parse_nnodes(j: str) -> tuple[int, int, int, str]:
-    """Parse ``-j`` as ``[[MIN_NODES:]NODES x]NPROC_PER_NODE``.
+    """Parse ``-j [[MIN_NODES:]NODES x]NPROC_PER_NODE``.
 
     Returns:
-        ``(min_nnodes, max_nnodes, nproc_per_node, nnodes_rep)`` where ``nnodes_rep`` is
-        torchrun's ``--nnodes`` value (``"2"`` or ``"1:2"`` for an elastic range).
-        ``-j 4`` is one node of four processes.
+        ``(min_nnodes, max_nnodes, nproc_per_node, nnodes_rep)``, ``nnodes_rep`` being
+        torchrun's ``--nnodes`` (``"2"``, ``"1:2"``).
 
     Raises:
-        ValueError: ``j`` has another form; the message shows the valid ones.
+        ValueError: ``j`` has another form.
     """
     match = re.fullmatch(r"(?:(?:(\d+):)?(\d+)x)?(\d+)", j)
     if match is None:
@@ -61,8 +60,7 @@ def parse_nnodes(j: str) -> tuple[int, int, int, str]:
 
 
 def get_role_name(script: str | None, m: str | None) -> str:
-    """Name the role after the script's stem (``train.py`` -> ``train``) or the module's
-    last part (``a.b.train`` -> ``train``).
+    """Name the role after the script's stem or the module's last part.
 
     Raises:
         ValueError: neither ``script`` nor ``m`` is given.

@@ -36,13 +36,10 @@ class StructuredNameArgument:
         script: str | None = None,
         default_experiment_name: str = DEFAULT_EXPERIMENT_NAME,
     ) -> StructuredNameArgument:
-        """Parse ``name`` (``exp/run``, ``exp/``, ``/run``, ``run`` or ``/``).
+        """Parse ``name`` (``exp/run``, ``exp/``, ``/run``, ``run``, ``/``).
 
-        An empty experiment name becomes ``default_experiment_name``; an empty run name
-        is derived from the main module's last part (``m="a.b.train"`` -> ``train``) or
-        the script's stem (``script="x/train.py"`` -> ``train``).
-
-        The error messages start as ``torchx.components.structured_arg``'s.
+        An empty experiment is ``default_experiment_name``; an empty run is named after ``m``'s
+        last part or ``script``'s stem.
 
         Raises:
             ValueError: not exactly one of ``m`` and ``script`` is given.
@@ -82,15 +79,12 @@ class StructuredJArgument:
 
     @staticmethod
     def parse_from(h: str, j: str) -> StructuredJArgument:
-        """Parse ``j`` (``NNODES`` or ``NNODESxNPROC_PER_NODE``) for hosts of type ``h``.
+        """Parse ``j`` (``NNODES`` or ``NNODESxNPROC``) for hosts of type ``h``.
 
-        With ``j="2"`` the processes per node are the GPU count of the named resource
-        ``h``. An explicit count that differs from the GPU count is honoured, with a
-        :class:`UserWarning`.
+        Without ``NPROC``, one process per GPU of ``h``; a count other than that warns.
 
         Raises:
-            ValueError: ``j`` is malformed, or gives no process count for a host
-                without GPUs.
+            ValueError: ``j`` is malformed, or gives no count for a host without GPUs.
             UnknownNamedResourceException: ``h`` is not a registered named resource.
         """
         match = re.fullmatch(r"(\d+)(?:x(\d+))?", j.strip())

@@ -77,15 +77,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Import :func:`~asynctorchx.specs.builders.materialize_appdef` on first use.
-
-    TorchX exports ``materialize_appdef`` from ``torchx.specs``; importing the argparse
-    builder lazily keeps ``import asynctorchx.specs`` light for code that never
-    builds a component.
-
-    Raises:
-        AttributeError: ``name`` is not an attribute of this module.
-    """
+    """Import ``materialize_appdef`` on first use, keeping ``import asynctorchx.specs`` light."""
     if name == "materialize_appdef":
         from asynctorchx.specs.builders import materialize_appdef
 

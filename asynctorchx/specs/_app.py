@@ -18,26 +18,10 @@ if TYPE_CHECKING:
 class RetryPolicy(str, enum.Enum):
     """What is restarted when a replica fails (``torchx.specs.api.RetryPolicy``).
 
-    - ``REPLICA`` replaces the failed replica only; the others keep running.
-    - ``APPLICATION`` restarts every replica of the app. Every scheduler supports it.
-    - ``ROLE`` (added after TorchX 0.7.0) restarts every replica of the failed
-      replica's role; the other roles keep running.
-
-    ``max_retries`` bounds the restarts. What each backend does with each policy:
-
-    - ``local_cwd``, ``local_dir``: ``REPLICA`` and ``APPLICATION`` as above
-      (:mod:`asynctorchx.schedulers.local`); ``ROLE`` is refused.
-    - ``local_docker``: whatever the policy, Docker's ``on-failure`` restart policy
-      restarts the failed container alone (TorchX's
-      ``torchx.schedulers.docker_scheduler`` does the same); ``ROLE`` is refused.
-    - ``slurm``: whatever the policy, the whole job requeues itself (as an
-      ``APPLICATION`` retry); ``ROLE`` is refused.
-    - ``kubernetes``: ``REPLICA`` lets Volcano restart the failed pod, ``APPLICATION``
-      restarts the Volcano job; ``ROLE`` is refused (Volcano's ``RestartTask`` action,
-      which restarts one task, i.e. one role, could honour it).
-
-    Refused means: the dry-run raises ``ValueError`` naming the role and the policies
-    the backend supports, so an app never runs with a retry policy it does not get.
+    ``REPLICA``: the failed replica; ``APPLICATION``: every replica (every scheduler has
+    it); ``ROLE``: the failed replica's role. A backend's dry-run raises ``ValueError``
+    naming the role for a policy it does not support; ``local_docker`` and ``slurm``
+    restart what their engine restarts (the container, the whole job) whatever the policy.
     """
 
     REPLICA = "REPLICA"
@@ -61,27 +45,26 @@ def _null_resource() -> Resource:
 
 @attrs.define
 class Role:
-    """A set of identical replicas that perform one duty in an :class:`AppDef`.
+    """A set of identical replicas doing one duty in an :class:`AppDef` (``torchx.specs.api.Role``).
 
     Args:
-        name: the role's name, unique in its app.
-        image: the software bundle the replicas run in: a directory for ``local_dir``,
-            a Docker image for ``local_docker``, ignored by ``local_cwd``.
-        min_replicas: the fewest replicas an elastic job may run with (``None``: all).
-        base_image: deprecated, kept for TorchX compatibility.
-        entrypoint: the command to run (never macro-substituted).
-        args: its arguments; macros are substituted per replica.
-        env: environment variables added to each replica's; macros substituted.
-        num_replicas: how many replicas to run. ``dryrun`` rejects values below 1.
+        name: unique in its app.
+        image: a directory (``local_dir``), a Docker image (``local_docker``); ``local_cwd``
+            ignores it.
+        min_replicas: the fewest replicas an elastic job runs with (``None``: all).
+        base_image: deprecated.
+        entrypoint: the command (never macro-substituted).
+        args: its arguments; macros substituted per replica.
+        env: variables added to each replica's environment; macros substituted.
+        num_replicas: how many replicas; ``dryrun`` refuses fewer than 1.
         max_retries: how many times a failed replica (or app) is restarted.
         retry_policy: what is restarted, see :class:`RetryPolicy`.
-        resource: what one replica needs, see :class:`Resource`.
-        port_map: port name to port number, e.g. ``{"tensorboard": 6006}``.
+        resource: what one replica needs.
+        port_map: port name to number, e.g. ``{"tensorboard": 6006}``.
         metadata: free-form, keyed ``$scheduler.$key``.
-        mounts: bind, volume and device mounts (see :func:`parse_mounts`).
-        workspace: local projects built into this role's image when the app is
-            submitted (added after TorchX 0.7.0; see :class:`Workspace`). ``None``: the
-            image as it is. For role 0, a ``workspace`` given to ``Runner.run`` wins.
+        mounts: see :func:`parse_mounts`.
+        workspace: local projects built into the image at submit (``None``: the image as it
+            is); for role 0 ``Runner.run``'s ``workspace`` wins.
     """
 
     name: str
@@ -101,10 +84,7 @@ class Role:
     workspace: Workspace | None = None
 
     def pre_proc(self, scheduler: str, dryrun_info: AppDryRunInfo[Any]) -> AppDryRunInfo[Any]:
-        """Modify the scheduler request for this role; the default changes nothing.
-
-        Called by ``submit_dryrun`` once per role, in the order of ``AppDef.roles``.
-        """
+        """Modify the scheduler request for this role (``submit_dryrun`` calls it per role)."""
         return dryrun_info
 
 

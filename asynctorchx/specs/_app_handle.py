@@ -12,10 +12,7 @@ AppHandle = str
 
 
 class ParsedAppHandle(NamedTuple):
-    """The parts of an app handle ``{scheduler_backend}://{session_name}/{app_id}``.
-
-    A named tuple, as in TorchX, so ``scheduler, session, app_id = parse_app_handle(h)``
-    and ``parse_app_handle(h)[2]`` work as well as the attribute names.
+    """The parts of an app handle; a named tuple, as TorchX's.
 
     Args:
         scheduler_backend: the scheduler's name, e.g. ``local_cwd``.
@@ -41,16 +38,10 @@ def make_app_handle(scheduler_backend: str, session_name: str, app_id: str) -> A
 
 
 def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
-    """Split an app handle into its parts.
-
-    Args:
-        app_handle: ``{scheduler_backend}://{session_name}/{app_id}``; the app id may
-            hold ``/``, the session name may not.
+    """Split ``{scheduler_backend}://{session_name}/{app_id}`` (the id may hold ``/``).
 
     Raises:
-        MalformedAppHandleException: ``app_handle`` is not of the form
-            ``{scheduler_backend}://{session_name}/{app_id}`` with every part non-empty
-            (TorchX refuses an empty session name too).
+        MalformedAppHandleException: not of that form, every part non-empty.
     """
     match = _APP_HANDLE.fullmatch(app_handle)
     if match is None:

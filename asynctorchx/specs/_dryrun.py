@@ -15,21 +15,14 @@ T = TypeVar("T")
 
 @attrs.define
 class AppDryRunInfo(Generic[T]):
-    """What a scheduler would submit for an app: the request, and how to print it.
+    """What a scheduler would submit for an app (``torchx.specs.api.AppDryRunInfo``).
 
     Args:
-        request: the scheduler's own request object (e.g. ``PopenRequest``, ``DockerJob``).
-        fmt: turns the request into readable text; ``str(info)`` calls it.
-        app: the app the request is for; ``Runner.dryrun`` sets it, and
-            ``Runner.schedule`` records it as the submitted app.
-        scheduler: the registered name of the scheduler that made the request;
-            ``Runner.dryrun`` sets it, and ``Runner.schedule`` submits to it.
-        cfg: the run options the request was made with, defaults filled in;
-            ``Scheduler.submit_dryrun`` sets it. Read it, never change it: a backend
-            puts what :meth:`Scheduler.schedule` needs into its request.
-
-    TorchX 0.7.0's private names ``_app`` and ``_scheduler`` remain as read-only
-    aliases for code written against it.
+        request: the scheduler's own request object.
+        fmt: turns the request into text; ``str(info)`` calls it.
+        app: the app; ``Runner.dryrun`` sets it.
+        scheduler: the scheduler's registered name; ``Runner.dryrun`` sets it.
+        cfg: the run options with defaults filled in; read it, never change it.
     """
 
     request: T

@@ -81,32 +81,22 @@ _MOUNT_KEYS = {
 
 
 def parse_mounts(opts: list[str]) -> list[Mount]:
-    """Parse Docker-style mount options into mount objects.
+    """Parse Docker-style mount options, e.g. ``["type=bind,src=/data,dst=/data,readonly"]``.
 
-    ``opts`` is a list of ``key=value`` (or bare ``readonly``) items; each mount starts
-    with ``type=bind|volume|device``, e.g.
-    ``["type=bind", "src=/data", "dst=/data", "readonly", "type=volume", "src=v", "dst=/v"]``.
-    Items may also be comma-joined: ``["type=bind,src=/data,dst=/data"]``.
-    Keys: ``type``; ``src`` (``source``); ``dst`` (``destination``, ``target``);
-    ``readonly`` (``read_only``); ``perm`` (``permissions``, devices only). A bind
-    mount's ``src`` starting with ``~`` is expanded to the user's home directory (as
-    TorchX does; the container engine would take it literally).
+    Each mount starts with ``type=bind|volume|device``; keys ``src`` (``source``), ``dst``
+    (``destination``, ``target``), ``readonly`` (``read_only``), ``perm`` (``permissions``,
+    devices; ``dst`` defaults to ``src``). A bind ``src`` starting with ``~`` is expanded.
 
     Raises:
-        MountOptionError: (a ``KeyError`` and a ``ValueError``, where TorchX raises
-            ``KeyError``) an item before the first ``type=``, an unknown key, or a
-            mount without ``src`` (``dst`` defaults to ``src`` for devices only).
+        MountOptionError: (a ``KeyError``, as TorchX raises) an item before ``type=``, an
+            unknown key, or a mount without ``src`` (or ``dst``).
         ValueError: an unknown mount type or bad device permissions.
     """
     return [_mount_of(group) for group in _group_mount_options(opts)]
 
 
 def _group_mount_options(opts: list[str]) -> list[dict[str, str]]:
-    """Split the items of ``opts`` into one ``{canonical key: value}`` dict per mount.
-
-    Raises:
-        MountOptionError: an unknown key, or an item before the first ``type=``.
-    """
+    """One ``{canonical key: value}`` dict per mount; raises ``MountOptionError``."""
     items = [item.strip() for opt in opts for item in opt.split(",") if item.strip()]
     groups: list[dict[str, str]] = []
     for item in items:

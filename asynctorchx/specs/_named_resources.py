@@ -50,8 +50,7 @@ def _custom() -> Mapping[str, Callable[[], Resource]]:
     """The ``NAMED_RESOURCES`` of the module ``$TORCHX_CUSTOM_NAMED_RESOURCES`` names.
 
     Raises:
-        ImportError: the variable names a module that cannot be imported, or one without
-            ``NAMED_RESOURCES``; the message names the variable and the fix.
+        ImportError: the module does not import or has no ``NAMED_RESOURCES``.
     """
     name = os.environ.get(ENV_CUSTOM_NAMED_RESOURCES)
     if not name:
@@ -82,21 +81,10 @@ def _load() -> dict[str, Callable[[], Resource]]:
 
 
 class NamedResourceFactories(MutableMapping[str, Callable[[], Resource]]):
-    """The registry: each name -> a zero-argument function returning a :class:`Resource`.
+    """The registry: name -> zero-argument function returning a :class:`Resource`.
 
-    The one instance is ``asynctorchx.specs._named_resource_factories``, TorchX's name
-    (``torchx.specs._named_resource_factories``, a ``dict``), which TorchX's docs and
-    integration tests use to register a named resource in a running program::
-
-        from asynctorchx.specs import Resource, _named_resource_factories
-
-        _named_resource_factories["gpu_x2"] = lambda: Resource(cpu=16, gpu=2, memMB=122_000)
-
-    It is filled on first use (not at import, as TorchX does), in the order of the
-    module docstring, so an entry added or replaced here wins over the builtins and the
-    entry points. :data:`named_resources` reads it through ``asynctorchx.specs`` at each
-    lookup, so ``unittest.mock.patch("asynctorchx.specs._named_resource_factories")``
-    takes effect.
+    Its one instance is ``asynctorchx.specs._named_resource_factories`` (TorchX's name); an
+    entry added there wins over the builtins, and patching it there takes effect.
     """
 
     def __init__(self) -> None:
@@ -108,10 +96,7 @@ class NamedResourceFactories(MutableMapping[str, Callable[[], Resource]]):
         return self._loaded
 
     def forget(self) -> None:
-        """Drop every entry, so the next use reads the builtins and entry points again.
-
-        Names added at run time are dropped too.
-        """
+        """Drop every entry, added ones too; the next use loads the registry again."""
         self._loaded = None
 
     def __getitem__(self, name: str) -> Callable[[], Resource]:
@@ -146,12 +131,7 @@ def _registry() -> Mapping[str, Callable[[], Resource]]:
 
 
 def reload() -> None:
-    """Forget the registry so the next lookup finds the plugins again.
-
-    Useful after installing a plugin in a running process (and in tests). Names added
-    to ``_named_resource_factories`` at run time are forgotten too, and so is every
-    kind of plugin ``plugins.registry()`` found (``PluginRegistry.clear``).
-    """
+    """Forget the registry and the plugins; the next lookup finds them again."""
     from asynctorchx.plugins import registry
 
     _named_resource_factories.forget()
@@ -159,15 +139,10 @@ def reload() -> None:
 
 
 def _lookup(name: str) -> Resource:
-    """A fresh :class:`Resource` for ``name``, matched exactly, else ignoring case.
-
-    Tagged with the registered name (:attr:`~asynctorchx.specs.api.resource_tags.RESOURCE_NAME`)
-    unless the factory set it; ``NULL`` and ``MISSING`` stay untagged, as in
-    torchx-nightly's ``torchx.specs.named_resources``.
+    """A fresh :class:`Resource` for ``name`` (exact, else any case), tagged with its name.
 
     Raises:
-        UnknownNamedResourceException: (a ``KeyError``) no registered name matches; the
-            message names the closest ones, or the names that match ignoring case.
+        UnknownNamedResourceException: no registered name matches; names the closest.
     """
     factories = _registry()
     found = name
@@ -187,22 +162,13 @@ def _lookup(name: str) -> Resource:
 
 
 class NamedResources(Mapping[str, Resource]):
-    """The read-only mapping behind :data:`named_resources`.
-
-    Names match ignoring case when no name matches exactly (torchx-nightly's rule);
-    iteration yields the registered names (TorchX cannot iterate; we can, so
-    ``list(named_resources)`` works).
-    """
+    """The read-only mapping behind :data:`named_resources`; names match in any case."""
 
     def __getitem__(self, name: str) -> Resource:
-        """Return a fresh :class:`Resource` for ``name``, tagged with its name.
-
-        Deprecated, as in torchx-nightly: a ``FutureWarning`` says to call
-        ``resource(h=name)``, which does the same.
+        """Return a fresh :class:`Resource` for ``name``; deprecated for ``resource(h=name)``.
 
         Raises:
-            UnknownNamedResourceException: (a ``KeyError``) no resource has that name;
-                the message names the closest registered names.
+            UnknownNamedResourceException: no resource has that name.
         """
         warnings.warn(
             "`named_resources[name]` is deprecated, use `resource(h=name)` instead",
@@ -236,18 +202,10 @@ named_resources: NamedResources = NamedResources()
 
 
 def get_named_resources(res: str) -> Resource:
-    """Return a fresh :class:`Resource` registered under the name ``res`` (any case).
-
-    Deprecated, as in torchx-nightly: a ``FutureWarning`` says to call
-    ``resource(h=res)``, which does the same.
-
-    Args:
-        res: a registered name, e.g. ``"gpu.small"``, ``"aws_t3.medium"`` or one
-            registered under the entry point group ``asynctorchx.named_resources``.
+    """Return a fresh :class:`Resource` registered as ``res``; deprecated for ``resource(h=res)``.
 
     Raises:
-        UnknownNamedResourceException: (a ``KeyError``) ``res`` is not registered; the
-            message suggests the closest names.
+        UnknownNamedResourceException: ``res`` is not registered.
     """
     warnings.warn(
         "`get_named_resources()` is deprecated, use `resource(h=name)` instead",
@@ -263,17 +221,13 @@ def resource(
     memMB: int | None = None,  # noqa: N803 (TorchX name)
     h: str | None = None,
 ) -> Resource:
-    """Build a :class:`Resource` from raw figures or from a named resource ``h``.
-
-    As ``torchx.specs.resource``: a non-empty ``h`` wins over ``cpu``, ``gpu`` and
-    ``memMB`` and is matched ignoring case when no name matches exactly; otherwise a
-    figure left ``None`` (or 0) takes the default ``cpu=2``, ``gpu=0``, ``memMB=1024``.
+    """Build a :class:`Resource` from figures or a named resource (``torchx.specs.resource``).
 
     Args:
-        cpu: logical CPU cores.
-        gpu: GPUs.
-        memMB: memory in MB.
-        h: a registered named resource.
+        cpu: logical CPU cores (``None`` or 0: 2).
+        gpu: GPUs (``None``: 0).
+        memMB: memory in MB (``None`` or 0: 1024).
+        h: a registered named resource; wins over the figures.
 
     Raises:
         UnknownNamedResourceException: ``h`` is not registered.

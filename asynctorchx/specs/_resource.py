@@ -28,13 +28,7 @@ ALL: str = "all"
 
 
 def TORCHX_HOME(*subdir_paths: str) -> pathlib.Path:
-    """Return TorchX's dot-directory, or a directory under it, creating it if missing.
-
-    The directory is ``$TORCHX_HOME``, or ``~/.torchx`` when that variable is unset,
-    as ``torchx.specs.TORCHX_HOME``.
-
-    Args:
-        subdir_paths: path parts joined under the dot-directory, e.g. ``"conda-pack-out"``.
+    """Return ``$TORCHX_HOME`` (or ``~/.torchx``) joined with ``subdir_paths``, created if missing.
 
     Raises:
         OSError: the directory cannot be created.
@@ -46,12 +40,7 @@ def TORCHX_HOME(*subdir_paths: str) -> pathlib.Path:
 
 
 class resource_tags:
-    """The well-known keys of :attr:`Resource.tags` (``torchx.plugins.resource_tags``).
-
-    Every resource looked up in :data:`~asynctorchx.specs.named_resources` carries
-    :attr:`RESOURCE_NAME`; read both through :meth:`Resource.get_resource_name` and
-    :meth:`Resource.is_fractional`.
-    """
+    """The well-known keys of :attr:`Resource.tags` (``torchx.plugins.resource_tags``)."""
 
     #: The registered name the resource was looked up by.
     RESOURCE_NAME: str = "torchx/named_resources.name"
@@ -63,11 +52,7 @@ class resource_tags:
 
 
 def _check_figure(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """``cpu``, ``gpu``, ``memMB``: an int or a float (not a bool, a string or None).
-
-    Only the type: the values a backend accepts (``-2``, ``nan``) are its own to check
-    at dry run (``local_docker`` refuses them there, naming the role).
-    """
+    """``cpu``, ``gpu``, ``memMB``: a number; the values a backend takes are its own to check."""
     if not isinstance(value, int | float) or isinstance(value, bool):
         example = {"cpu": "cpu=2", "gpu": "gpu=1", "memMB": "memMB=4096"}[attribute.name]
         fix = f"give a number, e.g. {example} (-1 leaves it unset); for a named host type"
@@ -101,23 +86,18 @@ def _check_devices(_: object, attribute: attrs.Attribute[Any], value: object) ->
 
 @attrs.define
 class Resource:
-    """Resource requirements of one replica of a :class:`Role`.
+    """Resource requirements of one replica (``torchx.specs.api.Resource``).
 
     Args:
-        cpu: number of logical CPU cores (``-1``: unset). How a logical core maps to a
-            physical one is the scheduler's; ``local_docker`` turns it into nano CPUs.
-        gpu: number of GPUs (``-1``: unset).
+        cpu: logical CPU cores (``-1``: unset).
+        gpu: GPUs (``-1``: unset).
         memMB: memory in MB (``-1``: unset).
-        capabilities: extra hardware specs, interpreted by the scheduler.
+        capabilities: extra hardware specs, read by the scheduler.
         devices: device name to count, e.g. ``{"vpc.amazonaws.com/efa": 1}``.
-        tags: metadata about the resource, keyed by name; schedulers may read it, none
-            requests anything from it. :class:`resource_tags` names TorchX's keys.
-
-    Prefer :data:`named_resources` over raw figures, as ``torchx.specs.api`` advises.
+        tags: metadata about the resource; :class:`resource_tags` names TorchX's keys.
 
     Raises:
-        InvalidResourceError: a field (given here or assigned later) has the wrong type,
-            e.g. ``cpu="x"``; the message names the value and how to write it.
+        InvalidResourceError: a field, given or assigned, has the wrong type.
     """
 
     cpu: int = attrs.field(validator=_check_figure)
@@ -132,20 +112,13 @@ class Resource:
         return bool(self.tags.get(resource_tags.IS_FRACTIONAL, False))
 
     def get_resource_name(self) -> str | None:
-        """Return the name this was looked up by in :data:`~asynctorchx.specs.named_resources`.
-
-        Read from the tag :attr:`resource_tags.RESOURCE_NAME`; ``None`` for a resource
-        built from raw figures.
-        """
+        """Return the name this was looked up by, ``None`` for raw figures."""
         name = self.tags.get(resource_tags.RESOURCE_NAME)
         return None if name is None else str(name)
 
     @staticmethod
     def copy(original: Resource, **capabilities: Any) -> Resource:
-        """Return a copy of ``original`` with ``capabilities`` merged over its own.
-
-        A capability given here wins over the same key in ``original``.
-        """
+        """Return a copy of ``original`` with ``capabilities`` merged over its own."""
         return attrs.evolve(
             original,
             capabilities={**original.capabilities, **capabilities},
@@ -162,13 +135,10 @@ NULL_RESOURCE: Resource = Resource(cpu=-1, gpu=-1, memMB=-1)
 
 
 class macros:
-    """Placeholders substituted in :attr:`Role.args`, env values and metadata per replica.
+    """Placeholders substituted per replica in args, env and metadata (``torchx.specs.api``).
 
-    Available macros, as ``torchx.specs.api.macros``: ``img_root`` (root directory of
-    the role's image), ``app_id`` (the id the scheduler gave the app), ``replica_id``
-    (0..n-1, kept when a replica is replaced), ``rank0_env`` (name of the env var that
-    holds the rank 0 host) and ``base_img_root`` (deprecated). The entrypoint and the
-    image are never substituted.
+    ``img_root``, ``app_id``, ``replica_id`` (kept when a replica is replaced), ``rank0_env``
+    (the variable holding rank 0's host), ``base_img_root`` (deprecated).
     """
 
     img_root = "${img_root}"
@@ -188,11 +158,7 @@ class macros:
         base_img_root: str = "DEPRECATED"
 
         def apply(self, role: Role) -> Role:
-            """Return a copy of ``role`` with the macros substituted.
-
-            Substitutes in ``args``, in ``env`` values and (recursively) in string
-            values of ``metadata``; never in ``entrypoint`` or ``image``.
-            """
+            """A copy of ``role``, macros substituted (never in the entrypoint or image)."""
             role = copy.deepcopy(role)
             role.args = [self.substitute(arg) for arg in role.args]
             role.env = {key: self.substitute(value) for key, value in role.env.items()}

@@ -27,12 +27,7 @@ class runopt:
 
 
 def _container_kind(tp: Any) -> str | None:
-    """``"list"`` for ``list[str]``/``List[str]``/``list``, ``"dict"`` for
-    ``dict[str, str]``/``Dict[str, str]``/``dict``, else ``None``.
-
-    ``typing.List[str]`` and ``list[str]`` compare unequal and neither works with
-    ``isinstance``, so run option types are compared by their origin.
-    """
+    """``"list"`` or ``"dict"`` for a list or dict type in any spelling, else ``None``."""
     origin = typing.get_origin(tp) or tp
     if origin is list:
         return "list"
@@ -42,17 +37,9 @@ def _container_kind(tp: Any) -> str | None:
 
 
 def get_type_name(tp: Any) -> str:
-    """Return the name of a type as help and errors print it (``torchx.specs.api``).
+    """Return the name of a type as help prints it (``torchx.specs.api.get_type_name``).
 
-    Args:
-        tp: any type or object.
-
-    Returns:
-        The class's ``__name__`` for a plain class (``"str"``, ``"int"``, ``"list"``),
-        ``str(tp)`` for anything else, so ``typing`` generics keep their full
-        spelling (``"typing.List[str]"``, ``"typing.Dict[str, str]"``,
-        ``"typing.Union[str, int]"``) and builtin generics theirs (``"list[str]"``).
-        Never raises.
+    ``__name__`` for a plain class, ``str(tp)`` otherwise (``typing.List[str]``). Never raises.
     """
     if getattr(tp, "__module__", None) != "typing" and isinstance(tp, type):
         return tp.__name__
@@ -60,8 +47,7 @@ def get_type_name(tp: Any) -> str:
 
 
 def _display_name(tp: Any) -> str:
-    """The short name errors give a run option's type: ``List[str]``, ``Dict[str, str]``,
-    ``int``, whichever spelling (``list[str]``, ``typing.List[str]``) declared it."""
+    """The short name errors give a type: ``List[str]``, ``Dict[str, str]``, ``int``."""
     kind = _container_kind(tp)
     if kind is not None:
         return "List[str]" if kind == "list" else "Dict[str, str]"
@@ -69,9 +55,7 @@ def _display_name(tp: Any) -> str:
 
 
 class cases:
-    """Converts an option's name between snake_case and camelCase (torchx-nightly's
-    ``torchx.specs.cases``); :class:`~asynctorchx.schedulers.api.StructuredOpts` reads a
-    field under either spelling."""
+    """Converts an option's name between snake_case and camelCase (``torchx.specs.cases``)."""
 
     @staticmethod
     def snake_to_camel(name: str) -> str:
@@ -86,10 +70,9 @@ class cases:
 
 
 class runopts:
-    """The run options a scheduler accepts: name, type, default, required, help.
+    """The run options a scheduler accepts (``torchx.specs.api.runopts``).
 
-    Returned by ``Scheduler.run_opts()``; ``resolve`` checks a user's cfg against it and
-    fills in the defaults; ``str(opts)`` reads like ``--help``, as in ``torchx.specs.api``.
+    ``str(opts)`` reads like ``--help``.
     """
 
     def __init__(self) -> None:
@@ -106,19 +89,10 @@ class runopts:
 
     @staticmethod
     def is_type(obj: object, tp: Any) -> bool:
-        """Return True if ``obj`` is of type ``tp``.
+        """Return whether ``obj`` is a valid value of an option of type ``tp``; never raises.
 
-        Unlike ``isinstance`` it accepts the container types of run options:
-        ``list[str]`` / ``typing.List[str]`` (a list of strings) and ``dict[str, str]`` /
-        ``typing.Dict[str, str]`` (a mapping of strings to strings). ``bool`` is not
-        taken for ``int``, nor ``int`` for ``bool``; an ``int`` is accepted for ``float``.
-
-        Args:
-            obj: the value to check.
-            tp: ``str``, ``int``, ``float``, ``bool`` or one of the container types above.
-
-        Returns:
-            Whether ``obj`` is a valid value of an option of type ``tp``. Never raises.
+        Unlike ``isinstance`` it takes ``list[str]`` and ``dict[str, str]`` (any spelling); a
+        ``bool`` is not an ``int``, an ``int`` is a ``float``.
         """
         kind = _container_kind(tp)
         if kind == "list":
@@ -142,16 +116,12 @@ class runopts:
         """Add an option.
 
         Args:
-            cfg_key: its name, as users write it (``log_dir``).
-            type_: one of ``str``, ``int``, ``float``, ``bool``, ``list[str]`` (or
-                ``typing.List[str]``), ``dict[str, str]`` (or ``typing.Dict[str, str]``).
+            cfg_key: its name (``log_dir``).
+            type_: ``str``, ``int``, ``float``, ``bool``, ``list[str]`` or ``dict[str, str]``
+                (``typing`` spellings too); an empty ``[]``/``{}`` default fits either container.
             help: one line of help.
-            default: its value when the user gives none; must be ``None`` when required.
+            default: its value when none is given; ``None`` when required.
             required: the user must give it.
-
-        An empty ``[]`` or ``{}`` default is taken for either container type and stored
-        as the empty value of the declared type: TorchX accepts
-        ``type_=Dict[str, str], default=[]`` (its own schedulers declare options so).
 
         Raises:
             ValueError: a required option with a default.
@@ -171,9 +141,7 @@ class runopts:
         self._opts[cfg_key] = runopt(default, type_, required, help)
 
     def canonical_key(self, name: str) -> str | None:
-        """Return the option ``name`` spells: itself, or the snake_case option of a
-        camelCase ``name`` (``logDir`` -> ``log_dir``); ``None`` for neither
-        (torchx-nightly's)."""
+        """Return the option ``name`` spells, itself or camelCase of it, else ``None``."""
         if name in self._opts:
             return name
         snake = cases.camel_to_snake(name)
@@ -185,7 +153,7 @@ class runopts:
         return None if key is None else self._opts[key]
 
     def update(self, other: runopts) -> None:
-        """Add ``other``'s options, replacing those of the same name (torchx-nightly's)."""
+        """Add ``other``'s options, replacing those of the same name."""
         self._opts.update(other._opts)
 
     def __or__(self, other: runopts) -> runopts:
@@ -198,23 +166,18 @@ class runopts:
     def resolve(
         self, cfg: Mapping[str, CfgVal], *, ignore_unknown: bool = False
     ) -> dict[str, CfgVal]:
-        """Check ``cfg`` and return a copy with the defaults filled in.
+        """Check ``cfg`` and return a copy with the defaults filled in; ``cfg`` is not changed.
 
-        ``cfg`` is not mutated (TorchX 0.7.0 mutated it). A key may be given in
-        camelCase (``logDir``); the copy holds each option under its own name only, as
-        torchx-nightly's. An unknown key is an error (a typo in a run option would
-        otherwise be silently ignored), as in torchx-nightly.
+        A key may be camelCase (``logDir``); the copy holds each option under its own name.
 
         Args:
             cfg: the run options given.
-            ignore_unknown: keep unknown keys unchecked instead of refusing them (for a
-                scheduler handing the options on to another that declares its own).
+            ignore_unknown: keep unknown keys unchecked (for options handed on to another
+                scheduler).
 
         Raises:
-            InvalidRunConfigException: a required key is missing, a value has the wrong
-                type, a key is not an option of this scheduler, or an option is given
-                under two spellings with different values. The message names the key,
-                the expected type and the accepted keys.
+            InvalidRunConfigException: a required key is missing, a value has the wrong type,
+                a key is unknown, or one option is given twice with different values.
         """
         given: dict[str, CfgVal] = {}
         spelled: dict[str, str] = {}
@@ -267,12 +230,9 @@ class runopts:
     def cfg_from_str(self, cfg_str: str) -> dict[str, CfgVal]:
         """Parse ``"key1=v1,key2=v2;key3=a,b"`` into a typed cfg.
 
-        Pairs are separated by ``,`` or ``;``; a list option's items by ``,`` or ``;``
-        too (a token without ``=`` belongs to the value before it). ``bool`` options
-        take the words of :func:`parse_bool` (``true``/``false``, ``on``/``off``...,
-        as component arguments do); ``Dict[str, str]`` options take
-        ``name:value`` items (``labels=team:ml,tier:1``), as TorchX. Keys that are not
-        options are kept as strings so :meth:`resolve` can name them.
+        Pairs and list items are separated by ``,`` or ``;``; ``bool`` takes :func:`parse_bool`'s
+        words; ``Dict[str, str]`` takes ``name:value`` items. Unknown keys stay strings, for
+        :meth:`resolve` to name.
 
         Raises:
             InvalidRunConfigException: a value does not parse as its option's type.
@@ -284,12 +244,10 @@ class runopts:
         return cfg
 
     def cfg_from_json_repr(self, json_repr: str) -> dict[str, CfgVal]:
-        """Parse a JSON object into a cfg; values are kept as JSON gives them.
-
-        Unknown keys are kept too, so :meth:`resolve` names them.
+        """Parse a JSON object into a cfg, values as JSON gives them.
 
         Raises:
-            InvalidRunConfigException: ``json_repr`` is not JSON or not a JSON object.
+            InvalidRunConfigException: ``json_repr`` is not a JSON object.
         """
         try:
             loaded = json.loads(json_repr)
@@ -304,13 +262,7 @@ class runopts:
         return dict(loaded)
 
     def __str__(self) -> str:
-        """Return the options as ``--help`` reads, in ``torchx.specs.api.runopts``'s layout.
-
-        A ``usage:`` line (``key=KEY`` for each option, optional ones in brackets),
-        then the ``required arguments:`` and ``optional arguments:`` sections, each
-        option as ``key=KEY (type, default)`` over its indented help, in the order
-        the options were added.
-        """
+        """Return the options as ``--help`` reads, in ``torchx.specs.api.runopts``'s layout."""
         required = [(key, opt) for key, opt in self._opts.items() if opt.is_required]
         optional = [(key, opt) for key, opt in self._opts.items() if not opt.is_required]
         usage = ",".join(
@@ -335,15 +287,10 @@ class runopts:
 def split_pairs(text: str, key: str) -> dict[str, str]:
     """Split ``"a=1,b=x;y,c=2"`` into ``{"a": "1", "b": "x;y", "c": "2"}``.
 
-    A separator (``,`` or ``;``) followed by a key and ``=`` starts a new pair; any
-    other separator is part of the value (a list's items). Keys and values are stripped.
-
-    Args:
-        text: the pairs.
-        key: a regular expression matching a key (what may follow a separator).
+    A ``,`` or ``;`` followed by ``key`` (a regular expression) and ``=`` starts a pair.
 
     Raises:
-        ValueError: a piece has no ``=`` or an empty key; the message names it.
+        ValueError: a piece has no ``=`` or an empty key.
     """
     pairs: dict[str, str] = {}
     if not text.strip():
@@ -357,9 +304,7 @@ def split_pairs(text: str, key: str) -> dict[str, str]:
 
 
 def cfg_pairs(cfg_str: str) -> dict[str, str]:
-    """Split a run config ``"a=1,b=x;y,c=2"`` into ``{"a": "1", "b": "x;y", "c": "2"}``.
-
-    As :func:`split_pairs`, a key being a name (``log_dir``, ``a.b``, ``x-y``).
+    """Split a run config as :func:`split_pairs`, keys being names.
 
     Raises:
         InvalidRunConfigException: the string does not start with ``name=``.
@@ -380,17 +325,9 @@ FALSE_WORDS: frozenset[str] = frozenset({"false", "0", "no", "n", "off"})
 
 
 def parse_bool(text: str) -> bool:
-    """Read a bool as written on a command line or in a ``.torchxconfig``.
+    """Read a bool as written on a command line: :data:`TRUE_WORDS` or :data:`FALSE_WORDS`.
 
-    One grammar for run options (``-cfg prepend_cwd=on``) and component arguments
-    (``--debug on``): :data:`TRUE_WORDS` and :data:`FALSE_WORDS`, any case, surrounding
-    spaces ignored. It is the union of what TorchX 0.7.0 reads (``true``, any case:
-    ``torchx.specs.api.runopts.cfg_from_str`` and ``torchx.util.types``) and the
-    usual spellings of flags; unlike TorchX, any other word is an error rather than
-    ``False``.
-
-    Args:
-        text: the written value.
+    Any case; spaces around are ignored. Unlike TorchX, another word is an error.
 
     Raises:
         ValueError: ``text`` is none of the words.

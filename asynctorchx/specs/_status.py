@@ -81,12 +81,7 @@ class ReplicaStatus:
     hostaddr: str | None = attrs.field(default=None, kw_only=True)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the replica as a JSON-able dict (for ``status --json``).
-
-        Keys: ``id``, ``state`` (its name, e.g. ``"FAILED"``), ``role``, ``hostname``,
-        ``hostaddr``, ``structured_error_msg`` and ``exit_code``; an unset value is
-        ``None`` (JSON ``null``), never the ``<NONE>`` placeholder.
-        """
+        """Return the replica as a JSON-able dict; an unset value is ``None``, never ``<NONE>``."""
         return {
             "id": self.id,
             "state": self.state.name,
@@ -148,13 +143,9 @@ class AppStatus:
             raise AppStatusError(self, f"job did not succeed: {self}")
 
     def to_json(self, filter_roles: list[str] | None = None) -> dict[str, Any]:
-        """Return the status as a JSON-able dict: what ``status --json`` prints.
+        """Return the status as ``status --json`` prints it (``torchx.specs.api.AppStatus``).
 
-        The keys of TorchX's ``torchx.specs.api.AppStatus.to_json`` (added after
-        0.7.0): ``state`` (its name, e.g. ``"RUNNING"``), ``num_restarts``, ``roles``
-        (see :meth:`RoleStatus.to_json`), ``msg``, ``structured_error_msg`` and
-        ``url``. Unlike TorchX, an unset message is ``None`` (JSON ``null``) rather
-        than the ``<NONE>`` placeholder, and replica states are names, not numbers.
+        Unlike TorchX, an unset message is ``None``, and replica states are names.
 
         Args:
             filter_roles: keep only these roles (``None`` or empty: every role).
@@ -173,22 +164,12 @@ class AppStatus:
         return [role for role in self.roles if not filter_roles or role.role in filter_roles]
 
     def format(self, filter_roles: list[str] | None = None) -> str:
-        """Return the status as ``torchx.specs.api.AppStatus.format`` lays it out.
+        """Return the status in ``torchx.specs.api.AppStatus.format``'s layout; never raises.
 
-        One line per field, and one entry per replica, roles in order, replicas by id:
-        ``*worker[0]:FAILED (exitcode: 1)`` (``*`` marks a role's first replica),
-        followed, when the replica left a TorchElastic error file, by the error's
-        ``timestamp``, the ``hostname`` and the wrapped ``error_msg``. Unlike TorchX,
-        a replica without an error file shows its exit code when the scheduler knows
-        it (TorchX writes ``(no reply file)``, which it also writes here when the exit
-        code is unknown), and an error that is not JSON is shown as ``error_msg``
-        rather than in place of the replica's line.
+        Unlike TorchX, a replica without an error file shows its known exit code.
 
         Args:
             filter_roles: keep only these roles (``None`` or empty: every role).
-
-        Returns:
-            The text, ending with TorchX's indented empty line. Never raises.
         """
         roles = "".join(
             _format_replica(replica)
@@ -207,14 +188,7 @@ class AppStatus:
         )
 
     def __repr__(self) -> str:
-        """Return the status as the YAML document ``torchx.specs.api.AppStatus`` prints.
-
-        Written by PyYAML's ``yaml.dump``, as TorchX does: keys sorted under
-        ``AppStatus:``, block style; states written as ``FAILED (5)``; a
-        ``structured_error_msg`` holding JSON is written as the structure it encodes.
-        TorchX writes a replica's state as a PyYAML Python-object tag; here it reads
-        like the app's state.
-        """
+        """Return the status as the YAML ``torchx.specs.api.AppStatus`` prints (``yaml.dump``)."""
         import yaml  # only a printed status needs it
 
         return yaml.dump({"AppStatus": _status_dict(self)})

@@ -7,19 +7,13 @@ import attrs
 
 @attrs.define
 class Workspace:
-    """Local projects to copy into a role's image when the app is submitted.
+    """Local projects copied into a role's image when the app is submitted.
 
-    ``projects`` maps a local path (a directory or a file) to the sub-directory of the
-    image's workspace root it lands in; ``""`` puts its content at the root. A
-    workspace of one project mapped to ``""`` is the plain directory that TorchX 0.7.0
-    takes as ``workspace: str``.
-
-    Which schedulers build workspaces, and where the root is, is theirs to say:
-    ``local_docker`` builds an image on top of the role's image (its working directory
-    is the root); ``local_cwd`` and ``local_dir`` run in place and ignore it.
+    ``local_docker`` builds an image on the role's (its working directory is the root);
+    ``local_cwd`` and ``local_dir`` ignore it.
 
     Args:
-        projects: local path -> sub-directory in the workspace root.
+        projects: local path -> sub-directory of the workspace root (``""``: the root).
     """
 
     projects: dict[str, str]
@@ -30,21 +24,10 @@ class Workspace:
 
     @staticmethod
     def from_str(workspace: str) -> Workspace:
-        """Parse a workspace given on a command line or in a config file.
-
-        As TorchX's ``Workspace.from_str``, the text is read as YAML
-        (``yaml.safe_load``):
-
-        - a path: ``~/proj`` is one project at the root;
-        - a mapping, in flow style (``{"~/proj": "proj", "~/lib": ""}``, JSON too) or one
-          ``src: dst`` pair a line; ``src:`` alone puts ``src`` at the root.
-
-        Args:
-            workspace: the text.
+        """Parse a workspace written as YAML: a path, or a mapping ``src: dst`` (TorchX's).
 
         Raises:
-            ValueError: the text is not YAML, or not a path nor a mapping of paths to
-                sub-directories (strings).
+            ValueError: the text is not YAML, a path or a mapping of paths to strings.
         """
         import yaml
 

@@ -47,8 +47,7 @@ def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
 
 
 def _supported(tp: Any) -> bool:
-    """Whether the command line can give ``tp``: a primitive, ``list[P]``, ``dict[P, P]``
-    or ``dict[P, list[P]]``."""
+    """Whether the command line can give ``tp``: ``P``, ``list[P]``, ``dict[P, P | list[P]]``."""
     args = typing.get_args(tp)
     if typing.get_origin(tp) is list:
         return len(args) == 1 and args[0] in _PRIMITIVES
@@ -59,12 +58,11 @@ def _supported(tp: Any) -> bool:
 
 
 def _annotations(fn: Callable[..., Any]) -> dict[str, Any]:
-    """Each parameter's annotation, resolved, keyed by name.
+    """Each parameter's resolved annotation, keyed by name.
 
     Raises:
-        ComponentValidationException: an annotation does not resolve, is missing or is
-            not one of the supported types (see the module docstring), or ``fn`` takes
-            ``**kwargs``.
+        ComponentValidationException: an annotation is missing, unresolvable or unsupported,
+            or ``fn`` takes ``**kwargs``.
     """
     try:
         hints = typing.get_type_hints(fn)
@@ -104,11 +102,7 @@ _parse_bool.__name__ = "bool"  # argparse names the type in its message: "invali
 
 
 def split_dict(text: str) -> dict[str, str]:
-    """Split ``"FOO=v1,v2;BAR=v3"`` into ``{"FOO": "v1,v2", "BAR": "v3"}``.
-
-    A ``,`` or ``;`` followed by ``KEY=`` starts a new pair; any other separator is
-    part of the value (:func:`~asynctorchx.specs._runopts.split_pairs`). ``''`` and
-    ``""`` stand for the empty string.
+    """Split ``"FOO=v1,v2;BAR=v3"`` into ``{"FOO": "v1,v2", "BAR": "v3"}``; ``''`` is ``""``.
 
     Raises:
         ValueError: a piece has no ``=`` or an empty key.
@@ -118,16 +112,12 @@ def split_dict(text: str) -> dict[str, str]:
 
 
 def decode(fn_name: str, name: str, tp: Any, value: Any) -> Any:
-    """Turn the parsed ``value`` of parameter ``name`` into its type ``tp``.
+    """Turn the parsed text ``value`` of parameter ``name`` into ``tp`` (without ``Optional``).
 
-    ``tp`` is the annotation without ``Optional``. A list's items are separated by
-    ``,``; a dict is read by :func:`split_dict`, and a ``dict[P, list[P]]``'s values
-    as lists. Values that are not strings (a declared default such as ``None`` or
-    ``[]``) are returned as they are.
+    A value that is not a string (a declared default) is returned as it is.
 
     Raises:
-        ComponentValidationException: the text does not parse as the type; the message
-            names the argument.
+        ComponentValidationException: the text does not parse as ``tp``; names the argument.
     """
     if not isinstance(value, str):
         return value
@@ -156,18 +146,13 @@ def decode(fn_name: str, name: str, tp: Any, value: Any) -> Any:
 
 
 class ComponentUsageError(ComponentValidationException, SystemExit):
-    """A component's command line is wrong: a missing, unknown or malformed argument.
+    """A wrong component command line: ``SystemExit(2)`` (TorchX's exit) and a validation error.
 
-    TorchX's component parser is a plain :mod:`argparse` parser, so a bad command line
-    exits with ``SystemExit(2)`` (``torchx.specs.builders.materialize_appdef``). This
-    error is both that ``SystemExit`` (``code`` is 2) and a
-    :class:`~asynctorchx.errors.ComponentValidationException`, so code catching either
-    works. Unlike argparse it prints nothing: the message is the one-line error and
-    :attr:`usage` holds the usage text argparse would print above it.
+    It prints nothing: the message is the error, :attr:`usage` the usage text.
 
     Args:
         message: the error, naming the argument.
-        usage: the parser's usage text (``usage: ...``).
+        usage: the parser's usage text.
     """
 
     def __init__(self, message: str, usage: str = "") -> None:
@@ -187,7 +172,7 @@ class _ComponentParser(argparse.ArgumentParser):
 
 
 class _RemainderAction(argparse.Action):
-    """Collects ``*args``; falls back to the (shell-split) default when none are given."""
+    """Collects ``*args``; falls back to the default (shell-split from ``.torchxconfig``)."""
 
     def __call__(
         self,
@@ -207,14 +192,12 @@ class _RemainderAction(argparse.Action):
 def create_args_parser(
     fn: Callable[..., AppDef], defaults: Mapping[str, str] | None = None
 ) -> argparse.ArgumentParser:
-    """Build the argument parser of the component ``fn`` (see the module docstring).
+    """Build the argument parser of the component ``fn`` (``torchx.specs.builders``).
 
     Args:
         fn: the component function.
-        defaults: string defaults that replace the declared ones, keyed by parameter.
-
-    A key of ``defaults`` that names no parameter of ``fn`` is ignored with a logged
-    warning, as TorchX ignores it.
+        defaults: string defaults replacing the declared ones; an unknown key is ignored
+            with a warning, as TorchX ignores it.
 
     Raises:
         ComponentValidationException: a parameter is unannotated or of an unsupported
@@ -275,18 +258,14 @@ def parse_args(
     Args:
         fn: the component function.
         argv: its command line, e.g. ``["--msg", "hi"]``.
-        defaults: string defaults that replace the declared ones (``.torchxconfig``).
-        config: argument values given as data (``run --stdin``'s JSON
-            ``component_args``): they win over ``argv`` and ``defaults``; a string is
-            decoded as a command-line value, any other value must already have the
-            parameter's type.
+        defaults: string defaults replacing the declared ones (``.torchxconfig``).
+        config: values given as data (``run --stdin``'s ``component_args``), winning over
+            ``argv`` and ``defaults``; a string is decoded as command-line text.
 
     Raises:
-        ComponentUsageError: (a ``ComponentValidationException`` and ``SystemExit(2)``)
-            an argument is missing or unknown; ``usage`` holds the usage text.
-        ComponentValidationException: an argument does not parse as its type, or a
-            value given as data does not have it; the message names it.
-        SystemExit: ``--help`` was given (argparse prints the help and exits 0).
+        ComponentUsageError: an argument is missing or unknown.
+        ComponentValidationException: a value does not parse as, or have, its type.
+        SystemExit: ``--help`` was given (exit 0 after the help).
     """
     parser = create_args_parser(fn, defaults)
     parameters = inspect.signature(fn).parameters
@@ -334,16 +313,10 @@ def _fits(value: Any, tp: Any) -> bool:
 
 
 def _check_data_value(fn_name: str, name: str, annotation: Any, value: Any) -> None:
-    """Refuse a value given as data (not text) that does not have the parameter's type.
-
-    A string is decoded as on the command line; ``None`` is accepted for an optional
-    parameter. Anything else must already be of the annotated type: a component that
-    puts an ``int`` where its role expects ``str`` arguments would fail later, far from
-    the value (in the macros' substitution).
+    """Refuse a non-string value given as data that lacks the parameter's type.
 
     Raises:
-        ComponentValidationException: the value does not have the type; the message
-            names the argument, the value and the fix.
+        ComponentValidationException: the value does not have the type.
     """
     tp, optional = _unwrap_optional(annotation)
     if isinstance(value, str) or (value is None and optional) or _fits(value, tp):
@@ -362,28 +335,20 @@ def materialize_appdef(
     defaults: Mapping[str, str] | None = None,
     config: Mapping[str, Any] | None = None,
 ) -> AppDef:
-    """Parse ``argv`` as the component ``fn``'s command line and return ``fn(...)``.
+    """Parse ``argv`` as ``fn``'s command line and return ``fn(...)`` (``torchx.specs.builders``).
 
     Args:
         fn: the component function (annotated, Google-style docstring, returns AppDef).
-        argv: the component's arguments, e.g. ``["--msg", "hi"]``.
-        defaults: string defaults that replace the declared ones (``.torchxconfig``).
-        config: argument values given as data, e.g. JSON (TorchX's fourth argument of
-            ``torchx.specs.builders.materialize_appdef`` after 0.7.0); they win over
-            ``argv`` and ``defaults``; see :func:`parse_args`.
-
-    Returns:
-        The :class:`AppDef` the component returns.
+        argv: its arguments, e.g. ``["--msg", "hi"]``.
+        defaults: string defaults replacing the declared ones (``.torchxconfig``).
+        config: values given as data; see :func:`parse_args`.
 
     Raises:
-        ComponentUsageError: (a ``ComponentValidationException`` and ``SystemExit(2)``,
-            as TorchX exits) an argument is missing or unknown; ``usage`` holds the
-            usage text.
-        ComponentValidationException: the function is not a valid component (e.g. an
-            ``async def``), an argument is malformed (the message names it), or the
-            function did not return an ``AppDef``.
-        SystemExit: ``--help`` was given (argparse prints the help and exits 0).
-        Exception: whatever the component raises for values it rejects.
+        ComponentUsageError: an argument is missing or unknown (``SystemExit(2)`` too).
+        ComponentValidationException: ``fn`` is an ``async def``, an argument is malformed,
+            or ``fn`` did not return an ``AppDef``.
+        SystemExit: ``--help`` was given.
+        Exception: whatever the component raises.
     """
     if inspect.iscoroutinefunction(fn):
         raise ComponentValidationException(

@@ -29,11 +29,10 @@ class LinterMessage:
     """One finding of :func:`validate`.
 
     Args:
-        name: the rule's name (``docstring``, ``annotation``, ``return``, ``syntax``,
-            ``not-found``).
+        name: the rule (``docstring``, ``annotation``, ``return``, ``syntax``, ``not-found``).
         description: what is wrong and how to fix it.
-        line: 1-based line in the file (0: not tied to a line).
-        char: 0-based column (0: not known).
+        line: 1-based line in the file (0: none).
+        char: 0-based column (0: unknown).
         severity: ``"error"`` (the component is refused) or ``"warning"``.
     """
 
@@ -54,12 +53,7 @@ def _name_of(node: ast.expr) -> str | None:
 
 
 def _check_type(node: ast.expr, *, allow_optional: bool = True) -> str | None:
-    """Return why the annotation ``node`` is not supported, or ``None`` if it is.
-
-    Args:
-        node: the annotation's syntax tree (a string annotation is parsed first).
-        allow_optional: ``T | None`` and ``Optional[T]`` are accepted (not inside one).
-    """
+    """Why the annotation ``node`` is not supported, or ``None``; ``Optional`` only outermost."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         parsed = _parse_annotation(node.value)
         if parsed is None:
@@ -201,15 +195,12 @@ def _check_docstring(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Linte
 def validate_source(
     source: str, function_name: str, filename: str = "<string>"
 ) -> list[LinterMessage]:
-    """Validate the top-level function ``function_name`` in Python ``source``.
+    """Return the findings, errors and warnings, for the function ``function_name`` of ``source``.
 
     Args:
         source: the module's source text.
         function_name: the component function's name.
-        filename: used in the syntax error message.
-
-    Returns:
-        The findings, errors and warnings; empty when the function follows every rule.
+        filename: named in a syntax error's message.
     """
     try:
         module = ast.parse(source, filename=filename)
@@ -224,20 +215,12 @@ def validate_source(
 
 
 def read_conf_file(conf_file: str) -> str:
-    """Return the text of the source file ``conf_file``: what :func:`check` lints.
+    """Return the text of ``conf_file`` (UTF-8), as ``torchx.specs.file_linter.read_conf_file``.
 
-    TorchX's linter reads the file through ``torchx.util.io.read_conf_file``, a name of
-    ``torchx.specs.file_linter``. :func:`check` calls this one through the module at
-    each call, so a test may patch ``asynctorchx.specs.file_linter.read_conf_file`` to
-    lint a source that is not on disk. Unlike TorchX's, it reads only ``conf_file``:
-    it does not fall back to a file of the installed package (TorchX's ``torchx.file``
-    entry point).
-
-    Args:
-        conf_file: path to the Python source file, read as UTF-8.
+    :func:`check` looks it up at each call, so a test may patch it.
 
     Raises:
-        OSError: the file cannot be read (``FileNotFoundError`` when it does not exist).
+        OSError: the file cannot be read.
         UnicodeDecodeError: the file is not UTF-8.
     """
     return Path(conf_file).read_text(encoding="utf-8")
@@ -246,15 +229,7 @@ def read_conf_file(conf_file: str) -> str:
 def check(path: str, component_function: str) -> list[LinterMessage]:
     """Return every finding, errors and warnings, for ``component_function`` in ``path``.
 
-    Reads the file with :func:`read_conf_file` and parses it (never imports or runs
-    it); see the module docstring for the rules. :func:`validate` returns the errors alone.
-
-    Args:
-        path: path to the Python source file.
-        component_function: name of the top-level function to check.
-
-    Returns:
-        The findings, each with its ``severity``; empty when everything holds.
+    The file is parsed, never imported.
 
     Raises:
         OSError: the file cannot be read.
@@ -265,18 +240,9 @@ def check(path: str, component_function: str) -> list[LinterMessage]:
 
 
 def validate(path: str, component_function: str) -> list[LinterMessage]:
-    """Return the errors that make ``component_function`` in ``path`` an invalid component.
+    """Return the errors of ``component_function`` in ``path`` (``torchx.specs.file_linter``).
 
-    As ``torchx.specs.file_linter.validate``: every message returned is an error, so
-    ``validate(...) == []`` means the component is valid. Warnings (a missing or
-    incomplete docstring) are left out; :func:`check` returns them too.
-
-    Args:
-        path: path to the Python source file.
-        component_function: name of the top-level function to check.
-
-    Returns:
-        The errors (``severity == "error"``); empty for a valid component.
+    ``[]`` means a valid component; :func:`check` gives the warnings too.
 
     Raises:
         OSError: the file cannot be read.
@@ -296,18 +262,7 @@ def warnings(messages: list[LinterMessage]) -> list[LinterMessage]:
 
 
 class TorchXArgumentHelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """The component ``--help`` layout: each argument's help ends ``(required)`` or
-    ``(default: X)``, as ``torchx.specs.file_linter.TorchXArgumentHelpFormatter``.
-
-    The ``*args`` argument (argparse's ``REMAINDER``) gets neither; ``--help`` itself
-    keeps its plain help. The description is printed as written.
-
-    Args:
-        prog: as :class:`argparse.HelpFormatter`.
-        indent_increment: as :class:`argparse.HelpFormatter`.
-        max_help_position: as :class:`argparse.HelpFormatter`.
-        width: as :class:`argparse.HelpFormatter`.
-    """
+    """Component ``--help``: an argument's help ends ``(required)`` or ``(default: X)``."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -319,20 +274,10 @@ class TorchXArgumentHelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def get_fn_docstring(fn: Callable[..., object]) -> tuple[str, dict[str, str]]:
-    """Return the function's description and each parameter's help from its docstring.
+    """Return ``(description, {parameter: help})`` from ``fn``'s Google-style docstring (TorchX's).
 
-    As ``torchx.specs.file_linter.get_fn_docstring``: the docstring is read as Google
-    style (``Args:`` section). Without a docstring the description is the function's
-    name with a tip; a parameter the docstring does not describe gets a blank help
-    (``" "``, which argparse still prints).
-
-    Args:
-        fn: the component function, with or without a docstring.
-
-    Returns:
-        ``(description, {parameter name: help})``, one entry per parameter. Never
-        raises for a function: a docstring that is not Google style is the
-        description as written.
+    An undescribed parameter's help is ``" "``; without a docstring the description is a
+    tip; a docstring not in Google style is the description as written. Never raises.
     """
     params = inspect.signature(fn).parameters
     helps = {name: " " for name in params}

@@ -45,10 +45,10 @@ class ComponentDef:
 
     Args:
         name: its name (``utils.echo``, ``path/to/file.py:fn``).
-        fn: the function that returns the :class:`AppDef`.
-        description: the first part of the function's docstring.
-        module: the name of the module that defines it.
-        path: the source file that defines it (``None`` if unknown).
+        fn: the function returning the :class:`AppDef`.
+        description: the first part of its docstring.
+        module: the name of the module defining it.
+        path: its source file (``None`` if unknown).
         validation_errors: the linter errors; a component with any is not runnable.
     """
 
@@ -76,13 +76,6 @@ def _iter_modules(base: ModuleType) -> list[ModuleType]:
 
 def module_relname(module: ModuleType, relative_to: ModuleType) -> str:
     """Return ``module``'s name relative to ``relative_to`` (``torchx.specs.finder``).
-
-    ``module_relname(asynctorchx.components.dist, relative_to=asynctorchx.components)``
-    is ``"dist"``; a module relative to itself is ``""``.
-
-    Args:
-        module: the (sub)module.
-        relative_to: the package it is in.
 
     Raises:
         ValueError: ``module`` is not ``relative_to`` nor one of its submodules.
@@ -122,8 +115,7 @@ def _component_def(
 
 
 def _is_candidate(fn: object, module: ModuleType, fn_name: str) -> TypeGuard[Callable[..., AppDef]]:
-    """Whether ``fn`` (``module``'s attribute ``fn_name``) is a component candidate: a
-    public function defined in ``module`` itself (not one it imports)."""
+    """A public function defined in ``module`` itself, not one it imports."""
     return (
         inspect.isfunction(fn) and not fn_name.startswith("_") and fn.__module__ == module.__name__
     )
@@ -141,10 +133,7 @@ def _components_of(base: ModuleType, prefix: str) -> dict[str, ComponentDef]:
 
 
 def _submodule(base: ModuleType, rel: str) -> ModuleType | None:
-    """The submodule ``rel`` (``"sub.train"``, ``""``: ``base``) of ``base``, imported, as
-    :func:`_iter_modules` finds it: every part but the last a regular package, each part
-    listed by :func:`pkgutil.iter_modules` in its parent's ``__path__``. ``None`` when
-    there is no such submodule; an error importing one that exists propagates."""
+    """The submodule ``rel`` of ``base`` as :func:`_iter_modules` finds it, else ``None``."""
     module = base
     for part in rel.split(".") if rel else []:
         path = getattr(module, "__path__", None)
@@ -155,9 +144,7 @@ def _submodule(base: ModuleType, rel: str) -> ModuleType | None:
 
 
 def _component_in(base: ModuleType, rest: str, name: str) -> ComponentDef | None:
-    """The component ``name`` among those :func:`_components_of` gives for ``base``,
-    ``rest`` being ``name`` without the source's prefix (``rel.fn``), importing only the
-    one module the name points to; ``None`` if absent."""
+    """The component ``name`` (``rest`` without its prefix), importing only its module."""
     rel, _, fn_name = rest.rpartition(".")
     module = _submodule(base, rel) if fn_name else None
     if module is None:
@@ -175,10 +162,7 @@ class ComponentsFinder(abc.ABC):
 
 
 class ModuleComponentsFinder(ComponentsFinder):
-    """The public functions of a module and of its submodules, as components.
-
-    As ``torchx.specs.finder.ModuleComponentsFinder``: a function ``fn`` in the
-    submodule ``rel`` is named ``<group>.<rel>.<fn>`` (empty parts left out).
+    """A module tree's public functions, named ``<group>.<rel>.<fn>`` (``torchx.specs.finder``).
 
     Args:
         module: the module, or its importable name.
@@ -198,11 +182,9 @@ class ModuleComponentsFinder(ComponentsFinder):
 
 
 class CustomComponentsFinder(ComponentsFinder):
-    """The one component ``function_name`` in the file ``filepath``.
+    """The component ``function_name`` of the file ``filepath`` (``torchx.specs.finder``).
 
-    As ``torchx.specs.finder.CustomComponentsFinder``: :meth:`find` returns the
-    component with its linter errors in ``validation_errors``. Unlike TorchX, the file
-    is imported as a module of its own rather than run in the finder's globals.
+    Unlike TorchX, the file is imported as a module of its own.
 
     Args:
         filepath: the Python file.
@@ -236,12 +218,7 @@ def _entry_point_prefix(entry_point: EntryPoint) -> str:
 
 
 def _load_components() -> dict[str, ComponentDef]:
-    """Scan the builtins and the entry points now: every component, valid or not.
-
-    TorchX's private name (``torchx.specs.finder._load_components``); the finder keeps
-    the result until :func:`reload`. Registered components are merged over the builtins
-    (see the module docstring).
-    """
+    """Scan the builtins and the entry points (TorchX's private name); kept until :func:`reload`."""
     components = _components_of(importlib.import_module(BUILTINS_PACKAGE), "")
     for entry_point in entrypoints.entry_points(ENTRY_POINT_GROUP):
         module = _entry_point_module(entry_point)
@@ -250,16 +227,7 @@ def _load_components() -> dict[str, ComponentDef]:
 
 
 def _find_component(name: str) -> ComponentDef | None:
-    """The component ``name`` (no ``:``), as :func:`_load_components` would give it,
-    looking only where the name points.
-
-    The sources are tried from the last entry point back to the builtins (the order in
-    which a later one wins in :func:`_load_components`); of each, only the module the
-    name names is imported and only that function linted (``utils.echo``: module
-    ``utils`` of the builtins, function ``echo``). An entry point whose prefix the name
-    does not start with is not loaded, so a broken plugin breaks only its own names.
-    ``None`` when no source has it.
-    """
+    """The component ``name`` as :func:`_load_components` gives it, importing only its module."""
     for entry_point in reversed(list(entrypoints.entry_points(ENTRY_POINT_GROUP))):
         prefix = _entry_point_prefix(entry_point)
         if prefix and not name.startswith(prefix + "."):
@@ -290,11 +258,7 @@ def reload() -> None:
 
 
 def get_components() -> dict[str, ComponentDef]:
-    """Return every valid builtin and registered component, keyed by name.
-
-    Components with linter errors are left out (TorchX's behaviour); ask for one with
-    :func:`get_component` to see why.
-    """
+    """Return every valid builtin and registered component, keyed by name."""
     return {name: c for name, c in _all_components().items() if not c.validation_errors}
 
 
@@ -302,8 +266,7 @@ def _load_file(file_part: str, fn_name: str, name: str | None = None) -> Compone
     """Import ``fn_name`` from the file ``file_part`` unless the linter finds errors.
 
     Raises:
-        ComponentNotFoundException: no such file or top-level function, or the file
-            cannot be imported as a module.
+        ComponentNotFoundException: no such file or top-level function, or no importable module.
     """
     name = name or f"{file_part}:{fn_name}"
     path = Path(file_part).expanduser()
@@ -350,16 +313,12 @@ def _not_loaded(name: str) -> Callable[..., AppDef]:
 
 
 def get_component(name: str) -> ComponentDef:
-    """Return the component called ``name`` (see the module docstring for the forms).
-
-    Args:
-        name: ``utils.echo``, a registered name, or ``path/to/file.py:function``.
+    """Return the component called ``name``: ``utils.echo``, a registered name, or ``file.py:fn``.
 
     Raises:
-        ComponentNotFoundException: no such builtin or registered component (the message
-            suggests close names), or the file or function does not exist.
-        ComponentValidationException: the function breaks a component rule (the message
-            lists them).
+        ComponentNotFoundException: no such component (the message suggests close names),
+            or the file or function does not exist.
+        ComponentValidationException: the function breaks a component rule (listed).
     """
     file_part, colon, fn_name = name.rpartition(":")
     if colon and (not file_part or not fn_name):
@@ -405,8 +364,7 @@ def _used_names(node: ast.AST) -> set[str]:
 
 
 def _helpers_of(module_source: str, fn_name: str) -> list[str]:
-    """The sources of the module-level definitions ``fn_name`` uses, transitively, in
-    file order (constants, helper functions and classes; never the imports)."""
+    """The sources of the module-level definitions ``fn_name`` uses, transitively, in file order."""
     tree = ast.parse(module_source)
     definitions = {
         name: node
@@ -426,16 +384,10 @@ def _helpers_of(module_source: str, fn_name: str) -> list[str]:
 
 
 def get_builtin_source(name: str) -> str:
-    """Return the source of the builtin component ``name``, ready to copy into a file.
+    """Return the source of the component ``name``, to copy into a file (``torchx.specs.finder``).
 
-    As ``torchx.specs.finder.get_builtin_source``: a template to copy and edit. The
-    imports are the file's module-level ``import`` and ``from`` statements, so some may
-    be unused. The module-level
-    constants, functions and classes the component uses follow (TorchX leaves them
-    out, so a copied ``utils.booth`` or ``dist.ddp`` did not run), then the function.
-
-    Args:
-        name: a builtin or registered component (``dist.ddp``).
+    The file's imports, then the module-level helpers the component uses (TorchX leaves them
+    out), then the function.
 
     Raises:
         ComponentNotFoundException: no component has that name.

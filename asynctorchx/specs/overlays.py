@@ -37,10 +37,7 @@ def PUT(key: str) -> str:
 
 
 def JOIN(key: str, *, on: str) -> str:
-    """An overlay key that merges the list ``key`` item by item, matching items on ``on``.
-
-    An overlay item whose ``on`` value matches a base item's overwrites that item's
-    top-level fields; the others are appended.
+    """An overlay key merging the list ``key`` item by item, matching items on ``on``.
 
     Args:
         key: the list field's name.
@@ -50,11 +47,7 @@ def JOIN(key: str, *, on: str) -> str:
 
 
 def DEL(key: str) -> str:
-    """An overlay key that removes the field ``key`` (its value is ignored: use ``None``).
-
-    Args:
-        key: the field's name.
-    """
+    """An overlay key removing the field ``key`` (its value is ignored)."""
     return _DEL + key
 
 
@@ -134,15 +127,10 @@ def _apply(base: dict[str, Any], overlay: Mapping[str, Any], resolve: bool) -> N
 
 
 def apply_overlay(base: dict[str, Any], overlay: Mapping[str, Any]) -> None:
-    """Merge ``overlay`` into ``base`` in place (the module's rules, operators resolved).
-
-    Args:
-        base: the request as a dict (e.g. a pod).
-        overlay: the overlay.
+    """Merge ``overlay`` into ``base`` in place, operators resolved.
 
     Raises:
-        TypeError: a dict meets a non-dict, a list a non-list, or a ``JOIN`` a list
-            that is not of dicts.
+        TypeError: a dict meets a non-dict, a list a non-list, or ``JOIN`` a non-dict list.
         ValueError: a ``JOIN`` key names no field to join on.
     """
     _apply(base, overlay, resolve=True)
@@ -153,18 +141,14 @@ def set_overlay(
 ) -> None:
     """Store ``overlay`` in ``target.metadata[namespace][kind]``, merged with what is there.
 
-    Repeated calls accumulate by the module's rules (dicts merge, lists append); operator
-    keys are kept for :func:`apply_overlay`.
-
     Args:
         target: a ``Role`` or ``AppDef``.
         namespace: the scheduler's name (``kubernetes``).
-        kind: the request type the overlay is for (``V1Pod``).
-        overlay: the overlay dict.
+        kind: the request type (``V1Pod``).
+        overlay: the overlay dict; operator keys are kept for :func:`apply_overlay`.
 
     Raises:
-        TypeError: ``overlay`` is not a dict (file URIs and dataclasses are not
-            supported), or it cannot merge with the stored one.
+        TypeError: ``overlay`` is not a dict, or does not merge with the stored one.
         ValueError: ``kind`` is the reserved :data:`FORMAT_KEY`.
     """
     if kind == FORMAT_KEY:
@@ -184,18 +168,15 @@ def get_overlay(
 ) -> dict[str, Any]:
     """The overlay stored for ``(namespace, kind)``, or ``{}``.
 
-    A ``metadata[namespace]`` written without :func:`set_overlay` (no format marker) and
-    without a ``kind`` key is the overlay itself (the nightly's older flat form), unless
-    ``flat_fallback`` is ``False``.
-
     Args:
         target: a ``Role`` or ``AppDef``.
         namespace: the scheduler's name.
         kind: the request type.
-        flat_fallback: accept the flat form.
+        flat_fallback: take a ``metadata[namespace]`` not written by :func:`set_overlay` as
+            the overlay itself.
 
     Raises:
-        TypeError: ``metadata[namespace]`` is a string (a file URI: not supported).
+        TypeError: ``metadata[namespace]`` is a string (overlay files are not supported).
     """
     kinds = target.metadata.get(namespace)
     if isinstance(kinds, str):
@@ -261,10 +242,6 @@ class OverlaySpec:
     def set(self, target: _HasMetadata, overlay: Mapping[str, Any]) -> None:
         """:func:`set_overlay` after :func:`validate_overlay` against the blocklist.
 
-        Args:
-            target: a ``Role`` or ``AppDef``.
-            overlay: the overlay.
-
         Raises:
             ValueError: a blocked field.
         """
@@ -273,9 +250,6 @@ class OverlaySpec:
 
     def get(self, target: _HasMetadata) -> dict[str, Any]:
         """The stored overlay (nested form only), validated against the blocklist.
-
-        Args:
-            target: a ``Role`` or ``AppDef``.
 
         Raises:
             ValueError: a blocked field.
