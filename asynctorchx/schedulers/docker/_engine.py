@@ -1,26 +1,10 @@
-"""The Docker engine connection of ``local_docker`` and of ``kubernetes``' workspaces.
+"""``local_docker``'s requests to the Docker engine, over the shared connection.
 
-The one module that imports aiodocker.
-
-:class:`Engine` holds one aiodocker client, opened on first use, and makes each Docker
-Engine API request through aiodocker's public API (``docker.containers``,
-``docker.volumes``, ``docker.networks``, ``docker.images``), except the streamed reads
-it has no public call for (:meth:`Engine._stream_get` says why). Every error aiodocker
-or aiohttp raises is mapped here, once, to :mod:`asynctorchx.errors`:
-
-- the engine answered 4xx/5xx: :class:`~asynctorchx.errors.DockerEngineError`, with the
-  HTTP ``status`` and the engine's ``message``;
-- no engine answers, or the connection broke:
-  :class:`~asynctorchx.errors.SchedulerUnavailableError`.
-
-The engine's JSON documents are parsed here, once, into small frozen records holding
-only what ``local_docker`` reads: :class:`Container` (an inspect or a listing entry),
-:class:`Event` (a record of the events stream) and :class:`Network` (one of a listing).
-
-aiodocker is imported on first use only (so importing the scheduler never imports it);
-it runs on asyncio only, so under trio every call raises
-:class:`~asynctorchx.errors.SchedulerUnavailableError`. :func:`has_docker` asks through
-an :class:`Engine` too.
+:class:`Engine` extends :class:`~asynctorchx.workspace.docker_workspace.DockerEngine`
+(the connection and image requests ``kubernetes`` shares) with the container, volume,
+network, event and log requests, through aiodocker's public API but for the streamed
+reads (:meth:`Engine._stream_get` says why). The engine's JSON documents are read here
+into frozen records: :class:`Container`, :class:`Event`, :class:`Network`.
 """
 
 from __future__ import annotations
@@ -29,35 +13,25 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
-import io
 import json
-import os
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractContextManager as ContextManager
 from typing import Any
 
 import anyio
 import attrs
 
-from asynctorchx.errors import (
-    SchedulerClosedError,
-    SchedulerUnavailableError,
-    WorkspaceBuildError,
-)
+from asynctorchx.errors import SchedulerUnavailableError
 from asynctorchx.schedulers.docker._errors import DockerEngineError
 from asynctorchx.schedulers.toolkit import gather, parse_rfc3339_ns
+from asynctorchx.workspace.docker_workspace import DockerEngine
 
 #: Events are asked from this long before the subscription (ns): the engine sends its
 #: response head before it subscribes, and a remote engine's clock may be a little off.
 #: An event replayed twice is harmless: each one only prompts a fresh inspect.
 EVENTS_SKEW_NS = 1_000_000_000
-
-#: aiodocker's status for "cannot connect to the engine" (not an HTTP status).
-_NO_CONNECTION = 900
-
-_START_ENGINE = "start one, e.g. `bash scripts/docker-engine.sh start`, or set DOCKER_HOST"
 
 #: The exit code in a container listing's ``Status`` text (``docker ps``'s STATUS column).
 _EXITED = re.compile(r"Exited \((-?\d+)\)")
@@ -216,25 +190,6 @@ class Network:
     created_ns: int | None
 
 
-def _mapped_error(err: Exception, request: str, where: str) -> Exception | None:
-    """The :mod:`asynctorchx.errors` error for an aiodocker/aiohttp error, else ``None``."""
-    import aiodocker
-    import aiohttp
-
-    if isinstance(err, aiodocker.DockerError):
-        if err.status == _NO_CONNECTION:
-            return SchedulerUnavailableError(
-                f"the Docker engine at {where} does not answer ({err.message}): {_START_ENGINE}"
-            )
-        return DockerEngineError(err.status, str(err.message), request=request)
-    if isinstance(err, aiohttp.ClientError):
-        return SchedulerUnavailableError(
-            f"the connection to the Docker engine at {where} broke during {request} ({err!r}):"
-            " check `docker info`, then retry"
-        )
-    return None
-
-
 class StreamBody:
     """The body of a streamed engine response (events, logs), read cancel-safely.
 
@@ -306,115 +261,22 @@ class EngineEvents(StreamBody):
         return events
 
 
-class Engine:
-    """One Docker engine, reached over one aiodocker client opened on first use.
+class Engine(DockerEngine):
+    """``local_docker``'s engine: the shared connection (:class:`DockerEngine`) with its
+    container, volume, network, event and log requests.
 
     Args:
-        docker_host: the engine's URL (e.g. ``unix:///var/run/docker.sock``); ``None``:
-            ``DOCKER_HOST`` or the default socket, as aiodocker finds it.
-        session_name: the scheduler's session, named in :class:`SchedulerClosedError`.
-        backend: the scheduler the errors name (``kubernetes`` builds and pushes its
-            workspaces here too).
+        docker_host: the engine's URL; ``None``: ``DOCKER_HOST`` or the default socket.
+        session_name: the scheduler's session, named in ``SchedulerClosedError``.
+        backend: the scheduler the errors name.
 
-    Every request method raises:
-        SchedulerUnavailableError: aiodocker is not installed, the event loop is not
-            asyncio (trio), or no Docker engine answers.
-        SchedulerClosedError: :meth:`close` was called.
-        DockerEngineError: the engine answered 4xx/5xx (``status``, ``message``).
+    Every request method raises as :class:`DockerEngine`'s do.
     """
 
     def __init__(
         self, docker_host: str | None, session_name: str, backend: str = "local_docker"
     ) -> None:
-        self.docker_host = docker_host
-        self.session_name = session_name
-        self.backend = backend
-        self._docker: Any = None
-        self._lock = anyio.Lock()
-        self._closed = False
-
-    @property
-    def key(self) -> str:
-        """The engine's address as configured (``""``: the default), to key per-engine state."""
-        return self.docker_host or os.environ.get("DOCKER_HOST") or ""
-
-    @contextlib.contextmanager
-    def _errors(self, request: str, done: Collection[int] = ()) -> Iterator[None]:
-        """Map aiodocker's and aiohttp's errors raised inside to :mod:`asynctorchx.errors`.
-
-        Args:
-            request: the request, as the errors name it (``POST containers/create``).
-            done: error statuses that mean the request has nothing left to do (404 for a
-                removal: removed already); the block then ends as a success.
-        """
-        try:
-            yield
-        except Exception as err:
-            mapped = _mapped_error(err, request, self.key or "the default socket")
-            if mapped is None:
-                raise
-            if not (isinstance(mapped, DockerEngineError) and mapped.status in done):
-                raise mapped from err
-
-    @contextlib.asynccontextmanager
-    async def _request(self, request: str, done: Collection[int] = ()) -> AsyncIterator[Any]:
-        """Connect, then yield the aiodocker client for one request, its errors mapped
-        (see :meth:`_errors`)."""
-        docker = await self.connect()
-        with self._errors(request, done):
-            yield docker
-
-    async def connect(self) -> Any:
-        """Return the aiodocker client, opening it on first use and checking then that the
-        engine answers (``GET /version``).
-
-        Raises:
-            SchedulerUnavailableError: see the class.
-            SchedulerClosedError: see the class.
-        """
-        if self._closed:
-            raise SchedulerClosedError(
-                f"the {self.backend} scheduler of session {self.session_name!r} is closed:"
-                " create a new one"
-            )
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            raise SchedulerUnavailableError(
-                f"{self.backend} needs an asyncio event loop for the Docker engine"
-                " (aiodocker runs on asyncio only):"
-                " run it under asyncio, e.g. anyio.run(main, backend='asyncio')"
-            ) from None
-        async with self._lock:
-            if self._docker is not None:
-                return self._docker
-            try:
-                import aiodocker
-            except ImportError as err:
-                raise SchedulerUnavailableError(
-                    f"{self.backend} needs the aiodocker package ({err}): pip install aiodocker"
-                ) from err
-            docker = None
-            try:
-                docker = aiodocker.Docker(url=self.docker_host)
-                await docker.version()
-            except (aiodocker.DockerError, ValueError, OSError) as err:
-                if docker is not None:
-                    await docker.close()
-                raise SchedulerUnavailableError(
-                    f"no Docker engine answers at {self.key or 'the default socket'} ({err}):"
-                    f" {_START_ENGINE}"
-                ) from err
-            self._docker = docker
-            return docker
-
-    async def close(self) -> None:
-        """Close the connection; idempotent, never raises. Later requests raise closed."""
-        self._closed = True
-        docker, self._docker = self._docker, None
-        if docker is not None:
-            with contextlib.suppress(Exception):
-                await docker.close()
+        super().__init__(docker_host, session_name, backend)
 
     async def inspect(self, cid: str) -> Container | None:
         """Inspect a container; ``None`` if the engine has no such container (404).
@@ -584,48 +446,6 @@ class Engine:
         async with self._request(f"DELETE networks/{network_id}", done=(404,)) as docker:
             await DockerNetwork(docker, network_id).delete()  # type: ignore[no-untyped-call]
 
-    async def tag_image(self, image: str, repo: str, tag: str) -> None:
-        """Tag ``image`` as ``repo:tag`` (``docker tag``).
-
-        Args:
-            image: the image's name or id.
-            repo: the repository.
-            tag: the tag.
-
-        Raises:
-            DockerEngineError: the engine has no such image (404), or refused the name.
-        """
-        async with self._request(f"POST images/{image}/tag") as docker:
-            await docker.images.tag(image, repo, tag=tag)
-
-    async def push_image(self, image: str, repo: str, tag: str) -> None:
-        """Tag ``image`` as ``repo:tag`` and push it there (``docker push``), as TorchX's
-        ``torchx.workspace.docker_workspace.DockerWorkspaceMixin.push_images`` does.
-
-        The push is anonymous (no ``X-Registry-Auth`` credentials); the engine decides
-        whether it may use plain HTTP (it does for registries on 127.0.0.0/8). A refusal
-        the registry sends in the push's progress stream has ``status`` 0.
-
-        Args:
-            image: the image's name or id.
-            repo: the repository, ``<registry host>[:port]/<path>``.
-            tag: the tag.
-
-        Raises:
-            DockerEngineError: no such image, or the registry refused the push (its message kept).
-        """
-        await self.tag_image(image, repo, tag)
-        try:
-            async with self._request(f"POST images/{repo}/push?tag={tag}") as docker:
-                await docker.images.push(repo, tag=tag)
-        except DockerEngineError as err:
-            raise DockerEngineError(
-                err.status,
-                f"pushing {repo}:{tag} failed ({err.message}): check that the registry"
-                " answers and accepts pushes from this engine, or fix the run option image_repo",
-                request=err.request,
-            ) from err
-
     @contextlib.asynccontextmanager
     async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[StreamBody]:
         """Open a streamed ``GET`` (logs); its body is closed on exit, even by cancel.
@@ -714,54 +534,6 @@ class Engine:
                 ) from err
 
         await gather(functools.partial(ensure, image) for image in sorted(images))
-
-    async def build_image(
-        self,
-        context: bytes,
-        dockerfile: str,
-        labels: Mapping[str, str],
-        output: Callable[[str], None],
-    ) -> str | None:
-        """Build an image from a tar build context; return the built image's id.
-
-        Intermediate containers are removed, also after a failed step; the base image is
-        not pulled again.
-
-        Args:
-            context: the uncompressed tar of the build context.
-            dockerfile: the Dockerfile's path inside the context.
-            labels: labels of the built image.
-            output: called with each piece of the build's output text (its progress
-                records' ``stream``), in order.
-
-        Returns:
-            the built image's id (its progress records' ``aux.ID``), or ``None`` if the
-            engine named none.
-
-        Raises:
-            WorkspaceBuildError: a step failed (its ``error``, else ``errorDetail``).
-            DockerEngineError: the engine refused the build.
-        """
-        image_id: str | None = None
-        async with self._request("POST build") as docker:
-            stream = docker.images.build(
-                fileobj=io.BytesIO(context),
-                encoding="identity",
-                path_dockerfile=dockerfile,
-                labels=dict(labels),
-                pull=False,
-                forcerm=True,  # a failed step's container is removed too
-                stream=True,
-            )
-            async with contextlib.aclosing(stream) as records:
-                async for record in records:
-                    if "stream" in record:
-                        output(str(record["stream"]))
-                    if "error" in record or "errorDetail" in record:
-                        raise WorkspaceBuildError(str(record.get("error") or record["errorDetail"]))
-                    if isinstance(aux := record.get("aux"), dict) and "ID" in aux:
-                        image_id = str(aux["ID"])
-        return image_id
 
 
 async def _answers(docker_host: str | None, timeout: float) -> bool:

@@ -38,10 +38,10 @@ from asynctorchx.specs.api import (
     macros,
 )
 from asynctorchx.specs.converter import to_json
+from asynctorchx.workspace.docker_workspace import LABEL_VERSION as LABEL_VERSION
 
 #: TorchX's labels, spelled exactly as TorchX 0.7.0's ``torchx.schedulers.docker_scheduler``
 #: writes them, so either implementation can describe, list and tail the other's apps.
-LABEL_VERSION = "torchx.pytorch.org/version"
 LABEL_APP_ID = "torchx.pytorch.org/app-id"
 LABEL_ROLE_NAME = "torchx.pytorch.org/role-name"
 LABEL_REPLICA_ID = "torchx.pytorch.org/replica-id"

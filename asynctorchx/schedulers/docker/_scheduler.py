@@ -62,7 +62,6 @@ from asynctorchx.schedulers.docker._request import (
     build_job,
     validate,
 )
-from asynctorchx.schedulers.docker._workspace import build_workspace
 from asynctorchx.schedulers.toolkit import (
     LogBlock,
     LogPosition,
@@ -79,6 +78,7 @@ from asynctorchx.specs.api import (
     Role,
     make_app_handle,
 )
+from asynctorchx.workspace.docker_workspace import build_workspace
 
 logger = logging.getLogger(__name__)
 

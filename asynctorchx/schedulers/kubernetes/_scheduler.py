@@ -22,8 +22,6 @@ from asynctorchx.schedulers.api import (
     Scheduler,
     Stream,
 )
-from asynctorchx.schedulers.docker._engine import Engine
-from asynctorchx.schedulers.docker._workspace import build_workspace
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer
 from asynctorchx.schedulers.kubernetes._informer import Informer
 from asynctorchx.schedulers.kubernetes._jobapi import JobApi, for_cfg, for_name
@@ -53,6 +51,7 @@ from asynctorchx.specs.api import (
     Role,
     make_app_handle,
 )
+from asynctorchx.workspace.docker_workspace import DockerEngine, build_workspace
 
 POD_LABELS = {LABEL_ORGANIZATION: ORGANIZATION}
 
@@ -91,7 +90,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
     ) -> None:
         super().__init__("kubernetes", session_name)
         self.api = ApiServer(kubeconfig, context)
-        self._engine = Engine(None, session_name, "kubernetes")
+        self._engine = DockerEngine(None, session_name, "kubernetes")
         self._jobs: dict[tuple[str, str], Informer[Job]] = {}
         self._pods: dict[str, Informer[Pod]] = {}
 

@@ -33,7 +33,6 @@ from asynctorchx.errors import (
 from asynctorchx.schedulers import get_scheduler_factories
 from asynctorchx.schedulers.api import DescribeAppResponse, Stream
 from asynctorchx.schedulers.docker._network import ensure_network
-from asynctorchx.schedulers.docker._workspace import build_context, is_ignored, parse_dockerignore
 from asynctorchx.schedulers.docker_scheduler import (
     DEFAULT_STOP_TIMEOUT,
     DockerJob,
@@ -44,6 +43,7 @@ from asynctorchx.schedulers.docker_scheduler import (
 from asynctorchx.schedulers.toolkit import sanitize_app_name, validate_app_id
 from asynctorchx.specs import named_resources
 from asynctorchx.specs.api import AppDef, AppState, Resource, Role, parse_mounts
+from asynctorchx.workspace.docker_workspace import build_context, is_ignored, parse_dockerignore
 
 LIMIT = 60.0  # seconds: a safety bound on awaits, never a timing guess
 

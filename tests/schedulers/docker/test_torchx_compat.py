@@ -114,7 +114,7 @@ async def test_quiet_suppresses_the_build_output_in_the_log(
     marker = f"asynctorchx-build-marker-{quiet}"
     workspace = _workspace(tmp_path, docker_image, marker)
     role = Role("r", docker_image, entrypoint="true")
-    caplog.set_level(logging.INFO, logger="asynctorchx.schedulers.docker")
+    caplog.set_level(logging.INFO, logger="asynctorchx.workspace.docker_workspace")
     async with create_scheduler("t") as sched:
         await sched.build_workspace_and_update_role(role, str(workspace), {"quiet": quiet})
     try:

@@ -1,0 +1,437 @@
+"""Docker image workspaces, shared by ``local_docker`` and ``kubernetes``.
+
+TorchX keeps this in ``torchx.workspace.docker_workspace`` (``DockerWorkspaceMixin``): a
+workspace is a directory tarred with its ``.dockerignore`` honoured and built on the
+Docker engine, then tagged for, and pushed to, ``image_repo``. :class:`DockerEngine` is the
+engine connection both backends hold; ``local_docker``'s engine adds its container
+requests to it.
+
+The ``.dockerignore`` rules are Docker's
+(https://docs.docker.com/build/concepts/context/#dockerignore-files): one pattern a line,
+``#`` comments, a leading ``/`` ignored, ``*`` and ``?`` within one path segment, ``**``
+any number of segments, ``!`` re-includes, the last matching line wins, and a pattern
+that matches a directory excludes everything under it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import os
+import re
+import tarfile
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import attrs
+
+from asynctorchx import __version__
+from asynctorchx.errors import (
+    DockerEngineError,
+    SchedulerClosedError,
+    SchedulerUnavailableError,
+    WorkspaceBuildError,
+)
+from asynctorchx.specs.api import CfgVal, Role
+
+logger = logging.getLogger(__name__)
+
+#: The label of the asynctorchx version on what is created (TorchX's).
+LABEL_VERSION = "torchx.pytorch.org/version"
+
+#: The Dockerfile a workspace build uses; written from the role's image when missing.
+DEFAULT_DOCKERFILE = "Dockerfile.torchx"
+
+#: aiodocker's status for "cannot connect to the engine" (not an HTTP status).
+_NO_CONNECTION = 900
+
+_START_ENGINE = "start one, e.g. `bash scripts/docker-engine.sh start`, or set DOCKER_HOST"
+
+
+def _mapped_error(err: Exception, request: str, where: str) -> Exception | None:
+    """The :mod:`asynctorchx.errors` error for an aiodocker/aiohttp error, else ``None``."""
+    import aiodocker
+    import aiohttp
+
+    if isinstance(err, aiodocker.DockerError):
+        if err.status == _NO_CONNECTION:
+            return SchedulerUnavailableError(
+                f"the Docker engine at {where} does not answer ({err.message}): {_START_ENGINE}"
+            )
+        return DockerEngineError(err.status, str(err.message), request=request)
+    if isinstance(err, aiohttp.ClientError):
+        return SchedulerUnavailableError(
+            f"the connection to the Docker engine at {where} broke during {request} ({err!r}):"
+            " check `docker info`, then retry"
+        )
+    return None
+
+
+class DockerEngine:
+    """One Docker engine, reached over one aiodocker client opened on first use.
+
+    aiodocker is imported on first use only, and runs on asyncio only. Every request maps
+    aiodocker's and aiohttp's errors, once, to :mod:`asynctorchx.errors`.
+
+    Args:
+        docker_host: the engine's URL (e.g. ``unix:///var/run/docker.sock``); ``None``:
+            ``DOCKER_HOST`` or the default socket, as aiodocker finds it.
+        session_name: the scheduler's session, named in :class:`SchedulerClosedError`.
+        backend: the scheduler the errors name.
+
+    Every request method raises:
+        SchedulerUnavailableError: aiodocker is not installed, the event loop is not
+            asyncio (trio), no Docker engine answers, or the connection broke.
+        SchedulerClosedError: :meth:`close` was called.
+        DockerEngineError: the engine answered 4xx/5xx (``status``, ``message``).
+    """
+
+    def __init__(self, docker_host: str | None, session_name: str, backend: str) -> None:
+        self.docker_host = docker_host
+        self.session_name = session_name
+        self.backend = backend
+        self._docker: Any = None
+        self._lock = anyio.Lock()
+        self._closed = False
+
+    @property
+    def key(self) -> str:
+        """The engine's address as configured (``""``: the default), to key per-engine state."""
+        return self.docker_host or os.environ.get("DOCKER_HOST") or ""
+
+    @contextlib.contextmanager
+    def _errors(self, request: str, done: Collection[int] = ()) -> Iterator[None]:
+        """Map the errors raised inside; a status in ``done`` (404 for a removal) is a success."""
+        try:
+            yield
+        except Exception as err:
+            mapped = _mapped_error(err, request, self.key or "the default socket")
+            if mapped is None:
+                raise
+            if not (isinstance(mapped, DockerEngineError) and mapped.status in done):
+                raise mapped from err
+
+    @contextlib.asynccontextmanager
+    async def _request(self, request: str, done: Collection[int] = ()) -> AsyncIterator[Any]:
+        """The aiodocker client for one request, its errors mapped (:meth:`_errors`)."""
+        docker = await self.connect()
+        with self._errors(request, done):
+            yield docker
+
+    async def connect(self) -> Any:
+        """Return the aiodocker client, opened on first use once the engine answers
+        ``GET /version``.
+
+        Raises:
+            SchedulerUnavailableError: see the class.
+            SchedulerClosedError: see the class.
+        """
+        if self._closed:
+            raise SchedulerClosedError(
+                f"the {self.backend} scheduler of session {self.session_name!r} is closed:"
+                " create a new one"
+            )
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise SchedulerUnavailableError(
+                f"{self.backend} needs an asyncio event loop for the Docker engine"
+                " (aiodocker runs on asyncio only):"
+                " run it under asyncio, e.g. anyio.run(main, backend='asyncio')"
+            ) from None
+        async with self._lock:
+            if self._docker is not None:
+                return self._docker
+            try:
+                import aiodocker
+            except ImportError as err:
+                raise SchedulerUnavailableError(
+                    f"{self.backend} needs the aiodocker package ({err}): pip install aiodocker"
+                ) from err
+            docker = None
+            try:
+                docker = aiodocker.Docker(url=self.docker_host)
+                await docker.version()
+            except (aiodocker.DockerError, ValueError, OSError) as err:
+                if docker is not None:
+                    await docker.close()
+                raise SchedulerUnavailableError(
+                    f"no Docker engine answers at {self.key or 'the default socket'} ({err}):"
+                    f" {_START_ENGINE}"
+                ) from err
+            self._docker = docker
+            return docker
+
+    async def close(self) -> None:
+        """Close the connection; idempotent, never raises. Later requests raise closed."""
+        self._closed = True
+        docker, self._docker = self._docker, None
+        if docker is not None:
+            with contextlib.suppress(Exception):
+                await docker.close()
+
+    async def tag_image(self, image: str, repo: str, tag: str) -> None:
+        """Tag ``image`` as ``repo:tag`` (``docker tag``).
+
+        Raises:
+            DockerEngineError: the engine has no such image (404), or refused the name.
+        """
+        async with self._request(f"POST images/{image}/tag") as docker:
+            await docker.images.tag(image, repo, tag=tag)
+
+    async def push_image(self, image: str, repo: str, tag: str) -> None:
+        """Tag ``image`` as ``repo:tag`` and push it there (``docker push``), as TorchX's
+        ``DockerWorkspaceMixin.push_images`` does.
+
+        The push is anonymous (no ``X-Registry-Auth``); the engine decides whether it may
+        use plain HTTP (it does for registries on 127.0.0.0/8).
+
+        Args:
+            image: the image's name or id.
+            repo: the repository, ``<registry host>[:port]/<path>``.
+            tag: the tag.
+
+        Raises:
+            DockerEngineError: no such image, or the registry refused the push (its
+                message kept; ``status`` 0 when the refusal came in the push's progress).
+        """
+        await self.tag_image(image, repo, tag)
+        try:
+            async with self._request(f"POST images/{repo}/push?tag={tag}") as docker:
+                await docker.images.push(repo, tag=tag)
+        except DockerEngineError as err:
+            raise DockerEngineError(
+                err.status,
+                f"pushing {repo}:{tag} failed ({err.message}): check that the registry"
+                " answers and accepts pushes from this engine, or fix the run option image_repo",
+                request=err.request,
+            ) from err
+
+    async def build_image(
+        self,
+        context: bytes,
+        dockerfile: str,
+        labels: Mapping[str, str],
+        output: Callable[[str], None],
+    ) -> str | None:
+        """Build an image from a tar build context; return its id (``None``: none named).
+
+        Intermediate containers are removed, also after a failed step; the base image is
+        not pulled again.
+
+        Args:
+            context: the uncompressed tar of the build context.
+            dockerfile: the Dockerfile's path inside the context.
+            labels: labels of the built image.
+            output: called with each piece of the build's output text, in order.
+
+        Raises:
+            WorkspaceBuildError: a step failed (its ``error``, else ``errorDetail``).
+            DockerEngineError: the engine refused the build.
+        """
+        image_id: str | None = None
+        async with self._request("POST build") as docker:
+            stream = docker.images.build(
+                fileobj=io.BytesIO(context),
+                encoding="identity",
+                path_dockerfile=dockerfile,
+                labels=dict(labels),
+                pull=False,
+                forcerm=True,  # a failed step's container is removed too
+                stream=True,
+            )
+            async with contextlib.aclosing(stream) as records:
+                async for record in records:
+                    if "stream" in record:
+                        output(str(record["stream"]))
+                    if "error" in record or "errorDetail" in record:
+                        raise WorkspaceBuildError(str(record.get("error") or record["errorDetail"]))
+                    if isinstance(aux := record.get("aux"), dict) and "ID" in aux:
+                        image_id = str(aux["ID"])
+        return image_id
+
+
+@attrs.define
+class _Rule:
+    regex: re.Pattern[str]
+    include: bool
+
+
+def _translate(pattern: str) -> re.Pattern[str]:
+    """One ``.dockerignore`` pattern as a regex over ``/``-separated relative paths."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if pattern.startswith("**", i):
+            i += 2
+            if i < len(pattern) and pattern[i] == "/":
+                i += 1
+                out.append("(?:.*/)?")
+            else:
+                out.append(".*")
+            continue
+        if ch == "*":
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "[":
+            end = pattern.find("]", i + 1)
+            if end == -1:
+                out.append(re.escape(ch))
+            else:
+                body = pattern[i + 1 : end]
+                if body.startswith("^") or body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = end
+        elif ch == "\\" and i + 1 < len(pattern):
+            i += 1
+            out.append(re.escape(pattern[i]))
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def parse_dockerignore(text: str) -> list[_Rule]:
+    """The rules of a ``.dockerignore`` file's text, in order.
+
+    Args:
+        text: the file's text.
+    """
+    rules: list[_Rule] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        include = line.startswith("!")
+        if include:
+            line = line[1:].strip()
+        line = os.path.normpath(line).replace(os.sep, "/").lstrip("/")
+        if line in ("", "."):
+            continue
+        rules.append(_Rule(_translate(line), include))
+    return rules
+
+
+def is_ignored(rel_path: str, rules: list[_Rule]) -> bool:
+    """Whether ``rules`` exclude ``rel_path`` (``/``-separated, relative): the last rule
+    matching it or one of its parent directories decides.
+
+    Args:
+        rel_path: the path.
+        rules: :func:`parse_dockerignore`'s.
+    """
+    parts = rel_path.split("/")
+    candidates = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+    ignored = False
+    for rule in rules:
+        if any(rule.regex.match(candidate) for candidate in candidates):
+            ignored = not rule.include
+    return ignored
+
+
+def build_context(workspace: str, base_image: str) -> bytes:
+    """Tar ``workspace`` into a Docker build context (uncompressed tar bytes).
+
+    Its ``.dockerignore`` is honoured (the Dockerfile and ``.dockerignore`` always go in,
+    as Docker does). Without a ``Dockerfile.torchx``, one of ``FROM <base_image>`` and
+    ``COPY . .`` is added (TorchX's default).
+
+    Args:
+        workspace: the directory to build.
+        base_image: the image the default Dockerfile starts from.
+
+    Raises:
+        NotADirectoryError: ``workspace`` is not a directory.
+    """
+    root = os.path.abspath(workspace)
+    if not os.path.isdir(root):
+        raise NotADirectoryError(f"workspace {workspace!r} is not a directory: pass a directory")
+    ignore_file = os.path.join(root, ".dockerignore")
+    rules: list[_Rule] = []
+    if os.path.isfile(ignore_file):
+        with open(ignore_file, encoding="utf-8") as fh:
+            rules = parse_dockerignore(fh.read())
+    always = {DEFAULT_DOCKERFILE, ".dockerignore"}
+    reinclude = any(rule.include for rule in rules)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for dirpath, dirnames, filenames in os.walk(root):
+            rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+            prefix = "" if rel_dir == "." else f"{rel_dir}/"
+            # an ignored directory may still hold a re-included file (`!dir/keep`)
+            dirnames[:] = [
+                name
+                for name in sorted(dirnames)
+                if reinclude or not is_ignored(prefix + name, rules)
+            ]
+            for name in [*dirnames, *sorted(filenames)]:
+                if prefix + name in always or not is_ignored(prefix + name, rules):
+                    tar.add(os.path.join(dirpath, name), arcname=prefix + name, recursive=False)
+        if not os.path.isfile(os.path.join(root, DEFAULT_DOCKERFILE)):
+            content = f"FROM {base_image}\nCOPY . .\n".encode()
+            info = tarfile.TarInfo(DEFAULT_DOCKERFILE)
+            info.size = len(content)  # mode 0o644: TarInfo's default
+            tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+async def build_workspace(
+    engine: DockerEngine, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
+) -> None:
+    """Build ``workspace`` into an image on ``engine`` and set ``role.image`` to it.
+
+    The context is :func:`build_context`'s (made in a worker thread). ``role.image``
+    becomes the built image's id, or ``<image_repo>:<id>`` when the ``image_repo`` option
+    is set (tagged so, not pushed).
+
+    Args:
+        engine: the engine to build on.
+        role: the role to patch; its ``image`` is the default Dockerfile's base.
+        workspace: the directory to build.
+        cfg: the resolved run options: ``image_repo``, and ``quiet`` (the build's output
+            is logged at INFO unless it is set, as TorchX's).
+
+    Raises:
+        WorkspaceBuildError: the build failed or named no image; the message holds the
+            build log.
+        NotADirectoryError: ``workspace`` is not a directory.
+        SchedulerUnavailableError: no engine (under trio, or none answers).
+    """
+    await engine.connect()
+    context = await anyio.to_thread.run_sync(build_context, workspace, role.image)
+    quiet = cfg.get("quiet") is True
+    if not quiet:
+        logger.info("building workspace %s into an image (this may take a while)", workspace)
+    log: list[str] = []
+
+    def output(text: str) -> None:
+        log.append(text)  # kept for the error message either way
+        if (line := text.strip("\r\n")) and not quiet:
+            logger.info("%s", line)
+
+    try:
+        labels = {LABEL_VERSION: __version__}
+        image_id = await engine.build_image(context, DEFAULT_DOCKERFILE, labels, output)
+    except Exception as err:
+        message = getattr(err, "message", str(err))
+        raise WorkspaceBuildError(
+            f"building workspace {workspace!r} failed: {message}\n{''.join(log)}"
+        ) from err
+    if image_id is None:
+        raise WorkspaceBuildError(
+            f"building workspace {workspace!r} gave no image id; log:\n{''.join(log)}"
+        )
+    image_repo = cfg.get("image_repo")
+    if isinstance(image_repo, str) and image_repo:
+        tag = image_id.split(":")[-1][:12]
+        await engine.tag_image(image_id, image_repo, tag)
+        role.image = f"{image_repo}:{tag}"
+    else:
+        role.image = image_id
