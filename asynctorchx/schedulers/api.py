@@ -1,8 +1,4 @@
-"""The async Scheduler interface, TorchX's ``torchx.schedulers.api`` made awaitable.
-
-Every method that does I/O is a coroutine and ``log_iter`` an async generator; ``wait``
-is new. What every backend shares is in :mod:`asynctorchx.schedulers.toolkit`.
-"""
+"""The async Scheduler interface: TorchX's ``torchx.schedulers.api`` made awaitable."""
 
 from __future__ import annotations
 
@@ -45,46 +41,17 @@ T = TypeVar("T")
 
 @attrs.frozen(kw_only=True)
 class Capabilities:
-    """What a scheduler class supports, read without creating a scheduler.
-
-    A backend declares one as its class attribute :attr:`Scheduler.capabilities`; a
-    factory exposes it (:func:`asynctorchx.schedulers.get_scheduler_capabilities`), and
-    the Runner (``Runner.scheduler_capabilities``, ``Runner.scheduler_run_opts``) and the
-    CLI read it, never the scheduler's name. ``SyncSchedulerAdapter`` makes one from the
-    attributes of the TorchX scheduler it wraps.
+    """What a scheduler class supports, read without an instance (:attr:`Scheduler.capabilities`).
 
     Args:
-        opts: the :class:`StructuredOpts` class of the scheduler's run options: the
-            ``cfg`` a backend's ``_submit_dryrun`` is given, and ``AppDryRunInfo.cfg``,
-            is an instance of it (torchx-nightly's ``Scheduler[Opts]``); ``None``: a
-            plain ``dict``.
-        run_opts: makes the run options the scheduler accepts (a new
-            :class:`~asynctorchx.specs.api.runopts` per call); by default
-            ``opts.as_runopts``, so the two cannot disagree. ``None`` (and no ``opts``):
-            only a scheduler knows them (TorchX's ``_run_opts(self)``), so one is created
-            to ask.
-        log_streams: the streams ``log_iter`` reads (its ``streams`` argument); it raises
-            ``ValueError`` for another. A Docker engine and the local schedulers keep
-            stdout, stderr and both combined; Slurm writes stdout and stderr to two
-            files; the kubelet keeps one combined log per container. ``Runner.events``
-            reads stdout and stderr apart when both are here, else the combined log.
-        retry_policies: the policies honoured for a role with ``max_retries > 0``; a
-            role asking for another is refused at dry run instead of silently not
-            restarting. ``RetryPolicy.ROLE`` (TorchX after 0.7.0) is honoured by no
-            built-in backend yet.
-        apps_live_in_process: the apps end with the process that submitted them (the
-            local schedulers: replicas are its child processes). The CLI's ``run`` then
-            follows the logs and waits by default; ``False`` (a Docker engine, a
-            cluster): it prints the handle and returns unless asked to wait.
-        ends_with_runner_opt: the bool run option that, set, ends an app when the
-            scheduler that submitted it closes (``local_docker``'s ``cancel_on_close``);
-            the CLI's ``run`` then follows it as an app of the process.
-        workspace: what a workspace becomes (TorchX's ``torchx.workspace``):
-            ``"image"``, built into the role's image (``local_docker``); ``"directory"``,
-            copied into the ``job_dir`` the role runs in (``DirWorkspaceMixin``,
-            ``slurm``); ``None``, nothing is built (the local schedulers run in the
-            directory itself). The CLI's ``run`` builds the current directory by default
-            when it is not ``None``, as ``torchx.cli.cmd_run`` does.
+        opts: the :class:`StructuredOpts` class whose instance ``cfg`` is; ``None``: a ``dict``.
+        run_opts: makes the accepted run options; default ``opts.as_runopts``; ``None``: ask one.
+        log_streams: the streams ``log_iter`` reads; it raises ``ValueError`` for another.
+        retry_policies: policies honoured with ``max_retries > 0``; another is refused at dry run.
+        apps_live_in_process: apps end with the submitting process; the CLI's ``run`` then waits.
+        ends_with_runner_opt: the bool run option that ends an app when its scheduler closes.
+        workspace: ``"image"`` built into the image, ``"directory"`` copied into ``job_dir``,
+            ``None`` not built (TorchX's ``torchx.workspace``).
     """
 
     opts: type[StructuredOpts] | None = None
@@ -104,19 +71,14 @@ class Capabilities:
 
 
 class Scheduler(abc.ABC, Generic[T]):
-    """An async scheduler: submits apps, describes, waits for, tails and cancels them.
+    """An async scheduler (TorchX's ``torchx.schedulers.api.Scheduler``); ``async with`` closes it.
+
+    A backend implements the abstract methods and :attr:`capabilities`, and may override
+    ``_wait_until``, ``_describe_many``, ``_remove`` and ``describe_native``.
 
     Args:
-        backend: the scheduler's registered name (``local_cwd``, ``local_docker``).
-        session_name: the runner session; it appears in app handles.
-
-    Use it as ``async with scheduler:`` or call ``await scheduler.close()``; closing
-    is idempotent and never raises. The public methods are written here once; a
-    backend implements ``schedule``, ``_submit_dryrun``, ``describe``, ``list``,
-    ``_cancel_existing`` and ``_log_blocks``, declares its :attr:`capabilities`, and where
-    it has more to offer the hooks ``_wait_until`` (events instead of polling),
-    ``_describe_many``, ``_remove`` and ``describe_native`` (see ``docs/architecture.md``,
-    "Adding a backend").
+        backend: the registered name (``local_cwd``).
+        session_name: the runner session, part of app handles.
     """
 
     def __init__(self, backend: str, session_name: str) -> None:
@@ -131,26 +93,14 @@ class Scheduler(abc.ABC, Generic[T]):
         await self.close()
 
     async def close(self) -> None:
-        """Free what the scheduler holds; idempotent, never raises.
-
-        Local schedulers terminate the replicas still running (see their docs).
-        """
+        """Free what the scheduler holds (local: end live replicas); idempotent, never raises."""
 
     async def submit(
         self, app: AppDef, cfg: Mapping[str, CfgVal], workspace: Workspace | str | None = None
     ) -> str:
-        """Submit ``app`` and return its app id (mostly for tests; prefer the Runner).
+        """Submit ``app`` (changed in place, as torchx-nightly's) and return its app id.
 
-        As torchx-nightly's ``Scheduler.submit``, ``app`` itself is changed (the Runner
-        works on a copy): ``workspace`` becomes role 0's ``workspace``, then every role's
-        workspace is built into its image (roles with the same image and workspace share
-        one build, as in the Runner). Without ``workspace`` nothing is built.
-
-        Args:
-            app: the app to submit.
-            cfg: the run options.
-            workspace: a directory, text :meth:`Workspace.from_str` reads, or a
-                :class:`Workspace`; ``None`` or ``""``: none.
+        ``workspace`` (a directory, its text form or a :class:`Workspace`) becomes role 0's.
 
         Raises:
             InvalidRunConfigException: ``cfg`` does not match :meth:`run_opts`.
@@ -172,23 +122,14 @@ class Scheduler(abc.ABC, Generic[T]):
     async def build_workspace_and_update_role(
         self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
     ) -> None:
-        """Build ``workspace`` into an image and point ``role.image`` at it.
-
-        The default does nothing: the local schedulers run in the directory itself.
-        ``local_docker`` builds an image (see its docs).
-        """
+        """Build ``workspace`` and point ``role.image`` at it; the default builds nothing."""
 
     @abc.abstractmethod
     async def schedule(self, dryrun_info: AppDryRunInfo[T]) -> str:
         """Submit the request in ``dryrun_info`` and return the app id."""
 
     def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
-        """Return the request that :meth:`schedule` would submit, without submitting it.
-
-        Resolves ``cfg`` against :meth:`run_opts`, checks the app with the toolkit's
-        :func:`~asynctorchx.schedulers.toolkit.validate_app` (every backend) and the
-        backend's :meth:`_validate`, then lets each role's ``pre_proc`` modify the request
-        in order.
+        """Return the request :meth:`schedule` would submit, after validating ``app`` and ``cfg``.
 
         Raises:
             InvalidRunConfigException: ``cfg`` does not match :meth:`run_opts`.
@@ -197,20 +138,12 @@ class Scheduler(abc.ABC, Generic[T]):
         return self.dryrun_resolved(app, self.run_opts().resolve(cfg))
 
     def dryrun_resolved(self, app: AppDef, resolved: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
-        """Do what :meth:`submit_dryrun` does, for run options already resolved.
-
-        For callers that needed the resolved options first (a workspace build), so
-        ``runopts.resolve`` runs once per submission.
-
-        Args:
-            app: the app to make a request for.
-            resolved: ``run_opts().resolve(cfg)``: every option, defaults filled in;
-                made a :attr:`Capabilities.opts` instance when the backend has one.
+        """:meth:`submit_dryrun` for ``resolved = run_opts().resolve(cfg)``.
 
         Raises:
-            InvalidAppDefException: the app has no role, duplicate role names, a role
-                without replicas or entrypoint.
-            InvalidNameException: a role name cannot be used as a path part.
+            InvalidAppDefException: no role, duplicate roles, no replicas or entrypoint, or
+                a retry policy the backend does not honour.
+            InvalidNameException: a role name cannot be a path part.
             ValueError: the app is not valid for this scheduler.
         """
         validate_app(app)
@@ -226,13 +159,6 @@ class Scheduler(abc.ABC, Generic[T]):
         return dryrun_info
 
     def _check_retry_policies(self, app: AppDef) -> None:
-        """Refuse a role whose retry policy this backend does not honour.
-
-        Raises:
-            InvalidAppDefException: a role with ``max_retries > 0`` asks for a policy
-                outside ``capabilities.retry_policies``; the message names the role, the
-                policy and the ones this backend supports.
-        """
         for role in app.roles:
             policy = role.retry_policy
             if role.max_retries > 0 and policy not in self.capabilities.retry_policies:
@@ -244,15 +170,14 @@ class Scheduler(abc.ABC, Generic[T]):
 
     @abc.abstractmethod
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
-        """Build the scheduler request for ``app`` with the resolved ``cfg``."""
+        """Build the request for ``app`` with the resolved ``cfg``."""
 
     def run_opts(self) -> runopts:
         """Return the run options this scheduler accepts (a ``--help`` for ``cfg``)."""
         return self._run_opts()
 
     def _run_opts(self) -> runopts:
-        """The run options :attr:`capabilities` makes, else none (TorchX's hook: a
-        scheduler ported from TorchX overrides it)."""
+        """TorchX's hook; the default asks :attr:`capabilities`."""
         make = self.capabilities.run_opts
         return make() if make is not None else runopts()
 
@@ -262,30 +187,11 @@ class Scheduler(abc.ABC, Generic[T]):
 
     @abc.abstractmethod
     async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
-        """List the apps this scheduler knows, one entry per app.
-
-        Args:
-            cfg: run options, unresolved, that narrow what is listed where the backend
-                has such an option (TorchX's ``list(cfg)`` after 0.7.0: the Kubernetes
-                ``namespace``); the others list every app they know. A third-party
-                backend written against TorchX 0.7.0 may omit the parameter (see
-                the adapter in ``SyncSchedulerAdapter``).
-        """
+        """List the apps this scheduler knows; ``cfg`` may narrow it (Kubernetes ``namespace``)."""
 
     async def describe_native(self, app_id: str) -> Any | None:
-        """Return the backend's own description of the app, as the backend gives it.
-
-        For callers that need what :class:`DescribeAppResponse` does not carry (added to
-        TorchX's ``torchx.schedulers.api.Scheduler`` after 0.7.0). A backend that has a
-        raw description overrides this and documents its type (for example a Docker
-        engine's container ``inspect`` documents, a Volcano job object, Slurm's job
-        JSON). This default returns ``None``: the scheduler has no raw description beyond
-        :meth:`describe`. ``None`` is also the answer for an unknown app.
-
-        Args:
-            app_id: the app's id on this scheduler.
-        """
-        del app_id  # no raw description in the default
+        """The backend's raw description of the app (TorchX after 0.7.0); ``None``: unknown."""
+        del app_id
         return None
 
     async def exists(self, app_id: str) -> bool:
@@ -293,139 +199,53 @@ class Scheduler(abc.ABC, Generic[T]):
         return await self.describe(app_id) is not None
 
     async def cancel(self, app_id: str) -> None:
-        """Cancel the app; a no-op for an unknown or already finished app (idempotent).
-
-        Describes the app and, when it is known and not terminal, calls the backend's
-        :meth:`_cancel_existing` (TorchX's ``torchx.schedulers.api.Scheduler.cancel``).
-        Does not wait for the app to end: ``await wait(app_id)`` for that.
-
-        Args:
-            app_id: the app's id on this scheduler.
-
-        Raises:
-            InvalidAppIdException: ``app_id`` is not a valid id (backends that check it).
-        """
+        """Cancel the app without waiting; a no-op for an unknown or finished app."""
         response = await self.describe(app_id)
         if response is not None and not is_terminal(response.state):
             await self._cancel_existing(app_id)
 
     async def delete(self, app_id: str) -> None:
-        """Delete the app: cancel it if it still runs, then remove what is kept of it.
-
-        TorchX's ``torchx.schedulers.api.Scheduler.delete`` (added after TorchX 0.7.0):
-        idempotent, a no-op for an unknown or already deleted app. Cancels as
-        :meth:`cancel` does, then calls the backend's :meth:`_remove` (even for an app
-        :meth:`describe` no longer knows, so that what is left of it goes too); after it
-        :meth:`describe` returns ``None`` on a backend that keeps something of an app.
-
-        Args:
-            app_id: the app's id on this scheduler.
-
-        Raises:
-            InvalidAppIdException: ``app_id`` is not a valid id (backends that check it).
-        """
+        """Cancel the app and remove what is kept of it; idempotent (TorchX after 0.7.0)."""
         await self.cancel(app_id)
         await self._remove(app_id)
 
     @abc.abstractmethod
     async def _cancel_existing(self, app_id: str) -> None:
-        """Stop an app that :meth:`describe` knows and says is not terminal.
-
-        Returns once the backend took the request; the app's end is what :meth:`wait`
-        awaits.
-        """
+        """Stop a known, non-terminal app; return once the backend took the request."""
 
     async def _remove(self, app_id: str) -> None:
-        """Remove what the backend keeps of an app :meth:`delete` cancelled (if it ran):
-        records, containers, volumes, jobs. The default keeps nothing, so removes nothing."""
+        """Remove what the backend keeps of the app; the default keeps nothing."""
 
-    #: Seconds between two polls of the fallback :meth:`wait` (backends without events).
+    #: Seconds between two polls of the fallback :meth:`wait`.
     poll_interval: float = 1.0
 
-    #: What this scheduler class supports (see :class:`Capabilities`); a backend
-    #: declares its own.
     capabilities: Capabilities = Capabilities()
 
     async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
-        """Wait until the app reaches a terminal state and return its description.
-
-        Returns ``None`` for an unknown app. Awaits the backend's :meth:`_wait_until`: an
-        event where the backend has events (process exits, Docker's events stream, a
-        Kubernetes watch), else the batched poll of :meth:`describe`. Cancelling the
-        awaiting task stops only the wait.
-
-        Args:
-            app_id: the app's id on this scheduler.
-            timeout: seconds to wait at most; ``None``: no limit.
-
-        Raises:
-            TimeoutError: ``timeout`` seconds passed before the app ended.
-            InvalidAppIdException: ``app_id`` is not a valid id (backends that check it).
-        """
+        """The app's terminal description (``None``: unknown); TimeoutError after ``timeout`` s."""
         return await self._wait_until(app_id, is_terminal, timeout)
 
     async def wait_for_state_change(
         self, app_id: str, state: AppState, timeout: float | None = None
     ) -> DescribeAppResponse | None:
-        """Wait until the app's state is no longer ``state``; return its description.
-
-        Returns at once if it already differs (or is terminal), ``None`` for an unknown
-        app. What ``Runner.watch`` awaits between two states; awaited as :meth:`wait` is.
-
-        Args:
-            app_id: the app's id on this scheduler.
-            state: the state the caller last saw.
-            timeout: seconds to wait at most; ``None``: no limit.
-
-        Raises:
-            TimeoutError: ``timeout`` seconds passed first.
-            InvalidAppIdException: ``app_id`` is not a valid id (backends that check it).
-        """
+        """Return the app's description once its state is not ``state``; as :meth:`wait` else."""
         return await self._wait_until(app_id, lambda now: now != state or is_terminal(now), timeout)
 
     async def _wait_until(
         self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
     ) -> DescribeAppResponse | None:
-        """Await the app until ``done(its state)`` holds; return its description then.
-
-        The hook behind :meth:`wait` and :meth:`wait_for_state_change`. This default is
-        the fallback for backends without events: every waiter of this scheduler shares
-        one :class:`~asynctorchx.schedulers.toolkit.BatchedPoller` of
-        :meth:`_describe_many` each :attr:`poll_interval` seconds, backing off while
-        nothing changes. A backend with events overrides it.
-
-        Args:
-            app_id: the app's id on this scheduler.
-            done: the condition on the app's state.
-            timeout: seconds to wait at most; ``None``: no limit.
-
-        Returns:
-            the first description whose state ``done`` accepts; ``None`` once the app is
-            unknown.
-
-        Raises:
-            TimeoutError: ``timeout`` seconds passed first.
-        """
+        """Await ``done(state)``; the default polls :meth:`_describe_many` in one batch."""
         return await self._poller().wait_until(
             app_id, lambda response: response is None or done(response.state), timeout
         )
 
     def _poller(self) -> BatchedPoller[str, DescribeAppResponse]:
-        """The one poller of this scheduler instance, shared by every fallback waiter."""
         if self._batched_poller is None:
             self._batched_poller = BatchedPoller(self._describe_many, interval=self.poll_interval)
         return self._batched_poller
 
     async def _describe_many(self, app_ids: Collection[str]) -> dict[str, DescribeAppResponse]:
-        """Describe several apps at once; leave out the ones this scheduler does not know.
-
-        The polling fallback calls it once per tick with every watched app. This default
-        runs :meth:`describe` for each app concurrently; a backend that can ask for many
-        apps in one request (one ``squeue`` for many Slurm jobs) overrides it.
-
-        Args:
-            app_ids: the apps to describe.
-        """
+        """Describe the known apps of ``app_ids``; the default describes each."""
         listed = list(app_ids)
         responses = await gather_results(
             functools.partial(self.describe, app_id) for app_id in listed
@@ -447,27 +267,12 @@ class Scheduler(abc.ABC, Generic[T]):
         should_tail: bool = False,
         streams: Stream | None = None,
     ) -> AsyncIterator[str]:
-        """Iterate over the log lines of replica ``k`` of ``role_name`` (an async iterator).
+        """Iterate over the log lines (with ``\\n``) of replica ``k`` of ``role_name``.
 
-        TorchX's signature (``torchx.schedulers.api.Scheduler.log_iter``); the arguments
-        become one :class:`~asynctorchx.schedulers.toolkit.LogQuery`, and the lines are
-        those of the backend's :meth:`_log_blocks` from the log's start. Lines keep their
-        ``\\n``.
-
-        Args:
-            app_id: the app's id on this scheduler.
-            role_name: the role whose replica is read.
-            k: the replica id (0-based).
-            regex: keep only lines in which it matches (``re.search``).
-            since: skip lines written before this time (where the backend knows times).
-            until: stop at the first line written after this time (likewise).
-            should_tail: ``False``: the lines there now, then stop; ``True``: follow
-                until the app is terminal and every line has been yielded.
-            streams: stdout, stderr or combined; ``None``: the backend's default.
+        TorchX's ``Scheduler.log_iter``; ``since`` and ``until`` apply where times are known.
 
         Raises:
-            ValueError: ``k``, ``regex`` or ``streams`` is not valid, the app has no such
-                role or replica, or the backend cannot read that stream.
+            ValueError: a bad ``k``, ``regex`` or ``streams``, or no such role or replica.
             UnknownAppException: the scheduler does not know the app.
             NotImplementedError: the backend reads no logs.
         """
@@ -477,58 +282,23 @@ class Scheduler(abc.ABC, Generic[T]):
     def log_blocks(
         self, app_id: str, query: LogQuery, start: LogPosition = 0
     ) -> AsyncIterator[LogBlock]:
-        """The log lines ``query`` asks for, a block at a time, each with a position.
-
-        A block is ``(position, lines)``: the lines (with their ``\\n``) and where the
-        first of them is, as a position this backend reads again from with ``start``: the
-        same lines come again from there. ``Runner.events`` resumes a log from a block's
-        position and the number of its lines already delivered, and ``Runner.log_lines``
-        yields the lines; neither adds a step per line.
-
-        Args:
-            app_id: the app's id on this scheduler.
-            query: the replica, filters and follow mode (see :meth:`log_iter`).
-            start: a position given before (0: the log's start).
-
-        Raises:
-            ValueError, UnknownAppException: as :meth:`log_iter`.
-        """
+        """The lines of ``query`` in blocks, resumable at their positions; raises as log_iter."""
         return self._log_blocks(app_id, query, start)
 
     def _log_blocks(
         self, app_id: str, query: LogQuery, start: LogPosition
     ) -> AsyncIterator[LogBlock]:
-        """Read the log ``query`` asks for from the position ``start`` (the backend's hook).
-
-        The hook behind :meth:`log_iter` and :meth:`log_blocks`: an async iterator of
-        blocks whose positions this backend reads again from (the local schedulers and
-        Slurm: a byte offset in the log file; Docker and Kubernetes: the engine's stamp
-        and a count). Checks that need no I/O should raise when it is called, not at the
-        first block.
-
-        Args:
-            app_id: the app's id on this scheduler.
-            query: the replica, filters and follow mode, already validated.
-            start: 0, or a block's position given before.
-
-        Raises:
-            NotImplementedError: this default, for a backend that reads no logs (as
-                TorchX's ``Scheduler.log_iter`` does).
-        """
+        """The backend's hook; raise for checks without I/O at the call, not the first block."""
         raise NotImplementedError(
             f"{type(self).__name__} does not support application log iteration"
         )
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        """Check the app can run on this scheduler; the default accepts every app."""
+        """Check the app can run here; the default accepts every app."""
 
 
 class SchedulerFactory(Protocol):
-    """What the registry maps a scheduler name to (TorchX's ``SchedulerFactory``).
-
-    ``factory(session_name, **kwargs)`` returns a new scheduler; ``kwargs`` are the
-    scheduler's constructor arguments (``cache_size``, ``log_dir``...) it accepts.
-    """
+    """Makes a scheduler from ``(session_name, **kwargs)`` (TorchX's ``SchedulerFactory``)."""
 
     def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]:
         """Create a scheduler for the runner session ``session_name``."""
