@@ -1,11 +1,4 @@
-"""Apps under structured concurrency: :meth:`Runner.group` returns an :class:`AppGroup`.
-
-The rule of ``anyio.create_task_group()``, for apps on any scheduler. One follower task
-per trial submits its app and follows it, in a shielded scope of its own so that a
-cancellation of the block does not stop the submits and waits the stop needs; the tasks
-that wait for followers and cancels also wait through asyncio's own cancellation
-(Ctrl-C), which anyio's shields do not stop (:func:`_wait_through`).
-"""
+"""Apps under the rule of ``anyio.create_task_group()``: :class:`AppGroup`."""
 
 from __future__ import annotations
 
@@ -33,7 +26,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: The final states that stop a ``fail_fast`` group, and that a group with ``retries`` retries.
+#: The final states that stop a ``fail_fast`` group and that ``retries`` retries.
 FAILING_STATES = frozenset({AppState.FAILED, AppState.UNKNOWN})
 
 
@@ -47,25 +40,15 @@ class Backoff(NamedTuple):
 def retry_delay(
     retry: int, backoff: Backoff, uniform: Callable[[float, float], float] = random.uniform
 ) -> float:
-    """Seconds to wait before retry ``retry`` of an app (0: its first retry).
-
-    Exponential backoff with jitter: uniform between ``backoff.shortest`` and
-    ``min(backoff.longest, backoff.shortest * 2 ** (retry + 1))``, so that the apps a lost
-    node failed together are not submitted again together, and each retry of one app
-    may wait up to twice as long as the one before, never past ``backoff.longest``.
-
-    Args:
-        retry (int): how many retries of the app came before this one (>= 0).
-        backoff (Backoff): the bounds, seconds (``0 <= shortest <= longest``).
-        uniform: the random source, ``random.uniform``'s signature.
-    """
+    """Seconds before retry ``retry`` (0: the first), uniform up to ``shortest * 2 ** (retry + 1)``
+    so that apps that failed together are not submitted again together."""
     return uniform(
         backoff.shortest, min(backoff.longest, backoff.shortest * 2 ** min(retry + 1, 64))
     )
 
 
 def _backoff(value: object) -> Backoff:
-    """``retry_backoff`` checked: two finite numbers of seconds, ``0 <= shortest <= longest``."""
+    """``retry_backoff`` checked: ``0 <= shortest <= longest``, finite seconds."""
     numbers = list(value) if isinstance(value, (tuple, list)) else []
     if len(numbers) != 2 or not all(
         isinstance(number, (int, float))
@@ -86,53 +69,22 @@ def _backoff(value: object) -> Backoff:
 
 
 class AppGroup(anyio.AsyncContextManagerMixin):
-    """Apps started together and stopped together: ``async with runner.group() as group:``.
+    """Apps started and stopped together: ``async with runner.group() as group:``, entered once.
 
-    Made by :meth:`Runner.group`, which documents the arguments. Start apps with
-    :meth:`run` and :meth:`run_component`; follow them with :meth:`wait` and
-    :meth:`as_completed`. A group is entered once, as a task group: entering it again
-    raises ``RuntimeError``.
-
-    A sweep's policy:
-
-    - ``max_concurrent``: at most that many apps of the group are submitted and not yet
-      terminal; :meth:`run` waits for a slot (a ``run`` cancelled while it waits submits
-      nothing). A trial keeps its slot through its retries and their backoffs.
-    - ``retries``: an app that ends ``FAILED`` or ``UNKNOWN`` is submitted again, as a new
-      app with a handle of its own, after a backoff (:func:`retry_delay`), at most
-      ``retries`` times; none is submitted once the group is stopping. A trial is one
-      app and its retries: :meth:`wait`, :meth:`as_completed` and ``AppGroupFailed``
-      give each trial once, by its last attempt's handle and final status;
-      :meth:`attempts` gives every attempt. ``fail_fast`` counts a trial as failed once
-      its last attempt failed. This is the group's policy, beside a role's
-      ``max_retries``, which the scheduler applies inside one app.
-
-    If the driver process dies without leaving the block (``SIGKILL``, the OOM killer),
-    a reaper process cancels the apps its schedulers keep beyond it (``local_docker``,
-    ``slurm``, ``kubernetes``) within seconds; see :mod:`asynctorchx.runner._reaper`.
-
-    Leaving the block:
-
-    - normally: waits until every app started in it is terminal, as a task group waits
-      for its tasks;
-    - by an exception or a cancellation (an enclosing ``anyio.move_on_after`` or
-      ``fail_after``, Ctrl-C): cancels every app that is not terminal, on whatever
-      scheduler it runs, and waits until each is terminal, shielded from the
-      cancellation, at most ``stop_timeout`` seconds; then the exception propagates as
-      itself. Apps still running then are logged when an error propagates, and raised
-      as :class:`~asynctorchx.errors.AppGroupStopTimeout` (from the cancellation) when
-      the block was cancelled;
-    - ``fail_fast=True`` and an app ended ``FAILED`` or ``UNKNOWN``: the block is
-      cancelled (as a task group cancels its host on a task's error), the other apps
-      are cancelled as above, and :class:`~asynctorchx.errors.AppGroupFailed` is raised
-      with every app's final status.
+    Made by :meth:`Runner.group`, which documents the arguments. ``max_concurrent`` bounds
+    the apps submitted and not terminal (:meth:`run` waits for a slot; a trial keeps it
+    through its retries). ``retries`` submits an app that ended ``FAILED`` or ``UNKNOWN``
+    again as a new app, after :func:`retry_delay`, unless the group is stopping; a trial
+    (an app and its retries) is reported once, by its last attempt. If the driver dies
+    inside the block, a reaper process cancels the apps that outlive it. Leaving the block
+    normally waits until every app is terminal; by an exception or a cancellation, it cancels
+    every app not terminal, waits (shielded) at most ``stop_timeout`` seconds, and the
+    exception propagates as itself. With ``fail_fast``, a failed trial cancels the block.
 
     Raises:
         AppGroupFailed: on leaving, ``fail_fast`` and an app failed.
-        AppGroupStopTimeout: on leaving by a cancellation, some apps were still not
-            terminal ``stop_timeout`` seconds after being cancelled.
-        Exception: on leaving, the first error of a follower (the scheduler could not
-            be asked about an app), as itself; the other apps are cancelled first.
+        AppGroupStopTimeout: on leaving by a cancellation, apps outlived ``stop_timeout``.
+        Exception: on leaving, the first error of following an app, as itself.
     """
 
     def __init__(
@@ -173,17 +125,17 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._open_groups = open_groups
         self._fail_fast = fail_fast
         self._stop_timeout = float(stop_timeout)
-        self._handles: list[AppHandle] = []  # every attempt, in start order
-        self._trials: dict[AppHandle, _Trial] = {}  # the trial of each attempt
+        self._handles: list[AppHandle] = []
+        self._trials: dict[AppHandle, _Trial] = {}
         self._final: dict[AppHandle, AppStatus] = {}  # each trial's last attempt, as they end
-        self._following: set[_Trial] = set()  # the trials not yet ended
-        self._cancelling = 0  # cancel requests in flight
+        self._following: set[_Trial] = set()
+        self._cancelling = 0
         self._changed = Notifier()
         from asynctorchx.runner._reaper import Reaper  # here: a run with no group loads none
 
-        self._reaper = Reaper()  # cancels the apps that outlive the driver if it dies
+        self._reaper = Reaper()
         self._tasks: TaskGroup | None = None
-        self._scope: anyio.CancelScope | None = None  # the block, then the final wait
+        self._scope: anyio.CancelScope | None = None
         self._trace: GroupTrace | None = None
         self._failed: AppHandle | None = None
         self._error: Exception | None = None
@@ -192,16 +144,14 @@ class AppGroup(anyio.AsyncContextManagerMixin):
 
     @property
     def handles(self) -> list[AppHandle]:
-        """The handles of the apps started in the group, retries included, in start order
-        (a copy)."""
+        """The handles of the apps started in the group, retries included, in start order."""
         return list(self._handles)
 
     def attempts(self, handle: AppHandle) -> list[AppHandle]:
-        """Every attempt of the trial ``handle`` is an attempt of, first to last (a copy).
+        """Every attempt, first to last, of the trial ``handle`` is an attempt of.
 
         Args:
-            handle (AppHandle): any attempt's handle: the one :meth:`run` returned, or
-                one :meth:`as_completed` yielded.
+            handle (AppHandle): any attempt's handle.
 
         Raises:
             KeyError: ``handle`` is no app of this group.
@@ -221,8 +171,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._open_groups.add(self)
         try:
             async with anyio.create_task_group() as self._tasks:
-                # The block's exception is caught inside the task group and raised after
-                # it: a task group would wrap it in an ExceptionGroup.
+                # Caught here and raised after: a task group would wrap it in an ExceptionGroup.
                 try:
                     with self._trace.current() if self._trace else nullcontext():
                         with anyio.CancelScope() as self._scope:
@@ -244,15 +193,11 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             self._open_groups.discard(self)
             if self._trace is not None:
                 self._trace.end(error or self._error, self._failed)
-            # Here too when exiting the task group raised the enclosing scope's
-            # cancellation again: the stragglers must not be lost with it.
+            # Also when the task group re-raised the enclosing cancellation: keep the stragglers.
             self._raise(error, stragglers)
 
     def _raise(self, error: BaseException | None, stragglers: list[AppHandle]) -> None:
-        """Raise what leaving the block raises (as a task group: an error wins over a
-        cancellation): the block's error, else a follower's, else the ``fail_fast``
-        failure, the stragglers then only logged; else the stragglers, else the block's
-        cancellation."""
+        """Raise as a task group would: an error wins over a cancellation, stragglers logged."""
         first = error if isinstance(error, Exception) else None
         first = first or self._error
         if first is None and self._failed is not None:
@@ -268,8 +213,6 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         if error is not None:
             raise error
 
-    # ------------------------------------------------------------------ start apps
-
     async def run(
         self,
         app: AppDef,
@@ -279,24 +222,15 @@ class AppGroup(anyio.AsyncContextManagerMixin):
     ) -> AppHandle:
         """Start ``app`` on ``scheduler`` in the group, as :meth:`Runner.run`; return its handle.
 
-        The dry run (and a workspace build) can be cancelled; the submit itself is
-        shielded, so an app the scheduler accepted is always followed and stopped with
-        the group, never left behind by a cancellation.
-
         Args:
             app (AppDef): the app.
-            scheduler (str): the scheduler's registered name (``local_cwd``, ``slurm``...).
-            cfg (Mapping[str, CfgVal] | None): the scheduler's run options; ``None``: its
-                defaults.
+            scheduler (str): the scheduler's registered name.
+            cfg (Mapping[str, CfgVal] | None): the scheduler's run options.
             workspace (Workspace | str | None): as :meth:`Runner.run`.
-
-        With ``max_concurrent``, waits for a slot first. A retry is dry-run again (a new
-        app id), as this call did.
 
         Raises:
             SchedulerClosedError: the group is not entered, or it is stopping its apps.
-            ValueError, UnknownSchedulerException, InvalidRunConfigException: as
-                :meth:`Runner.dryrun`.
+            ValueError, UnknownSchedulerException, InvalidRunConfigException: as Runner.dryrun.
         """
         self._check_open()
         again = functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace)
@@ -319,13 +253,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             cfg (Mapping[str, CfgVal] | None): the scheduler's run options.
             workspace (Workspace | str | None): as :meth:`Runner.run_component`.
 
-        Returns:
-            The app handle (str).
-
         Raises:
             SchedulerClosedError: as :meth:`run`.
-            ComponentNotFoundException, ComponentValidationException, ValueError: as
-                :meth:`Runner.run_component`.
+            ComponentNotFoundException, ComponentValidationException: as Runner.run_component.
         """
         self._check_open()
         again = functools.partial(
@@ -348,13 +278,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
     async def _schedule(
         self, info: AppDryRunInfo[Any], again: Callable[[], Awaitable[AppDryRunInfo[Any]]]
     ) -> AppHandle:
-        """Take a slot, submit ``info`` from a follower task; return the handle once accepted.
-
-        The wait for a slot can be cancelled (nothing is submitted then). The submit runs
-        in the follower (shielded), and this task waits for it through any cancellation
-        (raised afterwards): an app the scheduler accepted is always followed and
-        stopped with the group, even on Ctrl-C. ``again`` dry-runs the app for a retry.
-        """
+        """Take a slot, submit ``info`` in a follower; wait through cancellation for the handle."""
         self._check_open()
         if self._slots is not None:
             await self._slots.acquire()
@@ -378,12 +302,8 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         if self._slots is not None:
             self._slots.release()
 
-    # ------------------------------------------------------------------ follow apps
-
     async def _follow(self, trial: _Trial) -> None:
-        """Submit the trial's app, follow it to its end and record it; submit it again
-        after a failure while retries are left and the group is not stopping (one task
-        per trial)."""
+        """Submit, follow and retry one trial."""
         try:
             with trial.scope:
                 info = trial.info
@@ -402,7 +322,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                     info = await trial.again()
                     if self._stopping:
                         break
-                assert status is not None  # each attempt returned it, else returned above
+                assert status is not None
                 last = trial.attempts[-1]
                 self._final[last] = status
                 if self._fail_fast and status.state in FAILING_STATES and not self._failed:
@@ -421,15 +341,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             self._changed.notify()
 
     async def _attempt(self, trial: _Trial, info: AppDryRunInfo[Any]) -> AppStatus | None:
-        """Submit one attempt of ``trial`` and wait for its final status.
-
-        Returns:
-            The attempt's final status; ``None`` if the scheduler refused the trial's
-            first attempt (``trial.error``).
-
-        Raises:
-            Exception: a retry's submit was refused, or the app could not be followed.
-        """
+        """The attempt's final status, or None when the first submit was refused."""
         assert info.app is not None
         assert info.scheduler is not None
         trace = self._trace.app(info.app, info.scheduler) if self._trace else None
@@ -458,7 +370,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             trial.done.set()
             if trace is not None:
                 trace.submitted(handle)
-            if self._stopping:  # the group is stopping: this app stops too
+            if self._stopping:
                 await self._cancel(handle, math.inf)
             status = await self._final_status(handle, trace)
             trial.running = None
@@ -477,23 +389,19 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             async with aclosing(self._runner.watch(handle)) as statuses:  # type: ignore[type-var]
                 async for status in statuses:
                     trace.changed(status)
-        if status is None or not status.is_terminal():  # the scheduler forgot the app
+        if status is None or not status.is_terminal():
             return AppStatus(AppState.UNKNOWN, msg="the scheduler no longer knows this app")
         return status
 
     def _interrupt(self) -> None:
-        """Cancel the block (or the wait for every app that follows it)."""
         if self._scope is not None:
             self._scope.cancel()
 
     def _settled(self) -> bool:
-        """No app is followed any more (each ended, or its follower failed), and no cancel
-        request is in flight: a scheduler may call an app cancelled before its cancel
-        returns (``local_docker`` does, while its containers stop)."""
+        """No app followed and no cancel in flight (an app may end before its cancel returns)."""
         return not self._following and not self._cancelling
 
     async def _all_followed(self) -> None:
-        """Return once :meth:`_settled`."""
         while True:
             changed = self._changed.event
             if self._settled():
@@ -512,14 +420,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             self._changed.notify()
 
     async def _stop(self) -> list[AppHandle]:
-        """Cancel every app not terminal; wait for them at most ``stop_timeout`` s.
-
-        The cancels run in tasks of the group, shielded; this task waits through any
-        cancellation, and raises it once the wait is over.
-
-        Returns:
-            The handles of the apps still not terminal (the stragglers).
-        """
+        """Cancel every app not terminal, wait at most ``stop_timeout`` s; return the stragglers."""
         self._stopping = True
         deadline = anyio.current_time() + self._stop_timeout
         if self._tasks is not None:
@@ -534,31 +435,20 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         return self._stragglers()
 
     def _stragglers(self) -> list[AppHandle]:
-        """The attempts submitted and not seen terminal, in start order."""
         return [handle for handle in self._handles if self._trials[handle].running == handle]
 
     def _statuses(self) -> dict[AppHandle, AppStatus]:
         return {handle: self._final[handle] for handle in self._handles if handle in self._final}
 
-    # ------------------------------------------------------------------ await apps
-
     async def wait(self) -> dict[AppHandle, AppStatus]:
-        """Wait until every trial started so far ended; return their final statuses.
-
-        Returns:
-            ``{handle: AppStatus}`` of each trial's last attempt, in start order. An app
-            its scheduler no longer knows ends ``UNKNOWN``.
-        """
+        """Wait until every trial started so far ended; return ``{handle: AppStatus}`` of each
+        trial's last attempt, in start order (``UNKNOWN`` for an app its scheduler forgot)."""
         await self._all_followed()
         return self._statuses()
 
     async def as_completed(self) -> AsyncIterator[tuple[AppHandle, AppStatus]]:
-        """Yield ``(handle, final AppStatus)`` as each trial of the group ends, by its last
-        attempt (with ``retries``, a failed attempt that is retried is not yielded).
-
-        Ends once every app started so far, including those started while iterating, has
-        been yielded. Several iterations may run at once; each sees every app.
-        """
+        """Yield ``(handle, final AppStatus)`` as each trial ends, by its last attempt, until
+        every app started so far (while iterating too) was yielded; iterations may overlap."""
         yielded = 0
         while True:
             changed = self._changed.event
@@ -575,26 +465,23 @@ class AppGroup(anyio.AsyncContextManagerMixin):
 
 @attrs.define(eq=False)
 class _Trial:
-    """One app of a group and its retries: the first request and how to make the next,
-    the shielded scope its follower runs in, its attempts, or the error of its submit."""
+    """One app of a group and its retries."""
 
     info: AppDryRunInfo[Any]
     again: Callable[[], Awaitable[AppDryRunInfo[Any]]]
     scope: anyio.CancelScope = attrs.field(factory=lambda: anyio.CancelScope(shield=True))
-    done: anyio.Event = attrs.field(factory=anyio.Event)  # set once the handle or error is known
+    done: anyio.Event = attrs.field(factory=anyio.Event)
     attempts: list[AppHandle] = attrs.field(factory=list)
-    running: AppHandle | None = None  # the attempt submitted and not seen terminal
-    backoff: anyio.CancelScope | None = None  # the wait before a retry
+    running: AppHandle | None = None
+    backoff: anyio.CancelScope | None = None
     error: Exception | None = None
 
 
 async def _wait_through(
     wait: Callable[[], Awaitable[None]], finished: Callable[[], bool], deadline: float = math.inf
 ) -> BaseException | None:
-    """Await ``wait()`` until ``finished()`` (or ``deadline``), through asyncio's own
-    cancellation too (Ctrl-C's ``Task.cancel()``, which anyio's shield does not stop);
-    return the last cancellation that came, for the caller to raise.
-    """
+    """Await ``wait()`` until ``finished()`` through asyncio's ``Task.cancel()`` too (which
+    anyio's shield does not stop); return the last cancellation, for the caller to raise."""
     interrupted: BaseException | None = None
     while not finished() and anyio.current_time() < deadline:
         try:
@@ -606,10 +493,7 @@ async def _wait_through(
 
 
 async def stop_groups(groups: Iterable[AppGroup]) -> None:
-    """Cancel the apps of open groups and wait for them (a runner closing, a signal); a group
-    with apps still running keeps its reaper, to cancel them once this process is gone.
-    Never raises.
-    """
+    """Cancel and await the apps of open groups; a group with stragglers keeps its reaper."""
 
     async def stop(group: AppGroup) -> None:
         stragglers = await group._stop()

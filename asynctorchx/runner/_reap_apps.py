@@ -1,5 +1,4 @@
-"""The reaper's last act: ``python -m asynctorchx.runner._reap_apps <handle>...`` cancels
-the apps of a driver that died (see :mod:`._reaper`), as the CLI's ``cancel`` would."""
+"""``python -m asynctorchx.runner._reap_apps <handle>...``: cancel a dead driver's apps."""
 
 from __future__ import annotations
 
@@ -19,10 +18,7 @@ logger = logging.getLogger(__name__)
 
 
 async def cancel_apps(handles: list[AppHandle]) -> None:
-    """Cancel ``handles`` with a runner per session, as the CLI's ``cancel`` would.
-
-    Each failure is logged; the other apps are still cancelled.
-    """
+    """Cancel ``handles`` with a runner per session; a failure is logged, the rest go on."""
     sessions: defaultdict[str, list[AppHandle]] = defaultdict(list)
     for handle in handles:
         sessions[parse_app_handle(handle).session_name].append(handle)

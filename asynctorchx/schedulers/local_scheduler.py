@@ -1,13 +1,4 @@
-"""The ``local_cwd`` and ``local_dir`` schedulers, at TorchX's import path.
-
-TorchX's module is ``torchx.schedulers.local_scheduler``; this one keeps that path, the
-scheduler registry's factories ``create_cwd_scheduler`` and ``create_dir_scheduler``,
-TorchX's ``create_scheduler``, TorchX's module-level names ``make_unique`` and
-``ENV_CUDA_VISIBLE_DEVICES``, and the typed run options ``Opts`` (torchx-nightly's;
-``LocalOpts`` is TorchX 0.7.0's ``TypedDict`` of them). The scheduler itself lives in the subpackage
-:mod:`asynctorchx.schedulers.local`, which documents it; this module is the one public
-import path of its names.
-"""
+"""``local_cwd`` and ``local_dir`` at TorchX's path, ``torchx.schedulers.local_scheduler``."""
 
 from __future__ import annotations
 
@@ -42,8 +33,7 @@ def create_cwd_scheduler(
         session_name: the runner session.
         cache_size: how many finished apps are kept (see :class:`LocalScheduler`).
         extra_paths: directories put in front of every replica's ``PATH``.
-        **kwargs: ignored (the runner passes every ``TORCHX_*`` parameter to every
-            factory, as TorchX does).
+        **kwargs: ignored (the runner passes every ``TORCHX_*`` parameter, as TorchX does).
     """
     return create_scheduler(session_name, cache_size, extra_paths)
 
@@ -72,21 +62,16 @@ def create_scheduler(
     image_provider_class: Callable[[Mapping[str, CfgVal]], ImageProvider] = CWDImageProvider,
     **kwargs: Any,
 ) -> LocalScheduler:
-    """Create a local scheduler; TorchX's ``torchx.schedulers.local_scheduler.create_scheduler``.
+    """Create a local scheduler, as TorchX's ``local_scheduler.create_scheduler``.
 
-    The same signature as TorchX's: the image provider decides the backend,
-    ``local_dir`` for :class:`LocalDirectoryImageProvider` (and its subclasses),
-    ``local_cwd`` otherwise (TorchX names every one ``local``).
+    The backend is ``local_dir`` for a :class:`LocalDirectoryImageProvider`, else ``local_cwd``.
 
     Args:
         session_name: the runner session.
-        cache_size: how many finished apps are kept (see :class:`LocalScheduler`); a
-            string (a ``TORCHX_CACHE_SIZE`` parameter) is read as an integer.
+        cache_size: how many finished apps are kept; a string is read as an integer.
         extra_paths: directories put in front of every replica's ``PATH``.
-        image_provider_class: builds the image provider from the run config (default
-            :class:`CWDImageProvider`, as TorchX's).
-        **kwargs: ignored, as TorchX ignores them (the runner passes every ``TORCHX_*``
-            parameter to every factory).
+        image_provider_class: builds the image provider from the run config.
+        **kwargs: ignored, as TorchX ignores them.
 
     Raises:
         ValueError: ``cache_size`` is not positive.

@@ -6,8 +6,7 @@ from asynctorchx._error_bases import AsyncTorchXError, InvalidRunConfigException
 
 
 class OpenFileLimitError(AsyncTorchXError, OSError):
-    """An app could not start: this process ran out of file descriptors (``errno`` is
-    ``EMFILE`` or ``ENFILE``); the replicas already started were stopped.
+    """An app could not start: out of file descriptors (``EMFILE``, ``ENFILE``); none left running.
 
     Args:
         errno_value: the system's error number.
@@ -27,16 +26,16 @@ class OpenFileLimitError(AsyncTorchXError, OSError):
 
 
 class ReplicaLaunchError(AsyncTorchXError, OSError):
-    """A replica could not start its entrypoint (not on ``PATH``, not executable); the
-    replicas already started were stopped. TorchX lets ``subprocess``'s ``OSError``
-    through; this keeps its ``errno`` and ``filename``.
+    """A replica could not start its entrypoint (not on ``PATH``, not executable).
+
+    Keeps the ``errno`` and ``filename`` of the ``OSError`` TorchX lets through.
 
     Args:
-        errno_value: the system's error number (``ENOENT``, ``EACCES``, ``ENOEXEC``...).
+        errno_value: the system's error number (``ENOENT``, ``EACCES``...).
         role: the replica's role.
         replica_id: the replica's index in its role.
         entrypoint: the program the role names.
-        reason: what is wrong, naming what was looked at (the ``PATH``, the directory).
+        reason: what is wrong, naming what was looked at.
         fix: how to fix it.
     """
 
@@ -57,12 +56,10 @@ class ReplicaLaunchError(AsyncTorchXError, OSError):
 
 
 class InvalidLogDirError(InvalidRunConfigException):
-    """Run option ``log_dir`` cannot hold an app's logs (a file, not writable, a name too
-    long); raised at dry run, or at submit with nothing started. ``cfg_key`` is ``log_dir``.
+    """Run option ``log_dir`` cannot hold an app's logs; raised at dry run or at submit.
 
     Args:
-        log_dir: the offending directory (the option's value, or the path below it that
-            failed).
+        log_dir: the offending directory (the option's value, or the path below it).
         reason: what is wrong with it.
         fix: how to fix it.
     """
