@@ -1,8 +1,5 @@
-"""The bases a backend's errors build on; import them from :mod:`asynctorchx.errors`.
-
-They import nothing of the package, so that :mod:`asynctorchx.errors` can re-export the
-errors declared in a backend's package without an import cycle.
-"""
+"""The error bases, importing nothing of the package so that :mod:`asynctorchx.errors` can
+re-export a backend's errors without an import cycle; import them from there."""
 
 from __future__ import annotations
 
@@ -15,13 +12,7 @@ class AsyncTorchXError(Exception):
 
 
 class InvalidRunConfigException(AsyncTorchXError, ValueError):
-    """A run config (``cfg``) does not match the scheduler's ``runopts`` (TorchX's name).
-
-    Args:
-        message: what is wrong and how to fix it.
-        cfg_key: the offending key, when there is one.
-        cfg: the run config being resolved (TorchX's third argument).
-    """
+    """A run config (``cfg``) does not match the scheduler's ``runopts`` (TorchX's name)."""
 
     def __init__(
         self, message: str, cfg_key: str | None = None, cfg: Mapping[str, Any] | None = None
@@ -36,5 +27,4 @@ class SchedulerUnavailableError(AsyncTorchXError, RuntimeError):
 
 
 class SchedulerRequestError(AsyncTorchXError, RuntimeError):
-    """The backend refused a request (the Docker engine, the Kubernetes API server, a Slurm
-    command); the message carries the backend's own words."""
+    """The backend (Docker engine, Kubernetes API server, Slurm command) refused a request."""

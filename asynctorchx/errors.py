@@ -45,9 +45,8 @@ and the fix. The hierarchy::
     ├── AppGroupFailed
     └── AppGroupStopTimeout (TimeoutError)
 
-The names are TorchX's where TorchX has one; :mod:`asynctorchx.specs` re-exports those. A
-backend's errors are declared in its package and imported from there on first use, so
-importing this module imports no backend.
+Names are TorchX's where it has one. A backend's errors are imported from its package on
+first use, so importing this module imports no backend.
 """
 
 from __future__ import annotations
@@ -85,7 +84,6 @@ if TYPE_CHECKING:
     )
     from asynctorchx.specs.api import AppStatus
 
-#: the errors declared in a backend's package, by backend
 _BACKEND_ERRORS = {
     "DockerEngineError": "docker",
     "InvalidJobSpecError": "kubernetes",
@@ -151,12 +149,7 @@ class UnknownAppException(AsyncTorchXError):
 
 
 class UnknownSchedulerException(AsyncTorchXError, ValueError):
-    """No scheduler is registered under the given name.
-
-    Args:
-        scheduler: the name that was asked for.
-        valid: the registered names, listed as the choices (TorchX passes none).
-    """
+    """No scheduler is registered under the given name."""
 
     def __init__(self, scheduler: str, valid: Iterable[str] = ()) -> None:
         choices = ", ".join(sorted(valid))
@@ -177,8 +170,7 @@ class SessionMismatchException(AsyncTorchXError, ValueError):
 
 
 class InvalidAppIdException(AsyncTorchXError, ValueError):
-    """An app id that is empty, holds a path separator or is ``..``: refused before it
-    becomes a path or a container name."""
+    """An app id that is empty, holds a path separator or is ``..``; refused before any use."""
 
     def __init__(self, app_id: str) -> None:
         super().__init__(
@@ -189,12 +181,7 @@ class InvalidAppIdException(AsyncTorchXError, ValueError):
 
 
 class InvalidNameException(AsyncTorchXError, ValueError):
-    """A role or session name that cannot become a path part and a handle part.
-
-    Args:
-        kind: what the name names (``role name``, ``session name``).
-        name: the refused value.
-    """
+    """A role or session name that cannot become a path part and a handle part."""
 
     def __init__(self, kind: str, name: object) -> None:
         super().__init__(
@@ -218,15 +205,8 @@ class ComponentValidationException(AsyncTorchXError, ValueError):
 
 
 class ScriptNotFoundError(ComponentValidationException, FileNotFoundError):
-    """A component's ``--script`` names no file where the replicas will look for it; raised
-    by ``Runner.dryrun_component`` before anything is built or submitted (TorchX issue 405).
-
-    Args:
-        component: the component's name, e.g. ``dist.ddp``.
-        script: the ``--script`` value.
-        root: the directory the replicas resolve it in.
-        fix: how to fix it.
-    """
+    """A component's ``--script`` names no file where the replicas look; raised at dry run
+    before anything is built or submitted (TorchX issue 405)."""
 
     def __init__(self, component: str, script: str, root: str, fix: str) -> None:
         super().__init__(
@@ -247,13 +227,12 @@ class ConfigFileNotFoundError(ConfigError, FileNotFoundError):
 
 
 class MountOptionError(AsyncTorchXError, _ReadableKeyError, ValueError):
-    """A mount description (:func:`asynctorchx.specs.parse_mounts`) misses a key or has an
-    unknown one: a ``KeyError`` as TorchX raises, and a ``ValueError`` as other bad mounts."""
+    """A mount (:func:`asynctorchx.specs.parse_mounts`) misses a key or has an unknown one; a
+    ``KeyError`` as TorchX raises, a ``ValueError`` as other bad mounts."""
 
 
 class UnknownDeviceError(AsyncTorchXError, ValueError):
-    """A ``Resource.devices`` name that is neither in
-    :data:`asynctorchx.schedulers.toolkit.DEVICES` nor a ``/dev/`` path."""
+    """A ``Resource.devices`` name neither in ``toolkit.DEVICES`` nor a ``/dev/`` path."""
 
 
 class SchedulerClosedError(AsyncTorchXError, RuntimeError):
@@ -265,8 +244,7 @@ class WorkspaceBuildError(AsyncTorchXError, RuntimeError):
 
 
 class UnknownNamedResourceException(AsyncTorchXError, _ReadableKeyError):
-    """No named resource is registered under the given name; a ``KeyError`` (so that
-    ``named_resources`` is a mapping) whose message names the closest registered names."""
+    """No named resource of that name; a ``KeyError`` so that ``named_resources`` is a mapping."""
 
     def __init__(self, name: str, close_matches: Iterable[str], known: Iterable[str]) -> None:
         close = list(close_matches)
@@ -279,7 +257,6 @@ class UnknownNamedResourceException(AsyncTorchXError, _ReadableKeyError):
             hint = "Did you mean " + " or ".join(f"`{match}`" for match in close) + "?"
         else:
             hint = f"Registered named resources: {sorted(known)}"
-        # TorchX's sentences first (``torchx.specs._NamedResourcesLibrary``)
         super().__init__(
             f"No named resource found for `{name}`. {hint} Register your own under the entry"
             " point group `asynctorchx.named_resources`, or in"
@@ -289,14 +266,8 @@ class UnknownNamedResourceException(AsyncTorchXError, _ReadableKeyError):
 
 
 class UnsafeLogPathError(AsyncTorchXError, PermissionError):
-    """A log directory or file another local user could redirect (a symbolic link, owned by
-    another user, writable by all); raised at submit, with nothing started, and by readers.
-
-    Args:
-        path: the offending path.
-        reason: what is wrong with it.
-        fix: how to fix it.
-    """
+    """A log path another local user could redirect (a symlink, not ours, world-writable);
+    raised at submit with nothing started, and by readers."""
 
     def __init__(self, path: str, reason: str, fix: str) -> None:
         super().__init__(f"log path {path!r} {reason}: {fix}")
@@ -304,14 +275,7 @@ class UnsafeLogPathError(AsyncTorchXError, PermissionError):
 
 
 class InvalidCursorError(AsyncTorchXError, ValueError):
-    """A cursor given to ``Runner.events`` that it did not make for this app's stream (a
-    web service answers it with HTTP 400).
-
-    Args:
-        cursor: the offending cursor (cut to 80 characters in the message).
-        app_handle: the app whose stream it was given for.
-        reason: what is wrong with it.
-    """
+    """A cursor ``Runner.events`` did not make for this app's stream (a web service: HTTP 400)."""
 
     def __init__(self, cursor: str, app_handle: str, reason: str) -> None:
         shown = cursor if len(cursor) <= 80 else f"{cursor[:77]}..."
@@ -326,14 +290,8 @@ class InvalidCursorError(AsyncTorchXError, ValueError):
 
 
 class InvalidJobDirError(InvalidRunConfigException):
-    """Run option ``job_dir`` cannot receive a directory workspace (missing for a workspace
-    other than the current directory, a file, not empty); raised at dry run.
-
-    Args:
-        job_dir: the option's value, or ``None`` when it was not given.
-        reason: what is wrong.
-        fix: how to fix it.
-    """
+    """Run option ``job_dir`` cannot receive a directory workspace (missing, a file, not
+    empty); raised at dry run."""
 
     def __init__(self, job_dir: str | None, reason: str, fix: str) -> None:
         name = "no job_dir" if job_dir is None else f"job_dir {job_dir!r}"
@@ -342,12 +300,7 @@ class InvalidJobDirError(InvalidRunConfigException):
 
 
 class ConfigFileEncodingError(ConfigError):
-    """A ``.torchxconfig`` file is not valid UTF-8 (the encoding TorchX reads it in).
-
-    Args:
-        path: the file.
-        exc: the decoding error.
-    """
+    """A ``.torchxconfig`` file is not valid UTF-8 (the encoding TorchX reads it in)."""
 
     def __init__(self, path: str, exc: UnicodeDecodeError) -> None:
         bad = exc.object[exc.start : exc.start + 1].hex()
@@ -360,14 +313,7 @@ class ConfigFileEncodingError(ConfigError):
 
 
 class InvalidResourceError(AsyncTorchXError, TypeError, ValueError):
-    """A :class:`~asynctorchx.specs.Resource` field of the wrong type, raised when it is set
-    (``cpu``, ``gpu``, ``memMB`` numbers, ``capabilities`` and ``devices`` dicts).
-
-    Args:
-        field: the field's name, e.g. ``"cpu"``.
-        value: the value given.
-        fix: how to write it instead.
-    """
+    """A :class:`~asynctorchx.specs.Resource` field set to a value of the wrong type."""
 
     def __init__(self, field: str, value: object, fix: str) -> None:
         super().__init__(f"Resource {field}={value!r} ({type(value).__name__}): {fix}")
@@ -376,14 +322,7 @@ class InvalidResourceError(AsyncTorchXError, TypeError, ValueError):
 
 
 class EntryPointNotFoundError(AsyncTorchXError, _ReadableKeyError):
-    """No entry point of that name in its group; a ``KeyError`` as in
-    ``torchx.util.entrypoints.load``.
-
-    Args:
-        group: the entry point group.
-        name: the name looked up.
-        installed: the names the group has.
-    """
+    """No entry point of that name in its group (a ``KeyError``, as ``torchx.util.entrypoints``)."""
 
     def __init__(self, group: str, name: str, installed: Iterable[str]) -> None:
         names = ", ".join(sorted(installed)) or "none"
@@ -396,15 +335,8 @@ class EntryPointNotFoundError(AsyncTorchXError, _ReadableKeyError):
 
 
 class AppGroupFailed(AsyncTorchXError):
-    """An app of a ``fail_fast`` group ended ``FAILED`` or ``UNKNOWN``; the others were
-    cancelled. Raised once every app is terminal (or the stop timeout passed).
-
-    Args:
-        failed: the handle of the app that failed first.
-        statuses: ``{handle: final AppStatus}`` of every app, in start order, but the
-            stragglers.
-        stragglers: the apps not terminal ``stop_timeout`` seconds after being cancelled.
-    """
+    """An app of a ``fail_fast`` group ended ``FAILED`` or ``UNKNOWN``; raised once the others,
+    cancelled, are terminal or past ``stop_timeout`` (``stragglers``)."""
 
     def __init__(
         self,
@@ -428,13 +360,8 @@ class AppGroupFailed(AsyncTorchXError):
 
 
 class AppGroupStopTimeout(AsyncTorchXError, TimeoutError):
-    """Apps of a group still not terminal ``stop_timeout`` seconds after being cancelled;
-    not raised (but logged) while another exception leaves the group.
-
-    Args:
-        stragglers: the handles of the apps still not terminal.
-        stop_timeout: the group's stop timeout (seconds).
-    """
+    """Apps of a group not terminal ``stop_timeout`` seconds after being cancelled; logged
+    instead while another exception leaves the group."""
 
     def __init__(self, stragglers: Iterable[str], stop_timeout: float) -> None:
         left = list(stragglers)

@@ -6,11 +6,7 @@ from asynctorchx._error_bases import SchedulerRequestError, SchedulerUnavailable
 
 
 class KubernetesConfigError(SchedulerUnavailableError):
-    """No usable kubeconfig: the scheduler does not know which cluster to use.
-
-    Args:
-        detail: what is missing or wrong (the file, the context), from the kubeconfig loader.
-    """
+    """No usable kubeconfig: the scheduler does not know which cluster to use."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(
@@ -22,12 +18,7 @@ class KubernetesConfigError(SchedulerUnavailableError):
 
 
 class KubernetesUnreachableError(SchedulerUnavailableError):
-    """The kubeconfig's API server does not answer.
-
-    Args:
-        server: the API server's URL.
-        detail: the connection error.
-    """
+    """The kubeconfig's API server does not answer."""
 
     def __init__(self, server: str, detail: str) -> None:
         super().__init__(
@@ -39,15 +30,7 @@ class KubernetesUnreachableError(SchedulerUnavailableError):
 
 
 class KubernetesApiError(SchedulerRequestError):
-    """The API server refused a request; keeps its status, ``Status.reason`` and message.
-
-    Args:
-        status: the HTTP status code (Kubernetes API conventions).
-        reason: the ``Status.reason`` (``NotFound``, ``AlreadyExists``, ``Invalid``...) or ``""``.
-        message: the server's message (an admission webhook's denial, a validation error).
-        request: the request, as ``METHOD path``.
-        causes: ``(field, message)`` of each field the server named (``Status.details.causes``).
-    """
+    """The API server refused a request; keeps its status, ``Status.reason`` and message."""
 
     def __init__(
         self,
@@ -73,16 +56,11 @@ class KubernetesApiError(SchedulerRequestError):
 
 
 class InvalidJobSpecError(KubernetesApiError, ValueError):
-    """The server refused the job in the ``dryRun=All`` request of run option
-    ``validate_spec`` (torchx-nightly's ``ValueError``): nothing was created."""
+    """The server refused the job in ``validate_spec``'s ``dryRun=All`` request; nothing exists."""
 
 
 class VolcanoNotInstalledError(SchedulerUnavailableError):
-    """The cluster has no Volcano ``batch.volcano.sh/v1alpha1`` ``Job`` resource.
-
-    Args:
-        server: the API server's URL.
-    """
+    """The cluster has no Volcano ``batch.volcano.sh/v1alpha1`` ``Job`` resource."""
 
     def __init__(self, server: str) -> None:
         super().__init__(
@@ -95,11 +73,7 @@ class VolcanoNotInstalledError(SchedulerUnavailableError):
 
 
 class JobSetNotInstalledError(SchedulerUnavailableError):
-    """The cluster has no ``jobset.x-k8s.io/v1alpha2`` ``JobSet`` (run option ``job_api=jobset``).
-
-    Args:
-        server: the API server's URL.
-    """
+    """The cluster has no ``jobset.x-k8s.io/v1alpha2`` ``JobSet`` (for ``job_api=jobset``)."""
 
     def __init__(self, server: str) -> None:
         super().__init__(

@@ -6,13 +6,7 @@ from asynctorchx._error_bases import AsyncTorchXError, InvalidRunConfigException
 
 
 class OpenFileLimitError(AsyncTorchXError, OSError):
-    """An app could not start: out of file descriptors (``EMFILE``, ``ENFILE``); none left running.
-
-    Args:
-        errno_value: the system's error number.
-        app_id: the app that could not start.
-        detail: the system's message.
-    """
+    """An app could not start for lack of file descriptors (``EMFILE``, ``ENFILE``); none runs."""
 
     def __init__(self, errno_value: int, app_id: str, detail: str) -> None:
         super().__init__(
@@ -26,18 +20,8 @@ class OpenFileLimitError(AsyncTorchXError, OSError):
 
 
 class ReplicaLaunchError(AsyncTorchXError, OSError):
-    """A replica could not start its entrypoint (not on ``PATH``, not executable).
-
-    Keeps the ``errno`` and ``filename`` of the ``OSError`` TorchX lets through.
-
-    Args:
-        errno_value: the system's error number (``ENOENT``, ``EACCES``...).
-        role: the replica's role.
-        replica_id: the replica's index in its role.
-        entrypoint: the program the role names.
-        reason: what is wrong, naming what was looked at.
-        fix: how to fix it.
-    """
+    """A replica could not start its entrypoint (not on ``PATH``, not executable); none runs.
+    Keeps the ``errno`` and ``filename`` of the ``OSError`` TorchX lets through."""
 
     def __init__(
         self, errno_value: int, role: str, replica_id: int, entrypoint: str, reason: str, fix: str
@@ -56,13 +40,8 @@ class ReplicaLaunchError(AsyncTorchXError, OSError):
 
 
 class InvalidLogDirError(InvalidRunConfigException):
-    """Run option ``log_dir`` cannot hold an app's logs; raised at dry run or at submit.
-
-    Args:
-        log_dir: the offending directory (the option's value, or the path below it).
-        reason: what is wrong with it.
-        fix: how to fix it.
-    """
+    """Run option ``log_dir`` cannot hold the logs (a file, not writable, a name too long);
+    raised at dry run or at submit, with nothing started."""
 
     def __init__(self, log_dir: str, reason: str, fix: str) -> None:
         super().__init__(f"log_dir {log_dir!r} cannot hold the logs: {reason}; {fix}", "log_dir")

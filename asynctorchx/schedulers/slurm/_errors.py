@@ -10,11 +10,7 @@ from asynctorchx._error_bases import (
 
 
 class SlurmNotInstalledError(SchedulerUnavailableError):
-    """A Slurm client command (``sbatch``, ``squeue``...) is not on ``PATH``.
-
-    Args:
-        command: the command that was not found.
-    """
+    """A Slurm client command (``sbatch``, ``squeue``...) is not on ``PATH``."""
 
     def __init__(self, command: str) -> None:
         super().__init__(
@@ -26,13 +22,7 @@ class SlurmNotInstalledError(SchedulerUnavailableError):
 
 
 class SlurmCommandError(SchedulerRequestError):
-    """A Slurm command failed; the message carries Slurm's own error text.
-
-    Args:
-        argv: the command that failed.
-        returncode: its exit status.
-        stderr: what it wrote to stderr (Slurm's message).
-    """
+    """A Slurm command failed; the message carries Slurm's own error text."""
 
     def __init__(self, argv: list[str], returncode: int, stderr: str) -> None:
         super().__init__(
@@ -44,16 +34,7 @@ class SlurmCommandError(SchedulerRequestError):
 
 
 class SlurmSubmitError(SlurmCommandError, InvalidRunConfigException):
-    """``sbatch`` refused one of the job's options; ``cfg_key`` names the run option (or
-    resource field) refused.
-
-    Args:
-        argv: the ``sbatch`` command.
-        returncode: its exit status.
-        stderr: Slurm's message.
-        option: the refused run option or resource (``partition``, ``time``, ``memMB``...).
-        value: the option's value in the job, when known (Slurm's message may not name it).
-    """
+    """``sbatch`` refused one of the job's options; ``cfg_key`` names it (``partition``)."""
 
     def __init__(
         self, argv: list[str], returncode: int, stderr: str, option: str, value: str | None = None
