@@ -16,12 +16,9 @@ if TYPE_CHECKING:
 
 
 class RetryPolicy(str, enum.Enum):
-    """What is restarted when a replica fails (``torchx.specs.api.RetryPolicy``).
+    """What is restarted when a replica fails: it, every replica, or its role (TorchX's).
 
-    ``REPLICA``: the failed replica; ``APPLICATION``: every replica (every scheduler has
-    it); ``ROLE``: the failed replica's role. A backend's dry-run raises ``ValueError``
-    naming the role for a policy it does not support; ``local_docker`` and ``slurm``
-    restart what their engine restarts (the container, the whole job) whatever the policy.
+    A backend's dry-run raises ``ValueError`` naming the role for a policy it does not support.
     """
 
     REPLICA = "REPLICA"
@@ -49,8 +46,7 @@ class Role:
 
     Args:
         name: unique in its app.
-        image: a directory (``local_dir``), a Docker image (``local_docker``); ``local_cwd``
-            ignores it.
+        image: a directory (``local_dir``) or Docker image (``local_docker``).
         min_replicas: the fewest replicas an elastic job runs with (``None``: all).
         base_image: deprecated.
         entrypoint: the command (never macro-substituted).
@@ -63,8 +59,7 @@ class Role:
         port_map: port name to number, e.g. ``{"tensorboard": 6006}``.
         metadata: free-form, keyed ``$scheduler.$key``.
         mounts: see :func:`parse_mounts`.
-        workspace: local projects built into the image at submit (``None``: the image as it
-            is); for role 0 ``Runner.run``'s ``workspace`` wins.
+        workspace: local projects built into the image at submit (``None``: the image as is).
     """
 
     name: str
@@ -84,7 +79,7 @@ class Role:
     workspace: Workspace | None = None
 
     def pre_proc(self, scheduler: str, dryrun_info: AppDryRunInfo[Any]) -> AppDryRunInfo[Any]:
-        """Modify the scheduler request for this role (``submit_dryrun`` calls it per role)."""
+        """Modify the scheduler request for this role; called once per role at dry-run."""
         return dryrun_info
 
 

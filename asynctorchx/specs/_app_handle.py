@@ -12,21 +12,14 @@ AppHandle = str
 
 
 class ParsedAppHandle(NamedTuple):
-    """The parts of an app handle; a named tuple, as TorchX's.
-
-    Args:
-        scheduler_backend: the scheduler's name, e.g. ``local_cwd``.
-        session_name: the runner session that started the app (never empty).
-        app_id: the id the scheduler gave the app.
-    """
+    """The parts of an app handle: scheduler, session name (never empty), app id (TorchX's)."""
 
     scheduler_backend: str
     session_name: str
     app_id: str
 
 
-# fullmatch, not match with `$`: `$` also matches before a trailing newline. The session
-# name may not be empty (``local_cwd:///app`` is refused, as ``torchx.specs.api`` does).
+# fullmatch, not `$`: `$` also matches before a trailing newline.
 _APP_HANDLE = re.compile(
     r"(?P<scheduler_backend>[^:/\s]+)://(?P<session_name>[^/]+)/(?P<app_id>.+)"
 )
@@ -38,7 +31,7 @@ def make_app_handle(scheduler_backend: str, session_name: str, app_id: str) -> A
 
 
 def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
-    """Split ``{scheduler_backend}://{session_name}/{app_id}`` (the id may hold ``/``).
+    """Split an app handle into its parts (the id may hold ``/``).
 
     Raises:
         MalformedAppHandleException: not of that form, every part non-empty.

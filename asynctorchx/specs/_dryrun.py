@@ -22,7 +22,7 @@ class AppDryRunInfo(Generic[T]):
         fmt: turns the request into text; ``str(info)`` calls it.
         app: the app; ``Runner.dryrun`` sets it.
         scheduler: the scheduler's registered name; ``Runner.dryrun`` sets it.
-        cfg: the run options with defaults filled in; read it, never change it.
+        cfg: the run options with defaults filled in (read-only).
     """
 
     request: T
@@ -33,14 +33,11 @@ class AppDryRunInfo(Generic[T]):
 
     @property
     def _app(self) -> AppDef | None:
-        """TorchX's name of :attr:`app` (read-only)."""
         return self.app
 
     @property
     def _scheduler(self) -> str | None:
-        """TorchX's name of :attr:`scheduler` (read-only)."""
         return self.scheduler
 
     def __repr__(self) -> str:
-        """The formatted request; ``str(info)`` is the same (``torchx.specs.api.AppDryRunInfo``)."""
         return self.fmt(self.request)

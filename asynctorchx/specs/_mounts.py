@@ -21,13 +21,7 @@ class MountType(str, enum.Enum):
 
 @attrs.define
 class BindMount:
-    """Mount a host path into the replica.
-
-    Args:
-        src_path: the path on the host.
-        dst_path: the path inside the replica.
-        read_only: mount it read only.
-    """
+    """Mount host path ``src_path`` at ``dst_path`` in the replica."""
 
     src_path: str
     dst_path: str
@@ -36,13 +30,7 @@ class BindMount:
 
 @attrs.define
 class VolumeMount:
-    """Mount a named volume into the replica.
-
-    Args:
-        src: the volume's name.
-        dst_path: the path inside the replica.
-        read_only: mount it read only.
-    """
+    """Mount the volume named ``src`` at ``dst_path`` in the replica."""
 
     src: str
     dst_path: str
@@ -51,13 +39,7 @@ class VolumeMount:
 
 @attrs.define
 class DeviceMount:
-    """Expose a host device in the replica.
-
-    Args:
-        src_path: the device on the host, e.g. ``/dev/fuse``.
-        dst_path: the device path inside the replica.
-        permissions: cgroup permissions, a combination of ``r``, ``w`` and ``m``.
-    """
+    """Expose host device ``src_path`` at ``dst_path``; ``permissions`` combines r, w, m."""
 
     src_path: str
     dst_path: str
@@ -83,20 +65,14 @@ _MOUNT_KEYS = {
 def parse_mounts(opts: list[str]) -> list[Mount]:
     """Parse Docker-style mount options, e.g. ``["type=bind,src=/data,dst=/data,readonly"]``.
 
-    Each mount starts with ``type=bind|volume|device``; keys ``src`` (``source``), ``dst``
-    (``destination``, ``target``), ``readonly`` (``read_only``), ``perm`` (``permissions``,
-    devices; ``dst`` defaults to ``src``). A bind ``src`` starting with ``~`` is expanded.
-
     Raises:
-        MountOptionError: (a ``KeyError``, as TorchX raises) an item before ``type=``, an
-            unknown key, or a mount without ``src`` (or ``dst``).
+        MountOptionError: (a ``KeyError``) an item before ``type=``, an unknown key, no src/dst.
         ValueError: an unknown mount type or bad device permissions.
     """
     return [_mount_of(group) for group in _group_mount_options(opts)]
 
 
 def _group_mount_options(opts: list[str]) -> list[dict[str, str]]:
-    """One ``{canonical key: value}`` dict per mount; raises ``MountOptionError``."""
     items = [item.strip() for opt in opts for item in opt.split(",") if item.strip()]
     groups: list[dict[str, str]] = []
     for item in items:
@@ -121,12 +97,6 @@ def _group_mount_options(opts: list[str]) -> list[dict[str, str]]:
 
 
 def _mount_of(group: dict[str, str]) -> Mount:
-    """Build the mount one group of :func:`_group_mount_options` describes.
-
-    Raises:
-        MountOptionError: no ``src``, or no ``dst`` for a bind or volume mount.
-        ValueError: device permissions other than ``r``, ``w``, ``m``, or an unknown type.
-    """
     kind = group["type"]
     valid = [member.value for member in MountType]
     if kind not in valid:  # before the other keys, as TorchX checks it

@@ -1,10 +1,6 @@
 """Named resources: ``resource(h="gpu.small")`` (``torchx.specs``).
 
-The registry merges, later winning: the generic set, the AWS table, the
-``NAMED_RESOURCES`` of the module ``$TORCHX_CUSTOM_NAMED_RESOURCES`` names, the
-named-resource plugins (``asynctorchx.plugins`` and the entry point group
-``asynctorchx.named_resources``); then ``NULL`` and ``MISSING``. It is read on first
-use, never at import; a plugin that fails to load breaks only its own names.
+Later wins: generic, AWS, ``$TORCHX_CUSTOM_NAMED_RESOURCES``, plugins; loaded on first use.
 """
 
 from __future__ import annotations
@@ -31,8 +27,6 @@ ENTRY_POINT_GROUP: str = "asynctorchx.named_resources"
 
 
 def _checked(name: str, factory: Callable[[], Resource]) -> Callable[[], Resource]:
-    """``factory`` of the plugin ``name``, refusing what is not a :class:`Resource`."""
-
     def make() -> Resource:
         resource = factory()
         if not isinstance(resource, Resource):
@@ -47,11 +41,6 @@ def _checked(name: str, factory: Callable[[], Resource]) -> Callable[[], Resourc
 
 
 def _custom() -> Mapping[str, Callable[[], Resource]]:
-    """The ``NAMED_RESOURCES`` of the module ``$TORCHX_CUSTOM_NAMED_RESOURCES`` names.
-
-    Raises:
-        ImportError: the module does not import or has no ``NAMED_RESOURCES``.
-    """
     name = os.environ.get(ENV_CUSTOM_NAMED_RESOURCES)
     if not name:
         return {}
@@ -70,8 +59,7 @@ def _custom() -> Mapping[str, Callable[[], Resource]]:
 
 
 def _load() -> dict[str, Callable[[], Resource]]:
-    # imported here: finding the plugins is only for the first lookup, which most
-    # programs (and a script's first app) never make
+    # imported here: most programs never look a name up
     from asynctorchx.plugins import PluginType, registry
 
     plugins = registry().get(PluginType.NAMED_RESOURCE)
@@ -81,11 +69,7 @@ def _load() -> dict[str, Callable[[], Resource]]:
 
 
 class NamedResourceFactories(MutableMapping[str, Callable[[], Resource]]):
-    """The registry: name -> zero-argument function returning a :class:`Resource`.
-
-    Its one instance is ``asynctorchx.specs._named_resource_factories`` (TorchX's name); an
-    entry added there wins over the builtins, and patching it there takes effect.
-    """
+    """The registry: name -> zero-argument function returning a :class:`Resource`."""
 
     def __init__(self) -> None:
         self._loaded: dict[str, Callable[[], Resource]] | None = None
@@ -118,13 +102,12 @@ class NamedResourceFactories(MutableMapping[str, Callable[[], Resource]]):
         return f"NamedResourceFactories({len(self)} names)"
 
 
-#: The registry behind :data:`named_resources` (re-exported as
-#: ``asynctorchx.specs._named_resource_factories``, TorchX's name).
+#: The registry behind :data:`named_resources` (TorchX's name).
 _named_resource_factories: NamedResourceFactories = NamedResourceFactories()
 
 
 def _registry() -> Mapping[str, Callable[[], Resource]]:
-    """The registry as ``asynctorchx.specs`` holds it now (patched or not)."""
+    """The registry as ``asynctorchx.specs`` holds it now (tests patch it there)."""
     from asynctorchx import specs
 
     return specs._named_resource_factories
@@ -139,17 +122,13 @@ def reload() -> None:
 
 
 def _lookup(name: str) -> Resource:
-    """A fresh :class:`Resource` for ``name`` (exact, else any case), tagged with its name.
-
-    Raises:
-        UnknownNamedResourceException: no registered name matches; names the closest.
-    """
+    """A fresh :class:`Resource` for ``name`` (exact, else any case), tagged with its name."""
     factories = _registry()
     found = name
     if name not in factories:
         folded = [known for known in factories if known.lower() == name.lower()]
         if len(folded) != 1:
-            import difflib  # only to word the error
+            import difflib
 
             known = list(factories.keys())
             close = folded or difflib.get_close_matches(name, known, n=3)
@@ -193,7 +172,6 @@ class NamedResources(Mapping[str, Resource]):
         return f"NamedResources({len(self)} names)"
 
 
-#: TorchX's name for the class of ``named_resources`` (``torchx.specs._NamedResourcesLibrary``).
 _NamedResourcesLibrary = NamedResources
 
 

@@ -20,8 +20,7 @@ if TYPE_CHECKING:
 MISSING: str = "<MISSING>"
 #: Placeholder for "no value" in status messages (TorchX's ``NONE``).
 NONE: str = "<NONE>"
-#: A value that could not be determined, e.g. an image a backend cannot read back
-#: (TorchX's ``UNKNOWN``); unlike :data:`MISSING` it does not claim the value was unset.
+#: A value that could not be determined, e.g. an image a backend cannot read back.
 UNKNOWN: str = "<UNKNOWN>"
 #: The scheduler name that stands for every scheduler (TorchX's ``ALL``).
 ALL: str = "all"
@@ -48,11 +47,7 @@ class resource_tags:
     IS_FRACTIONAL: str = "torchx/named_resources.is_fractional"
 
 
-# --------------------------------------------------------------------------- resources
-
-
 def _check_figure(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """``cpu``, ``gpu``, ``memMB``: a number; the values a backend takes are its own to check."""
     if not isinstance(value, int | float) or isinstance(value, bool):
         example = {"cpu": "cpu=2", "gpu": "gpu=1", "memMB": "memMB=4096"}[attribute.name]
         fix = f"give a number, e.g. {example} (-1 leaves it unset); for a named host type"
@@ -108,7 +103,7 @@ class Resource:
     tags: dict[str, object] = attrs.field(factory=dict, validator=_check_tags)
 
     def is_fractional(self) -> bool:
-        """Return True when the tag :attr:`resource_tags.IS_FRACTIONAL` is set and true."""
+        """True when the tag :attr:`resource_tags.IS_FRACTIONAL` is true."""
         return bool(self.tags.get(resource_tags.IS_FRACTIONAL, False))
 
     def get_resource_name(self) -> str | None:
@@ -131,15 +126,8 @@ class Resource:
 NULL_RESOURCE: Resource = Resource(cpu=-1, gpu=-1, memMB=-1)
 
 
-# --------------------------------------------------------------------------- macros
-
-
 class macros:
-    """Placeholders substituted per replica in args, env and metadata (``torchx.specs.api``).
-
-    ``img_root``, ``app_id``, ``replica_id`` (kept when a replica is replaced), ``rank0_env``
-    (the variable holding rank 0's host), ``base_img_root`` (deprecated).
-    """
+    """Placeholders substituted per replica in args, env and metadata (``torchx.specs.api``)."""
 
     img_root = "${img_root}"
     base_img_root = "${base_img_root}"
@@ -175,5 +163,5 @@ class macros:
             return value
 
         def substitute(self, arg: str) -> str:
-            """Substitute the macros in ``arg``; unknown ``${...}`` are left as they are."""
+            """Substitute the macros in ``arg``; unknown ``${...}`` are kept."""
             return string.Template(arg).safe_substitute(attrs.asdict(self))

@@ -27,7 +27,6 @@ class runopt:
 
 
 def _container_kind(tp: Any) -> str | None:
-    """``"list"`` or ``"dict"`` for a list or dict type in any spelling, else ``None``."""
     origin = typing.get_origin(tp) or tp
     if origin is list:
         return "list"
@@ -37,17 +36,13 @@ def _container_kind(tp: Any) -> str | None:
 
 
 def get_type_name(tp: Any) -> str:
-    """Return the name of a type as help prints it (``torchx.specs.api.get_type_name``).
-
-    ``__name__`` for a plain class, ``str(tp)`` otherwise (``typing.List[str]``). Never raises.
-    """
+    """Return the name of a type as help prints it (``torchx.specs.api.get_type_name``)."""
     if getattr(tp, "__module__", None) != "typing" and isinstance(tp, type):
         return tp.__name__
     return str(tp)
 
 
 def _display_name(tp: Any) -> str:
-    """The short name errors give a type: ``List[str]``, ``Dict[str, str]``, ``int``."""
     kind = _container_kind(tp)
     if kind is not None:
         return "List[str]" if kind == "list" else "Dict[str, str]"
@@ -70,10 +65,7 @@ class cases:
 
 
 class runopts:
-    """The run options a scheduler accepts (``torchx.specs.api.runopts``).
-
-    ``str(opts)`` reads like ``--help``.
-    """
+    """The run options a scheduler accepts; ``str(opts)`` reads like ``--help`` (TorchX's)."""
 
     def __init__(self) -> None:
         self._opts: dict[str, runopt] = {}
@@ -89,11 +81,7 @@ class runopts:
 
     @staticmethod
     def is_type(obj: object, tp: Any) -> bool:
-        """Return whether ``obj`` is a valid value of an option of type ``tp``; never raises.
-
-        Unlike ``isinstance`` it takes ``list[str]`` and ``dict[str, str]`` (any spelling); a
-        ``bool`` is not an ``int``, an ``int`` is a ``float``.
-        """
+        """Whether ``obj`` fits ``tp`` (``list[str]``, ``dict[str, str]`` too); a bool is no int."""
         kind = _container_kind(tp)
         if kind == "list":
             return isinstance(obj, list) and all(isinstance(item, str) for item in obj)
@@ -101,7 +89,7 @@ class runopts:
             return isinstance(obj, dict) and all(
                 isinstance(key, str) and isinstance(value, str) for key, value in obj.items()
             )
-        if tp is int or tp is float:  # an int is a float too; a bool is neither
+        if tp is int or tp is float:
             return isinstance(obj, (int, tp)) and not isinstance(obj, bool)
         return isinstance(obj, tp) if isinstance(tp, type) else False
 
@@ -117,8 +105,7 @@ class runopts:
 
         Args:
             cfg_key: its name (``log_dir``).
-            type_: ``str``, ``int``, ``float``, ``bool``, ``list[str]`` or ``dict[str, str]``
-                (``typing`` spellings too); an empty ``[]``/``{}`` default fits either container.
+            type_: ``str``, ``int``, ``float``, ``bool``, ``list[str]`` or ``dict[str, str]``.
             help: one line of help.
             default: its value when none is given; ``None`` when required.
             required: the user must give it.
@@ -141,14 +128,14 @@ class runopts:
         self._opts[cfg_key] = runopt(default, type_, required, help)
 
     def canonical_key(self, name: str) -> str | None:
-        """Return the option ``name`` spells, itself or camelCase of it, else ``None``."""
+        """Return the option ``name`` spells (itself or in camelCase), else ``None``."""
         if name in self._opts:
             return name
         snake = cases.camel_to_snake(name)
         return snake if snake in self._opts else None
 
     def get(self, name: str) -> runopt | None:
-        """Return the option called ``name`` (or spelled so in camelCase), or ``None``."""
+        """Return the option ``name`` spells, or ``None``."""
         key = self.canonical_key(name)
         return None if key is None else self._opts[key]
 
@@ -157,7 +144,6 @@ class runopts:
         self._opts.update(other._opts)
 
     def __or__(self, other: runopts) -> runopts:
-        """Return a new ``runopts`` with this one's options, then ``other``'s over them."""
         merged = runopts()
         merged.update(self)
         merged.update(other)
@@ -166,18 +152,14 @@ class runopts:
     def resolve(
         self, cfg: Mapping[str, CfgVal], *, ignore_unknown: bool = False
     ) -> dict[str, CfgVal]:
-        """Check ``cfg`` and return a copy with the defaults filled in; ``cfg`` is not changed.
-
-        A key may be camelCase (``logDir``); the copy holds each option under its own name.
+        """Check ``cfg`` (keys may be camelCase) and return a copy with the defaults filled in.
 
         Args:
             cfg: the run options given.
-            ignore_unknown: keep unknown keys unchecked (for options handed on to another
-                scheduler).
+            ignore_unknown: keep unknown keys unchecked.
 
         Raises:
-            InvalidRunConfigException: a required key is missing, a value has the wrong type,
-                a key is unknown, or one option is given twice with different values.
+            InvalidRunConfigException: a key missing, unknown, given twice, or of the wrong type.
         """
         given: dict[str, CfgVal] = {}
         spelled: dict[str, str] = {}
@@ -219,7 +201,6 @@ class runopts:
         return resolved
 
     def _accepted(self) -> str:
-        """``"the scheduler accepts a (int), b (str)"``: for error messages."""
         if not self._opts:
             return "the scheduler accepts no options"
         listed = ", ".join(
@@ -228,11 +209,7 @@ class runopts:
         return f"the scheduler accepts {listed}"
 
     def cfg_from_str(self, cfg_str: str) -> dict[str, CfgVal]:
-        """Parse ``"key1=v1,key2=v2;key3=a,b"`` into a typed cfg.
-
-        Pairs and list items are separated by ``,`` or ``;``; ``bool`` takes :func:`parse_bool`'s
-        words; ``Dict[str, str]`` takes ``name:value`` items. Unknown keys stay strings, for
-        :meth:`resolve` to name.
+        """Parse ``"key1=v1,key2=v2;key3=a,b"`` into a typed cfg (dict items ``name:value``).
 
         Raises:
             InvalidRunConfigException: a value does not parse as its option's type.
@@ -262,7 +239,6 @@ class runopts:
         return dict(loaded)
 
     def __str__(self) -> str:
-        """Return the options as ``--help`` reads, in ``torchx.specs.api.runopts``'s layout."""
         required = [(key, opt) for key, opt in self._opts.items() if opt.is_required]
         optional = [(key, opt) for key, opt in self._opts.items() if not opt.is_required]
         usage = ",".join(
@@ -285,9 +261,7 @@ class runopts:
 
 
 def split_pairs(text: str, key: str) -> dict[str, str]:
-    """Split ``"a=1,b=x;y,c=2"`` into ``{"a": "1", "b": "x;y", "c": "2"}``.
-
-    A ``,`` or ``;`` followed by ``key`` (a regular expression) and ``=`` starts a pair.
+    """Split ``"a=1,b=x;y"`` into pairs; ``,`` or ``;`` then ``key`` (a regex) and ``=`` starts one.
 
     Raises:
         ValueError: a piece has no ``=`` or an empty key.
@@ -304,7 +278,7 @@ def split_pairs(text: str, key: str) -> dict[str, str]:
 
 
 def cfg_pairs(cfg_str: str) -> dict[str, str]:
-    """Split a run config as :func:`split_pairs`, keys being names.
+    """Split a run config into ``name=value`` pairs.
 
     Raises:
         InvalidRunConfigException: the string does not start with ``name=``.
@@ -318,16 +292,14 @@ def cfg_pairs(cfg_str: str) -> dict[str, str]:
         ) from None
 
 
-#: The words a bool run option or component argument takes for True (any case).
+#: The words a bool option or component argument takes for True (any case).
 TRUE_WORDS: frozenset[str] = frozenset({"true", "1", "yes", "y", "on"})
-#: The words a bool run option or component argument takes for False (any case).
+#: The words it takes for False.
 FALSE_WORDS: frozenset[str] = frozenset({"false", "0", "no", "n", "off"})
 
 
 def parse_bool(text: str) -> bool:
     """Read a bool as written on a command line: :data:`TRUE_WORDS` or :data:`FALSE_WORDS`.
-
-    Any case; spaces around are ignored. Unlike TorchX, another word is an error.
 
     Raises:
         ValueError: ``text`` is none of the words.

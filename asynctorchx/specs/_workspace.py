@@ -7,10 +7,7 @@ import attrs
 
 @attrs.define
 class Workspace:
-    """Local projects copied into a role's image when the app is submitted.
-
-    ``local_docker`` builds an image on the role's (its working directory is the root);
-    ``local_cwd`` and ``local_dir`` ignore it.
+    """Local projects copied into a role's image at submit (``local_docker``; others ignore it).
 
     Args:
         projects: local path -> sub-directory of the workspace root (``""``: the root).
@@ -19,12 +16,12 @@ class Workspace:
     projects: dict[str, str]
 
     def is_unmapped_single_project(self) -> bool:
-        """Return True for one project mapped to the root (a plain directory)."""
+        """True for one project mapped to the root."""
         return len(self.projects) == 1 and not next(iter(self.projects.values()))
 
     @staticmethod
     def from_str(workspace: str) -> Workspace:
-        """Parse a workspace written as YAML: a path, or a mapping ``src: dst`` (TorchX's).
+        """Parse YAML text: a path, or a mapping ``src: dst`` (TorchX's).
 
         Raises:
             ValueError: the text is not YAML, a path or a mapping of paths to strings.
@@ -46,7 +43,6 @@ class Workspace:
         return Workspace({k: v or "" for k, v in projects.items()})
 
     def __str__(self) -> str:
-        """The path of a plain directory, else ``src:dst;src2`` (for logs, not parsing)."""
         if self.is_unmapped_single_project():
             return next(iter(self.projects))
         return ";".join(f"{src}:{dst}" if dst else src for src, dst in self.projects.items())

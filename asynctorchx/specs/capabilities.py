@@ -13,19 +13,7 @@ V = TypeVar("V")
 
 @attrs.frozen
 class CapabilityKey(Generic[V]):
-    """The entry ``f"{namespace}.{name}"`` of :attr:`Resource.capabilities`, of type ``type``.
-
-    Example::
-
-        EFA = CapabilityKey("aws", "efa_enabled", bool)
-        EFA.set(resource, True)  # resource.capabilities["aws.efa_enabled"] = True
-        EFA.get(resource, default=False)
-
-    Args:
-        namespace: the group the capability belongs to, e.g. a cloud or a scheduler name.
-        name: the capability's name within the namespace.
-        type: the type every stored value must have.
-    """
+    """The entry ``f"{namespace}.{name}"`` of :attr:`Resource.capabilities`, of type ``type``."""
 
     namespace: str
     name: str
@@ -33,11 +21,11 @@ class CapabilityKey(Generic[V]):
 
     @property
     def key(self) -> str:
-        """The entry's key in ``capabilities``: ``"<namespace>.<name>"``."""
+        """``"<namespace>.<name>"``."""
         return f"{self.namespace}.{self.name}"
 
     def set(self, resource: Resource, value: V) -> None:
-        """Store ``value`` as this capability of ``resource`` (in place)."""
+        """Store ``value`` as this capability of ``resource``."""
         resource.capabilities[self.key] = value
 
     @overload
@@ -50,8 +38,7 @@ class CapabilityKey(Generic[V]):
         """Return this capability of ``resource``, or ``default`` when it has none.
 
         Raises:
-            TypeError: the stored value is not a ``type``; a ``bool`` is not accepted
-                for an ``int`` key, though ``bool`` subclasses ``int``.
+            TypeError: the stored value is not a ``type`` (a ``bool`` is no ``int``).
         """
         if self.key not in resource.capabilities:
             return default

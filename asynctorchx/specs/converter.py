@@ -13,8 +13,7 @@ from asynctorchx.specs.api import AppState, Mount, RetryPolicy
 
 T = TypeVar("T")
 
-#: The converter. ``converter.unstructure(obj)`` gives JSON-able dicts and lists;
-#: ``converter.structure(data, Class)`` builds the object back.
+#: Spec objects to JSON-able data (``unstructure``) and back (``structure``).
 converter = cattrs.Converter(omit_if_default=False)
 
 
@@ -26,7 +25,6 @@ def _enum_by_name(cls: type[enum.Enum]) -> None:
 _enum_by_name(AppState)
 _enum_by_name(RetryPolicy)
 configure_tagged_union(Mount, converter, tag_name="type")
-# values typed ``object`` (``Resource.tags``) are kept as JSON gave them
 converter.register_structure_hook_func(lambda cls: cls is object, lambda value, _: value)
 
 
@@ -36,7 +34,7 @@ def to_json(obj: Any, **dumps_kwargs: Any) -> str:
 
 
 def from_json(text: str | bytes, cls: type[T]) -> T:
-    """Decode JSON text produced by :func:`to_json` into ``cls``.
+    """Decode :func:`to_json`'s text into ``cls``.
 
     Raises:
         json.JSONDecodeError: the text is not JSON.

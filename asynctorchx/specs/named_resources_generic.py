@@ -12,12 +12,10 @@ GiB: int = 1024
 
 # name -> (cpu, gpu, memMB); the same figures as TorchX 0.7.0.
 _TABLE: dict[str, tuple[int, int, int]] = {
-    # GPU hosts: host memory >= GPU memory; clouds offer 1, 2, 4 or 8 GPUs per host.
     "gpu.small": (8, 1, 32 * GiB),
     "gpu.medium": (16, 2, 64 * GiB),
     "gpu.large": (32, 4, 128 * GiB),
     "gpu.xlarge": (64, 8, 256 * GiB),
-    # CPU hosts, after AWS's general purpose T2 family.
     "cpu.nano": (1, 0, 512),
     "cpu.micro": (1, 0, 1 * GiB),
     "cpu.small": (1, 0, 2 * GiB),
