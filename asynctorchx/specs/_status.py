@@ -14,12 +14,7 @@ from asynctorchx.specs._resource import NONE
 
 
 class AppState(int, enum.Enum):
-    """The state of an app (``torchx.specs.api.AppState``).
-
-    ``UNSUBMITTED`` -> ``SUBMITTED`` -> ``PENDING`` -> ``RUNNING`` -> one of the
-    terminal states ``SUCCEEDED``, ``FAILED``, ``CANCELLED``. ``UNKNOWN`` when the
-    scheduler cannot tell.
-    """
+    """The state of an app (``torchx.specs.api``); ``UNKNOWN``: the scheduler cannot tell."""
 
     UNSUBMITTED = 0
     SUBMITTED = 1
@@ -49,10 +44,7 @@ def is_terminal(state: AppState) -> bool:
 
 
 def is_started(state: AppState) -> bool:
-    """Return True once the app has run: ``RUNNING`` or a terminal state (TorchX's ``is_started``).
-
-    ``UNKNOWN`` is not started: the scheduler cannot tell.
-    """
+    """Return True once the app has run: ``RUNNING`` or a terminal state (TorchX's)."""
     return state is AppState.RUNNING or state in _TERMINAL_STATES
 
 
@@ -64,12 +56,10 @@ class ReplicaStatus:
         id: the replica id (0..num_replicas-1).
         state: its state.
         role: the role's name.
-        hostname: where it runs (``localhost`` for local schedulers, the container name
-            for ``local_docker``).
+        hostname: where it runs (``localhost``, or the container name for ``local_docker``).
         structured_error_msg: the JSON error it left (TorchElastic error file), or ``<NONE>``.
-        exit_code: its exit code once it exited, else ``None`` (an asynctorchx addition).
-        hostaddr: the replica's network address (an IP address) where the scheduler
-            knows it, else ``None``; keyword-only (added after TorchX 0.7.0).
+        exit_code: its exit code once it exited, else ``None``.
+        hostaddr: its IP address where the scheduler knows it, else ``None``; keyword-only.
     """
 
     id: int
@@ -81,7 +71,7 @@ class ReplicaStatus:
     hostaddr: str | None = attrs.field(default=None, kw_only=True)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the replica as a JSON-able dict; an unset value is ``None``, never ``<NONE>``."""
+        """Return the replica as a JSON-able dict; an unset value is ``None``."""
         return {
             "id": self.id,
             "state": self.state.name,
@@ -101,7 +91,7 @@ class RoleStatus:
     replicas: list[ReplicaStatus] = attrs.field(factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """Return ``{"role": ..., "replicas": [...]}`` (see :meth:`ReplicaStatus.to_json`)."""
+        """Return ``{"role": ..., "replicas": [...]}``."""
         return {"role": self.role, "replicas": [r.to_json() for r in self.replicas]}
 
 
@@ -134,7 +124,7 @@ class AppStatus:
     roles: list[RoleStatus] = attrs.field(factory=list)
 
     def is_terminal(self) -> bool:
-        """Return True once the app reached ``SUCCEEDED``, ``FAILED`` or ``CANCELLED``."""
+        """Return True once the app reached a terminal state."""
         return is_terminal(self.state)
 
     def raise_for_status(self) -> None:
@@ -143,9 +133,7 @@ class AppStatus:
             raise AppStatusError(self, f"job did not succeed: {self}")
 
     def to_json(self, filter_roles: list[str] | None = None) -> dict[str, Any]:
-        """Return the status as ``status --json`` prints it (``torchx.specs.api.AppStatus``).
-
-        Unlike TorchX, an unset message is ``None``, and replica states are names.
+        """Return the status as ``status --json`` prints it; unset messages are ``None``.
 
         Args:
             filter_roles: keep only these roles (``None`` or empty: every role).
@@ -160,13 +148,10 @@ class AppStatus:
         }
 
     def _roles(self, filter_roles: list[str] | None) -> list[RoleStatus]:
-        """The roles named in ``filter_roles`` (``None`` or empty: every role)."""
         return [role for role in self.roles if not filter_roles or role.role in filter_roles]
 
     def format(self, filter_roles: list[str] | None = None) -> str:
         """Return the status in ``torchx.specs.api.AppStatus.format``'s layout; never raises.
-
-        Unlike TorchX, a replica without an error file shows its known exit code.
 
         Args:
             filter_roles: keep only these roles (``None`` or empty: every role).
@@ -188,8 +173,8 @@ class AppStatus:
         )
 
     def __repr__(self) -> str:
-        """Return the status as the YAML ``torchx.specs.api.AppStatus`` prints (``yaml.dump``)."""
-        import yaml  # only a printed status needs it
+        """Return the status as YAML, as ``torchx.specs.api.AppStatus`` prints it."""
+        import yaml
 
         return yaml.dump({"AppStatus": _status_dict(self)})
 
@@ -198,13 +183,11 @@ class AppStatus:
 
 
 def _or_null(value: str) -> str | None:
-    """``None`` for the ``<NONE>`` placeholder (and the empty string), else ``value``."""
     return None if value in (NONE, "") else value
 
 
 def _parsed_error(structured_error_msg: str) -> Any:
-    """The JSON an error message holds, or the message itself when it is not JSON
-    (``<NONE>`` among them)."""
+    """The JSON an error message holds, else the message itself."""
     try:
         return json.loads(structured_error_msg)
     except ValueError:
@@ -212,8 +195,7 @@ def _parsed_error(structured_error_msg: str) -> Any:
 
 
 def _status_dict(status: AppStatus) -> dict[str, Any]:
-    """The status as :meth:`AppStatus.__repr__` dumps it: its fields, states as
-    ``FAILED (5)``, the app's error parsed, the replicas' ``hostaddr`` left out."""
+    """The status as TorchX dumps it: no ``hostaddr``, states as ``FAILED (5)``."""
     data = attrs.asdict(
         status,
         filter=attrs.filters.exclude(attrs.fields(ReplicaStatus).hostaddr),
@@ -223,12 +205,10 @@ def _status_dict(status: AppStatus) -> dict[str, Any]:
     return data
 
 
-#: The width at which :meth:`AppStatus.format` wraps an error message (characters).
 _ERROR_WIDTH = 80
 
 
 def _wrap(message: str, header: str) -> str:
-    """``header`` + ``message``, broken at the first space after each 80 characters."""
     # the text before a nested "\nException..." is the message (c10 errors nest so)
     message = message.split("\nException", 1)[0]
     lines: list[str] = []

@@ -1,11 +1,6 @@
 """Build an :class:`AppDef` from a component and its command line (``torchx.specs.builders``).
 
-Each parameter ``name: T`` becomes ``--name VALUE`` (``-n`` too for one letter; help is
-``--help`` so ``-h`` stays free). ``bool`` takes :func:`parse_bool`'s words, ``list[P]``
-``a,b``, ``dict[P, P]`` ``K=V`` pairs split by ``,`` or ``;`` (``dict[P, list[P]]``
-splits each value at ``,``), ``*args`` everything from the first positional word
-(one leading ``--`` dropped). ``defaults`` (``.torchxconfig``) are parsed as if given
-on the command line.
+Each parameter ``name: T`` becomes ``--name VALUE``; help is ``--help`` so ``-h`` stays free.
 """
 
 from __future__ import annotations
@@ -37,7 +32,6 @@ _PRIMITIVES = (str, int, float, bool)
 
 
 def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
-    """``(T, True)`` for ``Optional[T]`` / ``T | None``, else ``(annotation, False)``."""
     origin = typing.get_origin(annotation)
     if origin is typing.Union or origin is types.UnionType:
         members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
@@ -47,7 +41,7 @@ def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
 
 
 def _supported(tp: Any) -> bool:
-    """Whether the command line can give ``tp``: ``P``, ``list[P]``, ``dict[P, P | list[P]]``."""
+    """``P``, ``list[P]`` or ``dict[P, P | list[P]]``."""
     args = typing.get_args(tp)
     if typing.get_origin(tp) is list:
         return len(args) == 1 and args[0] in _PRIMITIVES
@@ -58,15 +52,9 @@ def _supported(tp: Any) -> bool:
 
 
 def _annotations(fn: Callable[..., Any]) -> dict[str, Any]:
-    """Each parameter's resolved annotation, keyed by name.
-
-    Raises:
-        ComponentValidationException: an annotation is missing, unresolvable or unsupported,
-            or ``fn`` takes ``**kwargs``.
-    """
     try:
         hints = typing.get_type_hints(fn)
-    except Exception as exc:  # a NameError/TypeError from a bad annotation
+    except Exception as exc:
         raise ComponentValidationException(
             f"cannot resolve the type annotations of component {fn.__name__!r}: {exc}"
         ) from exc
@@ -94,7 +82,6 @@ def _annotations(fn: Callable[..., Any]) -> dict[str, Any]:
 
 
 def _parse_bool(text: str) -> bool:
-    """The one bool grammar of run options and component arguments (``parse_bool``)."""
     return parse_bool(text)
 
 
@@ -112,9 +99,7 @@ def split_dict(text: str) -> dict[str, str]:
 
 
 def decode(fn_name: str, name: str, tp: Any, value: Any) -> Any:
-    """Turn the parsed text ``value`` of parameter ``name`` into ``tp`` (without ``Optional``).
-
-    A value that is not a string (a declared default) is returned as it is.
+    """Turn the text ``value`` of parameter ``name`` into ``tp``; a non-string is kept as is.
 
     Raises:
         ComponentValidationException: the text does not parse as ``tp``; names the argument.
@@ -148,8 +133,6 @@ def decode(fn_name: str, name: str, tp: Any, value: Any) -> Any:
 class ComponentUsageError(ComponentValidationException, SystemExit):
     """A wrong component command line: ``SystemExit(2)`` (TorchX's exit) and a validation error.
 
-    It prints nothing: the message is the error, :attr:`usage` the usage text.
-
     Args:
         message: the error, naming the argument.
         usage: the parser's usage text.
@@ -162,8 +145,6 @@ class ComponentUsageError(ComponentValidationException, SystemExit):
 
 
 class _ComponentParser(argparse.ArgumentParser):
-    """An argument parser whose usage errors raise :class:`ComponentUsageError`."""
-
     def error(self, message: str) -> NoReturn:
         raise ComponentUsageError(
             f"{self.prog.strip()}: {message} (`--help` lists the arguments)",
@@ -182,7 +163,7 @@ class _RemainderAction(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         given = list(values or [])
-        if not given and isinstance(self.default, str):  # from .torchxconfig: shell words
+        if not given and isinstance(self.default, str):
             given = shlex.split(self.default)
         elif not given and isinstance(self.default, list):
             given = list(self.default)
@@ -196,18 +177,16 @@ def create_args_parser(
 
     Args:
         fn: the component function.
-        defaults: string defaults replacing the declared ones; an unknown key is ignored
-            with a warning, as TorchX ignores it.
+        defaults: string defaults replacing the declared ones; unknown keys are ignored.
 
     Raises:
-        ComponentValidationException: a parameter is unannotated or of an unsupported
-            type, or ``fn`` takes ``**kwargs``.
+        ComponentValidationException: a parameter unannotated or unsupported, or ``**kwargs``.
     """
     signature = inspect.signature(fn)
     annotations = _annotations(fn)
     defaults = dict(defaults or {})
     unknown = sorted(set(defaults) - set(signature.parameters))
-    if unknown:  # a stale [component:x] key must not break a run (TorchX ignores them)
+    if unknown:  # a stale [component:x] key must not break a run
         logger.warning(
             "ignoring the component defaults %s: %r takes no such argument (it takes %s)",
             ", ".join(map(repr, unknown)),
@@ -232,13 +211,12 @@ def create_args_parser(
         if name in defaults:
             kwargs["default"] = defaults[name]
         if param.kind == inspect.Parameter.VAR_POSITIONAL:
-            # default None, as TorchX's
             parser.add_argument(
                 name, metavar=name, nargs=argparse.REMAINDER, action=_RemainderAction, **kwargs
             )
             continue
         tp = _unwrap_optional(annotations[name])[0]
-        if tp in _PRIMITIVES:  # lists and dicts are decoded from the text after parsing
+        if tp in _PRIMITIVES:  # containers are decoded after parsing
             kwargs.update(type=_parse_bool if tp is bool else tp, metavar=tp.__name__.upper())
         else:
             kwargs["metavar"] = "K=V,..." if typing.get_origin(tp) is dict else "V,..."
@@ -259,8 +237,7 @@ def parse_args(
         fn: the component function.
         argv: its command line, e.g. ``["--msg", "hi"]``.
         defaults: string defaults replacing the declared ones (``.torchxconfig``).
-        config: values given as data (``run --stdin``'s ``component_args``), winning over
-            ``argv`` and ``defaults``; a string is decoded as command-line text.
+        config: values given as data (``run --stdin``), winning over ``argv`` and ``defaults``.
 
     Raises:
         ComponentUsageError: an argument is missing or unknown.
@@ -301,7 +278,6 @@ def parse_args(
 
 
 def _fits(value: Any, tp: Any) -> bool:
-    """Whether ``value`` is of the supported type ``tp`` (see :func:`_supported`)."""
     args = typing.get_args(tp)
     if typing.get_origin(tp) is list:
         return isinstance(value, list | tuple) and all(_fits(item, args[0]) for item in value)
@@ -313,11 +289,7 @@ def _fits(value: Any, tp: Any) -> bool:
 
 
 def _check_data_value(fn_name: str, name: str, annotation: Any, value: Any) -> None:
-    """Refuse a non-string value given as data that lacks the parameter's type.
-
-    Raises:
-        ComponentValidationException: the value does not have the type.
-    """
+    """Refuse a non-string value given as data that lacks the parameter's type."""
     tp, optional = _unwrap_optional(annotation)
     if isinstance(value, str) or (value is None and optional) or _fits(value, tp):
         return
@@ -338,15 +310,14 @@ def materialize_appdef(
     """Parse ``argv`` as ``fn``'s command line and return ``fn(...)`` (``torchx.specs.builders``).
 
     Args:
-        fn: the component function (annotated, Google-style docstring, returns AppDef).
+        fn: the component function.
         argv: its arguments, e.g. ``["--msg", "hi"]``.
         defaults: string defaults replacing the declared ones (``.torchxconfig``).
         config: values given as data; see :func:`parse_args`.
 
     Raises:
         ComponentUsageError: an argument is missing or unknown (``SystemExit(2)`` too).
-        ComponentValidationException: ``fn`` is an ``async def``, an argument is malformed,
-            or ``fn`` did not return an ``AppDef``.
+        ComponentValidationException: ``fn`` is async, an argument bad, or no AppDef returned.
         SystemExit: ``--help`` was given.
         Exception: whatever the component raises.
     """

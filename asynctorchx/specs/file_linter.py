@@ -1,10 +1,4 @@
-"""The component linter (``torchx.specs.file_linter``): check a component without running it.
-
-Rules: a Google-style docstring describing every argument (a warning); every parameter
-annotated with a type :mod:`~asynctorchx.specs.builders` parses (``str``, ``int``,
-``float``, ``bool``, ``list[P]``, ``dict[P, P]``, ``dict[P, list[P]]``, optional of one);
-no ``**kwargs``; a plain ``def`` returning ``AppDef``.
-"""
+"""The component linter (``torchx.specs.file_linter``): check a component without running it."""
 
 from __future__ import annotations
 
@@ -44,7 +38,6 @@ class LinterMessage:
 
 
 def _name_of(node: ast.expr) -> str | None:
-    """``str`` for ``str``, ``List`` for ``typing.List``, else ``None``."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
@@ -53,7 +46,7 @@ def _name_of(node: ast.expr) -> str | None:
 
 
 def _check_type(node: ast.expr, *, allow_optional: bool = True) -> str | None:
-    """Why the annotation ``node`` is not supported, or ``None``; ``Optional`` only outermost."""
+    """Why the annotation is not supported, or ``None``; ``Optional`` only outermost."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         parsed = _parse_annotation(node.value)
         if parsed is None:
@@ -72,7 +65,6 @@ def _check_type(node: ast.expr, *, allow_optional: bool = True) -> str | None:
 
 
 def _check_union(members: list[ast.expr], allow_optional: bool, refused: str) -> str | None:
-    """Check a union: only ``T`` with ``None``; ``refused`` starts the message otherwise."""
     rest = [m for m in members if not (isinstance(m, ast.Constant) and m.value is None)]
     if allow_optional and len(rest) == 1 and len(members) == 2:
         return _check_type(rest[0], allow_optional=False)
@@ -80,7 +72,6 @@ def _check_union(members: list[ast.expr], allow_optional: bool, refused: str) ->
 
 
 def _check_subscript(node: ast.Subscript, allow_optional: bool) -> str | None:
-    """Check ``Optional[T]``, ``Union[T, None]``, ``list[P]`` and ``dict[P, P]``."""
     base = _name_of(node.value)
     args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
     if base == "Optional" and allow_optional and len(args) == 1:
@@ -90,7 +81,7 @@ def _check_subscript(node: ast.Subscript, allow_optional: bool) -> str | None:
     if base in _LISTS or base in _DICTS:
         expected = 1 if base in _LISTS else 2
         if base in _DICTS and len(args) == 2 and _is_primitive_list(args[1]):
-            args = args[:1]  # dict[P, list[P]]: the values are lists of a primitive
+            args = args[:1]
             expected = 1
         if len(args) != expected or any(_name_of(arg) not in PRIMITIVES for arg in args):
             kind = "List" if base in _LISTS else "Dict"
@@ -100,7 +91,6 @@ def _check_subscript(node: ast.Subscript, allow_optional: bool) -> str | None:
 
 
 def _is_primitive_list(node: ast.expr) -> bool:
-    """``list[P]`` / ``List[P]`` with ``P`` a primitive."""
     return (
         isinstance(node, ast.Subscript)
         and _name_of(node.value) in _LISTS
@@ -109,7 +99,6 @@ def _is_primitive_list(node: ast.expr) -> bool:
 
 
 def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
-    """The parameters a component's command line gives: positional, ``*args``, keyword-only."""
     vararg = [func.args.vararg] if func.args.vararg is not None else []
     return [*func.args.posonlyargs, *func.args.args, *vararg, *func.args.kwonlyargs]
 
@@ -117,7 +106,6 @@ def _params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
 def _at(
     node: ast.arg | ast.stmt, name: str, description: str, severity: str = "error"
 ) -> LinterMessage:
-    """A message of the rule ``name`` about ``node``, at its line and column."""
     return LinterMessage(name, description, node.lineno, node.col_offset, severity)
 
 
@@ -140,7 +128,6 @@ def _check_args(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[LinterMess
 
 
 def _parse_annotation(text: str) -> ast.expr | None:
-    """The expression a string annotation holds, ``None`` when it does not parse."""
     try:
         return ast.parse(text, mode="eval").body
     except SyntaxError:
@@ -215,9 +202,7 @@ def validate_source(
 
 
 def read_conf_file(conf_file: str) -> str:
-    """Return the text of ``conf_file`` (UTF-8), as ``torchx.specs.file_linter.read_conf_file``.
-
-    :func:`check` looks it up at each call, so a test may patch it.
+    """Return the text of ``conf_file`` (UTF-8); :func:`check` calls it, so tests may patch it.
 
     Raises:
         OSError: the file cannot be read.
@@ -227,9 +212,7 @@ def read_conf_file(conf_file: str) -> str:
 
 
 def check(path: str, component_function: str) -> list[LinterMessage]:
-    """Return every finding, errors and warnings, for ``component_function`` in ``path``.
-
-    The file is parsed, never imported.
+    """Return every finding for ``component_function`` in ``path`` (parsed, never imported).
 
     Raises:
         OSError: the file cannot be read.
@@ -240,9 +223,7 @@ def check(path: str, component_function: str) -> list[LinterMessage]:
 
 
 def validate(path: str, component_function: str) -> list[LinterMessage]:
-    """Return the errors of ``component_function`` in ``path`` (``torchx.specs.file_linter``).
-
-    ``[]`` means a valid component; :func:`check` gives the warnings too.
+    """Return the errors of ``component_function`` in ``path``; ``[]``: valid (TorchX's).
 
     Raises:
         OSError: the file cannot be read.
@@ -276,8 +257,7 @@ class TorchXArgumentHelpFormatter(argparse.RawDescriptionHelpFormatter):
 def get_fn_docstring(fn: Callable[..., object]) -> tuple[str, dict[str, str]]:
     """Return ``(description, {parameter: help})`` from ``fn``'s Google-style docstring (TorchX's).
 
-    An undescribed parameter's help is ``" "``; without a docstring the description is a
-    tip; a docstring not in Google style is the description as written. Never raises.
+    An undescribed parameter's help is ``" "``. Never raises.
     """
     params = inspect.signature(fn).parameters
     helps = {name: " " for name in params}
