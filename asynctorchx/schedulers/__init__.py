@@ -1,9 +1,6 @@
-"""Schedulers: the async :class:`Scheduler` interface and the registry of backends.
+"""The async :class:`Scheduler` interface and the registry of backends (``torchx.schedulers``).
 
-Built-ins, in order (the first is the default): ``local_cwd``, ``local_dir``,
-``local_docker``, ``slurm``, ``kubernetes``; a plugin (:mod:`asynctorchx.plugins`) of a
-built-in's name replaces it, as in torchx-nightly. A backend is imported only when its
-factory is called or asked its capabilities, so ``local_cwd`` never imports aiodocker.
+A backend is imported only when its factory is called or asked its capabilities.
 """
 
 from __future__ import annotations
@@ -15,8 +12,7 @@ from asynctorchx.plugins import PluginType, registry
 from asynctorchx.schedulers._sync_adapter import SyncSchedulerAdapter, is_sync_scheduler
 from asynctorchx.schedulers.api import Capabilities, Scheduler, SchedulerFactory
 
-#: name -> (module of ``asynctorchx.schedulers``, factory, the class whose
-#: ``capabilities`` the factory exposes), imported on first use.
+#: name -> (module, factory, class whose ``capabilities`` it exposes); the first is the default
 _BUILTINS: dict[str, tuple[str, str, str]] = {
     "local_cwd": ("local_scheduler", "create_cwd_scheduler", "LocalScheduler"),
     "local_dir": ("local_scheduler", "create_dir_scheduler", "LocalScheduler"),
@@ -27,14 +23,7 @@ _BUILTINS: dict[str, tuple[str, str, str]] = {
 
 
 class _LazyFactory:
-    """A built-in factory: imports its backend module only when called (or asked its
-    :attr:`capabilities`).
-
-    Args:
-        module: the backend's module under ``asynctorchx.schedulers``.
-        factory: the factory function's name in it.
-        class_name: the name of the class the factory creates.
-    """
+    """A built-in factory that imports its backend module on first use."""
 
     def __init__(self, module: str, factory: str, class_name: str) -> None:
         self._module = f"asynctorchx.schedulers.{module}"
@@ -51,8 +40,7 @@ class _LazyFactory:
 
     @property
     def capabilities(self) -> Capabilities:
-        """The :class:`Capabilities` of the class this factory creates (its module is
-        imported, no scheduler is made)."""
+        """The :class:`Capabilities` of the class this factory creates, made without one."""
         found: Capabilities = getattr(
             importlib.import_module(self._module), self._class_name
         ).capabilities
@@ -60,16 +48,7 @@ class _LazyFactory:
 
 
 def get_scheduler_capabilities(factory: SchedulerFactory) -> Capabilities | None:
-    """Return what the schedulers ``factory`` creates support, without creating one.
-
-    The built-in factories expose their class's record. Any other factory (an entry
-    point's) may expose one as its ``capabilities`` attribute (``create_scheduler.
-    capabilities = MyScheduler.capabilities``; a scheduler class used as its own factory
-    has it already); without one the answer is ``None`` and the caller creates a
-    scheduler (and closes it) to ask it.
-
-    Args:
-        factory: a value of :func:`get_scheduler_factories`.
+    """Return ``factory``'s ``capabilities`` attribute, ``None`` without one (then ask a scheduler).
 
     Raises:
         ImportError: the backend module of a built-in cannot be imported.
@@ -79,15 +58,9 @@ def get_scheduler_capabilities(factory: SchedulerFactory) -> Capabilities | None
 
 
 def get_scheduler_factories(*, skip_defaults: bool = False) -> dict[str, SchedulerFactory]:
-    """Return scheduler name -> factory ``factory(session_name, **kwargs) -> Scheduler``.
+    """Return scheduler name -> factory: the plugins, then the built-ins they do not replace.
 
-    The registered plugins first (:func:`asynctorchx.plugins.registry`: the
-    ``@register.scheduler()`` functions of the namespace package
-    ``asynctorchx_plugins.schedulers`` and the entry point group
-    ``asynctorchx.schedulers``), then the built-ins they do not replace, as
-    torchx-nightly's ``torchx.schedulers.get_scheduler_factories``. The first entry is
-    the default scheduler. Plugins are found once per process
-    (``registry().clear()`` finds them again).
+    As torchx-nightly's ``get_scheduler_factories``; the first entry is the default.
 
     Args:
         skip_defaults: the plugins only, no built-in.

@@ -1,11 +1,4 @@
-"""Typed run options: :class:`StructuredOpts` (torchx-nightly's, ``torchx.schedulers.api``).
-
-A scheduler declares its run options once, as the fields of a ``@dataclass`` subclass
-(type, default, and the attribute docstring under each field as its help);
-:meth:`StructuredOpts.as_runopts` makes the :class:`~asynctorchx.specs.runopts` from
-them, so the options a scheduler checks and the typed view of them cannot drift.
-Public through :mod:`asynctorchx.schedulers.api`, TorchX's import path.
-"""
+"""Typed run options: torchx-nightly's ``StructuredOpts``, public through ``schedulers.api``."""
 
 from __future__ import annotations
 
@@ -26,12 +19,12 @@ from asynctorchx.specs.api import CfgVal, cases, runopt, runopts
 class _Option(NamedTuple):
     """One field of a :class:`StructuredOpts` class, as a run option."""
 
-    name: str  # the field's name
-    key: str  # the run option's name: the field's ``cfg_key`` metadata, else its name
-    type: Any  # the annotation, ``None`` taken out of an optional
+    name: str
+    key: str  # the field's ``cfg_key`` metadata, else its name
+    type: Any  # ``None`` taken out of an optional
     nested: bool  # a StructuredOpts group, flattened as ``<name>.<key>``
-    required: bool  # no default
-    default: Any  # the default (``None`` for a default factory or none)
+    required: bool
+    default: Any  # ``None`` for a default factory
 
 
 def _unwrap_optional(tp: Any) -> Any:
@@ -43,7 +36,6 @@ def _unwrap_optional(tp: Any) -> Any:
 
 
 def _is_group(tp: Any) -> bool:
-    """Whether ``tp`` is a subclass of :class:`StructuredOpts` (a nested group)."""
     return isinstance(tp, type) and issubclass(tp, StructuredOpts) and tp is not StructuredOpts
 
 
@@ -65,15 +57,13 @@ def _options(cls: type[StructuredOpts]) -> tuple[_Option, ...]:
 
 @functools.cache
 def _by_key(cls: type[StructuredOpts]) -> dict[str, _Option]:
-    """``cls``'s options by their run option name and by their field name."""
     table = {option.name: option for option in _options(cls)}
     table.update({option.key: option for option in _options(cls)})
     return table
 
 
 def _field_docstrings(cls: type) -> dict[str, str]:
-    """The attribute docstrings of ``cls``'s own fields, each on one line; ``{}`` when its
-    source cannot be read (a class made in an interactive session)."""
+    """``cls``'s own attribute docstrings on one line each; ``{}`` without source."""
     try:
         node = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
     except (OSError, TypeError, SyntaxError):
@@ -93,8 +83,7 @@ def _field_docstrings(cls: type) -> dict[str, str]:
 
 @functools.cache
 def _declared(cls: type[StructuredOpts]) -> tuple[tuple[str, runopt], ...]:
-    """The run options ``cls`` declares (see :meth:`StructuredOpts.as_runopts`), worked
-    out once per class: a scheduler's ``run_opts()`` runs at every dry run."""
+    """``cls``'s run options, cached because ``run_opts()`` runs at every dry run."""
     docs = cls.get_docstrings()
     declared: list[tuple[str, runopt]] = []
     for option in _options(cls):
@@ -110,54 +99,25 @@ def _declared(cls: type[StructuredOpts]) -> tuple[tuple[str, runopt], ...]:
 
 @dataclass
 class StructuredOpts(Mapping[str, CfgVal]):
-    """A scheduler's run options as a typed dataclass that is also a read-only ``cfg`` mapping.
+    """Run options as a ``@dataclass`` that is also a read-only ``cfg`` mapping (torchx-nightly).
 
-    torchx-nightly's ``torchx.schedulers.api.StructuredOpts``. Subclass it with
-    ``@dataclass``, one field per run option: its annotation is the option's type
-    (``str``, ``int``, ``float``, ``bool``, ``list[str]``, ``dict[str, str]``, any of them
-    ``| None``), its default the option's default (none: the option is required), and the
-    string under it its help. ``field(metadata={"cfg_key": "mail-user"})`` names an option
-    no field can be named; a field typed as another ``StructuredOpts`` is a group whose
-    options are named ``<field>.<option>`` (``k8s.context``). Fields starting with ``_``
-    are no options.
-
-    As a mapping its keys are the run option names (groups flattened), then the options
-    :meth:`from_cfg` was given that are no field; a key may be given in camelCase
-    (``opts["logDir"]``). ``a | b`` merges two into a ``dict``, ``b``'s values winning.
-    The built-in schedulers hand one to their ``_submit_dryrun`` and put it in
-    ``AppDryRunInfo.cfg``, as torchx-nightly does.
-
-    Example::
-
-        @dataclass
-        class MyOpts(StructuredOpts):
-            cluster: str
-            '''Cluster to submit to.'''
-            retries: int = 3
-            '''Times to retry a failed submission.'''
+    Each field is an option: its annotation the type, its default the default (none:
+    required), the string under it the help; ``metadata={"cfg_key": ...}`` renames it, a
+    ``StructuredOpts`` field is a group ``<field>.<option>``, an ``_`` field is none. Keys
+    may be camelCase; ``a | b`` merges into a ``dict``, ``b`` winning.
     """
 
     _extra_cfg: dict[str, CfgVal] = field(
         default_factory=dict, repr=False, compare=False, kw_only=True
     )
-    """The options given to :meth:`from_cfg` that are no field, kept so that reading
-    the options back loses none."""
+    """The options given to :meth:`from_cfg` that are no field."""
 
     @classmethod
     def from_cfg(cls, cfg: Mapping[str, CfgVal]) -> Self:
-        """Make an instance from a ``cfg`` mapping, e.g. a resolved one.
-
-        A field is read from its run option name, its field name or its camelCase
-        spelling (``hpcIdentity`` for ``hpc_identity``); a group's fields from the keys
-        with its prefix. Keys that are no field are kept (see the class). Values are not
-        checked: :meth:`runopts.resolve` of :meth:`as_runopts` does that.
-
-        Args:
-            cfg: run option name -> value.
+        """Make an instance from ``cfg`` (option, field or camelCase names); values unchecked.
 
         Raises:
-            InvalidRunConfigException: an option is given under two spellings with
-                different values; the message names both.
+            InvalidRunConfigException: an option is given under two spellings, two values.
             TypeError: a field without a default is missing from ``cfg``.
         """
         kwargs: dict[str, Any] = {}
@@ -222,19 +182,14 @@ class StructuredOpts(Mapping[str, CfgVal]):
         return True
 
     def __or__(self, other: StructuredOpts) -> dict[str, CfgVal]:
-        """Merge into a new ``cfg`` dict: ``self``'s options, then ``other``'s over them."""
+        """Merge into a new ``cfg`` dict, ``other``'s values winning."""
         return {**self, **other}
 
     @classmethod
     def get_docstrings(cls) -> dict[str, str]:
-        """Return field name -> help: each field's attribute docstring, on one line.
-
-        A group's fields are named ``<field>.<name>``; inherited fields are read from the
-        class that declares them. A field without a docstring has no entry.
-        """
+        """Return field name (``<group>.<name>`` in a group) -> its attribute docstring."""
         docs: dict[str, str] = {}
         for klass in reversed(cls.__mro__):
-            # a class declaring no public field (``StructuredOpts`` itself) has none to read
             own = vars(klass).get("__annotations__", {})
             if issubclass(klass, StructuredOpts) and any(not n.startswith("_") for n in own):
                 docs.update(_field_docstrings(klass))
@@ -247,13 +202,7 @@ class StructuredOpts(Mapping[str, CfgVal]):
 
     @classmethod
     def as_runopts(cls) -> runopts:
-        """Return the :class:`~asynctorchx.specs.runopts` the fields declare, in field order.
-
-        Each option's type is its field's annotation without ``None``, its default the
-        field's (``None`` for a default factory), required when the field has no default,
-        and its help the field's docstring (its name without one). A group's options
-        come as ``<field>.<option>``.
-        """
+        """Return the :class:`~asynctorchx.specs.runopts` the fields declare, in field order."""
         opts = runopts()
         for key, runopt_ in _declared(cls):
             opts.add(

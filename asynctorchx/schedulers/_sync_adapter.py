@@ -1,13 +1,4 @@
-"""A synchronous, TorchX-style scheduler behind the async :class:`Scheduler` interface.
-
-The Runner wraps each scheduler for which :func:`is_sync_scheduler` is true (a TorchX
-plugin ported by rewriting its imports, an object with TorchX's interface, a ``MagicMock``).
-A wrapped plain method runs in a worker thread under the adapter's limiter; one the wrapped
-object lacks or inherits from our base class runs as the base class's (``wait`` polls the
-wrapped ``describe``, as TorchX's ``Runner.wait`` does). A plain ``log_iter`` is advanced in
-a thread and closed (shielded) when the reader stops early. A task cancelled during a call
-waits for its thread. After ``close`` every call raises ``SchedulerClosedError``.
-"""
+"""A synchronous TorchX-style scheduler behind the async :class:`Scheduler` interface."""
 
 from __future__ import annotations
 
@@ -34,8 +25,7 @@ TORCHX_IO_METHODS = (
 
 
 def is_sync_scheduler(scheduler: object) -> bool:
-    """Whether a method of :data:`TORCHX_IO_METHODS` of ``scheduler`` (what a factory
-    returned) is a plain function: a ported ``def`` scheduler, a ``MagicMock``."""
+    """Whether a :data:`TORCHX_IO_METHODS` method of ``scheduler`` is a plain function."""
     if isinstance(scheduler, SyncSchedulerAdapter):
         return False
     methods = (getattr(scheduler, name, None) for name in TORCHX_IO_METHODS)
@@ -43,7 +33,7 @@ def is_sync_scheduler(scheduler: object) -> bool:
 
 
 def _parameters(function: Callable[..., Any] | None) -> Mapping[str, inspect.Parameter]:
-    """The parameters of ``function``; none when it has no signature (None, C code)."""
+    """The parameters of ``function``; none without a signature."""
     try:
         return inspect.signature(function).parameters  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -51,9 +41,7 @@ def _parameters(function: Callable[..., Any] | None) -> Mapping[str, inspect.Par
 
 
 def _capabilities_of(scheduler: Any) -> Capabilities:
-    """The record of the scheduler class ``type(scheduler)`` (every default where it has
-    none, as TorchX 0.7.0), with its instance's ``run_opts``, and a workspace build where
-    the class has TorchX's ``build_workspace_and_update_role`` of its own."""
+    """The class's record (defaults as TorchX 0.7.0), its ``run_opts`` and its own build."""
     declared = getattr(type(scheduler), "capabilities", None)
     caps = declared if isinstance(declared, Capabilities) else Capabilities()
     build = getattr(type(scheduler), "build_workspace_and_update_role", None)
@@ -66,18 +54,15 @@ def _capabilities_of(scheduler: Any) -> Capabilities:
 
 
 class SyncSchedulerAdapter(Scheduler[Any]):
-    """Our async :class:`Scheduler` interface over a synchronous TorchX-style scheduler.
+    """The async :class:`Scheduler` interface over a synchronous TorchX-style scheduler.
 
-    Its :attr:`capabilities` are made once, from the wrapped scheduler's class (every
-    default when it declares none, as TorchX 0.7.0) and its ``run_opts()``.
+    Plain methods run in worker threads; missing ones are the base class's (``wait`` polls
+    ``describe``); after ``close`` a call raises ``SchedulerClosedError``.
 
     Args:
-        scheduler: the synchronous scheduler (:attr:`scheduler`); its ``backend`` and
-            ``session_name`` when they are strings, else its class name and ``""``.
-        max_threads: calls that may run at once, each in a worker thread (>= 1); ``1``
-            serializes them as a single-threaded TorchX program does.
-        poll_interval: seconds between two polls of ``describe`` for ``wait`` (> 0);
-            ``None``: the wrapped scheduler's ``poll_interval``, else 1.0.
+        scheduler: the synchronous scheduler; its ``backend`` and ``session_name`` are used.
+        max_threads: calls running at once, each in a worker thread (>= 1).
+        poll_interval: seconds between polls for ``wait``; ``None``: the wrapped one's, or 1.
 
     Raises:
         ValueError: ``max_threads`` is below 1, or ``poll_interval`` is not positive.
@@ -100,27 +85,25 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         if poll_interval is None and isinstance(wrapped, (int, float)) and wrapped > 0:
             poll_interval = float(wrapped)
         self.poll_interval = poll_interval or self.poll_interval
-        #: The synchronous scheduler this adapter calls.
         self.scheduler = scheduler
         self.capabilities = _capabilities_of(scheduler)
         self._limiter = anyio.CapacityLimiter(max_threads)
         self._closed = False
 
     def _own(self, name: str, *, torchx: bool = True) -> Callable[..., Any] | None:
-        """The wrapped own ``name`` (``torchx=False``: only on a subclass of ours), or None."""
+        """The wrapped object's own ``name`` (``torchx=False``: only ours), or None."""
         method = getattr(self.scheduler, name, None)
         inherited = getattr(method, "__func__", None) is Scheduler.__dict__.get(name)
         foreign = not torchx and not isinstance(self.scheduler, Scheduler)
         return None if foreign or inherited or not callable(method) else method
 
     async def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """:meth:`_run`, unless the adapter is closed."""
         if self._closed:
             raise SchedulerClosedError(f"SyncSchedulerAdapter({self.scheduler!r}) is closed")
         return await self._run(method, *args, **kwargs)
 
     async def _run(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Await ``method(*args, **kwargs)``, in a worker thread unless a coroutine."""
+        """Await ``method``, in a worker thread unless a coroutine."""
         if inspect.iscoroutinefunction(method):
             return await method(*args, **kwargs)
         call = functools.partial(method, *args, **kwargs)
@@ -128,8 +111,7 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         return await result if inspect.isawaitable(result) else result
 
     async def _delegate(self, name: str, *args: Any, torchx: bool = True, **kwargs: Any) -> Any:
-        """Call the wrapped object's own ``name``, else the base class's on the adapter
-        (``NotImplementedError`` for one the base class leaves abstract)."""
+        """Call the wrapped object's own ``name``, else the base class's."""
         if (method := self._own(name, torchx=torchx)) is not None:
             return await self._call(method, *args, **kwargs)
         if name in ("schedule", "describe", "list", "_cancel_existing"):
@@ -137,7 +119,7 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         return await getattr(super(), name)(*args, **kwargs)
 
     async def close(self) -> None:
-        """Close the wrapped scheduler (its own ``close``, if it has one), once."""
+        """Close the wrapped scheduler once."""
         if not self._closed:
             self._closed = True  # before the call: no other call starts from now on
             if (method := self._own("close")) is not None:
@@ -151,7 +133,7 @@ class SyncSchedulerAdapter(Scheduler[Any]):
             validate(*(app, scheduler, cfg)[: 3 if many else len(params)])
 
     def dryrun_resolved(self, app: AppDef, resolved: Mapping[str, CfgVal]) -> AppDryRunInfo[Any]:
-        """Ours: our steps; else ``validate_app``, then as TorchX's ``Runner.dryrun`` asks."""
+        """Our steps for ours; else ``validate_app``, then as TorchX's ``Runner.dryrun``."""
         if isinstance(self.scheduler, Scheduler):
             return super().dryrun_resolved(app, resolved)
         validate_app(app)
@@ -164,7 +146,6 @@ class SyncSchedulerAdapter(Scheduler[Any]):
     async def build_workspace_and_update_role(
         self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
     ) -> None:
-        """Call the wrapped ``build_workspace_and_update_role`` if it has its own."""
         if (method := self._own("build_workspace_and_update_role")) is not None:
             await self._call(method, role, workspace, cfg)
 
@@ -181,20 +162,17 @@ class SyncSchedulerAdapter(Scheduler[Any]):
         return cast("list[ListAppResponse]", await self._delegate("list"))
 
     async def _cancel_existing(self, app_id: str) -> None:
-        """The wrapped own ``cancel`` (called for a running app only, as TorchX's
-        ``Runner.cancel`` does), else its ``_cancel_existing``."""
+        """The wrapped own ``cancel`` (as TorchX's ``Runner.cancel``), else ``_cancel_existing``."""
         name = "cancel" if self._own("cancel") else "_cancel_existing"
         await self._delegate(name, app_id)
 
     async def delete(self, app_id: str) -> None:
-        """The wrapped ``delete`` of our interface, else our base class's."""
         await self._delegate("delete", app_id, torchx=False)
 
     async def _log_blocks(
         self, app_id: str, query: LogQuery, start: LogPosition
     ) -> AsyncIterator[LogBlock]:
-        """:meth:`log_iter`'s lines from the ``start``-th on, a line a block (a resume reads
-        the log again)."""
+        """:meth:`log_iter`'s lines from the ``start``-th on, one per block."""
         if not isinstance(start, int):
             raise ValueError(f"{start!r} is not a position of this log: give 0 or a line index")
         args = (query.role_name, query.k, query.regex, query.since, query.until)
@@ -207,9 +185,7 @@ class SyncSchedulerAdapter(Scheduler[Any]):
                 index += 1
 
     async def log_iter(self, app_id: str, *args: Any, **kwargs: Any) -> AsyncIterator[str]:
-        """The wrapped ``log_iter``'s lines, as they are (it applies TorchX's arguments)."""
-        # ours inherits the base class's log_iter, on its _log_blocks; an async generator
-        # function or the base's log_iter gives an async iterator, made in the thread
+        """The wrapped ``log_iter``'s lines, as they are."""
         method = self._own("log_iter") or self.scheduler.log_iter
         lines = await self._call(method, app_id, *args, **kwargs)
         if hasattr(lines, "__anext__"):

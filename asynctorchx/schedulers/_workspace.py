@@ -1,8 +1,4 @@
-"""Building ``Role.workspace`` and the runner's ``workspace=`` into role images.
-
-A workspace of several projects, or one mapped to a sub-directory (TorchX's later
-``Workspace``), is first laid out in a temporary directory, removed once the build returns.
-"""
+"""Building ``Role.workspace`` and the runner's ``workspace=`` into role images."""
 
 from __future__ import annotations
 
@@ -22,17 +18,7 @@ if TYPE_CHECKING:
 
 
 def role_workspaces(app: AppDef, workspace: Workspace | str | None) -> list[tuple[Role, Workspace]]:
-    """Return the roles to build, each with its workspace, in role order.
-
-    ``workspace`` (the ``Runner.run`` argument) is role 0's, over role 0's own
-    ``workspace``, as torchx-nightly's ``Runner.dryrun`` decides; the other roles build
-    their own. ``None`` or ``""`` leaves role 0 its own.
-
-    Args:
-        app: the app.
-        workspace: the ``workspace`` given to the runner (text as
-            :meth:`Workspace.from_str` reads it, a directory, or a :class:`Workspace`),
-            or ``None``.
+    """The roles to build with their workspaces; ``workspace`` overrides role 0's (torchx-nightly).
 
     Raises:
         ValueError: ``workspace`` is text :meth:`Workspace.from_str` refuses.
@@ -47,16 +33,11 @@ def role_workspaces(app: AppDef, workspace: Workspace | str | None) -> list[tupl
 
 
 def _expand_user(path: str) -> str:
-    """``path`` with a leading ``~`` expanded (reads ``$HOME``; no file system access)."""
     return os.path.expanduser(path)
 
 
 def _copy_projects(projects: Mapping[str, str], root: str) -> None:
-    """Copy each project (a file or a directory) to its sub-directory of ``root``.
-
-    Raises:
-        FileNotFoundError: a project does not exist.
-    """
+    """Copy each project (a file or a directory) to its sub-directory of ``root``."""
     for src, dst in projects.items():
         source = Path(src).expanduser()
         if not source.exists():
@@ -75,20 +56,9 @@ async def build_workspaces(
     workspace: Workspace | str | None,
     cfg: Mapping[str, CfgVal],
 ) -> None:
-    """Build the workspaces of :func:`role_workspaces` into their roles' images.
+    """Build :func:`role_workspaces` into the roles' images, one build per (image, workspace).
 
-    Roles with the same image and the same workspace share one build (torchx-nightly's
-    build cache across roles, keyed as its ``Runner.build_workspace``): the later ones
-    get the image the first build gave.
-
-    Args:
-        sched: the scheduler that builds.
-        app: the app, whose roles' images are updated in place.
-        workspace: the ``workspace`` given to the runner, as :func:`role_workspaces`.
-        cfg: the resolved run options.
-
-    Raises:
-        as :func:`build_workspace`.
+    The cache across roles is torchx-nightly's ``Runner.build_workspace``'s.
     """
     built: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
     for role, role_workspace in role_workspaces(app, workspace):
@@ -102,17 +72,10 @@ async def build_workspaces(
 async def build_workspace(
     sched: Scheduler[Any], role: Role, workspace: Workspace, cfg: Mapping[str, CfgVal]
 ) -> None:
-    """Build ``workspace`` into ``role``'s image with ``sched``.
-
-    Args:
-        sched: the scheduler that builds (its ``build_workspace_and_update_role``).
-        role: the role whose image is updated.
-        workspace: what to build.
-        cfg: the resolved run options.
+    """Build ``workspace`` into ``role``'s image; a mapped one is copied to a temporary directory.
 
     Raises:
         FileNotFoundError: a project of a mapped workspace does not exist.
-        Exception: whatever the scheduler's build raises.
     """
     if workspace.is_unmapped_single_project():
         path = _expand_user(next(iter(workspace.projects)))
