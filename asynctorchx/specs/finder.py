@@ -1,10 +1,6 @@
-"""Find components by name (``torchx.specs.finder``).
+"""Find components by name: a builtin, ``<prefix>.<module>.<fn>``, or ``file.py:fn`` (TorchX's).
 
-A name is a builtin (``utils.echo``), ``<prefix>.<module>.<function>`` for a module
-registered under the entry point group ``asynctorchx.components`` (a prefix starting
-with ``_`` adds nothing), or ``path/to/file.py:function``. Registered components are
-merged over the builtins. :func:`get_component` imports only the module a name points
-to, so a broken plugin breaks only its own names.
+Only the module a name points to is imported, so a broken plugin breaks only its own names.
 """
 
 from __future__ import annotations
@@ -61,12 +57,11 @@ class ComponentDef:
 
     @property
     def fn_name(self) -> str:
-        """The name of the component function (``echo`` for ``utils.echo``), as TorchX's."""
+        """The component function's name (``echo`` for ``utils.echo``)."""
         return self.name.rpartition(":" if ":" in self.name else ".")[2]
 
 
 def _iter_modules(base: ModuleType) -> list[ModuleType]:
-    """``base`` and all its submodules, recursively (regular packages only)."""
     modules = [base]
     if hasattr(base, "__path__"):
         for info in pkgutil.walk_packages(base.__path__, prefix=f"{base.__name__}."):
@@ -101,8 +96,7 @@ def _component_def(
     name: str,
     errors: list[str] | None = None,
 ) -> ComponentDef:
-    """The component ``name``: ``fn``, defined in ``module`` as ``fn_name``, linted unless
-    its linter ``errors`` are given."""
+    """The component ``name``, linted unless its ``errors`` are given."""
     path = getattr(module, "__file__", None)
     return ComponentDef(
         name=name,
@@ -115,7 +109,6 @@ def _component_def(
 
 
 def _is_candidate(fn: object, module: ModuleType, fn_name: str) -> TypeGuard[Callable[..., AppDef]]:
-    """A public function defined in ``module`` itself, not one it imports."""
     return (
         inspect.isfunction(fn) and not fn_name.startswith("_") and fn.__module__ == module.__name__
     )
@@ -133,7 +126,6 @@ def _components_of(base: ModuleType, prefix: str) -> dict[str, ComponentDef]:
 
 
 def _submodule(base: ModuleType, rel: str) -> ModuleType | None:
-    """The submodule ``rel`` of ``base`` as :func:`_iter_modules` finds it, else ``None``."""
     module = base
     for part in rel.split(".") if rel else []:
         path = getattr(module, "__path__", None)
@@ -144,7 +136,6 @@ def _submodule(base: ModuleType, rel: str) -> ModuleType | None:
 
 
 def _component_in(base: ModuleType, rest: str, name: str) -> ComponentDef | None:
-    """The component ``name`` (``rest`` without its prefix), importing only its module."""
     rel, _, fn_name = rest.rpartition(".")
     module = _submodule(base, rel) if fn_name else None
     if module is None:
@@ -184,8 +175,6 @@ class ModuleComponentsFinder(ComponentsFinder):
 class CustomComponentsFinder(ComponentsFinder):
     """The component ``function_name`` of the file ``filepath`` (``torchx.specs.finder``).
 
-    Unlike TorchX, the file is imported as a module of its own.
-
     Args:
         filepath: the Python file.
         function_name: the top-level function in it.
@@ -199,26 +188,21 @@ class CustomComponentsFinder(ComponentsFinder):
         """Return ``[component]``.
 
         Raises:
-            ComponentNotFoundException: the file does not exist or does not define
-                the function at its top level.
+            ComponentNotFoundException: no such file, or no such top-level function.
         """
         return [_load_file(self._filepath, self._function_name)]
 
 
 def _entry_point_module(entry_point: EntryPoint) -> ModuleType:
-    """The module an ``asynctorchx.components`` entry point names (imported)."""
     loaded = entry_point.load()
     return loaded if isinstance(loaded, ModuleType) else importlib.import_module(entry_point.value)
 
 
 def _entry_point_prefix(entry_point: EntryPoint) -> str:
-    """The name prefix of an entry point's components: its name, none when it starts
-    with ``_``."""
     return "" if entry_point.name.startswith("_") else entry_point.name
 
 
 def _load_components() -> dict[str, ComponentDef]:
-    """Scan the builtins and the entry points (TorchX's private name); kept until :func:`reload`."""
     components = _components_of(importlib.import_module(BUILTINS_PACKAGE), "")
     for entry_point in entrypoints.entry_points(ENTRY_POINT_GROUP):
         module = _entry_point_module(entry_point)
@@ -227,7 +211,6 @@ def _load_components() -> dict[str, ComponentDef]:
 
 
 def _find_component(name: str) -> ComponentDef | None:
-    """The component ``name`` as :func:`_load_components` gives it, importing only its module."""
     for entry_point in reversed(list(entrypoints.entry_points(ENTRY_POINT_GROUP))):
         prefix = _entry_point_prefix(entry_point)
         if prefix and not name.startswith(prefix + "."):
@@ -239,8 +222,7 @@ def _find_component(name: str) -> ComponentDef | None:
     return _component_in(importlib.import_module(BUILTINS_PACKAGE), name, name)
 
 
-#: The components found by the last scan, until :func:`reload` (TorchX's
-#: ``torchx.specs.finder._components``: code that resets it to ``None`` still works).
+#: The last scan (TorchX's name: code that resets it to ``None`` still works).
 _components: dict[str, ComponentDef] | None = None
 
 
@@ -263,11 +245,7 @@ def get_components() -> dict[str, ComponentDef]:
 
 
 def _load_file(file_part: str, fn_name: str, name: str | None = None) -> ComponentDef:
-    """Import ``fn_name`` from the file ``file_part`` unless the linter finds errors.
-
-    Raises:
-        ComponentNotFoundException: no such file or top-level function, or no importable module.
-    """
+    """Import ``fn_name`` from the file ``file_part`` unless the linter finds errors."""
     name = name or f"{file_part}:{fn_name}"
     path = Path(file_part).expanduser()
     if not path.is_file():
@@ -316,8 +294,7 @@ def get_component(name: str) -> ComponentDef:
     """Return the component called ``name``: ``utils.echo``, a registered name, or ``file.py:fn``.
 
     Raises:
-        ComponentNotFoundException: no such component (the message suggests close names),
-            or the file or function does not exist.
+        ComponentNotFoundException: no such component, file or function.
         ComponentValidationException: the function breaks a component rule (listed).
     """
     file_part, colon, fn_name = name.rpartition(":")
@@ -328,10 +305,10 @@ def get_component(name: str) -> ComponentDef:
         )
     if colon:
         component: ComponentDef | None = _load_file(file_part, fn_name, name)
-    else:  # the last scan when there is one (TorchX's cache); else only where the name points
+    else:
         component = _components.get(name) if _components is not None else _find_component(name)
     if component is None:
-        components = _all_components()  # to suggest close names (or a name found only so)
+        components = _all_components()
         component = components.get(name)
     if component is None:
         import difflib
@@ -357,14 +334,13 @@ def _defined_names(node: ast.stmt) -> set[str]:
 
 
 def _used_names(node: ast.AST) -> set[str]:
-    """The global names ``node`` reads (names it also assigns are its own locals)."""
     names = [n for n in ast.walk(node) if isinstance(n, ast.Name)]
     stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
     return {n.id for n in names if isinstance(n.ctx, ast.Load)} - stored
 
 
 def _helpers_of(module_source: str, fn_name: str) -> list[str]:
-    """The sources of the module-level definitions ``fn_name`` uses, transitively, in file order."""
+    """The module-level definitions ``fn_name`` uses, transitively, in file order."""
     tree = ast.parse(module_source)
     definitions = {
         name: node
@@ -386,8 +362,7 @@ def _helpers_of(module_source: str, fn_name: str) -> list[str]:
 def get_builtin_source(name: str) -> str:
     """Return the source of the component ``name``, to copy into a file (``torchx.specs.finder``).
 
-    The file's imports, then the module-level helpers the component uses (TorchX leaves them
-    out), then the function.
+    The file's imports, then the module-level helpers the component uses, then the function.
 
     Raises:
         ComponentNotFoundException: no component has that name.

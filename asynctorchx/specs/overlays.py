@@ -1,11 +1,6 @@
 """Overlays: request fields no ``AppDef`` or ``Role`` attribute sets (``torchx.specs.overlays``).
 
-An overlay is stored in ``metadata[namespace][kind]`` by :func:`set_overlay` and merged
-into the scheduler's request by :func:`apply_overlay`: dicts merge, lists append, a
-tuple replaces a list, anything else replaces; a dict meeting a non-dict (or a list a
-non-list) is a ``TypeError``. :func:`PUT` replaces a field, :func:`JOIN` merges list
-items sharing a key, :func:`DEL` removes a field. File URIs and dataclass overlays
-raise ``TypeError``.
+Dicts merge, lists append, a tuple replaces a list, anything else replaces.
 """
 
 from __future__ import annotations
@@ -28,21 +23,12 @@ class _HasMetadata(Protocol):
 
 
 def PUT(key: str) -> str:
-    """An overlay key that replaces the field ``key`` instead of merging into it.
-
-    Args:
-        key: the field's name.
-    """
+    """An overlay key that replaces the field ``key`` instead of merging into it."""
     return _PUT + key
 
 
 def JOIN(key: str, *, on: str) -> str:
-    """An overlay key merging the list ``key`` item by item, matching items on ``on``.
-
-    Args:
-        key: the list field's name.
-        on: the field identifying an item (``name`` for containers).
-    """
+    """An overlay key merging the list ``key`` item by item, matching items on the field ``on``."""
     return f"{_JOIN}{key}:{on}"
 
 
@@ -60,7 +46,6 @@ def _field(key: str) -> str:
 
 
 def _drop(base: dict[str, Any], field: str, keep: str | None = None) -> None:
-    """Remove every key of ``base`` for ``field`` (plain or operator), except ``keep``."""
     for key in [key for key in base if _field(key) == field and key != keep]:
         del base[key]
 
@@ -118,7 +103,7 @@ def _apply(base: dict[str, Any], overlay: Mapping[str, Any], resolve: bool) -> N
         elif resolve and key.startswith(_PUT):
             _drop(base, field)
             base[field] = copy.deepcopy(value)
-        else:  # a plain key; unresolved PUT and DEL are kept as they are
+        else:  # unresolved PUT and DEL are kept for apply_overlay
             _drop(base, field, keep=key)
             if key.startswith((_PUT, _DEL)):
                 base[key] = copy.deepcopy(value)
@@ -145,7 +130,7 @@ def set_overlay(
         target: a ``Role`` or ``AppDef``.
         namespace: the scheduler's name (``kubernetes``).
         kind: the request type (``V1Pod``).
-        overlay: the overlay dict; operator keys are kept for :func:`apply_overlay`.
+        overlay: the overlay dict.
 
     Raises:
         TypeError: ``overlay`` is not a dict, or does not merge with the stored one.
@@ -172,8 +157,7 @@ def get_overlay(
         target: a ``Role`` or ``AppDef``.
         namespace: the scheduler's name.
         kind: the request type.
-        flat_fallback: take a ``metadata[namespace]`` not written by :func:`set_overlay` as
-            the overlay itself.
+        flat_fallback: take a ``metadata[namespace]`` not from :func:`set_overlay` as the overlay.
 
     Raises:
         TypeError: ``metadata[namespace]`` is a string (overlay files are not supported).
@@ -213,7 +197,7 @@ def validate_overlay(
         suggestion: appended to the message about ``forbidden_keys``.
 
     Raises:
-        ValueError: a field is in ``blocklist`` or ``forbidden_keys``; the message names it.
+        ValueError: a field is in ``blocklist`` or ``forbidden_keys``.
     """
     fields = [_field(key) for key in overlay]
     blocked = [field for field in fields if field in (blocklist or [])]
@@ -227,13 +211,7 @@ def validate_overlay(
 
 @attrs.frozen
 class OverlaySpec:
-    """One overlay kind of a scheduler: its namespace, kind and blocked fields.
-
-    Args:
-        namespace: the scheduler's name.
-        kind: the request type.
-        blocklist: fields set through ``Role``/``AppDef`` attributes instead.
-    """
+    """One overlay kind of a scheduler: its namespace, request type and blocked fields."""
 
     namespace: str
     kind: str
