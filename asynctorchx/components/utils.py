@@ -18,11 +18,7 @@ def _small_app(
     replicas: int = 1,
     mounts: list[str] | None = None,
 ) -> AppDef:
-    """An app of one role named ``name``, each replica on 1 CPU and 1024 MB (TorchX's figures).
-
-    Raises:
-        ValueError: a mount in ``mounts`` is malformed (:func:`parse_mounts`).
-    """
+    """An app of one role named ``name``, each replica on 1 CPU and 1024 MB (TorchX's figures)."""
     role = Role(
         name=name,
         image=image,
@@ -70,9 +66,6 @@ def sh(
 ) -> AppDef:
     """Runs the provided command via sh (``sh -c '<args, each shell-quoted, joined>'``).
 
-    Environment variables in the arguments are not expanded (each argument is quoted);
-    to expand them pass one argument to a nested shell, e.g. ``sh -c 'echo $HOME'``.
-
     Args:
         args: the command and its arguments
         image: image to use
@@ -83,8 +76,7 @@ def sh(
         h: a registered named resource (if specified takes precedence over cpu, gpu, memMB)
         env: environment variables to be passed to the run (e.g. ENV1=v1,ENV2=v2,ENV3=v3)
         max_retries: the number of scheduler retries allowed
-        mounts: mounts to mount into the worker environment/container
-            (ex. type=<bind/volume>,src=/host,dst=/job[,readonly]).
+        mounts: mounts into the worker (ex. type=<bind/volume>,src=/host,dst=/job[,readonly])
     """
     env = dict(env or {})
     env.setdefault("LOGLEVEL", os.getenv("LOGLEVEL", "WARNING"))
@@ -116,11 +108,7 @@ def python(
     num_replicas: int = 1,
     mounts: list[str] | None = None,
 ) -> AppDef:
-    """Runs ``python`` with the given module, command or script.
-
-    Use ``--`` to separate the component's arguments from the program's
-    (``asynctorchx run utils.python -m foo.main -- --lr 0.1``). ``h`` (a named
-    resource) wins over ``cpu``, ``gpu`` and ``memMB``.
+    """Runs ``python`` with the given module, command or script (``--`` ends the component's args).
 
     Args:
         args: arguments passed to the program in sys.argv[1:] (ignored with `--c`)
@@ -134,12 +122,10 @@ def python(
         memMB: cpu memory in MB per replica
         h: a registered named resource (if specified takes precedence over cpu, gpu, memMB)
         num_replicas: number of copies to run (each on its own container)
-        mounts: mounts to mount into the worker environment/container
-            (ex. type=<bind/volume>,src=/host,dst=/job[,readonly]).
+        mounts: mounts into the worker (ex. type=<bind/volume>,src=/host,dst=/job[,readonly])
 
     Raises:
-        ValueError: not exactly one of ``m``, ``c`` and ``script`` is given, or a
-            malformed mount.
+        ValueError: not exactly one of ``m``, ``c`` and ``script``, or a malformed mount.
     """
     given = [flag for flag, value in (("-m", m), ("-c", c), ("--script", script)) if value]
     if len(given) != 1:
@@ -199,8 +185,7 @@ def binary(
     return AppDef(name=name, roles=[role])
 
 
-# Copies sys.argv[1] to sys.argv[2]: through fsspec when it is installed (so URLs such as
-# s3://... work, as in TorchX), else as local files. No `$` in it: args are macro-substituted.
+# fsspec when installed (URLs work, as in TorchX); no `$` in it: args are macro-substituted
 _COPY_PROGRAM = """\
 import shutil, sys
 src, dst = sys.argv[1], sys.argv[2]
@@ -214,11 +199,7 @@ else:
 print(f"copied {src} -> {dst}")
 """
 
-# Evaluates the booth function and writes {"booth_eval": value}, JSON indented by 2, to
-# the file <tracker_base>/<trial_idx>: what TorchX's booth app writes through
-# `FsspecResultTracker(tracker_base)[trial_idx] = ...` (torchx.runtime.tracking), and where
-# that tracker reads it back. Through fsspec's mapper when fsspec is installed (URLs such
-# as s3://... work), else as a local file.
+# writes what TorchX's FsspecResultTracker(tracker_base)[trial_idx] reads back
 _BOOTH_PROGRAM = """\
 import json, os, sys
 x1, x2, trial, base = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -237,17 +218,13 @@ print(f"booth({x1}, {x2}) = {value} -> {base.rstrip('/')}/{trial}")
 
 
 def copy(src: str, dst: str, image: str = IMAGE, mounts: list[str] | None = None) -> AppDef:
-    """Copies the file ``src`` to ``dst`` (no directories, not recursive).
-
-    ``src`` and ``dst`` are local paths, or any fsspec URL when fsspec is installed
-    where the job runs.
+    """Copies the file ``src`` to ``dst``: local paths, or fsspec URLs where fsspec is installed.
 
     Args:
         src: the source file location
         dst: the destination file location
         image: the image that contains the copy app
-        mounts: mounts to mount into the worker environment/container
-            (ex. type=<bind/volume>,src=/host,dst=/job[,readonly]).
+        mounts: mounts into the worker (ex. type=<bind/volume>,src=/host,dst=/job[,readonly])
 
     Raises:
         ValueError: a malformed mount.
@@ -263,12 +240,7 @@ def booth(
     tracker_base: str = "/tmp/torchx-util-booth",
     image: str = IMAGE,
 ) -> AppDef:
-    """Evaluates the booth function, ``f(x1, x2) = (x1 + 2*x2 - 7)^2 + (2*x1 + x2 - 5)^2``.
-
-    The result is written as ``{"booth_eval": f}`` (JSON) to the file
-    ``{tracker_base}/{trial_idx}``, so that TorchX's
-    ``FsspecResultTracker(tracker_base)[trial_idx]`` (``torchx.runtime.tracking``)
-    reads it, as it reads what TorchX's booth app writes.
+    """Evaluates the booth function into ``{tracker_base}/{trial_idx}`` (TorchX's tracker reads it).
 
     Args:
         x1: x1
