@@ -1,8 +1,4 @@
-"""``ComponentTestCase`` for testing components (``torchx.components.component_test_base``).
-
-:meth:`ComponentTestCase.run_component` runs its own event loop: call it from a plain
-test, not from a running loop.
-"""
+"""``ComponentTestCase`` for testing components (``torchx.components.component_test_base``)."""
 
 from __future__ import annotations
 
@@ -43,9 +39,9 @@ class ComponentTestCase(unittest.TestCase):
             raise self.failureException(f"module {module.__name__!r} has no __file__")
         component = get_component(f"{os.path.abspath(path)}:{function_name}")
         try:
-            with contextlib.redirect_stdout(io.StringIO()):  # the help text itself
+            with contextlib.redirect_stdout(io.StringIO()):
                 create_args_parser(component.fn).parse_args(["--help"])
-        except SystemExit:  # argparse printed the help and exited: the parser is whole
+        except SystemExit:
             return
         raise self.failureException(f"`{function_name} --help` did not exit")
 
@@ -58,7 +54,7 @@ class ComponentTestCase(unittest.TestCase):
         interval: float = 0.1,
         timeout: float | None = None,
     ) -> AppStatus | None:
-        """Run ``component(**args)`` on ``scheduler`` and wait for it to end.
+        """Run ``component(**args)`` on ``scheduler`` and wait for it; runs its own event loop.
 
         Args:
             component: the component function.
@@ -70,12 +66,9 @@ class ComponentTestCase(unittest.TestCase):
 
         Returns:
             The status at the end, or when ``timeout`` expired.
-
-        Raises:
-            Exception: whatever the component or the scheduler factory raises.
         """
         del interval
-        from asynctorchx.runner import get_runner  # the layer above: imported when used
+        from asynctorchx.runner import get_runner
 
         async def run() -> AppStatus | None:
             app = component(**dict(args or {}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from asynctorchx.components import IMAGE
 from asynctorchx.specs.api import AppDef, Role
 
-#: The process monitor of TorchX's image that runs the server (a module of ``torchx``).
+#: The process monitor in TorchX's image that runs the server.
 PROCESS_MONITOR: str = "torchx.apps.utils.process_monitor"
 
 
@@ -18,9 +18,6 @@ def tensorboard(
     exit_on_file: str = "",
 ) -> AppDef:
     """Runs a TensorBoard server that renders the logs in ``logdir``.
-
-    TensorBoard is a service: it ends after ``timeout`` seconds, or earlier when the
-    ``exit_on_file`` path is created. The paths are fsspec paths, polled for existence.
 
     Args:
         logdir: fsspec path to the TensorBoard logs

@@ -5,9 +5,8 @@ from __future__ import annotations
 from asynctorchx.components import IMAGE
 from asynctorchx.specs.api import AppDef, Resource, Role
 
-#: TorchX's serving app, a module of the ``torchx`` package in TorchX's image.
+#: TorchX's serving app, in TorchX's image.
 SERVE_APP: str = "torchx.apps.serve.serve"
-
 #: The port the app serves the model archive on, for TorchServe to download it.
 MODEL_DOWNLOAD_PORT: int = 8222
 
@@ -25,8 +24,7 @@ def torchserve(
         model_path: The fsspec path to the model archive file.
         management_api: The URL to the root of the torchserve management API.
         image: Container to use.
-        params: torchserve parameters, each passed as ``--<name> <value>``. See
-            https://pytorch.org/serve/management_api.html#register-a-model
+        params: torchserve parameters, each passed as ``--<name> <value>``
         dryrun: Start the app, but does not perform actual work
     """
     args = ["-m", SERVE_APP, "--model_path", model_path, "--management_api", management_api]

@@ -16,12 +16,7 @@ DEFAULT_EXPERIMENT_NAME: str = "default-experiment"
 
 @attrs.define
 class StructuredNameArgument:
-    """An ``{experiment_name}/{run_name}`` pair parsed from ``--name``.
-
-    Args:
-        experiment_name: groups runs for an experiment tracker.
-        run_name: the run's (and the app's) name.
-    """
+    """An ``{experiment_name}/{run_name}`` pair parsed from ``--name``."""
 
     experiment_name: str
     run_name: str
@@ -36,10 +31,7 @@ class StructuredNameArgument:
         script: str | None = None,
         default_experiment_name: str = DEFAULT_EXPERIMENT_NAME,
     ) -> StructuredNameArgument:
-        """Parse ``name`` (``exp/run``, ``exp/``, ``/run``, ``run``, ``/``).
-
-        An empty experiment is ``default_experiment_name``; an empty run is named after ``m``'s
-        last part or ``script``'s stem.
+        """Parse ``name`` (``exp/run``, ``exp/``, ``/run``, ``run``); no run: named after m/script.
 
         Raises:
             ValueError: not exactly one of ``m`` and ``script`` is given.
@@ -64,12 +56,7 @@ class StructuredNameArgument:
 
 @attrs.define
 class StructuredJArgument:
-    """Nodes and processes per node parsed from ``-j``.
-
-    Args:
-        nnodes: number of nodes (hosts).
-        nproc_per_node: number of processes on each node.
-    """
+    """Nodes and processes per node parsed from ``-j``."""
 
     nnodes: int
     nproc_per_node: int
@@ -79,9 +66,7 @@ class StructuredJArgument:
 
     @staticmethod
     def parse_from(h: str, j: str) -> StructuredJArgument:
-        """Parse ``j`` (``NNODES`` or ``NNODESxNPROC``) for hosts of type ``h``.
-
-        Without ``NPROC``, one process per GPU of ``h``; a count other than that warns.
+        """Parse ``j`` (``NNODES``: one process per GPU of ``h``, or ``NNODESxNPROC``).
 
         Raises:
             ValueError: ``j`` is malformed, or gives no count for a host without GPUs.
