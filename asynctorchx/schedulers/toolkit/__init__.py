@@ -1,9 +1,4 @@
-"""The scheduler toolkit: what every backend shares, so a backend is only its own part.
-
-A backend subclasses :class:`asynctorchx.schedulers.api.Scheduler` and takes app ids,
-validation, device mounts, state rules, log lines and positions, concurrency helpers and
-the polling fallback from here; ``docs/architecture.md`` walks through adding one.
-"""
+"""What every backend shares, so a backend is only its own part (``docs/architecture.md``)."""
 
 from asynctorchx.schedulers.toolkit._concurrency import (
     background_tasks,

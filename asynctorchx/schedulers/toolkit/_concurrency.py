@@ -1,11 +1,4 @@
-"""Concurrency helpers over anyio task groups that raise the first error as itself.
-
-A task group raises an ``ExceptionGroup`` when a child fails; callers of a scheduler
-expect the error itself (an ``UnknownAppException``, a ``DockerEngineError``), as a
-sequential loop would raise it. These helpers run calls concurrently, cancel the others
-at the first error and re-raise that error unwrapped; :func:`background_tasks` hands a
-block's own exception through its task group the same way.
-"""
+"""Concurrency over anyio task groups raising the first error as itself, as a loop would."""
 
 from __future__ import annotations
 
@@ -47,15 +40,9 @@ async def _concurrently(
 
 @asynccontextmanager
 async def background_tasks() -> AsyncIterator[TaskGroup]:
-    """A task group for tasks that serve a block: ``async with background_tasks() as tg:``.
+    """A task group whose tasks are cancelled when the block ends; its exception is unwrapped.
 
-    Leaving the block (normally, by an exception or a cancellation) cancels the tasks and
-    waits for them; then the block's exception comes out as itself, where a plain task
-    group would wrap it in an ``ExceptionGroup``. A task's own error still comes out in
-    an ``ExceptionGroup``, as from any task group (the block is cancelled first).
-
-    Yields:
-        The task group (anyio's ``TaskGroup``), to start the tasks in.
+    A task's own error still comes out in an ``ExceptionGroup``.
     """
     error: BaseException | None = None
     async with anyio.create_task_group() as task_group:
@@ -70,14 +57,10 @@ async def background_tasks() -> AsyncIterator[TaskGroup]:
 
 
 async def gather(calls: Iterable[Callable[[], Awaitable[Any]]]) -> None:
-    """Run ``calls`` concurrently to the end (a task group).
-
-    Args:
-        calls: zero-argument async callables (``functools.partial`` or a lambda).
+    """Run zero-argument async ``calls`` concurrently to the end.
 
     Raises:
-        Exception: the first error of a call, as itself (never in an ExceptionGroup);
-            the other calls are cancelled then.
+        Exception: the first error of a call, as itself; the others are cancelled.
     """
     await _concurrently(calls, until_first_returns=False)
 
@@ -87,17 +70,7 @@ async def race(calls: Iterable[Callable[[], Awaitable[None]]]) -> None: ...
 @overload
 async def race(calls: Iterable[Callable[[], Awaitable[T]]]) -> T: ...
 async def race(calls: Iterable[Callable[[], Awaitable[Any]]]) -> Any:
-    """Run ``calls`` concurrently until the first one returns; cancel the others and
-    return the first one's value.
-
-    Only cancel-safe awaits belong here (an event's wait, a read that loses no byte when
-    cancelled): the losers are cancelled and must lose nothing.
-
-    Args:
-        calls: zero-argument async callables, at least one.
-
-    Returns:
-        the value of the call that returned first.
+    """Return the value of the first of ``calls`` to return, cancelling the others (cancel-safe).
 
     Raises:
         Exception: the first error of a call, as itself; the others are cancelled.
@@ -110,14 +83,7 @@ async def race(calls: Iterable[Callable[[], Awaitable[Any]]]) -> Any:
 
 
 async def gather_results(calls: Iterable[Callable[[], Awaitable[Any]]]) -> list[Any]:
-    """Run ``calls`` concurrently and return their results in the order of ``calls``.
-
-    Args:
-        calls: zero-argument async callables.
-
-    Raises:
-        Exception: the first error of a call, as itself; the others are cancelled.
-    """
+    """Run ``calls`` concurrently and return their results in order; raises as :func:`gather`."""
     listed = list(calls)
     results: list[Any] = [None] * len(listed)
 

@@ -1,10 +1,4 @@
-"""Named devices of a ``Resource`` mapped to host device files, shared by every backend.
-
-TorchX's ``torchx.schedulers.devices`` keeps the same table: ``Resource.devices`` holds
-``{device name: count}`` (for example ``{"vpc.amazonaws.com/efa": 4}`` from the
-``aws_p4d.24xlarge`` named resource) and each count becomes that many numbered device
-files, mounted at the same path in the replica.
-"""
+"""``Resource.devices`` mapped to host device files (TorchX's ``torchx.schedulers.devices``)."""
 
 from __future__ import annotations
 
@@ -22,19 +16,13 @@ DEVICES: Mapping[str, str] = {
 
 
 def get_device_mounts(devices: Mapping[str, int]) -> list[DeviceMount]:
-    """Return the device mounts for ``Resource.devices``.
-
-    A name in :data:`DEVICES` with count ``n`` gives ``n`` mounts of ``{prefix}0`` ..
-    ``{prefix}{n-1}``; a name that is itself a ``/dev/`` path gives one mount of that
-    path (whatever the count). Each mount has permissions ``rwm``.
+    """Return ``rwm`` mounts: ``{prefix}0..{n-1}`` per :data:`DEVICES` name, a ``/dev/`` path as is.
 
     Args:
         devices: device name -> how many devices (``Resource.devices``).
 
     Raises:
-        UnknownDeviceError: a name is neither known nor a ``/dev/`` path. TorchX only
-            warns and drops it; a replica started without the device it asked for
-            would fail later and less clearly.
+        UnknownDeviceError: a name is neither known nor a ``/dev/`` path (TorchX only warns).
         ValueError: a count is negative.
     """
     mounts: list[DeviceMount] = []

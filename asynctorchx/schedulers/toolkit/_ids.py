@@ -1,5 +1,4 @@
-"""The one app-id policy of every backend: generate, sanitise, validate (``AppDef("my app/x")``
-gets ``my-app-x-<suffix>`` on every backend; TorchX leaves the cleaning to each)."""
+"""The app-id policy of every backend: generate, sanitise, validate."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ from asynctorchx.errors import InvalidAppIdException
 
 #: What a valid app id looks like: it is used as a path part and a container name.
 APP_ID_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
-#: The longest app name kept in an id (characters); the rest is cut so that an id stays a
-#: usable file name (255 bytes) and container name with room for role and replica parts.
+#: Characters of the app name kept in an id, leaving room in a 255-byte file name.
 MAX_NAME_LENGTH = 100
 #: Length of the random suffix of :func:`make_app_id`.
 SUFFIX_LENGTH = 10
@@ -23,28 +21,13 @@ _DOTS = re.compile(r"\.{2,}")
 
 
 def sanitize_app_name(name: str) -> str:
-    """Return ``name`` made usable as the first part of an app id.
-
-    Every run of characters outside ``[A-Za-z0-9_.-]`` and every ``..`` becomes ``-``;
-    leading ``-`` and ``.`` are dropped; the result is cut to :data:`MAX_NAME_LENGTH`
-    characters. An empty result is ``app``.
-
-    Args:
-        name: the app's name (``AppDef.name``), any string.
-    """
+    """Return ``name`` with runs outside ``[A-Za-z0-9_.-]`` and ``..`` as ``-``, cut; or ``app``."""
     cleaned = _DOTS.sub("-", _OUTSIDE_ID.sub("-", name)).lstrip("-.")
     return cleaned[:MAX_NAME_LENGTH].rstrip("-.") or "app"
 
 
 def make_app_id(app_name: str) -> str:
-    """Return a new unique app id: ``{sanitised name}-{10 random characters}``.
-
-    The suffix is a lowercase letter then 9 lowercase letters or digits from :mod:`secrets`,
-    so ids and the paths named after them cannot be guessed (TorchX's ``make_unique``).
-
-    Args:
-        app_name: the app's name; see :func:`sanitize_app_name`.
-    """
+    """Return ``{sanitised name}-{10 unguessable characters}`` (TorchX's ``make_unique``)."""
     alphabet = string.ascii_lowercase + string.digits
     suffix = secrets.choice(string.ascii_lowercase) + "".join(
         secrets.choice(alphabet) for _ in range(SUFFIX_LENGTH - 1)
@@ -53,15 +36,10 @@ def make_app_id(app_name: str) -> str:
 
 
 def validate_app_id(app_id: str) -> str:
-    """Return ``app_id`` if it is safe to use as a path part or a container name.
-
-    Args:
-        app_id: the id to check (from an app handle, a user, or :func:`make_app_id`).
+    """Return ``app_id`` if it is safe as a path part or a container name.
 
     Raises:
-        InvalidAppIdException: it is not a string, is empty, holds a character outside
-            ``[A-Za-z0-9_.-]`` (a path separator, a space), starts with ``.`` or ``-``, or
-            holds ``..``.
+        InvalidAppIdException: it fails :func:`is_safe_name`.
     """
     if not is_safe_name(app_id):
         raise InvalidAppIdException(str(app_id))
@@ -69,13 +47,5 @@ def validate_app_id(app_id: str) -> str:
 
 
 def is_safe_name(name: object) -> TypeGuard[str]:
-    """Whether ``name`` is a string of ``[A-Za-z0-9_.-]``, not starting with ``.`` or ``-``
-    and without ``..``: it cannot leave the directory it is joined to.
-
-    The rule of app ids (:func:`validate_app_id`) and of role and session names
-    (:func:`~asynctorchx.schedulers.toolkit.validate_name`, which also bounds the length).
-
-    Args:
-        name: the value to check.
-    """
+    """Whether ``name`` is a ``[A-Za-z0-9_.-]`` string, not starting ``.``/``-``, without ``..``."""
     return isinstance(name, str) and APP_ID_PATTERN.fullmatch(name) is not None and ".." not in name

@@ -1,12 +1,7 @@
-"""Bytes to text lines, in one place: the rule every backend follows.
+"""Bytes to text lines: the rule every backend follows.
 
-A line ends at ``\\n`` only and keeps it (``\\r``, ``\\x0b``... stay inside, where
-``str.splitlines`` would split); a stream's unterminated end is a line without ``\\n``;
-bytes that are not UTF-8 become U+FFFD. With ``max_line_bytes`` a longer line is split
-into pieces at UTF-8 character boundaries, the pieces but the last without ``\\n``, so
-memory stays bounded (a ``tqdm`` bar redrawn with ``\\r`` for hours is one line) and no
-byte is lost. ``\\n`` is never inside a character, so a block of whole lines decodes in
-one call as its lines would one by one.
+A line ends at ``\\n`` only and keeps it; bad UTF-8 becomes U+FFFD; with ``max_line_bytes``
+a longer line is split at character boundaries, so memory stays bounded and no byte is lost.
 """
 
 from __future__ import annotations
@@ -14,25 +9,14 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 
-#: The longest line, in bytes (4 MiB), that the local log writer and the log readers
-#: keep whole; a longer one is split (see the module's rule). Lines this long are rare
-#: (a whole JSON document on one line); ``\\r`` progress output is the usual case.
+#: The longest line, in bytes (4 MiB), the log writer and readers keep whole.
 MAX_LINE_BYTES = 4 << 20
 #: The smallest ``max_line_bytes`` accepted: room for one 4-byte UTF-8 character.
 MIN_LINE_BYTES = 4
 
 
 def piece_end(data: bytes | bytearray | memoryview, start: int, limit: int) -> int:
-    """Where the first piece of an over-long line starting at ``start`` ends.
-
-    The last offset in ``start + limit - 3 .. start + limit`` before which no UTF-8
-    continuation byte follows, else ``start + limit``.
-
-    Args:
-        data: bytes holding more than ``limit`` bytes of the line from ``start``.
-        start: where the line (or its rest) starts.
-        limit: the maximum piece length in bytes.
-    """
+    """Where the first piece (at most ``limit`` bytes) of a long line at ``start`` ends."""
     end = start + limit
     for cut in range(end, max(start, end - 4), -1):
         if data[cut] & 0xC0 != 0x80:
@@ -41,21 +25,13 @@ def piece_end(data: bytes | bytearray | memoryview, start: int, limit: int) -> i
 
 
 def has_long_line(data: bytes | bytearray | memoryview, end: int, limit: int) -> bool:
-    """Whether a line of ``data[:end]`` (which starts at a line start) is over ``limit`` bytes.
-
-    About ``end / limit`` searches, whatever the number of lines.
-
-    Args:
-        data: the bytes.
-        end: the end of the lines to look at.
-        limit: the maximum line length in bytes, ``\\n`` included.
-    """
+    """Whether a line of ``data[:end]`` is over ``limit`` bytes, in ``end / limit`` searches."""
     if isinstance(data, memoryview):
         data = data.tobytes()
     start = 0
     while end - start > limit:
         newline = data.rfind(b"\n", start, start + limit)
-        if newline < 0:  # limit bytes without a newline from a line start
+        if newline < 0:
             return True
         start = newline + 1
     return False
@@ -64,15 +40,7 @@ def has_long_line(data: bytes | bytearray | memoryview, end: int, limit: int) ->
 def line_spans(
     data: bytes | bytearray | memoryview, end: int, limit: int | None
 ) -> list[tuple[int, int]]:
-    """The ``(start, stop)`` offsets of the lines (and pieces of long lines) of ``data[:end]``.
-
-    ``data[:end]`` starts at a line start; its last line may have no ``\\n``.
-
-    Args:
-        data: the bytes.
-        end: the end of the lines.
-        limit: the maximum line length in bytes, or None (no limit).
-    """
+    """The ``(start, stop)`` offsets of the lines (and pieces of long lines) of ``data[:end]``."""
     if isinstance(data, memoryview):
         data = data.tobytes()
     spans: list[tuple[int, int]] = []
@@ -90,15 +58,11 @@ def line_spans(
 
 
 def iter_lines(data: bytes, max_line_bytes: int | None = None) -> Iterator[str]:
-    """The lines of ``data`` (whole lines, or a stream's unterminated end), made one by one.
-
-    Made by C code (``io.TextIOWrapper.readline``, ``newline="\\n"``) as the caller asks,
-    so a block's lines are made and freed while in the processor's cache.
+    """The lines of ``data``, made lazily by C code so each is freed while still in cache.
 
     Args:
         data: lines that each end with ``\\n`` but perhaps the last.
-        max_line_bytes: split lines longer than this many bytes (None: no limit); ``data``
-            may then also end with a piece of a long line.
+        max_line_bytes: split lines longer than this many bytes (None: no limit).
     """
     if not data:
         return iter(())
@@ -118,15 +82,10 @@ def iter_lines(data: bytes, max_line_bytes: int | None = None) -> Iterator[str]:
 
 
 class LineAssembler:
-    """Assembles the lines of ONE byte stream fed in chunks of any size.
-
-    The one splitter of the package (the local log writer, the file tail, the Docker and
-    Kubernetes readers); any chunking gives the same lines. One per stream; it holds at
-    most one unterminated line, of at most ``max_line_bytes`` bytes when given.
+    """Assembles the lines of one byte stream fed in chunks of any size, the same lines for any.
 
     Args:
-        max_line_bytes: split longer lines into pieces, each returned once whole (see the
-            module's rule); None: lines are kept whole.
+        max_line_bytes: split longer lines into pieces; None: lines are kept whole.
         offset: the stream's offset of the first byte fed.
 
     Raises:
@@ -142,10 +101,9 @@ class LineAssembler:
                 " room for one UTF-8 character"
             )
         self._limit = max_line_bytes
-        self._pending: list[bytes] = []  # joined once, when the line ends
+        self._pending: list[bytes] = []
         self._pending_size = 0
-        #: The stream's offset of the next line's first byte: where the bytes the next
-        #: :meth:`take` returns start.
+        #: The stream's offset of the next line's first byte.
         self.offset = offset
 
     @property
@@ -154,25 +112,18 @@ class LineAssembler:
         return self._pending_size
 
     def take(self, chunk: bytes | bytearray | memoryview) -> bytes:
-        """Take the stream's next bytes; return the bytes of the lines they complete.
-
-        The result holds whole lines, then (with ``max_line_bytes``) the whole pieces of
-        a line over the limit: :func:`iter_lines` with the same limit makes the lines.
-
-        Args:
-            chunk: the stream's next bytes (any length, possibly empty).
-        """
+        """Take the stream's next bytes; return those of the lines (and pieces) they complete."""
         data = bytes(chunk)
         end = data.rfind(b"\n") + 1
         limit = self._limit
         if self._pending:
             if not end and (limit is None or self._pending_size + len(data) <= limit):
-                self._pending.append(data)  # a long line goes on: join it once, at its end
+                self._pending.append(data)  # joined once, at the line's end
                 self._pending_size += len(data)
                 return b""
             end += self._pending_size if end else 0
             data = b"".join([*self._pending, data])
-        while limit is not None and len(data) - end > limit:  # whole pieces of a long line
+        while limit is not None and len(data) - end > limit:
             end = piece_end(data, end, limit)
         self._pending = [data[end:]] if end < len(data) else []
         self._pending_size = len(data) - end
@@ -188,11 +139,7 @@ class LineAssembler:
         return rest
 
     def feed(self, chunk: bytes | bytearray | memoryview) -> list[str]:
-        """Take the next bytes of the stream; return the lines they complete, in order.
-
-        Args:
-            chunk: the stream's next bytes (any length, possibly empty).
-        """
+        """Take the stream's next bytes; return the lines they complete, in order."""
         return list(iter_lines(self.take(chunk), self._limit))
 
     def flush(self) -> list[str]:

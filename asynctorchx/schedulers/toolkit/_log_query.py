@@ -1,9 +1,4 @@
-"""``LogQuery``: what ``log_iter`` is asked for, validated once, used by every backend.
-
-``Scheduler.log_iter`` keeps TorchX's eight parameters (``torchx.schedulers.api``);
-the base class turns them into one :class:`LogQuery` that backends and the Runner pass
-around, so the checks and filters are written once.
-"""
+"""``LogQuery``: TorchX's ``log_iter`` arguments as one value, validated once."""
 
 from __future__ import annotations
 
@@ -48,18 +43,14 @@ class LogQuery:
     Args:
         role_name: the role whose replica is read.
         k: the replica id, 0-based.
-        regex: keep only lines in which it matches (``re.search``); ``None``: every line.
-        since: skip lines written before it; ``None``: from the start. A naive datetime
-            is local time (``datetime.timestamp``'s rule).
-        until: stop at the first line written after it; ``None``: no end.
-        should_tail: ``False``: the lines there now, then stop; ``True``: follow until
-            the app is terminal and every line was yielded.
-        streams: ``Stream.STDOUT``, ``STDERR`` or ``COMBINED`` (or their values);
-            ``None``: the backend's default (combined where it has one).
+        regex: keep only lines in which it matches (``re.search``).
+        since: skip lines written before it (a naive datetime is local time).
+        until: stop at the first line written after it.
+        should_tail: follow until the app is terminal and every line was yielded.
+        streams: a :class:`Stream` or its value; ``None``: the backend's default.
 
     Raises:
-        ValueError: ``k`` is not a non-negative int, ``regex`` does not compile, or
-            ``streams`` is not a :class:`Stream`.
+        ValueError: ``k`` is not an int >= 0, ``regex`` does not compile, or a bad ``streams``.
     """
 
     role_name: str
@@ -91,31 +82,18 @@ class LogQuery:
         return self.since is not None or self.until is not None
 
     def stream_or(self, default: Stream) -> Stream:
-        """The stream to read: ``streams``, or ``default`` when it is ``None``.
-
-        Args:
-            default: the backend's default stream.
-        """
+        """The stream to read: ``streams``, or the backend's ``default`` when it is ``None``."""
         return self.streams if self.streams is not None else default
 
     def matches(self, line: str) -> bool:
-        """Whether ``line`` passes ``regex`` (always, without one).
-
-        Args:
-            line: one log line.
-        """
+        """Whether ``line`` passes ``regex`` (always, without one)."""
         return self.pattern is None or self.pattern.search(line) is not None
 
     def check_replica(self, app_id: str, replica_counts: Mapping[str, int]) -> None:
-        """Check that the app has this role and replica.
-
-        Args:
-            app_id: the app's id, for the message.
-            replica_counts: role name -> number of replicas of the app.
+        """Check the app has this role and replica, given role name -> replica count.
 
         Raises:
-            ValueError: the app has no role ``role_name`` (the message lists its roles),
-                or the role has no replica ``k`` (the message gives the range).
+            ValueError: the app has no role ``role_name``, or the role no replica ``k``.
         """
         count = replica_counts.get(self.role_name)
         if count is None:

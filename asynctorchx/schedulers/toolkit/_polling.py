@@ -1,19 +1,7 @@
 """One reader, many waiters: :class:`SharedFeed`, and the batched poll built on it.
 
-A backend learns of state changes from one feed: a Kubernetes watch (the informer of
-``kubernetes/_informer.py``), or, where the backend pushes nothing to ordinary users
-(Slurm: ``strigger`` is for the SlurmUser only, ``sbatch --wait`` itself polls), a poll.
-Either way many tasks wait on the same snapshot, each for its own condition.
-:class:`SharedFeed` is that part, written once: one waiter at a time reads the feed's
-next step for everyone and wakes them all; each re-checks its condition on the new
-snapshot. :class:`BatchedPoller` is the poll: one ``fetch`` per tick for every watched
-key together (one ``squeue`` for all watched jobs), instead of each waiter polling on
-its own timer as TorchX's ``Runner.wait`` does.
-
-No background task is needed: the first waiter to find nobody reading becomes the
-reader; when it leaves (its condition held, or it was cancelled), the next waiter takes
-over. So a feed is only read while somebody waits, and cancelling any waiter never
-stops the others.
+The first waiter to find nobody reading reads for everyone, so no background task is
+needed and cancelling a waiter never stops the others.
 """
 
 from __future__ import annotations
@@ -41,9 +29,8 @@ DEFAULT_IDLE_AFTER = 60.0
 class SharedFeed:
     """A snapshot kept by one feed, and the tasks waiting on it for their conditions.
 
-    A subclass keeps the snapshot and implements :meth:`_read` (one step of the feed:
-    a poll, a watch event); :meth:`_idle` runs when the last waiter leaves (closing a
-    watch nobody reads). :attr:`reads` counts the steps run, cancelled ones included.
+    A subclass implements :meth:`_read` (one poll or watch event) and may :meth:`_idle`
+    (the last waiter left); :attr:`reads` counts the steps run.
     """
 
     def __init__(self) -> None:
@@ -54,16 +41,14 @@ class SharedFeed:
         self._failure: tuple[int, Exception] | None = None
 
     async def _read(self) -> None:
-        """Run one step of the feed, updating the snapshot (the subclass's)."""
+        """Run one step of the feed, updating the snapshot."""
         raise NotImplementedError
 
     async def _idle(self) -> None:
         """Called when the last waiter left (nothing to do by default)."""
 
     async def wait_for(self, check: Callable[[], T | None], timeout: float | None = None) -> T:
-        """Wait until ``check()`` returns something other than ``None``, and return it.
-
-        ``check`` is called now and after every step of the feed, on the snapshot.
+        """Return ``check()``'s first value other than ``None``, checked after every step.
 
         Args:
             check: reads the snapshot; ``None`` means "not yet".
@@ -71,8 +56,7 @@ class SharedFeed:
 
         Raises:
             TimeoutError: ``timeout`` seconds passed first.
-            Exception: the error a step this waiter awaited raised (every waiter of
-                that step gets it).
+            Exception: the error of a step this waiter awaited.
         """
         self._waiters += 1
         try:
@@ -109,23 +93,18 @@ class SharedFeed:
 
 
 class BatchedPoller(SharedFeed, Generic[K, V]):
-    """Polls the state of every watched key with one ``fetch`` call per tick.
+    """Polls every watched key with one ``fetch`` per tick (one ``squeue`` for all jobs).
+
+    A new key is polled at once; :attr:`polls` counts the ``fetch`` calls.
 
     Args:
-        fetch: ``await fetch(keys)`` returns the current value of each key it knows
-            (a key it leaves out is unknown: ``None`` to the waiter). It is called with
-            every key watched at that tick, once per tick, never concurrently.
+        fetch: returns the value of each of ``keys`` it knows (one left out: ``None``).
         interval: seconds between polls while something changes (> 0).
         max_interval: the tick grows up to this many seconds while nothing changes.
         idle_after: seconds without any change before the tick starts to grow.
 
     Raises:
-        ValueError: an interval is not a positive finite number of seconds, or
-            ``max_interval < interval``.
-
-    A new watcher whose key has no value yet is served by an immediate poll, and any
-    change of any value brings the tick back to ``interval``. :attr:`polls` counts the
-    ``fetch`` calls (benchmarks and tests read it).
+        ValueError: an interval is not a positive finite number, or ``max_interval < interval``.
     """
 
     def __init__(
@@ -161,17 +140,10 @@ class BatchedPoller(SharedFeed, Generic[K, V]):
     async def wait_until(
         self, key: K, done: Callable[[V | None], bool], timeout: float | None = None
     ) -> V | None:
-        """Wait until ``done(value of key)`` holds, and return that value.
-
-        ``None`` is the value of a key that ``fetch`` did not return (unknown).
-
-        Args:
-            key: what to watch (an app id).
-            done: the condition, called with each new value (and ``None``).
-            timeout: seconds to wait at most; ``None``: no limit.
+        """Return ``key``'s value (``None``: unknown) once ``done`` accepts it.
 
         Raises:
-            TimeoutError: ``timeout`` seconds passed first.
+            TimeoutError: ``timeout`` seconds (``None``: no limit) passed first.
             Exception: the error ``fetch`` raised at a tick this waiter awaited.
         """
 
@@ -182,40 +154,27 @@ class BatchedPoller(SharedFeed, Generic[K, V]):
 
         self._watchers[key] = self._watchers.get(key, 0) + 1
         if key not in self._values:
-            self._arrivals.notify()  # a sleeping tick polls at once for a new key
+            self._arrivals.notify()
         try:
             return (await self.wait_for(check, timeout))[0]
         finally:
             self._watchers[key] -= 1
             if not self._watchers[key]:
-                del self._watchers[key]  # its value is dropped at the next poll
+                del self._watchers[key]
 
     async def next_poll(self, key: K, timeout: float | None = None) -> V | None:
-        """Wait for the next poll that includes ``key`` and return its value there.
-
-        A caller that loops on ``next_poll`` (a log follower re-reading a file after each
-        state poll) is served once per tick with the other waiters; a key watched for the
-        first time is polled at once. ``None``: ``fetch`` did not return the key.
-
-        Args:
-            key: what to watch (an app id).
-            timeout: seconds to wait at most; ``None``: no limit.
-
-        Raises:
-            TimeoutError: ``timeout`` seconds passed first.
-            Exception: the error ``fetch`` raised at the tick this waiter awaited.
-        """
+        """Return ``key``'s value at the next poll (``None``: unknown), raising as wait_until."""
         after = self.polls
         return await self.wait_until(key, lambda value: self.polls > after, timeout)
 
     async def _read(self) -> None:
-        """Sleep until the tick is due (or a key with no value yet is watched), then poll."""
+        """Sleep until the tick is due or a new key is watched, then poll."""
         while all(key in self._values for key in self._watchers):
             arrival = self._arrivals.event
             now = anyio.current_time()
             idle = now - self._last_change
             interval = self.interval
-            if idle > self.idle_after:  # x2 per idle tick, up to max_interval
+            if idle > self.idle_after:
                 doublings = min(int((idle - self.idle_after) // self.interval) + 1, 32)
                 interval = min(self.max_interval, math.ldexp(self.interval, doublings))
             if now >= self._last_poll + interval:
@@ -229,7 +188,7 @@ class BatchedPoller(SharedFeed, Generic[K, V]):
             self.polls += 1
             self._last_poll = anyio.current_time()
         for gone in [key for key in self._values if key not in self._watchers]:
-            del self._values[gone]  # nobody watches it any more
+            del self._values[gone]
         for watched in keys:
             value = values.get(watched)
             if watched not in self._values or self._values[watched] != value:

@@ -1,10 +1,4 @@
-"""Follow a growing log file, woken when it may have grown (never by a polling timer).
-
-TorchX's ``torchx.schedulers.streams``/``LogIterator`` tail a file by sleeping between
-reads. Here the reader awaits a change its caller reports (the local schedulers' writes,
-through a :class:`Notifier` or an inotify watch; a Slurm job's next state poll): a new
-line reaches the caller as soon as it is written, and an idle follower costs nothing.
-"""
+"""Follow a growing log file, woken when its caller reports it may have grown, never by a timer."""
 
 from __future__ import annotations
 
@@ -28,11 +22,8 @@ from asynctorchx.schedulers.toolkit._lines import (
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
 from asynctorchx.schedulers.toolkit._position import LogPosition
 
-#: Bytes read at a time (124 KiB). Large enough that the per-block cost (a read, a decode,
-#: a checkpoint) is small beside the lines'; small enough that a block of ASCII lines and
-#: its text stay under glibc's ``malloc`` mmap threshold (128 KiB by default): above it
-#: every block is fresh pages (``mmap``, page faults, ``munmap``). Guarded by benchmark 5's
-#: ``ours`` row (``log_iter`` of a finished replica, ``benchmarks/README.md``).
+#: Bytes read at a time (124 KiB): a block and its text stay under glibc's 128 KiB mmap
+#: threshold, so blocks reuse pages (benchmark 5's ``ours`` row).
 READ_SIZE = 124 << 10
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
@@ -40,12 +31,8 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 class Notifier:
     """A reusable wake-up: ``event`` is awaited, ``notify()`` wakes every waiter.
 
-    anyio events fire once, so each ``notify`` sets the current event and the next
-    waiter gets a fresh one. A waiter captures ``event`` *before* checking its
-    condition, so a notification between the check and the await is never missed.
-    The event is made when a waiter first asks for it, inside the event loop that awaits
-    it (an ``anyio.Event`` needs one), so a notifier can be made anywhere and a
-    ``notify`` with nobody waiting does nothing.
+    Capture ``event`` before checking the condition, so a notification between is not missed;
+    the event is made lazily, inside the loop that awaits it.
     """
 
     __slots__ = ("_event",)
@@ -55,14 +42,14 @@ class Notifier:
 
     @property
     def event(self) -> anyio.Event:
-        """The event the next :meth:`notify` sets (made now if nobody asked before)."""
+        """The event the next :meth:`notify` sets."""
         event = self._event
         if event is None:
             event = self._event = anyio.Event()
         return event
 
     def notify(self) -> None:
-        """Wake everything awaiting the current event (nothing to do if nobody asked)."""
+        """Wake everything awaiting the current event."""
         event = self._event
         if event is not None:
             self._event = None
@@ -82,14 +69,10 @@ def symlink_error(path: str) -> UnsafeLogPathError:
 def open_for_reading(path: str) -> int:
     """Open ``path`` read-only without following a symbolic link; return its descriptor.
 
-    Args:
-        path: the file.
-
     Raises:
-        UnsafeLogPathError: ``path`` is a symbolic link (``O_NOFOLLOW``: a link planted
-            in a shared log directory must not make a reader return another file).
+        UnsafeLogPathError: ``path`` is a symbolic link (one planted to redirect a reader).
         FileNotFoundError: nothing is at ``path``.
-        OSError: it cannot be opened otherwise (no permission).
+        OSError: it cannot be opened otherwise.
     """
     try:
         return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | _NOFOLLOW)
@@ -100,26 +83,16 @@ def open_for_reading(path: str) -> int:
 
 
 class LogBlock(NamedTuple):
-    """A block of log lines and where its backend reads them again from
-    (:meth:`Scheduler.log_blocks <asynctorchx.schedulers.api.Scheduler.log_blocks>`).
-
-    Args:
-        position: the position of its first line (for a file, its byte offset).
-        lines: the lines, each with its ``\\n`` (but a log's unterminated last line).
-    """
+    """Log lines (with their ``\\n``) and the position of the first, to read them again from."""
 
     position: LogPosition
     lines: Iterable[str]
 
 
 async def lines_of(blocks: AsyncIterator[LogBlock]) -> AsyncIterator[str]:
-    """Yield the lines of ``blocks``, one by one; closing this closes ``blocks``.
+    """Yield the lines of ``blocks``; closing this closes ``blocks``.
 
-    Every line is yielded by this one generator: relaying each line through a second one
-    cost about a sixth of the throughput on large logs (benchmark 5, ``log_iter``).
-
-    Args:
-        blocks: an async iterator of :data:`LogBlock`.
+    One generator per line, not two (benchmark 5's ``log_iter`` row).
     """
     async with aclosing(blocks):  # type: ignore[type-var]
         async for _, lines in blocks:
@@ -139,38 +112,20 @@ async def tail_blocks(
     max_line_bytes: int = MAX_LINE_BYTES,
     cuts: Callable[[int, int], list[int]] | None = None,
 ) -> AsyncIterator[LogBlock]:
-    """Yield the lines of the log file at ``path`` that ``query`` asks for, a block at a time.
+    """Yield the lines ``query`` asks for of the log file at ``path``, in blocks at byte offsets.
 
-    Each block is the byte offset of its first line (or piece) in the file and the lines
-    (with their ``\\n``) that one read completed; reading again from that offset gives
-    the same lines from there on. Lines follow
-    :mod:`asynctorchx.schedulers.toolkit._lines`'s rule. Without ``should_tail`` the
-    lines there now (an unterminated last one too) are yielded, then the iterator ends;
-    with it, it follows until ``is_finished()`` and every line was yielded. The file
-    may not exist yet: it is awaited like new output.
+    The file may not exist yet; with ``should_tail`` it is followed until ``is_finished()``.
 
     Args:
-        path: the log file (opened read-only, never created, never through a symbolic
-            link).
-        query: regex, since/until and should_tail (its role and replica are the caller's).
+        path: the log file (read-only, never through a symbolic link).
+        query: regex, since/until and should_tail.
         start: the byte offset to read from: 0, or a block's position given before.
         is_finished: returns True once nothing more will be written to the file.
-        time_of: maps a byte offset of the file to when it was written (seconds since
-            the epoch), or None when unknown; needed to honour ``since``/``until``
-            (without it they are ignored, as TorchX ignores them).
-        offload_reads: read in a worker thread (``anyio.to_thread``), for files on a
-            shared filesystem where a read can block; local files are read on the loop.
-        wait_for_change: awaited at end of file, returns once the file may have grown
-            since the last look (the last return, or the start), e.g. a ``ChangeWatch``'s
-            ``wait`` on the local schedulers, the job's next state poll on Slurm
-            (``BatchedPoller.next_poll``); ``is_finished`` is asked again after it.
-        max_line_bytes: a line longer than this many bytes is yielded in pieces (see
-            :mod:`asynctorchx.schedulers.toolkit._lines`), so memory stays bounded
-            whatever the file holds (default :data:`MAX_LINE_BYTES`, 4 MiB).
-        cuts: for a file whose writer ends a line without ``\\n`` by ending a write
-            there (the local ``combined.log``: a piece of a long line, a stream's
-            unterminated last line): returns the ends of the writes in ``(low, high]``;
-            a line also ends at each that does not follow a ``\\n``.
+        time_of: byte offset -> seconds since the epoch it was written, for since/until.
+        offload_reads: read in a worker thread (a shared filesystem can block).
+        wait_for_change: awaited at end of file; returns once the file may have grown.
+        max_line_bytes: a longer line is yielded in pieces (bytes).
+        cuts: the write ends in ``(low, high]``; a line also ends at one not after ``\\n``.
 
     Raises:
         UnsafeLogPathError: ``path`` is a symbolic link.
@@ -184,7 +139,7 @@ async def tail_blocks(
         )
     assembler = LineAssembler(max_line_bytes, start)
     select = _selector(query, time_of, max_line_bytes)
-    while True:  # the file appears with the first output
+    while True:
         finished = is_finished()
         try:
             fd = open_for_reading(path)
@@ -200,8 +155,8 @@ async def tail_blocks(
             if offload_reads:
                 chunk = await anyio.to_thread.run_sync(os.read, fd, READ_SIZE)
             else:
-                chunk = os.read(fd, READ_SIZE)  # a local file's page cache: on the loop
-            if not chunk:  # end of file for now
+                chunk = os.read(fd, READ_SIZE)
+            if not chunk:
                 if finished or not query.should_tail:
                     at = assembler.offset
                     yield LogBlock(at, select(assembler.take_rest(), at)[0])
@@ -218,9 +173,7 @@ async def tail_blocks(
         os.close(fd)
 
 
-#: Picks the lines of ``data`` (whole lines, whole pieces of a long one, or a line's
-#: unterminated end) whose first byte is at ``offset`` in the file: the kept lines, and
-#: whether a line past ``until`` was met.
+#: (data, its file offset) -> the kept lines, and whether a line past ``until`` was met
 _Select = Callable[[bytes, int], tuple[Iterable[str], bool]]
 
 
@@ -230,9 +183,8 @@ def _split(
     cuts: Callable[[int, int], list[int]] | None,
     select: _Select,
 ) -> tuple[Iterable[str], bool]:
-    """The selected lines ``chunk`` completes, and whether a line past ``until`` was met; a
-    line also ends at each of ``cuts`` in ``chunk`` that does not follow a ``\\n``."""
-    offset = assembler.offset + assembler.pending_bytes  # the file's offset of chunk[0]
+    """The selected lines ``chunk`` completes, also ending lines at ``cuts``; as :data:`_Select`."""
+    offset = assembler.offset + assembler.pending_bytes
     ends = [] if cuts is None else [cut - offset for cut in cuts(offset, offset + len(chunk))]
     ends = [end for end in ends if chunk[end - 1] != 0x0A]
     if not ends:
@@ -256,7 +208,6 @@ def _split(
 def _selector(
     query: LogQuery, time_of: Callable[[int], float | None] | None, limit: int
 ) -> _Select:
-    """How to pick the lines of a block: all, by regex, or by time and regex."""
     if time_of is not None and query.has_time_bounds:
         return _timed_selector(query, time_of, limit)
     pattern = query.pattern
@@ -270,7 +221,6 @@ def _timed_selector(query: LogQuery, time_of: Callable[[int], float | None], lim
     since, until = query.since_timestamp, query.until_timestamp
 
     def select(data: bytes, offset: int) -> tuple[list[str], bool]:
-        """The kept lines of ``data``, and whether a line past ``until`` was met."""
         kept: list[str] = []
         for start, stop in line_spans(data, len(data), limit):
             line = data[start:stop].decode("utf-8", "replace")

@@ -1,11 +1,4 @@
-"""One check of an ``AppDef`` before any backend builds a request from it.
-
-Every backend turns role names into path parts (local log directories, Slurm log files)
-or object names (containers, pods), so the same names must be valid everywhere: an app
-that dry-runs on one backend and is refused by another is a trap. The same holds for a
-role's environment (every backend starts a process with it) and its ``Resource`` (every
-backend turns it into limits or a request), and for the grace period before SIGKILL.
-"""
+"""One check of an ``AppDef`` for every backend, so an app valid on one is valid on all."""
 
 from __future__ import annotations
 
@@ -23,18 +16,10 @@ from asynctorchx.specs.api import MISSING, AppDef, Role
 
 
 def validate_name(kind: str, name: object) -> str:
-    """Return ``name`` if it is a valid role or session name.
-
-    The rule is the app-id rule: 1 to 100 characters of ``[A-Za-z0-9_.-]``, not starting
-    with ``.`` or ``-``, without ``..``. So a name can never leave the directory it is
-    joined to, and an app handle built from it parses back.
-
-    Args:
-        kind: what is named, for the message (``role name``, ``session name``).
-        name: the value to check.
+    """Return ``name`` if a valid ``kind`` (role or session) name: a safe name of 1 to 100 chars.
 
     Raises:
-        InvalidNameException: ``name`` breaks the rule; the message names it.
+        InvalidNameException: ``name`` breaks the rule.
     """
     if not is_safe_name(name) or len(name) > MAX_NAME_LENGTH:
         raise InvalidNameException(kind, name)
@@ -42,20 +27,13 @@ def validate_name(kind: str, name: object) -> str:
 
 
 def validate_app(app: AppDef) -> None:
-    """Check that ``app`` can be run by any backend.
-
-    Args:
-        app: the app to check.
+    """Check that ``app`` can be run by any backend (TorchX's ``Runner.dryrun`` checks and more).
 
     Raises:
-        InvalidAppDefException: the app has no role, two roles share a name (the second
-            would silently replace the first), a role has fewer than one replica, a
-            role has no entrypoint, an environment no process can carry (see
-            :func:`check_env`) or a resource that is not a number, negative or NaN (see
-            :func:`check_resource`).
+        InvalidAppDefException: no role, two roles of one name, no replica or entrypoint,
+            or a bad env (:func:`check_env`) or resource (:func:`check_resource`).
         InvalidNameException: a role name is not valid (see :func:`validate_name`).
     """
-    # TorchX's words where TorchX checks the same rule (torchx.runner.api.Runner.dryrun)
     if not app.roles:
         raise InvalidAppDefException(
             f"No roles for app: {app.name}. Did you forget to add roles to AppDef?"
@@ -83,14 +61,7 @@ def validate_app(app: AppDef) -> None:
 
 
 def check_resource(role: Role) -> None:
-    """Refuse a ``memMB``, ``cpu`` or ``gpu`` that is not a number, negative, or NaN.
-
-    ``-1`` is the ``Resource`` fields' "unset" (``NULL_RESOURCE``, as in TorchX's
-    ``torchx.specs.api``) and is accepted: no limit. Any other negative value would
-    silently mean no limit on Docker, and a request Slurm or Kubernetes refuse later.
-
-    Args:
-        role: the role whose ``resource`` is checked.
+    """Refuse a ``memMB``, ``cpu`` or ``gpu`` that is not a number, NaN, or negative but ``-1``.
 
     Raises:
         InvalidAppDefException: the role, the field, its value and the fix.
@@ -112,20 +83,10 @@ def check_resource(role: Role) -> None:
 def validate_stop_timeout(
     seconds: object, where: str = "run option stop_timeout", cfg_key: str | None = "stop_timeout"
 ) -> float:
-    """Return ``seconds`` as a float if it is a usable grace period before SIGKILL.
-
-    A grace period is a finite number of seconds, 0 or more: NaN cannot be waited for
-    (anyio refuses it as a deadline), infinity would let a replica that ignores SIGTERM
-    hold a cancel forever, and a negative one means nothing.
-
-    Args:
-        seconds: the value to check (``stop_timeout``, in seconds).
-        where: what it is, for the message.
-        cfg_key: the run option it came from (the error's ``cfg_key``), or None.
+    """Return ``seconds`` (before SIGKILL) as a float; infinity would let a cancel hang.
 
     Raises:
-        InvalidRunConfigException: ``seconds`` is not a finite number of 0 or more; the
-            message names the value and the fix.
+        InvalidRunConfigException: ``seconds`` is not a finite number of 0 or more.
     """
     if (
         isinstance(seconds, bool)
@@ -142,17 +103,7 @@ def validate_stop_timeout(
 
 
 def check_env(env: Mapping[Any, Any], where: str, cfg_key: str | None = None) -> dict[str, str]:
-    """Check that ``env`` can become a process environment; return it as ``dict[str, str]``.
-
-    POSIX (and Docker's ``Env`` list of ``KEY=VALUE`` strings) cannot carry a key that is
-    empty or holds ``=`` (Docker turns ``{"A=B": "x"}`` into ``A`` = ``B=x``), nor a NUL
-    byte in a key or value; values must be strings (as in TorchX's ``Role.env``).
-
-    Args:
-        env: the mapping to check.
-        where: what it is, for the message (``role 'trainer' env``).
-        cfg_key: the run option it came from, if any (then the error is an
-            :class:`~asynctorchx.errors.InvalidRunConfigException`).
+    """Return ``env`` as ``dict[str, str]`` if POSIX and Docker's ``KEY=VALUE`` can carry it.
 
     Raises:
         InvalidRunConfigException: ``cfg_key`` is given and an entry is bad.
