@@ -1,14 +1,4 @@
-"""``local_docker``: run each replica of an app as a Docker container (TorchX's import path).
-
-TorchX code imports ``torchx.schedulers.docker_scheduler``; this module keeps that path
-and is the one public import path of ``local_docker``'s names, with TorchX's
-``make_unique`` (the app-id generator) and the typed run options ``Opts``
-(torchx-nightly's; ``DockerOpts`` is TorchX 0.7.0's ``TypedDict`` of them). The
-scheduler lives in the subpackage :mod:`asynctorchx.schedulers.docker`, one private
-module per concern (the engine, the request, the state tables, watch, logs, network,
-workspace); its docstring lists them, and :mod:`asynctorchx.schedulers.docker._scheduler`
-documents where ``local_docker`` differs from TorchX 0.7.0's ``torchx.schedulers.docker_scheduler``.
-"""
+"""``local_docker``'s public names at TorchX's import path (``docker_scheduler``)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
-"""An app's containers on the engine: create and start, find, describe, watch, list, stop,
-remove.
+"""An app's containers on the engine: run, describe, watch, list, stop and remove.
 
-The engine keeps all of an app's state, in its containers (found by TorchX's
-``torchx.pytorch.org/app-id`` label, as TorchX 0.7.0's
-``torchx.schedulers.docker_scheduler`` labels them) and, once cancelled, in a marker
-volume ``asynctorchx-cancelled-<app_id>`` labelled with the cancel's time. So any
-process can describe, list or cancel any app.
-
-TorchX 0.7.0's ``torchx.schedulers.docker_scheduler`` has no wait of its own (the runner
-polls ``describe``); :func:`watch` subscribes to the engine's events for the app's
-containers before its first inspect, so no change is missed, and each event prompts a
-fresh look at its container. No polling.
+All state is on the engine (TorchX's ``app-id`` label and a cancel marker volume), so any
+process can describe or cancel any app; :func:`watch` subscribes to events before inspecting.
 """
 
 from __future__ import annotations
@@ -49,24 +40,8 @@ from asynctorchx.specs.api import AppState, is_terminal
 CANCEL_MARKER_PREFIX = "asynctorchx-cancelled-"
 
 
-# --------------------------------------------------------------------------- create
-
-
 async def create_and_start(engine: Engine, job: DockerJob, network_id: str) -> None:
-    """Create and start every container of ``job`` concurrently, on network ``network_id``.
-
-    If any container fails, or this call is cancelled, every container of the app is
-    removed (shielded from the cancel) and the first error raised.
-
-    Args:
-        engine: the engine.
-        job: the request (its images are on the engine).
-        network_id: the id of the network the containers join (by id, not by name).
-
-    Raises:
-        DockerEngineError: the engine refused a container: its words, then the replica
-            and the value refused (see :func:`refused`).
-    """
+    """Create and start every container of ``job`` concurrently, on network ``network_id``."""
 
     async def one(container: DockerContainer) -> None:
         config = json.loads(json.dumps(container.config))
@@ -88,17 +63,7 @@ async def create_and_start(engine: Engine, job: DockerJob, network_id: str) -> N
 
 
 def refused(err: DockerEngineError, container: DockerContainer) -> DockerEngineError:
-    """The engine's refusal of ``container``, naming its replica and the value refused.
-
-    The engine's words (``Minimum memory limit allowed is 6MB``) name neither the app's
-    role nor the field of the request; this adds them, e.g. ``(replica trainer/0:
-    Resource(memMB=1))``, for the fields the engine's words are about: memory (and
-    ``/dev/shm``, sized by ``memMB`` too), CPUs, devices, the image.
-
-    Args:
-        err: what the engine answered.
-        container: the container it refused.
-    """
+    """The engine's refusal of ``container``, naming its replica and the value refused."""
     labels, host = container.config["Labels"], container.config["HostConfig"]
     words = err.message.lower()
     if ("memory" in words or "shm" in words) and "Memory" in host:
@@ -118,16 +83,8 @@ def refused(err: DockerEngineError, container: DockerContainer) -> DockerEngineE
     return DockerEngineError(err.status, message, err.request)
 
 
-# --------------------------------------------------------------------------- read
-
-
 async def list_containers(engine: Engine, app_id: str | None) -> list[Container]:
-    """Every container of the app, from the engine's listing (``GET /containers/json``).
-
-    Args:
-        engine: the engine.
-        app_id: the app; ``None``: every app's (asynctorchx's and TorchX's).
-    """
+    """Every container of the app, from the engine's listing (``GET /containers/json``)."""
     return await engine.containers(LABEL_APP_ID if app_id is None else f"{LABEL_APP_ID}={app_id}")
 
 
@@ -139,12 +96,7 @@ async def _inspect_all(engine: Engine, ids: Iterable[str]) -> dict[str, Containe
 
 
 async def cancelled_at(engine: Engine, app_id: str) -> int | None:
-    """When the app was cancelled (ns since the epoch, from its marker), or ``None``.
-
-    Args:
-        engine: the engine.
-        app_id: the app.
-    """
+    """When the app was cancelled (ns since the epoch, from its marker), or ``None``."""
     labels = await engine.volume_labels(f"{CANCEL_MARKER_PREFIX}{app_id}")
     return None if labels is None else int(labels.get(LABEL_CANCELLED_AT, "0"))
 
@@ -152,19 +104,7 @@ async def cancelled_at(engine: Engine, app_id: str) -> int | None:
 async def inspect_app(
     engine: Engine, app_id: str, ids: list[str] | None = None, marker: bool = True
 ) -> tuple[dict[str, Container], int | None]:
-    """Inspect the app's containers and, if ``marker``, read its cancel marker, at once.
-
-    Args:
-        engine: the engine.
-        app_id: the app.
-        ids: the ids of the containers to inspect; ``None``: every container of the app
-            (one listing first; none listed: nothing else is read).
-        marker: read the cancel marker too (else its time is returned as ``None``).
-
-    Returns:
-        the containers still there, by id, from their inspects, and the cancel time (ns)
-        or ``None``.
-    """
+    """Inspect the app's containers and, if ``marker``, read its cancel marker, at once."""
     if ids is None:
         ids = [container.id for container in await list_containers(engine, app_id)]
         if not ids:
@@ -181,22 +121,13 @@ async def inspect_app(
 
 
 async def describe(engine: Engine, app_id: str) -> DescribeAppResponse | None:
-    """Describe the app from its containers (see ``describe_from``).
-
-    Args:
-        engine: the engine.
-        app_id: a valid app id.
-
-    Returns:
-        the description, or ``None`` if the engine has no container of the app.
-    """
+    """Describe the app from its containers (see ``describe_from``)."""
     inspected, cancelled = await inspect_app(engine, app_id)
     return describe_from(app_id, inspected.values(), cancelled) if inspected else None
 
 
 async def _cancelled_apps(engine: Engine) -> dict[str, int]:
-    """The apps that have a cancel marker, with when they were cancelled (ns since the
-    epoch): one volume listing."""
+    """The apps that have a cancel marker, with when they were cancelled (ns since the epoch)."""
     return {
         str(labels.get(LABEL_APP_ID)): int(labels.get(LABEL_CANCELLED_AT, "0"))
         for labels in await engine.labelled_volumes(LABEL_CANCELLED_AT)
@@ -204,20 +135,7 @@ async def _cancelled_apps(engine: Engine) -> dict[str, int]:
 
 
 async def list_apps(engine: Engine) -> list[ListAppResponse]:
-    """Every app the engine has containers of (asynctorchx's and TorchX's), by app id.
-
-    One container listing and one volume listing. A container the listing reports as
-    finished keeps its listed state: the engine lists a container as exited only once
-    its exit is recorded. One it reports as live is inspected (as :func:`describe`
-    does): the listing comes from a view of the engine that lags behind an exit (right
-    after a ``die`` event it still says ``running``), while an inspect waits for the exit
-    to be recorded; one removed meanwhile is left out. Every container of a cancelled app
-    is inspected too, since only a replica's finish time tells whether the cancel ended
-    it. Each app's state is then :func:`describe`'s, by the same rules.
-
-    Args:
-        engine: the engine.
-    """
+    """Every app the engine has containers of (asynctorchx's and TorchX's), by app id."""
     listed, cancelled = await gather_results(
         [
             functools.partial(list_containers, engine, None),
@@ -244,22 +162,7 @@ async def list_apps(engine: Engine) -> list[ListAppResponse]:
 
 
 async def find_container(engine: Engine, app_id: str, query: LogQuery) -> Container | None:
-    """Inspect the container of the replica ``query`` reads (``role_name``, ``k``).
-
-    Args:
-        engine: the engine.
-        app_id: a valid app id.
-        query: the log query; its role and replica are checked against the app's
-            containers (:meth:`~asynctorchx.schedulers.toolkit.LogQuery.check_replica`).
-
-    Returns:
-        the container, from its inspect, or ``None`` if the engine has no container of
-        the app.
-
-    Raises:
-        ValueError: the app has no role ``role_name``, the role has no replica ``k``,
-            or that replica's container was removed.
-    """
+    """Inspect the container of the replica ``query`` reads (``role_name``, ``k``)."""
     containers = await list_containers(engine, app_id)
     if not containers:
         return None
@@ -280,31 +183,7 @@ async def find_container(engine: Engine, app_id: str, query: LogQuery) -> Contai
 async def watch(
     engine: Engine, app_id: str, done: Callable[[DescribeAppResponse], bool]
 ) -> DescribeAppResponse | None:
-    """Describe the app after every event of its containers until ``done`` says so.
-
-    Subscribes to the app's container events, then lists and inspects its containers.
-    Each event prompts a fresh look at its container (and at the cancel marker while the
-    app is not cancelled): a ``die`` after which no restart can follow says by itself
-    that the container stopped, with its exit code (:func:`stopped_by_die`); any other
-    event, or any event of a cancelled app (whose replicas' finish times decide whether
-    the cancel ended them), prompts an inspect. A terminal state is returned only once
-    every container's processes are gone. A
-    container that is ``restarting`` is also awaited on the engine's wait endpoint: when
-    the engine fails to start it again (its bind source is gone, say) it marks it exited
-    without logging any event.
-
-    Args:
-        engine: the engine.
-        app_id: a valid app id.
-        done: whether a description is the one awaited.
-
-    Returns:
-        the first description ``done`` accepts, or ``None`` once the app has no
-        container (unknown, or all removed).
-
-    Raises:
-        SchedulerUnavailableError: no engine, or it closed the events stream.
-    """
+    """Describe the app after every event of its containers until ``done`` says so."""
     filters = {
         "type": ["container"],
         "label": [f"{LABEL_APP_ID}={app_id}"],
@@ -351,22 +230,8 @@ async def _stopped(engine: Engine, cid: str) -> str:
     return cid
 
 
-# --------------------------------------------------------------------------- stop, remove
-
-
 async def stop_all(engine: Engine, app_id: str, stop_timeout: float) -> None:
-    """Record the app's cancel in the engine, then stop all its containers at once.
-
-    The marker volume is written first, so every process describes the app as
-    cancelled from then on. Each container gets the stop signal, then SIGKILL after
-    ``stop_timeout`` seconds (as ``docker stop -t``); returns when all have stopped.
-
-    Args:
-        engine: the engine.
-        app_id: the app.
-        stop_timeout: seconds between the stop signal and SIGKILL, rounded up to whole seconds
-            as the engine takes them.
-    """
+    """Record the app's cancel in the engine, then stop all its containers at once."""
     labels = {LABEL_APP_ID: app_id, LABEL_CANCELLED_AT: str(time.time_ns())}
     await engine.create_volume(f"{CANCEL_MARKER_PREFIX}{app_id}", labels)
     grace = max(0, math.ceil(stop_timeout))
@@ -377,15 +242,7 @@ async def stop_all(engine: Engine, app_id: str, stop_timeout: float) -> None:
 
 
 async def delete_app(engine: Engine, app_id: str) -> None:
-    """Remove every container of the app (running ones are killed) and its cancel marker.
-
-    Each container is removed with its anonymous volumes (``v=1``); the marker volume
-    last, so an app being deleted still describes as cancelled meanwhile.
-
-    Args:
-        engine: the engine.
-        app_id: the app.
-    """
+    """Remove every container of the app (running ones are killed) and its cancel marker."""
     await gather(
         functools.partial(engine.remove_container, c.id)
         for c in await list_containers(engine, app_id)

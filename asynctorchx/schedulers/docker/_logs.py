@@ -1,12 +1,7 @@
-"""Replica logs of ``local_docker``: the engine's log frames as lines, read or followed.
+"""``local_docker``'s replica logs: the engine's log frames as lines, read or followed.
 
-The engine serves a container's log (``GET /containers/{id}/logs``, Docker Engine API) as
-frames: an 8-byte header (stream, 0, 0, 0, big-endian size) unless the container has a
-TTY, then, with ``timestamps=1``, the frame's stamp (RFC 3339, 9 fraction digits), a space
-and the payload; a line over 16 KiB comes in several frames stamped alike. A stream's
-position is the toolkit's :class:`~asynctorchx.schedulers.toolkit.StampSkip` over that
-stamp text: the engine's ``since`` is inclusive, so a request from the position's stamp
-that drops the lines it counts there goes on exactly after them.
+A position is a :class:`~asynctorchx.schedulers.toolkit.StampSkip` over the frame stamp:
+the engine's ``since`` is inclusive, so a read skips the lines counted at that stamp.
 """
 
 from __future__ import annotations
@@ -42,22 +37,18 @@ from asynctorchx.schedulers.toolkit import (
     race,
 )
 
-#: The stream numbers of the engine's frame header.
 STDOUT, STDERR = 1, 2
 
 _HEADER = struct.Struct(">B3xL")
 
-#: A follower's next request starts no earlier than this long (ns) before the newest frame
-#: it consumed, also for a stream quiet since: the engine stamps a frame when it reads the
-#: container's pipe, so a frame not consumed yet is stamped at most moments before that.
+#: A follow resumes no earlier than this (ns) before its newest frame: the engine stamps a
+#: frame when it reads the pipe, so an unconsumed frame is stamped at most that much earlier.
 REREAD_NS = 1_000_000_000
 
-#: Seconds without data after which a follow the engine keeps open after the container's
-#: stop is closed (the read after it goes on from the position).
+#: Seconds without data after which a follow the engine keeps open past the stop is closed.
 DRAIN_QUIET_SECONDS = 0.1
 
-#: The engine's answers for a container removed (404) or being removed or dead (409):
-#: its log is gone, so a read or a follow ends there.
+#: A container removed (404) or being removed or dead (409): its log is gone, the read ends.
 GONE = frozenset({404, 409})
 
 
@@ -84,8 +75,7 @@ def _tty_frames(body: bytearray, at_eof: bool) -> bytearray:
 
 
 def _stamp(body: bytearray, start: int, end: int) -> tuple[bytes | bytearray, int]:
-    """The stamp of the frame ``body[start:end]`` as :func:`_text` writes it (``b""``: none,
-    or the engine's zero time), and where its payload starts."""
+    """The stamp of frame ``body[start:end]`` (``b""``: none) and where its payload starts."""
     # the engine's own form, 30 bytes then "Z ", told by three bytes: this runs for every
     # frame (benchmark 7 logs, the re-read and follow rows)
     fast = end - start > 30 and body[start + 29] == 0x5A and body[start + 30] == 0x20
@@ -114,8 +104,7 @@ class _Stream(StampSkip[bytes | bytearray]):
         self.skip_bytes = 0
 
     def delivered_bytes(self, stamp: bytes | bytearray, ends_line: bool, size: int) -> int:
-        """How many of a frame's ``size`` payload bytes were delivered before (all: ``size``);
-        moves the position past the line the frame ends."""
+        """How many of a frame's ``size`` payload bytes came before; moves past the line it ends."""
         if not stamp:  # nothing to place it by: new, and the position stays
             return 0
         if self.repeats(stamp, ends_line):
@@ -133,18 +122,7 @@ def _position(marks: list[tuple[bytes | bytearray, int]]) -> Stamped | StampedPa
 
 
 class FrameParser:
-    """Whole log lines from the engine's frames of one container, over several requests.
-
-    Each stream has its own :class:`~asynctorchx.schedulers.toolkit.LineAssembler`, so a
-    line split into 16 KiB frames comes whole and one over
-    :data:`~asynctorchx.schedulers.toolkit.MAX_LINE_BYTES` in pieces, no byte added or
-    lost; and its own position, from which :meth:`begin_request` starts the next request.
-
-    Args:
-        since_ns: drop frames stamped before this (ns since the epoch), or ``None``.
-        tty: the container has a TTY: the body is raw text, all stdout.
-        streams: the streams read (:data:`STDOUT`, :data:`STDERR` or both).
-    """
+    """Whole log lines from the engine's frames of one container, over several requests."""
 
     def __init__(self, since_ns: int | None, tty: bool, streams: tuple[int, ...]) -> None:
         self.tty = tty
@@ -159,22 +137,16 @@ class FrameParser:
         return [(self._state[kind].mark, self._state[kind].count) for kind in self.streams]
 
     def position(self) -> Stamped | StampedPair:
-        """Where reading again gives the lines after those taken: a ``Stamped`` for one
-        stream, a ``StampedPair`` for both."""
+        """Where reading again gives the lines after those taken."""
         return _position(self._marks())
 
     @property
     def block_position(self) -> Stamped | StampedPair:
-        """The :meth:`position` before the last :meth:`take` or :meth:`flush` (the block
-        before's while a stream is inside a line cut at the 4 MiB bound)."""
+        """The :meth:`position` before the last :meth:`take` or :meth:`flush`."""
         return _position(self._block)
 
     def resume_at(self, start: LogPosition) -> None:
-        """Start reading after ``start``: 0, or a :meth:`position` of a read of these streams.
-
-        Raises:
-            ValueError: ``start`` is neither.
-        """
+        """Start reading after ``start``: 0, or a :meth:`position` of a read of these streams."""
         given: Stamped | StampedPair | None
         if len(self.streams) == 2:
             given = position_of(start, StampedPair, "local_docker combined")
@@ -187,11 +159,7 @@ class FrameParser:
             self._block = self._marks()
 
     def begin_request(self) -> int | None:
-        """Start the next request; return its ``since`` (ns), or ``None``: the log's start.
-
-        Per stream: at the line going on, else at its position (no earlier than
-        :data:`REREAD_NS` before the newest frame consumed), else at ``since_ns``.
-        """
+        """Start the next request; return its ``since`` (ns), or ``None``: the log's start."""
         recent = _text(max(_ns(self._newest) - REREAD_NS, 0)) if self._newest else b""
         floors = []
         for kind in self.streams:
@@ -203,12 +171,7 @@ class FrameParser:
         return _ns(min(floors)) if all(floors) else None
 
     def take(self, body: bytearray, at_eof: bool) -> list[str]:
-        """Consume the whole frames at the start of ``body``; return the lines they end.
-
-        Args:
-            body: the response body read so far; the frames consumed are removed from it.
-            at_eof: the body is complete (a TTY body's last text is then a line).
-        """
+        """Consume the whole frames at the start of ``body``; return the lines they end."""
         self._start_block()
         if self.tty:
             body = _tty_frames(body, at_eof)
@@ -266,29 +229,7 @@ class FrameParser:
 async def log_blocks(
     engine: Engine, app_id: str, handle: str, query: LogQuery, start: LogPosition = 0
 ) -> AsyncGenerator[LogBlock, None]:
-    """Stream the log of a replica's container as whole lines, a received chunk's at a time.
-
-    Lines keep their ``\\n`` (a last line without one comes as it is at its run's end).
-    Of ``query``: ``since`` and ``until`` keep the lines the engine stamped in that range (a
-    naive ``datetime`` is local time); ``should_tail`` follows the container across the
-    restarts of its restart policy until it stopped for good (or is removed) and every line
-    came, awaiting the engine's events (TorchX 0.7.0's ``docker_scheduler`` follows one
-    run); ``streams`` defaults to combined; ``regex`` filters. A block's position is the
-    parser's position before it (:meth:`FrameParser.position`).
-
-    Args:
-        engine: the engine.
-        app_id: a valid app id.
-        handle: the app's handle, named when the engine has no container of the app.
-        query: what to read (its role and replica name the container).
-        start: 0, or a block's position given before for the same ``streams``.
-
-    Raises:
-        UnknownAppException: the engine has no container of the app.
-        ValueError: the app has no role ``query.role_name`` or replica ``query.k``, that
-            replica's container was removed, or ``start`` is not 0 or a position of a
-            read of the same streams.
-    """
+    """Stream the log of a replica's container as whole lines, a received chunk's at a time."""
     container = await find_container(engine, app_id, query)
     if container is None:
         raise UnknownAppException(handle)
@@ -321,11 +262,7 @@ async def log_blocks(
 async def _request(
     engine: Engine, cid: str, lines: FrameParser, params: Mapping[str, str], follow: bool
 ) -> AsyncIterator[StreamBody]:
-    """The next log request of ``lines``, from its position.
-
-    Raises:
-        DockerEngineError: the engine refused it (:data:`GONE`: the container is gone).
-    """
+    """The next log request of ``lines``, from its position."""
     query = dict(params, follow=str(int(follow)))
     if (since := lines.begin_request()) is not None:
         query["since"] = ns_to_engine(since)
@@ -336,11 +273,7 @@ async def _request(
 async def _read(
     engine: Engine, cid: str, lines: FrameParser, params: Mapping[str, str], request: bool = True
 ) -> AsyncGenerator[list[str], None]:
-    """Yield the lines the engine has now (unless not ``request``: a follow gave them), a
-    chunk's at a time, then the unfinished ones.
-
-    A container removed meanwhile (:data:`GONE`) ends the read with the lines it got.
-    """
+    """Yield the lines the engine has now (none requested if not ``request``), then the rest."""
     try:
         if request:
             async with _request(engine, cid, lines, params, follow=False) as body:
@@ -358,14 +291,7 @@ async def _read(
 async def _tail(
     engine: Engine, cid: str, lines: FrameParser, params: Mapping[str, str], deadline: float
 ) -> AsyncGenerator[list[str], None]:
-    """Follow the container's log across restarts until it stopped for good.
-
-    Subscribes to the container's events, then loops on an inspect: a running container's
-    log is followed (:func:`_follow`); a stopped one's is read to its end unless a follow
-    the engine ended gave its run whole; a restarting one is awaited on its next event.
-    Ends when the container stopped for good, is removed (:data:`GONE` ends a request,
-    never raised), or ``deadline`` passed.
-    """
+    """Follow the container's log across restarts until it stopped for good."""
     filters = {"type": ["container"], "container": [cid], "event": list(STATE_EVENTS)}
     followed_run: int | None = None  # the restart count of the run a follow gave whole
     async with engine.events(filters) as events:

@@ -1,10 +1,7 @@
-"""The ``local_docker`` network: the user-defined bridge replicas join, created once.
+"""The user-defined bridge network replicas join (TorchX's ``torchx``), created once.
 
-Replicas join a user-defined bridge network (``torchx`` by default, as TorchX 0.7.0's
-``torchx.schedulers.docker_scheduler``) so they reach each other by hostname. It is
-created when missing, once, even when several schedulers in one process or in several
-create it at the same moment: Docker 20.10 checks ``CheckDuplicate`` without a lock, so
-concurrent creates of one name all succeed, and this module settles on one network.
+Docker checks ``CheckDuplicate`` without a lock, so concurrent creates all succeed and this
+module settles on one network.
 """
 
 from __future__ import annotations
@@ -48,29 +45,7 @@ def _settled_network(found: list[Network]) -> str | None:
 
 
 async def ensure_network(engine: Engine, name: str) -> str:
-    """Return the id of the bridge network ``name``, creating it when missing.
-
-    Safe when several schedulers create it at once. In one process they take turns (a
-    lock per event loop, engine and name, in an :class:`anyio.lowlevel.RunVar`). Across
-    processes the engine cannot help: Docker 20.10 checks ``CheckDuplicate`` without a
-    lock, so concurrent creates all succeed. So every process that finds only young
-    networks of that name (created under ``NETWORK_SETTLE_S`` ago) subscribes to the
-    engine's network events, and the network whose ``create`` event the engine logged
-    first wins: every process sees the same order. A process whose own network lost
-    removes it. A network older than that is used as it is (the oldest, if several).
-
-    Args:
-        engine: the engine.
-        name: the network's name.
-
-    Returns:
-        the winning network's id (containers join it by id, never by the name).
-
-    Raises:
-        RuntimeError: the network kept vanishing (someone removes it meanwhile).
-        SchedulerUnavailableError: no engine (under trio, or none answers).
-        DockerEngineError: the engine refused to list or create networks.
-    """
+    """Return the id of the bridge network ``name``, creating it when missing."""
     await engine.connect()  # the clear error under trio or without an engine, first
     async with _lock(engine.key, name):
         for _ in range(3):
@@ -109,13 +84,7 @@ async def _create_network(engine: Engine, name: str) -> str | None:
 async def _network_winner(
     engine: Engine, name: str, events: EngineEvents, mine: str | None
 ) -> str | None:
-    """The network of ``name`` whose ``create`` the engine logged first, still there.
-
-    Reads ``events`` until it has seen the ``create`` of every young network of that
-    name now there (and of ``mine``): any earlier create was logged before those, so
-    it has been seen too. A network whose event never comes (the engine's event
-    buffer dropped it) is settled by age once it is ``NETWORK_SETTLE_S`` old.
-    """
+    """The network of ``name`` whose ``create`` the engine logged first, still there."""
     found = await engine.networks(name)
     settled = _settled_network(found)
     if settled is not None:

@@ -1,10 +1,6 @@
-"""The run options of ``local_docker``: their declaration (:class:`Opts`), ``env``'s forms.
+"""``local_docker``'s run options: TorchX's ``docker_scheduler`` and workspace ones, and ours.
 
-TorchX's ``torchx.schedulers.docker_scheduler`` declares ``copy_env``, ``env`` and
-``privileged``, and its workspace mixin (``torchx.workspace.docker_workspace``) adds
-``image_repo`` and ``quiet``; the same names are declared here, plus ``network``,
-``init`` and ``cancel_on_close``. ``env`` is read in
-TorchX's ``KEY:VALUE`` form and in our earlier ``KEY=VALUE`` one.
+``env`` reads TorchX's ``KEY:VALUE`` form and our earlier ``KEY=VALUE`` one.
 """
 
 from __future__ import annotations
@@ -24,9 +20,7 @@ NETWORK = "torchx"
 
 
 class DockerOpts(TypedDict, total=False):
-    """TorchX 0.7.0's ``torchx.schedulers.docker_scheduler.DockerOpts``: :class:`Opts`'s
-    options as a ``TypedDict``, for code typed against 0.7.0 (torchx-nightly has only
-    :class:`Opts`; a test keeps the two the same)."""
+    """TorchX 0.7.0's ``docker_scheduler.DockerOpts``: :class:`Opts` as a ``TypedDict``."""
 
     copy_env: list[str] | None
     env: dict[str, str] | None
@@ -39,21 +33,7 @@ class DockerOpts(TypedDict, total=False):
 
 
 def parse_env_text(text: str) -> dict[str, str]:
-    """Parse the ``env`` run option as written after ``-cfg env=`` or in a ``.torchxconfig``.
-
-    TorchX's form (``torchx.schedulers.docker_scheduler``, cast by
-    ``torchx.specs.api.runopts.cfg_from_str``): ``KEY:VALUE`` items separated by ``,``
-    or ``;`` (``FOO:1,BAR:2``, ``FOO:1;BAR:2``); a value may hold more ``:``
-    (``URL:http://x``). Our earlier form ``KEY=VALUE`` is read too: an item's key ends
-    at its first ``:`` or ``=``, whichever comes first. Empty items are skipped.
-
-    Args:
-        text: the option's value, e.g. ``FOO:1,BAR:2``.
-
-    Raises:
-        InvalidRunConfigException: an item has no ``:`` (or ``=``), or a key or value is
-            not usable as an environment variable (see :func:`check_env`).
-    """
+    """Parse ``env`` text: ``KEY:VALUE`` (or ``KEY=VALUE``) items split by ``,`` or ``;``."""
     env: dict[str, str] = {}
     for item in re.split(r"[,;]", text):
         if not item.strip():
@@ -71,25 +51,10 @@ def parse_env_text(text: str) -> dict[str, str]:
 
 
 class DockerRunOpts(runopts):
-    """The run options of ``local_docker``: ``env`` is read as TorchX reads it.
-
-    ``env`` is TorchX's ``Dict[str, str]``. On a command line or in a ``.torchxconfig``
-    (:meth:`cfg_from_str`) it is ``FOO:1,BAR:2`` or ``FOO:1;BAR:2`` (TorchX's form,
-    :func:`parse_env_text`); ``env=FOO=1;BAR=2`` (the form our earlier help showed)
-    works too: a ``KEY=VALUE`` pair right after ``env`` whose key is no run option
-    continues ``env``. From Python, a list of ``KEY=VALUE`` strings (our earlier type)
-    is still accepted by :meth:`resolve`.
-    """
+    """The run options of ``local_docker``: ``env`` is read as TorchX reads it."""
 
     def cfg_from_str(self, cfg_str: str) -> dict[str, CfgVal]:
-        """Parse ``-cfg`` text; ``env`` as :func:`parse_env_text`, the rest as runopts.
-
-        Args:
-            cfg_str: e.g. ``env=FOO:1,BAR:2,privileged=true``.
-
-        Raises:
-            InvalidRunConfigException: a value does not parse as its option's type.
-        """
+        """Parse ``-cfg`` text; ``env`` as :func:`parse_env_text`, the rest as runopts."""
         pairs: dict[str, str] = {}
         in_env = False
         for key, raw in cfg_pairs(cfg_str).items():
@@ -109,16 +74,7 @@ class DockerRunOpts(runopts):
     def resolve(
         self, cfg: Mapping[str, CfgVal], *, ignore_unknown: bool = False
     ) -> dict[str, CfgVal]:
-        """Resolve as :meth:`runopts.resolve`, with ``env`` also as a ``KEY=VALUE`` list.
-
-        Args:
-            cfg: the run options given.
-            ignore_unknown: as :meth:`runopts.resolve`.
-
-        Raises:
-            InvalidRunConfigException: as :meth:`runopts.resolve`, or an ``env`` entry
-                that no environment can carry (:func:`check_env`).
-        """
+        """Resolve as :meth:`runopts.resolve`, with ``env`` also as a ``KEY=VALUE`` list."""
         given = dict(cfg)
         env = given.get("env")
         if isinstance(env, list) and all(isinstance(item, str) for item in env):
@@ -131,10 +87,7 @@ class DockerRunOpts(runopts):
 
 @dataclass
 class Opts(StructuredOpts):
-    """The run options of ``local_docker``: torchx-nightly's
-    ``torchx.schedulers.docker_scheduler.Opts`` (``copy_env``, ``env``, ``privileged``),
-    its workspace's ``image_repo`` and ``quiet``, and ``network``, ``init`` and
-    ``cancel_on_close``."""
+    """``local_docker``'s run options: torchx-nightly's ``docker_scheduler.Opts`` and ours."""
 
     copy_env: list[str] | None = None
     """glob patterns of environment variables to copy if not set in AppDef. Ex: FOO_*"""
@@ -166,23 +119,14 @@ class Opts(StructuredOpts):
 
 
 def run_opts() -> runopts:
-    """The run options of ``local_docker``: :class:`Opts`'s, ``env`` read as
-    :class:`DockerRunOpts` reads it."""
+    """The run options of ``local_docker``."""
     opts = DockerRunOpts()
     opts.update(Opts.as_runopts())
     return opts
 
 
 def parse_env_items(items: Iterable[str]) -> dict[str, str]:
-    """Parse the ``env`` run option's earlier form, a list of ``KEY=VALUE`` items.
-
-    Args:
-        items: the items, e.g. ``["FOO=1", "BAR=x"]``.
-
-    Raises:
-        InvalidRunConfigException: an item has no ``=`` or an empty key (a
-            ``ValueError``).
-    """
+    """Parse the ``env`` run option's earlier form, a list of ``KEY=VALUE`` items."""
     env: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")

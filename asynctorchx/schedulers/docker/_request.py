@@ -1,13 +1,4 @@
-"""The dry-run request of ``local_docker``: one container spec per replica, no I/O.
-
-:func:`build_job` turns an ``AppDef`` and its resolved run options into a
-:class:`DockerJob`: one :class:`DockerContainer` per replica, each holding the body of
-the Docker Engine API's ``POST /containers/create``. The labels, names and the mapping
-of ``Resource`` (GPUs as a ``compute,utility`` device request), mounts and retries are
-TorchX 0.7.0's (``torchx.schedulers.docker_scheduler``), so either implementation can
-describe, list and tail the other's apps. ``Role.port_map`` ports are exposed, never
-published on the host (TorchX ignores them).
-"""
+"""``local_docker``'s dry-run request, no I/O; labels, names and mappings are TorchX 0.7.0's."""
 
 from __future__ import annotations
 
@@ -40,8 +31,7 @@ from asynctorchx.specs.api import (
 from asynctorchx.specs.converter import to_json
 from asynctorchx.workspace.docker_workspace import LABEL_VERSION as LABEL_VERSION
 
-#: TorchX's labels, spelled exactly as TorchX 0.7.0's ``torchx.schedulers.docker_scheduler``
-#: writes them, so either implementation can describe, list and tail the other's apps.
+#: TorchX 0.7.0's ``docker_scheduler`` labels, spelled exactly as TorchX writes them.
 LABEL_APP_ID = "torchx.pytorch.org/app-id"
 LABEL_ROLE_NAME = "torchx.pytorch.org/role-name"
 LABEL_REPLICA_ID = "torchx.pytorch.org/replica-id"
@@ -54,16 +44,14 @@ RANK0_ENV = "TORCHX_RANK0_HOST"
 #: Set in every container to the image it runs (torchx-nightly's ``TORCHX_IMAGE``).
 IMAGE_ENV = "TORCHX_IMAGE"
 
-#: The longest container name and hostname: a DNS label (RFC 1123); Linux refuses more
-#: than 64 characters (``sethostname``).
+#: The longest container name and hostname: a DNS label (RFC 1123).
 MAX_HOSTNAME_LENGTH = 63
 #: The most characters of the app id, and of the role name, in a container name (TorchX's).
 _PART_LENGTH = 30
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
-#: ``HostConfig`` fields that docker-py's ``containers.run`` takes as a keyword, and
-#: that keyword (:attr:`DockerContainer.kwargs`).
+#: ``HostConfig`` field -> docker-py's ``containers.run`` keyword.
 _DOCKER_PY_KEYWORDS = {
     "Init": "init",
     "NanoCpus": "nano_cpus",
@@ -76,8 +64,7 @@ _MIB = 2**20
 
 
 def _docker_py_device(entry: dict[str, str]) -> str | dict[str, str]:
-    """A ``HostConfig.Devices`` entry as docker-py's ``devices`` item: TorchX's
-    ``host:container:permissions``, or the entry itself when a path holds ``:``."""
+    """A ``HostConfig.Devices`` entry as docker-py's ``devices`` item."""
     host, container = entry["PathOnHost"], entry["PathInContainer"]
     if ":" in host or ":" in container:
         return entry
@@ -86,20 +73,13 @@ def _docker_py_device(entry: dict[str, str]) -> str | dict[str, str]:
 
 @attrs.define
 class DockerContainer:
-    """One replica's container, as ``schedule`` will create it (the dry-run request).
+    """One replica's container as ``schedule`` creates it (TorchX's ``DockerContainer``).
 
     Args:
         name: the container name and hostname (:func:`container_name`).
         image: the image (a name, or an image id after a workspace build).
         command: entrypoint then args, after macro substitution.
-        config: the body of the engine's ``POST /containers/create`` (Docker Engine API):
-            ``Image``, ``Entrypoint``, ``Cmd``, ``Env``, ``Labels``, ``Hostname``,
-            ``HostConfig``, ``NetworkingConfig``.
-
-    TorchX 0.7.0's ``DockerContainer`` (``torchx.schedulers.docker_scheduler``) holds
-    docker-py's ``containers.run`` keywords instead, since it creates containers through
-    docker-py; this one holds the Engine API body, since it talks to the engine through
-    aiodocker. :attr:`kwargs` gives TorchX's keywords, derived from ``config``.
+        config: the Docker Engine API's ``POST /containers/create`` body.
     """
 
     name: str
@@ -109,32 +89,8 @@ class DockerContainer:
 
     @property
     def kwargs(self) -> Mapping[str, Any]:
-        """The request as docker-py's ``containers.run(image, command, **kwargs)`` keywords.
-
-        TorchX's ``DockerContainer.kwargs`` (``torchx.schedulers.docker_scheduler``), for
-        code written against TorchX's dry run; derived from :attr:`config` (the body that
-        is sent) at each access, so the two never disagree. Passed with :attr:`image` and
-        :attr:`command` to docker-py 7's ``containers.run(..., detach=True)``, they create
-        the same container (docker-py turns each keyword back into the body field it came
-        from; what it adds is the engine's own default):
-
-        - ``name``, ``hostname``, ``environment`` (a dict), ``labels``, ``privileged``
-          (always), ``mounts`` (dicts equal to docker-py's ``docker.types.Mount``) and
-          ``devices`` (``"host:container:permissions"``, or the body's entry when a path
-          holds ``:``) are always there, as in TorchX;
-        - ``entrypoint`` is ``[]``: the command runs as given, never after the image's
-          ``ENTRYPOINT``, as the body's ``Entrypoint`` makes it (TorchX passes none);
-        - ``network`` and ``networking_config`` (the network's aliases, docker-py 7);
-        - when the body has them: ``init``, ``mem_limit`` and ``shm_size`` (``"<n>m"``
-          for whole MiB, as TorchX writes ``Resource.memMB``, else bytes),
-          ``nano_cpus``, ``device_requests`` (dicts equal to
-          ``docker.types.DeviceRequest``), ``restart_policy``, and ``ports`` (each exposed
-          port with no host binding: ``{"6006/tcp": []}`` publishes nothing).
-
-        Returns:
-            A read-only mapping of copies: changing it changes nothing that is sent;
-            change :attr:`config` for that.
-        """
+        """TorchX's ``kwargs``: docker-py 7's ``containers.run`` keywords, a read-only copy
+        derived from :attr:`config`."""
         config = copy.deepcopy(self.config)
         host = config.get("HostConfig", {})
         kwargs: dict[str, Any] = {
@@ -178,14 +134,13 @@ class DockerContainer:
 
 @attrs.define
 class DockerJob:
-    """The dry-run request of ``local_docker``: an app id and one container per replica.
+    """``local_docker``'s dry-run request: an app id and one container per replica.
 
     Args:
         app_id: the app id (also the ``torchx.pytorch.org/app-id`` label).
         containers: the replicas' containers, role by role, replica by replica.
-        network: the name of the user-defined bridge network they join.
-        cancel_on_close: the ``cancel_on_close`` run option: the scheduler that submits
-            it cancels it when it closes (else the app is detached, as in TorchX).
+        network: the user-defined bridge network they join.
+        cancel_on_close: the scheduler that submits it cancels it when it closes.
     """
 
     app_id: str
@@ -202,27 +157,14 @@ class DockerJob:
         return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- names
-
-
 def _sanitize(text: str) -> str:
-    """Make ``text`` usable in a container name (``[A-Za-z0-9][A-Za-z0-9_.-]*``).
-
-    Docker's own rule for container names; app ids themselves follow the toolkit's one
-    policy (:func:`~asynctorchx.schedulers.toolkit.make_app_id`).
-    """
+    """Make ``text`` usable in a container name (``[A-Za-z0-9][A-Za-z0-9_.-]*``)."""
     cleaned = _NAME_CHARS.sub("-", text).lstrip("-_.")
     return cleaned or "app"
 
 
 def _role_part(role_name: str) -> str:
-    """The role's part of a container name: the name, or 21 characters and a digest.
-
-    A name longer than 30 characters keeps its first 21 and ends with 8 hex digits of its
-    SHA-256, so two roles that share their first 30 characters get distinct names (cut
-    to 30, as TorchX cuts them, both would be one name and the engine refuses the second
-    container).
-    """
+    """The role's part of a container name: the name, or 21 characters and a digest."""
     cleaned = _sanitize(role_name)
     if len(cleaned) <= _PART_LENGTH:
         return cleaned
@@ -231,17 +173,10 @@ def _role_part(role_name: str) -> str:
 
 
 def container_name(app_id: str, role_name: str, replica_id: int) -> str:
-    """Return the container name (and hostname) of a replica: ``{app}-{role}-{k}``.
+    """Return a replica's container name and hostname: ``{app}-{role}-{k}`` (TorchX's).
 
-    As TorchX 0.7.0's ``torchx.schedulers.docker_scheduler`` names it,
-    ``{app_id[-30:]}-{role_name[:30]}-{replica_id}``, with two bounds TorchX lacks:
-
-    - at most :data:`MAX_HOSTNAME_LENGTH` (63) characters, a DNS label's limit (RFC
-      1123), for any replica id: the app part gives up its first characters to the
-      replica id's digits (the app id's random suffix, at its end, stays). Linux refuses
-      a hostname over 64 characters (``sethostname``: the container does not start);
-    - a role name over 30 characters is cut to 21 and a digest of the whole name, so
-      roles sharing their first 30 characters do not share container names.
+    At most 63 characters (a DNS label; Linux refuses longer hostnames), and a role name
+    over 30 characters ends in a digest so roles sharing a prefix do not share names.
 
     Args:
         app_id: the app id.
@@ -254,27 +189,8 @@ def container_name(app_id: str, role_name: str, replica_id: int) -> str:
     return f"{_sanitize(app_id[-max(app_length, 1) :])}-{role}-{replica}"
 
 
-# --------------------------------------------------------------------------- checks
-
-
 def validate(app: AppDef, local_engine: bool) -> None:
-    """Check ``app`` can run as containers, beyond the checks of every backend.
-
-    The toolkit's :func:`~asynctorchx.schedulers.toolkit.validate_app` has already
-    refused what no backend can run (no role, duplicate names, no replica or entrypoint,
-    an environment no process can carry, negative resources); a container also needs an
-    image. On an engine of this host, a bind mount's host path must exist: Docker
-    refuses such a container with an error that names neither the role nor the mount;
-    checked at dry run, nothing is created on the engine.
-
-    Args:
-        app: the app.
-        local_engine: the engine runs on this host (its paths are this host's).
-
-    Raises:
-        InvalidAppDefException: a role has no image, or binds a host path that does not
-            exist (a ``ValueError``; the message names the role, the value and the fix).
-    """
+    """Check every role has an image and, on a local engine, its bind sources exist."""
     for role in app.roles:
         if not role.image:
             raise InvalidAppDefException(
@@ -288,9 +204,6 @@ def validate(app: AppDef, local_engine: bool) -> None:
                     " which does not exist on this host: create it or fix the mount's"
                     " source path"
                 )
-
-
-# --------------------------------------------------------------------------- the request
 
 
 def _default_env(cfg: Mapping[str, CfgVal]) -> dict[str, str]:
@@ -308,25 +221,9 @@ def _default_env(cfg: Mapping[str, CfgVal]) -> dict[str, str]:
 
 
 def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
-    """Build the request for ``app``: a new app id and one container per replica.
-
-    Each replica's role has its macros applied (``app_id``, ``replica_id``,
-    ``rank0_env``); its environment is the ``copy_env``/``env`` run options' under the
-    role's own, plus ``TORCHX_RANK0_HOST`` (replica 0 of role 0's hostname) and
-    ``TORCHX_IMAGE`` (the container's image).
-
-    Args:
-        app: the validated app.
-        cfg: the resolved run options (see ``_options.run_opts``).
-
-    Raises:
-        ValueError: an ``env`` item is not ``KEY=VALUE``, or a resource device has no
-            known host device file (:class:`~asynctorchx.errors.UnknownDeviceError`)
-            or a negative count.
-    """
+    """Build the request for ``app``: a new app id and one container per replica."""
     default_env = _default_env(cfg)
     app_id = make_unique(app.name)
-    # what every container shares: its HostConfig's start and its labels' app part
     shared_host: dict[str, Any] = {
         "NetworkMode": str(cfg.get("network") or NETWORK),
         "Init": cfg.get("init", True) is not False,
@@ -360,8 +257,7 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
                 "NetworkingConfig": {"EndpointsConfig": {job.network: {"Aliases": [name]}}},
             }
             if replica.port_map:
-                # exposed only, as documentation: replicas reach each other on the network
-                # by name; nothing is published on the host (TorchX publishes nothing either)
+                # exposed, never published: replicas reach each other by name on the network
                 config["ExposedPorts"] = {f"{port}/tcp": {} for port in replica.port_map.values()}
             command = [replica.entrypoint, *replica.args]
             job.containers.append(DockerContainer(name, replica.image, command, config))
@@ -369,17 +265,7 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal]) -> DockerJob:
 
 
 def _devices(role: Role) -> list[dict[str, str]]:
-    """The host devices of ``role``: its resource devices, then its device mounts.
-
-    ``Resource.devices`` maps to device files by the table every backend shares
-    (:func:`~asynctorchx.schedulers.toolkit.get_device_mounts`, TorchX's
-    ``torchx.schedulers.devices``): EFA to ``/dev/infiniband/uverbs*``, Neuron to
-    ``/dev/neuron*``.
-
-    Raises:
-        UnknownDeviceError: a resource device has no known host device file (a
-            ``ValueError``; the message names the role).
-    """
+    """The host devices of ``role``: its resource devices, then its device mounts."""
     try:
         resource_mounts = get_device_mounts(role.resource.devices)
     except UnknownDeviceError as error:
@@ -412,8 +298,7 @@ def _mounts(role: Role) -> list[dict[str, Any]]:
 
 
 def _host_config(role: Role, shared: dict[str, Any]) -> dict[str, Any]:
-    """The ``HostConfig`` of a replica of ``role``: ``shared`` (network, init, privileged),
-    resources, devices, mounts, restarts."""
+    """A replica's ``HostConfig``: ``shared``, resources, devices, mounts, restarts."""
     host = dict(shared)
     resource = role.resource
     if resource.memMB > 0:
@@ -421,7 +306,6 @@ def _host_config(role: Role, shared: dict[str, Any]) -> dict[str, Any]:
     if resource.cpu > 0:
         host["NanoCpus"] = int(resource.cpu * 1_000_000_000)
     if resource.gpu > 0:
-        # TorchX's request: CUDA (``compute``) and nvidia-smi (``utility``) in the container
         host["DeviceRequests"] = [{"Count": resource.gpu, "Capabilities": [["compute", "utility"]]}]
     if mounts := _mounts(role):
         host["Mounts"] = mounts

@@ -1,15 +1,7 @@
-"""Pure decision tables of ``local_docker``: engine records in, replica and app states out.
+"""Pure decision tables: container records in, replica and app states out (no I/O).
 
-No I/O here: every function reads
-:class:`~asynctorchx.schedulers.docker._engine.Container` records (read from a
-container's inspect or listing entry) and decides. The container state names are the
-Docker Engine API's (``created``, ``running``, ``restarting``, ``paused``, ``removing``,
-``exited``, ``dead``); their mapping to a replica's
-:class:`~asynctorchx.specs.api.AppState` is TorchX 0.7.0's
-(``torchx.schedulers.docker_scheduler``), with the differences the scheduler documents
-(a replica the cancel ended is CANCELLED). From replicas to the app the rule is every
-backend's, :func:`~asynctorchx.schedulers.toolkit.app_state` (an app is terminal only
-once every replica is).
+The container-to-replica mapping is TorchX 0.7.0's ``docker_scheduler``'s, but a cancelled
+replica is CANCELLED.
 """
 
 from __future__ import annotations
@@ -33,8 +25,7 @@ from asynctorchx.schedulers.toolkit import (
 from asynctorchx.specs.api import NONE, AppDef, AppState, ReplicaStatus, Role
 from asynctorchx.specs.converter import from_json
 
-#: The engine's container states that are not terminal (TorchX's table in
-#: ``torchx.schedulers.docker_scheduler``).
+#: The engine's non-terminal container states (TorchX's ``docker_scheduler`` table).
 LIVE_STATES: dict[str, AppState] = {
     "created": AppState.SUBMITTED,
     "restarting": AppState.PENDING,
@@ -49,26 +40,8 @@ STATE_EVENTS = ("create", "start", "die", "stop", "destroy", "pause", "unpause")
 STOP_EVENTS = frozenset({"die", "stop", "destroy"})
 
 
-# --------------------------------------------------------------------------- states
-
-
 def replica_state(container: Container, cancelled_at_ns: int | None) -> tuple[AppState, int | None]:
-    """Map a container's state to a replica state and exit code.
-
-    ``exited`` with 0 is SUCCEEDED; another exit, ``dead``, or ``created`` with an
-    ``Error`` (the engine could not start it) is FAILED; a container that finished at or
-    after the app's cancel (or has no finish time) is CANCELLED. A container never
-    started (``created``) of a cancelled app is CANCELLED too: nothing will start it any
-    more, and the app must still end. Live states follow :data:`LIVE_STATES`. A listing
-    entry (no cancel time asked) is read alike, with the exit code of its text.
-
-    Args:
-        container: the container, from its inspect (or its listing entry).
-        cancelled_at_ns: when the app was cancelled (ns since the epoch), or ``None``.
-
-    Returns:
-        the replica's state, and its exit code once finished (``None`` while live).
-    """
+    """Map a container's state to a replica state and exit code."""
     status, exit_code = container.status, container.exit_code
     if status == "created" and cancelled_at_ns is not None and not container.error:
         return AppState.CANCELLED, None
@@ -83,25 +56,7 @@ def replica_state(container: Container, cancelled_at_ns: int | None) -> tuple[Ap
 
 
 def stopped_by_die(container: Container, event: Event) -> Container | None:
-    """The container as its ``die`` event leaves it, when that event says it stopped for good.
-
-    The engine logs ``die`` once the container's processes are gone, after its restart
-    policy decided (Docker's ``daemon/monitor.go``, ``handleContainerExit``), and holds the
-    container while it then releases its network and mounts, so an inspect waits for that.
-    The event alone is enough when no restart can follow: the container has no restart
-    policy (``""`` or ``no``), or ``on-failure`` and it exited 0, and the event is of its
-    last start (logged at or after ``StartedAt``, not replayed from an earlier run).
-    Otherwise (``always``, ``unless-stopped``, a failure under ``on-failure``, an event
-    without exit code or time) the answer is ``None``: inspect the container.
-
-    Args:
-        container: the container as last inspected.
-        event: the container's latest event.
-
-    Returns:
-        ``container`` ``exited`` with the event's exit code and time as its finish time,
-        or ``None``.
-    """
+    """The container as its ``die`` event leaves it, when that event says it stopped for good."""
     code, at, started = event.exit_code, event.time_ns, container.started_ns
     if event.action != "die" or code is None or at is None or started is None or at < started:
         return None
@@ -111,15 +66,8 @@ def stopped_by_die(container: Container, event: Event) -> Container | None:
     return attrs.evolve(container, status="exited", exit_code=code, finished_ns=at)
 
 
-# --------------------------------------------------------------------------- describe
-
-
 def replica_of(labels: Mapping[str, str]) -> tuple[str, int]:
-    """The role and replica id of a container, from its labels (TorchX's).
-
-    Args:
-        labels: a container's labels (its listing entry's or its inspect's).
-    """
+    """The role and replica id of a container, from its labels (TorchX's)."""
     return labels.get(LABEL_ROLE_NAME, ""), int(labels.get(LABEL_REPLICA_ID, "0"))
 
 
@@ -136,23 +84,7 @@ def _submitted_app(labels: Mapping[str, str]) -> AppDef | None:
 def describe_from(
     app_id: str, inspected: Iterable[Container], cancelled_at_ns: int | None
 ) -> DescribeAppResponse:
-    """Describe the app from its containers' inspects and its cancel time.
-
-    Each replica's state is :func:`replica_state`'s; the app's state and the response
-    follow the rule every backend shares (:func:`~asynctorchx.schedulers.toolkit.app_state`
-    through :func:`~asynctorchx.schedulers.toolkit.describe_app`). ``num_restarts`` sums
-    the containers' ``RestartCount``; ``msg`` names each failed replica with its exit
-    code and the engine's error, after ``cancelled`` for a cancelled app (``<NONE>`` when
-    there is nothing to say). ``roles_statuses`` holds the roles that have containers, in
-    the submitted ``AppDef``'s order (the ``asynctorchx.pytorch.org/app-def`` label), and
-    ``roles`` is that ``AppDef``'s, or rebuilt from the containers' labels for apps
-    TorchX started.
-
-    Args:
-        app_id: the app.
-        inspected: each of its containers, from its inspect.
-        cancelled_at_ns: when the app was cancelled (ns since the epoch), or ``None``.
-    """
+    """Describe the app from its containers' inspects and its cancel time."""
     rebuilt: dict[str, Role] = {}
     replicas: list[ReplicaStatus] = []
     restarts = 0
