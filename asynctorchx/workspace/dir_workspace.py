@@ -1,23 +1,4 @@
-"""The directory workspace: a copy of the workspace in ``job_dir`` (``slurm``'s).
-
-TorchX 0.7.0's ``torchx.workspace.dir_workspace.DirWorkspaceMixin`` (the base of its
-``SlurmScheduler``) copies the workspace into the ``job_dir`` run option, leaving out
-what the workspace's ``.torchxignore`` names, and points the role's image (so
-``${img_root}``) at ``job_dir``, where the job then runs. The copy is made at dry run, as
-every workspace build is.
-
-Ours differs where TorchX fails late or silently, and refuses with
-:class:`~asynctorchx.errors.InvalidJobDirError` before anything is copied:
-
-- no ``job_dir`` with a workspace other than the current directory: TorchX copies
-  nothing and the job runs in the current directory, without the workspace's files.
-  Without ``job_dir`` and with the current directory as the workspace (what ``run``
-  gives by default) nothing needs copying, as in TorchX;
-- a ``job_dir`` that is a file, a directory that is not empty, or that cannot be
-  created (TorchX's ``os.mkdir`` raises). An empty directory is used as it is.
-
-A copy that fails half-way is removed: ``job_dir`` is left as it was found.
-"""
+"""TorchX 0.7.0's ``dir_workspace``: the workspace copied into ``job_dir`` (``slurm``'s)."""
 
 from __future__ import annotations
 
@@ -38,36 +19,20 @@ TORCHX_IGNORE = ".torchxignore"
 
 
 class DirWorkspaceMixin(WorkspaceMixin[None]):
-    """A scheduler whose roles run in a copy of the workspace, in ``job_dir``.
-
-    As ``torchx.workspace.dir_workspace.DirWorkspaceMixin``: subclass it before the
-    scheduler; the scheduler declares the ``job_dir`` run option and runs the job there.
-    """
+    """TorchX's ``DirWorkspaceMixin``: roles run in a copy of the workspace, in ``job_dir``."""
 
     workspace_build = "directory"
 
     async def build_workspace_and_update_role(
         self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
     ) -> None:
-        """Copy ``workspace`` into ``cfg["job_dir"]`` and set ``role.image`` to it.
-
-        Files and directories that ``workspace/.torchxignore`` matches are left out,
-        matched as TorchX's ``walk_workspace`` matches them
-        (:func:`read_torchxignore`). The copy runs in a worker thread. Without
-        ``job_dir``, a workspace that is the current directory is
-        left where it is (the job runs there) and ``role`` is not changed.
-
-        Args:
-            role: the role to run in the copy (changed in place).
-            workspace: the directory to copy.
-            cfg: the resolved run options (``job_dir`` is read).
+        """Copy ``workspace`` into ``cfg["job_dir"]`` (:func:`copy_workspace`) for ``role.image``.
 
         Raises:
-            InvalidJobDirError: no ``job_dir`` while ``workspace`` is not the current
-                directory; or ``job_dir`` is a file, not empty, or cannot be created.
+            InvalidJobDirError: no ``job_dir`` for a workspace other than the current
+                directory, or ``job_dir`` is a file, not empty, or cannot be created.
             NotADirectoryError: ``workspace`` is not a directory.
-            OSError: a file of the workspace cannot be read, or the copy cannot be
-                written (what was copied is removed).
+            OSError: the copy failed (what was copied is removed).
         """
         job_dir = cfg.get("job_dir")
         if job_dir is not None and not isinstance(job_dir, str):
@@ -78,22 +43,9 @@ class DirWorkspaceMixin(WorkspaceMixin[None]):
 
 
 def copy_workspace(workspace: str, job_dir: str | None) -> str | None:
-    """Copy ``workspace`` into ``job_dir``, honouring ``workspace/.torchxignore``.
+    """Copy ``workspace`` into ``job_dir`` but what ``.torchxignore`` names; return the copy.
 
-    Args:
-        workspace: the directory to copy.
-        job_dir: where to copy it (created with its parents when missing; an empty
-            directory is used as it is), or ``None``: then ``workspace`` must be the
-            current directory, and nothing is copied.
-
-    Returns:
-        The absolute path of the copy, or ``None`` when nothing was copied.
-
-    Raises:
-        InvalidJobDirError: see :meth:`DirWorkspaceMixin.build_workspace_and_update_role`.
-        NotADirectoryError: ``workspace`` is not a directory.
-        OSError: reading or writing failed (what was copied is removed).
-    """
+    ``job_dir`` ``None``: copy nothing, return ``None`` (the workspace must be the cwd)."""
     root = os.path.realpath(os.path.expanduser(workspace))
     if not os.path.isdir(root):
         raise NotADirectoryError(f"workspace {workspace!r} is not a directory: pass a directory")
@@ -146,18 +98,10 @@ def _prepare(job_dir: str, target: str) -> bool:
 
 
 def read_torchxignore(text: str) -> list[str]:
-    """Return the patterns of a ``.torchxignore`` file, in order.
+    """Return a ``.torchxignore``'s patterns, read as TorchX's ``walk_workspace`` reads them.
 
-    As TorchX 0.7.0's ``walk_workspace`` reads them: what follows a ``#`` is a comment,
-    blank lines and ``.`` are skipped. A pattern is an ``fnmatch`` pattern over the path
-    relative to the workspace (``*`` also matches ``/``, so ``*.pyc`` leaves out every
-    ``.pyc`` file), a leading ``!`` re-includes, and the last pattern that matches
-    decides. TorchX's docstring calls these ``.dockerignore``'s rules; they are not
-    (there ``*`` stops at ``/``), and ours follow what TorchX does, so that a
-    ``.torchxignore`` leaves out the same files.
-
-    Args:
-        text: the file's text.
+    ``fnmatch`` over the relative path (``*`` matches ``/``, unlike ``.dockerignore``), a
+    leading ``!`` re-includes, the last match decides; ``#`` starts a comment.
     """
     patterns = (line.partition("#")[0].strip() for line in text.splitlines())
     return [pattern for pattern in patterns if pattern not in ("", ".")]
@@ -174,13 +118,7 @@ def _last_match(path: str, patterns: list[str]) -> tuple[int, bool]:
 
 
 def _copy_tree(root: str, target: str) -> None:
-    """Copy the files of ``root`` that ``.torchxignore`` keeps into ``target``.
-
-    A directory that a pattern leaves out is not entered; inside a directory kept by a
-    pattern (``!dir``), only the patterns after that one apply, as in TorchX's
-    ``walk_workspace``. Symbolic links are copied as links. ``target`` itself is
-    skipped when it lies in ``root`` (a ``job_dir`` inside the workspace).
-    """
+    """Copy what ``.torchxignore`` keeps; under a ``!dir`` only later patterns apply (TorchX's)."""
     ignore_file = os.path.join(root, TORCHX_IGNORE)
     patterns: list[str] = []
     if os.path.isfile(ignore_file):

@@ -1,16 +1,7 @@
-"""Docker image workspaces, shared by ``local_docker`` and ``kubernetes``.
+"""Docker image workspaces (TorchX's ``docker_workspace``) and the engine connection they share.
 
-TorchX keeps this in ``torchx.workspace.docker_workspace`` (``DockerWorkspaceMixin``): a
-workspace is a directory tarred with its ``.dockerignore`` honoured and built on the
-Docker engine, then tagged for, and pushed to, ``image_repo``. :class:`DockerEngine` is the
-engine connection both backends hold; ``local_docker``'s engine adds its container
-requests to it.
-
-The ``.dockerignore`` rules are Docker's
-(https://docs.docker.com/build/concepts/context/#dockerignore-files): one pattern a line,
-``#`` comments, a leading ``/`` ignored, ``*`` and ``?`` within one path segment, ``**``
-any number of segments, ``!`` re-includes, the last matching line wins, and a pattern
-that matches a directory excludes everything under it.
+``.dockerignore`` follows Docker's rules
+(https://docs.docker.com/build/concepts/context/#dockerignore-files).
 """
 
 from __future__ import annotations
@@ -46,7 +37,7 @@ LABEL_VERSION = "torchx.pytorch.org/version"
 #: The Dockerfile a workspace build uses; written from the role's image when missing.
 DEFAULT_DOCKERFILE = "Dockerfile.torchx"
 
-#: aiodocker's status for "cannot connect to the engine" (not an HTTP status).
+#: aiodocker's status for "cannot connect" (not an HTTP one).
 _NO_CONNECTION = 900
 
 _START_ENGINE = "start one, e.g. `bash scripts/docker-engine.sh start`, or set DOCKER_HOST"
@@ -72,22 +63,17 @@ def _mapped_error(err: Exception, request: str, where: str) -> Exception | None:
 
 
 class DockerEngine:
-    """One Docker engine, reached over one aiodocker client opened on first use.
-
-    aiodocker is imported on first use only, and runs on asyncio only. Every request maps
-    aiodocker's and aiohttp's errors, once, to :mod:`asynctorchx.errors`.
+    """One Docker engine, over one aiodocker client opened on first use (asyncio only).
 
     Args:
-        docker_host: the engine's URL (e.g. ``unix:///var/run/docker.sock``); ``None``:
-            ``DOCKER_HOST`` or the default socket, as aiodocker finds it.
+        docker_host: the engine's URL; ``None``: ``DOCKER_HOST`` or the default socket.
         session_name: the scheduler's session, named in :class:`SchedulerClosedError`.
         backend: the scheduler the errors name.
 
-    Every request method raises:
-        SchedulerUnavailableError: aiodocker is not installed, the event loop is not
-            asyncio (trio), no Docker engine answers, or the connection broke.
-        SchedulerClosedError: :meth:`close` was called.
-        DockerEngineError: the engine answered 4xx/5xx (``status``, ``message``).
+    Raises:
+        SchedulerUnavailableError: (every request) no aiodocker, trio, or no engine.
+        SchedulerClosedError: (every request) :meth:`close` was called.
+        DockerEngineError: (every request) the engine answered 4xx/5xx.
     """
 
     def __init__(self, docker_host: str | None, session_name: str, backend: str) -> None:
@@ -123,13 +109,7 @@ class DockerEngine:
             yield docker
 
     async def connect(self) -> Any:
-        """Return the aiodocker client, opened on first use once the engine answers
-        ``GET /version``.
-
-        Raises:
-            SchedulerUnavailableError: see the class.
-            SchedulerClosedError: see the class.
-        """
+        """Return the aiodocker client, opened once the engine answers ``GET /version``."""
         if self._closed:
             raise SchedulerClosedError(
                 f"the {self.backend} scheduler of session {self.session_name!r} is closed:"
@@ -175,30 +155,12 @@ class DockerEngine:
                 await docker.close()
 
     async def tag_image(self, image: str, repo: str, tag: str) -> None:
-        """Tag ``image`` as ``repo:tag`` (``docker tag``).
-
-        Raises:
-            DockerEngineError: the engine has no such image (404), or refused the name.
-        """
+        """Tag ``image`` as ``repo:tag`` (``docker tag``)."""
         async with self._request(f"POST images/{image}/tag") as docker:
             await docker.images.tag(image, repo, tag=tag)
 
     async def push_image(self, image: str, repo: str, tag: str) -> None:
-        """Tag ``image`` as ``repo:tag`` and push it there (``docker push``), as TorchX's
-        ``DockerWorkspaceMixin.push_images`` does.
-
-        The push is anonymous (no ``X-Registry-Auth``); the engine decides whether it may
-        use plain HTTP (it does for registries on 127.0.0.0/8).
-
-        Args:
-            image: the image's name or id.
-            repo: the repository, ``<registry host>[:port]/<path>``.
-            tag: the tag.
-
-        Raises:
-            DockerEngineError: no such image, or the registry refused the push (its
-                message kept; ``status`` 0 when the refusal came in the push's progress).
-        """
+        """Tag ``image`` as ``repo:tag`` and push it anonymously (TorchX's ``push_images``)."""
         await self.tag_image(image, repo, tag)
         try:
             async with self._request(f"POST images/{repo}/push?tag={tag}") as docker:
@@ -218,20 +180,10 @@ class DockerEngine:
         labels: Mapping[str, str],
         output: Callable[[str], None],
     ) -> str | None:
-        """Build an image from a tar build context; return its id (``None``: none named).
+        """Build an image from an uncompressed tar context; return its id (``None``: none named).
 
-        Intermediate containers are removed, also after a failed step; the base image is
-        not pulled again.
-
-        Args:
-            context: the uncompressed tar of the build context.
-            dockerfile: the Dockerfile's path inside the context.
-            labels: labels of the built image.
-            output: called with each piece of the build's output text, in order.
-
-        Raises:
-            WorkspaceBuildError: a step failed (its ``error``, else ``errorDetail``).
-            DockerEngineError: the engine refused the build.
+        ``output`` gets each piece of the build's output; a failed step raises
+        :class:`WorkspaceBuildError`.
         """
         image_id: str | None = None
         async with self._request("POST build") as docker:
@@ -299,11 +251,7 @@ def _translate(pattern: str) -> re.Pattern[str]:
 
 
 def parse_dockerignore(text: str) -> list[_Rule]:
-    """The rules of a ``.dockerignore`` file's text, in order.
-
-    Args:
-        text: the file's text.
-    """
+    """The rules of a ``.dockerignore`` file's text, in order."""
     rules: list[_Rule] = []
     for raw in text.splitlines():
         line = raw.strip()
@@ -320,13 +268,7 @@ def parse_dockerignore(text: str) -> list[_Rule]:
 
 
 def is_ignored(rel_path: str, rules: list[_Rule]) -> bool:
-    """Whether ``rules`` exclude ``rel_path`` (``/``-separated, relative): the last rule
-    matching it or one of its parent directories decides.
-
-    Args:
-        rel_path: the path.
-        rules: :func:`parse_dockerignore`'s.
-    """
+    """Whether ``rules`` exclude ``rel_path``: the last matching it or a parent decides."""
     parts = rel_path.split("/")
     candidates = ["/".join(parts[: n + 1]) for n in range(len(parts))]
     ignored = False
@@ -337,15 +279,10 @@ def is_ignored(rel_path: str, rules: list[_Rule]) -> bool:
 
 
 def build_context(workspace: str, base_image: str) -> bytes:
-    """Tar ``workspace`` into a Docker build context (uncompressed tar bytes).
+    """Tar ``workspace`` into a build context, honouring ``.dockerignore``.
 
-    Its ``.dockerignore`` is honoured (the Dockerfile and ``.dockerignore`` always go in,
-    as Docker does). Without a ``Dockerfile.torchx``, one of ``FROM <base_image>`` and
-    ``COPY . .`` is added (TorchX's default).
-
-    Args:
-        workspace: the directory to build.
-        base_image: the image the default Dockerfile starts from.
+    Without a ``Dockerfile.torchx``, one of ``FROM <base_image>`` and ``COPY . .`` is added
+    (TorchX's default).
 
     Raises:
         NotADirectoryError: ``workspace`` is not a directory.
@@ -377,7 +314,7 @@ def build_context(workspace: str, base_image: str) -> bytes:
         if not os.path.isfile(os.path.join(root, DEFAULT_DOCKERFILE)):
             content = f"FROM {base_image}\nCOPY . .\n".encode()
             info = tarfile.TarInfo(DEFAULT_DOCKERFILE)
-            info.size = len(content)  # mode 0o644: TarInfo's default
+            info.size = len(content)
             tar.addfile(info, io.BytesIO(content))
     return buffer.getvalue()
 
@@ -387,22 +324,12 @@ async def build_workspace(
 ) -> None:
     """Build ``workspace`` into an image on ``engine`` and set ``role.image`` to it.
 
-    The context is :func:`build_context`'s (made in a worker thread). ``role.image``
-    becomes the built image's id, or ``<image_repo>:<id>`` when the ``image_repo`` option
-    is set (tagged so, not pushed).
-
-    Args:
-        engine: the engine to build on.
-        role: the role to patch; its ``image`` is the default Dockerfile's base.
-        workspace: the directory to build.
-        cfg: the resolved run options: ``image_repo``, and ``quiet`` (the build's output
-            is logged at INFO unless it is set, as TorchX's).
+    ``role.image`` becomes the image id, or ``<image_repo>:<id>`` (tagged, not pushed);
+    the build log goes to INFO unless ``quiet``.
 
     Raises:
-        WorkspaceBuildError: the build failed or named no image; the message holds the
-            build log.
+        WorkspaceBuildError: the build failed or named no image (with its log).
         NotADirectoryError: ``workspace`` is not a directory.
-        SchedulerUnavailableError: no engine (under trio, or none answers).
     """
     await engine.connect()
     context = await anyio.to_thread.run_sync(build_context, workspace, role.image)
@@ -412,7 +339,7 @@ async def build_workspace(
     log: list[str] = []
 
     def output(text: str) -> None:
-        log.append(text)  # kept for the error message either way
+        log.append(text)
         if (line := text.strip("\r\n")) and not quiet:
             logger.info("%s", line)
 
