@@ -273,7 +273,7 @@ async def _request(
 async def _read(
     engine: Engine, cid: str, lines: FrameParser, params: Mapping[str, str], request: bool = True
 ) -> AsyncGenerator[list[str], None]:
-    """Yield the lines the engine has now (none requested if not ``request``), then the rest."""
+    """Yield the lines the engine has (asked again only if ``request``), then the unfinished."""
     try:
         if request:
             async with _request(engine, cid, lines, params, follow=False) as body:
