@@ -1,13 +1,4 @@
-"""One view of a local app, whether this process supervises it or another one recorded it.
-
-Every query (``describe``, ``wait``, ``log_iter``, ``cancel``, ``list``) reads the app's
-:class:`~._records.AppRecord`: in memory for an app of this process, from disk for one
-of another process of this user (TorchX's local scheduler knows only its own process's
-apps). A record that says the app runs while its supervisor is gone is reported
-``FAILED``; ``cancel`` of another process's app leaves a cancel request and SIGTERMs
-each replica group only while it is still the recorded process
-(:func:`~._process_identity.signal_group_if_same`). :mod:`._watch` wakes the followers.
-"""
+"""One view of a local app, whether this process supervises it or another one recorded it."""
 
 from __future__ import annotations
 
@@ -55,14 +46,7 @@ logger = logging.getLogger(__name__)
 
 
 def settled_state(record: AppRecord) -> tuple[AppState, str | None]:
-    """The app's state as a reader must report it, and the message that goes with it.
-
-    The recorded state, except ``FAILED`` when the record says the app runs and its
-    supervisor is gone.
-
-    Args:
-        record: the app's record.
-    """
+    """The app's state as a reader must report it, and the message that goes with it."""
     if is_terminal(record.state) or not supervisor_gone(record):
         return record.state, None
     pid = record.supervisor.pid if record.supervisor is not None else "?"
@@ -74,9 +58,8 @@ def settled_state(record: AppRecord) -> tuple[AppState, str | None]:
 
 
 def describe_record(record: AppRecord) -> DescribeAppResponse:
-    """The ``DescribeAppResponse`` of an app from its record (the toolkit's ``describe_app``);
-    only the replicas of a supervisor that died have their error file read here.
-    """
+    """The ``DescribeAppResponse`` of an app from its record (the toolkit's ``describe_app``); only
+    the replicas of a supervisor that died have their error file read here."""
     state, msg = settled_state(record)
     dead = msg is not None  # its supervisor died: what still ran was ended with it
     replicas = []
@@ -110,9 +93,8 @@ def describe_record(record: AppRecord) -> DescribeAppResponse:
 
 
 class AppView(abc.ABC):
-    """A local app as every query sees it; subclasses say where its record is read, how a
-    waiter wakes and how it is cancelled.
-    """
+    """A local app as every query sees it; subclasses say where its record is read, how a waiter
+    wakes and how it is cancelled."""
 
     def __init__(self, record: AppRecord) -> None:
         self.app_id = record.app_id
@@ -141,8 +123,8 @@ class AppView(abc.ABC):
 
     @abc.abstractmethod
     def watch(self, role: str | None = None, k: int = 0) -> Changes | ChangeWatch:
-        """What wakes a follower: a change of the app, or with ``role``, of that replica's
-        logs too."""
+        """What wakes a follower: a change of the app, or with ``role``, of that replica's logs
+        too."""
 
     @abc.abstractmethod
     async def cancel(self) -> None:
@@ -154,25 +136,13 @@ class AppView(abc.ABC):
         return None if record is None else describe_record(record)
 
     async def wait_until(self, done: Callable[[AppState], bool]) -> None:
-        """Await the app's state until ``done`` holds for it, or the app is gone.
-
-        Args:
-            done: the condition on its state.
-        """
+        """Await the app's state until ``done`` holds for it, or the app is gone."""
         with self.watch() as watch:
             while (state := self.state()) is not None and not done(state):
                 await watch.wait()
 
     def log_blocks(self, query: LogQuery, start: LogPosition) -> AsyncIterator[LogBlock]:
-        """The log lines of the replica ``query`` names (``LocalScheduler.log_blocks``).
-
-        Args:
-            query: the role, replica, stream and filters.
-            start: the byte offset in the log file to read from.
-
-        Raises:
-            ValueError: the app has no such role or replica.
-        """
+        """The log lines of the replica ``query`` names (``LocalScheduler.log_blocks``)."""
         log_dirs = self.log_dirs()
         query.check_replica(self.app_id, {role: len(dirs) for role, dirs in log_dirs.items()})
         stream = query.stream_or(Stream.COMBINED)
@@ -183,8 +153,7 @@ class AppView(abc.ABC):
         self, path: str, query: LogQuery, start: LogPosition, combined: bool
     ) -> AsyncIterator[LogBlock]:
         """Yield the blocks of ``path`` (see ``tail_blocks``; ``combined``: the replica's
-        ``combined.log``, whose write ends cut lines), woken by :meth:`watch` when
-        following."""
+        ``combined.log``, whose write ends cut lines), woken by :meth:`watch` when following."""
         index = TimeIndex(path + ".idx")
         watch = self.watch(query.role_name, query.k)
         with watch if query.should_tail else contextlib.nullcontext(watch):
@@ -203,12 +172,8 @@ class AppView(abc.ABC):
 
 
 class LiveApp(AppView):
-    """An app this process supervises: its record read in memory, its waiters woken by
-    its events.
-
-    Args:
-        app: the supervised app.
-    """
+    """An app this process supervises: its record read in memory, its waiters woken by its
+    events."""
 
     def __init__(self, app: LocalApp) -> None:
         super().__init__(app.record)
@@ -219,8 +184,7 @@ class LiveApp(AppView):
         return self.app.record
 
     def watch(self, role: str | None = None, k: int = 0) -> Changes:
-        """The app's change events, or a replica's output events (set too when the app
-        ends)."""
+        """The app's change events, or a replica's output events (set too when the app ends)."""
         return Changes(self.app.changed if role is None else self.app.replicas[role][k].output)
 
     async def cancel(self) -> None:
@@ -229,13 +193,8 @@ class LiveApp(AppView):
 
 
 class RecordedApp(AppView):
-    """An app another process of this user supervises, read from its record file at each
-    look, its waiters woken by the files changing and by the supervisor's exit.
-
-    Args:
-        directory: the records directory.
-        record: the app's record, as first read (its replicas and supervisor).
-    """
+    """An app another process of this user supervises, read from its record file at each look, its
+    waiters woken by the files changing and by the supervisor's exit."""
 
     def __init__(self, directory: str, record: AppRecord) -> None:
         super().__init__(record)
@@ -244,24 +203,20 @@ class RecordedApp(AppView):
         self._supervisor = record.supervisor.pid if record.supervisor is not None else None
 
     def record(self) -> AppRecord | None:
-        """The app's record, read again (a look taken before a watch began could miss
-        the change the watch then waits for)."""
+        """The app's record, read again (a look taken before a watch began could miss the change the
+        watch then waits for)."""
         return read_recorded(self._directory, self.app_id, self._backend)
 
     def watch(self, role: str | None = None, k: int = 0) -> ChangeWatch:
-        """inotify on the records directory (and the replica's log directory), and the
-        supervisor's exit."""
+        """inotify on the records directory (and the replica's log directory), and the supervisor's
+        exit."""
         watched = [self._directory]
         if role is not None:
             watched.insert(0, self.log_dirs()[role][k])
         return ChangeWatch(watched, self._supervisor)
 
     async def cancel(self) -> None:
-        """Leave a cancel request, then SIGTERM each replica group still the recorded one.
-
-        Raises:
-            OSError: the cancel request could not be written (disk full).
-        """
+        """Leave a cancel request, then SIGTERM each replica group still the recorded one."""
         record = self.record()
         if record is None or is_finished(record):
             return
@@ -275,15 +230,9 @@ class RecordedApp(AppView):
 
 
 def read_recorded(directory: str, app_id: str, backend: str) -> AppRecord | None:
-    """The record of ``app_id`` in ``directory``; None when there is none this process may
-    use (not a record of ``backend``'s ``app_id``, or this process's own app: its
-    scheduler's memory is the truth).
-
-    Args:
-        directory: the records directory.
-        app_id: an app id already validated.
-        backend: the scheduler's name.
-    """
+    """The record of ``app_id`` in ``directory``; None when there is none this process may use (not
+    a record of ``backend``'s ``app_id``, or this process's own app: its scheduler's memory is the
+    truth)."""
     record = read_record(record_path(directory, app_id))
     if record is None or record.app_id != app_id or record.backend != backend:
         return None
@@ -293,23 +242,16 @@ def read_recorded(directory: str, app_id: str, backend: str) -> AppRecord | None
 
 
 def read_recorded_app(backend: str, app_id: str) -> RecordedApp | None:
-    """The app ``app_id`` of ``backend`` recorded by another process of this user; None
-    when it has no record this process may use.
-
-    Args:
-        backend: the scheduler's name.
-        app_id: an app id already validated.
-    """
+    """The app ``app_id`` of ``backend`` recorded by another process of this user; None when it has
+    no record this process may use."""
     directory = records_directory(backend, create=False)
     record = None if directory is None else read_recorded(directory, app_id, backend)
     return None if directory is None or record is None else RecordedApp(directory, record)
 
 
 def list_recorded_apps(backend: str, session: str, known: Container[str]) -> list[ListAppResponse]:
-    """The apps of ``backend``'s ``session`` recorded by other processes, running or ended
-    (as ``docker ps -a`` lists), leaving out those in ``known``; brings the list index up
-    to date.
-    """
+    """The apps of ``backend``'s ``session`` recorded by other processes, running or ended (as
+    ``docker ps -a`` lists), leaving out those in ``known``; brings the list index up to date."""
     directory = records_directory(backend, create=False)
     if directory is None:
         return []
@@ -336,11 +278,7 @@ def list_recorded_apps(backend: str, session: str, known: Container[str]) -> lis
 
 def _list_entry(directory: str, app_id: str, backend: str) -> ListEntry | None:
     """What ``list`` reports of ``app_id`` from its record; None when it has no record of
-    ``backend``'s ``app_id``.
-
-    A record read while its app ran, whose supervisor is gone when looked at, is read
-    again: the supervisor may have recorded the app's end and exited in between, and
-    its last record is final (an entry of the index is kept for good)."""
+    ``backend``'s ``app_id``."""
     path = record_path(directory, app_id)
     record = read_record(path)
     if record is not None and settled_state(record)[0] != record.state:

@@ -1,10 +1,4 @@
-"""Reap child processes without a thread per child on Python 3.11.
-
-3.11's default ``ThreadedChildWatcher`` blocks a thread in ``waitpid`` per live child;
-:func:`use_pidfd_child_watcher` installs a pidfd watcher (3.12's default) where that is
-safe, and it tells :mod:`._subreaper` which children it reaps, so a sweep does not read
-them. It goes when ``requires-python`` reaches 3.12.
-"""
+"""Reap child processes without a thread per child on Python 3.11 (gone with 3.11)."""
 
 from __future__ import annotations
 
@@ -34,14 +28,7 @@ def _pidfd_supported() -> bool:
 
 
 def use_pidfd_child_watcher() -> None:
-    """Make asyncio reap children through pidfds (3.11 on Linux, from the main thread).
-
-    The watcher is asyncio's process-wide one, so it serves every event loop, in any
-    thread, including loops started after the one that installed it has ended (an
-    ``anyio.run`` followed by a blocking portal's loop, a web server's loop in a worker
-    thread): each child is watched on the loop that started it, as 3.12's
-    ``PidfdChildWatcher`` does.
-    """
+    """Make asyncio reap children through pidfds (3.11 on Linux, from the main thread)."""
     if sys.version_info >= (3, 12) or sys.platform != "linux":
         return
     if threading.current_thread() is not threading.main_thread() or not _pidfd_supported():
@@ -62,14 +49,7 @@ def use_pidfd_child_watcher() -> None:
 
 @functools.cache
 def _registering_watcher_class() -> type[Any]:
-    """The class of the watcher :func:`use_pidfd_child_watcher` installs, made on first use.
-
-    3.11's ``asyncio.PidfdChildWatcher`` (gone from asyncio in 3.14, hence made lazily)
-    made to work as 3.12's: it opens a pidfd for each child and watches it on the
-    running loop, so it does not depend on a loop it was attached to. It keeps
-    :mod:`._subreaper` told of the children it watches (registered at
-    ``add_child_handler``, unregistered once reaped).
-    """
+    """The class of the watcher :func:`use_pidfd_child_watcher` installs, made on first use."""
     import asyncio
 
     class RegisteringWatcher(asyncio.PidfdChildWatcher):

@@ -1,15 +1,5 @@
-"""Replica log files of the local schedulers: their directories, the writer the pumps use,
-and the time index behind ``since``/``until``.
-
-Layout (TorchX's): ``<replica_log_dir>/{stdout,stderr,combined}.log``, each with a time
-index ``<name>.log.idx`` of ``struct "<Qd"`` records (size after a write, seconds since
-the epoch), so ``since``/``until`` are honoured (TorchX ignores them). In a shared
-``log_dir`` files are created 0600 with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and reopened
-only when they are this user's regular files with one link. :func:`check_log_dir` (dry
-run, creates nothing) and :func:`create_log_dirs` (submit, removes what it made on
-failure) raise :class:`~asynctorchx.errors.InvalidLogDirError` where TorchX lets
-``os.makedirs``'s ``OSError`` through.
-"""
+"""Replica log files of the local schedulers: their directories, the writer the pumps use, and the
+time index behind ``since``/``until``."""
 
 from __future__ import annotations
 
@@ -43,11 +33,7 @@ STREAM_FILES = ("stdout", "stderr", "combined")
 
 
 class LogFile:
-    """One append-only log file and its time index, written by the output pumps.
-
-    Both files are created on the first write: a replica that prints nothing costs no
-    file descriptor (1000 replicas of ``true`` would otherwise open 6000 files).
-    """
+    """One append-only log file and its time index, written by the output pumps."""
 
     __slots__ = ("_data_fd", "_index_fd", "path", "size")
 
@@ -63,11 +49,7 @@ class LogFile:
         self.size = os.fstat(self._data_fd).st_size  # a retry appends to the same file
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Append ``data`` and its time to the index (raises ``OSError``, e.g. disk full).
-
-        The index entry is written first, so a reader in another process never reads
-        bytes whose write end (a cut line's, in ``combined.log``) it cannot see yet.
-        """
+        """Append ``data`` and its time to the index (raises ``OSError``, e.g. disk full)."""
         if self._data_fd < 0:
             self._open()
         self.size += len(data)
@@ -85,19 +67,7 @@ class LogFile:
 
 
 class ReplicaLogWriter:
-    """The three log files of one replica; pumps call :meth:`write` per chunk read.
-
-    ``stdout.log`` and ``stderr.log`` get the bytes as read; ``combined.log`` gets whole
-    lines in arrival order, a line over ``max_line_bytes`` (and a stream's unterminated last
-    line) as pieces of their own writes, which its readers end a line at
-    (:meth:`TimeIndex.cuts`): a ``\r`` progress bar holds bounded memory and two streams'
-    lines never interleave.
-
-    Args:
-        directory: the replica's log directory (made by :func:`create_log_dirs`).
-        on_write: called after every write (wakes the log followers).
-        max_line_bytes: the longest line ``combined.log`` holds whole, in bytes.
-    """
+    """The three log files of one replica; pumps call :meth:`write` per chunk read."""
 
     def __init__(
         self,
@@ -114,15 +84,7 @@ class ReplicaLogWriter:
         self.error: OSError | None = None
 
     def write(self, stream: str, chunk: bytes) -> None:
-        """Record ``chunk`` read from ``stream`` (``stdout`` or ``stderr``).
-
-        A write error (disk full) is kept in :attr:`error` and later output is
-        dropped, so the replica is never blocked on a full pipe.
-
-        Args:
-            stream: ``stdout`` or ``stderr``.
-            chunk: the bytes read from it.
-        """
+        """Record ``chunk`` read from ``stream`` (``stdout`` or ``stderr``)."""
         if self.error is None:
             try:
                 self.files[stream].write(chunk)
@@ -132,8 +94,8 @@ class ReplicaLogWriter:
         self._on_write()
 
     def _write_combined(self, lines: bytes | bytearray) -> None:
-        """Write whole lines (and whole pieces of a line over the limit: each its own write)
-        to combined."""
+        """Write whole lines (and whole pieces of a line over the limit: each its own write) to
+        combined."""
         limit = self._max_line_bytes
         combined = self.files["combined"]
         if not lines:
@@ -153,12 +115,8 @@ class ReplicaLogWriter:
                 combined.write(view[start:])
 
     def finish(self, stream: str) -> None:
-        """``stream`` reached end of file: flush its unterminated last line to combined
-        (its own write: the readers end the line there).
-
-        Followers are woken only when that wrote something (the app's end wakes them
-        anyway).
-        """
+        """``stream`` reached end of file: flush its unterminated last line to combined (its own
+        write: the readers end the line there)."""
         rest = self._lines[stream].take_rest()
         if not rest:
             return
@@ -176,11 +134,7 @@ class ReplicaLogWriter:
 
 
 class TimeIndex:
-    """Reads a ``.idx`` file: maps a byte offset of the log to the time it was written.
-
-    Args:
-        path: the index file, ``<log file>.idx`` (it may not exist yet).
-    """
+    """Reads a ``.idx`` file: maps a byte offset of the log to the time it was written."""
 
     def __init__(self, path: str) -> None:
         self._path = path
@@ -189,13 +143,7 @@ class TimeIndex:
         self._read_bytes = 0
 
     def time_of(self, offset: int) -> float | None:
-        """Return when the byte at ``offset`` was written (seconds since the epoch).
-
-        None if it is not indexed (yet): the index is read further on demand.
-
-        Args:
-            offset: a byte offset of the log file.
-        """
+        """Return when the byte at ``offset`` was written (seconds since the epoch)."""
         position = bisect.bisect_right(self._ends, offset)
         if position == len(self._ends):
             self._load()
@@ -205,16 +153,7 @@ class TimeIndex:
         return self._times[position]
 
     def cuts(self, low: int, high: int) -> list[int]:
-        """The ends of the writes in ``low < end <= high`` (byte offsets of the log).
-
-        In ``combined.log`` every write ends with ``\\n`` but a piece of a line over the
-        limit and a stream's unterminated last line: a reader ends a line at such an end
-        (``tail_blocks``'s ``cuts``), so pieces and lines of two streams never join.
-
-        Args:
-            low: the offset the reader's bytes start at.
-            high: the offset they end at.
-        """
+        """The ends of the writes in ``low < end <= high`` (byte offsets of the log)."""
         ends = self._ends
         if not ends or ends[-1] < high:
             self._load()
@@ -236,20 +175,7 @@ class TimeIndex:
 
 
 def open_log_file(path: str) -> int:
-    """Open the log (or index) file ``path`` for appending; return its descriptor.
-
-    The file is created with mode 0600 (``O_CREAT | O_EXCL | O_NOFOLLOW``); an existing
-    one (an earlier attempt of the replica wrote it) is reopened only when it is a
-    regular file of this user with a single link, without following a symbolic link.
-
-    Args:
-        path: the file.
-
-    Raises:
-        UnsafeLogPathError: ``path`` is a symbolic link, or a file this user did not
-            create (another owner, another kind of file, hard links).
-        OSError: the file could not be created (disk full, no permission).
-    """
+    """Open the log (or index) file ``path`` for appending; return its descriptor."""
     flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW
     try:
         return os.open(path, flags | os.O_CREAT | os.O_EXCL, FILE_MODE)
@@ -310,17 +236,7 @@ def _limit(path: str, name: str, default: int) -> int:
 
 
 def check_log_dir(root: str, replica_dirs: Sequence[str]) -> None:
-    """Check that the replicas' log directories can be made under ``root``; create nothing.
-
-    Args:
-        root: the ``log_dir`` (its links resolved), or the scheduler's temporary one.
-        replica_dirs: each replica's log directory, below ``root``.
-
-    Raises:
-        InvalidLogDirError: the first existing directory on the way is not a directory
-            or not writable by this user, or a log path (or a part of it) is longer than
-            the file system allows.
-    """
+    """Check that the replicas' log directories can be made under ``root``; create nothing."""
     target = replica_dirs[0] if replica_dirs else root
     missing = _missing_directories(target)
     ancestor = os.path.dirname(missing[0]) if missing else target
@@ -332,8 +248,8 @@ def check_log_dir(root: str, replica_dirs: Sequence[str]) -> None:
 
 
 def _check_writable(root: str, ancestor: str) -> None:
-    """Refuse ``ancestor`` (the first existing directory on the way to the log
-    directories) when it is not a directory this user can create files in."""
+    """Refuse ``ancestor`` (the first existing directory on the way to the log directories) when it
+    is not a directory this user can create files in."""
     if not os.path.isdir(ancestor):
         reason = "it is not a directory" if ancestor == root else f"{ancestor!r} is a file"
         raise InvalidLogDirError(root, reason, _FIX)
@@ -344,8 +260,8 @@ def _check_writable(root: str, ancestor: str) -> None:
 
 
 def _check_lengths(root: str, replica_dir: str, name_max: int, path_max: int) -> None:
-    """Refuse a replica's log paths longer than the file system allows (a part longer
-    than ``name_max`` bytes, a whole path of ``path_max`` bytes or more)."""
+    """Refuse a replica's log paths longer than the file system allows (a part longer than
+    ``name_max`` bytes, a whole path of ``path_max`` bytes or more)."""
     longest = os.path.join(replica_dir, _LONGEST_FILE)
     too_long = [part for part in longest.split(os.sep) if len(os.fsencode(part)) > name_max]
     if too_long:
@@ -366,19 +282,7 @@ def _check_lengths(root: str, replica_dir: str, name_max: int, path_max: int) ->
 
 
 def create_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
-    """Make the replicas' log directories (``_prepare_log_dirs``), all or none.
-
-    Args:
-        root: the log root (``log_dir``, or the scheduler's temporary directory).
-        replica_dirs: each replica's log directory, below ``root``.
-
-    Raises:
-        UnsafeLogPathError: a directory or file on the way is not safe (see
-            ``_prepare_log_dirs``); the directories created by this call are removed.
-        InvalidLogDirError: a directory could not be created (no permission, a file in
-            the way, a read-only file system); the directories created by this call are
-            removed.
-    """
+    """Make the replicas' log directories (``_prepare_log_dirs``), all or none."""
     created: list[str] = []
     try:
         _prepare_log_dirs(root, replica_dirs, created)
@@ -393,12 +297,7 @@ def create_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
 
 
 def _prepare_log_dirs(root: str, replica_dirs: Sequence[str], made: list[str]) -> None:
-    """Create an app's log directories under ``root``, 0700, appending each made to ``made``.
-
-    An existing ``root`` must be a directory (not a link) of this user or root, and not
-    world-writable unless sticky (``/tmp``); one below it must be this user's (narrowed to
-    0700); an existing app directory's log files must not be links or another user's.
-    """
+    """Create an app's log directories under ``root``, 0700, appending each made to ``made``."""
     _make_root(root, made)
     known: dict[str, bool] = {root: False}  # directory -> created by this call
     for replica_dir in replica_dirs:
@@ -421,8 +320,8 @@ def _prepare_log_dirs(root: str, replica_dirs: Sequence[str], made: list[str]) -
 
 
 def _make_root(root: str, created: list[str]) -> None:
-    """Create ``root`` and its missing parents (0700, each appended to ``created``), then
-    check it."""
+    """Create ``root`` and its missing parents (0700, each appended to ``created``), then check
+    it."""
     missing = _missing_directories(root)
     for directory in missing:
         with contextlib.suppress(FileExistsError):
@@ -459,8 +358,8 @@ def _make_private_dir(path: str) -> bool:
 
 
 def _check_directory(path: str, owners: tuple[int, ...], fix: str) -> os.stat_result:
-    """``path``'s ``lstat``, once it is known to be a directory (not a link) of one of
-    ``owners``; else the :class:`UnsafeLogPathError` saying why (``fix`` for a file)."""
+    """``path``'s ``lstat``, once it is known to be a directory (not a link) of one of ``owners``;
+    else the :class:`UnsafeLogPathError` saying why (``fix`` for a file)."""
     info = os.lstat(path)
     if stat.S_ISLNK(info.st_mode):
         raise symlink_error(path)

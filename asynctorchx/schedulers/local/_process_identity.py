@@ -1,9 +1,5 @@
 """Knowing a process again later, from another process: pid, start time and boot.
 
-A pid alone names whatever process holds it now; with its start time (field 22 of
-``/proc/<pid>/stat``) and the boot id it names one process for good.
-:func:`signal_group_if_same` signals a replica's group only while its leader is still
-the recorded process, through a pid file descriptor, so a recycled pid is never hit.
 Off Linux nothing is identified, and nothing is signalled from another process.
 """
 
@@ -23,13 +19,7 @@ import attrs
 
 @attrs.define(frozen=True)
 class ProcessIdentity:
-    """One process, for good: its pid, start time and the boot it ran in.
-
-    Args:
-        pid: the process id.
-        start_time: when it started, in clock ticks after boot (``/proc/<pid>/stat``).
-        boot_id: the kernel's boot id then (a reboot restarts pids and ticks).
-    """
+    """One process, for good: its pid, start time and the boot it ran in."""
 
     pid: int
     start_time: int
@@ -37,17 +27,7 @@ class ProcessIdentity:
 
     @classmethod
     def of(cls, pid: int, parent: int | None = None) -> "ProcessIdentity | None":
-        """The identity of the process ``pid`` now; None if it is gone or off Linux.
-
-        With ``parent`` (this process's pid, for a child just started), None too when
-        ``pid`` is no longer that process's child: it may already have ended and been
-        reaped (asyncio's child watcher reaps as soon as it exits), and its pid is then
-        not read as the identity of whatever process holds it next.
-
-        Args:
-            pid: the process id.
-            parent: the parent ``pid`` must have, or None for any.
-        """
+        """The identity of the process ``pid`` now; None if it is gone or off Linux."""
         stat = proc_stat(pid)
         if stat is None or (parent is not None and stat[1] != parent):
             return None
@@ -75,8 +55,8 @@ def boot_id() -> str:
 
 
 def proc_stat(pid: int) -> tuple[str, int, int, int, int] | None:
-    """``(state, parent, process group, session, start time)`` of ``pid`` from
-    ``/proc/<pid>/stat``; None if it is gone or unreadable (off Linux)."""
+    """``(state, parent, process group, session, start time)`` of ``pid`` from ``/proc/<pid>/stat``;
+    None if it is gone or unreadable (off Linux)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
         # after the command's ")": field 3 (state) is fields[0], so field N is fields[N - 3]
@@ -102,23 +82,7 @@ def _identity_of(pid: int) -> ProcessIdentity | None:
 
 
 def signal_group_if_same(identity: ProcessIdentity, pgid: int, signum: int) -> bool:
-    """Signal the process group ``pgid`` led by ``identity``, if it still is that process.
-
-    A pid file descriptor is opened first, then the identity checked: when it matches,
-    the descriptor names the recorded process, which is signalled through it (no pid
-    reuse can intervene); the group is then signalled while its leader has not exited
-    (a running leader holds its group id). Nothing is signalled when the process is not
-    the recorded one (exited, or its pid recycled), or when pid file descriptors are
-    not available.
-
-    Args:
-        identity: the recorded group leader (a replica's main process).
-        pgid: its recorded process group (its pid: replicas start a session of their own).
-        signum: the signal, e.g. ``signal.SIGTERM``.
-
-    Returns:
-        Whether the signal was sent.
-    """
+    """Signal the process group ``pgid`` led by ``identity``, if it still is that process."""
     if not hasattr(os, "pidfd_open"):
         return False
     try:

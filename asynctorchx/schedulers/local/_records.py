@@ -1,16 +1,7 @@
-"""The one record of a local app, and its file: what a supervisor tells the user's other
-processes (TorchX's local scheduler keeps all of it in memory only).
+"""The one record of a local app, and its file: what a supervisor tells the user's other processes.
 
-A supervisor holds each app's :class:`AppRecord` in memory and the :class:`RecordKeeper`
-writes it as ``<state directory>/<backend>/<app_id>.json``: at once at the app's start
-and end, coalesced (:data:`COALESCE_SECONDS`) in between. The state directory is
-``$ASYNCTORCHX_STATE_DIR``, else ``$XDG_STATE_HOME/asynctorchx`` (XDG Base Directory
-specification), else ``~/.local/state/asynctorchx``; directories are 0700 and this
-user's, files 0600 and replaced atomically (:func:`replace_private_file`), and a record
-is read only when it is this user's. A cancel request from another process is the empty
-file ``<backend>/cancel/<app_id>``. Finished records are pruned at a scheduler's first
-submit (:func:`prune_records`). ``list`` reads finished apps from the list index
-(``<backend>/.index``), a cache of the records that only listing processes write.
+In ``$ASYNCTORCHX_STATE_DIR``, else ``$XDG_STATE_HOME/asynctorchx``, else
+``~/.local/state/asynctorchx`` (XDG Base Directory specification).
 """
 
 # No ``from __future__ import annotations`` here: the record classes' field types stay
@@ -58,22 +49,7 @@ _SUFFIX = ".json"
 
 @attrs.define
 class ReplicaRecord:
-    """One replica in an app record.
-
-    Args:
-        role: its role.
-        replica_id: its index in the role.
-        state: its state.
-        log_dir: its log directory (``{stdout,stderr,combined}.log``).
-        pid: its main process's id (its latest attempt's), None before it started.
-        pgid: its process group (its pid: every replica starts a session of its own).
-        process: its main process's identity, to tell it from a recycled pid.
-        exit_code: its latest exit code, None while it runs.
-        restarts: its restarts so far (``RetryPolicy.REPLICA``).
-        error: the text of the TorchElastic error file its latest attempt left
-            (``<log_dir>/error.json``, read when the attempt ended); None when it left
-            none, or while it runs.
-    """
+    """One replica in an app record."""
 
     role: str
     replica_id: int
@@ -89,24 +65,7 @@ class ReplicaRecord:
 
 @attrs.define
 class AppRecord:
-    """What a supervisor records of a local app (see the module).
-
-    Args:
-        app_id: the app's id.
-        backend: ``local_cwd`` or ``local_dir``.
-        session: the session of the scheduler that runs it.
-        uid: the user it belongs to (the supervisor's effective uid).
-        state: the app's state as its supervisor last recorded it.
-        log_dir: the app's log directory.
-        supervisor: the supervising process, None where it cannot be identified.
-        replicas: every replica of every role.
-        roles: the app's roles as submitted.
-        cancelled: a cancel was requested.
-        num_restarts: restarts of the whole app (``RetryPolicy.APPLICATION``).
-        stop_timeout: seconds between SIGTERM and SIGKILL on cancel.
-        updated: when the record was written, in seconds since the epoch.
-        version: the layout's version (:data:`RECORD_VERSION`).
-    """
+    """What a supervisor records of a local app (see the module)."""
 
     app_id: str
     backend: str
@@ -139,12 +98,8 @@ def state_directory() -> str:
 
 
 def records_directory(backend: str, *, create: bool) -> str | None:
-    """The directory of ``backend``'s records (``create``: made 0700 when missing); None when
-    it is missing or not a private directory of this user.
-
-    Raises:
-        OSError: ``create`` and it could not be created.
-    """
+    """The directory of ``backend``'s records (``create``: made 0700 when missing); None when it is
+    missing or not a private directory of this user."""
     state = state_directory()
     directory = os.path.join(state, backend)
     if create:
@@ -193,12 +148,8 @@ def cancel_request_path(directory: str, app_id: str) -> str:
 
 
 def replace_private_file(directory: str, name: str, data: bytes) -> None:
-    """Make ``<directory>/<name>`` hold ``data``, atomically, mode 0600, never through a
-    planted link (a temporary ``O_EXCL | O_NOFOLLOW`` file, then ``os.replace``).
-
-    Raises:
-        OSError: it could not be written; the old file stays whole, no temporary is left.
-    """
+    """Make ``<directory>/<name>`` hold ``data``, atomically, mode 0600, never through a planted
+    link (a temporary ``O_EXCL | O_NOFOLLOW`` file, then ``os.replace``)."""
     temporary = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
@@ -216,9 +167,8 @@ def replace_private_file(directory: str, name: str, data: bytes) -> None:
 
 
 def write_success_file(record: AppRecord) -> None:
-    """Write TorchX's ``<app log dir>/SUCCESS`` (its ``json.dumps(info, indent=2)`` layout)
-    once the app ended, privately and atomically; a failure is logged, never raised.
-    """
+    """Write TorchX's ``<app log dir>/SUCCESS`` (its ``json.dumps(info, indent=2)`` layout) once the
+    app ended, privately and atomically; a failure is logged, never raised."""
     roles: dict[str, list[dict[str, object]]] = {}
     for replica in record.replicas:
         roles.setdefault(replica.role, []).append(
@@ -248,28 +198,13 @@ def write_success_file(record: AppRecord) -> None:
 
 
 def write_record(directory: str, record: AppRecord) -> None:
-    """Write ``record`` atomically (a 0600 temporary file moved over the old record).
-
-    Args:
-        directory: the records directory (from :func:`records_directory`).
-        record: the record.
-
-    Raises:
-        OSError: it could not be written (disk full); the old record stays whole.
-    """
+    """Write ``record`` atomically (a 0600 temporary file moved over the old record)."""
     data = json.dumps(converter.unstructure(record), separators=(",", ":")).encode()
     replace_private_file(directory, record.app_id + _SUFFIX, data)
 
 
 def read_record(path: str) -> AppRecord | None:
-    """The record at ``path``; None if absent, not this user's, or not a record.
-
-    Opened without following a symbolic link; read only when it is a regular file owned
-    by this user holding this user's uid.
-
-    Args:
-        path: the record file.
-    """
+    """The record at ``path``; None if absent, not this user's, or not a record."""
     data = _read_private_file(path)
     if data is None:
         return None
@@ -284,8 +219,8 @@ def read_record(path: str) -> AppRecord | None:
 
 
 def _read_private_file(path: str) -> bytes | None:
-    """The content of ``path`` if it is a regular file of this user (never through a
-    symbolic link); None otherwise, or when it cannot be read."""
+    """The content of ``path`` if it is a regular file of this user (never through a symbolic link);
+    None otherwise, or when it cannot be read."""
     try:
         with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
             info = os.fstat(file.fileno())
@@ -306,11 +241,7 @@ def record_ids(directory: str) -> list[str]:
 
 
 def supervisor_gone(record: AppRecord) -> bool:
-    """Whether the process that wrote ``record`` is known to be gone.
-
-    False when it was not identified (off Linux): it is then taken to be running; False
-    for this very process (no look at ``/proc``).
-    """
+    """Whether the process that wrote ``record`` is known to be gone."""
     supervisor = record.supervisor
     return supervisor is not None and supervisor != this_process() and not supervisor.is_running()
 
@@ -321,14 +252,7 @@ def is_finished(record: AppRecord) -> bool:
 
 
 def prune_records(directory: str, now: float | None = None) -> None:
-    """Remove the finished records of ``directory`` the rule of the module says.
-
-    Also removes temporary files and cancel requests an hour old (a writer that died).
-
-    Args:
-        directory: the records directory.
-        now: the time, in seconds since the epoch (default: now).
-    """
+    """Remove the finished records of ``directory`` the rule of the module says."""
     now = time.time() if now is None else now
     written: list[tuple[float, str]] = []
     for app_id in record_ids(directory):
@@ -369,14 +293,7 @@ def _remove_stale(folder: str, now: float) -> None:
 
 
 class ListEntry(NamedTuple):
-    """What ``list`` reports of a finished app, as the list index keeps it (see the module).
-
-    Args:
-        session: the session of the scheduler that ran it.
-        state: its final state: the record's terminal state, or ``FAILED`` when its
-            supervisor died before recording its end.
-        supervisor: :func:`supervisor_key` of its supervisor.
-    """
+    """What ``list`` reports of a finished app, as the list index keeps it (see the module)."""
 
     session: str
     state: AppState
@@ -393,9 +310,8 @@ _TERMINAL_STATES = {state.name: state for state in AppState if is_terminal(state
 
 
 def read_index(directory: str) -> dict[str, ListEntry]:
-    """The list index of ``directory`` (app id -> entry); empty when missing or not a valid
-    index, which the caller then rebuilds.
-    """
+    """The list index of ``directory`` (app id -> entry); empty when missing or not a valid index,
+    which the caller then rebuilds."""
     data = _read_private_file(os.path.join(directory, INDEX_NAME))
     if data is None:
         return {}
@@ -415,9 +331,8 @@ def read_index(directory: str) -> dict[str, ListEntry]:
 
 
 def write_index(directory: str, entries: Mapping[str, ListEntry]) -> None:
-    """Make ``entries`` the list index of ``directory``, atomically, grouped by entry (the
-    apps of one run share one); a failure is logged, never raised.
-    """
+    """Make ``entries`` the list index of ``directory``, atomically, grouped by entry (the apps of
+    one run share one); a failure is logged, never raised."""
     groups: dict[ListEntry, list[str]] = {}
     for app_id, entry in entries.items():
         groups.setdefault(entry, []).append(app_id)
@@ -433,14 +348,8 @@ def write_index(directory: str, entries: Mapping[str, ListEntry]) -> None:
 
 
 class RecordKeeper:
-    """Writes the records of one scheduler's apps: at once at an app's start and end,
-    coalesced in between. The one writer of each file; best effort: a state directory
-    that cannot be used logs one warning and the apps run without records.
-
-    Args:
-        backend: the scheduler's name.
-        session: its session.
-    """
+    """Writes the records of one scheduler's apps: at once at an app's start and end, coalesced in
+    between."""
 
     def __init__(self, backend: str, session: str) -> None:
         self.backend = backend
@@ -461,8 +370,8 @@ class RecordKeeper:
         return directory
 
     def changed(self, record: AppRecord) -> None:
-        """Write ``record`` one to two :data:`COALESCE_SECONDS` from its first change since
-        its last write, unless :meth:`write_now` comes first."""
+        """Write ``record`` one to two :data:`COALESCE_SECONDS` from its first change since its last
+        write, unless :meth:`write_now` comes first."""
         if not self._dirty:
             self._wake.notify()
         self._dirty[record.app_id] = record
@@ -480,8 +389,8 @@ class RecordKeeper:
             logger.warning("%s: could not write its record: %s", record.app_id, error)
 
     def ended(self, record: AppRecord) -> None:
-        """The app ended: write its ``SUCCESS`` file and final record, remove its cancel
-        request; called before any waiter of the app wakes."""
+        """The app ended: write its ``SUCCESS`` file and final record, remove its cancel request;
+        called before any waiter of the app wakes."""
         write_success_file(record)
         self.write_now(record)
         if self.directory is not None:

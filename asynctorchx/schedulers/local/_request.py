@@ -1,11 +1,4 @@
-"""What the local schedulers run: the dry-run request, image providers and run options.
-
-TorchX's ``torchx.schedulers.local_scheduler`` turns an ``AppDef`` into a ``PopenRequest``
-holding one ``ReplicaParam`` (argv, environment, log paths, working directory) per
-replica, the image of each role made a directory on this host by an ``ImageProvider``.
-The same names and layout are kept here; the request also carries the retry settings
-and ``stop_timeout`` the supervisor needs.
-"""
+"""What the local schedulers run: the dry-run request, image providers and run options."""
 
 from __future__ import annotations
 
@@ -261,18 +254,7 @@ class LocalOpts(TypedDict, total=False):
 
 @attrs.frozen
 class RequestContext:
-    """What a :class:`PopenRequest` is built from besides the app and the run config.
-
-    Args:
-        app_id: the app's id (``asynctorchx.schedulers.toolkit.make_app_id``).
-        app_log_dir: the app's log directory.
-        job_id: the app handle, the replicas' ``TORCHX_JOB_ID``.
-        image_provider: makes each role's image a directory on this host.
-        extra_paths: directories put in front of every replica's ``PATH``.
-        cuda_device_count: how many GPUs this host has, asked only when
-            ``auto_set_cuda_visible_devices`` is on and a role asks for GPUs
-            (``LocalScheduler._cuda_device_count``; default :func:`gpu_count`).
-    """
+    """What a :class:`PopenRequest` is built from besides the app and the run config."""
 
     app_id: str
     app_log_dir: str
@@ -285,18 +267,7 @@ class RequestContext:
 def build_popen_request(
     app: AppDef, cfg: Mapping[str, CfgVal], context: RequestContext
 ) -> PopenRequest:
-    """Build the request that runs every replica of ``app`` (the local schedulers' dry run).
-
-    Args:
-        app: the app.
-        cfg: the resolved run config (see :class:`Opts`).
-        context: the app id, log directory, job id, image provider and extra paths.
-
-    Raises:
-        InvalidRunConfigException: ``stop_timeout`` is not a finite number of seconds, 0
-            or more (NaN, infinite or negative).
-        ValueError: the image provider rejects a role's image.
-    """
+    """Build the request that runs every replica of ``app`` (the local schedulers' dry run)."""
     timeout = cfg.get("stop_timeout")
     request = PopenRequest(
         app_id=context.app_id,
@@ -341,12 +312,7 @@ def build_popen_request(
 
 def apply_macros(template: Role, values: macros.Values) -> Role:
     """A copy of ``template`` with one replica's macros substituted, as TorchX's
-    ``macros.Values.apply`` (``args``, ``env`` values, ``metadata`` strings).
-
-    The copy is shallow (the dry run deep-copies once per role, not per replica:
-    benchmark 3's ms-per-replica row), so a role's replicas share the fields a local
-    replica does not use.
-    """
+    ``macros.Values.apply`` (``args``, ``env`` values, ``metadata`` strings)."""
     role = copy.copy(template)
     role.args = [_substitute(values, arg) for arg in template.args]
     role.env = {key: _substitute(values, value) for key, value in template.env.items()}
@@ -376,11 +342,10 @@ def add_environment(
     role_name: str,
     context: RequestContext,
 ) -> None:
-    """Add to ``param.env`` the variables TorchX's local scheduler gives every replica, each
-    unless the role sets it (``PYTHONUNBUFFERED``, ``TORCHX_RANK0_HOST``, ``TORCHX_JOB_ID``,
-    ``TORCHELASTIC_ERROR_FILE``, ``PET_LOG_DIR``), and its ``PATH``: the extra paths, the
-    role's ``PATH``, the working directory, then this process's.
-    """
+    """Add to ``param.env`` the variables TorchX's local scheduler gives every replica, each unless
+    the role sets it (``PYTHONUNBUFFERED``, ``TORCHX_RANK0_HOST``, ``TORCHX_JOB_ID``,
+    ``TORCHELASTIC_ERROR_FILE``, ``PET_LOG_DIR``), and its ``PATH``: the extra paths, the role's
+    ``PATH``, the working directory, then this process's."""
     env = param.env
     if "PYTHONUNBUFFERED" not in env and "PYTHONUNBUFFERED" not in os.environ:
         env["PYTHONUNBUFFERED"] = "x"  # replicas' output arrives as it is printed
@@ -402,18 +367,7 @@ def add_environment(
 def cuda_visible_devices(
     app: AppDef, cfg: Mapping[str, CfgVal], device_count: Callable[[], int] | None = None
 ) -> dict[tuple[str, int], str]:
-    """TorchX's ``auto_set_cuda_visible_devices``: one disjoint GPU range per replica.
-
-    Args:
-        app: the app.
-        cfg: the resolved run config.
-        device_count: returns how many GPUs this host has (default :func:`gpu_count`).
-
-    Returns:
-        ``CUDA_VISIBLE_DEVICES`` per ``(role name, replica id)`` of the replicas that ask
-        for GPUs; empty when the option is off, nothing asks for a GPU, or this host has
-        fewer GPUs than asked for (then a warning is logged).
-    """
+    """TorchX's ``auto_set_cuda_visible_devices``: one disjoint GPU range per replica."""
     if not cfg.get("auto_set_cuda_visible_devices"):
         return {}
     wanted = sum(role.resource.gpu * role.num_replicas for role in app.roles)
@@ -439,11 +393,7 @@ def cuda_visible_devices(
 
 
 def gpu_count() -> int:
-    """How many GPUs ``nvidia-smi -L`` lists (0 when it is missing or fails).
-
-    As TorchX's ``LocalScheduler._cuda_device_count``, through ``subprocess.run`` (so
-    code that replaces ``subprocess.run`` sees the call), without importing torch.
-    """
+    """How many GPUs ``nvidia-smi -L`` lists (0 when it is missing or fails)."""
     try:
         listing = subprocess.run(
             ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True

@@ -1,6 +1,5 @@
 """``LocalScheduler``: the scheduler face of the local replicas (TorchX's
-``torchx.schedulers.local_scheduler.LocalScheduler``); :mod:`._supervisor` runs them.
-"""
+``torchx.schedulers.local_scheduler.LocalScheduler``); :mod:`._supervisor` runs them."""
 
 from __future__ import annotations
 
@@ -196,12 +195,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         return gpu_count()
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[PopenRequest]:
-        """Build the request (``_request.build_popen_request``); create nothing.
-
-        Raises:
-            InvalidNameException, InvalidRunConfigException, InvalidLogDirError, ValueError:
-                a bad session name, ``stop_timeout``, ``log_dir`` or image.
-        """
+        """Build the request (``_request.build_popen_request``); create nothing."""
         validate_name("session name", self.session_name)  # a directory of every log path
         app_id = make_unique(app.name)
         root = self._base_log_dir(cfg)
@@ -256,8 +250,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
         return request.app_id
 
     def _start_recording(self, app: LocalApp) -> None:
-        """Remove a stale cancel request of ``app``; start, once, the record writer and
-        the watch for cancel requests (see ``_records``)."""
+        """Remove a stale cancel request of ``app``; start, once, the record writer and the watch
+        for cancel requests (see ``_records``)."""
         directory = self._records.directory
         if directory is None or app.cancel_request is None:
             return
@@ -269,8 +263,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
             self._task_group.start_soon(self._watch_cancel_requests, directory)
 
     async def _watch_cancel_requests(self, directory: str) -> None:
-        """Cancel a running app once another process left its cancel request (woken by
-        inotify on the requests' directory, else polling; see ``_watch.ChangeWatch``)."""
+        """Cancel a running app once another process left its cancel request (woken by inotify on
+        the requests' directory, else polling; see ``_watch.ChangeWatch``)."""
         with ChangeWatch([os.path.join(directory, "cancel")]) as watch:
             while True:
                 for app in list(self._running.values()):
@@ -280,10 +274,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
     async def _supervise(
         self, app: LocalApp, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Run ``app`` (see :func:`supervise`), known to the queries from its submit on;
-        then keep it among the finished apps, forgetting the earliest finished beyond
-        ``cache_size``. An app whose start failed is forgotten at once; one replaced by
-        the same dry run scheduled again is not kept."""
+        """Run ``app`` (see :func:`supervise`), known to the queries from its submit on; then keep
+        it among the finished apps, forgetting the earliest finished beyond ``cache_size``."""
         app_id = app.record.app_id
         self._finished.pop(app_id, None)  # the same dry run scheduled again
         self._running[app_id] = app
@@ -298,9 +290,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
                 self._remove_temporary_logs(self._finished.pop(next(iter(self._finished))))
 
     def _remove_temporary_logs(self, app: LocalApp) -> None:
-        """Move ``app``'s temporary log directory aside at once (its path is free for the same
-        dry run again) and remove it in a task; never raises.
-        """
+        """Move ``app``'s temporary log directory aside at once (its path is free for the same dry
+        run again) and remove it in a task; never raises."""
         temporary = self._temp_log_dir
         log_dir = app.request.log_dir
         if temporary is None or not log_dir.startswith(temporary + os.sep):
@@ -317,8 +308,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
     # ----------------------------------------------------------------- queries
 
     def _view(self, app_id: str) -> AppView | None:
-        """The app as every query sees it: kept in memory by this scheduler, else
-        recorded by another process (see ``_app_views``); None when neither."""
+        """The app as every query sees it: kept in memory by this scheduler, else recorded by
+        another process (see ``_app_views``); None when neither."""
         validate_app_id(app_id)
         app = self._running.get(app_id) or self._finished.get(app_id)
         if app is not None:
@@ -356,9 +347,9 @@ class LocalScheduler(Scheduler[PopenRequest]):
     async def _wait_until(
         self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
     ) -> DescribeAppResponse | None:
-        """Await the app's state until ``done`` holds (woken by its changes, no polling);
-        return its description then, None for an unknown app. Every log line is written
-        before a terminal state is seen."""
+        """Await the app's state until ``done`` holds (woken by its changes, no polling); return its
+        description then, None for an unknown app. Every log line is written before a terminal state
+        is seen."""
         view = self._view(app_id)
         if view is None:
             return None
@@ -375,13 +366,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self, app_id: str, query: LogQuery, start: LogPosition
     ) -> AsyncIterator[LogBlock]:
         """The log lines of the replica ``query`` names (see :meth:`Scheduler.log_iter`), from
-        ``<replica_log_dir>/<stream>.log``; a block's position is its byte offset.
-
-        Raises:
-            UnknownAppException: the scheduler does not know the app.
-            ValueError: the app has no such role or replica.
-            InvalidAppIdException: ``app_id`` is not a valid app id.
-        """
+        ``<replica_log_dir>/<stream>.log``; a block's position is its byte offset."""
         view = self._view(app_id)
         if view is None:
             raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))

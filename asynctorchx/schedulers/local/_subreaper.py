@@ -1,16 +1,7 @@
 """Ending the daemons a replica leaves behind: this process as a child subreaper (Linux).
 
-A descendant that calls ``setsid`` leaves its replica's process group (TorchX's local
-scheduler leaks it). The first replica start makes this process a child subreaper
-(``prctl(PR_SET_CHILD_SUBREAPER)``), so such orphans become its children. A child is
-identified as a replica's descendant by the replica's ``ASYNCTORCHX_REPLICA_TOKEN`` in
-its environment, or by the replica's group or session; only identified children are
-signalled or reaped. When a replica ends, :func:`end_descendants` SIGKILLs, awaits
-(pidfd) and reaps them until none is left.
-
-Limits: Linux with ``pidfd_open`` only; a descendant that leaves the session and drops
-the token (``env -i``) escapes, and stays an unreaped child of this process; orphans of
-children other code started are re-parented here too and left alone.
+Limits: needs ``pidfd_open``; a descendant that leaves the session and drops the token
+(``env -i``) escapes.
 """
 
 from __future__ import annotations
@@ -46,10 +37,7 @@ _known_tokens: dict[int, str] = {}
 
 @functools.cache
 def enable() -> bool:
-    """Make this process a child subreaper, once; return whether it is one.
-
-    False off Linux, without ``pidfd_open``, or when ``prctl`` fails; never raises.
-    """
+    """Make this process a child subreaper, once; return whether it is one."""
     if sys.platform != "linux" or not hasattr(os, "pidfd_open"):
         return False
     try:
@@ -101,10 +89,7 @@ def _token(pid: int) -> str | None:
 
 
 def _identified(replicas: dict[str, int]) -> list[int]:
-    """Our children that descend from one of ``replicas`` (token -> process group).
-
-    A zombie whose token was seen while it lived is identified whatever its replica.
-    """
+    """Our children that descend from one of ``replicas`` (token -> process group)."""
     me = os.getpid()
     found = []
     children = _children()
@@ -136,13 +121,7 @@ def _identified(replicas: dict[str, int]) -> list[int]:
 
 
 def signal_descendants(token: str, pgid: int, signum: int) -> None:
-    """Send ``signum`` to the adopted descendants of one replica (no wait, no reap).
-
-    Args:
-        token: the replica's token.
-        pgid: the replica's process group (its main process id).
-        signum: the signal, e.g. ``signal.SIGTERM``.
-    """
+    """Send ``signum`` to the adopted descendants of one replica (no wait, no reap)."""
     if not enable():
         return
     for pid in _identified({token: pgid}):
@@ -164,10 +143,9 @@ _SWEEPS: anyio.lowlevel.RunVar[_Sweeps] = anyio.lowlevel.RunVar("asynctorchx_swe
 
 
 async def end_descendants(token: str, pgid: int) -> None:
-    """SIGKILL and reap every adopted descendant of one replica, until none is left; replicas
-    ending together share one sweep. Call it shielded, after the replica's main process was
-    reaped. Never raises.
-    """
+    """SIGKILL and reap every adopted descendant of one replica, until none is left; replicas ending
+    together share one sweep. Call it shielded, after the replica's main process was reaped. Never
+    raises."""
     if not enable():
         return
     sweeps = _SWEEPS.get(None)

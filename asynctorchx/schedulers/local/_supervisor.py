@@ -1,10 +1,4 @@
-"""Running the replicas of a local app: start, output, exit, restart, terminate.
-
-TorchX's ``torchx.schedulers.local_scheduler`` does this with ``Popen`` and polling; here
-each replica's exit and output are awaited. A replica runs in a session of its own
-(``start_new_session``, as TorchX's), so its pid is also its process group's id and
-:func:`signal_group` reaches its whole tree.
-"""
+"""Running the replicas of a local app: start, output, exit, restart, terminate."""
 
 from __future__ import annotations
 
@@ -52,12 +46,7 @@ _START_LANE: anyio.lowlevel.RunVar[anyio.Lock] = anyio.lowlevel.RunVar(
 
 
 def _start_lane() -> anyio.Lock:
-    """The lock every replica start of this event loop takes: one ``fork``/``exec`` at a time.
-
-    Started in one loop iteration, the Nth fork would copy the pipes of the N - 1 before
-    it; taking turns lets exited replicas be reaped between two starts (benchmark 3's
-    ms-per-replica row).
-    """
+    """The lock every replica start of this event loop takes: one ``fork``/``exec`` at a time."""
     lane = _START_LANE.get(None)
     if lane is None:
         lane = anyio.Lock(fast_acquire=True)  # no extra yield when no start is in flight
@@ -66,12 +55,7 @@ def _start_lane() -> anyio.Lock:
 
 
 class LocalReplica:
-    """One replica of a live app: its record, and what runs it (its process, its output).
-
-    Args:
-        record: its part of the app's record, changed in place as it runs.
-        param: how it is started.
-    """
+    """One replica of a live app: its record, and what runs it (its process, its output)."""
 
     def __init__(self, record: ReplicaRecord, param: ReplicaParam) -> None:
         self.record = record
@@ -86,24 +70,14 @@ class LocalReplica:
         self.on_terminate: Callable[[], object] | None = None
 
     def started(self, process: anyio.abc.Process) -> None:
-        """Its main process started: its pid and group now, its identity when written.
-
-        Args:
-            process: the process just started (in a session of its own: its group is
-                its pid).
-        """
+        """Its main process started: its pid and group now, its identity when written."""
         self.record.pid = self.record.pgid = process.pid
         self.record.process = None
         self._unidentified = process
 
     def identify(self) -> None:
-        """Read its main process's identity (:mod:`._process_identity`) into its record,
-        if not done yet and the process is not reaped (its pid is still this child's).
-
-        Called before its record is handed to the keeper, not at the ``fork``, where
-        reading ``/proc/<pid>/stat`` waits while the child is in ``exec`` (benchmark 3's
-        ms-per-replica row).
-        """
+        """Read its main process's identity (:mod:`._process_identity`) into its record, if not done
+        yet and the process is not reaped (its pid is still this child's)."""
         process = self._unidentified
         if process is not None:
             self._unidentified = None
@@ -126,8 +100,7 @@ class LocalReplica:
 
 class LocalApp:
     """A submitted app as its supervisor runs it: its one record, changed in place, and its
-    replicas; ``keeper`` writes the record.
-    """
+    replicas; ``keeper`` writes the record."""
 
     def __init__(self, request: PopenRequest, roles: list[Role], keeper: RecordKeeper) -> None:
         self.request = request
@@ -180,18 +153,15 @@ class LocalApp:
             replica.identify()
 
     def notify_changed(self) -> None:
-        """Tell the keeper (its record is written soon) and wake the app's waiters.
-
-        The changes made while the app starts are written with its start record.
-        """
+        """Tell the keeper (its record is written soon) and wake the app's waiters."""
         if self.record.state != AppState.SUBMITTED:
             self.identify()
             self.keeper.changed(self.record)
         self.changed.notify()
 
     def set_state(self, state: AppState) -> None:
-        """Set the app's state; its record is written at once (its start, its end); wake
-        its waiters (and, once terminal, its log followers)."""
+        """Set the app's state; its record is written at once (its start, its end); wake its waiters
+        (and, once terminal, its log followers)."""
         self.record.state = state
         self.identify()
         if is_terminal(state):
@@ -212,12 +182,7 @@ class LocalApp:
         self.notify_changed()
 
     def adopt_cancel_request(self) -> None:
-        """Cancel the app if another process asked to (its cancel request file exists).
-
-        Called when a replica exits: a replica ended by another process's SIGTERM is
-        then ``CANCELLED``, not ``FAILED``, even before the scheduler's watch saw the
-        request.
-        """
+        """Cancel the app if another process asked to (its cancel request file exists)."""
         request = self.cancel_request
         if not self.record.cancelled and request and os.path.lexists(request):
             self.request_cancel()
@@ -241,16 +206,7 @@ class _StartCounter:
 async def supervise(
     app: LocalApp, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
-    """Run the app's replicas to the end, restarting them as their retry policy says.
-
-    ``task_status.started()`` is called once every replica of the first attempt started
-    (the app is then ``RUNNING``); shielded, because ``LocalScheduler.close`` ends the
-    replicas the graceful way and waits for this task.
-
-    Raises:
-        OpenFileLimitError: a replica of the first attempt could not get its pipes.
-        OSError: a replica of the first attempt could not start (the others are killed).
-    """
+    """Run the app's replicas to the end, restarting them as their retry policy says."""
     raise_open_file_limit()
     _subreaper.enable()
     app.environment = dict(os.environ)
@@ -309,10 +265,7 @@ async def _run_replica(
     on_started: Callable[[], None] | None,
     attempt_scope: anyio.CancelScope,
 ) -> None:
-    """Run one replica, restarting it while its REPLICA retry policy allows.
-
-    ``on_started`` is called once its first process started (first attempt only).
-    """
+    """Run one replica, restarting it while its REPLICA retry policy allows."""
     role_name = replica.record.role
     max_retries = app.request.max_retries.get(role_name, 0)
     policy = app.request.retry_policies.get(role_name, RetryPolicy.APPLICATION)
@@ -357,11 +310,7 @@ async def _run_process(
     replica: LocalReplica,
     on_started: Callable[[], None] | None,
 ) -> None:
-    """Start the replica's process, pump its output to the logs, await its exit.
-
-    Raises:
-        OSError: the process of a first attempt (``on_started`` given) could not start.
-    """
+    """Start the replica's process, pump its output to the logs, await its exit."""
     replica.terminate_requested = False  # a cancelled app's replica never gets here
     replica.exited = anyio.Event()
     replica.record.exit_code = replica.record.error = None
@@ -411,12 +360,8 @@ async def _run_process(
 async def _open_process(
     replica: LocalReplica, writer: ReplicaLogWriter, env: dict[str, str], *, first: bool
 ) -> anyio.abc.Process | None:
-    """Start the replica's process in a session of its own; None when a restart could not
-    (the reason goes to its stderr log).
-
-    Raises:
-        ReplicaLaunchError, OSError: a first attempt (``first``) could not start.
-    """
+    """Start the replica's process in a session of its own; None when a restart could not (the
+    reason goes to its stderr log)."""
     param = replica.param
     try:
         async with _start_lane():
@@ -445,12 +390,7 @@ async def _open_process(
 async def _pump_until_exit(
     app: LocalApp, replica: LocalReplica, process: anyio.abc.Process, writer: ReplicaLogWriter
 ) -> tuple[int, AppState]:
-    """Pump the process's output into its logs until it exited and its pipes closed.
-
-    Returns its exit code and the state of the attempt, decided when the process exited
-    (see :func:`_attempt_state`). A terminate request is served meanwhile by a
-    :func:`_terminator` task, started when the request comes (not one task per replica).
-    """
+    """Pump the process's output into its logs until it exited and its pipes closed."""
     assert process.stdout is not None
     assert process.stderr is not None
     async with anyio.create_task_group() as pumps:
@@ -474,8 +414,8 @@ async def _pump_until_exit(
 async def _await_exit(
     app: LocalApp, replica: LocalReplica, process: anyio.abc.Process, drained: list[anyio.Event]
 ) -> tuple[int, AppState]:
-    """Await the process's exit, end the rest of its group and tree, and wait (a while)
-    for its pipes to be drained; return its exit code and the state of the attempt."""
+    """Await the process's exit, end the rest of its group and tree, and wait (a while) for its
+    pipes to be drained; return its exit code and the state of the attempt."""
     returncode = await process.wait()
     app.adopt_cancel_request()
     state = _attempt_state(app, replica, returncode)
@@ -497,9 +437,9 @@ async def _await_exit(
 
 
 async def _reap(process: anyio.abc.Process, token: str, group_ended: bool) -> None:
-    """Reap the process, killing its group first if it still runs (cancelled from
-    outside), then the rest of its group (unless ``group_ended``: found empty) and of its
-    tree, daemons included (:mod:`._subreaper`), unless ``token`` is "" (swept)."""
+    """Reap the process, killing its group first if it still runs (cancelled from outside), then the
+    rest of its group (unless ``group_ended``: found empty) and of its tree, daemons included
+    (:mod:`._subreaper`), unless ``token`` is "" (swept)."""
     with anyio.CancelScope(shield=True):
         try:
             if process.returncode is None:
@@ -516,23 +456,15 @@ async def _reap(process: anyio.abc.Process, token: str, group_ended: bool) -> No
 
 
 def _attempt_state(app: LocalApp, replica: LocalReplica, returncode: int) -> AppState:
-    """The state an attempt of ``replica`` ended in, given its exit code, when it exited.
-
-    A process that exits once its app was cancelled (or, for an APPLICATION restart,
-    once it was asked to terminate) is ``CANCELLED`` whatever its exit code: a replica
-    that traps the cancel's SIGTERM and exits 0 was still cancelled. The Docker backend
-    decides the same by comparing a container's ``FinishedAt`` with the cancel time. One
-    that exited before the request keeps ``SUCCEEDED`` or ``FAILED``; the app's state
-    then follows :func:`asynctorchx.schedulers.toolkit.app_state`.
-    """
+    """The state an attempt of ``replica`` ended in, given its exit code, when it exited."""
     if app.record.cancelled or (app.restart_requested and replica.terminate_requested):
         return AppState.CANCELLED
     return AppState.SUCCEEDED if returncode == 0 else AppState.FAILED
 
 
 async def _terminator(app: LocalApp, replica: LocalReplica, drained: list[anyio.Event]) -> None:
-    """On a terminate request (started by it): SIGTERM the group, wait ``stop_timeout``,
-    SIGKILL it."""
+    """On a terminate request (started by it): SIGTERM the group, wait ``stop_timeout``, SIGKILL
+    it."""
     signal_group(replica.record.pid, signal.SIGTERM)
     if replica.record.pid is not None:
         _subreaper.signal_descendants(replica.token, replica.record.pid, signal.SIGTERM)
@@ -559,9 +491,8 @@ async def _pump(
 
 
 def signal_group(pid: int | None, signum: int) -> bool:
-    """Send ``signum`` to the process group led by ``pid``; return False when the group is
-    empty (``ESRCH``: it can never get members again) or ``pid`` is None.
-    """
+    """Send ``signum`` to the process group led by ``pid``; return False when the group is empty
+    (``ESRCH``: it can never get members again) or ``pid`` is None."""
     if pid is None:
         return False
     try:
@@ -574,15 +505,7 @@ def signal_group(pid: int | None, signum: int) -> bool:
 
 
 def read_error_file(path: str) -> str | None:
-    """The text of the TorchElastic error file at ``path``; None if it cannot be read.
-
-    Each replica gets ``TORCHELASTIC_ERROR_FILE=<replica_log_dir>/error.json``; as in
-    TorchX's ``torchx.schedulers.local_scheduler``, a replica's status shows it. Read
-    once an attempt ended, into the replica's record.
-
-    Args:
-        path: the replica's error file.
-    """
+    """The text of the TorchElastic error file at ``path``; None if it cannot be read."""
     try:
         with open(path, encoding="utf-8") as error_file:
             return error_file.read()
@@ -592,12 +515,7 @@ def read_error_file(path: str) -> str | None:
 
 @functools.cache
 def raise_open_file_limit() -> None:
-    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit (at most 2**20), once; never raises.
-
-    Each live replica holds up to nine descriptors here, and the common soft limit of 1024
-    runs out near a hundred replicas (servers do the same: nginx's
-    ``worker_rlimit_nofile``).
-    """
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit (at most 2**20), once; never raises."""
     try:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
@@ -608,14 +526,9 @@ def raise_open_file_limit() -> None:
 
 
 def start_error(app_id: str, error: OSError) -> OSError:
-    """The error a failed first start of ``app_id`` raises: ``error`` itself, or, when
-    this process ran out of file descriptors (``EMFILE``, ``ENFILE``), an
-    :class:`~asynctorchx.errors.OpenFileLimitError` caused by it.
-
-    Args:
-        app_id: the app whose replica could not start.
-        error: what starting the replica raised.
-    """
+    """The error a failed first start of ``app_id`` raises: ``error`` itself, or, when this process
+    ran out of file descriptors (``EMFILE``, ``ENFILE``), an
+    :class:`~asynctorchx.errors.OpenFileLimitError` caused by it."""
     if error.errno in (errno.EMFILE, errno.ENFILE):
         typed = OpenFileLimitError(error.errno, app_id, str(error))
         typed.__cause__ = error
@@ -630,12 +543,8 @@ _INTERPRETER_FIX = (
 
 
 def launch_error(replica: LocalReplica, env: Mapping[str, str], error: OSError) -> OSError:
-    """The :class:`~asynctorchx.errors.ReplicaLaunchError` of a replica that could not start
-    (a missing or unrunnable entrypoint, a missing working directory), else ``error``.
-
-    ``subprocess`` names neither the replica nor the ``PATH`` searched; this looks where the
-    start looked: ``env``'s ``PATH`` and the replica's working directory.
-    """
+    """The :class:`~asynctorchx.errors.ReplicaLaunchError` of a replica that could not start (a
+    missing or unrunnable entrypoint, a missing working directory), else ``error``."""
     cwd = replica.param.cwd
     entrypoint, where = replica.param.args[0], cwd or os.getcwd()
     search = os.get_exec_path(dict(env))

@@ -1,12 +1,7 @@
 """Watching a local app change: in memory for this process's apps, on disk for another's.
 
-A follower of another process's app is woken by inotify on the directories of its logs
-and record (``IN_MODIFY``, ``IN_MOVED_TO`` for an atomic replacement) and by a pid file
-descriptor of its supervisor (a supervisor killed by ``SIGKILL`` writes nothing more),
-both awaited with :func:`anyio.wait_readable`: no thread, no timer, and an event that
-comes between a look and the await stays queued. ``watchfiles`` blocks a thread per
-watcher and ``asyncinotify`` is asyncio-only, hence the few ``ctypes`` calls here;
-without inotify a follower looks again every :data:`POLL_INTERVAL` seconds.
+``ctypes`` inotify and a pidfd under :func:`anyio.wait_readable`: ``watchfiles`` blocks a thread
+per watcher and ``asyncinotify`` is asyncio-only.
 """
 
 from __future__ import annotations
@@ -36,15 +31,7 @@ _WATCHED_EVENTS = 0x002 | 0x004 | 0x008 | 0x080 | 0x100 | 0x200 | 0x400
 
 
 class ChangeWatch:
-    """Wakes when a file in one of ``directories`` changes, or the process ``pid`` exits.
-
-    Use it as ``with ChangeWatch(dirs, pid) as watch:`` and ``await watch.wait()``
-    between two looks at the files.
-
-    Args:
-        directories: the directories to watch (a missing one is skipped).
-        pid: the supervising process to watch, or None.
-    """
+    """Wakes when a file in one of ``directories`` changes, or the process ``pid`` exits."""
 
     def __init__(self, directories: Sequence[str], pid: int | None = None) -> None:
         self._directories = list(directories)
@@ -66,11 +53,7 @@ class ChangeWatch:
         self._inotify = self._pidfd = -1
 
     async def wait(self) -> None:
-        """Return once something changed since the last return (or since entering).
-
-        With inotify: when a watched directory had an event or the process exited.
-        Without: after :data:`POLL_INTERVAL` seconds.
-        """
+        """Return once something changed since the last return (or since entering)."""
         if self._inotify < 0:
             await anyio.sleep(POLL_INTERVAL)
             return
@@ -111,8 +94,8 @@ def _drain(fd: int) -> None:
 
 
 class Changes:
-    """An in-memory :class:`Notifier` awaited the way a :class:`ChangeWatch` is: the event
-    is taken before each look, so a change between the look and the await is never missed."""
+    """An in-memory :class:`Notifier` awaited the way a :class:`ChangeWatch` is: the event is taken
+    before each look, so a change between the look and the await is never missed."""
 
     def __init__(self, notifier: Notifier) -> None:
         self._notifier = notifier

@@ -1,19 +1,7 @@
 """A child process that outlives its parent's death and acts on it: the lifeline.
 
-The parent ties and unties keys (``+<key> <payload>``, ``-<key>``, ``.`` for a normal
-exit) on a pipe whose write end only it holds. At end of file, which the kernel gives
-when the parent is gone (``SIGKILL``, the OOM killer, a crash), the program acts on what
-is still tied: ``kill`` SIGKILLs each tied process group and what left it (the local
-schedulers' replicas), ``run`` runs a command with the tied keys (the group reaper's
-cancel). This file is also that program, run by the interpreter in isolated mode, so it
-imports only the standard library::
-
-    python -I -S _lifeline.py <read interval, seconds> kill <token variable>
-    python -I -S _lifeline.py <read interval, seconds> run <directory> <command>...
-
-Limits: a child forked by native code without ``exec`` keeps the write end, and with it
-the lifeline waiting; a parent killed between a start and its ``tie`` leaves that start
-untied.
+The parent holds the only write end of a pipe; at end of file the program (this file, run as
+``python -I -S``, so standard library only) kills or runs a command for the keys still tied.
 """
 
 from __future__ import annotations
@@ -45,16 +33,7 @@ PROGRAM = __file__
 
 
 class Lifeline:
-    """One lifeline program and the write end of its pipe, started at the first :meth:`tie`.
-
-    Safe from any thread and event loop. A program that died while the parent lives is
-    started again at the next write and told every key still tied; a child forked from
-    Python lets go of the parent's lifelines at once (``os.register_at_fork``).
-
-    Args:
-        action: the program's arguments after the interval: ``["kill", <token
-            variable>]`` or ``["run", <directory>, <command>...]``.
-    """
+    """One lifeline program and the write end of its pipe, started at the first :meth:`tie`."""
 
     def __init__(self, action: list[str]) -> None:
         self._action = action
@@ -66,11 +45,7 @@ class Lifeline:
         _LIFELINES.add(self)
 
     def tie(self, key: str, payload: str = "") -> None:
-        """Have the program act on ``key`` if the parent dies before :meth:`untie`.
-
-        ``key`` and ``payload`` hold no space or newline; a key tied already is ignored.
-        Never raises: a lifeline that cannot start here is logged once.
-        """
+        """Have the program act on ``key`` if the parent dies before :meth:`untie`."""
         with self._lock:
             if key not in self._tied:
                 self._tied[key] = payload
@@ -83,8 +58,8 @@ class Lifeline:
                 self._send(f"-{key}\n")
 
     def release(self) -> int | None:
-        """Tell the program the parent leaves normally (it then acts on nothing) and let
-        it go; return its pid, for the caller to reap, or None if none runs."""
+        """Tell the program the parent leaves normally (it then acts on nothing) and let it go;
+        return its pid, for the caller to reap, or None if none runs."""
         with self._lock:
             pid, fd = self.pid, self._fd
             self.pid = self._fd = None
@@ -189,9 +164,8 @@ os.register_at_fork(after_in_child=_forget_all)
 
 
 def read_tied(fd: int, interval: float) -> dict[bytes, bytes]:
-    """Read the parent's lines from ``fd`` (blocking) until end of file or ``.``;
-    return each key tied and not untied with its payload, in tie order (none after
-    ``.``). Sleeps ``interval`` seconds after each read that got data."""
+    """Read the parent's lines from ``fd`` (blocking) until end of file or ``.``; return each key
+    tied and not untied with its payload, in tie order (none after ``.``)."""
     tied: dict[bytes, bytes] = {}
     pending = b""
     while chunk := os.read(fd, 65536):
@@ -209,12 +183,8 @@ def read_tied(fd: int, interval: float) -> dict[bytes, bytes]:
 
 
 def kill_groups(tied: dict[bytes, bytes], variable: bytes) -> None:
-    """SIGKILL each tied process group (key: its id, payload: its replica's token),
-    then :func:`sweep` what left them.
-
-    Raises:
-        ValueError: a key is not a process group id.
-    """
+    """SIGKILL each tied process group (key: its id, payload: its replica's token), then
+    :func:`sweep` what left them."""
     groups = {int(pgid): token for pgid, token in tied.items()}
     for pgid in groups:
         with contextlib.suppress(OSError):
@@ -223,8 +193,8 @@ def kill_groups(tied: dict[bytes, bytes], variable: bytes) -> None:
 
 
 def is_left_behind(pid: int, sessions: dict[int, bytes], environ_tokens: set[bytes]) -> bool:
-    """Whether live ``pid`` is in one of ``sessions`` or carries one of
-    ``environ_tokens`` (``<variable>=<token>``) in its environment (Linux ``/proc``)."""
+    """Whether live ``pid`` is in one of ``sessions`` or carries one of ``environ_tokens``
+    (``<variable>=<token>``) in its environment (Linux ``/proc``)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             fields = stat.read().rsplit(b")", 1)[1].split()
@@ -239,12 +209,8 @@ def is_left_behind(pid: int, sessions: dict[int, bytes], environ_tokens: set[byt
 
 
 def sweep(groups: dict[int, bytes], variable: bytes) -> None:
-    """Kill every process left behind by ``groups`` (group id -> token, the group id
-    also its session) until a look finds none; needs ``os.pidfd_open`` (Linux 5.3).
-
-    Each is killed through a pid file descriptor checked again once open, so a reused
-    pid is never hit, and its exit awaited, so the next look finds what it forked.
-    """
+    """Kill every process left behind by ``groups`` (group id -> token, the group id also its
+    session) until a look finds none; needs ``os.pidfd_open`` (Linux 5.3)."""
     tokens = {variable + b"=" + token for token in groups.values() if token}
     while groups and hasattr(os, "pidfd_open"):
         killed = []
