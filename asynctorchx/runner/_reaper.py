@@ -1,7 +1,6 @@
 """A group's apps that outlive the driver, cancelled by :mod:`._reap_apps` if the driver dies.
 
-Limit: scheduler parameters given to the driver's ``Runner`` in code are not the reaper's.
-"""
+Limit: scheduler parameters given to the driver's ``Runner`` in code are not the reaper's."""
 
 from __future__ import annotations
 

@@ -1,15 +1,13 @@
 """One watchdog per process that SIGKILLs the replicas still tied when this process dies.
 
-Limits: a descendant that left the replica's session and environment (``setsid``, ``env -i``)
-survives; without ``pidfd_open`` (Linux 5.3) only the groups are killed.
-"""
+Without ``pidfd_open`` (Linux 5.3) only the groups are killed."""
 
 from __future__ import annotations
 
 from asynctorchx.schedulers.local._subreaper import TOKEN_VARIABLE
 from asynctorchx.schedulers.toolkit._lifeline import Lifeline
 
-#: Set to False to start replicas untied (what ``benchmarks/bench_spawn.py`` compares).
+#: False starts replicas untied (``benchmarks/bench_spawn.py``).
 enabled = True
 
 WATCHDOG = Lifeline(["kill", TOKEN_VARIABLE])

@@ -3,9 +3,7 @@
 Off Linux nothing is identified, and nothing is signalled from another process.
 """
 
-# No ``from __future__ import annotations`` here: the record classes' field types stay
-# types, not strings, so the converter builds their hooks without resolving them
-# (``typing.get_type_hints``) at a process's first record write.
+# No ``from __future__ import annotations``: see ``_records``.
 import contextlib
 import ctypes
 import functools
@@ -67,7 +65,6 @@ def proc_stat(pid: int) -> tuple[str, int, int, int, int] | None:
 
 @functools.lru_cache(maxsize=1)
 def libc() -> ctypes.CDLL:
-    """The C library's symbols, as this process already has them loaded (Linux)."""
     return ctypes.CDLL(None, use_errno=True)
 
 
@@ -97,7 +94,7 @@ def signal_group_if_same(identity: ProcessIdentity, pgid: int, signum: int) -> b
             signal.pidfd_send_signal(pidfd, signum)
         except OSError:  # it exited since the check
             return False
-        if not select.select([pidfd], [], [], 0)[0]:  # the leader has not exited
+        if not select.select([pidfd], [], [], 0)[0]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signum)
         return True

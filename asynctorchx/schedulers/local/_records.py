@@ -4,9 +4,8 @@ In ``$ASYNCTORCHX_STATE_DIR``, else ``$XDG_STATE_HOME/asynctorchx``, else
 ``~/.local/state/asynctorchx`` (XDG Base Directory specification).
 """
 
-# No ``from __future__ import annotations`` here: the record classes' field types stay
-# types, not strings, so the converter builds their hooks without resolving them
-# (``typing.get_type_hints``) at a process's first record write.
+# No ``from __future__ import annotations``: real field types spare the converter a
+# ``typing.get_type_hints`` at a process's first record write.
 import contextlib
 import functools
 import json
@@ -29,11 +28,11 @@ from asynctorchx.specs.converter import converter
 
 logger = logging.getLogger(__name__)
 
-#: The environment variable naming the state directory (see the module).
+#: The environment variable naming the state directory.
 STATE_DIR_VARIABLE = "ASYNCTORCHX_STATE_DIR"
 #: The version of the record layout; a record of another version is not read.
 RECORD_VERSION = 1
-#: Seconds from an app's change to the coalesced write of its record (see the module).
+#: Seconds from an app's change to the coalesced write of its record.
 COALESCE_SECONDS = 0.05
 #: Seconds after its last write that a finished record is pruned (7 days).
 MAX_RECORD_AGE = 7 * 24 * 3600.0
@@ -65,7 +64,7 @@ class ReplicaRecord:
 
 @attrs.define
 class AppRecord:
-    """What a supervisor records of a local app (see the module)."""
+    """What a supervisor records of a local app."""
 
     app_id: str
     backend: str
@@ -83,11 +82,8 @@ class AppRecord:
     version: int = RECORD_VERSION
 
 
-# --------------------------------------------------------------------------- directories
-
-
 def state_directory() -> str:
-    """The user's state directory for asynctorchx (see the module); never created here."""
+    """The user's state directory for asynctorchx; never created here."""
     explicit = os.environ.get(STATE_DIR_VARIABLE)
     if explicit:
         return os.path.abspath(explicit)
@@ -135,16 +131,11 @@ def _is_private_directory(path: str, *, narrow: bool) -> bool:
 
 
 def record_path(directory: str, app_id: str) -> str:
-    """The record file of ``app_id`` in the records ``directory``."""
     return os.path.join(directory, app_id + _SUFFIX)
 
 
 def cancel_request_path(directory: str, app_id: str) -> str:
-    """The cancel request file of ``app_id`` in the records ``directory``."""
     return os.path.join(directory, "cancel", app_id)
-
-
-# --------------------------------------------------------------------------- files
 
 
 def replace_private_file(directory: str, name: str, data: bytes) -> None:
@@ -252,15 +243,14 @@ def is_finished(record: AppRecord) -> bool:
 
 
 def prune_records(directory: str, now: float | None = None) -> None:
-    """Remove the finished records of ``directory`` the rule of the module says."""
+    """Remove the finished records of ``directory`` beyond the age and count limits."""
     now = time.time() if now is None else now
     written: list[tuple[float, str]] = []
     for app_id in record_ids(directory):
         with contextlib.suppress(OSError):
             written.append((os.lstat(record_path(directory, app_id)).st_mtime, app_id))
     written.sort()
-    # oldest first: a record is read only while it may go (too many, or too old), so a
-    # user with a full directory pays for the few records that go, not for all of them
+    # oldest first: only the records that may go are read
     excess = len(written) - MAX_RECORDS
     for mtime, app_id in written:
         too_old = now - mtime > MAX_RECORD_AGE
@@ -289,11 +279,8 @@ def _remove_stale(folder: str, now: float) -> None:
                 os.unlink(entry.path)
 
 
-# --------------------------------------------------------------------------- list index
-
-
 class ListEntry(NamedTuple):
-    """What ``list`` reports of a finished app, as the list index keeps it (see the module)."""
+    """What ``list`` reports of a finished app, as the list index keeps it."""
 
     session: str
     state: AppState
@@ -344,17 +331,13 @@ def write_index(directory: str, entries: Mapping[str, ListEntry]) -> None:
         logger.debug("could not write the list index of %s: %s", directory, error)
 
 
-# --------------------------------------------------------------------------- writer
-
-
 class RecordKeeper:
-    """Writes the records of one scheduler's apps: at once at an app's start and end, coalesced in
-    between."""
+    """Writes one scheduler's records: at once at an app's start and end, coalesced in between."""
 
     def __init__(self, backend: str, session: str) -> None:
         self.backend = backend
         self.session = session
-        self._dirty: dict[str, AppRecord] = {}  # app id -> record changed since its last write
+        self._dirty: dict[str, AppRecord] = {}
         self._wake = Notifier()
 
     @functools.cached_property
@@ -398,7 +381,6 @@ class RecordKeeper:
                 os.unlink(cancel_request_path(self.directory, record.app_id))
 
     def flush(self) -> None:
-        """Write every record that changed since its last write."""
         for record in list(self._dirty.values()):
             self.write_now(record)
 

@@ -27,15 +27,9 @@ ENV_CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 DEFAULT_STOP_TIMEOUT = 10.0
 
 
-# --------------------------------------------------------------------------- requests
-
-
 @attrs.define
 class ReplicaParam:
-    """How one replica is started: the argument list and where its output goes.
-
-    The fields of TorchX's ``torchx.schedulers.local_scheduler.ReplicaParam``, plus
-    ``combined``.
+    """How one replica is started; TorchX's ``local_scheduler.ReplicaParam`` plus ``combined``.
 
     Args:
         args: ``[entrypoint, *args]`` as passed to the process (an argv list, never a shell).
@@ -43,10 +37,6 @@ class ReplicaParam:
         stdout: path of ``stdout.log``.
         stderr: path of ``stderr.log``.
         combined: path of ``combined.log`` (both streams, whole lines, in arrival order).
-
-    The three paths are set by the dry run for the user to read (TorchX's names); the
-    replica's output always goes to ``<replica_log_dir>/{stdout,stderr,combined}.log``,
-    which is where they point, and ``log_iter`` reads it from there.
         cwd: the working directory (the image root), or None for this process's.
     """
 
@@ -60,21 +50,16 @@ class ReplicaParam:
 
 @attrs.define
 class PopenRequest:
-    """The dry-run request of the local schedulers: a process per replica.
-
-    TorchX's ``torchx.schedulers.local_scheduler.PopenRequest``, with the retry
-    settings and ``stop_timeout`` added.
+    """The dry-run request: a process per replica; TorchX's ``local_scheduler.PopenRequest``.
 
     Args:
         app_id: the app's id.
         log_dir: the app's log directory, ``<log_dir>/<session>/<app_id>``.
         role_params: per role name, one :class:`ReplicaParam` per replica.
         role_log_dirs: per role name, each replica's log directory.
-        max_retries: per role name, how many restarts it may have (an addition).
-        retry_policies: per role name, what a failure restarts (an addition).
-        stop_timeout: the grace period in seconds between SIGTERM and SIGKILL to each
-            replica's process group on cancel or close (run option ``stop_timeout``,
-            default :data:`DEFAULT_STOP_TIMEOUT`; an addition).
+        max_retries: per role name, how many restarts it may have.
+        retry_policies: per role name, what a failure restarts.
+        stop_timeout: seconds between SIGTERM and SIGKILL to each replica's group on cancel.
     """
 
     app_id: str
@@ -102,13 +87,8 @@ class PopenRequest:
         return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- images
-
-
 class ImageProvider(abc.ABC):
-    """Turns a role's image into a directory on this host.
-
-    TorchX's ``torchx.schedulers.local_scheduler.ImageProvider``.
+    """Turns a role's image into a directory on this host; TorchX's ``ImageProvider``.
 
     Args:
         cfg: the resolved run config.
@@ -122,22 +102,15 @@ class ImageProvider(abc.ABC):
         """Return the directory that ``image`` is on this host (its image root)."""
 
     def fetch_role(self, role: Role) -> str:
-        """Return the image root for ``role``; may update the role.
-
-        The default is ``fetch(role.image)``.
-        """
+        """Return the image root for ``role`` (``fetch(role.image)``); may update the role."""
         return self.fetch(role.image)
 
     def get_cwd(self, image: str) -> str | None:
-        """Return the replicas' working directory; it is also put on their ``PATH``.
+        """Return the replicas' working directory, also put on their ``PATH`` (default ``image``);
+        None for this process's, with nothing added to ``PATH``.
 
         Args:
-            image: the role's image root (for the built-in providers, the directory
-                the image names).
-
-        Returns:
-            The directory, or None for this process's working directory (and nothing
-            added to ``PATH``). The default is ``image`` itself.
+            image: the role's image root.
         """
         return image
 
@@ -172,12 +145,7 @@ class CWDImageProvider(ImageProvider):
         return os.getcwd()
 
     def get_cwd(self, image: str) -> str | None:
-        """Return ``os.getcwd()`` whatever ``image`` is (TorchX's
-        ``torchx.schedulers.local_scheduler.CWDImageProvider.get_cwd``).
-
-        Args:
-            image: ignored.
-        """
+        """Return ``os.getcwd()`` whatever ``image`` is (TorchX's ``CWDImageProvider.get_cwd``)."""
         return os.getcwd()
 
 
@@ -202,18 +170,11 @@ class LocalDirectoryImageProvider(ImageProvider):
         return image
 
     def get_entrypoint(self, img_root: str, role: Role) -> str:
-        """A relative entrypoint is ``img_root/entrypoint`` when that file exists.
-
-        Otherwise (e.g. ``python``) it is looked up on ``PATH`` as given. TorchX's
-        ``torchx.schedulers.local_scheduler.LocalDirectoryImageProvider`` rule.
-        """
+        """``img_root/entrypoint`` if that file exists, else ``entrypoint`` (TorchX's rule)."""
         if os.path.isabs(role.entrypoint):
             return role.entrypoint
         candidate = os.path.join(img_root, role.entrypoint)
         return candidate if os.path.exists(candidate) else role.entrypoint
-
-
-# --------------------------------------------------------------------------- run options
 
 
 @dataclass
@@ -239,17 +200,12 @@ class Opts(StructuredOpts):
 
 
 class LocalOpts(TypedDict, total=False):
-    """TorchX 0.7.0's ``torchx.schedulers.local_scheduler.LocalOpts``: :class:`Opts`'s
-    options as a ``TypedDict``, for code typed against 0.7.0 (torchx-nightly has only
-    :class:`Opts`; a test keeps the two the same)."""
+    """TorchX 0.7.0's ``local_scheduler.LocalOpts``: :class:`Opts`'s options as a ``TypedDict``."""
 
     log_dir: str
     prepend_cwd: bool | None
     auto_set_cuda_visible_devices: bool | None
     stop_timeout: float
-
-
-# --------------------------------------------------------------------------- dry run
 
 
 @attrs.frozen
@@ -311,8 +267,7 @@ def build_popen_request(
 
 
 def apply_macros(template: Role, values: macros.Values) -> Role:
-    """A copy of ``template`` with one replica's macros substituted, as TorchX's
-    ``macros.Values.apply`` (``args``, ``env`` values, ``metadata`` strings)."""
+    """A copy of ``template`` with one replica's macros substituted, as ``macros.Values.apply``."""
     role = copy.copy(template)
     role.args = [_substitute(values, arg) for arg in template.args]
     role.env = {key: _substitute(values, value) for key, value in template.env.items()}
@@ -325,7 +280,6 @@ def _substitute(values: macros.Values, text: str) -> str:
 
 
 def _substitute_nested(values: macros.Values, value: object) -> Any:
-    """``value`` with the macros substituted in its strings, its dicts and lists copied."""
     if isinstance(value, str):
         return _substitute(values, value)
     if isinstance(value, dict):
@@ -342,10 +296,8 @@ def add_environment(
     role_name: str,
     context: RequestContext,
 ) -> None:
-    """Add to ``param.env`` the variables TorchX's local scheduler gives every replica, each unless
-    the role sets it (``PYTHONUNBUFFERED``, ``TORCHX_RANK0_HOST``, ``TORCHX_JOB_ID``,
-    ``TORCHELASTIC_ERROR_FILE``, ``PET_LOG_DIR``), and its ``PATH``: the extra paths, the role's
-    ``PATH``, the working directory, then this process's."""
+    """Add the variables TorchX's local scheduler gives every replica unless the role sets them,
+    and ``PATH``: the extra paths, the role's, the working directory, then this process's."""
     env = param.env
     if "PYTHONUNBUFFERED" not in env and "PYTHONUNBUFFERED" not in os.environ:
         env["PYTHONUNBUFFERED"] = "x"  # replicas' output arrives as it is printed
@@ -359,7 +311,6 @@ def add_environment(
             front.insert(0, param.cwd)
         else:
             front.append(param.cwd)
-    # empty parts left out, and stray separators at their ends
     parts = (*front, os.environ.get("PATH"))
     env["PATH"] = os.pathsep.join(part.strip(os.pathsep) for part in parts if part)
 

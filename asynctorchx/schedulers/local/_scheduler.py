@@ -1,5 +1,4 @@
-"""``LocalScheduler``: the scheduler face of the local replicas (TorchX's
-``torchx.schedulers.local_scheduler.LocalScheduler``); :mod:`._supervisor` runs them."""
+"""``LocalScheduler``, TorchX's ``torchx.schedulers.local_scheduler.LocalScheduler``, awaitable."""
 
 from __future__ import annotations
 
@@ -62,37 +61,25 @@ from asynctorchx.specs.api import (
 
 logger = logging.getLogger(__name__)
 
-#: Prefix of the temporary log directory (in ``tempfile.gettempdir()``) of a scheduler
-#: run without ``log_dir``; it is created by the first app scheduled, removed on close.
+#: Prefix of the temporary log directory used without ``log_dir``, removed on close.
 TEMP_LOG_DIR_PREFIX = "asynctorchx_"
 
 
 class LocalScheduler(Scheduler[PopenRequest]):
-    """Runs each replica as a process on this host, awaitably.
+    """Runs each replica as a process on this host; TorchX's ``LocalScheduler``, awaitable.
 
-    TorchX's ``torchx.schedulers.local_scheduler.LocalScheduler``, made awaitable (see
-    :mod:`asynctorchx.schedulers.local`).
+    Use ``async with scheduler:``; submitting outside it raises ``SchedulerClosedError``.
 
     Args:
         session_name: the runner session, part of app handles and of the log path.
-        image_provider_class: builds the :class:`ImageProvider` from the run config
-            (:class:`CWDImageProvider` for ``local_cwd``, :class:`LocalDirectoryImageProvider`
-            for ``local_dir``).
-        cache_size: how many finished apps are kept (describable, listed, their logs
-            readable); when one more finishes, the one that finished first is
-            forgotten, and its log directory removed when it is in the scheduler's
-            temporary directory (a ``log_dir`` of the user's is left alone). Running
-            apps are always kept and never refused: TorchX's
-            ``torchx.schedulers.local_scheduler`` counts them too and raises
-            ``IndexError`` on the 101st app still running at the default 100.
+        image_provider_class: builds the :class:`ImageProvider` from the run config.
+        cache_size: how many finished apps are kept; beyond it the earliest finished is
+            forgotten (its temporary log directory removed). Running apps are never refused.
         extra_paths: directories put in front of ``PATH`` for every replica.
         backend: the scheduler's name, ``local_cwd`` or ``local_dir``.
 
     Raises:
         ValueError: ``cache_size`` is not positive.
-
-    Use ``async with scheduler:``; submitting to a scheduler that is not entered raises
-    :class:`~asynctorchx.errors.SchedulerClosedError`.
     """
 
     capabilities = Capabilities(opts=Opts, apps_live_in_process=True)
@@ -111,7 +98,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._image_provider_class = image_provider_class
         self._cache_size = cache_size
         self._extra_paths = list(extra_paths or [])
-        # every app is in one of the two: supervised, or finished and kept (see _supervise)
         self._running: dict[str, LocalApp] = {}
         self._finished: dict[str, LocalApp] = {}  # first finished first
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -119,8 +105,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._temp_log_dir: str | None = None
         self._records = RecordKeeper(backend, session_name)
         self._recording = False
-
-    # ----------------------------------------------------------------- lifetime
 
     async def __aenter__(self) -> LocalScheduler:
         if self._closed:
@@ -141,24 +125,20 @@ class LocalScheduler(Scheduler[PopenRequest]):
         finally:
             if task_group is not None:
                 task_group.cancel_scope.cancel()
-                # the body's own exception is not the task group's: it propagates as
-                # raised, never wrapped in an ExceptionGroup
+                # raised as itself, never wrapped in an ExceptionGroup
                 await task_group.__aexit__(None, None, None)
             self._task_group = None
 
     async def close(self) -> None:
-        """Terminate every app still running, as ``cancel`` does, and wait for it.
-
-        Then the temporary log directory (used without ``log_dir``) is removed.
-        Idempotent; never raises.
-        """
+        """Terminate every app still running, as ``cancel`` does, and wait; remove the temporary
+        log directory. Idempotent; never raises."""
         if self._closed:
             return
         self._closed = True
         try:
             with anyio.CancelScope(shield=True):
                 await self._terminate_all()
-        except Exception:  # close never raises
+        except Exception:
             logger.exception("closing the %s scheduler", self.backend)
         finally:
             self._records.flush()
@@ -168,14 +148,11 @@ class LocalScheduler(Scheduler[PopenRequest]):
                 self._temp_log_dir = None
 
     async def _terminate_all(self) -> None:
-        """Cancel every running app, all at once, then await their ends."""
         running = list(self._running.values())
         for app in running:
             app.request_cancel()
         for app in running:
             await LiveApp(app).wait_until(is_terminal)
-
-    # ----------------------------------------------------------------- dry run
 
     def _base_log_dir(self, cfg: Mapping[str, CfgVal]) -> str:
         log_dir = cfg.get("log_dir")
@@ -183,8 +160,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
             # the user's own links are resolved now: a link planted later is refused
             return os.path.realpath(log_dir)
         if self._temp_log_dir is None:
-            # only named here: schedule creates it (0700, refused if someone else did),
-            # so a dry run, or a submit refused by a closed scheduler, leaves nothing
+            # only named here, so a dry run leaves nothing: schedule creates it
             name = TEMP_LOG_DIR_PREFIX + secrets.token_hex(8)
             self._temp_log_dir = os.path.join(tempfile.gettempdir(), name)
         return self._temp_log_dir
@@ -195,8 +171,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         return gpu_count()
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[PopenRequest]:
-        """Build the request (``_request.build_popen_request``); create nothing."""
-        validate_name("session name", self.session_name)  # a directory of every log path
+        validate_name("session name", self.session_name)
         app_id = make_unique(app.name)
         root = self._base_log_dir(cfg)
         context = RequestContext(
@@ -212,23 +187,14 @@ class LocalScheduler(Scheduler[PopenRequest]):
         check_log_dir(root, replica_dirs)
         return AppDryRunInfo(request, str)
 
-    # ----------------------------------------------------------------- schedule
-
     async def schedule(self, dryrun_info: AppDryRunInfo[PopenRequest]) -> str:
-        """Start every replica of the request concurrently; return the app id.
-
-        Returns once every replica's process has started.
+        """Start every replica of the request concurrently; return the app id once all started.
 
         Raises:
             SchedulerClosedError: the scheduler is not entered (``async with``) or closed.
-            UnsafeLogPathError: a log directory is a symbolic link, or owned by another
-                user, or a log file is a link or not this user's (see
-                ``asynctorchx.schedulers.local._log_files.create_log_dirs``); nothing
-                was started, no directory left.
-            InvalidLogDirError: a log directory could not be created (see
-                ``_log_files.create_log_dirs``); nothing was started, no directory left.
-            OSError: a replica could not be started (e.g. ``FileNotFoundError`` for an
-                entrypoint that does not exist); the replicas already started are killed.
+            UnsafeLogPathError: a log path is a link or not this user's; nothing started.
+            InvalidLogDirError: a log directory could not be created; nothing started.
+            OSError: a replica could not be started; the replicas already started are killed.
         """
         if self._task_group is None or self._closed:
             raise SchedulerClosedError(
@@ -238,7 +204,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
             )
         request = dryrun_info.request
         validate_app_id(request.app_id)
-        # <root>/<session>/<app_id>: every directory below the root private and ours
         root = os.path.dirname(os.path.dirname(request.log_dir))
         create_log_dirs(root, [d for dirs in request.role_log_dirs.values() for d in dirs])
         app = LocalApp(
@@ -250,8 +215,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         return request.app_id
 
     def _start_recording(self, app: LocalApp) -> None:
-        """Remove a stale cancel request of ``app``; start, once, the record writer and the watch
-        for cancel requests (see ``_records``)."""
+        """Remove a stale cancel request of ``app``; start the record writer and request watch."""
         directory = self._records.directory
         if directory is None or app.cancel_request is None:
             return
@@ -263,8 +227,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
             self._task_group.start_soon(self._watch_cancel_requests, directory)
 
     async def _watch_cancel_requests(self, directory: str) -> None:
-        """Cancel a running app once another process left its cancel request (woken by inotify on
-        the requests' directory, else polling; see ``_watch.ChangeWatch``)."""
+        """Cancel a running app once another process left its cancel request."""
         with ChangeWatch([os.path.join(directory, "cancel")]) as watch:
             while True:
                 for app in list(self._running.values()):
@@ -274,8 +237,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
     async def _supervise(
         self, app: LocalApp, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Run ``app`` (see :func:`supervise`), known to the queries from its submit on; then keep
-        it among the finished apps, forgetting the earliest finished beyond ``cache_size``."""
+        """Run ``app``, then keep it among the finished apps, at most ``cache_size`` of them."""
         app_id = app.record.app_id
         self._finished.pop(app_id, None)  # the same dry run scheduled again
         self._running[app_id] = app
@@ -290,8 +252,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
                 self._remove_temporary_logs(self._finished.pop(next(iter(self._finished))))
 
     def _remove_temporary_logs(self, app: LocalApp) -> None:
-        """Move ``app``'s temporary log directory aside at once (its path is free for the same dry
-        run again) and remove it in a task; never raises."""
+        """Move ``app``'s temporary log directory aside and remove it in a task."""
         temporary = self._temp_log_dir
         log_dir = app.request.log_dir
         if temporary is None or not log_dir.startswith(temporary + os.sep):
@@ -305,11 +266,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
         if self._task_group is not None:
             self._task_group.start_soon(_remove_tree, aside)
 
-    # ----------------------------------------------------------------- queries
-
     def _view(self, app_id: str) -> AppView | None:
-        """The app as every query sees it: kept in memory by this scheduler, else recorded by
-        another process (see ``_app_views``); None when neither."""
+        """The app kept by this scheduler, else recorded by another process; None when neither."""
         validate_app_id(app_id)
         app = self._running.get(app_id) or self._finished.get(app_id)
         if app is not None:
@@ -317,15 +275,8 @@ class LocalScheduler(Scheduler[PopenRequest]):
         return read_recorded_app(self.backend, app_id)
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
-        """Describe the app, or return None if this scheduler does not know it.
-
-        An app this scheduler keeps, or one another process of this user recorded (see
-        ``_app_views``). Built from the app's record by the toolkit's
-        :func:`~asynctorchx.schedulers.toolkit.describe_app`: a finished app's state is
-        :func:`~asynctorchx.schedulers.toolkit.app_state` of its replicas (as the
-        supervisor set it), a failed app's structured error is the earliest of its
-        failed replicas' TorchElastic error files (TorchX's rule in
-        ``torchx.schedulers.local_scheduler``).
+        """Describe an app this scheduler keeps or another process of this user recorded; None
+        if unknown. A failed app's error is its earliest failed replica's (TorchX's rule).
 
         Args:
             app_id: the app's id.
@@ -337,9 +288,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         return None if view is None else view.describe()
 
     async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
-        """List the apps this scheduler keeps (those running, and at most ``cache_size``
-        finished ones), then the apps of its session recorded by other processes of this
-        user (see ``_app_views``)."""
+        """List the apps this scheduler keeps, then its session's that other processes recorded."""
         kept = {**self._running, **self._finished}
         listed = [ListAppResponse(app_id, app.record.state) for app_id, app in kept.items()]
         return listed + list_recorded_apps(self.backend, self.session_name, kept)
@@ -347,9 +296,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
     async def _wait_until(
         self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
     ) -> DescribeAppResponse | None:
-        """Await the app's state until ``done`` holds (woken by its changes, no polling); return its
-        description then, None for an unknown app. Every log line is written before a terminal state
-        is seen."""
+        """Await the app's state until ``done`` holds; return its description, None if unknown."""
         view = self._view(app_id)
         if view is None:
             return None
@@ -365,8 +312,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
     def _log_blocks(
         self, app_id: str, query: LogQuery, start: LogPosition
     ) -> AsyncIterator[LogBlock]:
-        """The log lines of the replica ``query`` names (see :meth:`Scheduler.log_iter`), from
-        ``<replica_log_dir>/<stream>.log``; a block's position is its byte offset."""
+        """The log lines of the replica ``query`` names; a block's position is its byte offset."""
         view = self._view(app_id)
         if view is None:
             raise UnknownAppException(make_app_handle(self.backend, self.session_name, app_id))
@@ -378,7 +324,7 @@ _REMOVER = anyio.lowlevel.RunVar[anyio.CapacityLimiter]("asynctorchx_log_remover
 
 
 async def _remove_tree(path: str) -> None:
-    """Remove ``path`` and everything in it, in a worker thread (off the event loop)."""
+    """Remove ``path`` and everything in it, off the event loop."""
     limiter = _REMOVER.get(None)
     if limiter is None:
         limiter = anyio.CapacityLimiter(1)

@@ -27,9 +27,7 @@ TOKEN_VARIABLE = "ASYNCTORCHX_REPLICA_TOKEN"
 
 _PR_SET_CHILD_SUBREAPER = 36
 
-#: The children this process started itself and reaps itself (replica main processes,
-#: what :mod:`._child_watcher` watches): never descendants to sweep, so never read by
-#: one. Their owners add each once started and discard it once reaped.
+#: The children this process starts and reaps itself (replica main processes): never swept.
 OWN_CHILDREN: set[int] = set()
 #: Tokens read from adopted children while alive, so their zombies stay identifiable.
 _known_tokens: dict[int, str] = {}
@@ -67,7 +65,7 @@ def _children() -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             pid = int(entry)
-            if pid in OWN_CHILDREN:  # a child, never swept: spare reading it
+            if pid in OWN_CHILDREN:
                 continue
             stat = proc_stat(pid)
             if stat is not None and stat[1] == me:
@@ -98,7 +96,7 @@ def _identified(replicas: dict[str, int]) -> list[int]:
         for gone in [pid for pid in _known_tokens if pid not in live]:
             del _known_tokens[gone]  # reaped: the pid may be reused
     for pid in children:
-        if pid in OWN_CHILDREN:  # a live replica's main process: never swept, not read
+        if pid in OWN_CHILDREN:
             continue
         stat = proc_stat(pid)
         if stat is None or stat[1] != me:
@@ -110,7 +108,7 @@ def _identified(replicas: dict[str, int]) -> list[int]:
             if token is not None:
                 _known_tokens[pid] = token
         elif token is not None:
-            found.append(pid)  # an identified descendant that exited: reap it
+            found.append(pid)
             continue
         if token is not None:
             if token in replicas:
@@ -134,8 +132,7 @@ class _Sweeps:
 
     def __init__(self) -> None:
         self.pending: dict[str, int] = {}
-        # a replica's end takes no extra loop turn when no sweep runs (benchmark 3's
-        # ms-per-replica row)
+        # no extra loop turn when no sweep runs (benchmark 3's ms-per-replica row)
         self.lock = anyio.Lock(fast_acquire=True)
 
 
@@ -143,9 +140,9 @@ _SWEEPS: anyio.lowlevel.RunVar[_Sweeps] = anyio.lowlevel.RunVar("asynctorchx_swe
 
 
 async def end_descendants(token: str, pgid: int) -> None:
-    """SIGKILL and reap every adopted descendant of one replica, until none is left; replicas ending
-    together share one sweep. Call it shielded, after the replica's main process was reaped. Never
-    raises."""
+    """SIGKILL and reap every adopted descendant of one replica (shielded, after its reap).
+
+    Replicas ending together share one sweep; never raises."""
     if not enable():
         return
     sweeps = _SWEEPS.get(None)
@@ -159,7 +156,7 @@ async def end_descendants(token: str, pgid: int) -> None:
         batch = dict(sweeps.pending)
         try:
             await _sweep(batch)
-        except Exception:  # never raises: the replica's end must go on
+        except Exception:
             logger.exception("ending the descendants of replicas")
         finally:
             for swept in batch:

@@ -25,8 +25,7 @@ logger = logging.getLogger(__name__)
 #: Seconds between two looks of a follower when inotify is not available.
 POLL_INTERVAL = 0.1
 
-#: IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE |
-#: IN_DELETE_SELF (``<sys/inotify.h>``)
+#: IN_MODIFY, ATTRIB, CLOSE_WRITE, MOVED_TO, CREATE, DELETE, DELETE_SELF (``<sys/inotify.h>``)
 _WATCHED_EVENTS = 0x002 | 0x004 | 0x008 | 0x080 | 0x100 | 0x200 | 0x400
 
 
@@ -94,8 +93,7 @@ def _drain(fd: int) -> None:
 
 
 class Changes:
-    """An in-memory :class:`Notifier` awaited the way a :class:`ChangeWatch` is: the event is taken
-    before each look, so a change between the look and the await is never missed."""
+    """A :class:`Notifier` awaited as a :class:`ChangeWatch`: no change after a look is lost."""
 
     def __init__(self, notifier: Notifier) -> None:
         self._notifier = notifier
