@@ -313,7 +313,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                         return
                     if status.state not in FAILING_STATES or retry >= self._retries:
                         break
-                    with anyio.CancelScope() as trial.backoff:  # the stop cancels it
+                    with anyio.CancelScope() as trial.backoff:
                         if not self._stopping:
                             await anyio.sleep(retry_delay(retry, self._backoff))
                     trial.backoff = None

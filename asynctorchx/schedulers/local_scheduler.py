@@ -46,11 +46,7 @@ def create_dir_scheduler(
 ) -> LocalScheduler:
     """Create the ``local_dir`` scheduler: a role's image is an absolute directory to run in.
 
-    Args:
-        session_name: the runner session.
-        cache_size: as :func:`create_cwd_scheduler`.
-        extra_paths: as :func:`create_cwd_scheduler`.
-        **kwargs: as :func:`create_cwd_scheduler`.
+    The arguments are :func:`create_cwd_scheduler`'s.
     """
     return create_scheduler(session_name, cache_size, extra_paths, LocalDirectoryImageProvider)
 

@@ -1,7 +1,4 @@
-"""Knowing a process again later, from another process: pid, start time and boot.
-
-Off Linux nothing is identified, and nothing is signalled from another process.
-"""
+"""Knowing a process again later from another process: pid, start time and boot (Linux only)."""
 
 # No ``from __future__ import annotations``: see ``_records``.
 import contextlib

@@ -106,12 +106,8 @@ class ImageProvider(abc.ABC):
         return self.fetch(role.image)
 
     def get_cwd(self, image: str) -> str | None:
-        """Return the replicas' working directory, also put on their ``PATH`` (default ``image``);
-        None for this process's, with nothing added to ``PATH``.
-
-        Args:
-            image: the role's image root.
-        """
+        """Return the replicas' working directory for image root ``image`` (default: itself), also
+        put on their ``PATH``; None for this process's, with nothing added to ``PATH``."""
         return image
 
     def get_entrypoint(self, img_root: str, role: Role) -> str:
@@ -179,8 +175,7 @@ class LocalDirectoryImageProvider(ImageProvider):
 
 @dataclass
 class Opts(StructuredOpts):
-    """The run options of ``local_cwd``/``local_dir``: torchx-nightly's
-    ``torchx.schedulers.local_scheduler.Opts``, plus ``stop_timeout``."""
+    """The run options: torchx-nightly's ``local_scheduler.Opts``, plus ``stop_timeout``."""
 
     log_dir: str | None = None
     """dir to write stdout/stderr log files of replicas"""
@@ -296,8 +291,7 @@ def add_environment(
     role_name: str,
     context: RequestContext,
 ) -> None:
-    """Add the variables TorchX's local scheduler gives every replica unless the role sets them,
-    and ``PATH``: the extra paths, the role's, the working directory, then this process's."""
+    """Add TorchX's replica variables the role does not set, and ``PATH`` with the extra paths."""
     env = param.env
     if "PYTHONUNBUFFERED" not in env and "PYTHONUNBUFFERED" not in os.environ:
         env["PYTHONUNBUFFERED"] = "x"  # replicas' output arrives as it is printed
