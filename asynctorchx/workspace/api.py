@@ -15,10 +15,7 @@ T = TypeVar("T")
 
 
 class WorkspaceMixin(abc.ABC, Generic[T]):
-    """TorchX's ``WorkspaceMixin``: a scheduler that builds a local directory into its images.
-
-    Its I/O methods are coroutines; any scheduler whose ``capabilities.workspace`` is set
-    is an instance."""
+    """TorchX's ``WorkspaceMixin``, async; any scheduler with ``capabilities.workspace`` is one."""
 
     #: What the build makes of a workspace (see ``Capabilities.workspace``).
     workspace_build: ClassVar[Literal["image", "directory"]] = "image"

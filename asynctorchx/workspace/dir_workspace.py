@@ -98,11 +98,8 @@ def _prepare(job_dir: str, target: str) -> bool:
 
 
 def read_torchxignore(text: str) -> list[str]:
-    """Return a ``.torchxignore``'s patterns, read as TorchX's ``walk_workspace`` reads them.
-
-    ``fnmatch`` over the relative path (``*`` matches ``/``, unlike ``.dockerignore``), a
-    leading ``!`` re-includes, the last match decides; ``#`` starts a comment.
-    """
+    """Return a ``.torchxignore``'s patterns as TorchX's ``walk_workspace`` reads them: ``fnmatch``
+    over the relative path (``*`` matches ``/``), ``!`` re-includes, the last match decides."""
     patterns = (line.partition("#")[0].strip() for line in text.splitlines())
     return [pattern for pattern in patterns if pattern not in ("", ".")]
 
