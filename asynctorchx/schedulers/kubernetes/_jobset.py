@@ -15,7 +15,6 @@ from typing import Any
 
 from asynctorchx.errors import InvalidAppDefException
 from asynctorchx.schedulers.kubernetes._request import (
-    LABEL_REPLICA_ID,
     LABEL_ROLE_NAME,
     RANK0_ENV,
     KubernetesJob,
@@ -23,12 +22,10 @@ from asynctorchx.schedulers.kubernetes._request import (
     clean_name,
     job_request,
     make_job_name,
-    pod_labels,
     pod_resources,
     push_images,
-    role_to_pod,
+    replica_pod,
     str_option,
-    with_overlay,
 )
 from asynctorchx.schedulers.kubernetes._state import Job, Pod, Replicas, read_role
 from asynctorchx.specs.api import AppDef, AppState, CfgVal, RetryPolicy, Role, macros
@@ -91,24 +88,16 @@ def _pod_template(
     priority: str | None,
     pod: PodResources,
 ) -> dict[str, Any]:
-    role = app.roles[role_index]
-    rjob = replicated_job_name(role)
     values = macros.Values(
         img_root="", app_id=name, replica_id=f"$({REPLICA_ID_ENV})", rank0_env=RANK0_ENV
     )
-    replica_role = values.apply(role)
-    replica_role.env[RANK0_ENV] = hostname(name, replicated_job_name(app.roles[0]), 0)
-    template = role_to_pod(rjob, replica_role, account, **pod._asdict())
-    index = {"fieldRef": {"fieldPath": f"metadata.annotations['{ANNOTATION_COMPLETION_INDEX}']"}}
-    container = template["spec"]["containers"][0]
-    container["env"].insert(0, {"name": REPLICA_ID_ENV, "valueFrom": index})
-    if priority is not None:  # Kueue reads a workload's priority from its pods
-        template["spec"]["priorityClassName"] = priority
-    template = with_overlay(role, template)
-    labels = pod_labels(app, role_index, role, 0, name)
-    del labels[LABEL_REPLICA_ID]  # one template for every replica: the completion index
-    template["metadata"]["labels"].update(labels)
-    return template
+    env = {RANK0_ENV: hostname(name, replicated_job_name(app.roles[0]), 0)}
+    index = {REPLICA_ID_ENV: f"metadata.annotations['{ANNOTATION_COMPLETION_INDEX}']"}
+    rjob = replicated_job_name(app.roles[role_index])
+    # Kueue reads a workload's priority from its pods
+    return replica_pod(
+        app, role_index, rjob, values, env, account, pod, None, field_env=index, priority=priority
+    )
 
 
 def build_jobset(

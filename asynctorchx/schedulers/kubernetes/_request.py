@@ -337,6 +337,39 @@ def pod_labels(
     }
 
 
+def replica_pod(
+    app: AppDef,
+    role_index: int,
+    container: str,
+    values: macros.Values,
+    env: Mapping[str, str],
+    account: str | None,
+    pod: PodResources,
+    replica_id: int | None,
+    *,
+    field_env: Mapping[str, str] | None = None,
+    priority: str | None = None,
+) -> dict[str, Any]:
+    """The pod template of a replica (``replica_id`` ``None``: of every replica of the role,
+    without the replica id label): macros, ``env`` and ``field_env`` (name -> field path,
+    first) set, then the overlay, then the labels."""
+    role = app.roles[role_index]
+    replica_role = values.apply(role)
+    replica_role.env.update(env)
+    template = role_to_pod(container, replica_role, account, **pod._asdict())
+    for name, path in (field_env or {}).items():
+        entry = {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+        template["spec"]["containers"][0]["env"].insert(0, entry)
+    if priority is not None:
+        template["spec"]["priorityClassName"] = priority
+    template = with_overlay(role, template)
+    labels = pod_labels(app, role_index, role, replica_id or 0, values.app_id)
+    if replica_id is None:
+        del labels[LABEL_REPLICA_ID]
+    template["metadata"]["labels"].update(labels)
+    return template
+
+
 def _task(
     app: AppDef,
     role_index: int,
@@ -353,13 +386,10 @@ def _task(
         replica_id=str(replica_id),
         rank0_env=RANK0_ENV if first else f"VC_{clean_name(app.roles[0].name)}_0_HOSTS".upper(),
     )
-    replica_role = values.apply(role)
-    if first:
-        replica_role.env[RANK0_ENV] = "localhost"
-    replica_role.env[IMAGE_ENV] = replica_role.image
+    env = {RANK0_ENV: "localhost"} if first else {}
+    env[IMAGE_ENV] = role.image
     name = clean_name(f"{role.name}-{replica_id}")  # the task's and its container's
-    template = with_overlay(role, role_to_pod(name, replica_role, service_account, **pod._asdict()))
-    template["metadata"]["labels"].update(pod_labels(app, role_index, role, replica_id, job_name))
+    template = replica_pod(app, role_index, name, values, env, service_account, pod, replica_id)
     task: dict[str, Any] = {"name": name, "replicas": 1, "template": template}
     if role.max_retries > 0:
         task["maxRetry"] = role.max_retries
