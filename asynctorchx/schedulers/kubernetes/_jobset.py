@@ -18,7 +18,6 @@ from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ROLE_NAME,
     RANK0_ENV,
     KubernetesJob,
-    PodResources,
     clean_name,
     job_request,
     make_job_name,
@@ -80,26 +79,6 @@ def name_budget(app: AppDef) -> int:
     return budget
 
 
-def _pod_template(
-    app: AppDef,
-    role_index: int,
-    name: str,
-    account: str | None,
-    priority: str | None,
-    pod: PodResources,
-) -> dict[str, Any]:
-    values = macros.Values(
-        img_root="", app_id=name, replica_id=f"$({REPLICA_ID_ENV})", rank0_env=RANK0_ENV
-    )
-    env = {RANK0_ENV: hostname(name, replicated_job_name(app.roles[0]), 0)}
-    index = {REPLICA_ID_ENV: f"metadata.annotations['{ANNOTATION_COMPLETION_INDEX}']"}
-    rjob = replicated_job_name(app.roles[role_index])
-    # Kueue reads a workload's priority from its pods
-    return replica_pod(
-        app, role_index, rjob, values, env, account, pod, None, field_env=index, priority=priority
-    )
-
-
 def build_jobset(
     app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = None
 ) -> KubernetesJob:
@@ -114,6 +93,11 @@ def build_jobset(
     name = job_name or make_job_name(app.name, name_budget(app), letter_first=True)
     account, priority = str_option(cfg, "service_account"), str_option(cfg, "priority_class")
     pod = pod_resources(cfg)
+    values = macros.Values(
+        img_root="", app_id=name, replica_id=f"$({REPLICA_ID_ENV})", rank0_env=RANK0_ENV
+    )
+    env = {RANK0_ENV: hostname(name, replicated_job_name(app.roles[0]), 0)}
+    index = {REPLICA_ID_ENV: f"metadata.annotations['{ANNOTATION_COMPLETION_INDEX}']"}
     rjobs: list[dict[str, Any]] = []
     restarts = 0
     for role_index, role in enumerate(app.roles):
@@ -131,7 +115,19 @@ def build_jobset(
             "completions": role.num_replicas,
             "completionMode": "Indexed",
             "backoffLimit": role.max_retries if replica_retries else 0,
-            "template": _pod_template(app, role_index, name, account, priority, pod),
+            # Kueue reads a workload's priority from its pods
+            "template": replica_pod(
+                app,
+                role_index,
+                rjob,
+                values,
+                env,
+                account,
+                pod,
+                None,
+                field_env=index,
+                priority=priority,
+            ),
         }
         rjobs.append({"name": rjob, "replicas": 1, "template": {"spec": job_spec}})
     spec: dict[str, Any] = {
