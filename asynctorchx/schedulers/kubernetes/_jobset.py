@@ -18,11 +18,10 @@ from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ROLE_NAME,
     RANK0_ENV,
     KubernetesJob,
+    Setup,
     clean_name,
     job_request,
     make_job_name,
-    pod_resources,
-    push_images,
     replica_pod,
     str_option,
 )
@@ -89,10 +88,8 @@ def build_jobset(
     :func:`~asynctorchx.schedulers.kubernetes._request.build_job`, and
     ``InvalidAppDefException`` when two roles clean to one replicated job name.
     """
-    images = push_images(app, str_option(cfg, "image_repo"))
+    setup = Setup.read(app, cfg)
     name = job_name or make_job_name(app.name, name_budget(app), letter_first=True)
-    account, priority = str_option(cfg, "service_account"), str_option(cfg, "priority_class")
-    pod = pod_resources(cfg)
     values = macros.Values(
         img_root="", app_id=name, replica_id=f"$({REPLICA_ID_ENV})", rank0_env=RANK0_ENV
     )
@@ -110,24 +107,16 @@ def build_jobset(
         replica_retries = role.retry_policy == RetryPolicy.REPLICA
         if not replica_retries:
             restarts = max(restarts, role.max_retries)
+        # Kueue reads a workload's priority from its pods
+        template = replica_pod(
+            app, role_index, rjob, values, env, setup, None, field_env=index, priority=True
+        )
         job_spec: dict[str, Any] = {
             "parallelism": role.num_replicas,
             "completions": role.num_replicas,
             "completionMode": "Indexed",
             "backoffLimit": role.max_retries if replica_retries else 0,
-            # Kueue reads a workload's priority from its pods
-            "template": replica_pod(
-                app,
-                role_index,
-                rjob,
-                values,
-                env,
-                account,
-                pod,
-                None,
-                field_env=index,
-                priority=priority,
-            ),
+            "template": template,
         }
         rjobs.append({"name": rjob, "replicas": 1, "template": {"spec": job_spec}})
     spec: dict[str, Any] = {
@@ -146,7 +135,7 @@ def build_jobset(
         "metadata": metadata,
         "spec": spec,
     }
-    return job_request(cfg, jobset, images, "jobset")
+    return job_request(cfg, jobset, setup.images, "jobset")
 
 
 #: What the JobSet shows (``jobset_types.go``'s conditions and ``replicatedJobsStatus``) ->

@@ -337,18 +337,33 @@ def pod_labels(
     }
 
 
+class Setup(NamedTuple):
+    """What both job APIs read of the run options first."""
+
+    images: dict[str, tuple[str, str]]
+    account: str | None
+    priority: str | None
+    pod: PodResources
+
+    @classmethod
+    def read(cls, app: AppDef, cfg: Mapping[str, CfgVal]) -> Setup:
+        """Read ``cfg``, the roles' local images renamed in place (:func:`push_images`)."""
+        images = push_images(app, str_option(cfg, "image_repo"))
+        account, priority = str_option(cfg, "service_account"), str_option(cfg, "priority_class")
+        return cls(images, account, priority, pod_resources(cfg))
+
+
 def replica_pod(
     app: AppDef,
     role_index: int,
     container: str,
     values: macros.Values,
     env: Mapping[str, str],
-    account: str | None,
-    pod: PodResources,
+    setup: Setup,
     replica_id: int | None,
     *,
     field_env: Mapping[str, str] | None = None,
-    priority: str | None = None,
+    priority: bool = False,
 ) -> dict[str, Any]:
     """The pod template of a replica (``replica_id`` ``None``: of every replica of the role,
     without the replica id label): macros, ``env`` and ``field_env`` (name -> field path,
@@ -356,12 +371,12 @@ def replica_pod(
     role = app.roles[role_index]
     replica_role = values.apply(role)
     replica_role.env.update(env)
-    template = role_to_pod(container, replica_role, account, **pod._asdict())
+    template = role_to_pod(container, replica_role, setup.account, **setup.pod._asdict())
     for name, path in (field_env or {}).items():
         entry = {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
         template["spec"]["containers"][0]["env"].insert(0, entry)
-    if priority is not None:
-        template["spec"]["priorityClassName"] = priority
+    if priority and setup.priority is not None:
+        template["spec"]["priorityClassName"] = setup.priority
     template = with_overlay(role, template)
     labels = pod_labels(app, role_index, role, replica_id or 0, values.app_id)
     if replica_id is None:
@@ -375,8 +390,7 @@ def _task(
     role_index: int,
     replica_id: int,
     job_name: str,
-    service_account: str | None,
-    pod: PodResources,
+    setup: Setup,
 ) -> dict[str, Any]:
     role = app.roles[role_index]
     first = role_index == 0 and replica_id == 0
@@ -389,7 +403,7 @@ def _task(
     env = {RANK0_ENV: "localhost"} if first else {}
     env[IMAGE_ENV] = role.image
     name = clean_name(f"{role.name}-{replica_id}")  # the task's and its container's
-    template = replica_pod(app, role_index, name, values, env, service_account, pod, replica_id)
+    template = replica_pod(app, role_index, name, values, env, setup, replica_id)
     task: dict[str, Any] = {"name": name, "replicas": 1, "template": template}
     if role.max_retries > 0:
         task["maxRetry"] = role.max_retries
@@ -430,8 +444,9 @@ def app_to_resource(
     """
     name = job_name if job_name is not None else make_job_name(app.name)
     pod = PodResources(reserved_millicpu, reserved_memmb, efa_device_count)
+    setup = Setup({}, service_account, priority_class, pod)
     tasks = [
-        _task(app, role_index, replica_id, name, service_account, pod)
+        _task(app, role_index, replica_id, name, setup)
         for role_index, role in enumerate(app.roles)
         for replica_id in range(role.num_replicas)
     ]
@@ -494,13 +509,13 @@ def build_job(app: AppDef, cfg: Mapping[str, CfgVal], job_name: str | None = Non
         raise InvalidRunConfigException(
             "run option 'queue' (the Volcano queue) is required with job_api=volcano", "queue"
         )
-    images = push_images(app, str_option(cfg, "image_repo"))
-    account, priority = str_option(cfg, "service_account"), str_option(cfg, "priority_class")
-    pod = pod_resources(cfg)
-    resource = app_to_resource(app, queue, account, priority, **pod._asdict(), job_name=job_name)
+    setup = Setup.read(app, cfg)
+    resource = app_to_resource(
+        app, queue, setup.account, setup.priority, **setup.pod._asdict(), job_name=job_name
+    )
     if cfg.get("validate_spec", True) is not False:
         check_pod_names(resource)
-    return job_request(cfg, resource, images, "volcano")
+    return job_request(cfg, resource, setup.images, "volcano")
 
 
 def check_pod_names(resource: dict[str, Any]) -> None:
