@@ -15,7 +15,6 @@ from typing import Any
 
 from asynctorchx.errors import InvalidAppDefException
 from asynctorchx.schedulers.kubernetes._request import (
-    LABEL_ROLE_NAME,
     RANK0_ENV,
     KubernetesJob,
     Setup,
@@ -25,7 +24,7 @@ from asynctorchx.schedulers.kubernetes._request import (
     replica_pod,
     str_option,
 )
-from asynctorchx.schedulers.kubernetes._state import Job, Pod, Replicas, read_role
+from asynctorchx.schedulers.kubernetes._state import Job, Pod, Replicas, Template
 from asynctorchx.specs.api import AppDef, AppState, CfgVal, RetryPolicy, Role, macros
 
 JOBSET_GROUP = "jobset.x-k8s.io"
@@ -193,19 +192,14 @@ def _message(jobset: Mapping[str, Any], case: str) -> str | None:
 def parse_jobset(jobset: Mapping[str, Any]) -> Job:
     """A JobSet: :data:`JOBSET_STATE` of :func:`jobset_case`, its replicated jobs made from a
     role (one per role, ``torchx.pytorch.org/role-name``) its replicas."""
-    roles: list[Role] = []
-    containers: dict[tuple[str, int], str] = {}
+    templates: list[Template] = []
     for rjob in (jobset.get("spec") or {}).get("replicatedJobs") or []:
         job_spec = (rjob.get("template") or {}).get("spec") or {}
-        template = job_spec.get("template") or {}
-        name = ((template.get("metadata") or {}).get("labels") or {}).get(LABEL_ROLE_NAME)
-        if name is None:
-            continue
-        roles.append(read_role(str(name), template, int(job_spec["parallelism"])))
-        containers.update({(name, k): str(rjob["name"]) for k in range(roles[-1].num_replicas)})
+        count = int(job_spec.get("parallelism") or 0)
+        templates.append((job_spec.get("template") or {}, str(rjob.get("name")), count))
     case = jobset_case(jobset)
     restarts = int((jobset.get("status") or {}).get("restarts") or 0)
-    return Job.read(jobset, JOBSET_STATE[case], restarts, roles, containers, _message(jobset, case))
+    return Job.read(jobset, JOBSET_STATE[case], restarts, templates, _message(jobset, case))
 
 
 def _newness(pod: Pod) -> tuple[float, bool]:

@@ -214,12 +214,32 @@ def replica_status(
     )
 
 
-def read_role(name: str, pod_template: Mapping[str, Any], replicas: int) -> Role:
-    """The role a pod template was made from, as far as it says (image, command)."""
-    container = pod_template["spec"]["containers"][0]
-    command = list(container.get("command") or [""])
-    image = str(container.get("image", ""))
-    return Role(name, image, entrypoint=command[0], args=command[1:], num_replicas=replicas)
+#: A pod template, its container's name and how many replicas it serves.
+Template = tuple[Mapping[str, Any], str, int]
+
+
+def read_roles(templates: list[Template]) -> tuple[list[Role], dict[tuple[str, int], str]]:
+    """The roles pod templates were made from (``torchx.pytorch.org/role-name``, image,
+    command) and each replica's container; a template with a replica id label is that
+    replica's, else it serves replicas ``0..n-1``."""
+    roles: dict[str, Role] = {}
+    containers: dict[tuple[str, int], str] = {}
+    for template, container, count in templates:
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        if LABEL_ROLE_NAME not in labels:
+            continue
+        name = str(labels[LABEL_ROLE_NAME])
+        first = int(labels.get(LABEL_REPLICA_ID, 0))
+        containers.update({(name, k): container for k in range(first, first + count)})
+        if name in roles:
+            roles[name].num_replicas += count
+        else:
+            command = list(template["spec"]["containers"][0].get("command") or [""])
+            image = str(template["spec"]["containers"][0].get("image", ""))
+            roles[name] = Role(
+                name, image, entrypoint=command[0], args=command[1:], num_replicas=count
+            )
+    return list(roles.values()), containers
 
 
 @attrs.frozen
@@ -246,11 +266,11 @@ class Job:
         obj: Mapping[str, Any],
         state: AppState,
         restarts: int,
-        roles: list[Role],
-        containers: Mapping[tuple[str, int], str],
+        templates: list[Template],
         said: str | None = None,
     ) -> Job:
         """A job from what its job API read and its metadata (``obj``'s)."""
+        roles, containers = read_roles(templates)
         metadata = obj.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
         failed = annotations.get(ANNOTATION_FAILED)
@@ -277,21 +297,10 @@ def parse_job(job: Mapping[str, Any]) -> Job:
     its tasks made from a role (``torchx.pytorch.org/role-name``) its replicas."""
     status = job.get("status") or {}
     phase = (status.get("state") or {}).get("phase")
-    containers: dict[tuple[str, int], str] = {}
-    roles: dict[str, Role] = {}
-    for task in (job.get("spec") or {}).get("tasks") or []:
-        labels = ((task.get("template") or {}).get("metadata") or {}).get("labels") or {}
-        if LABEL_ROLE_NAME not in labels:
-            continue
-        name = str(labels[LABEL_ROLE_NAME])
-        containers[(name, int(labels[LABEL_REPLICA_ID]))] = str(task["name"])
-        if name in roles:
-            roles[name].num_replicas += 1
-        else:
-            roles[name] = read_role(name, task["template"], 1)
+    tasks = (job.get("spec") or {}).get("tasks") or []
+    templates = [(task.get("template") or {}, str(task.get("name")), 1) for task in tasks]
     state = JOB_STATE.get(str(phase), AppState.UNKNOWN) if phase else AppState.SUBMITTED
-    restarts = int(status.get("retryCount") or 0)
-    return Job.read(job, state, restarts, list(roles.values()), containers)
+    return Job.read(job, state, int(status.get("retryCount") or 0), templates)
 
 
 def volcano_pod_name(job: Job, replica: tuple[str, int]) -> str:
