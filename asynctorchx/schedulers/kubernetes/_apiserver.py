@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import anyio
 import httpx2
@@ -38,10 +38,25 @@ from asynctorchx.schedulers.kubernetes._request import VOLCANO_GROUP, VOLCANO_VE
 
 VolcanoJob = create_namespaced_resource(VOLCANO_GROUP, VOLCANO_VERSION, "Job", "jobs")
 JobSetResource = create_namespaced_resource(JOBSET_GROUP, JOBSET_VERSION, "JobSet", "jobsets")
-#: The job kinds by plural: (API group, version, lightkube resource, error when missing).
-JOB_KINDS: dict[str, tuple[str, str, Any, type[Exception]]] = {
-    "jobs": (VOLCANO_GROUP, VOLCANO_VERSION, VolcanoJob, VolcanoNotInstalledError),
-    "jobsets": (JOBSET_GROUP, JOBSET_VERSION, JobSetResource, JobSetNotInstalledError),
+
+
+class JobKind(NamedTuple):
+    """A job kind: its API group and version, lightkube resource, error when missing."""
+
+    group: str
+    version: str
+    resource: Any
+    missing: type[Exception]
+
+    @property
+    def path(self) -> str:
+        return f"/apis/{self.group}/{self.version}"
+
+
+#: The job kinds by plural.
+JOB_KINDS: dict[str, JobKind] = {
+    "jobs": JobKind(VOLCANO_GROUP, VOLCANO_VERSION, VolcanoJob, VolcanoNotInstalledError),
+    "jobsets": JobKind(JOBSET_GROUP, JOBSET_VERSION, JobSetResource, JobSetNotInstalledError),
 }
 VolcanoCommand = create_namespaced_resource("bus.volcano.sh", "v1alpha1", "Command", "commands")
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -174,18 +189,17 @@ class ApiServer:
     async def _job_kind(self, plural: str) -> tuple[AsyncClient, Any, str]:
         """The client, resource and name of a job kind, its API group checked once (raises
         ``VolcanoNotInstalledError`` or ``JobSetNotInstalledError`` when missing)."""
-        group, version, resource, missing = JOB_KINDS[plural]
+        kind = JOB_KINDS[plural]
         client, http = self._clients()
         if plural not in self._checked:
-            path = f"/apis/{group}/{version}"
-            with self._errors(f"GET {path}"):
-                response = await http.get(path)
+            with self._errors(f"GET {kind.path}"):
+                response = await http.get(kind.path)
             if response.status_code == 404:
-                raise missing(self.server)
+                raise kind.missing(self.server)
             if response.is_error:
-                raise _status_error(response, f"GET {path}")
+                raise _status_error(response, f"GET {kind.path}")
             self._checked.add(plural)
-        return client, resource, f"{group} {plural}"
+        return client, kind.resource, f"{kind.group} {plural}"
 
     async def create_job(
         self, namespace: str, manifest: dict[str, Any], plural: str = "jobs", dry_run: bool = False
@@ -317,11 +331,8 @@ class ApiServer:
     ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
         """Yield the events (``{"type", "object"}``, bookmarks asked for) of a watch from
         ``resource_version``; a broken connection is :class:`StreamBroken`."""
-        if plural in JOB_KINDS:
-            group, version, _, _ = JOB_KINDS[plural]
-            path = f"/apis/{group}/{version}/namespaces/{namespace}/{plural}"
-        else:
-            path = f"/api/v1/namespaces/{namespace}/pods"
+        root = JOB_KINDS[plural].path if plural in JOB_KINDS else "/api/v1"
+        path = f"{root}/namespaces/{namespace}/{plural}"
         params = {
             "watch": "true",
             "resourceVersion": resource_version,
