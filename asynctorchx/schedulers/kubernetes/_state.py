@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -75,7 +75,14 @@ POD_STATE: Mapping[str, AppState] = {
 }
 
 
-def _waiting(status: Mapping[str, Any]) -> tuple[str, str] | None:
+class Waiting(NamedTuple):
+    """Why a pod waits: a :data:`WAITING_REASONS` key and the kubelet's (or scheduler's) message."""
+
+    reason: str
+    message: str
+
+
+def _waiting(status: Mapping[str, Any]) -> Waiting | None:
     """The first known waiting reason and message: init containers (they run first),
     containers, then the ``PodScheduled`` condition."""
     for key in ("initContainerStatuses", "containerStatuses"):
@@ -83,14 +90,14 @@ def _waiting(status: Mapping[str, Any]) -> tuple[str, str] | None:
             waiting = (container.get("state") or {}).get("waiting") or {}
             reason = str(waiting.get("reason") or "")
             if reason in WAITING_REASONS:
-                return reason, str(waiting.get("message") or "")
+                return Waiting(reason, str(waiting.get("message") or ""))
     for condition in status.get("conditions") or []:
         if (
             condition.get("type") == "PodScheduled"
             and condition.get("status") == "False"
             and condition.get("reason") == "Unschedulable"
         ):
-            return "Unschedulable", str(condition.get("message") or "")
+            return Waiting("Unschedulable", str(condition.get("message") or ""))
     return None
 
 
@@ -130,7 +137,7 @@ class Pod:
     created: float | None = None
     hostname: str = ""
     exit_code: int | None = None
-    waiting: tuple[str, str] | None = None
+    waiting: Waiting | None = None
     ended: str | None = None
     containers: tuple[str, ...] = ()
 
@@ -165,7 +172,7 @@ class Pod:
         """``{reason}: {message}`` of :attr:`waiting`, with the last end, else :attr:`ended`."""
         if self.waiting is None:
             return self.ended
-        reason, message = self.waiting
+        reason, message = self.waiting.reason, self.waiting.message
         why = f"{reason}: {message}" if message else reason
         return f"{why} (last end: {self.ended})" if self.ended else why
 
@@ -175,7 +182,7 @@ def pull_deadline(pod: Pod, timeout: float | None) -> float | None:
     creation, in seconds), else ``None``."""
     if timeout is None or pod.waiting is None or pod.created is None:
         return None
-    if WAITING_REASONS[pod.waiting[0]] is not Verdict.FAIL_AFTER_PULL_TIMEOUT:
+    if WAITING_REASONS[pod.waiting.reason] is not Verdict.FAIL_AFTER_PULL_TIMEOUT:
         return None
     return pod.created + timeout
 
@@ -184,11 +191,11 @@ def pod_failure(pod: Pod, timeout: float | None, now: float) -> str | None:
     """The message that ends the app ``FAILED`` because of this pod, or ``None``."""
     if pod.waiting is None:
         return None
-    reason, message = pod.waiting
     deadline = pull_deadline(pod, timeout)
-    if WAITING_REASONS[reason] is Verdict.FAIL:
+    if WAITING_REASONS[pod.waiting.reason] is Verdict.FAIL:
         return pod.why
     if deadline is not None and now >= deadline:
+        reason, message = pod.waiting.reason, pod.waiting.message
         return f"{reason} for longer than the image pull timeout ({timeout:g} s): {message}"
     return None
 

@@ -544,7 +544,7 @@ async def test_100_apps_watched_cost_one_list_and_one_watch_per_kind_whatever_th
         pods = scheduler.pods(NAMESPACE)
 
         def all_unschedulable() -> bool | None:
-            whys = [pod.waiting and pod.waiting[0] for pod in pods.objects.values()]
+            whys = [pod.waiting and pod.waiting.reason for pod in pods.objects.values()]
             return True if whys.count("Unschedulable") == len(app_ids) else None
 
         async with anyio.create_task_group() as task_group:
