@@ -18,9 +18,6 @@ DEVICES: Mapping[str, str] = {
 def get_device_mounts(devices: Mapping[str, int]) -> list[DeviceMount]:
     """Return ``rwm`` mounts: ``{prefix}0..{n-1}`` per :data:`DEVICES` name, a ``/dev/`` path as is.
 
-    Args:
-        devices: device name -> how many devices (``Resource.devices``).
-
     Raises:
         UnknownDeviceError: a name is neither known nor a ``/dev/`` path (TorchX only warns).
         ValueError: a count is negative.

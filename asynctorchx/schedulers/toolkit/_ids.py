@@ -36,11 +36,7 @@ def make_app_id(app_name: str) -> str:
 
 
 def validate_app_id(app_id: str) -> str:
-    """Return ``app_id`` if it is safe as a path part or a container name.
-
-    Raises:
-        InvalidAppIdException: it fails :func:`is_safe_name`.
-    """
+    """Return ``app_id`` if :func:`is_safe_name`, else raise ``InvalidAppIdException``."""
     if not is_safe_name(app_id):
         raise InvalidAppIdException(str(app_id))
     return app_id

@@ -90,11 +90,7 @@ class LogQuery:
         return self.pattern is None or self.pattern.search(line) is not None
 
     def check_replica(self, app_id: str, replica_counts: Mapping[str, int]) -> None:
-        """Check the app has this role and replica, given role name -> replica count.
-
-        Raises:
-            ValueError: the app has no role ``role_name``, or the role no replica ``k``.
-        """
+        """Raise ``ValueError`` unless the app has this role and replica (role -> replica count)."""
         count = replica_counts.get(self.role_name)
         if count is None:
             roles = ", ".join(replica_counts) or "none"

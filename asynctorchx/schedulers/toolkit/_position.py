@@ -40,11 +40,7 @@ _P = TypeVar("_P", Stamped, StampedPair, InContainer)
 
 
 def position_of(start: LogPosition, kind: type[_P], backend: str) -> _P | None:
-    """``start`` as the position ``kind`` a backend reads from; ``None`` for ``0``.
-
-    Raises:
-        ValueError: ``start`` is another kind of position (another backend's or stream's).
-    """
+    """``start`` as the position ``kind`` a backend reads (``None`` for ``0``), else ValueError."""
     if isinstance(start, kind):
         return start
     if isinstance(start, int) and not isinstance(start, bool) and start == 0:
