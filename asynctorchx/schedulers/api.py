@@ -73,12 +73,9 @@ class Capabilities:
 class Scheduler(abc.ABC, Generic[T]):
     """An async scheduler (TorchX's ``torchx.schedulers.api.Scheduler``); ``async with`` closes it.
 
-    A backend implements the abstract methods and :attr:`capabilities`, and may override
+    ``backend`` is its registered name, ``session_name`` the runner session in app handles. A
+    backend implements the abstract methods and :attr:`capabilities`, and may override
     ``_wait_until``, ``_describe_many``, ``_remove`` and ``describe_native``.
-
-    Args:
-        backend: the registered name (``local_cwd``).
-        session_name: the runner session, part of app handles.
     """
 
     def __init__(self, backend: str, session_name: str) -> None:
