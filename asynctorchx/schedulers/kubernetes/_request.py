@@ -301,18 +301,6 @@ def role_to_pod(
     }
 
 
-def with_overlay(role: Role, template: dict[str, Any]) -> dict[str, Any]:
-    """The role's ``V1Pod`` overlay merged in (:mod:`asynctorchx.specs.overlays`); raises
-    ``TypeError`` when it cannot merge."""
-    overlay = get_overlay(role, "kubernetes", "V1Pod")
-    if not overlay:
-        return template
-    apply_overlay(template, overlay)
-    merged = {"metadata": template.get("metadata") or {}, "spec": template["spec"]}
-    merged["metadata"].setdefault("labels", {})
-    return merged
-
-
 def pod_labels(
     app: AppDef, role_index: int, role: Role, replica_id: int, job_name: str
 ) -> dict[str, str]:
@@ -377,7 +365,10 @@ def replica_pod(
         template["spec"]["containers"][0]["env"].insert(0, entry)
     if priority and setup.priority is not None:
         template["spec"]["priorityClassName"] = setup.priority
-    template = with_overlay(role, template)
+    if overlay := get_overlay(role, "kubernetes", "V1Pod"):
+        apply_overlay(template, overlay)
+        template = {"metadata": template.get("metadata") or {}, "spec": template["spec"]}
+        template["metadata"].setdefault("labels", {})
     labels = pod_labels(app, role_index, role, replica_id or 0, values.app_id)
     if replica_id is None:
         del labels[LABEL_REPLICA_ID]
