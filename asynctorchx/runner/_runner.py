@@ -1,7 +1,4 @@
-"""The async :class:`Runner`: TorchX's ``torchx.runner.api.Runner`` as coroutines, plus
-:meth:`Runner.watch`, :meth:`Runner.log_stream`, :meth:`Runner.events` and
-:meth:`Runner.subscribe`. Re-exported by :mod:`asynctorchx.runner.api`.
-"""
+"""The async :class:`Runner`: TorchX's ``torchx.runner.api.Runner`` as coroutines."""
 
 from __future__ import annotations
 
@@ -59,8 +56,7 @@ from asynctorchx.util._tracker_env import (
 )
 from asynctorchx.util.session import TORCHX_INTERNAL_SESSION_ID, get_session_id_or_create_new
 
-# Named after the public module ``asynctorchx.runner.api`` (TorchX's ``torchx.runner.api``
-# logs there), so that logging configurations naming it apply.
+# TorchX's logger name, so that logging configurations naming it apply
 logger = logging.getLogger("asynctorchx.runner.api")
 
 
@@ -72,9 +68,7 @@ def api_event(
     cfg: Mapping[str, CfgVal] | None = None,
     workspace: Workspace | str | None = None,
 ) -> log_event:
-    """The usage event of one Runner API call (:mod:`asynctorchx.runner.events`); ``cfg`` is
-    recorded as JSON, as TorchX does.
-    """
+    """The usage event of one Runner API call, ``cfg`` as JSON (as TorchX)."""
     return log_event(
         api,
         scheduler,
@@ -85,9 +79,7 @@ def api_event(
 
 
 def handle_event(api: str, app_handle: AppHandle) -> log_event:
-    """The usage event of a Runner call on ``app_handle``; without scheduler and app id for a
-    malformed handle (the call then raises).
-    """
+    """The usage event of a Runner call on ``app_handle``."""
     try:
         scheduler, _, app_id = parse_app_handle(app_handle)
     except MalformedAppHandleException:  # the call itself raises it again
@@ -98,31 +90,20 @@ def handle_event(api: str, app_handle: AppHandle) -> log_event:
 class Runner(anyio.AsyncContextManagerMixin):
     """Runs apps on the registered schedulers and acts on them by app handle.
 
-    Use it as ``async with runner:`` (``anyio.AsyncContextManagerMixin``; entering it twice
-    raises ``RuntimeError``). A scheduler is made on first use and hosted by a task of the
-    runner (:mod:`asynctorchx.runner._hosting`); leaving the block, or :meth:`close`, closes
-    them all: the local schedulers end their replicas, ``local_docker`` apps are left running
-    (as TorchX) unless run with ``cancel_on_close``. Every coroutine raises
-    :class:`~asynctorchx.errors.SchedulerClosedError` outside the block. An ``app_handle``
-    argument is always ``{scheduler}://{session}/{app_id}`` (str); a malformed one raises
-    ``MalformedAppHandleException``, one of an unregistered scheduler
-    ``UnknownSchedulerException``.
+    Use it as ``async with runner:`` (entering it twice raises ``RuntimeError``); leaving
+    the block closes every scheduler (``local_docker`` apps run on unless ``cancel_on_close``).
+    Outside it every coroutine raises :class:`~asynctorchx.errors.SchedulerClosedError`. An
+    ``app_handle`` is ``{scheduler}://{session}/{app_id}``; a malformed one raises
+    ``MalformedAppHandleException``, an unregistered scheduler ``UnknownSchedulerException``.
 
     Args:
         name: the session name, the middle part of every app handle.
         scheduler_factories: scheduler name -> ``factory(session_name, **params)``.
-        component_defaults: ``{component name: {argument: default}}`` for
-            :meth:`dryrun_component` (the ``[component:<name>]`` config sections).
-        scheduler_params: keyword arguments for every scheduler factory, over the
-            ``TORCHX_*`` environment variables (``TORCHX_FOO=1`` -> ``foo="1"``).
-        trackers: ``{tracker name: config or None}`` that :meth:`dryrun` passes to the
-            replicas (:mod:`asynctorchx.tracker.api`); ``None``: read from the config files
-            and the environment at each dry run, as TorchX does.
-        handle_signals: ``True``: SIGTERM and SIGHUP close the runner (as :meth:`close`),
-            then end the process with that signal
-            (:func:`~asynctorchx.runner.terminate_on_signals`);
-            ``False``: the program owns them; ``None``: the runner does when both are at
-            their default action in the main thread, as in a plain script.
+        component_defaults: ``{component: {argument: default}}`` for :meth:`dryrun_component`.
+        scheduler_params: keyword arguments for every factory, over the ``TORCHX_*`` variables.
+        trackers: ``{tracker: config or None}`` for :meth:`dryrun`; ``None``: read at each dry run.
+        handle_signals: ``True``: SIGTERM and SIGHUP close the runner, then end the process
+            (:func:`~asynctorchx.runner.terminate_on_signals`); ``None``: when both are default.
     """
 
     def __init__(
@@ -147,12 +128,10 @@ class Runner(anyio.AsyncContextManagerMixin):
         self._groups: set[AppGroup] = set()
         self._fanout = Fanout()
 
-    # ------------------------------------------------------------------ lifecycle
-
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[Runner]:
         own = can_own_signals() if self._handle_signals is None else self._handle_signals
-        # the signal block is entered first, left last: a signal during close still closes
+        # entered first, left last: a signal during close still closes
         signals = terminate_on_signals(self) if own else nullcontext()
         async with signals, self._host, self._fanout:
             try:
@@ -162,9 +141,7 @@ class Runner(anyio.AsyncContextManagerMixin):
                     await stop_groups(self._groups)
 
     async def close(self) -> None:
-        """Cancel and await the apps of every open :meth:`group` (each for at most its
-        ``stop_timeout``), then close every scheduler. Idempotent; the runner is unusable after.
-        """
+        """Stop every open :meth:`group`, then close every scheduler; idempotent."""
         await stop_groups(self._groups)
         await self._host.close()
 
@@ -179,20 +156,15 @@ class Runner(anyio.AsyncContextManagerMixin):
     ) -> AppGroup:
         """Return a group of apps that end with its block: ``async with runner.group() as g:``.
 
-        An anyio task group's rule for apps (:class:`AppGroup`): leaving the block normally
-        waits until every app started in it (``g.run``, ``g.run_component``) is terminal;
-        leaving it by an exception or a cancellation cancels every app not terminal and waits,
-        shielded, at most ``stop_timeout`` seconds, then lets the exception through.
+        Leaving the block waits for every app started in it; leaving it by an exception
+        cancels the apps not terminal and waits at most ``stop_timeout`` (:class:`AppGroup`).
 
         Args:
-            fail_fast (bool): the first app that ends ``FAILED`` or ``UNKNOWN`` with no retry
-                left cancels the block, which raises :class:`~asynctorchx.errors.AppGroupFailed`.
+            fail_fast (bool): an app failed with no retry left raises ``AppGroupFailed``.
             stop_timeout (float): seconds to wait for cancelled apps to end (> 0).
-            max_concurrent (int | None): at most this many apps submitted and not terminal
-                (>= 1); ``g.run`` waits for a slot. ``None``: no limit.
-            retries (int): how many times a ``FAILED`` or ``UNKNOWN`` app is submitted again (>= 0).
-            retry_backoff (tuple[float, float]): the shortest and longest wait before a retry,
-                seconds (:func:`~asynctorchx.runner._group.retry_delay`).
+            max_concurrent (int | None): most apps running at once (>= 1); ``None``: no limit.
+            retries (int): resubmissions of a ``FAILED`` or ``UNKNOWN`` app (>= 0).
+            retry_backoff (tuple[float, float]): shortest and longest wait before a retry, seconds.
 
         Raises:
             TypeError, ValueError: an argument is out of its range.
@@ -207,8 +179,6 @@ class Runner(anyio.AsyncContextManagerMixin):
             retry_backoff=retry_backoff,
         )
 
-    # ------------------------------------------------------------------ submit
-
     async def run_component(
         self,
         component: str,
@@ -222,22 +192,11 @@ class Runner(anyio.AsyncContextManagerMixin):
 
         Args:
             component (str): a builtin (``utils.echo``), an entry point or ``path.py:fn``.
-            component_args (list[str] | Mapping[str, Any]): the component's command line
-                (``["--msg", "hi"]``), or its arguments as data (``{"msg": "hi"}``, as
-                TorchX accepts after 0.7.0; see
-                :func:`~asynctorchx.specs.builders.materialize_appdef`'s ``config``).
-            scheduler (str): the scheduler's registered name (``local_cwd``).
-            cfg (Mapping[str, CfgVal] | None): the scheduler's run options (see
-                :meth:`scheduler_run_opts`); ``None``: its defaults.
-            workspace (Workspace | str | None): a directory (or a
-                :class:`~asynctorchx.specs.Workspace`) built into role 0's image by
-                schedulers that support it (``local_docker``), over role 0's own
-                ``Role.workspace`` as in torchx-nightly; ignored by the other schedulers.
-            parent_run_id (str | None): the tracker parent run id (``TORCHX_PARENT_RUN_ID``
-                in the launching environment wins).
-
-        Returns:
-            The app handle (str).
+            component_args (list[str] | Mapping[str, Any]): its command line, or its arguments.
+            scheduler (str): as :meth:`run`.
+            cfg (Mapping[str, CfgVal] | None): as :meth:`run`.
+            workspace (Workspace | str | None): as :meth:`run`.
+            parent_run_id (str | None): as :meth:`run`.
 
         Raises:
             ComponentNotFoundException: the name resolves to no component.
@@ -263,20 +222,13 @@ class Runner(anyio.AsyncContextManagerMixin):
     ) -> AppDryRunInfo[Any]:
         """Dry-run version of :meth:`run_component`: return what would be submitted.
 
-        The ``[component:<name>]`` defaults given to the runner fill in arguments that
-        ``component_args`` leaves out. Arguments: as :meth:`run_component`.
-
-        The ``--script`` of ``dist.ddp``, ``dist.torchrun``, ``dist.spmd`` and
-        ``utils.python`` is checked where the replicas will look for it: in role 0's
-        workspace before it is built, or in the local replicas' working directory
-        (:mod:`asynctorchx.runner._script_check`).
+        The runner's ``component_defaults`` fill in missing arguments; a ``--script`` is
+        checked where the replicas will look for it. Arguments: as :meth:`run_component`.
 
         Raises:
             ComponentNotFoundException: the name resolves to no component.
             ComponentValidationException: the component or an argument is invalid.
-            ScriptNotFoundError: (a ``ComponentValidationException`` and a
-                ``FileNotFoundError``) the ``--script`` is not where the replicas will
-                look for it; the message names the path, the directory and the fix.
+            ScriptNotFoundError: the ``--script`` is not where the replicas will look for it.
             ValueError: see :meth:`dryrun`.
         """
         from asynctorchx.specs.builders import materialize_appdef
@@ -304,9 +256,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         parent_run_id: str | None,
         building: AbstractAsyncContextManager[None] | None = None,
     ) -> AppDryRunInfo[Any]:
-        """:meth:`dryrun` of ``component``'s ``app`` inside ``building``, its ``script``
-        checked before the workspace is built, else on the request (the CLI's ``run``
-        calls it too)."""
+        """:meth:`dryrun` inside ``building``, with ``script`` checked (the CLI calls it too)."""
         builds = self.scheduler_capabilities(scheduler).workspace is not None
         if script is not None and builds:
             _script_check.check_before_build(component, script, app, workspace)
@@ -350,28 +300,18 @@ class Runner(anyio.AsyncContextManagerMixin):
     ) -> AppHandle | AppDryRunInfo[Any]:
         """Run ``app`` on ``scheduler`` with run config ``cfg``; return its app handle.
 
-        With ``dryrun=True`` nothing is submitted and the :meth:`dryrun` result is
-        returned instead (TorchX's ``torchx.runner.api.Runner.run`` after 0.7.0).
+        TorchX's ``Runner.run``; with ``dryrun=True`` it returns the :meth:`dryrun` result.
 
         Args:
-            app (AppDef): the app; :meth:`dryrun` adds the tracker variables to its roles' env.
+            app (AppDef): the app.
             scheduler (str): the scheduler's registered name (``local_cwd``).
-            cfg (Mapping[str, CfgVal] | None): the scheduler's run options (see
-                :meth:`scheduler_run_opts`); ``None``: its defaults.
-            workspace (Workspace | str | None): a directory (or a
-                :class:`~asynctorchx.specs.Workspace`) built into role 0's image by
-                schedulers that support it (``local_docker``), over role 0's own
-                ``Role.workspace`` as in torchx-nightly; ignored by the other schedulers.
-            parent_run_id (str | None): the tracker parent run id (``TORCHX_PARENT_RUN_ID``
-                in the launching environment wins).
+            cfg (Mapping[str, CfgVal] | None): the scheduler's run options; ``None``: defaults.
+            workspace (Workspace | str | None): built into role 0's image where supported.
+            parent_run_id (str | None): the tracker parent run id (``$TORCHX_PARENT_RUN_ID`` wins).
             dryrun (bool): return what would be submitted, submit nothing.
 
-        Returns:
-            The app handle (str), or with ``dryrun=True`` the :class:`AppDryRunInfo`.
-
         Raises:
-            ValueError, UnknownSchedulerException, InvalidRunConfigException: see
-                :meth:`dryrun`.
+            ValueError, UnknownSchedulerException, InvalidRunConfigException: as :meth:`dryrun`.
         """
         with api_event("run", scheduler, cfg=cfg, workspace=workspace) as ctx:
             dryrun_info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
@@ -384,11 +324,8 @@ class Runner(anyio.AsyncContextManagerMixin):
     async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
         """Submit a (possibly edited) dry-run result; return the app handle.
 
-        The submitted ``AppDef`` is recorded so :meth:`describe` returns it.
-
         Args:
-            dryrun_info (AppDryRunInfo): the result of :meth:`dryrun` (its ``request`` may
-                have been edited).
+            dryrun_info (AppDryRunInfo): the result of :meth:`dryrun`.
 
         Raises:
             ValueError: ``dryrun_info`` did not come from :meth:`dryrun`.
@@ -418,12 +355,8 @@ class Runner(anyio.AsyncContextManagerMixin):
     ) -> AppDryRunInfo[Any]:
         """Return what :meth:`run` would submit, without submitting it (``print()`` it).
 
-        Validates the app and injects into every role's env ``TORCHX_JOB_ID``,
-        ``TORCHX_INTERNAL_SESSION_ID`` (:mod:`asynctorchx.util.session`) and, from
-        the tracker config (:mod:`asynctorchx.tracker.api`), ``TORCHX_PARENT_RUN_ID``
-        (``$TORCHX_PARENT_RUN_ID`` wins over ``parent_run_id``), ``TORCHX_TRACKERS`` and
-        ``TORCHX_TRACKER_<NAME>_CONFIG``. With ``workspace``, the scheduler may build it
-        into an image for role 0 (``local_docker``). Arguments: as :meth:`run`.
+        Sets ``TORCHX_JOB_ID``, the session id and the tracker variables in every role's env,
+        as TorchX. Arguments: as :meth:`run`.
 
         Raises:
             ValueError: no roles, a role without entrypoint, or ``num_replicas <= 0``.
@@ -453,8 +386,6 @@ class Runner(anyio.AsyncContextManagerMixin):
             dryrun_info.scheduler = scheduler
             return dryrun_info
 
-    # ------------------------------------------------------------------ inspect and act
-
     def name(self) -> str:
         """Return the session name."""
         return self._name
@@ -464,7 +395,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         return list(self._host.factories)
 
     def scheduler_run_opts(self, scheduler: str) -> runopts:
-        """Return the run options of ``scheduler`` (str), without entering the runner.
+        """Return the run options of ``scheduler`` (str).
 
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
@@ -474,9 +405,7 @@ class Runner(anyio.AsyncContextManagerMixin):
     def cfg_from_str(self, scheduler: str, *cfg_literal: str) -> dict[str, CfgVal]:
         """Parse ``key=value,key2=value2`` literals into ``scheduler``'s typed run options.
 
-        TorchX's ``Runner.cfg_from_str`` (after 0.7.0): each literal goes through
-        ``runopts.cfg_from_str``, later ones win; a key that is no option stays text (the dry
-        run refuses it by name). Works without entering the runner.
+        TorchX's ``Runner.cfg_from_str``: later literals win; an unknown key stays text.
 
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
@@ -489,7 +418,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         return cfg
 
     def scheduler_capabilities(self, scheduler: str) -> Capabilities:
-        """Return what ``scheduler`` (str) supports, without entering the runner.
+        """Return what ``scheduler`` (str) supports.
 
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
@@ -505,7 +434,7 @@ class Runner(anyio.AsyncContextManagerMixin):
     def _app_status(
         self, app_handle: AppHandle, desc: DescribeAppResponse | None
     ) -> AppStatus | None:
-        """The status of a description; ``None`` (and the app forgotten) for none."""
+        """The status of ``desc``; ``None`` (and the app forgotten) for none."""
         if desc is None:
             self._apps.pop(app_handle, None)
             return None
@@ -519,21 +448,17 @@ class Runner(anyio.AsyncContextManagerMixin):
         )
 
     async def wait(self, app_handle: AppHandle, wait_interval: float = 10) -> AppStatus | None:
-        """Wait until the app is terminal; return its final status (``None``: unknown app).
+        """Wait until the app is terminal; return its status (``None``: unknown app).
 
-        Awaits the scheduler's ``wait`` (an event, or the batched poller of
-        ``Scheduler.poll_interval``). ``wait_interval`` is TorchX's argument, ignored.
+        ``wait_interval`` is TorchX's argument, ignored: the scheduler's ``wait`` is awaited.
         """
-        del wait_interval  # TorchX's argument; see the docstring
+        del wait_interval
         with handle_event("wait", app_handle):
             sched, app_id = await self._host.for_handle(app_handle, check_session=False)
             return self._app_status(app_handle, await sched.wait(app_id))
 
     async def watch(self, app_handle: AppHandle) -> AsyncIterator[AppStatus]:
-        """Yield the app's :class:`AppStatus` now and at each change of state, to a terminal one.
-
-        Driven by the scheduler's ``wait_for_state_change``; nothing for an unknown app.
-        """
+        """Yield the app's :class:`AppStatus` now and at each change, to a terminal one."""
         sched, app_id = await self._host.for_handle(app_handle, check_session=False)
         app_status = self._app_status(app_handle, await sched.describe(app_id))
         async with aclosing(self._changes(sched, app_id, app_handle, app_status)) as changes:
@@ -561,19 +486,15 @@ class Runner(anyio.AsyncContextManagerMixin):
     async def cancel(self, app_handle: AppHandle) -> None:
         """Ask the scheduler to cancel the app; a no-op for an unknown or finished app (as TorchX).
 
-        Returns once asked; ``await runner.wait(handle)`` sees it end.
-
         Raises:
             SessionMismatchException: the handle belongs to another session.
         """
         with handle_event("cancel", app_handle):
             sched, app_id = await self._host.for_handle(app_handle)
-            await sched.cancel(app_id)  # a no-op for an unknown or finished app
+            await sched.cancel(app_id)
 
     async def delete(self, app_handle: AppHandle) -> None:
-        """Cancel the app if it runs, then remove what its scheduler keeps of it; idempotent.
-
-        TorchX's ``Runner.delete`` (after 0.7.0); ``Scheduler.delete`` says what goes.
+        """Cancel the app, then remove what its scheduler keeps of it (TorchX's); idempotent.
 
         Raises:
             SessionMismatchException: the handle belongs to another session.
@@ -603,11 +524,7 @@ class Runner(anyio.AsyncContextManagerMixin):
     async def list(
         self, scheduler: str, cfg: Mapping[str, CfgVal] | None = None
     ) -> builtins.list[ListAppResponse]:
-        """List the apps ``scheduler`` (str) knows, with ``app_handle`` (and for apps this
-        runner submitted, an empty ``name``) filled in.
-
-        ``cfg`` narrows the listing where the scheduler's ``list`` takes it (TorchX's
-        ``Runner.list`` after 0.7.0, e.g. a Kubernetes namespace).
+        """List the apps ``scheduler`` (str) knows, ``cfg`` narrowing it (TorchX's ``list``).
 
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
@@ -623,14 +540,10 @@ class Runner(anyio.AsyncContextManagerMixin):
         return apps
 
     async def describe_native(self, app_handle: AppHandle) -> Any | None:
-        """Return the scheduler's own description of the app (``Scheduler.describe_native``,
-        TorchX's after 0.7.0); ``None`` when it has none.
-        """
+        """Return the scheduler's own description of the app; ``None`` when it has none."""
         with handle_event("describe_native", app_handle):
             sched, app_id = await self._host.for_handle(app_handle, check_session=False)
             return await sched.describe_native(app_id)
-
-    # ------------------------------------------------------------------ logs
 
     def log_lines(
         self,
@@ -645,7 +558,7 @@ class Runner(anyio.AsyncContextManagerMixin):
     ) -> LogLines:
         """Iterate over the log lines of replica ``k`` of ``role_name`` (lines keep ``\\n``).
 
-        TorchX's ``Runner.log_lines``. Lines a scheduler purged are missing.
+        TorchX's ``Runner.log_lines``.
 
         Args:
             app_handle (str): the app's handle.
@@ -658,8 +571,7 @@ class Runner(anyio.AsyncContextManagerMixin):
             streams (Stream | None): stdout, stderr or combined (default).
 
         Raises:
-            UnknownAppException: the scheduler does not know the app: at the first step, or
-                at once by ``await runner.log_lines(...)`` (:class:`LogLines`).
+            UnknownAppException: the scheduler does not know the app (at the first line).
         """
 
         async def open_log() -> AsyncIterator[LogBlock]:
@@ -681,9 +593,7 @@ class Runner(anyio.AsyncContextManagerMixin):
     ) -> AsyncIterator[MemoryObjectReceiveStream[LogLine]]:
         """Merge the logs of several replicas into one stream of :class:`LogLine`.
 
-        ``async with runner.log_stream(handle) as lines: async for line in lines: ...``: one
-        task per replica, lines in the order read, 1024 buffered. Leaving the block stops
-        every reader.
+        ``async with runner.log_stream(handle) as lines:``; leaving the block stops the readers.
 
         Args:
             app_handle (str): the app's handle.
@@ -716,9 +626,7 @@ class Runner(anyio.AsyncContextManagerMixin):
     async def _app(
         self, app_handle: AppHandle, describe: bool = False
     ) -> tuple[Scheduler[Any], str, DescribeAppResponse | None]:
-        """The app's scheduler, id and description: described if ``describe`` or this runner
-        did not submit it (a submitted app's log reads raise for an unknown app themselves).
-        """
+        """The app's scheduler, id and description (read if ``describe`` or not submitted here)."""
         sched, app_id = await self._host.for_handle(app_handle, check_session=False)
         if not describe and app_handle in self._apps:
             return sched, app_id, None
@@ -745,17 +653,9 @@ class Runner(anyio.AsyncContextManagerMixin):
     ) -> AsyncIterator[EventStream]:
         """One ordered stream of the app's state changes and log lines, resumable by cursor.
 
-        ``async with runner.events(handle, cursor=last) as events: async for event in events:``
-        (a web service's Server-Sent Events, ``event.cursor`` the SSE ``id``). A
-        :class:`StateEvent` for the current state (unless terminal) and each change (as
-        :meth:`watch`); a :class:`LogEvent` per line of each replica's log, stdout and stderr
-        apart where ``Capabilities.log_streams`` has both, else ``combined``; the terminal
-        state last, after every line. Readers wait while 16 batches are buffered; leaving the
-        block stops them, the app runs on. A cursor resumes right after its event, with no
-        event repeated or missed: each log is read again from the position of the block its
-        last line came from (``Scheduler.log_blocks``) and that block's delivered lines are
-        skipped. Cursors sort as their events; their form is
-        :class:`~asynctorchx.runner._events.Cursor`'s.
+        ``async with runner.events(handle, cursor=last) as events:``: a :class:`StateEvent`
+        per state (as :meth:`watch`), a :class:`LogEvent` per line of each replica's log, the
+        terminal state last. A cursor resumes right after its event, none repeated or missed.
 
         Args:
             app_handle (str): the app's handle.
@@ -778,12 +678,10 @@ class Runner(anyio.AsyncContextManagerMixin):
         anchor_lines: int | None = 0,
         limits: Sequence[int] | None = None,
     ) -> AsyncIterator[EventStream]:
-        """:meth:`events` from a parsed cursor, with
-        :func:`~asynctorchx.runner._events.app_event_stream`'s keywords.
-        """
+        """:meth:`events` from a parsed cursor."""
         sched, app_id, desc = await self._app(app_handle, describe=True)
         app_status = self._app_status(app_handle, desc)
-        assert app_status is not None  # _app checked it
+        assert app_status is not None
         statuses = self._changes(sched, app_id, app_handle, app_status)
         # a finished app's logs are complete: read once, not followed (benchmark 10's resume rows)
         async with app_event_stream(
@@ -809,15 +707,9 @@ class Runner(anyio.AsyncContextManagerMixin):
     ) -> AsyncIterator[Subscription]:
         """:meth:`events` from one reader shared by every subscriber of the app.
 
-        ``async with runner.subscribe(handle, cursor=last) as sub: async for batch in sub:``;
-        a :class:`~asynctorchx.runner.FeedBatch` holds events ready together and their SSE
-        frames, made once for all (``batch.sse()``). The events, cursors and end are those of
-        :meth:`events`. The app's feed starts with its first subscriber and ends with its last
-        or the app. One behind the feed gets its kept batches, or catches up from the scheduler
-        (:mod:`asynctorchx.runner._fanout`); a resume from the feed's cursors skips at most
-        1024 lines and one read's. A subscriber whose buffer holds ``max_buffer`` batches when
-        the feed has another is cut off: :class:`~asynctorchx.runner.SubscriberCutOff`, whose
-        ``cursor`` resumes it with nothing lost or repeated.
+        ``async with runner.subscribe(handle, cursor=last) as sub: async for batch in sub:``
+        yields :class:`~asynctorchx.runner.FeedBatch` es of :meth:`events`' events. A subscriber
+        whose buffer is full is cut off with a resumable ``SubscriberCutOff``.
 
         Args:
             app_handle (str): the app's handle.
