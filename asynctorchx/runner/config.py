@@ -1,24 +1,7 @@
-"""The ``.torchxconfig`` file: TorchX's INI format and lookup, read with :mod:`configparser`.
+"""The ``.torchxconfig`` file: TorchX's INI format and lookup (``torchx.runner.config``).
 
-Where the files are (TorchX's rule, ``torchx.runner.config``):
-
-* ``$TORCHXCONFIG`` alone when that variable is set; a missing file is an error
-  (:class:`ConfigFileNotFoundError`, both a ``FileNotFoundError`` as TorchX raises and
-  a :class:`~asynctorchx.errors.ConfigError`). Set but empty, no file is read
-  (torchx-nightly's rule).
-* otherwise ``$HOME/.torchxconfig`` then ``./.torchxconfig`` (the current directory);
-  files that do not exist are skipped. The first file that sets a value wins.
-
-Sections:
-
-* ``[<scheduler>]`` (``[local_cwd]``): run options of that scheduler, typed by its
-  ``runopts`` (``log_dir = /tmp/logs``). Values given on the command line (``-cfg``) or in
-  code beat the files: :func:`apply` only fills in keys that are missing.
-* ``[component:<name>]`` (``[component:dist.ddp]``): default values of the component's
-  arguments (``j = 1x2``).
-* ``[cli:<command>]`` (``[cli:run]``): defaults of a CLI command's flags
-  (``component = utils.echo``, ``scheduler = local_cwd``).
-* ``[torchx:tracker]``: tracker names as keys; ``[tracker:<name>]``: ``config = <uri>``.
+Sections: ``[<scheduler>]`` run options, ``[component:<name>]`` argument defaults,
+``[cli:<command>]`` flag defaults, ``[torchx:tracker]`` and ``[tracker:<name>]``.
 """
 
 from __future__ import annotations
@@ -50,25 +33,15 @@ CONFIG_FILE = ".torchxconfig"
 ENV_TORCHXCONFIG = "TORCHXCONFIG"
 #: Between a section's prefix and its name: ``[component:dist.ddp]``.
 CONFIG_PREFIX_DELIM = ":"
-#: ``$HOME`` and the current directory when this module was imported (TorchX's
-#: constant). :func:`find_configs` reads ``$HOME`` and the current directory at each call
-#: instead, unless a program replaced or changed this list (as TorchX's tests do).
+#: TorchX's constant; :func:`find_configs` reads it only when a program has changed it.
 DEFAULT_CONFIG_DIRS: list[str] = [str(Path.home()), str(Path.cwd())]
 _IMPORTED_CONFIG_DIRS = tuple(DEFAULT_CONFIG_DIRS)
-#: The value :func:`dump` writes for an option without a value; :func:`load` reads it
-#: back as ``None``.
+#: What :func:`dump` writes for an option without a value.
 _NONE = "None"
 
 
 def get_scheduler_factories() -> dict[str, SchedulerFactory]:
-    """Return the registered scheduler factories (:mod:`asynctorchx.schedulers`' registry).
-
-    The name ``torchx.runner.config`` and ``torchx.runner.api`` import: this module's
-    functions (and :func:`~asynctorchx.runner.get_runner`, through
-    :mod:`asynctorchx.runner.api`) call it through their module, so a program or test
-    may replace it there, or replace ``asynctorchx.schedulers.get_scheduler_factories``
-    (read at each call). No backend module is imported.
-    """
+    """Return the registered scheduler factories (TorchX's name; patchable here)."""
     return schedulers.get_scheduler_factories()
 
 
@@ -76,23 +49,18 @@ def find_configs(dirs: Iterable[str] | None = None) -> list[str]:
     """Return the config files to read, highest precedence first.
 
     Args:
-        dirs: directories to look in for ``.torchxconfig``. Default: ``$HOME`` then the
-            current directory, read at this call; or :data:`DEFAULT_CONFIG_DIRS` when a
-            program has replaced or changed it since import (``torchx.runner.config``
-            reads that constant). Ignored when ``$TORCHXCONFIG`` is set.
+        dirs: directories to look in; default ``$HOME`` then the current directory.
 
     Returns:
-        ``[$TORCHXCONFIG]`` when that variable names a file, ``[]`` when it is set but
-        empty (config files off), else the ``.torchxconfig`` files found in ``dirs``.
+        ``[$TORCHXCONFIG]`` when set, ``[]`` when set but empty, else the files in ``dirs``.
 
     Raises:
-        ConfigFileNotFoundError: (a ``FileNotFoundError``) ``$TORCHXCONFIG`` names a
-            file that does not exist.
+        ConfigFileNotFoundError: ``$TORCHXCONFIG`` names a file that does not exist.
     """
     explicit = os.environ.get(ENV_TORCHXCONFIG)
     if explicit == "":
         return []
-    if explicit is not None:  # set: the only file to read
+    if explicit is not None:
         if not Path(explicit).is_file():
             raise ConfigFileNotFoundError(
                 f"{ENV_TORCHXCONFIG}={explicit!r} names no file: create it or unset"
@@ -101,17 +69,16 @@ def find_configs(dirs: Iterable[str] | None = None) -> list[str]:
             )
         return [explicit]
     if not dirs and tuple(DEFAULT_CONFIG_DIRS) != _IMPORTED_CONFIG_DIRS:
-        dirs = DEFAULT_CONFIG_DIRS  # set by the program: its choice wins, as in TorchX
-    if not dirs:  # None or empty, as TorchX
+        dirs = DEFAULT_CONFIG_DIRS
+    if not dirs:
         dirs = [str(Path.home()), os.getcwd()]
-    paths = dict.fromkeys(str(Path(directory) / CONFIG_FILE) for directory in dirs)  # in order
+    paths = dict.fromkeys(str(Path(directory) / CONFIG_FILE) for directory in dirs)
     return [path for path in paths if Path(path).is_file()]
 
 
 def _parser() -> configparser.ConfigParser:
     """An empty INI parser as TorchX's: no interpolation, keys keep their case."""
-    # imported only when a file is there to read or to write (most runs have none): the
-    # import is a share of every CLI run (benchmark 6's ``ours`` rows)
+    # imported only when a file is there (benchmark 6's ``ours`` rows)
     import configparser
 
     parser = configparser.ConfigParser(interpolation=None)
@@ -120,12 +87,7 @@ def _parser() -> configparser.ConfigParser:
 
 
 def _read(path: str) -> configparser.ConfigParser:
-    """Parse the config file ``path`` (logged at INFO, as ``torchx.runner.config`` does).
-
-    Raises:
-        ConfigFileEncodingError: the file is not valid UTF-8.
-        ConfigError: the file cannot be read or is not valid INI.
-    """
+    """Parse the config file ``path``."""
     import configparser
 
     parser = _parser()
@@ -149,23 +111,13 @@ def load_sections(
 ) -> dict[str, dict[str, str]]:
     """Merge the config files' sections (first file wins per key).
 
-    Two forms:
-
-    * ``load_sections(prefix, dirs)`` (``torchx.runner.config``): the sections named
-      ``[<prefix>:<name>]``, keyed by ``<name>``: ``load_sections("component")`` is
-      ``{"dist.ddp": {"j": "1x2"}}``.
-    * ``load_sections()`` / ``load_sections(dirs=...)``: every section, keyed by its
-      full name. This is the one place the files are read: a command reads them once
-      and passes the result (``sections=``) to the functions below and to
-      :func:`~asynctorchx.runner.get_runner`.
-
     Args:
-        prefix: keep only ``[<prefix>:<name>]`` sections and strip ``<prefix>:``;
+        prefix: keep only ``[<prefix>:<name>]`` sections, keyed by ``<name>`` (TorchX's);
             ``None``: every section, named in full.
         dirs: directories to look in (see :func:`find_configs`).
 
     Raises:
-        ConfigFileEncodingError: a file is not valid UTF-8 (the message names it).
+        ConfigFileEncodingError: a file is not valid UTF-8.
         ConfigError: a file cannot be parsed, or ``$TORCHXCONFIG`` names no file.
     """
     merged: dict[str, dict[str, str]] = {}
@@ -199,17 +151,12 @@ def warn_unknown(
     schedulers: Collection[str],
     cli_keys: Mapping[str, Collection[str]] | None = None,
 ) -> None:
-    """Log a warning for each section, and each key of a ``[cli:<command>]`` section,
-    that the config files hold but nothing reads (a typo is otherwise silently ignored).
-
-    Unknown keys of a ``[<scheduler>]`` section are reported when the options are
-    applied (:func:`apply`), as ``torchx.runner.config.load`` reports them.
+    """Log a warning for each section, and ``[cli:<command>]`` key, that nothing reads.
 
     Args:
         sections: the sections read (:func:`load_sections`).
-        schedulers: the registered scheduler names (``[<scheduler>]`` sections).
-        cli_keys: for ``cli:<command>`` sections, the keys that command reads; the keys
-            of a section not named here are not checked.
+        schedulers: the registered scheduler names.
+        cli_keys: ``{"cli:<command>": keys it reads}``; other sections' keys are not checked.
     """
     for section, values in sections.items():
         prefix = section.split(CONFIG_PREFIX_DELIM, 1)[0]
@@ -244,14 +191,11 @@ def get_configs(
 ) -> dict[str, str]:
     """Return the keys of section ``[<prefix>:<name>]`` (empty if absent).
 
-    ``get_configs("component", "dist.ddp")`` reads ``[component:dist.ddp]``.
-
     Args:
         prefix: the section's kind (``component``, ``cli``, ``tracker``).
         name: the section's name after the ``:``.
         dirs: directories to look in (see :func:`find_configs`).
-        sections: the sections already read (:func:`load_sections`); the files are
-            read only when it is ``None``.
+        sections: the sections already read; ``None``: read the files.
 
     Raises:
         ConfigError: as :func:`load_sections`.
@@ -300,19 +244,13 @@ def get_component_defaults(
 def scheduler_run_opts(scheduler: str) -> runopts:
     """Return the run options of the registered scheduler ``scheduler``.
 
-    Made by the capabilities its factory exposes
-    (:func:`~asynctorchx.schedulers.get_scheduler_capabilities`) when they can;
-    otherwise one scheduler is created (never opened) to ask, as
-    ``torchx.runner.config`` does.
-
     Args:
         scheduler: the scheduler's registered name.
 
     Raises:
-        UnknownSchedulerException: (a ``ValueError``, as TorchX raises) ``scheduler``
-            is not registered.
+        UnknownSchedulerException: ``scheduler`` is not registered.
     """
-    factories = get_scheduler_factories()  # through this module: patchable, as TorchX's
+    factories = get_scheduler_factories()
     factory = factories.get(scheduler)
     if factory is None:
         raise UnknownSchedulerException(scheduler, list(factories))
@@ -324,17 +262,13 @@ def scheduler_run_opts(scheduler: str) -> runopts:
 def load(scheduler: str, f: TextIO, cfg: dict[str, CfgVal], opts: runopts | None = None) -> None:
     """Fill ``cfg`` from section ``[<scheduler>]`` of the open INI file ``f``.
 
-    As ``torchx.runner.config.load``: keys already in ``cfg`` are kept (the caller's
-    value wins); each value is cast to the type its run option declares; ``None`` (as
-    :func:`dump` writes an empty option) sets ``None``; keys that are not options are
-    skipped with a logged warning, so a config file can serve several versions.
+    As ``torchx.runner.config.load``: keys in ``cfg`` win; unknown keys are logged, skipped.
 
     Args:
         scheduler: the scheduler's registered name (the section's name).
         f: the open INI file.
         cfg: the run options given so far; filled in place.
-        opts: the scheduler's run options; ``None``: looked up by name
-            (:func:`scheduler_run_opts`).
+        opts: the scheduler's run options; ``None``: looked up by name.
 
     Raises:
         ConfigError: the file is not valid INI or a value cannot be cast.
@@ -388,20 +322,14 @@ def apply(
 ) -> None:
     """Fill ``cfg`` (in place) from the ``[<scheduler>]`` sections of the config files.
 
-    As ``torchx.runner.config.apply(scheduler, cfg, dirs=None)``: values already in
-    ``cfg`` (``-cfg`` on the command line) win over the files, and the first file found
-    (see :func:`find_configs`) wins over later ones.
+    As ``torchx.runner.config.apply``: values in ``cfg`` win, then the first file found.
 
     Args:
         scheduler: the scheduler's registered name (the section's name).
         cfg: the run options given so far; filled in place.
-        dirs: directories to look in (see :func:`find_configs`). A :class:`runopts`
-            here is taken as ``opts`` (the former signature ``apply(scheduler, cfg,
-            opts)`` keeps working).
-        opts: the scheduler's run options, which type the values; ``None``: looked up
-            by name (:func:`scheduler_run_opts`).
-        sections: the sections already read (:func:`load_sections`); the files are
-            read only when it is ``None``.
+        dirs: directories to look in (see :func:`find_configs`); a :class:`runopts` is ``opts``.
+        opts: the scheduler's run options; ``None``: looked up by name.
+        sections: the sections already read; ``None``: read the files.
 
     Raises:
         ConfigError: a file is unreadable or a value cannot be cast to the option's type.
@@ -415,7 +343,7 @@ def apply(
 
 
 def _fixme(opt: runopt, max_len: int = 60) -> str:
-    """``#FIXME:(str) <help>`` on one line, cut to ``max_len`` characters + ``...``."""
+    """``#FIXME:(str) <help>`` on one line, cut to ``max_len`` characters."""
     text = " ".join(f"#FIXME:({get_type_name(opt.opt_type)}) {opt.help}".split())
     return text if len(text) <= max_len else f"{text[:max_len]}..."
 
@@ -436,22 +364,15 @@ def dump(
 ) -> None:
     """Write a ``.torchxconfig`` template, one section per scheduler.
 
-    TorchX's format (``torchx.runner.config.dump``): an optional option is written
-    with its default (``None`` when it has none; a list as ``a;b``, a dict as
-    ``k:v;k2:v2``); a required one with the placeholder ``#FIXME:(type) help``, cut
-    to 60 characters. :func:`load` reads the file back.
+    TorchX's format (``torchx.runner.config.dump``); a backend that does not import is left out.
 
     Args:
         f: where to write.
-        schedulers: the scheduler names (``None`` or empty: every registered
-            scheduler), or a mapping of names to their :class:`runopts` (then no
-            scheduler is looked up).
+        schedulers: names (``None``: every registered one), or ``{name: runopts}``.
         required_only: write only the required options.
 
-    A scheduler whose backend module cannot be imported is left out, as in TorchX.
-
     Raises:
-        UnknownSchedulerException: (a ``ValueError``, as TorchX) a name is not registered.
+        UnknownSchedulerException: a name is not registered.
     """
     if isinstance(schedulers, Mapping):
         by_name: Mapping[str, runopts] = schedulers
@@ -460,7 +381,7 @@ def dump(
         for name in list(schedulers or get_scheduler_factories()):
             try:
                 read[name] = scheduler_run_opts(name)
-            except ImportError:  # a backend whose client library is not installed
+            except ImportError:
                 logger.info("skipping scheduler %s: its module does not import", name)
         by_name = read
     parser = _parser()
