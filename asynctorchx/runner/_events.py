@@ -1,13 +1,7 @@
-"""One ordered, resumable stream of an app's events: :meth:`Runner.events`.
+"""One ordered, resumable stream of an app's events: :meth:`Runner.events` (not in TorchX).
 
-TorchX has no such stream; a web service sends it as Server-Sent Events and resumes it
-from the ``Last-Event-ID`` a browser sends back. A cursor's text becomes a
-:class:`Cursor` once, at the Runner's boundary; inside, the stream carries the typed value.
-
-A resume reads each log again from its position (``Scheduler.log_blocks``) and skips the
-lines delivered from there, at most one read's. A scheduler without positions counts
-lines from the log's start, so a backend that drops lines meanwhile (a purged log, a
-retried replica's new container) makes the count skip lines the client did not see.
+A resume skips the lines delivered since a log position; a scheduler without positions
+counts from the log's start, so a log that lost lines meanwhile makes it skip unseen ones.
 """
 
 from __future__ import annotations
@@ -37,8 +31,7 @@ from asynctorchx.schedulers.api import Scheduler, Stream
 from asynctorchx.schedulers.toolkit import LogPosition, LogQuery, format_position, parse_position
 from asynctorchx.specs.api import AppState, AppStatus
 
-#: Batches of events buffered between the readers and the consumer; past it, readers
-#: wait. A batch is a state event, or at most :data:`EVENTS_PER_BATCH` lines of one read.
+#: Batches of events buffered between the readers and the consumer.
 EVENTS_BUFFER_SIZE = 16
 #: The most log events in one batch.
 EVENTS_PER_BATCH = 1024
@@ -55,12 +48,7 @@ StreamKey = tuple[str, int, str]
 
 
 class LogMark(NamedTuple):
-    """How far one log stream went.
-
-    Args:
-        at: the position of the block its last delivered line came from (0: the start).
-        lines: the lines delivered from ``at`` on.
-    """
+    """How far one log stream went: ``lines`` delivered from block position ``at``."""
 
     at: LogPosition
     lines: int
@@ -77,20 +65,8 @@ def _part(mark: LogMark) -> str:
 class Cursor:
     """Where an event stream resumes: the typed form of an event's ``cursor`` text.
 
-    The text is ``{sequence}.{app}{layout}.{state}.{log}-{log}-...``: the sequence
-    number zero-padded to 12 digits (so cursors sort as events), a digest of the app
-    (scheduler and app id) and one of its log streams, the last state's name (``-``:
-    none yet), and per log stream ``{position}:{lines}`` (:func:`format_position`'s
-    text, and the lines delivered from there) or nothing before its first line. Its
-    size grows by one byte per log stream plus, once a stream delivered lines, that
-    stream's position and count (``docs/orchestration.md``).
-
-    Args:
-        sequence: the number of the last event sent (0: none).
-        app: the app's digest.
-        layout: the digest of the app's log streams.
-        state: the last state sent, ``None`` before the first.
-        logs: per log stream, in sorted ``(role, replica id, stream)`` order, how far it went.
+    The text is ``{sequence}.{app}{layout}.{state}.{log}-{log}-...``, the sequence zero-padded
+    so that cursors sort as events; ``logs`` follow sorted ``(role, replica id, stream)``.
     """
 
     sequence: int
@@ -109,16 +85,7 @@ class Cursor:
 
     @classmethod
     def parse(cls, text: str, app_handle: str) -> Cursor:
-        """The cursor ``text`` (an event's ``cursor``) says.
-
-        Args:
-            text: the cursor's text.
-            app_handle: the app's handle, for the message.
-
-        Raises:
-            InvalidCursorError: ``text`` is not a cursor's form (a log position of one
-                number included: the form of earlier versions).
-        """
+        """The cursor ``text`` says; ``InvalidCursorError`` if it is not a cursor's form."""
 
         def invalid(reason: str) -> InvalidCursorError:
             return InvalidCursorError(text, app_handle, reason)
@@ -150,7 +117,7 @@ class Cursor:
         cursor = cls(
             int(sequence), app, layout, None if state == "-" else AppState[state], tuple(marks)
         )
-        if str(cursor) != text:  # a number with leading zeros: not one the stream made
+        if str(cursor) != text:  # leading zeros: not one the stream made
             raise invalid("its numbers are not written as the event stream writes them")
         return cursor
 
@@ -170,7 +137,7 @@ class StateEvent:
         status: the app's whole status when the state was seen.
     """
 
-    #: The SSE ``event:`` name of this kind of event (also ``"type"`` in :meth:`to_dict`).
+    #: The SSE ``event:`` name (``"type"`` in :meth:`to_dict`).
     kind: ClassVar[str] = "state"
 
     cursor: str
@@ -178,8 +145,7 @@ class StateEvent:
     status: AppStatus
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the event as a JSON-able dict: ``type`` (``"state"``), ``cursor``,
-        ``state`` (its name) and ``status`` (``AppStatus.to_json()``)."""
+        """Return ``type``, ``cursor``, ``state`` (name) and ``status`` (``AppStatus.to_json``)."""
         return {
             "type": self.kind,
             "cursor": self.cursor,
@@ -194,15 +160,10 @@ class StateEvent:
 
 @attrs.frozen
 class BatchCursor:
-    """The cursor the events of one batch of one log stream's lines share: they differ
-    only by their sequence number.
+    """The cursor a batch of one log stream's events share, but for the sequence number.
 
-    Args:
-        head: the cursor's text after the sequence number, up to the stream's count.
-        tail: the cursor's text after that count.
-        delta: the stream's count of lines delivered minus the sequence number.
-        index: the log stream's index in the cursor's log parts.
-        at: the position the stream's lines are counted from.
+    ``head`` and ``tail`` are the text around the stream's count, ``delta`` that count minus
+    the sequence number.
     """
 
     head: str
@@ -212,7 +173,6 @@ class BatchCursor:
     at: LogPosition
 
     def at_sequence(self, sequence: int) -> str:
-        """The cursor's text of the event numbered ``sequence``."""
         return f"{sequence:0{_SEQUENCE_DIGITS}d}{self.head}{sequence + self.delta}{self.tail}"
 
 
@@ -232,17 +192,16 @@ class LogEvent(_LogEventFields):
     Args:
         role: the role's name.
         replica_id: the replica's id ``k`` (0-based).
-        stream: ``"stdout"`` or ``"stderr"`` when the scheduler keeps them apart
-            (``Capabilities.log_streams``), else ``"combined"``.
+        stream: ``"stdout"`` or ``"stderr"`` where kept apart, else ``"combined"``.
         line: the text, with its trailing ``\\n`` when the replica wrote one.
         timestamp: when the line was read (UTC).
         sequence: the event's number in the stream (1: the first event).
-        batch: the cursor its batch of events shares (:attr:`cursor` is made from it).
+        batch: the cursor its batch of events shares.
     """
 
     __slots__ = ()
 
-    #: The SSE ``event:`` name of this kind of event (also ``"type"`` in :meth:`to_dict`).
+    #: The SSE ``event:`` name (``"type"`` in :meth:`to_dict`).
     kind: ClassVar[str] = "log"
 
     @property
@@ -257,8 +216,7 @@ class LogEvent(_LogEventFields):
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the event as a JSON-able dict: ``type`` (``"log"``), ``cursor``,
-        ``role``, ``replica_id``, ``stream``, ``line`` and ``timestamp`` (ISO 8601)."""
+        """Return its fields as a JSON-able dict, ``type`` and ``cursor`` included."""
         return {
             "type": self.kind,
             "cursor": self.cursor,
@@ -285,9 +243,7 @@ def _digest(text: str) -> str:
 class EventStream:
     """The events of :meth:`Runner.events`, in order: iterate it, or :meth:`receive` each.
 
-    For one task at a time. The events of a batch already received come without an
-    await, so a cancellation of the consumer takes effect at its own next await or once
-    that batch is consumed.
+    For one task at a time; a received batch's events come without an await.
 
     Args:
         batches: the receiving end the readers send batches of events to.
@@ -329,8 +285,7 @@ class EventStream:
         return event
 
     async def receive_batch(self) -> Sequence[AppEvent]:
-        """Return the events not received yet of the current batch, else the next batch's
-        (one read's); empty once the stream ended."""
+        """Return the rest of the current batch, else the next; empty once the stream ended."""
         events = list(self._current)
         while not events:
             try:
@@ -348,8 +303,7 @@ class EventStream:
 class _AppEvents:
     """The producers of one app's event stream and how far it went.
 
-    One lock covers numbering and sending, so the event numbered ``n`` is the ``n``-th
-    to enter the stream and its cursor counts exactly the events up to it.
+    One lock covers numbering and sending, so event ``n`` is the ``n``-th to enter the stream.
     """
 
     sched: Scheduler[Any]
@@ -379,11 +333,7 @@ class _AppEvents:
         return Cursor(self.sequence, self.app, self.layout, self.state, tuple(self.logs))
 
     def resume(self, cursor: Cursor) -> None:
-        """Move to ``cursor``.
-
-        Raises:
-            InvalidCursorError: it is another app's, or of other log streams than the app's.
-        """
+        """Move to ``cursor``; ``InvalidCursorError`` if another app's or streams'."""
 
         def invalid(reason: str) -> InvalidCursorError:
             return InvalidCursorError(str(cursor), self.app_handle, reason)
@@ -409,8 +359,7 @@ class _AppEvents:
         before: int,
         lines: Sequence[str],
     ) -> bool:
-        """Send lines of log stream ``index`` read from ``at``, ``before`` lines delivered
-        from there already; ``False`` once the consumer left."""
+        """Send lines of stream ``index`` read from ``at``; ``False`` once the consumer left."""
         async with self._lock:
             parts = [_part(mark) for mark in self.logs]
             head = self.cursor().head() + "".join(part + "-" for part in parts[:index])
@@ -421,8 +370,7 @@ class _AppEvents:
             )
             role, k, stream = self.streams[index]
             now = datetime.now(UTC)
-            # made as the consumer takes them, so each is usually freed before the next
-            # is made (benchmark 5, runner_events)
+            # made as taken, so each is freed before the next (benchmark 5, runner_events)
             events = (
                 LogEvent(role, k, stream, line, now, number, batch)
                 for number, line in zip(count(first), lines)
@@ -457,7 +405,6 @@ class _AppEvents:
         await self.send_state(send, status)
 
     def log_reader(self, index: int) -> Producer[Iterable[AppEvent]]:
-        """The producer that follows log stream ``index`` from its position."""
         role, k, stream = self.streams[index]
         start, skip = self.logs[index]
         query = LogQuery(role, k, should_tail=self.follow, streams=Stream(stream))
@@ -479,7 +426,7 @@ class _AppEvents:
                     if block_at != at and anchor_lines is not None and before >= anchor_lines:
                         at, before = block_at, 0
                     lines = list(block)
-                    skipped = min(left, len(lines))  # delivered before the resume
+                    skipped = min(left, len(lines))
                     del lines[:skipped]
                     left -= skipped
                     before += skipped
@@ -517,25 +464,8 @@ async def app_event_stream(
 ) -> AsyncIterator[EventStream]:
     """Stream the events of app ``app_id`` (see :meth:`Runner.events`).
 
-    Args:
-        sched: the scheduler that runs the app.
-        app_id: the app's id on ``sched``.
-        app_handle: the app's handle (for error messages).
-        replicas: ``{role: [k, ...]}`` whose logs are read.
-        statuses: the app's status now, then at each change (``Runner.watch``).
-        cursor: resume after it; ``None``: from the start.
-        follow: ``False`` when the app was terminal already: each log is read once.
-        anchor_lines: a cursor's lines of a log stream are counted from the position of
-            the block their first came from until at least this many are, then from the
-            next block's (0: each block's, so a resume skips at most one read's lines);
-            ``None``: from the position the stream starts at.
-        limits: per log stream, how many lines to deliver before the stream ends, with
-            no state events; ``None``: every line, and the states.
-
-    Raises:
-        InvalidCursorError: ``cursor`` is another app's, or of other log streams.
-        UnknownAppException: (when read) the app disappeared while followed.
-        Exception: (when read) the first error of a log reader, as itself.
+    ``anchor_lines``: count a stream's lines from a new block position once this many are
+    counted (0: each block's; ``None``: never). ``limits``: lines per stream, no states.
     """
     kinds = [Stream.STDOUT, Stream.STDERR]
     if not all(kind in sched.capabilities.log_streams for kind in kinds):
