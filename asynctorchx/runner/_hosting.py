@@ -1,10 +1,4 @@
-"""Scheduler hosting for :class:`~asynctorchx.runner.Runner`: one task per scheduler.
-
-A scheduler is created on first use (a lock makes two tasks share one), as
-``torchx.runner.api.Runner`` does, and hosted by a task of the runner's task group inside
-``async with scheduler:``, so closing the host closes every scheduler. Capabilities and
-run options come from the factory's record, without creating a scheduler.
-"""
+"""The Runner's schedulers: each made on first use (as TorchX) and hosted in a task."""
 
 from __future__ import annotations
 
@@ -40,11 +34,7 @@ from asynctorchx.specs.api import (
 
 
 def scheduler_params_from_env() -> dict[str, str]:
-    """Return the ``TORCHX_*`` environment variables as scheduler factory parameters.
-
-    The name loses its ``TORCHX_`` prefix and is lower-cased (``TORCHX_FOO=1`` ->
-    ``foo="1"``), as ``torchx.runner.api.Runner`` does. Never raises.
-    """
+    """``TORCHX_FOO=1`` as ``foo="1"``, as ``torchx.runner.api.Runner`` does."""
     return {
         key.lower().removeprefix("torchx_"): value
         for key, value in os.environ.items()
@@ -53,15 +43,7 @@ def scheduler_params_from_env() -> dict[str, str]:
 
 
 class SchedulerHost:
-    """Creates the runner's schedulers on first use and hosts each in a task.
-
-    Args:
-        session_name: the runner's session name, given to every factory.
-        scheduler_factories: scheduler name -> ``factory(session_name, **params)``.
-        scheduler_params: keyword arguments given to every factory.
-
-    Use it as ``async with host:`` (the runner enters it in its own ``__aenter__``).
-    """
+    """Creates the runner's schedulers on first use and hosts each in a task."""
 
     def __init__(
         self,
@@ -94,11 +76,8 @@ class SchedulerHost:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        # Close the schedulers first (shielded: this also runs when the block is being
-        # cancelled), then exit the task group without handing it the block's exception,
-        # so that exception propagates as itself rather than inside an ExceptionGroup.
-        # The task group is exited even when a scheduler's close() raises: left open, its
-        # cancel scope would corrupt the scopes of the task that entered the runner.
+        # The block's exception is kept from the task group so it is not wrapped in a group;
+        # the group is exited even if a close() raises, or its scope corrupts the caller's.
         try:
             with anyio.CancelScope(shield=True):
                 await self.close()
@@ -108,7 +87,7 @@ class SchedulerHost:
                 await task_group.__aexit__(None, None, None)
 
     async def close(self) -> None:
-        """Close every scheduler it made; idempotent, the host cannot be used afterwards."""
+        """Close every scheduler it made; idempotent."""
         self._closed = True
         self._closing.set()
         for done in list(self._hosts_done):
@@ -124,10 +103,7 @@ class SchedulerHost:
         *,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        # Shielded: a cancellation of the block that entered the runner must not reach
-        # the scheduler's own tasks (a local scheduler's replica watchers), or its close()
-        # would wait forever for replicas whose exit nobody observes any more. The host
-        # ends when close() sets `_closing`, which __aexit__ always does.
+        # shielded: cancelled replica watchers would leave the scheduler's close() waiting
         with anyio.CancelScope(shield=True):
             try:
                 async with scheduler:
@@ -137,15 +113,7 @@ class SchedulerHost:
                 done.set()
 
     async def get(self, scheduler: str) -> Scheduler[Any]:
-        """Return the open scheduler called ``scheduler``, creating and hosting it on first use.
-
-        Args:
-            scheduler: the scheduler's registered name.
-
-        Raises:
-            UnknownSchedulerException: ``scheduler`` is not registered.
-            SchedulerClosedError: the host is not entered, or it is closed.
-        """
+        """The open scheduler called ``scheduler``, made and hosted on first use."""
         self._factory(scheduler)  # an unknown name is refused first
         if self._task_group is None or self._closed:
             raise SchedulerClosedError(
@@ -173,25 +141,7 @@ class SchedulerHost:
         cfg: Mapping[str, CfgVal],
         workspace: Workspace | str | None,
     ) -> AppDryRunInfo[Any]:
-        """Ask the hosted scheduler ``scheduler`` for the request of ``app`` (no submit).
-
-        The options are resolved once (``Scheduler.dryrun_resolved``, what
-        ``Scheduler.submit_dryrun`` does), and workspaces are built with them before the
-        request: ``workspace`` for role 0, each other role's own ``workspace``, one
-        build per distinct image and workspace (see :mod:`asynctorchx.schedulers._workspace`).
-
-        Args:
-            scheduler: the scheduler's registered name.
-            app: the app.
-            cfg: the run options as given.
-            workspace: a directory or a :class:`~asynctorchx.specs.Workspace` to build
-                into role 0's image over its own, or ``None``.
-
-        Raises:
-            InvalidRunConfigException: ``cfg`` does not match the scheduler's run options.
-            ValueError: the app is not valid for the scheduler.
-            UnknownSchedulerException, SchedulerClosedError: as :meth:`get`.
-        """
+        """The request of ``app``, its workspaces built with the options resolved once."""
         sched = await self.get(scheduler)
         resolved = sched.run_opts().resolve(cfg)
         await build_workspaces(sched, app, workspace, resolved)
@@ -200,17 +150,7 @@ class SchedulerHost:
     async def for_handle(
         self, app_handle: AppHandle, check_session: bool = True
     ) -> tuple[Scheduler[Any], str]:
-        """Return the hosted scheduler of ``app_handle`` and the app id.
-
-        Args:
-            app_handle: ``{scheduler}://{session}/{app_id}``.
-            check_session: refuse a handle of another session than this host's.
-
-        Raises:
-            MalformedAppHandleException: the handle is malformed.
-            SessionMismatchException: ``check_session`` and the handle's session differs.
-            UnknownSchedulerException, SchedulerClosedError: as :meth:`get`.
-        """
+        """The hosted scheduler of ``app_handle`` and the app id."""
         parsed = parse_app_handle(app_handle)
         if check_session and parsed.session_name != self._session_name:
             raise SessionMismatchException(app_handle, parsed.session_name, self._session_name)
@@ -223,50 +163,23 @@ class SchedulerHost:
         return factory
 
     def _create(self, scheduler: str) -> Scheduler[Any]:
-        """A new scheduler from the factory of ``scheduler``; a synchronous, TorchX-style
-        one (:func:`~asynctorchx.schedulers.is_sync_scheduler`) comes wrapped in a
-        :class:`~asynctorchx.schedulers.SyncSchedulerAdapter`."""
+        """A new scheduler; a synchronous TorchX-style one comes wrapped."""
         created = self._factory(scheduler)(self._session_name, **self._params)
         return SyncSchedulerAdapter(created) if is_sync_scheduler(created) else created
 
     def _instance(self, scheduler: str) -> Scheduler[Any]:
-        """The hosted scheduler, else one made once and never opened: :meth:`get` hosts
-        that one later, :meth:`close` closes it if not (a factory that exposes no capabilities)."""
+        """The hosted scheduler, else one made once and not opened (hosted later by :meth:`get`)."""
         sched = self._schedulers.get(scheduler) or self._unopened.get(scheduler)
         if sched is None:
             sched = self._unopened[scheduler] = self._create(scheduler)
         return sched
 
     def capabilities(self, scheduler: str) -> Capabilities:
-        """Return what the scheduler called ``scheduler`` supports, creating none if possible.
-
-        The record its factory exposes
-        (:func:`~asynctorchx.schedulers.get_scheduler_capabilities`), else the hosted
-        scheduler's; for a factory that exposes none and no hosted scheduler, one
-        scheduler is created (not opened), and :meth:`get` later hosts that same one.
-        Works without entering the host.
-
-        Args:
-            scheduler: the scheduler's registered name.
-
-        Raises:
-            UnknownSchedulerException: ``scheduler`` is not registered.
-        """
+        """What ``scheduler`` supports, from its factory's record where it has one."""
         found = get_scheduler_capabilities(self._factory(scheduler))
         return found or self._instance(scheduler).capabilities
 
     def run_opts(self, scheduler: str) -> runopts:
-        """Return the run options of the scheduler called ``scheduler``.
-
-        Made by its :meth:`capabilities` without creating a scheduler; where the record
-        cannot make them (TorchX's ``_run_opts(self)``), asked of the scheduler as in
-        :meth:`capabilities`. Works without entering the host.
-
-        Args:
-            scheduler: the scheduler's registered name.
-
-        Raises:
-            UnknownSchedulerException: ``scheduler`` is not registered.
-        """
+        """The run options of ``scheduler``, made without a scheduler where possible."""
         make = self.capabilities(scheduler).run_opts
         return make() if make is not None else self._instance(scheduler).run_opts()
