@@ -1,17 +1,7 @@
 """One reader per app, any number of subscribers: :meth:`Runner.subscribe`.
 
-A feed reads an app's events once (one :meth:`Runner.events` stream, a task of the
-runner's :class:`Fanout`) and hands each batch, as one shared :class:`FeedBatch`, to
-every subscriber's bounded buffer; a batch's Server-Sent Events frames are made once.
-
-The feed keeps its latest batches (:data:`HISTORY_EVENTS` events): a subscriber whose
-cursor is one of them gets the batches after it. One from an older cursor catches up from
-the scheduler: a cursor says, per log stream, a position and the lines delivered from it,
-and the feed knows how many lines came before each position its cursors count from (one
-per :data:`FEED_ANCHOR_LINES` lines), so the catch-up is a :meth:`Runner.events` stream
-that ends at the feed's first kept batch. A cursor the feed cannot place gets its own
-stream. A subscriber whose buffer is full when the feed has more is cut off
-(:class:`SubscriberCutOff`); the others never wait for it.
+A subscriber behind the kept batches catches up from the scheduler up to the first kept
+one; a cursor the feed cannot place gets its own stream; a full buffer is cut off.
 """
 
 from __future__ import annotations
@@ -35,15 +25,12 @@ from asynctorchx.specs.api import is_terminal
 HISTORY_EVENTS = 65536
 #: Batches a subscriber's buffer holds by default before it is cut off.
 SUBSCRIBER_BUFFER = 64
-#: Lines of a log stream the feed's cursors count from one position before they count
-#: from a later block's: the feed remembers one position per this many lines, and a
-#: resume from its cursors skips at most this many and one read's.
+#: Lines the feed's cursors count from one position: a resume skips at most this many.
 FEED_ANCHOR_LINES = 1024
 
 
 class OpenEvents(Protocol):
-    """Opens the app's :meth:`Runner.events` stream from a cursor (see
-    :func:`~asynctorchx.runner._events.app_event_stream` for the keywords)."""
+    """Opens the app's :meth:`Runner.events` stream from a cursor."""
 
     def __call__(
         self,
@@ -58,9 +45,7 @@ class SubscriberCutOff(AsyncTorchXError):
     """The subscriber's buffer was full when the feed had more: it was cut off.
 
     Args:
-        cursor: the cursor of the last event it received (``None``: it received none
-            after the cursor it subscribed from, which was ``None``); subscribe again
-            from it to resume with nothing lost or repeated.
+        cursor: the last event's cursor received; subscribe from it to resume, nothing lost.
     """
 
     def __init__(self, cursor: str | None) -> None:
@@ -72,8 +57,7 @@ class SubscriberCutOff(AsyncTorchXError):
 
 
 def sse_frame(event: AppEvent) -> bytes:
-    """The Server-Sent Event of ``event``: ``event:`` its kind, ``id:`` its cursor,
-    ``data:`` its one-line JSON (:meth:`LogEvent.to_json`), UTF-8."""
+    """The Server-Sent Event of ``event``: its kind, cursor (``id``) and JSON, UTF-8."""
     return f"event: {event.kind}\nid: {event.cursor}\ndata: {event.to_json()}\n\n".encode()
 
 
@@ -84,13 +68,11 @@ class _Shared:
 
     def __init__(self, events: tuple[AppEvent, ...], first: int) -> None:
         self.events = events
-        #: the sequence number of the first event (the events' numbers follow on)
         self.first = first
         self.frames: tuple[bytes, ...] | None = None
         self.joined: bytes | None = None
 
     def sse(self, start: int) -> bytes:
-        """The frames of the events from index ``start`` on, as one write."""
         if self.frames is None:
             self.frames = tuple(map(sse_frame, self.events))
         if start:
@@ -105,7 +87,7 @@ class FeedBatch(NamedTuple):
 
     Args:
         shared: the feed's batch.
-        start: the index of this subscriber's first event in it (past those it had).
+        start: the index of this subscriber's first event in it.
     """
 
     shared: _Shared
@@ -122,48 +104,40 @@ class FeedBatch(NamedTuple):
         return self.shared.events[-1].cursor
 
     def sse(self) -> bytes:
-        """The events as Server-Sent Events frames (:func:`sse_frame`) in one ``bytes``,
-        made once for every subscriber."""
+        """The events as Server-Sent Events frames, made once for every subscriber."""
         return self.shared.sse(self.start)
 
 
 @attrs.define(eq=False)
 class _Subscriber:
     send: MemoryObjectSendStream[FeedBatch]
-    #: the cursor of the last event put in its buffer (or backlog), or the one it began at
     last: str | None
     cut_off: bool = False
 
 
 @attrs.define(eq=False)
 class _Feed:
-    """One app's reader and its subscribers (see the module docstring)."""
+    """One app's reader and its subscribers."""
 
     open_events: OpenEvents
     start: Cursor | None
     subscribers: set[_Subscriber] = attrs.field(factory=set)
     history: deque[_Shared] = attrs.field(factory=deque)
     kept: int = 0
-    #: the cursor just before the first kept batch
+    #: ``base*``: just before the first kept batch; line counts are from the feed's start
     base: str | None = None
-    #: the last state event before the first kept batch
     base_state: StateEvent | None = None
-    #: per log stream, its lines before the first kept batch, counted from the feed's start
     base_lines: list[int] = attrs.field(factory=list)
-    #: per log stream: its lines before each position its cursors count from, counted
-    #: from the feed's start (negative: lines before it)
+    #: per log stream, its lines before each position its cursors count from
     anchors: list[dict[LogPosition, int]] = attrs.field(factory=list)
-    #: per log stream, the lines published, counted from the feed's start
     counts: list[int] = attrs.field(factory=list)
     done: bool = False
     error: Exception | None = None
     scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
-    #: set once its reader started (or failed to): a subscriber that came meanwhile waits
     ready: anyio.Event = attrs.field(factory=anyio.Event)
 
     async def run(self, *, task_status: TaskStatus[None]) -> None:
-        """Read the app's events from :attr:`start` and publish them, to the stream's end,
-        its error, or the cancellation of :attr:`scope`."""
+        """Read the app's events from :attr:`start` and publish them."""
         self.base = None if self.start is None else str(self.start)
         started = False
         with self.scope:
@@ -186,7 +160,6 @@ class _Feed:
                     sub.send.close()
 
     def _publish(self, events: tuple[AppEvent, ...]) -> None:
-        # a batch holds one read's lines of one log stream, or a state
         head = events[0]
         if isinstance(head, LogEvent):
             index, at = head.batch.index, head.batch.at
@@ -238,8 +211,7 @@ class _Feed:
         return None
 
     def _lines(self, logs: tuple[LogMark, ...]) -> list[int] | None:
-        """Per log stream, the lines before the next one of ``logs``, counted from the
-        feed's start; ``None``: the feed does not know its positions."""
+        """Per log stream, the lines before ``logs``; ``None``: a position it does not know."""
         if len(logs) != len(self.anchors):
             return None
         lines = []
@@ -251,13 +223,11 @@ class _Feed:
         return lines
 
     def join(self, cursor: Cursor | None, text: str | None) -> _Join | None:
-        """How a subscriber from ``cursor`` (its text: ``text``) joins the feed; ``None``:
-        it cannot (see the module docstring)."""
+        """How a subscriber from ``cursor`` joins the feed; ``None``: it cannot."""
         backlog = self._backlog(cursor, text)
         return _Join(None, backlog) if backlog is not None else self._catch_up(cursor)
 
     def _catch_up(self, cursor: Cursor | None) -> _Join | None:
-        """How a subscriber from ``cursor``, behind the kept batches, catches up to them."""
         if self.base is None:
             return None
         state = None if cursor is None else cursor.state
@@ -280,14 +250,7 @@ class _Feed:
 
 
 class _Join(NamedTuple):
-    """A subscriber's way into the feed.
-
-    Args:
-        limits: per log stream, the lines to read from the scheduler first (``None``:
-            none).
-        backlog: then these batches (kept by the feed; after a catch-up, after a state
-            event when the state changed meanwhile), then the live ones.
-    """
+    """A subscriber's way in: ``limits`` lines per stream from the scheduler, then ``backlog``."""
 
     limits: tuple[int, ...] | None
     backlog: list[FeedBatch]
@@ -296,8 +259,7 @@ class _Join(NamedTuple):
 class Subscription:
     """A subscriber's events, batch by batch: iterate it, or :meth:`receive` each batch.
 
-    For one task at a time. ``shared``: it reads the app's feed (else its own
-    :meth:`Runner.events` stream, see the module docstring).
+    For one task at a time. ``shared``: it reads the app's feed, not its own stream.
     """
 
     def __init__(
@@ -314,10 +276,9 @@ class Subscription:
         self._sub = sub
         self._feed = feed
         self._closed = False
-        #: the scope of the current wait for a batch, that close() cancels
         self._waiting = anyio.CancelScope()
         self.shared = feed is not None
-        #: the cursor of the last event received (``None`` before one)
+        #: the last event's cursor received
         self.cursor: str | None = None
 
     def __aiter__(self) -> AsyncIterator[FeedBatch]:
@@ -335,11 +296,9 @@ class Subscription:
         """Return the next batch of events.
 
         Raises:
-            anyio.EndOfStream: the stream ended (after the terminal state), or
-                :meth:`close` was called.
-            SubscriberCutOff: it did not keep up (see the module docstring).
-            Exception: the error that ended the app's event stream (as
-                :meth:`Runner.events` raises it).
+            anyio.EndOfStream: the stream ended, or :meth:`close` was called.
+            SubscriberCutOff: it did not keep up.
+            Exception: the error that ended the app's event stream.
         """
         batch = self._ready()  # ready: no await, no cancel scope (benchmark 12's rows)
         if batch is None:
@@ -353,8 +312,7 @@ class Subscription:
         return batch
 
     def _ready(self) -> FeedBatch | None:
-        """The next batch of the feed if it is ready, else ``None`` (and while catching up,
-        or reading its own stream)."""
+        """The feed's next batch if ready, else ``None``."""
         if self._closed or self._catch_up is not None or isinstance(self._receive, EventStream):
             return None
         if self._backlog:
@@ -383,10 +341,7 @@ class Subscription:
             raise
 
     def take_ready(self) -> list[FeedBatch]:
-        """Take the batches ready now, without waiting: those kept for this subscriber and
-        those in its buffer (``[]`` while it catches up, or reads its own stream), so that
-        they go out in one write.
-        """
+        """Take the batches ready now, without waiting, so that they go out in one write."""
         ready = []
         while (batch := self._ready()) is not None:
             ready.append(batch)
@@ -395,24 +350,20 @@ class Subscription:
         return ready
 
     def _end(self) -> None:
-        """At the end of the feed's buffer: the reason, raised."""
         if self._sub is not None and self._sub.cut_off:
             raise SubscriberCutOff(self.cursor if self.cursor is not None else self._sub.last)
         if self._feed is not None and self._feed.error is not None:
             raise self._feed.error
 
     def close(self) -> None:
-        """End the iteration: :meth:`receive` raises ``anyio.EndOfStream`` from now on, at
-        once in a task waiting in it (e.g. at a server's shutdown, from another task)."""
+        """End the iteration, at once in a task waiting in :meth:`receive`."""
         self._closed = True
         self._backlog.clear()
         self._waiting.cancel()
 
 
 class Fanout(anyio.AsyncContextManagerMixin):
-    """The feeds of a runner: one per app followed, each read by a task of its task
-    group, ended when its last subscriber leaves or its app ends; all end when it is
-    left."""
+    """The feeds of a runner, one per app followed."""
 
     def __init__(self) -> None:
         self._feeds: dict[str, _Feed] = {}
@@ -420,8 +371,7 @@ class Fanout(anyio.AsyncContextManagerMixin):
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[Fanout]:
-        # entered and left by hand, left without the block's exception: that exception
-        # propagates as itself, not inside an ExceptionGroup (the feeds never raise)
+        # left without the block's exception, so that it is not wrapped in a group
         task_group = anyio.create_task_group()
         await task_group.__aenter__()
         self._task_group = task_group
@@ -433,11 +383,10 @@ class Fanout(anyio.AsyncContextManagerMixin):
             await task_group.__aexit__(None, None, None)
 
     async def _feed(self, key: str, open_events: OpenEvents, cursor: Cursor | None) -> _Feed:
-        """The app's feed, started from ``cursor`` unless one runs."""
         if self._task_group is None:
             raise RuntimeError("the fan-out is not entered")
         while (feed := self._feeds.get(key)) is None or feed.done or not feed.ready.is_set():
-            if feed is not None and not feed.done:  # another subscriber is starting it
+            if feed is not None and not feed.done:
                 await feed.ready.wait()
                 continue
             feed = self._feeds[key] = _Feed(open_events, cursor)
@@ -456,7 +405,6 @@ class Fanout(anyio.AsyncContextManagerMixin):
     async def subscribe(
         self, key: str, open_events: OpenEvents, cursor: Cursor | None, max_buffer: int
     ) -> AsyncIterator[Subscription]:
-        """Subscribe to the feed of the app ``key`` (see :meth:`Runner.subscribe`)."""
         if max_buffer < 1:
             raise ValueError(f"max_buffer={max_buffer} must be at least 1 (batches)")
         feed = await self._feed(key, open_events, cursor)
@@ -478,7 +426,7 @@ class Fanout(anyio.AsyncContextManagerMixin):
             async with AsyncExitStack() as stack:
                 stack.enter_context(receive)
                 catch_up: EventStream | None = None
-                if join.limits is not None:  # its own reader, to the feed's first kept batch
+                if join.limits is not None:
                     catch_up = await stack.enter_async_context(
                         open_events(cursor, anchor_lines=None, limits=join.limits)
                     )
