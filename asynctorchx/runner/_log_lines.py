@@ -14,15 +14,12 @@ from asynctorchx.schedulers.toolkit import LogBlock
 class LogLines(AsyncIterator[str]):
     """The lines of one replica's log, an async iterator that opens the log at its first step.
 
-    TorchX's ``Runner.log_lines`` raises ``UnknownAppException`` at the call; an async
-    method can check nothing before an ``await``, so ``lines = await runner.log_lines(...)``
-    opens the log (checks the app) at once and returns the same iterator, opened (a web
-    handler can answer 404 before it streams). For one task at a time, as an async
-    generator: a step while another is in progress raises ``RuntimeError``.
+    TorchX's ``Runner.log_lines`` raises ``UnknownAppException`` at the call; here
+    ``await runner.log_lines(...)`` opens the log at once and returns the same iterator.
+    For one task at a time.
 
     Args:
-        opener: ``await opener()`` checks the app and returns the scheduler's blocks
-            (``Scheduler.log_blocks``); called once.
+        opener: ``await opener()`` checks the app and returns the scheduler's blocks.
     """
 
     __slots__ = ("_blocks", "_lines", "_opener", "_opening")
@@ -34,11 +31,7 @@ class LogLines(AsyncIterator[str]):
         self._lines = self._read()
 
     def __await__(self) -> Generator[Any, None, LogLines]:
-        """Open the log and return this iterator.
-
-        Raises:
-            UnknownAppException: the scheduler does not know the app.
-        """
+        """Open the log and return this iterator; ``UnknownAppException``: an unknown app."""
         return self._open().__await__()
 
     async def _open(self) -> LogLines:
@@ -49,22 +42,16 @@ class LogLines(AsyncIterator[str]):
         return self
 
     def __aiter__(self) -> AsyncIterator[str]:
-        # the generator itself: a coroutine per line (an __anext__ of this class) would
-        # cost benchmark 5's runner_log_lines row
+        # the generator itself, not a coroutine per line (benchmark 5's runner_log_lines row)
         return self._lines
 
     def __anext__(self) -> Awaitable[str]:
-        """The next line (opening the log at the first step).
-
-        Raises:
-            StopAsyncIteration: no more lines (or the log was closed).
-            UnknownAppException: (first step) the scheduler does not know the app.
-        """
+        """The next line, the log opened at the first step."""
         return self._lines.__anext__()
 
     async def _read(self) -> AsyncGenerator[str]:
         await self._open()
-        if self._blocks is None:  # closed before it was opened
+        if self._blocks is None:
             return
         async with aclosing(self._blocks):  # type: ignore[type-var]
             async for _, lines in self._blocks:

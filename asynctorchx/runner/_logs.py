@@ -1,11 +1,4 @@
-"""Merged log streams: :class:`LogLine` and :func:`fan_in`, behind :meth:`Runner.log_stream`.
-
-TorchX's ``torchx.runner.api.Runner.log_lines`` reads one replica at a time; an async
-caller can read several at once, each replica by its own task of a task group, into
-one memory object stream. :func:`fan_in` is that machinery for any producers; it also
-carries the event stream of :mod:`asynctorchx.runner._events`. :class:`LogLine` is
-re-exported by :mod:`asynctorchx.runner`.
-"""
+"""Merged log streams: :class:`LogLine` and :func:`fan_in`, behind :meth:`Runner.log_stream`."""
 
 from __future__ import annotations
 
@@ -41,12 +34,7 @@ class LogLine:
 
 
 async def deliver(send: MemoryObjectSendStream[T], item: T) -> bool:
-    """Send ``item``, waiting while the buffer is full; ``False`` once the reader left.
-
-    Args:
-        send: the producer's end of the stream.
-        item: what to send.
-    """
+    """Send ``item``, waiting while the buffer is full; ``False`` once the reader left."""
     try:
         await send.send(item)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -73,20 +61,9 @@ async def _produce(
 async def fan_in(
     producers: Iterable[Producer[T]], max_buffer_size: int
 ) -> AsyncIterator[MemoryObjectReceiveStream[T]]:
-    """Run each producer in its own task, all sending into one bounded stream.
+    """Run each producer in its own task, all sending into one stream of ``max_buffer_size``.
 
-    The stream ends when every producer has returned. A producer waits while the
-    buffer holds ``max_buffer_size`` items (back-pressure, never an unbounded queue).
-    Leaving the block (or cancelling its task) cancels every producer.
-
-    Args:
-        producers: each is awaited with its own clone of the send end.
-        max_buffer_size: items the stream holds before producers wait.
-
-    Raises:
-        Exception: the first error of a producer, as itself; it wins over the
-            cancellation it caused in the block. An error of the block is raised as
-            itself too, not inside an ``ExceptionGroup``.
+    The stream ends when every producer returned; the first producer error is raised as itself.
     """
     send, receive = anyio.create_memory_object_stream[T](max_buffer_size=max_buffer_size)
     failures: list[Exception] = []
@@ -103,6 +80,5 @@ async def fan_in(
         if not failures:
             raise
     if failures:
-        # a producer failed (an unknown role or replica id, an unsupported stream):
-        # its error, as itself, wins over the cancellation it caused in the block
+        # the producer's error wins over the cancellation it caused in the block
         raise failures[0]

@@ -1,9 +1,7 @@
-"""Refuse a component's ``--script`` that the replicas will not find (TorchX issue 405).
+"""Refuse at dry run a ``--script`` the replicas will not find (TorchX issue 405).
 
-A path that is not in the replica's working directory fails only once the job runs,
-after the image is built and the job queued; these checks fail at dry run instead. Not
-checked: no workspace on a remote scheduler, an absolute path inside an image, a path
-with a ``$``: the file is not on this host.
+Not checked where the file is not on this host: a remote scheduler without workspace,
+an absolute path inside an image, a path with a ``$``.
 """
 
 from __future__ import annotations
@@ -34,14 +32,7 @@ def script_to_check(
     defaults: Mapping[str, str] | None,
     data: Mapping[str, Any] | None,
 ) -> str | None:
-    """Return the ``--script`` of a builtin component that runs one, else ``None``.
-
-    Args:
-        fn: the component function.
-        argv: its command line, already materialized once (so it parses).
-        defaults: the ``[component:<name>]`` defaults.
-        data: its arguments given as data, or ``None``.
-    """
+    """The ``--script`` of a builtin component that runs one, else ``None``."""
     from asynctorchx.specs.builders import parse_args
 
     if (getattr(fn, "__module__", ""), getattr(fn, "__qualname__", "")) not in _RUN_A_SCRIPT:
@@ -53,24 +44,14 @@ def script_to_check(
 def check_before_build(
     component: str, script: str, app: AppDef, workspace: Workspace | str | None
 ) -> None:
-    """Check ``script`` in the workspace of role 0 (``workspace``, else its own), if any.
-
-    Raises:
-        ScriptNotFoundError: the workspace does not hold ``script``.
-    """
+    """Check ``script`` in the workspace of role 0, if any."""
     for role, role_workspace in role_workspaces(app, workspace):
         if role is app.roles[0]:
             check_in_workspace(component, script, role_workspace)
 
 
 def check_after_dryrun(component: str, script: str, info: AppDryRunInfo[Any]) -> None:
-    """Check ``script`` in the working directory of each replica of a local request.
-
-    Requests of other schedulers (whose replicas do not run on this host) pass.
-
-    Raises:
-        ScriptNotFoundError: the script is not a file for some replica.
-    """
+    """Check ``script`` in the working directory of each replica of a local request."""
     from asynctorchx.schedulers.local._request import PopenRequest
 
     if not isinstance(info.request, PopenRequest):
@@ -101,11 +82,7 @@ def _in_project(script: str, source: str, subdir: str) -> Path | None:
 
 
 def check_in_workspace(component: str, script: str, workspace: Workspace) -> None:
-    """Check that the relative ``script`` is a file of ``workspace`` (as it will be laid out).
-
-    Raises:
-        ScriptNotFoundError: no project of ``workspace`` holds ``script``.
-    """
+    """Check that the relative ``script`` is a file of ``workspace`` as it will be laid out."""
     if os.path.isabs(script):
         return
     for source, subdir in workspace.projects.items():

@@ -1,10 +1,6 @@
 """Termination signals, owned explicitly: close what runs, then die of the signal.
 
-A scheduler never installs a signal handler by being entered (TorchX's local scheduler
-does); whoever owns the process's signals asks, with :func:`terminate_on_signals`. One
-receiver per event loop (a :class:`anyio.lowlevel.RunVar`) closes every registered object
-at a SIGTERM or SIGHUP, then re-raises the signal with its default action, so the exit
-status says "killed by SIGTERM".
+Unlike TorchX's local scheduler, entering a scheduler installs no handler: the owner asks.
 """
 
 from __future__ import annotations
@@ -22,19 +18,15 @@ import anyio.lowlevel
 
 from asynctorchx.schedulers.toolkit import Notifier, background_tasks, gather
 
-#: The signals that end the process and that an owner turns into a clean shutdown:
-#: ``SIGTERM`` (a service manager, ``kill``) and ``SIGHUP`` (the terminal closed).
-#: ``SIGINT`` is left alone: it raises ``KeyboardInterrupt``, which unwinds every
-#: ``async with`` block and so closes what runs anyway.
+#: The signals an owner turns into a clean shutdown; SIGINT's ``KeyboardInterrupt``
+#: unwinds every ``async with`` block anyway.
 TERMINATION_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP)
 
 
 class SupportsClose(Protocol):
     """Anything with an idempotent ``async close()``: a Runner or a Scheduler."""
 
-    def close(self) -> Awaitable[None]:
-        """Free what it holds; end what it runs."""
-        ...
+    def close(self) -> Awaitable[None]: ...
 
 
 class _Hub:
@@ -48,11 +40,7 @@ class _Hub:
     async def serve(
         self, key: object, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Host the receiver whenever no other block does, until ``key`` leaves.
-
-        Reports started once a receiver (this one or another block's) is installed; the
-        status is then replaced by anyio's ignored one, so later reports do nothing.
-        """
+        """Host the receiver whenever no other block does, until ``key`` leaves."""
         while key in self.closeables:
             event = self.changed.event
             if self.hosted:
@@ -92,22 +80,15 @@ def _hub() -> _Hub:
 
 
 def _takeable_signals() -> list[signal.Signals]:
-    """The termination signals a receiver may take: every one not set to be ignored.
-
-    A signal the program ignores (``nohup`` ignores SIGHUP, a background job may ignore
-    SIGTERM) stays ignored: the user asked the process to survive it.
-    """
+    """The termination signals not ignored (``nohup``): the user asked to survive those."""
     return [signum for signum in TERMINATION_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN]
 
 
 def can_own_signals() -> bool:
     """Whether a Runner with ``handle_signals=None`` takes the termination signals here.
 
-    True in the main thread when SIGTERM has its default action (a plain script, also
-    under ``nohup``, which only ignores SIGHUP), or is already served by this event
-    loop's receiver. False when the program handles SIGTERM itself (a web server's
-    graceful shutdown): its handlers are kept. Each signal is then taken only if it is
-    not ignored (see :data:`TERMINATION_SIGNALS`).
+    True in the main thread when SIGTERM has its default action or this loop serves it
+    already; False when the program handles SIGTERM itself (a web server).
     """
     if threading.current_thread() is not threading.main_thread():
         return False
@@ -121,10 +102,8 @@ def can_own_signals() -> bool:
 async def terminate_on_signals(closeable: SupportsClose) -> AsyncIterator[None]:
     """While the block runs, SIGTERM or SIGHUP closes ``closeable``, then ends the process.
 
-    Every block of the event loop is served by one receiver; a signal closes the objects
-    of every open block concurrently (each ``close`` terminating its apps with their
-    stop timeout), then the process dies of the signal as it would have. Leaving the
-    block unregisters ``closeable`` only; the receiver stays while any block is open.
+    One receiver per event loop closes every open block's object concurrently, then the
+    process dies of the signal as it would have.
 
     Args:
         closeable: what to close on the signal, e.g. a Runner or an entered scheduler.
