@@ -1,12 +1,6 @@
-"""Lifecycle traces of an app group, with the optional ``otel`` extra (OpenTelemetry).
+"""OpenTelemetry spans of an app group (``asynctorchx.group``) and its apps (``asynctorchx.app``).
 
-Each :class:`~asynctorchx.runner.AppGroup` is a span ``asynctorchx.group``, each of its
-apps a child span ``asynctorchx.app`` from submit to terminal state, with an event per
-state seen (``submitted``, ``pending``, ``running``, the terminal one), the attributes
-``asynctorchx.scheduler``, ``asynctorchx.app.{name,roles,replicas,id,handle,state,
-exit_code}``, and status ``ERROR`` unless the app succeeded. Without the API, or without
-a recording tracer provider, :func:`open_group_trace` returns ``None``: tracing costs
-nothing until the program turns it on.
+Without the ``otel`` extra or a recording provider, :func:`open_group_trace` returns ``None``.
 """
 
 from __future__ import annotations
@@ -21,12 +15,7 @@ if TYPE_CHECKING:
 
 
 def open_group_trace(fail_fast: bool, stop_timeout: float) -> GroupTrace | None:
-    """Start the span of a group; ``None`` when OpenTelemetry is absent or not recording.
-
-    Args:
-        fail_fast: the group's ``fail_fast``, recorded on its span.
-        stop_timeout: the group's ``stop_timeout`` (seconds), recorded on its span.
-    """
+    """Start the span of a group; ``None`` when OpenTelemetry is absent or not recording."""
     try:
         from opentelemetry import trace
     except ImportError:
@@ -39,25 +28,20 @@ def open_group_trace(fail_fast: bool, stop_timeout: float) -> GroupTrace | None:
             "asynctorchx.group.stop_timeout": stop_timeout,
         },
     )
-    if not span.is_recording():  # no provider configured: nothing to record
+    if not span.is_recording():
         return None
     return GroupTrace(tracer, span)
 
 
 class GroupTrace:
-    """The span of one group, parent of its apps' spans.
-
-    Args:
-        tracer: the ``asynctorchx`` tracer.
-        span: the group's span, started.
-    """
+    """The span of one group, parent of its apps' spans."""
 
     def __init__(self, tracer: Tracer, span: Span) -> None:
         self._tracer = tracer
         self._span = span
 
     def current(self) -> AbstractContextManager[object]:
-        """Make the group's span current (the block's own spans become its children)."""
+        """Make the group's span current, parent of the block's own spans."""
         from opentelemetry import trace
 
         # end() records what left the block, once
@@ -66,12 +50,7 @@ class GroupTrace:
         )
 
     def app(self, app: AppDef, scheduler: str) -> AppTrace:
-        """Start the span of ``app``, about to be submitted to ``scheduler``.
-
-        Args:
-            app: the app.
-            scheduler: the scheduler's registered name.
-        """
+        """Start the span of ``app``, about to be submitted to ``scheduler``."""
         from opentelemetry import trace
 
         span = self._tracer.start_span(
@@ -87,61 +66,36 @@ class GroupTrace:
         return AppTrace(span)
 
     def end(self, error: BaseException | None, failed: AppHandle | None) -> None:
-        """End the group's span.
-
-        Args:
-            error: what left the block, if anything did.
-            failed: the app that failed a ``fail_fast`` group, if one did.
-        """
+        """End the group's span, with what left the block and the app that failed it."""
         _end(self._span, None if failed is None else f"{failed} failed", error)
 
 
 class AppTrace:
-    """The span of one app of a group.
-
-    Args:
-        span: the app's span, started.
-    """
+    """The span of one app of a group."""
 
     def __init__(self, span: Span) -> None:
         self._span = span
         self._state: AppState | None = None
 
     def submitted(self, handle: AppHandle) -> None:
-        """The scheduler accepted the app as ``handle``.
-
-        Args:
-            handle: the app's handle.
-        """
+        """The scheduler accepted the app as ``handle``."""
         self._span.set_attribute("asynctorchx.app.handle", handle)
         self._span.set_attribute("asynctorchx.app.id", parse_app_handle(handle).app_id)
         self._span.add_event("submitted")
         self._state = AppState.SUBMITTED
 
     def not_submitted(self, error: BaseException) -> None:
-        """The submit failed with ``error``; the span ends.
-
-        Args:
-            error: the submit's error.
-        """
+        """The submit failed with ``error``; the span ends."""
         _end(self._span, error=error)
 
     def changed(self, status: AppStatus) -> None:
-        """The app was seen in ``status``: an event if its state is new.
-
-        Args:
-            status: the app's status.
-        """
+        """The app was seen in ``status``: an event if its state is new."""
         if status.state != self._state:
             self._state = status.state
             self._span.add_event(status.state.name.lower())
 
     def ended(self, status: AppStatus | None) -> None:
-        """The app ended in ``status`` (``None``: it was not followed to its end); the span ends.
-
-        Args:
-            status: its final status, or ``None``.
-        """
+        """The app ended in ``status`` (``None``: not followed to its end); the span ends."""
         if status is None:
             _end(self._span, "still running when the group ended")
             return
@@ -162,8 +116,7 @@ class AppTrace:
 
 
 def _end(span: Span, error_status: str | None = None, error: BaseException | None = None) -> None:
-    """End ``span``: status ``ERROR`` with ``error_status``, or with the type of ``error``
-    (recorded on the span), when either is given."""
+    """End ``span``, status ``ERROR`` with ``error_status`` or the type of ``error``."""
     from opentelemetry.trace import Status, StatusCode
 
     if error is not None:

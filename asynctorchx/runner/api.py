@@ -1,24 +1,5 @@
-"""The async Runner, at the import path ``torchx.runner.api`` has in TorchX.
-
-This module defines :func:`get_runner` (as ``torchx.runner.api.get_runner``; the backends
-stay unimported until a scheduler is made) and re-exports the other names TorchX 0.7.0's
-``torchx.runner.api`` has; the names asynctorchx adds (``LogLine``, ``LogLines``, the
-events of :meth:`Runner.events`) are imported from :mod:`asynctorchx.runner`. The rest
-lives in private modules:
-
-- :mod:`asynctorchx.runner._runner`: :class:`Runner` (TorchX's
-  ``torchx.runner.api.Runner``, as coroutines, plus ``watch`` and ``log_stream``);
-- :mod:`asynctorchx.runner._hosting`: how the runner creates its schedulers on first
-  use and hosts each in a task of its task group;
-- :mod:`asynctorchx.runner._logs`: :class:`LogLine` and the merged log stream behind
-  :meth:`Runner.log_stream`;
-- :mod:`asynctorchx.runner._events`: :class:`StateEvent`, :class:`LogEvent`
-  (:data:`AppEvent`) and the resumable event stream behind :meth:`Runner.events`;
-- :mod:`asynctorchx.runner.events`: ``log_event``, the usage event the Runner records
-  around each API call.
-
-The tracker environment variable names and helpers (:mod:`asynctorchx.tracker.api`)
-and the spec and scheduler names ``torchx.runner.api`` imports stay importable from here.
+"""The async Runner at TorchX's import path ``torchx.runner.api``: :func:`get_runner` and
+the names TorchX's module has.
 """
 
 from __future__ import annotations
@@ -68,17 +49,10 @@ def get_runner(
     """Return a :class:`Runner` over every registered scheduler; use it with ``async with``.
 
     Args:
-        name: the session name (default ``torchx``, as TorchX; a custom name warns with
-            ``FutureWarning``, as TorchX does).
-        component_defaults: ``{component: {argument: default}}``; default: the
-            ``[component:<name>]`` sections of the ``.torchxconfig`` files.
-        config_sections: the ``.torchxconfig`` sections already read
-            (:func:`asynctorchx.runner.config.load_sections`); ``None``: the files are
-            read here, once. The component defaults and the trackers
-            (:mod:`asynctorchx.tracker.api`, with their environment variables) are
-            taken from them when the runner is made.
-        handle_signals: whether the runner owns SIGTERM and SIGHUP while entered
-            (``None``: when the program left them at their defaults); see :class:`Runner`.
+        name: the session name (default ``torchx``; another warns ``FutureWarning``, as TorchX).
+        component_defaults: ``{component: {argument: default}}``; default: the config files'.
+        config_sections: the ``.torchxconfig`` sections already read; ``None``: read here.
+        handle_signals: whether the runner owns SIGTERM and SIGHUP; see :class:`Runner`.
         scheduler_params: keyword arguments for every scheduler factory.
 
     Raises:

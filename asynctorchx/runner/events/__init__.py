@@ -1,13 +1,5 @@
-"""Usage events of the Runner API: one :class:`TorchxEvent` per call, logged at DEBUG.
-
-As TorchX's ``torchx.runner.events``: the :class:`~asynctorchx.runner.Runner` enters
-:class:`log_event` around each API call (``run``, ``dryrun``, ``schedule``, ``status``,
-``wait``, ``cancel``, ``describe``, ``list``, ``log_lines``, ...); when the call ends,
-normally or by an exception, the event (its scheduler, app id, run config, CPU and wall
-time, and the exception's traceback if any) is logged as one JSON line at ``DEBUG`` on
-the ``asynctorchx.runner.events`` logger. Nothing is sent anywhere: attach a handler to
-that logger to collect the events, or :func:`record` an event to a destination (a
-handler of :mod:`.handlers`, an event-handler plugin's included).
+"""Usage events of the Runner API (TorchX's ``torchx.runner.events``): one
+:class:`TorchxEvent` per call, logged as JSON at DEBUG on ``asynctorchx.runner.events``.
 """
 
 from __future__ import annotations
@@ -38,17 +30,17 @@ class TorchxEvent:
     """One Runner API call, as TorchX's ``torchx.runner.events.api.TorchxEvent``.
 
     Args:
-        session: the app id when known, else ``""`` (TorchX's choice).
-        scheduler: the scheduler's registered name (``""`` when the call has none yet).
-        api: the Runner method's name (``"run"``, ``"status"``, ...).
+        session: the app id when known, else ``""`` (as TorchX).
+        scheduler: the scheduler's registered name, or ``""``.
+        api: the Runner method's name.
         app_id: the app's id on its scheduler, when known.
         app_image: role 0's image, when known.
         runcfg: the run options as JSON, when given.
         raw_exception: the formatted traceback of the exception that ended the call.
         source: where the event comes from.
-        cpu_time_usec: process CPU time spent in the call, in microseconds.
-        wall_time_usec: wall time spent in the call, in microseconds.
-        start_epoch_time_usec: when the call started, in microseconds since the epoch.
+        cpu_time_usec: process CPU time in the call, microseconds.
+        wall_time_usec: wall time in the call, microseconds.
+        start_epoch_time_usec: when the call started, microseconds since the epoch.
         workspace: the workspace given to the call, when any.
     """
 
@@ -73,9 +65,6 @@ class TorchxEvent:
     def deserialize(data: str | TorchxEvent) -> TorchxEvent:
         """Return the event :meth:`serialize` wrote (an event is returned as it is).
 
-        Args:
-            data: a JSON object written by :meth:`serialize`, or an event.
-
         Raises:
             json.JSONDecodeError: ``data`` is not JSON.
             TypeError: the JSON object has a key that is not a field.
@@ -94,15 +83,13 @@ class TorchxEvent:
         return self.serialize()
 
 
-#: The logger of each destination given to :func:`record`, made on its first event.
 _destinations: dict[str, logging.Logger] = {}
 
 
 def record(event: TorchxEvent, destination: str | None = None) -> None:
-    """Log ``event`` as one JSON line at ``DEBUG`` on ``asynctorchx.runner.events``, or,
-    given a ``destination``, at ``INFO`` through that destination's handler only
-    (:func:`.handlers.get_logging_handler`, on a logger of its own that does not
-    propagate, as torchx-nightly's ``record``).
+    """Log ``event`` as JSON at DEBUG, or at INFO through ``destination``'s handler only.
+
+    As torchx-nightly's ``record``.
 
     Args:
         event: the event to log.
@@ -112,7 +99,7 @@ def record(event: TorchxEvent, destination: str | None = None) -> None:
         KeyError: ``destination`` names no handler.
     """
     if destination is None:
-        if logger.isEnabledFor(logging.DEBUG):  # serialized only when it is logged
+        if logger.isEnabledFor(logging.DEBUG):
             logger.debug("%s", event.serialize())
         return
     if destination not in _destinations:
@@ -129,11 +116,8 @@ def record(event: TorchxEvent, destination: str | None = None) -> None:
 class log_event:  # TorchX's name and casing (torchx.runner.events.log_event)
     """Context manager that records one :class:`TorchxEvent` for the code it wraps.
 
-    Entering it starts the clocks; leaving it (normally or by an exception, which it
-    does not swallow) fills in the CPU and wall time, and the traceback of the
-    exception if any, and :func:`record` s the event. The code inside may complete
-    :attr:`event` (e.g. the app id once submitted). Plain ``with``: it never awaits, so
-    it wraps coroutine code as well.
+    Leaving it fills in the times and any exception's traceback, then :func:`record` s
+    the event; the code inside may complete :attr:`event`.
 
     Args:
         api: the Runner method's name.

@@ -1,11 +1,6 @@
 """The handlers events are recorded through (torchx-nightly's ``torchx.runner.events.handlers``).
 
-A destination names a :class:`logging.Handler`: ``console`` (a
-:class:`logging.StreamHandler` on stderr) and ``null`` (a :class:`logging.NullHandler`)
-are built in; an event-handler plugin (``@register.event_handler`` in
-``asynctorchx_plugins.event_handlers``, or the entry point group
-``asynctorchx.event_handlers``) of the same name wins over them, so a deployment sends
-events to its own sink without patching this module.
+``console`` and ``null`` are built in; an event-handler plugin of the same name wins.
 """
 
 from __future__ import annotations
@@ -23,8 +18,7 @@ _log_handlers: dict[str, logging.Handler] = {
 def get_logging_handler(destination: str = "null") -> logging.Handler:
     """Return the handler that records events for ``destination``.
 
-    A plugin's factory is called at each call (TorchX's choice); a built-in handler is
-    the same object each time.
+    A plugin's factory is called at each call, as TorchX.
 
     Args:
         destination: the plugin's name, ``console`` or ``null``.
