@@ -1,22 +1,7 @@
 """What ``run`` runs: from its flags (and ``[cli:run]``), or from a JSON object on stdin.
 
-``run --stdin`` reads one JSON object with the field names of TorchX's
-``torchx.cli.cmd_run.TorchXRunArgs`` (after TorchX 0.7.0), so a request written for
-TorchX's ``torchx run --stdin`` works here:
-
-* ``component_name`` (string, required): the component, e.g. ``"utils.echo"``.
-* ``scheduler`` (string) and ``scheduler_args`` (object of run options,
-  ``{"log_dir": "/tmp/x"}``). TorchX requires both; here they default as on the command
-  line (``[cli:run]``, then the default scheduler; no options).
-* ``component_args`` (object, ``{"msg": "hi"}``: values as data) and
-  ``component_args_str`` (list of strings: the component's command line); when both are
-  given, ``component_args`` wins for the arguments it names.
-* ``dryrun``, ``wait``, ``log``, ``tee_logs`` (booleans, default ``false``),
-  ``workspace`` (string; ``""`` or absent: the default, ``null``: build nothing) and
-  ``parent_run_id`` (string or ``null``).
-
-Any other field is an error (TorchX's rule), and so is any ``run`` flag besides
-``--stdin`` and ``--json``: the JSON says everything.
+``run --stdin`` takes the fields of TorchX's ``torchx.cli.cmd_run.TorchXRunArgs``;
+``scheduler`` and ``scheduler_args`` default as on the command line.
 """
 
 from __future__ import annotations
@@ -37,24 +22,7 @@ CLI_RUN_KEYS = ("component", "scheduler", "scheduler_args", "workspace", "parent
 
 @attrs.frozen
 class RunSettings:
-    """What ``run`` runs: its flags, else the ``[cli:run]`` defaults of the config.
-
-    Args:
-        scheduler: the scheduler's registered name.
-        component: the component's name (``utils.echo``, ``file.py:fn``).
-        component_args: the component's command line.
-        workspace: the directory to build into role 0's image; ``None``: not given
-            (the default applies), ``""``: build nothing.
-        scheduler_args: run options as ``key=value,...`` (``-cfg``).
-        parent_run_id: the tracker's parent run id.
-        scheduler_args_json: run options as a JSON object (``--stdin``), or ``None``.
-        component_config: argument values given as data (``--stdin``'s
-            ``component_args``).
-        dryrun: print the request, start nothing.
-        wait: wait for the app to finish.
-        log: stream the app's logs while waiting.
-        tee_logs: stream the logs of every replica while waiting (implies ``log``).
-    """
+    """What ``run`` runs; ``workspace`` ``None``: the default, ``""``: build nothing."""
 
     scheduler: str
     component: str
@@ -71,15 +39,7 @@ class RunSettings:
 
 
 def from_flags(args: argparse.Namespace, defaults: Mapping[str, str]) -> RunSettings:
-    """Combine ``run``'s flags with the ``[cli:run]`` section ``defaults`` (flags win).
-
-    Args:
-        args: the parsed ``run`` flags.
-        defaults: the keys of the ``[cli:run]`` section.
-
-    Raises:
-        UsageError: no component is named by either.
-    """
+    """Combine ``run``'s flags with the ``[cli:run]`` section ``defaults`` (flags win)."""
     component = args.component or defaults.get("component")
     if not component:
         raise UsageError(
@@ -107,7 +67,6 @@ def from_flags(args: argparse.Namespace, defaults: Mapping[str, str]) -> RunSett
     )
 
 
-#: The fields of ``--stdin``'s JSON object and the types each accepts.
 _FIELDS: dict[str, tuple[type, ...]] = {
     "component_name": (str,),
     "scheduler": (str,),
@@ -127,11 +86,7 @@ _ALLOWED_WITH_STDIN = frozenset({"stdin", "json", "command", "log_level"})
 
 
 def _check_no_flags(args: argparse.Namespace) -> None:
-    """Refuse every ``run`` flag but ``--stdin`` and ``--json`` (TorchX's rule).
-
-    Raises:
-        UsageError: another flag or a component was given.
-    """
+    """Refuse every ``run`` flag but ``--stdin`` and ``--json`` (TorchX's rule)."""
     given = [
         name
         for name, value in vars(args).items()
@@ -145,12 +100,7 @@ def _check_no_flags(args: argparse.Namespace) -> None:
 
 
 def _read_object(stdin: IO[str]) -> dict[str, Any]:
-    """Read one JSON object from ``stdin`` and check its fields' names and types.
-
-    Raises:
-        UsageError: not JSON, not an object, an unknown field, or a field of the
-            wrong type.
-    """
+    """Read one JSON object from ``stdin`` and check its fields' names and types."""
     try:
         data = json.load(stdin)
     except json.JSONDecodeError as exc:
@@ -166,7 +116,7 @@ def _read_object(stdin: IO[str]) -> dict[str, Any]:
             f"--stdin: unknown field(s) {', '.join(unknown)}; the fields are {', '.join(_FIELDS)}"
         )
     for name, value in data.items():
-        if not isinstance(value, _FIELDS[name]):  # (a bool is an int; no field takes an int)
+        if not isinstance(value, _FIELDS[name]):
             kinds = " or ".join("null" if t is type(None) else t.__name__ for t in _FIELDS[name])
             raise UsageError(f"--stdin: field {name!r} must be {kinds}, got {value!r}")
     if not data.get("component_name"):
@@ -180,16 +130,7 @@ def _read_object(stdin: IO[str]) -> dict[str, Any]:
 def from_stdin(
     args: argparse.Namespace, stdin: IO[str], defaults: Mapping[str, str]
 ) -> RunSettings:
-    """Read what to run from the JSON object on ``stdin`` (see the module docstring).
-
-    Args:
-        args: the parsed ``run`` flags (only ``--stdin`` and ``--json`` may be given).
-        stdin: where the JSON object is read from.
-        defaults: the keys of the ``[cli:run]`` section (``scheduler``).
-
-    Raises:
-        UsageError: another flag was given, or the JSON is not a valid request.
-    """
+    """Read what to run from the JSON object on ``stdin``."""
     _check_no_flags(args)
     data = _read_object(stdin)
     workspace = data.get("workspace", "")
