@@ -40,23 +40,18 @@ from asynctorchx.specs.metadata_keys import TORCHX_CONTEXT_NAME
 #: seconds `run` waits for an interrupted app to end before closing the runner
 _CANCEL_BOUND_S = 60.0
 
-#: Signals that make `run` cancel its app: Ctrl-C, `kill`, and the terminal closing
-#: (replicas run in their own sessions, so a hangup never reaches them by itself).
+#: Signals that make `run` cancel its app; replicas run in their own sessions, so a
+#: hangup never reaches them by itself.
 _CANCEL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _cancel_signals() -> list[signal.Signals]:
-    """Return the :data:`_CANCEL_SIGNALS` this process does not ignore.
-
-    A signal ignored at startup stays ignored, as Python does for SIGINT: ``nohup``
-    (SIGHUP) and a shell's background job (SIGINT) ask for the app to survive them.
-    """
+    """The :data:`_CANCEL_SIGNALS` not ignored: ``nohup`` asks for the app to survive SIGHUP."""
     return [signum for signum in _CANCEL_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN]
 
 
 async def _listen(signals: AsyncIterator[signal.Signals], scope: anyio.CancelScope) -> None:
-    """Cancel ``scope`` (the submit, stream and wait of the app) at the first SIGINT, SIGTERM
-    or SIGHUP; at the next ones only say that the app is still being cancelled."""
+    """Cancel ``scope`` at the first signal; at the next ones say the app is being cancelled."""
     async for _ in signals:
         if not scope.cancel_called:
             scope.cancel()
@@ -69,11 +64,8 @@ async def _listen(signals: AsyncIterator[signal.Signals], scope: anyio.CancelSco
 
 @asynccontextmanager
 async def _interruptible() -> AsyncIterator[anyio.CancelScope]:
-    """Yield the scope the first SIGINT, SIGTERM or SIGHUP cancels.
-
-    The receiver stays until the block (and the runner inside it) is left: a second
-    Ctrl-C during the cleanup would otherwise abandon it and leave replicas running.
-    """
+    """Yield the scope the first signal cancels; kept to the end, so a second Ctrl-C
+    during the cleanup cannot abandon it."""
     interrupt = anyio.CancelScope()
     with anyio.open_signal_receiver(*_cancel_signals()) as signals:
         async with background_tasks() as task_group:
@@ -82,12 +74,7 @@ async def _interruptible() -> AsyncIterator[anyio.CancelScope]:
 
 
 def _repeated_options(fn: Callable[..., object], component_args: list[str]) -> list[str]:
-    """Return the component's options given more than once before the first ``--``.
-
-    TorchX refuses them (``torchx.cli.cmd_run``: "Repeated Command Line Arguments")
-    rather than keep the last silently. Only the function's own options count, so a
-    command's repeated flags (``utils.sh grep -e a -e b``) are left alone.
-    """
+    """The function's own options given more than once before ``--`` (TorchX refuses them)."""
     names = inspect.signature(fn).parameters
     flags = {f"--{name}" for name in names} | {f"-{name}" for name in names if len(name) == 1}
     before_dashes = itertools.takewhile(lambda arg: arg != "--", component_args)
@@ -102,15 +89,7 @@ def _materialize(
     values: Mapping[str, Any],
 ) -> AppDef:
     """Build the component's app; on failure, parse again to tell a usage error (exit 2)
-    from a bad component or config (exit 1).
-
-    Raises:
-        UsageError: an argument is missing, unknown, repeated or does not parse.
-        ComponentNotFoundException: no such component.
-        ComponentValidationException: the component, or a ``[component:<name>]``
-            default, is not valid; or the function did not return an ``AppDef``.
-        SystemExit: ``--help`` was given (argparse prints the help and exits 0).
-    """
+    from a bad component or config (exit 1)."""
     from asynctorchx.specs.builders import create_args_parser, materialize_appdef, parse_args
     from asynctorchx.specs.finder import get_component
 
@@ -144,18 +123,12 @@ def _print_dryrun(info: AppDryRunInfo[object], as_json: bool) -> None:
     print(info)
 
 
-#: Where the logs of a failed in-process run are kept:
-#: ``<temp dir>/asynctorchx-failed-<app id>-<random>``.
+#: ``<temp dir>/asynctorchx-failed-<app id>-<random>`` keeps a failed in-process run's logs.
 KEPT_LOGS_PREFIX = "asynctorchx-failed-"
 
 
 def _copy_logs(source: Path) -> Path | None:
-    """Copy the directory ``source`` into a new private directory (0700, a name no one
-    else can have taken) of the temp directory; ``None`` when ``source`` is gone.
-
-    Raises:
-        OSError: the copy failed (a full disk...); nothing of it is left behind.
-    """
+    """Copy ``source`` into a new private temp directory; ``None`` when ``source`` is gone."""
     if not source.is_dir():
         return None
     kept = Path(tempfile.mkdtemp(prefix=f"{KEPT_LOGS_PREFIX}{source.name}-"))
@@ -168,16 +141,8 @@ def _copy_logs(source: Path) -> Path | None:
 
 
 async def _keep_failed_logs(status: AppStatus, temporary_logs: bool) -> AppStatus:
-    """Copy the logs of a failed in-process app out of the scheduler's temporary directory
-    (removed when it closes) and return the status pointing at the copy, as TorchX's
-    ``torchx.schedulers.local_scheduler`` keeps its ``/tmp/torchx_*`` directories. A copy
-    that fails is removed and said on stderr; the status is then returned as it was.
-
-    Args:
-        status: the app's final status.
-        temporary_logs: whether the app lives in this process and no ``log_dir`` was
-            given.
-    """
+    """Copy a failed in-process app's logs out of the scheduler's temporary directory and
+    point the status at them, as TorchX keeps its ``/tmp/torchx_*`` directories."""
     url = status.ui_url or ""
     source = Path(url.removeprefix("file://"))
     in_temp = url.startswith("file://") and Path(tempfile.gettempdir()) in source.parents
@@ -197,13 +162,8 @@ async def _keep_failed_logs(status: AppStatus, temporary_logs: bool) -> AppStatu
 async def _follow(
     runner: Runner, handle: str, tail: bool, as_json: bool, temporary_logs: bool = False
 ) -> int:
-    """Wait for the app (printing its logs when ``tail``); return 0 if it succeeded, else 1.
-
-    The logs go to stderr, as ``torchx.cli.cmd_run`` prints them, so that stdout holds
-    the app handle alone (``APP_ID=$(asynctorchx run --wait --log ...)``); with
-    ``as_json`` the final status is one JSON line on stdout. The logs of a failed
-    in-process app are kept (:func:`_keep_failed_logs`).
-    """
+    """Wait for the app, its logs on stderr when ``tail`` (as ``torchx.cli.cmd_run``, so
+    that stdout holds the handle alone); 0 if it succeeded, else 1."""
     note(f"asynctorchx: waiting for {handle} (Ctrl-C cancels it)")
     if tail:
         async with runner.log_stream(handle, should_tail=True) as lines:
@@ -231,12 +191,8 @@ def _component_fn(component: str) -> Callable[..., AppDef]:
 
 
 def _workspace(run: RunSettings, caps: Capabilities) -> str | None:
-    """The directory ``run`` builds into role 0's image (copies, for ``slurm``), or ``None``.
-
-    As ``torchx.cli.cmd_run``: ``--workspace`` (or ``[cli:run]``) when given (``""``
-    builds nothing), else the current directory when the scheduler builds workspaces
-    (``caps.workspace``).
-    """
+    """``--workspace`` (``""``: none), else the current directory where workspaces build
+    (``torchx.cli.cmd_run``)."""
     if run.workspace is not None:
         return run.workspace or None
     return os.getcwd() if caps.workspace is not None else None
@@ -249,8 +205,7 @@ async def _announce_builds(
     caps: Capabilities,
     cfg: Mapping[str, CfgVal],
 ) -> AsyncIterator[None]:
-    """Say on stderr when the workspace builds of ``app`` start and what they gave
-    (nothing when nothing is built, or a directory workspace has no ``job_dir``)."""
+    """Say on stderr when the workspace builds of ``app`` start and what they gave."""
     built = [
         role
         for index, role in enumerate(app.roles)
@@ -274,25 +229,21 @@ async def _announce_builds(
 
 
 async def run(args: argparse.Namespace) -> int:
-    # TorchX's `torchx run` names its context for what it starts: replicas that inherit
-    # this process's environment (local, Slurm) and the scheduler code in it see it.
+    # as TorchX's `torchx run`: replicas that inherit this environment see it
     os.environ.setdefault(TORCHX_CONTEXT_NAME, "cli_run")
-    sections = config.load_sections()  # the one read of the .torchxconfig files
+    sections = config.load_sections()
     known = list(schedulers.get_scheduler_factories())
     config.warn_unknown(sections, known, {"cli:run": CLI_RUN_KEYS})
     defaults = config.get_configs("cli", "run", sections=sections)
     run = from_stdin(args, sys.stdin, defaults) if args.stdin else from_flags(args, defaults)
 
-    # Build the app before any scheduler starts: `--help` and bad component arguments
-    # end here (argparse's exit) rather than inside the runner's task group.
+    # before any scheduler starts: argparse's exit must not happen in the runner's task group
     component_defaults = config.get_component_defaults(sections=sections).get(run.component)
     app = _materialize(run.component, run.component_args, component_defaults, run.component_config)
     script = _script_check.script_to_check(
         _component_fn(run.component), run.component_args, component_defaults, run.component_config
     )
 
-    # The signal receiver is installed before anything is submitted and removed only
-    # after the runner has closed its schedulers (which terminates local replicas).
     async with (
         _interruptible() as interrupt,
         get_runner(config_sections=sections, handle_signals=False) as runner,
@@ -324,7 +275,7 @@ async def run(args: argparse.Namespace) -> int:
                 print_json_line({"app_handle": handle})
             else:
                 print(handle, flush=True)
-            # apps that end with this process: stay, follow their logs and wait by default
+            # an app that ends with this process is followed by default
             tie = caps.ends_with_runner_opt
             in_process = caps.apps_live_in_process or (tie is not None and cfg.get(tie) is True)
             tail = in_process or run.log or run.tee_logs
@@ -333,7 +284,6 @@ async def run(args: argparse.Namespace) -> int:
             temporary_logs = caps.apps_live_in_process and not cfg.get("log_dir")
             return await _follow(runner, handle, tail, args.json, temporary_logs)
 
-        # Only reached when a signal cancelled the scope above.
         note("asynctorchx: interrupted, cancelling the app")
         with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_BOUND_S):
             if handle is not None:
@@ -341,7 +291,6 @@ async def run(args: argparse.Namespace) -> int:
                 status = await runner.wait(handle)
                 if status is not None:
                     note(f"asynctorchx: {handle} {status.state.name}")
-        # leaving the runner closes its schedulers: what still runs is terminated
         return 1
 
 
