@@ -1,8 +1,4 @@
-"""The code of each CLI command (imported only when a command runs; see :mod:`.main`).
-
-``run`` lives in :mod:`asynctorchx.cli._run`; what commands share (``UsageError``,
-JSON output, printed lines) in :mod:`asynctorchx.cli._output`.
-"""
+"""The code of each CLI command but ``run`` (imported only when a command runs)."""
 
 from __future__ import annotations
 
@@ -26,12 +22,7 @@ from asynctorchx.specs.api import AppStatus, runopts
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    """Run the command named by ``args.command`` and return its exit code.
-
-    Raises:
-        Exception: whatever the command raised; :func:`asynctorchx.cli.main.run_cli`
-            prints it as one line and exits 1.
-    """
+    """Run the command named by ``args.command`` and return its exit code."""
     sync_commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "runopts": _runopts,
         "builtins": _builtins,
@@ -56,14 +47,8 @@ def dispatch(args: argparse.Namespace) -> int:
         return 2
 
 
-# --------------------------------------------------------------------------- inspect
-
-
 def _not_found(command: str, app_handle: str, runner: Runner) -> int:
-    """Print that ``app_handle`` is unknown (and where to look) on one line; return 1.
-
-    ``runner`` knows the handle's scheduler (it just answered for it).
-    """
+    """Print that ``app_handle`` is unknown (and where to look) on one line; return 1."""
     scheduler = app_handle.split("://", 1)[0]
     if runner.scheduler_capabilities(scheduler).apps_live_in_process:
         hint = (
@@ -138,11 +123,7 @@ async def _log(args: argparse.Namespace) -> int:
 
 
 async def _cancel(args: argparse.Namespace) -> int:
-    """Cancel the app, saying so at once, then wait for and print its end state.
-
-    A scheduler's cancel may take the app's grace period (``stop_timeout`` seconds for
-    replicas that ignore SIGTERM); the line printed first says the request is made.
-    """
+    """Cancel the app, saying so at once (it may take the grace period), then print its end."""
     async with get_runner(handle_signals=False) as runner:
         # Runner.cancel is a no-op for an unknown app (TorchX); the command says so
         if await runner.status(args.app_handle) is None:
@@ -160,7 +141,7 @@ async def _cancel(args: argparse.Namespace) -> int:
 async def _delete(args: argparse.Namespace) -> int:
     async with get_runner(handle_signals=False) as runner:
         known = await runner.status(args.app_handle) is not None
-        await runner.delete(args.app_handle)  # also what an unknown app left (idempotent)
+        await runner.delete(args.app_handle)  # also what an unknown app left
     if not known:
         return _not_found("delete", args.app_handle, runner)
     print(f"asynctorchx: deleted {args.app_handle}", file=sys.stderr)
@@ -191,18 +172,8 @@ async def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------- sync commands
-
-
 def _scheduler_run_opts(names: list[str] | None) -> dict[str, runopts]:
-    """Return the run options of ``names`` (default: every scheduler), in that order.
-
-    The runner is entered so that a scheduler made only to read its options (a factory
-    that exposes no capabilities) is closed; the built-ins create none.
-
-    Raises:
-        UnknownSchedulerException: a name is not registered (before anything is printed).
-    """
+    """The run options of ``names`` (default: every scheduler); the runner closes any it made."""
 
     async def read() -> dict[str, runopts]:
         async with Runner("torchx", schedulers.get_scheduler_factories()) as runner:

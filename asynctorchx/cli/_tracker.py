@@ -1,14 +1,6 @@
-"""The ``tracker`` command: query the first configured experiment tracker.
+"""The ``tracker`` command (TorchX's ``torchx.cli.cmd_tracker``): query the first tracker.
 
-TorchX's ``torchx tracker`` (``torchx.cli.cmd_tracker``): ``tracker list jobs
-[--parent-run-id ID]``, ``tracker list metadata RUN_ID``, ``tracker list artifacts
-[--artifact NAME] RUN_ID``, each printed as a table. ``tracker list lineage RUN_ID``
-prints the job's sources (the runs and artifacts it consumed), which TorchX 0.7.0 leaves
-unimplemented; ``--descendants-only`` is refused (a tracker records only sources).
-
-The trackers are those of :mod:`asynctorchx.tracker.api`: ``[torchx:tracker]`` in the
-``.torchxconfig`` or ``$TORCHX_TRACKERS``, each built from a ``torchx.tracker`` entry
-point or a ``module.path:factory`` path.
+``tracker list lineage`` prints a job's sources, which TorchX leaves unimplemented.
 """
 
 from __future__ import annotations
@@ -26,11 +18,7 @@ logger = logging.getLogger(__name__)
 
 
 def _tracker() -> TrackerBase:
-    """Return the first configured tracker, as TorchX queries.
-
-    Raises:
-        ConfigError: no tracker is configured, or none of them could be built.
-    """
+    """The first configured tracker, as TorchX queries."""
     configured = get_configured_trackers()
     if not configured:
         raise ConfigError(
@@ -83,16 +71,7 @@ _TABLES = {
 
 
 def tracker(args: argparse.Namespace) -> int:
-    """Run ``tracker list <what>`` and print its table; return the exit code.
-
-    Args:
-        args: the parsed ``tracker`` command line (``tracker_list`` names what to list).
-
-    Raises:
-        ConfigError: no tracker is configured or built.
-        UsageError: ``lineage --descendants-only``.
-        Exception: whatever the tracker raises.
-    """
+    """Run ``tracker list <what>`` and print its table; return the exit code."""
     rows_of, headers = _TABLES[args.tracker_list]
     rows = rows_of(_tracker(), args)
     print(tabulate(rows, headers=headers))

@@ -1,14 +1,7 @@
 """``asynctorchx``: the command line (TorchX's ``torchx`` commands and flags).
 
-Commands: ``run``, ``status``, ``describe``, ``log``, ``cancel``, ``delete``, ``list``,
-``runopts``, ``builtins``, ``configure``; global ``--version`` and ``--log_level``. This module only
-builds the parser; each command's code (and anyio, the runner, the schedulers) is
-imported when the command runs, so ``asynctorchx --help`` imports no backend (benchmark
-6's ``ours`` rows, ``bench_cli.py``, time the CLI's start and run; ``benchmarks/README.md``).
-
-Exit codes: 0 success; 1 an error (one line on stderr saying what is wrong and how to fix
-it; ``--log_level DEBUG`` adds the traceback) or an app that did not succeed; 2 a usage
-error (argparse).
+Only the parser: a command's code is imported when it runs (benchmark 6's ``ours`` rows).
+Exit codes: 0 success; 1 an error or an app that did not succeed; 2 a usage error.
 """
 
 from __future__ import annotations
