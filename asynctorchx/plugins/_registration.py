@@ -1,19 +1,5 @@
-"""The :class:`register` decorator, and what a named-resource plugin is written with
+"""The :class:`register` decorator and the named-resource share helpers
 (torchx-nightly's ``torchx.plugins._registration``).
-
-A named resource registered with :meth:`register.named_resource` comes with its name
-tagged on every :class:`~asynctorchx.specs.Resource` it makes
-(:class:`~asynctorchx.specs.resource_tags`), any aliases, and with ``fractionals``
-one more factory per share of the host, ``{name}_{suffix}``::
-
-    @register.named_resource(fractionals=powers_of_two_gpus)
-    def my_gpu(fractional: float = WHOLE) -> Resource:
-        return Resource(cpu=int(96 * fractional), gpu=int(8 * fractional),
-                        memMB=int(1_000_000 * fractional))
-
-registers ``my_gpu`` and ``my_gpu_8``, ``my_gpu_4``, ``my_gpu_2``, ``my_gpu_1``, each
-also an attribute of the module and an entry of its ``NAMED_RESOURCES`` dict (the form
-``TORCHX_CUSTOM_NAMED_RESOURCES`` reads).
 """
 
 from __future__ import annotations
@@ -39,8 +25,7 @@ Fractionals = Callable[[Resource], dict[float, str]] | dict[float, str]
 
 
 def powers_of_two_gpus(resource: Resource) -> dict[float, str]:
-    """Each power-of-two share of ``resource``'s GPUs with at least one GPU, suffixed by
-    its GPU count: 8 GPUs give ``{1.0: "8", 0.5: "4", 0.25: "2", 0.125: "1"}``.
+    """Each power-of-two share of ``resource``'s GPUs, suffixed by its GPU count.
 
     Args:
         resource: the whole host's resource.
@@ -62,16 +47,12 @@ def powers_of_two_gpus(resource: Resource) -> dict[float, str]:
 
 
 def halve_mem_down_to(*, minGiB: int) -> Callable[[Resource], dict[float, str]]:  # noqa: N803
-    """A ``fractionals`` function: the resource's memory halved while it is at least
-    ``minGiB``, each share suffixed by its GiB: 64 GiB with ``minGiB=8`` give
-    ``{1.0: "64", 0.5: "32", 0.25: "16", 0.125: "8"}``.
+    """A ``fractionals`` function: memory halved while at least ``minGiB``, suffixed by GiB.
 
     Args:
         minGiB: the smallest share's memory, in GiB (TorchX's keyword).
 
-    The returned function raises ``ValueError`` when the resource's ``memMB`` is not a
-    positive number of whole GiB, or ``minGiB`` is below its GiB with every factor 2
-    divided out (halving further would leave a fraction of a GiB).
+    The returned function raises ``ValueError`` when halving would leave a fraction of a GiB.
     """
 
     def shares_of(resource: Resource) -> dict[float, str]:
@@ -101,10 +82,7 @@ def halve_mem_down_to(*, minGiB: int) -> Callable[[Resource], dict[float, str]]:
 class register:
     """Decorator tagging a function as a plugin of a kind (TorchX's ``torchx.plugins.register``).
 
-    ``@register.scheduler()`` on ``def my_scheduler(session_name, **kwargs)`` in a module
-    of the namespace package ``asynctorchx_plugins.schedulers`` makes it the scheduler
-    ``my_scheduler``; ``register.scheduler(name="x")`` names it. The function is
-    returned unchanged, with the attributes ``_plugin_type`` and ``_plugin_name`` set.
+    The function is returned unchanged, tagged with ``_plugin_type`` and ``_plugin_name``.
 
     Args:
         type: the :class:`PluginType`.
@@ -132,8 +110,7 @@ class register:
 
     @classmethod
     def event_handler(cls, name: str | None = None) -> register:
-        """Register a factory of an event :class:`logging.Handler`, named after the
-        destination it serves."""
+        """Register a factory of an event :class:`logging.Handler` for a destination."""
         return cls(PluginType.EVENT_HANDLER, name)
 
     @classmethod
@@ -143,30 +120,19 @@ class register:
         aliases: list[str] | None = None,
         fractionals: Fractionals | None = None,
     ) -> _NamedResource:
-        """Register a named-resource factory (see the module).
+        """Register a named-resource factory, its resources tagged with its name.
 
         Args:
             name: the name; default: the function's ``__name__``.
             aliases: more names for the same factory (no fractional variants).
-            fractionals: ``{share: suffix}``, or a function of the whole resource to it
-                (:func:`powers_of_two_gpus`, :func:`halve_mem_down_to`); the function
-                decorated then takes the share as its one argument.
+            fractionals: ``{share: suffix}`` or a function to it; adds ``{name}_{suffix}``.
         """
         return _NamedResource(name, aliases or [], fractionals)
 
 
 class _NamedResource(register):
-    """:meth:`register.named_resource`'s decorator. Decorating, as TorchX's:
-
-    - the returned factory tags each resource with its name (and not fractional);
-    - each alias, and each ``{name}_{suffix}`` share (``fn(share)``, fractional below
-      :data:`WHOLE`), becomes an attribute of the module;
-    - every name goes in the module's ``NAMED_RESOURCES`` dict.
-
-    Decorating raises ``ValueError`` when a name is already in the module's
-    ``NAMED_RESOURCES``, and ``AttributeError`` when an alias or a share's name is
-    already an attribute of the module.
-    """
+    """:meth:`register.named_resource`'s decorator: aliases and shares become module
+    attributes and ``NAMED_RESOURCES`` entries, as TorchX's."""
 
     def __init__(self, name: str | None, aliases: list[str], fractionals: Fractionals | None):
         super().__init__(PluginType.NAMED_RESOURCE, name)

@@ -1,9 +1,5 @@
-"""Plugin registration and discovery (torchx-nightly's ``torchx.plugins``).
-
-:class:`register` tags a factory function; :class:`PluginRegistry` finds the tagged
-functions in the modules of the namespace package ``asynctorchx_plugins.<group>``
-(TorchX's ``torchx_plugins.<group>``) and beside them the entry points of the group
-``asynctorchx.<group>``, an entry point winning a name both register.
+"""Plugin discovery (torchx-nightly's ``torchx.plugins``): namespace packages
+``asynctorchx_plugins.<group>`` and entry points ``asynctorchx.<group>`` (which win a name).
 """
 
 from __future__ import annotations
@@ -29,14 +25,7 @@ SOURCE_ENV = "TORCHX_PLUGINS_SOURCE"
 
 
 class PluginType(str, enum.Enum):
-    """What a plugin provides; each value is its entry point group (TorchX's ``torchx.*``).
-
-    Each kind is read where TorchX reads it: schedulers by
-    :func:`asynctorchx.schedulers.get_scheduler_factories`, named resources by
-    :data:`asynctorchx.specs.named_resources`, trackers by
-    :func:`asynctorchx.tracker.api.build_trackers`, event handlers by
-    :func:`asynctorchx.runner.events.handlers.get_logging_handler`.
-    """
+    """What a plugin provides; each value is its entry point group (TorchX's ``torchx.*``)."""
 
     SCHEDULER = "asynctorchx.schedulers"
     NAMED_RESOURCE = "asynctorchx.named_resources"
@@ -77,10 +66,7 @@ class RegistrationError:
 class PluginRegistry:
     """The plugins found, per kind, on first :meth:`get` of that kind and kept.
 
-    Made by :func:`registry`. Discovery never raises for a broken plugin: a module that
-    fails to import, a plugin under another kind's namespace, a second plugin of the
-    same name (the first is kept) and a name registered both ways (the entry point wins)
-    are logged as warnings and kept in :attr:`errors`.
+    Discovery never raises for a broken plugin: it is logged and kept in :attr:`errors`.
 
     Args:
         plugin_sources: where to look (default: both).
@@ -94,14 +80,7 @@ class PluginRegistry:
         self._errors: list[RegistrationError] = []
 
     def get(self, plugin_type: PluginType) -> dict[str, Callable[..., Any]]:
-        """Return name -> factory of the plugins of ``plugin_type`` (``{}`` for none).
-
-        The namespace package's modules are imported (public ones only, sub-packages
-        and directories without ``__init__.py`` included) and each function tagged by
-        :class:`register` that the module itself defines is taken; the entry points of
-        the group are loaded and taken over them. Found once per kind; :meth:`clear`
-        forgets.
-        """
+        """Return name -> factory of the plugins of ``plugin_type``, found once per kind."""
         if plugin_type not in self._cache:
             self._cache[plugin_type] = self._find(plugin_type)
         return self._cache[plugin_type]
@@ -112,8 +91,7 @@ class PluginRegistry:
         return list(self._errors)
 
     def load_errors(self, plugin_type: PluginType | None = None) -> list[RegistrationError]:
-        """Discover ``plugin_type`` (every kind when ``None``), then return its errors:
-        those of modules under its namespace and of plugins of its kind."""
+        """Discover ``plugin_type`` (every kind when ``None``), then return its errors."""
         kinds = [plugin_type] if plugin_type is not None else list(PluginType)
         for kind in kinds:
             self.get(kind)
@@ -185,12 +163,7 @@ class PluginRegistry:
         plugin_type: PluginType,
         found: dict[str, Callable[..., Any]],
     ) -> None:
-        """Import and collect every public module under ``package``, recursively.
-
-        ``pkgutil.iter_modules`` lists modules and regular packages; a directory without
-        ``__init__.py`` holding ``.py`` files (a namespace sub-package) is found from
-        the package's paths.
-        """
+        """Import and collect every public module under ``package``, namespace sub-packages too."""
         children = {info.name: info.ispkg for info in pkgutil.iter_modules(package.__path__)}
         for path in package.__path__:
             if Path(path).is_dir():
@@ -245,9 +218,7 @@ class PluginRegistry:
 
 
 def _same(first: Callable[..., Any], second: Callable[..., Any], kind: PluginType) -> bool:
-    """Whether two plugins found under one name are one (the second is then no error):
-    the same function, or, for named resources (cheap and pure), two that make equal
-    resources, as torchx-nightly's registry decides."""
+    """Whether two plugins of one name are one: the same, or equal named resources (nightly's)."""
     if first is second:
         return True
     if kind is not PluginType.NAMED_RESOURCE:
