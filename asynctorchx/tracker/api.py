@@ -1,11 +1,6 @@
 """Experiment trackers, at TorchX's import path ``torchx.tracker.api``.
 
-The Runner gives each replica ``TORCHX_JOB_ID`` (the app handle), ``TORCHX_PARENT_RUN_ID``,
-``TORCHX_TRACKERS`` (comma-separated names) and ``TORCHX_TRACKER_<NAME>_CONFIG``, TorchX's
-names; the trackers come from ``[torchx:tracker]`` and ``[tracker:<name>]`` of the
-``.torchxconfig``, each replaced by its variable when set. In the job,
-:meth:`AppRun.run_from_env` builds the trackers those variables name; it is synchronous:
-a training script is not an event loop.
+Synchronous, as TorchX's: a training script is not an event loop.
 """
 
 from __future__ import annotations
@@ -33,9 +28,7 @@ logger = logging.getLogger(__name__)
 #: The entry point group of tracker factories (TorchX's, so TorchX's trackers are found).
 TRACKER_ENTRY_POINT_GROUP = "torchx.tracker"
 
-#: Trackers built in, used when no entry point has their name: the ``fsspec`` tracker
-#: needs the ``tracker`` extra, and TorchX's own ``fsspec`` entry point wins when TorchX
-#: is installed (both keep the same layout).
+#: Trackers used when no entry point has their name (TorchX's ``fsspec`` wins: same layout).
 _BUILTIN_TRACKERS = {"fsspec": "asynctorchx.tracker.backend.fsspec:create"}
 
 
@@ -69,12 +62,7 @@ class TrackerArtifact:
 
 class TrackerBase(Protocol):
     """A tracker: TorchX's ``torchx.tracker.api.TrackerBase`` writes and queries, so a
-    TorchX tracker (such as its ``fsspec`` one) is one.
-
-    Its methods are synchronous, as TorchX's. A tracker used only to query (the
-    ``tracker`` command) needs only ``run_ids``, ``metadata``, ``artifacts`` and
-    ``sources``; :class:`AppRun` calls the ``add_*`` methods. TorchX's ``lineage``
-    (unimplemented in its ``fsspec`` tracker) is left out.
+    TorchX tracker is one (without ``lineage``, which TorchX's ``fsspec`` leaves unimplemented).
     """
 
     def add_metadata(self, run_id: str, **kwargs: object) -> None:
@@ -102,8 +90,7 @@ class TrackerBase(Protocol):
 
 
 def _load_path(path: str) -> object | None:
-    """Return what ``module.path:attr`` names (:func:`pkgutil.resolve_name`; ``None``
-    when it does not import)."""
+    """What ``module.path:attr`` names; ``None`` when it does not import."""
     try:
         found: object = pkgutil.resolve_name(path)
     except (ImportError, AttributeError, ValueError):
@@ -114,13 +101,8 @@ def _load_path(path: str) -> object | None:
 def build_trackers(configured: Mapping[str, str | None]) -> list[TrackerBase]:
     """Create the trackers ``configured`` names (:func:`get_configured_trackers`).
 
-    As ``torchx.tracker.api.build_trackers``: a name is a tracker plugin
-    (``plugins.registry()``: ``@register.tracker`` in ``asynctorchx_plugins.tracker``, or
-    the entry point group ``asynctorchx.tracker``), else an entry point of the group
-    ``torchx.tracker`` (TorchX's ``fsspec``), else a built-in tracker (``fsspec``, the
-    ``tracker`` extra), else a ``module.path:factory`` path; the factory is called with
-    the tracker's config (or ``None``). A name found no way is skipped with a logged
-    warning.
+    As ``torchx.tracker.api.build_trackers``: a name is a plugin, a ``torchx.tracker``
+    entry point, a built-in, or a ``module.path:factory`` path; else it is skipped, logged.
 
     Args:
         configured: ``{tracker name: config or None}``.
@@ -153,9 +135,6 @@ def build_trackers(configured: Mapping[str, str | None]) -> list[TrackerBase]:
 def trackers_from_environ() -> list[TrackerBase]:
     """Build the trackers ``$TORCHX_TRACKERS`` names, each with its
     ``$TORCHX_TRACKER_<NAME>_CONFIG`` (``torchx.tracker.api.trackers_from_environ``).
-
-    Unlike :func:`get_configured_trackers` it reads no config file: in a replica the
-    Runner's environment is the whole configuration. Empty when the variable is unset.
 
     Raises:
         Exception: whatever a tracker's factory raises.
@@ -202,12 +181,8 @@ class AppRun:
     @staticmethod
     @cache
     def run_from_env() -> AppRun:
-        """Return the process's run, built once from the Runner's environment.
-
-        ``id`` is ``$TORCHX_JOB_ID`` (``"<UNDEFINED>"`` outside a job: the run then has
-        no trackers unless ``$TORCHX_TRACKERS`` names some); the trackers are
-        :func:`trackers_from_environ`'s. With ``$TORCHX_PARENT_RUN_ID`` set, each tracker
-        records that run as a source of this one. Later calls return the same run.
+        """Return the process's run, built once from ``$TORCHX_JOB_ID`` and the trackers'
+        variables; ``$TORCHX_PARENT_RUN_ID`` is recorded as its source.
 
         Raises:
             Exception: whatever a tracker's factory or ``add_source`` raises.
@@ -221,16 +196,14 @@ class AppRun:
         return AppRun(id=run_id, backends=tuple(trackers))
 
     def add_metadata(self, **kwargs: object) -> None:
-        """Record ``kwargs`` (JSON-serializable) as metadata of this run in every tracker;
-        a later value of a key replaces an earlier one."""
+        """Record ``kwargs`` (JSON-serializable) as metadata of this run in every tracker."""
         for backend in self.backends:
             backend.add_metadata(self.id, **kwargs)
 
     def add_artifact(
         self, name: str, path: str, metadata: Mapping[str, object] | None = None
     ) -> None:
-        """Record the artifact ``name`` at ``path`` (with JSON-serializable ``metadata``)
-        in every tracker."""
+        """Record the artifact ``name`` at ``path`` with ``metadata`` in every tracker."""
         for backend in self.backends:
             backend.add_artifact(self.id, name, path, metadata)
 
@@ -239,14 +212,12 @@ class AppRun:
         return self.id
 
     def add_source(self, source_id: str, artifact_name: str | None = None) -> None:
-        """Record in every tracker that this run consumed ``source_id`` (an app handle or
-        an outside id), its ``artifact_name`` or, with ``None``, the whole run."""
+        """Record in every tracker that this run consumed ``source_id`` (or its artifact)."""
         for backend in self.backends:
             backend.add_source(self.id, source_id, artifact_name)
 
     def sources(self) -> list[AppRunTrackableSource]:
-        """Return this run's sources as the first tracker records them (none without
-        trackers)."""
+        """Return this run's sources as the first tracker records them."""
         first = next(iter(self.backends), None)
         if first is None:
             return []

@@ -1,21 +1,7 @@
 """The ``fsspec`` tracker, at TorchX's import path ``torchx.tracker.backend.fsspec``.
 
-Needs the ``tracker`` extra (``pip install 'asynctorchx[tracker]'``, which brings
-`fsspec <https://filesystem-spec.readthedocs.io>`_), so the store may be any fsspec
-filesystem (local, ``s3``, ``gcs``, ...). The layout is TorchX's, so TorchX's
-``FsspecTracker`` and this one read what the other wrote. Under ``root_path``, one
-directory per run, named by the base32 of its run id:
-
-* ``metadata/<file>``: JSON ``{"metadata": {...}}``, one file per ``add_metadata`` call;
-* ``artifacts/<file>``: JSON ``{"name", "path", "metadata"}``, one per ``add_artifact``;
-* ``sources/<base32 of the source run id>``: the consumed artifact names, one a line
-  (an empty line: the whole run);
-* ``descendants/<base32 of the consuming run id>``: the same lines, written into a
-  source run that the tracker already holds.
-
-A file of ``metadata/`` or ``artifacts/`` is named ``<time_ns>_<random hex>``: writers in
-several replicas never replace each other's file, and reading in name order lets a later
-call's key or artifact name replace an earlier one.
+Needs the ``tracker`` extra. The layout is TorchX's, so either reads what the other wrote;
+a record file is named ``<time_ns>_<random hex>`` so that replicas never replace each other's.
 """
 
 from __future__ import annotations
@@ -45,7 +31,7 @@ def _decode(name: str) -> str:
 
 class FsspecTracker:
     """A tracker keeping every run under ``root_dir`` of the filesystem ``fs``
-    (``torchx.tracker.backend.fsspec.FsspecTracker``; layout in the module docstring).
+    (``torchx.tracker.backend.fsspec.FsspecTracker``).
 
     Args:
         fs (fsspec.AbstractFileSystem): the filesystem.
@@ -125,9 +111,7 @@ class FsspecTracker:
             f.write(f"{line}\n")
 
     def add_source(self, run_id: str, source_id: str, artifact_name: str | None = None) -> None:
-        """Record that ``run_id`` consumed ``source_id`` (its ``artifact_name``, or the
-        whole run with ``None``); once, however often it is called. When the tracker holds
-        ``source_id``, the link is also written into its ``descendants/``."""
+        """Record once that ``run_id`` consumed ``source_id`` (its ``artifact_name``, or all)."""
         line = artifact_name or ""
         sources = self._dir(run_id, "sources")
         self.fs.mkdirs(sources, exist_ok=True)
@@ -153,8 +137,7 @@ class FsspecTracker:
         return found
 
     def run_ids(self, parent_run_id: str | None = None) -> list[str]:
-        """Return the ids of the runs held, only those with the source ``parent_run_id``
-        when given."""
+        """Return the ids of the runs held, only those with the source ``parent_run_id``."""
         if not self.fs.exists(self.root_dir):
             return []
         runs = []
@@ -197,10 +180,8 @@ def create(config: str | None) -> FsspecTracker:
     """Build the tracker from the config file ``config``: the ``fsspec`` entry of the
     ``torchx.tracker`` group (``torchx.tracker.backend.fsspec.create``).
 
-    The file (any fsspec URL) holds ``key = value`` lines: ``protocol`` (``file``,
-    ``s3``, ...) and ``root_path`` (an existing directory) are required; the other keys
-    (a dotted key nests: ``client_kwargs.region = x``) go to
-    ``fsspec.filesystem(protocol, ...)``, e.g. credentials.
+    ``key = value`` lines: ``protocol`` and ``root_path`` are required; the other keys (dotted
+    ones nest) go to ``fsspec.filesystem(protocol, ...)``.
 
     Args:
         config: the config file's path or URL (``$TORCHX_TRACKER_<NAME>_CONFIG``).
