@@ -1,7 +1,5 @@
-"""The tracker settings the Runner gives each replica, apart from the trackers themselves.
-
-Re-exported by :mod:`asynctorchx.tracker.api` (TorchX's path); kept here so that a run
-configuring no tracker imports no tracker code.
+"""The tracker settings the Runner gives each replica; apart from :mod:`asynctorchx.tracker.api`
+(which re-exports them) so that a run configuring no tracker imports no tracker code.
 """
 
 from __future__ import annotations
@@ -32,14 +30,11 @@ def get_configured_trackers(
     """Return ``{tracker name: config or None}`` from the config files and the environment.
 
     Args:
-        dirs: directories to look in for ``.torchxconfig`` (see
-            :func:`asynctorchx.runner.config.find_configs`).
-        sections: the config sections already read
-            (:func:`asynctorchx.runner.config.load_sections`); the files are read only
-            when it is ``None``.
+        dirs: directories to look in for ``.torchxconfig``.
+        sections: the config sections already read; ``None``: read the files.
 
     Raises:
-        ConfigError: a config file is unreadable (see :mod:`asynctorchx.runner.config`).
+        ConfigError: a config file is unreadable.
     """
     if sections is None:
         # at call time: a training script importing the tracker needs no runner

@@ -1,10 +1,6 @@
-"""Load entry points by group and name, as ``torchx.util.entrypoints`` (TorchX 0.7.0).
+"""Load entry points by group and name, as ``torchx.util.entrypoints``.
 
-:func:`load_group` returns deferred loaders, so a broken plugin fails only when its entry
-is used. :func:`entry_points` keeps the last read of the installed distributions while
-``sys.path`` and its directories (identity, modification time) are unchanged: one CLI run
-asks for several groups. A program that edits an ``entry_points.txt`` in place calls
-:func:`invalidate_caches`.
+The installed distributions are read again only when ``sys.path`` or its directories change.
 """
 
 from __future__ import annotations
@@ -21,26 +17,21 @@ __all__ = ["entry_points", "invalidate_caches", "load", "load_group"]
 
 
 class _Installed(Protocol):
-    """What :func:`importlib.metadata.entry_points` returns without arguments: every
-    entry point (``EntryPoints``; ``SelectableGroups`` before Python 3.12)."""
+    """What :func:`importlib.metadata.entry_points` returns without arguments."""
 
-    def select(self, *, group: str) -> metadata.EntryPoints:
-        """The entry points of ``group``."""
+    def select(self, *, group: str) -> metadata.EntryPoints: ...
 
 
-#: The last read: (what it was read from, every entry point then installed).
 _last_read: tuple[tuple[object, ...], _Installed] | None = None
 
 
 def _sources() -> tuple[object, ...]:
-    """What :func:`importlib.metadata.entry_points` would read now, as a comparable key:
-    the function, and each ``sys.path`` entry with its directory's identity and
-    modification time (``None`` for an entry that is no directory or file)."""
+    """What :func:`importlib.metadata.entry_points` would read now, as a comparable key."""
     stamps: list[tuple[str, int, int, int] | tuple[str, None]] = []
     for entry in sys.path:
         try:
             info = os.stat(entry or ".")
-        except (OSError, TypeError, ValueError):  # missing, or not a path at all
+        except (OSError, TypeError, ValueError):
             stamps.append((str(entry), None))
             continue
         stamps.append((entry, info.st_dev, info.st_ino, info.st_mtime_ns))
@@ -48,7 +39,6 @@ def _sources() -> tuple[object, ...]:
 
 
 def _all_entry_points() -> _Installed:
-    """Every installed entry point, read again only when :func:`_sources` changed."""
     global _last_read
     sources = _sources()
     if _last_read is None or _last_read[0] != sources:
@@ -57,20 +47,13 @@ def _all_entry_points() -> _Installed:
 
 
 def invalidate_caches() -> None:
-    """Forget the last read: the next :func:`entry_points` reads the distributions again.
-
-    Only needed after an ``entry_points.txt`` was changed in place; installing or removing
-    a distribution, or changing ``sys.path``, is seen without it.
-    """
+    """Forget the last read; needed only after an ``entry_points.txt`` changed in place."""
     global _last_read
     _last_read = None
 
 
 def entry_points(group: str) -> metadata.EntryPoints:
     """Every installed entry point of ``group`` (empty when there are none).
-
-    Read through the last read of every group while nothing it came from changed (see
-    the module).
 
     Args:
         group: the entry point group, e.g. ``"asynctorchx.components"``.
@@ -87,8 +70,7 @@ def load(group: str, name: str, default: Any = None) -> Any:
         default: returned when there is no such entry; ``None``: raise instead.
 
     Raises:
-        EntryPointNotFoundError: (a ``KeyError``) no entry ``name`` in ``group`` and no
-            ``default``.
+        EntryPointNotFoundError: no entry ``name`` in ``group`` and no ``default``.
         Exception: whatever importing the named module raises.
     """
     entries = entry_points(group)
@@ -114,9 +96,7 @@ def load_group(
 ) -> dict[str, Callable[..., Any]] | Mapping[str, Any] | None:
     """Return ``{name: loader}`` for every entry of ``group``, each loaded when called.
 
-    Calling a loader loads its entry: a function entry is called with the loader's
-    arguments (``load_group("g")["bar"]("x")`` is ``pkg.mod.bar_fn("x")``); a module
-    entry returns the module and ignores them.
+    A function entry is called with the loader's arguments; a module entry ignores them.
 
     Args:
         group: the entry point group.

@@ -1,10 +1,4 @@
-"""The session id TorchX puts in every replica's environment (``torchx.util.session``).
-
-``Runner.dryrun`` sets :data:`TORCHX_INTERNAL_SESSION_ID` in each role's environment to
-:func:`get_session_id_or_create_new`: one id per process, taken from that variable when
-the process was itself started with it (a job launching jobs keeps its session), else a
-new UUID4. As torchx-nightly.
-"""
+"""The session id TorchX puts in every replica's environment (``torchx.util.session``)."""
 
 from __future__ import annotations
 
@@ -18,11 +12,7 @@ TORCHX_INTERNAL_SESSION_ID: str = "TORCHX_INTERNAL_SESSION_ID"
 
 @functools.cache
 def get_session_id_or_create_new() -> str:
-    """Return this process's session id, reading or making it on the first call.
-
-    ``$TORCHX_INTERNAL_SESSION_ID`` when set and not empty, else a new UUID4; the same
-    value for the life of the process.
-    """
+    """Return this process's session id: ``$TORCHX_INTERNAL_SESSION_ID``, else a new UUID4."""
     return os.environ.get(TORCHX_INTERNAL_SESSION_ID) or str(uuid.uuid4())
 
 
