@@ -242,10 +242,7 @@ def get_component_defaults(
 
 
 def scheduler_run_opts(scheduler: str) -> runopts:
-    """Return the run options of the registered scheduler ``scheduler``.
-
-    Args:
-        scheduler: the scheduler's registered name.
+    """Return the run options of the registered scheduler ``scheduler`` (str).
 
     Raises:
         UnknownSchedulerException: ``scheduler`` is not registered.
@@ -262,7 +259,7 @@ def scheduler_run_opts(scheduler: str) -> runopts:
 def load(scheduler: str, f: TextIO, cfg: dict[str, CfgVal], opts: runopts | None = None) -> None:
     """Fill ``cfg`` from section ``[<scheduler>]`` of the open INI file ``f``.
 
-    As ``torchx.runner.config.load``: keys in ``cfg`` win; unknown keys are logged, skipped.
+    As ``torchx.runner.config.load``: keys in ``cfg`` win; unknown keys are skipped.
 
     Args:
         scheduler: the scheduler's registered name (the section's name).

@@ -16,9 +16,7 @@ _log_handlers: dict[str, logging.Handler] = {
 
 
 def get_logging_handler(destination: str = "null") -> logging.Handler:
-    """Return the handler that records events for ``destination``.
-
-    A plugin's factory is called at each call, as TorchX.
+    """Return the handler that records events for ``destination`` (a plugin's made anew).
 
     Args:
         destination: the plugin's name, ``console`` or ``null``.
