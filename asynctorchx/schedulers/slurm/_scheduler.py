@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from asynctorchx.errors import UnknownAppException
 from asynctorchx.schedulers.api import (
@@ -120,20 +121,28 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         job_dir = str(await anyio.Path(request.job_dir).absolute()) if request.job_dir else None
         script = request.materialize()
         with tempfile.TemporaryDirectory(prefix="asynctorchx-slurm-") as temporary:
-            path = anyio.Path(job_dir or temporary, "torchx-sbatch.sh")
-            await path.parent.mkdir(parents=True, exist_ok=True)
-            await path.write_text(script)
-            argv = list(request.cmd)
-            if job_dir is not None:
-                argv.append(f"--chdir={job_dir}")
-            argv.append(str(path))
-            options = {
-                name: value
-                for replica in request.replicas.values()
-                for name, value in replica.sbatch_opts.items()
-                if value is not None
-            }
-            job_id = await self.commands.sbatch(argv, options=options)
+            directory = anyio.Path(job_dir or temporary)
+            await directory.mkdir(parents=True, exist_ok=True)
+            # sbatch copies the script when it submits, so each submit gets a file of its own:
+            # concurrent submits into one job_dir never run each other's script
+            path = anyio.Path(await anyio.to_thread.run_sync(_write_script, str(directory), script))
+            try:
+                argv = list(request.cmd)
+                if job_dir is not None:
+                    argv.append(f"--chdir={job_dir}")
+                argv.append(str(path))
+                options = {
+                    name: value
+                    for replica in request.replicas.values()
+                    for name, value in replica.sbatch_opts.items()
+                    if value is not None
+                }
+                job_id = await self.commands.sbatch(argv, options=options)
+                if job_dir is not None:  # kept as TorchX keeps it: the last script submitted
+                    await path.replace(directory / "torchx-sbatch.sh")
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await path.unlink(missing_ok=True)
         if job_id in self._last_seen:  # an id reused after a controller restart
             await self._remove(job_id)
         self._job_dirs[job_id] = job_dir or os.getcwd()
@@ -263,6 +272,14 @@ def log_file_name(app_id: str, role_name: str, k: int, stream: Stream) -> str:
         )
     extension = "out" if stream == Stream.STDOUT else "err"
     return f"slurm-{app_id}-{role_name}-{k}.{extension}"
+
+
+def _write_script(directory: str, script: str) -> str:
+    """Write ``script`` to a new file of its own in ``directory``; return its path."""
+    descriptor, path = tempfile.mkstemp(prefix=".torchx-sbatch-", suffix=".sh", dir=directory)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(script)
+    return path
 
 
 async def _read_job_dirs() -> dict[str, str]:

@@ -225,6 +225,31 @@ async def test_twenty_apps_submitted_and_awaited_concurrently(
         assert [line async for line in log] == [f"app {index}\n"]
 
 
+async def test_fifty_concurrent_submits_into_one_job_dir_each_run_their_own_script(
+    scheduler: SlurmScheduler, tmp_path: Path
+) -> None:
+    job_dir = tmp_path / "shared"
+    job_ids: dict[int, str] = {}
+
+    async def submit(index: int) -> None:
+        job_ids[index] = await _run(scheduler, echo(msg=f"app {index}"), job_dir)
+
+    async with anyio.create_task_group() as task_group:
+        for index in range(50):
+            task_group.start_soon(submit, index)
+    assert len(set(job_ids.values())) == 50
+    for index, job_id in job_ids.items():
+        response = await scheduler.wait(job_id, timeout=LIMIT)
+        assert response is not None
+        assert response.state == AppState.SUCCEEDED
+        log = scheduler.log_iter(job_id, "echo", streams=Stream.STDOUT)
+        assert [line async for line in log] == [f"app {index}\n"]
+    # only the script TorchX keeps is left, whole: the last one submitted
+    scripts = sorted(path.name for path in job_dir.iterdir() if "sbatch" in path.name)
+    assert scripts == ["torchx-sbatch.sh"]
+    assert "echo" in (job_dir / "torchx-sbatch.sh").read_text()
+
+
 async def test_unknown_partition_is_a_typed_error_naming_it(
     scheduler: SlurmScheduler, tmp_path: Path
 ) -> None:
