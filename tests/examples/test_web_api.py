@@ -106,6 +106,7 @@ async def test_a_command_job_runs_as_one_role_with_its_replicas() -> None:
         ({"command": []}, "'command' must name a program"),
         ({"command": ["true"], "replicas": 0}, "'replicas' must be a whole number >= 1"),
         ({"command": ["true"], "component": "utils.echo"}, "either 'component'"),
+        ({"command": ["true"], "scheduler": "local_dir"}, "is not an absolute path"),
         ({}, "either 'component'"),
         (["utils.echo"], "must be a JSON object"),
     ],

@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 
 import attrs
 
+from asynctorchx.errors import InvalidAppDefException
 from asynctorchx.schedulers._structured import StructuredOpts
 from asynctorchx.schedulers.toolkit import validate_stop_timeout
 from asynctorchx.specs.api import AppDef, CfgVal, RetryPolicy, Role, macros
@@ -152,15 +153,16 @@ class LocalDirectoryImageProvider(ImageProvider):
         """Return ``image`` itself.
 
         Raises:
-            ValueError: ``image`` is not an absolute path to an existing directory.
+            InvalidAppDefException: ``image`` is not an absolute path to an existing
+                directory (a ``ValueError``, as TorchX raises).
         """
         if not os.path.isabs(image):
-            raise ValueError(
+            raise InvalidAppDefException(
                 f"image {image!r} is not an absolute path: the local_dir scheduler runs a role"
                 " in the directory its image names; give an absolute path, or use local_cwd"
             )
         if not os.path.isdir(image):
-            raise ValueError(
+            raise InvalidAppDefException(
                 f"image {image!r} is not an existing directory: create it, or fix the path"
             )
         return image
