@@ -38,12 +38,7 @@ def powers_of_two_gpus(resource: Resource) -> dict[float, str]:
         raise ValueError(
             f"powers_of_two_gpus needs a resource whose gpu is a power of two, got gpu={gpus}"
         )
-    shares: dict[float, str] = {}
-    share = WHOLE
-    while (count := int(gpus * share)) > 0:
-        shares[share] = str(count)
-        share /= 2
-    return shares
+    return _halvings(gpus, 1)
 
 
 def halve_mem_down_to(*, minGiB: int) -> Callable[[Resource], dict[float, str]]:  # noqa: N803
@@ -69,14 +64,19 @@ def halve_mem_down_to(*, minGiB: int) -> Callable[[Resource], dict[float, str]]:
                 f"halve_mem_down_to(minGiB={minGiB}): halving {gib} GiB below {odd} GiB"
                 f" leaves a fraction of a GiB; use minGiB >= {odd}"
             )
-        shares: dict[float, str] = {}
-        share = WHOLE
-        while (part := int(gib * share)) >= minGiB:
-            shares[share] = str(part)
-            share /= 2
-        return shares
+        return _halvings(gib, minGiB)
 
     return shares_of
+
+
+def _halvings(whole: int, least: int) -> dict[float, str]:
+    """``{share: whole * share}`` for the shares 1, 1/2, 1/4... while that is ``least`` or more."""
+    shares: dict[float, str] = {}
+    share = WHOLE
+    while (part := int(whole * share)) >= least:
+        shares[share] = str(part)
+        share /= 2
+    return shares
 
 
 class register:

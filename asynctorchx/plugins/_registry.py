@@ -145,13 +145,10 @@ class PluginRegistry:
         namespace = plugin_type.namespace
         try:
             package = importlib.import_module(namespace)
-        except ModuleNotFoundError as exc:
-            if exc.name and (namespace == exc.name or namespace.startswith(f"{exc.name}.")):
-                return  # not installed: no plugins
-            self._error(f"{type(exc).__name__}: {exc}", namespace)
-            return
         except Exception as exc:
-            self._error(f"{type(exc).__name__}: {exc}", namespace)
+            missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+            if not (missing and f"{namespace}.".startswith(f"{missing}.")):  # else: not installed
+                self._error(f"{type(exc).__name__}: {exc}", namespace)
             return
         if hasattr(package, "__path__"):
             self._scan_package(package, namespace, plugin_type, found)
