@@ -139,16 +139,9 @@ def trackers_from_environ() -> list[TrackerBase]:
     Raises:
         Exception: whatever a tracker's factory raises.
     """
-    names = os.environ.get(ENV_TORCHX_TRACKERS)
-    if names is None:
+    if ENV_TORCHX_TRACKERS not in os.environ:
         return []
-    return build_trackers(
-        {
-            name: os.environ.get(tracker_config_env_var_name(name))
-            for name in (n.strip() for n in names.split(","))
-            if name
-        }
-    )
+    return build_trackers(get_configured_trackers(sections={}))  # the variables alone
 
 
 @dataclass(frozen=True)
