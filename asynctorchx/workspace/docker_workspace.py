@@ -14,6 +14,7 @@ import os
 import re
 import tarfile
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -277,11 +278,8 @@ def build_context(workspace: str, base_image: str) -> bytes:
     root = os.path.abspath(workspace)
     if not os.path.isdir(root):
         raise NotADirectoryError(f"workspace {workspace!r} is not a directory: pass a directory")
-    ignore_file = os.path.join(root, ".dockerignore")
-    rules: list[_Rule] = []
-    if os.path.isfile(ignore_file):
-        with open(ignore_file, encoding="utf-8") as fh:
-            rules = parse_dockerignore(fh.read())
+    ignore_file = Path(root, ".dockerignore")
+    rules = parse_dockerignore(ignore_file.read_text("utf-8")) if ignore_file.is_file() else []
     always = {DEFAULT_DOCKERFILE, ".dockerignore"}
     reinclude = any(rule.include for rule in rules)
     buffer = io.BytesIO()
