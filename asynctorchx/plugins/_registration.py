@@ -173,15 +173,9 @@ class _NamedResource(register):
         add(name, factory, attribute=name != fn.__name__)
         for alias in self._aliases:
             add(alias, lambda *a, **kw: factory(*a, **kw), attribute=True)
-        if self._fractionals is not None:
-            shares = self._fractionals
-            table_of = shares if isinstance(shares, dict) else shares(fn())
-            for share, suffix in table_of.items():
-                share_name = f"{name}_{suffix}"
-                add(
-                    share_name,
-                    lambda s=share, n=share_name: tagged(n, s != WHOLE, s),
-                    attribute=True,
-                )
+        shares = self._fractionals or {}
+        for share, suffix in (shares if isinstance(shares, dict) else shares(fn())).items():
+            share_name = f"{name}_{suffix}"
+            add(share_name, lambda s=share, n=share_name: tagged(n, s != WHOLE, s), attribute=True)
         factory.__qualname__ = fn.__qualname__
         return factory
