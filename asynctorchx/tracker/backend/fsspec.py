@@ -64,11 +64,8 @@ class FsspecTracker:
         directory = self._dir(run_id, category)
         if not self.fs.exists(directory):
             return []
-        entries = []
-        for path in sorted(self.fs.ls(directory, detail=False), key=posixpath.basename):
-            with self.fs.open(path, "r") as f:
-                entries.append(json.load(f))
-        return entries
+        paths = sorted(self.fs.ls(directory, detail=False), key=posixpath.basename)
+        return [json.loads(self.fs.cat_file(path)) for path in paths]
 
     def add_metadata(self, run_id: str, **kwargs: object) -> None:
         """Record ``kwargs`` (JSON-serializable) as metadata of ``run_id``.
