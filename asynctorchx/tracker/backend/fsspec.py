@@ -137,16 +137,13 @@ class FsspecTracker:
         """Return the ids of the runs held, only those with the source ``parent_run_id``."""
         if not self.fs.exists(self.root_dir):
             return []
-        runs = []
-        for entry in self.fs.ls(self.root_dir, detail=True):
-            if entry["type"] != "directory":
-                continue
-            if parent_run_id and not self.fs.exists(
-                posixpath.join(entry["name"], "sources", _encode(parent_run_id))
-            ):
-                continue
-            runs.append(_decode(posixpath.basename(entry["name"])))
-        return runs
+        source = posixpath.join("sources", _encode(parent_run_id)) if parent_run_id else None
+        return [
+            _decode(posixpath.basename(entry["name"]))
+            for entry in self.fs.ls(self.root_dir, detail=True)
+            if entry["type"] == "directory"
+            and (source is None or self.fs.exists(posixpath.join(entry["name"], source)))
+        ]
 
     def __repr__(self) -> str:
         return f"<FsspecTracker: root_path={self.root_dir}>"
