@@ -155,9 +155,7 @@ class _NamedResource(register):
                 raise AttributeError(f"{plugin_name!r} is already defined in {module.__name__!r}")
             factory.__module__ = fn.__module__
             factory.__qualname__ = plugin_name
-            factory._plugin_type = PluginType.NAMED_RESOURCE  # type: ignore[attr-defined]
-            factory._plugin_name = plugin_name  # type: ignore[attr-defined]
-            table[plugin_name] = factory
+            table[plugin_name] = register(PluginType.NAMED_RESOURCE, plugin_name)(factory)
             if attribute:
                 setattr(module, plugin_name, factory)
 
