@@ -374,8 +374,5 @@ __all__ = [  # the errors imported (a backend's on first use), then every one de
 __all__ += [
     name
     for name, value in globals().items()
-    if isinstance(value, type)
-    and issubclass(value, AsyncTorchXError)
-    and name not in __all__
-    and not name.startswith("_")
+    if isinstance(value, type) and value.__module__ == __name__ and not name.startswith("_")
 ]
