@@ -246,9 +246,7 @@ def parse_dockerignore(text: str) -> list[_Rule]:
         if not line or line.startswith("#"):
             continue
         include = line.startswith("!")
-        if include:
-            line = line[1:].strip()
-        line = os.path.normpath(line).replace(os.sep, "/").lstrip("/")
+        line = os.path.normpath(line.removeprefix("!").strip()).replace(os.sep, "/").lstrip("/")
         if line in ("", "."):
             continue
         rules.append(_Rule(_translate(line), include))
