@@ -77,10 +77,8 @@ class FsspecTracker:
 
     def metadata(self, run_id: str) -> dict[str, object]:
         """Return the metadata of ``run_id``, a later call's key replacing an earlier's."""
-        merged: dict[str, object] = {}
-        for entry in self._load(run_id, "metadata"):
-            merged.update(entry["metadata"])
-        return merged
+        entries = self._load(run_id, "metadata")
+        return {key: value for entry in entries for key, value in entry["metadata"].items()}
 
     def add_artifact(
         self, run_id: str, name: str, path: str, metadata: Mapping[str, object] | None = None
