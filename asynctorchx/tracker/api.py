@@ -180,13 +180,13 @@ class AppRun:
         Raises:
             Exception: whatever a tracker's factory or ``add_source`` raises.
         """
-        run_id = os.environ.get(ENV_TORCHX_JOB_ID, "<UNDEFINED>")
-        trackers = trackers_from_environ()
+        run = AppRun(
+            os.environ.get(ENV_TORCHX_JOB_ID, "<UNDEFINED>"), tuple(trackers_from_environ())
+        )
         parent_run_id = os.environ.get(ENV_TORCHX_PARENT_RUN_ID)
         if parent_run_id is not None:
-            for tracker in trackers:
-                tracker.add_source(run_id, parent_run_id, artifact_name=None)
-        return AppRun(id=run_id, backends=tuple(trackers))
+            run.add_source(parent_run_id)
+        return run
 
     def add_metadata(self, **kwargs: object) -> None:
         """Record ``kwargs`` (JSON-serializable) as metadata of this run in every tracker."""
