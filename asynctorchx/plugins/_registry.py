@@ -101,9 +101,7 @@ class PluginRegistry:
         return [
             e
             for e in self._errors
-            if e.plugin_type == kind_name
-            or e.module == namespace
-            or e.module.startswith(f"{namespace}.")
+            if e.plugin_type == kind_name or f"{e.module}.".startswith(f"{namespace}.")
         ]
 
     def clear(self) -> None:
