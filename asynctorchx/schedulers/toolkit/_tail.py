@@ -155,14 +155,13 @@ async def tail_blocks(
                 chunk = await anyio.to_thread.run_sync(os.read, fd, READ_SIZE)
             else:
                 chunk = os.read(fd, READ_SIZE)
+            at = assembler.offset
             if not chunk:
                 if finished or not query.should_tail:
-                    at = assembler.offset
                     yield LogBlock(at, select(assembler.take_rest(), at)[0])
                     return
                 await wait_for_change()
                 continue
-            at = assembler.offset
             lines, past_until = _split(assembler, chunk, cuts, select)
             yield LogBlock(at, lines)
             if past_until:
