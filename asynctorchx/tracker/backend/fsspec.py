@@ -57,8 +57,7 @@ class FsspecTracker:
         directory = self._dir(run_id, category)
         self.fs.mkdirs(directory, exist_ok=True)
         name = f"{time.time_ns()}_{uuid.uuid4().hex}"
-        with self.fs.open(posixpath.join(directory, name), "w") as f:
-            json.dump(entry, f)
+        self.fs.pipe_file(posixpath.join(directory, name), json.dumps(entry).encode())
 
     def _load(self, run_id: str, category: str) -> list[dict[str, Any]]:
         directory = self._dir(run_id, category)
@@ -97,7 +96,10 @@ class FsspecTracker:
             for e in self._load(run_id, "artifacts")
         }
 
-    def _append_once(self, path: str, line: str) -> None:
+    def _append_once(self, directory: str, run_id: str, line: str) -> None:
+        """Append ``line`` to ``run_id``'s file in ``directory`` unless the file has it."""
+        self.fs.mkdirs(directory, exist_ok=True)
+        path = posixpath.join(directory, _encode(run_id))
         if self.fs.exists(path):
             with self.fs.open(path, "r") as f:
                 if line in (existing.strip() for existing in f):
@@ -108,13 +110,9 @@ class FsspecTracker:
     def add_source(self, run_id: str, source_id: str, artifact_name: str | None = None) -> None:
         """Record once that ``run_id`` consumed ``source_id`` (its ``artifact_name``, or all)."""
         line = artifact_name or ""
-        sources = self._dir(run_id, "sources")
-        self.fs.mkdirs(sources, exist_ok=True)
-        self._append_once(posixpath.join(sources, _encode(source_id)), line)
+        self._append_once(self._dir(run_id, "sources"), source_id, line)
         if self.fs.exists(self._dir(source_id)):
-            descendants = self._dir(source_id, "descendants")
-            self.fs.mkdirs(descendants, exist_ok=True)
-            self._append_once(posixpath.join(descendants, _encode(run_id)), line)
+            self._append_once(self._dir(source_id, "descendants"), run_id, line)
 
     def sources(self, run_id: str, artifact_name: str | None = None) -> list[TrackerSource]:
         """Return the sources of ``run_id``; with ``artifact_name``, only those naming it."""
