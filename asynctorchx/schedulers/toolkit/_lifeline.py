@@ -222,7 +222,9 @@ def sweep(groups: dict[int, bytes], variable: bytes) -> None:
         if not killed:
             return
         for pidfd in killed:
-            select.select([pidfd], [], [])  # readable once the process exited
+            exited = select.poll()  # poll, not select: any number of descriptors
+            exited.register(pidfd, select.POLLIN)
+            exited.poll()
             os.close(pidfd)
 
 
