@@ -144,8 +144,9 @@ class PluginRegistry:
         try:
             package = importlib.import_module(namespace)
         except Exception as exc:
+            # a namespace (or a parent of it) not installed: no plugins, and no error
             missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
-            if not (missing and f"{namespace}.".startswith(f"{missing}.")):  # else: not installed
+            if not (missing and f"{namespace}.".startswith(f"{missing}.")):
                 self._error(f"{type(exc).__name__}: {exc}", namespace)
             return
         if hasattr(package, "__path__"):
