@@ -51,8 +51,8 @@ first use, so importing this module imports no backend.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable, Mapping
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from asynctorchx._error_bases import (
@@ -84,39 +84,16 @@ if TYPE_CHECKING:
     )
     from asynctorchx.specs.api import AppStatus
 
-_BACKEND_ERRORS = {
-    "DockerEngineError": "docker",
-    "InvalidJobSpecError": "kubernetes",
-    "JobSetNotInstalledError": "kubernetes",
-    "KubernetesApiError": "kubernetes",
-    "KubernetesConfigError": "kubernetes",
-    "KubernetesUnreachableError": "kubernetes",
-    "VolcanoNotInstalledError": "kubernetes",
-    "InvalidLogDirError": "local",
-    "OpenFileLimitError": "local",
-    "ReplicaLaunchError": "local",
-    "SlurmCommandError": "slurm",
-    "SlurmNotInstalledError": "slurm",
-    "SlurmSubmitError": "slurm",
-}
-
 
 def __getattr__(name: str) -> type[AsyncTorchXError]:
-    """Import a backend's error from the backend's package on first use."""
-    module: ModuleType
-    backend = _BACKEND_ERRORS.get(name)
-    if backend == "docker":
-        from asynctorchx.schedulers.docker import _errors as module
-    elif backend == "kubernetes":
-        from asynctorchx.schedulers.kubernetes import _errors as module
-    elif backend == "local":
-        from asynctorchx.schedulers.local import _errors as module
-    elif backend == "slurm":
-        from asynctorchx.schedulers.slurm import _errors as module
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    found: type[AsyncTorchXError] = getattr(module, name)
-    return found
+    """Import a backend's error (one in ``__all__``) from the backend's package on first use."""
+    if name in __all__:
+        for backend in ("docker", "kubernetes", "local", "slurm"):
+            module = vars(importlib.import_module(f"asynctorchx.schedulers.{backend}._errors"))
+            if name in module:
+                found: type[AsyncTorchXError] = module[name]
+                return found
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _ReadableKeyError(KeyError):
@@ -375,46 +352,27 @@ class AppGroupStopTimeout(AsyncTorchXError, TimeoutError):
         self.stop_timeout = stop_timeout
 
 
-__all__ = [
-    "AppGroupFailed",
-    "AppGroupStopTimeout",
+__all__ = [  # the errors imported (a backend's on first use), then every one defined here
     "AsyncTorchXError",
-    "ComponentNotFoundException",
-    "ComponentValidationException",
-    "ConfigError",
-    "ConfigFileEncodingError",
-    "ConfigFileNotFoundError",
     "DockerEngineError",
-    "EntryPointNotFoundError",
-    "InvalidAppDefException",
-    "InvalidAppIdException",
-    "InvalidCursorError",
-    "InvalidJobDirError",
     "InvalidJobSpecError",
     "InvalidLogDirError",
-    "InvalidNameException",
-    "InvalidResourceError",
     "InvalidRunConfigException",
     "JobSetNotInstalledError",
     "KubernetesApiError",
     "KubernetesConfigError",
     "KubernetesUnreachableError",
-    "MalformedAppHandleException",
-    "MountOptionError",
     "OpenFileLimitError",
     "ReplicaLaunchError",
-    "SchedulerClosedError",
     "SchedulerRequestError",
     "SchedulerUnavailableError",
-    "ScriptNotFoundError",
-    "SessionMismatchException",
     "SlurmCommandError",
     "SlurmNotInstalledError",
     "SlurmSubmitError",
-    "UnknownAppException",
-    "UnknownDeviceError",
-    "UnknownNamedResourceException",
-    "UnknownSchedulerException",
-    "UnsafeLogPathError",
     "VolcanoNotInstalledError",
+]
+__all__ += [
+    name
+    for name, value in globals().items()
+    if isinstance(value, type) and value.__module__ == __name__ and not name.startswith("_")
 ]

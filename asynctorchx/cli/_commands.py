@@ -172,21 +172,17 @@ async def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scheduler_run_opts(names: list[str] | None) -> dict[str, runopts]:
+async def _scheduler_run_opts(names: list[str] | None) -> dict[str, runopts]:
     """The run options of ``names`` (default: every scheduler); the runner closes any it made."""
-
-    async def read() -> dict[str, runopts]:
-        async with Runner("torchx", schedulers.get_scheduler_factories()) as runner:
-            return {
-                name: runner.scheduler_run_opts(name)
-                for name in names or runner.scheduler_backends()
-            }
-
-    return anyio.run(read)
+    async with Runner("torchx", schedulers.get_scheduler_factories()) as runner:
+        return {
+            name: runner.scheduler_run_opts(name) for name in names or runner.scheduler_backends()
+        }
 
 
 def _runopts(args: argparse.Namespace) -> int:
-    for name, opts in _scheduler_run_opts([args.scheduler] if args.scheduler else None).items():
+    names = [args.scheduler] if args.scheduler else None
+    for name, opts in anyio.run(_scheduler_run_opts, names).items():
         print(f"{name}:")
         print(opts)
     return 0
@@ -215,7 +211,7 @@ def _tracker(args: argparse.Namespace) -> int:
 
 
 def _configure(args: argparse.Namespace) -> int:
-    opts = _scheduler_run_opts(args.schedulers.split(",") if args.schedulers else None)
+    opts = anyio.run(_scheduler_run_opts, args.schedulers.split(",") if args.schedulers else None)
     if args.print_config:
         config.dump(sys.stdout, opts, required_only=not args.all)
         return 0

@@ -45,11 +45,6 @@ _CANCEL_BOUND_S = 60.0
 _CANCEL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _cancel_signals() -> list[signal.Signals]:
-    """The :data:`_CANCEL_SIGNALS` not ignored: ``nohup`` asks for the app to survive SIGHUP."""
-    return [signum for signum in _CANCEL_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN]
-
-
 async def _listen(signals: AsyncIterator[signal.Signals], scope: anyio.CancelScope) -> None:
     """Cancel ``scope`` at the first signal; at the next ones say the app is being cancelled."""
     async for _ in signals:
@@ -67,7 +62,9 @@ async def _interruptible() -> AsyncIterator[anyio.CancelScope]:
     """Yield the scope the first signal cancels; kept to the end, so a second Ctrl-C
     during the cleanup cannot abandon it."""
     interrupt = anyio.CancelScope()
-    with anyio.open_signal_receiver(*_cancel_signals()) as signals:
+    # a signal ignored is not listened to: `nohup` asks for the app to survive SIGHUP
+    listened = [signum for signum in _CANCEL_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN]
+    with anyio.open_signal_receiver(*listened) as signals:
         async with background_tasks() as task_group:
             task_group.start_soon(_listen, signals, interrupt)
             yield interrupt
@@ -83,7 +80,7 @@ def _repeated_options(fn: Callable[..., object], component_args: list[str]) -> l
 
 
 def _materialize(
-    component: str,
+    fn: Callable[..., AppDef],
     component_args: list[str],
     defaults: Mapping[str, str] | None,
     values: Mapping[str, Any],
@@ -91,9 +88,7 @@ def _materialize(
     """Build the component's app; on failure, parse again to tell a usage error (exit 2)
     from a bad component or config (exit 1)."""
     from asynctorchx.specs.builders import create_args_parser, materialize_appdef, parse_args
-    from asynctorchx.specs.finder import get_component
 
-    fn = get_component(component).fn
     repeated = _repeated_options(fn, component_args)
     if repeated:
         raise UsageError(
@@ -183,13 +178,6 @@ async def _follow(
     return 0 if state == AppState.SUCCEEDED else 1
 
 
-def _component_fn(component: str) -> Callable[..., AppDef]:
-    """The function of ``component`` (already found once by ``_materialize``)."""
-    from asynctorchx.specs.finder import get_component
-
-    return get_component(component).fn
-
-
 def _workspace(run: RunSettings, caps: Capabilities) -> str | None:
     """``--workspace`` (``""``: none), else the current directory where workspaces build
     (``torchx.cli.cmd_run``)."""
@@ -238,10 +226,13 @@ async def run(args: argparse.Namespace) -> int:
     run = from_stdin(args, sys.stdin, defaults) if args.stdin else from_flags(args, defaults)
 
     # before any scheduler starts: argparse's exit must not happen in the runner's task group
+    from asynctorchx.specs.finder import get_component
+
+    fn = get_component(run.component).fn
     component_defaults = config.get_component_defaults(sections=sections).get(run.component)
-    app = _materialize(run.component, run.component_args, component_defaults, run.component_config)
+    app = _materialize(fn, run.component_args, component_defaults, run.component_config)
     script = _script_check.script_to_check(
-        _component_fn(run.component), run.component_args, component_defaults, run.component_config
+        fn, run.component_args, component_defaults, run.component_config
     )
 
     async with (

@@ -38,12 +38,7 @@ def powers_of_two_gpus(resource: Resource) -> dict[float, str]:
         raise ValueError(
             f"powers_of_two_gpus needs a resource whose gpu is a power of two, got gpu={gpus}"
         )
-    shares: dict[float, str] = {}
-    share = WHOLE
-    while (count := int(gpus * share)) > 0:
-        shares[share] = str(count)
-        share /= 2
-    return shares
+    return _halvings(gpus, 1)
 
 
 def halve_mem_down_to(*, minGiB: int) -> Callable[[Resource], dict[float, str]]:  # noqa: N803
@@ -69,14 +64,19 @@ def halve_mem_down_to(*, minGiB: int) -> Callable[[Resource], dict[float, str]]:
                 f"halve_mem_down_to(minGiB={minGiB}): halving {gib} GiB below {odd} GiB"
                 f" leaves a fraction of a GiB; use minGiB >= {odd}"
             )
-        shares: dict[float, str] = {}
-        share = WHOLE
-        while (part := int(gib * share)) >= minGiB:
-            shares[share] = str(part)
-            share /= 2
-        return shares
+        return _halvings(gib, minGiB)
 
     return shares_of
+
+
+def _halvings(whole: int, least: int) -> dict[float, str]:
+    """``{share: whole * share}`` for the shares 1, 1/2, 1/4... while that is ``least`` or more."""
+    shares: dict[float, str] = {}
+    share = WHOLE
+    while (part := int(whole * share)) >= least:
+        shares[share] = str(part)
+        share /= 2
+    return shares
 
 
 class register:
@@ -155,9 +155,7 @@ class _NamedResource(register):
                 raise AttributeError(f"{plugin_name!r} is already defined in {module.__name__!r}")
             factory.__module__ = fn.__module__
             factory.__qualname__ = plugin_name
-            factory._plugin_type = PluginType.NAMED_RESOURCE  # type: ignore[attr-defined]
-            factory._plugin_name = plugin_name  # type: ignore[attr-defined]
-            table[plugin_name] = factory
+            table[plugin_name] = register(PluginType.NAMED_RESOURCE, plugin_name)(factory)
             if attribute:
                 setattr(module, plugin_name, factory)
 
@@ -173,15 +171,9 @@ class _NamedResource(register):
         add(name, factory, attribute=name != fn.__name__)
         for alias in self._aliases:
             add(alias, lambda *a, **kw: factory(*a, **kw), attribute=True)
-        if self._fractionals is not None:
-            shares = self._fractionals
-            table_of = shares if isinstance(shares, dict) else shares(fn())
-            for share, suffix in table_of.items():
-                share_name = f"{name}_{suffix}"
-                add(
-                    share_name,
-                    lambda s=share, n=share_name: tagged(n, s != WHOLE, s),
-                    attribute=True,
-                )
+        shares = self._fractionals or {}
+        for share, suffix in (shares if isinstance(shares, dict) else shares(fn())).items():
+            share_name = f"{name}_{suffix}"
+            add(share_name, lambda s=share, n=share_name: tagged(n, s != WHOLE, s), attribute=True)
         factory.__qualname__ = fn.__qualname__
         return factory

@@ -101,9 +101,7 @@ class PluginRegistry:
         return [
             e
             for e in self._errors
-            if e.plugin_type == kind_name
-            or e.module == namespace
-            or e.module.startswith(f"{namespace}.")
+            if e.plugin_type == kind_name or f"{e.module}.".startswith(f"{namespace}.")
         ]
 
     def clear(self) -> None:
@@ -145,13 +143,11 @@ class PluginRegistry:
         namespace = plugin_type.namespace
         try:
             package = importlib.import_module(namespace)
-        except ModuleNotFoundError as exc:
-            if exc.name and (namespace == exc.name or namespace.startswith(f"{exc.name}.")):
-                return  # not installed: no plugins
-            self._error(f"{type(exc).__name__}: {exc}", namespace)
-            return
         except Exception as exc:
-            self._error(f"{type(exc).__name__}: {exc}", namespace)
+            # a namespace (or a parent of it) not installed: no plugins, and no error
+            missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+            if not (missing and f"{namespace}.".startswith(f"{missing}.")):
+                self._error(f"{type(exc).__name__}: {exc}", namespace)
             return
         if hasattr(package, "__path__"):
             self._scan_package(package, namespace, plugin_type, found)

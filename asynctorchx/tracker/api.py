@@ -139,16 +139,9 @@ def trackers_from_environ() -> list[TrackerBase]:
     Raises:
         Exception: whatever a tracker's factory raises.
     """
-    names = os.environ.get(ENV_TORCHX_TRACKERS)
-    if names is None:
+    if ENV_TORCHX_TRACKERS not in os.environ:
         return []
-    return build_trackers(
-        {
-            name: os.environ.get(tracker_config_env_var_name(name))
-            for name in (n.strip() for n in names.split(","))
-            if name
-        }
-    )
+    return build_trackers(get_configured_trackers(sections={}))  # the variables alone
 
 
 @dataclass(frozen=True)
@@ -187,13 +180,13 @@ class AppRun:
         Raises:
             Exception: whatever a tracker's factory or ``add_source`` raises.
         """
-        run_id = os.environ.get(ENV_TORCHX_JOB_ID, "<UNDEFINED>")
-        trackers = trackers_from_environ()
+        run = AppRun(
+            os.environ.get(ENV_TORCHX_JOB_ID, "<UNDEFINED>"), tuple(trackers_from_environ())
+        )
         parent_run_id = os.environ.get(ENV_TORCHX_PARENT_RUN_ID)
         if parent_run_id is not None:
-            for tracker in trackers:
-                tracker.add_source(run_id, parent_run_id, artifact_name=None)
-        return AppRun(id=run_id, backends=tuple(trackers))
+            run.add_source(parent_run_id)
+        return run
 
     def add_metadata(self, **kwargs: object) -> None:
         """Record ``kwargs`` (JSON-serializable) as metadata of this run in every tracker."""

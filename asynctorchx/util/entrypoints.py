@@ -5,6 +5,7 @@ The installed distributions are read again only when ``sys.path`` or its directo
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -22,9 +23,6 @@ class _Installed(Protocol):
     def select(self, *, group: str) -> metadata.EntryPoints: ...
 
 
-_last_read: tuple[tuple[object, ...], _Installed] | None = None
-
-
 def _sources() -> tuple[object, ...]:
     """What :func:`importlib.metadata.entry_points` would read now, as a comparable key."""
     stamps: list[tuple[str, int, int, int] | tuple[str, None]] = []
@@ -38,18 +36,15 @@ def _sources() -> tuple[object, ...]:
     return (metadata.entry_points, tuple(stamps))
 
 
-def _all_entry_points() -> _Installed:
-    global _last_read
-    sources = _sources()
-    if _last_read is None or _last_read[0] != sources:
-        _last_read = (sources, metadata.entry_points())
-    return _last_read[1]
+@functools.lru_cache(maxsize=1)
+def _read(sources: tuple[object, ...]) -> _Installed:
+    """The installed entry points, read again only when ``sources`` (:func:`_sources`) change."""
+    return metadata.entry_points()
 
 
 def invalidate_caches() -> None:
     """Forget the last read; needed only after an ``entry_points.txt`` changed in place."""
-    global _last_read
-    _last_read = None
+    _read.cache_clear()
 
 
 def entry_points(group: str) -> metadata.EntryPoints:
@@ -58,7 +53,7 @@ def entry_points(group: str) -> metadata.EntryPoints:
     Args:
         group: the entry point group, e.g. ``"asynctorchx.components"``.
     """
-    return _all_entry_points().select(group=group)
+    return _read(_sources()).select(group=group)
 
 
 def load(group: str, name: str, default: Any = None) -> Any:

@@ -7,6 +7,7 @@ import os
 import posixpath
 import shutil
 from collections.abc import Mapping
+from pathlib import Path
 
 import anyio.to_thread
 
@@ -116,11 +117,8 @@ def _last_match(path: str, patterns: list[str]) -> tuple[int, bool]:
 
 def _copy_tree(root: str, target: str) -> None:
     """Copy what ``.torchxignore`` keeps; under a ``!dir`` only later patterns apply (TorchX's)."""
-    ignore_file = os.path.join(root, TORCHX_IGNORE)
-    patterns: list[str] = []
-    if os.path.isfile(ignore_file):
-        with open(ignore_file, encoding="utf-8") as fh:
-            patterns = read_torchxignore(fh.read())
+    ignore_file = Path(root, TORCHX_IGNORE)
+    patterns = read_torchxignore(ignore_file.read_text("utf-8")) if ignore_file.is_file() else []
     real_target = os.path.realpath(target)
     todo = [("", 0)]  # (directory relative to root, index of its first pattern)
     while todo:

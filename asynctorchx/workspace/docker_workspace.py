@@ -14,6 +14,7 @@ import os
 import re
 import tarfile
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -213,41 +214,28 @@ class _Rule:
     include: bool
 
 
+#: One token of a ``.dockerignore`` pattern: ``**`` (and its ``/``), ``*``, ``?``, a class,
+#: an escaped character, or any other character.
+_TOKEN = re.compile(r"\*\*/?|\*|\?|\[[^\]]*\]|\\.|.", re.DOTALL)
+
+
+def _regex_of(token: str) -> str:
+    """The regex of one :data:`_TOKEN`: ``*`` and ``?`` do not cross ``/``, ``**`` does."""
+    if token.startswith("**"):
+        return "(?:.*/)?" if token.endswith("/") else ".*"
+    if token == "*":
+        return "[^/]*"
+    if token == "?":
+        return "[^/]"
+    if token.startswith("[") and len(token) > 1:
+        body = token[1:-1]
+        return f"[^{body[1:]}]" if body[:1] in ("^", "!") else f"[{body}]"
+    return re.escape(token[-1])  # an escaped character (`\x`), or any other: itself
+
+
 def _translate(pattern: str) -> re.Pattern[str]:
     """One ``.dockerignore`` pattern as a regex over ``/``-separated relative paths."""
-    out = []
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if pattern.startswith("**", i):
-            i += 2
-            if i < len(pattern) and pattern[i] == "/":
-                i += 1
-                out.append("(?:.*/)?")
-            else:
-                out.append(".*")
-            continue
-        if ch == "*":
-            out.append("[^/]*")
-        elif ch == "?":
-            out.append("[^/]")
-        elif ch == "[":
-            end = pattern.find("]", i + 1)
-            if end == -1:
-                out.append(re.escape(ch))
-            else:
-                body = pattern[i + 1 : end]
-                if body.startswith("^") or body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
-                i = end
-        elif ch == "\\" and i + 1 < len(pattern):
-            i += 1
-            out.append(re.escape(pattern[i]))
-        else:
-            out.append(re.escape(ch))
-        i += 1
-    return re.compile("".join(out) + r"\Z")
+    return re.compile("".join(map(_regex_of, _TOKEN.findall(pattern))) + r"\Z")
 
 
 def parse_dockerignore(text: str) -> list[_Rule]:
@@ -258,9 +246,7 @@ def parse_dockerignore(text: str) -> list[_Rule]:
         if not line or line.startswith("#"):
             continue
         include = line.startswith("!")
-        if include:
-            line = line[1:].strip()
-        line = os.path.normpath(line).replace(os.sep, "/").lstrip("/")
+        line = os.path.normpath(line.removeprefix("!").strip()).replace(os.sep, "/").lstrip("/")
         if line in ("", "."):
             continue
         rules.append(_Rule(_translate(line), include))
@@ -290,11 +276,8 @@ def build_context(workspace: str, base_image: str) -> bytes:
     root = os.path.abspath(workspace)
     if not os.path.isdir(root):
         raise NotADirectoryError(f"workspace {workspace!r} is not a directory: pass a directory")
-    ignore_file = os.path.join(root, ".dockerignore")
-    rules: list[_Rule] = []
-    if os.path.isfile(ignore_file):
-        with open(ignore_file, encoding="utf-8") as fh:
-            rules = parse_dockerignore(fh.read())
+    ignore_file = Path(root, ".dockerignore")
+    rules = parse_dockerignore(ignore_file.read_text("utf-8")) if ignore_file.is_file() else []
     always = {DEFAULT_DOCKERFILE, ".dockerignore"}
     reinclude = any(rule.include for rule in rules)
     buffer = io.BytesIO()

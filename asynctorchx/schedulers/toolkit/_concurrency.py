@@ -26,10 +26,8 @@ async def _concurrently(
                 returned.append(await call())
             except Exception as error:
                 errors.append(error)
+            if errors or until_first_returns:  # an error, or a race's first return, ends all
                 task_group.cancel_scope.cancel()
-            else:
-                if until_first_returns:
-                    task_group.cancel_scope.cancel()
 
         for call in calls:
             task_group.start_soon(run, call)

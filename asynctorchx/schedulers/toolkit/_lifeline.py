@@ -182,16 +182,6 @@ def read_tied(fd: int, interval: float) -> dict[bytes, bytes]:
     return tied
 
 
-def kill_groups(tied: dict[bytes, bytes], variable: bytes) -> None:
-    """SIGKILL each tied process group (key: its id, payload: its replica's token), then
-    :func:`sweep` what left them."""
-    groups = {int(pgid): token for pgid, token in tied.items()}
-    for pgid in groups:
-        with contextlib.suppress(OSError):
-            os.killpg(pgid, signal.SIGKILL)
-    sweep(groups, variable)
-
-
 def is_left_behind(pid: int, sessions: dict[int, bytes], environ_tokens: set[bytes]) -> bool:
     """Whether live ``pid`` is in one of ``sessions`` or carries one of ``environ_tokens``
     (``<variable>=<token>``) in its environment (Linux ``/proc``)."""
@@ -223,18 +213,16 @@ def sweep(groups: dict[int, bytes], variable: bytes) -> None:
                 pidfd = os.pidfd_open(int(entry))
             except OSError:
                 continue
-            try:
+            with contextlib.suppress(OSError):
                 if is_left_behind(int(entry), groups, tokens):  # the pidfd is that process
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
                     killed.append(pidfd)
                     continue
-            except OSError:
-                pass
             os.close(pidfd)
         if not killed:
             return
         for pidfd in killed:
-            exited = select.poll()
+            exited = select.poll()  # poll, not select: any number of descriptors
             exited.register(pidfd, select.POLLIN)
             exited.poll()
             os.close(pidfd)
@@ -244,8 +232,12 @@ def act(tied: dict[bytes, bytes], action: list[str]) -> None:
     """Do ``action`` (the program's arguments after the interval) for ``tied``."""
     if not tied:
         return
-    if action[0] == "kill":
-        kill_groups(tied, os.fsencode(action[1]))
+    if action[0] == "kill":  # kill <variable>: SIGKILL each group (key: its id, payload: a token)
+        groups = {int(pgid): token for pgid, token in tied.items()}
+        for pgid in groups:
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, signal.SIGKILL)
+        sweep(groups, os.fsencode(action[1]))
     else:  # run <directory> <command>...
         command = [*action[2:], *(os.fsdecode(key) for key in tied)]
         subprocess.run(command, cwd=action[1], stdin=subprocess.DEVNULL, check=False)

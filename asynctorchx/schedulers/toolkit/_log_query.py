@@ -27,15 +27,6 @@ def _to_stream(value: Stream | str | None) -> Stream | None:
         raise ValueError(f"streams={value!r} is not a log stream: use one of {choices}") from None
 
 
-def _compile(regex: str | None) -> re.Pattern[str] | None:
-    if regex is None:
-        return None
-    try:
-        return re.compile(regex)
-    except re.error as error:
-        raise ValueError(f"regex {regex!r} is not a regular expression: {error}") from None
-
-
 @attrs.frozen
 class LogQuery:
     """Which log lines to read, of which replica, and whether to follow.
@@ -64,7 +55,12 @@ class LogQuery:
 
     @pattern.default
     def _pattern(self) -> re.Pattern[str] | None:
-        return _compile(self.regex)
+        if self.regex is None:
+            return None
+        try:
+            return re.compile(self.regex)
+        except re.error as error:
+            raise ValueError(f"regex {self.regex!r} is not a regular expression: {error}") from None
 
     @property
     def since_timestamp(self) -> float | None:

@@ -25,7 +25,6 @@ from asynctorchx.schedulers.toolkit._position import LogPosition
 #: Bytes read at a time (124 KiB): a block and its text stay under glibc's 128 KiB mmap
 #: threshold, so blocks reuse pages (benchmark 5's ``ours`` row).
 READ_SIZE = 124 << 10
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 class Notifier:
@@ -75,7 +74,7 @@ def open_for_reading(path: str) -> int:
         OSError: it cannot be opened otherwise.
     """
     try:
-        return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | _NOFOLLOW)
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW)  # not inherited (PEP 446)
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise symlink_error(path) from None
@@ -156,14 +155,13 @@ async def tail_blocks(
                 chunk = await anyio.to_thread.run_sync(os.read, fd, READ_SIZE)
             else:
                 chunk = os.read(fd, READ_SIZE)
+            at = assembler.offset
             if not chunk:
                 if finished or not query.should_tail:
-                    at = assembler.offset
                     yield LogBlock(at, select(assembler.take_rest(), at)[0])
                     return
                 await wait_for_change()
                 continue
-            at = assembler.offset
             lines, past_until = _split(assembler, chunk, cuts, select)
             yield LogBlock(at, lines)
             if past_until:

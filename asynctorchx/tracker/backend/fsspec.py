@@ -57,18 +57,14 @@ class FsspecTracker:
         directory = self._dir(run_id, category)
         self.fs.mkdirs(directory, exist_ok=True)
         name = f"{time.time_ns()}_{uuid.uuid4().hex}"
-        with self.fs.open(posixpath.join(directory, name), "w") as f:
-            json.dump(entry, f)
+        self.fs.pipe_file(posixpath.join(directory, name), json.dumps(entry).encode())
 
     def _load(self, run_id: str, category: str) -> list[dict[str, Any]]:
         directory = self._dir(run_id, category)
         if not self.fs.exists(directory):
             return []
-        entries = []
-        for path in sorted(self.fs.ls(directory, detail=False), key=posixpath.basename):
-            with self.fs.open(path, "r") as f:
-                entries.append(json.load(f))
-        return entries
+        paths = sorted(self.fs.ls(directory, detail=False), key=posixpath.basename)
+        return [json.loads(self.fs.cat_file(path)) for path in paths]
 
     def add_metadata(self, run_id: str, **kwargs: object) -> None:
         """Record ``kwargs`` (JSON-serializable) as metadata of ``run_id``.
@@ -80,10 +76,8 @@ class FsspecTracker:
 
     def metadata(self, run_id: str) -> dict[str, object]:
         """Return the metadata of ``run_id``, a later call's key replacing an earlier's."""
-        merged: dict[str, object] = {}
-        for entry in self._load(run_id, "metadata"):
-            merged.update(entry["metadata"])
-        return merged
+        entries = self._load(run_id, "metadata")
+        return {key: value for entry in entries for key, value in entry["metadata"].items()}
 
     def add_artifact(
         self, run_id: str, name: str, path: str, metadata: Mapping[str, object] | None = None
@@ -102,7 +96,10 @@ class FsspecTracker:
             for e in self._load(run_id, "artifacts")
         }
 
-    def _append_once(self, path: str, line: str) -> None:
+    def _append_once(self, directory: str, run_id: str, line: str) -> None:
+        """Append ``line`` to ``run_id``'s file in ``directory`` unless the file has it."""
+        self.fs.mkdirs(directory, exist_ok=True)
+        path = posixpath.join(directory, _encode(run_id))
         if self.fs.exists(path):
             with self.fs.open(path, "r") as f:
                 if line in (existing.strip() for existing in f):
@@ -113,13 +110,9 @@ class FsspecTracker:
     def add_source(self, run_id: str, source_id: str, artifact_name: str | None = None) -> None:
         """Record once that ``run_id`` consumed ``source_id`` (its ``artifact_name``, or all)."""
         line = artifact_name or ""
-        sources = self._dir(run_id, "sources")
-        self.fs.mkdirs(sources, exist_ok=True)
-        self._append_once(posixpath.join(sources, _encode(source_id)), line)
+        self._append_once(self._dir(run_id, "sources"), source_id, line)
         if self.fs.exists(self._dir(source_id)):
-            descendants = self._dir(source_id, "descendants")
-            self.fs.mkdirs(descendants, exist_ok=True)
-            self._append_once(posixpath.join(descendants, _encode(run_id)), line)
+            self._append_once(self._dir(source_id, "descendants"), run_id, line)
 
     def sources(self, run_id: str, artifact_name: str | None = None) -> list[TrackerSource]:
         """Return the sources of ``run_id``; with ``artifact_name``, only those naming it."""
@@ -140,16 +133,13 @@ class FsspecTracker:
         """Return the ids of the runs held, only those with the source ``parent_run_id``."""
         if not self.fs.exists(self.root_dir):
             return []
-        runs = []
-        for entry in self.fs.ls(self.root_dir, detail=True):
-            if entry["type"] != "directory":
-                continue
-            if parent_run_id and not self.fs.exists(
-                posixpath.join(entry["name"], "sources", _encode(parent_run_id))
-            ):
-                continue
-            runs.append(_decode(posixpath.basename(entry["name"])))
-        return runs
+        source = posixpath.join("sources", _encode(parent_run_id)) if parent_run_id else None
+        return [
+            _decode(posixpath.basename(entry["name"]))
+            for entry in self.fs.ls(self.root_dir, detail=True)
+            if entry["type"] == "directory"
+            and (source is None or self.fs.exists(posixpath.join(entry["name"], source)))
+        ]
 
     def __repr__(self) -> str:
         return f"<FsspecTracker: root_path={self.root_dir}>"
