@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import sys
 from collections.abc import Awaitable, Callable
@@ -14,7 +15,13 @@ import anyio
 from asynctorchx import schedulers
 from asynctorchx.cli._output import UsageError, note, print_line, to_json_with_nulls
 from asynctorchx.cli._run import run as _run
-from asynctorchx.errors import UnknownAppException
+from asynctorchx.errors import (
+    ComponentNotFoundException,
+    InvalidRunConfigException,
+    MalformedAppHandleException,
+    UnknownAppException,
+    UnknownSchedulerException,
+)
 from asynctorchx.runner import config
 from asynctorchx.runner.api import Runner, get_runner
 from asynctorchx.schedulers import get_default_scheduler_name
@@ -42,9 +49,20 @@ def dispatch(args: argparse.Namespace) -> int:
         if args.command in sync_commands:
             return sync_commands[args.command](args)
         return anyio.run(async_commands[args.command], args)
-    except UsageError as exc:
+    except _USAGE_ERRORS as exc:
+        logging.getLogger("asynctorchx.cli").debug("usage error", exc_info=True)
         print(f"asynctorchx {args.command}: error: {exc}", file=sys.stderr)
         return 2
+
+
+#: what the command line itself got wrong: exit 2, as argparse's own errors
+_USAGE_ERRORS = (
+    UsageError,
+    ComponentNotFoundException,
+    UnknownSchedulerException,
+    InvalidRunConfigException,
+    MalformedAppHandleException,
+)
 
 
 def _not_found(command: str, app_handle: str, runner: Runner) -> int:

@@ -45,11 +45,20 @@ _CANCEL_BOUND_S = 60.0
 _CANCEL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-async def _listen(signals: AsyncIterator[signal.Signals], scope: anyio.CancelScope) -> None:
-    """Cancel ``scope`` at the first signal; at the next ones say the app is being cancelled."""
-    async for _ in signals:
-        if not scope.cancel_called:
-            scope.cancel()
+@attrs.define
+class _Interrupt:
+    """The scope the first signal cancels, and that signal."""
+
+    scope: anyio.CancelScope = attrs.field(factory=anyio.CancelScope)
+    signum: signal.Signals | None = None
+
+
+async def _listen(signals: AsyncIterator[signal.Signals], interrupt: _Interrupt) -> None:
+    """Cancel the scope at the first signal; at the next ones say the app is being cancelled."""
+    async for signum in signals:
+        if interrupt.signum is None:
+            interrupt.signum = signum
+            interrupt.scope.cancel()
         else:
             note(
                 "asynctorchx: still cancelling the app; replicas that ignore SIGTERM get"
@@ -58,10 +67,10 @@ async def _listen(signals: AsyncIterator[signal.Signals], scope: anyio.CancelSco
 
 
 @asynccontextmanager
-async def _interruptible() -> AsyncIterator[anyio.CancelScope]:
-    """Yield the scope the first signal cancels; kept to the end, so a second Ctrl-C
+async def _interruptible() -> AsyncIterator[_Interrupt]:
+    """Yield the interrupt the first signal sets; kept to the end, so a second Ctrl-C
     during the cleanup cannot abandon it."""
-    interrupt = anyio.CancelScope()
+    interrupt = _Interrupt()
     # a signal ignored is not listened to: `nohup` asks for the app to survive SIGHUP
     listened = [signum for signum in _CANCEL_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN]
     with anyio.open_signal_receiver(*listened) as signals:
@@ -240,7 +249,7 @@ async def run(args: argparse.Namespace) -> int:
         get_runner(config_sections=sections, handle_signals=False) as runner,
     ):
         handle: str | None = None
-        with interrupt:
+        with interrupt.scope:
             opts = runner.scheduler_run_opts(run.scheduler)
             cfg: dict[str, CfgVal] = opts.cfg_from_str(run.scheduler_args)
             if run.scheduler_args_json is not None:
@@ -282,7 +291,7 @@ async def run(args: argparse.Namespace) -> int:
                 status = await runner.wait(handle)
                 if status is not None:
                     note(f"asynctorchx: {handle} {status.state.name}")
-        return 1
+        return 128 + (interrupt.signum or signal.SIGINT)  # a shell's code for that signal
 
 
 __all__ = ["run"]

@@ -1,7 +1,8 @@
 """``asynctorchx``: the command line (TorchX's ``torchx`` commands and flags).
 
 Only the parser: a command's code is imported when it runs (benchmark 6's ``ours`` rows).
-Exit codes: 0 success; 1 an error or an app that did not succeed; 2 a usage error.
+Exit codes: 0 success; 1 an error or an app that did not succeed; 2 a usage error; a signal
+(SIGINT, SIGTERM, SIGHUP) cancels the app, then the process dies of it (a shell's 128 + n).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -217,7 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``) and exit with its code."""
-    sys.exit(run_cli(argv))
+    code = run_cli(argv)
+    if code > 128:  # interrupted: die of the signal, so that a calling shell stops too
+        signal.signal(code - 128, signal.SIG_DFL)
+        os.kill(os.getpid(), code - 128)
+    sys.exit(code)
 
 
 def run_cli(argv: Sequence[str] | None = None) -> int:
@@ -236,7 +242,7 @@ def run_cli(argv: Sequence[str] | None = None) -> int:
         return _commands.dispatch(args)
     except KeyboardInterrupt:
         print("asynctorchx: interrupted", file=sys.stderr)
-        return 1
+        return 128 + signal.SIGINT
     except BrokenPipeError:
         # the reader of stdout went away (`asynctorchx describe ... | head`): stop quietly,
         # and keep Python's final flush of stdout from failing again

@@ -140,7 +140,7 @@ def test_cli_run_section_gives_run_flag_defaults(env: dict[str, str], tmp_path: 
 
 def test_bad_component_name_is_one_clear_line(env: dict[str, str]) -> None:
     out = cli(env, "run", "utils.no_such_component")
-    assert out.returncode == 1
+    assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
     assert "utils.no_such_component" in lines[0]
@@ -170,19 +170,19 @@ def test_bad_flag_is_a_usage_error(env: dict[str, str]) -> None:
 
 def test_unknown_scheduler_and_malformed_handle_are_one_line(env: dict[str, str]) -> None:
     out = cli(env, "run", "-s", "nope", "utils.echo")
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert out.stderr.count("\n") == 1
     assert "'nope'" in out.stderr
     assert "local_cwd" in out.stderr
     out = cli(env, "status", "garbage")
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert "garbage" in out.stderr
     assert "Traceback" not in out.stderr
 
 
 def test_debug_log_level_shows_the_traceback(env: dict[str, str]) -> None:
     out = cli(env, "--log_level", "DEBUG", "status", "garbage")
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert "Traceback" in out.stderr
 
 
@@ -211,7 +211,7 @@ def test_log_of_unknown_app_says_so(env: dict[str, str]) -> None:
 
 def test_runopts_of_unknown_scheduler_is_one_line(env: dict[str, str]) -> None:
     out = cli(env, "runopts", "nope")
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert out.stdout == ""
     assert "'nope'" in out.stderr
     assert "local_cwd" in out.stderr
@@ -281,7 +281,7 @@ async def test_a_stop_signal_cancels_the_app_and_leaves_no_replica(
             assert _alive(pid)
             proc.send_signal(signum)
             code = await proc.wait()
-    assert code == 1
+    assert code == -signum  # died of it: a shell's $? is 128 + signum
     assert not _alive(pid)
 
 
@@ -371,7 +371,7 @@ async def test_second_sigint_during_cancel_still_leaves_no_replica(
             await anyio.to_thread.run_sync(fifo.read_text, abandon_on_cancel=True)
             proc.send_signal(signal.SIGINT)
             code = await proc.wait()
-    assert code == 1
+    assert code == -signal.SIGINT
     assert not _alive(pid)
 
 

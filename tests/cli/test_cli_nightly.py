@@ -121,5 +121,5 @@ def test_cli_list_section_gives_the_defaults(
 
 
 def test_list_cfg_with_a_bad_value_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli(["list", "-s", "shared", "-cfg", "flag=maybe"]) == 1
+    assert run_cli(["list", "-s", "shared", "-cfg", "flag=maybe"]) == 2
     assert "flag" in capsys.readouterr().err

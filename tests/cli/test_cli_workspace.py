@@ -177,7 +177,7 @@ def test_slurm_copies_the_workspace_into_job_dir_and_refuses_what_it_cannot_copy
     assert (job_dir / "main.py").is_file()
     # job_dir now holds the copy: a second run into it is refused, in one line
     again = _slurm_dryrun(tmp_path, "-cfg", f"job_dir={job_dir}")
-    assert again.returncode == 1
+    assert again.returncode == 2
     assert again.stderr.splitlines()[-1] == (
         f"asynctorchx run: error: job_dir '{job_dir}': the directory is not empty;"
         " give a new directory (it is created) or an empty one, or copy nothing"
@@ -187,6 +187,6 @@ def test_slurm_copies_the_workspace_into_job_dir_and_refuses_what_it_cannot_copy
     other = tmp_path / "other"
     other.mkdir()
     refused = _slurm_dryrun(tmp_path, "--workspace", str(other))
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert "no job_dir: the job would run in the current directory" in refused.stderr
     assert "set the slurm run option job_dir" in refused.stderr

@@ -1,0 +1,54 @@
+"""The exit codes a shell expects of ``asynctorchx run`` (``docs/cli.md``): 2 for a usage
+error, 1 for an app that did not succeed (a signal's: tests/cli/test_cli_commands.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+LIMIT = 60  # seconds: a safety bound, never a timing guess
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("TORCHX")}
+    env["HOME"] = str(tmp_path)
+    return env
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "asynctorchx", *args],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["run", "--bogus", "utils.echo"], "unrecognized arguments: --bogus"),
+        (["run", "-s", "local_cwd", "utils.nope"], "utils.nope"),
+        (["run", "-s", "nope", "utils.echo"], "unknown scheduler 'nope'"),
+        (["run", "-s", "local_cwd", "-cfg", "bogus=1", "utils.echo"], "bogus"),
+        (["run", "-s", "local_cwd", "-cfg", "bogus", "utils.echo"], "bogus"),
+        (["run", "-s", "local_cwd", "utils.echo", "--nope"], "--nope"),
+    ],
+)
+def test_a_usage_error_exits_2(tmp_path: Path, args: list[str], said: str) -> None:
+    done = _cli(tmp_path, *args)
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr
+
+
+def test_an_app_that_fails_exits_1(tmp_path: Path) -> None:
+    done = _cli(tmp_path, "run", "-s", "local_cwd", "utils.sh", "false")
+    assert done.returncode == 1, done.stderr
+    assert "FAILED" in done.stderr
