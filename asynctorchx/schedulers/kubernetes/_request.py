@@ -194,16 +194,8 @@ class KubernetesJob:
 def pod_resources(cfg: Mapping[str, CfgVal]) -> PodResources:
     """The :class:`PodResources` of ``cfg``; raises ``InvalidRunConfigException`` for one
     that is not an int >= 0."""
-    given: dict[str, int] = {}
-    for key in PodResources._fields:
-        if (value := cfg.get(key)) is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidRunConfigException(
-                f"run option {key!r} must be an int >= 0, got {value!r}", key
-            )
-        given[key] = value
-    return PodResources(**given)
+    given = {key: _int_option(cfg, key, 0, "an int >= 0") for key in PodResources._fields}
+    return PodResources(**{key: value for key, value in given.items() if value is not None})
 
 
 def _resources(role: Role, pod: PodResources) -> dict[str, dict[str, str]]:
@@ -467,6 +459,15 @@ def str_option(cfg: Mapping[str, CfgVal], key: str) -> str | None:
     raise InvalidRunConfigException(f"run option {key!r} must be a str, got {value!r}", key)
 
 
+def _int_option(cfg: Mapping[str, CfgVal], key: str, least: int, what: str) -> int | None:
+    """The run option ``key``, an int >= ``least`` or ``None`` (else
+    ``InvalidRunConfigException``: it must be ``what``)."""
+    value = cfg.get(key)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= least):
+        return value
+    raise InvalidRunConfigException(f"run option {key!r} must be {what}, got {value!r}", key)
+
+
 def push_images(app: AppDef, image_repo: str | None) -> dict[str, tuple[str, str]]:
     """Rename the roles' local images ``image_repo:<hash>`` in place; return local image ->
     (repository, tag) (TorchX's ``DockerWorkspaceMixin.dryrun_push_images``). Raises
@@ -529,14 +530,8 @@ def job_request(
     api: str,
 ) -> KubernetesJob:
     """The request of a manifest, ``image_pull_timeout`` as its annotation."""
-    timeout = cfg.get("image_pull_timeout")
+    timeout = _int_option(cfg, "image_pull_timeout", 1, "a positive number of seconds")
     if timeout is not None:
-        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
-            raise InvalidRunConfigException(
-                f"run option 'image_pull_timeout' must be a positive number of seconds,"
-                f" got {timeout!r}",
-                "image_pull_timeout",
-            )
         resource["metadata"]["annotations"] = {ANNOTATION_PULL_TIMEOUT: str(timeout)}
     validate = cfg.get("validate_spec", True) is not False
     namespace = str_option(cfg, "namespace") or "default"
