@@ -191,13 +191,6 @@ class KubernetesJob:
         return json.dumps(self.resource, indent=2)
 
 
-def pod_resources(cfg: Mapping[str, CfgVal]) -> PodResources:
-    """The :class:`PodResources` of ``cfg``; raises ``InvalidRunConfigException`` for one
-    that is not an int >= 0."""
-    given = {key: _int_option(cfg, key, 0, "an int >= 0") for key in PodResources._fields}
-    return PodResources(**{key: value for key, value in given.items() if value is not None})
-
-
 def _resources(role: Role, pod: PodResources) -> dict[str, dict[str, str]]:
     resource = role.resource
     limits: dict[str, str] = {}
@@ -327,10 +320,13 @@ class Setup(NamedTuple):
 
     @classmethod
     def read(cls, app: AppDef, cfg: Mapping[str, CfgVal]) -> Setup:
-        """Read ``cfg``, the roles' local images renamed in place (:func:`push_images`)."""
+        """Read ``cfg``, the roles' local images renamed in place (:func:`push_images`); raises
+        ``InvalidRunConfigException`` for a :class:`PodResources` option not an int >= 0."""
         images = push_images(app, str_option(cfg, "image_repo"))
         account, priority = str_option(cfg, "service_account"), str_option(cfg, "priority_class")
-        return cls(images, account, priority, pod_resources(cfg))
+        given = {key: _int_option(cfg, key, 0, "an int >= 0") for key in PodResources._fields}
+        pod = PodResources(**{key: value for key, value in given.items() if value is not None})
+        return cls(images, account, priority, pod)
 
 
 def replica_pod(
