@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, NamedTuple, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any, NamedTuple
 
 import anyio
 import httpx2
@@ -55,7 +55,6 @@ VOLCANO_COMMANDS = "/apis/bus.volcano.sh/v1alpha1"
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_WORKLOADS = f"/apis/{KUEUE_GROUP}/v1beta1"
 MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
-T = TypeVar("T")
 #: Seconds a single request may take (connect, read, write) before it counts as failed.
 REQUEST_TIMEOUT = 30.0
 
@@ -65,14 +64,6 @@ class StreamBroken(Exception):
 
 
 BROKEN = (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.ReadTimeout)
-
-
-async def _read(stream: AsyncIterator[T]) -> AsyncIterator[T]:
-    try:
-        async for item in stream:
-            yield item
-    except BROKEN as error:
-        raise StreamBroken(str(error)) from None
 
 
 def _status_error(response: httpx2.Response, request: str) -> KubernetesApiError:
@@ -298,6 +289,8 @@ class ApiServer:
 
     @contextlib.asynccontextmanager
     async def _stream(self, path: str, params: dict[str, str]) -> AsyncIterator[httpx2.Response]:
+        """The response of a ``GET`` read as it comes; a connection that breaks while the block
+        reads it is :class:`StreamBroken`."""
         try:
             async with self._client().stream("GET", path, params=params) as response:
                 if response.is_error:
@@ -309,16 +302,16 @@ class ApiServer:
         except httpx2.TransportError as error:
             raise self._unreachable(error) from None
 
-    @contextlib.asynccontextmanager
     async def watch(
         self,
         plural: str,
         namespace: str,
         resource_version: str,
         labels: dict[str, str] | None = None,
-    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """Yield the events (``{"type", "object"}``, bookmarks asked for) of a watch from
-        ``resource_version``; a broken connection is :class:`StreamBroken`."""
+        ``resource_version``, opened at the first; a broken connection is :class:`StreamBroken`.
+        Close it with ``aclose()``."""
         params = {
             "watch": "true",
             "resourceVersion": resource_version,
@@ -326,7 +319,9 @@ class ApiServer:
             **_selecting(labels),
         }
         async with self._stream(_collection(plural, namespace), params) as response:
-            yield (json.loads(line) async for line in _read(response.aiter_lines()) if line.strip())
+            async for line in response.aiter_lines():
+                if line.strip():
+                    yield json.loads(line)
 
     @contextlib.asynccontextmanager
     async def log(
@@ -340,4 +335,4 @@ class ApiServer:
             params["sinceTime"] = since_time
         path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
         async with self._stream(path, params) as response:
-            yield _read(response.aiter_bytes())
+            yield response.aiter_bytes()
