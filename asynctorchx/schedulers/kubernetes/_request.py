@@ -356,11 +356,10 @@ def replica_pod(
     if overlay := get_overlay(role, "kubernetes", "V1Pod"):
         apply_overlay(template, overlay)
         template = {"metadata": template.get("metadata") or {}, "spec": template["spec"]}
-        template["metadata"].setdefault("labels", {})
     labels = pod_labels(app, role_index, role, replica_id or 0, values.app_id)
     if replica_id is None:
         del labels[LABEL_REPLICA_ID]
-    template["metadata"]["labels"].update(labels)
+    template["metadata"].setdefault("labels", {}).update(labels)
     return template
 
 
