@@ -171,8 +171,7 @@ class ApiServer:
     async def _call(
         self, method: str, path: str, request: str, missing_ok: bool = False, **kwargs: Any
     ) -> dict[str, Any]:
-        """One request's JSON answer (``missing_ok``: ``{}`` for a ``404``); ``request``
-        names it in errors."""
+        """One request's JSON answer, ``request`` naming it in errors; ``missing_ok``: 404 is {}."""
         try:
             response = await self._client().request(method, path, timeout=REQUEST_TIMEOUT, **kwargs)
         except httpx2.TransportError as error:
@@ -289,8 +288,7 @@ class ApiServer:
 
     @contextlib.asynccontextmanager
     async def _stream(self, path: str, params: dict[str, str]) -> AsyncIterator[httpx2.Response]:
-        """The response of a ``GET`` read as it comes; a connection that breaks while the block
-        reads it is :class:`StreamBroken`."""
+        """A ``GET`` read as it comes; a connection broken meanwhile is :class:`StreamBroken`."""
         try:
             async with self._client().stream("GET", path, params=params) as response:
                 if response.is_error:
