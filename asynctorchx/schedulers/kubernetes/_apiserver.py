@@ -1,28 +1,25 @@
 """The connection to the Kubernetes API server, the one module that imports lightkube;
 every third-party error is mapped here to :mod:`asynctorchx.errors`.
 
-Objects go in and out as JSON dicts. The two streams lightkube cannot ask for as needed (a
-watch with ``allowWatchBookmarks``, a log with ``sinceTime``) go over the ``httpx2`` client
-lightkube's ``client_adapter`` builds from the same kubeconfig (server, TLS, credentials).
+Objects go in and out as JSON dicts, over the ``httpx2`` client lightkube's
+``client_adapter`` builds from the kubeconfig (server, TLS, credentials): one client for the
+requests and for the two streams lightkube's own client cannot ask for as needed (a watch
+with ``allowWatchBookmarks``, a log with ``sinceTime``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, NamedTuple, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any, NamedTuple
 
 import anyio
 import httpx2
-from lightkube import AsyncClient, ConfigError, KubeConfig
+from lightkube import ConfigError, KubeConfig
 from lightkube.config import client_adapter
 from lightkube.config.client_adapter import ConnectionParams
 from lightkube.config.kubeconfig import SingleConfig
-from lightkube.core.exceptions import ApiError
-from lightkube.generic_resource import create_namespaced_resource
-from lightkube.resources.core_v1 import Pod
-from lightkube.types import PatchType
 
 from asynctorchx.errors import SchedulerClosedError
 from asynctorchx.schedulers.kubernetes._errors import (
@@ -36,16 +33,12 @@ from asynctorchx.schedulers.kubernetes._errors import (
 from asynctorchx.schedulers.kubernetes._jobset import JOBSET_GROUP, JOBSET_VERSION
 from asynctorchx.schedulers.kubernetes._request import VOLCANO_GROUP, VOLCANO_VERSION
 
-VolcanoJob = create_namespaced_resource(VOLCANO_GROUP, VOLCANO_VERSION, "Job", "jobs")
-JobSetResource = create_namespaced_resource(JOBSET_GROUP, JOBSET_VERSION, "JobSet", "jobsets")
-
 
 class JobKind(NamedTuple):
-    """A job kind: its API group and version, lightkube resource, error when missing."""
+    """A job kind: its API group and version, error when missing."""
 
     group: str
     version: str
-    resource: Any
     missing: type[Exception]
 
     @property
@@ -55,13 +48,13 @@ class JobKind(NamedTuple):
 
 #: The job kinds by plural.
 JOB_KINDS: dict[str, JobKind] = {
-    "jobs": JobKind(VOLCANO_GROUP, VOLCANO_VERSION, VolcanoJob, VolcanoNotInstalledError),
-    "jobsets": JobKind(JOBSET_GROUP, JOBSET_VERSION, JobSetResource, JobSetNotInstalledError),
+    "jobs": JobKind(VOLCANO_GROUP, VOLCANO_VERSION, VolcanoNotInstalledError),
+    "jobsets": JobKind(JOBSET_GROUP, JOBSET_VERSION, JobSetNotInstalledError),
 }
-VolcanoCommand = create_namespaced_resource("bus.volcano.sh", "v1alpha1", "Command", "commands")
+VOLCANO_COMMANDS = "/apis/bus.volcano.sh/v1alpha1"
 KUEUE_GROUP = "kueue.x-k8s.io"
-KueueWorkload = create_namespaced_resource(KUEUE_GROUP, "v1beta1", "Workload", "workloads")
-T = TypeVar("T")
+KUEUE_WORKLOADS = f"/apis/{KUEUE_GROUP}/v1beta1"
+MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
 #: Seconds a single request may take (connect, read, write) before it counts as failed.
 REQUEST_TIMEOUT = 30.0
 
@@ -71,14 +64,6 @@ class StreamBroken(Exception):
 
 
 BROKEN = (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.ReadTimeout)
-
-
-async def _read(stream: AsyncIterator[T]) -> AsyncIterator[T]:
-    try:
-        async for item in stream:
-            yield item
-    except BROKEN as error:
-        raise StreamBroken(str(error)) from None
 
 
 def _status_error(response: httpx2.Response, request: str) -> KubernetesApiError:
@@ -104,6 +89,19 @@ def _status_error(response: httpx2.Response, request: str) -> KubernetesApiError
     )
 
 
+def _collection(plural: str, namespace: str) -> str:
+    """The path of a namespace's ``jobs``, ``jobsets`` or ``pods``."""
+    root = JOB_KINDS[plural].path if plural in JOB_KINDS else "/api/v1"
+    return f"{root}/namespaces/{namespace}/{plural}"
+
+
+def _selecting(labels: Mapping[str, str] | None) -> dict[str, str]:
+    """The query parameters selecting ``labels`` (none: every object)."""
+    if not labels:
+        return {}
+    return {"labelSelector": ",".join(f"{key}={value}" for key, value in labels.items())}
+
+
 class ApiServer:
     """One scheduler's connection to the API server, opened on first use (``kubeconfig``
     ``None``: lightkube's search; ``context`` ``None``: the current one).
@@ -119,7 +117,6 @@ class ApiServer:
         self.kubeconfig = kubeconfig
         self.context = context
         self._config: SingleConfig | None = None
-        self._client: AsyncClient | None = None
         self._http: httpx2.AsyncClient | None = None
         self._closed = False
         self._checked: set[str] = set()
@@ -147,129 +144,112 @@ class ApiServer:
     def default_namespace(self) -> str:
         return str(self.config().namespace or "default")
 
-    def _clients(self) -> tuple[AsyncClient, httpx2.AsyncClient]:
+    def _client(self) -> httpx2.AsyncClient:
         if self._closed:
             raise SchedulerClosedError("the kubernetes scheduler was closed")
-        if self._client is None or self._http is None:
+        if self._http is None:
             config = self.config()
-            timeout = httpx2.Timeout(REQUEST_TIMEOUT)
+            # no read timeout for the streams; every other request has REQUEST_TIMEOUT
+            params = ConnectionParams(timeout=httpx2.Timeout(REQUEST_TIMEOUT, read=None))
             try:
-                self._client = AsyncClient(config=config, timeout=timeout)
-                params = ConnectionParams(timeout=httpx2.Timeout(REQUEST_TIMEOUT, read=None))
                 self._http = client_adapter.AsyncClient(config, params)
             except (ConfigError, OSError, ValueError, AssertionError) as error:
                 raise KubernetesConfigError(str(error) or type(error).__name__) from None
-        return self._client, self._http
+        return self._http
 
     async def close(self) -> None:
-        """Close both clients; idempotent, never raises."""
+        """Close the client; idempotent, never raises."""
         self._closed = True
-        client, http = self._client, self._http
-        self._client = self._http = None
-        with anyio.CancelScope(shield=True):
-            for closing in (client, http):
-                if closing is not None:
-                    with contextlib.suppress(Exception):
-                        await closing.aclose()
+        http, self._http = self._http, None
+        if http is not None:
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await http.aclose()
 
-    @contextlib.contextmanager
-    def _errors(self, request: str, missing_ok: bool = False) -> Any:
-        """Map one request's errors to ours (``missing_ok``: a ``404`` ends the block quietly)."""
+    def _unreachable(self, error: httpx2.TransportError) -> KubernetesUnreachableError:
+        return KubernetesUnreachableError(self.server, str(error) or type(error).__name__)
+
+    async def _call(
+        self, method: str, path: str, request: str, missing_ok: bool = False, **kwargs: Any
+    ) -> dict[str, Any]:
+        """One request's JSON answer, ``request`` naming it in errors; ``missing_ok``: 404 is {}."""
         try:
-            yield
-        except ApiError as error:
-            if missing_ok and error.response.status_code == 404:
-                return
-            raise _status_error(error.response, request) from None
+            response = await self._client().request(method, path, timeout=REQUEST_TIMEOUT, **kwargs)
         except httpx2.TransportError as error:
-            raise KubernetesUnreachableError(
-                self.server, str(error) or type(error).__name__
-            ) from None
+            raise self._unreachable(error) from None
+        if missing_ok and response.status_code == 404:
+            return {}
+        if response.is_error:
+            raise _status_error(response, request)
+        return dict(response.json())
 
-    async def _job_kind(self, plural: str) -> tuple[AsyncClient, Any, str]:
-        """The client, resource and name of a job kind, its API group checked once (raises
+    async def _jobs(self, plural: str, namespace: str) -> tuple[str, str]:
+        """The path and name of a job kind's collection, its API group checked once (raises
         ``VolcanoNotInstalledError`` or ``JobSetNotInstalledError`` when missing)."""
         kind = JOB_KINDS[plural]
-        client, http = self._clients()
         if plural not in self._checked:
-            with self._errors(f"GET {kind.path}"):
-                response = await http.get(kind.path)
-            if response.status_code == 404:
+            if not await self._call("GET", kind.path, f"GET {kind.path}", missing_ok=True):
                 raise kind.missing(self.server)
-            if response.is_error:
-                raise _status_error(response, f"GET {kind.path}")
             self._checked.add(plural)
-        return client, kind.resource, f"{kind.group} {plural}"
+        return _collection(plural, namespace), f"{kind.group} {plural}"
 
     async def create_job(
         self, namespace: str, manifest: dict[str, Any], plural: str = "jobs", dry_run: bool = False
     ) -> dict[str, Any]:
         """Create the job (``dry_run``: only validate and admit it, ``dryRun=All``); return it
         as stored. A dry run's refusal (``400``, ``422``) is ``InvalidJobSpecError``."""
-        client, resource, kind = await self._job_kind(plural)
+        path, kind = await self._jobs(plural, namespace)
         request = f"POST {kind} in {namespace}" + (" (dry run)" if dry_run else "")
         body = {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
+        params = {"dryRun": "All"} if dry_run else {}
         try:
-            with self._errors(request):
-                created = await client.create(resource.from_dict(body), dry_run=dry_run)
+            return await self._call("POST", path, request, json=body, params=params)
         except KubernetesApiError as error:
             if dry_run and error.status in (400, 422):
                 raise InvalidJobSpecError(
                     error.status, error.reason, error.message, error.request, error.causes
                 ) from None
             raise
-        return dict(created)
 
     async def get_job(
         self, namespace: str, name: str, plural: str = "jobs"
     ) -> dict[str, Any] | None:
         """The job, or ``None`` if there is no such object."""
-        client, resource, kind = await self._job_kind(plural)
-        with self._errors(f"GET {kind} {namespace}/{name}", missing_ok=True):
-            return dict(await client.get(resource, name, namespace=namespace))
-        return None
+        path, kind = await self._jobs(plural, namespace)
+        request = f"GET {kind} {namespace}/{name}"
+        return await self._call("GET", f"{path}/{name}", request, missing_ok=True) or None
 
     async def delete_job(self, namespace: str, name: str, plural: str = "jobs") -> bool:
         """Delete the job (its pods go with it); ``False`` if it did not exist."""
-        client, resource, kind = await self._job_kind(plural)
-        with self._errors(f"DELETE {kind} {namespace}/{name}", missing_ok=True):
-            await client.delete(resource, name, namespace=namespace)
-            return True
-        return False
+        path, kind = await self._jobs(plural, namespace)
+        request = f"DELETE {kind} {namespace}/{name}"
+        return bool(await self._call("DELETE", f"{path}/{name}", request, missing_ok=True))
 
     async def patch_job(
         self, namespace: str, name: str, patch: dict[str, Any], plural: str = "jobs"
     ) -> None:
         """Merge ``patch`` into the job (a JSON merge patch, RFC 7386)."""
-        client, resource, kind = await self._job_kind(plural)
-        with self._errors(f"PATCH {kind} {namespace}/{name}"):
-            await client.patch(
-                resource, name, patch, namespace=namespace, patch_type=PatchType.MERGE
-            )
+        path, kind = await self._jobs(plural, namespace)
+        request = f"PATCH {kind} {namespace}/{name}"
+        await self._call("PATCH", f"{path}/{name}", request, json=patch, headers=MERGE_PATCH)
 
     async def deactivate_workloads(self, namespace: str, owner_uid: str) -> None:
         """Deactivate the job's Kueue workloads (``spec.active: false``): Kueue evicts them
         and stops counting their quota; a cluster without Kueue has none."""
-        client, _ = self._clients()
-        labels: dict[str, Any] = {"kueue.x-k8s.io/job-uid": owner_uid}
-        names: list[str] = []
-        with self._errors(f"GET {KUEUE_GROUP} workloads in {namespace}", missing_ok=True):
-            listed: Any = client.list(KueueWorkload, namespace=namespace, labels=labels)
-            names = [item.metadata.name async for item in listed]
-        for name in names:
-            with self._errors(f"PATCH {KUEUE_GROUP} workloads {namespace}/{name}", missing_ok=True):
-                await client.patch(
-                    KueueWorkload,
-                    name,
-                    {"spec": {"active": False}},
-                    namespace=namespace,
-                    patch_type=PatchType.MERGE,
-                )
+        path = f"{KUEUE_WORKLOADS}/namespaces/{namespace}/workloads"
+        request = f"GET {KUEUE_GROUP} workloads in {namespace}"
+        params = _selecting({"kueue.x-k8s.io/job-uid": owner_uid})
+        listed = await self._call("GET", path, request, missing_ok=True, params=params)
+        for item in listed.get("items") or []:
+            name = item["metadata"]["name"]
+            request = f"PATCH {KUEUE_GROUP} workloads {namespace}/{name}"
+            patch = {"spec": {"active": False}}
+            await self._call(
+                "PATCH", f"{path}/{name}", request, missing_ok=True, json=patch, headers=MERGE_PATCH
+            )
 
     async def abort_job(self, namespace: str, name: str, uid: str) -> None:
         """Abort the job with a Volcano ``AbortJob`` command (``vcctl job suspend``'s): its pods
         are killed, it ends ``Aborted`` and stays until deleted."""
-        client, _ = self._clients()
         owner = {
             "apiVersion": f"{VOLCANO_GROUP}/{VOLCANO_VERSION}",
             "kind": "Job",
@@ -289,8 +269,8 @@ class ApiServer:
             "action": "AbortJob",
             "target": owner,
         }
-        with self._errors(f"POST bus.volcano.sh commands in {namespace}"):
-            await client.create(VolcanoCommand.from_dict(command))
+        path = f"{VOLCANO_COMMANDS}/namespaces/{namespace}/commands"
+        await self._call("POST", path, f"POST bus.volcano.sh commands in {namespace}", json=command)
 
     async def list(
         self, plural: str, namespace: str, labels: Mapping[str, str] | None = None
@@ -298,18 +278,19 @@ class ApiServer:
         """The namespace's ``jobs``, ``jobsets`` or ``pods`` with ``labels``, and the list's
         ``resourceVersion``."""
         if plural == "pods":
-            client, resource, kind = self._clients()[0], Pod, "pods"
+            path, kind = _collection(plural, namespace), plural
         else:
-            client, resource, kind = await self._job_kind(plural)
-        with self._errors(f"GET {kind} in {namespace}"):
-            listed = client.list(resource, namespace=namespace, labels=dict(labels or {}))
-            return [item.to_dict() async for item in listed], listed.resourceVersion
+            path, kind = await self._jobs(plural, namespace)
+        listed = await self._call(
+            "GET", path, f"GET {kind} in {namespace}", params=_selecting(labels)
+        )
+        return listed.get("items") or [], str(listed["metadata"]["resourceVersion"])
 
     @contextlib.asynccontextmanager
     async def _stream(self, path: str, params: dict[str, str]) -> AsyncIterator[httpx2.Response]:
-        _, http = self._clients()
+        """A ``GET`` read as it comes; a connection broken meanwhile is :class:`StreamBroken`."""
         try:
-            async with http.stream("GET", path, params=params) as response:
+            async with self._client().stream("GET", path, params=params) as response:
                 if response.is_error:
                     await response.aread()
                     raise _status_error(response, f"GET {path}")
@@ -317,31 +298,28 @@ class ApiServer:
         except BROKEN as error:
             raise StreamBroken(str(error)) from None
         except httpx2.TransportError as error:
-            raise KubernetesUnreachableError(
-                self.server, str(error) or type(error).__name__
-            ) from None
+            raise self._unreachable(error) from None
 
-    @contextlib.asynccontextmanager
     async def watch(
         self,
         plural: str,
         namespace: str,
         resource_version: str,
         labels: dict[str, str] | None = None,
-    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """Yield the events (``{"type", "object"}``, bookmarks asked for) of a watch from
-        ``resource_version``; a broken connection is :class:`StreamBroken`."""
-        root = JOB_KINDS[plural].path if plural in JOB_KINDS else "/api/v1"
-        path = f"{root}/namespaces/{namespace}/{plural}"
+        ``resource_version``, opened at the first; a broken connection is :class:`StreamBroken`.
+        Close it with ``aclose()``."""
         params = {
             "watch": "true",
             "resourceVersion": resource_version,
             "allowWatchBookmarks": "true",
+            **_selecting(labels),
         }
-        if labels:
-            params["labelSelector"] = ",".join(f"{key}={value}" for key, value in labels.items())
-        async with self._stream(path, params) as response:
-            yield (json.loads(line) async for line in _read(response.aiter_lines()) if line.strip())
+        async with self._stream(_collection(plural, namespace), params) as response:
+            async for line in response.aiter_lines():
+                if line.strip():
+                    yield json.loads(line)
 
     @contextlib.asynccontextmanager
     async def log(
@@ -355,4 +333,4 @@ class ApiServer:
             params["sinceTime"] = since_time
         path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
         async with self._stream(path, params) as response:
-            yield _read(response.aiter_bytes())
+            yield response.aiter_bytes()

@@ -7,7 +7,7 @@ hands the open watch from reader to reader; it is reopened from the last
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -48,8 +48,7 @@ class Informer(SharedFeed, Generic[Obj]):
         self.resource_version = ""
         self.lists = 0
         self.watches = 0
-        self._stack: contextlib.AsyncExitStack | None = None
-        self._events: AsyncIterator[dict[str, Any]] | None = None
+        self._events: AsyncGenerator[dict[str, Any], None] | None = None
         self._failed_connects = 0
 
     async def wait_until(self, check: Callable[[], T | None]) -> T:
@@ -92,22 +91,14 @@ class Informer(SharedFeed, Generic[Obj]):
             raise error
         await anyio.sleep(min(RECONNECT_DELAY * 2**self._failed_connects, 2.0))
 
-    async def _open(self) -> AsyncIterator[dict[str, Any]]:
-        if self._events is not None:
-            return self._events
-        stack = contextlib.AsyncExitStack()  # holds nothing if the watch fails to open
-        events = await stack.enter_async_context(
-            self.api.watch(self.plural, self.namespace, self.resource_version, self.labels)
-        )
-        self.watches += 1
-        self._stack, self._events = stack, events
-        return events
-
     async def _read_one(self) -> None:
+        if self._events is None:
+            watch = self.api.watch(self.plural, self.namespace, self.resource_version, self.labels)
+            self._events = watch
+            self.watches += 1
         try:
-            events = await self._open()
+            event = await self._events.__anext__()
             self._failed_connects = 0
-            event = await events.__anext__()
         except BaseException as error:
             await self._close()  # a read cancelled mid-event cannot be handed over
             if isinstance(error, KubernetesUnreachableError):
@@ -138,8 +129,7 @@ class Informer(SharedFeed, Generic[Obj]):
             self.objects[name] = self.parse(obj)
 
     async def _close(self) -> None:
-        stack, self._stack, self._events = self._stack, None, None
-        if stack is not None:
-            with anyio.CancelScope(shield=True):
-                with contextlib.suppress(Exception):
-                    await stack.aclose()
+        events, self._events = self._events, None
+        if events is not None:
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await events.aclose()

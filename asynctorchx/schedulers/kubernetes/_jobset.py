@@ -95,7 +95,6 @@ def build_jobset(
     env = {RANK0_ENV: hostname(name, replicated_job_name(app.roles[0]), 0)}
     index = {REPLICA_ID_ENV: f"metadata.annotations['{ANNOTATION_COMPLETION_INDEX}']"}
     rjobs: list[dict[str, Any]] = []
-    restarts = 0
     for role_index, role in enumerate(app.roles):
         rjob = replicated_job_name(role)
         if any(existing["name"] == rjob for existing in rjobs):
@@ -104,8 +103,6 @@ def build_jobset(
                 " give them names that differ in [a-z0-9-]"
             )
         replica_retries = role.retry_policy == RetryPolicy.REPLICA
-        if not replica_retries:
-            restarts = max(restarts, role.max_retries)
         # Kueue reads a workload's priority from its pods
         template = replica_pod(
             app, role_index, rjob, values, env, setup, None, field_env=index, priority=True
@@ -118,11 +115,12 @@ def build_jobset(
             "template": template,
         }
         rjobs.append({"name": rjob, "replicas": 1, "template": {"spec": job_spec}})
+    restarts = [role.max_retries for role in app.roles if role.retry_policy != RetryPolicy.REPLICA]
     spec: dict[str, Any] = {
         "replicatedJobs": rjobs,
         "network": {"enableDNSHostnames": True},
         "successPolicy": {"operator": "All"},
-        "failurePolicy": {"maxRestarts": restarts},
+        "failurePolicy": {"maxRestarts": max(restarts, default=0)},
     }
     metadata: dict[str, Any] = {"name": name}
     if queue := str_option(cfg, "queue"):

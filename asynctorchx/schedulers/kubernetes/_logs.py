@@ -185,9 +185,7 @@ async def follow(
         terminated = current.over
         async for block in reader.read(current.name, follow=True):
             yield block
-        if reader.done:
-            return
-        if not reader.ended:  # broke, or not started yet, or gone: read again
+        if reader.done or not reader.ended:  # done: the loop ends; else broke, not started, gone
             continue
         if terminated:
             complete_uid = uid

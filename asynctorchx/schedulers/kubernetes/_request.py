@@ -191,21 +191,6 @@ class KubernetesJob:
         return json.dumps(self.resource, indent=2)
 
 
-def pod_resources(cfg: Mapping[str, CfgVal]) -> PodResources:
-    """The :class:`PodResources` of ``cfg``; raises ``InvalidRunConfigException`` for one
-    that is not an int >= 0."""
-    given: dict[str, int] = {}
-    for key in PodResources._fields:
-        if (value := cfg.get(key)) is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidRunConfigException(
-                f"run option {key!r} must be an int >= 0, got {value!r}", key
-            )
-        given[key] = value
-    return PodResources(**given)
-
-
 def _resources(role: Role, pod: PodResources) -> dict[str, dict[str, str]]:
     resource = role.resource
     limits: dict[str, str] = {}
@@ -335,10 +320,13 @@ class Setup(NamedTuple):
 
     @classmethod
     def read(cls, app: AppDef, cfg: Mapping[str, CfgVal]) -> Setup:
-        """Read ``cfg``, the roles' local images renamed in place (:func:`push_images`)."""
+        """Read ``cfg``, the roles' local images renamed in place (:func:`push_images`); raises
+        ``InvalidRunConfigException`` for a :class:`PodResources` option not an int >= 0."""
         images = push_images(app, str_option(cfg, "image_repo"))
         account, priority = str_option(cfg, "service_account"), str_option(cfg, "priority_class")
-        return cls(images, account, priority, pod_resources(cfg))
+        given = {key: _int_option(cfg, key, 0, "an int >= 0") for key in PodResources._fields}
+        pod = PodResources(**{key: value for key, value in given.items() if value is not None})
+        return cls(images, account, priority, pod)
 
 
 def replica_pod(
@@ -368,11 +356,10 @@ def replica_pod(
     if overlay := get_overlay(role, "kubernetes", "V1Pod"):
         apply_overlay(template, overlay)
         template = {"metadata": template.get("metadata") or {}, "spec": template["spec"]}
-        template["metadata"].setdefault("labels", {})
     labels = pod_labels(app, role_index, role, replica_id or 0, values.app_id)
     if replica_id is None:
         del labels[LABEL_REPLICA_ID]
-    template["metadata"]["labels"].update(labels)
+    template["metadata"].setdefault("labels", {}).update(labels)
     return template
 
 
@@ -467,6 +454,15 @@ def str_option(cfg: Mapping[str, CfgVal], key: str) -> str | None:
     raise InvalidRunConfigException(f"run option {key!r} must be a str, got {value!r}", key)
 
 
+def _int_option(cfg: Mapping[str, CfgVal], key: str, least: int, what: str) -> int | None:
+    """The run option ``key``, an int >= ``least`` or ``None`` (else
+    ``InvalidRunConfigException``: it must be ``what``)."""
+    value = cfg.get(key)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= least):
+        return value
+    raise InvalidRunConfigException(f"run option {key!r} must be {what}, got {value!r}", key)
+
+
 def push_images(app: AppDef, image_repo: str | None) -> dict[str, tuple[str, str]]:
     """Rename the roles' local images ``image_repo:<hash>`` in place; return local image ->
     (repository, tag) (TorchX's ``DockerWorkspaceMixin.dryrun_push_images``). Raises
@@ -529,14 +525,8 @@ def job_request(
     api: str,
 ) -> KubernetesJob:
     """The request of a manifest, ``image_pull_timeout`` as its annotation."""
-    timeout = cfg.get("image_pull_timeout")
+    timeout = _int_option(cfg, "image_pull_timeout", 1, "a positive number of seconds")
     if timeout is not None:
-        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
-            raise InvalidRunConfigException(
-                f"run option 'image_pull_timeout' must be a positive number of seconds,"
-                f" got {timeout!r}",
-                "image_pull_timeout",
-            )
         resource["metadata"]["annotations"] = {ANNOTATION_PULL_TIMEOUT: str(timeout)}
     validate = cfg.get("validate_spec", True) is not False
     namespace = str_option(cfg, "namespace") or "default"

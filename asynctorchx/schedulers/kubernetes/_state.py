@@ -352,13 +352,12 @@ def describe(app_id: str, job: Job, replicas: Replicas, now: float) -> DescribeA
     for (role, replica_id), pod in replicas.items():
         why = None if pod is None or failed is None else pod_failure(pod, job.pull_timeout, now)
         statuses.append(replica_status(role, replica_id, pod, state, why))
-    said = job.said
     waiting = "; ".join(
         f"{r.role}/{r.id} {r.structured_error_msg}"
         for r in statuses
         if r.structured_error_msg != NONE and state != AppState.CANCELLED  # killed by it
     )
-    msg = failed or (said if is_terminal(state) else None) or waiting or said
+    msg = failed or (job.said if is_terminal(state) else None) or waiting or job.said
     return describe_app(
         app_id,
         role_statuses(statuses, [role.name for role in job.roles]),
