@@ -61,3 +61,16 @@ def test_an_editable_install_is_visible_to_type_checkers(tmp_path: Path) -> None
     )
     assert "asynctorchx.runner._runner.Runner" in out.stdout, out.stdout + out.stderr
     assert out.returncode == 0, out.stdout
+
+
+def test_the_readme_and_help_say_how_to_open_the_docs() -> None:
+    from asynctorchx.cli.main import DOCS_URL
+
+    out = subprocess.run(
+        [sys.executable, "-m", "asynctorchx", "--help"], capture_output=True, text=True, check=True
+    )
+    for said in (README.read_text(), out.stdout):
+        words = " ".join(said.split())
+        assert "pip install -e '.[docs]'" in words
+        assert "mkdocs serve" in words
+        assert DOCS_URL in words

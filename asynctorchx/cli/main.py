@@ -17,6 +17,10 @@ from collections.abc import Sequence
 
 from asynctorchx import __version__
 
+#: how the README says to serve the documentation site from a checkout
+DOCS_COMMAND = "pip install -e '.[docs]' && mkdocs serve"
+DOCS_URL = "http://127.0.0.1:8000/"
+
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -127,7 +131,9 @@ def _add_tracker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``asynctorchx`` argument parser (one subparser per command)."""
     parser = argparse.ArgumentParser(
-        prog="asynctorchx", description="Launch, watch, tail and cancel jobs (TorchX, async)."
+        prog="asynctorchx",
+        description="Launch, watch, tail and cancel jobs (TorchX, async).",
+        epilog=f"The documentation, API reference included: {DOCS_COMMAND}, then {DOCS_URL}",
     )
     parser.add_argument("--version", action="version", version=f"asynctorchx {__version__}")
     parser.add_argument(
