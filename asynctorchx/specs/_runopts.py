@@ -253,8 +253,7 @@ class runopts:
                 out += f"\n            {opt.help}"
         return out
 
-    def __repr__(self) -> str:
-        return str(self)
+    __repr__ = __str__
 
 
 def split_pairs(text: str, key: str) -> dict[str, str]:
