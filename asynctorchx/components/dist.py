@@ -253,17 +253,6 @@ def spmd(
         ValueError: not exactly one of ``script`` and ``m``, or a malformed ``j``.
         UnknownNamedResourceException: ``h`` is not a registered named resource.
     """
-    return ddp(
-        *args,
-        script=script,
-        m=m,
-        image=image,
-        name=name,
-        h=h,
-        j=str(StructuredJArgument.parse_from(h, j)),
-        env=dict(env or {}),
-        metadata=metadata,
-        max_retries=max_retries,
-        mounts=mounts,
-        debug=debug,
-    )
+    arguments = dict(locals(), j=str(StructuredJArgument.parse_from(h, j)))
+    del arguments["args"]
+    return ddp(*args, **arguments)

@@ -127,18 +127,14 @@ def python(
     Raises:
         ValueError: not exactly one of ``m``, ``c`` and ``script``, or a malformed mount.
     """
-    given = [flag for flag, value in (("-m", m), ("-c", c), ("--script", script)) if value]
+    given = [(flag, value) for flag, value in (("-m", m), ("-c", c), ("--script", script)) if value]
     if len(given) != 1:
         raise ValueError(
             "exactly one of `-m`, `-c` and `--script` needs to be specified"
-            f" (got {', '.join(given) or 'none'})"
+            f" (got {', '.join(flag for flag, _ in given) or 'none'})"
         )
-    if script:
-        cmd = [script]
-    elif m:
-        cmd = ["-m", m]
-    else:
-        cmd = ["-c", str(c)]
+    flag, value = given[0]
+    cmd = [value] if flag == "--script" else [flag, value]
     role = Role(
         name="python",
         image=image,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from asynctorchx.specs import api
 from asynctorchx.specs._named_resources import (
     _named_resource_factories as _named_resource_factories,  # TorchX's registry, patchable here
 )
@@ -16,9 +17,6 @@ from asynctorchx.specs._named_resources import (
     _NamedResourcesLibrary as _NamedResourcesLibrary,  # TorchX's class name
 )
 from asynctorchx.specs._named_resources import get_named_resources, named_resources, resource
-
-# every name of asynctorchx.specs.api; the ones below (not those TorchX has in
-# torchx.specs.api only) make the public face
 from asynctorchx.specs.api import *  # noqa: F403
 from asynctorchx.specs.capabilities import CapabilityKey
 from asynctorchx.specs.metadata_keys import NA, TORCHX_CONTEXT_NAME, app_metadata
@@ -26,54 +24,19 @@ from asynctorchx.specs.metadata_keys import NA, TORCHX_CONTEXT_NAME, app_metadat
 if TYPE_CHECKING:
     from asynctorchx.specs.builders import materialize_appdef
 
+#: TorchX has these in ``torchx.specs.api`` only.
+_API_ONLY = frozenset({"AppStatusError", "Mount", "ParsedAppHandle", "cfg_pairs"})
 __all__ = [
-    "ALL",
-    "MISSING",
     "NA",
-    "NONE",
-    "NULL_RESOURCE",
     "TORCHX_CONTEXT_NAME",
-    "TORCHX_HOME",
-    "UNKNOWN",
-    "AppDef",
-    "AppDryRunInfo",
-    "AppHandle",
-    "AppState",
-    "AppStatus",
-    "BindMount",
     "CapabilityKey",
-    "CfgVal",
-    "DeviceMount",
-    "InvalidRunConfigException",
-    "MalformedAppHandleException",
-    "MountType",
-    "ReplicaState",
-    "ReplicaStatus",
-    "Resource",
-    "RetryPolicy",
-    "Role",
-    "RoleStatus",
-    "UnknownAppException",
-    "UnknownSchedulerException",
-    "VolumeMount",
-    "Workspace",
     "app_metadata",
-    "cases",
     "get_named_resources",
-    "get_type_name",
-    "is_started",
-    "is_terminal",
-    "macros",
-    "make_app_handle",
     "materialize_appdef",
     "named_resources",
-    "parse_app_handle",
-    "parse_mounts",
     "resource",
-    "resource_tags",
-    "runopt",
-    "runopts",
 ]
+__all__ += [name for name in api.__all__ if name not in _API_ONLY]
 
 
 def __getattr__(name: str) -> Any:

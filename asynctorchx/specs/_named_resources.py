@@ -157,10 +157,7 @@ class NamedResources(Mapping[str, Resource]):
         return _lookup(name)
 
     def __contains__(self, name: object) -> bool:
-        factories = _registry()
-        if not isinstance(name, str):
-            return False
-        return name in factories or any(k.lower() == name.lower() for k in factories)
+        return isinstance(name, str) and any(k.lower() == name.lower() for k in _registry())
 
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(_registry()))

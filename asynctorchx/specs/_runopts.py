@@ -181,22 +181,19 @@ class runopts:
         resolved: dict[str, CfgVal] = {}
         for key, opt in self._opts.items():
             value = given.get(key)
-            if value is None:
-                if opt.is_required:
-                    raise InvalidRunConfigException(
-                        f"required run option {key!r} ({_display_name(opt.opt_type)}) is missing:"
-                        f" pass it with `-cfg {key}=<value>` ({opt.help}); {self._accepted()}",
-                        key,
-                    )
-                resolved[key] = opt.default
-            elif not runopts.is_type(value, opt.opt_type):
+            if value is None and opt.is_required:
+                raise InvalidRunConfigException(
+                    f"required run option {key!r} ({_display_name(opt.opt_type)}) is missing:"
+                    f" pass it with `-cfg {key}=<value>` ({opt.help}); {self._accepted()}",
+                    key,
+                )
+            if value is not None and not runopts.is_type(value, opt.opt_type):
                 raise InvalidRunConfigException(
                     f"run option {key!r} must be of type {_display_name(opt.opt_type)},"
                     f" got {value!r} ({type(value).__name__}); {self._accepted()}",
                     key,
                 )
-            else:
-                resolved[key] = value
+            resolved[key] = opt.default if value is None else value
         resolved.update({key: value for key, value in given.items() if key not in self._opts})
         return resolved
 
@@ -256,8 +253,7 @@ class runopts:
                 out += f"\n            {opt.help}"
         return out
 
-    def __repr__(self) -> str:
-        return str(self)
+    __repr__ = __str__
 
 
 def split_pairs(text: str, key: str) -> dict[str, str]:

@@ -178,8 +178,7 @@ class AppStatus:
 
         return yaml.dump({"AppStatus": _status_dict(self)})
 
-    def __str__(self) -> str:
-        return repr(self)
+    __str__ = __repr__
 
 
 def _or_null(value: str) -> str | None:

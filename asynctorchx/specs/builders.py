@@ -165,8 +165,6 @@ class _RemainderAction(argparse.Action):
         given = list(values or [])
         if not given and isinstance(self.default, str):
             given = shlex.split(self.default)
-        elif not given and isinstance(self.default, list):
-            given = list(self.default)
         setattr(namespace, self.dest, given)
 
 

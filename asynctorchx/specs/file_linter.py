@@ -218,8 +218,7 @@ def check(path: str, component_function: str) -> list[LinterMessage]:
         OSError: the file cannot be read.
         UnicodeDecodeError: the file is not UTF-8.
     """
-    source = read_conf_file(path)
-    return validate_source(source, component_function, filename=path)
+    return validate_source(read_conf_file(path), component_function, filename=path)
 
 
 def validate(path: str, component_function: str) -> list[LinterMessage]:

@@ -61,14 +61,6 @@ class ComponentDef:
         return self.name.rpartition(":" if ":" in self.name else ".")[2]
 
 
-def _iter_modules(base: ModuleType) -> list[ModuleType]:
-    modules = [base]
-    if hasattr(base, "__path__"):
-        for info in pkgutil.walk_packages(base.__path__, prefix=f"{base.__name__}."):
-            modules.append(importlib.import_module(info.name))
-    return modules
-
-
 def module_relname(module: ModuleType, relative_to: ModuleType) -> str:
     """Return ``module``'s name relative to ``relative_to`` (``torchx.specs.finder``).
 
@@ -116,7 +108,8 @@ def _is_candidate(fn: object, module: ModuleType, fn_name: str) -> TypeGuard[Cal
 
 def _components_of(base: ModuleType, prefix: str) -> dict[str, ComponentDef]:
     found: dict[str, ComponentDef] = {}
-    for module in _iter_modules(base):
+    tree = pkgutil.walk_packages(getattr(base, "__path__", []), prefix=f"{base.__name__}.")
+    for module in [base, *(importlib.import_module(info.name) for info in tree)]:
         rel = module_relname(module, base)
         for fn_name, fn in inspect.getmembers(module, inspect.isfunction):
             if _is_candidate(fn, module, fn_name):

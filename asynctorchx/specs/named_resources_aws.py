@@ -66,39 +66,24 @@ def _make(instance_type: str) -> Resource:
     )
 
 
-# One function per instance type, named as TorchX names them (``aws_p3_2xlarge``), so
-# code calling ``named_resources_aws.aws_p3_2xlarge()`` ports unchanged.
-aws_t3_medium = partial(_make, "t3.medium")
-aws_m5_2xlarge = partial(_make, "m5.2xlarge")
-aws_p3_2xlarge = partial(_make, "p3.2xlarge")
-aws_p3_8xlarge = partial(_make, "p3.8xlarge")
-aws_p3_16xlarge = partial(_make, "p3.16xlarge")
-aws_p3dn_24xlarge = partial(_make, "p3dn.24xlarge")
-aws_p4d_24xlarge = partial(_make, "p4d.24xlarge")
-aws_p4de_24xlarge = partial(_make, "p4de.24xlarge")
-aws_p5_48xlarge = partial(_make, "p5.48xlarge")
-aws_g4dn_xlarge = partial(_make, "g4dn.xlarge")
-aws_g4dn_2xlarge = partial(_make, "g4dn.2xlarge")
-aws_g4dn_4xlarge = partial(_make, "g4dn.4xlarge")
-aws_g4dn_8xlarge = partial(_make, "g4dn.8xlarge")
-aws_g4dn_16xlarge = partial(_make, "g4dn.16xlarge")
-aws_g4dn_12xlarge = partial(_make, "g4dn.12xlarge")
-aws_g4dn_metal = partial(_make, "g4dn.metal")
-aws_g5_xlarge = partial(_make, "g5.xlarge")
-aws_g5_2xlarge = partial(_make, "g5.2xlarge")
-aws_g5_4xlarge = partial(_make, "g5.4xlarge")
-aws_g5_8xlarge = partial(_make, "g5.8xlarge")
-aws_g5_16xlarge = partial(_make, "g5.16xlarge")
-aws_g5_12xlarge = partial(_make, "g5.12xlarge")
-aws_g5_24xlarge = partial(_make, "g5.24xlarge")
-aws_g5_48xlarge = partial(_make, "g5.48xlarge")
-aws_trn1_2xlarge = partial(_make, "trn1.2xlarge")
-aws_trn1_32xlarge = partial(_make, "trn1.32xlarge")
-
 #: ``aws_<instance type>`` to a function returning a fresh :class:`Resource` per call.
 NAMED_RESOURCES: Mapping[str, Callable[[], Resource]] = {
     f"aws_{instance_type}": partial(_make, instance_type) for instance_type in _TABLE
 }
+# so code calling ``named_resources_aws.aws_p3_2xlarge()`` ports unchanged
+_BY_FUNCTION_NAME = {name.replace(".", "_"): factory for name, factory in NAMED_RESOURCES.items()}
+
+
+def __getattr__(name: str) -> Callable[[], Resource]:
+    """TorchX's function per instance type, ``aws_p3_2xlarge`` for ``p3.2xlarge``."""
+    factory = _BY_FUNCTION_NAME.get(name)
+    if factory is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return factory
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_BY_FUNCTION_NAME])
 
 
 def instance_type_from_resource(resource: Resource) -> str | None:
