@@ -29,6 +29,7 @@ from asynctorchx.cli._output import (
     unstructure_with_nulls,
 )
 from asynctorchx.cli._run_settings import CLI_RUN_KEYS, RunSettings, from_flags, from_stdin
+from asynctorchx.cli._status_line import status_line
 from asynctorchx.errors import ComponentValidationException
 from asynctorchx.runner import _script_check, config
 from asynctorchx.runner.api import Runner, get_runner
@@ -169,11 +170,13 @@ async def _follow(
     """Wait for the app, its logs on stderr when ``tail`` (as ``torchx.cli.cmd_run``, so
     that stdout holds the handle alone); 0 if it succeeded, else 1."""
     note(f"asynctorchx: waiting for {handle} (Ctrl-C cancels it)")
-    if tail:
-        async with runner.log_stream(handle, should_tail=True) as lines:
-            async for line in lines:
-                print_line(line, sys.stderr)
-    status = await runner.wait(handle)
+    async with status_line(runner, handle) as line_of_status:
+        if tail:
+            async with runner.log_stream(handle, should_tail=True) as lines:
+                async for line in lines:
+                    line_of_status.hide()
+                    print_line(line, sys.stderr)
+        status = await runner.wait(handle)
     if status is not None and status.state != AppState.SUCCEEDED:
         status = await _keep_failed_logs(status, temporary_logs)
     state = status.state if status is not None else AppState.UNKNOWN
