@@ -31,6 +31,7 @@ and the fix. The hierarchy::
     ├── InvalidCursorError (ValueError)
     ├── ComponentNotFoundException (LookupError)
     ├── ComponentValidationException (ValueError)
+    │   ├── ComponentUsageError: a wrong component command line
     │   └── ScriptNotFoundError (FileNotFoundError)
     ├── ConfigError (ValueError)
     │   ├── ConfigFileNotFoundError (FileNotFoundError)
@@ -179,6 +180,22 @@ class ComponentNotFoundException(AsyncTorchXError, LookupError):
 
 class ComponentValidationException(AsyncTorchXError, ValueError):
     """A component function breaks the component rules (see ``specs.file_linter``)."""
+
+
+class ComponentUsageError(ComponentValidationException):
+    """A wrong component command line or argument (``specs.builders.materialize_appdef``).
+
+    Where TorchX's argparse prints and exits 2, this is raised, printing nothing; the CLI
+    prints it and exits 2.
+
+    Args:
+        message: the error, naming the argument.
+        usage: the component's usage text (``usage: ...``).
+    """
+
+    def __init__(self, message: str, usage: str = "") -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 class ScriptNotFoundError(ComponentValidationException, FileNotFoundError):

@@ -30,7 +30,7 @@ from asynctorchx.cli._output import (
 )
 from asynctorchx.cli._run_settings import CLI_RUN_KEYS, RunSettings, from_flags, from_stdin
 from asynctorchx.cli._status_line import status_line
-from asynctorchx.errors import ComponentValidationException
+from asynctorchx.errors import ComponentUsageError, ComponentValidationException
 from asynctorchx.runner import _script_check, config
 from asynctorchx.runner.api import Runner, get_runner
 from asynctorchx.schedulers.api import Capabilities
@@ -110,7 +110,9 @@ def _materialize(
         create_args_parser(fn, defaults)  # a bad component or config: exit 1
         try:
             parse_args(fn, component_args, defaults, values)
-        except ComponentValidationException as usage:  # a missing, unknown or bad argument
+        except ComponentUsageError as usage:  # a missing or unknown argument
+            raise UsageError(f"{usage} (`--help` lists the arguments)") from usage
+        except ComponentValidationException as usage:  # a bad argument
             raise UsageError(str(usage)) from usage
         raise exc  # the function ran and failed (or returned no AppDef): exit 1
 

@@ -14,7 +14,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
-from asynctorchx.errors import ComponentValidationException
+from asynctorchx.errors import ComponentUsageError, ComponentValidationException
 from asynctorchx.specs._runopts import parse_bool, runopts, split_pairs
 from asynctorchx.specs.api import (
     AppDef,
@@ -130,24 +130,10 @@ def decode(fn_name: str, name: str, tp: Any, value: Any) -> Any:
         ) from None
 
 
-class ComponentUsageError(ComponentValidationException, SystemExit):
-    """A wrong component command line: ``SystemExit(2)`` (TorchX's exit) and a validation error.
-
-    Args:
-        message: the error, naming the argument.
-        usage: the parser's usage text.
-    """
-
-    def __init__(self, message: str, usage: str = "") -> None:
-        super().__init__(message)
-        self.code = 2
-        self.usage = usage
-
-
 class _ComponentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise ComponentUsageError(
-            f"{self.prog.strip()}: {message} (`--help` lists the arguments)",
+            f"{self.prog.strip()}: {message}",
             self.format_usage().strip(),
         )
 
@@ -314,7 +300,7 @@ def materialize_appdef(
         config: values given as data; see :func:`parse_args`.
 
     Raises:
-        ComponentUsageError: an argument is missing or unknown (``SystemExit(2)`` too).
+        ComponentUsageError: an argument is missing or unknown.
         ComponentValidationException: ``fn`` is async, an argument bad, or no AppDef returned.
         SystemExit: ``--help`` was given.
         Exception: whatever the component raises.

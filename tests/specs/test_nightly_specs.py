@@ -127,6 +127,5 @@ def test_materialize_appdef_takes_arguments_as_data() -> None:
     assert app.roles[0].num_replicas == 2
     # a string is decoded as the command line would decode it
     assert materialize_appdef(echo, [], None, {"num_replicas": "3"}).roles[0].num_replicas == 3
-    with pytest.raises(ComponentUsageError, match="no argument 'nope'") as raised:
+    with pytest.raises(ComponentUsageError, match="no argument 'nope'"):
         materialize_appdef(echo, [], None, {"nope": 1})
-    assert raised.value.code == 2
