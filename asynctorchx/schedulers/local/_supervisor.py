@@ -60,7 +60,6 @@ class LocalReplica:
     def __init__(self, record: ReplicaRecord, param: ReplicaParam) -> None:
         self.record = record
         self.param = param
-        self._unidentified: anyio.abc.Process | None = None
         self.token = ""
         self.swept = self.group_ended = False
         self.output = Notifier()
@@ -70,19 +69,10 @@ class LocalReplica:
         self.on_terminate: Callable[[], object] | None = None
 
     def started(self, process: anyio.abc.Process) -> None:
-        """Its main process started: its pid and group now, its identity when written."""
+        """Its main process started: its pid, group and identity (unless already reaped)."""
         self.record.pid = self.record.pgid = process.pid
-        self.record.process = None
-        self._unidentified = process
-
-    def identify(self) -> None:
-        """Read its main process's identity (:mod:`._process_identity`) into its record, if not done
-        yet and the process is not reaped (its pid is still this child's)."""
-        process = self._unidentified
-        if process is not None:
-            self._unidentified = None
-            if process.returncode is None:
-                self.record.process = ProcessIdentity.of(process.pid, os.getpid())
+        running = process.returncode is None  # not reaped: its pid is still this child's
+        self.record.process = ProcessIdentity.of(process.pid, os.getpid()) if running else None
 
     def request_terminate(self) -> None:
         """Ask its process to terminate (SIGTERM, ``stop_timeout``, SIGKILL); idempotent."""
@@ -146,16 +136,9 @@ class LocalApp:
         """Every replica of every role."""
         return [replica for replicas in self.replicas.values() for replica in replicas]
 
-    def identify(self) -> None:
-        """Read the process identity of each replica into the record (see
-        :meth:`LocalReplica.identify`)."""
-        for replica in self.all_replicas():
-            replica.identify()
-
     def notify_changed(self) -> None:
         """Tell the keeper (its record is written soon) and wake the app's waiters."""
         if self.record.state != AppState.SUBMITTED:
-            self.identify()
             self.keeper.changed(self.record)
         self.changed.notify()
 
@@ -163,7 +146,6 @@ class LocalApp:
         """Set the app's state; its record is written at once (its start, its end); wake its waiters
         (and, once terminal, its log followers)."""
         self.record.state = state
-        self.identify()
         if is_terminal(state):
             self.keeper.ended(self.record)
             for replica in self.all_replicas():
