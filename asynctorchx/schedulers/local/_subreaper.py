@@ -58,19 +58,10 @@ def _children() -> list[int]:
             found.extend(int(pid) for pid in children.split())
         return found
     except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN
-        pass
+        pids = (int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+        return [pid for pid in pids if (stat := proc_stat(pid)) is not None and stat[1] == me]
     except OSError:
         return []
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            pid = int(entry)
-            if pid in OWN_CHILDREN:
-                continue
-            stat = proc_stat(pid)
-            if stat is not None and stat[1] == me:
-                found.append(pid)
-    return found
 
 
 def _token(pid: int) -> str | None:
