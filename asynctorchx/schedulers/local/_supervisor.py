@@ -400,7 +400,10 @@ async def _await_exit(
     pipes to be drained; return its exit code and the state of the attempt."""
     returncode = await process.wait()
     app.adopt_cancel_request()
-    state = _attempt_state(app, replica, returncode)
+    if app.record.cancelled or (app.restart_requested and replica.terminate_requested):
+        state = AppState.CANCELLED
+    else:
+        state = AppState.SUCCEEDED if returncode == 0 else AppState.FAILED
     replica.exited.set()
     # the main process is gone: so is the rest of its group, unless a
     # cancel gives it the rest of its grace period (see _terminator)
@@ -435,13 +438,6 @@ async def _reap(process: anyio.abc.Process, token: str, group_ended: bool) -> No
             signal_group(process.pid, signal.SIGKILL)
         if token:  # "" when its tree was already swept after its exit
             await _subreaper.end_descendants(token, process.pid)
-
-
-def _attempt_state(app: LocalApp, replica: LocalReplica, returncode: int) -> AppState:
-    """The state an attempt of ``replica`` ended in, given its exit code, when it exited."""
-    if app.record.cancelled or (app.restart_requested and replica.terminate_requested):
-        return AppState.CANCELLED
-    return AppState.SUCCEEDED if returncode == 0 else AppState.FAILED
 
 
 async def _terminator(app: LocalApp, replica: LocalReplica, drained: list[anyio.Event]) -> None:
