@@ -322,14 +322,11 @@ def _prepare_log_dirs(root: str, replica_dirs: Sequence[str], made: list[str]) -
 def _make_root(root: str, created: list[str]) -> None:
     """Create ``root`` and its missing parents (0700, each appended to ``created``), then check
     it."""
-    missing = _missing_directories(root)
-    for directory in missing:
+    for directory in _missing_directories(root) or [root]:
         with contextlib.suppress(FileExistsError):
             os.mkdir(directory, DIRECTORY_MODE)
             created.append(directory)
         _check_root(directory)
-    if not missing:
-        _check_root(root)
 
 
 def _check_root(path: str) -> None:
