@@ -155,10 +155,7 @@ async def end_descendants(token: str, pgid: int) -> None:
 
 
 async def _sweep(replicas: dict[str, int]) -> None:
-    while True:
-        found = _identified(replicas)
-        if not found:
-            return
+    while found := _identified(replicas):
         for pid in found:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
