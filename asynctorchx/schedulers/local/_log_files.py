@@ -240,16 +240,7 @@ def check_log_dir(root: str, replica_dirs: Sequence[str]) -> None:
     target = replica_dirs[0] if replica_dirs else root
     missing = _missing_directories(target)
     ancestor = os.path.dirname(missing[0]) if missing else target
-    _check_writable(root, ancestor)
-    name_max = _limit(ancestor, "PC_NAME_MAX", _NAME_MAX)
-    path_max = _limit(ancestor, "PC_PATH_MAX", _PATH_MAX)
-    for replica_dir in replica_dirs:
-        _check_lengths(root, replica_dir, name_max, path_max)
-
-
-def _check_writable(root: str, ancestor: str) -> None:
-    """Refuse ``ancestor`` (the first existing directory on the way to the log directories) when it
-    is not a directory this user can create files in."""
+    # the first existing directory on the way: the log directories are made from there
     if not os.path.isdir(ancestor):
         reason = "it is not a directory" if ancestor == root else f"{ancestor!r} is a file"
         raise InvalidLogDirError(root, reason, _FIX)
@@ -257,6 +248,10 @@ def _check_writable(root: str, ancestor: str) -> None:
         raise InvalidLogDirError(
             root, f"this user (uid {os.geteuid()}) cannot create files in {ancestor!r}", _FIX
         )
+    name_max = _limit(ancestor, "PC_NAME_MAX", _NAME_MAX)
+    path_max = _limit(ancestor, "PC_PATH_MAX", _PATH_MAX)
+    for replica_dir in replica_dirs:
+        _check_lengths(root, replica_dir, name_max, path_max)
 
 
 def _check_lengths(root: str, replica_dir: str, name_max: int, path_max: int) -> None:
