@@ -270,9 +270,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         """The app kept by this scheduler, else recorded by another process; None when neither."""
         validate_app_id(app_id)
         app = self._running.get(app_id) or self._finished.get(app_id)
-        if app is not None:
-            return LiveApp(app)
-        return read_recorded_app(self.backend, app_id)
+        return LiveApp(app) if app is not None else read_recorded_app(self.backend, app_id)
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
         """Describe an app this scheduler keeps or another process of this user recorded; None
