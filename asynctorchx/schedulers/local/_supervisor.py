@@ -64,6 +64,7 @@ class LocalReplica:
         self.swept = self.group_ended = False
         self.output = Notifier()
         self.exited = anyio.Event()  # set when its current attempt's process exited
+        self.launched = anyio.Event()  # set once its first attempt started (or was cancelled)
         self.terminate_requested = False
         #: serves a terminate request while its process runs (see _pump_until_exit)
         self.on_terminate: Callable[[], object] | None = None
@@ -136,6 +137,11 @@ class LocalApp:
         """Every replica of every role."""
         return [replica for replicas in self.replicas.values() for replica in replicas]
 
+    async def all_launched(self) -> None:
+        """Return once the first attempt of every replica started (or was cancelled)."""
+        for replica in self.all_replicas():
+            await replica.launched.wait()
+
     def notify_changed(self) -> None:
         """Tell the keeper (its record is written soon) and wake the app's waiters."""
         if self.record.state != AppState.SUBMITTED:
@@ -170,21 +176,6 @@ class LocalApp:
             self.request_cancel()
 
 
-class _StartCounter:
-    """Sets ``all_started`` once ``replica_started`` was called for every replica."""
-
-    def __init__(self, replicas: int) -> None:
-        self.waiting = replicas
-        self.all_started = anyio.Event()
-        if replicas == 0:
-            self.all_started.set()
-
-    def replica_started(self) -> None:
-        self.waiting -= 1
-        if self.waiting == 0:
-            self.all_started.set()
-
-
 async def supervise(
     app: LocalApp, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
@@ -198,14 +189,13 @@ async def supervise(
             while True:
                 app.restart_requested = False
                 async with anyio.create_task_group() as task_group:
-                    counter = _StartCounter(len(app.all_replicas()))
-                    on_started = None if started else counter.replica_started
                     for replica in app.all_replicas():
+                        on_started = None if started else replica.launched.set
                         task_group.start_soon(
                             _run_replica, app, replica, on_started, task_group.cancel_scope
                         )
                     if not started:
-                        await counter.all_started.wait()
+                        await app.all_launched()
                         app.set_state(AppState.RUNNING)
                         task_status.started()
                         started = True
