@@ -168,9 +168,7 @@ class LocalDirectoryImageProvider(ImageProvider):
 
     def get_entrypoint(self, img_root: str, role: Role) -> str:
         """``img_root/entrypoint`` if that file exists, else ``entrypoint`` (TorchX's rule)."""
-        if os.path.isabs(role.entrypoint):
-            return role.entrypoint
-        candidate = os.path.join(img_root, role.entrypoint)
+        candidate = os.path.join(img_root, role.entrypoint)  # an absolute entrypoint: itself
         return candidate if os.path.exists(candidate) else role.entrypoint
 
 
