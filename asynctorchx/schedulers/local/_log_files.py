@@ -43,15 +43,12 @@ class LogFile:
         self._index_fd = -1
         self.size = 0
 
-    def _open(self) -> None:
-        self._data_fd = open_log_file(self.path)
-        self._index_fd = open_log_file(self.path + ".idx")
-        self.size = os.fstat(self._data_fd).st_size  # a retry appends to the same file
-
     def write(self, data: bytes | bytearray | memoryview) -> None:
         """Append ``data`` and its time to the index (raises ``OSError``, e.g. disk full)."""
-        if self._data_fd < 0:
-            self._open()
+        if self._data_fd < 0:  # opened at the first write
+            self._data_fd = open_log_file(self.path)
+            self._index_fd = open_log_file(self.path + ".idx")
+            self.size = os.fstat(self._data_fd).st_size  # a retry appends to the same file
         self.size += len(data)
         os.write(self._index_fd, _INDEX_ENTRY.pack(self.size, time.time()))
         view = memoryview(data)
@@ -144,13 +141,10 @@ class TimeIndex:
 
     def time_of(self, offset: int) -> float | None:
         """Return when the byte at ``offset`` was written (seconds since the epoch)."""
-        position = bisect.bisect_right(self._ends, offset)
-        if position == len(self._ends):
+        if not self._ends or self._ends[-1] <= offset:  # written after the last load, if at all
             self._load()
-            position = bisect.bisect_right(self._ends, offset)
-            if position == len(self._ends):
-                return None
-        return self._times[position]
+        position = bisect.bisect_right(self._ends, offset)
+        return self._times[position] if position < len(self._ends) else None
 
     def cuts(self, low: int, high: int) -> list[int]:
         """The ends of the writes in ``low < end <= high`` (byte offsets of the log)."""
