@@ -87,9 +87,7 @@ def _identified(replicas: dict[str, int]) -> list[int]:
         for gone in [pid for pid in _known_tokens if pid not in live]:
             del _known_tokens[gone]  # reaped: the pid may be reused
     for pid in children:
-        if pid in OWN_CHILDREN:
-            continue
-        stat = proc_stat(pid)
+        stat = None if pid in OWN_CHILDREN else proc_stat(pid)
         if stat is None or stat[1] != me:
             continue
         state, _, pgrp, session, _ = stat
@@ -98,11 +96,8 @@ def _identified(replicas: dict[str, int]) -> list[int]:
             token = _token(pid) or token
             if token is not None:
                 _known_tokens[pid] = token
-        elif token is not None:
-            found.append(pid)
-            continue
         if token is not None:
-            if token in replicas:
+            if state == "Z" or token in replicas:  # a known zombie is reaped whoever's it is
                 found.append(pid)
         elif pgrp in replicas.values() or session in replicas.values():
             found.append(pid)
