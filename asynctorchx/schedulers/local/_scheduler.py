@@ -135,17 +135,16 @@ class LocalScheduler(Scheduler[PopenRequest]):
         if self._closed:
             return
         self._closed = True
-        try:
-            with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
+            try:
                 await self._terminate_all()
-        except Exception:
-            logger.exception("closing the %s scheduler", self.backend)
-        finally:
-            self._records.flush()
-            if self._temp_log_dir is not None:
-                with anyio.CancelScope(shield=True):
+            except Exception:
+                logger.exception("closing the %s scheduler", self.backend)
+            finally:
+                self._records.flush()
+                if self._temp_log_dir is not None:
                     await _remove_tree(self._temp_log_dir)
-                self._temp_log_dir = None
+                    self._temp_log_dir = None
 
     async def _terminate_all(self) -> None:
         running = list(self._running.values())
