@@ -205,10 +205,8 @@ class RecordedApp(AppView):
     def watch(self, role: str | None = None, k: int = 0) -> ChangeWatch:
         """inotify on the records directory (and the replica's log directory), and the supervisor's
         exit."""
-        watched = [self._directory]
-        if role is not None:
-            watched.insert(0, self.log_dirs()[role][k])
-        return ChangeWatch(watched, self._supervisor)
+        replica = [] if role is None else [self.log_dirs()[role][k]]
+        return ChangeWatch([*replica, self._directory], self._supervisor)
 
     async def cancel(self) -> None:
         """Leave a cancel request, then SIGTERM each replica group still the recorded one."""
