@@ -104,11 +104,6 @@ class AppView(abc.ABC):
     def record(self) -> AppRecord | None:
         """The app's record now; None once it is gone."""
 
-    def state(self) -> AppState | None:
-        """The app's state now (as :func:`settled_state` says); None once it is gone."""
-        record = self.record()
-        return None if record is None else settled_state(record)[0]
-
     def is_finished(self) -> bool:
         """Whether nothing more will be written: the app ended, or its supervisor died."""
         record = self.record()
@@ -138,7 +133,7 @@ class AppView(abc.ABC):
     async def wait_until(self, done: Callable[[AppState], bool]) -> None:
         """Await the app's state until ``done`` holds for it, or the app is gone."""
         with self.watch() as watch:
-            while (state := self.state()) is not None and not done(state):
+            while (record := self.record()) is not None and not done(settled_state(record)[0]):
                 await watch.wait()
 
     def log_blocks(self, query: LogQuery, start: LogPosition) -> AsyncIterator[LogBlock]:
@@ -210,10 +205,8 @@ class RecordedApp(AppView):
     def watch(self, role: str | None = None, k: int = 0) -> ChangeWatch:
         """inotify on the records directory (and the replica's log directory), and the supervisor's
         exit."""
-        watched = [self._directory]
-        if role is not None:
-            watched.insert(0, self.log_dirs()[role][k])
-        return ChangeWatch(watched, self._supervisor)
+        replica = [] if role is None else [self.log_dirs()[role][k]]
+        return ChangeWatch([*replica, self._directory], self._supervisor)
 
     async def cancel(self) -> None:
         """Leave a cancel request, then SIGTERM each replica group still the recorded one."""

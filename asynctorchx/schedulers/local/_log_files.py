@@ -43,15 +43,12 @@ class LogFile:
         self._index_fd = -1
         self.size = 0
 
-    def _open(self) -> None:
-        self._data_fd = open_log_file(self.path)
-        self._index_fd = open_log_file(self.path + ".idx")
-        self.size = os.fstat(self._data_fd).st_size  # a retry appends to the same file
-
     def write(self, data: bytes | bytearray | memoryview) -> None:
         """Append ``data`` and its time to the index (raises ``OSError``, e.g. disk full)."""
-        if self._data_fd < 0:
-            self._open()
+        if self._data_fd < 0:  # opened at the first write
+            self._data_fd = open_log_file(self.path)
+            self._index_fd = open_log_file(self.path + ".idx")
+            self.size = os.fstat(self._data_fd).st_size  # a retry appends to the same file
         self.size += len(data)
         os.write(self._index_fd, _INDEX_ENTRY.pack(self.size, time.time()))
         view = memoryview(data)
@@ -144,13 +141,10 @@ class TimeIndex:
 
     def time_of(self, offset: int) -> float | None:
         """Return when the byte at ``offset`` was written (seconds since the epoch)."""
-        position = bisect.bisect_right(self._ends, offset)
-        if position == len(self._ends):
+        if not self._ends or self._ends[-1] <= offset:  # written after the last load, if at all
             self._load()
-            position = bisect.bisect_right(self._ends, offset)
-            if position == len(self._ends):
-                return None
-        return self._times[position]
+        position = bisect.bisect_right(self._ends, offset)
+        return self._times[position] if position < len(self._ends) else None
 
     def cuts(self, low: int, high: int) -> list[int]:
         """The ends of the writes in ``low < end <= high`` (byte offsets of the log)."""
@@ -240,16 +234,7 @@ def check_log_dir(root: str, replica_dirs: Sequence[str]) -> None:
     target = replica_dirs[0] if replica_dirs else root
     missing = _missing_directories(target)
     ancestor = os.path.dirname(missing[0]) if missing else target
-    _check_writable(root, ancestor)
-    name_max = _limit(ancestor, "PC_NAME_MAX", _NAME_MAX)
-    path_max = _limit(ancestor, "PC_PATH_MAX", _PATH_MAX)
-    for replica_dir in replica_dirs:
-        _check_lengths(root, replica_dir, name_max, path_max)
-
-
-def _check_writable(root: str, ancestor: str) -> None:
-    """Refuse ``ancestor`` (the first existing directory on the way to the log directories) when it
-    is not a directory this user can create files in."""
+    # the first existing directory on the way: the log directories are made from there
     if not os.path.isdir(ancestor):
         reason = "it is not a directory" if ancestor == root else f"{ancestor!r} is a file"
         raise InvalidLogDirError(root, reason, _FIX)
@@ -257,6 +242,10 @@ def _check_writable(root: str, ancestor: str) -> None:
         raise InvalidLogDirError(
             root, f"this user (uid {os.geteuid()}) cannot create files in {ancestor!r}", _FIX
         )
+    name_max = _limit(ancestor, "PC_NAME_MAX", _NAME_MAX)
+    path_max = _limit(ancestor, "PC_PATH_MAX", _PATH_MAX)
+    for replica_dir in replica_dirs:
+        _check_lengths(root, replica_dir, name_max, path_max)
 
 
 def _check_lengths(root: str, replica_dir: str, name_max: int, path_max: int) -> None:
@@ -322,14 +311,11 @@ def _prepare_log_dirs(root: str, replica_dirs: Sequence[str], made: list[str]) -
 def _make_root(root: str, created: list[str]) -> None:
     """Create ``root`` and its missing parents (0700, each appended to ``created``), then check
     it."""
-    missing = _missing_directories(root)
-    for directory in missing:
+    for directory in _missing_directories(root) or [root]:
         with contextlib.suppress(FileExistsError):
             os.mkdir(directory, DIRECTORY_MODE)
             created.append(directory)
         _check_root(directory)
-    if not missing:
-        _check_root(root)
 
 
 def _check_root(path: str) -> None:

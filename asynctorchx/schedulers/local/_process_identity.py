@@ -77,11 +77,9 @@ def _identity_of(pid: int) -> ProcessIdentity | None:
 
 def signal_group_if_same(identity: ProcessIdentity, pgid: int, signum: int) -> bool:
     """Signal the process group ``pgid`` led by ``identity``, if it still is that process."""
-    if not hasattr(os, "pidfd_open"):
-        return False
     try:
         pidfd = os.pidfd_open(identity.pid)
-    except OSError:  # gone (ProcessLookupError), or pidfd_open not in this kernel
+    except (AttributeError, OSError):  # gone (ProcessLookupError), or no pidfd_open here
         return False
     try:
         stat = proc_stat(identity.pid)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import abc
-import copy
 import logging
 import os
 import shlex
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import attrs
 
@@ -169,9 +168,7 @@ class LocalDirectoryImageProvider(ImageProvider):
 
     def get_entrypoint(self, img_root: str, role: Role) -> str:
         """``img_root/entrypoint`` if that file exists, else ``entrypoint`` (TorchX's rule)."""
-        if os.path.isabs(role.entrypoint):
-            return role.entrypoint
-        candidate = os.path.join(img_root, role.entrypoint)
+        candidate = os.path.join(img_root, role.entrypoint)  # an absolute entrypoint: itself
         return candidate if os.path.exists(candidate) else role.entrypoint
 
 
@@ -232,7 +229,6 @@ def build_popen_request(
     gpu_assignments = cuda_visible_devices(app, cfg, context.cuda_device_count)
     for role in app.roles:
         img_root = context.image_provider.fetch_role(role)
-        template = copy.deepcopy(role)  # once per role: no replica's role is the user's
         params: list[ReplicaParam] = []
         log_dirs: list[str] = []
         for replica_id in range(role.num_replicas):
@@ -245,7 +241,7 @@ def build_popen_request(
             )
             param = context.image_provider.get_replica_param(
                 img_root,
-                apply_macros(template, values),
+                values.apply(role),
                 stdout=os.path.join(replica_log_dir, "stdout.log"),
                 stderr=os.path.join(replica_log_dir, "stderr.log"),
                 combined=os.path.join(replica_log_dir, "combined.log"),
@@ -261,29 +257,6 @@ def build_popen_request(
         request.max_retries[role.name] = role.max_retries
         request.retry_policies[role.name] = role.retry_policy
     return request
-
-
-def apply_macros(template: Role, values: macros.Values) -> Role:
-    """A copy of ``template`` with one replica's macros substituted, as ``macros.Values.apply``."""
-    role = copy.copy(template)
-    role.args = [_substitute(values, arg) for arg in template.args]
-    role.env = {key: _substitute(values, value) for key, value in template.env.items()}
-    role.metadata = _substitute_nested(values, template.metadata)
-    return role
-
-
-def _substitute(values: macros.Values, text: str) -> str:
-    return values.substitute(text) if "$" in text else text
-
-
-def _substitute_nested(values: macros.Values, value: object) -> Any:
-    if isinstance(value, str):
-        return _substitute(values, value)
-    if isinstance(value, dict):
-        return {key: _substitute_nested(values, item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_substitute_nested(values, item) for item in value]
-    return value
 
 
 def add_environment(

@@ -135,17 +135,16 @@ class LocalScheduler(Scheduler[PopenRequest]):
         if self._closed:
             return
         self._closed = True
-        try:
-            with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
+            try:
                 await self._terminate_all()
-        except Exception:
-            logger.exception("closing the %s scheduler", self.backend)
-        finally:
-            self._records.flush()
-            if self._temp_log_dir is not None:
-                with anyio.CancelScope(shield=True):
+            except Exception:
+                logger.exception("closing the %s scheduler", self.backend)
+            finally:
+                self._records.flush()
+                if self._temp_log_dir is not None:
                     await _remove_tree(self._temp_log_dir)
-                self._temp_log_dir = None
+                    self._temp_log_dir = None
 
     async def _terminate_all(self) -> None:
         running = list(self._running.values())
@@ -270,9 +269,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         """The app kept by this scheduler, else recorded by another process; None when neither."""
         validate_app_id(app_id)
         app = self._running.get(app_id) or self._finished.get(app_id)
-        if app is not None:
-            return LiveApp(app)
-        return read_recorded_app(self.backend, app_id)
+        return LiveApp(app) if app is not None else read_recorded_app(self.backend, app_id)
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
         """Describe an app this scheduler keeps or another process of this user recorded; None

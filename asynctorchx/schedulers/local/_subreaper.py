@@ -58,19 +58,10 @@ def _children() -> list[int]:
             found.extend(int(pid) for pid in children.split())
         return found
     except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN
-        pass
+        pids = (int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+        return [pid for pid in pids if (stat := proc_stat(pid)) is not None and stat[1] == me]
     except OSError:
         return []
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            pid = int(entry)
-            if pid in OWN_CHILDREN:
-                continue
-            stat = proc_stat(pid)
-            if stat is not None and stat[1] == me:
-                found.append(pid)
-    return found
 
 
 def _token(pid: int) -> str | None:
@@ -96,9 +87,7 @@ def _identified(replicas: dict[str, int]) -> list[int]:
         for gone in [pid for pid in _known_tokens if pid not in live]:
             del _known_tokens[gone]  # reaped: the pid may be reused
     for pid in children:
-        if pid in OWN_CHILDREN:
-            continue
-        stat = proc_stat(pid)
+        stat = None if pid in OWN_CHILDREN else proc_stat(pid)
         if stat is None or stat[1] != me:
             continue
         state, _, pgrp, session, _ = stat
@@ -107,11 +96,8 @@ def _identified(replicas: dict[str, int]) -> list[int]:
             token = _token(pid) or token
             if token is not None:
                 _known_tokens[pid] = token
-        elif token is not None:
-            found.append(pid)
-            continue
         if token is not None:
-            if token in replicas:
+            if state == "Z" or token in replicas:  # a known zombie is reaped whoever's it is
                 found.append(pid)
         elif pgrp in replicas.values() or session in replicas.values():
             found.append(pid)
@@ -164,10 +150,7 @@ async def end_descendants(token: str, pgid: int) -> None:
 
 
 async def _sweep(replicas: dict[str, int]) -> None:
-    while True:
-        found = _identified(replicas)
-        if not found:
-            return
+    while found := _identified(replicas):
         for pid in found:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)

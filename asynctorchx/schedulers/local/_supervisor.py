@@ -60,29 +60,20 @@ class LocalReplica:
     def __init__(self, record: ReplicaRecord, param: ReplicaParam) -> None:
         self.record = record
         self.param = param
-        self._unidentified: anyio.abc.Process | None = None
         self.token = ""
         self.swept = self.group_ended = False
         self.output = Notifier()
         self.exited = anyio.Event()  # set when its current attempt's process exited
+        self.launched = anyio.Event()  # set once its first attempt started (or was cancelled)
         self.terminate_requested = False
         #: serves a terminate request while its process runs (see _pump_until_exit)
         self.on_terminate: Callable[[], object] | None = None
 
     def started(self, process: anyio.abc.Process) -> None:
-        """Its main process started: its pid and group now, its identity when written."""
+        """Its main process started: its pid, group and identity (unless already reaped)."""
         self.record.pid = self.record.pgid = process.pid
-        self.record.process = None
-        self._unidentified = process
-
-    def identify(self) -> None:
-        """Read its main process's identity (:mod:`._process_identity`) into its record, if not done
-        yet and the process is not reaped (its pid is still this child's)."""
-        process = self._unidentified
-        if process is not None:
-            self._unidentified = None
-            if process.returncode is None:
-                self.record.process = ProcessIdentity.of(process.pid, os.getpid())
+        running = process.returncode is None  # not reaped: its pid is still this child's
+        self.record.process = ProcessIdentity.of(process.pid, os.getpid()) if running else None
 
     def request_terminate(self) -> None:
         """Ask its process to terminate (SIGTERM, ``stop_timeout``, SIGKILL); idempotent."""
@@ -146,16 +137,14 @@ class LocalApp:
         """Every replica of every role."""
         return [replica for replicas in self.replicas.values() for replica in replicas]
 
-    def identify(self) -> None:
-        """Read the process identity of each replica into the record (see
-        :meth:`LocalReplica.identify`)."""
+    async def all_launched(self) -> None:
+        """Return once the first attempt of every replica started (or was cancelled)."""
         for replica in self.all_replicas():
-            replica.identify()
+            await replica.launched.wait()
 
     def notify_changed(self) -> None:
         """Tell the keeper (its record is written soon) and wake the app's waiters."""
         if self.record.state != AppState.SUBMITTED:
-            self.identify()
             self.keeper.changed(self.record)
         self.changed.notify()
 
@@ -163,7 +152,6 @@ class LocalApp:
         """Set the app's state; its record is written at once (its start, its end); wake its waiters
         (and, once terminal, its log followers)."""
         self.record.state = state
-        self.identify()
         if is_terminal(state):
             self.keeper.ended(self.record)
             for replica in self.all_replicas():
@@ -188,21 +176,6 @@ class LocalApp:
             self.request_cancel()
 
 
-class _StartCounter:
-    """Sets ``all_started`` once ``replica_started`` was called for every replica."""
-
-    def __init__(self, replicas: int) -> None:
-        self.waiting = replicas
-        self.all_started = anyio.Event()
-        if replicas == 0:
-            self.all_started.set()
-
-    def replica_started(self) -> None:
-        self.waiting -= 1
-        if self.waiting == 0:
-            self.all_started.set()
-
-
 async def supervise(
     app: LocalApp, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
@@ -216,14 +189,13 @@ async def supervise(
             while True:
                 app.restart_requested = False
                 async with anyio.create_task_group() as task_group:
-                    counter = _StartCounter(len(app.all_replicas()))
-                    on_started = None if started else counter.replica_started
                     for replica in app.all_replicas():
+                        on_started = None if started else replica.launched.set
                         task_group.start_soon(
                             _run_replica, app, replica, on_started, task_group.cancel_scope
                         )
                     if not started:
-                        await counter.all_started.wait()
+                        await app.all_launched()
                         app.set_state(AppState.RUNNING)
                         task_status.started()
                         started = True
@@ -418,7 +390,10 @@ async def _await_exit(
     pipes to be drained; return its exit code and the state of the attempt."""
     returncode = await process.wait()
     app.adopt_cancel_request()
-    state = _attempt_state(app, replica, returncode)
+    if app.record.cancelled or (app.restart_requested and replica.terminate_requested):
+        state = AppState.CANCELLED
+    else:
+        state = AppState.SUCCEEDED if returncode == 0 else AppState.FAILED
     replica.exited.set()
     # the main process is gone: so is the rest of its group, unless a
     # cancel gives it the rest of its grace period (see _terminator)
@@ -453,13 +428,6 @@ async def _reap(process: anyio.abc.Process, token: str, group_ended: bool) -> No
             signal_group(process.pid, signal.SIGKILL)
         if token:  # "" when its tree was already swept after its exit
             await _subreaper.end_descendants(token, process.pid)
-
-
-def _attempt_state(app: LocalApp, replica: LocalReplica, returncode: int) -> AppState:
-    """The state an attempt of ``replica`` ended in, given its exit code, when it exited."""
-    if app.record.cancelled or (app.restart_requested and replica.terminate_requested):
-        return AppState.CANCELLED
-    return AppState.SUCCEEDED if returncode == 0 else AppState.FAILED
 
 
 async def _terminator(app: LocalApp, replica: LocalReplica, drained: list[anyio.Event]) -> None:
