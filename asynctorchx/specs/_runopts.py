@@ -166,8 +166,12 @@ class runopts:
         for key, value in cfg.items():
             name = self.canonical_key(key)
             if name is None and not ignore_unknown:
+                import difflib  # only on this error
+
+                close = difflib.get_close_matches(key, self._opts, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
                 raise InvalidRunConfigException(
-                    f"unknown run option {key!r}: {self._accepted()}", key
+                    f"unknown run option {key!r}: {hint}{self._accepted()}", key
                 )
             if name is not None and name in spelled and given[name] != value:
                 raise InvalidRunConfigException(

@@ -38,6 +38,8 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (["run", "-s", "local_cwd", "utils.nope"], "utils.nope"),
         (["run", "-s", "nope", "utils.echo"], "unknown scheduler 'nope'"),
         (["run", "-s", "local_cwd", "-cfg", "bogus=1", "utils.echo"], "bogus"),
+        (["run", "-cfg", "log_dirr=/tmp", "utils.echo"], "did you mean 'log_dir'?"),
+        (["run", "-cfg", "log_dir=/proc/logs", "utils.echo"], "refuses new directories"),
         (["run", "-s", "local_cwd", "-cfg", "bogus", "utils.echo"], "bogus"),
         (["run", "-s", "local_cwd", "utils.echo", "--nope"], "--nope"),
     ],

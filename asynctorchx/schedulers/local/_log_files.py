@@ -282,7 +282,11 @@ def create_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
         if isinstance(error, UnsafeLogPathError):
             raise
         where = error.filename if isinstance(error.filename, str) else root
-        raise InvalidLogDirError(where, error.strerror or str(error), _FIX) from error
+        reason = error.strerror or str(error)
+        parent = os.path.dirname(where)
+        if error.errno == errno.ENOENT and os.path.isdir(parent):  # /proc, /sys: no mkdir
+            reason = f"{parent!r} is on a file system that refuses new directories"
+        raise InvalidLogDirError(where, reason, _FIX) from error
 
 
 def _prepare_log_dirs(root: str, replica_dirs: Sequence[str], made: list[str]) -> None:
