@@ -18,7 +18,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from asynctorchx.errors import AsyncTorchXError
 from asynctorchx.runner._events import AppEvent, Cursor, EventStream, LogEvent, LogMark, StateEvent
-from asynctorchx.schedulers.toolkit import LogPosition
+from asynctorchx.schedulers.toolkit import LogPosition, background_tasks
 from asynctorchx.specs.api import is_terminal
 
 #: The most events a feed keeps for subscribers that join behind its live end.
@@ -371,16 +371,11 @@ class Fanout(anyio.AsyncContextManagerMixin):
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[Fanout]:
-        # left without the block's exception, so that it is not wrapped in a group
-        task_group = anyio.create_task_group()
-        await task_group.__aenter__()
-        self._task_group = task_group
-        try:
-            yield self
-        finally:
-            self._task_group = None
-            task_group.cancel_scope.cancel()
-            await task_group.__aexit__(None, None, None)
+        async with background_tasks() as self._task_group:
+            try:
+                yield self
+            finally:
+                self._task_group = None
 
     async def _feed(self, key: str, open_events: OpenEvents, cursor: Cursor | None) -> _Feed:
         if self._task_group is None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from types import TracebackType
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -22,6 +22,7 @@ from asynctorchx.schedulers import (
 )
 from asynctorchx.schedulers._workspace import build_workspaces
 from asynctorchx.schedulers.api import Capabilities, Scheduler, SchedulerFactory
+from asynctorchx.schedulers.toolkit import background_tasks
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
@@ -42,7 +43,7 @@ def scheduler_params_from_env() -> dict[str, str]:
     }
 
 
-class SchedulerHost:
+class SchedulerHost(anyio.AsyncContextManagerMixin):
     """Creates the runner's schedulers on first use and hosts each in a task."""
 
     def __init__(
@@ -62,29 +63,16 @@ class SchedulerHost:
         self._lock = anyio.Lock()
         self._closed = False
 
-    async def __aenter__(self) -> SchedulerHost:
+    @asynccontextmanager
+    async def __asynccontextmanager__(self) -> AsyncIterator[SchedulerHost]:
         if self._closed:
             raise SchedulerClosedError("this runner is closed: create a new one with get_runner()")
-        task_group = anyio.create_task_group()
-        await task_group.__aenter__()
-        self._task_group = task_group
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        # The block's exception is kept from the task group so it is not wrapped in a group;
-        # the group is exited even if a close() raises, or its scope corrupts the caller's.
-        try:
-            with anyio.CancelScope(shield=True):
-                await self.close()
-        finally:
-            task_group, self._task_group = self._task_group, None
-            if task_group is not None:
-                await task_group.__aexit__(None, None, None)
+        async with background_tasks() as self._task_group:
+            try:
+                yield self
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.close()
 
     async def close(self) -> None:
         """Close every scheduler it made; idempotent."""
