@@ -232,9 +232,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             SchedulerClosedError: the group is not entered, or it is stopping its apps.
             ValueError, UnknownSchedulerException, InvalidRunConfigException: as Runner.dryrun.
         """
-        self._check_open()
-        again = functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace)
-        return await self._schedule(await again(), again)
+        return await self._schedule(
+            functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace)
+        )
 
     async def run_component(
         self,
@@ -257,11 +257,11 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             SchedulerClosedError: as :meth:`run`.
             ComponentNotFoundException, ComponentValidationException: as Runner.run_component.
         """
-        self._check_open()
-        again = functools.partial(
-            self._runner.dryrun_component, component, component_args, scheduler, cfg, workspace
+        return await self._schedule(
+            functools.partial(
+                self._runner.dryrun_component, component, component_args, scheduler, cfg, workspace
+            )
         )
-        return await self._schedule(await again(), again)
 
     def _check_open(self) -> None:
         if self._tasks is None:
@@ -275,10 +275,10 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 " left): start no more apps in it"
             )
 
-    async def _schedule(
-        self, info: AppDryRunInfo[Any], again: Callable[[], Awaitable[AppDryRunInfo[Any]]]
-    ) -> AppHandle:
-        """Take a slot, submit ``info`` in a follower; wait through cancellation for the handle."""
+    async def _schedule(self, again: Callable[[], Awaitable[AppDryRunInfo[Any]]]) -> AppHandle:
+        """Dry-run by ``again``, take a slot, submit in a follower; wait for the handle."""
+        self._check_open()
+        info = await again()
         self._check_open()
         if self._slots is not None:
             await self._slots.acquire()
