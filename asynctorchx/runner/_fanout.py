@@ -61,16 +61,14 @@ def sse_frame(event: AppEvent) -> bytes:
     return f"event: {event.kind}\nid: {event.cursor}\ndata: {event.to_json()}\n\n".encode()
 
 
+@attrs.define(eq=False)
 class _Shared:
     """A batch of the feed and its frames, made once for every subscriber."""
 
-    __slots__ = ("events", "first", "frames", "joined")
-
-    def __init__(self, events: tuple[AppEvent, ...], first: int) -> None:
-        self.events = events
-        self.first = first
-        self.frames: tuple[bytes, ...] | None = None
-        self.joined: bytes | None = None
+    events: tuple[AppEvent, ...]
+    first: int
+    frames: tuple[bytes, ...] | None = None
+    joined: bytes | None = None
 
     def sse(self, start: int) -> bytes:
         if self.frames is None:
