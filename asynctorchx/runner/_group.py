@@ -366,7 +366,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         outlives = not self._runner.scheduler_capabilities(info.scheduler).apps_live_in_process
         try:
             if outlives:  # known to the reaper before run() returns
-                await self._reaper.tie(handle)
+                self._reaper.tie(handle)
             trial.done.set()
             if trace is not None:
                 trace.submitted(handle)
@@ -375,7 +375,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             status = await self._final_status(handle, trace)
             trial.running = None
             if outlives:
-                await self._reaper.untie(handle)
+                self._reaper.untie(handle)
             return status
         finally:
             if trace is not None:
