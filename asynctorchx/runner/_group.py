@@ -47,6 +47,11 @@ def retry_delay(
     )
 
 
+def _is_count(value: object, least: int) -> bool:
+    """``value`` is an int (not a bool) of at least ``least``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
 def _backoff(value: object) -> Backoff:
     """``retry_backoff`` checked: ``0 <= shortest <= longest``, finite seconds."""
     numbers = list(value) if isinstance(value, (tuple, list)) else []
@@ -104,16 +109,12 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 f"stop_timeout={stop_timeout!r}: give a positive, finite number of seconds"
                 " (how long leaving the block waits for cancelled apps to end)"
             )
-        if max_concurrent is not None and (
-            not isinstance(max_concurrent, int)
-            or isinstance(max_concurrent, bool)
-            or max_concurrent < 1
-        ):
+        if max_concurrent is not None and not _is_count(max_concurrent, 1):
             raise ValueError(
                 f"max_concurrent={max_concurrent!r}: give how many apps may run at once"
                 " (an int >= 1), or None for no limit"
             )
-        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        if not _is_count(retries, 0):
             raise ValueError(
                 f"retries={retries!r}: give how many times a failed app is submitted again"
                 " (an int >= 0)"
