@@ -378,20 +378,19 @@ class Fanout(anyio.AsyncContextManagerMixin):
     async def _feed(self, key: str, open_events: OpenEvents, cursor: Cursor | None) -> _Feed:
         if self._task_group is None:
             raise RuntimeError("the fan-out is not entered")
-        while (feed := self._feeds.get(key)) is None or feed.done or not feed.ready.is_set():
-            if feed is not None and not feed.done:
-                await feed.ready.wait()
-                continue
-            feed = self._feeds[key] = _Feed(open_events, cursor)
-            try:
-                await self._task_group.start(feed.run)
-            except BaseException:
-                if self._feeds.get(key) is feed:
-                    del self._feeds[key]
-                raise
-            finally:
-                feed.ready.set()
-            break
+        while (feed := self._feeds.get(key)) and not (feed.done or feed.ready.is_set()):
+            await feed.ready.wait()  # another subscriber is starting it
+        if feed is not None and not feed.done:
+            return feed
+        feed = self._feeds[key] = _Feed(open_events, cursor)
+        try:
+            await self._task_group.start(feed.run)
+        except BaseException:
+            if self._feeds.get(key) is feed:
+                del self._feeds[key]
+            raise
+        finally:
+            feed.ready.set()
         return feed
 
     @asynccontextmanager
