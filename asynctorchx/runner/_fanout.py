@@ -61,16 +61,14 @@ def sse_frame(event: AppEvent) -> bytes:
     return f"event: {event.kind}\nid: {event.cursor}\ndata: {event.to_json()}\n\n".encode()
 
 
+@attrs.define(eq=False)
 class _Shared:
     """A batch of the feed and its frames, made once for every subscriber."""
 
-    __slots__ = ("events", "first", "frames", "joined")
-
-    def __init__(self, events: tuple[AppEvent, ...], first: int) -> None:
-        self.events = events
-        self.first = first
-        self.frames: tuple[bytes, ...] | None = None
-        self.joined: bytes | None = None
+    events: tuple[AppEvent, ...]
+    first: int
+    frames: tuple[bytes, ...] | None = None
+    joined: bytes | None = None
 
     def sse(self, start: int) -> bytes:
         if self.frames is None:
@@ -380,20 +378,19 @@ class Fanout(anyio.AsyncContextManagerMixin):
     async def _feed(self, key: str, open_events: OpenEvents, cursor: Cursor | None) -> _Feed:
         if self._task_group is None:
             raise RuntimeError("the fan-out is not entered")
-        while (feed := self._feeds.get(key)) is None or feed.done or not feed.ready.is_set():
-            if feed is not None and not feed.done:
-                await feed.ready.wait()
-                continue
-            feed = self._feeds[key] = _Feed(open_events, cursor)
-            try:
-                await self._task_group.start(feed.run)
-            except BaseException:
-                if self._feeds.get(key) is feed:
-                    del self._feeds[key]
-                raise
-            finally:
-                feed.ready.set()
-            break
+        while (feed := self._feeds.get(key)) and not (feed.done or feed.ready.is_set()):
+            await feed.ready.wait()  # another subscriber is starting it
+        if feed is not None and not feed.done:
+            return feed
+        feed = self._feeds[key] = _Feed(open_events, cursor)
+        try:
+            await self._task_group.start(feed.run)
+        except BaseException:
+            if self._feeds.get(key) is feed:
+                del self._feeds[key]
+            raise
+        finally:
+            feed.ready.set()
         return feed
 
     @asynccontextmanager

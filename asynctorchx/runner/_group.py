@@ -47,6 +47,11 @@ def retry_delay(
     )
 
 
+def _is_count(value: object, least: int) -> bool:
+    """``value`` is an int (not a bool) of at least ``least``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
 def _backoff(value: object) -> Backoff:
     """``retry_backoff`` checked: ``0 <= shortest <= longest``, finite seconds."""
     numbers = list(value) if isinstance(value, (tuple, list)) else []
@@ -104,16 +109,12 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 f"stop_timeout={stop_timeout!r}: give a positive, finite number of seconds"
                 " (how long leaving the block waits for cancelled apps to end)"
             )
-        if max_concurrent is not None and (
-            not isinstance(max_concurrent, int)
-            or isinstance(max_concurrent, bool)
-            or max_concurrent < 1
-        ):
+        if max_concurrent is not None and not _is_count(max_concurrent, 1):
             raise ValueError(
                 f"max_concurrent={max_concurrent!r}: give how many apps may run at once"
                 " (an int >= 1), or None for no limit"
             )
-        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        if not _is_count(retries, 0):
             raise ValueError(
                 f"retries={retries!r}: give how many times a failed app is submitted again"
                 " (an int >= 0)"
@@ -232,9 +233,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             SchedulerClosedError: the group is not entered, or it is stopping its apps.
             ValueError, UnknownSchedulerException, InvalidRunConfigException: as Runner.dryrun.
         """
-        self._check_open()
-        again = functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace)
-        return await self._schedule(await again(), again)
+        return await self._schedule(
+            functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace)
+        )
 
     async def run_component(
         self,
@@ -257,11 +258,11 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             SchedulerClosedError: as :meth:`run`.
             ComponentNotFoundException, ComponentValidationException: as Runner.run_component.
         """
-        self._check_open()
-        again = functools.partial(
-            self._runner.dryrun_component, component, component_args, scheduler, cfg, workspace
+        return await self._schedule(
+            functools.partial(
+                self._runner.dryrun_component, component, component_args, scheduler, cfg, workspace
+            )
         )
-        return await self._schedule(await again(), again)
 
     def _check_open(self) -> None:
         if self._tasks is None:
@@ -275,10 +276,10 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 " left): start no more apps in it"
             )
 
-    async def _schedule(
-        self, info: AppDryRunInfo[Any], again: Callable[[], Awaitable[AppDryRunInfo[Any]]]
-    ) -> AppHandle:
-        """Take a slot, submit ``info`` in a follower; wait through cancellation for the handle."""
+    async def _schedule(self, again: Callable[[], Awaitable[AppDryRunInfo[Any]]]) -> AppHandle:
+        """Dry-run by ``again``, take a slot, submit in a follower; wait for the handle."""
+        self._check_open()
+        info = await again()
         self._check_open()
         if self._slots is not None:
             await self._slots.acquire()

@@ -71,7 +71,6 @@ class SchedulerHost(anyio.AsyncContextManagerMixin):
             try:
                 yield self
             finally:
-                # shielded: a cancelled block still closes every scheduler
                 with anyio.CancelScope(shield=True):
                     await self.close()
 
@@ -109,13 +108,11 @@ class SchedulerHost(anyio.AsyncContextManagerMixin):
                 "the runner is not open: use it as `async with get_runner() as runner:`"
                 " (it was never entered, or it is closed)"
             )
-        existing = self._schedulers.get(scheduler)
-        if existing is not None:
-            return existing
+        if scheduler in self._schedulers:
+            return self._schedulers[scheduler]
         async with self._lock:
-            existing = self._schedulers.get(scheduler)
-            if existing is not None:
-                return existing
+            if scheduler in self._schedulers:
+                return self._schedulers[scheduler]
             created = self._unopened.pop(scheduler, None) or self._create(scheduler)
             done = anyio.Event()
             self._hosts_done.append(done)
