@@ -137,25 +137,22 @@ class StateEvent:
         status: the app's whole status when the state was seen.
     """
 
-    #: The SSE ``event:`` name (``"type"`` in :meth:`to_dict`).
+    #: The SSE ``event:`` name (``"type"`` in :meth:`to_json`).
     kind: ClassVar[str] = "state"
 
     cursor: str
     state: AppState
     status: AppStatus
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return ``type``, ``cursor``, ``state`` (name) and ``status`` (``AppStatus.to_json``)."""
+    def to_json(self) -> dict[str, Any]:
+        """Return ``type``, ``cursor``, ``state`` (name) and ``status`` (``AppStatus.to_json``),
+        JSON-able data as TorchX's ``AppStatus.to_json`` returns."""
         return {
             "type": self.kind,
             "cursor": self.cursor,
             "state": self.state.name,
             "status": self.status.to_json(),
         }
-
-    def to_json(self) -> str:
-        """Return :meth:`to_dict` as compact one-line JSON: an SSE ``data:`` payload."""
-        return json.dumps(self.to_dict(), separators=(",", ":"))
 
 
 @attrs.frozen
@@ -201,7 +198,7 @@ class LogEvent(_LogEventFields):
 
     __slots__ = ()
 
-    #: The SSE ``event:`` name (``"type"`` in :meth:`to_dict`).
+    #: The SSE ``event:`` name (``"type"`` in :meth:`to_json`).
     kind: ClassVar[str] = "log"
 
     @property
@@ -215,8 +212,9 @@ class LogEvent(_LogEventFields):
             f" stream={self.stream!r}, line={self.line!r}, timestamp={self.timestamp!r})"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return its fields as a JSON-able dict, ``type`` and ``cursor`` included."""
+    def to_json(self) -> dict[str, Any]:
+        """Return its fields as JSON-able data, ``type`` and ``cursor`` included (the shape
+        of :meth:`StateEvent.to_json`)."""
         return {
             "type": self.kind,
             "cursor": self.cursor,
@@ -226,10 +224,6 @@ class LogEvent(_LogEventFields):
             "line": self.line,
             "timestamp": self.timestamp.isoformat(),
         }
-
-    def to_json(self) -> str:
-        """Return :meth:`to_dict` as compact one-line JSON: an SSE ``data:`` payload."""
-        return json.dumps(self.to_dict(), separators=(",", ":"))
 
 
 #: An event of :meth:`Runner.events`.

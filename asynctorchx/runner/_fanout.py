@@ -6,6 +6,7 @@ one; a cursor the feed cannot place gets its own stream; a full buffer is cut of
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -58,7 +59,8 @@ class SubscriberCutOff(AsyncTorchXError):
 
 def sse_frame(event: AppEvent) -> bytes:
     """The Server-Sent Event of ``event``: its kind, cursor (``id``) and JSON, UTF-8."""
-    return f"event: {event.kind}\nid: {event.cursor}\ndata: {event.to_json()}\n\n".encode()
+    data = json.dumps(event.to_json(), separators=(",", ":"))
+    return f"event: {event.kind}\nid: {event.cursor}\ndata: {data}\n\n".encode()
 
 
 @attrs.define(eq=False)

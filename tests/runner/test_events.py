@@ -174,6 +174,29 @@ async def test_a_viewer_of_a_finished_app_gets_every_line_then_the_terminal_stat
         assert final.status.roles[0].replicas[0].exit_code == 3
 
 
+async def test_every_event_and_status_to_json_is_the_same_kind_of_data() -> None:
+    async with get_runner() as runner:
+        handle = await runner.run(_sh("echo one"), SCHED)
+        with anyio.fail_after(LIMIT):
+            status = await runner.wait(handle)
+        events = await _read(runner, handle)
+    assert status is not None
+    assert isinstance(status.to_json(), dict)  # TorchX's AppStatus.to_json
+    log, final = events[0], events[-1]
+    assert isinstance(log, LogEvent)
+    assert log.to_json() == {
+        "type": "log",
+        "cursor": log.cursor,
+        "role": "sh",
+        "replica_id": 0,
+        "stream": "stdout",
+        "line": "one\n",
+        "timestamp": log.timestamp.isoformat(),
+    }
+    assert isinstance(final, StateEvent)
+    assert final.to_json()["status"] == status.to_json()
+
+
 async def test_resuming_a_finished_apps_stream_from_any_cursor_gives_exactly_the_rest() -> None:
     async with get_runner() as runner:
         handle = await runner.run(_sh(TWO_PHASES, replicas=2), SCHED)

@@ -78,7 +78,7 @@ READER = textwrap.dedent(
             async with runner.events(handle, cursor=None if cursor == "-" else cursor) as events:
                 taken = 0
                 async for event in events:
-                    print(event.to_json(), flush=True)
+                    print(json.dumps(event.to_json()), flush=True)
                     taken += 1
                     if taken == count:
                         return
