@@ -200,34 +200,45 @@ def _workspace(run: RunSettings, caps: Capabilities) -> str | None:
     return os.getcwd() if caps.workspace is not None else None
 
 
-@asynccontextmanager
-async def _announce_builds(
-    app: AppDef,
-    workspace: str | None,
-    caps: Capabilities,
-    cfg: Mapping[str, CfgVal],
-) -> AsyncIterator[None]:
-    """Say on stderr when the workspace builds of ``app`` start and what they gave."""
-    built = [
-        role
-        for index, role in enumerate(app.roles)
-        if role.workspace is not None or (index == 0 and workspace)
-    ]
-    copied = caps.workspace == "directory"
-    if not built or caps.workspace is None or (copied and not cfg.get("job_dir")):
-        yield
-        return
-    where = f" {workspace}" if workspace else ""
-    names = ", ".join(role.name for role in built)
-    if copied:
-        note(f"asynctorchx: copying workspace{where} into job_dir {cfg['job_dir']}...")
-    else:
-        note(f"asynctorchx: building workspace{where} into the image of role {names}...")
-    started = anyio.current_time()
-    yield
-    images = ", ".join(f"{role.name}: {role.image}" for role in built)
-    done = "copied" if copied else "built"
-    note(f"asynctorchx: {done} workspace in {anyio.current_time() - started:.1f}s ({images})")
+class _BuildNotes:
+    """Says on stderr when the workspace builds of ``app`` start (entered around the dry run)
+    and, from the dry run's copy of the app, what they gave (:meth:`finish`)."""
+
+    def __init__(
+        self, app: AppDef, workspace: str | None, caps: Capabilities, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        self._built = [
+            index
+            for index, role in enumerate(app.roles)
+            if role.workspace is not None or (index == 0 and workspace)
+        ]
+        self._copied = caps.workspace == "directory"
+        self._shown = bool(self._built) and caps.workspace is not None
+        self._shown &= not (self._copied and not cfg.get("job_dir"))
+        names = ", ".join(app.roles[index].name for index in self._built)
+        where = f" {workspace}" if workspace else ""
+        self._start = (
+            f"asynctorchx: copying workspace{where} into job_dir {cfg.get('job_dir')}..."
+            if self._copied
+            else f"asynctorchx: building workspace{where} into the image of role {names}..."
+        )
+        self._started = 0.0
+
+    async def __aenter__(self) -> None:
+        if self._shown:
+            note(self._start)
+        self._started = anyio.current_time()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
+    def finish(self, app: AppDef) -> None:
+        if not self._shown:
+            return
+        images = ", ".join(f"{app.roles[i].name}: {app.roles[i].image}" for i in self._built)
+        done = "copied" if self._copied else "built"
+        seconds = anyio.current_time() - self._started
+        note(f"asynctorchx: {done} workspace in {seconds:.1f}s ({images})")
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -262,6 +273,7 @@ async def run(args: argparse.Namespace) -> int:
             config.apply(run.scheduler, cfg, opts, sections=sections)
             caps = runner.scheduler_capabilities(run.scheduler)
             workspace = _workspace(run, caps)
+            notes = _BuildNotes(app, workspace, caps, cfg)
             info = await runner._dryrun_checked(
                 run.component,
                 script,
@@ -270,8 +282,9 @@ async def run(args: argparse.Namespace) -> int:
                 cfg,
                 workspace,
                 run.parent_run_id,
-                _announce_builds(app, workspace, caps, cfg),
+                notes,
             )
+            notes.finish(info.app or app)
             if run.dryrun:
                 _print_dryrun(info, args.json)
                 return 0

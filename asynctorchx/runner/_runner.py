@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import copy
 import json
 import logging
 import os
@@ -355,8 +356,10 @@ class Runner(anyio.AsyncContextManagerMixin):
     ) -> AppDryRunInfo[Any]:
         """Return what :meth:`run` would submit, without submitting it (``print()`` it).
 
-        Sets ``TORCHX_JOB_ID``, the session id and the tracker variables in every role's env,
-        as TorchX. Arguments: as :meth:`run`.
+        The result's ``app`` is a copy of ``app`` with ``TORCHX_JOB_ID``, the session id and
+        the tracker variables in every role's env (and role 0's image built from
+        ``workspace``); ``app`` itself is left as it was, as in torchx-nightly. Arguments: as
+        :meth:`run`.
 
         Raises:
             ValueError: no roles, a role without entrypoint, or ``num_replicas <= 0``.
@@ -364,6 +367,7 @@ class Runner(anyio.AsyncContextManagerMixin):
             InvalidRunConfigException: ``cfg`` does not match the scheduler's run options.
         """
         with api_event("dryrun", scheduler, cfg=cfg, workspace=workspace):
+            app = copy.deepcopy(app)
             if ENV_TORCHX_PARENT_RUN_ID in os.environ:
                 parent_run_id = os.environ[ENV_TORCHX_PARENT_RUN_ID]
                 logger.info(

@@ -155,9 +155,10 @@ async def test_dry_run_info_names_its_app_and_scheduler() -> None:
     async with Runner("torchx", {"fake": create_class_opts}) as runner:
         app = _app()
         info = await runner.dryrun(app, "fake")
-        assert info.app is app
+        assert info.app is not None
+        assert info.app.name == app.name  # a copy: the caller's app is left as it was
         assert info.scheduler == "fake"
-        assert info._app is app  # TorchX's names stay readable
+        assert info._app is info.app  # TorchX's names stay readable
         assert info._scheduler == "fake"
         with pytest.raises(AttributeError):
             info._scheduler = "other"  # type: ignore[misc]

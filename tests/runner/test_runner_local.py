@@ -68,7 +68,8 @@ async def test_run_wait_status_describe_list_and_logs() -> None:
         assert status is not None
         assert status.state == AppState.SUCCEEDED
         described = await runner.describe(handle)
-        assert described is app  # schedule recorded the submitted AppDef
+        assert described is not None  # schedule recorded the submitted AppDef
+        assert described.roles[0].entrypoint == app.roles[0].entrypoint
         listed = {a.app_handle: a.state for a in await runner.list(SCHED)}
         assert listed[handle] == AppState.SUCCEEDED
         lines = [line async for line in runner.log_lines(handle, "sh", 0)]
@@ -101,7 +102,8 @@ async def test_env_injection_reaches_replicas(monkeypatch: pytest.MonkeyPatch) -
             ' trackers=$TORCHX_TRACKERS cfg=$TORCHX_TRACKER_FSSPEC_CONFIG"'
         )
         info = await runner.dryrun(app, SCHED, parent_run_id="ignored-arg")
-        env = app.roles[0].env
+        assert info.app is not None
+        env = info.app.roles[0].env
         assert env["TORCHX_JOB_ID"] == f"{SCHED}://torchx/{macros.app_id}"
         assert env["TORCHX_PARENT_RUN_ID"] == "parent-from-env"
         assert env["TORCHX_TRACKERS"] == "fsspec"

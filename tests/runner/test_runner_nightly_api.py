@@ -3,6 +3,7 @@ cfg_from_str, component arguments as data, Workspace and Role.workspace."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,21 @@ async def test_workspace_string_builds_role_zero_only(tmp_path: Path) -> None:
     sched = FakeScheduler.created[0]
     assert isinstance(sched, Native)
     assert sched.built == [("r0", str(tmp_path), ["main.py"])]
+
+
+async def test_dryrun_leaves_the_callers_app_as_it_was(tmp_path: Path) -> None:
+    # torchx-nightly's Runner.dryrun changes a copy; 0.7.0 and we once changed the caller's
+    (tmp_path / "main.py").write_text("print('hi')\n")
+    app = _app()
+    before = copy.deepcopy(app)
+    async with _runner() as runner:
+        with anyio.fail_after(LIMIT):
+            info = await runner.dryrun(app, "native", workspace=str(tmp_path))
+            await runner.run(app, "native")
+    assert app == before
+    assert info.app is not None
+    assert info.app.roles[0].image == "built-r0"
+    assert "TORCHX_JOB_ID" in info.app.roles[0].env
 
 
 async def test_role_workspaces_with_mapped_projects(tmp_path: Path) -> None:

@@ -206,7 +206,7 @@ async def test_a_torchx_shaped_scheduler_is_validated_and_dry_run_as_torchx_does
             app = _app()
             handle = await runner.run(app, "shaped")
             sched: TorchXShapedScheduler = factory.one
-            assert sched.validated == [(app, "shaped")]
+            assert [(a.name, s) for a, s in sched.validated] == [(app.name, "shaped")]
             assert sched.dryrun_cfgs == [{"label": "none"}]  # resolved, as TorchX's Runner
             status = await runner.wait(handle)
             assert status is not None

@@ -51,6 +51,7 @@ async def test_a_runner_made_without_trackers_reads_them_at_each_dry_run(
     async with runner:
         monkeypatch.setenv(tracker_api.ENV_TORCHX_TRACKERS, "mine")
         monkeypatch.setenv(tracker_api.tracker_config_env_var_name("mine"), "file:///cfg")
-        await runner.dryrun(app, "local_cwd")
-    assert app.roles[0].env[tracker_api.ENV_TORCHX_TRACKERS] == "mine"
-    assert app.roles[0].env["TORCHX_TRACKER_MINE_CONFIG"] == "file:///cfg"
+        info = await runner.dryrun(app, "local_cwd")
+    assert info.app is not None
+    assert info.app.roles[0].env[tracker_api.ENV_TORCHX_TRACKERS] == "mine"
+    assert info.app.roles[0].env["TORCHX_TRACKER_MINE_CONFIG"] == "file:///cfg"

@@ -167,11 +167,13 @@ async def test_local_docker_builds_the_runner_workspace_once_for_two_roles(
                 for role in ("r0", "r1"):
                     lines = [line async for line in runner.log_lines(handle, role)]
                     assert lines == ["from b\n", "no a\n"]
+            ran = await runner.describe(handle)
         finally:
             await runner.delete(handle)
     assert built == [str(tmp_path / "b")]
-    assert app.roles[0].image == app.roles[1].image != docker_image
-    subprocess.run(["docker", "rmi", app.roles[0].image], capture_output=True, check=False)
+    assert ran is not None
+    assert ran.roles[0].image == ran.roles[1].image != docker_image
+    subprocess.run(["docker", "rmi", ran.roles[0].image], capture_output=True, check=False)
 
 
 class WorkspaceRecorder(Recorder):
