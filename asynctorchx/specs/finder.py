@@ -283,8 +283,31 @@ def _not_loaded(name: str) -> Callable[..., AppDef]:
     return refuse
 
 
+def _is_module_path(path: str) -> bool:
+    return all(part.isidentifier() for part in path.split("."))
+
+
+def _module_component(module_path: str, fn_name: str, name: str) -> ComponentDef | None:
+    """The function ``fn_name`` of the module ``module_path``; ``None``: no such module."""
+    if not _is_module_path(module_path):
+        return None
+    try:
+        if importlib.util.find_spec(module_path) is None:
+            return None
+    except (ImportError, ValueError):  # a missing parent package, or one that is no package
+        return None
+    module = importlib.import_module(module_path)
+    fn = getattr(module, fn_name, None)
+    if not _is_candidate(fn, module, fn_name):
+        raise ComponentNotFoundException(
+            f"module {module_path!r} (from {name!r}) defines no component function {fn_name!r}"
+        )
+    return _component_def(module, fn_name, fn, name)
+
+
 def get_component(name: str) -> ComponentDef:
-    """Return the component called ``name``: ``utils.echo``, a registered name, or ``file.py:fn``.
+    """Return the component called ``name``: ``utils.echo``, a registered name, ``file.py:fn``,
+    or a function of an importable module, ``pkg.module.fn`` or ``pkg.module:fn`` (nightly's).
 
     Raises:
         ComponentNotFoundException: no such component, file or function.
@@ -296,13 +319,19 @@ def get_component(name: str) -> ComponentDef:
             f"{name!r} is not a component name: use a builtin (`utils.echo`) or"
             " `path/to/file.py:function`"
         )
-    if colon:
-        component: ComponentDef | None = _load_file(file_part, fn_name, name)
+    if colon and not Path(file_part).expanduser().is_file() and _is_module_path(file_part):
+        component: ComponentDef | None = _module_component(file_part, fn_name, name)
+        component = component or _load_file(file_part, fn_name, name)  # its error says why
+    elif colon:
+        component = _load_file(file_part, fn_name, name)
     else:
         component = _components.get(name) if _components is not None else _find_component(name)
     if component is None:
         components = _all_components()
         component = components.get(name)
+    if component is None and "." in name:  # `pkg.module.fn`, as torchx-nightly
+        module_path, _, fn_name = name.rpartition(".")
+        component = _module_component(module_path, fn_name, name)
     if component is None:
         import difflib
 
