@@ -146,6 +146,8 @@ class StructuredOpts(Mapping[str, CfgVal]):
         return opts
 
     def __getitem__(self, key: str) -> CfgVal:
+        if not isinstance(key, str):  # Mapping's ``in`` and ``get`` catch only KeyError
+            raise KeyError(key)
         prefix, dot, rest = key.partition(".")
         if dot:
             group = getattr(self, cases.camel_to_snake(prefix), None)
@@ -171,15 +173,6 @@ class StructuredOpts(Mapping[str, CfgVal]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
-
-    def __contains__(self, key: object) -> bool:
-        if not isinstance(key, str):
-            return False
-        try:
-            self[key]
-        except KeyError:
-            return False
-        return True
 
     def __or__(self, other: StructuredOpts) -> dict[str, CfgVal]:
         """Merge into a new ``cfg`` dict, ``other``'s values winning."""

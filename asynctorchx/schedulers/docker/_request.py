@@ -208,12 +208,9 @@ def validate(app: AppDef, local_engine: bool) -> None:
 
 def _default_env(cfg: Mapping[str, CfgVal]) -> dict[str, str]:
     """The environment every replica gets: ``copy_env`` matches, then ``env`` items."""
-    default_env: dict[str, str] = {}
     copy_env = cfg.get("copy_env")
-    if isinstance(copy_env, list):
-        for pattern in copy_env:
-            for key in fnmatch.filter(os.environ.keys(), pattern):
-                default_env[key] = os.environ[key]
+    patterns = copy_env if isinstance(copy_env, list) else []
+    default_env = {key: os.environ[key] for p in patterns for key in fnmatch.filter(os.environ, p)}
     cfg_env = cfg.get("env")  # a dict once resolved (DockerRunOpts.resolve reads the list form)
     if isinstance(cfg_env, dict):
         default_env.update(cfg_env)

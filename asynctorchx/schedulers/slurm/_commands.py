@@ -150,24 +150,22 @@ class SlurmCommands:
         """
         await self._stdout(["scancel", job_id], forgotten=_INVALID_JOB_ID)
 
+    async def _sinfo(self, *args: str) -> str:
+        """``sinfo``'s stdout; empty when sinfo is missing or fails (it only informs)."""
+        try:
+            done = await self.run(["sinfo", *args])
+        except SlurmNotInstalledError:
+            return ""
+        return _text(done.stdout) if done.returncode == 0 else ""
+
     async def version(self) -> SlurmVersion | None:
         """This host's Slurm release (``sinfo --version``); ``None`` when it does not tell."""
-        try:
-            done = await self.run(["sinfo", "--version"])
-        except SlurmNotInstalledError:
-            return None
-        return parse_slurm_version(_text(done.stdout)) if done.returncode == 0 else None
+        return parse_slurm_version(await self._sinfo("--version"))
 
     async def partition_memory_mb(self, partition: str | None) -> int | None:
         """MB per node of ``partition`` (``None``: the default one) from ``sinfo --noconvert``,
         as TorchX reads it; ``None`` when sinfo does not tell."""
-        try:
-            done = await self.run(["sinfo", "-h", "--format", "%P,%m", "--noconvert"])
-        except SlurmNotInstalledError:
-            return None
-        if done.returncode != 0:
-            return None
-        for line in _text(done.stdout).splitlines():
+        for line in (await self._sinfo("-h", "--format", "%P,%m", "--noconvert")).splitlines():
             name, _, memory = line.strip().partition(",")
             is_default = name.endswith("*")
             if name.rstrip("*") == partition or (partition is None and is_default):
