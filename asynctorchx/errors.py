@@ -6,6 +6,7 @@ and the fix. The hierarchy::
     │   ├── InvalidLogDirError: local_cwd/local_dir log_dir
     │   ├── InvalidJobDirError: job_dir of a directory workspace
     │   └── SlurmSubmitError: an sbatch option refused (also a SlurmCommandError)
+    │       └── SlurmSubmitLimitError: a submit limit no job of the user can free
     ├── SchedulerUnavailableError (RuntimeError)
     │   ├── SlurmNotInstalledError
     │   ├── KubernetesConfigError
@@ -18,6 +19,7 @@ and the fix. The hierarchy::
     │   │   └── InvalidJobSpecError (ValueError)
     │   └── SlurmCommandError
     │       └── SlurmSubmitError
+    │           └── SlurmSubmitLimitError
     ├── SchedulerClosedError (RuntimeError)
     ├── WorkspaceBuildError (RuntimeError)
     ├── UnknownAppException
@@ -82,6 +84,7 @@ if TYPE_CHECKING:
         SlurmCommandError,
         SlurmNotInstalledError,
         SlurmSubmitError,
+        SlurmSubmitLimitError,
     )
     from asynctorchx.specs.api import AppStatus
 
@@ -386,6 +389,7 @@ __all__ = [  # the errors imported (a backend's on first use), then every one de
     "SlurmCommandError",
     "SlurmNotInstalledError",
     "SlurmSubmitError",
+    "SlurmSubmitLimitError",
     "VolcanoNotInstalledError",
 ]
 __all__ += [

@@ -4,17 +4,20 @@ without a shell, and the one mapping of their failures to errors."""
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import re
 import subprocess
 from collections.abc import Collection, Mapping, Sequence
 
 import anyio
+import tenacity
 
 from asynctorchx.schedulers.slurm._errors import (
     SlurmCommandError,
     SlurmNotInstalledError,
     SlurmSubmitError,
+    SlurmSubmitLimitError,
 )
 from asynctorchx.schedulers.slurm._request import SlurmVersion, parse_slurm_version
 from asynctorchx.schedulers.slurm._state import (
@@ -40,7 +43,16 @@ SBATCH_OPTION_ERRORS: tuple[tuple[str, str], ...] = (
     (r"cpu count|cpus-per-task", "cpu"),
 )
 
+#: sbatch's words for a controller that did not take the request (slurm.conf(5) MessageTimeout)
+_UNANSWERED = re.compile(
+    r"unable to contact slurm controller|socket timed out|resource temporarily unavailable",
+    re.IGNORECASE,
+)
+#: the reasons sbatch names for a full submit limit (resource_limits, "MaxSubmitJobs")
+_SUBMIT_LIMIT = re.compile(r"\b(?:QOS|Assoc)\w*Submit\w*Limit\b")
+
 _INVALID_JOB_ID = "Invalid job id specified"
+logger = logging.getLogger(__name__)
 _NO_ACCOUNTING = "accounting storage is disabled"
 
 
@@ -50,13 +62,20 @@ class SlurmCommands:
 
     Args:
         environment: every command's environment (``None``: the process's own).
-        max_concurrent: how many commands run at once at most.
+        max_concurrent: how many commands run at once at most (a group's submits queue here).
+        unanswered_timeout: seconds a submit keeps asking a controller that does not answer.
     """
 
-    def __init__(self, environment: dict[str, str] | None = None, max_concurrent: int = 16) -> None:
+    def __init__(
+        self,
+        environment: dict[str, str] | None = None,
+        max_concurrent: int = 16,
+        unanswered_timeout: float = 120.0,
+    ) -> None:
         self.environment = environment
         self.counts: collections.Counter[str] = collections.Counter()
         self._limiter = anyio.CapacityLimiter(max_concurrent)
+        self.unanswered_timeout = unanswered_timeout
 
     async def run(self, argv: Sequence[str]) -> subprocess.CompletedProcess[bytes]:
         """Run ``argv`` (no shell); return its result whatever its exit status.
@@ -75,23 +94,78 @@ class SlurmCommands:
         """Run ``argv`` (``sbatch --parsable ... script``); return the job id (a heterogeneous
         job's leader's). ``options``: the ``#SBATCH`` options by name, for the error.
 
+        A controller that does not answer (``Unable to contact slurm controller``, ``Socket
+        timed out``) is asked again with backoff for up to :attr:`unanswered_timeout` seconds;
+        after a time-out the job is looked for by its script first, so it is never submitted
+        twice. A full submit limit of the user's QOS or association
+        (``QOSMaxSubmitJobPerUserLimit``...) is waited out: the submit is tried again with
+        backoff while one of the user's jobs under that limit runs or waits.
+
         Raises:
             SlurmNotInstalledError: ``sbatch`` is not on ``PATH``.
+            SlurmSubmitLimitError: a submit limit refused the job and no job of the user can
+                make room (a zero limit).
             SlurmSubmitError: sbatch refused an option (:data:`SBATCH_OPTION_ERRORS`).
-            SlurmCommandError: sbatch failed otherwise, or printed no job id.
+            SlurmCommandError: sbatch failed otherwise, printed no job id, or the controller
+                did not answer within :attr:`unanswered_timeout`.
         """
+        retrying = tenacity.AsyncRetrying(
+            sleep=anyio.sleep,
+            retry=tenacity.retry_if_exception_type((_Unanswered, _LimitFull)),
+            stop=self._stop_retrying,
+            wait=tenacity.wait_random_exponential(multiplier=0.2, max=5),
+            before_sleep=_log_first_wait,
+            reraise=True,
+        )
+        return await retrying(self._sbatch_once, list(argv), options)
+
+    def _stop_retrying(self, state: tenacity.RetryCallState) -> bool:
+        failed = state.outcome.exception() if state.outcome is not None else None
+        waited = state.seconds_since_start or 0.0
+        return isinstance(failed, _Unanswered) and waited >= self.unanswered_timeout
+
+    async def _sbatch_once(self, argv: list[str], options: Mapping[str, str]) -> str:
         done = await self.run(argv)
         stderr = _text(done.stderr)
-        if done.returncode != 0:
-            for pattern, option in SBATCH_OPTION_ERRORS:
-                if re.search(pattern, stderr, re.IGNORECASE):
-                    value = options.get(option)
-                    raise SlurmSubmitError(list(argv), done.returncode, stderr, option, value)
-            raise SlurmCommandError(list(argv), done.returncode, stderr)
-        job_id = _text(done.stdout).strip().split(";", 1)[0]
-        if not job_id.isdigit():
-            raise SlurmCommandError(list(argv), 0, f"no job id in sbatch's output {job_id!r}")
-        return job_id
+        if done.returncode == 0:
+            job_id = _text(done.stdout).strip().split(";", 1)[0]
+            if not job_id.isdigit():
+                raise SlurmCommandError(argv, 0, f"no job id in sbatch's output {job_id!r}")
+            return job_id
+        if _UNANSWERED.search(stderr):
+            # a time-out may come after the controller took the job: find it by its script
+            submitted = await self._job_of_script(argv[-1])
+            if submitted is not None:
+                return submitted
+            raise _Unanswered(argv, done.returncode, stderr)
+        limit = _SUBMIT_LIMIT.search(stderr)
+        if limit is not None:
+            if await self._jobs_under(limit.group(), options):
+                raise _LimitFull(argv, done.returncode, stderr, limit.group())
+            raise SlurmSubmitLimitError(argv, done.returncode, stderr, limit.group())
+        for pattern, option in SBATCH_OPTION_ERRORS:
+            if re.search(pattern, stderr, re.IGNORECASE):
+                raise SlurmSubmitError(argv, done.returncode, stderr, option, options.get(option))
+        raise SlurmCommandError(argv, done.returncode, stderr)
+
+    async def _job_of_script(self, script: str) -> str | None:
+        """The id of the user's job whose batch script is ``script``, if the controller has one."""
+        done = await self.run(["squeue", "--me", "-h", "-o", "%i|%o"])
+        for line in _text(done.stdout).splitlines() if done.returncode == 0 else []:
+            job_id, _, command = line.partition("|")
+            if command == script:
+                return job_id
+        return None
+
+    async def _jobs_under(self, limit: str, options: Mapping[str, str]) -> int:
+        """How many of the user's jobs run or wait under the limit ``limit`` names."""
+        argv = ["squeue", "--me", "-h", "-t", "PD,R,CF,CG,S,RQ", "-o", "%i"]
+        if limit.startswith("QOS") and options.get("qos"):
+            argv += ["-q", options["qos"]]
+        elif limit.startswith("Assoc") and options.get("account"):
+            argv += ["-A", options["account"]]
+        done = await self.run(argv)
+        return len(_text(done.stdout).split()) if done.returncode == 0 else 0
 
     async def _stdout(self, argv: list[str], *, forgotten: str | None = None) -> str | None:
         """``argv``'s stdout; ``None`` when it failed saying ``forgotten`` (nothing to report)."""
@@ -172,6 +246,23 @@ class SlurmCommands:
                 digits = memory.strip().rstrip("M+")
                 return int(digits) if digits.isdigit() else None
         return None
+
+
+class _Unanswered(SlurmCommandError):
+    """The controller did not take the request: asked again."""
+
+
+class _LimitFull(SlurmSubmitLimitError):
+    """A submit limit is full while a job of the user under it can end: tried again."""
+
+    def __init__(self, argv: list[str], returncode: int, stderr: str, limit: str) -> None:
+        super().__init__(argv, returncode, stderr, limit)
+        self.args = (f"Slurm's {limit} is full: waiting for one of your jobs under it to end",)
+
+
+def _log_first_wait(state: tenacity.RetryCallState) -> None:
+    if state.attempt_number == 1 and state.outcome is not None:
+        logger.warning("sbatch waits and tries again: %s", state.outcome.exception())
 
 
 def _text(data: bytes) -> str:

@@ -48,3 +48,20 @@ class SlurmSubmitError(SlurmCommandError, InvalidRunConfigException):
         self.args = (message,)
         self.cfg_key: str | None = option
         self.cfg = None
+
+
+class SlurmSubmitLimitError(SlurmSubmitError):
+    """A submit limit of the user's QOS or association (``limit``, Slurm's reason, such as
+    ``QOSMaxSubmitJobPerUserLimit``) refused the job while no job of the user under it runs
+    or waits, so none can end and make room (a zero limit). ``cfg_key`` is ``qos`` or
+    ``account``: the run option that picks another limit."""
+
+    def __init__(self, argv: list[str], returncode: int, stderr: str, limit: str) -> None:
+        option = "account" if limit.startswith("Assoc") else "qos"
+        SlurmSubmitError.__init__(self, argv, returncode, stderr, option)
+        self.limit = limit
+        self.args = (
+            f"Slurm's {limit} refused this job and none of your jobs under that limit runs or"
+            f" waits, so none can make room: submit with another {option!r}, or ask for the"
+            f" limit to be raised (sacctmgr(1) MaxSubmitJobs)",
+        )
