@@ -72,7 +72,10 @@ def _most_at_once(job_ids: list[str]) -> int:
     return max(sum(start <= at < end for start, end in spans) for at, _ in spans)
 
 
-async def test_a_full_submit_limit_makes_submits_wait(qos_of_20: str, tmp_path: Path) -> None:
+async def test_a_full_submit_limit_makes_submits_wait(
+    qos_of_20: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where .torchxslurmjobdirs goes
     cfg = {"qos": qos_of_20, "job_dir": str(tmp_path)}
     async with Runner("torchx", {"slurm": create_scheduler}, scheduler_params={}) as runner:
         with anyio.fail_after(600):
@@ -85,7 +88,10 @@ async def test_a_full_submit_limit_makes_submits_wait(qos_of_20: str, tmp_path: 
     assert 1 < _most_at_once(job_ids) <= LIMIT
 
 
-async def test_a_zero_submit_limit_is_refused_at_once(qos_of_0: str, tmp_path: Path) -> None:
+async def test_a_zero_submit_limit_is_refused_at_once(
+    qos_of_0: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     cfg = {"qos": qos_of_0, "job_dir": str(tmp_path)}
     async with Runner("torchx", {"slurm": create_scheduler}, scheduler_params={}) as runner:
         with anyio.fail_after(30), pytest.raises(SlurmSubmitLimitError) as refused:
