@@ -26,5 +26,10 @@ class SchedulerUnavailableError(AsyncTorchXError, RuntimeError):
     """A scheduler cannot be used here (no Docker engine, unsupported event loop)."""
 
 
+class SchedulerUnreachableError(SchedulerUnavailableError):
+    """The scheduler's engine does not answer now (down, or restarting): a ``wait`` goes on
+    waiting through it; a one-off call (``status``, ``describe``) raises it."""
+
+
 class SchedulerRequestError(AsyncTorchXError, RuntimeError):
     """The backend (Docker engine, Kubernetes API server, Slurm command) refused a request."""

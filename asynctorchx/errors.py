@@ -8,6 +8,8 @@ and the fix. The hierarchy::
     │   └── SlurmSubmitError: an sbatch option refused (also a SlurmCommandError)
     │       └── SlurmSubmitLimitError: a submit limit no job of the user can free
     ├── SchedulerUnavailableError (RuntimeError)
+    │   ├── SchedulerUnreachableError: the engine does not answer now (wait goes on)
+    │   │   └── SlurmControllerUnreachableError (also a SlurmCommandError)
     │   ├── SlurmNotInstalledError
     │   ├── KubernetesConfigError
     │   ├── KubernetesUnreachableError
@@ -18,6 +20,7 @@ and the fix. The hierarchy::
     │   ├── KubernetesApiError
     │   │   └── InvalidJobSpecError (ValueError)
     │   └── SlurmCommandError
+    │       ├── SlurmControllerUnreachableError
     │       └── SlurmSubmitError
     │           └── SlurmSubmitLimitError
     ├── SchedulerClosedError (RuntimeError)
@@ -63,6 +66,7 @@ from asynctorchx._error_bases import (
     InvalidRunConfigException,
     SchedulerRequestError,
     SchedulerUnavailableError,
+    SchedulerUnreachableError,
 )
 
 if TYPE_CHECKING:
@@ -82,6 +86,7 @@ if TYPE_CHECKING:
     )
     from asynctorchx.schedulers.slurm._errors import (
         SlurmCommandError,
+        SlurmControllerUnreachableError,
         SlurmNotInstalledError,
         SlurmSubmitError,
         SlurmSubmitLimitError,
@@ -386,7 +391,9 @@ __all__ = [  # the errors imported (a backend's on first use), then every one de
     "ReplicaLaunchError",
     "SchedulerRequestError",
     "SchedulerUnavailableError",
+    "SchedulerUnreachableError",
     "SlurmCommandError",
+    "SlurmControllerUnreachableError",
     "SlurmNotInstalledError",
     "SlurmSubmitError",
     "SlurmSubmitLimitError",

@@ -6,6 +6,9 @@
 #   bash scripts/slurm-cluster.sh start --no-accounting  # the same without slurmdbd and MariaDB
 #   bash scripts/slurm-cluster.sh status   # exit 0 when slurmctld answers and the 4 nodes are up
 #   bash scripts/slurm-cluster.sh stop     # cancel jobs, stop the daemons this script started
+#   bash scripts/slurm-cluster.sh restart slurmctld [--down SECONDS]
+#       # stop the controller, keep it down SECONDS (default 0), start it with its state (jobs
+#       # keep running on the nodes), return once it answers
 #
 # `start` as root: installs Debian's munge, slurmctld, slurmd and slurm-client (and, with
 # accounting, slurmdbd and mariadb-server) with apt-get when a binary is missing (apt-get
@@ -504,8 +507,25 @@ status)
 stop)
     stop_cluster
     ;;
+restart)
+    [ "${2:-}" = slurmctld ] && { [ $# = 2 ] || [ "${3:-}" = --down ]; } ||
+        die "usage: $0 restart slurmctld [--down SECONDS]"
+    need_root "restart slurmctld"
+    controller_up || die "slurmctld does not answer (run: bash $0 start)"
+    t_start="$(now_ms)"
+    stop_pidfiles slurmctld "$STATE/slurmctld.pid"
+    sleep "${4:-0}"
+    # no -c: the controller reads its saved state, so the jobs it had are its jobs again
+    start_detaching_daemon slurmctld "$STATE/slurmctld.pid" "$LOGDIR/slurmctld.out" slurmctld -i
+    for ((i = 0; i < WAIT_S * 4; i++)); do
+        controller_up && break
+        sleep 0.25
+    done
+    controller_up || die "slurmctld did not answer within $WAIT_S s after its restart"
+    echo "slurmctld answers again after $(elapsed "$t_start")"
+    ;;
 *)
-    echo "usage: $0 start [--no-accounting]|status|stop" >&2
+    echo "usage: $0 start [--no-accounting]|status|stop|restart slurmctld [--down SECONDS]" >&2
     exit 2
     ;;
 esac

@@ -15,6 +15,7 @@ import tenacity
 
 from asynctorchx.schedulers.slurm._errors import (
     SlurmCommandError,
+    SlurmControllerUnreachableError,
     SlurmNotInstalledError,
     SlurmSubmitError,
     SlurmSubmitLimitError,
@@ -175,6 +176,8 @@ class SlurmCommands:
         stderr = _text(done.stderr)
         if forgotten is not None and forgotten in stderr:
             return None
+        if _UNANSWERED.search(stderr):
+            raise SlurmControllerUnreachableError(argv, done.returncode, stderr)
         raise SlurmCommandError(argv, done.returncode, stderr)
 
     async def squeue(self, job_ids: Collection[str] | None) -> dict[str, list[SlurmComponent]]:
@@ -248,7 +251,7 @@ class SlurmCommands:
         return None
 
 
-class _Unanswered(SlurmCommandError):
+class _Unanswered(SlurmControllerUnreachableError):
     """The controller did not take the request: asked again."""
 
 

@@ -6,6 +6,7 @@ from asynctorchx._error_bases import (
     InvalidRunConfigException,
     SchedulerRequestError,
     SchedulerUnavailableError,
+    SchedulerUnreachableError,
 )
 
 
@@ -31,6 +32,11 @@ class SlurmCommandError(SchedulerRequestError):
         self.argv = argv
         self.returncode = returncode
         self.stderr = stderr
+
+
+class SlurmControllerUnreachableError(SlurmCommandError, SchedulerUnreachableError):
+    """slurmctld did not answer a command (``Unable to contact slurm controller``, ``Socket
+    timed out``): it is down or restarting (slurm.conf(5) ``MessageTimeout``)."""
 
 
 class SlurmSubmitError(SlurmCommandError, InvalidRunConfigException):

@@ -6,17 +6,21 @@ needed and cancelling a waiter never stops the others.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
 from typing import Generic, TypeVar
 
 import anyio
 
+from asynctorchx._error_bases import SchedulerUnreachableError
 from asynctorchx.schedulers.toolkit._tail import Notifier
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 #: Seconds between two polls while watched states change (the default tick).
 DEFAULT_INTERVAL = 1.0
@@ -95,7 +99,9 @@ class SharedFeed:
 class BatchedPoller(SharedFeed, Generic[K, V]):
     """Polls every watched key with one ``fetch`` per tick (one ``squeue`` for all jobs).
 
-    A new key is polled at once; :attr:`polls` counts the ``fetch`` calls.
+    A new key is polled at once; :attr:`polls` counts the ``fetch`` calls. A ``fetch`` that
+    raises :class:`~asynctorchx.errors.SchedulerUnreachableError` keeps the last values and
+    the waiters waiting (logged once per outage); any other error reaches the waiters.
 
     Args:
         fetch: returns the value of each of ``keys`` it knows (one left out: ``None``).
@@ -126,6 +132,8 @@ class BatchedPoller(SharedFeed, Generic[K, V]):
         self.max_interval = float(max_interval)
         self.idle_after = float(idle_after)
         self.polls = 0
+        #: the last poll found the engine not answering (:class:`SchedulerUnreachableError`)
+        self.unreachable = False
         self._watchers: dict[K, int] = {}
         self._values: dict[K, V | None] = {}
         self._arrivals = Notifier()
@@ -184,9 +192,17 @@ class BatchedPoller(SharedFeed, Generic[K, V]):
         keys = list(self._watchers)
         try:
             values = await self._fetch(keys)
+        except SchedulerUnreachableError as error:  # down or restarting: wait on, as a waiter would
+            if not self.unreachable:
+                logger.warning("%s; waiting for it to answer again", error)
+            self.unreachable = True
+            return
         finally:
             self.polls += 1
             self._last_poll = anyio.current_time()
+        if self.unreachable:
+            logger.warning("the scheduler answers again")
+            self.unreachable = False
         for gone in [key for key in self._values if key not in self._watchers]:
             del self._values[gone]
         for watched in keys:

@@ -14,6 +14,7 @@ import pytest
 import trio
 import trio.testing
 
+from asynctorchx.errors import SchedulerUnreachableError
 from asynctorchx.schedulers.toolkit import BatchedPoller, SharedFeed
 
 
@@ -128,6 +129,40 @@ def test_a_fetch_error_reaches_every_waiter_of_that_tick() -> None:
     run(main)
     assert len(errors) == 3
     assert "Unable to contact" in errors[0]
+
+
+def test_an_unreachable_engine_keeps_the_waiters_waiting_and_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    answers: list[str | None] = [None, None, None, "DONE"]  # None: the engine does not answer
+
+    async def restarting(keys: Collection[str]) -> dict[str, str]:
+        await anyio.sleep(0)
+        answer = answers.pop(0)
+        if answer is None:
+            raise SchedulerUnreachableError("slurmctld does not answer")
+        return dict.fromkeys(keys, answer)
+
+    poller: BatchedPoller[str, str] = BatchedPoller(restarting, interval=1.0)
+    results: list[str | None] = []
+
+    async def main() -> None:
+        async with anyio.create_task_group() as task_group:
+            for _ in range(3):
+                task_group.start_soon(wait_done, poller, results)
+
+    run(main)
+    assert results == ["DONE"] * 3
+    assert poller.polls == 4
+    said = [record.getMessage() for record in caplog.records]
+    assert said == [
+        "slurmctld does not answer; waiting for it to answer again",
+        "the scheduler answers again",
+    ]
+
+
+async def wait_done(poller: BatchedPoller[str, str], results: list[str | None]) -> None:
+    results.append(await poller.wait_until("a", lambda value: value == "DONE"))
 
 
 def test_the_tick_backs_off_while_nothing_changes_and_bad_intervals_are_refused() -> None:
