@@ -88,7 +88,10 @@ async def _status(args: argparse.Namespace) -> int:
         return _not_found(args.command, args.app_handle, runner)
     if isinstance(found, AppStatus):
         roles = [r for r in args.roles.split(",") if r] or None
-        print(json.dumps(found.to_json(roles), indent=2) if args.json else found.format(roles))
+        text = json.dumps(found.to_json(roles), indent=2) if args.json else found.format(roles)
+        if found.cause is not None and not args.json:  # below TorchX's layout, which has none
+            text = f"{text.rstrip()}\n    Cause: {found.cause}"
+        print(text)
     else:
         print(to_json_with_nulls(found))
     return 0

@@ -449,6 +449,7 @@ class Runner(anyio.AsyncContextManagerMixin):
             structured_error_msg=desc.structured_error_msg,
             ui_url=desc.ui_url,
             roles=desc.roles_statuses,
+            cause=desc.cause,
         )
 
     async def wait(self, app_handle: AppHandle, wait_interval: float = 10) -> AppStatus | None:

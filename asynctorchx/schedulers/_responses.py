@@ -11,7 +11,7 @@ import enum
 
 import attrs
 
-from asynctorchx.specs.api import NONE, AppState, Role, RoleStatus
+from asynctorchx.specs.api import NONE, AppState, EndCause, Role, RoleStatus
 
 
 class Stream(str, enum.Enum):
@@ -37,6 +37,7 @@ class DescribeAppResponse:
         roles: the app's roles as submitted (TorchX leaves them empty; we do not).
         metadata: the app's metadata where the scheduler keeps it (``AppDef.metadata``),
             else empty (added to TorchX after 0.7.0).
+        cause: why the app ended, once terminal (``None``: not ended, or not said).
     """
 
     app_id: str = "<NOT_SET>"
@@ -48,6 +49,7 @@ class DescribeAppResponse:
     roles_statuses: list[RoleStatus] = attrs.field(factory=list)
     roles: list[Role] = attrs.field(factory=list)
     metadata: dict[str, str] = attrs.field(factory=dict)
+    cause: EndCause | None = None
 
 
 @attrs.define

@@ -32,6 +32,33 @@ class AppState(int, enum.Enum):
         return f"{self.name} ({self.value})"
 
 
+class EndCause(enum.Enum):
+    """Why an app (or replica) ended, as its backend says; ``None`` where it does not say.
+
+    ``EXITED``: its own processes exited (``ReplicaStatus.exit_code`` has the code), the one
+    cause of ``SUCCEEDED``. ``CANCELLED``: a user cancelled it (``cancel``, ``scancel``).
+    ``PREEMPTED``: higher-priority work took its resources. ``EVICTED``: the cluster removed
+    it (the Kubernetes Eviction API, node pressure). ``NODE_LOST``: its node failed.
+    ``OUT_OF_MEMORY``: killed at its memory limit. ``TIMED_OUT``: its time limit passed
+    (Slurm's ``--time``). ``IMAGE_PULL_FAILED``: its image could not be pulled.
+    ``ENGINE_RESTARTED``: the engine's restart stopped it. The mapping of each backend is in
+    ``docs/schedulers/``.
+    """
+
+    EXITED = "exited"
+    CANCELLED = "cancelled"
+    PREEMPTED = "preempted"
+    EVICTED = "evicted"
+    NODE_LOST = "node_lost"
+    OUT_OF_MEMORY = "out_of_memory"
+    TIMED_OUT = "timed_out"
+    IMAGE_PULL_FAILED = "image_pull_failed"
+    ENGINE_RESTARTED = "engine_restarted"
+
+    def __str__(self) -> str:
+        return self.name
+
+
 #: A replica's state uses the app's states (TorchX's alias).
 ReplicaState = AppState
 
@@ -114,6 +141,7 @@ class AppStatus:
         structured_error_msg: a JSON error, or ``<NONE>``.
         ui_url: where to look at the app (``file://`` log dir for local schedulers).
         roles: the replicas' statuses, role by role (of the latest attempt).
+        cause: why the app ended, once terminal (``None``: not ended, or not said).
     """
 
     state: AppState
@@ -122,6 +150,7 @@ class AppStatus:
     structured_error_msg: str = NONE
     ui_url: str | None = None
     roles: list[RoleStatus] = attrs.field(factory=list)
+    cause: EndCause | None = None
 
     def is_terminal(self) -> bool:
         """Return True once the app reached a terminal state."""
@@ -145,6 +174,7 @@ class AppStatus:
             "msg": _or_null(self.msg),
             "structured_error_msg": _or_null(self.structured_error_msg),
             "url": self.ui_url,
+            "cause": self.cause.name if self.cause is not None else None,
         }
 
     def _roles(self, filter_roles: list[str] | None) -> list[RoleStatus]:
@@ -197,7 +227,9 @@ def _status_dict(status: AppStatus) -> dict[str, Any]:
     """The status as TorchX dumps it: no ``hostaddr``, states as ``FAILED (5)``."""
     data = attrs.asdict(
         status,
-        filter=attrs.filters.exclude(attrs.fields(ReplicaStatus).hostaddr),
+        filter=attrs.filters.exclude(
+            attrs.fields(ReplicaStatus).hostaddr, attrs.fields(AppStatus).cause
+        ),
         value_serializer=lambda _, __, value: repr(value) if isinstance(value, AppState) else value,
     )
     data["structured_error_msg"] = _parsed_error(status.structured_error_msg)

@@ -49,6 +49,7 @@ class Container:
     tty: bool = False
     started_ns: int | None = None
     restart_policy: str | None = None
+    oom_killed: bool = False
 
     @classmethod
     def from_inspect(cls, info: Mapping[str, Any]) -> Container:
@@ -70,6 +71,7 @@ class Container:
             restart_policy=str(
                 ((info.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name") or ""
             ),
+            oom_killed=bool(state.get("OOMKilled")),
         )
 
     @classmethod

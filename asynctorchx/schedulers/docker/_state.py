@@ -22,7 +22,7 @@ from asynctorchx.schedulers.toolkit import (
     describe_app,
     role_statuses,
 )
-from asynctorchx.specs.api import NONE, AppDef, AppState, ReplicaStatus, Role
+from asynctorchx.specs.api import NONE, AppDef, AppState, EndCause, ReplicaStatus, Role
 from asynctorchx.specs.converter import from_json
 
 #: The engine's non-terminal container states (TorchX's ``docker_scheduler`` table).
@@ -60,6 +60,8 @@ def stopped_by_die(container: Container, event: Event) -> Container | None:
     code, at, started = event.exit_code, event.time_ns, container.started_ns
     if event.action != "die" or code is None or at is None or started is None or at < started:
         return None
+    if code == 137:  # SIGKILL, perhaps the kernel's OOM killer: only an inspect says which
+        return None
     policy = container.restart_policy
     if not (policy in ("", "no") or (policy == "on-failure" and code == 0)):
         return None
@@ -89,6 +91,7 @@ def describe_from(
     replicas: list[ReplicaStatus] = []
     restarts = 0
     failures: list[str] = []
+    oom_killed = False
     app_def: AppDef | None = None
     for container in sorted(inspected, key=lambda container: replica_of(container.labels)):
         role, replica_id = replica_of(container.labels)
@@ -100,6 +103,7 @@ def describe_from(
         state, exit_code = replica_state(container, cancelled_at_ns)
         restarts += container.restart_count
         if state == AppState.FAILED:
+            oom_killed = oom_killed or container.oom_killed
             failure = f"{role}/{replica_id} failed with exit code {exit_code}"
             failures.append(f"{failure}: {container.error}" if container.error else failure)
         replicas.append(
@@ -113,6 +117,9 @@ def describe_from(
         )
     cancelled = cancelled_at_ns is not None
     state_of_app = app_state((replica.state for replica in replicas), cancelled=cancelled)
+    cause = None
+    if state_of_app == AppState.FAILED:  # State.OOMKilled of the engine's inspect
+        cause = EndCause.OUT_OF_MEMORY if oom_killed else EndCause.EXITED
     messages = (["cancelled"] if state_of_app == AppState.CANCELLED else []) + failures
     submitted = [role.name for role in app_def.roles] if app_def else []
     return describe_app(
@@ -122,4 +129,5 @@ def describe_from(
         num_restarts=restarts,
         msg="; ".join(messages) if messages else NONE,
         roles=list(app_def.roles) if app_def else list(rebuilt.values()),
+        cause=cause,
     )

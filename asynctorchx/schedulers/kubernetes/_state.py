@@ -24,7 +24,7 @@ from asynctorchx.schedulers.kubernetes._request import (
     LABEL_ROLE_NAME,
 )
 from asynctorchx.schedulers.toolkit import describe_app, role_statuses
-from asynctorchx.specs.api import NONE, AppState, ReplicaStatus, Role, is_terminal
+from asynctorchx.specs.api import NONE, AppState, EndCause, ReplicaStatus, Role, is_terminal
 
 #: The job annotation with why the scheduler ended the app ``FAILED`` (it outlives the pods).
 ANNOTATION_FAILED = "asynctorchx/failed"
@@ -73,6 +73,34 @@ POD_STATE: Mapping[str, AppState] = {
     "Failed": AppState.FAILED,
     "Unknown": AppState.UNKNOWN,
 }
+
+
+#: Why a pod ended, by its ``DisruptionTarget`` condition's reason (the pod disruption
+#: conditions of the Kubernetes docs), else its status reason, else its container's.
+POD_END_CAUSES: Mapping[str, EndCause] = {
+    "PreemptionByScheduler": EndCause.PREEMPTED,
+    "EvictionByEvictionAPI": EndCause.EVICTED,
+    "TerminationByKubelet": EndCause.EVICTED,  # node pressure, or a graceful node shutdown
+    "Evicted": EndCause.EVICTED,
+    "DeletionByTaintManager": EndCause.NODE_LOST,
+    "DeletionByPodGC": EndCause.NODE_LOST,  # its node is gone
+    "NodeLost": EndCause.NODE_LOST,
+    "DeadlineExceeded": EndCause.TIMED_OUT,  # activeDeadlineSeconds
+    "OOMKilled": EndCause.OUT_OF_MEMORY,
+}
+
+
+def _end_cause(status: Mapping[str, Any]) -> EndCause | None:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            return POD_END_CAUSES.get(str(condition.get("reason")))
+    if status.get("reason") in POD_END_CAUSES:
+        return POD_END_CAUSES[str(status["reason"])]
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated") or {}
+        if terminated.get("reason") in POD_END_CAUSES:
+            return POD_END_CAUSES[str(terminated["reason"])]
+    return None
 
 
 class Waiting(NamedTuple):
@@ -140,6 +168,7 @@ class Pod:
     waiting: Waiting | None = None
     ended: str | None = None
     containers: tuple[str, ...] = ()
+    cause: EndCause | None = None
 
     @classmethod
     def parse(cls, pod: Mapping[str, Any]) -> Pod:
@@ -161,6 +190,7 @@ class Pod:
             waiting=_waiting(status),
             ended=_ended(status),
             containers=tuple(str(c.get("name") or "") for c in spec.get("containers") or ()),
+            cause=_end_cause(status),
         )
 
     @property
@@ -366,4 +396,21 @@ def describe(app_id: str, job: Job, replicas: Replicas, now: float) -> DescribeA
         msg=msg,
         roles=job.roles,
         state=state,
+        cause=_app_cause(replicas) if state == AppState.FAILED else None,
     )
+
+
+def _app_cause(replicas: Replicas) -> EndCause | None:
+    """The first replica pod's cause; a pull that failed; else an exit, where a pod exited."""
+    pods = [pod for pod in replicas.values() if pod is not None]
+    for pod in pods:
+        if pod.cause is not None:
+            return pod.cause
+    if any(pod.waiting is not None and pod.waiting.reason in _PULL_REASONS for pod in pods):
+        return EndCause.IMAGE_PULL_FAILED
+    return EndCause.EXITED if any(pod.exit_code is not None for pod in pods) else None
+
+
+_PULL_REASONS = frozenset(
+    reason for reason, verdict in WAITING_REASONS.items() if verdict is not Verdict.SHOW
+)

@@ -40,7 +40,7 @@ from asynctorchx.schedulers.toolkit import (
     role_statuses,
     tail_blocks,
 )
-from asynctorchx.specs.api import NONE, AppState, ReplicaStatus, is_terminal
+from asynctorchx.specs.api import NONE, AppState, EndCause, ReplicaStatus, is_terminal
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,8 @@ def describe_record(record: AppRecord) -> DescribeAppResponse:
         ui_url=f"file://{record.log_dir}",
         roles=record.roles,
         state=state,
+        # a failed replica exited by itself; with its supervisor dead, nothing says how it ended
+        cause=EndCause.EXITED if state == AppState.FAILED and not dead else None,
     )
 
 

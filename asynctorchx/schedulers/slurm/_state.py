@@ -12,7 +12,7 @@ import attrs
 from asynctorchx.errors import InvalidRunConfigException
 from asynctorchx.schedulers._responses import DescribeAppResponse
 from asynctorchx.schedulers.toolkit import app_state, describe_app, role_statuses
-from asynctorchx.specs.api import AppState, ReplicaStatus, Role, is_terminal
+from asynctorchx.specs.api import AppState, EndCause, ReplicaStatus, Role, is_terminal
 
 #: ASCII unit separator: job names and directories may hold ``|`` or spaces, never this.
 FIELD_SEPARATOR = "\x1f"
@@ -51,6 +51,19 @@ SLURM_STATES: Mapping[str, AppState] = {
     "STOPPED": AppState.PENDING,
     "SUSPENDED": AppState.PENDING,
     "TIMEOUT": AppState.FAILED,
+}
+
+#: Slurm's end states -> why the job ended (squeue(1) "JOB STATE CODES"); one missing: not said.
+SLURM_END_CAUSES: Mapping[str, EndCause] = {
+    "BOOT_FAIL": EndCause.NODE_LOST,
+    "CANCELLED": EndCause.CANCELLED,
+    "COMPLETED": EndCause.EXITED,
+    "DEADLINE": EndCause.TIMED_OUT,
+    "FAILED": EndCause.EXITED,
+    "NODE_FAIL": EndCause.NODE_LOST,
+    "OUT_OF_MEMORY": EndCause.OUT_OF_MEMORY,
+    "PREEMPTED": EndCause.PREEMPTED,
+    "TIMEOUT": EndCause.TIMED_OUT,
 }
 
 _JOB_ID = re.compile(r"(\d+)(?:\+(\d+))?")
@@ -100,8 +113,17 @@ class SlurmComponent:
 def slurm_state(state: str) -> AppState:
     """The :class:`AppState` of a Slurm state as squeue or sacct print it (``CANCELLED by 0``,
     a trailing ``+``); ``UNKNOWN`` for one :data:`SLURM_STATES` lacks."""
-    name = state.split(" ", 1)[0].rstrip("+").upper()
-    return SLURM_STATES.get(name, AppState.UNKNOWN)
+    return SLURM_STATES.get(_state_name(state), AppState.UNKNOWN)
+
+
+def _state_name(state: str) -> str:
+    return state.split(" ", 1)[0].rstrip("+").upper()
+
+
+def _end_cause(components: Sequence[SlurmComponent], state: AppState) -> EndCause | None:
+    """The cause of the first component whose state is the job's (the one that decided it)."""
+    deciding = [component for component in components if component.app_state == state]
+    return SLURM_END_CAUSES.get(_state_name((deciding or components)[0].state))
 
 
 def _split_job_id(job_id: str) -> tuple[str, int | None] | None:
@@ -246,11 +268,13 @@ def describe_job(
     if not roles:
         roles = [Role(name=name, image="", num_replicas=count) for name, count in counts.items()]
     restarts = [component.restarts for component in components if component.restarts is not None]
+    state = job_state(components)
     return describe_app(
         app_id,
         role_statuses(replicas, [role.name for role in roles]),
         num_restarts=max(restarts, default=-1),
         msg=_message(components),
         roles=roles,
-        state=job_state(components),
+        state=state,
+        cause=_end_cause(components, state),
     )

@@ -6,7 +6,15 @@ import json
 from collections.abc import Iterable, Sequence
 
 from asynctorchx.schedulers._responses import DescribeAppResponse
-from asynctorchx.specs.api import NONE, AppState, ReplicaStatus, Role, RoleStatus, is_terminal
+from asynctorchx.specs.api import (
+    NONE,
+    AppState,
+    EndCause,
+    ReplicaStatus,
+    Role,
+    RoleStatus,
+    is_terminal,
+)
 
 #: While any replica is live, the app takes the first of these its replicas are in.
 LIVE_PRECEDENCE = (AppState.RUNNING, AppState.PENDING, AppState.SUBMITTED)
@@ -64,6 +72,7 @@ def describe_app(
     ui_url: str | None = None,
     roles: Sequence[Role] = (),
     state: AppState | None = None,
+    cause: EndCause | None = None,
 ) -> DescribeAppResponse:
     """Build an app's ``DescribeAppResponse``; a failure's error is :func:`earliest_error`.
 
@@ -76,11 +85,17 @@ def describe_app(
         ui_url: where to look at the app, if anywhere.
         roles: the app's roles as submitted, when the backend still has them.
         state: the app's state; ``None``: :func:`app_state` of the replicas.
+        cause: why a terminal app ended; ``None``: ``EXITED`` for ``SUCCEEDED``,
+            ``CANCELLED`` for a cancelled app, else not said.
     """
     replicas = [replica for role in roles_statuses for replica in role.replicas]
     if state is None:
         state = app_state((replica.state for replica in replicas), cancelled=cancelled)
     failed = (r.structured_error_msg for r in replicas if r.state == AppState.FAILED)
+    if not is_terminal(state):
+        cause = None
+    elif cause is None and (state == AppState.SUCCEEDED or cancelled):
+        cause = EndCause.EXITED if state == AppState.SUCCEEDED else EndCause.CANCELLED
     return DescribeAppResponse(
         app_id=app_id,
         state=state,
@@ -90,4 +105,5 @@ def describe_app(
         ui_url=ui_url,
         roles_statuses=roles_statuses,
         roles=list(roles),
+        cause=cause,
     )

@@ -19,7 +19,7 @@ from asynctorchx.schedulers.kubernetes._state import (
     parse_job,
     pod_failure,
 )
-from asynctorchx.specs import AppDef, AppState, Role
+from asynctorchx.specs import AppDef, AppState, EndCause, Role
 
 CREATED = "2026-01-01T00:00:00Z"
 T0 = 1767225600.0  # CREATED in epoch seconds
@@ -199,3 +199,56 @@ def test_a_cancelled_apps_message_is_not_the_end_the_cancel_gave_its_containers(
     pods = {"app-x-trainer-0-0": ended_pod("Failed", {"state": killed})}  # still terminating
     response = describe_job(job("Aborted"), pods, T0)
     assert (response.state, response.msg) == (AppState.CANCELLED, "cancelled")
+
+
+def disrupted_pod(reason: str) -> Pod:
+    """A failed pod with a ``DisruptionTarget`` condition of ``reason`` (Kubernetes 1.26+)."""
+    condition = {"type": "DisruptionTarget", "status": "True", "reason": reason}
+    killed = {"terminated": {"exitCode": 137, "reason": "Error"}}
+    status = {
+        "phase": "Failed",
+        "conditions": [condition],
+        "containerStatuses": [{"name": "c", "state": killed}],
+    }
+    return Pod.parse({"metadata": {"name": "p", "creationTimestamp": CREATED}, "status": status})
+
+
+@pytest.mark.parametrize(
+    ("pod", "cause"),
+    [
+        (disrupted_pod("PreemptionByScheduler"), EndCause.PREEMPTED),
+        (disrupted_pod("EvictionByEvictionAPI"), EndCause.EVICTED),
+        (disrupted_pod("DeletionByTaintManager"), EndCause.NODE_LOST),
+        (
+            ended_pod(
+                "Failed", {"state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}
+            ),
+            EndCause.OUT_OF_MEMORY,
+        ),
+        (
+            ended_pod("Failed", {"state": {"terminated": {"exitCode": 2, "reason": "Error"}}}),
+            EndCause.EXITED,
+        ),
+        (waiting_pod("InvalidImageName", "bad"), EndCause.IMAGE_PULL_FAILED),
+    ],
+    ids=["preempted", "evicted", "node-lost", "oom", "exit", "image"],
+)
+def test_why_a_failed_app_ended_is_its_first_pods_cause(pod: Pod, cause: EndCause) -> None:
+    response = describe_job(job("Failed"), {"app-x-trainer-0-0": pod}, T0)
+    assert (response.state, response.cause) == (AppState.FAILED, cause)
+
+
+def test_an_evicted_pods_status_reason_and_a_deadline_say_why() -> None:
+    evicted = Pod.parse(
+        {"metadata": {"name": "p"}, "status": {"phase": "Failed", "reason": "Evicted"}}
+    )
+    late = Pod.parse(
+        {"metadata": {"name": "p"}, "status": {"phase": "Failed", "reason": "DeadlineExceeded"}}
+    )
+    assert (evicted.cause, late.cause) == (EndCause.EVICTED, EndCause.TIMED_OUT)
+
+
+def test_a_running_or_succeeded_app_says_no_failure_cause() -> None:
+    done = ended_pod("Succeeded", {"state": {"terminated": {"exitCode": 0, "reason": "Completed"}}})
+    assert describe_job(job("Completed"), {"app-x-trainer-0-0": done}, T0).cause == EndCause.EXITED
+    assert describe_job(job("Running"), {}, T0).cause is None

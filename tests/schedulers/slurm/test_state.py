@@ -20,7 +20,7 @@ from asynctorchx.schedulers.slurm._state import (
     sacct_start,
     slurm_state,
 )
-from asynctorchx.specs import AppState, Role
+from asynctorchx.specs import AppState, EndCause, Role
 
 
 def _line(*fields: str) -> str:
@@ -174,6 +174,30 @@ def test_job_state_prefers_failed_once_all_ended() -> None:
     assert job_state(job("COMPLETED", "RUNNING")) == AppState.RUNNING
     assert job_state(job("COMPLETED", "COMPLETED")) == AppState.SUCCEEDED
     assert job_state(job("PENDING", "PENDING")) == AppState.PENDING
+
+
+@pytest.mark.parametrize(
+    ("states", "cause"),
+    [
+        (("COMPLETED", "COMPLETED"), EndCause.EXITED),
+        (("FAILED", "CANCELLED"), EndCause.EXITED),  # the failed one decided it
+        (("CANCELLED by 0", "CANCELLED"), EndCause.CANCELLED),
+        (("TIMEOUT", "CANCELLED"), EndCause.TIMED_OUT),
+        (("CANCELLED", "OUT_OF_MEMORY"), EndCause.OUT_OF_MEMORY),
+        (("NODE_FAIL",), EndCause.NODE_LOST),
+        (("BOOT_FAIL",), EndCause.NODE_LOST),
+        (("PREEMPTED",), EndCause.PREEMPTED),
+        (("DEADLINE",), EndCause.TIMED_OUT),
+        (("SPECIAL_EXIT",), None),
+        (("COMPLETED", "RUNNING"), None),  # not ended
+        (("PENDING",), None),
+    ],
+)
+def test_why_a_job_ended_is_its_deciding_components_state(
+    states: tuple[str, ...], cause: EndCause | None
+) -> None:
+    components = [SlurmComponent("1", i, state) for i, state in enumerate(states)]
+    assert describe_job("1", components).cause == cause
 
 
 def test_describe_job_reports_roles_replicas_and_hosts() -> None:
