@@ -172,8 +172,15 @@ render_config() {
                 "CPUs=$CPUS_PER_NODE Sockets=1 CoresPerSocket=$CPUS_PER_NODE ThreadsPerCore=1" \
                 "RealMemory=$MEM_MB_PER_NODE State=UNKNOWN"
         done
+        # a preemption pair over the same nodes (docs/slurm-cluster.md): a job of `high`
+        # preempts those of `low` (requeued) and `lowcancel` (cancelled); `debug`'s never
+        echo "PreemptType=preempt/partition_prio"
+        echo "PreemptMode=REQUEUE"
         local IFS=,
-        echo "PartitionName=debug Nodes=${NODES[*]} Default=YES MaxTime=INFINITE State=UP"
+        echo "PartitionName=debug Nodes=${NODES[*]} Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=OFF"
+        echo "PartitionName=low Nodes=${NODES[*]} MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE"
+        echo "PartitionName=lowcancel Nodes=${NODES[*]} MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=CANCEL"
+        echo "PartitionName=high Nodes=${NODES[*]} MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF"
     }
 }
 
