@@ -52,8 +52,9 @@ def _supported(tp: Any) -> bool:
 
 
 def _annotations(fn: Callable[..., Any]) -> dict[str, Any]:
+    target = inspect.unwrap(fn)  # a class component's arguments are its __init__'s
     try:
-        hints = typing.get_type_hints(fn)
+        hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else fn)
     except Exception as exc:
         raise ComponentValidationException(
             f"cannot resolve the type annotations of component {fn.__name__!r}: {exc}"

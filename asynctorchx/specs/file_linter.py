@@ -1,9 +1,14 @@
-"""The component linter (``torchx.specs.file_linter``): check a component without running it."""
+"""The component linter (``torchx.specs.file_linter``): check a component without running it.
+
+A class component is checked as the function ``Cls(<__init__'s arguments>) -> <build's return>``
+with the class's docstring.
+"""
 
 from __future__ import annotations
 
 import argparse
 import ast
+import copy
 import inspect
 from collections.abc import Callable
 from pathlib import Path
@@ -179,14 +184,34 @@ def _check_docstring(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Linte
     ]
 
 
+def _check_class(cls: ast.ClassDef) -> list[LinterMessage]:
+    """A class component's findings: ``__init__``'s arguments, its docstring, ``build``'s return."""
+    methods = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    init = methods.get("__init__")
+    args = copy.copy(init.args) if init else ast.arguments([], [], None, [], [], None, [])
+    if init and args.posonlyargs:  # `self` is not an argument of the component
+        args.posonlyargs = args.posonlyargs[1:]
+    elif init:
+        args.args = args.args[1:]
+    as_fn = ast.FunctionDef(
+        cls.name, args, cls.body, [], lineno=cls.lineno, col_offset=cls.col_offset
+    )
+    messages = [*_check_docstring(as_fn), *_check_args(as_fn)]
+    if "build" not in methods:  # maybe inherited: the finder checks the loaded class
+        return messages
+    build = copy.copy(methods["build"])
+    build.name = f"{cls.name}.build"
+    return [*messages, *_check_return(build)]
+
+
 def validate_source(
     source: str, function_name: str, filename: str = "<string>"
 ) -> list[LinterMessage]:
-    """Return the findings, errors and warnings, for the function ``function_name`` of ``source``.
+    """Return the findings, errors and warnings, for the component ``function_name`` of ``source``.
 
     Args:
         source: the module's source text.
-        function_name: the component function's name.
+        function_name: the component function's or class's name.
         filename: named in a syntax error's message.
     """
     try:
@@ -197,7 +222,9 @@ def validate_source(
     for node in module.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function_name:
             return [*_check_docstring(node), *_check_args(node), *_check_return(node)]
-    why = f"function {function_name!r} not found at the top level of {filename}:"
+        if isinstance(node, ast.ClassDef) and node.name == function_name:
+            return _check_class(node)
+    why = f"function or class {function_name!r} not found at the top level of {filename}:"
     return [LinterMessage("not-found", why + " check the name after the ':'", 0, 0)]
 
 

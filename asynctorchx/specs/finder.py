@@ -1,5 +1,8 @@
 """Find components by name: a builtin, ``<prefix>.<module>.<fn>``, or ``file.py:fn`` (TorchX's).
 
+``file.py:Cls``, ``pkg.module:Cls`` and ``pkg.module.Cls`` may also name a class component
+(nightly's): its constructor takes the arguments and ``build(self) -> AppDef`` makes the app.
+
 Only the module a name points to is imported, so a broken plugin breaks only its own names.
 """
 
@@ -7,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import ast
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -41,7 +45,7 @@ class ComponentDef:
 
     Args:
         name: its name (``utils.echo``, ``path/to/file.py:fn``).
-        fn: the function returning the :class:`AppDef`.
+        fn: the function returning the :class:`AppDef` (a class's: ``cls(...).build()``).
         description: the first part of its docstring.
         module: the name of the module defining it.
         path: its source file (``None`` if unknown).
@@ -90,20 +94,38 @@ def _component_def(
 ) -> ComponentDef:
     """The component ``name``, linted unless its ``errors`` are given."""
     path = getattr(module, "__file__", None)
+    errors = _lint(path, fn_name) if errors is None else errors
+    if inspect.isclass(fn):
+        if not callable(getattr(fn, "build", None)):  # not even inherited
+            add = "add `def build(self) -> AppDef` that returns the app"
+            errors = [*errors, f"class {fn_name!r} has no `build` method: {add}"]
+        fn = _built(fn)
     return ComponentDef(
         name=name,
         fn=fn,
         description=get_fn_docstring(fn)[0],
         module=module.__name__,
         path=str(Path(path).resolve()) if path else None,
-        validation_errors=_lint(path, fn_name) if errors is None else errors,
+        validation_errors=errors,
     )
 
 
-def _is_candidate(fn: object, module: ModuleType, fn_name: str) -> TypeGuard[Callable[..., AppDef]]:
-    return (
-        inspect.isfunction(fn) and not fn_name.startswith("_") and fn.__module__ == module.__name__
-    )
+def _built(cls: type) -> Callable[..., AppDef]:
+    """The component function of a class component, with the class's signature and docstring."""
+
+    @functools.wraps(cls, updated=())
+    def component(*args: object, **kwargs: object) -> AppDef:
+        app: AppDef = cls(*args, **kwargs).build()
+        return app
+
+    return component
+
+
+def _is_candidate(
+    fn: object, module: ModuleType, fn_name: str, *, classes: bool = False
+) -> TypeGuard[Callable[..., AppDef]]:
+    kind = inspect.isfunction(fn) or (classes and inspect.isclass(fn))
+    return kind and not fn_name.startswith("_") and getattr(fn, "__module__", "") == module.__name__
 
 
 def _components_of(base: ModuleType, prefix: str) -> dict[str, ComponentDef]:
@@ -249,7 +271,7 @@ def _load_file(file_part: str, fn_name: str, name: str | None = None) -> Compone
     errors = _lint(str(path), fn_name)
     if any("not found at the top level" in error for error in errors):
         raise ComponentNotFoundException(
-            f"function {fn_name!r} is not defined at the top level of {str(path)!r}"
+            f"no function or class {fn_name!r} is defined at the top level of {str(path)!r}"
         )
     resolved = path.resolve()
     if errors:  # not imported: a broken component is described, never run
@@ -288,7 +310,7 @@ def _is_module_path(path: str) -> bool:
 
 
 def _module_component(module_path: str, fn_name: str, name: str) -> ComponentDef | None:
-    """The function ``fn_name`` of the module ``module_path``; ``None``: no such module."""
+    """The function or class ``fn_name`` of the module ``module_path``; ``None``: no such module."""
     if not _is_module_path(module_path):
         return None
     try:
@@ -298,9 +320,10 @@ def _module_component(module_path: str, fn_name: str, name: str) -> ComponentDef
         return None
     module = importlib.import_module(module_path)
     fn = getattr(module, fn_name, None)
-    if not _is_candidate(fn, module, fn_name):
+    if not _is_candidate(fn, module, fn_name, classes=True):
         raise ComponentNotFoundException(
-            f"module {module_path!r} (from {name!r}) defines no component function {fn_name!r}"
+            f"module {module_path!r} (from {name!r}) defines no component function or class"
+            f" {fn_name!r}"
         )
     return _component_def(module, fn_name, fn, name)
 
@@ -308,6 +331,7 @@ def _module_component(module_path: str, fn_name: str, name: str) -> ComponentDef
 def get_component(name: str) -> ComponentDef:
     """Return the component called ``name``: ``utils.echo``, a registered name, ``file.py:fn``,
     or a function of an importable module, ``pkg.module.fn`` or ``pkg.module:fn`` (nightly's).
+    Where a file or module is named, ``fn`` may be a class with a ``build(self) -> AppDef``.
 
     Raises:
         ComponentNotFoundException: no such component, file or function.
