@@ -2,8 +2,8 @@
 
 One JSON object per line, its kind in ``"kind"``: ``trial`` (key, app, scheduler, cfg),
 ``attempt`` (key, attempt number from 1, handle, the budget it spent: ``first``,
-``retry`` or ``lost``) and ``status`` (key, handle, terminal state, msg, exit code, and
-``stopped``: the group was stopping its apps when it ended).
+``retry`` or ``lost``) and ``status`` (key, handle, terminal state, msg, exit code,
+``stopped``: the group was stopping its apps when it ended, and ``ended``: epoch seconds).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,7 @@ class StatusRecord:
     msg: str
     exit_code: int | None
     stopped: bool
+    ended: float  # when it was recorded, seconds since the epoch
     kind: str = "status"
 
     @classmethod
@@ -63,7 +65,7 @@ class StatusRecord:
         codes = [r.exit_code for role in status.roles for r in role.replicas]
         known = [code for code in codes if code is not None]
         exit_code = next((code for code in known if code != 0), 0 if known else None)
-        return cls(key, handle, status.state.name, status.msg, exit_code, stopped)
+        return cls(key, handle, status.state.name, status.msg, exit_code, stopped, time.time())
 
     def status(self) -> AppStatus:
         """The recorded status as an :class:`AppStatus` (state and msg)."""

@@ -259,3 +259,28 @@ async def test_a_driver_killed_mid_sweep_resumes_every_trial_exactly_once(tmp_pa
     assert budgets == {f"t{i}": ["first"] if i < quick else ["first", "lost"] for i in range(count)}
     ended = Counter(r["key"] for r in of_kind(journal, "status"))
     assert ended == {f"t{i}": 1 for i in range(count)}
+
+
+async def test_the_cli_shows_a_journal_as_a_table_and_as_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from asynctorchx.cli.main import run_cli
+
+    journal = tmp_path / "sweep.journal"
+    async with get_runner() as runner:
+        with anyio.fail_after(LIMIT):
+            found = await sweep(runner, journal, 2)
+    with journal.open("a") as file:  # a trial not yet submitted
+        file.write('{"key":"t9","app":{},"scheduler":"local_cwd","cfg":{},"kind":"trial"}\n')
+    capsys.readouterr()
+    assert await anyio.to_thread.run_sync(run_cli, ["journal", str(journal)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["KEY", "ATTEMPTS", "STATE", "APP", "HANDLE", "ENDED"]
+    assert table[2].split()[:4] == ["t0", "1", "SUCCEEDED", found["t0"][0]]
+    assert table[4].split() == ["t9", "0", "-", "-", "-"]
+    assert await anyio.to_thread.run_sync(run_cli, ["journal", "--json", str(journal)]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["key"] for row in rows] == ["t0", "t1", "t9"]
+    assert rows[1]["handle"] == found["t1"][0]
+    assert rows[1]["ended"].endswith("+00:00")
+    assert rows[2] == {"key": "t9", "attempts": 0, "state": None, "handle": None, "ended": None}
