@@ -284,3 +284,26 @@ async def test_the_cli_shows_a_journal_as_a_table_and_as_json(
     assert rows[1]["handle"] == found["t1"][0]
     assert rows[1]["ended"].endswith("+00:00")
     assert rows[2] == {"key": "t9", "attempts": 0, "state": None, "handle": None, "ended": None}
+
+
+async def test_a_trial_failed_with_its_retries_spent_is_not_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = tmp_path / "sweep.journal"
+    async with get_runner() as runner:
+        with anyio.fail_after(LIMIT):
+            first = await sweep(runner, journal, 1, script="exit 3")
+    assert first["t0"][1].state == AppState.FAILED
+    budgets = [r["budget"] for r in of_kind(journal, "attempt")]
+    assert budgets == ["first", "retry"]  # retries=1, spent
+    assert of_kind(journal, "status")[-1]["exit_code"] == 3
+    async with get_runner() as runner:
+
+        async def refused(*args: Any, **kwargs: Any) -> str:
+            raise AssertionError("the trial's retries are spent: nothing is submitted")
+
+        monkeypatch.setattr(runner, "schedule", refused)
+        with anyio.fail_after(LIMIT):
+            again = await sweep(runner, journal, 1, script="exit 3")
+    assert again["t0"][0] == first["t0"][0]
+    assert again["t0"][1].state == AppState.FAILED
