@@ -23,7 +23,9 @@ import pytest
 from asynctorchx.errors import JournalLockedError, JournalUnsafeError, TrialKeyError
 from asynctorchx.runner import Runner, get_runner
 from asynctorchx.specs import AppState
+from tests.conftest import DOCKER_TEST_IMAGE
 from tests.isolation import isolate_from_user_config
+from tests.processes import alive
 from tests.runner.group_apps import LIMIT, sh_app
 
 pytestmark = pytest.mark.timeout(3 * LIMIT)
@@ -171,15 +173,6 @@ async def test_a_journal_others_can_write_is_refused(tmp_path: Path) -> None:
                 pass
 
 
-def alive(pid: int) -> bool:
-    """``pid`` runs (a zombie does not: orphans may come to this process, a subreaper)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
-
-
 DRIVER = """
 import json, sys
 import anyio
@@ -307,3 +300,70 @@ async def test_a_trial_failed_with_its_retries_spent_is_not_run_again(
             again = await sweep(runner, journal, 1, script="exit 3")
     assert again["t0"][0] == first["t0"][0]
     assert again["t0"][1].state == AppState.FAILED
+
+
+DOCKER_DRIVER = """
+import sys
+import anyio
+from asynctorchx.runner import get_runner
+from asynctorchx.specs import AppDef, Role
+
+app = AppDef("adopted", roles=[Role("r", image=sys.argv[2], entrypoint="sleep", args=["600"])])
+
+
+async def main():
+    async with get_runner() as runner:
+        async with runner.group(journal=sys.argv[1]) as group:
+            await group.run(app, "local_docker", key="only")
+            await group.wait()
+
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.docker
+async def test_a_running_docker_app_is_adopted_by_the_next_driver(
+    tmp_path: Path, docker_apps: list[str]
+) -> None:
+    from asynctorchx.specs import AppDef, Role, parse_app_handle
+    from tests.runner.test_group_backends import reapers
+
+    journal = tmp_path / "sweep.journal"
+    driver = tmp_path / "driver.py"
+    driver.write_text(textwrap.dedent(DOCKER_DRIVER))
+    path = os.pathsep.join(p for p in sys.path if p)
+    command = [sys.executable, str(driver), str(journal), DOCKER_TEST_IMAGE]
+    first = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": path})
+    try:
+        with anyio.fail_after(LIMIT):
+            while not (journal.exists() and of_kind(journal, "attempt")):
+                await anyio.sleep(0.02)
+        (handle,) = [r["handle"] for r in of_kind(journal, "attempt")]
+        docker_apps.append(parse_app_handle(handle).app_id)
+        # The reaper's hand-over (adopt_within) is not built yet: killed first, it cancels
+        # nothing, as a reaper waiting for the next driver will not.
+        with anyio.fail_after(LIMIT):  # the reaper starts at the app's tie, after its record
+            while not (found := await reapers(first.pid)):
+                await anyio.sleep(0.02)
+        for reaper in found:
+            os.kill(reaper, signal.SIGKILL)
+    finally:
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+    app = AppDef(
+        "adopted", roles=[Role("r", image=DOCKER_TEST_IMAGE, entrypoint="sleep", args=["600"])]
+    )
+    async with get_runner() as runner:
+        with anyio.fail_after(LIMIT):
+            async with runner.group(journal=journal) as group:
+                assert await group.run(app, "local_docker", key="only") == handle
+                status = await runner.status(handle)
+                assert status is not None
+                assert not status.is_terminal()  # followed, not submitted again
+                await runner.cancel(handle)
+                ended = [item async for item in group.as_completed()]
+    assert ended == [(handle, ended[0][1])]
+    assert ended[0][1].state == AppState.CANCELLED
+    assert [r["handle"] for r in of_kind(journal, "attempt")] == [handle]
+    assert [r["state"] for r in of_kind(journal, "status")] == ["CANCELLED"]
