@@ -93,6 +93,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
     normally waits until every app is terminal; by an exception or a cancellation, it cancels
     every app not terminal, waits (shielded) at most ``stop_timeout`` seconds, and the
     exception propagates as itself. With ``fail_fast``, a failed trial cancels the block.
+    With ``journal``, trials are named by ``key`` and the same block run again resumes them.
 
     Raises:
         AppGroupFailed: on leaving, ``fail_fast`` and an app failed.

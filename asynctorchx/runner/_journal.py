@@ -197,7 +197,8 @@ def _write_synced(fd: int, line: bytes) -> None:
 
 
 def _write_pid(path: str) -> None:
-    fd = os.open(f"{path}.pid", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(f"{path}.pid", flags, 0o600)
     with os.fdopen(fd, "w") as file:
         file.write(f"{os.getpid()}\n")
 
