@@ -49,7 +49,11 @@ and the fix. The hierarchy::
     ├── OpenFileLimitError (OSError)
     ├── ReplicaLaunchError (OSError)
     ├── AppGroupFailed
-    └── AppGroupStopTimeout (TimeoutError)
+    ├── AppGroupStopTimeout (TimeoutError)
+    ├── TrialKeyError (ValueError): a journaled group's trial key missing, repeated or changed
+    ├── JournalCorruptError (ValueError)
+    ├── JournalUnsafeError (PermissionError)
+    └── JournalLockedError (RuntimeError)
 
 Names are TorchX's where it has one. A backend's errors are imported from its package on
 first use, so importing this module imports no backend.
@@ -375,6 +379,67 @@ class AppGroupStopTimeout(AsyncTorchXError, TimeoutError):
         )
         self.stragglers = left
         self.stop_timeout = stop_timeout
+
+
+class TrialKeyError(AsyncTorchXError, ValueError):
+    """A journaled group's ``run`` without a ``key``, with a key already run in the group, or
+    with a key the journal records for another app, scheduler or cfg (``changed``)."""
+
+    def __init__(self, key: str | None, journal: str, changed: Iterable[str] = ()) -> None:
+        parts = list(changed)
+        if key is None:
+            message = (
+                f"a group with journal {journal!r} names each trial: pass"
+                ' `key=` (a string unique in the group, e.g. key=f"lr={lr}")'
+            )
+        elif parts:
+            message = (
+                f"trial {key!r} differs from the one journal {journal!r} records, in its"
+                f" {', '.join(parts)}: run it under a new key, or start a new journal"
+            )
+        else:
+            message = (
+                f"trial key {key!r} was already run in this group: give each trial its own key"
+            )
+        super().__init__(message)
+        self.key = key
+        self.changed = parts
+
+
+class JournalCorruptError(AsyncTorchXError, ValueError):
+    """A full line of a group's journal is not a record (a torn last line is not an error)."""
+
+    def __init__(self, path: str, line: int) -> None:
+        super().__init__(
+            f"journal {path!r}: line {line} is not a journal record; fix or remove that line"
+            f" (`sed -n {line}p {path}` shows it), or start a new journal"
+        )
+        self.path = path
+        self.line = line
+
+
+class JournalUnsafeError(AsyncTorchXError, PermissionError):
+    """A group's journal is another user's, or its group or other users may write it."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"journal {path!r} may be written by other users (or is not yours), so its trials"
+            f" cannot be trusted: `chmod 600 {path}` if it is yours, else use another path"
+        )
+        self.path = path
+
+
+class JournalLockedError(AsyncTorchXError, RuntimeError):
+    """Another driver holds the group's journal."""
+
+    def __init__(self, path: str, pid: int | None) -> None:
+        holder = "another process" if pid is None else f"process {pid}"
+        super().__init__(
+            f"journal {path!r} is held by {holder}, a driver of the same sweep: wait for it to"
+            " end (or stop it), or give this group another journal"
+        )
+        self.path = path
+        self.pid = pid
 
 
 __all__ = [  # the errors imported (a backend's on first use), then every one defined here

@@ -35,6 +35,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "builtins": _builtins,
         "configure": _configure,
         "tracker": _tracker,
+        "journal": _journal,
     }
     async_commands: dict[str, Callable[[argparse.Namespace], Awaitable[int]]] = {
         "run": _run,
@@ -222,6 +223,41 @@ def _builtins(args: argparse.Namespace) -> int:
     print(f"Found {len(components)} builtin components:")
     for i, name in enumerate(sorted(components), start=1):
         print(f" {i:2d}. {name}")
+    return 0
+
+
+def _journal(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from asynctorchx.errors import JournalCorruptError
+    from asynctorchx.runner._journal import read
+
+    try:
+        trials = read(args.path)
+    except (OSError, JournalCorruptError) as exc:
+        print(f"asynctorchx journal: {exc}", file=sys.stderr)
+        return 1
+    rows = []
+    for key, history in trials.items():
+        last = history.last_status
+        ended = None if last is None else datetime.fromtimestamp(last.ended, UTC)
+        rows.append(
+            {
+                "key": key,
+                "attempts": len(history.attempts),
+                "state": None if last is None else last.state,
+                "handle": history.attempts[-1].handle if history.attempts else None,
+                "ended": None if ended is None else ended.isoformat(timespec="seconds"),
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    from tabulate import tabulate
+
+    cells = [["-" if value is None else str(value) for value in row.values()] for row in rows]
+    headers = ["KEY", "ATTEMPTS", "STATE", "APP HANDLE", "ENDED"]
+    print(tabulate(cells, headers=headers, disable_numparse=True))
     return 0
 
 

@@ -199,6 +199,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print JSON")
 
+    p = sub.add_parser(
+        "journal",
+        help="show an app group's journal, one row per trial",
+        description="Show a sweep's journal (`runner.group(journal=PATH)`) without running"
+        " anything: each trial's key, attempts, last state (`-`: not ended), last handle and"
+        " when it ended (UTC). It may be read while its driver runs.",
+    )
+    p.add_argument("path", help="the journal file")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
     p = sub.add_parser("runopts", help="print schedulers' run options")
     p.add_argument("scheduler", nargs="?")
 

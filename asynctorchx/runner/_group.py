@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
-import itertools
+import json
 import logging
 import math
+import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import aclosing, asynccontextmanager, nullcontext
@@ -15,11 +16,18 @@ import anyio
 import attrs
 from anyio.abc import TaskGroup
 
-from asynctorchx.errors import AppGroupFailed, AppGroupStopTimeout, SchedulerClosedError
+from asynctorchx.errors import (
+    AppGroupFailed,
+    AppGroupStopTimeout,
+    SchedulerClosedError,
+    TrialKeyError,
+    UnknownAppException,
+)
 from asynctorchx.schedulers.toolkit import Notifier, gather
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppHandle, AppState, AppStatus, CfgVal
 
 if TYPE_CHECKING:
+    from asynctorchx.runner._journal import Journal, TrialHistory, TrialRecord
     from asynctorchx.runner._runner import Runner
     from asynctorchx.runner._tracing import AppTrace, GroupTrace
     from asynctorchx.specs.api import Workspace
@@ -85,6 +93,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
     normally waits until every app is terminal; by an exception or a cancellation, it cancels
     every app not terminal, waits (shielded) at most ``stop_timeout`` seconds, and the
     exception propagates as itself. With ``fail_fast``, a failed trial cancels the block.
+    With ``journal``, trials are named by ``key`` and the same block run again resumes them.
 
     Raises:
         AppGroupFailed: on leaving, ``fail_fast`` and an app failed.
@@ -101,6 +110,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         max_concurrent: int | None = None,
         retries: int = 0,
         retry_backoff: tuple[float, float] = (10.0, 600.0),
+        journal: str | os.PathLike[str] | None = None,
     ) -> None:
         if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)):
             raise TypeError(f"stop_timeout={stop_timeout!r}: give the seconds as a number")
@@ -120,6 +130,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 " (an int >= 0)"
             )
         self._backoff = _backoff(retry_backoff)
+        self._journal_path = None if journal is None else os.fspath(journal)
+        self._journal: Journal | None = None
+        self._keys: set[str] = set()
         self._retries = retries
         self._slots = None if max_concurrent is None else anyio.Semaphore(max_concurrent)
         self._runner = runner
@@ -164,6 +177,10 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         if self._entered:
             raise RuntimeError("an app group is entered once: make another with runner.group()")
         self._entered = True
+        if self._journal_path is not None:
+            from asynctorchx.runner._journal import Journal
+
+            self._journal = await anyio.to_thread.run_sync(Journal.open, self._journal_path)
         from asynctorchx.runner._tracing import open_group_trace
 
         self._trace = open_group_trace(self._fail_fast, self._stop_timeout)
@@ -191,6 +208,8 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         finally:
             self._tasks = None
             await self._reaper.close()
+            if self._journal is not None:
+                self._journal.close()
             self._open_groups.discard(self)
             if self._trace is not None:
                 self._trace.end(error or self._error, self._failed)
@@ -220,21 +239,32 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         scheduler: str,
         cfg: Mapping[str, CfgVal] | None = None,
         workspace: Workspace | str | None = None,
+        *,
+        key: str | None = None,
     ) -> AppHandle:
         """Start ``app`` on ``scheduler`` in the group, as :meth:`Runner.run`; return its handle.
+
+        With a journal, a ``key`` the journal records as ended (``SUCCEEDED``, or terminal
+        with its retries spent) submits nothing and returns the recorded first handle; one
+        with an app still known to its scheduler follows that app; one whose app was lost
+        submits it again without spending a retry.
 
         Args:
             app (AppDef): the app.
             scheduler (str): the scheduler's registered name.
             cfg (Mapping[str, CfgVal] | None): the scheduler's run options.
             workspace (Workspace | str | None): as :meth:`Runner.run`.
+            key (str | None): the trial's name across restarts, unique in the group; needed
+                with a journal, ignored without one.
 
         Raises:
             SchedulerClosedError: the group is not entered, or it is stopping its apps.
+            TrialKeyError: with a journal, ``key`` is missing, already run in this group, or
+                the journal records it with another app, scheduler or cfg.
             ValueError, UnknownSchedulerException, InvalidRunConfigException: as Runner.dryrun.
         """
         return await self._schedule(
-            functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace)
+            functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace), key, cfg, app
         )
 
     async def run_component(
@@ -244,6 +274,8 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         scheduler: str,
         cfg: Mapping[str, CfgVal] | None = None,
         workspace: Workspace | str | None = None,
+        *,
+        key: str | None = None,
     ) -> AppHandle:
         """Start component ``component`` in the group, as :meth:`Runner.run_component`.
 
@@ -253,15 +285,18 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             scheduler (str): the scheduler's registered name.
             cfg (Mapping[str, CfgVal] | None): the scheduler's run options.
             workspace (Workspace | str | None): as :meth:`Runner.run_component`.
+            key (str | None): as :meth:`run` (the materialized app is what the journal keeps).
 
         Raises:
-            SchedulerClosedError: as :meth:`run`.
+            SchedulerClosedError, TrialKeyError: as :meth:`run`.
             ComponentNotFoundException, ComponentValidationException: as Runner.run_component.
         """
         return await self._schedule(
             functools.partial(
                 self._runner.dryrun_component, component, component_args, scheduler, cfg, workspace
-            )
+            ),
+            key,
+            cfg,
         )
 
     def _check_open(self) -> None:
@@ -276,10 +311,29 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 " left): start no more apps in it"
             )
 
-    async def _schedule(self, again: Callable[[], Awaitable[AppDryRunInfo[Any]]]) -> AppHandle:
+    async def _schedule(
+        self,
+        again: Callable[[], Awaitable[AppDryRunInfo[Any]]],
+        key: str | None,
+        cfg: Mapping[str, CfgVal] | None,
+        app: AppDef | None = None,
+    ) -> AppHandle:
         """Dry-run by ``again``, take a slot, submit in a follower; wait for the handle."""
         self._check_open()
-        info = await again()
+        history = None
+        if self._journal is not None:
+            self._claim(key)
+            assert key is not None
+            try:
+                info = await again()
+                history = await self._journaled(key, app or info.app, cfg, info, self._journal)
+            except BaseException:
+                self._keys.discard(key)
+                raise
+            if history is not None and self._ended(history):
+                return self._replay(_Trial(info, again, key, history), history)
+        else:
+            info = await again()
         self._check_open()
         if self._slots is not None:
             await self._slots.acquire()
@@ -289,7 +343,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             self._release()
             raise
         assert self._tasks is not None
-        trial = _Trial(info, again)
+        trial = _Trial(info, again, key, history)
         self._following.add(trial)  # a submit in flight is waited for as an app is
         self._tasks.start_soon(self._follow, trial)
         interrupted = await _wait_through(trial.done.wait, trial.done.is_set)
@@ -298,6 +352,75 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         if interrupted is not None:
             raise interrupted
         return trial.attempts[0]
+
+    def _claim(self, key: str | None) -> None:
+        """Take ``key`` for this run of the group, or raise ``TrialKeyError``."""
+        assert self._journal is not None
+        if not isinstance(key, str) or not key:
+            raise TrialKeyError(None, self._journal.path)
+        if key in self._keys:
+            raise TrialKeyError(key, self._journal.path)
+        self._keys.add(key)
+
+    async def _journaled(
+        self,
+        key: str,
+        app: AppDef | None,
+        cfg: Mapping[str, CfgVal] | None,
+        info: AppDryRunInfo[Any],
+        journal: Journal,
+    ) -> TrialHistory | None:
+        """The journal's history of ``key`` (checked against this trial), or None once the
+        new trial is recorded."""
+        from asynctorchx.runner._journal import TrialRecord
+        from asynctorchx.specs.converter import converter
+
+        assert info.scheduler is not None
+        record = TrialRecord(
+            key,
+            _json_form(converter.unstructure(app)),
+            info.scheduler,
+            _json_form(dict(cfg or {})),
+        )
+        history = journal.trials.get(key)
+        if history is None:
+            await journal.append(record)
+            return None
+        changed = _changes(history.trial, record)
+        if changed:
+            raise TrialKeyError(key, journal.path, changed)
+        return history
+
+    def _ended(self, history: TrialHistory) -> bool:
+        """The journal records the trial's end: the group submits it no more."""
+        last = history.last_status
+        if last is None or (last.stopped and last.state == AppState.CANCELLED.name):
+            return False
+        return last.state not in _FAILING_NAMES or history.retries_spent >= self._retries
+
+    def _replay(self, trial: _Trial, history: TrialHistory) -> AppHandle:
+        """Report a trial the journal records as ended, as it ended."""
+        for attempt in history.attempts:
+            self._register(trial, attempt.handle)
+        last = history.last_status
+        assert last is not None
+        self._finish(trial, last.status())
+        trial.done.set()
+        self._changed.notify()
+        return trial.attempts[0]
+
+    def _register(self, trial: _Trial, handle: AppHandle) -> None:
+        trial.attempts.append(handle)
+        self._trials[handle] = trial
+        self._handles.append(handle)
+
+    def _finish(self, trial: _Trial, status: AppStatus) -> None:
+        """Report the trial's final status; with ``fail_fast``, a failure stops the group."""
+        last = trial.attempts[-1]
+        self._final[last] = status
+        if self._fail_fast and status.state in FAILING_STATES and not self._failed:
+            self._failed = last
+            self._interrupt()
 
     def _release(self) -> None:
         if self._slots is not None:
@@ -308,27 +431,26 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         try:
             with trial.scope:
                 info = trial.info
-                for retry in itertools.count():
-                    status = await self._attempt(trial, info)
-                    if status is None:  # refused: run() raises it
-                        return
-                    if status.state not in FAILING_STATES or retry >= self._retries:
+                status, budget = await self._resume(trial)
+                spent = 0 if trial.history is None else trial.history.retries_spent
+                while True:
+                    if status is None:
+                        status = await self._attempt(trial, info, budget)
+                        if status is None:  # refused: run() raises it
+                            return
+                    if status.state not in FAILING_STATES or spent >= self._retries:
                         break
                     with anyio.CancelScope() as trial.backoff:
                         if not self._stopping:
-                            await anyio.sleep(retry_delay(retry, self._backoff))
+                            await anyio.sleep(retry_delay(spent, self._backoff))
                     trial.backoff = None
                     if self._stopping:
                         break
                     info = await trial.again()
                     if self._stopping:
                         break
-                assert status is not None
-                last = trial.attempts[-1]
-                self._final[last] = status
-                if self._fail_fast and status.state in FAILING_STATES and not self._failed:
-                    self._failed = last
-                    self._interrupt()
+                    spent, budget, status = spent + 1, "retry", None
+                self._finish(trial, status)
         except Exception as exc:
             if self._error is None:
                 self._error = exc
@@ -341,11 +463,52 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             self._release()
             self._changed.notify()
 
-    async def _attempt(self, trial: _Trial, info: AppDryRunInfo[Any]) -> AppStatus | None:
-        """The attempt's final status, or None when the first submit was refused."""
+    async def _resume(self, trial: _Trial) -> tuple[AppStatus | None, str]:
+        """Take up the journal's attempts: the last one's final status (followed to its end if
+        its scheduler still runs it), or None and the budget of the next submit."""
+        history = trial.history
+        if history is None or not history.attempts:
+            return None, "first"
+        for attempt in history.attempts:
+            self._register(trial, attempt.handle)
+        trial.done.set()
+        last = history.last_status
+        if last is not None:  # failed with retries left, or cancelled by a stopping group
+            lost = last.stopped and last.state == AppState.CANCELLED.name
+            return (None, "lost") if lost else (last.status(), "retry")
+        handle = trial.attempts[-1]
+        try:
+            found = await self._runner.status(handle)
+        except UnknownAppException:
+            found = None
+        assert trial.info.scheduler is not None
+        capabilities = self._runner.scheduler_capabilities(trial.info.scheduler)
+        # Forgotten by its scheduler, or (local_cwd) ended with the driver that hosted it.
+        if found is None or (capabilities.apps_live_in_process and found.state in FAILING_STATES):
+            return None, "lost"
+        if found.is_terminal():
+            await self._record(trial, handle, found)
+            return found, "retry"
+        trial.running = handle
+        return await self._follow_app(trial, handle, self._app_trace(trial.info)), "retry"
+
+    def _app_trace(self, info: AppDryRunInfo[Any]) -> AppTrace | None:
         assert info.app is not None
         assert info.scheduler is not None
-        trace = self._trace.app(info.app, info.scheduler) if self._trace else None
+        return self._trace.app(info.app, info.scheduler) if self._trace else None
+
+    async def _record(self, trial: _Trial, handle: AppHandle, status: AppStatus) -> None:
+        """Journal the attempt's terminal status (before anyone sees it)."""
+        if self._journal is not None and trial.key is not None:
+            from asynctorchx.runner._journal import StatusRecord
+
+            await self._journal.append(StatusRecord.of(trial.key, handle, status, self._stopping))
+
+    async def _attempt(
+        self, trial: _Trial, info: AppDryRunInfo[Any], budget: str
+    ) -> AppStatus | None:
+        """The attempt's final status, or None when the first submit was refused."""
+        trace = self._app_trace(info)
         try:
             handle = await self._runner.schedule(info)
         except BaseException as exc:
@@ -360,11 +523,22 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             trial.error = exc
             return None
         trial.running = handle
-        trial.attempts.append(handle)
-        self._trials[handle] = trial
-        self._handles.append(handle)
+        self._register(trial, handle)
+        if self._journal is not None and trial.key is not None:
+            from asynctorchx.runner._journal import AttemptRecord
+
+            attempt = AttemptRecord(trial.key, len(trial.attempts), handle, budget)
+            await self._journal.append(attempt)
+        return await self._follow_app(trial, handle, trace)
+
+    async def _follow_app(
+        self, trial: _Trial, handle: AppHandle, trace: AppTrace | None
+    ) -> AppStatus:
+        """Follow the trial's running app ``handle`` to its end; journal its status."""
+        assert trial.info.scheduler is not None
         status = None
-        outlives = not self._runner.scheduler_capabilities(info.scheduler).apps_live_in_process
+        capabilities = self._runner.scheduler_capabilities(trial.info.scheduler)
+        outlives = not capabilities.apps_live_in_process
         try:
             if outlives:  # known to the reaper before run() returns
                 self._reaper.tie(handle)
@@ -374,6 +548,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             if self._stopping:
                 await self._cancel(handle, math.inf)
             status = await self._final_status(handle, trace)
+            await self._record(trial, handle, status)
             trial.running = None
             if outlives:
                 self._reaper.untie(handle)
@@ -470,12 +645,34 @@ class _Trial:
 
     info: AppDryRunInfo[Any]
     again: Callable[[], Awaitable[AppDryRunInfo[Any]]]
+    key: str | None = None
+    history: TrialHistory | None = None
     scope: anyio.CancelScope = attrs.field(factory=lambda: anyio.CancelScope(shield=True))
     done: anyio.Event = attrs.field(factory=anyio.Event)
     attempts: list[AppHandle] = attrs.field(factory=list)
     running: AppHandle | None = None
     backoff: anyio.CancelScope | None = None
     error: Exception | None = None
+
+
+_FAILING_NAMES = frozenset(state.name for state in FAILING_STATES)
+
+
+def _json_form(value: object) -> Any:
+    """``value`` as JSON reads it back (tuples become lists), to compare with the journal."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def _changes(old: TrialRecord, new: TrialRecord) -> list[str]:
+    """What differs between two records of one trial: ``app.<field>``, scheduler, cfg."""
+    changed = [
+        f"app.{name}"
+        for name in sorted(set(old.app) | set(new.app))
+        if old.app.get(name) != new.app.get(name)
+    ]
+    return changed + [
+        name for name in ("scheduler", "cfg") if getattr(old, name) != getattr(new, name)
+    ]
 
 
 async def _wait_through(

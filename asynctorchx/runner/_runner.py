@@ -154,6 +154,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         max_concurrent: int | None = None,
         retries: int = 0,
         retry_backoff: tuple[float, float] = (10.0, 600.0),
+        journal: str | os.PathLike[str] | None = None,
     ) -> AppGroup:
         """Return a group of apps that end with its block: ``async with runner.group() as g:``.
 
@@ -166,9 +167,16 @@ class Runner(anyio.AsyncContextManagerMixin):
             max_concurrent (int | None): most apps running at once (>= 1); ``None``: no limit.
             retries (int): resubmissions of a ``FAILED`` or ``UNKNOWN`` app (>= 0).
             retry_backoff (tuple[float, float]): shortest and longest wait before a retry, seconds.
+            journal (str | os.PathLike[str] | None): a file (JSON Lines, created 0600) that
+                records every trial, attempt and terminal status before the script sees it,
+                so that the same script run again resumes the sweep; each ``run`` then
+                needs a ``key``. Held by one driver while the block runs. ``None``: none.
 
         Raises:
             TypeError, ValueError: an argument is out of its range.
+            JournalUnsafeError: on entering, the journal is not private to its user.
+            JournalLockedError: on entering, another process holds the journal.
+            JournalCorruptError: on entering, a full line of the journal is no record.
         """
         return AppGroup(
             self,
@@ -178,6 +186,7 @@ class Runner(anyio.AsyncContextManagerMixin):
             max_concurrent=max_concurrent,
             retries=retries,
             retry_backoff=retry_backoff,
+            journal=journal,
         )
 
     async def run_component(
