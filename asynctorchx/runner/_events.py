@@ -231,8 +231,8 @@ def _log_events(
 ) -> Iterable[LogEvent]:
     """The events of ``lines``, numbered from ``first``, each made as the consumer takes it.
 
-    The one fast path of the events, for benchmark 5's ``runner_events`` row (at least 25% of
-    a bare async generator): ``tuple.__new__`` over ``zip`` makes each event in C, where
+    The one fast path of the events, for benchmark 5's ``runner_events`` row:
+    ``tuple.__new__`` over ``zip`` makes each event in C, where
     ``LogEvent(...)`` runs a Python ``__new__`` per line; made as taken, each is usually
     freed before the next, so a read's events never reach the garbage collector's passes.
     """
