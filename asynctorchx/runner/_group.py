@@ -24,7 +24,15 @@ from asynctorchx.errors import (
     UnknownAppException,
 )
 from asynctorchx.schedulers.toolkit import Notifier, gather
-from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppHandle, AppState, AppStatus, CfgVal
+from asynctorchx.specs.api import (
+    AppDef,
+    AppDryRunInfo,
+    AppHandle,
+    AppState,
+    AppStatus,
+    CfgVal,
+    EndCause,
+)
 
 if TYPE_CHECKING:
     from asynctorchx.runner._journal import Journal, TrialHistory, TrialRecord
@@ -36,6 +44,8 @@ logger = logging.getLogger(__name__)
 
 #: The final states that stop a ``fail_fast`` group and that ``retries`` retries.
 FAILING_STATES = frozenset({AppState.FAILED, AppState.UNKNOWN})
+#: The causes of a failure that ``preemption_retries`` retries: the cluster's, not the trial's.
+PREEMPTION_CAUSES = frozenset({EndCause.PREEMPTED, EndCause.EVICTED, EndCause.NODE_LOST})
 
 
 class Backoff(NamedTuple):
@@ -60,8 +70,8 @@ def _is_count(value: object, least: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
-def _backoff(value: object) -> Backoff:
-    """``retry_backoff`` checked: ``0 <= shortest <= longest``, finite seconds."""
+def _backoff(value: object, name: str = "retry_backoff") -> Backoff:
+    """The backoff ``name`` checked: ``0 <= shortest <= longest``, finite seconds."""
     numbers = list(value) if isinstance(value, (tuple, list)) else []
     if len(numbers) != 2 or not all(
         isinstance(number, (int, float))
@@ -71,13 +81,11 @@ def _backoff(value: object) -> Backoff:
         for number in numbers
     ):
         raise ValueError(
-            f"retry_backoff={value!r}: give two finite numbers of seconds"
+            f"{name}={value!r}: give two finite numbers of seconds"
             " (shortest, longest), e.g. (10.0, 600.0)"
         )
     if numbers[0] > numbers[1]:
-        raise ValueError(
-            f"retry_backoff={value!r}: the shortest wait comes first, e.g. (10.0, 600.0)"
-        )
+        raise ValueError(f"{name}={value!r}: the shortest wait comes first, e.g. (10.0, 600.0)")
     return Backoff(float(numbers[0]), float(numbers[1]))
 
 
@@ -87,7 +95,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
     Made by :meth:`Runner.group`, which documents the arguments. ``max_concurrent`` bounds
     the apps submitted and not terminal (:meth:`run` waits for a slot; a trial keeps it
     through its retries). ``retries`` submits an app that ended ``FAILED`` or ``UNKNOWN``
-    again as a new app, after :func:`retry_delay`, unless the group is stopping; a trial
+    again as a new app, after :func:`retry_delay`, unless the group is stopping;
+    ``preemption_retries`` does the same, with ``preemption_backoff``, for one that failed
+    by :data:`PREEMPTION_CAUSES`, spending none of ``retries`` while it lasts; a trial
     (an app and its retries) is reported once, by its last attempt. If the driver dies
     inside the block, a reaper process cancels the apps that outlive it. Leaving the block
     normally waits until every app is terminal; by an exception or a cancellation, it cancels
@@ -111,6 +121,8 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         retries: int = 0,
         retry_backoff: tuple[float, float] = (10.0, 600.0),
         journal: str | os.PathLike[str] | None = None,
+        preemption_retries: int = 3,
+        preemption_backoff: tuple[float, float] = (1.0, 60.0),
     ) -> None:
         if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)):
             raise TypeError(f"stop_timeout={stop_timeout!r}: give the seconds as a number")
@@ -124,16 +136,20 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 f"max_concurrent={max_concurrent!r}: give how many apps may run at once"
                 " (an int >= 1), or None for no limit"
             )
-        if not _is_count(retries, 0):
-            raise ValueError(
-                f"retries={retries!r}: give how many times a failed app is submitted again"
-                " (an int >= 0)"
-            )
+        for name, count in (("retries", retries), ("preemption_retries", preemption_retries)):
+            if not _is_count(count, 0):
+                raise ValueError(
+                    f"{name}={count!r}: give how many times a failed app is submitted again"
+                    " (an int >= 0)"
+                )
         self._backoff = _backoff(retry_backoff)
+        self._budgets = {
+            "retry": (retries, self._backoff),
+            "preemption": (preemption_retries, _backoff(preemption_backoff, "preemption_backoff")),
+        }
         self._journal_path = None if journal is None else os.fspath(journal)
         self._journal: Journal | None = None
         self._keys: set[str] = set()
-        self._retries = retries
         self._slots = None if max_concurrent is None else anyio.Semaphore(max_concurrent)
         self._runner = runner
         self._open_groups = open_groups
@@ -160,6 +176,16 @@ class AppGroup(anyio.AsyncContextManagerMixin):
     def handles(self) -> list[AppHandle]:
         """The handles of the apps started in the group, retries included, in start order."""
         return list(self._handles)
+
+    def budgets(self, handle: AppHandle) -> list[str]:
+        """The budget each attempt of the trial ``handle`` is an attempt of spent, as
+        :meth:`attempts` lists them: ``first``, ``retry``, ``preemption`` or ``lost`` (the
+        driver's loss, resumed from a journal: no budget).
+
+        Raises:
+            KeyError: ``handle`` is no app of this group.
+        """
+        return list(self._trials[handle].budgets)
 
     def attempts(self, handle: AppHandle) -> list[AppHandle]:
         """Every attempt, first to last, of the trial ``handle`` is an attempt of.
@@ -396,12 +422,21 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         last = history.last_status
         if last is None or (last.stopped and last.state == AppState.CANCELLED.name):
             return False
-        return last.state not in _FAILING_NAMES or history.retries_spent >= self._retries
+        spent = [attempt.budget for attempt in history.attempts]
+        return last.state not in _FAILING_NAMES or self._next_budget(last.status(), spent) is None
+
+    def _next_budget(self, status: AppStatus, spent: list[str]) -> str | None:
+        """The budget a retry of the failed ``status`` spends, given the budgets ``spent``
+        so far, or None: none is left."""
+        budget = "preemption" if status.cause in PREEMPTION_CAUSES else "retry"
+        if budget == "preemption" and spent.count(budget) >= self._budgets[budget][0]:
+            budget = "retry"  # preempted once too often: a failure like any other
+        return budget if spent.count(budget) < self._budgets[budget][0] else None
 
     def _replay(self, trial: _Trial, history: TrialHistory) -> AppHandle:
         """Report a trial the journal records as ended, as it ended."""
         for attempt in history.attempts:
-            self._register(trial, attempt.handle)
+            self._register(trial, attempt.handle, attempt.budget)
         last = history.last_status
         assert last is not None
         self._finish(trial, last.status())
@@ -409,8 +444,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._changed.notify()
         return trial.attempts[0]
 
-    def _register(self, trial: _Trial, handle: AppHandle) -> None:
+    def _register(self, trial: _Trial, handle: AppHandle, budget: str) -> None:
         trial.attempts.append(handle)
+        trial.budgets.append(budget)
         self._trials[handle] = trial
         self._handles.append(handle)
 
@@ -432,24 +468,29 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             with trial.scope:
                 info = trial.info
                 status, budget = await self._resume(trial)
-                spent = 0 if trial.history is None else trial.history.retries_spent
                 while True:
                     if status is None:
                         status = await self._attempt(trial, info, budget)
                         if status is None:  # refused: run() raises it
                             return
-                    if status.state not in FAILING_STATES or spent >= self._retries:
+                    next_budget = None
+                    if status.state in FAILING_STATES:
+                        next_budget = self._next_budget(status, trial.budgets)
+                    if next_budget is None:
                         break
+                    backoff = self._budgets[next_budget][1]
                     with anyio.CancelScope() as trial.backoff:
                         if not self._stopping:
-                            await anyio.sleep(retry_delay(spent, self._backoff))
+                            await anyio.sleep(
+                                retry_delay(trial.budgets.count(next_budget), backoff)
+                            )
                     trial.backoff = None
                     if self._stopping:
                         break
                     info = await trial.again()
                     if self._stopping:
                         break
-                    spent, budget, status = spent + 1, "retry", None
+                    budget, status = next_budget, None
                 self._finish(trial, status)
         except Exception as exc:
             if self._error is None:
@@ -470,7 +511,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         if history is None or not history.attempts:
             return None, "first"
         for attempt in history.attempts:
-            self._register(trial, attempt.handle)
+            self._register(trial, attempt.handle, attempt.budget)
         trial.done.set()
         last = history.last_status
         if last is not None:  # failed with retries left, or cancelled by a stopping group
@@ -523,7 +564,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             trial.error = exc
             return None
         trial.running = handle
-        self._register(trial, handle)
+        self._register(trial, handle, budget)
         if self._journal is not None and trial.key is not None:
             from asynctorchx.runner._journal import AttemptRecord
 
@@ -650,6 +691,7 @@ class _Trial:
     scope: anyio.CancelScope = attrs.field(factory=lambda: anyio.CancelScope(shield=True))
     done: anyio.Event = attrs.field(factory=anyio.Event)
     attempts: list[AppHandle] = attrs.field(factory=list)
+    budgets: list[str] = attrs.field(factory=list)  # what each attempt spent
     running: AppHandle | None = None
     backoff: anyio.CancelScope | None = None
     error: Exception | None = None

@@ -2,8 +2,9 @@
 
 One JSON object per line, its kind in ``"kind"``: ``trial`` (key, app, scheduler, cfg),
 ``attempt`` (key, attempt number from 1, handle, the budget it spent: ``first``,
-``retry`` or ``lost``) and ``status`` (key, handle, terminal state, msg, exit code,
-``stopped``: the group was stopping its apps when it ended, and ``ended``: epoch seconds).
+``retry``, ``preemption`` or ``lost``) and ``status`` (key, handle, terminal state, msg,
+exit code, ``stopped``: the group was stopping its apps when it ended, ``ended``: epoch
+seconds, and ``cause``: the ``EndCause`` name, or null).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import anyio.to_thread
 import attrs
 
 from asynctorchx.errors import JournalCorruptError, JournalLockedError, JournalUnsafeError
-from asynctorchx.specs.api import AppState, AppStatus
+from asynctorchx.specs.api import AppState, AppStatus, EndCause
 
 
 @attrs.frozen
@@ -42,7 +43,7 @@ class AttemptRecord:
     key: str
     attempt: int
     handle: str
-    budget: str  # "first", "retry" (spends one of the group's retries) or "lost"
+    budget: str  # "first", "retry", "preemption" (spends one of those budgets) or "lost"
     kind: str = "attempt"
 
 
@@ -58,6 +59,7 @@ class StatusRecord:
     stopped: bool
     ended: float  # when it was recorded, seconds since the epoch
     kind: str = "status"
+    cause: str | None = None  # the EndCause's name
 
     @classmethod
     def of(cls, key: str, handle: str, status: AppStatus, stopped: bool) -> StatusRecord:
@@ -65,11 +67,15 @@ class StatusRecord:
         codes = [r.exit_code for role in status.roles for r in role.replicas]
         known = [code for code in codes if code is not None]
         exit_code = next((code for code in known if code != 0), 0 if known else None)
-        return cls(key, handle, status.state.name, status.msg, exit_code, stopped, time.time())
+        cause = None if status.cause is None else status.cause.name
+        return cls(
+            key, handle, status.state.name, status.msg, exit_code, stopped, time.time(), cause=cause
+        )
 
     def status(self) -> AppStatus:
-        """The recorded status as an :class:`AppStatus` (state and msg)."""
-        return AppStatus(AppState[self.state], msg=self.msg)
+        """The recorded status as an :class:`AppStatus` (state, msg and cause)."""
+        cause = None if self.cause is None else EndCause[self.cause]
+        return AppStatus(AppState[self.state], msg=self.msg, cause=cause)
 
 
 Record = TrialRecord | AttemptRecord | StatusRecord
@@ -88,10 +94,9 @@ class TrialHistory:
     attempts: list[AttemptRecord] = attrs.field(factory=list)
     statuses: dict[str, StatusRecord] = attrs.field(factory=dict)  # by handle
 
-    @property
-    def retries_spent(self) -> int:
-        """Attempts that spent one of the group's retries."""
-        return sum(attempt.budget == "retry" for attempt in self.attempts)
+    def spent(self, budget: str) -> int:
+        """Attempts that spent one of the group's ``budget`` (``retry``, ``preemption``)."""
+        return sum(attempt.budget == budget for attempt in self.attempts)
 
     @property
     def last_status(self) -> StatusRecord | None:

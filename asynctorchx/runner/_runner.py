@@ -155,6 +155,8 @@ class Runner(anyio.AsyncContextManagerMixin):
         retries: int = 0,
         retry_backoff: tuple[float, float] = (10.0, 600.0),
         journal: str | os.PathLike[str] | None = None,
+        preemption_retries: int = 3,
+        preemption_backoff: tuple[float, float] = (1.0, 60.0),
     ) -> AppGroup:
         """Return a group of apps that end with its block: ``async with runner.group() as g:``.
 
@@ -171,6 +173,12 @@ class Runner(anyio.AsyncContextManagerMixin):
                 records every trial, attempt and terminal status before the script sees it,
                 so that the same script run again resumes the sweep; each ``run`` then
                 needs a ``key``. Held by one driver while the block runs. ``None``: none.
+            preemption_retries (int): resubmissions of an app that failed because the cluster
+                took it back (its ``AppStatus.cause`` ``PREEMPTED``, ``EVICTED`` or
+                ``NODE_LOST``), spending none of ``retries`` (>= 0); once spent, such a
+                failure spends ``retries``.
+            preemption_backoff (tuple[float, float]): shortest and longest wait before a
+                preemption retry, seconds.
 
         Raises:
             TypeError, ValueError: an argument is out of its range.
@@ -187,6 +195,8 @@ class Runner(anyio.AsyncContextManagerMixin):
             retries=retries,
             retry_backoff=retry_backoff,
             journal=journal,
+            preemption_retries=preemption_retries,
+            preemption_backoff=preemption_backoff,
         )
 
     async def run_component(

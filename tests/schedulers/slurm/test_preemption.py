@@ -11,7 +11,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from asynctorchx.schedulers.slurm_scheduler import SlurmScheduler
+from asynctorchx.runner import Runner
+from asynctorchx.schedulers.slurm_scheduler import SlurmScheduler, create_scheduler
 from asynctorchx.specs import AppDef, AppState, EndCause, Resource, Role
 from tests.schedulers.slurm.conftest import SlurmCluster
 
@@ -45,6 +46,11 @@ def _preempt_every_node(high_jobs: list[str]) -> None:
         text=True,
     )
     high_jobs.append(done.stdout.strip())
+
+
+async def _state(runner: Runner, handle: str) -> AppState | None:
+    status = await runner.status(handle)
+    return None if status is None else status.state
 
 
 def _app() -> AppDef:
@@ -86,3 +92,29 @@ async def test_a_job_cancelled_by_preemption_failed_preempted(
         ended = await scheduler.wait(job_id)
     assert ended is not None
     assert (ended.state, ended.cause) == (AppState.FAILED, EndCause.PREEMPTED)
+
+
+async def test_a_trial_preempted_twice_succeeds_without_spending_its_retries(
+    slurm_cluster: SlurmCluster,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    high_jobs: list[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    cfg = {"partition": "lowcancel", "job_dir": str(tmp_path)}
+    async with Runner("torchx", {"slurm": create_scheduler}, scheduler_params={}) as runner:
+        with anyio.fail_after(3 * LIMIT):
+            group = runner.group(retries=0, preemption_retries=2, preemption_backoff=(0.1, 0.2))
+            async with group:
+                first = await group.run(_app(), "slurm", cfg=cfg)
+                for attempt in (1, 2):
+                    while len(group.attempts(first)) < attempt:
+                        await anyio.sleep(0.1)  # the next attempt is submitted
+                    handle = group.attempts(first)[-1]
+                    while (await _state(runner, handle)) != AppState.RUNNING:
+                        await anyio.sleep(0.2)
+                    _preempt_every_node(high_jobs)
+                [(last, status)] = [ended async for ended in group.as_completed()]
+    assert (status.state, status.cause) == (AppState.SUCCEEDED, EndCause.EXITED)
+    assert group.budgets(first) == ["first", "preemption", "preemption"]
+    assert last == group.attempts(first)[-1]
