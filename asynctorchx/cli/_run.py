@@ -6,14 +6,11 @@ import argparse
 import inspect
 import itertools
 import os
-import shutil
 import signal
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -35,7 +32,7 @@ from asynctorchx.runner import _script_check, config
 from asynctorchx.runner.api import Runner, get_runner
 from asynctorchx.schedulers.api import Capabilities
 from asynctorchx.schedulers.toolkit import background_tasks
-from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal
+from asynctorchx.specs.api import AppDef, AppDryRunInfo, AppState, CfgVal
 from asynctorchx.specs.metadata_keys import TORCHX_CONTEXT_NAME
 
 #: seconds `run` waits for an interrupted app to end before closing the runner
@@ -130,45 +127,7 @@ def _print_dryrun(info: AppDryRunInfo[object], as_json: bool) -> None:
     print(info)
 
 
-#: ``<temp dir>/asynctorchx-failed-<app id>-<random>`` keeps a failed in-process run's logs.
-KEPT_LOGS_PREFIX = "asynctorchx-failed-"
-
-
-def _copy_logs(source: Path) -> Path | None:
-    """Copy ``source`` into a new private temp directory; ``None`` when ``source`` is gone."""
-    if not source.is_dir():
-        return None
-    kept = Path(tempfile.mkdtemp(prefix=f"{KEPT_LOGS_PREFIX}{source.name}-"))
-    try:
-        shutil.copytree(source, kept, symlinks=True, dirs_exist_ok=True)
-    except BaseException:
-        shutil.rmtree(kept, ignore_errors=True)
-        raise
-    return kept
-
-
-async def _keep_failed_logs(status: AppStatus, temporary_logs: bool) -> AppStatus:
-    """Copy a failed in-process app's logs out of the scheduler's temporary directory and
-    point the status at them, as TorchX keeps its ``/tmp/torchx_*`` directories."""
-    url = status.ui_url or ""
-    source = Path(url.removeprefix("file://"))
-    in_temp = url.startswith("file://") and Path(tempfile.gettempdir()) in source.parents
-    if not (temporary_logs and in_temp):
-        return status
-    try:
-        kept = await anyio.to_thread.run_sync(_copy_logs, source)
-    except OSError as error:
-        note(f"asynctorchx: could not keep the logs of the run ({error}); they are removed")
-        return status
-    if kept is None:
-        return status
-    note(f"asynctorchx: the logs of the run are kept in {kept}")
-    return attrs.evolve(status, ui_url=f"file://{kept}")
-
-
-async def _follow(
-    runner: Runner, handle: str, tail: bool, as_json: bool, temporary_logs: bool = False
-) -> int:
+async def _follow(runner: Runner, handle: str, tail: bool, as_json: bool) -> int:
     """Wait for the app, its logs on stderr when ``tail`` (as ``torchx.cli.cmd_run``, so
     that stdout holds the handle alone); 0 if it succeeded, else 1."""
     note(f"asynctorchx: waiting for {handle} (Ctrl-C cancels it)")
@@ -179,8 +138,6 @@ async def _follow(
                     line_of_status.hide()
                     print_line(line, sys.stderr)
         status = await runner.wait(handle)
-    if status is not None and status.state != AppState.SUCCEEDED:
-        status = await _keep_failed_logs(status, temporary_logs)
     state = status.state if status is not None else AppState.UNKNOWN
     note(f"asynctorchx: {handle} finished: {state.name}")
     if as_json:
@@ -299,8 +256,7 @@ async def run(args: argparse.Namespace) -> int:
             tail = in_process or run.log or run.tee_logs
             if not (tail or run.wait):
                 return 0
-            temporary_logs = caps.apps_live_in_process and not cfg.get("log_dir")
-            return await _follow(runner, handle, tail, args.json, temporary_logs)
+            return await _follow(runner, handle, tail, args.json)
 
         note("asynctorchx: interrupted, cancelling the app")
         with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_BOUND_S):

@@ -49,10 +49,8 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         " stdout gets the app handle alone (as `torchx run`); the app's logs and every"
         " progress message go to stderr."
         " An app that lives in this process (local_cwd, local_dir) is followed until it"
-        " ends; when it fails and no `log_dir` run option was given, its logs are copied"
-        " out of the temporary directory the scheduler removes on exit, to"
-        " <temp dir>/asynctorchx-failed-<app id>-<random> (printed), and the status's UI URL"
-        " points there.",
+        " ends; without a `log_dir` run option its logs are kept beside its record, where"
+        " `asynctorchx log` reads them and the status's UI URL points.",
     )
     p.add_argument(
         "-s",

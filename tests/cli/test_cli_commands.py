@@ -423,57 +423,35 @@ def test_config_files_read_and_unknown_keys_are_reported(
     assert f"config file '{tmp_path / '.torchxconfig'}' is not valid UTF-8" in bad.stderr
 
 
-def _kept_dirs() -> set[Path]:
-    import tempfile
-
-    return set(Path(tempfile.gettempdir()).glob("asynctorchx-failed-*"))
-
-
-def test_a_failed_run_keeps_its_logs_where_its_url_points(
+def test_a_finished_runs_logs_stay_readable_where_its_url_points(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    before = _kept_dirs()
-    out = cli(env, "run", "utils.sh", "sh", "-c", "echo kept-line; exit 3")
-    assert out.returncode == 1
-    (kept,) = _kept_dirs() - before
-    try:
-        assert f"asynctorchx: the logs of the run are kept in {kept}" in out.stderr
-        assert f"UI URL: file://{kept}\n" in out.stderr
-        assert (kept / "sh" / "0" / "combined.log").read_text() == "kept-line\n"
-        assert (kept.stat().st_mode & 0o777) == 0o700
-    finally:
-        import shutil
+    # issue 44: `log` printed nothing once `run` had removed its temporary directory
+    import tempfile
 
-        shutil.rmtree(kept)
-    # a run that succeeds, or whose log_dir the user chose, leaves nothing more
-    assert cli(env, "run", "utils.echo").returncode == 0
+    env.pop("ASYNCTORCHX_STATE_DIR", None)  # the records of HOME, private to the test
+    env.pop("XDG_STATE_HOME", None)
+    before = set(Path(tempfile.gettempdir()).glob("asynctorchx-failed-*"))
+    for command, code in (("echo kept-line", 0), ("echo failed-line; exit 3", 1)):
+        out = cli(env, "run", "utils.sh", "sh", "-c", command)
+        assert out.returncode == code, out.stderr
+        handle = out.stdout.strip()
+        log = cli(env, "log", handle)
+        assert log.returncode == 0, log.stderr
+        assert log.stdout == f"sh/0 {command.split(';')[0].removeprefix('echo ')}\n"
+        status = cli(env, "status", handle)
+        (url,) = [line for line in status.stdout.splitlines() if "UI URL:" in line]
+        kept = Path(url.split("file://", 1)[1])
+        records = Path(env["HOME"]) / ".local" / "state" / "asynctorchx" / "local_cwd"
+        assert kept.parent.parent == records / "logs"
+        assert (kept / "sh" / "0" / "combined.log").is_file()
+        assert (kept.stat().st_mode & 0o777) == 0o700
+    # a log_dir the user chose is where the logs go; nothing is copied to the temp dir
     chosen = tmp_path / "chosen"
     failed = cli(env, "run", "-cfg", f"log_dir={chosen}", "utils.sh", "sh", "-c", "exit 3")
     assert failed.returncode == 1
     assert f"UI URL: file://{chosen}/" in failed.stderr
-    assert _kept_dirs() == before
-
-
-async def test_a_failed_copy_of_the_logs_leaves_nothing_behind(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    import shutil
-    import tempfile
-
-    from asynctorchx.cli._run import _keep_failed_logs
-    from asynctorchx.specs import AppState, AppStatus
-
-    source = Path(tempfile.mkdtemp(prefix="asynctorchx-test-logs-"))
-    try:
-        (source / "combined.log").write_text("a line\n")
-        os.mkfifo(source / "pipe")  # copytree copies the file, then fails on the pipe
-        before = _kept_dirs()
-        status = AppStatus(AppState.FAILED, ui_url=f"file://{source}")
-        assert await _keep_failed_logs(status, temporary_logs=True) == status
-        assert _kept_dirs() == before  # the partial copy was removed
-        assert "could not keep the logs of the run" in capsys.readouterr().err
-    finally:
-        shutil.rmtree(source)
+    assert set(Path(tempfile.gettempdir()).glob("asynctorchx-failed-*")) == before
 
 
 def test_a_repeated_run_flag_or_component_argument_is_a_usage_error(env: dict[str, str]) -> None:

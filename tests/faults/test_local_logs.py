@@ -34,9 +34,13 @@ def temp_log_dirs(directory: str | Path) -> list[str]:
 
 @pytest.fixture
 def tmp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A temporary-directory root of this test's own, counted alone."""
+    """A temporary-directory root of this test's own, counted alone; no records directory,
+    so that the local schedulers write the logs there (with records, they are kept beside
+    them)."""
     root = tmp_path / "tmp"
     root.mkdir()
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("ASYNCTORCHX_STATE_DIR", str(tmp_path / "a-file" / "state"))
     monkeypatch.setattr(tempfile, "tempdir", str(root))
     monkeypatch.setenv("TMPDIR", str(root))
     return root

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import stat
 import time
 from collections.abc import Mapping
@@ -42,6 +43,8 @@ MAX_RECORDS = 1000
 SUCCESS_FILE = "SUCCESS"
 #: The list index's name in a records directory (a dot name: never taken for a record).
 INDEX_NAME = ".index"
+#: The folder of a records directory that keeps the logs of apps run without ``log_dir``.
+LOGS_DIR = "logs"
 _DIRECTORY_MODE = 0o700
 _SUFFIX = ".json"
 
@@ -261,6 +264,8 @@ def prune_records(directory: str, now: float | None = None) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(record_path(directory, app_id))
                 excess -= 1
+            if record.log_dir.startswith(os.path.join(directory, LOGS_DIR) + os.sep):
+                shutil.rmtree(record.log_dir, ignore_errors=True)  # the logs kept with it
     for folder in (directory, os.path.join(directory, "cancel")):
         _remove_stale(folder, now)
 

@@ -32,7 +32,7 @@ from asynctorchx.schedulers.local._app_views import (
 )
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
 from asynctorchx.schedulers.local._log_files import check_log_dir, create_log_dirs
-from asynctorchx.schedulers.local._records import RecordKeeper
+from asynctorchx.schedulers.local._records import LOGS_DIR, RecordKeeper
 from asynctorchx.schedulers.local._request import (
     ImageProvider,
     Opts,
@@ -61,7 +61,8 @@ from asynctorchx.specs.api import (
 
 logger = logging.getLogger(__name__)
 
-#: Prefix of the temporary log directory used without ``log_dir``, removed on close.
+#: Prefix of the temporary log directory used without ``log_dir`` when there is no records
+#: directory to keep the logs in; removed on close.
 TEMP_LOG_DIR_PREFIX = "asynctorchx_"
 
 
@@ -158,8 +159,12 @@ class LocalScheduler(Scheduler[PopenRequest]):
         if isinstance(log_dir, str) and log_dir:
             # the user's own links are resolved now: a link planted later is refused
             return os.path.realpath(log_dir)
+        records = self._records.directory
+        if records is not None:
+            # kept with the app's record, and removed when the record is pruned
+            return os.path.join(records, LOGS_DIR)
         if self._temp_log_dir is None:
-            # only named here, so a dry run leaves nothing: schedule creates it
+            # no records directory: named here only, schedule creates it
             name = TEMP_LOG_DIR_PREFIX + secrets.token_hex(8)
             self._temp_log_dir = os.path.join(tempfile.gettempdir(), name)
         return self._temp_log_dir

@@ -13,3 +13,10 @@ def _private_state_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     state = tmp_path / "state"
     monkeypatch.setenv("ASYNCTORCHX_STATE_DIR", str(state))
     return state
+
+
+@pytest.fixture
+def no_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A state directory that cannot be made: no records, so logs go to a temporary directory."""
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("ASYNCTORCHX_STATE_DIR", str(tmp_path / "a-file" / "state"))

@@ -1,4 +1,5 @@
-"""What ``close()`` removes: the temporary log directory, never a given ``log_dir``.
+"""What ``close()`` removes: the temporary log directory (used only when there is no records
+directory to keep the logs in), never the kept logs nor a given ``log_dir``.
 
 TorchX 0.7.0 keeps one ``_base_log_dir`` that each submit overwrites, so after a submit
 without ``log_dir`` and one with it, its ``close()`` deletes the user's ``log_dir``.
@@ -11,12 +12,25 @@ import stat
 from pathlib import Path
 
 import anyio
+import pytest
 
 from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
 from asynctorchx.specs.api import AppState
 from tests.schedulers.local.test_scheduler import LIMIT, sh_app
 
 
+async def test_close_keeps_the_logs_kept_with_the_records() -> None:
+    async with create_cwd_scheduler("test") as scheduler:
+        with anyio.fail_after(LIMIT):
+            status = await scheduler.wait(await scheduler.submit(sh_app("echo kept"), {}))
+    assert status is not None
+    assert status.ui_url is not None
+    kept = Path(status.ui_url.removeprefix("file://"))
+    assert kept.parent.parent.name == "logs"
+    assert [log.read_text() for log in kept.rglob("combined.log")] == ["kept\n"]
+
+
+@pytest.mark.usefixtures("no_records")
 async def test_close_removes_the_temporary_log_dir_and_keeps_a_given_one(tmp_path: Path) -> None:
     given = tmp_path / "logs"
     given.mkdir()
@@ -37,6 +51,7 @@ async def test_close_removes_the_temporary_log_dir_and_keeps_a_given_one(tmp_pat
     assert [log.read_text() for log in given.rglob("combined.log")] == ["given\n"]
 
 
+@pytest.mark.usefixtures("no_records")
 async def test_a_removed_temporary_log_dir_is_made_again_by_the_next_submit() -> None:
     """The temporary log directory and its session directory are made and checked once:
     when this user removes them between two submits, the next submit makes them again

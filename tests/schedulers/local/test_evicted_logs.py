@@ -1,6 +1,7 @@
 """The logs of apps a local scheduler forgets (``cache_size``) when it runs without
-``log_dir``: gone from their path before the next waiter wakes, then removed from the
-disk, and never the logs of a dry run scheduled again under the same app id.
+``log_dir`` and without a records directory to keep them in: gone from their path before
+the next waiter wakes, then removed from the disk, and never the logs of a dry run
+scheduled again under the same app id.
 """
 
 from __future__ import annotations
@@ -9,10 +10,13 @@ import os
 from pathlib import Path
 
 import anyio
+import pytest
 
 from asynctorchx.schedulers.local._scheduler import LocalScheduler
 from asynctorchx.schedulers.local_scheduler import create_cwd_scheduler
 from asynctorchx.specs.api import AppDef, AppState, Role
+
+pytestmark = pytest.mark.usefixtures("no_records")
 
 LIMIT = 30  # seconds: a deadline for a hung test, never a guess at timing
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import anyio
+import attrs
 import pytest
 
 from asynctorchx.schedulers.local import _records
@@ -117,6 +118,27 @@ def test_finished_records_are_pruned_by_age_and_count(
     # the running one is kept whatever its age and counts towards the 3; of the
     # finished, the latest that fit
     assert kept == ["done-3", "done-4", "old-running"]
+
+
+def test_a_pruned_record_takes_the_logs_kept_with_it_and_no_others(
+    state: Path, tmp_path: Path
+) -> None:
+    directory = records_directory("local_cwd", create=True)
+    assert directory is not None
+    kept = Path(directory) / "logs" / "test" / "kept"
+    chosen = tmp_path / "chosen" / "test" / "chosen"  # a log_dir the user gave
+    now = time.time()
+    for app_id, log_dir in (("kept", kept), ("chosen", chosen)):
+        (log_dir / "worker" / "0").mkdir(parents=True)
+        (log_dir / "worker" / "0" / "combined.log").write_text("a line\n")
+        record = attrs.evolve(a_record(app_id, AppState.SUCCEEDED, None), log_dir=str(log_dir))
+        write_record(directory, record)
+        old = now - MAX_RECORD_AGE - 60
+        os.utime(record_path(directory, app_id), (old, old))
+    prune_records(directory, now)
+    assert not Path(record_path(directory, "kept")).exists()
+    assert not kept.exists()
+    assert (chosen / "worker" / "0" / "combined.log").read_text() == "a line\n"
 
 
 def test_a_full_records_directory_reads_only_the_records_that_go(

@@ -308,6 +308,7 @@ async def test_cancelling_the_block_around_the_scheduler_terminates_gracefully(
     assert (await scheduler.describe(app_id)).state == AppState.CANCELLED  # type: ignore[union-attr]
 
 
+@pytest.mark.usefixtures("no_records")
 async def test_temporary_log_dir_is_removed_on_close() -> None:
     async with create_cwd_scheduler("test") as scheduler:
         app_id = await scheduler.submit(sh_app("echo hi"), {})
