@@ -7,6 +7,7 @@ that needs a part of the machine says so in an HTML comment on the line before i
     <!-- docs-test: docker -->      the Docker engine and test image (``docker`` marker)
     <!-- docs-test: slurm -->       the local Slurm cluster (``slurm_cluster`` fixture)
     <!-- docs-test: kubernetes -->  a cluster with Volcano named by ``ASYNCTORCHX_KUBECONFIG``
+    <!-- docs-test: web -->         the web extra (Starlette, sse-starlette), as tests/examples
 
 and is skipped without it, or fails when CI requires the part, as the other tests of
 that part do. Every ``asynctorchx ...`` command of a ``sh`` block is parsed by the CLI's
@@ -39,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
 PAGES = sorted([REPO / "README.md", *(p for p in DOCS.rglob("*.md") if "_hooks" not in p.parts)])
 #: the parts a block may say it needs (see the module docstring)
-PARTS = ("docker", "slurm", "kubernetes")
+PARTS = ("docker", "slurm", "kubernetes", "web")
 _MARKER = re.compile(r"<!-- docs-test: (?P<part>\S+) -->")
 _FENCE = re.compile(r"^```(?P<lang>\S*)\s*$")
 
@@ -105,6 +106,13 @@ def test_python_sample_runs(block: Block, tmp_path: Path, request: pytest.Fixtur
         or os.environ.get("ASYNCTORCHX_KUBE_BARE") == "1"  # a bare API server runs no pod
     ):
         pytest.skip("needs a cluster with Volcano: set ASYNCTORCHX_KUBECONFIG (docs/kubernetes.md)")
+    web = ("starlette", "sse_starlette", "httpx")
+    missing = [m for m in web if importlib.util.find_spec(m) is None]
+    if block.part == "web" and missing:
+        reason = f"the web extra is not installed (no {missing[0]}): pip install -e '.[web]'"
+        if os.environ.get("ASYNCTORCHX_REQUIRE_WEB") == "1":
+            pytest.fail(f"ASYNCTORCHX_REQUIRE_WEB=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
     done = subprocess.run(
         [sys.executable, "-c", block.code],
         cwd=tmp_path,
