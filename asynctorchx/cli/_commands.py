@@ -179,6 +179,9 @@ async def _list(args: argparse.Namespace) -> int:
     async with get_runner(config_sections=sections, handle_signals=False) as runner:
         cfg = runner.cfg_from_str(scheduler, scheduler_args) if scheduler_args else None
         apps = await runner.list(scheduler, cfg)
+    if args.state:
+        wanted = set().union(*args.state)
+        apps = [app for app in apps if app.state.name in wanted]
     if args.json:
         print(to_json_with_nulls(apps))
         return 0

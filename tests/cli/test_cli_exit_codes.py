@@ -54,3 +54,19 @@ def test_an_app_that_fails_exits_1(tmp_path: Path) -> None:
     done = _cli(tmp_path, "run", "-s", "local_cwd", "utils.sh", "false")
     assert done.returncode == 1, done.stderr
     assert "FAILED" in done.stderr
+
+
+def test_list_state_filter_refuses_an_unknown_state(tmp_path: Path) -> None:
+    done = _cli(tmp_path, "list", "--state", "running,bogus")
+    assert done.returncode == 2
+    assert "BOGUS" in done.stderr
+    assert "SUCCEEDED" in done.stderr
+
+
+def test_list_state_filter_keeps_only_those_states(tmp_path: Path) -> None:
+    assert _cli(tmp_path, "run", "-s", "local_cwd", "utils.sh", "true").returncode == 0
+    listed = _cli(tmp_path, "list", "-s", "local_cwd", "--state", "failed")
+    assert listed.returncode == 0
+    assert "local_cwd://" not in listed.stdout
+    kept = _cli(tmp_path, "list", "-s", "local_cwd", "--state", "Succeeded")
+    assert "local_cwd://" in kept.stdout
