@@ -182,6 +182,10 @@ async def _list(args: argparse.Namespace) -> int:
     if args.state:
         wanted = set().union(*args.state)
         apps = [app for app in apps if app.state.name in wanted]
+    hidden = 0 if args.all else max(0, len(apps) - max(0, args.limit))
+    apps = apps[: len(apps) - hidden]
+    if hidden:
+        print(f"asynctorchx: {hidden} more; --all lists every app", file=sys.stderr)
     if args.json:
         print(to_json_with_nulls(apps))
         return 0

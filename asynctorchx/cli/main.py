@@ -203,6 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
         type=_states,
         help="only apps in these states (AppState names, comma list or repeated)",
     )
+    p.add_argument(
+        "--limit", type=int, default=20, help="print at most this many apps (default 20)"
+    )
+    p.add_argument("--all", action="store_true", help="print every app (no --limit)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("runopts", help="print schedulers' run options")

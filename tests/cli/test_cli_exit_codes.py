@@ -70,3 +70,13 @@ def test_list_state_filter_keeps_only_those_states(tmp_path: Path) -> None:
     assert "local_cwd://" not in listed.stdout
     kept = _cli(tmp_path, "list", "-s", "local_cwd", "--state", "Succeeded")
     assert "local_cwd://" in kept.stdout
+
+
+def test_list_limit_says_how_many_more_and_all_lists_them(tmp_path: Path) -> None:
+    for _ in range(2):
+        assert _cli(tmp_path, "run", "-s", "local_cwd", "utils.sh", "true").returncode == 0
+    limited = _cli(tmp_path, "list", "-s", "local_cwd", "--limit", "1")
+    assert limited.stdout.count("local_cwd://") == 1
+    assert "1 more" in limited.stderr
+    every = _cli(tmp_path, "list", "-s", "local_cwd", "--limit", "1", "--all")
+    assert every.stdout.count("local_cwd://") == 2
