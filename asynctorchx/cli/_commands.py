@@ -191,9 +191,9 @@ async def _list(args: argparse.Namespace) -> int:
         return 0
     from tabulate import tabulate
 
-    rows = [[app.app_handle, app.state.name, app.name] for app in apps]
+    rows = [[app.app_handle, app.name, app.state.name] for app in apps]
     # every column is text: no cell is parsed as a number (benchmark 4's cli_list_s row)
-    print(tabulate(rows, headers=["APP HANDLE", "APP STATUS", "NAME"], disable_numparse=True))
+    print(tabulate(rows, headers=["APP HANDLE", "APP NAME", "APP STATUS"], disable_numparse=True))
     return 0
 
 
