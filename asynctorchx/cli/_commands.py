@@ -183,6 +183,13 @@ async def _list(args: argparse.Namespace) -> int:
     async with get_runner(config_sections=sections, handle_signals=False) as runner:
         cfg = runner.cfg_from_str(scheduler, scheduler_args) if scheduler_args else None
         apps = await runner.list(scheduler, cfg)
+    if args.state:
+        wanted = set().union(*args.state)
+        apps = [app for app in apps if app.state.name in wanted]
+    hidden = 0 if args.all else max(0, len(apps) - max(0, args.limit))
+    apps = apps[: len(apps) - hidden]
+    if hidden:
+        print(f"asynctorchx: {hidden} more; --all lists every app", file=sys.stderr)
     if args.json:
         print(to_json_with_nulls(apps))
         return 0

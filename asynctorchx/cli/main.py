@@ -195,6 +195,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--scheduler_args",
         help="run options that narrow the listing, `key1=v1,key2=v2` (e.g. a namespace)",
     )
+    p.add_argument(
+        "--state",
+        action="append",
+        type=_states,
+        help="only apps in these states (AppState names, comma list or repeated)",
+    )
+    p.add_argument(
+        "--limit", type=int, default=20, help="print at most this many apps (default 20)"
+    )
+    p.add_argument("--all", action="store_true", help="print every app (no --limit)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser(
@@ -291,3 +301,16 @@ def _one_line(exc: BaseException) -> str:
 
 if __name__ == "__main__":
     main()
+
+
+def _states(text: str) -> set[str]:
+    """The AppState names in ``text`` (comma separated, any case); a usage error otherwise."""
+    from asynctorchx.specs import AppState
+
+    names = {part.strip().upper() for part in text.split(",") if part.strip()}
+    valid = [state.name for state in AppState]
+    if bad := sorted(names - set(valid)):
+        raise argparse.ArgumentTypeError(
+            f"unknown state {', '.join(bad)}; one of {', '.join(valid)}"
+        )
+    return names

@@ -54,3 +54,29 @@ def test_an_app_that_fails_exits_1(tmp_path: Path) -> None:
     done = _cli(tmp_path, "run", "-s", "local_cwd", "utils.sh", "false")
     assert done.returncode == 1, done.stderr
     assert "FAILED" in done.stderr
+
+
+def test_list_state_filter_refuses_an_unknown_state(tmp_path: Path) -> None:
+    done = _cli(tmp_path, "list", "--state", "running,bogus")
+    assert done.returncode == 2
+    assert "BOGUS" in done.stderr
+    assert "SUCCEEDED" in done.stderr
+
+
+def test_list_state_filter_keeps_only_those_states(tmp_path: Path) -> None:
+    assert _cli(tmp_path, "run", "-s", "local_cwd", "utils.sh", "true").returncode == 0
+    listed = _cli(tmp_path, "list", "-s", "local_cwd", "--state", "failed")
+    assert listed.returncode == 0
+    assert "local_cwd://" not in listed.stdout
+    kept = _cli(tmp_path, "list", "-s", "local_cwd", "--state", "Succeeded")
+    assert "local_cwd://" in kept.stdout
+
+
+def test_list_limit_says_how_many_more_and_all_lists_them(tmp_path: Path) -> None:
+    for _ in range(2):
+        assert _cli(tmp_path, "run", "-s", "local_cwd", "utils.sh", "true").returncode == 0
+    limited = _cli(tmp_path, "list", "-s", "local_cwd", "--limit", "1")
+    assert limited.stdout.count("local_cwd://") == 1
+    assert "1 more" in limited.stderr
+    every = _cli(tmp_path, "list", "-s", "local_cwd", "--limit", "1", "--all")
+    assert every.stdout.count("local_cwd://") == 2
