@@ -186,7 +186,7 @@ async def _list(args: argparse.Namespace) -> int:
     if args.state:
         wanted = set().union(*args.state)
         apps = [app for app in apps if app.state.name in wanted]
-    hidden = 0 if args.all else max(0, len(apps) - max(0, args.limit))
+    hidden = 0 if args.all or args.limit is None else max(0, len(apps) - max(0, args.limit))
     apps = apps[: len(apps) - hidden]
     if hidden:
         print(f"asynctorchx: {hidden} more; --all lists every app", file=sys.stderr)

@@ -201,9 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_states,
         help="only apps in these states (AppState names, comma list or repeated)",
     )
-    p.add_argument(
-        "--limit", type=int, default=20, help="print at most this many apps (default 20)"
-    )
+    p.add_argument("--limit", type=int, help="print at most this many apps (default: all)")
     p.add_argument("--all", action="store_true", help="print every app (no --limit)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -299,10 +297,6 @@ def _one_line(exc: BaseException) -> str:
     return " ".join((text or type(exc).__name__).split())
 
 
-if __name__ == "__main__":
-    main()
-
-
 def _states(text: str) -> set[str]:
     """The AppState names in ``text`` (comma separated, any case); a usage error otherwise."""
     from asynctorchx.specs import AppState
@@ -314,3 +308,7 @@ def _states(text: str) -> set[str]:
             f"unknown state {', '.join(bad)}; one of {', '.join(valid)}"
         )
     return names
+
+
+if __name__ == "__main__":
+    main()

@@ -474,10 +474,11 @@ async def test_records_are_private_to_the_user(tmp_path: Path, state: Path) -> N
             assert (await next_line(process)).strip() == "SUCCEEDED"
             await process.wait()
     app_id = handle.rsplit("/", 1)[1]
-    for directory in (state, state / "local_cwd", state / "local_cwd" / "cancel"):
+    kept = state / "local_cwd" / "logs"  # the app's logs, kept with its record
+    for directory in (state, state / "local_cwd", state / "local_cwd" / "cancel", kept):
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
     names = os.listdir(state / "local_cwd")
-    assert sorted(names) == sorted(["cancel", f"{app_id}.json"])  # no temporary file left
+    assert sorted(names) == sorted(["cancel", "logs", f"{app_id}.json"])  # no temporary file
     record_file = state / "local_cwd" / f"{app_id}.json"
     assert stat.S_IMODE(record_file.stat().st_mode) == 0o600
     assert record_file.stat().st_uid == os.geteuid()
