@@ -47,6 +47,7 @@ and the fix. The hierarchy::
     ├── UnknownDeviceError (ValueError)
     ├── UnsafeLogPathError (PermissionError)
     ├── OpenFileLimitError (OSError)
+    ├── LogsRemovedError (FileNotFoundError)
     ├── ReplicaLaunchError (OSError)
     ├── AppGroupFailed
     ├── AppGroupStopTimeout (TimeoutError)
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
     )
     from asynctorchx.schedulers.local._errors import (
         InvalidLogDirError,
+        LogsRemovedError,
         OpenFileLimitError,
         ReplicaLaunchError,
     )
@@ -452,6 +454,7 @@ __all__ = [  # the errors imported (a backend's on first use), then every one de
     "KubernetesApiError",
     "KubernetesConfigError",
     "KubernetesUnreachableError",
+    "LogsRemovedError",
     "OpenFileLimitError",
     "ReplicaLaunchError",
     "SchedulerRequestError",

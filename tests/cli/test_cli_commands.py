@@ -454,6 +454,24 @@ def test_a_finished_runs_logs_stay_readable_where_its_url_points(
     assert set(Path(tempfile.gettempdir()).glob("asynctorchx-failed-*")) == before
 
 
+def test_log_of_an_app_whose_chosen_log_dir_was_removed_says_so_and_fails(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # issue 44: `log` printed nothing and exited 0 once the logs were gone
+    import shutil
+
+    chosen = tmp_path / "chosen"
+    out = cli(env, "run", "-cfg", f"log_dir={chosen}", "utils.echo", "--msg", "hi")
+    assert out.returncode == 0, out.stderr
+    handle = out.stdout.strip()
+    shutil.rmtree(chosen)
+    log = cli(env, "log", handle)
+    assert log.returncode == 1
+    assert log.stdout == ""
+    assert f"were removed from '{chosen}/" in log.stderr
+    assert "leave the run option log_dir unset" in log.stderr
+
+
 def test_a_repeated_run_flag_or_component_argument_is_a_usage_error(env: dict[str, str]) -> None:
     # TorchX refuses both rather than keep the last value silently
     for args in (

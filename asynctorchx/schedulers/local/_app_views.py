@@ -13,6 +13,7 @@ import anyio
 import anyio.lowlevel
 
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse, Stream
+from asynctorchx.schedulers.local._errors import LogsRemovedError
 from asynctorchx.schedulers.local._log_files import TimeIndex
 from asynctorchx.schedulers.local._process_identity import signal_group_if_same, this_process
 from asynctorchx.schedulers.local._records import (
@@ -143,7 +144,10 @@ class AppView(abc.ABC):
         log_dirs = self.log_dirs()
         query.check_replica(self.app_id, {role: len(dirs) for role, dirs in log_dirs.items()})
         stream = query.stream_or(Stream.COMBINED)
-        path = os.path.join(log_dirs[query.role_name][query.k], f"{stream.value}.log")
+        log_dir = log_dirs[query.role_name][query.k]
+        if not os.path.isdir(log_dir):  # made at submit, before the record
+            raise LogsRemovedError(self.app_id, log_dir)
+        path = os.path.join(log_dir, f"{stream.value}.log")
         return self._follow(path, query, start, stream == Stream.COMBINED)
 
     async def _follow(

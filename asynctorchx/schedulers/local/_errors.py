@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 from asynctorchx._error_bases import AsyncTorchXError, InvalidRunConfigException
 
 
@@ -46,3 +48,22 @@ class InvalidLogDirError(InvalidRunConfigException):
     def __init__(self, log_dir: str, reason: str, fix: str) -> None:
         super().__init__(f"log_dir {log_dir!r} cannot hold the logs: {reason}; {fix}", "log_dir")
         self.log_dir = log_dir
+
+
+class LogsRemovedError(AsyncTorchXError, FileNotFoundError):
+    """A replica's log directory is gone: something removed it after the app started (logs
+    under the default ``log_dir`` are kept as long as the app's record; a ``log_dir`` you
+    set is yours to keep). Raised by ``log_iter``, with ``filename`` the directory."""
+
+    def __init__(self, app_id: str, directory: str) -> None:
+        super().__init__(
+            errno.ENOENT,
+            f"the logs of {app_id!r} were removed from {directory!r}; to keep an app's logs"
+            " for as long as its record, leave the run option log_dir unset (they then live"
+            " beside the record and go with it), or keep the log_dir you chose",
+            directory,
+        )
+        self.app_id = app_id
+
+    def __str__(self) -> str:
+        return str(self.strerror)
