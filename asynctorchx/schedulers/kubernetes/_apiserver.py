@@ -57,6 +57,8 @@ KUEUE_WORKLOADS = f"/apis/{KUEUE_GROUP}/v1beta1"
 MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
 #: Seconds a single request may take (connect, read, write) before it counts as failed.
 REQUEST_TIMEOUT = 30.0
+#: Requests (not streams) in flight at once per scheduler: a group's creates queue here.
+MAX_REQUESTS = 16
 
 
 class StreamBroken(Exception):
@@ -120,6 +122,8 @@ class ApiServer:
         self._http: httpx2.AsyncClient | None = None
         self._closed = False
         self._checked: set[str] = set()
+        self._limiter = anyio.CapacityLimiter(MAX_REQUESTS)
+        self._checking = anyio.Lock()  # many first creates ask for the job kind once
 
     def config(self) -> SingleConfig:
         if self._config is None:
@@ -173,7 +177,10 @@ class ApiServer:
     ) -> dict[str, Any]:
         """One request's JSON answer, ``request`` naming it in errors; ``missing_ok``: 404 is {}."""
         try:
-            response = await self._client().request(method, path, timeout=REQUEST_TIMEOUT, **kwargs)
+            async with self._limiter:
+                response = await self._client().request(
+                    method, path, timeout=REQUEST_TIMEOUT, **kwargs
+                )
         except httpx2.TransportError as error:
             raise self._unreachable(error) from None
         if missing_ok and response.status_code == 404:
@@ -186,10 +193,11 @@ class ApiServer:
         """The path and name of a job kind's collection, its API group checked once (raises
         ``VolcanoNotInstalledError`` or ``JobSetNotInstalledError`` when missing)."""
         kind = JOB_KINDS[plural]
-        if plural not in self._checked:
-            if not await self._call("GET", kind.path, f"GET {kind.path}", missing_ok=True):
-                raise kind.missing(self.server)
-            self._checked.add(plural)
+        async with self._checking:
+            if plural not in self._checked:
+                if not await self._call("GET", kind.path, f"GET {kind.path}", missing_ok=True):
+                    raise kind.missing(self.server)
+                self._checked.add(plural)
         return _collection(plural, namespace), f"{kind.group} {plural}"
 
     async def create_job(

@@ -43,6 +43,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import httpx2
+import yaml
 from lightkube import KubeConfig
 from lightkube.config import client_adapter
 from lightkube.config.client_adapter import ConnectionParams
@@ -109,6 +110,7 @@ class LoopbackProxy:
         self.upstream = port
         self.port = 0
         self.connections = 0
+        self.most_open = 0  # the most connections open at once
         self._scopes: list[anyio.CancelScope] = []
 
     @contextlib.asynccontextmanager
@@ -133,6 +135,7 @@ class LoopbackProxy:
         self.connections += 1
         with anyio.CancelScope() as scope:
             self._scopes.append(scope)
+            self.most_open = max(self.most_open, len(self._scopes))
             try:
                 async with client, await anyio.connect_tcp("127.0.0.1", self.upstream) as server:
 
@@ -455,3 +458,23 @@ __all__ = [
     "http_client",
     "install_crds",
 ]
+
+
+def through(kubeconfig: str, port: int, directory: Path) -> str:
+    """A copy of ``kubeconfig`` whose server is ``127.0.0.1:port`` (same TLS and credentials)."""
+    config = yaml.safe_load(Path(kubeconfig).read_text())
+    for cluster in config["clusters"]:
+        server = cluster["cluster"]["server"]
+        scheme = server.partition("://")[0]
+        cluster["cluster"]["server"] = f"{scheme}://127.0.0.1:{port}"
+    path = directory / "kubeconfig-proxied"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def server_port(kubeconfig: str) -> int:
+    config = yaml.safe_load(Path(kubeconfig).read_text())
+    contexts = {each["name"]: each["context"] for each in config["contexts"]}
+    cluster_name = contexts[config["current-context"]]["cluster"]
+    (server,) = [c["cluster"]["server"] for c in config["clusters"] if c["name"] == cluster_name]
+    return int(server.rpartition(":")[2].rstrip("/"))

@@ -22,10 +22,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
-from tests.schedulers.kubernetes.bare_cluster import BareCluster, LoopbackProxy
+from tests.schedulers.kubernetes.bare_cluster import (
+    BareCluster,
+    LoopbackProxy,
+    server_port,
+    through,
+)
 from tests.schedulers.kubernetes.fake_apiserver import FakeApiServer
 
 REAL_KUBECONFIG = os.environ.get("ASYNCTORCHX_KUBECONFIG")
@@ -128,26 +132,6 @@ class Cluster:
         await self.finish(app_id, task, exit_code)
 
 
-def _through(kubeconfig: str, port: int, directory: Path) -> str:
-    """A copy of ``kubeconfig`` whose server is ``127.0.0.1:port`` (same TLS and credentials)."""
-    config = yaml.safe_load(Path(kubeconfig).read_text())
-    for cluster in config["clusters"]:
-        server = cluster["cluster"]["server"]
-        scheme = server.partition("://")[0]
-        cluster["cluster"]["server"] = f"{scheme}://127.0.0.1:{port}"
-    path = directory / "kubeconfig-proxied"
-    path.write_text(yaml.safe_dump(config))
-    return str(path)
-
-
-def _server_port(kubeconfig: str) -> int:
-    config = yaml.safe_load(Path(kubeconfig).read_text())
-    contexts = {each["name"]: each["context"] for each in config["contexts"]}
-    cluster_name = contexts[config["current-context"]]["cluster"]
-    (server,) = [c["cluster"]["server"] for c in config["clusters"] if c["name"] == cluster_name]
-    return int(server.rpartition(":")[2].rstrip("/"))
-
-
 @contextlib.asynccontextmanager
 async def connected(
     tmp_path: Path, *, fake_only: str | None = None, proxy: bool = False
@@ -183,8 +167,8 @@ async def connected(
         used = kubeconfig
         if proxy:
             forwarder = await stack.enter_async_context(
-                LoopbackProxy(_server_port(kubeconfig)).serving()
+                LoopbackProxy(server_port(kubeconfig)).serving()
             )
-            used = _through(kubeconfig, forwarder.port, tmp_path)
+            used = through(kubeconfig, forwarder.port, tmp_path)
         scheduler = await stack.enter_async_context(KubernetesScheduler("test", kubeconfig=used))
         yield Cluster(used, bare=bare, proxy=forwarder), scheduler

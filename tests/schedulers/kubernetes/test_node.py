@@ -28,6 +28,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -38,6 +39,7 @@ import pytest
 
 from asynctorchx.runner import LogEvent, StateEvent, get_runner
 from asynctorchx.schedulers.api import DescribeAppResponse
+from asynctorchx.schedulers.kubernetes._apiserver import MAX_REQUESTS
 from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asynctorchx.schedulers.toolkit import LogQuery
 from asynctorchx.specs import AppDef, AppState, BindMount, Resource, RetryPolicy, Role
@@ -46,10 +48,13 @@ from asynctorchx.specs.overlays import set_overlay
 from tests.isolation import isolate_from_user_config
 from tests.schedulers.kubernetes.bare_cluster import (
     JobSetStandIn,
+    LoopbackProxy,
     VolcanoStandIn,
     exclusive,
     http_client,
     install_crds,
+    server_port,
+    through,
 )
 from tests.schedulers.kubernetes.cluster_dns import ClusterDns, NodeDns, node_dns
 from tests.schedulers.kubernetes.test_workspace import require_registry
@@ -212,21 +217,31 @@ def unschedulable(pod: dict[str, Any] | None) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def on_node() -> AsyncIterator[tuple[Node, KubernetesScheduler]]:
-    """The node cluster, Volcano's stand-in running, and a scheduler connected to it; a
-    failure in the block gets the pods' reasons and the node's logs as a note."""
+async def on_node(
+    proxy: LoopbackProxy | None = None,
+) -> AsyncIterator[tuple[Node, KubernetesScheduler]]:
+    """The node cluster, Volcano's stand-in running, and a scheduler connected to it (through
+    ``proxy``, which counts its connections, when given); a failure in the block gets the
+    pods' reasons and the node's logs as a note."""
     kubeconfig = require_node()
     async with (
         exclusive(),
         http_client(kubeconfig) as http,
         anyio.create_task_group() as task_group,
+        contextlib.AsyncExitStack() as stack,
     ):
         await install_crds(http)
         await task_group.start(VolcanoStandIn(http, NAMESPACE, node=None).run)
         await task_group.start(JobSetStandIn(http, NAMESPACE, node=None).run)
         node = Node(http)
+        used = kubeconfig
+        if proxy is not None:
+            proxy.upstream = server_port(kubeconfig)
+            await stack.enter_async_context(proxy.serving())
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            used = through(kubeconfig, proxy.port, directory)
         try:
-            scheduler = KubernetesScheduler("test", kubeconfig=kubeconfig)
+            scheduler = KubernetesScheduler("test", kubeconfig=used)
             async with scheduler:
                 yield node, scheduler
         except Exception as error:
@@ -507,10 +522,12 @@ async def test_runner_events_resumed_across_the_jobs_restart_give_each_line_once
 async def test_100_apps_watched_cost_one_list_and_one_watch_per_kind_whatever_the_node_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Benchmark 10's request rate on the real node: 100 waits, while the real scheduler
-    marks each of their pods ``Unschedulable`` (100 pod events; no container runs), cost
-    one GET each, then one list and one watch per kind, nothing per event."""
-    async with on_node() as (node, scheduler):
+    """Benchmark 10's request rate on the real node: 100 concurrent submits go through a
+    bounded number of connections (``MAX_REQUESTS`` in flight), and 100 waits, while the
+    real scheduler marks each of their pods ``Unschedulable`` (100 pod events; no container
+    runs), cost one GET each, then one list and one watch per kind, nothing per event."""
+    proxy = LoopbackProxy(0)
+    async with on_node(proxy) as (node, scheduler):
         app = sh_app("many", "true")
         app.roles[0].resource = Resource(cpu=4096, gpu=0, memMB=64)
         app_ids: list[str] = []
@@ -521,6 +538,7 @@ async def test_100_apps_watched_cost_one_list_and_one_watch_per_kind_whatever_th
         async with anyio.create_task_group() as task_group:
             for _ in range(100):
                 task_group.start_soon(submit)
+        assert proxy.most_open <= MAX_REQUESTS, proxy.most_open  # issue 45: 119 before
         calls: collections.Counter[str] = collections.Counter()
         for name in ("list", "watch", "log"):  # the API server boundary's requests
             method = getattr(scheduler.api, name)
@@ -561,6 +579,7 @@ async def test_100_apps_watched_cost_one_list_and_one_watch_per_kind_whatever_th
         assert watched.get("list", 0) <= 4, watched
         assert watched.get("watch", 0) <= 4, watched
         assert "log" not in watched, watched
+        assert proxy.most_open <= MAX_REQUESTS + 4, proxy.most_open  # and the watches
         await node.deleted(scheduler, *app_ids)
 
 
