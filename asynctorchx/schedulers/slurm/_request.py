@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -20,7 +21,7 @@ from asynctorchx.schedulers._structured import StructuredOpts
 from asynctorchx.specs.api import AppDef, CfgVal, Role, macros, runopts
 
 #: Run options that apply to the whole job: given to ``sbatch`` on its command line.
-SBATCH_JOB_OPTIONS: tuple[str, ...] = ("comment", "mail-user", "mail-type")
+SBATCH_JOB_OPTIONS: tuple[str, ...] = ("comment", "mail-user", "mail-type", "signal")
 #: Run options of every component (Slurm's ``account`` and ``qos`` are per component).
 SBATCH_GROUP_OPTIONS: tuple[str, ...] = ("partition", "time", "constraint", "account", "qos")
 
@@ -42,6 +43,9 @@ NOMEM_THRESHOLD_MB = 1000
 
 _TIME_FORMAT = re.compile(r"\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}")
 _TIME_UNLIMITED = ("INFINITE", "UNLIMITED")
+_SIGNAL_FORMAT = re.compile(
+    r"(?:[RB]+:)?(?:\d+|(?:SIG)?(?P<name>[A-Z][A-Z0-9]*))(?:@\d+)?", re.IGNORECASE
+)
 
 
 class SlurmVersion(NamedTuple):
@@ -88,7 +92,7 @@ DEFAULT_HISTORY = "1days"
 @dataclass
 class SlurmOpts(StructuredOpts):
     """The run options of the Slurm scheduler: torchx-nightly's ``SlurmOpts``, plus
-    ``history``; each field's text below is its help."""
+    ``signal`` and ``history``; each field's text below is its help."""
 
     partition: str | None = None
     """partition to submit to (default: the cluster's)"""
@@ -118,6 +122,10 @@ class SlurmOpts(StructuredOpts):
     qos: str | None = None
     """quality of service of every component"""
 
+    signal: str | None = None
+    """signal the job's tasks get before their time limit, so they can checkpoint (sbatch
+    --signal): [B:]SIGNAL[@SECONDS], e.g. USR1@120 (Slurm may send it up to a minute early)"""
+
     history: str = DEFAULT_HISTORY
     """list only: how far back to read accounting (sacct) for ended jobs, e.g. 2hours,
     7days; 0: only the jobs squeue shows"""
@@ -142,6 +150,25 @@ def check_time(time: str) -> str:
         " hours:minutes:seconds, days-hours, days-hours:minutes, days-hours:minutes:seconds"
         " (all non-negative, e.g. `-cfg time=1:30:00`) or INFINITE",
         "time",
+    )
+
+
+def check_signal(value: str) -> str:
+    """Return ``value`` if it is a ``--signal`` value of sbatch(1) naming a known signal.
+
+    Raises:
+        InvalidRunConfigException: it is of no such format, or names no signal.
+    """
+    match = _SIGNAL_FORMAT.fullmatch(value)
+    if match is not None and (
+        match["name"] is None or f"SIG{match['name'].upper()}" in signal.Signals.__members__
+    ):
+        return value
+    raise InvalidRunConfigException(
+        f"run option 'signal' is {value!r}: expected [B:]SIGNAL[@SECONDS] with a signal"
+        " name or number, e.g. `-cfg signal=USR1@120` (SIGUSR1 two minutes before the"
+        " time limit)",
+        "signal",
     )
 
 
@@ -315,12 +342,15 @@ def build_batch_request(
 
     Raises:
         InvalidRunConfigException: ``cfg`` has an unknown key, a value that is not a
-            ``str``, or a bad ``time`` (:func:`check_time`).
+            ``str``, or a bad ``time`` or ``signal`` (:func:`check_time`,
+            :func:`check_signal`).
     """
     resolved = slurm_runopts().resolve(cfg)
     time = resolved.get("time")
     if isinstance(time, str):
         check_time(time)
+    if isinstance(sent := resolved.get("signal"), str):
+        check_signal(sent)
     # keep the caller's order of options, as TorchX does; unset options are None
     ordered = {key: resolved[key] for key in [*cfg, *resolved] if key in resolved}
     replicas: dict[str, SlurmReplicaRequest] = {}

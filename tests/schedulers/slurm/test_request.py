@@ -293,6 +293,20 @@ def test_bad_time_is_a_run_config_error(time: str) -> None:
     assert raised.value.cfg_key == "time"
 
 
+@pytest.mark.parametrize("value", ["USR1@120", "B:USR1@60", "sigterm", "10", "R:USR2"])
+def test_signal_goes_to_sbatch_as_given(value: str) -> None:
+    app = _app(CASES["one replica, no resource, no options"]["app"])
+    assert f"--signal={value}" in build_batch_request(app, {"signal": value}).cmd
+
+
+@pytest.mark.parametrize("value", ["USR9@1", "@5", "USR1@", "USR1@-1", "X:USR1", ""])
+def test_bad_signal_is_a_run_config_error_naming_the_format(value: str) -> None:
+    app = _app(CASES["one replica, no resource, no options"]["app"])
+    with pytest.raises(InvalidRunConfigException, match=r"\[B:\]SIGNAL\[@SECONDS\]") as raised:
+        build_batch_request(app, {"signal": value})
+    assert raised.value.cfg_key == "signal"
+
+
 def test_unknown_option_is_a_run_config_error() -> None:
     app = _app(CASES["one replica, no resource, no options"]["app"])
     with pytest.raises(InvalidRunConfigException, match="'partiton'") as raised:
@@ -318,7 +332,7 @@ def test_role_name_that_breaks_the_script_is_refused_at_dry_run(name: str) -> No
         SlurmScheduler("sess").submit_dryrun(app, {})
 
 
-def test_runopts_are_torchx_ones_plus_account_qos_and_history() -> None:
+def test_runopts_are_torchx_ones_plus_account_qos_signal_and_history() -> None:
     names = {name for name, _ in slurm_runopts()}
     assert names == {
         "partition",
@@ -330,5 +344,6 @@ def test_runopts_are_torchx_ones_plus_account_qos_and_history() -> None:
         "job_dir",
         "account",
         "qos",
+        "signal",
         "history",
     }

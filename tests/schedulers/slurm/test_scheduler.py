@@ -266,6 +266,22 @@ async def test_negative_time_is_refused_before_sbatch(scheduler: SlurmScheduler)
     assert scheduler.commands.counts["sbatch"] == 0
 
 
+async def test_the_signal_option_warns_the_tasks_before_their_time_limit(
+    scheduler: SlurmScheduler, tmp_path: Path
+) -> None:
+    # issue 43: a trial is warned before it is killed, so it can write a checkpoint; sleep
+    # outlasts the one-minute limit, so only the warning lets the app succeed
+    script = "trap 'echo warned; exit 0' USR1; sleep 90 & wait"
+    app = AppDef("warned", roles=[_role("main", script)])
+    cfg = {"job_dir": str(tmp_path / "job"), "time": "1", "signal": "USR1@50"}
+    job_id = await scheduler.submit(app, cfg)
+    response = await scheduler.wait(job_id, timeout=LIMIT + 60)
+    assert response is not None
+    assert response.state == AppState.SUCCEEDED, response
+    lines = [line async for line in scheduler.log_iter(job_id, "main", streams=Stream.STDOUT)]
+    assert lines == ["warned\n"]
+
+
 async def test_missing_sbatch_says_slurm_is_not_installed(
     scheduler: SlurmScheduler, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
