@@ -11,9 +11,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-from asynctorchx.cli._status_line import QUIET_S
+from asynctorchx.cli._status_line import QUIET_S, describe
+from asynctorchx.specs.api import AppState, AppStatus, ReplicaStatus, RoleStatus
 
 LIMIT = 60  # seconds: a safety bound, never a timing guess
+
+
+def test_the_line_says_state_replicas_pending_reason_and_elapsed_time() -> None:
+    states = [AppState.RUNNING, AppState.PENDING, AppState.PENDING]
+    replicas = [ReplicaStatus(i, state, "train", "node") for i, state in enumerate(states)]
+    pending = AppStatus(AppState.PENDING, msg="Resources", roles=[RoleStatus("train", replicas)])
+    assert describe(pending, 3725.9) == (
+        "asynctorchx: PENDING, 1/3 replicas running, Resources, 1:02:05"
+    )
+    running = AppStatus(AppState.RUNNING, msg="stale", roles=[RoleStatus("train", replicas)])
+    assert describe(running, 59) == "asynctorchx: RUNNING, 1/3 replicas running, 0:00:59"
+    assert describe(None, 0) == "asynctorchx: the scheduler does not know the app, 0:00:00"
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
