@@ -665,7 +665,12 @@ class AppGroup(anyio.AsyncContextManagerMixin):
 
     async def as_completed(self) -> AsyncIterator[tuple[AppHandle, AppStatus]]:
         """Yield ``(handle, final AppStatus)`` as each trial ends, by its last attempt, until
-        every app started so far (while iterating too) was yielded; iterations may overlap."""
+        every app started so far (while iterating too) was yielded; iterations may overlap.
+
+        It returns once it finds no trial in flight: another task's ``run`` counts only from
+        its submit on (not in its dry run or while it waits for a slot), and the runs that
+        task has yet to make not at all. To report a sweep as it goes, submit in this task.
+        """
         yielded = 0
         while True:
             changed = self._changed.event

@@ -57,7 +57,8 @@ def test_run_imports_no_other_component_module(
 
 def test_run_imports_only_what_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``run -s local_cwd utils.echo`` (to its end) imports no tracker, tracing, group
-    reaper, other backend, nor their third-party packages."""
+    reaper, other backend, nor their third-party packages, nor (stderr not a terminal)
+    the status line's."""
     code = (
         "import sys\n"
         "from asynctorchx.cli.main import run_cli\n"
@@ -79,6 +80,7 @@ def test_run_imports_only_what_it_runs(tmp_path: Path, monkeypatch: pytest.Monke
         "aiodocker",
         "lightkube",
         "opentelemetry",
+        "rich",  # the status line's, on a terminal only
     )
     assert "asynctorchx.schedulers.local._scheduler" in modules
     assert [name for name in modules if name.startswith(unused)] == []
