@@ -66,18 +66,15 @@ class StreamBroken(Exception):
 BROKEN = (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.ReadTimeout)
 
 
-def _status_error(response: httpx2.Response, request: str) -> KubernetesApiError:
-    """The server's refusal: its ``Status`` body's reason and message (else the body)."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = {"message": response.text}
+def status_error(code: int, body: object, request: str) -> KubernetesApiError:
+    """The server's refusal from its ``Status`` object (a response's body, or a watch's
+    ``ERROR`` event): its reason, message and causes (else the body as the message)."""
     if not isinstance(body, dict):
         body = {"message": str(body)}
     details = body.get("details")
     causes = details.get("causes") if isinstance(details, dict) else None
     return KubernetesApiError(
-        response.status_code,
+        code,
         str(body.get("reason", "")),
         str(body.get("message", "")),
         request,
@@ -87,6 +84,14 @@ def _status_error(response: httpx2.Response, request: str) -> KubernetesApiError
             if isinstance(cause, dict)
         ),
     )
+
+
+def _status_error(response: httpx2.Response, request: str) -> KubernetesApiError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = response.text
+    return status_error(response.status_code, body, request)
 
 
 def _collection(plural: str, namespace: str) -> str:

@@ -12,8 +12,8 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
-from asynctorchx.schedulers.kubernetes._errors import KubernetesApiError, KubernetesUnreachableError
+from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken, status_error
+from asynctorchx.schedulers.kubernetes._errors import KubernetesUnreachableError
 from asynctorchx.schedulers.toolkit import SharedFeed
 
 T = TypeVar("T")
@@ -111,12 +111,8 @@ class Informer(SharedFeed, Generic[Obj]):
             if obj.get("code") == 410:
                 self.synced = False
                 return
-            raise KubernetesApiError(
-                int(obj.get("code") or 500),
-                str(obj.get("reason", "")),
-                str(obj.get("message", "")),
-                f"GET {self.plural} in {self.namespace} (watch)",
-            )
+            request = f"GET {self.plural} in {self.namespace} (watch)"
+            raise status_error(int(obj.get("code") or 500), obj, request)
         metadata = obj.get("metadata") or {}
         self.resource_version = str(metadata.get("resourceVersion") or self.resource_version)
         name = str(metadata.get("name") or "")
