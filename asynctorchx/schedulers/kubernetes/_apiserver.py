@@ -68,18 +68,15 @@ class StreamBroken(Exception):
 BROKEN = (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.ReadTimeout)
 
 
-def _status_error(response: httpx2.Response, request: str) -> KubernetesApiError:
-    """The server's refusal: its ``Status`` body's reason and message (else the body)."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = {"message": response.text}
+def status_error(code: int, body: object, request: str) -> KubernetesApiError:
+    """The server's refusal from its ``Status`` object (a response's body, or a watch's
+    ``ERROR`` event): its reason, message and causes (else the body as the message)."""
     if not isinstance(body, dict):
         body = {"message": str(body)}
     details = body.get("details")
     causes = details.get("causes") if isinstance(details, dict) else None
     return KubernetesApiError(
-        response.status_code,
+        code,
         str(body.get("reason", "")),
         str(body.get("message", "")),
         request,
@@ -91,10 +88,12 @@ def _status_error(response: httpx2.Response, request: str) -> KubernetesApiError
     )
 
 
-def _collection(plural: str, namespace: str) -> str:
-    """The path of a namespace's ``jobs``, ``jobsets`` or ``pods``."""
-    root = JOB_KINDS[plural].path if plural in JOB_KINDS else "/api/v1"
-    return f"{root}/namespaces/{namespace}/{plural}"
+def _status_error(response: httpx2.Response, request: str) -> KubernetesApiError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = response.text
+    return status_error(response.status_code, body, request)
 
 
 def _selecting(labels: Mapping[str, str] | None) -> dict[str, str]:
@@ -189,23 +188,33 @@ class ApiServer:
             raise _status_error(response, request)
         return dict(response.json())
 
-    async def _jobs(self, plural: str, namespace: str) -> tuple[str, str]:
-        """The path and name of a job kind's collection, its API group checked once (raises
-        ``VolcanoNotInstalledError`` or ``JobSetNotInstalledError`` when missing)."""
+    async def _collection(self, plural: str, namespace: str) -> tuple[str, str]:
+        """The path of a namespace's ``jobs``, ``jobsets`` or ``pods`` and their name in
+        errors; a job kind's API group is checked once (raises ``VolcanoNotInstalledError``
+        or ``JobSetNotInstalledError`` when missing)."""
+        if plural not in JOB_KINDS:
+            return f"/api/v1/namespaces/{namespace}/{plural}", plural
         kind = JOB_KINDS[plural]
         async with self._checking:
             if plural not in self._checked:
                 if not await self._call("GET", kind.path, f"GET {kind.path}", missing_ok=True):
                     raise kind.missing(self.server)
                 self._checked.add(plural)
-        return _collection(plural, namespace), f"{kind.group} {plural}"
+        return f"{kind.path}/namespaces/{namespace}/{plural}", f"{kind.group} {plural}"
+
+    async def _on_job(
+        self, method: str, namespace: str, name: str, plural: str, **kwargs: Any
+    ) -> dict[str, Any]:
+        path, kind = await self._collection(plural, namespace)
+        request = f"{method} {kind} {namespace}/{name}"
+        return await self._call(method, f"{path}/{name}", request, **kwargs)
 
     async def create_job(
         self, namespace: str, manifest: dict[str, Any], plural: str = "jobs", dry_run: bool = False
     ) -> dict[str, Any]:
         """Create the job (``dry_run``: only validate and admit it, ``dryRun=All``); return it
         as stored. A dry run's refusal (``400``, ``422``) is ``InvalidJobSpecError``."""
-        path, kind = await self._jobs(plural, namespace)
+        path, kind = await self._collection(plural, namespace)
         request = f"POST {kind} in {namespace}" + (" (dry run)" if dry_run else "")
         body = {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
         params = {"dryRun": "All"} if dry_run else {}
@@ -222,23 +231,17 @@ class ApiServer:
         self, namespace: str, name: str, plural: str = "jobs"
     ) -> dict[str, Any] | None:
         """The job, or ``None`` if there is no such object."""
-        path, kind = await self._jobs(plural, namespace)
-        request = f"GET {kind} {namespace}/{name}"
-        return await self._call("GET", f"{path}/{name}", request, missing_ok=True) or None
+        return await self._on_job("GET", namespace, name, plural, missing_ok=True) or None
 
     async def delete_job(self, namespace: str, name: str, plural: str = "jobs") -> bool:
         """Delete the job (its pods go with it); ``False`` if it did not exist."""
-        path, kind = await self._jobs(plural, namespace)
-        request = f"DELETE {kind} {namespace}/{name}"
-        return bool(await self._call("DELETE", f"{path}/{name}", request, missing_ok=True))
+        return bool(await self._on_job("DELETE", namespace, name, plural, missing_ok=True))
 
     async def patch_job(
         self, namespace: str, name: str, patch: dict[str, Any], plural: str = "jobs"
     ) -> None:
         """Merge ``patch`` into the job (a JSON merge patch, RFC 7386)."""
-        path, kind = await self._jobs(plural, namespace)
-        request = f"PATCH {kind} {namespace}/{name}"
-        await self._call("PATCH", f"{path}/{name}", request, json=patch, headers=MERGE_PATCH)
+        await self._on_job("PATCH", namespace, name, plural, json=patch, headers=MERGE_PATCH)
 
     async def deactivate_workloads(self, namespace: str, owner_uid: str) -> None:
         """Deactivate the job's Kueue workloads (``spec.active: false``): Kueue evicts them
@@ -285,10 +288,7 @@ class ApiServer:
     ) -> tuple[list[dict[str, Any]], str]:
         """The namespace's ``jobs``, ``jobsets`` or ``pods`` with ``labels``, and the list's
         ``resourceVersion``."""
-        if plural == "pods":
-            path, kind = _collection(plural, namespace), plural
-        else:
-            path, kind = await self._jobs(plural, namespace)
+        path, kind = await self._collection(plural, namespace)
         listed = await self._call(
             "GET", path, f"GET {kind} in {namespace}", params=_selecting(labels)
         )
@@ -324,7 +324,8 @@ class ApiServer:
             "allowWatchBookmarks": "true",
             **_selecting(labels),
         }
-        async with self._stream(_collection(plural, namespace), params) as response:
+        path, _ = await self._collection(plural, namespace)
+        async with self._stream(path, params) as response:
             async for line in response.aiter_lines():
                 if line.strip():
                     yield json.loads(line)

@@ -12,8 +12,8 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
-from asynctorchx.schedulers.kubernetes._errors import KubernetesApiError, KubernetesUnreachableError
+from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken, status_error
+from asynctorchx.schedulers.kubernetes._errors import KubernetesUnreachableError
 from asynctorchx.schedulers.toolkit import SharedFeed
 
 T = TypeVar("T")
@@ -27,7 +27,7 @@ RECONNECT_DELAY = 0.05
 
 class Informer(SharedFeed, Generic[Obj]):
     """A cache of one kind's objects (``jobs``, ``jobsets`` or ``pods``) in one namespace,
-    each parsed once by ``parse``; :attr:`lists` and :attr:`watches` count the requests."""
+    each parsed once by ``parse``."""
 
     def __init__(
         self,
@@ -46,8 +46,6 @@ class Informer(SharedFeed, Generic[Obj]):
         self.objects: dict[str, Obj] = {}
         self.synced = False
         self.resource_version = ""
-        self.lists = 0
-        self.watches = 0
         self._events: AsyncGenerator[dict[str, Any], None] | None = None
         self._failed_connects = 0
 
@@ -80,7 +78,6 @@ class Informer(SharedFeed, Generic[Obj]):
             await self._back_off(error)
             return
         self._failed_connects = 0
-        self.lists += 1
         self.objects = {item["metadata"]["name"]: self.parse(item) for item in items}
         self.resource_version = version
         self.synced = True
@@ -93,9 +90,9 @@ class Informer(SharedFeed, Generic[Obj]):
 
     async def _read_one(self) -> None:
         if self._events is None:
-            watch = self.api.watch(self.plural, self.namespace, self.resource_version, self.labels)
-            self._events = watch
-            self.watches += 1
+            self._events = self.api.watch(
+                self.plural, self.namespace, self.resource_version, self.labels
+            )
         try:
             event = await self._events.__anext__()
             self._failed_connects = 0
@@ -114,12 +111,8 @@ class Informer(SharedFeed, Generic[Obj]):
             if obj.get("code") == 410:
                 self.synced = False
                 return
-            raise KubernetesApiError(
-                int(obj.get("code") or 500),
-                str(obj.get("reason", "")),
-                str(obj.get("message", "")),
-                f"GET {self.plural} in {self.namespace} (watch)",
-            )
+            request = f"GET {self.plural} in {self.namespace} (watch)"
+            raise status_error(int(obj.get("code") or 500), obj, request)
         metadata = obj.get("metadata") or {}
         self.resource_version = str(metadata.get("resourceVersion") or self.resource_version)
         name = str(metadata.get("name") or "")

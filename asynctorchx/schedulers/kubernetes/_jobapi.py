@@ -31,15 +31,16 @@ from asynctorchx.specs.api import AppDef, CfgVal, is_terminal
 @attrs.frozen
 class JobApi:
     """What differs between job APIs: ``build`` and ``parse`` the manifest and the job,
-    ``replicas`` finds each replica's pod, ``cancel`` stops the app, ``stop_failed`` stops
-    it and records why (a pod's waiting reason ended it)."""
+    ``pod_label`` is the label naming the job on its pods, ``replicas`` finds each
+    replica's pod, ``cancel`` stops the app, ``stop_failed`` stops it and records why (a
+    pod's waiting reason ended it)."""
 
     name: str
     plural: str
     app_id: Callable[[str, str], str]
     build: Callable[[AppDef, Mapping[str, CfgVal]], KubernetesJob]
     parse: Callable[[Mapping[str, Any]], Job]
-    pod_labels: Callable[[str], dict[str, str]]
+    pod_label: str
     replicas: Callable[[Job, Mapping[str, Pod]], Replicas]
     cancel: Callable[[ApiServer, str, Job], Awaitable[None]]
     stop_failed: Callable[[ApiServer, str, Job, str], Awaitable[None]]
@@ -83,7 +84,7 @@ VOLCANO = JobApi(
     app_id=lambda namespace, name: f"{namespace}:{name}",
     build=build_job,
     parse=parse_job,
-    pod_labels=lambda name: {"volcano.sh/job-name": name},
+    pod_label="volcano.sh/job-name",
     replicas=job_replicas,
     cancel=_abort,
     stop_failed=_abort_and_annotate,
@@ -96,7 +97,7 @@ JOBSET = JobApi(
     app_id=lambda namespace, name: f"{namespace}:jobset:{name}",
     build=build_jobset,
     parse=parse_jobset,
-    pod_labels=lambda name: {LABEL_JOBSET_NAME: name},
+    pod_label=LABEL_JOBSET_NAME,
     replicas=jobset_replicas,
     cancel=_delete_jobset,
     stop_failed=_stop_failed_jobset,

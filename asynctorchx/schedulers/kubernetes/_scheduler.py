@@ -183,7 +183,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         return None if job is None else job_api.parse(job)
 
     async def _listed_replicas(self, job_api: JobApi, namespace: str, job: Job) -> Replicas:
-        listed, _ = await self.api.list("pods", namespace, job_api.pod_labels(job.name))
+        listed, _ = await self.api.list("pods", namespace, {job_api.pod_label: job.name})
         return job_api.replicas(job, {pod.name: pod for pod in map(Pod.parse, listed)})
 
     async def _wait_until(
