@@ -224,32 +224,32 @@ async def on_node(
     ``proxy``, which counts its connections, when given); a failure in the block gets the
     pods' reasons and the node's logs as a note."""
     kubeconfig = require_node()
-    async with (
-        exclusive(),
-        http_client(kubeconfig) as http,
-        anyio.create_task_group() as task_group,
-        contextlib.AsyncExitStack() as stack,
-    ):
-        await install_crds(http)
-        await task_group.start(VolcanoStandIn(http, NAMESPACE, node=None).run)
-        await task_group.start(JobSetStandIn(http, NAMESPACE, node=None).run)
-        node = Node(http)
+    async with contextlib.AsyncExitStack() as stack:
         used = kubeconfig
-        if proxy is not None:
+        if proxy is not None:  # entered first, so that it ends after the stand-ins
             proxy.upstream = server_port(kubeconfig)
             await stack.enter_async_context(proxy.serving())
             directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             used = through(kubeconfig, proxy.port, directory)
-        try:
-            scheduler = KubernetesScheduler("test", kubeconfig=used)
-            async with scheduler:
-                yield node, scheduler
-        except Exception as error:
-            error.add_note(await node.report())
-            await node.clear()
-            raise
-        finally:
-            task_group.cancel_scope.cancel()
+        async with (
+            exclusive(),
+            http_client(kubeconfig) as http,
+            anyio.create_task_group() as task_group,
+        ):
+            await install_crds(http)
+            await task_group.start(VolcanoStandIn(http, NAMESPACE, node=None).run)
+            await task_group.start(JobSetStandIn(http, NAMESPACE, node=None).run)
+            node = Node(http)
+            try:
+                scheduler = KubernetesScheduler("test", kubeconfig=used)
+                async with scheduler:
+                    yield node, scheduler
+            except Exception as error:
+                error.add_note(await node.report())
+                await node.clear()
+                raise
+            finally:
+                task_group.cancel_scope.cancel()
 
 
 def sh_app(name: str, script: str, *, replicas: int = 1, image: str = IMAGE) -> AppDef:
