@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import logging
 import re
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
@@ -186,7 +188,13 @@ async def _list(args: argparse.Namespace) -> int:
     if args.state:
         wanted = set().union(*args.state)
         apps = [app for app in apps if app.state.name in wanted]
-    hidden = 0 if args.all or args.limit is None else max(0, len(apps) - max(0, args.limit))
+    if args.name is not None:
+        glob = args.name if any(c in args.name for c in "*?[") else f"*{args.name}*"
+        apps = [app for app in apps if fnmatch.fnmatchcase(app.name, glob)]
+    if args.since is not None:
+        oldest = datetime.now(UTC) - args.since
+        apps = [app for app in apps if app.submitted is not None and app.submitted >= oldest]
+    hidden = 0 if args.all else max(0, len(apps) - max(0, args.limit))
     apps = apps[: len(apps) - hidden]
     if hidden:
         print(f"asynctorchx: {hidden} more; --all lists every app", file=sys.stderr)
@@ -195,9 +203,16 @@ async def _list(args: argparse.Namespace) -> int:
         return 0
     from tabulate import tabulate
 
-    rows = [[app.app_handle, app.name, app.state.name] for app in apps]
+    def local(when: datetime | None) -> str:
+        return "-" if when is None else f"{when.astimezone():%Y-%m-%d %H:%M:%S}"
+
+    rows = [
+        [app.app_handle, app.name, app.state.name, local(app.submitted), local(app.ended)]
+        for app in apps
+    ]
+    headers = ["APP HANDLE", "APP NAME", "APP STATUS", "SUBMITTED", "ENDED"]
     # every column is text: no cell is parsed as a number (benchmark 4's cli_list_s row)
-    print(tabulate(rows, headers=["APP HANDLE", "APP NAME", "APP STATUS"], disable_numparse=True))
+    print(tabulate(rows, headers=headers, disable_numparse=True))
     return 0
 
 
@@ -234,8 +249,6 @@ def _builtins(args: argparse.Namespace) -> int:
 
 
 def _journal(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
-
     from asynctorchx.errors import JournalCorruptError
     from asynctorchx.runner._journal import read
 

@@ -11,9 +11,11 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 
 from asynctorchx import __version__
 
@@ -201,7 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=_states,
         help="only apps in these states (AppState names, comma list or repeated)",
     )
-    p.add_argument("--limit", type=int, help="print at most this many apps (default: all)")
+    p.add_argument("--name", help="only apps whose name matches this glob (no * ? [: a substring)")
+    p.add_argument(
+        "--since", type=_age, help="only apps submitted within this age: 30s, 30m, 2h, 7d, 1w"
+    )
+    p.add_argument("--limit", type=int, default=20, help="print the newest N apps (default: 20)")
     p.add_argument("--all", action="store_true", help="print every app (no --limit)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -308,6 +314,19 @@ def _states(text: str) -> set[str]:
             f"unknown state {', '.join(bad)}; one of {', '.join(valid)}"
         )
     return names
+
+
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _age(text: str) -> timedelta:
+    """An age such as ``30m`` (units s, m, h, d, w); a usage error otherwise."""
+    match = re.fullmatch(r"\s*([0-9]+)([smhdw])\s*", text, re.IGNORECASE)
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"bad age {text!r}: a count and a unit (s, m, h, d, w), e.g. 30m, 2h or 7d"
+        )
+    return timedelta(seconds=int(match[1]) * _AGE_UNITS[match[2].lower()])
 
 
 if __name__ == "__main__":

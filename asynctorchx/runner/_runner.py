@@ -10,7 +10,7 @@ import os
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, nullcontext
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal, overload
 
@@ -59,6 +59,8 @@ from asynctorchx.util.session import TORCHX_INTERNAL_SESSION_ID, get_session_id_
 
 # TorchX's logger name, so that logging configurations naming it apply
 logger = logging.getLogger("asynctorchx.runner.api")
+#: Sorts an app without a submit time after every other.
+_NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 def api_event(
@@ -548,7 +550,8 @@ class Runner(anyio.AsyncContextManagerMixin):
     async def list(
         self, scheduler: str, cfg: Mapping[str, CfgVal] | None = None
     ) -> builtins.list[ListAppResponse]:
-        """List the apps ``scheduler`` (str) knows, ``cfg`` narrowing it (TorchX's ``list``).
+        """List the apps ``scheduler`` (str) knows, ``cfg`` narrowing it (TorchX's ``list``),
+        newest first: by ``submitted``, apps without one last (TorchX keeps the scheduler's order).
 
         Raises:
             UnknownSchedulerException: ``scheduler`` is not registered.
@@ -561,6 +564,7 @@ class Runner(anyio.AsyncContextManagerMixin):
             submitted = self._apps.get(app.app_handle)
             if not app.name and submitted is not None:
                 app.name = submitted.name
+        apps.sort(key=lambda app: app.submitted or _NEVER, reverse=True)  # stable: ties kept
         return apps
 
     async def describe_native(self, app_handle: AppHandle) -> Any | None:

@@ -8,6 +8,7 @@ without importing the interface it serves.
 from __future__ import annotations
 
 import enum
+from datetime import datetime
 
 import attrs
 
@@ -62,9 +63,14 @@ class ListAppResponse:
         app_handle: ``{scheduler}://{session}/{app_id}``, filled in by ``Runner.list``.
         name: the app's name (``AppDef.name``) where the scheduler knows it, else ``""``
             (added to TorchX after 0.7.0).
+        submitted: when the app was submitted, an aware UTC ``datetime``; ``None``: the
+            scheduler does not say (asynctorchx's, not TorchX's).
+        ended: when it ended (its last replica), likewise; ``None`` also while it runs.
     """
 
     app_id: str
     state: AppState
     app_handle: str = "<NOT_SET>"
     name: str = ""
+    submitted: datetime | None = None
+    ended: datetime | None = None

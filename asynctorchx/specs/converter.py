@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+from datetime import datetime
 from typing import Any, TypeVar
 
 import cattrs
@@ -26,6 +27,8 @@ _enum_by_name(AppState)
 _enum_by_name(RetryPolicy)
 configure_tagged_union(Mount, converter, tag_name="type")
 converter.register_structure_hook_func(lambda cls: cls is object, lambda value, _: value)
+converter.register_unstructure_hook(datetime, datetime.isoformat)
+converter.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
 
 
 def to_json(obj: Any, **dumps_kwargs: Any) -> str:

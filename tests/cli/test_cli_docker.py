@@ -82,7 +82,7 @@ def test_status_log_describe_list_from_another_process(env: dict[str, str]) -> N
         assert described.returncode == 0, described.stderr
         assert json.loads(described.stdout)["roles"]
 
-        listed = cli(env, "list", "-s", "local_docker", "--json")
+        listed = cli(env, "list", "-s", "local_docker", "--all", "--json")
         assert listed.returncode == 0, listed.stderr
         assert handle in {app["app_handle"] for app in json.loads(listed.stdout)}
 

@@ -383,7 +383,7 @@ async def test_lists_from_several_processes_while_apps_end_in_others(
     assert sorted((app.app_handle, app.state) for app in listed) == sorted(
         (handle, AppState.SUCCEEDED) for handle in handles
     )
-    out = await anyio.to_thread.run_sync(cli, "list", "-s", "local_cwd")
+    out = await anyio.to_thread.run_sync(cli, "list", "-s", "local_cwd", "--all")
     assert out.returncode == 0, out.stderr
     assert all(handle in out.stdout for handle in handles)
     directory = state / "local_cwd"

@@ -12,6 +12,7 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
 
 import anyio
 
@@ -28,6 +29,7 @@ from asynctorchx.schedulers.docker._request import (
 )
 from asynctorchx.schedulers.docker._state import (
     STATE_EVENTS,
+    app_name,
     describe_from,
     replica_of,
     replica_state,
@@ -148,17 +150,39 @@ async def list_apps(engine: Engine) -> list[ListAppResponse]:
         if c.labels[LABEL_APP_ID] in cancelled or not is_terminal(replica_state(c, None)[0])
     }
     fresh = await _inspect_all(engine, stale)
-    per_app: dict[str, list[AppState]] = {}
+    per_app: dict[str, list[tuple[Container, AppState]]] = {}
     for container in listed:
         app_id = container.labels[LABEL_APP_ID]
         current = fresh.get(container.id) if container.id in stale else container
         if current is not None:
             state, _ = replica_state(current, cancelled.get(app_id))
-            per_app.setdefault(app_id, []).append(state)
+            per_app.setdefault(app_id, []).append((current, state))
     return [
-        ListAppResponse(app_id=app_id, state=app_state(states, cancelled=app_id in cancelled))
-        for app_id, states in sorted(per_app.items())
+        _listed(app_id, replicas, app_id in cancelled)
+        for app_id, replicas in sorted(per_app.items())
     ]
+
+
+def _listed(
+    app_id: str, replicas: list[tuple[Container, AppState]], cancelled: bool
+) -> ListAppResponse:
+    """``list``'s line of an app; its end only from inspected containers (no ``FinishedAt``
+    in a listing, and an inspect per app would be a request per app)."""
+    state = app_state([s for _, s in replicas], cancelled=cancelled)
+    created = [c.created_ns for c, _ in replicas if c.created_ns is not None]
+    finished = [c.finished_ns for c, _ in replicas if c.finished_ns is not None]
+    ended = max(finished) if is_terminal(state) and len(finished) == len(replicas) else None
+    return ListAppResponse(
+        app_id,
+        state,
+        name=app_name(replicas[0][0].labels),
+        submitted=_utc(min(created)) if created else None,
+        ended=_utc(ended),
+    )
+
+
+def _utc(ns: int | None) -> datetime | None:
+    return None if ns is None else datetime.fromtimestamp(ns / 1e9, UTC)
 
 
 async def find_container(engine: Engine, app_id: str, query: LogQuery) -> Container | None:

@@ -50,6 +50,7 @@ class Container:
     started_ns: int | None = None
     restart_policy: str | None = None
     oom_killed: bool = False
+    created_ns: int | None = None
 
     @classmethod
     def from_inspect(cls, info: Mapping[str, Any]) -> Container:
@@ -72,6 +73,7 @@ class Container:
                 ((info.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name") or ""
             ),
             oom_killed=bool(state.get("OOMKilled")),
+            created_ns=parse_rfc3339_ns(info.get("Created")),
         )
 
     @classmethod
@@ -86,6 +88,7 @@ class Container:
             labels=dict(entry.get("Labels") or {}),
             status=str(entry.get("State", "")),
             exit_code=int(match.group(1)) if match else None,
+            created_ns=int(entry["Created"]) * 1_000_000_000 if "Created" in entry else None,
         )
 
 
@@ -193,7 +196,7 @@ class Engine(DockerEngine):
         async with self._request("GET containers/json") as docker:
             listed = await docker.containers.list(all=True, filters=filters)
         # aiodocker's DockerContainer reads as a mapping by key only
-        fields = ("Id", "Names", "Image", "Labels", "State", "Status")
+        fields = ("Id", "Names", "Image", "Labels", "State", "Status", "Created")
         return [Container.from_listing({k: c[k] for k in fields if k in c}) for c in listed]
 
     async def run_container(self, name: str, config: Mapping[str, Any]) -> None:

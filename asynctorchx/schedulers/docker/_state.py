@@ -83,6 +83,12 @@ def _submitted_app(labels: Mapping[str, str]) -> AppDef | None:
         return None
 
 
+def app_name(labels: Mapping[str, str]) -> str:
+    """The app's name from a container's ``AppDef`` label; ``""`` without a readable one."""
+    app = _submitted_app(labels)
+    return "" if app is None else app.name
+
+
 def describe_from(
     app_id: str, inspected: Iterable[Container], cancelled_at_ns: int | None
 ) -> DescribeAppResponse:

@@ -197,7 +197,8 @@ def parse_jobset(jobset: Mapping[str, Any]) -> Job:
         templates.append((job_spec.get("template") or {}, str(rjob.get("name")), count))
     case = jobset_case(jobset)
     restarts = int((jobset.get("status") or {}).get("restarts") or 0)
-    return Job.read(jobset, JOBSET_STATE[case], restarts, templates, _message(jobset, case))
+    ended = (_true_conditions(jobset).get(case) or {}).get("lastTransitionTime")  # when it ended
+    return Job.read(jobset, JOBSET_STATE[case], restarts, templates, _message(jobset, case), ended)
 
 
 def _newness(pod: Pod) -> tuple[float, bool]:

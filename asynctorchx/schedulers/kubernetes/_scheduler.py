@@ -176,7 +176,16 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         job_api = for_cfg(cfg or {})
         listed, _ = await self.api.list(job_api.plural, namespace)
         jobs = map(job_api.parse, listed)
-        return [ListAppResponse(job_api.app_id(namespace, job.name), job.state) for job in jobs]
+        return [
+            ListAppResponse(
+                job_api.app_id(namespace, job.name),
+                job.state,
+                name=job.app_name,
+                submitted=job.created,
+                ended=job.ended,
+            )
+            for job in jobs
+        ]
 
     async def _job(self, job_api: JobApi, namespace: str, name: str) -> Job | None:
         job = await self.api.get_job(namespace, name, job_api.plural)

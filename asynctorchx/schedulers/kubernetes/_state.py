@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import attrs
@@ -20,6 +20,7 @@ import attrs
 from asynctorchx.schedulers._responses import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes._request import (
     ANNOTATION_PULL_TIMEOUT,
+    LABEL_APP_NAME,
     LABEL_REPLICA_ID,
     LABEL_ROLE_NAME,
 )
@@ -284,7 +285,9 @@ class Job:
     """What the scheduler reads of a Volcano ``Job`` or a ``JobSet``. Two reads are equal
     only at the same ``resourceVersion``, so ``wait`` judges a cached job again once it
     changed. :attr:`failed` is its :data:`ANNOTATION_FAILED`, :attr:`said` what it says of
-    its state, :attr:`containers` each replica ``(role, id)`` -> its container's name."""
+    its state, :attr:`containers` each replica ``(role, id)`` -> its container's name;
+    :attr:`app_name` is its pods' ``torchx.pytorch.org/app-name``, :attr:`ended` when it
+    turned terminal."""
 
     name: str
     uid: str
@@ -296,6 +299,9 @@ class Job:
     said: str | None
     roles: tuple[Role, ...]
     containers: Mapping[tuple[str, int], str]
+    app_name: str = ""
+    created: datetime | None = None
+    ended: datetime | None = None
 
     @classmethod
     def read(
@@ -305,8 +311,10 @@ class Job:
         restarts: int,
         templates: list[Template],
         said: str | None = None,
+        ended: object = None,
     ) -> Job:
-        """A job from what its job API read and its metadata (``obj``'s)."""
+        """A job from what its job API read (``ended``: the time it turned terminal, as the API
+        gives it) and its metadata (``obj``'s)."""
         roles, containers = read_roles(templates)
         metadata = obj.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
@@ -326,7 +334,26 @@ class Job:
             said=said,
             roles=tuple(roles),
             containers=containers,
+            app_name=_app_name(templates),
+            created=api_time(metadata.get("creationTimestamp")),
+            ended=api_time(ended) if is_terminal(state) else None,
         )
+
+
+def _app_name(templates: list[Template]) -> str:
+    for template, _, _ in templates:
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        if LABEL_APP_NAME in labels:
+            return str(labels[LABEL_APP_NAME])
+    return ""
+
+
+def api_time(stamp: object) -> datetime | None:
+    """An API server time (RFC 3339, ``2024-05-01T12:00:00Z``) in UTC; ``None`` if it is none."""
+    try:
+        return datetime.fromisoformat(str(stamp)).astimezone(UTC) if stamp else None
+    except ValueError:
+        return None
 
 
 def parse_job(job: Mapping[str, Any]) -> Job:
@@ -337,7 +364,8 @@ def parse_job(job: Mapping[str, Any]) -> Job:
     tasks = (job.get("spec") or {}).get("tasks") or []
     templates = [(task.get("template") or {}, str(task.get("name")), 1) for task in tasks]
     state = JOB_STATE.get(str(phase), AppState.UNKNOWN) if phase else AppState.SUBMITTED
-    return Job.read(job, state, int(status.get("retryCount") or 0), templates)
+    ended = (status.get("state") or {}).get("lastTransitionTime")  # of the terminal phase
+    return Job.read(job, state, int(status.get("retryCount") or 0), templates, ended=ended)
 
 
 def volcano_pod_name(job: Job, replica: tuple[str, int]) -> str:

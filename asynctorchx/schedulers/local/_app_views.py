@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 from collections.abc import AsyncIterator, Callable, Container, Mapping, Sequence
+from datetime import UTC, datetime
 
 import anyio
 import anyio.lowlevel
@@ -269,7 +270,7 @@ def list_recorded_apps(backend: str, session: str, known: Container[str]) -> lis
         if entry is None:
             continue
         if entry.session == session and entry.supervisor != this and app_id not in known:
-            listed.append(ListAppResponse(app_id=app_id, state=entry.state))
+            listed.append(list_response(app_id, entry.state, entry))
     if finished.keys() != index.keys():
         write_index(directory, finished)
     return listed
@@ -285,4 +286,13 @@ def _list_entry(directory: str, app_id: str, backend: str) -> ListEntry | None:
     if record is None or record.app_id != app_id or record.backend != backend:
         return None
     state, _ = settled_state(record)  # a dead supervisor's app: FAILED
-    return ListEntry(record.session, state, supervisor_key(record.supervisor))
+    supervisor = supervisor_key(record.supervisor)
+    return ListEntry(record.session, state, supervisor, record.name, record.submitted, record.ended)
+
+
+def list_response(app_id: str, state: AppState, of: AppRecord | ListEntry) -> ListAppResponse:
+    """``list``'s line of an app, from its record or its index entry."""
+    submitted, ended = (
+        None if t is None else datetime.fromtimestamp(t, UTC) for t in (of.submitted, of.ended)
+    )
+    return ListAppResponse(app_id, state, name=of.name, submitted=submitted, ended=ended)

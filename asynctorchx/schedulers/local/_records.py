@@ -83,6 +83,9 @@ class AppRecord:
     stop_timeout: float = 0.0
     updated: float = 0.0
     version: int = RECORD_VERSION
+    name: str = ""
+    submitted: float | None = None  # seconds since the epoch, as ``ended``
+    ended: float | None = None
 
 
 def state_directory() -> str:
@@ -290,6 +293,9 @@ class ListEntry(NamedTuple):
     session: str
     state: AppState
     supervisor: str
+    name: str = ""
+    submitted: float | None = None
+    ended: float | None = None
 
 
 def supervisor_key(identity: ProcessIdentity | None) -> str:
@@ -312,24 +318,28 @@ def read_index(directory: str) -> dict[str, ListEntry]:
         raw = json.loads(data)
         if not isinstance(raw, dict) or raw.get("version") != RECORD_VERSION:
             return {}
-        for session, state_name, supervisor, app_ids in raw["groups"]:
+        for session, state_name, supervisor, apps in raw["apps"]:
             if not (isinstance(session, str) and isinstance(supervisor, str)):
                 return {}
-            entry = ListEntry(session, _TERMINAL_STATES[state_name], supervisor)
-            entries.update(dict.fromkeys(app_ids, entry))
+            state = _TERMINAL_STATES[state_name]
+            for app_id, name, submitted, ended in apps:
+                times = (None if t is None else float(t) for t in (submitted, ended))
+                entries[str(app_id)] = ListEntry(session, state, supervisor, str(name), *times)
     except Exception:  # a truncated or foreign file, a state not terminal: not an index
         return {}
     return entries
 
 
 def write_index(directory: str, entries: Mapping[str, ListEntry]) -> None:
-    """Make ``entries`` the list index of ``directory``, atomically, grouped by entry (the apps of
-    one run share one); a failure is logged, never raised."""
-    groups: dict[ListEntry, list[str]] = {}
-    for app_id, entry in entries.items():
-        groups.setdefault(entry, []).append(app_id)
-    rows = [[e.session, e.state.name, e.supervisor, ids] for e, ids in groups.items()]
-    data = json.dumps({"version": RECORD_VERSION, "groups": rows}, separators=(",", ":"))
+    """Make ``entries`` the list index of ``directory``, atomically, grouped by session, state
+    and supervisor (the apps of one run share them); a failure is logged, never raised."""
+    groups: dict[tuple[str, str, str], list[object]] = {}
+    for app_id, e in entries.items():
+        row = [app_id, e.name, e.submitted, e.ended]
+        groups.setdefault((e.session, e.state.name, e.supervisor), []).append(row)
+    rows = [[*group, apps] for group, apps in groups.items()]
+    # "apps", not an earlier layout's "groups": each release rebuilds the other's index
+    data = json.dumps({"version": RECORD_VERSION, "apps": rows}, separators=(",", ":"))
     try:
         replace_private_file(directory, INDEX_NAME, data.encode())
     except OSError as error:

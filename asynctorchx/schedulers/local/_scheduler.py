@@ -28,6 +28,7 @@ from asynctorchx.schedulers.local._app_views import (
     AppView,
     LiveApp,
     list_recorded_apps,
+    list_response,
     read_recorded_app,
 )
 from asynctorchx.schedulers.local._child_watcher import use_pidfd_child_watcher
@@ -210,9 +211,9 @@ class LocalScheduler(Scheduler[PopenRequest]):
         validate_app_id(request.app_id)
         root = os.path.dirname(os.path.dirname(request.log_dir))
         create_log_dirs(root, [d for dirs in request.role_log_dirs.values() for d in dirs])
-        app = LocalApp(
-            request, list(dryrun_info._app.roles) if dryrun_info._app else [], self._records
-        )
+        submitted = dryrun_info._app
+        roles = list(submitted.roles) if submitted else []
+        app = LocalApp(request, roles, self._records, submitted.name if submitted else "")
         self._start_recording(app)
         use_pidfd_child_watcher()
         await self._task_group.start(self._supervise, app)
@@ -292,7 +293,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
     async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         """List the apps this scheduler keeps, then its session's that other processes recorded."""
         kept = {**self._running, **self._finished}
-        listed = [ListAppResponse(app_id, app.record.state) for app_id, app in kept.items()]
+        listed = [list_response(i, app.record.state, app.record) for i, app in kept.items()]
         return listed + list_recorded_apps(self.backend, self.session_name, kept)
 
     async def _wait_until(

@@ -93,7 +93,9 @@ class LocalApp:
     """A submitted app as its supervisor runs it: its one record, changed in place, and its
     replicas; ``keeper`` writes the record."""
 
-    def __init__(self, request: PopenRequest, roles: list[Role], keeper: RecordKeeper) -> None:
+    def __init__(
+        self, request: PopenRequest, roles: list[Role], keeper: RecordKeeper, name: str = ""
+    ) -> None:
         self.request = request
         self.keeper = keeper
         self.replicas: dict[str, list[LocalReplica]] = {
@@ -119,6 +121,8 @@ class LocalApp:
             replicas=[replica.record for replica in self.all_replicas()],
             roles=roles,
             stop_timeout=request.stop_timeout,
+            name=name,
+            submitted=time.time(),
         )
         self.restart_requested = False
         self.start_error: OSError | None = None
@@ -153,6 +157,7 @@ class LocalApp:
         (and, once terminal, its log followers)."""
         self.record.state = state
         if is_terminal(state):
+            self.record.ended = time.time()
             self.keeper.ended(self.record)
             for replica in self.all_replicas():
                 replica.output.notify()

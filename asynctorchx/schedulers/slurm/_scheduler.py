@@ -39,6 +39,7 @@ from asynctorchx.schedulers.slurm._state import (
     SlurmComponent,
     describe_job,
     job_state,
+    list_job,
     sacct_start,
 )
 from asynctorchx.schedulers.toolkit import LogBlock, LogPosition, LogQuery, tail_blocks
@@ -210,10 +211,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             self._accounting = past is not None
             for job_id, components in (past or {}).items():
                 jobs.setdefault(job_id, components)
-        return [
-            ListAppResponse(app_id=job_id, state=job_state(jobs[job_id]))
-            for job_id in sorted(jobs, key=int)
-        ]
+        return [list_job(job_id, jobs[job_id]) for job_id in sorted(jobs, key=int)]
 
     async def _cancel_existing(self, app_id: str) -> None:
         await self.commands.scancel(app_id)

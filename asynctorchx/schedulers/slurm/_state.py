@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 
 import attrs
 
 from asynctorchx.errors import InvalidRunConfigException
-from asynctorchx.schedulers._responses import DescribeAppResponse
+from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse
 from asynctorchx.schedulers.toolkit import app_state, describe_app, role_statuses
 from asynctorchx.specs.api import AppState, EndCause, ReplicaStatus, Role, is_terminal
 
@@ -18,10 +19,12 @@ from asynctorchx.specs.api import AppState, EndCause, ReplicaStatus, Role, is_te
 FIELD_SEPARATOR = "\x1f"
 
 #: ``squeue -O`` fields, each printed whole (width 0); ``exit_code`` is a wait status.
-SQUEUE_FIELDS = "JobArrayID,State,NodeList,Reason,Name,WorkDir,exit_code,restartcnt"
+SQUEUE_FIELDS = (
+    "JobArrayID,State,NodeList,Reason,Name,WorkDir,exit_code,restartcnt,SubmitTime,EndTime"
+)
 SQUEUE_FORMAT = f"{FIELD_SEPARATOR},".join(f"{field}:0" for field in SQUEUE_FIELDS.split(","))
 
-SACCT_FIELDS = "JobID,State,NodeList,Reason,JobName,WorkDir,ExitCode"
+SACCT_FIELDS = "JobID,State,NodeList,Reason,JobName,WorkDir,ExitCode,Submit,End"
 
 #: Slurm job state (squeue(1) "JOB STATE CODES") -> AppState: TorchX's ``SLURM_STATES`` and
 #: the states it lacks; ``COMPLETING`` is RUNNING so that a terminal state means no process
@@ -85,6 +88,8 @@ class SlurmComponent:
         work_dir: the directory it runs in, where its log files are.
         exit_code: its exit code once it ended, else ``None``.
         restarts: how often Slurm requeued it; ``None``: not known.
+        submitted: when it was submitted; ``None``: not known.
+        ended: when it ended, else ``None`` (squeue's end of a running job is a forecast).
     """
 
     app_id: str
@@ -96,6 +101,8 @@ class SlurmComponent:
     work_dir: str = ""
     exit_code: int | None = None
     restarts: int | None = None
+    submitted: datetime | None = None
+    ended: datetime | None = None
 
     @property
     def app_state(self) -> AppState:
@@ -149,9 +156,9 @@ def parse_squeue(text: str) -> dict[str, list[SlurmComponent]]:
     components: list[SlurmComponent] = []
     for line in text.splitlines():
         fields = line.split(FIELD_SEPARATOR)
-        if len(fields) != 8:
+        if len(fields) != 10:
             continue
-        job_id, state, nodes, reason, name, work_dir, status, restarts = fields
+        job_id, state, nodes, reason, name, work_dir, status, restarts, submit, end = fields
         ids = _split_job_id(job_id.strip())
         if ids is None:
             continue
@@ -160,10 +167,36 @@ def parse_squeue(text: str) -> dict[str, list[SlurmComponent]]:
         if is_terminal(slurm_state(state)) and status.isdigit():
             exit_code = parse_exit_code(f"{int(status) >> 8}:{int(status) & 0x7F}")
         count = int(restarts) if restarts.strip().isdigit() else None
+        times = _times(state, submit, end)
         components.append(
-            SlurmComponent(*ids, state.strip(), nodes, reason, name, work_dir, exit_code, count)
+            SlurmComponent(
+                *ids, state.strip(), nodes, reason, name, work_dir, exit_code, count, *times
+            )
         )
     return _group(components)
+
+
+def _times(state: str, submit: str, end: str) -> tuple[datetime | None, datetime | None]:
+    """Submit and end time of a component (its end only once it ended)."""
+    return _slurm_time(submit), _slurm_time(end) if is_terminal(slurm_state(state)) else None
+
+
+def _slurm_time(text: str) -> datetime | None:
+    """A Slurm time (``2024-05-01T12:00:00``, this host's local time, as Slurm prints it to a
+    client of the same ``TZ``) in UTC; ``None`` for ``Unknown``, ``None``, ``N/A`` or others."""
+    try:
+        return datetime.fromisoformat(text.strip()).astimezone(UTC)
+    except ValueError:
+        return None
+
+
+def list_job(app_id: str, components: Sequence[SlurmComponent]) -> ListAppResponse:
+    """``list``'s line of a job: its state, its first component's name and submit time, and
+    its last end once every component ended."""
+    state, first = job_state(components), components[0]
+    ends = [component.ended for component in components if component.ended is not None]
+    ended = max(ends) if is_terminal(state) and len(ends) == len(components) else None
+    return ListAppResponse(app_id, state, name=first.name, submitted=first.submitted, ended=ended)
 
 
 def parse_exit_code(text: str) -> int | None:
@@ -184,9 +217,9 @@ def parse_sacct(text: str) -> dict[str, list[SlurmComponent]]:
     batch: dict[str, int | None] = {}
     for line in text.splitlines():
         fields = line.split(FIELD_SEPARATOR)
-        if len(fields) != 7:
+        if len(fields) != 9:
             continue
-        job_id, state, nodes, reason, name, work_dir, exit_code = fields
+        job_id, state, nodes, reason, name, work_dir, exit_code, submit, end = fields
         step = _BATCH_STEP.fullmatch(job_id.strip())
         if step is not None:
             code = parse_exit_code(exit_code)
@@ -202,7 +235,8 @@ def parse_sacct(text: str) -> dict[str, list[SlurmComponent]]:
         nodes = "" if nodes == "None assigned" else nodes
         state = state.split(" ", 1)[0]
         code = parse_exit_code(exit_code)
-        last[ids] = SlurmComponent(*ids, state, nodes, reason, name, work_dir, code)
+        times = _times(state, submit, end)
+        last[ids] = SlurmComponent(*ids, state, nodes, reason, name, work_dir, code, None, *times)
     return _group(
         attrs.evolve(
             component,

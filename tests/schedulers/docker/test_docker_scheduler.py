@@ -18,7 +18,7 @@ import tarfile
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -479,6 +479,29 @@ async def test_list_agrees_with_wait_and_describe_right_after_the_end(
             assert done is not None
             assert done.state == AppState.SUCCEEDED
             assert listed[app_id] == AppState.SUCCEEDED
+
+
+@pytest.mark.docker
+async def test_list_gives_the_app_name_its_submit_time_and_an_inspected_end(
+    docker_image: str, docker_apps: list[str]
+) -> None:
+    before = datetime.now(UTC).replace(microsecond=0)  # a listing's Created: whole seconds
+    async with create_scheduler("t") as sched:
+        app_id = await sched.submit(AppDef("named", [sh("r", docker_image, "sleep 600")]), {})
+        docker_apps.append(app_id)
+        running = {a.app_id: a for a in await sched.list()}[app_id]
+        await sched.cancel(app_id)
+        await sched.wait(app_id, timeout=LIMIT)
+        # a cancelled app's containers are inspected by list: their FinishedAt is its end
+        cancelled = {a.app_id: a for a in await sched.list()}[app_id]
+    after = datetime.now(UTC)
+    assert (running.name, running.state, running.ended) == ("named", AppState.RUNNING, None)
+    assert running.submitted is not None
+    assert before <= running.submitted <= after
+    assert (cancelled.name, cancelled.state) == ("named", AppState.CANCELLED)
+    assert cancelled.submitted == running.submitted
+    assert cancelled.ended is not None
+    assert running.submitted <= cancelled.ended <= after
 
 
 @pytest.mark.docker

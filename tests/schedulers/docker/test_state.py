@@ -130,6 +130,15 @@ def test_a_listing_entry_reads_the_exit_code_from_the_status_text() -> None:
     assert listed("running", "Up 3 seconds") == AppState.RUNNING
 
 
+def test_a_container_reads_its_creation_from_a_listing_and_an_inspect() -> None:
+    entry = {"Id": "c0", "Names": ["/c0"], "Labels": {}, "State": "exited", "Created": 1714564800}
+    assert Container.from_listing(entry).created_ns == T0  # the listing's: whole seconds
+    assert Container.from_listing({"Id": "c0"}).created_ns is None
+    info = {"Id": "c0", "Config": {}, "State": {}, "Created": rfc3339(T0 + 42)}
+    assert Container.from_inspect(info).created_ns == T0 + 42
+    assert container(0, {"Status": "running"}).created_ns is None
+
+
 def test_engine_times_parse_to_the_nanosecond() -> None:
     assert parse_ts_ns("2024-05-01T12:00:00.123456789Z") == T0 + 123_456_789
     assert parse_ts_ns("2024-05-01T14:00:00.5+02:00") == T0 + S // 2

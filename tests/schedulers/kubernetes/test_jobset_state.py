@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -173,3 +174,15 @@ def test_on_a_creation_time_tie_the_pod_that_has_not_failed_is_the_replica() -> 
         pods = parsed({each["metadata"]["name"]: each for each in order})
         found = jobset_replicas(parse_jobset(jobset()), pods)
         assert found[("trainer", 0)] == Pod.parse(replacement)
+
+
+def test_a_jobset_ends_at_its_terminal_condition() -> None:
+    done = condition("Completed")
+    done["lastTransitionTime"] = "2026-01-01T00:05:00Z"
+    resource = jobset({**counts(succeeded=2), "conditions": [done]})
+    resource["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    parsed = parse_jobset(resource)
+    assert (parsed.state, parsed.app_name) == (AppState.SUCCEEDED, "app")
+    assert parsed.created == datetime(2026, 1, 1, tzinfo=UTC)
+    assert parsed.ended == datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+    assert parse_jobset(jobset(counts(active=2))).ended is None

@@ -89,7 +89,11 @@ async def test_two_roles_succeed(tmp_path: Path) -> None:
             )
         lines = [line async for line in scheduler.log_iter(app_id, "role0", 0)]
         assert lines == ["trainer\n"]
-        assert app_id in [listed.app_id for listed in await scheduler.list()]
+        (listed,) = [app for app in await scheduler.list() if app.app_id == app_id]
+        assert (listed.name, listed.state) == ("two-roles", AppState.SUCCEEDED)
+        assert listed.submitted is not None  # the job's creationTimestamp
+        assert listed.ended is not None  # its Completed phase's lastTransitionTime
+        assert listed.submitted <= listed.ended
         await scheduler.delete(app_id)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -252,3 +253,18 @@ def test_a_running_or_succeeded_app_says_no_failure_cause() -> None:
     done = ended_pod("Succeeded", {"state": {"terminated": {"exitCode": 0, "reason": "Completed"}}})
     assert describe_job(job("Completed"), {"app-x-trainer-0-0": done}, T0).cause == EndCause.EXITED
     assert describe_job(job("Running"), {}, T0).cause is None
+
+
+def test_a_job_reads_its_app_name_creation_and_terminal_transition() -> None:
+    resource = job("Running")
+    resource["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    resource["status"]["state"]["lastTransitionTime"] = "2026-01-01T00:01:00Z"
+    running = parse_job(resource)
+    assert (running.app_name, running.ended) == ("app", None)  # a running phase's: no end
+    assert running.created == datetime(2026, 1, 1, tzinfo=UTC)
+    resource["status"]["state"] = {
+        "phase": "Completed",
+        "lastTransitionTime": "2026-01-01T00:05:00Z",
+    }
+    assert parse_job(resource).ended == datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+    assert parse_job(job("Completed")).ended is None  # the API gave no time

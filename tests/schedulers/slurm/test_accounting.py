@@ -151,10 +151,12 @@ def test_cli_reads_state_exit_code_logs_and_list_past_min_job_age(
     log = _cli(elsewhere, "log", "--streams", "stdout", handle)
     assert log.returncode == 0, log.stderr
     assert log.stdout.splitlines() == ["sh/0 out-line"]
-    listed = _cli(elsewhere, "list", "-s", "slurm", "--json")
+    listed = _cli(elsewhere, "list", "-s", "slurm", "--all", "--json")
     assert listed.returncode == 0, listed.stderr
-    states = {app["app_id"]: app["state"] for app in json.loads(listed.stdout)}
-    assert states[forgotten.failed] == "FAILED"
+    apps = {app["app_id"]: app for app in json.loads(listed.stdout)}
+    assert apps[forgotten.failed]["state"] == "FAILED"
+    # sacct's Submit and End, squeue having forgotten the job
+    assert apps[forgotten.failed]["submitted"] <= apps[forgotten.failed]["ended"]
     bad = _cli(elsewhere, "list", "-s", "slurm", "-cfg", "history=yesterday")
     assert bad.returncode != 0
     assert "'history' is 'yesterday'" in bad.stderr

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -298,6 +298,20 @@ async def test_unknown_job_is_none_and_list_shows_ours(scheduler: SlurmScheduler
     await scheduler.wait(job_id, timeout=LIMIT)
     listed = {app.app_id: app.state for app in await scheduler.list()}
     assert listed[job_id] == AppState.SUCCEEDED
+
+
+async def test_list_gives_the_job_name_and_its_submit_and_end_times(
+    scheduler: SlurmScheduler,
+) -> None:
+    before = datetime.now(UTC).replace(microsecond=0)  # Slurm's times are whole seconds
+    job_id = await scheduler.submit(echo(msg="timed"), {})
+    await scheduler.wait(job_id, timeout=LIMIT)
+    after = datetime.now(UTC)
+    app = {app.app_id: app for app in await scheduler.list()}[job_id]
+    assert app.name == "echo-0"  # Slurm's job name: the first replica's, as torchx-nightly
+    assert app.submitted is not None
+    assert app.ended is not None
+    assert before <= app.submitted <= app.ended <= after
 
 
 async def test_forgotten_job_keeps_its_last_seen_state(scheduler: SlurmScheduler) -> None:

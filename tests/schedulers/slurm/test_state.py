@@ -6,6 +6,8 @@ for the formats :mod:`asynctorchx.schedulers.slurm._state` asks for.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from asynctorchx.errors import InvalidRunConfigException
@@ -14,6 +16,7 @@ from asynctorchx.schedulers.slurm._state import (
     SlurmComponent,
     describe_job,
     job_state,
+    list_job,
     parse_exit_code,
     parse_sacct,
     parse_squeue,
@@ -23,8 +26,9 @@ from asynctorchx.schedulers.slurm._state import (
 from asynctorchx.specs import AppState, EndCause, Role
 
 
-def _line(*fields: str) -> str:
-    return FIELD_SEPARATOR.join(fields)
+def _line(*fields: str, times: tuple[str, str] = ("Unknown", "Unknown")) -> str:
+    """One line of squeue or sacct; ``times``: its submit and end time fields."""
+    return FIELD_SEPARATOR.join((*fields, *times))
 
 
 SQUEUE = "\n".join(
@@ -257,3 +261,84 @@ def test_sacct_batch_step_without_exit_code_leaves_the_jobs() -> None:
     )
     (job,) = parse_sacct(text)["688"]
     assert (job.state, job.exit_code, job.restarts) == ("FAILED", 1, 1)
+
+
+def test_list_job_takes_name_and_submit_of_the_first_component_and_end_once_all_ended() -> None:
+    submit, first_end, last_end = (
+        "2024-05-01T10:00:00",
+        "2024-05-01T10:05:00",
+        "2024-05-01T10:07:00",
+    )
+    text = "\n".join(
+        [
+            _line(
+                "50+0", "COMPLETED", "n1", "None", "a-0", "/w", "0", "0", times=(submit, first_end)
+            ),
+            _line("50+1", "RUNNING", "n2", "None", "b-0", "/w", "0", "0", times=(submit, last_end)),
+            _line("51", "FAILED", "n1", "None", "wrap", "/w", "256", "0", times=(submit, last_end)),
+            _line(
+                "52", "PENDING", "", "Priority", "x-0", "/w", "0", "0", times=("Unknown", "Unknown")
+            ),
+        ]
+    )
+    jobs = parse_squeue(text)
+    at = datetime.fromisoformat(submit).astimezone(UTC)  # Slurm prints this host's local time
+    running = list_job("50", jobs["50"])
+    assert (running.name, running.state, running.submitted, running.ended) == (
+        "a-0",
+        AppState.RUNNING,
+        at,
+        None,  # squeue's end of a running component is its time limit's, not an end
+    )
+    assert jobs["50"][0].ended == datetime.fromisoformat(first_end).astimezone(UTC)
+    ended = list_job("51", jobs["51"])
+    assert (ended.name, ended.state, ended.submitted) == ("wrap", AppState.FAILED, at)
+    assert ended.ended == datetime.fromisoformat(last_end).astimezone(UTC)
+    assert ended.submitted is not None
+    assert ended.submitted.tzinfo == UTC
+    pending = list_job("52", jobs["52"])
+    assert (pending.submitted, pending.ended) == (None, None)
+
+
+@pytest.mark.parametrize("end", ["Unknown", "None", "N/A", ""])
+def test_sacct_times_and_their_unknowns(end: str) -> None:
+    text = "\n".join(
+        [
+            _line(
+                "60",
+                "CANCELLED by 0",
+                "n1",
+                "None",
+                "sh-0",
+                "/w",
+                "0:0",
+                times=("2024-05-01T10:00:00", end),
+            ),
+            _line(
+                "60.batch",
+                "CANCELLED",
+                "n1",
+                "",
+                "batch",
+                "",
+                "0:15",
+                times=("2024-05-01T10:00:00", end),
+            ),
+            _line(
+                "61",
+                "COMPLETED",
+                "n1",
+                "None",
+                "sh-0",
+                "/w",
+                "0:0",
+                times=("Unknown", "2024-05-01T11:00:00"),
+            ),
+        ]
+    )
+    jobs = parse_sacct(text)
+    cancelled, done = list_job("60", jobs["60"]), list_job("61", jobs["61"])
+    assert cancelled.submitted == datetime.fromisoformat("2024-05-01T10:00:00").astimezone(UTC)
+    assert cancelled.ended is None
+    assert done.submitted is None
+    assert done.ended == datetime.fromisoformat("2024-05-01T11:00:00").astimezone(UTC)
