@@ -99,7 +99,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
     ``preemption_retries`` does the same, with ``preemption_backoff``, for one that failed
     by :data:`PREEMPTION_CAUSES`, spending none of ``retries`` while it lasts; a trial
     (an app and its retries) is reported once, by its last attempt. If the driver dies
-    inside the block, a reaper process cancels the apps that outlive it. Leaving the block
+    inside the block, a reaper process cancels the apps that outlive it (with ``journal``,
+    after ``adopt_within`` seconds, and none if another driver opens the journal by then;
+    a driver that dies while the group cancels its apps is not waited for). Leaving the block
     normally waits until every app is terminal; by an exception or a cancellation, it cancels
     every app not terminal, waits (shielded) at most ``stop_timeout`` seconds, and the
     exception propagates as itself. With ``fail_fast``, a failed trial cancels the block.
@@ -123,6 +125,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         journal: str | os.PathLike[str] | None = None,
         preemption_retries: int = 3,
         preemption_backoff: tuple[float, float] = (1.0, 60.0),
+        adopt_within: float = 300.0,
     ) -> None:
         if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)):
             raise TypeError(f"stop_timeout={stop_timeout!r}: give the seconds as a number")
@@ -142,6 +145,13 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                     f"{name}={count!r}: give how many times a failed app is submitted again"
                     " (an int >= 0)"
                 )
+        if isinstance(adopt_within, bool) or not isinstance(adopt_within, (int, float)):
+            raise TypeError(f"adopt_within={adopt_within!r}: give the seconds as a number")
+        if not (adopt_within >= 0 and math.isfinite(adopt_within)):
+            raise ValueError(
+                f"adopt_within={adopt_within!r}: give a finite number of seconds >= 0 (how long"
+                " a dead driver's reaper waits for another driver to open the journal; 0: none)"
+            )
         self._backoff = _backoff(retry_backoff)
         self._budgets = {
             "retry": (retries, self._backoff),
@@ -163,7 +173,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._changed = Notifier()
         from asynctorchx.runner._reaper import Reaper  # here: a run with no group loads none
 
-        self._reaper = Reaper()
+        self._reaper = Reaper(self._journal_path, float(adopt_within))
         self._tasks: TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None
         self._trace: GroupTrace | None = None
@@ -639,6 +649,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
     async def _stop(self) -> list[AppHandle]:
         """Cancel every app not terminal, wait at most ``stop_timeout`` s; return the stragglers."""
         self._stopping = True
+        self._reaper.at_once()
         deadline = anyio.current_time() + self._stop_timeout
         if self._tasks is not None:
             for handle in self._stragglers():

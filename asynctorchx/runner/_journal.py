@@ -172,10 +172,10 @@ class Journal:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise JournalLockedError(name, _holder(name)) from None
-            _write_pid(name)
             trials, whole = parse(name, os.pread(fd, info.st_size, 0))
             if whole < info.st_size:
                 os.ftruncate(fd, whole)
+            _write_pid(name)  # once read: a new pid tells a dead driver's reaper of its successor
             return cls(name, fd, trials)
         except BaseException:
             os.close(fd)

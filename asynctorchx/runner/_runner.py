@@ -159,6 +159,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         journal: str | os.PathLike[str] | None = None,
         preemption_retries: int = 3,
         preemption_backoff: tuple[float, float] = (1.0, 60.0),
+        adopt_within: float = 300.0,
     ) -> AppGroup:
         """Return a group of apps that end with its block: ``async with runner.group() as g:``.
 
@@ -181,6 +182,11 @@ class Runner(anyio.AsyncContextManagerMixin):
                 failure spends ``retries``.
             preemption_backoff (tuple[float, float]): shortest and longest wait before a
                 preemption retry, seconds.
+            adopt_within (float): with ``journal``, seconds (>= 0, default 300) the reaper of
+                a driver that died in the block (SIGKILL, the OOM killer) waits for another
+                driver to open the journal: it then cancels none of the apps, else it cancels
+                them all; 0: at once. Ignored without a journal; leaving the block by an
+                exception or a cancellation cancels the apps at once still.
 
         Raises:
             TypeError, ValueError: an argument is out of its range.
@@ -199,6 +205,7 @@ class Runner(anyio.AsyncContextManagerMixin):
             journal=journal,
             preemption_retries=preemption_retries,
             preemption_backoff=preemption_backoff,
+            adopt_within=adopt_within,
         )
 
     async def run_component(

@@ -25,7 +25,7 @@ from asynctorchx.runner import Runner, get_runner
 from asynctorchx.specs import AppState
 from tests.conftest import DOCKER_TEST_IMAGE
 from tests.isolation import isolate_from_user_config
-from tests.processes import alive
+from tests.processes import alive, await_end
 from tests.runner.group_apps import LIMIT, sh_app
 
 pytestmark = pytest.mark.timeout(3 * LIMIT)
@@ -313,7 +313,7 @@ app = AppDef("adopted", roles=[Role("r", image=sys.argv[2], entrypoint="sleep", 
 
 async def main():
     async with get_runner() as runner:
-        async with runner.group(journal=sys.argv[1]) as group:
+        async with runner.group(journal=sys.argv[1], adopt_within=float(sys.argv[3])) as group:
             await group.run(app, "local_docker", key="only")
             await group.wait()
 
@@ -322,18 +322,24 @@ anyio.run(main)
 """
 
 
-@pytest.mark.docker
-async def test_a_running_docker_app_is_adopted_by_the_next_driver(
-    tmp_path: Path, docker_apps: list[str]
-) -> None:
-    from asynctorchx.specs import AppDef, Role, parse_app_handle
+def docker_app() -> Any:
+    from asynctorchx.specs import AppDef, Role
+
+    role = Role("r", image=DOCKER_TEST_IMAGE, entrypoint="sleep", args=["600"])
+    return AppDef("adopted", roles=[role])
+
+
+async def killed_driver(tmp_path: Path, docker_apps: list[str], adopt_within: float) -> Any:
+    """Run DOCKER_DRIVER until its app is journaled and its reaper runs, then SIGKILL it;
+    return the journal, the app's handle, the reaper's pid and when the driver was killed."""
+    from asynctorchx.specs import parse_app_handle
     from tests.runner.test_group_backends import reapers
 
     journal = tmp_path / "sweep.journal"
     driver = tmp_path / "driver.py"
     driver.write_text(textwrap.dedent(DOCKER_DRIVER))
     path = os.pathsep.join(p for p in sys.path if p)
-    command = [sys.executable, str(driver), str(journal), DOCKER_TEST_IMAGE]
+    command = [sys.executable, str(driver), str(journal), DOCKER_TEST_IMAGE, str(adopt_within)]
     first = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": path})
     try:
         with anyio.fail_after(LIMIT):
@@ -341,29 +347,120 @@ async def test_a_running_docker_app_is_adopted_by_the_next_driver(
                 await anyio.sleep(0.02)
         (handle,) = [r["handle"] for r in of_kind(journal, "attempt")]
         docker_apps.append(parse_app_handle(handle).app_id)
-        # The reaper's hand-over (adopt_within) is not built yet: killed first, it cancels
-        # nothing, as a reaper waiting for the next driver will not.
         with anyio.fail_after(LIMIT):  # the reaper starts at the app's tie, after its record
             while not (found := await reapers(first.pid)):
                 await anyio.sleep(0.02)
-        for reaper in found:
-            os.kill(reaper, signal.SIGKILL)
+        (reaper,) = found
     finally:
+        killed = anyio.current_time()
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
-    app = AppDef(
-        "adopted", roles=[Role("r", image=DOCKER_TEST_IMAGE, entrypoint="sleep", args=["600"])]
-    )
+    return journal, handle, reaper, killed
+
+
+@pytest.mark.docker
+async def test_with_nobody_resuming_the_reaper_cancels_after_adopt_within(
+    tmp_path: Path, docker_apps: list[str]
+) -> None:
+    adopt_within = 5.0  # well above how long cancelling at once takes
+    journal, handle, reaper, killed = await killed_driver(tmp_path, docker_apps, adopt_within)
+    async with get_runner() as runner:
+        with anyio.fail_after(LIMIT):
+            status = await runner.wait(handle)
+    assert status is not None
+    assert status.state == AppState.CANCELLED
+    assert anyio.current_time() - killed >= adopt_within  # not before: it waited for a driver
+    with anyio.fail_after(LIMIT):
+        await await_end(reaper)
+    assert of_kind(journal, "status") == []  # no driver saw it end
+
+
+@pytest.mark.docker
+async def test_a_running_docker_app_is_adopted_by_the_next_driver(
+    tmp_path: Path, docker_apps: list[str]
+) -> None:
+    journal, handle, reaper, _ = await killed_driver(tmp_path, docker_apps, LIMIT)
     async with get_runner() as runner:
         with anyio.fail_after(LIMIT):
             async with runner.group(journal=journal) as group:
-                assert await group.run(app, "local_docker", key="only") == handle
+                assert await group.run(docker_app(), "local_docker", key="only") == handle
+                await await_end(reaper)  # it saw this driver take the journal, and left
                 status = await runner.status(handle)
                 assert status is not None
-                assert not status.is_terminal()  # followed, not submitted again
+                assert not status.is_terminal()  # nothing cancelled, nothing submitted again
                 await runner.cancel(handle)
                 ended = [item async for item in group.as_completed()]
     assert ended == [(handle, ended[0][1])]
     assert ended[0][1].state == AppState.CANCELLED
     assert [r["handle"] for r in of_kind(journal, "attempt")] == [handle]
     assert [r["state"] for r in of_kind(journal, "status")] == ["CANCELLED"]
+
+
+@pytest.mark.docker
+async def test_leaving_the_block_by_an_error_cancels_at_once_still(
+    tmp_path: Path, docker_apps: list[str]
+) -> None:
+    from asynctorchx.specs import parse_app_handle
+    from tests.runner.test_group_backends import reapers
+
+    async with get_runner() as runner:
+        group = runner.group(journal=tmp_path / "sweep.journal")  # adopt_within: its default
+
+        async def block() -> None:
+            async with group:
+                handle = await group.run(docker_app(), "local_docker", key="only")
+                docker_apps.append(parse_app_handle(handle).app_id)
+                assert len(await reapers()) == 1
+                raise RuntimeError("stop")
+
+        with pytest.raises(RuntimeError, match="stop"), anyio.fail_after(LIMIT):
+            await block()
+        (handle,) = group.handles
+        status = await runner.status(handle)
+    assert status is not None
+    assert status.state == AppState.CANCELLED
+    assert await reapers() == []
+
+
+async def test_a_reaper_waits_for_another_driver_unless_told_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asynctorchx.runner import _reap_apps
+    from asynctorchx.runner._reaper import AT_ONCE, Reaper
+
+    cancelled: list[list[str]] = []
+
+    async def cancel_apps(handles: list[str]) -> None:
+        cancelled.append(handles)
+
+    monkeypatch.setattr(_reap_apps, "cancel_apps", cancel_apps)
+    journal = tmp_path / "sweep.journal"
+    Path(f"{journal}.pid").write_text("123\n")  # the dead driver's
+    adopt = ["--adopt", str(journal), "123", str(LIMIT)]
+    with anyio.fail_after(LIMIT / 2):  # at once: the group chose to cancel
+        await _reap_apps.main([*adopt, "h1", AT_ONCE, "h2"])
+    assert cancelled == [["h1", "h2"]]
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(_reap_apps.main, [*adopt, "h1"])
+        await anyio.wait_all_tasks_blocked()
+        Path(f"{journal}.pid").write_text("456\n")  # the next driver holds it
+    assert cancelled == [["h1", "h2"]]  # handed over: nothing more cancelled
+    with anyio.fail_after(LIMIT):  # nobody comes: the deadline passes
+        await _reap_apps.main(["--adopt", str(journal), "456", "0.1", "h3"])
+    assert cancelled == [["h1", "h2"], ["h3"]]
+    reaper = Reaper(str(journal), LIMIT)
+    reaper.at_once()  # the group is stopping: a reaper started later is told it too
+    assert reaper.pid is None  # no app tied yet: no process
+    reaper.tie("h4")
+    assert list(reaper._tied) == ["h4", AT_ONCE]
+    await reaper.close()
+
+
+async def test_a_bad_adopt_within_is_refused_with_the_value() -> None:
+    async with get_runner() as runner:
+        for bad in (-1, float("inf"), float("nan")):
+            with pytest.raises(ValueError, match=r"adopt_within=.*seconds >= 0"):
+                runner.group(adopt_within=bad)
+        with pytest.raises(TypeError, match="adopt_within='60'"):
+            runner.group(adopt_within="60")  # type: ignore[arg-type]
+        runner.group(adopt_within=0)  # today's behaviour: cancel at once
