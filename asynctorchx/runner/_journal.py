@@ -94,10 +94,6 @@ class TrialHistory:
     attempts: list[AttemptRecord] = attrs.field(factory=list)
     statuses: dict[str, StatusRecord] = attrs.field(factory=dict)  # by handle
 
-    def spent(self, budget: str) -> int:
-        """Attempts that spent one of the group's ``budget`` (``retry``, ``preemption``)."""
-        return sum(attempt.budget == budget for attempt in self.attempts)
-
     @property
     def last_status(self) -> StatusRecord | None:
         """The last attempt's terminal status, if recorded."""
