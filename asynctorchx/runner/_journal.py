@@ -63,19 +63,23 @@ class StatusRecord:
 
     @classmethod
     def of(cls, key: str, handle: str, status: AppStatus, stopped: bool) -> StatusRecord:
-        """The record of ``status``; the exit code is the first nonzero replica's, else 0."""
-        codes = [r.exit_code for role in status.roles for r in role.replicas]
-        known = [code for code in codes if code is not None]
-        exit_code = next((code for code in known if code != 0), 0 if known else None)
+        """The record of ``status``, its exit code as :func:`exit_code`."""
         cause = None if status.cause is None else status.cause.name
+        code = exit_code(status)
         return cls(
-            key, handle, status.state.name, status.msg, exit_code, stopped, time.time(), cause=cause
+            key, handle, status.state.name, status.msg, code, stopped, time.time(), cause=cause
         )
 
     def status(self) -> AppStatus:
         """The recorded status as an :class:`AppStatus` (state, msg and cause)."""
         cause = None if self.cause is None else EndCause[self.cause]
         return AppStatus(AppState[self.state], msg=self.msg, cause=cause)
+
+
+def exit_code(status: AppStatus) -> int | None:
+    """The app's exit code: the first nonzero replica's, else 0; ``None``: none known."""
+    codes = [r.exit_code for role in status.roles for r in role.replicas if r.exit_code is not None]
+    return next((code for code in codes if code != 0), 0 if codes else None)
 
 
 Record = TrialRecord | AttemptRecord | StatusRecord

@@ -101,16 +101,11 @@ class AppTrace:
             return
         self.changed(status)
         self._span.set_attribute("asynctorchx.app.state", status.state.name)
-        codes = [
-            replica.exit_code
-            for role in status.roles
-            for replica in role.replicas
-            if replica.exit_code is not None
-        ]
-        if codes:
-            self._span.set_attribute(
-                "asynctorchx.app.exit_code", next((code for code in codes if code), 0)
-            )
+        from asynctorchx.runner._journal import exit_code  # loaded only while recording
+
+        code = exit_code(status)
+        if code is not None:
+            self._span.set_attribute("asynctorchx.app.exit_code", code)
         failed = status.state != AppState.SUCCEEDED
         _end(self._span, status.msg or status.state.name if failed else None)
 
