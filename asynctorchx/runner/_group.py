@@ -433,11 +433,13 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         if last is None or (last.stopped and last.state == AppState.CANCELLED.name):
             return False
         spent = [attempt.budget for attempt in history.attempts]
-        return last.state not in _FAILING_NAMES or self._next_budget(last.status(), spent) is None
+        return self._next_budget(last.status(), spent) is None
 
     def _next_budget(self, status: AppStatus, spent: list[str]) -> str | None:
-        """The budget a retry of the failed ``status`` spends, given the budgets ``spent``
-        so far, or None: none is left."""
+        """The budget a retry of ``status`` spends, given the budgets ``spent`` so far, or
+        None: it did not fail, or none is left."""
+        if status.state not in FAILING_STATES:
+            return None
         budget = "preemption" if status.cause in PREEMPTION_CAUSES else "retry"
         if budget == "preemption" and spent.count(budget) >= self._budgets[budget][0]:
             budget = "retry"  # preempted once too often: a failure like any other
@@ -483,9 +485,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                         status = await self._attempt(trial, info, budget)
                         if status is None:  # refused: run() raises it
                             return
-                    next_budget = None
-                    if status.state in FAILING_STATES:
-                        next_budget = self._next_budget(status, trial.budgets)
+                    next_budget = self._next_budget(status, trial.budgets)
                     if next_budget is None:
                         break
                     backoff = self._budgets[next_budget][1]
@@ -711,9 +711,6 @@ class _Trial:
     running: AppHandle | None = None
     backoff: anyio.CancelScope | None = None
     error: Exception | None = None
-
-
-_FAILING_NAMES = frozenset(state.name for state in FAILING_STATES)
 
 
 def _json_form(value: object) -> Any:
