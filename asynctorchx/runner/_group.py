@@ -358,8 +358,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._check_open()
         history = None
         if self._journal is not None:
-            self._claim(key)
-            assert key is not None
+            key = self._claim(key, self._journal)
             try:
                 info = await again()
                 history = await self._journaled(key, app or info.app, cfg, info, self._journal)
@@ -389,14 +388,14 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             raise interrupted
         return trial.attempts[0]
 
-    def _claim(self, key: str | None) -> None:
+    def _claim(self, key: str | None, journal: Journal) -> str:
         """Take ``key`` for this run of the group, or raise ``TrialKeyError``."""
-        assert self._journal is not None
         if not isinstance(key, str) or not key:
-            raise TrialKeyError(None, self._journal.path)
+            raise TrialKeyError(None, journal.path)
         if key in self._keys:
-            raise TrialKeyError(key, self._journal.path)
+            raise TrialKeyError(key, journal.path)
         self._keys.add(key)
+        return key
 
     async def _journaled(
         self,
