@@ -254,8 +254,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
 
     def _raise(self, error: BaseException | None, stragglers: list[AppHandle]) -> None:
         """Raise as a task group would: an error wins over a cancellation, stragglers logged."""
-        first = error if isinstance(error, Exception) else None
-        first = first or self._error
+        first = error if isinstance(error, Exception) else self._error
         if first is None and self._failed is not None:
             first = AppGroupFailed(self._failed, self._statuses(), stragglers)
         if first is not None:
