@@ -450,7 +450,6 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         last = history.last_status
         assert last is not None
         self._finish(trial, last.status())
-        trial.done.set()
         self._changed.notify()
         return trial.attempts[0]
 
