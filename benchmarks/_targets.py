@@ -350,6 +350,66 @@ def _t8(rows: Rows) -> list[tuple[str, str, bool | None]]:
     return [("0 of 200 lost", f"{o['max']:.0f} of {runs} lost", verdict)]
 
 
+#: Issue 42: how much longer the sweep may take with a journal than without one.
+JOURNAL_SHARE = 1.15
+#: Issue 42: seconds to resume a journal of 10,000 finished trials.
+REOPEN_S = 1.0
+
+
+def _t11(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    """Issue 32: the group's sweep within 1.2x of a hand-written limiter's, one thread;
+    issue 42: with a journal within 1.15x of without, and a finished journal of 10,000
+    trials resumed (opened, every ``run`` re-issued, ``as_completed`` to its end) < 1 s."""
+    out: list[tuple[str, str, bool | None]] = []
+    full = "m=1000 limit=50"
+    group, hand = _get(rows, "11", "seconds", "ours_group"), _get(rows, "11", "seconds", "limiter")
+    journal = _get(rows, "11", "seconds", "sweep_journal")
+    threads = {s: _get(rows, "11", "threads", s) for s in ("ours_group", "sweep_journal")}
+    target = "ours_group at most 1.2x limiter, one thread"
+    if group is None or hand is None or threads["ours_group"] is None:
+        out.append((target, "not run", None))
+    else:
+        ratio = group["median"] / hand["median"]
+        out.append(
+            (
+                target,
+                f"{group['median']:.3g} s = {ratio:.2f}x {hand['median']:.3g} s,"
+                f" {threads['ours_group']['max']:.0f} thread(s)",
+                ratio <= 1.2 and threads["ours_group"]["max"] <= 1
+                if group["case"] == full
+                else None,
+            )
+        )
+    target = f"sweep_journal at most {JOURNAL_SHARE}x ours_group (issue 42)"
+    if group is None or journal is None or threads["sweep_journal"] is None:
+        out.append((target, "not run", None))
+    else:
+        ratio = journal["median"] / group["median"]
+        out.append(
+            (
+                target,
+                f"{journal['median']:.3g} s = {ratio:.2f}x {group['median']:.3g} s,"
+                f" {threads['sweep_journal']['max']:.0f} thread(s)",
+                ratio <= JOURNAL_SHARE if journal["case"] == full else None,
+            )
+        )
+    target = f"journal of 10,000 finished trials resumed < {REOPEN_S:.0f} s (issue 42)"
+    reopen = _get(rows, "11", "seconds", "journal_reopen")
+    if reopen is None:
+        out.append((target, "not run", None))
+    else:
+        parts = {m: _get(rows, "11", m, "journal_reopen") for m in ("open_s", "run_s", "iterate_s")}
+        shown = ", ".join(f"{m} {r['median']:.2f}" for m, r in parts.items() if r is not None)
+        out.append(
+            (
+                target,
+                f"{reopen['median']:.2f} s ({shown}) at {reopen['case']}",
+                reopen["median"] < REOPEN_S if reopen["case"] == "trials=10000" else None,
+            )
+        )
+    return out
+
+
 def _t12(rows: Rows) -> list[tuple[str, str, bool | None]]:
     """Issue 35: 1,000 clients following one app through the web example's feed."""
     out: list[tuple[str, str, bool | None]] = []
@@ -401,6 +461,7 @@ TARGETS: dict[str, Callable[[Rows], list[tuple[str, str, bool | None]]]] = {
     "6": _t6,
     "7": _t7,
     "8": _t8,
+    "11": _t11,
     "12": _t12,
 }
 
