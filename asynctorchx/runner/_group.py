@@ -299,7 +299,10 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             ValueError, UnknownSchedulerException, InvalidRunConfigException: as Runner.dryrun.
         """
         return await self._schedule(
-            functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace), key, cfg, app
+            functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace),
+            key,
+            cfg,
+            (app, scheduler),
         )
 
     async def run_component(
@@ -351,16 +354,27 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         again: Callable[[], Awaitable[AppDryRunInfo[Any]]],
         key: str | None,
         cfg: Mapping[str, CfgVal] | None,
-        app: AppDef | None = None,
+        target: tuple[AppDef, str] | None = None,
     ) -> AppHandle:
-        """Dry-run by ``again``, take a slot, submit in a follower; wait for the handle."""
+        """Dry-run by ``again``, take a slot, submit in a follower; wait for the handle.
+        ``target``: the app and scheduler, when known before the dry run (``run``)."""
         self._check_open()
         history = None
         if self._journal is not None:
             key = self._claim(key, self._journal)
             try:
+                if target is not None:  # a trial the journal ends is replayed without a dry run
+                    record = _trial_record(key, *target, cfg)
+                    history = self._recorded(record, self._journal)
+                    if history is not None and self._ended(history):
+                        return self._replay(_Trial(None, again, key, history), history)
                 info = await again()
-                history = await self._journaled(key, app or info.app, cfg, info, self._journal)
+                if target is None:
+                    assert info.scheduler is not None
+                    record = _trial_record(key, info.app, info.scheduler, cfg)
+                    history = self._recorded(record, self._journal)
+                if history is None:
+                    await self._journal.append(record)
             except BaseException:
                 self._keys.discard(key)
                 raise
@@ -396,33 +410,11 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._keys.add(key)
         return key
 
-    async def _journaled(
-        self,
-        key: str,
-        app: AppDef | None,
-        cfg: Mapping[str, CfgVal] | None,
-        info: AppDryRunInfo[Any],
-        journal: Journal,
-    ) -> TrialHistory | None:
-        """The journal's history of ``key`` (checked against this trial), or None once the
-        new trial is recorded."""
-        from asynctorchx.runner._journal import TrialRecord
-        from asynctorchx.specs.converter import converter
-
-        assert info.scheduler is not None
-        record = TrialRecord(
-            key,
-            _json_form(converter.unstructure(app)),
-            info.scheduler,
-            _json_form(dict(cfg or {})),
-        )
-        history = journal.trials.get(key)
-        if history is None:
-            await journal.append(record)
-            return None
-        changed = _changes(history.trial, record)
-        if changed:
-            raise TrialKeyError(key, journal.path, changed)
+    def _recorded(self, record: TrialRecord, journal: Journal) -> TrialHistory | None:
+        """The journal's history of ``record.key``, checked against ``record``; None if new."""
+        history = journal.trials.get(record.key)
+        if history is not None and (changed := _changes(history.trial, record)):
+            raise TrialKeyError(record.key, journal.path, changed)
         return history
 
     def _ended(self, history: TrialHistory) -> bool:
@@ -475,7 +467,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         """Submit, follow and retry one trial."""
         try:
             with trial.scope:
-                info = trial.info
+                info = trial.request
                 status, budget = await self._resume(trial)
                 while True:
                     if status is None:
@@ -529,8 +521,8 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             found = await self._runner.status(handle)
         except UnknownAppException:
             found = None
-        assert trial.info.scheduler is not None
-        capabilities = self._runner.scheduler_capabilities(trial.info.scheduler)
+        assert trial.request.scheduler is not None
+        capabilities = self._runner.scheduler_capabilities(trial.request.scheduler)
         # Forgotten by its scheduler, or (local_cwd) ended with the driver that hosted it.
         if found is None or (capabilities.apps_live_in_process and found.state in FAILING_STATES):
             return None, "lost"
@@ -538,7 +530,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             await self._record(trial, handle, found)
             return found, "retry"
         trial.running = handle
-        return await self._follow_app(trial, handle, self._app_trace(trial.info)), "retry"
+        return await self._follow_app(trial, handle, self._app_trace(trial.request)), "retry"
 
     def _app_trace(self, info: AppDryRunInfo[Any]) -> AppTrace | None:
         assert info.app is not None
@@ -583,9 +575,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self, trial: _Trial, handle: AppHandle, trace: AppTrace | None
     ) -> AppStatus:
         """Follow the trial's running app ``handle`` to its end; journal its status."""
-        assert trial.info.scheduler is not None
+        assert trial.request.scheduler is not None
         status = None
-        capabilities = self._runner.scheduler_capabilities(trial.info.scheduler)
+        capabilities = self._runner.scheduler_capabilities(trial.request.scheduler)
         outlives = not capabilities.apps_live_in_process
         try:
             if outlives:  # known to the reaper before run() returns
@@ -697,7 +689,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
 class _Trial:
     """One app of a group and its retries."""
 
-    info: AppDryRunInfo[Any]
+    info: AppDryRunInfo[Any] | None  # None: replayed from the journal, never submitted
     again: Callable[[], Awaitable[AppDryRunInfo[Any]]]
     key: str | None = None
     history: TrialHistory | None = None
@@ -709,10 +701,28 @@ class _Trial:
     backoff: anyio.CancelScope | None = None
     error: Exception | None = None
 
+    @property
+    def request(self) -> AppDryRunInfo[Any]:
+        """The dry run submitted (a trial replayed from the journal has none)."""
+        assert self.info is not None
+        return self.info
+
 
 def _json_form(value: object) -> Any:
     """``value`` as JSON reads it back (tuples become lists), to compare with the journal."""
     return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def _trial_record(
+    key: str, app: AppDef | None, scheduler: str, cfg: Mapping[str, CfgVal] | None
+) -> TrialRecord:
+    """The journal's record of a trial, in the JSON forms it reads back."""
+    from asynctorchx.runner._journal import TrialRecord
+    from asynctorchx.specs.converter import converter
+
+    return TrialRecord(
+        key, _json_form(converter.unstructure(app)), scheduler, _json_form(dict(cfg or {}))
+    )
 
 
 def _changes(old: TrialRecord, new: TrialRecord) -> list[str]:
