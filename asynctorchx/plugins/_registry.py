@@ -150,14 +150,10 @@ class PluginRegistry:
                 self._error(f"{type(exc).__name__}: {exc}", namespace)
             return
         if hasattr(package, "__path__"):
-            self._scan_package(package, namespace, plugin_type, found)
+            self._scan_package(package, plugin_type, found)
 
     def _scan_package(
-        self,
-        package: ModuleType,
-        name: str,
-        plugin_type: PluginType,
-        found: dict[str, Callable[..., Any]],
+        self, package: ModuleType, plugin_type: PluginType, found: dict[str, Callable[..., Any]]
     ) -> None:
         """Import and collect every public module under ``package``, namespace sub-packages too."""
         children = {info.name: info.ispkg for info in pkgutil.iter_modules(package.__path__)}
@@ -169,24 +165,21 @@ class PluginRegistry:
         for child, is_package in children.items():
             if child.startswith("_"):
                 continue
-            qualified = f"{name}.{child}"
+            qualified = f"{package.__name__}.{child}"
             try:
                 module = importlib.import_module(qualified)
             except Exception as exc:  # one broken module must not hide the others
                 self._error(f"{type(exc).__name__}: {exc}", qualified)
                 continue
-            self._collect(module, qualified, plugin_type, found)
+            self._collect(module, plugin_type, found)
             if is_package and hasattr(module, "__path__"):
-                self._scan_package(module, qualified, plugin_type, found)
+                self._scan_package(module, plugin_type, found)
 
     def _collect(
-        self,
-        module: ModuleType,
-        name: str,
-        plugin_type: PluginType,
-        found: dict[str, Callable[..., Any]],
+        self, module: ModuleType, plugin_type: PluginType, found: dict[str, Callable[..., Any]]
     ) -> None:
         """Take the tagged functions ``module`` defines (not those it imports)."""
+        name = module.__name__
         for attribute in dir(module):
             obj = getattr(module, attribute)
             kind = getattr(obj, "_plugin_type", None)

@@ -55,21 +55,20 @@ def _check_figure(_: object, attribute: attrs.Attribute[Any], value: object) -> 
         raise InvalidResourceError(attribute.name, value, fix)
 
 
-def _check_capabilities(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    fix = 'give a dict, e.g. capabilities={"node.kubernetes.io/instance-type": "p4d"}'
+_DICT_FIXES = {
+    "capabilities": 'give a dict, e.g. capabilities={"node.kubernetes.io/instance-type": "p4d"}',
+    "devices": 'give a dict of device name to count, e.g. devices={"vpc.amazonaws.com/efa": 1}',
+    "tags": 'give a dict, e.g. tags={"team": "ml"}',
+}
+
+
+def _check_dict(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, dict):
-        raise InvalidResourceError(attribute.name, value, fix)
+        raise InvalidResourceError(attribute.name, value, _DICT_FIXES[attribute.name])
 
 
-def _check_tags(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, dict):
-        raise InvalidResourceError(attribute.name, value, 'give a dict, e.g. tags={"team": "ml"}')
-
-
-def _check_devices(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    fix = 'give a dict of device name to count, e.g. devices={"vpc.amazonaws.com/efa": 1}'
-    if not isinstance(value, dict):
-        raise InvalidResourceError(attribute.name, value, fix)
+def _check_devices(_: object, attribute: attrs.Attribute[Any], value: dict[Any, Any]) -> None:
+    fix = _DICT_FIXES["devices"]
     for name, count in value.items():
         if not isinstance(name, str):
             raise InvalidResourceError(attribute.name, name, f"a device name is a str: {fix}")
@@ -98,9 +97,9 @@ class Resource:
     cpu: int = attrs.field(validator=_check_figure)
     gpu: int = attrs.field(validator=_check_figure)
     memMB: int = attrs.field(validator=_check_figure)
-    capabilities: dict[str, Any] = attrs.field(factory=dict, validator=_check_capabilities)
-    devices: dict[str, int] = attrs.field(factory=dict, validator=_check_devices)
-    tags: dict[str, object] = attrs.field(factory=dict, validator=_check_tags)
+    capabilities: dict[str, Any] = attrs.field(factory=dict, validator=_check_dict)
+    devices: dict[str, int] = attrs.field(factory=dict, validator=[_check_dict, _check_devices])
+    tags: dict[str, object] = attrs.field(factory=dict, validator=_check_dict)
 
     def is_fractional(self) -> bool:
         """True when the tag :attr:`resource_tags.IS_FRACTIONAL` is true."""

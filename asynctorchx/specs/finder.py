@@ -343,23 +343,20 @@ def get_component(name: str) -> ComponentDef:
             f"{name!r} is not a component name: use a builtin (`utils.echo`) or"
             " `path/to/file.py:function`"
         )
-    if colon and not Path(file_part).expanduser().is_file() and _is_module_path(file_part):
-        component: ComponentDef | None = _module_component(file_part, fn_name, name)
+    component: ComponentDef | None = None
+    if colon:
+        if not Path(file_part).expanduser().is_file():
+            component = _module_component(file_part, fn_name, name)
         component = component or _load_file(file_part, fn_name, name)  # its error says why
-    elif colon:
-        component = _load_file(file_part, fn_name, name)
     else:
         component = _components.get(name) if _components is not None else _find_component(name)
-    if component is None:
-        components = _all_components()
-        component = components.get(name)
     if component is None and "." in name:  # `pkg.module.fn`, as torchx-nightly
         module_path, _, fn_name = name.rpartition(".")
         component = _module_component(module_path, fn_name, name)
     if component is None:
         import difflib
 
-        close = difflib.get_close_matches(name, components.keys(), n=3)
+        close = difflib.get_close_matches(name, _all_components().keys(), n=3)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise ComponentNotFoundException(
             f"no component {name!r}: {hint}`asynctorchx builtins` lists the components;"
