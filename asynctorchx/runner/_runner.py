@@ -478,6 +478,10 @@ class Runner(anyio.AsyncContextManagerMixin):
             ui_url=desc.ui_url,
             roles=desc.roles_statuses,
             cause=desc.cause,
+            pending_reason=desc.pending_reason,
+            submitted=desc.submitted,
+            started=desc.started,
+            ended=desc.ended,
         )
 
     async def wait(self, app_handle: AppHandle, wait_interval: float = 10) -> AppStatus | None:
