@@ -142,10 +142,10 @@ class AppView(abc.ABC):
         record = self.record()
         return None if record is None else describe_record(record)
 
-    async def wait_until(self, done: Callable[[AppState], bool]) -> None:
-        """Await the app's state until ``done`` holds for it, or the app is gone."""
+    async def wait_until(self, done: Callable[[DescribeAppResponse], bool]) -> None:
+        """Await the app's description until ``done`` holds for it, or the app is gone."""
         with self.watch() as watch:
-            while (record := self.record()) is not None and not done(settled_state(record)[0]):
+            while (record := self.record()) is not None and not done(describe_record(record)):
                 await watch.wait()
 
     def log_blocks(self, query: LogQuery, start: LogPosition) -> AsyncIterator[LogBlock]:
