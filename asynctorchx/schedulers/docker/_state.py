@@ -118,6 +118,10 @@ def describe_from(
             rebuilt[role] = Role(name=role, image=container.image, num_replicas=0)
         rebuilt[role].num_replicas += 1
         state, exit_code = replica_state(container, cancelled_at_ns)
+        start = container.started_ns if is_started(state) else None
+        end = container.finished_ns if is_terminal(state) else None
+        if start is not None and end is not None:  # the engine may stamp a short run's start
+            start = min(start, end)  # after its end
         restarts += container.restart_count
         if state == AppState.FAILED:
             oom_killed = oom_killed or container.oom_killed
@@ -130,8 +134,8 @@ def describe_from(
                 role=role,
                 hostname=container.hostname,
                 exit_code=exit_code,
-                started=utc(container.started_ns) if is_started(state) else None,
-                ended=utc(container.finished_ns) if is_terminal(state) else None,
+                started=utc(start),
+                ended=utc(end),
             )
         )
     cancelled = cancelled_at_ns is not None

@@ -298,7 +298,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
     async def _wait_until(
         self, app_id: str, done: Callable[[DescribeAppResponse], bool], timeout: float | None
     ) -> DescribeAppResponse | None:
-        """Await the app's state until ``done`` holds; return its description, None if unknown."""
+        """Await the app's description until ``done`` holds; return it, None if unknown."""
         view = self._view(app_id)
         if view is None:
             return None

@@ -301,6 +301,15 @@ def test_describe_reads_created_started_and_finished_and_zero_times_are_none() -
         (at[2], at[5]),
         (at[3], at[4]),
     ]
+    # the engine stamps a run of a few microseconds' start after its end: its end bounds it
+    (short,) = (
+        describe_from(
+            "app", [_timed(0, "exited", "2026-01-01T00:00:03.5Z", "2026-01-01T00:00:02.5Z")], None
+        )
+        .roles_statuses[0]
+        .replicas
+    )
+    assert (short.started, short.ended) == (at[2], at[2])
     # a restarted container's FinishedAt is its last run's: no end while it runs again
     live = describe_from(
         "app",
