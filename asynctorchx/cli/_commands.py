@@ -92,12 +92,25 @@ async def _status(args: argparse.Namespace) -> int:
     if isinstance(found, AppStatus):
         roles = [r for r in args.roles.split(",") if r] or None
         text = json.dumps(found.to_json(roles), indent=2) if args.json else found.format(roles)
-        if found.cause is not None and not args.json:  # below TorchX's layout, which has none
-            text = f"{text.rstrip()}\n    Cause: {found.cause}"
+        if not args.json:  # below TorchX's layout, which has none of these
+            text = text.rstrip() + "".join(f"\n    {line}" for line in _why_and_when(found))
         print(text)
     else:
         print(to_json_with_nulls(found))
     return 0
+
+
+def _why_and_when(status: AppStatus) -> list[str]:
+    """``Cause:``, ``Pending reason:`` and the times (this host's zone) that ``status`` has."""
+    times = {"Submitted": status.submitted, "Started": status.started, "Ended": status.ended}
+    lines = [f"Cause: {status.cause}"] if status.cause is not None else []
+    if status.pending_reason is not None:
+        lines.append(f"Pending reason: {status.pending_reason}")
+    return lines + [
+        f"{label}: {at.astimezone().isoformat(timespec='seconds')}"
+        for label, at in times.items()
+        if at is not None
+    ]
 
 
 _LOG_ID = re.compile(r"^(?P<sched>[^:/\s]+)://(?P<session>[^/]*)/(?P<app>[^/]+)(?P<rest>/.*)?$")

@@ -129,7 +129,8 @@ def parse_cursor(text: str | None, app_handle: str) -> Cursor | None:
 
 @attrs.frozen
 class StateEvent:
-    """The app's state: the current one first, then each change, the terminal one last.
+    """The app's state: the current one first, then each change of its state or of its
+    ``status.pending_reason``, the terminal one last.
 
     Args:
         cursor: pass it back to :meth:`Runner.events` to resume after this event.
@@ -328,6 +329,8 @@ class _AppEvents:
     limits: Sequence[int] | None
     sequence: int = 0
     state: AppState | None = None
+    reason: str | None = None  # the last sent status's pending_reason
+    reason_known: bool = True  # False after a resume: a cursor holds no reason
     logs: builtins.list[LogMark] = attrs.field(init=False)
     app: str = attrs.field(init=False)
     layout: str = attrs.field(init=False)
@@ -362,6 +365,7 @@ class _AppEvents:
                 f"it has {len(cursor.logs)} log parts joined by '-', not {len(self.streams)}"
             )
         self.sequence, self.state, self.logs = cursor.sequence, cursor.state, list(cursor.logs)
+        self.reason_known = False
 
     async def send_lines(
         self,
@@ -388,9 +392,12 @@ class _AppEvents:
     async def send_state(
         self, send: MemoryObjectSendStream[Iterable[AppEvent]], status: AppStatus
     ) -> bool:
-        """Send ``status`` unless its state is the last one sent; ``False``: consumer left."""
+        """Send ``status`` unless its state and pending reason are the last ones sent (after a
+        resume, its state); ``False``: consumer left."""
         async with self._lock:
-            if self.state == status.state:
+            same = status.pending_reason == self.reason or not self.reason_known
+            self.reason, self.reason_known = status.pending_reason, True
+            if self.state == status.state and same:
                 return True
             self.sequence += 1
             self.state = status.state

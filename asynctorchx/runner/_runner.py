@@ -40,6 +40,7 @@ from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
     AppHandle,
+    AppState,
     AppStatus,
     CfgVal,
     Workspace,
@@ -478,6 +479,10 @@ class Runner(anyio.AsyncContextManagerMixin):
             ui_url=desc.ui_url,
             roles=desc.roles_statuses,
             cause=desc.cause,
+            pending_reason=desc.pending_reason,
+            submitted=desc.submitted,
+            started=desc.started,
+            ended=desc.ended,
         )
 
     async def wait(self, app_handle: AppHandle, wait_interval: float = 10) -> AppStatus | None:
@@ -491,7 +496,8 @@ class Runner(anyio.AsyncContextManagerMixin):
             return self._app_status(app_handle, await sched.wait(app_id))
 
     async def watch(self, app_handle: AppHandle) -> AsyncIterator[AppStatus]:
-        """Yield the app's :class:`AppStatus` now and at each change, to a terminal one."""
+        """Yield the app's :class:`AppStatus` now and at each change of its state or pending
+        reason, to a terminal one."""
         sched, app_id = await self._host.for_handle(app_handle, check_session=False)
         app_status = self._app_status(app_handle, await sched.describe(app_id))
         async with aclosing(self._changes(sched, app_id, app_handle, app_status)) as changes:
@@ -506,14 +512,15 @@ class Runner(anyio.AsyncContextManagerMixin):
         app_status: AppStatus | None,
     ) -> AsyncGenerator[AppStatus, None]:
         """:meth:`watch` from a status already read."""
-        last = None
+        last: tuple[AppState, str | None] | None = None
         while app_status is not None:
-            if app_status.state != last:
-                last = app_status.state
+            now = app_status.state, app_status.pending_reason
+            if now != last:
+                last = now
                 yield app_status
             if app_status.is_terminal():
                 return
-            desc = await sched.wait_for_state_change(app_id, app_status.state)
+            desc = await sched.wait_for_change(app_id, *now)
             app_status = self._app_status(app_handle, desc)
 
     async def cancel(self, app_handle: AppHandle) -> None:

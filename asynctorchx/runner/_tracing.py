@@ -1,4 +1,5 @@
-"""OpenTelemetry spans of an app group (``asynctorchx.group``) and its apps (``asynctorchx.app``).
+"""OpenTelemetry spans of an app group (``asynctorchx.group``), its apps (``asynctorchx.app``)
+and each app's wait in its scheduler's queue (``asynctorchx.app.queue_wait``, child of its app's).
 
 Without the ``otel`` extra or a recording provider, :func:`open_group_trace` returns ``None``.
 """
@@ -6,6 +7,7 @@ Without the ``otel`` extra or a recording provider, :func:`open_group_trace` ret
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from asynctorchx.specs.api import AppDef, AppHandle, AppState, AppStatus, parse_app_handle
@@ -63,7 +65,7 @@ class GroupTrace:
                 "asynctorchx.app.replicas": sum(role.num_replicas for role in app.roles),
             },
         )
-        return AppTrace(span)
+        return AppTrace(span, self._tracer)
 
     def end(self, error: BaseException | None, failed: AppHandle | None) -> None:
         """End the group's span, with what left the block and the app that failed it."""
@@ -73,9 +75,12 @@ class GroupTrace:
 class AppTrace:
     """The span of one app of a group."""
 
-    def __init__(self, span: Span) -> None:
+    def __init__(self, span: Span, tracer: Tracer) -> None:
         self._span = span
+        self._tracer = tracer
         self._state: AppState | None = None
+        self._reason: str | None = None
+        self._queued = False
 
     def submitted(self, handle: AppHandle) -> None:
         """The scheduler accepted the app as ``handle``."""
@@ -89,10 +94,26 @@ class AppTrace:
         _end(self._span, error=error)
 
     def changed(self, status: AppStatus) -> None:
-        """The app was seen in ``status``: an event if its state is new."""
+        """The app was seen in ``status``: an event if its state is new; once it has both
+        ``submitted`` and ``started``, its queue-wait span between them (with the last
+        ``pending_reason`` seen)."""
         if status.state != self._state:
             self._state = status.state
             self._span.add_event(status.state.name.lower())
+        self._reason = status.pending_reason or self._reason
+        if self._queued or status.submitted is None or status.started is None:
+            return
+        from opentelemetry import trace
+
+        self._queued = True
+        reason = {} if self._reason is None else {"asynctorchx.app.pending_reason": self._reason}
+        wait = self._tracer.start_span(
+            "asynctorchx.app.queue_wait",
+            context=trace.set_span_in_context(self._span),
+            start_time=_ns(status.submitted),
+            attributes=reason,
+        )
+        wait.end(end_time=_ns(status.started))
 
     def ended(self, status: AppStatus | None) -> None:
         """The app ended in ``status`` (``None``: not followed to its end); the span ends."""
@@ -108,6 +129,10 @@ class AppTrace:
             self._span.set_attribute("asynctorchx.app.exit_code", code)
         failed = status.state != AppState.SUCCEEDED
         _end(self._span, status.msg or status.state.name if failed else None)
+
+
+def _ns(at: datetime) -> int:
+    return round(at.timestamp() * 1e9)
 
 
 def _end(span: Span, error_status: str | None = None, error: BaseException | None = None) -> None:

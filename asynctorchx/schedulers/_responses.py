@@ -39,6 +39,10 @@ class DescribeAppResponse:
         metadata: the app's metadata where the scheduler keeps it (``AppDef.metadata``),
             else empty (added to TorchX after 0.7.0).
         cause: why the app ended, once terminal (``None``: not ended, or not said).
+        pending_reason: why it waits while ``PENDING``, in the backend's words, else ``None``.
+        submitted: when it was submitted, an aware UTC ``datetime``; ``None``: not said.
+        started: when its first replica started, likewise.
+        ended: when its last replica ended, once terminal, likewise (asynctorchx's four).
     """
 
     app_id: str = "<NOT_SET>"
@@ -51,6 +55,10 @@ class DescribeAppResponse:
     roles: list[Role] = attrs.field(factory=list)
     metadata: dict[str, str] = attrs.field(factory=dict)
     cause: EndCause | None = None
+    pending_reason: str | None = None
+    submitted: datetime | None = None
+    started: datetime | None = None
+    ended: datetime | None = None
 
 
 @attrs.define

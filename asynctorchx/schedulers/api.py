@@ -220,20 +220,37 @@ class Scheduler(abc.ABC, Generic[T]):
 
     async def wait(self, app_id: str, timeout: float | None = None) -> DescribeAppResponse | None:
         """The app's terminal description (``None``: unknown); TimeoutError after ``timeout`` s."""
-        return await self._wait_until(app_id, is_terminal, timeout)
+        return await self._wait_until(app_id, lambda now: is_terminal(now.state), timeout)
 
     async def wait_for_state_change(
         self, app_id: str, state: AppState, timeout: float | None = None
     ) -> DescribeAppResponse | None:
         """Return the app's description once its state is not ``state``; as :meth:`wait` else."""
-        return await self._wait_until(app_id, lambda now: now != state or is_terminal(now), timeout)
+        return await self._wait_until(
+            app_id, lambda now: now.state != state or is_terminal(now.state), timeout
+        )
+
+    async def wait_for_change(
+        self, app_id: str, state: AppState, pending_reason: str | None, timeout: float | None = None
+    ) -> DescribeAppResponse | None:
+        """As :meth:`wait_for_state_change`, and once its ``pending_reason`` is not this one
+        (asynctorchx's; ``Runner.watch`` and ``Runner.events`` await it). A subclass that
+        overrides ``wait_for_state_change`` is awaited through it: state changes only."""
+        if type(self).wait_for_state_change is not Scheduler.wait_for_state_change:
+            return await self.wait_for_state_change(app_id, state, timeout)
+
+        def done(now: DescribeAppResponse) -> bool:
+            changed = now.state != state or now.pending_reason != pending_reason
+            return changed or is_terminal(now.state)
+
+        return await self._wait_until(app_id, done, timeout)
 
     async def _wait_until(
-        self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
+        self, app_id: str, done: Callable[[DescribeAppResponse], bool], timeout: float | None
     ) -> DescribeAppResponse | None:
-        """Await ``done(state)``; the default polls :meth:`_describe_many` in one batch."""
+        """Await ``done(description)``; the default polls :meth:`_describe_many` in one batch."""
         return await self._poller().wait_until(
-            app_id, lambda response: response is None or done(response.state), timeout
+            app_id, lambda response: response is None or done(response), timeout
         )
 
     def _poller(self) -> BatchedPoller[str, DescribeAppResponse]:

@@ -87,6 +87,9 @@ class ReplicaStatus:
         structured_error_msg: the JSON error it left (TorchElastic error file), or ``<NONE>``.
         exit_code: its exit code once it exited, else ``None``.
         hostaddr: its IP address where the scheduler knows it, else ``None``; keyword-only.
+        started: when its (latest) run started, an aware UTC ``datetime``; ``None``: not
+            started, or the scheduler does not say; keyword-only.
+        ended: when that run ended, likewise; ``None`` also while it runs; keyword-only.
     """
 
     id: int
@@ -96,6 +99,8 @@ class ReplicaStatus:
     structured_error_msg: str = NONE
     exit_code: int | None = None
     hostaddr: str | None = attrs.field(default=None, kw_only=True)
+    started: datetime | None = attrs.field(default=None, kw_only=True)
+    ended: datetime | None = attrs.field(default=None, kw_only=True)
 
     def to_json(self) -> dict[str, Any]:
         """Return the replica as a JSON-able dict; an unset value is ``None``."""
@@ -107,6 +112,8 @@ class ReplicaStatus:
             "hostaddr": self.hostaddr,
             "structured_error_msg": _or_null(self.structured_error_msg),
             "exit_code": self.exit_code,
+            "started": _iso(self.started),
+            "ended": _iso(self.ended),
         }
 
 
@@ -142,6 +149,11 @@ class AppStatus:
         ui_url: where to look at the app (``file://`` log dir for local schedulers).
         roles: the replicas' statuses, role by role (of the latest attempt).
         cause: why the app ended, once terminal (``None``: not ended, or not said).
+        pending_reason: why it waits, in the backend's own words (Slurm's ``Reason``,
+            Kubernetes' ``Unschedulable`` message), while ``PENDING``; else ``None``.
+        submitted: when the app was submitted, an aware UTC ``datetime``; ``None``: not said.
+        started: when its first replica (of the latest attempt) started, likewise.
+        ended: when its last replica ended, once terminal, likewise.
     """
 
     state: AppState
@@ -151,6 +163,10 @@ class AppStatus:
     ui_url: str | None = None
     roles: list[RoleStatus] = attrs.field(factory=list)
     cause: EndCause | None = None
+    pending_reason: str | None = None
+    submitted: datetime | None = None
+    started: datetime | None = None
+    ended: datetime | None = None
 
     def is_terminal(self) -> bool:
         """Return True once the app reached a terminal state."""
@@ -175,6 +191,10 @@ class AppStatus:
             "structured_error_msg": _or_null(self.structured_error_msg),
             "url": self.ui_url,
             "cause": self.cause.name if self.cause is not None else None,
+            "pending_reason": self.pending_reason,
+            "submitted": _iso(self.submitted),
+            "started": _iso(self.started),
+            "ended": _iso(self.ended),
         }
 
     def _roles(self, filter_roles: list[str] | None) -> list[RoleStatus]:
@@ -215,6 +235,14 @@ def _or_null(value: str) -> str | None:
     return None if value in (NONE, "") else value
 
 
+def _iso(at: datetime | None) -> str | None:
+    return None if at is None else at.isoformat()
+
+
+#: The fields TorchX's YAML dump of a status lacks (of either class): asynctorchx's.
+_NOT_TORCHX = ("hostaddr", "cause", "pending_reason", "submitted", "started", "ended")
+
+
 def _parsed_error(structured_error_msg: str) -> Any:
     """The JSON an error message holds, else the message itself."""
     try:
@@ -224,12 +252,10 @@ def _parsed_error(structured_error_msg: str) -> Any:
 
 
 def _status_dict(status: AppStatus) -> dict[str, Any]:
-    """The status as TorchX dumps it: no ``hostaddr``, states as ``FAILED (5)``."""
+    """The status as TorchX dumps it: none of :data:`_NOT_TORCHX`, states as ``FAILED (5)``."""
     data = attrs.asdict(
         status,
-        filter=attrs.filters.exclude(
-            attrs.fields(ReplicaStatus).hostaddr, attrs.fields(AppStatus).cause
-        ),
+        filter=attrs.filters.exclude(*_NOT_TORCHX),
         value_serializer=lambda _, __, value: repr(value) if isinstance(value, AppState) else value,
     )
     data["structured_error_msg"] = _parsed_error(status.structured_error_msg)

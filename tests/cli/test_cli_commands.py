@@ -13,8 +13,10 @@ import anyio
 import pytest
 
 from asynctorchx import __version__
+from tests.schedulers.slurm.conftest import SlurmCluster, slurm_cluster
 
 LIMIT = 60  # seconds: a safety bound, never a timing guess
+__all__ = ["slurm_cluster"]  # the fixture, for the slurm case
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -484,3 +486,48 @@ def test_a_repeated_run_flag_or_component_argument_is_a_usage_error(env: dict[st
     # a command's own repeated flags are the command's business
     grep = cli(env, "run", "--dryrun", "utils.sh", "grep", "-e", "a", "-e", "b")
     assert grep.returncode == 0, grep.stderr
+
+
+def test_status_shows_when_the_app_was_submitted_started_and_ended(env: dict[str, str]) -> None:
+    from datetime import datetime
+
+    out = cli(env, "run", "utils.sh", "sh", "-c", "true")
+    assert out.returncode == 0, out.stderr
+    handle = out.stdout.strip()
+    status = cli(env, "status", handle)
+    assert status.returncode == 0, status.stderr
+    lines = status.stdout.splitlines()
+    # below TorchX's layout, whose last line is its UI URL
+    below = lines[next(i for i, line in enumerate(lines) if "UI URL:" in line) + 1 :]
+    labels = [line.strip().split(": ", 1)[0] for line in below]
+    assert labels == ["Cause", "Submitted", "Started", "Ended"]
+    at = [datetime.fromisoformat(line.split(": ", 1)[1]) for line in below[1:]]
+    assert all(when.tzinfo is not None for when in at)
+    assert at[0] <= at[1] <= at[2]
+    data = json.loads(cli(env, "status", "--json", handle).stdout)
+    assert data["pending_reason"] is None
+    exact = [datetime.fromisoformat(data[key]) for key in ("submitted", "started", "ended")]
+    assert [when.replace(microsecond=0) for when in exact] == at  # status prints whole seconds
+
+
+def test_status_says_why_a_slurm_job_waits(
+    env: dict[str, str], tmp_path: Path, slurm_cluster: SlurmCluster
+) -> None:
+    del slurm_cluster
+    held = subprocess.run(
+        ["sbatch", "--parsable", "--begin=now+60", f"--chdir={tmp_path}", "--wrap", "true"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job_id = held.stdout.strip().split(";")[0]
+    try:
+        status = cli(env, "status", f"slurm://torchx/{job_id}")
+        assert status.returncode == 0, status.stderr
+        assert "    State: PENDING" in status.stdout
+        assert "    Pending reason: BeginTime" in status.stdout.splitlines()
+        assert "    Started:" not in status.stdout
+        data = json.loads(cli(env, "status", "--json", f"slurm://torchx/{job_id}").stdout)
+        assert (data["pending_reason"], data["started"]) == ("BeginTime", None)
+    finally:
+        subprocess.run(["scancel", job_id], check=False)

@@ -11,7 +11,7 @@ import asyncio
 import os
 import re
 from collections import defaultdict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -391,6 +391,7 @@ class ScriptedScheduler(Scheduler[AppDef]):
     def __init__(self, session_name: str, **kwargs: Any) -> None:
         super().__init__("scripted", session_name)
         self.states: dict[str, AppState] = {}
+        self.reasons: dict[str, str] = {}  # a PENDING app's pending_reason
         self.logs: dict[str, list[str]] = {}
         self.changed = anyio.Event()
         self.log_error: Exception | None = None
@@ -416,7 +417,10 @@ class ScriptedScheduler(Scheduler[AppDef]):
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
         if app_id not in self.states:
             return None
-        return DescribeAppResponse(app_id=app_id, state=self.states[app_id])
+        state = self.states[app_id]
+        return DescribeAppResponse(
+            app_id=app_id, state=state, pending_reason=self.reasons.get(app_id)
+        )
 
     async def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
         return [ListAppResponse(app_id=a, state=s) for a, s in self.states.items()]
@@ -424,12 +428,12 @@ class ScriptedScheduler(Scheduler[AppDef]):
     async def _cancel_existing(self, app_id: str) -> None:
         self.set(app_id, AppState.CANCELLED)
 
-    async def wait_for_state_change(
-        self, app_id: str, state: AppState, timeout: float | None = None
+    async def _wait_until(
+        self, app_id: str, done: Callable[[DescribeAppResponse], bool], timeout: float | None
     ) -> DescribeAppResponse | None:
-        while self.states.get(app_id) == state:
+        while (now := await self.describe(app_id)) is not None and not done(now):
             await self.changed.wait()
-        return await self.describe(app_id)
+        return now
 
     async def _log_blocks(
         self, app_id: str, query: LogQuery, start: int
@@ -497,6 +501,35 @@ async def test_every_state_change_comes_in_order_on_a_combined_only_scheduler() 
         assert _states(got) == [AppState.PENDING, AppState.RUNNING, AppState.SUCCEEDED]
         assert {e.stream for e in got if isinstance(e, LogEvent)} == {"combined"}
         _assert_well_ordered(got)
+
+
+async def test_a_pending_apps_change_of_reason_is_a_state_event() -> None:
+    async with scripted_runner() as (runner, sched):
+        handle = await runner.run(_sh("x"), "scripted")
+        app_id = handle.rsplit("/", 1)[1]
+        sched.reasons[app_id] = "Priority"
+        got: list[StateEvent] = []
+        with anyio.fail_after(LIMIT):
+            async with runner.events(handle) as events:
+                async for event in events:
+                    assert isinstance(event, StateEvent)
+                    got.append(event)
+                    if len(got) == 1:
+                        sched.reasons[app_id] = "Resources"
+                        sched.set(app_id, AppState.PENDING)
+                    elif len(got) == 2:
+                        sched.set(app_id, AppState.PENDING)  # no change: no event
+                        sched.reasons.pop(app_id)
+                        sched.set(app_id, AppState.SUCCEEDED)
+        assert [(e.state, e.status.pending_reason) for e in got] == [
+            (AppState.PENDING, "Priority"),
+            (AppState.PENDING, "Resources"),
+            (AppState.SUCCEEDED, None),
+        ]
+        assert got[1].to_json()["status"]["pending_reason"] == "Resources"
+        _assert_well_ordered(list(got))
+        resumed = await _read(runner, handle, cursor=got[1].cursor)
+        assert [e.state for e in resumed if isinstance(e, StateEvent)] == [AppState.SUCCEEDED]
 
 
 async def test_a_log_reader_error_and_a_vanished_app_come_out_as_themselves() -> None:

@@ -98,6 +98,29 @@ async def test_each_app_is_a_span_of_the_group_from_submit_to_its_end(
     assert group_span.status.status_code == StatusCode.UNSET  # no fail_fast: not an error
 
 
+async def test_an_apps_wait_in_the_queue_is_a_span_from_submitted_to_started(
+    spans: InMemorySpanExporter,
+) -> None:
+    async with get_runner() as runner:
+        with anyio.fail_after(LIMIT):
+            async with runner.group() as group:
+                handle = await group.run(sh_app("ok", "true"), "local_cwd")
+            status = await runner.status(handle)
+    assert status is not None
+    assert status.submitted is not None
+    assert status.started is not None
+    finished = spans.get_finished_spans()
+    (app,) = _by_name(finished, "asynctorchx.app")
+    (wait,) = _by_name(finished, "asynctorchx.app.queue_wait")
+    assert wait.parent is not None
+    assert wait.parent.span_id == app.context.span_id
+    assert (wait.start_time, wait.end_time) == (
+        round(status.submitted.timestamp() * 1e9),
+        round(status.started.timestamp() * 1e9),
+    )
+    assert dict(wait.attributes or {}) == {}  # local apps do not wait for a reason
+
+
 async def test_a_failed_fail_fast_group_is_an_error_span(spans: InMemorySpanExporter) -> None:
     async with get_runner() as runner:
         group = runner.group(fail_fast=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import string
 import typing
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -143,8 +144,11 @@ def test_unstructured_form_is_plain_json(app: AppDef) -> None:
         assert [m["type"] for m in encoded["mounts"]] == [type(m).__name__ for m in role.mounts]
 
 
+times = st.none() | st.datetimes(timezones=st.just(UTC))
 replica_statuses = st.builds(
     ReplicaStatus,
+    started=times,
+    ended=times,
     id=st.integers(0, 8),
     state=st.sampled_from(AppState),
     role=words,
@@ -162,6 +166,10 @@ statuses = st.builds(
     roles=st.lists(
         st.builds(RoleStatus, words, st.lists(replica_statuses, max_size=3)), max_size=2
     ),
+    pending_reason=st.none() | words,
+    submitted=times,
+    started=times,
+    ended=times,
 )
 
 
@@ -182,6 +190,10 @@ describe_responses = st.builds(
         st.builds(RoleStatus, words, st.lists(replica_statuses, max_size=2)), max_size=2
     ),
     roles=st.lists(roles, max_size=2),
+    pending_reason=st.none() | words,
+    submitted=times,
+    started=times,
+    ended=times,
 )
 list_responses = st.lists(
     st.builds(ListAppResponse, app_id=words, state=st.sampled_from(AppState), app_handle=words),

@@ -106,6 +106,8 @@ def test_app_status_to_json_has_torchx_keys_and_nulls_for_unset_values() -> None
         "hostaddr": None,
         "structured_error_msg": '{"message": "boom"}',
         "exit_code": 3,
+        "started": None,
+        "ended": None,
     }
     assert second["structured_error_msg"] is None
     assert second["hostaddr"] == "10.0.0.1"

@@ -12,7 +12,6 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import UTC, datetime
 
 import anyio
 
@@ -34,6 +33,7 @@ from asynctorchx.schedulers.docker._state import (
     replica_of,
     replica_state,
     stopped_by_die,
+    utc,
 )
 from asynctorchx.schedulers.toolkit import LogQuery, app_state, gather, gather_results, race
 from asynctorchx.specs.api import AppState, is_terminal
@@ -176,13 +176,9 @@ def _listed(
         app_id,
         state,
         name=app_name(replicas[0][0].labels),
-        submitted=_utc(min(created)) if created else None,
-        ended=_utc(ended),
+        submitted=utc(min(created)) if created else None,
+        ended=utc(ended),
     )
-
-
-def _utc(ns: int | None) -> datetime | None:
-    return None if ns is None else datetime.fromtimestamp(ns / 1e9, UTC)
 
 
 async def find_container(engine: Engine, app_id: str, query: LogQuery) -> Container | None:

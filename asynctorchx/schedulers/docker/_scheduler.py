@@ -40,7 +40,6 @@ from asynctorchx.schedulers.toolkit import (
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
-    AppState,
     CfgVal,
     Role,
     make_app_handle,
@@ -157,13 +156,11 @@ class DockerScheduler(Scheduler[DockerJob]):
         return await _containers.list_apps(self._engine)
 
     async def _wait_until(
-        self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
+        self, app_id: str, done: Callable[[DescribeAppResponse], bool], timeout: float | None
     ) -> DescribeAppResponse | None:
         validate_app_id(app_id)
         with anyio.fail_after(timeout):
-            return await _containers.watch(
-                self._engine, app_id, lambda response: done(response.state)
-            )
+            return await _containers.watch(self._engine, app_id, done)
 
     async def _cancel_existing(self, app_id: str) -> None:
         await _containers.stop_all(self._engine, app_id, self.stop_timeout)

@@ -7,6 +7,7 @@ replica is CANCELLED.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 
 import attrs
 
@@ -22,7 +23,16 @@ from asynctorchx.schedulers.toolkit import (
     describe_app,
     role_statuses,
 )
-from asynctorchx.specs.api import NONE, AppDef, AppState, EndCause, ReplicaStatus, Role
+from asynctorchx.specs.api import (
+    NONE,
+    AppDef,
+    AppState,
+    EndCause,
+    ReplicaStatus,
+    Role,
+    is_started,
+    is_terminal,
+)
 from asynctorchx.specs.converter import from_json
 
 #: The engine's non-terminal container states (TorchX's ``docker_scheduler`` table).
@@ -99,7 +109,8 @@ def describe_from(
     failures: list[str] = []
     oom_killed = False
     app_def: AppDef | None = None
-    for container in sorted(inspected, key=lambda container: replica_of(container.labels)):
+    ordered = sorted(inspected, key=lambda container: replica_of(container.labels))
+    for container in ordered:
         role, replica_id = replica_of(container.labels)
         if app_def is None:
             app_def = _submitted_app(container.labels)
@@ -107,6 +118,10 @@ def describe_from(
             rebuilt[role] = Role(name=role, image=container.image, num_replicas=0)
         rebuilt[role].num_replicas += 1
         state, exit_code = replica_state(container, cancelled_at_ns)
+        start = container.started_ns if is_started(state) else None
+        end = container.finished_ns if is_terminal(state) else None
+        if start is not None and end is not None:  # the engine may stamp a short run's start
+            start = min(start, end)  # after its end
         restarts += container.restart_count
         if state == AppState.FAILED:
             oom_killed = oom_killed or container.oom_killed
@@ -119,6 +134,8 @@ def describe_from(
                 role=role,
                 hostname=container.hostname,
                 exit_code=exit_code,
+                started=utc(start),
+                ended=utc(end),
             )
         )
     cancelled = cancelled_at_ns is not None
@@ -136,4 +153,10 @@ def describe_from(
         msg="; ".join(messages) if messages else NONE,
         roles=list(app_def.roles) if app_def else list(rebuilt.values()),
         cause=cause,
+        submitted=utc(min((c.created_ns for c in ordered if c.created_ns), default=None)),
     )
+
+
+def utc(ns: int | None) -> datetime | None:
+    """Ns since the epoch as an aware UTC ``datetime``; ``None`` for ``None``."""
+    return None if ns is None else datetime.fromtimestamp(ns / 1e9, UTC)

@@ -46,7 +46,6 @@ from asynctorchx.schedulers.toolkit import InContainer, LogBlock, LogPosition, L
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
-    AppState,
     CfgVal,
     Role,
     make_app_handle,
@@ -196,9 +195,9 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         return job_api.replicas(job, {pod.name: pod for pod in map(Pod.parse, listed)})
 
     async def _wait_until(
-        self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
+        self, app_id: str, done: Callable[[DescribeAppResponse], bool], timeout: float | None
     ) -> DescribeAppResponse | None:
-        """Await ``done(state)`` on the shared watches. A change they show is read fresh; when
+        """Await ``done(description)`` on the shared watches. A change they show is read fresh; when
         they are behind that read (its state not ``done``), the wait goes on until they
         change again. An image pull deadline is no event: it is slept on too."""
         job_api, namespace, name = self._ref(app_id)
@@ -212,7 +211,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                     wait.deadline = None if cached is None else next_deadline(*cached, time.time())
                     continue
                 response = await self._describe(app_id, stop_failed=True)
-                if response is None or done(response.state):
+                if response is None or done(response):
                     return response
                 wait.behind = cached
         return None
@@ -317,7 +316,7 @@ class _Wait:
 
     job_api: JobApi
     name: str
-    done: Callable[[AppState], bool]
+    done: Callable[[DescribeAppResponse], bool]
     jobs: Informer[Job]
     pods: Informer[Pod]
     seen: bool = False
@@ -339,7 +338,7 @@ class _Wait:
             return None
         job, replicas = cached
         now = time.time()
-        if self.done(AppState.FAILED if failure(job, replicas, now) is not None else job.state):
+        if self.done(describe(self.name, job, replicas, now)):
             return _Outcome.DONE
         return _Outcome.DEADLINE if next_deadline(job, replicas, now) != self.deadline else None
 

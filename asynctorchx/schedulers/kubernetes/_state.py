@@ -152,11 +152,21 @@ def _ended(status: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _run_times(status: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
+    """Its containers' first ``startedAt`` and, once every one terminated, last ``finishedAt``."""
+    states = [c.get("state") or {} for c in status.get("containerStatuses") or []]
+    runs = [state.get("running") or state.get("terminated") or {} for state in states]
+    started = [at for run in runs if (at := api_time(run.get("startedAt")))]
+    ended = [at for s in states if (at := api_time((s.get("terminated") or {}).get("finishedAt")))]
+    return min(started, default=None), max(ended) if ended and len(ended) == len(states) else None
+
+
 @attrs.frozen
 class Pod:
     """What the scheduler reads of a pod: :attr:`hostname` is ``{hostname}.{subdomain}``
     (Volcano's ``svc`` plugin), else its IP; :attr:`created` whole epoch seconds;
-    :attr:`containers` every container's name in the pod's order (sidecars included)."""
+    :attr:`containers` every container's name in the pod's order (sidecars included);
+    :attr:`started` and :attr:`finished` of :func:`_run_times`."""
 
     name: str
     uid: str = ""
@@ -170,12 +180,15 @@ class Pod:
     ended: str | None = None
     containers: tuple[str, ...] = ()
     cause: EndCause | None = None
+    started: datetime | None = None
+    finished: datetime | None = None
 
     @classmethod
     def parse(cls, pod: Mapping[str, Any]) -> Pod:
         metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         status = pod.get("status") or {}
         stamp = metadata.get("creationTimestamp")
+        started, finished = _run_times(status)
         hostname = str(status.get("podIP") or "")
         if spec.get("hostname") and spec.get("subdomain"):
             hostname = f"{spec['hostname']}.{spec['subdomain']}"
@@ -192,6 +205,8 @@ class Pod:
             ended=_ended(status),
             containers=tuple(str(c.get("name") or "") for c in spec.get("containers") or ()),
             cause=_end_cause(status),
+            started=started,
+            finished=finished,
         )
 
     @property
@@ -248,7 +263,14 @@ def replica_status(
     elif app == AppState.CANCELLED and not is_terminal(state):
         state = AppState.CANCELLED
     return ReplicaStatus(
-        replica_id, state, role, pod.hostname, structured_error_msg=shown, exit_code=pod.exit_code
+        replica_id,
+        state,
+        role,
+        pod.hostname,
+        structured_error_msg=shown,
+        exit_code=pod.exit_code,
+        started=pod.started,
+        ended=pod.finished if is_terminal(state) else None,
     )
 
 
@@ -425,6 +447,9 @@ def describe(app_id: str, job: Job, replicas: Replicas, now: float) -> DescribeA
         roles=job.roles,
         state=state,
         cause=_app_cause(replicas) if state == AppState.FAILED else None,
+        pending_reason=next((p.why for p in replicas.values() if p and p.waiting), job.said),
+        submitted=job.created,
+        ended=job.ended,
     )
 
 

@@ -77,6 +77,8 @@ def describe_record(record: AppRecord) -> DescribeAppResponse:
             hostname="localhost",
             structured_error_msg=NONE if error is None else error,
             exit_code=replica.exit_code,
+            started=_utc(replica.started),
+            ended=_utc(replica.ended),
         )
         replicas.append(status)
     names = [role.name for role in record.roles] or list(
@@ -93,7 +95,13 @@ def describe_record(record: AppRecord) -> DescribeAppResponse:
         state=state,
         # a failed replica exited by itself; with its supervisor dead, nothing says how it ended
         cause=EndCause.EXITED if state == AppState.FAILED and not dead else None,
+        submitted=_utc(record.submitted),
+        ended=_utc(record.ended),
     )
+
+
+def _utc(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
 
 
 class AppView(abc.ABC):
@@ -134,10 +142,10 @@ class AppView(abc.ABC):
         record = self.record()
         return None if record is None else describe_record(record)
 
-    async def wait_until(self, done: Callable[[AppState], bool]) -> None:
-        """Await the app's state until ``done`` holds for it, or the app is gone."""
+    async def wait_until(self, done: Callable[[DescribeAppResponse], bool]) -> None:
+        """Await the app's description until ``done`` holds for it, or the app is gone."""
         with self.watch() as watch:
-            while (record := self.record()) is not None and not done(settled_state(record)[0]):
+            while (record := self.record()) is not None and not done(describe_record(record)):
                 await watch.wait()
 
     def log_blocks(self, query: LogQuery, start: LogPosition) -> AsyncIterator[LogBlock]:
@@ -292,7 +300,5 @@ def _list_entry(directory: str, app_id: str, backend: str) -> ListEntry | None:
 
 def list_response(app_id: str, state: AppState, of: AppRecord | ListEntry) -> ListAppResponse:
     """``list``'s line of an app, from its record or its index entry."""
-    submitted, ended = (
-        None if t is None else datetime.fromtimestamp(t, UTC) for t in (of.submitted, of.ended)
-    )
+    submitted, ended = _utc(of.submitted), _utc(of.ended)
     return ListAppResponse(app_id, state, name=of.name, submitted=submitted, ended=ended)

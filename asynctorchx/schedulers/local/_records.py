@@ -63,6 +63,8 @@ class ReplicaRecord:
     exit_code: int | None = None
     restarts: int = 0
     error: str | None = None
+    started: float | None = None  # seconds since the epoch, of the latest attempt
+    ended: float | None = None
 
 
 @attrs.define

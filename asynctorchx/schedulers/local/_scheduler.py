@@ -54,7 +54,6 @@ from asynctorchx.schedulers.toolkit import (
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
-    AppState,
     CfgVal,
     is_terminal,
     make_app_handle,
@@ -153,7 +152,7 @@ class LocalScheduler(Scheduler[PopenRequest]):
         for app in running:
             app.request_cancel()
         for app in running:
-            await LiveApp(app).wait_until(is_terminal)
+            await LiveApp(app).wait_until(lambda response: is_terminal(response.state))
 
     def _base_log_dir(self, cfg: Mapping[str, CfgVal]) -> str:
         log_dir = cfg.get("log_dir")
@@ -297,9 +296,9 @@ class LocalScheduler(Scheduler[PopenRequest]):
         return listed + list_recorded_apps(self.backend, self.session_name, kept)
 
     async def _wait_until(
-        self, app_id: str, done: Callable[[AppState], bool], timeout: float | None
+        self, app_id: str, done: Callable[[DescribeAppResponse], bool], timeout: float | None
     ) -> DescribeAppResponse | None:
-        """Await the app's state until ``done`` holds; return its description, None if unknown."""
+        """Await the app's description until ``done`` holds; return it, None if unknown."""
         view = self._view(app_id)
         if view is None:
             return None

@@ -72,6 +72,7 @@ class LocalReplica:
     def started(self, process: anyio.abc.Process) -> None:
         """Its main process started: its pid, group and identity (unless already reaped)."""
         self.record.pid = self.record.pgid = process.pid
+        self.record.started, self.record.ended = time.time(), None
         running = process.returncode is None  # not reaped: its pid is still this child's
         self.record.process = ProcessIdentity.of(process.pid, os.getpid()) if running else None
 
@@ -316,7 +317,7 @@ async def _run_process(
             returncode, state = await _pump_until_exit(app, replica, process, writer)
         finally:
             await _reap(process, "" if replica.swept else replica.token, replica.group_ended)
-        replica.record.exit_code = returncode
+        replica.record.exit_code, replica.record.ended = returncode, time.time()
         replica.record.state = state
         replica.record.error = read_error_file(replica.error_file)
         if writer.error is not None and state == AppState.SUCCEEDED:

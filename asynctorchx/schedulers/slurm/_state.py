@@ -13,18 +13,19 @@ import attrs
 from asynctorchx.errors import InvalidRunConfigException
 from asynctorchx.schedulers._responses import DescribeAppResponse, ListAppResponse
 from asynctorchx.schedulers.toolkit import app_state, describe_app, role_statuses
-from asynctorchx.specs.api import AppState, EndCause, ReplicaStatus, Role, is_terminal
+from asynctorchx.specs.api import AppState, EndCause, ReplicaStatus, Role, is_started, is_terminal
 
 #: ASCII unit separator: job names and directories may hold ``|`` or spaces, never this.
 FIELD_SEPARATOR = "\x1f"
 
 #: ``squeue -O`` fields, each printed whole (width 0); ``exit_code`` is a wait status.
 SQUEUE_FIELDS = (
-    "JobArrayID,State,NodeList,Reason,Name,WorkDir,exit_code,restartcnt,SubmitTime,EndTime"
+    "JobArrayID,State,NodeList,Reason,Name,WorkDir,exit_code,restartcnt,SubmitTime,EndTime,"
+    "StartTime"
 )
 SQUEUE_FORMAT = f"{FIELD_SEPARATOR},".join(f"{field}:0" for field in SQUEUE_FIELDS.split(","))
 
-SACCT_FIELDS = "JobID,State,NodeList,Reason,JobName,WorkDir,ExitCode,Submit,End"
+SACCT_FIELDS = "JobID,State,NodeList,Reason,JobName,WorkDir,ExitCode,Submit,End,Start"
 
 #: Slurm job state (squeue(1) "JOB STATE CODES") -> AppState: TorchX's ``SLURM_STATES`` and
 #: the states it lacks; ``COMPLETING`` is RUNNING so that a terminal state means no process
@@ -69,6 +70,8 @@ SLURM_END_CAUSES: Mapping[str, EndCause] = {
     "TIMEOUT": EndCause.TIMED_OUT,
 }
 
+_Time = datetime | None
+
 _JOB_ID = re.compile(r"(\d+)(?:\+(\d+))?")
 _BATCH_STEP = re.compile(r"(\d+)(?:\+0)?\.batch")
 _HISTORY = re.compile(r"(\d+)(seconds|minutes|hours|days|weeks)?")
@@ -90,6 +93,7 @@ class SlurmComponent:
         restarts: how often Slurm requeued it; ``None``: not known.
         submitted: when it was submitted; ``None``: not known.
         ended: when it ended, else ``None`` (squeue's end of a running job is a forecast).
+        started: when it started on its nodes, else ``None`` (a pending job's is a forecast).
     """
 
     app_id: str
@@ -103,6 +107,7 @@ class SlurmComponent:
     restarts: int | None = None
     submitted: datetime | None = None
     ended: datetime | None = None
+    started: datetime | None = None
 
     @property
     def app_state(self) -> AppState:
@@ -156,9 +161,9 @@ def parse_squeue(text: str) -> dict[str, list[SlurmComponent]]:
     components: list[SlurmComponent] = []
     for line in text.splitlines():
         fields = line.split(FIELD_SEPARATOR)
-        if len(fields) != 10:
+        if len(fields) != 11:
             continue
-        job_id, state, nodes, reason, name, work_dir, status, restarts, submit, end = fields
+        job_id, state, nodes, reason, name, work_dir, status, restarts, *times = fields
         ids = _split_job_id(job_id.strip())
         if ids is None:
             continue
@@ -167,18 +172,25 @@ def parse_squeue(text: str) -> dict[str, list[SlurmComponent]]:
         if is_terminal(slurm_state(state)) and status.isdigit():
             exit_code = parse_exit_code(f"{int(status) >> 8}:{int(status) & 0x7F}")
         count = int(restarts) if restarts.strip().isdigit() else None
-        times = _times(state, submit, end)
+        at = _times(state, nodes, *times)
         components.append(
             SlurmComponent(
-                *ids, state.strip(), nodes, reason, name, work_dir, exit_code, count, *times
+                *ids, state.strip(), nodes, reason, name, work_dir, exit_code, count, *at
             )
         )
     return _group(components)
 
 
-def _times(state: str, submit: str, end: str) -> tuple[datetime | None, datetime | None]:
-    """Submit and end time of a component (its end only once it ended)."""
-    return _slurm_time(submit), _slurm_time(end) if is_terminal(slurm_state(state)) else None
+def _times(state: str, nodes: str, submit: str, end: str, start: str) -> tuple[_Time, _Time, _Time]:
+    """Submit, end and start time of a component (its end once it ended, its start once it
+    ran on nodes: one cancelled while pending has none)."""
+    ended = is_terminal(slurm_state(state))
+    ran = is_started(slurm_state(state)) and bool(nodes.strip())
+    return (
+        _slurm_time(submit),
+        _slurm_time(end) if ended else None,
+        _slurm_time(start) if ran else None,
+    )
 
 
 def _slurm_time(text: str) -> datetime | None:
@@ -217,9 +229,9 @@ def parse_sacct(text: str) -> dict[str, list[SlurmComponent]]:
     batch: dict[str, int | None] = {}
     for line in text.splitlines():
         fields = line.split(FIELD_SEPARATOR)
-        if len(fields) != 9:
+        if len(fields) != 10:
             continue
-        job_id, state, nodes, reason, name, work_dir, exit_code, submit, end = fields
+        job_id, state, nodes, reason, name, work_dir, exit_code, *times = fields
         step = _BATCH_STEP.fullmatch(job_id.strip())
         if step is not None:
             code = parse_exit_code(exit_code)
@@ -235,8 +247,8 @@ def parse_sacct(text: str) -> dict[str, list[SlurmComponent]]:
         nodes = "" if nodes == "None assigned" else nodes
         state = state.split(" ", 1)[0]
         code = parse_exit_code(exit_code)
-        times = _times(state, submit, end)
-        last[ids] = SlurmComponent(*ids, state, nodes, reason, name, work_dir, code, None, *times)
+        at = _times(state, nodes, *times)
+        last[ids] = SlurmComponent(*ids, state, nodes, reason, name, work_dir, code, None, *at)
     return _group(
         attrs.evolve(
             component,
@@ -272,6 +284,13 @@ def job_state(components: Sequence[SlurmComponent]) -> AppState:
     return app_state(states)
 
 
+def _pending_reason(component: SlurmComponent) -> str | None:
+    """Slurm's ``Reason`` of a pending component (``Priority``, ``BeginTime``), else ``None``."""
+    reason = component.reason.strip()
+    pending = component.app_state == AppState.PENDING
+    return reason if pending and reason not in ("", "None") else None
+
+
 def _message(components: Sequence[SlurmComponent]) -> str:
     """``RUNNING``, or ``FAILED (NonZeroExitCode)``: Slurm's words for the first component."""
     first = components[0]
@@ -297,6 +316,8 @@ def describe_job(
                 role=role,
                 hostname=component.nodes,
                 exit_code=component.exit_code,
+                started=component.started,
+                ended=component.ended,
             )
         )
     if not roles:
@@ -311,4 +332,13 @@ def describe_job(
         roles=roles,
         state=state,
         cause=_end_cause(components, state),
+        pending_reason=next(
+            (
+                c.reason
+                for c in components
+                if c.app_state == AppState.PENDING and c.reason != "None"
+            ),
+            None,
+        ),
+        submitted=min((c.submitted for c in components if c.submitted), default=None),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 from asynctorchx.schedulers._responses import DescribeAppResponse
 from asynctorchx.specs.api import (
@@ -73,6 +74,9 @@ def describe_app(
     roles: Sequence[Role] = (),
     state: AppState | None = None,
     cause: EndCause | None = None,
+    pending_reason: str | None = None,
+    submitted: datetime | None = None,
+    ended: datetime | None = None,
 ) -> DescribeAppResponse:
     """Build an app's ``DescribeAppResponse``; a failure's error is :func:`earliest_error`.
 
@@ -87,6 +91,10 @@ def describe_app(
         state: the app's state; ``None``: :func:`app_state` of the replicas.
         cause: why a terminal app ended; ``None``: ``EXITED`` for ``SUCCEEDED``,
             ``CANCELLED`` for a cancelled app, else not said.
+        pending_reason: why it waits, the backend's words; kept only while ``PENDING``.
+        submitted: when it was submitted (aware UTC), if the backend says.
+        ended: when it ended; ``None``: once terminal, its replicas' last ``ended`` if each
+            has one. ``started`` is its replicas' first ``started``.
     """
     replicas = [replica for role in roles_statuses for replica in role.replicas]
     if state is None:
@@ -96,6 +104,9 @@ def describe_app(
         cause = None
     elif cause is None and (state == AppState.SUCCEEDED or cancelled):
         cause = EndCause.EXITED if state == AppState.SUCCEEDED else EndCause.CANCELLED
+    ends = [replica.ended for replica in replicas if replica.ended is not None]
+    if ended is None and replicas and len(ends) == len(replicas):
+        ended = max(ends)
     return DescribeAppResponse(
         app_id=app_id,
         state=state,
@@ -106,4 +117,8 @@ def describe_app(
         roles_statuses=roles_statuses,
         roles=list(roles),
         cause=cause,
+        pending_reason=pending_reason if state == AppState.PENDING else None,
+        submitted=submitted,
+        started=min((r.started for r in replicas if r.started is not None), default=None),
+        ended=ended if is_terminal(state) else None,
     )

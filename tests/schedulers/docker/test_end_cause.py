@@ -52,3 +52,29 @@ async def test_a_cancelled_container_says_a_user_cancelled_it(
             ended = await sched.wait(app_id)
     assert ended is not None
     assert (ended.state, ended.cause) == (AppState.CANCELLED, EndCause.CANCELLED)
+
+
+@pytest.mark.docker
+async def test_an_ended_container_says_when_it_was_created_started_and_finished(
+    docker_image: str, docker_apps: list[str]
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    role = Role("r", docker_image, entrypoint="sh", args=["-c", "true"], num_replicas=2)
+    before = datetime.now(UTC) - timedelta(seconds=1)  # the engine's clock may lag ours
+    async with create_scheduler("t") as sched:
+        app_id = await sched.submit(AppDef("timed", [role]), {})
+        docker_apps.append(app_id)
+        with anyio.fail_after(LIMIT):
+            await sched.wait(app_id)
+            done = await sched.describe(app_id)
+    assert done is not None
+    assert done.state == AppState.SUCCEEDED
+    assert done.submitted is not None
+    assert done.started is not None
+    assert done.ended is not None
+    assert before <= done.submitted <= done.started <= done.ended
+    for replica in done.roles_statuses[0].replicas:
+        assert replica.started is not None
+        assert replica.ended is not None
+        assert done.started <= replica.started <= replica.ended <= done.ended

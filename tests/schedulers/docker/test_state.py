@@ -7,6 +7,7 @@ The records are shaped as the Docker Engine API returns them (a container inspec
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -268,3 +269,63 @@ def test_a_die_of_an_earlier_run_or_without_exit_code_needs_an_inspect() -> None
     assert stopped_by_die(running(""), die(None)) is None
     start = Event.parse({"Action": "start", "Actor": {"ID": "c0"}, "timeNano": T0})
     assert stopped_by_die(running(""), start) is None
+
+
+# --------------------------------------------------------------------------- times
+
+
+def _timed(k: int, status: str, started: str, finished: str) -> Container:
+    info = {
+        "Id": f"c{k}",
+        "Name": f"/app-r-{k}",
+        "Created": f"2026-01-01T00:00:0{k}.5Z",
+        "Config": {"Image": "img", "Labels": {LABEL_ROLE_NAME: "r", LABEL_REPLICA_ID: str(k)}},
+        "State": {"Status": status, "ExitCode": 0, "StartedAt": started, "FinishedAt": finished},
+    }
+    return Container.from_inspect(info)
+
+
+def test_describe_reads_created_started_and_finished_and_zero_times_are_none() -> None:
+    zero = "0001-01-01T00:00:00Z"
+    at = [datetime(2026, 1, 1, 0, 0, s, 500_000, tzinfo=UTC) for s in range(6)]
+    done = describe_from(
+        "app",
+        [
+            _timed(0, "exited", "2026-01-01T00:00:02.5Z", "2026-01-01T00:00:05.5Z"),
+            _timed(1, "exited", "2026-01-01T00:00:03.5Z", "2026-01-01T00:00:04.5Z"),
+        ],
+        None,
+    )
+    assert (done.submitted, done.started, done.ended) == (at[0], at[2], at[5])
+    assert [(r.started, r.ended) for r in done.roles_statuses[0].replicas] == [
+        (at[2], at[5]),
+        (at[3], at[4]),
+    ]
+    # the engine stamps a run of a few microseconds' start after its end: its end bounds it
+    (short,) = (
+        describe_from(
+            "app", [_timed(0, "exited", "2026-01-01T00:00:03.5Z", "2026-01-01T00:00:02.5Z")], None
+        )
+        .roles_statuses[0]
+        .replicas
+    )
+    assert (short.started, short.ended) == (at[2], at[2])
+    # a restarted container's FinishedAt is its last run's: no end while it runs again
+    live = describe_from(
+        "app",
+        [
+            _timed(0, "running", "2026-01-01T00:00:03.5Z", "2026-01-01T00:00:02.5Z"),
+            _timed(1, "created", zero, zero),
+        ],
+        None,
+    )
+    assert (live.submitted, live.started, live.ended, live.pending_reason) == (
+        at[0],
+        at[3],
+        None,
+        None,
+    )
+    assert [(r.started, r.ended) for r in live.roles_statuses[0].replicas] == [
+        (at[3], None),
+        (None, None),
+    ]

@@ -268,3 +268,46 @@ def test_a_job_reads_its_app_name_creation_and_terminal_transition() -> None:
     }
     assert parse_job(resource).ended == datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
     assert parse_job(job("Completed")).ended is None  # the API gave no time
+
+
+def test_a_pending_app_says_its_pods_unschedulable_message() -> None:
+    message = "0/1 nodes are available: 1 Insufficient cpu."
+    pending = describe_job(job("Pending"), {"app-x-trainer-0-0": unschedulable_pod(message)}, T0)
+    assert pending.pending_reason == f"Unschedulable: {message}"
+    running = describe_job(job("Running"), {"app-x-trainer-0-0": unschedulable_pod(message)}, T0)
+    assert running.pending_reason is None  # only while PENDING
+
+
+def _at(minute: int) -> str:
+    return f"2026-01-01T00:{minute:02d}:00Z"
+
+
+def test_times_of_the_job_and_its_pods_containers() -> None:
+    resource = job("Completed")
+    resource["metadata"]["creationTimestamp"] = _at(0)
+    resource["status"]["state"]["lastTransitionTime"] = _at(9)
+    two = {
+        "phase": "Succeeded",
+        "containerStatuses": [
+            {"name": "c", "state": {"terminated": {"startedAt": _at(2), "finishedAt": _at(5)}}},
+            {"name": "s", "state": {"terminated": {"startedAt": _at(3), "finishedAt": _at(7)}}},
+        ],
+    }
+    one_left = {
+        "phase": "Running",
+        "containerStatuses": [
+            {"name": "c", "state": {"terminated": {"startedAt": _at(1), "finishedAt": _at(4)}}},
+            {"name": "s", "state": {"running": {"startedAt": _at(3)}}},
+        ],
+    }
+    pods = {
+        "app-x-trainer-0-0": Pod.parse({"metadata": {"name": "a"}, "status": two}),
+        "app-x-trainer-1-0": Pod.parse({"metadata": {"name": "b"}, "status": one_left}),
+    }
+    at = [datetime(2026, 1, 1, 0, minute, tzinfo=UTC) for minute in range(10)]
+    assert (pods["app-x-trainer-0-0"].started, pods["app-x-trainer-0-0"].finished) == (at[2], at[7])
+    assert (pods["app-x-trainer-1-0"].started, pods["app-x-trainer-1-0"].finished) == (at[1], None)
+    done = describe_job(resource, pods, T0)
+    assert (done.submitted, done.started, done.ended) == (at[0], at[1], at[9])
+    first = done.roles_statuses[0].replicas[0]
+    assert (first.started, first.ended) == (at[2], at[7])

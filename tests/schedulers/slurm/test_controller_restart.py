@@ -53,7 +53,7 @@ async def test_wait_and_tail_outlive_a_controller_restart(
         ended.append(await scheduler.wait(job_id))
 
     with anyio.fail_after(180):
-        await scheduler._wait_until(job_id, lambda state: state == AppState.RUNNING, None)
+        await scheduler._wait_until(job_id, lambda now: now.state == AppState.RUNNING, None)
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(wait)
             tasks.start_soon(tail)

@@ -63,9 +63,9 @@ async def test_a_requeued_job_keeps_its_handle_waits_with_the_reason_then_succee
 ) -> None:
     job_id = await scheduler.submit(_app(), {"partition": "low", "job_dir": str(tmp_path)})
     with anyio.fail_after(LIMIT):
-        await scheduler._wait_until(job_id, lambda state: state == AppState.RUNNING, None)
+        await scheduler._wait_until(job_id, lambda now: now.state == AppState.RUNNING, None)
         _preempt_every_node(high_jobs)
-        await scheduler._wait_until(job_id, lambda state: state == AppState.PENDING, None)
+        await scheduler._wait_until(job_id, lambda now: now.state == AppState.PENDING, None)
         requeued = await scheduler.describe(job_id)
         assert requeued is not None
         assert (requeued.state, requeued.cause) == (AppState.PENDING, None)  # not a failure
@@ -87,7 +87,7 @@ async def test_a_job_cancelled_by_preemption_failed_preempted(
 ) -> None:
     job_id = await scheduler.submit(_app(), {"partition": "lowcancel", "job_dir": str(tmp_path)})
     with anyio.fail_after(LIMIT):
-        await scheduler._wait_until(job_id, lambda state: state == AppState.RUNNING, None)
+        await scheduler._wait_until(job_id, lambda now: now.state == AppState.RUNNING, None)
         _preempt_every_node(high_jobs)
         ended = await scheduler.wait(job_id)
     assert ended is not None

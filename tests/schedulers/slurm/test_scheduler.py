@@ -367,3 +367,31 @@ async def test_rank0_host_is_the_first_nodes_address_in_every_replica(
     for k in range(num_replicas):
         lines = [line async for line in scheduler.log_iter(job_id, "peer", k, streams="stdout")]
         assert lines == [expected]
+
+
+async def test_a_job_held_to_its_begin_time_says_why_and_a_finished_one_when(
+    scheduler: SlurmScheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    done_id = await scheduler.submit(echo(msg="timed"), {})
+    sbatch = scheduler.commands.sbatch
+
+    async def held(argv: list[str], options: dict[str, str]) -> str:
+        return await sbatch([argv[0], "--begin=now+60", *argv[1:]], options)
+
+    monkeypatch.setattr(scheduler.commands, "sbatch", held)
+    held_id = await scheduler.submit(echo(msg="held"), {})
+    pending = await scheduler.describe(held_id)
+    assert pending is not None
+    assert (pending.state, pending.pending_reason) == (AppState.PENDING, "BeginTime")
+    assert pending.submitted is not None
+    assert (pending.started, pending.ended) == (None, None)  # StartTime is only a forecast
+    await scheduler.cancel(held_id)
+    done = await scheduler.wait(done_id, timeout=LIMIT)
+    assert done is not None
+    assert done.state == AppState.SUCCEEDED
+    assert done.submitted is not None
+    assert done.started is not None
+    assert done.ended is not None
+    assert done.submitted <= done.started <= done.ended
+    (replica,) = done.roles_statuses[0].replicas
+    assert (replica.started, replica.ended) == (done.started, done.ended)

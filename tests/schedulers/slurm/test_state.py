@@ -26,9 +26,11 @@ from asynctorchx.schedulers.slurm._state import (
 from asynctorchx.specs import AppState, EndCause, Role
 
 
-def _line(*fields: str, times: tuple[str, str] = ("Unknown", "Unknown")) -> str:
-    """One line of squeue or sacct; ``times``: its submit and end time fields."""
-    return FIELD_SEPARATOR.join((*fields, *times))
+def _line(
+    *fields: str, times: tuple[str, str] = ("Unknown", "Unknown"), start: str = "Unknown"
+) -> str:
+    """One line of squeue or sacct; ``times``: its submit and end time fields, then its start."""
+    return FIELD_SEPARATOR.join((*fields, *times, start))
 
 
 SQUEUE = "\n".join(
@@ -342,3 +344,115 @@ def test_sacct_times_and_their_unknowns(end: str) -> None:
     assert cancelled.ended is None
     assert done.submitted is None
     assert done.ended == datetime.fromisoformat("2024-05-01T11:00:00").astimezone(UTC)
+
+
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)  # Slurm prints this host's local time
+
+
+def test_pending_reason_and_times_of_squeue() -> None:
+    submit, start, end = "2024-05-01T10:00:00", "2024-05-01T10:01:00", "2024-05-01T10:02:00"
+    forecast = "2024-05-01T11:00:00"  # a pending job's StartTime is a forecast, not a start
+    text = "\n".join(
+        [
+            _line(
+                "70",
+                "PENDING",
+                "",
+                "BeginTime",
+                "a-0",
+                "/w",
+                "0",
+                "0",
+                times=(submit, forecast),
+                start=forecast,
+            ),
+            _line(
+                "71+0",
+                "COMPLETED",
+                "n1",
+                "None",
+                "a-0",
+                "/w",
+                "0",
+                "0",
+                times=(submit, end),
+                start=start,
+            ),
+            _line(
+                "71+1",
+                "COMPLETED",
+                "n2",
+                "None",
+                "a-1",
+                "/w",
+                "0",
+                "0",
+                times=(submit, start),
+                start=submit,
+            ),
+            _line(
+                "72",
+                "RUNNING",
+                "n1",
+                "None",
+                "a-0",
+                "/w",
+                "0",
+                "0",
+                times=(submit, forecast),
+                start=start,
+            ),
+        ]
+    )
+    jobs = parse_squeue(text)
+    pending = describe_job("70", jobs["70"])
+    assert (pending.state, pending.pending_reason) == (AppState.PENDING, "BeginTime")
+    assert (pending.submitted, pending.started, pending.ended) == (_utc(submit), None, None)
+    done = describe_job("71", jobs["71"])
+    assert (done.pending_reason, done.submitted, done.started, done.ended) == (
+        None,
+        _utc(submit),
+        _utc(submit),  # the first component's start
+        _utc(end),  # the last one's end
+    )
+    first = done.roles_statuses[0].replicas[0]
+    assert (first.started, first.ended) == (_utc(start), _utc(end))
+    running = describe_job("72", jobs["72"])
+    assert (running.pending_reason, running.started, running.ended) == (None, _utc(start), None)
+
+
+def test_sacct_start_only_of_a_job_that_ran() -> None:
+    submit, start, end = "2024-05-01T10:00:00", "2024-05-01T10:01:00", "2024-05-01T10:02:00"
+    text = "\n".join(
+        [
+            _line(
+                "80",
+                "COMPLETED",
+                "n1",
+                "None",
+                "a-0",
+                "/w",
+                "0:0",
+                times=(submit, end),
+                start=start,
+            ),
+            _line(
+                "81",
+                "CANCELLED by 0",
+                "None assigned",
+                "BeginTime",
+                "a-0",
+                "/w",
+                "0:0",
+                times=(submit, end),
+                start=end,
+            ),
+        ]
+    )
+    jobs = parse_sacct(text)
+    done = describe_job("80", jobs["80"])
+    assert (done.submitted, done.started, done.ended) == (_utc(submit), _utc(start), _utc(end))
+    never_ran = describe_job("81", jobs["81"])
+    assert (never_ran.state, never_ran.pending_reason) == (AppState.CANCELLED, None)
+    assert (never_ran.started, never_ran.ended) == (None, _utc(end))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
 from asynctorchx.schedulers.toolkit import app_state, describe_app, role_statuses
 from asynctorchx.schedulers.toolkit._state import earliest_error
-from asynctorchx.specs import NONE, AppState, ReplicaStatus
+from asynctorchx.specs import NONE, AppState, AppStatus, ReplicaStatus, RoleStatus
 
 S, F, C = AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED
 R, P, SUB, U = AppState.RUNNING, AppState.PENDING, AppState.SUBMITTED, AppState.UNKNOWN
@@ -72,3 +73,44 @@ def test_describe_app_fills_state_error_and_message_from_replicas() -> None:
     )
     queued = describe_app("app-1", [], state=AppState.PENDING)
     assert queued.state == AppState.PENDING
+
+
+def test_describe_app_times_from_replicas_and_reason_only_while_pending() -> None:
+    at = [datetime(2026, 1, 1, 0, minute, tzinfo=UTC) for minute in range(4)]
+    replicas = [
+        ReplicaStatus(0, S, "a", "h", started=at[2], ended=at[3]),
+        ReplicaStatus(1, S, "a", "h", started=at[1], ended=at[2]),
+    ]
+    done = describe_app("x", role_statuses(replicas, ["a"]), submitted=at[0], pending_reason="P")
+    assert (done.submitted, done.started, done.ended, done.pending_reason) == (
+        at[0],
+        at[1],
+        at[3],  # the last replica's end
+        None,  # not PENDING
+    )
+    running = [ReplicaStatus(0, AppState.RUNNING, "a", "h", started=at[1]), replicas[0]]
+    live = describe_app("x", role_statuses(running, ["a"]))
+    assert (live.started, live.ended) == (at[1], None)
+    queued = describe_app("x", [], state=AppState.PENDING, pending_reason="Priority")
+    assert queued.pending_reason == "Priority"
+
+
+def test_status_times_in_json_not_in_torchx_repr() -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    replica = ReplicaStatus(0, S, "a", "h", started=at, ended=at)
+    status = AppStatus(
+        AppState.PENDING,
+        pending_reason="Resources",
+        submitted=at,
+        roles=[RoleStatus("a", [replica])],
+    )
+    data = status.to_json()
+    assert (data["pending_reason"], data["submitted"], data["started"], data["ended"]) == (
+        "Resources",
+        "2026-01-01T00:00:00+00:00",
+        None,
+        None,
+    )
+    assert data["roles"][0]["replicas"][0]["started"] == "2026-01-01T00:00:00+00:00"
+    assert "Resources" not in repr(status)
+    assert "started" not in repr(status)
