@@ -27,7 +27,7 @@ RECONNECT_DELAY = 0.05
 
 class Informer(SharedFeed, Generic[Obj]):
     """A cache of one kind's objects (``jobs``, ``jobsets`` or ``pods``) in one namespace,
-    each parsed once by ``parse``."""
+    each parsed once by ``parse``; :attr:`lists` and :attr:`watches` count the requests."""
 
     def __init__(
         self,
@@ -46,6 +46,8 @@ class Informer(SharedFeed, Generic[Obj]):
         self.objects: dict[str, Obj] = {}
         self.synced = False
         self.resource_version = ""
+        self.lists = 0
+        self.watches = 0
         self._events: AsyncGenerator[dict[str, Any], None] | None = None
         self._failed_connects = 0
 
@@ -78,6 +80,7 @@ class Informer(SharedFeed, Generic[Obj]):
             await self._back_off(error)
             return
         self._failed_connects = 0
+        self.lists += 1
         self.objects = {item["metadata"]["name"]: self.parse(item) for item in items}
         self.resource_version = version
         self.synced = True
@@ -90,9 +93,9 @@ class Informer(SharedFeed, Generic[Obj]):
 
     async def _read_one(self) -> None:
         if self._events is None:
-            self._events = self.api.watch(
-                self.plural, self.namespace, self.resource_version, self.labels
-            )
+            watch = self.api.watch(self.plural, self.namespace, self.resource_version, self.labels)
+            self._events = watch
+            self.watches += 1
         try:
             event = await self._events.__anext__()
             self._failed_connects = 0
