@@ -299,7 +299,7 @@ async def test_a_waiter_sees_an_end_recorded_after_its_first_look(state: Path) -
     assert view is not None
     write_record(directory, attrs.evolve(running, state=AppState.SUCCEEDED))
     with anyio.fail_after(LIMIT):
-        await view.wait_until(is_terminal)
+        await view.wait_until(lambda described: is_terminal(described.state))
     described = view.describe()
     assert described is not None
     assert described.state == AppState.SUCCEEDED

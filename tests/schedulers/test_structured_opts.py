@@ -202,7 +202,7 @@ NIGHTLY_OPTS = {
 OURS_ONLY = {
     "local_cwd": {"stop_timeout"},
     "local_docker": {"image_repo", "quiet", "network", "init", "cancel_on_close"},
-    "slurm": {"history"},
+    "slurm": {"history", "signal"},
     "kubernetes": {"image_repo", "image_pull_timeout", "job_api"},
 }
 NIGHTLY_ONLY: dict[str, set[str]] = {}
