@@ -111,8 +111,13 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         """Write the batch script (to ``job_dir``, recorded in ``.torchxslurmjobdirs`` as
         TorchX does, else a temporary directory) and submit it; return the job id.
 
+        A full submit limit of the user's QOS or association is waited out, with one warning
+        naming the app and the limit (:meth:`SlurmCommands.sbatch`).
+
         Raises:
             SlurmNotInstalledError: ``sbatch`` is not on ``PATH``.
+            SlurmSubmitLimitError: a submit limit refused the job and none of the user's jobs
+                can make room (a zero limit).
             SlurmSubmitError: Slurm refused an option (unknown partition...); it names it.
             SlurmCommandError: sbatch failed otherwise.
             OSError: the script or the job directory cannot be written.
@@ -138,7 +143,9 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
                     for name, value in replica.sbatch_opts.items()
                     if value is not None
                 }
-                job_id = await self.commands.sbatch(argv, options=options)
+                app = dryrun_info._app
+                name = None if app is None else app.name
+                job_id = await self.commands.sbatch(argv, options, name)
                 if job_dir is not None:  # kept as TorchX keeps it: the last script submitted
                     await path.replace(directory / "torchx-sbatch.sh")
             finally:
