@@ -95,6 +95,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         self._job_dirs: dict[str, str] = {}
         self._accounting: bool | None = None  # unknown until sacct answers
         self._partition_memory: dict[str | None, int | None] = {}
+        self._partition_asked = anyio.Lock()  # concurrent first submits ask sinfo once
         self.slurm_version: SlurmVersion | None = None
 
     async def __aenter__(self) -> SlurmScheduler:
@@ -167,7 +168,9 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         partitions = {replica.sbatch_opts.get("partition") for replica in request.replicas.values()}
         name = next(iter(partitions)) if len(partitions) == 1 else None
         if name not in self._partition_memory:
-            self._partition_memory[name] = await self.commands.partition_memory_mb(name)
+            async with self._partition_asked:
+                if name not in self._partition_memory:
+                    self._partition_memory[name] = await self.commands.partition_memory_mb(name)
         request.drop_memory(self._partition_memory[name])
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
