@@ -1,4 +1,5 @@
-"""The issues' targets (issue 6; issue 15 for 5 and the Docker logs), judged per run.
+"""The issues' targets (issue 6; issue 15 for 5 and the Docker logs; 45 for 9's submits),
+judged per run.
 
 :func:`verdicts` turns :func:`_harness.orchestrate` rows into one line per target:
 what the issue asks, what this run measured, and ``met``/``MISSED``/``n/a`` (a side or
@@ -410,6 +411,66 @@ def _t11(rows: Rows) -> list[tuple[str, str, bool | None]]:
     return out
 
 
+#: Benchmark 9's ``submit`` size the targets are judged at, and the tick every side polls at.
+SUBMIT_APPS = 1000
+SLURM_TICK_MS = 500.0
+
+
+def _t9(rows: Rows) -> list[tuple[str, str, bool | None]]:
+    """Issue 45: 1,000 apps of ``true`` submitted through a group, against raw ``sbatch``
+    loops (one at a time, and in parallel) and TorchX 0.7.0's ``Runner.run`` loop."""
+    case = f"case=submit apps={SUBMIT_APPS}"
+
+    def median(metric: str, side: str) -> float | None:
+        found = next(
+            (
+                r
+                for r in rows
+                if r["bench"] == "9 slurm submit"
+                and r["case"].startswith(case + " ")
+                and r["metric"] == metric
+                and r["side"] == side
+                and "median" in r
+            ),
+            None,
+        )
+        return None if found is None else float(found["median"])
+
+    ours, torchx = median("submit_per_s", "ours"), median("submit_per_s", "torchx")
+    raw = {side: median("submit_per_s", side) for side in ("floor", "floor_parallel")}
+    fastest = max((value for value in raw.values() if value is not None), default=None)
+    lag = median("last_end_ms", "ours")
+    targets = (
+        "1,000 apps through a group: submits/s >= 0.9x the fastest raw sbatch loop",
+        ">= 5x TorchX's Runner.run loop",
+        "all seen terminal within one poll tick of the last one's end",
+    )
+    if ours is None:
+        return [(target, f"not run (smoke, or no cluster: {case})", None) for target in targets]
+    out: list[tuple[str, str, bool | None]] = []
+    if fastest is None or None in raw.values():
+        out.append((targets[0], "raw loops not run", None))
+    else:
+        measured = (
+            f"{ours:.1f}/s = {ours / fastest:.2f}x (loop {raw['floor']:.1f}/s,"
+            f" {raw['floor_parallel']:.1f}/s in parallel)"
+        )
+        out.append((targets[0], measured, ours >= 0.9 * fastest))
+    if torchx is None:
+        out.append((targets[1], "TorchX not run", None))
+    else:
+        measured = f"{ours:.1f}/s = {ours / torchx:.1f}x TorchX's {torchx:.1f}/s"
+        out.append((targets[1], measured, ours >= 5 * torchx))
+    if lag is None:
+        out.append((targets[2], "not measured", None))
+    else:
+        floor = median("last_end_ms", "floor")
+        beside = "" if floor is None else f" (squeue loop {floor:.0f} ms)"
+        measured = f"{lag:.0f} ms after the last stamp, tick {SLURM_TICK_MS:.0f} ms{beside}"
+        out.append((targets[2], measured, lag <= SLURM_TICK_MS))
+    return out
+
+
 def _t12(rows: Rows) -> list[tuple[str, str, bool | None]]:
     """Issue 35: 1,000 clients following one app through the web example's feed."""
     out: list[tuple[str, str, bool | None]] = []
@@ -461,6 +522,7 @@ TARGETS: dict[str, Callable[[Rows], list[tuple[str, str, bool | None]]]] = {
     "6": _t6,
     "7": _t7,
     "8": _t8,
+    "9": _t9,
     "11": _t11,
     "12": _t12,
 }

@@ -24,6 +24,15 @@ seconds). Three cases:
   ``squeue_per_tick`` and ``sacct_per_tick`` = calls per poll of the scheduler's batched
   poller (the target is at most one of each), ``latency_ms`` = a released job's stamp to its
   ``wait`` returning. Ours only: it needs the cluster's accounting (``MinJobAge=10``).
+* ``submit``: ``apps`` one-replica jobs (``SUBMIT_APPS``), each writing the clock as its last
+  act, submitted from an empty queue; ``submit_per_s`` = apps over first submit called to last
+  submit returned, ``last_end_ms`` = the latest stamp to every job seen ended. Ours: one task
+  per app calling ``group.run`` in one ``runner.group()``, the block left after
+  ``group.as_completed()`` yielded every app; floor: an ``sbatch --parsable`` loop, then a
+  ``squeue --me`` loop every ``TICK`` until none of the user's jobs is active;
+  ``floor_parallel``: the same with ``IN_FLIGHT`` sbatch at once (threads); TorchX: a
+  ``Runner.run`` loop (no end seen: it has no group). Every side's scripts are TorchX's batch
+  script for the same app; the raw sides' are written before the clock starts.
 
 TorchX's side needs ``sacct``: its ``describe`` runs ``sacct --parsable2 -j ID`` with
 ``check=True``. On a cluster without accounting (``start --no-accounting``) sacct exits 1,
@@ -40,6 +49,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +74,11 @@ WINDOW = 5.0
 #: The replica's script: ``date`` replaces the shell and writes the clock as its last act.
 STAMP = 'exec date +%s.%N > "$0"'
 FINISHED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+#: The ``submit`` case's apps, and the raw parallel loop's sbatch in flight (ours' default).
+SUBMIT_APPS = 1000
+IN_FLIGHT = 16
+#: Job states of a job not yet ended (squeue ``-t``).
+ACTIVE = "PD,R,CG,CF,S,RQ"
 START_CLUSTER = "bash scripts/slurm-cluster.sh start"
 
 
@@ -161,6 +176,70 @@ def _stamp_latency_ms(stamp: str) -> float:
     return (time.time() - float(Path(stamp).read_text())) * 1000.0
 
 
+def _active_jobs() -> list[str]:
+    """The user's jobs not yet ended."""
+    done = subprocess.run(
+        ["squeue", "--me", "-h", "-t", ACTIVE, "-o", "%i"], capture_output=True, text=True
+    )
+    return done.stdout.split()
+
+
+def _drain(timeout: float = 300.0) -> None:
+    """Wait until no job of the user is active: a trial starts from an empty queue."""
+    deadline = time.monotonic() + timeout
+    while _active_jobs():
+        if time.monotonic() > deadline:
+            raise Unavailable(f"the user's jobs still run after {timeout:.0f} s: squeue --me")
+        time.sleep(TICK)
+
+
+def _stamps(count: int, directory: str) -> list[str]:
+    return [os.path.join(directory, f"stamp{index}") for index in range(count)]
+
+
+def _last_end_ms(stamps: list[str], seen: float) -> float:
+    """Wall time from the latest of ``stamps`` to ``seen`` (``time.time()``)."""
+    return (seen - max(float(Path(stamp).read_text()) for stamp in stamps)) * 1000.0
+
+
+def _raw_submits(stamps: list[str], directory: str) -> list[list[str]]:
+    """The sbatch command of each stamp's job, its script written (as ours writes it)."""
+    from asynctorchx.schedulers.slurm_scheduler import build_batch_request
+
+    commands = []
+    for index, stamp in enumerate(stamps):
+        request = build_batch_request(_app(["-c", STAMP, stamp]), {"time": "5"})
+        path = os.path.join(directory, f"bench{index}.sh")
+        Path(path).write_text(request.materialize())
+        commands.append([*request.cmd, f"--chdir={directory}", path])
+    return commands
+
+
+def _sbatch(argv: list[str]) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, check=True)
+    return done.stdout.strip().split(";")[0]
+
+
+def _raw_submit_case(p: dict[str, Any], in_flight: int) -> dict[str, Any]:
+    """The ``submit`` case's raw side: ``in_flight`` sbatch at once (1: a loop)."""
+    directory = tmpdir("atx-bench-slurm-")
+    stamps = _stamps(int(p["apps"]), directory)
+    commands = _raw_submits(stamps, directory)
+    _drain()
+    started = time.perf_counter()
+    if in_flight == 1:
+        for argv in commands:
+            _sbatch(argv)
+    else:
+        with ThreadPoolExecutor(in_flight) as pool:
+            list(pool.map(_sbatch, commands))
+    submit_s = time.perf_counter() - started
+    while _active_jobs():
+        time.sleep(TICK)
+    seen = time.time()
+    return {"submit_per_s": len(commands) / submit_s, "last_end_ms": _last_end_ms(stamps, seen)}
+
+
 def ours(p: dict[str, Any]) -> dict[str, Any]:
     """One trial of our scheduler for case ``p["case"]``."""
     _check_cluster()
@@ -244,13 +323,42 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
             "latency_ms": latencies,
         }
 
-    cases = {"end": end, "start": start, "watch": watch, "forgotten": forgotten}
+    async def submit() -> dict[str, Any]:
+        from asynctorchx.runner import Runner
+        from asynctorchx.schedulers.slurm_scheduler import create_scheduler
+
+        stamps = _stamps(int(p["apps"]), directory)
+        apps = [_app(["-c", STAMP, stamp]) for stamp in stamps]
+        _drain()
+        factories = {"slurm": create_scheduler}
+        async with Runner("bench", factories, scheduler_params={"poll_interval": TICK}) as runner:
+            runner.scheduler_run_opts("slurm")  # the scheduler's modules imported first
+            async with runner.group() as group:
+                started = time.perf_counter()
+                async with anyio.create_task_group() as submits:
+                    for app in apps:
+                        submits.start_soon(group.run, app, "slurm", {"time": "5"})
+                submit_s = time.perf_counter() - started
+                ended = [status.state async for _, status in group.as_completed()]
+                seen = time.time()
+        assert ended == [AppState.SUCCEEDED] * len(apps), ended
+        return {"submit_per_s": len(apps) / submit_s, "last_end_ms": _last_end_ms(stamps, seen)}
+
+    cases = {
+        "end": end,
+        "start": start,
+        "watch": watch,
+        "forgotten": forgotten,
+        "submit": submit,
+    }
     return anyio.run(cases[p["case"]])
 
 
 def floor(p: dict[str, Any]) -> dict[str, Any]:
     """One trial of raw ``sbatch``/``squeue`` loops at the same tick."""
     _check_cluster()
+    if p["case"] == "submit":
+        return _raw_submit_case(p, 1)
     directory = tmpdir("atx-bench-slurm-")
     if p["case"] == "end":
         latencies: list[float] = []
@@ -292,24 +400,43 @@ def floor(p: dict[str, Any]) -> dict[str, Any]:
     return {"squeue_per_s": calls / elapsed, "squeue_per_tick": calls * TICK / elapsed}
 
 
-# Runs in TorchX's venv (``torchx`` side, case ``end``).
+def floor_parallel(p: dict[str, Any]) -> dict[str, Any]:
+    """One trial of the ``submit`` case's raw side, ``IN_FLIGHT`` sbatch at once."""
+    _check_cluster()
+    return _raw_submit_case(p, int(p["in_flight"]))
+
+
+def _tx_app(script: list[str]) -> Any:
+    from torchx.specs import AppDef, Resource, Role
+
+    role = Role(**_role_fields(script), resource=Resource(cpu=1, gpu=0, memMB=100))
+    return AppDef(name="bench", roles=[role])
+
+
+# Runs in TorchX's venv (``torchx`` side, cases ``end`` and ``submit``).
 def torchx(p: dict[str, Any]) -> dict[str, Any]:
-    """One trial of TorchX 0.7.0's ``Runner.wait(wait_interval=TICK)`` (needs sacct)."""
+    """One trial of TorchX 0.7.0's ``Runner.wait(wait_interval=TICK)`` (needs sacct), or of
+    its ``Runner.run`` loop (case ``submit``)."""
     _check_cluster()
     from torchx.runner import get_runner
-    from torchx.specs import AppDef, Resource, Role
 
     directory = tmpdir("atx-bench-slurm-")
     os.chdir(directory)
+    if p["case"] == "submit":
+        apps = [_tx_app(["-c", STAMP, stamp]) for stamp in _stamps(int(p["apps"]), directory)]
+        _drain()
+        with get_runner("bench") as runner:
+            started = time.perf_counter()
+            for app in apps:
+                runner.run(app, "slurm", {"time": "5"})
+            submit_s = time.perf_counter() - started
+        _drain()  # not timed: the next trial starts from an empty queue
+        return {"submit_per_s": len(apps) / submit_s}
     latencies: list[float] = []
     with get_runner("bench") as runner:
         for index in range(int(p["exits"])):
             stamp = os.path.join(directory, f"stamp{index}")
-            role = Role(
-                **_role_fields(["-c", STAMP, stamp]), resource=Resource(cpu=1, gpu=0, memMB=100)
-            )
-            app = AppDef(name="bench", roles=[role])
-            handle = runner.run(app, "slurm", {"time": "5"})
+            handle = runner.run(_tx_app(["-c", STAMP, stamp]), "slurm", {"time": "5"})
             try:
                 runner.wait(handle, wait_interval=TICK)
             except subprocess.CalledProcessError as error:
@@ -371,12 +498,36 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
             skip=everything,
             refs=(),
         ),
+        *submit_rows(smoke, trials, everything or default_skips()),
     ]
+
+
+def submit_rows(smoke: bool, trials: int, skip: dict[str, str]) -> list[dict[str, Any]]:
+    """The ``9 slurm submit`` rows (case ``submit``); TorchX's loop runs one trial."""
+    case = {
+        "case": "submit",
+        "apps": 20 if smoke else SUBMIT_APPS,
+        "in_flight": IN_FLIGHT,
+        "tick": TICK,
+        "max_trials_torchx": 1,
+    }
+    return orchestrate(
+        "9 slurm submit",
+        Path(__file__),
+        [case],
+        ["submit_per_s", "last_end_ms"],
+        trials,
+        sides=("ours", "floor", "floor_parallel", "torchx"),
+        skip=skip,
+        refs=("torchx", "floor", "floor_parallel"),
+    )
 
 
 if __name__ == "__main__":
     if is_driver():
-        driver_main({"ours": ours, "floor": floor, "torchx": torchx})
+        driver_main(
+            {"ours": ours, "floor": floor, "floor_parallel": floor_parallel, "torchx": torchx}
+        )
     else:
         ns = bench_args(default_trials=3)
         rows = run(ns.smoke, ns.trials)

@@ -4,6 +4,7 @@ without a shell, and the one mapping of their failures to errors."""
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import os
 import re
@@ -91,16 +92,21 @@ class SlurmCommands:
         except FileNotFoundError:
             raise SlurmNotInstalledError(argv[0]) from None
 
-    async def sbatch(self, argv: Sequence[str], options: Mapping[str, str]) -> str:
+    async def sbatch(
+        self, argv: Sequence[str], options: Mapping[str, str], app_name: str | None = None
+    ) -> str:
         """Run ``argv`` (``sbatch --parsable ... script``); return the job id (a heterogeneous
-        job's leader's). ``options``: the ``#SBATCH`` options by name, for the error.
+        job's leader's). ``options``: the ``#SBATCH`` options by name, for the error;
+        ``app_name``: the app the job runs, for the warning.
 
         A controller that does not answer (``Unable to contact slurm controller``, ``Socket
         timed out``) is asked again with backoff for up to :attr:`unanswered_timeout` seconds;
         after a time-out the job is looked for by its script first, so it is never submitted
         twice. A full submit limit of the user's QOS or association
         (``QOSMaxSubmitJobPerUserLimit``...) is waited out: the submit is tried again with
-        backoff while one of the user's jobs under that limit runs or waits.
+        backoff while one of the user's jobs under that limit runs or waits. A submit that
+        waits logs one warning (under logger ``asynctorchx.schedulers.slurm``) naming the app and
+        why: Slurm's reason (``QOSMaxSubmitJobPerUserLimit``), or the unanswered controller.
 
         Raises:
             SlurmNotInstalledError: ``sbatch`` is not on ``PATH``.
@@ -115,7 +121,7 @@ class SlurmCommands:
             retry=tenacity.retry_if_exception_type((_Unanswered, _LimitFull)),
             stop=self._stop_retrying,
             wait=tenacity.wait_random_exponential(multiplier=0.2, max=5),
-            before_sleep=_log_first_wait,
+            before_sleep=functools.partial(_log_first_wait, app_name),
             reraise=True,
         )
         return await retrying(self._sbatch_once, list(argv), options)
@@ -263,9 +269,10 @@ class _LimitFull(SlurmSubmitLimitError):
         self.args = (f"Slurm's {limit} is full: waiting for one of your jobs under it to end",)
 
 
-def _log_first_wait(state: tenacity.RetryCallState) -> None:
+def _log_first_wait(app_name: str | None, state: tenacity.RetryCallState) -> None:
     if state.attempt_number == 1 and state.outcome is not None:
-        logger.warning("sbatch waits and tries again: %s", state.outcome.exception())
+        app = "" if app_name is None else f" of app {app_name!r}"
+        logger.warning("the submit%s waits and tries again: %s", app, state.outcome.exception())
 
 
 def _text(data: bytes) -> str:

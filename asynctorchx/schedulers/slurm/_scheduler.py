@@ -95,6 +95,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         self._job_dirs: dict[str, str] = {}
         self._accounting: bool | None = None  # unknown until sacct answers
         self._partition_memory: dict[str | None, int | None] = {}
+        self._partition_asked = anyio.Lock()  # concurrent first submits ask sinfo once
         self.slurm_version: SlurmVersion | None = None
 
     async def __aenter__(self) -> SlurmScheduler:
@@ -111,8 +112,13 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         """Write the batch script (to ``job_dir``, recorded in ``.torchxslurmjobdirs`` as
         TorchX does, else a temporary directory) and submit it; return the job id.
 
+        A full submit limit of the user's QOS or association is waited out, with one warning
+        naming the app and the limit (:meth:`SlurmCommands.sbatch`).
+
         Raises:
             SlurmNotInstalledError: ``sbatch`` is not on ``PATH``.
+            SlurmSubmitLimitError: a submit limit refused the job and none of the user's jobs
+                can make room (a zero limit).
             SlurmSubmitError: Slurm refused an option (unknown partition...); it names it.
             SlurmCommandError: sbatch failed otherwise.
             OSError: the script or the job directory cannot be written.
@@ -138,7 +144,9 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
                     for name, value in replica.sbatch_opts.items()
                     if value is not None
                 }
-                job_id = await self.commands.sbatch(argv, options=options)
+                app = dryrun_info._app
+                name = None if app is None else app.name
+                job_id = await self.commands.sbatch(argv, options, name)
                 if job_dir is not None:  # kept as TorchX keeps it: the last script submitted
                     await path.replace(directory / "torchx-sbatch.sh")
             finally:
@@ -160,7 +168,9 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         partitions = {replica.sbatch_opts.get("partition") for replica in request.replicas.values()}
         name = next(iter(partitions)) if len(partitions) == 1 else None
         if name not in self._partition_memory:
-            self._partition_memory[name] = await self.commands.partition_memory_mb(name)
+            async with self._partition_asked:
+                if name not in self._partition_memory:
+                    self._partition_memory[name] = await self.commands.partition_memory_mb(name)
         request.drop_memory(self._partition_memory[name])
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:

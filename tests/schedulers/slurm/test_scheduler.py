@@ -238,6 +238,7 @@ async def test_fifty_concurrent_submits_into_one_job_dir_each_run_their_own_scri
         for index in range(50):
             task_group.start_soon(submit, index)
     assert len(set(job_ids.values())) == 50
+    assert scheduler.commands.counts["sinfo"] == 2  # the version, the partition's memory once
     for index, job_id in job_ids.items():
         response = await scheduler.wait(job_id, timeout=LIMIT)
         assert response is not None

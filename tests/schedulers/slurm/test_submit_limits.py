@@ -5,6 +5,7 @@ accounting enforces QOS limits (``AccountingStorageEnforce=associations,limits,q
 from __future__ import annotations
 
 import getpass
+import logging
 import os
 import shutil
 import subprocess
@@ -72,10 +73,23 @@ def _most_at_once(job_ids: list[str]) -> int:
     return max(sum(start <= at < end for start, end in spans) for at, _ in spans)
 
 
+def _waits(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The messages of the submits' warnings that they wait."""
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.name.startswith("asynctorchx.schedulers.slurm") and "waits" in record.msg
+    ]
+
+
 async def test_a_full_submit_limit_makes_submits_wait(
-    qos_of_20: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    qos_of_20: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.chdir(tmp_path)  # where .torchxslurmjobdirs goes
+    caplog.set_level(logging.WARNING, logger="asynctorchx.schedulers.slurm")
     cfg = {"qos": qos_of_20, "job_dir": str(tmp_path)}
     async with Runner("torchx", {"slurm": create_scheduler}, scheduler_params={}) as runner:
         with anyio.fail_after(600):
@@ -86,6 +100,45 @@ async def test_a_full_submit_limit_makes_submits_wait(
     assert [status.state for status in ended] == [AppState.SUCCEEDED] * APPS
     job_ids = [handle.rsplit("/", 1)[1] for handle in group.handles]
     assert 1 < _most_at_once(job_ids) <= LIMIT
+    # each app that waited said so once, naming itself and the limit; the first 20 never wait
+    waits = _waits(caplog)
+    waited = [message.split("'")[1] for message in waits]
+    assert waits
+    assert len(set(waited)) == len(waited), waits
+    assert set(waited) <= {f"t{n}" for n in range(LIMIT, APPS)}, waits
+    assert all("QOSMaxSubmitJobPerUserLimit" in message for message in waits), waits
+
+
+def _fake_slurm(bin_dir: Path, refusals: int) -> dict[str, str]:
+    """An ``sbatch`` on ``PATH`` refused by a full QOS submit limit ``refusals`` times, then
+    printing job id 123; a ``squeue`` listing one job (under the limit)."""
+    bin_dir.mkdir()
+    limit = "QOSMaxSubmitJobPerUserLimit"
+    (bin_dir / "sbatch").write_text(
+        f"#!/bin/sh\necho x >> {bin_dir}/calls\n"
+        f"if [ $(wc -l < {bin_dir}/calls) -le {refusals} ]; then\n"
+        f"  echo 'sbatch: error: {limit}' >&2\n"
+        "  echo 'sbatch: error: Batch job submission failed: Job violates accounting/QOS"
+        " policy (job submit limit, user'\\''s size and/or time limits)' >&2; exit 1; fi\n"
+        "echo 123\n"
+    )
+    (bin_dir / "squeue").write_text("#!/bin/sh\necho 7\n")
+    for command in ("sbatch", "squeue"):
+        (bin_dir / command).chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+async def test_a_waiting_submit_warns_once_naming_its_app_and_the_limit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="asynctorchx.schedulers.slurm")
+    commands = SlurmCommands(environment=_fake_slurm(tmp_path / "bin", refusals=3))
+    job_id = await commands.sbatch(["sbatch", "--parsable", "job.sh"], {"qos": "q"}, "t21")
+    assert job_id == "123"
+    assert commands.counts["sbatch"] == 4
+    [message] = _waits(caplog)
+    assert "'t21'" in message
+    assert "QOSMaxSubmitJobPerUserLimit is full" in message
 
 
 async def test_a_zero_submit_limit_is_refused_at_once(
