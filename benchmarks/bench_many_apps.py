@@ -299,7 +299,7 @@ def records(p: dict[str, Any]) -> dict[str, Any]:
         return time.perf_counter() - t0, out
 
     def cli_list() -> float:
-        seconds, out = whole(["list", "-s", "local_cwd"])
+        seconds, out = whole(["list", "-s", "local_cwd", "--all"])
         rows = sum(line.startswith("local_cwd://") for line in out.splitlines())
         assert rows == n, f"the CLI listed {rows} apps of {n}"
         return seconds

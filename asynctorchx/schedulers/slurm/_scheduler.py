@@ -144,8 +144,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
                     for name, value in replica.sbatch_opts.items()
                     if value is not None
                 }
-                app = dryrun_info._app
-                name = None if app is None else app.name
+                name = None if dryrun_info.app is None else dryrun_info.app.name
                 job_id = await self.commands.sbatch(argv, options, name)
                 if job_dir is not None:  # kept as TorchX keeps it: the last script submitted
                     await path.replace(directory / "torchx-sbatch.sh")
@@ -158,8 +157,8 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         if job_dir is not None:  # as TorchX does, so its log_iter finds the logs
             async with await anyio.open_file(JOB_DIRS_FILE, "a") as file:
                 await file.write(f"{job_id} = {job_dir}\n")
-        if dryrun_info._app is not None:
-            self._roles[job_id] = list(dryrun_info._app.roles)
+        if dryrun_info.app is not None:
+            self._roles[job_id] = list(dryrun_info.app.roles)
         return job_id
 
     async def _drop_memory_if_undeclared(self, request: SlurmBatchRequest) -> None:

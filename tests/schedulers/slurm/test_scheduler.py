@@ -376,8 +376,8 @@ async def test_a_job_held_to_its_begin_time_says_why_and_a_finished_one_when(
     done_id = await scheduler.submit(echo(msg="timed"), {})
     sbatch = scheduler.commands.sbatch
 
-    async def held(argv: list[str], options: dict[str, str]) -> str:
-        return await sbatch([argv[0], "--begin=now+60", *argv[1:]], options)
+    async def held(argv: list[str], options: dict[str, str], app_name: str | None) -> str:
+        return await sbatch([argv[0], "--begin=now+60", *argv[1:]], options, app_name)
 
     monkeypatch.setattr(scheduler.commands, "sbatch", held)
     held_id = await scheduler.submit(echo(msg="held"), {})
