@@ -33,9 +33,15 @@ from asynctorchx.schedulers.docker._state import (
     replica_of,
     replica_state,
     stopped_by_die,
-    utc,
 )
-from asynctorchx.schedulers.toolkit import LogQuery, app_state, gather, gather_results, race
+from asynctorchx.schedulers.toolkit import (
+    LogQuery,
+    app_state,
+    gather,
+    gather_results,
+    race,
+    utc_of_ns,
+)
 from asynctorchx.specs.api import AppState, is_terminal
 
 #: The cancel marker volume of app ``<app_id>`` is ``asynctorchx-cancelled-<app_id>``.
@@ -176,8 +182,8 @@ def _listed(
         app_id,
         state,
         name=app_name(replicas[0][0].labels),
-        submitted=utc(min(created)) if created else None,
-        ended=utc(ended),
+        submitted=utc_of_ns(min(created)) if created else None,
+        ended=utc_of_ns(ended),
     )
 
 

@@ -7,7 +7,6 @@ replica is CANCELLED.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 
 import attrs
 
@@ -22,6 +21,7 @@ from asynctorchx.schedulers.toolkit import (
     app_state,
     describe_app,
     role_statuses,
+    utc_of_ns,
 )
 from asynctorchx.specs.api import (
     NONE,
@@ -134,8 +134,8 @@ def describe_from(
                 role=role,
                 hostname=container.hostname,
                 exit_code=exit_code,
-                started=utc(start),
-                ended=utc(end),
+                started=utc_of_ns(start),
+                ended=utc_of_ns(end),
             )
         )
     cancelled = cancelled_at_ns is not None
@@ -153,10 +153,5 @@ def describe_from(
         msg="; ".join(messages) if messages else NONE,
         roles=list(app_def.roles) if app_def else list(rebuilt.values()),
         cause=cause,
-        submitted=utc(min((c.created_ns for c in ordered if c.created_ns), default=None)),
+        submitted=utc_of_ns(min((c.created_ns for c in ordered if c.created_ns), default=None)),
     )
-
-
-def utc(ns: int | None) -> datetime | None:
-    """Ns since the epoch as an aware UTC ``datetime``; ``None`` for ``None``."""
-    return None if ns is None else datetime.fromtimestamp(ns / 1e9, UTC)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, NamedTuple
 
 import attrs
@@ -24,7 +24,7 @@ from asynctorchx.schedulers.kubernetes._request import (
     LABEL_REPLICA_ID,
     LABEL_ROLE_NAME,
 )
-from asynctorchx.schedulers.toolkit import describe_app, role_statuses
+from asynctorchx.schedulers.toolkit import describe_app, parse_rfc3339, role_statuses
 from asynctorchx.specs.api import NONE, AppState, EndCause, ReplicaStatus, Role, is_terminal
 
 #: The job annotation with why the scheduler ended the app ``FAILED`` (it outlives the pods).
@@ -156,8 +156,10 @@ def _run_times(status: Mapping[str, Any]) -> tuple[datetime | None, datetime | N
     """Its containers' first ``startedAt`` and, once every one terminated, last ``finishedAt``."""
     states = [c.get("state") or {} for c in status.get("containerStatuses") or []]
     runs = [state.get("running") or state.get("terminated") or {} for state in states]
-    started = [at for run in runs if (at := api_time(run.get("startedAt")))]
-    ended = [at for s in states if (at := api_time((s.get("terminated") or {}).get("finishedAt")))]
+    started = [at for run in runs if (at := parse_rfc3339(run.get("startedAt")))]
+    ended = [
+        at for s in states if (at := parse_rfc3339((s.get("terminated") or {}).get("finishedAt")))
+    ]
     return min(started, default=None), max(ended) if ended and len(ended) == len(states) else None
 
 
@@ -333,7 +335,7 @@ class Job:
         restarts: int,
         templates: list[Template],
         said: str | None = None,
-        ended: object = None,
+        ended: str | None = None,
     ) -> Job:
         """A job from what its job API read (``ended``: the time it turned terminal, as the API
         gives it) and its metadata (``obj``'s)."""
@@ -357,8 +359,8 @@ class Job:
             roles=tuple(roles),
             containers=containers,
             app_name=_app_name(templates),
-            created=api_time(metadata.get("creationTimestamp")),
-            ended=api_time(ended) if is_terminal(state) else None,
+            created=parse_rfc3339(metadata.get("creationTimestamp")),
+            ended=parse_rfc3339(ended) if is_terminal(state) else None,
         )
 
 
@@ -368,14 +370,6 @@ def _app_name(templates: list[Template]) -> str:
         if LABEL_APP_NAME in labels:
             return str(labels[LABEL_APP_NAME])
     return ""
-
-
-def api_time(stamp: object) -> datetime | None:
-    """An API server time (RFC 3339, ``2024-05-01T12:00:00Z``) in UTC; ``None`` if it is none."""
-    try:
-        return datetime.fromisoformat(str(stamp)).astimezone(UTC) if stamp else None
-    except ValueError:
-        return None
 
 
 def parse_job(job: Mapping[str, Any]) -> Job:

@@ -31,7 +31,12 @@ from asynctorchx.schedulers.toolkit._position import (
     parse_position,
     position_of,
 )
-from asynctorchx.schedulers.toolkit._rfc3339 import format_rfc3339_ns, parse_rfc3339_ns
+from asynctorchx.schedulers.toolkit._rfc3339 import (
+    format_rfc3339_ns,
+    parse_rfc3339,
+    parse_rfc3339_ns,
+    utc_of_ns,
+)
 from asynctorchx.schedulers.toolkit._state import (
     app_state,
     describe_app,
@@ -82,6 +87,7 @@ __all__ = [
     "make_app_id",
     "open_for_reading",
     "parse_position",
+    "parse_rfc3339",
     "parse_rfc3339_ns",
     "position_of",
     "race",
@@ -89,6 +95,7 @@ __all__ = [
     "sanitize_app_name",
     "symlink_error",
     "tail_blocks",
+    "utc_of_ns",
     "validate_app",
     "validate_app_id",
     "validate_name",

@@ -24,6 +24,17 @@ def parse_rfc3339_ns(text: str | None) -> int | None:
     return seconds * 1_000_000_000 + int((fraction or "0")[:9].ljust(9, "0"))
 
 
+def utc_of_ns(ns: int | None) -> datetime | None:
+    """Ns since the epoch as an aware UTC ``datetime``; ``None`` for ``None``."""
+    return None if ns is None else datetime.fromtimestamp(ns / 1e9, UTC)
+
+
+def parse_rfc3339(text: str | None) -> datetime | None:
+    """An RFC 3339 time (Docker's, the API server's) as an aware UTC ``datetime``; ``None``
+    as :func:`parse_rfc3339_ns`."""
+    return utc_of_ns(parse_rfc3339_ns(text))
+
+
 def format_rfc3339_ns(ns: int) -> str:
     """Format ns since the epoch as Docker stamps log frames (Go's ``RFC3339NanoFixed``)."""
     base = datetime.fromtimestamp(ns // 1_000_000_000, UTC)
