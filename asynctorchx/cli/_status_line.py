@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing, asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -48,6 +49,7 @@ class StatusLine:
         self._app_handle = app_handle
         self._started = self._last_output = anyio.current_time()
         self._live: Live | None = None
+        self._text: Callable[[float], str] | None = None  # by elapsed seconds, once known
 
     def hide(self) -> None:
         """Erase the line (if shown) before output is printed."""
@@ -75,21 +77,29 @@ class StatusLine:
         )
         self._live.start(refresh=True)
 
+    async def _watch(self) -> None:
+        """Keep the app's latest status, from :meth:`Runner.watch` (no poll of our own)."""
+        while True:
+            self._text = None
+            try:
+                async with aclosing(self._runner.watch(self._app_handle)) as changes:
+                    async for status in changes:
+                        self._text = partial(describe, status)
+                self._text = self._text or partial(describe, None)  # None: its scheduler forgot it
+                return
+            except AsyncTorchXError as error:  # the line says so; `wait` has the last word
+                self._text = partial(str, f"asynctorchx: no status ({error})")
+            await anyio.sleep(QUIET_S)  # then watch again
+
     async def _show(self) -> None:
         while True:
             quiet = anyio.current_time() - self._last_output
             if quiet < QUIET_S:
                 await anyio.sleep(QUIET_S - quiet)
                 continue
-            elapsed = anyio.current_time() - self._started
-            try:
-                text = describe(await self._runner.status(self._app_handle), elapsed)
-            except AsyncTorchXError as error:  # the line says so; `wait` has the last word
-                text = f"asynctorchx: no status ({error})"
-            if anyio.current_time() - self._last_output < QUIET_S:
-                continue  # output came while the status was asked for
-            self._draw(text)
-            await anyio.sleep(QUIET_S)
+            if self._text is not None:
+                self._draw(self._text(anyio.current_time() - self._started))
+            await anyio.sleep(QUIET_S)  # the clock's next tick
 
 
 @asynccontextmanager
@@ -101,6 +111,7 @@ async def status_line(runner: Runner, app_handle: str) -> AsyncIterator[StatusLi
         return
     try:
         async with background_tasks() as task_group:
+            task_group.start_soon(line._watch)
             task_group.start_soon(line._show)
             yield line
     finally:

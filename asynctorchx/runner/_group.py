@@ -602,7 +602,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         if trace is None:
             status = await self._runner.wait(handle)
         else:
-            async with aclosing(self._runner.watch(handle)) as statuses:  # type: ignore[type-var]
+            async with aclosing(self._runner.watch(handle)) as statuses:
                 async for status in statuses:
                     trace.changed(status)
         if status is None or not status.is_terminal():

@@ -495,7 +495,7 @@ class Runner(anyio.AsyncContextManagerMixin):
             sched, app_id = await self._host.for_handle(app_handle, check_session=False)
             return self._app_status(app_handle, await sched.wait(app_id))
 
-    async def watch(self, app_handle: AppHandle) -> AsyncIterator[AppStatus]:
+    async def watch(self, app_handle: AppHandle) -> AsyncGenerator[AppStatus, None]:
         """Yield the app's :class:`AppStatus` now and at each change of its state or pending
         reason, to a terminal one."""
         sched, app_id = await self._host.for_handle(app_handle, check_session=False)
