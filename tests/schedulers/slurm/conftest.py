@@ -11,10 +11,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+
+from asynctorchx.schedulers.slurm_scheduler import SlurmScheduler
 
 REPO = Path(__file__).resolve().parents[3]
 _FIX = "start one with: bash scripts/slurm-cluster.sh start"
@@ -142,3 +145,13 @@ def torchx_python() -> Path | None:
     if os.environ.get("ASYNCTORCHX_REQUIRE_TORCHX"):  # CI builds it: a missing venv fails
         pytest.fail(f"no TorchX 0.7.0 venv at {python}; build it with: {BUILD_TORCHX_VENV}")
     return None
+
+
+@pytest.fixture
+async def scheduler(
+    slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[SlurmScheduler]:
+    """A scheduler polling every 0.5 s, run from ``tmp_path`` (modules may define their own)."""
+    monkeypatch.chdir(tmp_path)
+    async with SlurmScheduler("test", poll_interval=0.5) as slurm:
+        yield slurm

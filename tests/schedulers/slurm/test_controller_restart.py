@@ -6,7 +6,6 @@ with the job's real end and every line once; ``describe`` during it raises the t
 from __future__ import annotations
 
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -16,19 +15,10 @@ from asynctorchx.errors import SchedulerUnavailableError, SlurmControllerUnreach
 from asynctorchx.schedulers.api import DescribeAppResponse, Stream
 from asynctorchx.schedulers.slurm_scheduler import SlurmScheduler
 from asynctorchx.specs import AppDef, AppState, Resource, Role
-from tests.schedulers.slurm.conftest import REPO, SlurmCluster
+from tests.schedulers.slurm.conftest import REPO
 
 LINES = 25  # one a second: the job outlives the outage
 DOWN_S = 20  # seconds slurmctld stays down (squeue takes about 9 s to give up on it)
-
-
-@pytest.fixture
-async def scheduler(
-    slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[SlurmScheduler]:
-    monkeypatch.chdir(tmp_path)
-    async with SlurmScheduler("test", poll_interval=0.5) as slurm:
-        yield slurm
 
 
 def _controller_down() -> bool:

@@ -5,7 +5,7 @@ pair (``scripts/slurm-cluster.sh``: ``PreemptType=preempt/partition_prio``; a jo
 from __future__ import annotations
 
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -18,15 +18,6 @@ from tests.schedulers.slurm.conftest import SlurmCluster
 
 LIMIT = 120  # seconds: a bound on a hang, never a timing guess
 HIGH = ["sbatch", "--parsable", "-p", "high", "-N", "4", "--exclusive", "-o", "/dev/null"]
-
-
-@pytest.fixture
-async def scheduler(
-    slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[SlurmScheduler]:
-    monkeypatch.chdir(tmp_path)
-    async with SlurmScheduler("test", poll_interval=0.5) as slurm:
-        yield slurm
 
 
 @pytest.fixture
