@@ -152,6 +152,9 @@ class Journal:
         self.trials = trials
         self._fd = fd
         self._lock = anyio.Lock()
+        self._pending = bytearray()  # lines appended since the last write began
+        self._batch = anyio.Event()  # set once the pending lines are on the disk
+        self._failed: OSError | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> Journal:
@@ -182,10 +185,27 @@ class Journal:
             raise
 
     async def append(self, record: Record) -> None:
-        """Write ``record``, then flush it to the disk (``fsync``), before returning."""
-        line = encode(record)
+        """Write ``record``, then flush it to the disk (``fsync``), before returning.
+
+        Records appended while a flush is under way go to the disk together in the next one
+        (a group commit): one ``fsync`` for all the trials that end at once.
+
+        Raises:
+            OSError: this or an earlier write failed; the journal takes no more records.
+        """
+        self._pending += encode(record)
+        batch = self._batch
         async with self._lock:
-            await anyio.to_thread.run_sync(_write_synced, self._fd, line)
+            if self._failed is None and not batch.is_set():
+                lines, self._pending, self._batch = bytes(self._pending), bytearray(), anyio.Event()
+                try:  # shielded: the waiters of this batch learn how it ended
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(_write_synced, self._fd, lines)
+                except OSError as exc:  # a line may be cut: what follows would not parse
+                    self._failed = exc
+                batch.set()
+            if self._failed is not None:
+                raise self._failed
 
     def close(self) -> None:
         """Remove the pid file and release the journal."""
