@@ -376,7 +376,8 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         Raises:
             ValueError: ``keys`` is not one per app.
             SchedulerClosedError, TrialKeyError: as :meth:`run`; no app was submitted.
-            Exception: a submit's error; the apps of the call not yet running were cancelled.
+            Exception: a submit's error; the apps that submit made were cancelled (those
+                submitted before it, with ``max_concurrent``, run on in the group).
         """
         if keys is not None and len(keys) != len(apps):
             raise ValueError(f"{len(keys)} keys for {len(apps)} apps: give one key per app")
