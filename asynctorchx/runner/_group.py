@@ -298,11 +298,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 the journal records it with another app, scheduler or cfg.
             ValueError, UnknownSchedulerException, InvalidRunConfigException: as Runner.dryrun.
         """
-        return await self._schedule(
-            functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace),
-            key,
-            cfg,
-            (app, scheduler),
+        dryrun = functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace)
+        return await self._first_handle(
+            await self._prepare(dryrun, key, cfg, (app, scheduler)), True
         )
 
     async def run_component(
@@ -329,13 +327,10 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             SchedulerClosedError, TrialKeyError: as :meth:`run`.
             ComponentNotFoundException, ComponentValidationException: as Runner.run_component.
         """
-        return await self._schedule(
-            functools.partial(
-                self._runner.dryrun_component, component, component_args, scheduler, cfg, workspace
-            ),
-            key,
-            cfg,
+        dryrun = functools.partial(
+            self._runner.dryrun_component, component, component_args, scheduler, cfg, workspace
         )
+        return await self._first_handle(await self._prepare(dryrun, key, cfg), True)
 
     def _check_open(self) -> None:
         if self._tasks is None:
@@ -396,31 +391,14 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         resumed = [trial for trial in trials if trial.history and trial.history.attempts]
         await self._launch(resumed, together=False)
         await self._launch([trial for trial in trials if trial not in resumed], together=True)
-        return [
-            trial if isinstance(trial, str) else await self._first_handle(trial)
-            for trial in prepared
-        ]
-
-    async def _schedule(
-        self,
-        again: Callable[[], Awaitable[AppDryRunInfo[Any]]],
-        key: str | None,
-        cfg: Mapping[str, CfgVal] | None,
-        target: tuple[AppDef, str] | None = None,
-    ) -> AppHandle:
-        """Dry-run by ``again``, take a slot, submit in a follower; wait for the handle."""
-        prepared = await self._prepare(again, key, cfg, target)
-        if isinstance(prepared, str):
-            return prepared
-        await self._launch([prepared], together=False)
-        return await self._first_handle(prepared)
+        return [await self._first_handle(trial) for trial in prepared]
 
     async def _prepare(
         self,
         again: Callable[[], Awaitable[AppDryRunInfo[Any]]],
         key: str | None,
         cfg: Mapping[str, CfgVal] | None,
-        target: tuple[AppDef, str] | None,
+        target: tuple[AppDef, str] | None = None,
     ) -> _Trial | AppHandle:
         """The trial dry-run by ``again``, or the first handle of one the journal ends.
         ``target``: the app and scheduler, when known before the dry run (``run``)."""
@@ -454,52 +432,45 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         """Take a slot for each trial and follow it; ``together``: the trials that take
         slots at once are submitted first, in one :meth:`Runner.schedule_many`."""
         while trials:
-            taken = await self._take_slots(len(trials) if together else 1)
+            self._check_open()
+            taken = len(trials) if together else 1
+            if self._slots is not None:
+                await self._slots.acquire()
+                held = 1
+                while held < taken and self._slots.value > 0:
+                    self._slots.acquire_nowait()
+                    held += 1
+                taken = held
             batch, trials = trials[:taken], trials[taken:]
-            if together:
-                with anyio.CancelScope(shield=True):  # every app submitted is followed
-                    try:
+            try:
+                self._check_open()  # the group may have begun to stop while it waited
+                if together:
+                    with anyio.CancelScope(shield=True):  # every app submitted is followed
                         handles = await self._runner.schedule_many([t.request for t in batch])
-                    except BaseException:
-                        for _ in batch:
-                            self._release()
-                        raise
-                for trial, handle in zip(batch, handles, strict=True):
-                    trial.submitted = handle
+                    for trial, handle in zip(batch, handles, strict=True):
+                        trial.submitted = handle
+            except BaseException:
+                for _ in batch:
+                    self._release()
+                raise
             assert self._tasks is not None
             for trial in batch:
                 self._following.add(trial)  # a submit in flight is waited for as an app is
                 self._tasks.start_soon(self._follow, trial)
 
-    async def _take_slots(self, most: int) -> int:
-        """Wait for a slot, take up to ``most`` free ones at once; return how many."""
-        self._check_open()
-        if self._slots is None:
-            return most
-        await self._slots.acquire()
-        taken = 1
-        while taken < most:
-            try:
-                self._slots.acquire_nowait()
-            except anyio.WouldBlock:
-                break
-            taken += 1
-        try:
-            self._check_open()
-        except SchedulerClosedError:
-            for _ in range(taken):
-                self._release()
-            raise
-        return taken
-
-    async def _first_handle(self, trial: _Trial) -> AppHandle:
-        """Wait (through cancellations) until the trial's first app is submitted."""
-        interrupted = await _wait_through(trial.done.wait, trial.done.is_set)
-        if trial.error is not None:
-            raise trial.error
+    async def _first_handle(self, prepared: _Trial | AppHandle, launch: bool = False) -> AppHandle:
+        """The trial's first handle once submitted (waited for through cancellations), after
+        launching it alone with ``launch``; a handle (replayed from the journal) as itself."""
+        if isinstance(prepared, str):
+            return prepared
+        if launch:
+            await self._launch([prepared], together=False)
+        interrupted = await _wait_through(prepared.done.wait, prepared.done.is_set)
+        if prepared.error is not None:
+            raise prepared.error
         if interrupted is not None:
             raise interrupted
-        return trial.attempts[0]
+        return prepared.attempts[0]
 
     def _claim(self, key: str | None, journal: Journal) -> str:
         """Take ``key`` for this run of the group, or raise ``TrialKeyError``."""
