@@ -344,7 +344,26 @@ def ours(p: dict[str, Any]) -> dict[str, Any]:
         assert ended == [AppState.SUCCEEDED] * len(apps), ended
         return {"submit_per_s": len(apps) / submit_s, "last_end_ms": _last_end_ms(stamps, seen)}
 
+    async def array() -> dict[str, Any]:
+        from asynctorchx.runner import Runner
+        from asynctorchx.schedulers.slurm_scheduler import create_scheduler
+
+        apps = [_app(["-c", "true"]) for _ in range(int(p["apps"]))]
+        _drain()
+        factories = {"slurm": create_scheduler}
+        async with Runner("bench", factories, scheduler_params={"poll_interval": TICK}) as runner:
+            runner.scheduler_run_opts("slurm")  # the scheduler's modules imported first
+            async with runner.group() as group:
+                started = time.perf_counter()
+                handles = await group.run_many(apps, "slurm", {"time": "5"})
+                submit_s = time.perf_counter() - started
+            ended = [status.state for status in (await group.wait()).values()]
+        assert len({handle.rpartition("_")[0] for handle in handles}) == 1, handles[:3]
+        assert ended == [AppState.SUCCEEDED] * len(apps), ended
+        return {"submit_s": submit_s}
+
     cases = {
+        "array": array,
         "end": end,
         "start": start,
         "watch": watch,
@@ -499,6 +518,16 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
             refs=(),
         ),
         *submit_rows(smoke, trials, everything or default_skips()),
+        *orchestrate(
+            "9 slurm array",
+            script,
+            [{"case": "array", "apps": 20 if smoke else SUBMIT_APPS, "tick": TICK}],
+            ["submit_s"],
+            trials,
+            sides=("ours",),
+            skip=everything,
+            refs=(),
+        ),
     ]
 
 

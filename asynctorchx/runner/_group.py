@@ -8,7 +8,7 @@ import logging
 import math
 import os
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -298,11 +298,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 the journal records it with another app, scheduler or cfg.
             ValueError, UnknownSchedulerException, InvalidRunConfigException: as Runner.dryrun.
         """
-        return await self._schedule(
-            functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace),
-            key,
-            cfg,
-            (app, scheduler),
+        dryrun = functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace)
+        return await self._first_handle(
+            await self._prepare(dryrun, key, cfg, (app, scheduler)), True
         )
 
     async def run_component(
@@ -329,13 +327,10 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             SchedulerClosedError, TrialKeyError: as :meth:`run`.
             ComponentNotFoundException, ComponentValidationException: as Runner.run_component.
         """
-        return await self._schedule(
-            functools.partial(
-                self._runner.dryrun_component, component, component_args, scheduler, cfg, workspace
-            ),
-            key,
-            cfg,
+        dryrun = functools.partial(
+            self._runner.dryrun_component, component, component_args, scheduler, cfg, workspace
         )
+        return await self._first_handle(await self._prepare(dryrun, key, cfg), True)
 
     def _check_open(self) -> None:
         if self._tasks is None:
@@ -349,14 +344,63 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 " left): start no more apps in it"
             )
 
-    async def _schedule(
+    async def run_many(
+        self,
+        apps: Sequence[AppDef],
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: Workspace | str | None = None,
+        *,
+        keys: Sequence[str] | None = None,
+    ) -> list[AppHandle]:
+        """Start ``apps`` on ``scheduler`` as many :meth:`run` calls would, but submitted
+        together (:meth:`Runner.schedule_many`; ``slurm``: as one job array where they differ
+        only in their entrypoint, args and env, ``docs/slurm.md``); return their handles in
+        order. Each app is a trial of its own: its own status, logs, cancel and retries (a
+        retry is submitted alone, as :meth:`run` submits it). With ``max_concurrent``, the
+        apps that find a free slot at once are submitted together. With a journal, each
+        ``key`` resumes as in :meth:`run`; a trial with attempts recorded is submitted alone.
+
+        Args:
+            apps (Sequence[AppDef]): the apps.
+            scheduler (str): the scheduler's registered name.
+            cfg (Mapping[str, CfgVal] | None): the run options of every app.
+            workspace (Workspace | str | None): as :meth:`run`, for every app.
+            keys (Sequence[str] | None): each app's ``key``, as :meth:`run`.
+
+        Raises:
+            ValueError: ``keys`` is not one per app.
+            SchedulerClosedError, TrialKeyError: as :meth:`run`; no app was submitted.
+            Exception: a submit's error; the apps that submit made were cancelled (those
+                submitted before it, with ``max_concurrent``, run on in the group).
+        """
+        if keys is not None and len(keys) != len(apps):
+            raise ValueError(f"{len(keys)} keys for {len(apps)} apps: give one key per app")
+        prepared: list[_Trial | AppHandle] = []
+        try:
+            named: Sequence[str | None] = [None] * len(apps) if keys is None else keys
+            for app, key in zip(apps, named, strict=True):
+                dryrun = functools.partial(self._runner.dryrun, app, scheduler, cfg, workspace)
+                prepared.append(await self._prepare(dryrun, key, cfg, (app, scheduler)))
+        except BaseException:
+            for trial in prepared:
+                if isinstance(trial, _Trial) and trial.key is not None:
+                    self._keys.discard(trial.key)
+            raise
+        trials = [trial for trial in prepared if isinstance(trial, _Trial)]
+        resumed = [trial for trial in trials if trial.history and trial.history.attempts]
+        await self._launch(resumed, together=False)
+        await self._launch([trial for trial in trials if trial not in resumed], together=True)
+        return [await self._first_handle(trial) for trial in prepared]
+
+    async def _prepare(
         self,
         again: Callable[[], Awaitable[AppDryRunInfo[Any]]],
         key: str | None,
         cfg: Mapping[str, CfgVal] | None,
         target: tuple[AppDef, str] | None = None,
-    ) -> AppHandle:
-        """Dry-run by ``again``, take a slot, submit in a follower; wait for the handle.
+    ) -> _Trial | AppHandle:
+        """The trial dry-run by ``again``, or the first handle of one the journal ends.
         ``target``: the app and scheduler, when known before the dry run (``run``)."""
         self._check_open()
         history = None
@@ -382,24 +426,51 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 return self._replay(_Trial(info, again, key, history), history)
         else:
             info = await again()
-        self._check_open()
-        if self._slots is not None:
-            await self._slots.acquire()
-        try:
+        return _Trial(info, again, key, history)
+
+    async def _launch(self, trials: list[_Trial], together: bool) -> None:
+        """Take a slot for each trial and follow it; ``together``: the trials that take
+        slots at once are submitted first, in one :meth:`Runner.schedule_many`."""
+        while trials:
             self._check_open()
-        except SchedulerClosedError:
-            self._release()
-            raise
-        assert self._tasks is not None
-        trial = _Trial(info, again, key, history)
-        self._following.add(trial)  # a submit in flight is waited for as an app is
-        self._tasks.start_soon(self._follow, trial)
-        interrupted = await _wait_through(trial.done.wait, trial.done.is_set)
-        if trial.error is not None:
-            raise trial.error
+            taken = len(trials) if together else 1
+            if self._slots is not None:
+                await self._slots.acquire()
+                held = 1
+                while held < taken and self._slots.value > 0:
+                    self._slots.acquire_nowait()
+                    held += 1
+                taken = held
+            batch, trials = trials[:taken], trials[taken:]
+            try:
+                self._check_open()  # the group may have begun to stop while it waited
+                if together:
+                    with anyio.CancelScope(shield=True):  # every app submitted is followed
+                        handles = await self._runner.schedule_many([t.request for t in batch])
+                    for trial, handle in zip(batch, handles, strict=True):
+                        trial.submitted = handle
+            except BaseException:
+                for _ in batch:
+                    self._release()
+                raise
+            assert self._tasks is not None
+            for trial in batch:
+                self._following.add(trial)  # a submit in flight is waited for as an app is
+                self._tasks.start_soon(self._follow, trial)
+
+    async def _first_handle(self, prepared: _Trial | AppHandle, launch: bool = False) -> AppHandle:
+        """The trial's first handle once submitted (waited for through cancellations), after
+        launching it alone with ``launch``; a handle (replayed from the journal) as itself."""
+        if isinstance(prepared, str):
+            return prepared
+        if launch:
+            await self._launch([prepared], together=False)
+        interrupted = await _wait_through(prepared.done.wait, prepared.done.is_set)
+        if prepared.error is not None:
+            raise prepared.error
         if interrupted is not None:
             raise interrupted
-        return trial.attempts[0]
+        return prepared.attempts[0]
 
     def _claim(self, key: str | None, journal: Journal) -> str:
         """Take ``key`` for this run of the group, or raise ``TrialKeyError``."""
@@ -550,7 +621,8 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         """The attempt's final status, or None when the first submit was refused."""
         trace = self._app_trace(info)
         try:
-            handle = await self._runner.schedule(info)
+            handle = trial.submitted or await self._runner.schedule(info)
+            trial.submitted = None
         except BaseException as exc:
             if trace is not None:
                 trace.not_submitted(
@@ -698,6 +770,7 @@ class _Trial:
     attempts: list[AppHandle] = attrs.field(factory=list)
     budgets: list[str] = attrs.field(factory=list)  # what each attempt spent
     running: AppHandle | None = None
+    submitted: AppHandle | None = None  # by run_many, with others: not followed yet
     backoff: anyio.CancelScope | None = None
     error: Exception | None = None
 

@@ -82,6 +82,17 @@ def api_event(
     )
 
 
+def _submittable(dryrun_info: AppDryRunInfo[Any]) -> tuple[str, AppDef]:
+    """The scheduler and app of a :meth:`Runner.dryrun` result, or a ``ValueError``."""
+    scheduler, app = dryrun_info.scheduler, dryrun_info.app
+    if scheduler is None or app is None:
+        raise ValueError(
+            "this AppDryRunInfo did not come from Runner.dryrun(): call"
+            " `await runner.dryrun(app, scheduler)` and pass its result"
+        )
+    return scheduler, app
+
+
 def handle_event(api: str, app_handle: AppHandle) -> log_event:
     """The usage event of a Runner call on ``app_handle``."""
     try:
@@ -360,12 +371,7 @@ class Runner(anyio.AsyncContextManagerMixin):
         Raises:
             ValueError: ``dryrun_info`` did not come from :meth:`dryrun`.
         """
-        scheduler, app = dryrun_info.scheduler, dryrun_info.app
-        if scheduler is None or app is None:
-            raise ValueError(
-                "this AppDryRunInfo did not come from Runner.dryrun(): call"
-                " `await runner.dryrun(app, scheduler)` and pass its result"
-            )
+        scheduler, app = _submittable(dryrun_info)
         image = app.roles[0].image if app.roles else None
         with api_event("schedule", scheduler, app_image=image) as ctx:
             sched = await self._host.get(scheduler)
@@ -374,6 +380,40 @@ class Runner(anyio.AsyncContextManagerMixin):
             app_handle = make_app_handle(scheduler, self._name, app_id)
             self._apps[app_handle] = app
             return app_handle
+
+    async def schedule_many(self, dryrun_infos: Sequence[AppDryRunInfo[Any]]) -> list[AppHandle]:
+        """Submit dry-run results of one scheduler together; return their handles in order.
+
+        Each is an app of its own, as :meth:`schedule` makes it, but the scheduler may submit
+        several in one call (``slurm``: apps of one replica that differ only in its
+        entrypoint, args and env go as one job array, ``docs/slurm.md``); others submit
+        each at once (``Scheduler.schedule_many``).
+
+        Args:
+            dryrun_infos (Sequence[AppDryRunInfo]): results of :meth:`dryrun`.
+
+        Raises:
+            ValueError: a result did not come from :meth:`dryrun`, or they name several
+                schedulers.
+            Exception: a submit's error, as :meth:`schedule` raises it; the apps already
+                submitted were cancelled.
+        """
+        schedulers = {_submittable(info)[0] for info in dryrun_infos}
+        if len(schedulers) != 1:
+            if not schedulers:
+                return []
+            raise ValueError(
+                f"dry runs of schedulers {sorted(schedulers)}: schedule_many() submits one"
+                " scheduler's apps, call it once per scheduler"
+            )
+        (scheduler,) = schedulers
+        with api_event("schedule_many", scheduler):
+            sched = await self._host.get(scheduler)
+            app_ids = await sched.schedule_many(dryrun_infos)
+            handles = [make_app_handle(scheduler, self._name, app_id) for app_id in app_ids]
+            for handle, info in zip(handles, dryrun_infos, strict=True):
+                self._apps[handle] = _submittable(info)[1]
+            return handles
 
     async def dryrun(
         self,

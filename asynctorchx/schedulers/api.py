@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import abc
+import contextlib
 import functools
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+import anyio
 import attrs
 
 from asynctorchx.errors import InvalidAppDefException
@@ -19,6 +21,7 @@ from asynctorchx.schedulers.toolkit import (
     LogBlock,
     LogPosition,
     LogQuery,
+    gather,
     gather_results,
     lines_of,
     validate_app,
@@ -75,7 +78,8 @@ class Scheduler(abc.ABC, Generic[T]):
 
     ``backend`` is its registered name, ``session_name`` the runner session in app handles. A
     backend implements the abstract methods and :attr:`capabilities`, and may override
-    ``_wait_until``, ``_describe_many``, ``_remove`` and ``describe_native``.
+    ``_wait_until``, ``_describe_many``, ``_remove``, ``describe_native``, and ``_batches``
+    with ``_schedule_batch`` (submits of several apps in one call).
     """
 
     def __init__(self, backend: str, session_name: str) -> None:
@@ -124,6 +128,42 @@ class Scheduler(abc.ABC, Generic[T]):
     @abc.abstractmethod
     async def schedule(self, dryrun_info: AppDryRunInfo[T]) -> str:
         """Submit the request in ``dryrun_info`` and return the app id."""
+
+    async def schedule_many(self, dryrun_infos: Sequence[AppDryRunInfo[T]]) -> list[str]:
+        """Submit every request, as :meth:`schedule` does one; return the app ids in order.
+
+        A backend may submit several requests in one call (``slurm``: those that differ only
+        in the command and env as one job array, ``docs/slurm.md``); each is still an app of
+        its own. The calls run concurrently (a backend bounds its own commands).
+
+        Raises:
+            Exception: the first error of a submit, as :meth:`schedule` raises it, after the
+                apps already submitted were cancelled.
+        """
+        app_ids: list[str] = [""] * len(dryrun_infos)
+
+        async def submit(indices: list[int]) -> None:
+            submitted = await self._schedule_batch([dryrun_infos[index] for index in indices])
+            for index, app_id in zip(indices, submitted, strict=True):
+                app_ids[index] = app_id
+
+        try:
+            await gather(functools.partial(submit, batch) for batch in self._batches(dryrun_infos))
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                for app_id in filter(None, app_ids):
+                    with contextlib.suppress(Exception):
+                        await self.cancel(app_id)
+            raise
+        return app_ids
+
+    def _batches(self, dryrun_infos: Sequence[AppDryRunInfo[T]]) -> list[list[int]]:
+        """The indices of the requests each :meth:`_schedule_batch` submits; default: one each."""
+        return [[index] for index in range(len(dryrun_infos))]
+
+    async def _schedule_batch(self, dryrun_infos: Sequence[AppDryRunInfo[T]]) -> list[str]:
+        """Submit a batch of :meth:`_batches`; the default submits each by :meth:`schedule`."""
+        return [await self.schedule(info) for info in dryrun_infos]
 
     def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
         """Return the request :meth:`schedule` would submit, after validating ``app`` and ``cfg``.

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from asynctorchx.schedulers.slurm._commands import SlurmCommands
 from asynctorchx.schedulers.slurm._request import (
+    MAX_ARRAY,
     SlurmBatchRequest,
     SlurmOpts,
     SlurmReplicaRequest,
+    array_script,
+    array_shape,
     build_batch_request,
     check_time,
     slurm_runopts,
@@ -20,6 +23,7 @@ from asynctorchx.schedulers.slurm._state import SLURM_STATES, SlurmComponent
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL",
+    "MAX_ARRAY",
     "SLURM_STATES",
     "SlurmBatchRequest",
     "SlurmCommands",
@@ -27,6 +31,8 @@ __all__ = [
     "SlurmOpts",
     "SlurmReplicaRequest",
     "SlurmScheduler",
+    "array_script",
+    "array_shape",
     "build_batch_request",
     "check_time",
     "create_scheduler",

@@ -221,3 +221,26 @@ async def test_leaving_during_a_backoff_submits_nothing_more() -> None:
         (failing,) = group.handles
         assert group.attempts(failing) == [failing]
         assert (await group.wait())[failing].state == AppState.FAILED
+
+
+async def test_run_many_on_a_backend_without_arrays_runs_each_app_under_the_limit(
+    tmp_path: Path,
+) -> None:
+    go = tmp_path / "go"
+    apps = [sh_app(f"app{index}", waits_for(go)) for index in range(5)]
+    async with get_runner() as runner:
+        with anyio.fail_after(LIMIT):
+            async with runner.group(max_concurrent=2) as group, anyio.create_task_group() as tasks:
+                tasks.start_soon(group.run_many, apps, "local_cwd")
+                while len(group.handles) < 2:  # the first two take both slots
+                    await anyio.sleep(0.02)
+                await anyio.wait_all_tasks_blocked()
+                assert len(group.handles) == 2  # the third waits for a slot
+                assert len(await not_terminal(runner, group.handles)) == 2
+                go.touch()
+            handles = group.handles
+            assert len(handles) == len(set(handles)) == 5
+            assert await states(runner, handles) == [AppState.SUCCEEDED] * 5
+        with pytest.raises(ValueError, match="one key per app"):
+            async with runner.group() as group:
+                await group.run_many(apps, "local_cwd", keys=["a"])

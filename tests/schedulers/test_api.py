@@ -177,3 +177,27 @@ def test_no_built_in_backend_rewrites_a_public_method_of_the_base(backend: str) 
     assert {"wait", "wait_for_state_change", "cancel", "delete", "log_iter"} <= set(concrete)
     rewritten = [name for name in concrete if getattr(cls, name) is not getattr(Scheduler, name)]
     assert rewritten == [], f"{cls.__name__} rewrites {rewritten}"
+
+
+class FailsOnBad(FakeEventlessScheduler):
+    """Submits each request as app ``{request}``; refuses the request ``bad``."""
+
+    def __init__(self) -> None:
+        super().__init__([AppState.RUNNING])
+        self.cancelled: list[str] = []
+
+    async def schedule(self, dryrun_info: AppDryRunInfo[str]) -> str:
+        if dryrun_info.request == "bad":
+            raise ValueError("refused")
+        return "app"
+
+    async def _cancel_existing(self, app_id: str) -> None:
+        self.cancelled.append(app_id)
+
+
+async def test_schedule_many_returns_ids_in_order_and_cancels_them_when_one_submit_fails() -> None:
+    scheduler = FailsOnBad()
+    assert await scheduler.schedule_many([AppDryRunInfo("ok", str)] * 2) == ["app", "app"]
+    with pytest.raises(ValueError, match="refused"):
+        await scheduler.schedule_many([AppDryRunInfo("ok", str), AppDryRunInfo("bad", str)])
+    assert scheduler.cancelled == ["app"]

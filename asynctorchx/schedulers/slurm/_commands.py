@@ -160,8 +160,8 @@ class SlurmCommands:
         done = await self.run(["squeue", "--me", "-h", "-o", "%i|%o"])
         for line in _text(done.stdout).splitlines() if done.returncode == 0 else []:
             job_id, _, command = line.partition("|")
-            if command == script:
-                return job_id
+            if command == script:  # a component (12+0) or an array's elements (12_[0-9])
+                return re.split(r"[+_]", job_id, maxsplit=1)[0]
         return None
 
     async def _jobs_under(self, limit: str, options: Mapping[str, str]) -> int:
@@ -187,8 +187,9 @@ class SlurmCommands:
         raise SlurmCommandError(argv, done.returncode, stderr)
 
     async def squeue(self, job_ids: Collection[str] | None) -> dict[str, list[SlurmComponent]]:
-        """Job id -> components of ``job_ids`` (``None``: the user's) in one ``squeue -h -t all``
-        (ended jobs stay listed ``MinJobAge`` seconds); forgotten jobs are left out.
+        """App id -> components of ``job_ids`` (``None``: the user's) in one ``squeue -h -t all -r``
+        (ended jobs stay listed ``MinJobAge`` seconds; ``-r``: one line per job array element,
+        pending ones too); forgotten jobs are left out.
 
         Raises:
             SlurmNotInstalledError: ``squeue`` is not on ``PATH``.
@@ -197,7 +198,7 @@ class SlurmCommands:
         if job_ids is not None and not job_ids:
             return {}
         selection = ["--me"] if job_ids is None else ["-j", ",".join(job_ids)]
-        argv = ["squeue", "-h", "-t", "all", *selection, "-O", SQUEUE_FORMAT]
+        argv = ["squeue", "-h", "-t", "all", "-r", *selection, "-O", SQUEUE_FORMAT]
         # squeue fails for a single id the controller forgot
         listed = parse_squeue(await self._stdout(argv, forgotten=_INVALID_JOB_ID) or "")
         return _only(listed, job_ids)
@@ -225,7 +226,8 @@ class SlurmCommands:
         return None if text is None else _only(parse_sacct(text), job_ids)
 
     async def scancel(self, job_id: str) -> None:
-        """Cancel the job, every component; idempotent (scancel exits 0 for an ended job).
+        """Cancel the job, every component, or one job array element (``12_3``); idempotent
+        (scancel exits 0 for an ended job).
 
         Raises:
             SlurmNotInstalledError: ``scancel`` is not on ``PATH``.

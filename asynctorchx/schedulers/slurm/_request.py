@@ -9,7 +9,7 @@ import os
 import re
 import shlex
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -172,9 +172,17 @@ def check_signal(value: str) -> str:
     )
 
 
-def _apply_app_id_env(arg: str) -> str:
-    """Shell-quote ``arg``, each ``${app_id}`` becoming ``"$SLURM_JOB_ID"`` (TorchX's)."""
-    return '"$SLURM_JOB_ID"'.join(shlex.quote(part) for part in arg.split(macros.app_id))
+#: What ``${app_id}`` becomes in a job's script (TorchX's) and in a job array element's.
+JOB_APP_ID = '"$SLURM_JOB_ID"'
+ARRAY_APP_ID = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
+
+#: Most requests in one job array: Slurm's default ``MaxArraySize`` (1001) less one.
+MAX_ARRAY = 1000
+
+
+def _apply_app_id_env(arg: str, app_id: str = JOB_APP_ID) -> str:
+    """Shell-quote ``arg``, each ``${app_id}`` becoming the shell word ``app_id``."""
+    return app_id.join(shlex.quote(part) for part in arg.split(macros.app_id))
 
 
 def _opts_to_args(opts: Mapping[str, str | None]) -> list[str]:
@@ -230,15 +238,16 @@ class SlurmReplicaRequest:
         }
         return cls(name, role.entrypoint, list(role.args), srun_opts, sbatch_opts, dict(role.env))
 
-    def materialize(self) -> tuple[list[str], list[str]]:
-        """``(sbatch_args, srun_args)``: this component's ``#SBATCH`` options and ``srun`` group."""
+    def materialize(self, app_id: str = JOB_APP_ID) -> tuple[list[str], list[str]]:
+        """``(sbatch_args, srun_args)``: this component's ``#SBATCH`` options and ``srun``
+        group, ``${app_id}`` the shell word ``app_id``."""
         sbatch_args = [f"--job-name={self.name}", *_opts_to_args(self.sbatch_opts)]
         srun_args = _opts_to_args(self.srun_opts)
         if self.env:
             exports = ",".join(f"{key}={value}" for key, value in self.env.items())
             srun_args.append(f"--export=ALL,{exports}")
         srun_args += [self.entrypoint, *self.args]
-        return sbatch_args, [_apply_app_id_env(arg) for arg in srun_args]
+        return sbatch_args, [_apply_app_id_env(arg, app_id) for arg in srun_args]
 
 
 @attrs.define(repr=False)
@@ -271,6 +280,9 @@ class SlurmBatchRequest:
             sbatch_groups.append(f"#SBATCH {' '.join(sbatch_args)}\n")
             srun_args += srun_group
         sbatch_lines = "#SBATCH hetjob\n".join(sbatch_groups)
+        return self._script(sbatch_lines, f"set +e\nsrun {' '.join(srun_args)}\n")
+
+    def _script(self, sbatch_lines: str, run: str) -> str:
         command = " ".join(shlex.quote(arg) for arg in self.cmd)
         return (
             "#!/bin/bash\n"
@@ -286,8 +298,7 @@ class SlurmBatchRequest:
             f"export TORCHX_MAX_RETRIES={self.max_retries}\n"
             f"{RANK0_HOST_SCRIPT}"
             "\n"
-            "set +e\n"
-            f"srun {' '.join(srun_args)}\n"
+            f"{run}"
             "exitcode=$?\n"
             "set -e\n"
             "\n"
@@ -326,6 +337,34 @@ class SlurmBatchRequest:
             f"{' '.join([*self.cmd, '$SBATCH_SCRIPT'])}\n\n# replica logs:\n{logs}\n"
             f"{rule}\n# SBATCH_SCRIPT\n{rule}\n{self.materialize()}"
         )
+
+
+def array_shape(request: SlurmBatchRequest) -> str | None:
+    """What the requests submitted as one job array share: all but the one replica's
+    entrypoint, args and env; ``None`` for a heterogeneous job (Slurm has no array of them)."""
+    if len(request.replicas) != 1:
+        return None
+    (replica,) = request.replicas.values()
+    shared = (request.cmd, request.job_dir, request.max_retries, replica.name)
+    return repr((*shared, replica.sbatch_opts, replica.srun_opts))
+
+
+def array_script(requests: Sequence[SlurmBatchRequest]) -> str:
+    """The batch script of ``requests`` (one :func:`array_shape`, at most :data:`MAX_ARRAY`)
+    as one job array (https://slurm.schedmd.com/job_array.html): element ``i`` runs request
+    ``i``'s ``srun``, its ``${app_id}`` (log files, ``TORCHX_JOB_ID``) the element's id
+    ``{array job id}_{i}``; it requeues alone, as :meth:`SlurmBatchRequest.materialize`."""
+    replicas = [next(iter(request.replicas.values())) for request in requests]
+    sbatch_args, _ = replicas[0].materialize()
+    elements = "".join(
+        f"{index}) srun {' '.join(replica.materialize(ARRAY_APP_ID)[1])} ;;\n"
+        for index, replica in enumerate(replicas)
+    )
+    return requests[0]._script(
+        f"#SBATCH {' '.join(sbatch_args)}\n#SBATCH --array=0-{len(requests) - 1}\n",
+        # unechoed: every element would log every element's command
+        f'set +ev\ncase "$SLURM_ARRAY_TASK_ID" in\n{elements}esac\n',
+    )
 
 
 def build_batch_request(

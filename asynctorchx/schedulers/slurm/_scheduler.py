@@ -14,11 +14,12 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any
 
 import anyio
 import anyio.to_thread
+import attrs
 
 from asynctorchx.errors import UnknownAppException
 from asynctorchx.schedulers.api import (
@@ -30,14 +31,19 @@ from asynctorchx.schedulers.api import (
 )
 from asynctorchx.schedulers.slurm._commands import SlurmCommands
 from asynctorchx.schedulers.slurm._request import (
+    MAX_ARRAY,
     SlurmBatchRequest,
     SlurmOpts,
     SlurmVersion,
+    array_script,
+    array_shape,
     build_batch_request,
 )
 from asynctorchx.schedulers.slurm._state import (
+    APP_ID,
     SlurmComponent,
     describe_job,
+    job_order,
     job_state,
     list_job,
     sacct_start,
@@ -61,6 +67,9 @@ LAST_SEEN = "squeue no longer lists this job and there is no accounting record: 
 class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
     """Runs each app as one Slurm heterogeneous job (one component per role replica); a
     workspace is copied into ``job_dir``, as TorchX's. Job ids are the app ids.
+    :meth:`schedule_many` submits apps of one replica that differ only in its entrypoint,
+    args and env (:func:`array_shape`) as one job array, each element (``{job id}_{index}``)
+    an app of its own (``docs/slurm.md``).
 
     Args:
         session_name: the runner session (part of app handles).
@@ -93,6 +102,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         self._last_seen: dict[str, list[SlurmComponent]] = {}
         self._roles: dict[str, list[Role]] = {}
         self._job_dirs: dict[str, str] = {}
+        self._cancelled: set[str] = set()
         self._accounting: bool | None = None  # unknown until sacct answers
         self._partition_memory: dict[str | None, int | None] = {}
         self._partition_asked = anyio.Lock()  # concurrent first submits ask sinfo once
@@ -123,10 +133,30 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             SlurmCommandError: sbatch failed otherwise.
             OSError: the script or the job directory cannot be written.
         """
-        request = dryrun_info.request
-        await self._drop_memory_if_undeclared(request)
+        return (await self._schedule_batch([dryrun_info]))[0]
+
+    def _batches(self, dryrun_infos: Sequence[AppDryRunInfo[SlurmBatchRequest]]) -> list[list[int]]:
+        """Requests of one :func:`array_shape` in arrays of at most :data:`MAX_ARRAY`."""
+        shapes: dict[object, list[int]] = {}
+        for index, info in enumerate(dryrun_infos):
+            shape = array_shape(info.request)
+            shapes.setdefault(index if shape is None else shape, []).append(index)
+        return [
+            indices[start : start + MAX_ARRAY]
+            for indices in shapes.values()
+            for start in range(0, len(indices), MAX_ARRAY)
+        ]
+
+    async def _schedule_batch(
+        self, dryrun_infos: Sequence[AppDryRunInfo[SlurmBatchRequest]]
+    ) -> list[str]:
+        """Submit one request as a job, several of one shape as a job array (``{id}_{i}``)."""
+        requests = [info.request for info in dryrun_infos]
+        for each in requests:
+            await self._drop_memory_if_undeclared(each)
+        request = requests[0]
         job_dir = str(await anyio.Path(request.job_dir).absolute()) if request.job_dir else None
-        script = request.materialize()
+        script = request.materialize() if len(requests) == 1 else array_script(requests)
         with tempfile.TemporaryDirectory(prefix="asynctorchx-slurm-") as temporary:
             directory = anyio.Path(job_dir or temporary)
             await directory.mkdir(parents=True, exist_ok=True)
@@ -144,22 +174,28 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
                     for name, value in replica.sbatch_opts.items()
                     if value is not None
                 }
-                name = None if dryrun_info.app is None else dryrun_info.app.name
-                job_id = await self.commands.sbatch(argv, options, name)
+                app = dryrun_infos[0].app
+                job_id = await self.commands.sbatch(
+                    argv, options, None if app is None else app.name
+                )
                 if job_dir is not None:  # kept as TorchX keeps it: the last script submitted
                     await path.replace(directory / "torchx-sbatch.sh")
             finally:
                 with anyio.CancelScope(shield=True):
                     await path.unlink(missing_ok=True)
-        if job_id in self._last_seen:  # an id reused after a controller restart
-            await self._remove(job_id)
-        self._job_dirs[job_id] = job_dir or os.getcwd()
+        app_ids = (
+            [job_id] if len(requests) == 1 else [f"{job_id}_{i}" for i in range(len(requests))]
+        )
+        for app_id, info in zip(app_ids, dryrun_infos, strict=True):
+            if app_id in self._last_seen:  # an id reused after a controller restart
+                await self._remove(app_id)
+            self._job_dirs[app_id] = job_dir or os.getcwd()
+            if info.app is not None:
+                self._roles[app_id] = list(info.app.roles)
         if job_dir is not None:  # as TorchX does, so its log_iter finds the logs
             async with await anyio.open_file(JOB_DIRS_FILE, "a") as file:
-                await file.write(f"{job_id} = {job_dir}\n")
-        if dryrun_info.app is not None:
-            self._roles[job_id] = list(dryrun_info.app.roles)
-        return job_id
+                await file.write("".join(f"{app_id} = {job_dir}\n" for app_id in app_ids))
+        return app_ids
 
     async def _drop_memory_if_undeclared(self, request: SlurmBatchRequest) -> None:
         if not any("mem" in replica.sbatch_opts for replica in request.replicas.values()):
@@ -184,7 +220,7 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
 
     async def _describe_many(self, app_ids: Collection[str]) -> dict[str, DescribeAppResponse]:
         """Describe every job of ``app_ids`` with one ``squeue`` call (the poller's tick)."""
-        job_ids = [app_id for app_id in dict.fromkeys(app_ids) if app_id.isdigit()]
+        job_ids = [app_id for app_id in dict.fromkeys(app_ids) if APP_ID.fullmatch(app_id)]
         listed = await self.commands.squeue(job_ids)
         missing = [job_id for job_id in job_ids if job_id not in listed]
         if missing and self._accounting is not False:
@@ -197,6 +233,11 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
                 self._last_seen[job_id] = listed[job_id]
             elif job_id not in self._last_seen:
                 continue  # never seen here, and Slurm does not know it
+            elif job_id in self._cancelled:  # Slurm drops a pending array element it cancels
+                self._last_seen[job_id] = [
+                    attrs.evolve(component, state="CANCELLED", reason="")
+                    for component in self._last_seen[job_id]
+                ]
             response = describe_job(job_id, self._last_seen[job_id], self._roles.get(job_id, ()))
             if job_id not in listed:
                 response.msg = LAST_SEEN.format(response.msg)
@@ -220,14 +261,16 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             self._accounting = past is not None
             for job_id, components in (past or {}).items():
                 jobs.setdefault(job_id, components)
-        return [list_job(job_id, jobs[job_id]) for job_id in sorted(jobs, key=int)]
+        return [list_job(job_id, jobs[job_id]) for job_id in sorted(jobs, key=job_order)]
 
     async def _cancel_existing(self, app_id: str) -> None:
         await self.commands.scancel(app_id)
+        self._cancelled.add(app_id)
 
     async def _remove(self, app_id: str) -> None:
         for kept in (self._last_seen, self._roles, self._job_dirs):
             kept.pop(app_id, None)
+        self._cancelled.discard(app_id)
 
     def _log_blocks(
         self, app_id: str, query: LogQuery, start: LogPosition

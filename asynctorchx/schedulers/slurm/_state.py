@@ -1,6 +1,6 @@
-"""Slurm's job states and the text of ``squeue`` and ``sacct``, pure: an app is one job, a
-heterogeneous job's components (``38+0``, ``38+1``) its replicas, each named
-``{role}-{replica_id}``."""
+"""Slurm's job states and the text of ``squeue`` and ``sacct``, pure: an app is one job or
+one job array element (``38_2``), a heterogeneous job's components (``38+0``, ``38+1``) its
+replicas, each named ``{role}-{replica_id}``."""
 
 from __future__ import annotations
 
@@ -72,8 +72,10 @@ SLURM_END_CAUSES: Mapping[str, EndCause] = {
 
 _Time = datetime | None
 
-_JOB_ID = re.compile(r"(\d+)(?:\+(\d+))?")
-_BATCH_STEP = re.compile(r"(\d+)(?:\+0)?\.batch")
+#: An app's id: a job's (``12``) or a job array element's (``12_3``).
+APP_ID = re.compile(r"\d+(?:_\d+)?")
+_JOB_ID = re.compile(rf"({APP_ID.pattern})(?:\+(\d+))?")  # and a component's (12+1)
+_BATCH_STEP = re.compile(r"(\d+(?:_\d+)?)(?:\+0)?\.batch")
 _HISTORY = re.compile(r"(\d+)(seconds|minutes|hours|days|weeks)?")
 
 
@@ -141,7 +143,7 @@ def _end_cause(components: Sequence[SlurmComponent], state: AppState) -> EndCaus
 def _split_job_id(job_id: str) -> tuple[str, int | None] | None:
     match = _JOB_ID.fullmatch(job_id)
     if match is None:
-        return None  # a job array task (12_3), a step (12.batch): not an app component
+        return None  # a step (12.batch), an array's pending elements (12_[0-9]): no app
     offset = match.group(2)
     return match.group(1), int(offset) if offset is not None else None
 
@@ -157,7 +159,7 @@ def _group(components: Iterable[SlurmComponent]) -> dict[str, list[SlurmComponen
 
 def parse_squeue(text: str) -> dict[str, list[SlurmComponent]]:
     """App id -> its components of ``squeue -h -O`` :data:`SQUEUE_FORMAT`'s output; other
-    lines (array tasks, malformed) are skipped."""
+    lines (an array's pending elements on one line: ask ``squeue -r``, malformed) are skipped."""
     components: list[SlurmComponent] = []
     for line in text.splitlines():
         fields = line.split(FIELD_SEPARATOR)
@@ -200,6 +202,11 @@ def _slurm_time(text: str) -> datetime | None:
         return datetime.fromisoformat(text.strip()).astimezone(UTC)
     except ValueError:
         return None
+
+
+def job_order(app_id: str) -> tuple[int, ...]:
+    """Orders app ids as Slurm numbers jobs: ``9`` before ``10``, ``10_2`` before ``10_10``."""
+    return tuple(int(number) for number in app_id.split("_"))
 
 
 def list_job(app_id: str, components: Sequence[SlurmComponent]) -> ListAppResponse:

@@ -38,6 +38,8 @@ from asynctorchx.errors import (
 from asynctorchx.schedulers.slurm_scheduler import (
     SlurmBatchRequest,
     SlurmScheduler,
+    array_script,
+    array_shape,
     build_batch_request,
     check_time,
     slurm_runopts,
@@ -347,3 +349,23 @@ def test_runopts_are_torchx_ones_plus_account_qos_signal_and_history() -> None:
         "signal",
         "history",
     }
+
+
+def test_an_array_shares_all_but_each_elements_command_and_env() -> None:
+    def request(args: list[str], env: dict[str, str], replicas: int = 1) -> SlurmBatchRequest:
+        role = Role("t", image="", entrypoint="sh", args=args, env=env, num_replicas=replicas)
+        return build_batch_request(AppDef("a", roles=[role]), {"time": "5"})
+
+    one, two = request(["-c", "echo 1"], {"X": "1"}), request(["-c", "echo ${app_id}"], {})
+    assert array_shape(one) == array_shape(two) is not None
+    assert array_shape(request([], {}, replicas=2)) is None  # a heterogeneous job
+    other = build_batch_request(AppDef("a", roles=[Role("t", "", "sh")]), {"time": "6"})
+    assert array_shape(other) != array_shape(one)
+    script = array_script([one, two])
+    assert "#SBATCH --array=0-1\n" in script
+    element = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
+    assert f"0) srun --output=slurm-{element}-t-0.out" in script
+    assert "--export=ALL,X=1 sh -c 'echo 1' ;;\n" in script
+    assert f"1) srun --output=slurm-{element}-t-0.out" in script
+    assert f"sh -c 'echo '{element}'' ;;\n" in script  # ${app_id}: the element's id
+    assert 'set +ev\ncase "$SLURM_ARRAY_TASK_ID" in\n' in script

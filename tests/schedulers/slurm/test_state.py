@@ -15,6 +15,7 @@ from asynctorchx.schedulers.slurm._state import (
     FIELD_SEPARATOR,
     SlurmComponent,
     describe_job,
+    job_order,
     job_state,
     list_job,
     parse_exit_code,
@@ -39,7 +40,8 @@ SQUEUE = "\n".join(
         _line("38+1", "RUNNING", "n2", "None", "trainer-1", "/tmp/job dir|x", "0", "0"),
         _line("38+2", "PENDING", "", "Resources", "ps-0", "/tmp/job dir|x", "0", "0"),
         _line("40", "COMPLETED", "n3", "None", "wrap", "/root", "0", "2"),
-        _line("41_3", "RUNNING", "n4", "None", "array", "/root", "0", "0"),
+        _line("41_3", "RUNNING", "n4", "None", "array-0", "/root", "0", "0"),
+        _line("41_[4-9]", "PENDING", "", "Priority", "array-0", "/root", "0", "0"),
         "not a line",
         "",
     ]
@@ -48,7 +50,9 @@ SQUEUE = "\n".join(
 
 def test_squeue_groups_components_by_app() -> None:
     jobs = parse_squeue(SQUEUE)
-    assert sorted(jobs) == ["38", "40"]  # the array task is not an app
+    # an array element is an app; elements squeue folds into one line are not (ask -r)
+    assert sorted(jobs) == ["38", "40", "41_3"]
+    assert jobs["41_3"][0].replica == ("array", 0)
     trainer0, trainer1, ps0 = jobs["38"]
     assert trainer0 == SlurmComponent(
         "38", 0, "RUNNING", "n1", "None", "trainer-0", "/tmp/job dir|x", None, 0
@@ -456,3 +460,18 @@ def test_sacct_start_only_of_a_job_that_ran() -> None:
     never_ran = describe_job("81", jobs["81"])
     assert (never_ran.state, never_ran.pending_reason) == (AppState.CANCELLED, None)
     assert (never_ran.started, never_ran.ended) == (None, _utc(end))
+
+
+def test_sacct_reads_array_elements_and_their_batch_step() -> None:
+    text = "\n".join(
+        [
+            _line("41_2", "FAILED", "n1", "NonZeroExitCode", "a-0", "/d", "3:0"),
+            _line("41_2.batch", "FAILED", "n1", "", "batch", "", "3:0"),
+        ]
+    )
+    (element,) = parse_sacct(text)["41_2"]
+    assert (element.state, element.exit_code, element.restarts) == ("FAILED", 3, 0)
+
+
+def test_app_ids_sort_as_slurm_numbers_jobs() -> None:
+    assert sorted(["10_10", "9", "10_2", "10"], key=job_order) == ["9", "10", "10_2", "10_10"]
