@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import os
@@ -35,7 +34,7 @@ from asynctorchx.specs.api import (
 )
 
 if TYPE_CHECKING:
-    from asynctorchx.runner._journal import Journal, TrialHistory, TrialRecord
+    from asynctorchx.runner._journal import Journal, TrialHistory
     from asynctorchx.runner._runner import Runner
     from asynctorchx.runner._tracing import AppTrace, GroupTrace
     from asynctorchx.specs.api import Workspace
@@ -405,18 +404,20 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         self._check_open()
         history = None
         if self._journal is not None:
+            from asynctorchx.runner._journal import TrialRecord
+
             key = self._claim(key, self._journal)
             try:
                 if target is not None:  # a trial the journal ends is replayed without a dry run
-                    record = _trial_record(key, *target, cfg)
-                    history = self._recorded(record, self._journal)
+                    record = TrialRecord.of(key, *target, cfg)
+                    history = self._journal.history(record)
                     if history is not None and self._ended(history):
                         return self._replay(_Trial(None, again, key, history), history)
                 info = await again()
                 if target is None:
                     assert info.scheduler is not None
-                    record = _trial_record(key, info.app, info.scheduler, cfg)
-                    history = self._recorded(record, self._journal)
+                    record = TrialRecord.of(key, info.app, info.scheduler, cfg)
+                    history = self._journal.history(record)
                 if history is None:
                     await self._journal.append(record)
             except BaseException:
@@ -480,13 +481,6 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             raise TrialKeyError(key, journal.path)
         self._keys.add(key)
         return key
-
-    def _recorded(self, record: TrialRecord, journal: Journal) -> TrialHistory | None:
-        """The journal's history of ``record.key``, checked against ``record``; None if new."""
-        history = journal.trials.get(record.key)
-        if history is not None and (changed := _changes(history.trial, record)):
-            raise TrialKeyError(record.key, journal.path, changed)
-        return history
 
     def _ended(self, history: TrialHistory) -> bool:
         """The journal records the trial's end: the group submits it no more."""
@@ -779,35 +773,6 @@ class _Trial:
         """The dry run submitted (a trial replayed from the journal has none)."""
         assert self.info is not None
         return self.info
-
-
-def _json_form(value: object) -> Any:
-    """``value`` as JSON reads it back (tuples become lists), to compare with the journal."""
-    return json.loads(json.dumps(value, sort_keys=True, default=str))
-
-
-def _trial_record(
-    key: str, app: AppDef | None, scheduler: str, cfg: Mapping[str, CfgVal] | None
-) -> TrialRecord:
-    """The journal's record of a trial, in the JSON forms it reads back."""
-    from asynctorchx.runner._journal import TrialRecord
-    from asynctorchx.specs.converter import converter
-
-    return TrialRecord(
-        key, _json_form(converter.unstructure(app)), scheduler, _json_form(dict(cfg or {}))
-    )
-
-
-def _changes(old: TrialRecord, new: TrialRecord) -> list[str]:
-    """What differs between two records of one trial: ``app.<field>``, scheduler, cfg."""
-    changed = [
-        f"app.{name}"
-        for name in sorted(set(old.app) | set(new.app))
-        if old.app.get(name) != new.app.get(name)
-    ]
-    return changed + [
-        name for name in ("scheduler", "cfg") if getattr(old, name) != getattr(new, name)
-    ]
 
 
 async def _wait_through(

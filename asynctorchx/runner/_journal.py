@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,13 @@ import anyio
 import anyio.to_thread
 import attrs
 
-from asynctorchx.errors import JournalCorruptError, JournalLockedError, JournalUnsafeError
-from asynctorchx.specs.api import AppState, AppStatus, EndCause
+from asynctorchx.errors import (
+    JournalCorruptError,
+    JournalLockedError,
+    JournalUnsafeError,
+    TrialKeyError,
+)
+from asynctorchx.specs.api import AppDef, AppState, AppStatus, CfgVal, EndCause
 
 
 @attrs.frozen
@@ -34,6 +40,33 @@ class TrialRecord:
     scheduler: str
     cfg: dict[str, Any]
     kind: str = "trial"
+
+    @classmethod
+    def of(
+        cls, key: str, app: AppDef | None, scheduler: str, cfg: Mapping[str, CfgVal] | None
+    ) -> TrialRecord:
+        """The record of a trial, in the JSON forms the journal reads back."""
+        from asynctorchx.specs.converter import converter
+
+        return cls(
+            key, _json_form(converter.unstructure(app)), scheduler, _json_form(dict(cfg or {}))
+        )
+
+    def changes(self, new: TrialRecord) -> list[str]:
+        """What ``new`` changes of this trial: ``app.<field>``, ``scheduler``, ``cfg``."""
+        changed = [
+            f"app.{name}"
+            for name in sorted(set(self.app) | set(new.app))
+            if self.app.get(name) != new.app.get(name)
+        ]
+        return changed + [
+            name for name in ("scheduler", "cfg") if getattr(self, name) != getattr(new, name)
+        ]
+
+
+def _json_form(value: object) -> Any:
+    """``value`` as JSON reads it back (tuples become lists)."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
 @attrs.frozen
@@ -183,6 +216,17 @@ class Journal:
         except BaseException:
             os.close(fd)
             raise
+
+    def history(self, record: TrialRecord) -> TrialHistory | None:
+        """The history of ``record.key``; None if the journal has none.
+
+        Raises:
+            TrialKeyError: the journal records the key with another app, scheduler or cfg.
+        """
+        history = self.trials.get(record.key)
+        if history is not None and (changed := history.trial.changes(record)):
+            raise TrialKeyError(record.key, self.path, changed)
+        return history
 
     async def append(self, record: Record) -> None:
         """Write ``record``, then flush it to the disk (``fsync``), before returning.
