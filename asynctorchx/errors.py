@@ -9,6 +9,7 @@ and the fix. The hierarchy::
     │       └── SlurmSubmitLimitError: a submit limit no job of the user can free
     ├── SchedulerUnavailableError (RuntimeError)
     │   ├── SchedulerUnreachableError: the engine does not answer now (wait goes on)
+    │   │   ├── DockerEngineUnreachableError
     │   │   └── SlurmControllerUnreachableError (also a SlurmCommandError)
     │   ├── SlurmNotInstalledError
     │   ├── KubernetesConfigError
@@ -75,7 +76,10 @@ from asynctorchx._error_bases import (
 )
 
 if TYPE_CHECKING:
-    from asynctorchx.schedulers.docker._errors import DockerEngineError
+    from asynctorchx.schedulers.docker._errors import (
+        DockerEngineError,
+        DockerEngineUnreachableError,
+    )
     from asynctorchx.schedulers.kubernetes._errors import (
         InvalidJobSpecError,
         JobSetNotInstalledError,
@@ -447,6 +451,7 @@ class JournalLockedError(AsyncTorchXError, RuntimeError):
 __all__ = [  # the errors imported (a backend's on first use), then every one defined here
     "AsyncTorchXError",
     "DockerEngineError",
+    "DockerEngineUnreachableError",
     "InvalidJobSpecError",
     "InvalidLogDirError",
     "InvalidRunConfigException",

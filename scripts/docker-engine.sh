@@ -4,6 +4,11 @@
 #   bash scripts/docker-engine.sh start    # install (if needed), start dockerd, make test image
 #   bash scripts/docker-engine.sh status   # exit 0 when the engine answers and the image exists
 #   bash scripts/docker-engine.sh stop     # stop the dockerd this script started
+#   bash scripts/docker-engine.sh restart [--live-restore] [--down SECONDS]
+#       # stop the dockerd this script started (without live-restore its containers are
+#       # killed: dockerd stops them), leave it down SECONDS (0), start it again, with
+#       # --live-restore if asked (containers keep running across the next restart);
+#       # returns once it answers
 #
 # `start` as root: installs Debian's docker.io and busybox-static with apt-get when dockerd or
 # busybox are missing, starts dockerd in the background when `docker info` fails (log in
@@ -39,14 +44,14 @@ engine_up() {
     docker info >/dev/null 2>&1
 }
 
-start_engine() {
+start_engine() { # [DOCKERD ARGS...]
     if engine_up; then
         echo "docker engine already answers"
         return 0
     fi
     need_root "start dockerd"
-    echo "starting dockerd (log: $LOG)"
-    start_daemon "$PIDFILE" "$LOG" dockerd
+    echo "starting dockerd $* (log: $LOG)"
+    start_daemon "$PIDFILE" "$LOG" dockerd "$@"
     local i
     for ((i = 0; i < WAIT_S * 2; i++)); do
         if engine_up; then
@@ -102,6 +107,22 @@ status)
     docker image inspect "$IMAGE" >/dev/null 2>&1 || die "image $IMAGE missing"
     echo "docker engine up, image $IMAGE present"
     ;;
+restart)
+    shift
+    flags=() down_s=0
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --live-restore) flags+=(--live-restore) ;;
+        --down) down_s="${2:?--down needs seconds}" && shift ;;
+        *) die "usage: $0 restart [--live-restore] [--down SECONDS]" ;;
+        esac
+        shift
+    done
+    pid_alive "$PIDFILE" || die "no dockerd started by this script is running: start it first"
+    stop_pid "$PIDFILE" 30
+    sleep "$down_s"
+    start_engine "${flags[@]}"
+    ;;
 stop)
     if pid_alive "$PIDFILE"; then
         # waits for it to exit (30 s at most): a start meanwhile would find its pid file
@@ -113,7 +134,7 @@ stop)
     fi
     ;;
 *)
-    echo "usage: $0 start|status|stop" >&2
+    echo "usage: $0 start|status|stop|restart [--live-restore] [--down SECONDS]" >&2
     exit 2
     ;;
 esac

@@ -24,6 +24,7 @@ import attrs
 from asynctorchx import __version__
 from asynctorchx.errors import (
     DockerEngineError,
+    DockerEngineUnreachableError,
     SchedulerClosedError,
     SchedulerUnavailableError,
     WorkspaceBuildError,
@@ -51,12 +52,12 @@ def _mapped_error(err: Exception, request: str, where: str) -> Exception | None:
 
     if isinstance(err, aiodocker.DockerError):
         if err.status == _NO_CONNECTION:
-            return SchedulerUnavailableError(
+            return DockerEngineUnreachableError(
                 f"the Docker engine at {where} does not answer ({err.message}): {_START_ENGINE}"
             )
         return DockerEngineError(err.status, str(err.message), request=request)
     if isinstance(err, aiohttp.ClientError):
-        return SchedulerUnavailableError(
+        return DockerEngineUnreachableError(
             f"the connection to the Docker engine at {where} broke during {request} ({err!r}):"
             " check `docker info`, then retry"
         )
@@ -72,7 +73,8 @@ class DockerEngine:
         backend: the scheduler the errors name.
 
     Raises:
-        SchedulerUnavailableError: (every request) no aiodocker, trio, or no engine.
+        SchedulerUnavailableError: (every request) no aiodocker, or trio.
+        DockerEngineUnreachableError: (every request) the engine does not answer.
         SchedulerClosedError: (every request) :meth:`close` was called.
         DockerEngineError: (every request) the engine answered 4xx/5xx.
     """
@@ -140,7 +142,8 @@ class DockerEngine:
             except (aiodocker.DockerError, ValueError, OSError) as err:
                 if docker is not None:
                     await docker.close()
-                raise SchedulerUnavailableError(
+                bad_url = isinstance(err, ValueError)
+                raise (SchedulerUnavailableError if bad_url else DockerEngineUnreachableError)(
                     f"no Docker engine answers at {self.key or 'the default socket'} ({err}):"
                     f" {_START_ENGINE}"
                 ) from err

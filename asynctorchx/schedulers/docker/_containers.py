@@ -16,8 +16,13 @@ from collections.abc import Awaitable, Callable, Iterable
 import anyio
 
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse
-from asynctorchx.schedulers.docker._engine import Container, Engine
-from asynctorchx.schedulers.docker._errors import DockerEngineError
+from asynctorchx.schedulers.docker._engine import (
+    RECONNECT_MAX_S,
+    Container,
+    Engine,
+    EngineEvents,
+)
+from asynctorchx.schedulers.docker._errors import DockerEngineError, DockerEngineUnreachableError
 from asynctorchx.schedulers.docker._request import (
     LABEL_APP_ID,
     LABEL_CANCELLED_AT,
@@ -30,6 +35,7 @@ from asynctorchx.schedulers.docker._state import (
     STATE_EVENTS,
     app_name,
     describe_from,
+    killed_by_signal,
     replica_of,
     replica_state,
     stopped_by_die,
@@ -42,7 +48,15 @@ from asynctorchx.schedulers.toolkit import (
     race,
     utc_of_ns,
 )
-from asynctorchx.specs.api import AppState, is_terminal
+from asynctorchx.specs.api import AppState, EndCause, is_terminal
+
+#: Seconds a replica killed by a signal nobody here sent is held back before it is reported:
+#: if the engine stops meanwhile, its shutdown killed it (``EndCause.ENGINE_RESTARTED``).
+KILL_SETTLE_S = 2.0
+
+#: Seconds a stopping engine may answer 500 (``database not open``) before it stops answering:
+#: twice dockerd's default ``shutdown-timeout``, in which it kills what runs.
+SHUTDOWN_S = 30.0
 
 #: The cancel marker volume of app ``<app_id>`` is ``asynctorchx-cancelled-<app_id>``.
 CANCEL_MARKER_PREFIX = "asynctorchx-cancelled-"
@@ -131,7 +145,7 @@ async def inspect_app(
 async def describe(engine: Engine, app_id: str) -> DescribeAppResponse | None:
     """Describe the app from its containers (see ``describe_from``)."""
     inspected, cancelled = await inspect_app(engine, app_id)
-    return describe_from(app_id, inspected.values(), cancelled) if inspected else None
+    return await _described(engine, app_id, inspected, cancelled) if inspected else None
 
 
 async def _cancelled_apps(engine: Engine) -> dict[str, int]:
@@ -218,16 +232,26 @@ async def watch(
     async with engine.events(filters) as events:
         containers, cancelled_at_ns = await inspect_app(engine, app_id)
         while containers:
-            response = describe_from(app_id, containers.values(), cancelled_at_ns)
-            if done(response):
+            if events.resumed:  # the engine restarted: what it did meanwhile is read anew
+                events.resumed = False
+                containers, cancelled_at_ns = await _inspect_answered(engine, app_id)
+                continue
+            try:
+                response = await _described(engine, app_id, containers, cancelled_at_ns)
+            except DockerEngineUnreachableError:
+                containers, cancelled_at_ns = await _inspect_answered(engine, app_id)
+                continue
+            if done(response) and not await _engine_stopping(events, response, containers):
                 return response
+            if events.resumed:
+                continue
             restarting = [cid for cid, found in containers.items() if found.status == "restarting"]
             waits: list[Callable[[], Awaitable[str | None]]] = [events.fill]
             waits += (functools.partial(_stopped, engine, cid) for cid in restarting)
             stopped = await race(waits)
             latest = {event.id: event for event in events.pop()}
             prompted = latest.keys() | ({stopped} if stopped else set())
-            if not prompted:
+            if not prompted or events.resumed:
                 continue
             down = {
                 cid: after
@@ -235,9 +259,13 @@ async def watch(
                 if cancelled_at_ns is None and cid in containers and cid != stopped
                 if (after := stopped_by_die(containers[cid], event)) is not None
             }
-            fresh, marker = await inspect_app(
-                engine, app_id, sorted(prompted - down.keys()), marker=cancelled_at_ns is None
-            )
+            try:
+                fresh, marker = await inspect_app(
+                    engine, app_id, sorted(prompted - down.keys()), marker=cancelled_at_ns is None
+                )
+            except DockerEngineUnreachableError:
+                containers, cancelled_at_ns = await _inspect_answered(engine, app_id)
+                continue
             if cancelled_at_ns is None:
                 cancelled_at_ns = marker
                 if marker is not None and down:  # the cancel came first: finish times decide
@@ -251,9 +279,53 @@ async def watch(
 
 
 async def _stopped(engine: Engine, cid: str) -> str:
-    """Return ``cid`` once the restarting container is next not running."""
-    await engine.wait_stopped(cid)
+    """Return ``cid`` once the restarting container is next not running (never while the
+    engine does not answer: the events stream waits for it)."""
+    try:
+        await engine.wait_stopped(cid)
+    except DockerEngineUnreachableError:
+        await anyio.sleep_forever()
     return cid
+
+
+async def _engine_stopping(
+    events: EngineEvents, response: DescribeAppResponse, containers: dict[str, Container]
+) -> bool:
+    """A replica killed unasked: wait :data:`KILL_SETTLE_S` for the engine to stop (its events
+    stream cut), as its shutdown kills what runs before it stops answering."""
+    if response.cause != EndCause.EXITED or not any(map(killed_by_signal, containers.values())):
+        return False
+    with anyio.move_on_after(KILL_SETTLE_S):
+        while not events.resumed:
+            await events.fill()
+            events.pop()
+    return events.resumed
+
+
+async def _inspect_answered(engine: Engine, app_id: str) -> tuple[dict[str, Container], int | None]:
+    """:func:`inspect_app` once the engine answers again (while it shuts down it answers some
+    requests 500: asked again, for at most :data:`SHUTDOWN_S` seconds)."""
+    refusals = 0
+    while True:
+        await engine.answering()
+        try:
+            return await inspect_app(engine, app_id)
+        except DockerEngineUnreachableError:
+            continue
+        except DockerEngineError as error:
+            refusals += 1
+            if error.status < 500 or refusals * RECONNECT_MAX_S > SHUTDOWN_S:
+                raise
+        await anyio.sleep(RECONNECT_MAX_S)
+
+
+async def _described(
+    engine: Engine, app_id: str, containers: dict[str, Container], cancelled_at_ns: int | None
+) -> DescribeAppResponse:
+    """:func:`describe_from`, with when the engine started if a replica was killed unasked."""
+    killed = cancelled_at_ns is None and any(map(killed_by_signal, containers.values()))
+    started_ns = await engine.started_ns() if killed else None
+    return describe_from(app_id, containers.values(), cancelled_at_ns, started_ns)
 
 
 async def stop_all(engine: Engine, app_id: str, stop_timeout: float) -> None:

@@ -7,23 +7,29 @@ import concurrent.futures
 import contextlib
 import functools
 import json
+import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager as ContextManager
 from typing import Any
 
 import anyio
 import attrs
+import tenacity
 
-from asynctorchx.errors import SchedulerUnavailableError
-from asynctorchx.schedulers.docker._errors import DockerEngineError
+from asynctorchx.schedulers.docker._errors import DockerEngineError, DockerEngineUnreachableError
 from asynctorchx.schedulers.toolkit import gather, parse_rfc3339_ns
 from asynctorchx.workspace.docker_workspace import DockerEngine
 
 #: Replay events from this long (ns) before subscribing: the engine answers before it
 #: subscribes and its clock may be off; a replayed event only prompts another inspect.
 EVENTS_SKEW_NS = 1_000_000_000
+
+#: The longest wait (seconds) between two asks whether a restarting engine answers again.
+RECONNECT_MAX_S = 1.0
+
+logger = logging.getLogger(__name__)
 
 _EXITED = re.compile(r"Exited \((-?\d+)\)")
 
@@ -148,16 +154,32 @@ class StreamBody:
 
 
 class EngineEvents(StreamBody):
-    """The engine's events stream (``GET /events``, JSON lines) for one filter."""
+    """The engine's events stream (``GET /events``, JSON lines) for one filter, opened again
+    when the engine restarts under it."""
+
+    def __init__(
+        self,
+        response: Any,
+        errors: Callable[[], ContextManager[None]],
+        reopen: Callable[[int], Awaitable[Any]],
+    ) -> None:
+        super().__init__(response, errors)
+        self._reopen = reopen
+        #: the stream was cut (and is opened again): the events meanwhile are lost; set until read
+        self.resumed = False
 
     async def fill(self) -> None:
-        """Wait for more events (see :meth:`StreamBody.fill`)."""
-        await super().fill()
+        """Wait for more events; if the stream is cut, set :attr:`resumed`, wait for the engine
+        to answer again (:meth:`Engine.answering`) and subscribe anew."""
+        try:
+            await super().fill()
+        except DockerEngineUnreachableError:
+            self.eof = True
         if self.eof:
-            raise SchedulerUnavailableError(
-                "the Docker engine closed its events stream (was it stopped?):"
-                " check `docker info`, then retry"
-            )
+            self.resumed = True
+            self._response = await self._reopen(time.time_ns())
+            self.buffer.clear()
+            self.eof = False
 
     def pop(self) -> list[Event]:
         """Return the events received whole so far, oldest first, and forget them."""
@@ -302,10 +324,42 @@ class Engine(DockerEngine):
         Once entered no later event is missed: inspect after entering, and take each event
         as a prompt to inspect again.
         """
-        since = time.time_ns() - EVENTS_SKEW_NS if since_ns is None else since_ns
-        params = {"filters": json.dumps(dict(filters)), "since": ns_to_engine(since)}
-        async with self._stream_get("events", params) as response:
-            yield EngineEvents(response, functools.partial(self._errors, "GET events"))
+        params = {"filters": json.dumps(dict(filters))}
+
+        async with contextlib.AsyncExitStack() as stack:
+
+            async def subscribe(since: int) -> Any:
+                query = dict(params, since=ns_to_engine(since))
+                return await stack.enter_async_context(self._stream_get("events", query))
+
+            async def reopen(cut_ns: int) -> Any:
+                logger.warning("the Docker engine's events stream was cut: waiting for it")
+                await self.answering()
+                logger.warning("the Docker engine answers again")
+                return await subscribe(cut_ns - EVENTS_SKEW_NS)
+
+            since = time.time_ns() - EVENTS_SKEW_NS if since_ns is None else since_ns
+            errors = functools.partial(self._errors, "GET events")
+            yield EngineEvents(await subscribe(since), errors, reopen)
+
+    async def answering(self) -> None:
+        """Return once the engine answers: through its restart, asked again with a backoff
+        of at most :data:`RECONNECT_MAX_S` seconds."""
+        retrying = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception_type(DockerEngineUnreachableError),
+            wait=tenacity.wait_exponential(multiplier=0.1, max=RECONNECT_MAX_S),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                async with self._request("GET version") as docker:
+                    await docker.version()
+
+    async def started_ns(self) -> int | None:
+        """When the engine started (ns since the epoch): it makes its ``bridge`` network anew at
+        every start. ``None`` without one."""
+        bridges = await self.networks("bridge")
+        return bridges[0].created_ns if bridges else None
 
     async def ensure_images(self, images: set[str]) -> None:
         """Pull each image the engine does not have, concurrently (TorchX pulls every time)."""

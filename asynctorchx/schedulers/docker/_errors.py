@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from asynctorchx._error_bases import SchedulerRequestError
+from asynctorchx._error_bases import SchedulerRequestError, SchedulerUnreachableError
 
 
 class DockerEngineError(SchedulerRequestError):
@@ -15,3 +15,8 @@ class DockerEngineError(SchedulerRequestError):
         self.status = status
         self.message = message
         self.request = request
+
+
+class DockerEngineUnreachableError(SchedulerUnreachableError):
+    """The Docker engine does not answer: not running, stopped or restarting. ``wait`` and a
+    followed log wait for it through a restart; a one-off call raises it."""

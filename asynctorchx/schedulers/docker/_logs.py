@@ -19,7 +19,7 @@ from asynctorchx.errors import UnknownAppException
 from asynctorchx.schedulers.api import Stream
 from asynctorchx.schedulers.docker._containers import find_container
 from asynctorchx.schedulers.docker._engine import Engine, EngineEvents, StreamBody, ns_to_engine
-from asynctorchx.schedulers.docker._errors import DockerEngineError
+from asynctorchx.schedulers.docker._errors import DockerEngineError, DockerEngineUnreachableError
 from asynctorchx.schedulers.docker._state import STATE_EVENTS, STOP_EVENTS
 from asynctorchx.schedulers.toolkit import (
     MAX_LINE_BYTES,
@@ -296,28 +296,33 @@ async def _tail(
     followed_run: int | None = None  # the restart count of the run a follow gave whole
     async with engine.events(filters) as events:
         while anyio.current_time() < deadline:
-            found = await engine.inspect(cid)
-            if found is None or found.status == "removing":
-                break
-            if found.status in ("running", "paused"):
-                followed_run = None
-                try:
-                    async with _request(engine, cid, lines, params, follow=True) as body:
-                        async for block in _follow(body, lines, events, deadline):
-                            yield block
-                except DockerEngineError as err:
-                    if err.status not in GONE:
-                        raise
-                    continue  # the next inspect sees it gone
-                if body.eof:  # the engine ends a follow once the run's log is sent
-                    followed_run = found.restart_count
-                continue
-            whole = found.restart_count == followed_run
-            async for block in _read(engine, cid, lines, params, request=not whole):
-                yield block
-            if found.status not in ("restarting", "created"):
-                return
-            await _next_event(engine, cid, events, deadline, found.status == "restarting")
+            events.resumed = False
+            try:
+                found = await engine.inspect(cid)
+                if found is None or found.status == "removing":
+                    break
+                if found.status in ("running", "paused"):
+                    followed_run = None
+                    try:
+                        async with _request(engine, cid, lines, params, follow=True) as body:
+                            async for block in _follow(body, lines, events, deadline):
+                                yield block
+                    except DockerEngineError as err:
+                        if err.status not in GONE:
+                            raise
+                        continue  # the next inspect sees it gone
+                    # the engine ends a follow once the run's log is sent; its restart cuts it
+                    if body.eof and not events.resumed:
+                        followed_run = found.restart_count
+                    continue
+                whole = found.restart_count == followed_run
+                async for block in _read(engine, cid, lines, params, request=not whole):
+                    yield block
+                if found.status not in ("restarting", "created"):
+                    return
+                await _next_event(engine, cid, events, deadline, found.status == "restarting")
+            except DockerEngineUnreachableError:  # from the position, once it answers again
+                await engine.answering()
     # until passed, or the container is being removed: the lines the engine still serves
     async for block in _read(engine, cid, lines, params):
         yield block
@@ -359,5 +364,5 @@ async def _follow(
         # the engine ends the follow as the process exits, before it logs the die event:
         # awaited, the next inspect sees the run's end instead of following again
         with anyio.move_on_after(max(deadline - anyio.current_time(), 0.0)):
-            while not any(e.action in STOP_EVENTS for e in await events.next_batch()):
-                pass
+            while not any(e.action in STOP_EVENTS for e in events.pop()) and not events.resumed:
+                await events.fill()

@@ -44,6 +44,10 @@ LIVE_STATES: dict[str, AppState] = {
     "removing": AppState.PENDING,
 }
 
+#: A container killed this long (ns) before the engine started was stopped by its shutdown,
+#: which kills what runs within its ``shutdown-timeout`` (15 s by default).
+SHUTDOWN_WINDOW_NS = 60_000_000_000
+
 #: Container events that may change a replica's state (``wait``, ``wait_for_state_change``).
 STATE_EVENTS = ("create", "start", "die", "stop", "destroy", "pause", "unpause")
 #: Container events after which a followed log has ended (the process is gone).
@@ -99,15 +103,28 @@ def app_name(labels: Mapping[str, str]) -> str:
     return "" if app is None else app.name
 
 
+def killed_by_signal(container: Container) -> bool:
+    """The container exited by SIGKILL or SIGTERM, not at its memory limit."""
+    return (
+        container.status == "exited"
+        and container.exit_code in (137, 143)
+        and not container.oom_killed
+    )
+
+
 def describe_from(
-    app_id: str, inspected: Iterable[Container], cancelled_at_ns: int | None
+    app_id: str,
+    inspected: Iterable[Container],
+    cancelled_at_ns: int | None,
+    engine_started_ns: int | None = None,
 ) -> DescribeAppResponse:
-    """Describe the app from its containers' inspects and its cancel time."""
+    """Describe the app from its containers' inspects, its cancel time and when the engine
+    started (a replica killed in the :data:`SHUTDOWN_WINDOW_NS` before it: by the restart)."""
     rebuilt: dict[str, Role] = {}
     replicas: list[ReplicaStatus] = []
     restarts = 0
     failures: list[str] = []
-    oom_killed = False
+    oom_killed = engine_restarted = False
     app_def: AppDef | None = None
     ordered = sorted(inspected, key=lambda container: replica_of(container.labels))
     for container in ordered:
@@ -126,6 +143,10 @@ def describe_from(
         if state == AppState.FAILED:
             oom_killed = oom_killed or container.oom_killed
             failure = f"{role}/{replica_id} failed with exit code {exit_code}"
+            if _stopped_by_restart(container, engine_started_ns):
+                engine_restarted = True
+                failure = f"{role}/{replica_id} was stopped by the engine's restart"
+                failure += f" (exit code {exit_code})"
             failures.append(f"{failure}: {container.error}" if container.error else failure)
         replicas.append(
             ReplicaStatus(
@@ -143,6 +164,7 @@ def describe_from(
     cause = None
     if state_of_app == AppState.FAILED:  # State.OOMKilled of the engine's inspect
         cause = EndCause.OUT_OF_MEMORY if oom_killed else EndCause.EXITED
+        cause = EndCause.ENGINE_RESTARTED if engine_restarted and not oom_killed else cause
     messages = (["cancelled"] if state_of_app == AppState.CANCELLED else []) + failures
     submitted = [role.name for role in app_def.roles] if app_def else []
     return describe_app(
@@ -155,3 +177,10 @@ def describe_from(
         cause=cause,
         submitted=utc_of_ns(min((c.created_ns for c in ordered if c.created_ns), default=None)),
     )
+
+
+def _stopped_by_restart(container: Container, engine_started_ns: int | None) -> bool:
+    finished = container.finished_ns
+    if engine_started_ns is None or finished is None or not killed_by_signal(container):
+        return False
+    return engine_started_ns - SHUTDOWN_WINDOW_NS <= finished <= engine_started_ns
