@@ -313,7 +313,7 @@ class ApiServer:
         plural: str,
         namespace: str,
         resource_version: str,
-        labels: dict[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Yield the events (``{"type", "object"}``, bookmarks asked for) of a watch from
         ``resource_version``, opened at the first; a broken connection is :class:`StreamBroken`.
