@@ -449,11 +449,6 @@ def _app_cause(replicas: Replicas) -> EndCause | None:
     for pod in pods:
         if pod.cause is not None:
             return pod.cause
-    if any(pod.waiting is not None and pod.waiting.reason in _PULL_REASONS for pod in pods):
+    if any(pod.waiting and WAITING_REASONS[pod.waiting.reason] is not Verdict.SHOW for pod in pods):
         return EndCause.IMAGE_PULL_FAILED
     return EndCause.EXITED if any(pod.exit_code is not None for pod in pods) else None
-
-
-_PULL_REASONS = frozenset(
-    reason for reason, verdict in WAITING_REASONS.items() if verdict is not Verdict.SHOW
-)
