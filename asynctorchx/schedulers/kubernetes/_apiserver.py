@@ -30,26 +30,22 @@ from asynctorchx.schedulers.kubernetes._errors import (
     KubernetesUnreachableError,
     VolcanoNotInstalledError,
 )
-from asynctorchx.schedulers.kubernetes._jobset import JOBSET_GROUP, JOBSET_VERSION
-from asynctorchx.schedulers.kubernetes._request import VOLCANO_GROUP, VOLCANO_VERSION
+from asynctorchx.schedulers.kubernetes._jobset import JOBSET_API_VERSION, JOBSET_GROUP
+from asynctorchx.schedulers.kubernetes._request import VOLCANO_API_VERSION, VOLCANO_GROUP
 
 
 class JobKind(NamedTuple):
-    """A job kind: its API group and version, error when missing."""
+    """A job kind: its API group, the group version's path, error when missing."""
 
     group: str
-    version: str
+    path: str
     missing: type[Exception]
-
-    @property
-    def path(self) -> str:
-        return f"/apis/{self.group}/{self.version}"
 
 
 #: The job kinds by plural.
 JOB_KINDS: dict[str, JobKind] = {
-    "jobs": JobKind(VOLCANO_GROUP, VOLCANO_VERSION, VolcanoNotInstalledError),
-    "jobsets": JobKind(JOBSET_GROUP, JOBSET_VERSION, JobSetNotInstalledError),
+    "jobs": JobKind(VOLCANO_GROUP, f"/apis/{VOLCANO_API_VERSION}", VolcanoNotInstalledError),
+    "jobsets": JobKind(JOBSET_GROUP, f"/apis/{JOBSET_API_VERSION}", JobSetNotInstalledError),
 }
 VOLCANO_COMMANDS = "/apis/bus.volcano.sh/v1alpha1"
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -262,7 +258,7 @@ class ApiServer:
         """Abort the job with a Volcano ``AbortJob`` command (``vcctl job suspend``'s): its pods
         are killed, it ends ``Aborted`` and stays until deleted."""
         owner = {
-            "apiVersion": f"{VOLCANO_GROUP}/{VOLCANO_VERSION}",
+            "apiVersion": VOLCANO_API_VERSION,
             "kind": "Job",
             "name": name,
             "uid": uid,
@@ -313,7 +309,7 @@ class ApiServer:
         plural: str,
         namespace: str,
         resource_version: str,
-        labels: dict[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Yield the events (``{"type", "object"}``, bookmarks asked for) of a watch from
         ``resource_version``, opened at the first; a broken connection is :class:`StreamBroken`.

@@ -11,6 +11,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 import anyio
+import attrs
 
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken, status_error
 from asynctorchx.schedulers.kubernetes._errors import KubernetesUnreachableError
@@ -25,31 +26,26 @@ MAX_RECONNECTS = 5
 RECONNECT_DELAY = 0.05
 
 
+@attrs.define(eq=False)
 class Informer(SharedFeed, Generic[Obj]):
     """A cache of one kind's objects (``jobs``, ``jobsets`` or ``pods``) in one namespace,
     each parsed once by ``parse``; :attr:`lists` and :attr:`watches` count the requests."""
 
-    def __init__(
-        self,
-        api: ApiServer,
-        plural: str,
-        namespace: str,
-        parse: Callable[[dict[str, Any]], Obj],
-        labels: Mapping[str, str] | None = None,
-    ) -> None:
+    api: ApiServer
+    plural: str
+    namespace: str
+    parse: Callable[[dict[str, Any]], Obj]
+    labels: Mapping[str, str] = attrs.field(factory=dict)
+    objects: dict[str, Obj] = attrs.field(factory=dict, init=False)
+    synced: bool = attrs.field(default=False, init=False)
+    resource_version: str = attrs.field(default="", init=False)
+    lists: int = attrs.field(default=0, init=False)
+    watches: int = attrs.field(default=0, init=False)
+    _events: AsyncGenerator[dict[str, Any], None] | None = attrs.field(default=None, init=False)
+    _failed_connects: int = attrs.field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
         super().__init__()
-        self.parse = parse
-        self.api = api
-        self.plural = plural
-        self.namespace = namespace
-        self.labels = dict(labels or {})
-        self.objects: dict[str, Obj] = {}
-        self.synced = False
-        self.resource_version = ""
-        self.lists = 0
-        self.watches = 0
-        self._events: AsyncGenerator[dict[str, Any], None] | None = None
-        self._failed_connects = 0
 
     async def wait_until(self, check: Callable[[], T | None]) -> T:
         """Wait until ``check()``, called on the synced cache, returns something but

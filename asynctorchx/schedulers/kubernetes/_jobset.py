@@ -102,7 +102,6 @@ def build_jobset(
                 f"roles of app {app.name!r} clean to one replicated job name {rjob!r};"
                 " give them names that differ in [a-z0-9-]"
             )
-        replica_retries = role.retry_policy == RetryPolicy.REPLICA
         # Kueue reads a workload's priority from its pods
         template = replica_pod(
             app, role_index, rjob, values, env, setup, None, field_env=index, priority=True
@@ -111,7 +110,7 @@ def build_jobset(
             "parallelism": role.num_replicas,
             "completions": role.num_replicas,
             "completionMode": "Indexed",
-            "backoffLimit": role.max_retries if replica_retries else 0,
+            "backoffLimit": role.max_retries if role.retry_policy == RetryPolicy.REPLICA else 0,
             "template": template,
         }
         rjobs.append({"name": rjob, "replicas": 1, "template": {"spec": job_spec}})

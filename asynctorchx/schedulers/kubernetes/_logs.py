@@ -12,6 +12,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Literal, cast
 
 import anyio
+import attrs
 
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
 from asynctorchx.schedulers.kubernetes._errors import KubernetesApiError
@@ -39,30 +40,28 @@ from asynctorchx.specs.api import is_terminal
 CLEAN_END_GRACE = 5.0
 
 
+def _resume(start: LogPosition) -> StampSkip[int]:
+    return StampSkip(*(position_of(start, Stamped, "kubernetes") or STAMPED_START))
+
+
+@attrs.define(on_setattr=attrs.setters.NO_OP)
 class LogReader:
     """Reads one container's log from ``start`` (0 or a block's :attr:`position`); ``prefix``
-    goes before each line yielded, ``regex`` is matched without it."""
+    goes before each line yielded, ``regex`` is matched without it; :attr:`uid` is the pod
+    (container) whose log is read (``""`` before the first), :attr:`done` whether a line
+    after ``until`` was seen."""
 
-    def __init__(
-        self,
-        api: ApiServer,
-        namespace: str,
-        container: str,
-        query: LogQuery,
-        start: LogPosition = 0,
-        prefix: str = "",
-    ) -> None:
-        self.api = api
-        self.namespace = namespace
-        self.container = container
-        self.query = query
-        self.prefix = prefix
-        self.uid = ""  # the pod (container) whose log is read; "" before the first
-        self.resume = StampSkip(*(position_of(start, Stamped, "kubernetes") or STAMPED_START))
-        self.done = False  # a line after ``until`` was seen
-        self.ended = False
-        self._in_line = False  # the last line read was a piece of a long line
-        self._line_ns: int | None = None  # a long line's later pieces carry no time
+    api: ApiServer
+    namespace: str
+    container: str
+    query: LogQuery
+    resume: StampSkip[int] = attrs.field(default=0, converter=_resume, alias="start")
+    prefix: str = ""
+    uid: str = attrs.field(default="", init=False)
+    done: bool = attrs.field(default=False, init=False)
+    ended: bool = attrs.field(default=False, init=False)
+    _in_line: bool = attrs.field(default=False, init=False)  # the last line read was a piece
+    _line_ns: int | None = attrs.field(default=None, init=False)  # later pieces have no time
 
     @property
     def position(self) -> Stamped:

@@ -269,17 +269,15 @@ def role_to_pod(
         "securityContext": {"privileged": True} if privileged else {},
         "volumeMounts": volume_mounts,
     }
-    node_selector: dict[str, str] = {}
-    if LABEL_INSTANCE_TYPE in role.resource.capabilities:
-        node_selector[LABEL_INSTANCE_TYPE] = role.resource.capabilities[LABEL_INSTANCE_TYPE]
+    capabilities = role.resource.capabilities
     spec: dict[str, Any] = {
         "containers": [container],
-        "nodeSelector": node_selector,
+        "nodeSelector": {k: v for k, v in capabilities.items() if k == LABEL_INSTANCE_TYPE},
         "restartPolicy": "Never",
+        "volumes": volumes,
     }
     if service_account is not None:
         spec["serviceAccountName"] = service_account
-    spec["volumes"] = volumes
     return {
         "metadata": {"annotations": {ANNOTATION_ISTIO_SIDECAR: "false"}, "labels": {}},
         "spec": spec,

@@ -174,7 +174,6 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
         namespace = str_option(cfg or {}, "namespace") or self.api.default_namespace
         job_api = for_cfg(cfg or {})
         listed, _ = await self.api.list(job_api.plural, namespace)
-        jobs = map(job_api.parse, listed)
         return [
             ListAppResponse(
                 job_api.app_id(namespace, job.name),
@@ -183,7 +182,7 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
                 submitted=job.created,
                 ended=job.ended,
             )
-            for job in jobs
+            for job in map(job_api.parse, listed)
         ]
 
     async def _job(self, job_api: JobApi, namespace: str, name: str) -> Job | None:

@@ -340,6 +340,10 @@ class Job:
         """A job from what its job API read (``ended``: the time it turned terminal, as the API
         gives it) and its metadata (``obj``'s)."""
         roles, containers = read_roles(templates)
+        labels = [
+            (template.get("metadata") or {}).get("labels") or {} for template, _, _ in templates
+        ]
+        app_name = next((str(at[LABEL_APP_NAME]) for at in labels if LABEL_APP_NAME in at), "")
         metadata = obj.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
         failed = annotations.get(ANNOTATION_FAILED)
@@ -358,18 +362,10 @@ class Job:
             said=said,
             roles=tuple(roles),
             containers=containers,
-            app_name=_app_name(templates),
+            app_name=app_name,
             created=parse_rfc3339(metadata.get("creationTimestamp")),
             ended=parse_rfc3339(ended) if is_terminal(state) else None,
         )
-
-
-def _app_name(templates: list[Template]) -> str:
-    for template, _, _ in templates:
-        labels = (template.get("metadata") or {}).get("labels") or {}
-        if LABEL_APP_NAME in labels:
-            return str(labels[LABEL_APP_NAME])
-    return ""
 
 
 def parse_job(job: Mapping[str, Any]) -> Job:
@@ -453,11 +449,6 @@ def _app_cause(replicas: Replicas) -> EndCause | None:
     for pod in pods:
         if pod.cause is not None:
             return pod.cause
-    if any(pod.waiting is not None and pod.waiting.reason in _PULL_REASONS for pod in pods):
+    if any(pod.waiting and WAITING_REASONS[pod.waiting.reason] is not Verdict.SHOW for pod in pods):
         return EndCause.IMAGE_PULL_FAILED
     return EndCause.EXITED if any(pod.exit_code is not None for pod in pods) else None
-
-
-_PULL_REASONS = frozenset(
-    reason for reason, verdict in WAITING_REASONS.items() if verdict is not Verdict.SHOW
-)
