@@ -195,7 +195,8 @@ class LiveApp(AppView):
 
     def watch(self, role: str | None = None, k: int = 0) -> Changes:
         """The app's change events, or a replica's output events (set too when the app ends)."""
-        return Changes(self.app.changed if role is None else self.app.replicas[role][k].output)
+        outputs = {(r.record.role, r.record.replica_id): r.output for r in self.app.replicas}
+        return Changes(self.app.changed if role is None else outputs[role, k])
 
     async def cancel(self) -> None:
         """Ask every replica to terminate (SIGTERM, ``stop_timeout``, SIGKILL)."""
