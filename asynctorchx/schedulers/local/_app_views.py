@@ -7,7 +7,8 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Callable, Container, Mapping, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Container
 from datetime import UTC, datetime
 
 import anyio
@@ -121,12 +122,9 @@ class AppView(abc.ABC):
         record = self.record()
         return record is None or is_finished(record)
 
-    def log_dirs(self) -> Mapping[str, Sequence[str]]:
-        """Each role's replica log directories, in replica order."""
-        log_dirs: dict[str, list[str]] = {}
-        for replica in self._replicas:
-            log_dirs.setdefault(replica.role, []).append(replica.log_dir)
-        return log_dirs
+    def log_dir(self, role: str, k: int) -> str:
+        """The log directory of replica ``k`` of ``role``."""
+        return next(r.log_dir for r in self._replicas if (r.role, r.replica_id) == (role, k))
 
     @abc.abstractmethod
     def watch(self, role: str | None = None, k: int = 0) -> Changes | ChangeWatch:
@@ -150,10 +148,9 @@ class AppView(abc.ABC):
 
     def log_blocks(self, query: LogQuery, start: LogPosition) -> AsyncIterator[LogBlock]:
         """The log lines of the replica ``query`` names (``LocalScheduler.log_blocks``)."""
-        log_dirs = self.log_dirs()
-        query.check_replica(self.app_id, {role: len(dirs) for role, dirs in log_dirs.items()})
+        query.check_replica(self.app_id, Counter(replica.role for replica in self._replicas))
         stream = query.stream_or(Stream.COMBINED)
-        log_dir = log_dirs[query.role_name][query.k]
+        log_dir = self.log_dir(query.role_name, query.k)
         if not os.path.isdir(log_dir):  # made at submit, before the record
             raise LogsRemovedError(self.app_id, log_dir)
         path = os.path.join(log_dir, f"{stream.value}.log")
@@ -195,7 +192,8 @@ class LiveApp(AppView):
 
     def watch(self, role: str | None = None, k: int = 0) -> Changes:
         """The app's change events, or a replica's output events (set too when the app ends)."""
-        return Changes(self.app.changed if role is None else self.app.replicas[role][k].output)
+        outputs = {(r.record.role, r.record.replica_id): r.output for r in self.app.replicas}
+        return Changes(self.app.changed if role is None else outputs[role, k])
 
     async def cancel(self) -> None:
         """Ask every replica to terminate (SIGTERM, ``stop_timeout``, SIGKILL)."""
@@ -220,7 +218,7 @@ class RecordedApp(AppView):
     def watch(self, role: str | None = None, k: int = 0) -> ChangeWatch:
         """inotify on the records directory (and the replica's log directory), and the supervisor's
         exit."""
-        replica = [] if role is None else [self.log_dirs()[role][k]]
+        replica = [] if role is None else [self.log_dir(role, k)]
         return ChangeWatch([*replica, self._directory], self._supervisor)
 
     async def cancel(self) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from asynctorchx.schedulers.local import _subreaper
+from asynctorchx.schedulers.local._process_identity import pidfd_supported
 
 if TYPE_CHECKING:  # annotations only
     from typing import TypeVarTuple
@@ -18,20 +19,11 @@ if TYPE_CHECKING:  # annotations only
     Ts = TypeVarTuple("Ts")
 
 
-@functools.cache
-def _pidfd_supported() -> bool:
-    try:
-        os.close(os.pidfd_open(os.getpid()))
-    except (AttributeError, OSError):
-        return False
-    return True
-
-
 def use_pidfd_child_watcher() -> None:
     """Make asyncio reap children through pidfds (3.11 on Linux, from the main thread)."""
     if sys.version_info >= (3, 12) or sys.platform != "linux":
         return
-    if threading.current_thread() is not threading.main_thread() or not _pidfd_supported():
+    if threading.current_thread() is not threading.main_thread() or not pidfd_supported():
         return
     import asyncio
 

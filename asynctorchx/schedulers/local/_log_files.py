@@ -181,21 +181,25 @@ def open_log_file(path: str) -> int:
         if error.errno == errno.ELOOP:
             raise symlink_error(path) from None
         raise
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_nlink != 1:
+    try:
+        _check_log_file(path, os.fstat(fd))
+    except BaseException:
         os.close(fd)
-        raise foreign_file_error(path)
+        raise
     return fd
 
 
-def foreign_file_error(path: str) -> UnsafeLogPathError:
-    """The error for a log file (or directory) that this user did not create."""
-    return UnsafeLogPathError(
-        path,
-        "exists and is not a log file of this user (another owner, another kind of file,"
-        " or hard links)",
-        "remove it, or choose a log_dir of your own",
-    )
+def _check_log_file(path: str, info: os.stat_result) -> None:
+    """Refuse a log file (``info``: its ``lstat`` or ``fstat``) that this user did not create."""
+    if stat.S_ISLNK(info.st_mode):
+        raise symlink_error(path)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_nlink != 1:
+        raise UnsafeLogPathError(
+            path,
+            "exists and is not a log file of this user (another owner, another kind of file,"
+            " or hard links)",
+            "remove it, or choose a log_dir of your own",
+        )
 
 
 # --------------------------------------------------------------------------- directories
@@ -291,55 +295,40 @@ def create_log_dirs(root: str, replica_dirs: Sequence[str]) -> None:
 
 def _prepare_log_dirs(root: str, replica_dirs: Sequence[str], made: list[str]) -> None:
     """Create an app's log directories under ``root``, 0700, appending each made to ``made``."""
-    _make_root(root, made)
-    known: dict[str, bool] = {root: False}  # directory -> created by this call
-    for replica_dir in replica_dirs:
-        parts = os.path.relpath(replica_dir, root).split(os.sep)
-        path = root
-        fresh = False
-        for part in parts:
-            path = os.path.join(path, part)
-            made_now = known.get(path)
-            if made_now is None:
-                made_now = known[path] = _make_private_dir(path)
-                if made_now:
-                    made.append(path)
-            fresh = fresh or made_now
-        if not fresh:  # an existing directory: what is in it is not known to be ours
-            for name in STREAM_FILES:
-                log_path = os.path.join(replica_dir, f"{name}.log")
-                _check_existing_file(log_path)
-                _check_existing_file(log_path + ".idx")
-
-
-def _make_root(root: str, created: list[str]) -> None:
-    """Create ``root`` and its missing parents (0700, each appended to ``created``), then check
-    it."""
     for directory in _missing_directories(root) or [root]:
         with contextlib.suppress(FileExistsError):
             os.mkdir(directory, DIRECTORY_MODE)
-            created.append(directory)
-        _check_root(directory)
-
-
-def _check_root(path: str) -> None:
-    info = _check_directory(path, (os.geteuid(), 0), "give a directory as log_dir")
-    if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
-        raise UnsafeLogPathError(
-            path,
-            "is writable by every user (mode"
-            f" {stat.S_IMODE(info.st_mode):04o}), so another user can replace what is in it",
-            f"run `chmod o-w {path}` (or `chmod +t`), or choose a log_dir of your own",
-        )
+            made.append(directory)
+        info = _check_directory(directory, (os.geteuid(), 0), "give a directory as log_dir")
+        if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+            raise UnsafeLogPathError(
+                directory,
+                "is writable by every user (mode"
+                f" {stat.S_IMODE(info.st_mode):04o}), so another user can replace what is in it",
+                f"run `chmod o-w {directory}` (or `chmod +t`), or choose a log_dir of your own",
+            )
+    seen = {root}
+    for replica_dir in replica_dirs:
+        path = root
+        for part in os.path.relpath(replica_dir, root).split(os.sep):
+            path = os.path.join(path, part)
+            if path not in seen:
+                seen.add(path)
+                if _make_private_dir(path):
+                    made.append(path)
+        # not made just now: what is in it is not known to be ours
+        if made[-1:] != [replica_dir]:
+            for stream in STREAM_FILES:
+                for name in (f"{stream}.log", f"{stream}.log.idx"):
+                    log_path = os.path.join(replica_dir, name)
+                    with contextlib.suppress(FileNotFoundError):
+                        _check_log_file(log_path, os.lstat(log_path))
 
 
 def _make_private_dir(path: str) -> bool:
     """Create ``path`` 0700 and return True, or check an existing one and return False."""
-    try:
+    with contextlib.suppress(FileExistsError):
         os.mkdir(path, DIRECTORY_MODE)
-    except FileExistsError:
-        pass
-    else:
         return True
     info = _check_directory(path, (os.geteuid(),), "remove it, or choose another log_dir")
     if stat.S_IMODE(info.st_mode) & 0o077:
@@ -363,14 +352,3 @@ def _check_directory(path: str, owners: tuple[int, ...], fix: str) -> os.stat_re
             "remove it or choose a log_dir of your own (e.g. under your home directory)",
         )
     return info
-
-
-def _check_existing_file(path: str) -> None:
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(info.st_mode):
-        raise symlink_error(path)
-    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_nlink != 1:
-        raise foreign_file_error(path)

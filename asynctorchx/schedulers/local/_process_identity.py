@@ -60,6 +60,16 @@ def proc_stat(pid: int) -> tuple[str, int, int, int, int] | None:
         return None
 
 
+@functools.cache
+def pidfd_supported() -> bool:
+    """Whether this kernel and Python have ``pidfd_open`` (Linux 5.3)."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return True
+
+
 @functools.lru_cache(maxsize=1)
 def libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)

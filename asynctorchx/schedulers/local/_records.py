@@ -271,22 +271,15 @@ def prune_records(directory: str, now: float | None = None) -> None:
                 excess -= 1
             if record.log_dir.startswith(os.path.join(directory, LOGS_DIR) + os.sep):
                 shutil.rmtree(record.log_dir, ignore_errors=True)  # the logs kept with it
+    # the temporary files and cancel requests over an hour old
     for folder in (directory, os.path.join(directory, "cancel")):
-        _remove_stale(folder, now)
-
-
-def _remove_stale(folder: str, now: float) -> None:
-    """Remove the temporary files and cancel requests of ``folder`` over an hour old."""
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return
-    for entry in entries:
-        stale = entry.name.endswith(".tmp") or os.path.basename(folder) == "cancel"
         with contextlib.suppress(OSError):
-            old = stale and now - entry.stat(follow_symlinks=False).st_mtime > 3600
-            if old and entry.is_file(follow_symlinks=False):
-                os.unlink(entry.path)
+            for entry in list(os.scandir(folder)):
+                stale = entry.name.endswith(".tmp") or folder != directory
+                with contextlib.suppress(OSError):
+                    old = stale and now - entry.stat(follow_symlinks=False).st_mtime > 3600
+                    if old and entry.is_file(follow_symlinks=False):
+                        os.unlink(entry.path)
 
 
 class ListEntry(NamedTuple):

@@ -246,10 +246,24 @@ def build_popen_request(
                 stderr=os.path.join(replica_log_dir, "stderr.log"),
                 combined=os.path.join(replica_log_dir, "combined.log"),
             )
-            add_environment(param, cfg, replica_log_dir, role.name, context)
+            # TorchX's replica variables the role does not set, and PATH with the extra paths
+            env = param.env
+            if "PYTHONUNBUFFERED" not in env and "PYTHONUNBUFFERED" not in os.environ:
+                env["PYTHONUNBUFFERED"] = "x"  # replicas' output arrives as it is printed
+            env["TORCHX_RANK0_HOST"] = "localhost"
+            env.setdefault("TORCHX_JOB_ID", context.job_id)
+            env.setdefault("TORCHELASTIC_ERROR_FILE", os.path.join(replica_log_dir, "error.json"))
+            env.setdefault(
+                "PET_LOG_DIR", os.path.join(context.app_log_dir, "torchelastic", role.name)
+            )
+            front = [*context.extra_paths, env.get("PATH")]
+            if param.cwd:
+                front.insert(0 if cfg.get("prepend_cwd") else len(front), param.cwd)
+            parts = (*front, os.environ.get("PATH"))
+            env["PATH"] = os.pathsep.join(part.strip(os.pathsep) for part in parts if part)
             devices = gpu_assignments.get((role.name, replica_id))
             if devices is not None:
-                param.env[ENV_CUDA_VISIBLE_DEVICES] = devices
+                env[ENV_CUDA_VISIBLE_DEVICES] = devices
             params.append(param)
             log_dirs.append(replica_log_dir)
         request.role_params[role.name] = params
@@ -257,31 +271,6 @@ def build_popen_request(
         request.max_retries[role.name] = role.max_retries
         request.retry_policies[role.name] = role.retry_policy
     return request
-
-
-def add_environment(
-    param: ReplicaParam,
-    cfg: Mapping[str, CfgVal],
-    replica_log_dir: str,
-    role_name: str,
-    context: RequestContext,
-) -> None:
-    """Add TorchX's replica variables the role does not set, and ``PATH`` with the extra paths."""
-    env = param.env
-    if "PYTHONUNBUFFERED" not in env and "PYTHONUNBUFFERED" not in os.environ:
-        env["PYTHONUNBUFFERED"] = "x"  # replicas' output arrives as it is printed
-    env["TORCHX_RANK0_HOST"] = "localhost"
-    env.setdefault("TORCHX_JOB_ID", context.job_id)
-    env.setdefault("TORCHELASTIC_ERROR_FILE", os.path.join(replica_log_dir, "error.json"))
-    env.setdefault("PET_LOG_DIR", os.path.join(context.app_log_dir, "torchelastic", role_name))
-    front = [*context.extra_paths, env.get("PATH")]
-    if param.cwd:
-        if cfg.get("prepend_cwd"):
-            front.insert(0, param.cwd)
-        else:
-            front.append(param.cwd)
-    parts = (*front, os.environ.get("PATH"))
-    env["PATH"] = os.pathsep.join(part.strip(os.pathsep) for part in parts if part)
 
 
 def cuda_visible_devices(

@@ -138,7 +138,11 @@ class LocalScheduler(Scheduler[PopenRequest]):
         self._closed = True
         with anyio.CancelScope(shield=True):
             try:
-                await self._terminate_all()
+                running = list(self._running.values())
+                for app in running:
+                    app.request_cancel()
+                for app in running:
+                    await LiveApp(app).wait_until(lambda response: is_terminal(response.state))
             except Exception:
                 logger.exception("closing the %s scheduler", self.backend)
             finally:
@@ -146,13 +150,6 @@ class LocalScheduler(Scheduler[PopenRequest]):
                 if self._temp_log_dir is not None:
                     await _remove_tree(self._temp_log_dir)
                     self._temp_log_dir = None
-
-    async def _terminate_all(self) -> None:
-        running = list(self._running.values())
-        for app in running:
-            app.request_cancel()
-        for app in running:
-            await LiveApp(app).wait_until(lambda response: is_terminal(response.state))
 
     def _base_log_dir(self, cfg: Mapping[str, CfgVal]) -> str:
         log_dir = cfg.get("log_dir")

@@ -12,13 +12,12 @@ import functools
 import logging
 import os
 import signal
-import sys
 from pathlib import Path
 
 import anyio
 import anyio.lowlevel
 
-from asynctorchx.schedulers.local._process_identity import libc, proc_stat
+from asynctorchx.schedulers.local._process_identity import libc, pidfd_supported, proc_stat
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +35,9 @@ _known_tokens: dict[int, str] = {}
 @functools.cache
 def enable() -> bool:
     """Make this process a child subreaper, once; return whether it is one."""
-    if sys.platform != "linux" or not hasattr(os, "pidfd_open"):
+    if not pidfd_supported():
         return False
     try:
-        os.close(os.pidfd_open(os.getpid()))
         if libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
     except (OSError, AttributeError) as error:  # the latter: no prctl in this C library

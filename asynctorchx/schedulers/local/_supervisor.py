@@ -69,13 +69,6 @@ class LocalReplica:
         #: serves a terminate request while its process runs (see _pump_until_exit)
         self.on_terminate: Callable[[], object] | None = None
 
-    def started(self, process: anyio.abc.Process) -> None:
-        """Its main process started: its pid, group and identity (unless already reaped)."""
-        self.record.pid = self.record.pgid = process.pid
-        self.record.started, self.record.ended = time.time(), None
-        running = process.returncode is None  # not reaped: its pid is still this child's
-        self.record.process = ProcessIdentity.of(process.pid, os.getpid()) if running else None
-
     def request_terminate(self) -> None:
         """Ask its process to terminate (SIGTERM, ``stop_timeout``, SIGKILL); idempotent."""
         if self.terminate_requested:
@@ -99,18 +92,15 @@ class LocalApp:
     ) -> None:
         self.request = request
         self.keeper = keeper
-        self.replicas: dict[str, list[LocalReplica]] = {
-            role_name: [
-                LocalReplica(
-                    ReplicaRecord(
-                        role_name, k, AppState.PENDING, request.role_log_dirs[role_name][k]
-                    ),
-                    param,
-                )
-                for k, param in enumerate(params)
-            ]
+        #: every replica of every role, in role order
+        self.replicas = [
+            LocalReplica(
+                ReplicaRecord(role_name, k, AppState.PENDING, request.role_log_dirs[role_name][k]),
+                param,
+            )
             for role_name, params in request.role_params.items()
-        }
+            for k, param in enumerate(params)
+        ]
         self.record = AppRecord(
             app_id=request.app_id,
             backend=keeper.backend,
@@ -119,7 +109,7 @@ class LocalApp:
             state=AppState.SUBMITTED,
             log_dir=request.log_dir,
             supervisor=this_process(),
-            replicas=[replica.record for replica in self.all_replicas()],
+            replicas=[replica.record for replica in self.replicas],
             roles=roles,
             stop_timeout=request.stop_timeout,
             name=name,
@@ -138,13 +128,9 @@ class LocalApp:
         #: supervise
         self.environment: Mapping[str, str] = os.environ
 
-    def all_replicas(self) -> list[LocalReplica]:
-        """Every replica of every role."""
-        return [replica for replicas in self.replicas.values() for replica in replicas]
-
     async def all_launched(self) -> None:
         """Return once the first attempt of every replica started (or was cancelled)."""
-        for replica in self.all_replicas():
+        for replica in self.replicas:
             await replica.launched.wait()
 
     def notify_changed(self) -> None:
@@ -160,7 +146,7 @@ class LocalApp:
         if is_terminal(state):
             self.record.ended = time.time()
             self.keeper.ended(self.record)
-            for replica in self.all_replicas():
+            for replica in self.replicas:
                 replica.output.notify()
         else:
             self.keeper.write_now(self.record)
@@ -171,7 +157,7 @@ class LocalApp:
         if is_terminal(self.record.state) or self.record.cancelled:
             return
         self.record.cancelled = True
-        for replica in self.all_replicas():
+        for replica in self.replicas:
             replica.request_terminate()
         self.notify_changed()
 
@@ -195,7 +181,7 @@ async def supervise(
             while True:
                 app.restart_requested = False
                 async with anyio.create_task_group() as task_group:
-                    for replica in app.all_replicas():
+                    for replica in app.replicas:
                         on_started = None if started else replica.launched.set
                         task_group.start_soon(
                             _run_replica, app, replica, on_started, task_group.cancel_scope
@@ -213,7 +199,7 @@ async def supervise(
                 logger.info(
                     "%s: restarting every replica (APPLICATION retry policy)", app.request.app_id
                 )
-                for replica in app.all_replicas():
+                for replica in app.replicas:
                     replica.record.state = AppState.PENDING
                 app.notify_changed()
     except BaseException as error:
@@ -222,7 +208,7 @@ async def supervise(
         if not started:
             raise
         interrupted = not isinstance(error, Exception)
-        for replica in app.all_replicas():
+        for replica in app.replicas:
             if not is_terminal(replica.record.state):
                 replica.record.state = AppState.FAILED
         app.set_state(
@@ -232,9 +218,7 @@ async def supervise(
             raise
         logger.exception("%s: supervising the app failed", app.request.app_id)
         return
-    app.set_state(
-        app_state((r.record.state for r in app.all_replicas()), cancelled=app.record.cancelled)
-    )
+    app.set_state(app_state((r.record.state for r in app.replicas), cancelled=app.record.cancelled))
 
 
 async def _run_replica(
@@ -277,7 +261,7 @@ async def _run_replica(
             continue
         if policy == RetryPolicy.APPLICATION and app.record.num_restarts < max_retries:
             app.restart_requested = True
-            for other in app.all_replicas():
+            for other in app.replicas:
                 if other is not replica:
                     other.request_terminate()
         return
@@ -289,13 +273,14 @@ async def _run_process(
     on_started: Callable[[], None] | None,
 ) -> None:
     """Start the replica's process, pump its output to the logs, await its exit."""
+    record = replica.record
     replica.terminate_requested = False  # a cancelled app's replica never gets here
     replica.exited = anyio.Event()
-    replica.record.exit_code = replica.record.error = None
-    if replica.record.restarts or app.record.num_restarts:  # the last attempt's error file aside
+    record.exit_code = record.error = None
+    if record.restarts or app.record.num_restarts:  # the last attempt's error file aside
         with contextlib.suppress(FileNotFoundError):
             os.replace(replica.error_file, f"{replica.error_file}.{int(time.time() * 1000)}")
-    writer = ReplicaLogWriter(replica.record.log_dir, replica.output.notify)
+    writer = ReplicaLogWriter(record.log_dir, replica.output.notify)
     replica.token = secrets.token_hex(16)
     replica.swept = replica.group_ended = False
     # the first attempt's replicas share one read of os.environ; a restart reads it again
@@ -304,12 +289,15 @@ async def _run_process(
     try:
         process = await _open_process(replica, writer, env, first=on_started is not None)
         if process is None:
-            replica.record.state = AppState.FAILED
-            replica.record.exit_code = 127
+            record.state = AppState.FAILED
+            record.exit_code = 127
             return
-        replica.started(process)
+        record.pid = record.pgid = process.pid
+        record.started, record.ended = time.time(), None
+        running = process.returncode is None  # not reaped: its pid is still this child's
+        record.process = ProcessIdentity.of(process.pid, os.getpid()) if running else None
         _subreaper.OWN_CHILDREN.add(process.pid)
-        replica.record.state = AppState.RUNNING
+        record.state = AppState.RUNNING
         app.notify_changed()
         if on_started is not None:
             on_started()
@@ -317,19 +305,19 @@ async def _run_process(
             returncode, state = await _pump_until_exit(app, replica, process, writer)
         finally:
             await _reap(process, "" if replica.swept else replica.token, replica.group_ended)
-        replica.record.exit_code, replica.record.ended = returncode, time.time()
-        replica.record.state = state
-        replica.record.error = read_error_file(replica.error_file)
+        record.exit_code, record.ended = returncode, time.time()
+        record.state = state
+        record.error = read_error_file(replica.error_file)
         if writer.error is not None and state == AppState.SUCCEEDED:
             # output that never reached the logs is not a success (e.g. no fd left)
             logger.error(
                 "%s: output of %s/%d was lost: %s",
                 app.request.app_id,
-                replica.record.role,
-                replica.record.replica_id,
+                record.role,
+                record.replica_id,
                 writer.error,
             )
-            replica.record.state = AppState.FAILED
+            record.state = AppState.FAILED
     finally:
         writer.close()
         replica.exited.set()
@@ -368,7 +356,8 @@ async def _open_process(
 async def _pump_until_exit(
     app: LocalApp, replica: LocalReplica, process: anyio.abc.Process, writer: ReplicaLogWriter
 ) -> tuple[int, AppState]:
-    """Pump the process's output into its logs until it exited and its pipes closed."""
+    """Pump the process's output into its logs until it exited; end the rest of its group and tree,
+    and wait (a while) for its pipes to be drained; return its exit code and the attempt's state."""
     assert process.stdout is not None
     assert process.stderr is not None
     async with anyio.create_task_group() as pumps:
@@ -381,39 +370,30 @@ async def _pump_until_exit(
         else:
             replica.on_terminate = terminate
         try:
-            returncode, state = await _await_exit(app, replica, process, drained)
+            returncode = await process.wait()
+            app.adopt_cancel_request()
+            if app.record.cancelled or (app.restart_requested and replica.terminate_requested):
+                state = AppState.CANCELLED
+            else:
+                state = AppState.SUCCEEDED if returncode == 0 else AppState.FAILED
+            replica.exited.set()
+            # the main process is gone: so is the rest of its group, unless a
+            # cancel gives it the rest of its grace period (see _terminator)
+            if not replica.terminate_requested:  # an ended group is not signalled again
+                replica.group_ended = not signal_group(process.pid, signal.SIGKILL)
+                # daemons that left the group may hold the pipes: end them first
+                with anyio.CancelScope(shield=True):
+                    await _subreaper.end_descendants(replica.token, process.pid)
+                replica.swept = True
+            if not all(event.is_set() for event in drained):
+                grace = app.request.stop_timeout if replica.terminate_requested else 0
+                with anyio.move_on_after(_DRAIN_TIMEOUT + grace):
+                    for event in drained:
+                        await event.wait()
         finally:
             replica.on_terminate = None
         # a terminator still waiting, a pump of a pipe that a stray process holds open
         pumps.cancel_scope.cancel()
-    return returncode, state
-
-
-async def _await_exit(
-    app: LocalApp, replica: LocalReplica, process: anyio.abc.Process, drained: list[anyio.Event]
-) -> tuple[int, AppState]:
-    """Await the process's exit, end the rest of its group and tree, and wait (a while) for its
-    pipes to be drained; return its exit code and the state of the attempt."""
-    returncode = await process.wait()
-    app.adopt_cancel_request()
-    if app.record.cancelled or (app.restart_requested and replica.terminate_requested):
-        state = AppState.CANCELLED
-    else:
-        state = AppState.SUCCEEDED if returncode == 0 else AppState.FAILED
-    replica.exited.set()
-    # the main process is gone: so is the rest of its group, unless a
-    # cancel gives it the rest of its grace period (see _terminator)
-    if not replica.terminate_requested:  # an ended group is not signalled again
-        replica.group_ended = not signal_group(process.pid, signal.SIGKILL)
-        # daemons that left the group may hold the pipes: end them first
-        with anyio.CancelScope(shield=True):
-            await _subreaper.end_descendants(replica.token, process.pid)
-        replica.swept = True
-    if not all(event.is_set() for event in drained):
-        grace = app.request.stop_timeout if replica.terminate_requested else 0
-        with anyio.move_on_after(_DRAIN_TIMEOUT + grace):
-            for event in drained:
-                await event.wait()
     return returncode, state  # what is left of its group is killed by _reap, next
 
 
@@ -528,15 +508,13 @@ def launch_error(replica: LocalReplica, env: Mapping[str, str], error: OSError) 
         found = shutil.which(entrypoint, mode=os.F_OK, path=os.pathsep.join(search))
     found = found if found is not None and os.path.exists(found) else None
 
-    def typed(reason: str, fix: str) -> ReplicaLaunchError:
-        return ReplicaLaunchError(
-            error.errno or 0,
-            replica.record.role,
-            replica.record.replica_id,
-            entrypoint,
-            reason,
-            fix,
-        )
+    typed = functools.partial(
+        ReplicaLaunchError,
+        error.errno or 0,
+        replica.record.role,
+        replica.record.replica_id,
+        entrypoint,
+    )
 
     if error.errno in (errno.ENOENT, errno.ENOTDIR):
         if cwd is not None and error.filename == cwd:
