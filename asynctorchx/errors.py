@@ -10,10 +10,10 @@ and the fix. The hierarchy::
     ├── SchedulerUnavailableError (RuntimeError)
     │   ├── SchedulerUnreachableError: the engine does not answer now (wait goes on)
     │   │   ├── DockerEngineUnreachableError
+    │   │   ├── KubernetesUnreachableError
     │   │   └── SlurmControllerUnreachableError (also a SlurmCommandError)
     │   ├── SlurmNotInstalledError
     │   ├── KubernetesConfigError
-    │   ├── KubernetesUnreachableError
     │   ├── VolcanoNotInstalledError
     │   └── JobSetNotInstalledError
     ├── SchedulerRequestError (RuntimeError): the backend refused the request

@@ -5,6 +5,9 @@
 #                                           # print the kubeconfig's path as the last line
 #   bash scripts/kube-apiserver.sh status   # exit 0 when the API server's /readyz answers
 #   bash scripts/kube-apiserver.sh stop     # stop the two daemons this script started, drop their state
+#   bash scripts/kube-apiserver.sh restart apiserver|etcd [--down SECONDS]
+#                                           # stop one daemon, leave it down SECONDS (0), start it
+#                                           # again with its state; returns once /readyz answers
 #
 # Everything comes from Debian bookworm's packages. `start` as root installs golang-1.19-go,
 # golang-github-modern-go-reflect2-dev, etcd-server and rsync with apt-get when missing, then,
@@ -169,6 +172,46 @@ EOF
     chmod 600 "$KUBECONFIG_PATH"
 }
 
+start_etcd() { # with the data it has (a restart keeps it)
+    start_daemon "$STATE/etcd.pid" "$STATE/log/etcd.log" etcd --name asynctorchx --data-dir "$STATE/etcd" \
+        --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+        --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+        --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+        --initial-cluster "asynctorchx=http://127.0.0.1:$ETCD_PEER_PORT"
+}
+
+start_apiserver() {
+    start_daemon "$STATE/apiserver.pid" "$STATE/log/apiserver.log" \
+        "$BIN" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$PORT" \
+        --insecure-port=0 --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+        --etcd-compaction-interval=5s \
+        --tls-cert-file="$STATE/pki/server.crt" --tls-private-key-file="$STATE/pki/server.key" \
+        --token-auth-file="$STATE/tokens.csv" --authorization-mode=RBAC \
+        --disable-admission-plugins=ServiceAccount \
+        --service-account-key-file="$STATE/pki/sa.key" \
+        --service-account-signing-key-file="$STATE/pki/sa.key" \
+        --service-account-issuer=https://kubernetes.default.svc \
+        --service-cluster-ip-range=10.96.0.0/16 \
+        --kubelet-preferred-address-types=InternalIP
+}
+
+wait_ready() {
+    local deadline=$((SECONDS + WAIT_S))
+    until ready; do
+        pid_alive "$STATE/etcd.pid" || {
+            tail -n 20 "$STATE/log/etcd.log" >&2
+            die "etcd exited (log: $STATE/log/etcd.log)"
+        }
+        pid_alive "$STATE/apiserver.pid" || {
+            tail -n 20 "$STATE/log/apiserver.log" >&2
+            die "kube-apiserver exited (log: $STATE/log/apiserver.log)"
+        }
+        [ "$SECONDS" -lt "$deadline" ] || die "/readyz did not answer within $WAIT_S s (logs: $STATE/log)"
+        sleep 0.2
+    done
+}
+
 start() {
     install_packages
     build_binaries kube-apiserver
@@ -184,40 +227,24 @@ start() {
     write_credentials
     if ! pid_alive "$STATE/etcd.pid"; then
         rm -rf "$STATE/etcd"
-        start_daemon "$STATE/etcd.pid" "$STATE/log/etcd.log" etcd --name asynctorchx --data-dir "$STATE/etcd" \
-            --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
-            --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-            --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-            --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-            --initial-cluster "asynctorchx=http://127.0.0.1:$ETCD_PEER_PORT"
+        start_etcd
     fi
-    start_daemon "$STATE/apiserver.pid" "$STATE/log/apiserver.log" \
-        "$BIN" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$PORT" \
-        --insecure-port=0 --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-        --etcd-compaction-interval=5s \
-        --tls-cert-file="$STATE/pki/server.crt" --tls-private-key-file="$STATE/pki/server.key" \
-        --token-auth-file="$STATE/tokens.csv" --authorization-mode=RBAC \
-        --disable-admission-plugins=ServiceAccount \
-        --service-account-key-file="$STATE/pki/sa.key" \
-        --service-account-signing-key-file="$STATE/pki/sa.key" \
-        --service-account-issuer=https://kubernetes.default.svc \
-        --service-cluster-ip-range=10.96.0.0/16 \
-        --kubelet-preferred-address-types=InternalIP
-    local deadline=$((SECONDS + WAIT_S))
-    until ready; do
-        pid_alive "$STATE/etcd.pid" || {
-            tail -n 20 "$STATE/log/etcd.log" >&2
-            die "etcd exited (log: $STATE/log/etcd.log)"
-        }
-        pid_alive "$STATE/apiserver.pid" || {
-            tail -n 20 "$STATE/log/apiserver.log" >&2
-            die "kube-apiserver exited (log: $STATE/log/apiserver.log)"
-        }
-        [ "$SECONDS" -lt "$deadline" ] || die "/readyz did not answer within $WAIT_S s (logs: $STATE/log)"
-        sleep 0.2
-    done
+    start_apiserver
+    wait_ready
     echo "kube-apiserver ready on 127.0.0.1:$PORT in $(elapsed "$t0")"
     echo "$KUBECONFIG_PATH"
+}
+
+restart_daemon() { # apiserver|etcd [--down SECONDS]: stop one daemon, start it again, state kept
+    local name="${1:-}" down_s=0
+    [ "${2:-}" != --down ] || down_s="${3:?--down needs seconds}"
+    case "$name" in apiserver | etcd) ;; *) die "usage: $0 restart apiserver|etcd [--down SECONDS]" ;; esac
+    need_root "restart $name"
+    stop_pid "$STATE/$name.pid"
+    sleep "$down_s"
+    "start_$name"
+    wait_ready
+    echo "$name restarted; the API server answers on 127.0.0.1:$PORT"
 }
 
 stop() {
@@ -232,6 +259,10 @@ stop() {
 case "${1:-}" in
 start) start ;;
 stop) stop ;;
+restart)
+    shift
+    restart_daemon "$@"
+    ;;
 status)
     if ready; then
         echo "kube-apiserver answers on 127.0.0.1:$PORT ($KUBECONFIG_PATH)"
@@ -240,5 +271,5 @@ status)
         exit 1
     fi
     ;;
-*) die "usage: $0 start|stop|status" ;;
+*) die "usage: $0 start|stop|status|restart apiserver|etcd [--down SECONDS]" ;;
 esac

@@ -8,6 +8,8 @@
 #   bash scripts/kube-cluster.sh load IMAGE...      # put images of the local Docker engine on the node
 #                                                   # (one it has with the same ID is skipped)
 #   bash scripts/kube-cluster.sh logs               # where each daemon's log is
+#   bash scripts/kube-cluster.sh restart apiserver|etcd [--down SECONDS]
+#                                                   # kube-apiserver.sh's restart, of this cluster
 #   bash scripts/kube-cluster.sh stop               # remove everything `start` started
 #
 # The API server and etcd are scripts/kube-apiserver.sh's (sourced; its own ports and state
@@ -368,6 +370,10 @@ load)
     load_images "$@"
     ;;
 logs) ls "$STATE"/log/*.log ;;
+restart)
+    shift
+    restart_daemon "$@"
+    ;;
 status)
     if node_ready; then
         echo "node $NODE Ready on 127.0.0.1:$PORT ($KUBECONFIG_PATH)"
@@ -376,5 +382,5 @@ status)
         exit 1
     fi
     ;;
-*) die "usage: $0 start [--no-node]|status|load IMAGE...|logs|stop" ;;
+*) die "usage: $0 start [--no-node]|status|load IMAGE...|logs|restart apiserver|etcd [--down S]|stop" ;;
 esac

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import anyio
 import httpx2
+import tenacity
 from lightkube import ConfigError, KubeConfig
 from lightkube.config import client_adapter
 from lightkube.config.client_adapter import ConnectionParams
@@ -53,6 +54,8 @@ KUEUE_WORKLOADS = f"/apis/{KUEUE_GROUP}/v1beta1"
 MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
 #: Seconds a single request may take (connect, read, write) before it counts as failed.
 REQUEST_TIMEOUT = 30.0
+#: The longest wait (seconds) between two asks whether a restarting server answers again.
+RECONNECT_MAX_S = 1.0
 #: Requests (not streams) in flight at once per scheduler: a group's creates queue here.
 MAX_REQUESTS = 16
 
@@ -167,6 +170,14 @@ class ApiServer:
     def _unreachable(self, error: httpx2.TransportError) -> KubernetesUnreachableError:
         return KubernetesUnreachableError(self.server, str(error) or type(error).__name__)
 
+    def _refused(
+        self, response: httpx2.Response, request: str
+    ) -> KubernetesApiError | KubernetesUnreachableError:
+        error = _status_error(response, request)
+        if error.status == 503:  # "server is starting", or its etcd is down: it restarts
+            return KubernetesUnreachableError(self.server, str(error))
+        return error
+
     async def _call(
         self, method: str, path: str, request: str, missing_ok: bool = False, **kwargs: Any
     ) -> dict[str, Any]:
@@ -181,8 +192,20 @@ class ApiServer:
         if missing_ok and response.status_code == 404:
             return {}
         if response.is_error:
-            raise _status_error(response, request)
+            raise self._refused(response, request)
         return dict(response.json())
+
+    async def answering(self) -> None:
+        """Return once the server answers ``GET /version``: through its restart, asked again
+        with a backoff of at most :data:`RECONNECT_MAX_S` seconds."""
+        retrying = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception_type(KubernetesUnreachableError),
+            wait=tenacity.wait_exponential(multiplier=0.1, max=RECONNECT_MAX_S),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                await self._call("GET", "/version", "GET /version")
 
     async def _collection(self, plural: str, namespace: str) -> tuple[str, str]:
         """The path of a namespace's ``jobs``, ``jobsets`` or ``pods`` and their name in
@@ -297,7 +320,7 @@ class ApiServer:
             async with self._client().stream("GET", path, params=params) as response:
                 if response.is_error:
                     await response.aread()
-                    raise _status_error(response, f"GET {path}")
+                    raise self._refused(response, f"GET {path}")
                 yield response
         except BROKEN as error:
             raise StreamBroken(str(error)) from None

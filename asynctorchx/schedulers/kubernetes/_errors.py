@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from asynctorchx._error_bases import SchedulerRequestError, SchedulerUnavailableError
+from asynctorchx._error_bases import (
+    SchedulerRequestError,
+    SchedulerUnavailableError,
+    SchedulerUnreachableError,
+)
 
 
 class KubernetesConfigError(SchedulerUnavailableError):
@@ -17,8 +21,8 @@ class KubernetesConfigError(SchedulerUnavailableError):
         self.detail = detail
 
 
-class KubernetesUnreachableError(SchedulerUnavailableError):
-    """The kubeconfig's API server does not answer."""
+class KubernetesUnreachableError(SchedulerUnreachableError):
+    """The kubeconfig's API server does not answer (down, or restarting)."""
 
     def __init__(self, server: str, detail: str) -> None:
         super().__init__(

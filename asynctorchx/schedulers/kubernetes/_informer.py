@@ -7,6 +7,7 @@ hands the open watch from reader to reader; it is reopened from the last
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -17,10 +18,13 @@ from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
 from asynctorchx.schedulers.kubernetes._errors import KubernetesUnreachableError
 from asynctorchx.schedulers.toolkit import SharedFeed
 
+logger = logging.getLogger(__name__)
+
 T = TypeVar("T")
 Obj = TypeVar("Obj")
 
-#: Consecutive failed reconnections after which waiters get the error.
+#: Consecutive failed first connections after which waiters get the error; once the server
+#: answered, an outage (its restart) is waited through, logged once.
 MAX_RECONNECTS = 5
 #: Seconds before the first reconnection after a failed one (doubled each time, up to 2 s).
 RECONNECT_DELAY = 0.05
@@ -43,6 +47,7 @@ class Informer(SharedFeed, Generic[Obj]):
     watches: int = attrs.field(default=0, init=False)
     _events: AsyncGenerator[dict[str, Any], None] | None = attrs.field(default=None, init=False)
     _failed_connects: int = attrs.field(default=0, init=False)
+    _answered: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__init__()
@@ -75,7 +80,10 @@ class Informer(SharedFeed, Generic[Obj]):
         except KubernetesUnreachableError as error:
             await self._back_off(error)
             return
+        if self._failed_connects and self._answered:
+            logger.warning("the Kubernetes API server answers again")
         self._failed_connects = 0
+        self._answered = True
         self.lists += 1
         self.objects = {item["metadata"]["name"]: self.parse(item) for item in items}
         self.resource_version = version
@@ -83,8 +91,10 @@ class Informer(SharedFeed, Generic[Obj]):
 
     async def _back_off(self, error: KubernetesUnreachableError) -> None:
         self._failed_connects += 1
-        if self._failed_connects >= MAX_RECONNECTS:
+        if not self._answered and self._failed_connects >= MAX_RECONNECTS:
             raise error
+        if self._failed_connects == 1 and self._answered:
+            logger.warning("%s; waiting for it to answer again", error)
         await anyio.sleep(min(RECONNECT_DELAY * 2**self._failed_connects, 2.0))
 
     async def _read_one(self) -> None:

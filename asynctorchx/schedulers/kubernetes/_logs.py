@@ -15,7 +15,7 @@ import anyio
 import attrs
 
 from asynctorchx.schedulers.kubernetes._apiserver import ApiServer, StreamBroken
-from asynctorchx.schedulers.kubernetes._errors import KubernetesApiError
+from asynctorchx.schedulers.kubernetes._errors import KubernetesApiError, KubernetesUnreachableError
 from asynctorchx.schedulers.kubernetes._informer import Informer
 from asynctorchx.schedulers.kubernetes._state import Job, Pod
 from asynctorchx.schedulers.toolkit import (
@@ -70,8 +70,9 @@ class LogReader:
 
     async def read(self, pod: str, follow: bool) -> AsyncGenerator[LogBlock, None]:
         """Yield one request's new lines, a chunk at a time, each block with the position
-        before it. A broken connection, a pod not started (400) or gone (404) ends it
-        quietly with :attr:`ended` ``False`` (the caller resumes); :attr:`ended` is ``True``
+        before it. A broken connection, a pod not started (400) or gone (404), or (when
+        following) a server that does not answer, once it answers again, end it quietly with
+        :attr:`ended` ``False`` (the caller resumes); :attr:`ended` is ``True``
         when the kubelet closed the log or a line past ``until`` was read."""
         self.ended = False
         assembler = LineAssembler(MAX_LINE_BYTES)
@@ -89,6 +90,11 @@ class LogReader:
                 if not self.done and (block := self.take(assembler.flush())):
                     yield LogBlock(at, block)
         except StreamBroken:
+            return
+        except KubernetesUnreachableError:
+            if not follow:
+                raise
+            await self.api.answering()  # the server restarts: the caller resumes after it
             return
         except KubernetesApiError as error:
             if error.status not in (400, 404):  # not started yet, or gone: no lines

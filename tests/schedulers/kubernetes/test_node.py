@@ -37,13 +37,14 @@ import anyio
 import httpx2
 import pytest
 
-from asynctorchx.runner import LogEvent, StateEvent, get_runner
+from asynctorchx.errors import KubernetesUnreachableError, SchedulerUnavailableError
+from asynctorchx.runner import LogEvent, Runner, StateEvent, get_runner
 from asynctorchx.schedulers.api import DescribeAppResponse
 from asynctorchx.schedulers.kubernetes._apiserver import MAX_REQUESTS
 from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asynctorchx.schedulers.toolkit import LogQuery
 from asynctorchx.specs import AppDef, AppState, BindMount, Resource, RetryPolicy, Role
-from asynctorchx.specs.api import parse_app_handle
+from asynctorchx.specs.api import AppStatus, parse_app_handle
 from asynctorchx.specs.overlays import set_overlay
 from tests.isolation import isolate_from_user_config
 from tests.schedulers.kubernetes.bare_cluster import (
@@ -662,3 +663,82 @@ async def test_ddp_on_two_pods_meets_at_rank0_through_the_svc_plugins_hosts(
         assert "[0]:wrote checkpoint /out/checkpoint.pt" in rank0_log
         assert (out / "checkpoint.pt").stat().st_size > 0
         await node.deleted(scheduler, app_id)
+
+
+# The node cluster's API server, then its etcd, restarted under a running app
+# (``scripts/kube-cluster.sh restart apiserver|etcd --down S``): ``wait``, a followed
+# ``log_lines`` and ``Runner.events`` go on through it (their watches resume, a ``410 Gone``
+# relists) and end with the app's real end and every line once; ``status`` while the API
+# server is down raises the typed ``KubernetesUnreachableError``. The Volcano job's phase is
+# its stand-in's (it lists again once the server answers, as a controller does). Last in the
+# module: after an etcd restart the node's controller manager was seen to fail endpoint
+# updates for a while, which the DDP test's rendezvous needs.
+RESTART_SCRIPT = EXAMPLES.parent / "scripts/kube-cluster.sh"
+RESTART_LINES = 100  # one each 0.2 s: the app outlives the restart
+RESTART_DOWN_S = 3  # seconds the daemon stays down
+
+
+async def _status_while_down(runner: Runner, handle: str) -> SchedulerUnavailableError:
+    """The error ``status`` raises once the API server stops answering."""
+    while True:
+        try:
+            await runner.status(handle)
+        except KubernetesUnreachableError as error:
+            return error
+        await anyio.sleep(0.05)
+
+
+@pytest.mark.parametrize("daemon", ["apiserver", "etcd"])
+async def test_wait_logs_and_events_outlive_a_restart(
+    daemon: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with on_node() as (node, scheduler):
+        isolate_from_user_config(tmp_path, monkeypatch)
+        monkeypatch.setenv("KUBECONFIG", require_node())
+        script = f"for i in $(seq 1 {RESTART_LINES}); do echo line $i; sleep 0.2; done"
+        ended: list[AppStatus | None] = []
+        followed: list[str] = []
+        streamed: list[str] = []
+        states: list[AppState] = []
+        async with get_runner(handle_signals=False) as runner:
+            handle = await runner.run(sh_app("restart", script), "kubernetes", CFG)
+
+            async def wait() -> None:
+                ended.append(await runner.wait(handle))
+
+            async def follow() -> None:
+                async for line in runner.log_lines(handle, "role0", should_tail=True):
+                    followed.append(line)
+
+            async def stream() -> None:
+                async with runner.events(handle) as events:
+                    async for event in events:
+                        if isinstance(event, LogEvent):
+                            streamed.append(event.line)
+                        elif isinstance(event, StateEvent):
+                            states.append(event.state)
+
+            with anyio.fail_after(WAIT_S):
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(wait)
+                    tasks.start_soon(follow)
+                    tasks.start_soon(stream)
+                    while len(followed) < 10 or len(streamed) < 10:
+                        await anyio.sleep(0.1)
+                    down = ["--down", str(RESTART_DOWN_S)]
+                    argv = ["bash", str(RESTART_SCRIPT), "restart", daemon, *down]
+                    restart = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+                    try:
+                        if daemon == "apiserver":
+                            await _status_while_down(runner, handle)
+                        assert not ended  # wait goes on
+                    finally:  # whatever failed, the cluster is up again for the next test
+                        assert await anyio.to_thread.run_sync(restart.wait) == 0
+        status = ended[0]
+        assert status is not None
+        assert status.state == AppState.SUCCEEDED
+        every = [f"line {i}\n" for i in range(1, RESTART_LINES + 1)]
+        assert followed == every
+        assert streamed == every
+        assert states[-1] == AppState.SUCCEEDED
+        await node.deleted(scheduler, parse_app_handle(handle).app_id)

@@ -235,7 +235,7 @@ class VolcanoStandIn(_Watching):
         response = await self.http.get(f"{_JOBS}/namespaces/{self.namespace}/jobs/{job_name}")
         if response.status_code == 404:
             return
-        job = response.json()
+        job = await _checked(response, 200)
         status = job.get("status") or {}
         current = (status.get("state") or {}).get("phase")
         if current in ("Aborting", "Aborted", "Completed", "Failed"):
