@@ -72,6 +72,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_kubernetes_node
 from _harness import (
     BENCH_DIR,
     OUR_PY,
@@ -671,6 +672,7 @@ def run(smoke: bool, trials: int) -> list[dict[str, Any]]:
             refs=("floor",),
         ),
         *real,
+        *bench_kubernetes_node.run(smoke, trials),
     ]
 
 
@@ -705,6 +707,7 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
         out.append({"bench": "10", "target": target, "measured": measured, "verdict": verdict})
     for server in ("", ", real API server"):
         out.append(_resume_target(rows, "10 kubernetes resume" + server))
+    out.append(bench_kubernetes_node.target(rows))
     requests = "10 kubernetes requests/min"
     counts = sorted(
         {
