@@ -16,12 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 import anyio
 
 from asynctorchx.schedulers.api import DescribeAppResponse, ListAppResponse
-from asynctorchx.schedulers.docker._engine import (
-    RECONNECT_MAX_S,
-    Container,
-    Engine,
-    EngineEvents,
-)
+from asynctorchx.schedulers.docker._engine import Container, Engine, EngineEvents
 from asynctorchx.schedulers.docker._errors import DockerEngineError, DockerEngineUnreachableError
 from asynctorchx.schedulers.docker._request import (
     LABEL_APP_ID,
@@ -41,6 +36,7 @@ from asynctorchx.schedulers.docker._state import (
     stopped_by_die,
 )
 from asynctorchx.schedulers.toolkit import (
+    RECONNECT_MAX_S,
     LogQuery,
     app_state,
     gather,

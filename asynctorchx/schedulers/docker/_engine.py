@@ -16,18 +16,14 @@ from typing import Any
 
 import anyio
 import attrs
-import tenacity
 
 from asynctorchx.schedulers.docker._errors import DockerEngineError, DockerEngineUnreachableError
-from asynctorchx.schedulers.toolkit import gather, parse_rfc3339_ns
+from asynctorchx.schedulers.toolkit import answered, gather, parse_rfc3339_ns
 from asynctorchx.workspace.docker_workspace import DockerEngine
 
 #: Replay events from this long (ns) before subscribing: the engine answers before it
 #: subscribes and its clock may be off; a replayed event only prompts another inspect.
 EVENTS_SKEW_NS = 1_000_000_000
-
-#: The longest wait (seconds) between two asks whether a restarting engine answers again.
-RECONNECT_MAX_S = 1.0
 
 logger = logging.getLogger(__name__)
 
@@ -343,17 +339,12 @@ class Engine(DockerEngine):
             yield EngineEvents(await subscribe(since), errors, reopen)
 
     async def answering(self) -> None:
-        """Return once the engine answers: through its restart, asked again with a backoff
-        of at most :data:`RECONNECT_MAX_S` seconds."""
-        retrying = tenacity.AsyncRetrying(
-            retry=tenacity.retry_if_exception_type(DockerEngineUnreachableError),
-            wait=tenacity.wait_exponential(multiplier=0.1, max=RECONNECT_MAX_S),
-            reraise=True,
-        )
-        async for attempt in retrying:
-            with attempt:
-                async with self._request("GET version") as docker:
-                    await docker.version()
+        """Return once the engine answers ``GET /version`` (the toolkit's :func:`answered`)."""
+        await answered(self._version)
+
+    async def _version(self) -> None:
+        async with self._request("GET version") as docker:
+            await docker.version()
 
     async def started_ns(self) -> int | None:
         """When the engine started (ns since the epoch): it makes its ``bridge`` network anew at

@@ -10,13 +10,13 @@ with ``allowWatchBookmarks``, a log with ``sinceTime``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, NamedTuple
 
 import anyio
 import httpx2
-import tenacity
 from lightkube import ConfigError, KubeConfig
 from lightkube.config import client_adapter
 from lightkube.config.client_adapter import ConnectionParams
@@ -33,6 +33,7 @@ from asynctorchx.schedulers.kubernetes._errors import (
 )
 from asynctorchx.schedulers.kubernetes._jobset import JOBSET_API_VERSION, JOBSET_GROUP
 from asynctorchx.schedulers.kubernetes._request import VOLCANO_API_VERSION, VOLCANO_GROUP
+from asynctorchx.schedulers.toolkit import answered
 
 
 class JobKind(NamedTuple):
@@ -54,8 +55,6 @@ KUEUE_WORKLOADS = f"/apis/{KUEUE_GROUP}/v1beta1"
 MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
 #: Seconds a single request may take (connect, read, write) before it counts as failed.
 REQUEST_TIMEOUT = 30.0
-#: The longest wait (seconds) between two asks whether a restarting server answers again.
-RECONNECT_MAX_S = 1.0
 #: Requests (not streams) in flight at once per scheduler: a group's creates queue here.
 MAX_REQUESTS = 16
 
@@ -196,16 +195,8 @@ class ApiServer:
         return dict(response.json())
 
     async def answering(self) -> None:
-        """Return once the server answers ``GET /version``: through its restart, asked again
-        with a backoff of at most :data:`RECONNECT_MAX_S` seconds."""
-        retrying = tenacity.AsyncRetrying(
-            retry=tenacity.retry_if_exception_type(KubernetesUnreachableError),
-            wait=tenacity.wait_exponential(multiplier=0.1, max=RECONNECT_MAX_S),
-            reraise=True,
-        )
-        async for attempt in retrying:
-            with attempt:
-                await self._call("GET", "/version", "GET /version")
+        """Return once the server answers ``GET /version`` (the toolkit's :func:`answered`)."""
+        await answered(functools.partial(self._call, "GET", "/version", "GET /version"))
 
     async def _collection(self, plural: str, namespace: str) -> tuple[str, str]:
         """The path of a namespace's ``jobs``, ``jobsets`` or ``pods`` and their name in

@@ -19,7 +19,12 @@ from asynctorchx.schedulers.toolkit._lines import (
     line_spans,
 )
 from asynctorchx.schedulers.toolkit._log_query import LogQuery
-from asynctorchx.schedulers.toolkit._polling import BatchedPoller, SharedFeed
+from asynctorchx.schedulers.toolkit._polling import (
+    RECONNECT_MAX_S,
+    BatchedPoller,
+    SharedFeed,
+    answered,
+)
 from asynctorchx.schedulers.toolkit._position import (
     STAMPED_START,
     InContainer,
@@ -60,6 +65,7 @@ from asynctorchx.schedulers.toolkit._validation import (
 __all__ = [
     "DEVICES",
     "MAX_LINE_BYTES",
+    "RECONNECT_MAX_S",
     "STAMPED_START",
     "BatchedPoller",
     "InContainer",
@@ -72,6 +78,7 @@ __all__ = [
     "StampSkip",
     "Stamped",
     "StampedPair",
+    "answered",
     "app_state",
     "background_tasks",
     "check_env",

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
 from typing import Generic, TypeVar
 
 import anyio
+import tenacity
 
 from asynctorchx._error_bases import SchedulerUnreachableError
 from asynctorchx.schedulers.toolkit._tail import Notifier
@@ -21,6 +22,9 @@ V = TypeVar("V")
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
+
+#: The longest wait (seconds) between two asks whether a restarting engine answers again.
+RECONNECT_MAX_S = 1.0
 
 #: Seconds between two polls while watched states change (the default tick).
 DEFAULT_INTERVAL = 1.0
@@ -211,3 +215,17 @@ class BatchedPoller(SharedFeed, Generic[K, V]):
                 self._last_change = self._last_poll
             if watched in self._watchers:
                 self._values[watched] = value
+
+
+async def answered(ask: Callable[[], Awaitable[object]]) -> None:
+    """Return once ``ask()`` raises no :class:`~asynctorchx.errors.SchedulerUnreachableError`:
+    through an engine's restart, asked again with a backoff of at most :data:`RECONNECT_MAX_S`
+    seconds (no event tells when it is back)."""
+    retrying = tenacity.AsyncRetrying(
+        retry=tenacity.retry_if_exception_type(SchedulerUnreachableError),
+        wait=tenacity.wait_exponential(multiplier=0.1, max=RECONNECT_MAX_S),
+        reraise=True,
+    )
+    async for attempt in retrying:
+        with attempt:
+            await ask()
