@@ -19,8 +19,9 @@ from asynctorchx.errors import (
     DockerEngineUnreachableError,
     SchedulerUnreachableError,
 )
-from asynctorchx.runner import LogEvent, Runner, StateEvent, get_runner
-from asynctorchx.specs.api import AppDef, AppState, AppStatus, EndCause, Role, parse_app_handle
+from asynctorchx.runner import Runner, get_runner
+from asynctorchx.specs.api import AppDef, AppState, EndCause, Role, parse_app_handle
+from tests.engine_restart import through_restart
 
 SCRIPT = Path(__file__).parents[3] / "scripts/docker-engine.sh"
 PIDFILE = Path("/tmp/asynctorchx-dockerd.pid")  # the script's: it restarts only its own dockerd
@@ -29,10 +30,9 @@ DOWN_S = 3  # seconds the engine stays down, for status to find it so
 LIMIT = 120  # seconds; every step awaits the engine, this only bounds a hang
 
 
-def _restart(live_restore: bool, down_s: float = 0) -> subprocess.Popen[bytes]:
+def _restart(live_restore: bool, down_s: float = 0) -> list[str]:
     flags = ["--live-restore"] if live_restore else []
-    argv = ["bash", str(SCRIPT), "restart", *flags, "--down", str(down_s)]
-    return subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    return ["bash", str(SCRIPT), "restart", *flags, "--down", str(down_s)]
 
 
 async def _status_while_down(runner: Runner, handle: str) -> DockerEngineUnreachableError:
@@ -66,53 +66,28 @@ async def test_wait_logs_and_events_outlive_an_engine_restart(
     docker_image: str, docker_apps: list[str], engine_of_the_script: None, live_restore: bool
 ) -> None:
     if live_restore:  # the engine that restarts must have it: it decides at its shutdown
-        assert _restart(live_restore=True).wait() == 0
-    restart = None
+        subprocess.run(_restart(live_restore=True), check=True, stdout=subprocess.DEVNULL)
     try:
         script = f"for i in $(seq 1 {LINES}); do echo line $i; sleep 0.2; done"
         role = Role("ticker", docker_image, entrypoint="sh", args=["-c", script])
-        ended: list[AppStatus | None] = []
-        followed: list[str] = []
-        streamed: list[str] = []
-        states: list[AppState] = []
         async with get_runner(handle_signals=False) as runner:
             handle = await runner.run(AppDef("ticker", [role]), "local_docker")
             docker_apps.append(parse_app_handle(handle).app_id)
 
-            async def wait() -> None:
-                ended.append(await runner.wait(handle))
-
-            async def follow() -> None:
-                async for line in runner.log_lines(handle, "ticker", should_tail=True):
-                    followed.append(line)
-
-            async def stream() -> None:
-                async with runner.events(handle) as events:
-                    async for event in events:
-                        if isinstance(event, LogEvent):
-                            streamed.append(event.line)
-                        elif isinstance(event, StateEvent):
-                            states.append(event.state)
+            async def while_down() -> None:
+                assert isinstance(
+                    await _status_while_down(runner, handle), SchedulerUnreachableError
+                )
 
             with anyio.fail_after(LIMIT):
-                async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(wait)
-                    tasks.start_soon(follow)
-                    tasks.start_soon(stream)
-                    while len(followed) < 10 or len(streamed) < 10:
-                        await anyio.sleep(0.1)
-                    restart = _restart(live_restore, down_s=DOWN_S)
-                    unreachable = await _status_while_down(runner, handle)
-                    assert isinstance(unreachable, SchedulerUnreachableError)
-                    assert not ended  # wait goes on
-                    assert await anyio.to_thread.run_sync(restart.wait) == 0
+                restart = _restart(live_restore, down_s=DOWN_S)
+                seen = await through_restart(runner, handle, "ticker", restart, while_down)
     finally:
-        if restart is not None:
-            restart.wait()
         if live_restore:  # back to the engine the other tests expect
-            assert _restart(live_restore=False).wait() == 0
-    status = ended[0]
+            subprocess.run(_restart(live_restore=False), check=True, stdout=subprocess.DEVNULL)
+    status = seen.ended[0]
     assert status is not None
+    followed = seen.followed
     every = [f"line {i}\n" for i in range(1, LINES + 1)]
     if live_restore:
         assert (status.state, status.cause) == (AppState.SUCCEEDED, EndCause.EXITED)
@@ -122,5 +97,5 @@ async def test_wait_logs_and_events_outlive_an_engine_restart(
         assert "stopped by the engine's restart" in status.msg
         assert 10 <= len(followed) < LINES
         assert followed == every[: len(followed)]
-    assert streamed == followed
-    assert states[-1] == status.state
+    assert seen.streamed == followed
+    assert seen.states[-1] == status.state

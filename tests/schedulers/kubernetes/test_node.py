@@ -44,8 +44,9 @@ from asynctorchx.schedulers.kubernetes._apiserver import MAX_REQUESTS
 from asynctorchx.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asynctorchx.schedulers.toolkit import LogQuery
 from asynctorchx.specs import AppDef, AppState, BindMount, Resource, RetryPolicy, Role
-from asynctorchx.specs.api import AppStatus, parse_app_handle
+from asynctorchx.specs.api import parse_app_handle
 from asynctorchx.specs.overlays import set_overlay
+from tests.engine_restart import through_restart
 from tests.isolation import isolate_from_user_config
 from tests.schedulers.kubernetes.bare_cluster import (
     JobSetStandIn,
@@ -696,49 +697,23 @@ async def test_wait_logs_and_events_outlive_a_restart(
         isolate_from_user_config(tmp_path, monkeypatch)
         monkeypatch.setenv("KUBECONFIG", require_node())
         script = f"for i in $(seq 1 {RESTART_LINES}); do echo line $i; sleep 0.2; done"
-        ended: list[AppStatus | None] = []
-        followed: list[str] = []
-        streamed: list[str] = []
-        states: list[AppState] = []
         async with get_runner(handle_signals=False) as runner:
             handle = await runner.run(sh_app("restart", script), "kubernetes", CFG)
 
-            async def wait() -> None:
-                ended.append(await runner.wait(handle))
+            async def while_down() -> None:
+                if daemon == "apiserver":  # with etcd down the server still answers
+                    await _status_while_down(runner, handle)
 
-            async def follow() -> None:
-                async for line in runner.log_lines(handle, "role0", should_tail=True):
-                    followed.append(line)
-
-            async def stream() -> None:
-                async with runner.events(handle) as events:
-                    async for event in events:
-                        if isinstance(event, LogEvent):
-                            streamed.append(event.line)
-                        elif isinstance(event, StateEvent):
-                            states.append(event.state)
-
+            restart = ["bash", str(RESTART_SCRIPT), "restart", daemon]
             with anyio.fail_after(WAIT_S):
-                async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(wait)
-                    tasks.start_soon(follow)
-                    tasks.start_soon(stream)
-                    while len(followed) < 10 or len(streamed) < 10:
-                        await anyio.sleep(0.1)
-                    down = ["--down", str(RESTART_DOWN_S)]
-                    argv = ["bash", str(RESTART_SCRIPT), "restart", daemon, *down]
-                    restart = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
-                    try:
-                        if daemon == "apiserver":
-                            await _status_while_down(runner, handle)
-                        assert not ended  # wait goes on
-                    finally:  # whatever failed, the cluster is up again for the next test
-                        assert await anyio.to_thread.run_sync(restart.wait) == 0
-        status = ended[0]
+                seen = await through_restart(
+                    runner, handle, "role0", [*restart, "--down", str(RESTART_DOWN_S)], while_down
+                )
+        status = seen.ended[0]
         assert status is not None
         assert status.state == AppState.SUCCEEDED
         every = [f"line {i}\n" for i in range(1, RESTART_LINES + 1)]
-        assert followed == every
-        assert streamed == every
-        assert states[-1] == AppState.SUCCEEDED
+        assert seen.followed == every
+        assert seen.streamed == every
+        assert seen.states[-1] == AppState.SUCCEEDED
         await node.deleted(scheduler, parse_app_handle(handle).app_id)
