@@ -31,6 +31,7 @@ from asynctorchx.specs.api import (
     AppStatus,
     CfgVal,
     EndCause,
+    parse_app_handle,
 )
 
 if TYPE_CHECKING:
@@ -354,11 +355,12 @@ class AppGroup(anyio.AsyncContextManagerMixin):
     ) -> list[AppHandle]:
         """Start ``apps`` on ``scheduler`` as many :meth:`run` calls would, but submitted
         together (:meth:`Runner.schedule_many`; ``slurm``: as one job array where they differ
-        only in their entrypoint, args and env, ``docs/slurm.md``); return their handles in
-        order. Each app is a trial of its own: its own status, logs, cancel and retries (a
-        retry is submitted alone, as :meth:`run` submits it). With ``max_concurrent``, the
-        apps that find a free slot at once are submitted together. With a journal, each
-        ``key`` resumes as in :meth:`run`; a trial with attempts recorded is submitted alone.
+        only in their entrypoint, args and env, and no journal marks them, ``docs/slurm.md``);
+        return their handles in order. Each app is a trial of its own: its own status, logs,
+        cancel and retries (a retry is submitted alone, as :meth:`run` submits it). With
+        ``max_concurrent``, the apps that find a free slot at once are submitted together.
+        With a journal, each ``key`` resumes as in :meth:`run`; a trial the journal had
+        before is submitted alone.
 
         Args:
             apps (Sequence[AppDef]): the apps.
@@ -387,7 +389,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                     self._keys.discard(trial.key)
             raise
         trials = [trial for trial in prepared if isinstance(trial, _Trial)]
-        resumed = [trial for trial in trials if trial.history and trial.history.attempts]
+        resumed = [trial for trial in trials if trial.history is not None]
         await self._launch(resumed, together=False)
         await self._launch([trial for trial in trials if trial not in resumed], together=True)
         return [await self._first_handle(trial) for trial in prepared]
@@ -425,9 +427,10 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 raise
             if history is not None and self._ended(history):
                 return self._replay(_Trial(info, again, key, history), history)
-        else:
-            info = await again()
-        return _Trial(info, again, key, history)
+            mark = (record if history is None else history.trial).mark
+            return _Trial(info, again, key, history, mark, find_marked=history is not None)
+        info = await again()
+        return _Trial(info, again, key)
 
     async def _launch(self, trials: list[_Trial], together: bool) -> None:
         """Take a slot for each trial and follow it; ``together``: the trials that take
@@ -446,6 +449,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             try:
                 self._check_open()  # the group may have begun to stop while it waited
                 if together:
+                    for trial in batch:
+                        if trial.mark is not None:
+                            await self._runner._mark(trial.request, trial.mark)
                     with anyio.CancelScope(shield=True):  # every app submitted is followed
                         handles = await self._runner.schedule_many([t.request for t in batch])
                     for trial, handle in zip(batch, handles, strict=True):
@@ -615,7 +621,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         """The attempt's final status, or None when the first submit was refused."""
         trace = self._app_trace(info)
         try:
-            handle = trial.submitted or await self._runner.schedule(info)
+            handle = trial.submitted or await self._submit(trial, info)
             trial.submitted = None
         except BaseException as exc:
             if trace is not None:
@@ -630,6 +636,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             return None
         trial.running = handle
         self._register(trial, handle, budget)
+        self._tie(trial, handle)  # before the record: a driver that dies between orphans none
         if self._journal is not None and trial.key is not None:
             from asynctorchx.runner._journal import AttemptRecord
 
@@ -637,17 +644,28 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             await self._journal.append(attempt)
         return await self._follow_app(trial, handle, trace)
 
+    async def _submit(self, trial: _Trial, info: AppDryRunInfo[Any]) -> AppHandle:
+        """Submit ``info`` marked as the trial's app. A resumed trial first looks for an app
+        of its mark the journal lacks (its last driver died between the submit and the
+        record) and adopts it: no trial runs twice."""
+        if trial.mark is None:
+            return await self._runner.schedule(info)
+        if trial.find_marked:
+            trial.find_marked = False
+            journaled = {parse_app_handle(handle).app_id for handle in trial.attempts}
+            for handle in await self._runner._find_marked(info, trial.mark):
+                if parse_app_handle(handle).app_id not in journaled:
+                    return handle
+        await self._runner._mark(info, trial.mark)
+        return await self._runner.schedule(info)
+
     async def _follow_app(
         self, trial: _Trial, handle: AppHandle, trace: AppTrace | None
     ) -> AppStatus:
         """Follow the trial's running app ``handle`` to its end; journal its status."""
-        assert trial.request.scheduler is not None
         status = None
-        capabilities = self._runner.scheduler_capabilities(trial.request.scheduler)
-        outlives = not capabilities.apps_live_in_process
         try:
-            if outlives:  # known to the reaper before run() returns
-                self._reaper.tie(handle)
+            outlives = self._tie(trial, handle)  # known to the reaper before run() returns
             trial.done.set()
             if trace is not None:
                 trace.submitted(handle)
@@ -662,6 +680,14 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         finally:
             if trace is not None:
                 trace.ended(status)  # None: not followed to its end (a straggler, an error)
+
+    def _tie(self, trial: _Trial, handle: AppHandle) -> bool:
+        """Tie ``handle`` to the reaper if its app outlives the driver; return whether."""
+        assert trial.request.scheduler is not None
+        capabilities = self._runner.scheduler_capabilities(trial.request.scheduler)
+        if not capabilities.apps_live_in_process:
+            self._reaper.tie(handle)
+        return not capabilities.apps_live_in_process
 
     async def _final_status(self, handle: AppHandle, trace: AppTrace | None) -> AppStatus:
         status = None
@@ -759,6 +785,8 @@ class _Trial:
     again: Callable[[], Awaitable[AppDryRunInfo[Any]]]
     key: str | None = None
     history: TrialHistory | None = None
+    mark: str | None = None  # with a journal: the label on the trial's apps
+    find_marked: bool = False  # resumed: look for an app of its mark before submitting
     scope: anyio.CancelScope = attrs.field(factory=lambda: anyio.CancelScope(shield=True))
     done: anyio.Event = attrs.field(factory=anyio.Event)
     attempts: list[AppHandle] = attrs.field(factory=list)

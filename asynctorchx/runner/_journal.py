@@ -1,6 +1,6 @@
 """A group's journal: its JSON Lines format, read back, appended durably, held by one driver.
 
-One JSON object per line, its kind in ``"kind"``: ``trial`` (key, app, scheduler, cfg),
+One JSON object per line, its kind in ``"kind"``: ``trial`` (key, app, scheduler, cfg, mark),
 ``attempt`` (key, attempt number from 1, handle, the budget it spent: ``first``,
 ``retry``, ``preemption`` or ``lost``) and ``status`` (key, handle, terminal state, msg,
 exit code, ``stopped``: the group was stopping its apps when it ended, ``ended``: epoch
@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,13 +34,15 @@ from asynctorchx.specs.api import AppDef, AppState, AppStatus, CfgVal, EndCause
 
 @attrs.frozen
 class TrialRecord:
-    """A trial as its key names it: the app, scheduler and cfg in their JSON forms."""
+    """A trial as its key names it: the app, scheduler and cfg in their JSON forms, and the
+    mark its apps carry on the backend (``Scheduler._mark``)."""
 
     key: str
     app: dict[str, Any]
     scheduler: str
     cfg: dict[str, Any]
     kind: str = "trial"
+    mark: str = attrs.field(factory=lambda: secrets.token_hex(8))
 
     @classmethod
     def of(

@@ -381,6 +381,17 @@ class Runner(anyio.AsyncContextManagerMixin):
             self._apps[app_handle] = app
             return app_handle
 
+    async def _mark(self, dryrun_info: AppDryRunInfo[Any], mark: str) -> None:
+        """Mark the app ``dryrun_info`` submits as the journaled trial ``mark``."""
+        scheduler, _ = _submittable(dryrun_info)
+        (await self._host.get(scheduler))._mark(dryrun_info, mark)
+
+    async def _find_marked(self, dryrun_info: AppDryRunInfo[Any], mark: str) -> list[AppHandle]:
+        """The handles of the apps marked ``mark`` where ``dryrun_info`` would submit."""
+        scheduler, _ = _submittable(dryrun_info)
+        found = await (await self._host.get(scheduler))._find_marked(dryrun_info, mark)
+        return [make_app_handle(scheduler, self._name, app_id) for app_id in found]
+
     async def schedule_many(self, dryrun_infos: Sequence[AppDryRunInfo[Any]]) -> list[AppHandle]:
         """Submit dry-run results of one scheduler together; return their handles in order.
 

@@ -78,8 +78,9 @@ class Scheduler(abc.ABC, Generic[T]):
 
     ``backend`` is its registered name, ``session_name`` the runner session in app handles. A
     backend implements the abstract methods and :attr:`capabilities`, and may override
-    ``_wait_until``, ``_describe_many``, ``_remove``, ``describe_native``, and ``_batches``
-    with ``_schedule_batch`` (submits of several apps in one call).
+    ``_wait_until``, ``_describe_many``, ``_remove``, ``describe_native``, ``_batches``
+    with ``_schedule_batch`` (submits of several apps in one call), and ``_mark`` with
+    ``_find_marked`` (a journaled group's trial on its apps).
     """
 
     def __init__(self, backend: str, session_name: str) -> None:
@@ -164,6 +165,16 @@ class Scheduler(abc.ABC, Generic[T]):
     async def _schedule_batch(self, dryrun_infos: Sequence[AppDryRunInfo[T]]) -> list[str]:
         """Submit a batch of :meth:`_batches`; the default submits each by :meth:`schedule`."""
         return [await self.schedule(info) for info in dryrun_infos]
+
+    def _mark(self, dryrun_info: AppDryRunInfo[T], mark: str) -> None:
+        """Label the app ``dryrun_info`` submits with ``mark`` (a journaled group's trial),
+        for :meth:`_find_marked` (asynctorchx's). The default marks nothing: ``local``'s
+        apps end with their driver, which a resumed group submits again anyway."""
+
+    async def _find_marked(self, dryrun_info: AppDryRunInfo[T], mark: str) -> list[str]:
+        """The ids of the apps :meth:`_mark` marked ``mark``, where ``dryrun_info`` would
+        submit (its namespace); the default finds none."""
+        return []
 
     def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[T]:
         """Return the request :meth:`schedule` would submit, after validating ``app`` and ``cfg``.

@@ -12,13 +12,14 @@ Kubernetes jobs), and asserts zero. Real systems: the Docker engine
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import pytest
@@ -27,7 +28,7 @@ from anyio.streams.text import TextReceiveStream
 from asynctorchx.errors import AppGroupFailed
 from asynctorchx.runner import AppGroup, Runner, _reaper
 from asynctorchx.schedulers import get_scheduler_factories
-from asynctorchx.specs import AppState, BindMount, CfgVal, parse_app_handle
+from asynctorchx.specs import AppDef, AppState, BindMount, CfgVal, parse_app_handle
 from tests.conftest import DOCKER_TEST_IMAGE
 from tests.isolation import isolate_from_user_config
 from tests.processes import await_end, killed_on_exit, live_processes
@@ -423,6 +424,227 @@ async def test_a_signal_to_a_plain_script_stops_the_group(
                 await await_end(reaper)
         assert reaper not in await reapers()
         assert await backend.left([handle]) == 0
+
+
+RESUMABLE_DRIVER = textwrap.dedent(
+    """
+    import json, os, signal, sys
+    import anyio
+    from asynctorchx.runner import _journal, get_runner
+    from tests.runner.test_group_backends import resumable_app
+
+    spec = json.loads(sys.argv[1])
+    append = _journal.Journal.append
+
+    async def dies_before_the_attempt_record(self, record):
+        if isinstance(record, _journal.AttemptRecord):
+            os.kill(os.getpid(), signal.SIGKILL)  # the app is submitted, the journal lacks it
+        await append(self, record)
+
+    if spec["point"] == "submitted":
+        _journal.Journal.append = dies_before_the_attempt_record
+
+    async def main():
+        app = resumable_app(spec["image"], spec["directory"], spec["fails"])
+        group_args = {"journal": spec["journal"], "adopt_within": spec["adopt_within"]}
+        async with get_runner() as runner, runner.group(
+            **group_args, retries=1, retry_backoff=(600.0, 600.0)
+        ) as group:
+            await group.run(app, spec["scheduler"], spec["cfg"], key="t")
+            await group.wait()
+
+    anyio.run(main)
+    """
+)
+TINY = (0.001, 0.002)  # seconds: the resumed driver's backoff, never slowing a test
+
+
+def resumable_app(image: str, directory: str, fails: int) -> AppDef:
+    """An app that counts its runs in ``directory/runs``, exits 3 in its first ``fails``,
+    then waits for ``directory/release`` to exist and exits 0."""
+    script = (
+        f"n=$(($(cat {directory}/runs 2>/dev/null || echo 0) + 1)); echo $n > {directory}/runs;"
+        f" [ $n -gt {fails} ] || exit 3;"
+        f" while [ ! -e {directory}/release ]; do sleep 0.1; done"
+    )
+    app = sh_app("t", script, image=image or None)
+    app.roles[0].mounts = [BindMount(directory, directory)]
+    return app
+
+
+def journal_of(journal: Path, kind: str) -> list[dict[str, Any]]:
+    return [r for r in map(json.loads, journal.read_text().splitlines()) if r["kind"] == kind]
+
+
+class Killed(NamedTuple):
+    """A driver killed by :func:`killed_driver`."""
+
+    pid: int
+    handle: str | None  # its first attempt's, None when it died before recording it
+    killed: float  # when, in anyio's clock
+
+
+async def killed_driver(
+    backend: Backend, tmp_path: Path, point: str, adopt_within: float = LIMIT
+) -> Killed:
+    """Run RESUMABLE_DRIVER on ``backend`` and have it SIGKILLed: by itself between its
+    submit and its record (``submitted``), once its app runs and its reaper started
+    (``running``) or once its first attempt failed, in its 600 s backoff (``backoff``)."""
+    journal, directory = tmp_path / "sweep.journal", tmp_path / "runs"
+    directory.mkdir()
+    spec = {"journal": str(journal), "scheduler": backend.name, "image": backend.image}
+    spec |= {"cfg": backend.cfg, "directory": str(directory), "point": point}
+    spec |= {"fails": int(point == "backoff"), "adopt_within": adopt_within}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    if isinstance(backend, Kubernetes):
+        env["TORCHX_KUBECONFIG"] = backend.cluster.kubeconfig
+    command = [sys.executable, "-c", RESUMABLE_DRIVER, json.dumps(spec)]
+    async with killed_on_exit(command, cwd=tmp_path, env=env, stderr=None) as driver:
+        with anyio.fail_after(LIMIT):
+            if point == "submitted":
+                assert await driver.wait() == -signal.SIGKILL
+                return Killed(driver.pid, None, anyio.current_time())
+            while not (journal.exists() and journal_of(journal, "attempt")):
+                await anyio.sleep(0.02)
+            (handle,) = [attempt["handle"] for attempt in journal_of(journal, "attempt")]
+            backend.handles.append(handle)
+            if point == "backoff":
+                await backend.drive_exit(handle, 3)
+                while not journal_of(journal, "status"):
+                    await anyio.sleep(0.02)
+            else:
+                await backend.drive_start(handle)
+                async for status in backend.runner.watch(handle):
+                    if status.state == AppState.RUNNING:
+                        break
+                assert await reapers(driver.pid)
+        driver.send_signal(signal.SIGKILL)
+        assert await driver.wait() == -signal.SIGKILL
+    return Killed(driver.pid, handle, anyio.current_time())
+
+
+async def no_reaper_of(driver: int) -> None:
+    """Return once no reaper of the dead ``driver`` runs (it names the pid in its args)."""
+    module, pid = _reaper.COMMAND[-1].encode(), str(driver).encode()
+    with anyio.fail_after(LIMIT):
+        while any(
+            module in args and pid in args
+            for args in (p.data.split(b"\0") for p in live_processes("cmdline"))
+        ):
+            await anyio.sleep(0.05)
+
+
+def runs(tmp_path: Path, backend: Backend) -> int | None:
+    """How often the app ran (None on a bare cluster, whose pods run nothing)."""
+    if isinstance(backend, Kubernetes) and backend.cluster.bare is not None:
+        return None
+    return int((tmp_path / "runs" / "runs").read_text())
+
+
+async def test_an_app_submitted_but_not_journaled_is_adopted_not_run_twice(
+    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    journal = tmp_path / "sweep.journal"
+    async with _backend(backend_name, request, tmp_path) as backend:
+        driver = await killed_driver(backend, tmp_path, "submitted")
+        (trial,) = journal_of(journal, "trial")
+        assert journal_of(journal, "attempt") == []
+        app = resumable_app(backend.image, str(tmp_path / "runs"), fails=0)
+        info = await backend.runner.dryrun(app, backend.name, backend.cfg)
+        (submitted,) = await backend.runner._find_marked(info, trial["mark"])
+        backend.handles.append(submitted)
+        with anyio.fail_after(LIMIT):
+            async with backend.runner.group(journal=journal) as group:
+                handle = await group.run(app, backend.name, backend.cfg, key="t")
+                await no_reaper_of(driver.pid)  # it saw this driver take the journal, and left
+                assert await backend.runner._find_marked(info, trial["mark"]) == [submitted]
+                (tmp_path / "runs" / "release").touch()
+                await backend.drive_start(handle)
+                await backend.drive_exit(handle, 0)
+                ((_, status),) = [ended async for ended in group.as_completed()]
+        assert parse_app_handle(handle).app_id == parse_app_handle(submitted).app_id
+        assert status.state == AppState.SUCCEEDED
+        assert [a["budget"] for a in journal_of(journal, "attempt")] == ["first"]
+        assert [s["state"] for s in journal_of(journal, "status")] == ["SUCCEEDED"]
+        assert runs(tmp_path, backend) in (1, None)
+        assert await backend.left([handle]) == 0
+
+
+async def test_a_killed_drivers_running_app_is_adopted_and_ends_once(
+    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    journal = tmp_path / "sweep.journal"
+    async with _backend(backend_name, request, tmp_path) as backend:
+        driver = await killed_driver(backend, tmp_path, "running")
+        app = resumable_app(backend.image, str(tmp_path / "runs"), fails=0)
+        with anyio.fail_after(LIMIT):
+            async with backend.runner.group(
+                journal=journal, retries=1, retry_backoff=TINY
+            ) as group:
+                assert await group.run(app, backend.name, backend.cfg, key="t") == driver.handle
+                await no_reaper_of(driver.pid)  # it saw this driver take the journal, and left
+                assert await backend.alive([driver.handle]) == 1  # nothing cancelled
+                (tmp_path / "runs" / "release").touch()
+                await backend.drive_exit(driver.handle, 0)
+                ended = [item async for item in group.as_completed()]
+        assert [(handle, status.state) for handle, status in ended] == [
+            (driver.handle, AppState.SUCCEEDED)
+        ]
+        assert [a["handle"] for a in journal_of(journal, "attempt")] == [driver.handle]
+        assert [s["state"] for s in journal_of(journal, "status")] == ["SUCCEEDED"]
+        assert runs(tmp_path, backend) in (1, None)  # run once, never submitted again
+        assert await backend.left([driver.handle]) == 0
+
+
+async def test_a_driver_killed_in_a_backoff_retries_once_when_resumed(
+    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    journal = tmp_path / "sweep.journal"
+    async with _backend(backend_name, request, tmp_path) as backend:
+        driver = await killed_driver(backend, tmp_path, "backoff")
+        first = driver.handle
+        (tmp_path / "runs" / "release").touch()
+        app = resumable_app(backend.image, str(tmp_path / "runs"), fails=1)
+        with anyio.fail_after(LIMIT):
+            async with backend.runner.group(
+                journal=journal, retries=1, retry_backoff=TINY
+            ) as group:
+                assert await group.run(app, backend.name, backend.cfg, key="t") == first
+                await no_reaper_of(driver.pid)
+                while len(group.attempts(first)) < 2:  # the retry, after the tiny backoff
+                    await anyio.sleep(0.02)
+                retry = group.attempts(first)[1]
+                backend.handles.append(retry)
+                await backend.drive_start(retry)
+                await backend.drive_exit(retry, 0)
+                ended = [item async for item in group.as_completed()]
+        assert [(handle, status.state) for handle, status in ended] == [(retry, AppState.SUCCEEDED)]
+        attempts = journal_of(journal, "attempt")
+        assert [(a["handle"], a["budget"]) for a in attempts] == [
+            (first, "first"),
+            (retry, "retry"),
+        ]
+        assert [s["state"] for s in journal_of(journal, "status")] == ["FAILED", "SUCCEEDED"]
+        assert runs(tmp_path, backend) in (2, None)
+        assert await backend.left([first, retry]) == 0
+
+
+async def test_with_nobody_resuming_the_reaper_cancels_after_adopt_within(
+    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    adopt_within = 5.0  # well above how long cancelling at once takes
+    async with _backend(backend_name, request, tmp_path) as backend:
+        driver = await killed_driver(backend, tmp_path, "running", adopt_within)
+        assert driver.handle is not None
+        with anyio.fail_after(adopt_within + REAPED_WITHIN):
+            while await backend.alive([driver.handle]):
+                await anyio.sleep(0.2)
+        assert anyio.current_time() - driver.killed >= adopt_within  # not before: it waited
+        await no_reaper_of(driver.pid)
+        status = await backend.runner.status(driver.handle)
+        assert status is not None
+        assert status.state == AppState.CANCELLED
+        assert journal_of(tmp_path / "sweep.journal", "status") == []  # no driver saw it end
 
 
 def _reaper_scan(parent: int) -> tuple[list[int], bool]:

@@ -25,7 +25,7 @@ from asynctorchx.runner import Runner, get_runner
 from asynctorchx.specs import AppState
 from tests.conftest import DOCKER_TEST_IMAGE
 from tests.isolation import isolate_from_user_config
-from tests.processes import alive, await_end
+from tests.processes import alive
 from tests.runner.group_apps import LIMIT, sh_app
 
 pytestmark = pytest.mark.timeout(3 * LIMIT)
@@ -302,98 +302,11 @@ async def test_a_trial_failed_with_its_retries_spent_is_not_run_again(
     assert again["t0"][1].state == AppState.FAILED
 
 
-DOCKER_DRIVER = """
-import sys
-import anyio
-from asynctorchx.runner import get_runner
-from asynctorchx.specs import AppDef, Role
-
-app = AppDef("adopted", roles=[Role("r", image=sys.argv[2], entrypoint="sleep", args=["600"])])
-
-
-async def main():
-    async with get_runner() as runner:
-        async with runner.group(journal=sys.argv[1], adopt_within=float(sys.argv[3])) as group:
-            await group.run(app, "local_docker", key="only")
-            await group.wait()
-
-
-anyio.run(main)
-"""
-
-
 def docker_app() -> Any:
     from asynctorchx.specs import AppDef, Role
 
     role = Role("r", image=DOCKER_TEST_IMAGE, entrypoint="sleep", args=["600"])
     return AppDef("adopted", roles=[role])
-
-
-async def killed_driver(tmp_path: Path, docker_apps: list[str], adopt_within: float) -> Any:
-    """Run DOCKER_DRIVER until its app is journaled and its reaper runs, then SIGKILL it;
-    return the journal, the app's handle, the reaper's pid and when the driver was killed."""
-    from asynctorchx.specs import parse_app_handle
-    from tests.runner.test_group_backends import reapers
-
-    journal = tmp_path / "sweep.journal"
-    driver = tmp_path / "driver.py"
-    driver.write_text(textwrap.dedent(DOCKER_DRIVER))
-    path = os.pathsep.join(p for p in sys.path if p)
-    command = [sys.executable, str(driver), str(journal), DOCKER_TEST_IMAGE, str(adopt_within)]
-    first = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": path})
-    try:
-        with anyio.fail_after(LIMIT):
-            while not (journal.exists() and of_kind(journal, "attempt")):
-                await anyio.sleep(0.02)
-        (handle,) = [r["handle"] for r in of_kind(journal, "attempt")]
-        docker_apps.append(parse_app_handle(handle).app_id)
-        with anyio.fail_after(LIMIT):  # the reaper starts at the app's tie, after its record
-            while not (found := await reapers(first.pid)):
-                await anyio.sleep(0.02)
-        (reaper,) = found
-    finally:
-        killed = anyio.current_time()
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait()
-    return journal, handle, reaper, killed
-
-
-@pytest.mark.docker
-async def test_with_nobody_resuming_the_reaper_cancels_after_adopt_within(
-    tmp_path: Path, docker_apps: list[str]
-) -> None:
-    adopt_within = 5.0  # well above how long cancelling at once takes
-    journal, handle, reaper, killed = await killed_driver(tmp_path, docker_apps, adopt_within)
-    async with get_runner() as runner:
-        with anyio.fail_after(LIMIT):
-            status = await runner.wait(handle)
-    assert status is not None
-    assert status.state == AppState.CANCELLED
-    assert anyio.current_time() - killed >= adopt_within  # not before: it waited for a driver
-    with anyio.fail_after(LIMIT):
-        await await_end(reaper)
-    assert of_kind(journal, "status") == []  # no driver saw it end
-
-
-@pytest.mark.docker
-async def test_a_running_docker_app_is_adopted_by_the_next_driver(
-    tmp_path: Path, docker_apps: list[str]
-) -> None:
-    journal, handle, reaper, _ = await killed_driver(tmp_path, docker_apps, LIMIT)
-    async with get_runner() as runner:
-        with anyio.fail_after(LIMIT):
-            async with runner.group(journal=journal) as group:
-                assert await group.run(docker_app(), "local_docker", key="only") == handle
-                await await_end(reaper)  # it saw this driver take the journal, and left
-                status = await runner.status(handle)
-                assert status is not None
-                assert not status.is_terminal()  # nothing cancelled, nothing submitted again
-                await runner.cancel(handle)
-                ended = [item async for item in group.as_completed()]
-    assert ended == [(handle, ended[0][1])]
-    assert ended[0][1].state == AppState.CANCELLED
-    assert [r["handle"] for r in of_kind(journal, "attempt")] == [handle]
-    assert [r["state"] for r in of_kind(journal, "status")] == ["CANCELLED"]
 
 
 @pytest.mark.docker

@@ -25,11 +25,13 @@ from asynctorchx.schedulers.docker._logs import log_blocks
 from asynctorchx.schedulers.docker._network import ensure_network
 from asynctorchx.schedulers.docker._options import Opts, run_opts
 from asynctorchx.schedulers.docker._request import (
+    LABEL_APP_ID,
     DockerJob,
     build_job,
     validate,
 )
 from asynctorchx.schedulers.toolkit import (
+    TRIAL_LABEL,
     LogBlock,
     LogPosition,
     LogQuery,
@@ -125,6 +127,16 @@ class DockerScheduler(Scheduler[DockerJob]):
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[DockerJob]:
         return AppDryRunInfo(build_job(app, cfg), str)
+
+    def _mark(self, dryrun_info: AppDryRunInfo[DockerJob], mark: str) -> None:
+        """Label every container of the app with ``mark`` (:data:`TRIAL_LABEL`)."""
+        for container in dryrun_info.request.containers:
+            container.config.setdefault("Labels", {})[TRIAL_LABEL] = mark
+
+    async def _find_marked(self, dryrun_info: AppDryRunInfo[DockerJob], mark: str) -> list[str]:
+        """The apps with a container labelled ``mark`` (one listing)."""
+        marked = await self._engine.containers(f"{TRIAL_LABEL}={mark}")
+        return sorted({container.labels[LABEL_APP_ID] for container in marked})
 
     async def schedule(self, dryrun_info: AppDryRunInfo[DockerJob]) -> str:
         """Pull missing images, ensure the network, start the containers; return the app id."""

@@ -42,7 +42,14 @@ from asynctorchx.schedulers.kubernetes._state import (
     failure,
     next_deadline,
 )
-from asynctorchx.schedulers.toolkit import InContainer, LogBlock, LogPosition, LogQuery, race
+from asynctorchx.schedulers.toolkit import (
+    TRIAL_LABEL,
+    InContainer,
+    LogBlock,
+    LogPosition,
+    LogQuery,
+    race,
+)
 from asynctorchx.specs.api import (
     AppDef,
     AppDryRunInfo,
@@ -152,6 +159,17 @@ class KubernetesScheduler(Scheduler[KubernetesJob]):
             await self._engine.push_image(image, repo, tag)
         created = await self.api.create_job(job.namespace, job.resource, job_api.plural)
         return job_api.app_id(job.namespace, job_api.parse(created).name)
+
+    def _mark(self, dryrun_info: AppDryRunInfo[KubernetesJob], mark: str) -> None:
+        """Label the job with ``mark`` (:data:`TRIAL_LABEL`)."""
+        metadata = dryrun_info.request.resource.setdefault("metadata", {})
+        metadata.setdefault("labels", {})[TRIAL_LABEL] = mark
+
+    async def _find_marked(self, dryrun_info: AppDryRunInfo[KubernetesJob], mark: str) -> list[str]:
+        """The jobs of the request's namespace labelled ``mark`` (one list request)."""
+        job, job_api = dryrun_info.request, for_name(dryrun_info.request.job_api)
+        listed, _ = await self.api.list(job_api.plural, job.namespace, {TRIAL_LABEL: mark})
+        return [job_api.app_id(job.namespace, job_api.parse(found).name) for found in listed]
 
     def _ref(self, app_id: str) -> tuple[JobApi, str, str]:
         namespace, api, name = parse_app_ref(app_id)

@@ -164,6 +164,12 @@ class SlurmCommands:
                 return re.split(r"[+_]", job_id, maxsplit=1)[0]
         return None
 
+    async def commented(self, word: str) -> list[str]:
+        """The user's jobs ``squeue`` still shows whose comment has ``word`` (comma-separated)."""
+        listed = await self._stdout(["squeue", "--me", "-h", "-t", "all", "-o", "%i|%k"])
+        jobs = (line.partition("|") for line in (listed or "").splitlines())
+        return sorted({job.split("+")[0] for job, _, comment in jobs if word in comment.split(",")})
+
     async def _jobs_under(self, limit: str, options: Mapping[str, str]) -> int:
         """How many of the user's jobs run or wait under the limit ``limit`` names."""
         argv = ["squeue", "--me", "-h", "-t", "PD,R,CF,CG,S,RQ", "-o", "%i"]

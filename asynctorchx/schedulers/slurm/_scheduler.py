@@ -48,7 +48,13 @@ from asynctorchx.schedulers.slurm._state import (
     list_job,
     sacct_start,
 )
-from asynctorchx.schedulers.toolkit import LogBlock, LogPosition, LogQuery, tail_blocks
+from asynctorchx.schedulers.toolkit import (
+    TRIAL_LABEL,
+    LogBlock,
+    LogPosition,
+    LogQuery,
+    tail_blocks,
+)
 from asynctorchx.specs.api import AppDef, AppDryRunInfo, CfgVal, Role, is_terminal
 from asynctorchx.workspace.dir_workspace import DirWorkspaceMixin
 
@@ -117,6 +123,21 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         self, app: AppDef, cfg: Mapping[str, CfgVal]
     ) -> AppDryRunInfo[SlurmBatchRequest]:
         return AppDryRunInfo(build_batch_request(app, cfg, self.slurm_version), repr)
+
+    def _mark(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest], mark: str) -> None:
+        """Add ``{TRIAL_LABEL}={mark}`` to every component's ``--comment`` (after the user's,
+        comma-separated); apps of several marks are never one job array."""
+        for replica in dryrun_info.request.replicas.values():
+            comment = replica.sbatch_opts.get("comment")
+            word = f"{TRIAL_LABEL}={mark}"
+            replica.sbatch_opts["comment"] = f"{comment},{word}" if comment else word
+
+    async def _find_marked(
+        self, dryrun_info: AppDryRunInfo[SlurmBatchRequest], mark: str
+    ) -> list[str]:
+        """The jobs ``squeue`` shows with ``mark`` in their comment (one ``squeue``); a job
+        that ended over ``MinJobAge`` ago is no longer shown."""
+        return await self.commands.commented(f"{TRIAL_LABEL}={mark}")
 
     async def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:
         """Write the batch script (to ``job_dir``, recorded in ``.torchxslurmjobdirs`` as

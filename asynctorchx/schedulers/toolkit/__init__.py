@@ -8,6 +8,7 @@ from asynctorchx.schedulers.toolkit._concurrency import (
 )
 from asynctorchx.schedulers.toolkit._devices import DEVICES, get_device_mounts
 from asynctorchx.schedulers.toolkit._ids import (
+    TRIAL_LABEL,
     make_app_id,
     sanitize_app_name,
     validate_app_id,
@@ -67,6 +68,7 @@ __all__ = [
     "MAX_LINE_BYTES",
     "RECONNECT_MAX_S",
     "STAMPED_START",
+    "TRIAL_LABEL",
     "BatchedPoller",
     "InContainer",
     "LineAssembler",

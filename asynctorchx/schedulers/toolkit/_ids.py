@@ -15,6 +15,8 @@ APP_ID_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 MAX_NAME_LENGTH = 100
 #: Length of the random suffix of :func:`make_app_id`.
 SUFFIX_LENGTH = 10
+#: The label (Slurm: the comment) that names a journaled group's trial on its apps.
+TRIAL_LABEL = "asynctorchx.pytorch.org/trial"
 
 _OUTSIDE_ID = re.compile(r"[^A-Za-z0-9_.\-]+")
 _DOTS = re.compile(r"\.{2,}")

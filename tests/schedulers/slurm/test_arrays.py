@@ -143,7 +143,7 @@ async def test_a_failing_element_is_retried_alone(slurm: SlurmScheduler, tmp_pat
         assert lines == ["again\n"]
 
 
-async def test_a_journaled_run_many_records_each_element_and_resumes_without_submitting(
+async def test_a_journaled_run_many_submits_each_trial_and_resumes_without_submitting(
     slurm: SlurmScheduler, tmp_path: Path
 ) -> None:
     apps = [_app(i, f"echo {i}") for i in range(3)]
@@ -155,7 +155,9 @@ async def test_a_journaled_run_many_records_each_element_and_resumes_without_sub
         assert {status.state for status in (await group.wait()).values()} == {AppState.SUCCEEDED}
         async with runner.group(journal=journal) as again:
             assert await again.run_many(apps, "slurm", _cfg(tmp_path), keys=keys) == handles
-    assert slurm.commands.counts["sbatch"] == 1
+    # each trial's own mark in its --comment: journaled apps are jobs, never one array
+    assert slurm.commands.counts["sbatch"] == 3
+    assert all("_" not in handle for handle in handles)
 
 
 async def test_apps_of_other_shapes_are_submitted_each_as_a_job(
