@@ -203,6 +203,16 @@ async def _backend(
         tick = {"poll_interval": 0.2}
         async with Runner("torchx", factories, scheduler_params=tick) as runner:
             yield Slurm(runner, tmp_path / "jobs")
+    elif name == "kubernetes_node":  # real pods, the Volcano stand-in in this process
+        from tests.schedulers.kubernetes.test_node import IMAGE, on_node, require_node
+
+        async with on_node() as (_, observer):
+            cluster = Cluster(require_node())
+            kubeconfig = {"kubeconfig": cluster.kubeconfig}
+            async with Runner("torchx", factories, scheduler_params=kubeconfig) as runner:
+                node = Kubernetes(runner, cluster, observer)
+                node.image = IMAGE
+                yield node
     else:
         async with connected(tmp_path) as (cluster, observer):
             kubeconfig = {"kubeconfig": cluster.kubeconfig}
@@ -523,6 +533,18 @@ async def killed_driver(
     return Killed(driver.pid, handle, anyio.current_time())
 
 
+@pytest.fixture(params=[DOCKER, "slurm", "kubernetes", "kubernetes_node"])
+def resumed_on(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """:func:`backend_name`, and the node cluster's real pods (``kubernetes_node``)."""
+    isolate_from_user_config(tmp_path, monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    if request.param == "slurm":
+        request.getfixturevalue("slurm_cluster")
+    return str(request.param)
+
+
 async def no_reaper_of(driver: int) -> None:
     """Return once no reaper of the dead ``driver`` runs (it names the pid in its args)."""
     module, pid = _reaper.COMMAND[-1].encode(), str(driver).encode()
@@ -542,10 +564,10 @@ def runs(tmp_path: Path, backend: Backend) -> int | None:
 
 
 async def test_an_app_submitted_but_not_journaled_is_adopted_not_run_twice(
-    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+    resumed_on: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     journal = tmp_path / "sweep.journal"
-    async with _backend(backend_name, request, tmp_path) as backend:
+    async with _backend(resumed_on, request, tmp_path) as backend:
         driver = await killed_driver(backend, tmp_path, "submitted")
         (trial,) = journal_of(journal, "trial")
         assert journal_of(journal, "attempt") == []
@@ -571,10 +593,10 @@ async def test_an_app_submitted_but_not_journaled_is_adopted_not_run_twice(
 
 
 async def test_a_killed_drivers_running_app_is_adopted_and_ends_once(
-    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+    resumed_on: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     journal = tmp_path / "sweep.journal"
-    async with _backend(backend_name, request, tmp_path) as backend:
+    async with _backend(resumed_on, request, tmp_path) as backend:
         driver = await killed_driver(backend, tmp_path, "running")
         app = resumable_app(backend.image, str(tmp_path / "runs"), fails=0)
         with anyio.fail_after(LIMIT):
@@ -597,10 +619,10 @@ async def test_a_killed_drivers_running_app_is_adopted_and_ends_once(
 
 
 async def test_a_driver_killed_in_a_backoff_retries_once_when_resumed(
-    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+    resumed_on: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     journal = tmp_path / "sweep.journal"
-    async with _backend(backend_name, request, tmp_path) as backend:
+    async with _backend(resumed_on, request, tmp_path) as backend:
         driver = await killed_driver(backend, tmp_path, "backoff")
         first = driver.handle
         (tmp_path / "runs" / "release").touch()
@@ -630,10 +652,10 @@ async def test_a_driver_killed_in_a_backoff_retries_once_when_resumed(
 
 
 async def test_with_nobody_resuming_the_reaper_cancels_after_adopt_within(
-    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
+    resumed_on: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     adopt_within = 5.0  # well above how long cancelling at once takes
-    async with _backend(backend_name, request, tmp_path) as backend:
+    async with _backend(resumed_on, request, tmp_path) as backend:
         driver = await killed_driver(backend, tmp_path, "running", adopt_within)
         assert driver.handle is not None
         with anyio.fail_after(adopt_within + REAPED_WITHIN):
