@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import random
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -551,10 +552,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                     backoff = self._budgets[next_budget][1]
                     with anyio.CancelScope() as trial.backoff:
                         if not self._stopping:
-                            await anyio.sleep(
-                                retry_delay(trial.budgets.count(next_budget), backoff)
-                            )
-                    trial.backoff = None
+                            delay = retry_delay(trial.budgets.count(next_budget), backoff)
+                            await anyio.sleep(max(0.0, delay - trial.waited))
+                    trial.backoff, trial.waited = None, 0.0
                     if self._stopping:
                         break
                     info = await trial.again()
@@ -586,6 +586,7 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         last = history.last_status
         if last is not None:  # failed with retries left, or cancelled by a stopping group
             lost = last.stopped and last.state == AppState.CANCELLED.name
+            trial.waited = max(0.0, time.time() - last.ended)  # the backoff goes on from there
             return (None, "lost") if lost else (last.status(), "retry")
         handle = trial.attempts[-1]
         try:
@@ -794,6 +795,7 @@ class _Trial:
     running: AppHandle | None = None
     submitted: AppHandle | None = None  # by run_many, with others: not followed yet
     backoff: anyio.CancelScope | None = None
+    waited: float = 0.0  # seconds of the next backoff spent before a resume
     error: Exception | None = None
 
     @property

@@ -13,6 +13,8 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
+import types
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -300,6 +302,25 @@ async def test_a_trial_failed_with_its_retries_spent_is_not_run_again(
             again = await sweep(runner, journal, 1, script="exit 3")
     assert again["t0"][0] == first["t0"][0]
     assert again["t0"][1].state == AppState.FAILED
+
+
+async def test_a_backoff_the_dead_driver_outlasted_is_not_waited_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asynctorchx.runner import _group
+
+    journal = tmp_path / "sweep.journal"
+    async with get_runner() as runner:
+        async with runner.group(journal=journal) as group:  # retries=0: it ends FAILED
+            await group.run(sh_app("t0", "exit 3"), "local_cwd", key="t0")
+        later = types.SimpleNamespace(time=lambda: time.time() + 1000)  # 1000 s after it
+        monkeypatch.setattr(_group, "time", later)
+        with anyio.fail_after(LIMIT):  # a 600 s backoff, 1000 s of it gone
+            async with runner.group(journal=journal, retries=1, retry_backoff=(600, 600)) as group:
+                await group.run(sh_app("t0", "exit 3"), "local_cwd", key="t0")
+                ((_, status),) = [ended async for ended in group.as_completed()]
+    assert status.state == AppState.FAILED
+    assert [r["budget"] for r in of_kind(journal, "attempt")] == ["first", "retry"]
 
 
 def docker_app() -> Any:
