@@ -176,34 +176,25 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
         for each in requests:
             await self._drop_memory_if_undeclared(each)
         request = requests[0]
-        job_dir = str(await anyio.Path(request.job_dir).absolute()) if request.job_dir else None
         script = request.materialize() if len(requests) == 1 else array_script(requests)
-        with tempfile.TemporaryDirectory(prefix="asynctorchx-slurm-") as temporary:
-            directory = anyio.Path(job_dir or temporary)
-            await directory.mkdir(parents=True, exist_ok=True)
-            # sbatch copies the script when it submits, so each submit gets a file of its own:
-            # concurrent submits into one job_dir never run each other's script
-            path = anyio.Path(await anyio.to_thread.run_sync(_write_script, str(directory), script))
-            try:
-                argv = list(request.cmd)
-                if job_dir is not None:
-                    argv.append(f"--chdir={job_dir}")
-                argv.append(str(path))
-                options = {
-                    name: value
-                    for replica in request.replicas.values()
-                    for name, value in replica.sbatch_opts.items()
-                    if value is not None
-                }
-                app = dryrun_infos[0].app
-                job_id = await self.commands.sbatch(
-                    argv, options, None if app is None else app.name
-                )
-                if job_dir is not None:  # kept as TorchX keeps it: the last script submitted
-                    await path.replace(directory / "torchx-sbatch.sh")
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await path.unlink(missing_ok=True)
+        # sbatch copies the script when it submits, so each submit gets a file of its own:
+        # concurrent submits into one job_dir never run each other's script
+        path = await anyio.to_thread.run_sync(_write_script, request.job_dir, script)
+        job_dir = os.path.dirname(path) if request.job_dir else None
+        argv = [*request.cmd, *([f"--chdir={job_dir}"] if job_dir else []), path]
+        options = {
+            name: value
+            for replica in request.replicas.values()
+            for name, value in replica.sbatch_opts.items()
+            if value is not None
+        }
+        app = dryrun_infos[0].app
+        try:
+            job_id = await self.commands.sbatch(argv, options, None if app is None else app.name)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(os.unlink, path)
+            raise
         app_ids = (
             [job_id] if len(requests) == 1 else [f"{job_id}_{i}" for i in range(len(requests))]
         )
@@ -213,9 +204,8 @@ class SlurmScheduler(DirWorkspaceMixin, Scheduler[SlurmBatchRequest]):
             self._job_dirs[app_id] = job_dir or os.getcwd()
             if info.app is not None:
                 self._roles[app_id] = list(info.app.roles)
-        if job_dir is not None:  # as TorchX does, so its log_iter finds the logs
-            async with await anyio.open_file(JOB_DIRS_FILE, "a") as file:
-                await file.write("".join(f"{app_id} = {job_dir}\n" for app_id in app_ids))
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(_keep_script, path, job_dir, app_ids)
         return app_ids
 
     async def _drop_memory_if_undeclared(self, request: SlurmBatchRequest) -> None:
@@ -345,12 +335,29 @@ def log_file_name(app_id: str, role_name: str, k: int, stream: Stream) -> str:
     return f"slurm-{app_id}-{role_name}-{k}.{extension}"
 
 
-def _write_script(directory: str, script: str) -> str:
-    """Write ``script`` to a new file of its own in ``directory``; return its path."""
+def _write_script(job_dir: str | None, script: str) -> str:
+    """Write ``script`` to a new file of its own in ``job_dir`` (made if missing; ``None``:
+    the temporary directory); return its absolute path."""
+    directory = None
+    if job_dir is not None:
+        directory = os.path.abspath(job_dir)
+        os.makedirs(directory, exist_ok=True)
     descriptor, path = tempfile.mkstemp(prefix=".torchx-sbatch-", suffix=".sh", dir=directory)
     with os.fdopen(descriptor, "w") as file:
         file.write(script)
     return path
+
+
+def _keep_script(path: str, job_dir: str | None, app_ids: list[str]) -> None:
+    """After a submit, keep the script as TorchX does (the last one as
+    ``job_dir/torchx-sbatch.sh``) and record the apps' ``job_dir`` in :data:`JOB_DIRS_FILE`,
+    where TorchX's ``log_iter`` looks; without a ``job_dir``, remove it."""
+    if job_dir is None:
+        os.unlink(path)
+        return
+    os.replace(path, os.path.join(job_dir, "torchx-sbatch.sh"))
+    with open(JOB_DIRS_FILE, "a") as file:
+        file.write("".join(f"{app_id} = {job_dir}\n" for app_id in app_ids))
 
 
 async def _read_job_dirs() -> dict[str, str]:
