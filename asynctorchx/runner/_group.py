@@ -6,11 +6,10 @@ import functools
 import logging
 import math
 import os
-import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
@@ -23,6 +22,13 @@ from asynctorchx.errors import (
     TrialKeyError,
     UnknownAppException,
 )
+from asynctorchx.runner._retries import (
+    FAILING_STATES,
+    PREEMPTION_CAUSES,
+    backoff_of,
+    is_count,
+    retry_delay,
+)
 from asynctorchx.schedulers.toolkit import Notifier, gather
 from asynctorchx.specs.api import (
     AppDef,
@@ -31,7 +37,6 @@ from asynctorchx.specs.api import (
     AppState,
     AppStatus,
     CfgVal,
-    EndCause,
     parse_app_handle,
 )
 
@@ -42,52 +47,6 @@ if TYPE_CHECKING:
     from asynctorchx.specs.api import Workspace
 
 logger = logging.getLogger(__name__)
-
-#: The final states that stop a ``fail_fast`` group and that ``retries`` retries.
-FAILING_STATES = frozenset({AppState.FAILED, AppState.UNKNOWN})
-#: The causes of a failure that ``preemption_retries`` retries: the cluster's, not the trial's.
-PREEMPTION_CAUSES = frozenset({EndCause.PREEMPTED, EndCause.EVICTED, EndCause.NODE_LOST})
-
-
-class Backoff(NamedTuple):
-    """A group's ``retry_backoff``: the bounds of the wait before a retry, in seconds."""
-
-    shortest: float
-    longest: float
-
-
-def retry_delay(
-    retry: int, backoff: Backoff, uniform: Callable[[float, float], float] = random.uniform
-) -> float:
-    """Seconds before retry ``retry`` (0: the first), uniform up to ``shortest * 2 ** (retry + 1)``
-    so that apps that failed together are not submitted again together."""
-    return uniform(
-        backoff.shortest, min(backoff.longest, backoff.shortest * 2 ** min(retry + 1, 64))
-    )
-
-
-def _is_count(value: object, least: int) -> bool:
-    """``value`` is an int (not a bool) of at least ``least``."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
-
-
-def _backoff(value: object, name: str = "retry_backoff") -> Backoff:
-    """The backoff ``name`` checked: ``0 <= shortest <= longest``, finite seconds."""
-    numbers = list(value) if isinstance(value, (tuple, list)) else []
-    if len(numbers) != 2 or not all(
-        isinstance(number, (int, float))
-        and not isinstance(number, bool)
-        and math.isfinite(number)
-        and number >= 0
-        for number in numbers
-    ):
-        raise ValueError(
-            f"{name}={value!r}: give two finite numbers of seconds"
-            " (shortest, longest), e.g. (10.0, 600.0)"
-        )
-    if numbers[0] > numbers[1]:
-        raise ValueError(f"{name}={value!r}: the shortest wait comes first, e.g. (10.0, 600.0)")
-    return Backoff(float(numbers[0]), float(numbers[1]))
 
 
 class AppGroup(anyio.AsyncContextManagerMixin):
@@ -135,13 +94,13 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 f"stop_timeout={stop_timeout!r}: give a positive, finite number of seconds"
                 " (how long leaving the block waits for cancelled apps to end)"
             )
-        if max_concurrent is not None and not _is_count(max_concurrent, 1):
+        if max_concurrent is not None and not is_count(max_concurrent, 1):
             raise ValueError(
                 f"max_concurrent={max_concurrent!r}: give how many apps may run at once"
                 " (an int >= 1), or None for no limit"
             )
         for name, count in (("retries", retries), ("preemption_retries", preemption_retries)):
-            if not _is_count(count, 0):
+            if not is_count(count, 0):
                 raise ValueError(
                     f"{name}={count!r}: give how many times a failed app is submitted again"
                     " (an int >= 0)"
@@ -153,10 +112,13 @@ class AppGroup(anyio.AsyncContextManagerMixin):
                 f"adopt_within={adopt_within!r}: give a finite number of seconds >= 0 (how long"
                 " a dead driver's reaper waits for another driver to open the journal; 0: none)"
             )
-        self._backoff = _backoff(retry_backoff)
+        self._backoff = backoff_of(retry_backoff)
         self._budgets = {
             "retry": (retries, self._backoff),
-            "preemption": (preemption_retries, _backoff(preemption_backoff, "preemption_backoff")),
+            "preemption": (
+                preemption_retries,
+                backoff_of(preemption_backoff, "preemption_backoff"),
+            ),
         }
         self._journal_path = None if journal is None else os.fspath(journal)
         self._journal: Journal | None = None

@@ -13,7 +13,7 @@ import pytest
 
 from asynctorchx.errors import AppGroupFailed
 from asynctorchx.runner import Runner, get_runner
-from asynctorchx.runner._group import Backoff, retry_delay
+from asynctorchx.runner._retries import Backoff, retry_delay
 from asynctorchx.specs import AppState
 from tests.isolation import isolate_from_user_config
 from tests.runner.group_apps import LIMIT, processes_of, sh_app, states
