@@ -547,9 +547,10 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         trial.done.set()
         last = history.last_status
         if last is not None:  # failed with retries left, or cancelled by a stopping group
-            lost = last.stopped and last.state == AppState.CANCELLED.name
+            if last.stopped and last.state == AppState.CANCELLED.name:
+                return None, "lost"
             trial.waited = max(0.0, time.time() - last.ended)  # the backoff goes on from there
-            return (None, "lost") if lost else (last.status(), "retry")
+            return last.status(), "retry"
         handle = trial.attempts[-1]
         try:
             found = await self._runner.status(handle)
