@@ -565,7 +565,9 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             await self._record(trial, handle, found)
             return found, "retry"
         trial.running = handle
-        return await self._follow_app(trial, handle, self._app_trace(trial.request)), "retry"
+        outlives = self._tie(trial, handle)  # known to the reaper before run() returns
+        status = await self._follow_app(trial, handle, self._app_trace(trial.request), outlives)
+        return status, "retry"
 
     def _app_trace(self, info: AppDryRunInfo[Any]) -> AppTrace | None:
         assert info.app is not None
@@ -600,13 +602,15 @@ class AppGroup(anyio.AsyncContextManagerMixin):
             return None
         trial.running = handle
         self._register(trial, handle, budget)
-        self._tie(trial, handle)  # before the record: a driver that dies between orphans none
+        outlives = self._tie(
+            trial, handle
+        )  # before the record: a driver dying between orphans none
         if self._journal is not None and trial.key is not None:
             from asynctorchx.runner._journal import AttemptRecord
 
             attempt = AttemptRecord(trial.key, len(trial.attempts), handle, budget)
             await self._journal.append(attempt)
-        return await self._follow_app(trial, handle, trace)
+        return await self._follow_app(trial, handle, trace, outlives)
 
     async def _submit(self, trial: _Trial, info: AppDryRunInfo[Any]) -> AppHandle:
         """Submit ``info`` marked as the trial's app. A resumed trial first looks for an app
@@ -624,12 +628,12 @@ class AppGroup(anyio.AsyncContextManagerMixin):
         return await self._runner.schedule(info)
 
     async def _follow_app(
-        self, trial: _Trial, handle: AppHandle, trace: AppTrace | None
+        self, trial: _Trial, handle: AppHandle, trace: AppTrace | None, outlives: bool
     ) -> AppStatus:
-        """Follow the trial's running app ``handle`` to its end; journal its status."""
+        """Follow the trial's running app ``handle`` (tied to the reaper if it ``outlives``
+        the driver) to its end; journal its status."""
         status = None
         try:
-            outlives = self._tie(trial, handle)  # known to the reaper before run() returns
             trial.done.set()
             if trace is not None:
                 trace.submitted(handle)

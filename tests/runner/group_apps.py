@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
 from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 from asynctorchx.runner import Runner
 from asynctorchx.specs import AppDef, AppState, Role
@@ -53,3 +56,13 @@ async def states(runner: Runner, handles: Iterable[str]) -> list[AppState]:
         assert status is not None, handle
         found.append(status.state)
     return found
+
+
+def records(journal: Path) -> list[dict[str, Any]]:
+    """The journal's full lines, as JSON."""
+    return [json.loads(line) for line in journal.read_text().splitlines()]
+
+
+def of_kind(journal: Path, kind: str) -> list[dict[str, Any]]:
+    """The journal's records of ``kind`` (``trial``, ``attempt``, ``status``)."""
+    return [record for record in records(journal) if record["kind"] == kind]

@@ -32,7 +32,7 @@ from asynctorchx.specs import AppDef, AppState, BindMount, CfgVal, parse_app_han
 from tests.conftest import DOCKER_TEST_IMAGE
 from tests.isolation import isolate_from_user_config
 from tests.processes import await_end, killed_on_exit, live_processes
-from tests.runner.group_apps import LIMIT, sh_app, states
+from tests.runner.group_apps import LIMIT, of_kind, sh_app, states
 from tests.schedulers.kubernetes.conftest import IMAGE as KUBERNETES_IMAGE
 from tests.schedulers.kubernetes.conftest import Cluster, connected
 from tests.schedulers.slurm.conftest import slurm_cluster  # noqa: F401 (the fixture)
@@ -482,10 +482,6 @@ def resumable_app(image: str, directory: str, fails: int) -> AppDef:
     return app
 
 
-def journal_of(journal: Path, kind: str) -> list[dict[str, Any]]:
-    return [r for r in map(json.loads, journal.read_text().splitlines()) if r["kind"] == kind]
-
-
 class Killed(NamedTuple):
     """A driver killed by :func:`killed_driver`."""
 
@@ -514,13 +510,13 @@ async def killed_driver(
             if point == "submitted":
                 assert await driver.wait() == -signal.SIGKILL
                 return Killed(driver.pid, None, anyio.current_time())
-            while not (journal.exists() and journal_of(journal, "attempt")):
+            while not (journal.exists() and of_kind(journal, "attempt")):
                 await anyio.sleep(0.02)
-            (handle,) = [attempt["handle"] for attempt in journal_of(journal, "attempt")]
+            (handle,) = [attempt["handle"] for attempt in of_kind(journal, "attempt")]
             backend.handles.append(handle)
             if point == "backoff":
                 await backend.drive_exit(handle, 3)
-                while not journal_of(journal, "status"):
+                while not of_kind(journal, "status"):
                     await anyio.sleep(0.02)
             else:
                 await backend.drive_start(handle)
@@ -569,8 +565,8 @@ async def test_an_app_submitted_but_not_journaled_is_adopted_not_run_twice(
     journal = tmp_path / "sweep.journal"
     async with _backend(resumed_on, request, tmp_path) as backend:
         driver = await killed_driver(backend, tmp_path, "submitted")
-        (trial,) = journal_of(journal, "trial")
-        assert journal_of(journal, "attempt") == []
+        (trial,) = of_kind(journal, "trial")
+        assert of_kind(journal, "attempt") == []
         app = resumable_app(backend.image, str(tmp_path / "runs"), fails=0)
         info = await backend.runner.dryrun(app, backend.name, backend.cfg)
         (submitted,) = await backend.runner._find_marked(info, trial["mark"])
@@ -586,8 +582,8 @@ async def test_an_app_submitted_but_not_journaled_is_adopted_not_run_twice(
                 ((_, status),) = [ended async for ended in group.as_completed()]
         assert parse_app_handle(handle).app_id == parse_app_handle(submitted).app_id
         assert status.state == AppState.SUCCEEDED
-        assert [a["budget"] for a in journal_of(journal, "attempt")] == ["first"]
-        assert [s["state"] for s in journal_of(journal, "status")] == ["SUCCEEDED"]
+        assert [a["budget"] for a in of_kind(journal, "attempt")] == ["first"]
+        assert [s["state"] for s in of_kind(journal, "status")] == ["SUCCEEDED"]
         assert runs(tmp_path, backend) in (1, None)
         assert await backend.left([handle]) == 0
 
@@ -612,8 +608,8 @@ async def test_a_killed_drivers_running_app_is_adopted_and_ends_once(
         assert [(handle, status.state) for handle, status in ended] == [
             (driver.handle, AppState.SUCCEEDED)
         ]
-        assert [a["handle"] for a in journal_of(journal, "attempt")] == [driver.handle]
-        assert [s["state"] for s in journal_of(journal, "status")] == ["SUCCEEDED"]
+        assert [a["handle"] for a in of_kind(journal, "attempt")] == [driver.handle]
+        assert [s["state"] for s in of_kind(journal, "status")] == ["SUCCEEDED"]
         assert runs(tmp_path, backend) in (1, None)  # run once, never submitted again
         assert await backend.left([driver.handle]) == 0
 
@@ -641,12 +637,12 @@ async def test_a_driver_killed_in_a_backoff_retries_once_when_resumed(
                 await backend.drive_exit(retry, 0)
                 ended = [item async for item in group.as_completed()]
         assert [(handle, status.state) for handle, status in ended] == [(retry, AppState.SUCCEEDED)]
-        attempts = journal_of(journal, "attempt")
+        attempts = of_kind(journal, "attempt")
         assert [(a["handle"], a["budget"]) for a in attempts] == [
             (first, "first"),
             (retry, "retry"),
         ]
-        assert [s["state"] for s in journal_of(journal, "status")] == ["FAILED", "SUCCEEDED"]
+        assert [s["state"] for s in of_kind(journal, "status")] == ["FAILED", "SUCCEEDED"]
         assert runs(tmp_path, backend) in (2, None)
         assert await backend.left([first, retry]) == 0
 
@@ -666,7 +662,7 @@ async def test_with_nobody_resuming_the_reaper_cancels_after_adopt_within(
         status = await backend.runner.status(driver.handle)
         assert status is not None
         assert status.state == AppState.CANCELLED
-        assert journal_of(tmp_path / "sweep.journal", "status") == []  # no driver saw it end
+        assert of_kind(tmp_path / "sweep.journal", "status") == []  # no driver saw it end
 
 
 def _reaper_scan(parent: int) -> tuple[list[int], bool]:

@@ -28,7 +28,7 @@ from asynctorchx.specs import AppState
 from tests.conftest import DOCKER_TEST_IMAGE
 from tests.isolation import isolate_from_user_config
 from tests.processes import alive
-from tests.runner.group_apps import LIMIT, sh_app
+from tests.runner.group_apps import LIMIT, of_kind, records, sh_app
 
 pytestmark = pytest.mark.timeout(3 * LIMIT)
 
@@ -38,15 +38,6 @@ TINY = (0.001, 0.002)  # seconds: backoffs that never slow a test
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     isolate_from_user_config(tmp_path, monkeypatch)
-
-
-def records(journal: Path) -> list[dict[str, Any]]:
-    """The journal's full lines, as JSON."""
-    return [json.loads(line) for line in journal.read_text().splitlines()]
-
-
-def of_kind(journal: Path, kind: str) -> list[dict[str, Any]]:
-    return [record for record in records(journal) if record["kind"] == kind]
 
 
 async def sweep(runner: Runner, journal: Path, count: int, script: str = "true") -> dict[str, Any]:
